@@ -1,0 +1,505 @@
+package embed
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/sugarme/tokenizer"
+	"github.com/sugarme/tokenizer/pretrained"
+	ort "github.com/yalue/onnxruntime_go"
+)
+
+// Errors returned by the engine.
+var (
+	// ErrTooMany reports a batch larger than Config.MaxBatch.
+	ErrTooMany = errors.New("embed: too many texts")
+	// ErrModel reports a model whose files or outputs do not match its manifest.
+	ErrModel = errors.New("embed: model does not match manifest")
+	// ErrInference reports a failure inside ONNX Runtime at run time.
+	ErrInference = errors.New("embed: inference failed")
+	// ErrClosed reports use of a closed engine.
+	ErrClosed = errors.New("embed: engine closed")
+)
+
+// File names inside a model directory.
+const (
+	ModelFile     = "model.onnx"
+	TokenizerFile = "tokenizer.json"
+)
+
+// Config configures an Engine. The zero value of each optional field picks a
+// sensible default.
+type Config struct {
+	// ModelDir holds model.onnx and tokenizer.json.
+	ModelDir string
+	// Manifest describes the model; required.
+	Manifest *Manifest
+	// IntraOpThreads is ONNX Runtime's per-run thread count (default 1: the
+	// daemon gets parallelism from concurrent requests instead).
+	IntraOpThreads int
+	// MaxConcurrent bounds concurrent model runs (default: number of CPUs).
+	MaxConcurrent int
+	// ChunkSize is how many texts go into one model run (default 32).
+	ChunkSize int
+	// MaxBatch bounds the texts of one Embed call (default 1024).
+	MaxBatch int
+}
+
+func (c *Config) withDefaults() (Config, error) {
+	out := *c
+	if out.Manifest == nil {
+		return out, fmt.Errorf("%w: no manifest", ErrBadManifest)
+	}
+	if err := out.Manifest.Validate(); err != nil {
+		return out, err
+	}
+	if out.IntraOpThreads <= 0 {
+		out.IntraOpThreads = 1
+	}
+	if out.MaxConcurrent <= 0 {
+		out.MaxConcurrent = runtime.NumCPU()
+	}
+	if out.ChunkSize <= 0 {
+		out.ChunkSize = 32
+	}
+	if out.MaxBatch <= 0 {
+		out.MaxBatch = 1024
+	}
+	return out, nil
+}
+
+// Engine embeds texts with one ONNX model. It is safe for concurrent use.
+type Engine struct {
+	cfg         Config
+	man         Manifest
+	tok         *tokenizer.Tokenizer
+	tokMu       sync.Mutex
+	sess        *ort.DynamicAdvancedSession
+	inputNames  []string
+	sem         chan struct{}
+	fingerprint string
+
+	closeMu sync.RWMutex
+	closed  bool
+}
+
+// Open loads the model and tokenizer named by cfg. rt must stay open while
+// the engine is in use.
+func Open(rt *Runtime, cfg Config) (*Engine, error) {
+	if rt == nil {
+		return nil, fmt.Errorf("%w: nil runtime", ErrRuntime)
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	modelPath := filepath.Join(c.ModelDir, ModelFile)
+	fp, err := Fingerprint(modelPath, c.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := pretrained.FromFile(filepath.Join(c.ModelDir, TokenizerFile))
+	if err != nil {
+		return nil, fmt.Errorf("%w: tokenizer: %v", ErrModel, err)
+	}
+	inNames := []string{c.Manifest.Inputs.InputIDs, c.Manifest.Inputs.AttentionMask}
+	if c.Manifest.Inputs.TokenTypeIDs != "" {
+		inNames = append(inNames, c.Manifest.Inputs.TokenTypeIDs)
+	}
+	if err := checkModelIO(modelPath, inNames, c.Manifest.Output); err != nil {
+		return nil, err
+	}
+	opts, err := ort.NewSessionOptions()
+	if err != nil {
+		return nil, fmt.Errorf("%w: session options: %v", ErrRuntime, err)
+	}
+	defer opts.Destroy()
+	if err := opts.SetIntraOpNumThreads(c.IntraOpThreads); err != nil {
+		return nil, fmt.Errorf("%w: intra-op threads: %v", ErrRuntime, err)
+	}
+	if err := opts.SetInterOpNumThreads(1); err != nil {
+		return nil, fmt.Errorf("%w: inter-op threads: %v", ErrRuntime, err)
+	}
+	sess, err := ort.NewDynamicAdvancedSession(modelPath, inNames, []string{c.Manifest.Output}, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrModel, err)
+	}
+	e := &Engine{
+		cfg:         c,
+		man:         *c.Manifest,
+		tok:         tok,
+		sess:        sess,
+		inputNames:  inNames,
+		sem:         make(chan struct{}, c.MaxConcurrent),
+		fingerprint: fp,
+	}
+	// Probe once so a model whose output width or shape disagrees with the
+	// manifest fails at load, not on the first request.
+	if _, err := e.Embed(context.Background(), []string{"probe"}); err != nil {
+		_ = sess.Destroy()
+		return nil, fmt.Errorf("%w: probe run: %v", ErrModel, err)
+	}
+	return e, nil
+}
+
+func checkModelIO(modelPath string, inNames []string, output string) error {
+	ins, outs, err := ort.GetInputOutputInfo(modelPath)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrModel, err)
+	}
+	have := map[string]bool{}
+	for _, in := range ins {
+		have[in.Name] = true
+	}
+	for _, n := range inNames {
+		if !have[n] {
+			return fmt.Errorf("%w: model has no input %q", ErrModel, n)
+		}
+	}
+	if len(ins) != len(inNames) {
+		return fmt.Errorf("%w: model has %d inputs, manifest names %d", ErrModel, len(ins), len(inNames))
+	}
+	for _, o := range outs {
+		if o.Name == output {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: model has no output %q", ErrModel, output)
+}
+
+// Fingerprint is the hex sha256 of model.onnx followed by the manifest's
+// canonical JSON: it changes when either the weights or how they are run
+// changes, so an index built with one model is never served with another.
+func Fingerprint(modelPath string, m *Manifest) (string, error) {
+	f, err := os.Open(modelPath)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrModel, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("%w: read model: %v", ErrModel, err)
+	}
+	canon := *m
+	canon.ModelSHA256 = "" // descriptive only; the bytes above already count
+	mj, err := json.Marshal(canon)
+	if err != nil {
+		return "", fmt.Errorf("embed: manifest json: %w", err)
+	}
+	h.Write(mj)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// FileSHA256 returns the hex sha256 of a file.
+func FileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Dims is the embedding width.
+func (e *Engine) Dims() int { return e.man.Dims }
+
+// Fingerprint identifies the model weights and manifest.
+func (e *Engine) Fingerprint() string { return e.fingerprint }
+
+// Manifest returns a copy of the engine's manifest.
+func (e *Engine) Manifest() Manifest { return e.man }
+
+// MaxBatch is the largest number of texts one Embed call accepts.
+func (e *Engine) MaxBatch() int { return e.cfg.MaxBatch }
+
+// Tokens returns the token ids the model would see for text, after
+// normalisation and truncation.
+func (e *Engine) Tokens(text string) ([]int64, error) {
+	ids, _, err := e.encode(text)
+	return ids, err
+}
+
+func (e *Engine) encode(text string) (ids, types []int64, err error) {
+	norm := e.man.NormalizeText(text)
+	if IsBlank(norm) || IsBlank(text) {
+		return nil, nil, ErrEmptyText
+	}
+	e.tokMu.Lock()
+	enc, err := e.tok.EncodeSingle(norm, e.man.AddSpecialTokens)
+	e.tokMu.Unlock()
+	if err != nil {
+		return nil, nil, fmt.Errorf("embed: tokenize: %w", err)
+	}
+	raw := enc.GetIds()
+	rawTypes := enc.GetTypeIds()
+	if len(raw) == 0 {
+		return nil, nil, ErrEmptyText
+	}
+	n := len(raw)
+	if n > e.man.MaxTokens {
+		n = e.man.MaxTokens
+		if e.man.AddSpecialTokens && n >= 2 {
+			// Keep the closing special token ([SEP]) a BERT model was trained with.
+			ids = make([]int64, n)
+			for i := 0; i < n-1; i++ {
+				ids[i] = int64(raw[i])
+			}
+			ids[n-1] = int64(raw[len(raw)-1])
+			types = make([]int64, n)
+			for i := range types {
+				if i < len(rawTypes) {
+					types[i] = int64(rawTypes[i])
+				}
+			}
+			return ids, types, nil
+		}
+	}
+	ids = make([]int64, n)
+	types = make([]int64, n)
+	for i := 0; i < n; i++ {
+		ids[i] = int64(raw[i])
+		if i < len(rawTypes) {
+			types[i] = int64(rawTypes[i])
+		}
+	}
+	return ids, types, nil
+}
+
+// Embed returns one unit-length (if the manifest normalises) vector per
+// text, in order. Blank texts fail with ErrEmptyText before the model runs.
+func (e *Engine) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if len(texts) == 0 {
+		return nil, nil
+	}
+	if len(texts) > e.cfg.MaxBatch {
+		return nil, fmt.Errorf("%w: %d texts, limit %d", ErrTooMany, len(texts), e.cfg.MaxBatch)
+	}
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	type item struct {
+		ids, types []int64
+		pos        int
+	}
+	items := make([]item, len(texts))
+	for i, t := range texts {
+		ids, types, err := e.encode(t)
+		if err != nil {
+			return nil, fmt.Errorf("text %d: %w", i, err)
+		}
+		items[i] = item{ids: ids, types: types, pos: i}
+	}
+	// Sort by length so each chunk pads little; results go back in order.
+	sort.SliceStable(items, func(a, b int) bool { return len(items[a].ids) < len(items[b].ids) })
+	out := make([][]float32, len(texts))
+	for start := 0; start < len(items); start += e.cfg.ChunkSize {
+		end := min(start+e.cfg.ChunkSize, len(items))
+		chunk := items[start:end]
+		ids := make([][]int64, len(chunk))
+		types := make([][]int64, len(chunk))
+		for i, it := range chunk {
+			ids[i], types[i] = it.ids, it.types
+		}
+		vecs, err := e.run(ctx, ids, types)
+		if err != nil {
+			return nil, err
+		}
+		for i, it := range chunk {
+			out[it.pos] = vecs[i]
+		}
+	}
+	return out, nil
+}
+
+// run executes one padded batch. It never returns while ONNX Runtime may
+// still read the input tensors: cancellation sets the run's terminate flag
+// and then waits for Run to come back.
+func (e *Engine) run(ctx context.Context, ids, types [][]int64) ([][]float32, error) {
+	select {
+	case e.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-e.sem }()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	b := len(ids)
+	seq := 0
+	for _, x := range ids {
+		seq = max(seq, len(x))
+	}
+	idData := make([]int64, b*seq)
+	maskData := make([]int64, b*seq)
+	var typeData []int64
+	if e.man.Inputs.TokenTypeIDs != "" {
+		typeData = make([]int64, b*seq)
+	}
+	pad := int64(e.man.PadID)
+	for i, x := range ids {
+		row := idData[i*seq : (i+1)*seq]
+		for j := range row {
+			if j < len(x) {
+				row[j] = x[j]
+				maskData[i*seq+j] = 1
+				if typeData != nil {
+					typeData[i*seq+j] = types[i][j]
+				}
+			} else {
+				row[j] = pad
+			}
+		}
+	}
+	shape := ort.NewShape(int64(b), int64(seq))
+	inputs := make([]ort.Value, 0, 3)
+	destroy := func() {
+		for _, v := range inputs {
+			_ = v.Destroy()
+		}
+	}
+	defer destroy()
+	for _, data := range [][]int64{idData, maskData, typeData} {
+		if data == nil {
+			continue
+		}
+		t, err := ort.NewTensor(shape, data)
+		if err != nil {
+			return nil, fmt.Errorf("%w: tensor: %v", ErrInference, err)
+		}
+		inputs = append(inputs, t)
+	}
+	ro, err := ort.NewRunOptions()
+	if err != nil {
+		return nil, fmt.Errorf("%w: run options: %v", ErrInference, err)
+	}
+	defer ro.Destroy()
+
+	done := make(chan struct{})
+	watcherDone := make(chan struct{})
+	go func() {
+		defer close(watcherDone)
+		select {
+		case <-ctx.Done():
+			_ = ro.Terminate()
+		case <-done:
+		}
+	}()
+	outputs := []ort.Value{nil}
+	runErr := e.sess.RunWithOptions(inputs, outputs, ro)
+	close(done)
+	<-watcherDone
+	if outputs[0] != nil {
+		defer outputs[0].Destroy()
+	}
+	if runErr != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: %v", ErrInference, runErr)
+	}
+	t, ok := outputs[0].(*ort.Tensor[float32])
+	if !ok {
+		return nil, fmt.Errorf("%w: output %q is not a float32 tensor", ErrModel, e.man.Output)
+	}
+	return e.pool(t.GetShape(), t.GetData(), maskData, b, seq)
+}
+
+func (e *Engine) pool(shape ort.Shape, data []float32, mask []int64, b, seq int) ([][]float32, error) {
+	d := e.man.Dims
+	out := make([][]float32, b)
+	switch e.man.Pooling {
+	case PoolNone:
+		if len(shape) != 2 || shape[0] != int64(b) || shape[1] != int64(d) {
+			return nil, fmt.Errorf("%w: output shape %v, want [%d %d]", ErrModel, shape, b, d)
+		}
+		for i := range out {
+			out[i] = append([]float32(nil), data[i*d:(i+1)*d]...)
+		}
+	case PoolMean, PoolCLS:
+		if len(shape) != 3 || shape[0] != int64(b) || shape[1] != int64(seq) || shape[2] != int64(d) {
+			return nil, fmt.Errorf("%w: output shape %v, want [%d %d %d]", ErrModel, shape, b, seq, d)
+		}
+		for i := range out {
+			v := make([]float32, d)
+			if e.man.Pooling == PoolCLS {
+				copy(v, data[i*seq*d:i*seq*d+d])
+			} else {
+				var n float32
+				for j := 0; j < seq; j++ {
+					if mask[i*seq+j] == 0 {
+						continue
+					}
+					n++
+					tok := data[(i*seq+j)*d : (i*seq+j+1)*d]
+					for k, x := range tok {
+						v[k] += x
+					}
+				}
+				for k := range v {
+					v[k] /= n
+				}
+			}
+			out[i] = v
+		}
+	}
+	if e.man.Normalize {
+		for _, v := range out {
+			normalize(v)
+		}
+	}
+	for i, v := range out {
+		for _, x := range v {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return nil, fmt.Errorf("%w: non-finite value in embedding %d", ErrInference, i)
+			}
+		}
+	}
+	return out, nil
+}
+
+func normalize(v []float32) {
+	var s float64
+	for _, x := range v {
+		s += float64(x) * float64(x)
+	}
+	if s == 0 {
+		return
+	}
+	inv := float32(1 / math.Sqrt(s))
+	for i := range v {
+		v[i] *= inv
+	}
+}
+
+// Close waits for runs in flight and releases the ONNX session. It is
+// idempotent.
+func (e *Engine) Close() error {
+	e.closeMu.Lock()
+	defer e.closeMu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	if err := e.sess.Destroy(); err != nil {
+		return fmt.Errorf("embed: destroy session: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,110 @@
+package embed
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Pooling names how token outputs become one sentence vector.
+type Pooling string
+
+// Pooling modes a manifest may name.
+const (
+	// PoolNone means the model already outputs one vector per sentence.
+	PoolNone Pooling = "none"
+	// PoolMean averages token vectors over the attention mask.
+	PoolMean Pooling = "mean"
+	// PoolCLS takes the first token's vector.
+	PoolCLS Pooling = "cls"
+)
+
+// ManifestFile is the file name of a model manifest inside a model directory.
+const ManifestFile = "manifest.json"
+
+// ErrBadManifest reports a manifest that cannot describe a runnable model.
+var ErrBadManifest = errors.New("embed: invalid model manifest")
+
+// Inputs names the model's input tensors. TokenTypeIDs is empty for models
+// that take no token_type_ids.
+type Inputs struct {
+	InputIDs      string `json:"input_ids"`
+	AttentionMask string `json:"attention_mask"`
+	TokenTypeIDs  string `json:"token_type_ids,omitempty"`
+}
+
+// Manifest says how to run one sentence-embedding model: what it is fed,
+// what it returns and how that becomes a unit vector.
+type Manifest struct {
+	Name    string  `json:"name"`
+	Inputs  Inputs  `json:"inputs"`
+	Output  string  `json:"output"`
+	Pooling Pooling `json:"pooling"`
+	// Normalize L2-normalises the pooled vector (a no-op for models that already do).
+	Normalize bool `json:"normalize"`
+	// Dims is the embedding width; checked against the model's output at load.
+	Dims int `json:"dims"`
+	// MaxTokens caps the tokens per text; longer texts are truncated.
+	MaxTokens int `json:"max_tokens"`
+	// Prefix is prepended to every text (e5-style "query: ").
+	Prefix string `json:"prefix,omitempty"`
+	// Lowercase lower-cases text before tokenising (uncased models).
+	Lowercase bool `json:"lowercase,omitempty"`
+	// CollapseWhitespace turns runs of whitespace into one space and trims.
+	CollapseWhitespace bool `json:"collapse_whitespace"`
+	// AddSpecialTokens asks the tokenizer's post-processor for [CLS]/[SEP].
+	AddSpecialTokens bool `json:"add_special_tokens"`
+	// PadID is the token id used for right padding.
+	PadID int `json:"pad_id"`
+	// ModelSHA256, when set, identifies the model.onnx this manifest was written for.
+	ModelSHA256 string `json:"model_sha256,omitempty"`
+}
+
+// Validate reports the first problem that would stop the model from running.
+func (m *Manifest) Validate() error {
+	switch {
+	case m.Name == "":
+		return fmt.Errorf("%w: name is empty", ErrBadManifest)
+	case m.Inputs.InputIDs == "" || m.Inputs.AttentionMask == "":
+		return fmt.Errorf("%w: inputs.input_ids and inputs.attention_mask are required", ErrBadManifest)
+	case m.Output == "":
+		return fmt.Errorf("%w: output is empty", ErrBadManifest)
+	case m.Dims <= 0 || m.Dims > 8192:
+		return fmt.Errorf("%w: dims %d out of range (1..8192)", ErrBadManifest, m.Dims)
+	case m.MaxTokens <= 0 || m.MaxTokens > 8192:
+		return fmt.Errorf("%w: max_tokens %d out of range (1..8192)", ErrBadManifest, m.MaxTokens)
+	case m.PadID < 0:
+		return fmt.Errorf("%w: pad_id %d is negative", ErrBadManifest, m.PadID)
+	}
+	switch m.Pooling {
+	case PoolNone, PoolMean, PoolCLS:
+	default:
+		return fmt.Errorf("%w: pooling %q is not none, mean or cls", ErrBadManifest, m.Pooling)
+	}
+	return nil
+}
+
+// ParseManifest decodes and validates a manifest.
+func ParseManifest(data []byte) (*Manifest, error) {
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadManifest, err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// ReadManifest reads dir/manifest.json. It returns an error wrapping
+// os.ErrNotExist when the directory has none, so callers can fall back to a
+// known manifest.
+func ReadManifest(dir string) (*Manifest, error) {
+	data, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if err != nil {
+		return nil, fmt.Errorf("embed: read manifest: %w", err)
+	}
+	return ParseManifest(data)
+}

@@ -1,0 +1,142 @@
+package classify
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+)
+
+// Calibration is the index's score-to-probability maps and fusion weights,
+// stored as JSON in the index header by gen-index. An index without one gets
+// DefaultCalibration, whose numbers are a documented prior, not a fit.
+type Calibration struct {
+	// Categories is the single-label map for Classify: a temperature-scaled
+	// softmax over categories with an out-of-scope logit.
+	Categories SingleLabel `json:"categories"`
+	// CategoriesMulti is the per-category relevance map used when a prompt
+	// may need several categories (Route, AnalyzePrompt, DetectContexts).
+	CategoriesMulti Binary `json:"categories_multi"`
+	// Servers and Tools are the per-label relevance maps for Route.
+	Servers Binary `json:"servers"`
+	Tools   Binary `json:"tools"`
+	Fusion  Fusion `json:"fusion"`
+	// Fitted is false for DefaultCalibration.
+	Fitted bool `json:"fitted"`
+}
+
+// SingleLabel is p(label) = exp(s/T) / (exp(OOS/T) + Σ exp(s_j/T)).
+type SingleLabel struct {
+	Method    string  `json:"method"`
+	T         float64 `json:"t"`
+	OOS       float64 `json:"oos"`
+	Threshold float64 `json:"threshold"`
+	ECEBefore float64 `json:"ece_before,omitempty"`
+	ECEAfter  float64 `json:"ece_after,omitempty"`
+	Samples   int     `json:"samples,omitempty"`
+}
+
+// Binary maps one label's score to a probability of relevance:
+// Platt p = 1/(1+exp(A*s+B)).
+type Binary struct {
+	Method    string  `json:"method"`
+	A         float64 `json:"a"`
+	B         float64 `json:"b"`
+	Threshold float64 `json:"threshold"`
+	ECEBefore float64 `json:"ece_before,omitempty"`
+	ECEAfter  float64 `json:"ece_after,omitempty"`
+	Samples   int     `json:"samples,omitempty"`
+	// SharedFallback lists labels with too few examples for their own map.
+	SharedFallback []string `json:"shared_fallback,omitempty"`
+}
+
+// Fusion weighs evidence added to the dense cosine score.
+type Fusion struct {
+	// Lexical multiplies the lexical boost (1 for a pattern or exact name, 0.6 for a keyword).
+	Lexical float64 `json:"lexical"`
+	// ServerFromTools is the weight of a server's best tool in the server's score.
+	ServerFromTools float64 `json:"server_from_tools"`
+	// ToolFromServer is the weight of the server's score in each tool's score.
+	ToolFromServer float64 `json:"tool_from_server"`
+	// ContextWeight is the weight of the previous user turn; older turns decay by ContextDecay.
+	ContextWeight float64 `json:"context_weight"`
+	ContextDecay  float64 `json:"context_decay"`
+}
+
+// DefaultCalibration is used for indexes built without calibration. Its
+// numbers put p=0.5 near a cosine of 0.55 for use-lite-en-like models; they
+// are a prior, not a measurement, and GetIndexInfo reports method "prior".
+func DefaultCalibration() Calibration {
+	return Calibration{
+		Categories:      SingleLabel{Method: "prior", T: 0.05, OOS: 0.5, Threshold: 0.5},
+		CategoriesMulti: Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
+		Servers:         Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
+		Tools:           Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
+		Fusion: Fusion{Lexical: 0.15, ServerFromTools: 1, ToolFromServer: 0.15,
+			ContextWeight: 0.85, ContextDecay: 0.7},
+	}
+}
+
+// ParseCalibration decodes an index's calibration section; empty means
+// DefaultCalibration.
+func ParseCalibration(raw json.RawMessage) (Calibration, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return DefaultCalibration(), nil
+	}
+	c := DefaultCalibration()
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return Calibration{}, fmt.Errorf("classify: calibration section: %w", err)
+	}
+	if err := c.validate(); err != nil {
+		return Calibration{}, err
+	}
+	return c, nil
+}
+
+func (c Calibration) validate() error {
+	finite := func(name string, vs ...float64) error {
+		for _, v := range vs {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("classify: calibration %s is not finite", name)
+			}
+		}
+		return nil
+	}
+	if c.Categories.T <= 0 {
+		return fmt.Errorf("classify: calibration categories.t %v must be positive", c.Categories.T)
+	}
+	for name, v := range map[string][]float64{
+		"categories":       {c.Categories.T, c.Categories.OOS, c.Categories.Threshold},
+		"categories_multi": {c.CategoriesMulti.A, c.CategoriesMulti.B, c.CategoriesMulti.Threshold},
+		"servers":          {c.Servers.A, c.Servers.B, c.Servers.Threshold},
+		"tools":            {c.Tools.A, c.Tools.B, c.Tools.Threshold},
+	} {
+		if err := finite(name, v...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Probabilities returns the calibrated distribution over labels; the
+// remainder (1 - Σ) is the out-of-scope mass.
+func (s SingleLabel) Probabilities(raw []float64) []float64 {
+	out := make([]float64, len(raw))
+	m := s.OOS / s.T
+	for _, r := range raw {
+		m = math.Max(m, r/s.T)
+	}
+	z := math.Exp(s.OOS/s.T - m)
+	for i, r := range raw {
+		out[i] = math.Exp(r/s.T - m)
+		z += out[i]
+	}
+	for i := range out {
+		out[i] /= z
+	}
+	return out
+}
+
+// Prob maps one score to a probability of relevance.
+func (b Binary) Prob(score float64) float64 {
+	return 1 / (1 + math.Exp(b.A*score+b.B))
+}

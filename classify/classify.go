@@ -1,0 +1,426 @@
+// Package classify owns the routing and classification policy: it turns a
+// prompt (and conversation) into ranked categories, servers and tools with
+// confidences, an abstain decision and a short deterministic explanation,
+// using an index built by gen-index and an embedding model.
+package classify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/classifierd/classifierd/index"
+)
+
+// Errors for bad input; the gRPC layer maps them to InvalidArgument.
+var (
+	ErrEmptyText     = errors.New("classify: empty text")
+	ErrTextTooLong   = errors.New("classify: text too long")
+	ErrBadArgument   = errors.New("classify: invalid argument")
+	ErrUnknownServer = errors.New("classify: unknown server")
+	ErrNoLabels      = errors.New("classify: index has no labels of this kind")
+)
+
+// Embedder turns texts into unit vectors; the daemon passes an *embed.Engine.
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
+
+// Limits are the documented input bounds, enforced before any model work.
+type Limits struct {
+	MaxTextBytes int // per text, prompt or message (default 8192)
+	MaxMessages  int // per Route request (default 64)
+	MaxTopK      int // top_k, max_servers, max_tools (default 100)
+}
+
+// Config tunes the classifier. Zero values take defaults.
+type Config struct {
+	Limits Limits
+	// DefaultTopK is Classify's top_k when the request leaves it 0 (default 3).
+	DefaultTopK int
+	// DefaultMaxServers and DefaultMaxTools apply when a Route request leaves them 0.
+	DefaultMaxServers int // default 5
+	DefaultMaxTools   int // default 20
+	// MetaCategory names the category of meta tools (default "meta").
+	MetaCategory string
+}
+
+func (c Config) withDefaults() Config {
+	if c.Limits.MaxTextBytes <= 0 {
+		c.Limits.MaxTextBytes = 8192
+	}
+	if c.Limits.MaxMessages <= 0 {
+		c.Limits.MaxMessages = 64
+	}
+	if c.Limits.MaxTopK <= 0 {
+		c.Limits.MaxTopK = 100
+	}
+	if c.DefaultTopK <= 0 {
+		c.DefaultTopK = 3
+	}
+	if c.DefaultMaxServers <= 0 {
+		c.DefaultMaxServers = 5
+	}
+	if c.DefaultMaxTools <= 0 {
+		c.DefaultMaxTools = 20
+	}
+	if c.MetaCategory == "" {
+		c.MetaCategory = "meta"
+	}
+	return c
+}
+
+// Classifier scores texts against one index. It is immutable after New and
+// safe for concurrent use.
+type Classifier struct {
+	cfg   Config
+	idx   *index.Index
+	emb   Embedder
+	cal   Calibration
+	lex   lexicon
+	cats  []int // label indices of categories
+	srvs  []int
+	tools []int
+	// toolsOf maps a server's label index to its tools' label indices.
+	toolsOf map[int][]int
+	// serverOf maps a tool's label index to its server's label index.
+	serverOf map[int]int
+}
+
+// New prepares a classifier over idx. It fails if the index's calibration
+// section or patterns cannot be used.
+func New(idx *index.Index, emb Embedder, cfg Config) (*Classifier, error) {
+	c := &Classifier{cfg: cfg.withDefaults(), idx: idx, emb: emb,
+		cats: idx.LabelsOf(index.KindCategory), srvs: idx.LabelsOf(index.KindServer),
+		tools: idx.LabelsOf(index.KindTool), toolsOf: map[int][]int{}, serverOf: map[int]int{}}
+	for _, t := range c.tools {
+		s, _ := idx.Lookup(index.KindServer, idx.Labels[t].Server)
+		c.toolsOf[s] = append(c.toolsOf[s], t)
+		c.serverOf[t] = s
+	}
+	cal, err := ParseCalibration(idx.Calibration)
+	if err != nil {
+		return nil, err
+	}
+	c.cal = cal
+	lex, err := newLexicon(idx)
+	if err != nil {
+		return nil, err
+	}
+	c.lex = lex
+	return c, nil
+}
+
+// Index returns the index the classifier serves.
+func (c *Classifier) Index() *index.Index { return c.idx }
+
+// Limits returns the enforced input limits.
+func (c *Classifier) Limits() Limits { return c.cfg.Limits }
+
+// Calibration returns the calibration in use.
+func (c *Classifier) Calibration() Calibration { return c.cal }
+
+// CheckText validates one input text against the limits.
+func (c *Classifier) CheckText(field, s string) error {
+	if strings.TrimFunc(s, unicode.IsSpace) == "" {
+		return fmt.Errorf("%w: %s is empty", ErrEmptyText, field)
+	}
+	if len(s) > c.cfg.Limits.MaxTextBytes {
+		return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrTextTooLong, field, len(s), c.cfg.Limits.MaxTextBytes)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrBadArgument, field)
+	}
+	return nil
+}
+
+func (c *Classifier) checkK(field string, k int, def int) (int, error) {
+	if k < 0 || k > c.cfg.Limits.MaxTopK {
+		return 0, fmt.Errorf("%w: %s %d out of range 0..%d", ErrBadArgument, field, k, c.cfg.Limits.MaxTopK)
+	}
+	if k == 0 {
+		return def, nil
+	}
+	return k, nil
+}
+
+func checkMinConf(mc *float32) error {
+	if mc != nil && (math.IsNaN(float64(*mc)) || *mc < 0 || *mc > 1) {
+		return fmt.Errorf("%w: min_confidence %v outside [0,1]", ErrBadArgument, *mc)
+	}
+	return nil
+}
+
+// Scored is one ranked label.
+type Scored struct {
+	Label      int // index into the index's labels
+	ID         string
+	Confidence float64
+	Score      float64 // fused raw score
+	Evidence   string
+}
+
+// Result is a Classify answer.
+type Result struct {
+	Categories []Scored
+	Abstained  bool
+	Reasoning  string
+}
+
+// Classify ranks categories for text.
+func (c *Classifier) Classify(ctx context.Context, text string, topK int, minConf *float32) (Result, error) {
+	if err := c.CheckText("text", text); err != nil {
+		return Result{}, err
+	}
+	k, err := c.checkK("top_k", topK, c.cfg.DefaultTopK)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := checkMinConf(minConf); err != nil {
+		return Result{}, err
+	}
+	if len(c.cats) == 0 {
+		return Result{}, fmt.Errorf("%w: no categories (the catalog had none)", ErrNoLabels)
+	}
+	turns, err := c.embedTurns(ctx, []turn{{text: text, weight: 1}})
+	if err != nil {
+		return Result{}, err
+	}
+	cs := c.categoryScores(turns)
+	thr := c.cal.Categories.Threshold
+	if minConf != nil {
+		thr = float64(*minConf)
+	}
+	return c.rankSingle(cs, k, thr), nil
+}
+
+// rankSingle turns category scores into a single-label answer: calibrated
+// probabilities over categories (plus an out-of-scope mass), top k above
+// the threshold.
+func (c *Classifier) rankSingle(cs []labelScore, k int, thr float64) Result {
+	raw := make([]float64, len(cs))
+	for i, s := range cs {
+		raw[i] = s.score
+	}
+	probs := c.cal.Categories.Probabilities(raw)
+	order := argsort(probs)
+	var res Result
+	for _, i := range order {
+		if len(res.Categories) >= k {
+			break
+		}
+		if probs[i] < thr {
+			break
+		}
+		res.Categories = append(res.Categories, Scored{Label: cs[i].label, ID: c.idx.Labels[cs[i].label].ID,
+			Confidence: probs[i], Score: cs[i].score, Evidence: cs[i].evidence})
+	}
+	res.Abstained = len(res.Categories) == 0
+	res.Reasoning = c.explain(cs, probs, order, thr)
+	return res
+}
+
+// explain is the deterministic reasoning: what matched, how strongly, and
+// the margin to the runner-up.
+func (c *Classifier) explain(cs []labelScore, probs []float64, order []int, thr float64) string {
+	if len(order) == 0 {
+		return "no labels"
+	}
+	best := order[0]
+	id := c.idx.Labels[cs[best].label].ID
+	var b strings.Builder
+	if probs[best] < thr {
+		fmt.Fprintf(&b, "abstained: best %s at %.2f is below %.2f (%s)", id, probs[best], thr, cs[best].evidence)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%s %.2f: %s", id, probs[best], cs[best].evidence)
+	if len(order) > 1 {
+		r := order[1]
+		fmt.Fprintf(&b, "; runner-up %s %.2f (margin %.2f)", c.idx.Labels[cs[r].label].ID, probs[r], probs[best]-probs[r])
+	}
+	return b.String()
+}
+
+func argsort(v []float64) []int {
+	o := make([]int, len(v))
+	for i := range o {
+		o[i] = i
+	}
+	sort.SliceStable(o, func(a, b int) bool { return v[o[a]] > v[o[b]] })
+	return o
+}
+
+// turn is one piece of text with its weight in the decision.
+type turn struct {
+	text   string
+	weight float64
+	dots   []float32
+	lower  string
+}
+
+// embedTurns embeds all turns in one model call and scores each against
+// every index vector.
+func (c *Classifier) embedTurns(ctx context.Context, ts []turn) ([]turn, error) {
+	texts := make([]string, len(ts))
+	for i, t := range ts {
+		texts[i] = t.text
+	}
+	vecs, err := c.emb.Embed(ctx, texts)
+	if err != nil {
+		return nil, err
+	}
+	if len(vecs) != len(ts) {
+		return nil, fmt.Errorf("classify: embedder returned %d vectors for %d texts", len(vecs), len(ts))
+	}
+	for i := range ts {
+		ts[i].dots = make([]float32, c.idx.NumVectors())
+		if err := c.idx.Dot(vecs[i], ts[i].dots); err != nil {
+			return nil, err
+		}
+		ts[i].lower = strings.ToLower(ts[i].text)
+	}
+	return ts, nil
+}
+
+// labelScore is one label's fused score and what produced it.
+type labelScore struct {
+	label    int
+	score    float64
+	dense    float64
+	evidence string
+}
+
+// scoreLabels fuses, for each label in ls, the dense similarity (best
+// vector, weighted by turn) with lexical evidence.
+func (c *Classifier) scoreLabels(ls []int, ts []turn) []labelScore {
+	out := make([]labelScore, len(ls))
+	for j, li := range ls {
+		l := &c.idx.Labels[li]
+		best := labelScore{label: li, score: math.Inf(-1)}
+		for ti, t := range ts {
+			v, s := l.First, t.dots[l.First]
+			for x := l.First + 1; x < l.First+l.Count; x++ {
+				if t.dots[x] > s {
+					v, s = x, t.dots[x]
+				}
+			}
+			w := float64(s) * t.weight
+			lexBoost, lexEv := c.lex.evidence(li, t)
+			total := w + c.cal.Fusion.Lexical*lexBoost*t.weight
+			if total > best.score {
+				best.score = total
+				best.dense = float64(s)
+				src := l.Sources[v-l.First]
+				ev := fmt.Sprintf("nearest %s %q (%.2f)", src, clip(l.Texts[v-l.First], 60), s)
+				if lexEv != "" {
+					ev = lexEv + "; " + ev
+				}
+				if ti > 0 {
+					ev += " from earlier conversation"
+				}
+				best.evidence = ev
+			}
+		}
+		out[j] = best
+	}
+	return out
+}
+
+func (c *Classifier) categoryScores(ts []turn) []labelScore { return c.scoreLabels(c.cats, ts) }
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// lexicon holds the lexical evidence of every label: keywords, patterns and
+// names, matched against lower-cased text.
+type lexicon struct {
+	keywords map[int][]string
+	patterns map[int][]*regexp.Regexp
+	names    map[int][]string
+}
+
+func newLexicon(idx *index.Index) (lexicon, error) {
+	lx := lexicon{keywords: map[int][]string{}, patterns: map[int][]*regexp.Regexp{}, names: map[int][]string{}}
+	for i, l := range idx.Labels {
+		for _, k := range l.Keywords {
+			if k = strings.ToLower(strings.TrimSpace(k)); k != "" {
+				lx.keywords[i] = append(lx.keywords[i], k)
+			}
+		}
+		for _, p := range l.Patterns {
+			re, err := regexp.Compile(p)
+			if err != nil {
+				return lx, fmt.Errorf("classify: label %q pattern %q: %w", l.ID, p, err)
+			}
+			lx.patterns[i] = append(lx.patterns[i], re)
+		}
+		switch l.Kind {
+		case index.KindTool:
+			if len(l.Name) >= 4 && strings.ContainsAny(l.Name, "_-") {
+				lx.names[i] = append(lx.names[i], strings.ToLower(l.Name))
+			}
+		case index.KindServer:
+			if len(l.ID) >= 3 {
+				lx.names[i] = append(lx.names[i], strings.ToLower(l.ID))
+			}
+		}
+	}
+	return lx, nil
+}
+
+// evidence returns the lexical boost in [0,1] for label li in turn t and a
+// description of what matched.
+func (lx *lexicon) evidence(li int, t turn) (float64, string) {
+	for _, re := range lx.patterns[li] {
+		if m := re.FindString(t.text); m != "" {
+			return 1, fmt.Sprintf("pattern matched %q", clip(m, 40))
+		}
+	}
+	for _, n := range lx.names[li] {
+		if containsWord(t.lower, n) {
+			return 1, fmt.Sprintf("names %q", n)
+		}
+	}
+	for _, k := range lx.keywords[li] {
+		if containsWord(t.lower, k) {
+			return 0.6, fmt.Sprintf("keyword %q", k)
+		}
+	}
+	return 0, ""
+}
+
+// containsWord reports whether needle occurs in s at word boundaries.
+func containsWord(s, needle string) bool {
+	for off := 0; ; {
+		i := strings.Index(s[off:], needle)
+		if i < 0 {
+			return false
+		}
+		i += off
+		end := i + len(needle)
+		before := i == 0 || !isWordByte(s[i-1])
+		after := end == len(s) || !isWordByte(s[end])
+		if before && after {
+			return true
+		}
+		off = i + 1
+	}
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= 0x80
+}

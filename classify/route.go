@@ -1,0 +1,357 @@
+package classify
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/classifierd/classifierd/index"
+)
+
+// NoMatch is what Route returns when nothing reaches the threshold.
+type NoMatch int
+
+// No-match policies.
+const (
+	// NoMatchDefault defers to Config-level default (NONE).
+	NoMatchDefault NoMatch = iota
+	// NoMatchNone returns no tools.
+	NoMatchNone
+	// NoMatchMeta returns only the meta category's tools.
+	NoMatchMeta
+	// NoMatchAll returns every candidate tool.
+	NoMatchAll
+)
+
+func (p NoMatch) String() string {
+	switch p {
+	case NoMatchNone:
+		return "NONE"
+	case NoMatchMeta:
+		return "META"
+	case NoMatchAll:
+		return "ALL"
+	}
+	return "DEFAULT"
+}
+
+// Message is one conversation turn.
+type Message struct {
+	Role    string
+	Content string
+}
+
+// RouteQuery is a Route request.
+type RouteQuery struct {
+	Query         string
+	Messages      []Message // oldest first
+	MaxServers    int
+	MaxTools      int
+	MinConfidence *float32
+	Include       []string
+	Exclude       []string
+	OnNoMatch     NoMatch
+}
+
+// ToolScore is one ranked tool.
+type ToolScore struct {
+	Label      int
+	Name       string
+	Server     string
+	Category   string
+	Confidence float64
+	Score      float64
+	Evidence   string
+}
+
+// RouteResult is a Route answer.
+type RouteResult struct {
+	Servers    []Scored
+	Tools      []ToolScore
+	Categories []Scored
+	Reasoning  string
+	// Candidates are the tool labels the request allowed (after include/exclude).
+	Candidates    []int
+	Abstained     bool
+	AppliedPolicy NoMatch
+	PolicyReason  string
+}
+
+var validRoles = map[string]bool{"user": true, "assistant": true, "system": true, "tool": true, "": true}
+
+// maxContextTurns bounds how many earlier turns are embedded.
+const maxContextTurns = 6
+
+// Route picks the servers and tools relevant to a query and conversation.
+func (c *Classifier) Route(ctx context.Context, q RouteQuery) (RouteResult, error) {
+	ts, err := c.routeTurns(q)
+	if err != nil {
+		return RouteResult{}, err
+	}
+	maxS, err := c.checkK("max_servers", q.MaxServers, c.cfg.DefaultMaxServers)
+	if err != nil {
+		return RouteResult{}, err
+	}
+	maxT, err := c.checkK("max_tools", q.MaxTools, c.cfg.DefaultMaxTools)
+	if err != nil {
+		return RouteResult{}, err
+	}
+	if err := checkMinConf(q.MinConfidence); err != nil {
+		return RouteResult{}, err
+	}
+	if len(c.srvs) == 0 {
+		return RouteResult{}, fmt.Errorf("%w: no servers (the catalog had none)", ErrNoLabels)
+	}
+	allowed, err := c.allowedServers(q.Include, q.Exclude)
+	if err != nil {
+		return RouteResult{}, err
+	}
+	ts, err = c.embedTurns(ctx, ts)
+	if err != nil {
+		return RouteResult{}, err
+	}
+	c.weighContext(ts)
+	return c.route(ts, allowed, maxS, maxT, q), nil
+}
+
+// routeTurns builds the weighted turns: the query (or the last user
+// message) counts fully, earlier turns count less, the older the less.
+func (c *Classifier) routeTurns(q RouteQuery) ([]turn, error) {
+	if len(q.Messages) > c.cfg.Limits.MaxMessages {
+		return nil, fmt.Errorf("%w: %d messages, limit %d", ErrBadArgument, len(q.Messages), c.cfg.Limits.MaxMessages)
+	}
+	for i, m := range q.Messages {
+		if !validRoles[m.Role] {
+			return nil, fmt.Errorf("%w: messages[%d].role %q is not user, assistant, system or tool", ErrBadArgument, i, m.Role)
+		}
+		if len(m.Content) > c.cfg.Limits.MaxTextBytes {
+			return nil, fmt.Errorf("%w: messages[%d] is %d bytes, limit %d", ErrTextTooLong, i, len(m.Content), c.cfg.Limits.MaxTextBytes)
+		}
+	}
+	msgs := q.Messages
+	var latest string
+	if strings.TrimSpace(q.Query) != "" {
+		if err := c.CheckText("query", q.Query); err != nil {
+			return nil, err
+		}
+		latest = q.Query
+	} else {
+		// The current turn is the last user message with content.
+		i := len(msgs) - 1
+		for ; i >= 0; i-- {
+			if (msgs[i].Role == "user" || msgs[i].Role == "") && strings.TrimSpace(msgs[i].Content) != "" {
+				break
+			}
+		}
+		if i < 0 {
+			return nil, fmt.Errorf("%w: query or a user message is required", ErrEmptyText)
+		}
+		if err := c.CheckText(fmt.Sprintf("messages[%d].content", i), msgs[i].Content); err != nil {
+			return nil, err
+		}
+		latest = msgs[i].Content
+		msgs = msgs[:i]
+	}
+	ts := []turn{{text: latest, weight: 1}}
+	f := c.cal.Fusion
+	w := f.ContextWeight
+	for i := len(msgs) - 1; i >= 0 && len(ts) <= maxContextTurns; i-- {
+		m := msgs[i]
+		if m.Role == "system" || m.Role == "tool" || strings.TrimSpace(m.Content) == "" {
+			continue
+		}
+		tw := w
+		if m.Role == "assistant" {
+			tw *= 0.8
+		}
+		ts = append(ts, turn{text: m.Content, weight: tw})
+		w *= f.ContextDecay
+	}
+	return ts, nil
+}
+
+// weighContext lowers the weight of earlier turns when the latest turn is
+// clear on its own, so a topic change moves away from the old servers while
+// an ambiguous follow-up keeps them.
+func (c *Classifier) weighContext(ts []turn) {
+	if len(ts) < 2 {
+		return
+	}
+	var top float32
+	for _, d := range ts[0].dots {
+		top = max(top, d)
+	}
+	// top ≥ 0.6: the latest turn names a need plainly; ≤ 0.35: it is a bare follow-up.
+	scale := (0.6 - float64(top)) / 0.25
+	scale = math.Max(0.25, math.Min(1, scale))
+	for i := 1; i < len(ts); i++ {
+		ts[i].weight *= scale
+	}
+}
+
+func (c *Classifier) allowedServers(include, exclude []string) (map[int]bool, error) {
+	allowed := map[int]bool{}
+	if len(include) > 0 {
+		for _, id := range include {
+			li, ok := c.idx.Lookup(index.KindServer, id)
+			if !ok {
+				return nil, fmt.Errorf("%w: include_servers has %q", ErrUnknownServer, clip(id, 64))
+			}
+			allowed[li] = true
+		}
+	} else {
+		for _, li := range c.srvs {
+			allowed[li] = true
+		}
+	}
+	for _, id := range exclude {
+		li, ok := c.idx.Lookup(index.KindServer, id)
+		if !ok {
+			return nil, fmt.Errorf("%w: exclude_servers has %q", ErrUnknownServer, clip(id, 64))
+		}
+		delete(allowed, li)
+	}
+	return allowed, nil
+}
+
+func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q RouteQuery) RouteResult {
+	f := c.cal.Fusion
+	srvThr, toolThr, catThr := c.cal.Servers.Threshold, c.cal.Tools.Threshold, c.cal.CategoriesMulti.Threshold
+	if q.MinConfidence != nil {
+		srvThr, toolThr, catThr = float64(*q.MinConfidence), float64(*q.MinConfidence), float64(*q.MinConfidence)
+	}
+	var res RouteResult
+
+	// Tools on their own vectors.
+	var cand []int
+	for _, li := range c.tools {
+		if allowed[c.serverOf[li]] {
+			cand = append(cand, li)
+		}
+	}
+	res.Candidates = cand
+	toolS := c.scoreLabels(cand, ts)
+	bestTool := map[int]labelScore{}
+	for _, s := range toolS {
+		si := c.serverOf[s.label]
+		if b, ok := bestTool[si]; !ok || s.score > b.score {
+			bestTool[si] = s
+		}
+	}
+	// Servers on their description and on their best tool.
+	var srvLs []int
+	for _, li := range c.srvs {
+		if allowed[li] {
+			srvLs = append(srvLs, li)
+		}
+	}
+	srvS := c.scoreLabels(srvLs, ts)
+	srvScore := map[int]float64{}
+	for i, s := range srvS {
+		if bt, ok := bestTool[s.label]; ok && f.ServerFromTools*bt.score > s.score {
+			srvS[i].score = f.ServerFromTools * bt.score
+			srvS[i].evidence = "tool " + c.idx.Labels[bt.label].Name + ": " + bt.evidence
+		}
+		srvScore[s.label] = srvS[i].score
+	}
+	sort.SliceStable(srvS, func(a, b int) bool { return srvS[a].score > srvS[b].score })
+	selected := map[int]bool{}
+	for _, s := range srvS {
+		p := c.cal.Servers.Prob(s.score)
+		if len(res.Servers) >= maxS || p < srvThr {
+			break
+		}
+		selected[s.label] = true
+		res.Servers = append(res.Servers, Scored{Label: s.label, ID: c.idx.Labels[s.label].ID,
+			Confidence: p, Score: s.score, Evidence: s.evidence})
+	}
+	// Tools of selected servers, on their own score and their server's.
+	for i := range toolS {
+		s := &toolS[i]
+		s.score = (1-f.ToolFromServer)*s.score + f.ToolFromServer*srvScore[c.serverOf[s.label]]
+	}
+	sort.SliceStable(toolS, func(a, b int) bool { return toolS[a].score > toolS[b].score })
+	for _, s := range toolS {
+		if len(res.Tools) >= maxT {
+			break
+		}
+		if !selected[c.serverOf[s.label]] {
+			continue
+		}
+		p := c.cal.Tools.Prob(s.score)
+		if p < toolThr {
+			continue
+		}
+		res.Tools = append(res.Tools, c.toolScore(s, p))
+	}
+	// Categories, multi-label.
+	if len(c.cats) > 0 {
+		cs := c.categoryScores(ts)
+		sort.SliceStable(cs, func(a, b int) bool { return cs[a].score > cs[b].score })
+		for _, s := range cs {
+			p := c.cal.CategoriesMulti.Prob(s.score)
+			if len(res.Categories) >= 5 || p < catThr {
+				break
+			}
+			res.Categories = append(res.Categories, Scored{Label: s.label, ID: c.idx.Labels[s.label].ID,
+				Confidence: p, Score: s.score, Evidence: s.evidence})
+		}
+	}
+	if len(res.Servers) == 0 {
+		c.applyNoMatch(&res, srvS, srvThr, q.OnNoMatch)
+		return res
+	}
+	res.Reasoning = c.routeReason(res, srvS)
+	return res
+}
+
+func (c *Classifier) toolScore(s labelScore, p float64) ToolScore {
+	l := &c.idx.Labels[s.label]
+	return ToolScore{Label: s.label, Name: l.Name, Server: l.Server, Category: l.Category,
+		Confidence: p, Score: s.score, Evidence: s.evidence}
+}
+
+func (c *Classifier) applyNoMatch(res *RouteResult, srvS []labelScore, thr float64, p NoMatch) {
+	if p == NoMatchDefault {
+		p = NoMatchNone
+	}
+	res.Abstained = true
+	res.AppliedPolicy = p
+	why := "no servers to route to"
+	if len(srvS) > 0 {
+		why = fmt.Sprintf("no server reached confidence %.2f (best %s %.2f)", thr,
+			c.idx.Labels[srvS[0].label].ID, c.cal.Servers.Prob(srvS[0].score))
+	}
+	res.Tools = nil
+	switch p {
+	case NoMatchNone:
+		res.PolicyReason = why + "; policy NONE: no tools"
+	case NoMatchMeta:
+		for _, li := range res.Candidates {
+			if c.idx.Labels[li].Category == c.cfg.MetaCategory {
+				res.Tools = append(res.Tools, c.toolScore(labelScore{label: li}, 0))
+			}
+		}
+		res.PolicyReason = fmt.Sprintf("%s; policy META: %d %s tools", why, len(res.Tools), c.cfg.MetaCategory)
+	case NoMatchAll:
+		for _, li := range res.Candidates {
+			res.Tools = append(res.Tools, c.toolScore(labelScore{label: li}, 0))
+		}
+		res.PolicyReason = fmt.Sprintf("%s; policy ALL: every tool (%d)", why, len(res.Tools))
+	}
+	res.Reasoning = "abstained: " + res.PolicyReason
+}
+
+func (c *Classifier) routeReason(res RouteResult, srvS []labelScore) string {
+	top := res.Servers[0]
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %.2f: %s", top.ID, top.Confidence, top.Evidence)
+	if len(srvS) > 1 {
+		r := srvS[1]
+		fmt.Fprintf(&b, "; runner-up %s %.2f (margin %.2f)", c.idx.Labels[r.label].ID,
+			c.cal.Servers.Prob(r.score), top.Confidence-c.cal.Servers.Prob(r.score))
+	}
+	return b.String()
+}

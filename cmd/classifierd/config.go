@@ -1,0 +1,113 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Config is everything the daemon is started with.
+type Config struct {
+	Index        string
+	Model        string
+	Manifest     string
+	Listen       string
+	ORTLib       string
+	Threads      int
+	Concurrency  int
+	MaxTextBytes int
+	MaxBatch     int
+	MaxMessages  int
+	MaxRecvBytes int
+	Timeout      time.Duration
+	ShutdownWait time.Duration
+	NoMatch      string
+	LogFormat    string
+	LogLevel     slog.Level
+}
+
+// Validate reports the first unusable setting.
+func (c *Config) Validate() error {
+	switch {
+	case c.Index == "":
+		return errors.New("--index is required")
+	case c.Model == "":
+		return errors.New("--model is required")
+	case c.Listen == "":
+		return errors.New("--listen is required")
+	case c.Threads < 1 || c.Concurrency < 1:
+		return errors.New("--threads and --concurrency must be at least 1")
+	case c.MaxTextBytes < 1 || c.MaxBatch < 1 || c.MaxMessages < 1 || c.MaxRecvBytes < 1024:
+		return errors.New("limits must be positive (--max-recv-bytes at least 1024)")
+	case c.Timeout <= 0 || c.ShutdownWait <= 0:
+		return errors.New("--timeout and --shutdown-wait must be positive")
+	}
+	switch c.NoMatch {
+	case "none", "meta", "all":
+	default:
+		return fmt.Errorf("--on-no-match %q is not none, meta or all", c.NoMatch)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return fmt.Errorf("--log-format %q is not text or json", c.LogFormat)
+	}
+	return nil
+}
+
+func parseFlags(args []string, stderr io.Writer) (Config, error) {
+	var c Config
+	fs := flag.NewFlagSet("classifierd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Index, "index", "", "index file built by gen-index (required)")
+	fs.StringVar(&c.Model, "model", "", "model directory with model.onnx and tokenizer.json (required)")
+	fs.StringVar(&c.Manifest, "manifest", "", "model manifest (default: DIR/manifest.json, else a known manifest)")
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:50051", "gRPC listen address HOST:PORT")
+	fs.StringVar(&c.ORTLib, "ort-lib", defaultORTLib(), "ONNX Runtime shared library (default: $ORT_LIB, else where make put it)")
+	fs.IntVar(&c.Threads, "threads", 1, "ONNX Runtime intra-op threads per inference")
+	fs.IntVar(&c.Concurrency, "concurrency", 2, "concurrent inferences")
+	fs.IntVar(&c.MaxTextBytes, "max-text-bytes", 8192, "longest accepted text, prompt or message, in bytes")
+	fs.IntVar(&c.MaxBatch, "max-batch", 64, "most texts in one Embed call")
+	fs.IntVar(&c.MaxMessages, "max-messages", 64, "most messages in one Route call")
+	fs.IntVar(&c.MaxRecvBytes, "max-recv-bytes", 4<<20, "largest accepted gRPC message, in bytes")
+	fs.DurationVar(&c.Timeout, "timeout", 10*time.Second, "deadline applied to calls that carry none")
+	fs.DurationVar(&c.ShutdownWait, "shutdown-wait", 10*time.Second, "how long graceful shutdown waits before closing connections")
+	fs.StringVar(&c.NoMatch, "on-no-match", "none", "Route policy when nothing fits and the request does not say: none, meta or all")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: classifierd --index FILE --model DIR --listen HOST:PORT [--ort-lib PATH]\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
+		return c, fmt.Errorf("--log-level: %w", err)
+	}
+	return c, c.Validate()
+}
+
+// defaultORTLib is $ORT_LIB, else the library `make deps` installs beside
+// the binary's repository.
+func defaultORTLib() string {
+	if p := os.Getenv("ORT_LIB"); p != "" {
+		return p
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "..", ".cache", "onnxruntime-1.24.3", "libonnxruntime.so.1")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ".cache/onnxruntime-1.24.3/libonnxruntime.so.1"
+}

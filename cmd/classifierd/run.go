@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/classifierd/classifierd/classify"
+	"github.com/classifierd/classifierd/embed"
+	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/models"
+	"github.com/classifierd/classifierd/server"
+)
+
+// run loads the model and index, serves until ctx ends, then shuts down
+// gracefully within cfg.ShutdownWait.
+func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
+	man, err := models.Resolve(cfg.Model, cfg.Manifest)
+	if err != nil {
+		return err
+	}
+	idx, err := index.Load(cfg.Index)
+	if err != nil {
+		return fmt.Errorf("load index %s: %w", cfg.Index, err)
+	}
+	rt, err := embed.InitRuntime(cfg.ORTLib)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, rt.Close()) }()
+	eng, err := embed.Open(rt, embed.Config{ModelDir: cfg.Model, Manifest: man,
+		IntraOpThreads: cfg.Threads, MaxConcurrent: cfg.Concurrency, MaxBatch: cfg.MaxBatch})
+	if err != nil {
+		return fmt.Errorf("load model %s: %w", cfg.Model, err)
+	}
+	defer func() { err = errors.Join(err, eng.Close()) }()
+	if err := idx.CheckModel(eng.Fingerprint(), eng.Dims()); err != nil {
+		return fmt.Errorf("index %s does not match model %s: %w", cfg.Index, cfg.Model, err)
+	}
+	cls, err := classify.New(idx, eng, classify.Config{Limits: classify.Limits{
+		MaxTextBytes: cfg.MaxTextBytes, MaxMessages: cfg.MaxMessages}})
+	if err != nil {
+		return err
+	}
+	policy := map[string]classify.NoMatch{"none": classify.NoMatchNone, "meta": classify.NoMatchMeta, "all": classify.NoMatchAll}[cfg.NoMatch]
+	svc, err := server.New(server.Config{MaxEmbedBatch: cfg.MaxBatch, DefaultNoMatch: policy, MaxTokens: man.MaxTokens}, cls, eng, log)
+	if err != nil {
+		return err
+	}
+
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	unary, stream := server.Interceptors(log, svc.Stats(), cfg.Timeout)
+	gs := grpc.NewServer(
+		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
+		grpc.ChainUnaryInterceptor(unary),
+		grpc.ChainStreamInterceptor(stream),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	)
+	pb.RegisterClassifierServiceServer(gs, svc)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(pb.ClassifierService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+
+	log.Info("classifierd serving", "addr", lis.Addr().String(), "model", man.Name, "dims", eng.Dims(),
+		"ort", rt.Version(), "categories", len(idx.LabelsOf(index.KindCategory)),
+		"servers", len(idx.LabelsOf(index.KindServer)), "tools", len(idx.LabelsOf(index.KindTool)),
+		"calibrated", cls.Calibration().Fitted)
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- gs.Serve(lis) }()
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "wait", cfg.ShutdownWait)
+	hs.Shutdown() // NOT_SERVING for every service, so balancers drain us
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(cfg.ShutdownWait):
+		log.Warn("graceful stop timed out; closing connections")
+		gs.Stop()
+		<-stopped
+	}
+	log.Info("stopped")
+	return nil
+}

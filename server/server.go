@@ -1,0 +1,293 @@
+// Package server is the gRPC boundary of classifierd: it validates requests,
+// calls the classification, session and terminal packages, and is the only
+// place where errors become gRPC status codes.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/classifierd/classifierd/classify"
+	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/index"
+)
+
+// Embedder embeds texts; the daemon passes the model engine.
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
+
+// Config configures the ClassifierService.
+type Config struct {
+	// MaxEmbedBatch bounds the texts of one Embed call (default 64).
+	MaxEmbedBatch int
+	// DefaultNoMatch is Route's policy when a request leaves on_no_match unset.
+	DefaultNoMatch classify.NoMatch
+	// MaxTokens is the model's token cap, reported in GetIndexInfo.
+	MaxTokens int
+}
+
+// Server implements classifier.v1.ClassifierService.
+type Server struct {
+	pb.UnimplementedClassifierServiceServer
+	cfg   Config
+	cls   *classify.Classifier
+	emb   Embedder
+	log   *slog.Logger
+	stats *Stats
+}
+
+var _ pb.ClassifierServiceServer = (*Server)(nil)
+
+// New returns a Server over a classifier and the embedder it was built with.
+func New(cfg Config, cls *classify.Classifier, emb Embedder, log *slog.Logger) (*Server, error) {
+	if cls == nil || emb == nil || log == nil {
+		return nil, errors.New("server: classifier, embedder and logger are required")
+	}
+	if cfg.MaxEmbedBatch <= 0 {
+		cfg.MaxEmbedBatch = 64
+	}
+	if cfg.DefaultNoMatch == classify.NoMatchDefault {
+		cfg.DefaultNoMatch = classify.NoMatchNone
+	}
+	return &Server{cfg: cfg, cls: cls, emb: emb, log: log, stats: newStats()}, nil
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() *Stats { return s.stats }
+
+// Classify implements ClassifierService.Classify.
+func (s *Server) Classify(ctx context.Context, req *pb.ClassifyRequest) (*pb.ClassifyResponse, error) {
+	res, err := s.cls.Classify(ctx, req.GetText(), int(req.GetTopK()), optFloat(req.MinConfidence))
+	if err != nil {
+		return nil, s.status(ctx, "Classify", err)
+	}
+	if res.Abstained {
+		s.stats.abstained.Add(1)
+	}
+	return &pb.ClassifyResponse{Categories: scoredLabels(res.Categories), Abstained: res.Abstained, Reasoning: res.Reasoning}, nil
+}
+
+// Route implements ClassifierService.Route.
+func (s *Server) Route(ctx context.Context, req *pb.RouteRequest) (*pb.RouteResponse, error) {
+	q := classify.RouteQuery{
+		Query: req.GetQuery(), MaxServers: int(req.GetMaxServers()), MaxTools: int(req.GetMaxTools()),
+		MinConfidence: optFloat(req.MinConfidence), Include: req.GetIncludeServers(), Exclude: req.GetExcludeServers(),
+		OnNoMatch: noMatchFromPB(req.GetOnNoMatch(), s.cfg.DefaultNoMatch),
+	}
+	if int(req.GetOnNoMatch()) < 0 || int(req.GetOnNoMatch()) > int(pb.NoMatchPolicy_NO_MATCH_POLICY_ALL) {
+		return nil, status.Errorf(codes.InvalidArgument, "on_no_match %d is not a known policy", req.GetOnNoMatch())
+	}
+	for _, m := range req.GetMessages() {
+		q.Messages = append(q.Messages, classify.Message{Role: m.GetRole(), Content: m.GetContent()})
+	}
+	res, err := s.cls.Route(ctx, q)
+	if err != nil {
+		return nil, s.status(ctx, "Route", err)
+	}
+	out := &pb.RouteResponse{
+		Servers: scoredLabels(res.Servers), Categories: scoredLabels(res.Categories),
+		Reasoning: res.Reasoning, Abstained: res.Abstained, PolicyReason: res.PolicyReason,
+	}
+	if res.Abstained {
+		out.AppliedPolicy = noMatchToPB(res.AppliedPolicy)
+		s.stats.abstained.Add(1)
+	}
+	selected := make([]int, 0, len(res.Tools))
+	for _, t := range res.Tools {
+		out.Tools = append(out.Tools, &pb.ScoredTool{Name: t.Name, Server: t.Server, Confidence: float32(t.Confidence),
+			Score: float32(t.Score), Category: t.Category, Evidence: t.Evidence})
+		selected = append(selected, t.Label)
+	}
+	out.Stats = s.toolStats(res.Candidates, selected)
+	return out, nil
+}
+
+// Embed implements ClassifierService.Embed.
+func (s *Server) Embed(ctx context.Context, req *pb.EmbedRequest) (*pb.EmbedResponse, error) {
+	texts := req.GetTexts()
+	if len(texts) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "texts is empty")
+	}
+	if len(texts) > s.cfg.MaxEmbedBatch {
+		return nil, status.Errorf(codes.InvalidArgument, "%d texts, limit %d", len(texts), s.cfg.MaxEmbedBatch)
+	}
+	for i, t := range texts {
+		if err := s.cls.CheckText(fmt.Sprintf("texts[%d]", i), t); err != nil {
+			return nil, s.status(ctx, "Embed", err)
+		}
+	}
+	vecs, err := s.emb.Embed(ctx, texts)
+	if err != nil {
+		return nil, s.status(ctx, "Embed", err)
+	}
+	out := &pb.EmbedResponse{Dimensions: int32(s.cls.Index().Dims)}
+	for _, v := range vecs {
+		out.Vectors = append(out.Vectors, &pb.Vector{Values: v})
+	}
+	return out, nil
+}
+
+// GetIndexInfo implements ClassifierService.GetIndexInfo.
+func (s *Server) GetIndexInfo(ctx context.Context, _ *pb.GetIndexInfoRequest) (*pb.GetIndexInfoResponse, error) {
+	idx := s.cls.Index()
+	lim := s.cls.Limits()
+	cal := s.cls.Calibration()
+	out := &pb.GetIndexInfoResponse{
+		ModelName: idx.Model, Dimensions: int32(idx.Dims), ModelFingerprint: idx.Fingerprint,
+		Categories: int32(len(idx.LabelsOf(index.KindCategory))), Servers: int32(len(idx.LabelsOf(index.KindServer))),
+		Tools: int32(len(idx.LabelsOf(index.KindTool))), Vectors: int32(idx.NumVectors()),
+		BuiltAt: timestamppb.New(idx.BuiltAt), FormatVersion: index.FormatVersion, CatalogSha256: idx.CatalogSHA256,
+		Limits: &pb.Limits{MaxTextBytes: int32(lim.MaxTextBytes), MaxBatch: int32(s.cfg.MaxEmbedBatch),
+			MaxMessages: int32(lim.MaxMessages), MaxTokens: int32(s.cfg.MaxTokens), MaxTopK: int32(lim.MaxTopK)},
+	}
+	out.Calibration = append(out.Calibration,
+		&pb.CalibrationInfo{Target: "categories", Method: cal.Categories.Method, EceBefore: float32(cal.Categories.ECEBefore),
+			EceAfter: float32(cal.Categories.ECEAfter), Samples: int32(cal.Categories.Samples), DefaultThreshold: float32(cal.Categories.Threshold)},
+		binaryInfo("categories_multi", cal.CategoriesMulti), binaryInfo("servers", cal.Servers), binaryInfo("tools", cal.Tools))
+	return out, nil
+}
+
+func binaryInfo(target string, b classify.Binary) *pb.CalibrationInfo {
+	return &pb.CalibrationInfo{Target: target, Method: b.Method, EceBefore: float32(b.ECEBefore), EceAfter: float32(b.ECEAfter),
+		Samples: int32(b.Samples), DefaultThreshold: float32(b.Threshold), SharedFallback: b.SharedFallback}
+}
+
+func optFloat(p *float32) *float32 {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+func scoredLabels(ss []classify.Scored) []*pb.ScoredLabel {
+	out := make([]*pb.ScoredLabel, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, &pb.ScoredLabel{Id: s.ID, Confidence: float32(s.Confidence), Score: float32(s.Score), Evidence: s.Evidence})
+	}
+	return out
+}
+
+func noMatchFromPB(p pb.NoMatchPolicy, def classify.NoMatch) classify.NoMatch {
+	switch p {
+	case pb.NoMatchPolicy_NO_MATCH_POLICY_NONE:
+		return classify.NoMatchNone
+	case pb.NoMatchPolicy_NO_MATCH_POLICY_META:
+		return classify.NoMatchMeta
+	case pb.NoMatchPolicy_NO_MATCH_POLICY_ALL:
+		return classify.NoMatchAll
+	}
+	return def
+}
+
+func noMatchToPB(p classify.NoMatch) pb.NoMatchPolicy {
+	switch p {
+	case classify.NoMatchNone:
+		return pb.NoMatchPolicy_NO_MATCH_POLICY_NONE
+	case classify.NoMatchMeta:
+		return pb.NoMatchPolicy_NO_MATCH_POLICY_META
+	case classify.NoMatchAll:
+		return pb.NoMatchPolicy_NO_MATCH_POLICY_ALL
+	}
+	return pb.NoMatchPolicy_NO_MATCH_POLICY_UNSPECIFIED
+}
+
+// status maps an error to a gRPC status. Bad input keeps its message (which
+// never contains prompt text); anything unexpected is logged and becomes a
+// generic Internal error.
+func (s *Server) status(ctx context.Context, method string, err error) error {
+	switch {
+	case errors.Is(err, classify.ErrEmptyText), errors.Is(err, classify.ErrTextTooLong),
+		errors.Is(err, classify.ErrBadArgument), errors.Is(err, classify.ErrUnknownServer):
+		return status.Error(codes.InvalidArgument, strings.TrimPrefix(err.Error(), "classify: "))
+	case errors.Is(err, classify.ErrNoLabels):
+		return status.Error(codes.FailedPrecondition, strings.TrimPrefix(err.Error(), "classify: "))
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		if ctx.Err() != nil {
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		return status.FromContextError(err).Err()
+	}
+	s.log.Error("request failed", "method", method, "err", err)
+	return status.Error(codes.Internal, "internal error")
+}
+
+// Stats are cumulative counters since start.
+type Stats struct {
+	since       time.Time
+	mu          sync.Mutex
+	byMethod    map[string]int64
+	toolAnswers atomic.Int64
+	baseline    atomic.Int64
+	returned    atomic.Int64
+	degraded    atomic.Int64
+	abstained   atomic.Int64
+}
+
+func newStats() *Stats { return &Stats{since: time.Now(), byMethod: map[string]int64{}} }
+
+func (st *Stats) count(method string) {
+	st.mu.Lock()
+	st.byMethod[method]++
+	st.mu.Unlock()
+}
+
+// Interceptors returns the unary and stream interceptors every classifierd
+// service runs behind: panic recovery (a bug answers Internal, never kills
+// the daemon), a default deadline for calls without one, per-method
+// counters, and a log line per call with method, code and duration — never
+// request contents.
+func Interceptors(log *slog.Logger, st *Stats, defaultTimeout time.Duration) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+		start := time.Now()
+		if _, ok := ctx.Deadline(); !ok && defaultTimeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, defaultTimeout)
+			defer cancel()
+		}
+		defer func() {
+			if r := recover(); r != nil {
+				log.Error("panic in handler", "method", info.FullMethod, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				err = status.Error(codes.Internal, "internal error")
+			}
+			if st != nil {
+				st.count(shortMethod(info.FullMethod))
+			}
+			log.Debug("rpc", "method", info.FullMethod, "code", status.Code(err).String(), "duration", time.Since(start))
+		}()
+		return h(ctx, req)
+	}
+	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				log.Error("panic in stream handler", "method", info.FullMethod, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				err = status.Error(codes.Internal, "internal error")
+			}
+			if st != nil {
+				st.count(shortMethod(info.FullMethod))
+			}
+		}()
+		return h(srv, ss)
+	}
+	return unary, stream
+}
+
+func shortMethod(full string) string {
+	if i := strings.LastIndexByte(full, '/'); i >= 0 {
+		return full[i+1:]
+	}
+	return full
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/classifierd/classifierd/catalog"
+	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/indexer"
+	"github.com/classifierd/classifierd/models"
+)
+
+// modelFlags are the flags every subcommand uses to load the model.
+type modelFlags struct {
+	model, manifest, ortLib string
+	threads                 int
+}
+
+func (m *modelFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&m.model, "model", "", "model directory with model.onnx and tokenizer.json (required)")
+	fs.StringVar(&m.manifest, "manifest", "", "model manifest (default: DIR/manifest.json, else a known manifest under models/)")
+	fs.StringVar(&m.ortLib, "ort-lib", defaultORTLib(), "ONNX Runtime shared library (default: $ORT_LIB, else where make put it)")
+	fs.IntVar(&m.threads, "threads", 2, "ONNX Runtime intra-op threads")
+}
+
+// defaultORTLib is $ORT_LIB, else the library `make deps` installs.
+func defaultORTLib() string {
+	if p := os.Getenv("ORT_LIB"); p != "" {
+		return p
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		// bin/gen-index -> .cache/onnxruntime-1.24.3/libonnxruntime.so.1
+		p := filepath.Join(filepath.Dir(exe), "..", ".cache", "onnxruntime-1.24.3", "libonnxruntime.so.1")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ".cache/onnxruntime-1.24.3/libonnxruntime.so.1"
+}
+
+// open loads the ONNX Runtime and the model; close releases both.
+func (m *modelFlags) open() (*embed.Engine, func() error, error) {
+	if m.model == "" {
+		return nil, nil, fmt.Errorf("--model is required")
+	}
+	man, err := models.Resolve(m.model, m.manifest)
+	if err != nil {
+		return nil, nil, err
+	}
+	rt, err := embed.InitRuntime(m.ortLib)
+	if err != nil {
+		return nil, nil, err
+	}
+	eng, err := embed.Open(rt, embed.Config{ModelDir: m.model, Manifest: man, IntraOpThreads: m.threads, MaxConcurrent: 1})
+	if err != nil {
+		_ = rt.Close()
+		return nil, nil, err
+	}
+	return eng, func() error {
+		err := eng.Close()
+		if e := rt.Close(); err == nil {
+			err = e
+		}
+		return err
+	}, nil
+}
+
+func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	fs := flag.NewFlagSet("gen-index", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var mf modelFlags
+	mf.register(fs)
+	catPath := fs.String("catalog", "", "catalog JSON file (required)")
+	out := fs.String("out", "", "index file to write (required)")
+	noCal := fs.Bool("no-calibrate", false, "skip calibration fitting (confidence then uses a documented prior)")
+	quiet := fs.Bool("quiet", false, "no progress output")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: gen-index --catalog FILE --model DIR --out FILE [--ort-lib PATH]\n       gen-index eval --catalog FILE --queries FILE --model DIR [...]\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *catPath == "" || *out == "" {
+		fs.Usage()
+		return fmt.Errorf("--catalog and --out are required")
+	}
+	cat, err := catalog.Load(*catPath)
+	if err != nil {
+		return err
+	}
+	eng, closeModel, err := mf.open()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if e := closeModel(); err == nil {
+			err = e
+		}
+	}()
+	p := newProgress(stderr, "embedding", *quiet)
+	start := time.Now()
+	man := eng.Manifest()
+	idx, err := indexer.Build(ctx, cat, eng, indexer.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
+		indexer.Options{Progress: p.update, Generator: "gen-index"})
+	p.done()
+	if err != nil {
+		return err
+	}
+	if !*noCal {
+		cp := newProgress(stderr, "calibrating", *quiet)
+		if err := indexer.Calibrate(ctx, idx, eng, indexer.CalibrateOptions{Progress: cp.update}); err != nil {
+			return err
+		}
+		cp.done()
+	}
+	if err := idx.WriteFile(*out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d categories, %d servers, %d tools, %d vectors of %d dims (model %s, %s)\n",
+		*out, len(idx.LabelsOf(index.KindCategory)), len(idx.LabelsOf(index.KindServer)), len(idx.LabelsOf(index.KindTool)),
+		idx.NumVectors(), idx.Dims, man.Name, time.Since(start).Round(time.Millisecond))
+	return nil
+}

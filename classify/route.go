@@ -216,23 +216,17 @@ func (c *Classifier) allowedServers(include, exclude []string) (map[int]bool, er
 	return allowed, nil
 }
 
-func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q RouteQuery) RouteResult {
+// routeScores computes the fused server and tool scores for the allowed
+// servers, best first. Fit uses it too, so calibration sees exactly what
+// Route ranks.
+func (c *Classifier) routeScores(ts []turn, allowed map[int]bool) (srvS, toolS []labelScore, cand []int) {
 	f := c.cal.Fusion
-	srvThr, toolThr, catThr := c.cal.Servers.Threshold, c.cal.Tools.Threshold, c.cal.CategoriesMulti.Threshold
-	if q.MinConfidence != nil {
-		srvThr, toolThr, catThr = float64(*q.MinConfidence), float64(*q.MinConfidence), float64(*q.MinConfidence)
-	}
-	var res RouteResult
-
-	// Tools on their own vectors.
-	var cand []int
 	for _, li := range c.tools {
 		if allowed[c.serverOf[li]] {
 			cand = append(cand, li)
 		}
 	}
-	res.Candidates = cand
-	toolS := c.scoreLabels(cand, ts)
+	toolS = c.scoreLabels(cand, ts)
 	bestTool := map[int]labelScore{}
 	for _, s := range toolS {
 		si := c.serverOf[s.label]
@@ -240,14 +234,13 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 			bestTool[si] = s
 		}
 	}
-	// Servers on their description and on their best tool.
 	var srvLs []int
 	for _, li := range c.srvs {
 		if allowed[li] {
 			srvLs = append(srvLs, li)
 		}
 	}
-	srvS := c.scoreLabels(srvLs, ts)
+	srvS = c.scoreLabels(srvLs, ts)
 	srvScore := map[int]float64{}
 	for i, s := range srvS {
 		if bt, ok := bestTool[s.label]; ok && f.ServerFromTools*bt.score > s.score {
@@ -257,6 +250,22 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 		srvScore[s.label] = srvS[i].score
 	}
 	sort.SliceStable(srvS, func(a, b int) bool { return srvS[a].score > srvS[b].score })
+	for i := range toolS {
+		s := &toolS[i]
+		s.score = (1-f.ToolFromServer)*s.score + f.ToolFromServer*srvScore[c.serverOf[s.label]]
+	}
+	sort.SliceStable(toolS, func(a, b int) bool { return toolS[a].score > toolS[b].score })
+	return srvS, toolS, cand
+}
+
+func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q RouteQuery) RouteResult {
+	srvThr, toolThr, catThr := c.cal.Servers.Threshold, c.cal.Tools.Threshold, c.cal.CategoriesMulti.Threshold
+	if q.MinConfidence != nil {
+		srvThr, toolThr, catThr = float64(*q.MinConfidence), float64(*q.MinConfidence), float64(*q.MinConfidence)
+	}
+	var res RouteResult
+	srvS, toolS, cand := c.routeScores(ts, allowed)
+	res.Candidates = cand
 	selected := map[int]bool{}
 	for _, s := range srvS {
 		p := c.cal.Servers.Prob(s.score)
@@ -267,12 +276,6 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 		res.Servers = append(res.Servers, Scored{Label: s.label, ID: c.idx.Labels[s.label].ID,
 			Confidence: p, Score: s.score, Evidence: s.evidence})
 	}
-	// Tools of selected servers, on their own score and their server's.
-	for i := range toolS {
-		s := &toolS[i]
-		s.score = (1-f.ToolFromServer)*s.score + f.ToolFromServer*srvScore[c.serverOf[s.label]]
-	}
-	sort.SliceStable(toolS, func(a, b int) bool { return toolS[a].score > toolS[b].score })
 	for _, s := range toolS {
 		if len(res.Tools) >= maxT {
 			break

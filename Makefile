@@ -1,0 +1,118 @@
+# classifierd — every target works air-gapped except `deps`, which needs only
+# the Go module proxy and the npm registry.
+#
+#   make run    set everything up and serve the out-of-the-box catalog
+#   make test   every test (Go with -race, real model, Node.js client)
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+ROOT        := $(abspath .)
+MODEL_DIR   ?= $(abspath $(ROOT)/../shared/models/use-lite-en)
+CATALOG     ?= catalogs/default.json
+INDEX       ?= var/default.idx
+LISTEN      ?= 127.0.0.1:50051
+ORT_VERSION := 1.24.3
+ORT_DIR     := $(ROOT)/.cache/onnxruntime-$(ORT_VERSION)
+ORT_LIB     ?= $(ORT_DIR)/libonnxruntime.so.1
+ORT_SHA256  := 92ba8e44d31b80a34f5e805076a044122c3be1fffe0d88ed790de7267b0b2682
+
+# Pinned tool versions (installed into ./bin by `make tools`).
+BUF_VERSION                := v1.50.0
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
+GRPCURL_VERSION            := v1.9.3
+BIN := $(ROOT)/bin
+export PATH := $(BIN):$(PATH)
+export ORT_LIB
+export MODEL_DIR
+
+GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
+
+.PHONY: help
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+.PHONY: run
+run: deps build index ## set up, build, index the default catalog and serve on $(LISTEN)
+	exec $(BIN)/classifierd --index $(INDEX) --model $(MODEL_DIR) --listen $(LISTEN) --ort-lib $(ORT_LIB)
+
+.PHONY: deps
+deps: ort model ## fetch the ONNX Runtime library and check the model
+
+.PHONY: ort
+ort: $(ORT_LIB)
+$(ORT_LIB):
+	@echo ">> fetching ONNX Runtime $(ORT_VERSION) from the npm package onnxruntime-node@$(ORT_VERSION)"
+	@mkdir -p $(ORT_DIR)/pack
+	cd $(ORT_DIR)/pack && npm pack --silent onnxruntime-node@$(ORT_VERSION) >/dev/null
+	tar -xzf $(ORT_DIR)/pack/onnxruntime-node-$(ORT_VERSION).tgz -C $(ORT_DIR)/pack package/bin/napi-v6/linux/x64/libonnxruntime.so.1
+	echo "$(ORT_SHA256)  $(ORT_DIR)/pack/package/bin/napi-v6/linux/x64/libonnxruntime.so.1" | sha256sum -c --quiet
+	mv $(ORT_DIR)/pack/package/bin/napi-v6/linux/x64/libonnxruntime.so.1 $(ORT_LIB)
+	rm -rf $(ORT_DIR)/pack
+
+.PHONY: model
+model:
+	@test -f $(MODEL_DIR)/model.onnx && test -f $(MODEL_DIR)/tokenizer.json || \
+	  { echo "no model in MODEL_DIR=$(MODEL_DIR) (needs model.onnx and tokenizer.json; see models/README.md)"; exit 1; }
+
+.PHONY: build
+build: ## build bin/classifierd and bin/gen-index
+	go build -o $(BIN)/classifierd ./cmd/classifierd
+	go build -o $(BIN)/gen-index ./tools/gen-index
+
+.PHONY: index
+index: build ort model ## embed $(CATALOG) into $(INDEX)
+	@mkdir -p $(dir $(INDEX))
+	$(BIN)/gen-index --catalog $(CATALOG) --model $(MODEL_DIR) --out $(INDEX) --ort-lib $(ORT_LIB)
+
+.PHONY: test
+test: deps build ## run every test: Go (race detector, real model) and the Node.js client
+	go vet ./...
+	go test $(GO_TEST_FLAGS) ./...
+	$(MAKE) --no-print-directory test-node
+
+.PHONY: test-node
+test-node: build
+	@if [ -f clients/node/package.json ]; then \
+	  cd clients/node && npm ci --no-audit --no-fund --silent && CLASSIFIERD_BIN=$(BIN)/classifierd npm test; \
+	fi
+
+.PHONY: bench
+bench: deps build ## Go benchmarks and the end-to-end load test (latency, throughput, overhead ratio)
+	go test -run '^$$' -bench . -benchtime 2s ./index/ ./embed/ ./classify/ ./server/
+	go run ./tools/loadtest --model $(MODEL_DIR) --catalog $(CATALOG) --ort-lib $(ORT_LIB)
+
+.PHONY: eval
+eval: deps build ## accuracy and calibration figures on the development datasets
+	./tools/eval.sh
+
+.PHONY: tools
+tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/grpcurl ## install pinned buf, protoc plugins and grpcurl into ./bin
+$(BIN)/buf:
+	GOBIN=$(BIN) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+$(BIN)/protoc-gen-go:
+	GOBIN=$(BIN) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+$(BIN)/protoc-gen-go-grpc:
+	GOBIN=$(BIN) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+$(BIN)/grpcurl:
+	GOBIN=$(BIN) go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+
+.PHONY: generate
+generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## regenerate gen/ from proto/
+	buf lint
+	buf generate
+
+.PHONY: checkgenerate
+checkgenerate: generate ## fail if gen/ is not what proto/ generates
+	@git diff --exit-code --stat -- gen/ || { echo "gen/ is stale: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- gen/)" || { git status --porcelain -- gen/; echo "gen/ has untracked changes: run make generate and commit"; exit 1; }
+
+.PHONY: breaking
+breaking: $(BIN)/buf ## check proto/ for wire/JSON breaking changes against main
+	buf breaking --against '.git#branch=main'
+
+.PHONY: clean
+clean: ## remove build outputs (keeps the downloaded runtime)
+	rm -rf $(BIN)/classifierd $(BIN)/gen-index var/

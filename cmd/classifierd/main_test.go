@@ -1,0 +1,429 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+)
+
+// These tests build the real binaries and run them on a real socket with
+// the real mirrored model: the acceptance path of the core issue.
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func modelDir(t testing.TB) string {
+	if d := os.Getenv("MODEL_DIR"); d != "" {
+		return d
+	}
+	return filepath.Join(repoRoot(t), "..", "shared", "models", "use-lite-en")
+}
+
+func ortLib(t testing.TB) string {
+	if p := os.Getenv("ORT_LIB"); p != "" {
+		return p
+	}
+	return filepath.Join(repoRoot(t), ".cache", "onnxruntime-1.24.3", "libonnxruntime.so.1")
+}
+
+func binaries(t *testing.T) (daemon, genIndex string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "classifierd-bin-")
+		if buildErr != nil {
+			return
+		}
+		for _, p := range []string{"./cmd/classifierd", "./tools/gen-index"} {
+			cmd := exec.Command("go", "build", "-o", binDir, p)
+			cmd.Dir = repoRoot(t)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", p, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	if _, err := os.Stat(ortLib(t)); err != nil {
+		t.Fatalf("ONNX Runtime library missing (%v): run `make deps`", err)
+	}
+	return filepath.Join(binDir, "classifierd"), filepath.Join(binDir, "gen-index")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// genIndex builds an index for catalog into dir.
+func genIndex(t *testing.T, catalog string, extra ...string) string {
+	t.Helper()
+	_, gi := binaries(t)
+	out := filepath.Join(t.TempDir(), "test.idx")
+	args := append([]string{"--catalog", catalog, "--model", modelDir(t), "--out", out, "--ort-lib", ortLib(t)}, extra...)
+	cmd := exec.Command(gi, args...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("gen-index: %v\n%s", err, b)
+	}
+	return out
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+type daemon struct {
+	cmd    *exec.Cmd
+	addr   string
+	stderr *syncBuffer
+	done   chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startDaemon runs classifierd and waits until health reports SERVING.
+func startDaemon(t *testing.T, idx string, extra ...string) (*daemon, *grpc.ClientConn) {
+	t.Helper()
+	bin, _ := binaries(t)
+	d := &daemon{addr: freeAddr(t), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	args := append([]string{"--index", idx, "--model", modelDir(t), "--listen", d.addr, "--ort-lib", ortLib(t)}, extra...)
+	d.cmd = exec.Command(bin, args...)
+	d.cmd.Stderr = d.stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	})
+	conn, err := grpc.NewClient(d.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	hc := healthpb.NewHealthClient(conn)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return d, conn
+		}
+		select {
+		case err := <-d.done:
+			t.Fatalf("classifierd exited early: %v\n%s", err, d.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("classifierd not serving after 30s: %v\n%s", err, d.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func defaultCatalog(t *testing.T) string {
+	return filepath.Join(repoRoot(t), "catalogs", "default.json")
+}
+
+func TestDaemonServesDefaultCatalog(t *testing.T) {
+	idx := genIndex(t, defaultCatalog(t))
+	d, conn := startDaemon(t, idx)
+	c := pb.NewClassifierServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	t.Run("route github first", func(t *testing.T) {
+		resp, err := c.Route(ctx, &pb.RouteRequest{Query: "Check my GitHub notifications"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetServers()) == 0 || resp.GetServers()[0].GetId() != "github" {
+			t.Fatalf("servers = %v, want github first", resp.GetServers())
+		}
+		if len(resp.GetTools()) == 0 || resp.GetTools()[0].GetServer() != "github" {
+			t.Fatalf("tools = %v, want a github tool first", resp.GetTools())
+		}
+		st := resp.GetStats()
+		if st.GetTotalTools() < 80 || st.GetSelectedTools() != int32(len(resp.GetTools())) || st.GetReductionPercent() <= 0 {
+			t.Fatalf("stats = %v", st)
+		}
+		if resp.GetReasoning() == "" {
+			t.Fatal("empty reasoning")
+		}
+	})
+	t.Run("classify", func(t *testing.T) {
+		resp, err := c.Classify(ctx, &pb.ClassifyRequest{Text: "read the file config.json in my home directory", TopK: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetAbstained() || resp.GetCategories()[0].GetId() != "filesystem" {
+			t.Fatalf("got %v, want filesystem", resp)
+		}
+		c0 := resp.GetCategories()[0]
+		if c0.GetConfidence() <= 0 || c0.GetConfidence() > 1 {
+			t.Fatalf("confidence %v outside (0,1]", c0.GetConfidence())
+		}
+	})
+	t.Run("embed", func(t *testing.T) {
+		resp, err := c.Embed(ctx, &pb.EmbedRequest{Texts: []string{"hello", "world"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetVectors()) != 2 || len(resp.GetVectors()[0].GetValues()) != int(resp.GetDimensions()) || resp.GetDimensions() != 512 {
+			t.Fatalf("got %d vectors of %d dims", len(resp.GetVectors()), resp.GetDimensions())
+		}
+	})
+	t.Run("index info", func(t *testing.T) {
+		info, err := c.GetIndexInfo(ctx, &pb.GetIndexInfoRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.GetModelName() != "use-lite-en" || info.GetDimensions() != 512 || len(info.GetModelFingerprint()) != 64 ||
+			info.GetCategories() != 17 || info.GetTools() < 80 || info.GetLimits().GetMaxTextBytes() != 8192 {
+			t.Fatalf("info = %v", info)
+		}
+	})
+	t.Run("reflection lists the service", func(t *testing.T) {
+		rc, err := reflectpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rc.Send(&reflectpb.ServerReflectionRequest{MessageRequest: &reflectpb.ServerReflectionRequest_ListServices{}}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := rc.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, s := range resp.GetListServicesResponse().GetService() {
+			names = append(names, s.GetName())
+		}
+		if !strings.Contains(strings.Join(names, ","), "classifier.v1.ClassifierService") {
+			t.Fatalf("services = %v", names)
+		}
+	})
+	t.Run("bad input", func(t *testing.T) {
+		long := strings.Repeat("a", 8193)
+		minus := float32(-0.5)
+		cases := []struct {
+			name string
+			call func() error
+			want string
+		}{
+			{"empty classify", func() error { _, err := c.Classify(ctx, &pb.ClassifyRequest{Text: " \n\t"}); return err }, "empty"},
+			{"oversized classify", func() error { _, err := c.Classify(ctx, &pb.ClassifyRequest{Text: long}); return err }, "limit 8192"},
+			{"top_k out of range", func() error { _, err := c.Classify(ctx, &pb.ClassifyRequest{Text: "hi", TopK: 1000}); return err }, "top_k"},
+			{"negative min_confidence", func() error {
+				_, err := c.Classify(ctx, &pb.ClassifyRequest{Text: "hi", MinConfidence: &minus})
+				return err
+			}, "min_confidence"},
+			{"route without query", func() error { _, err := c.Route(ctx, &pb.RouteRequest{}); return err }, "query"},
+			{"unknown include", func() error {
+				_, err := c.Route(ctx, &pb.RouteRequest{Query: "x", IncludeServers: []string{"nope"}})
+				return err
+			}, "nope"},
+			{"unknown exclude", func() error {
+				_, err := c.Route(ctx, &pb.RouteRequest{Query: "x", ExcludeServers: []string{"nope2"}})
+				return err
+			}, "nope2"},
+			{"bad role", func() error {
+				_, err := c.Route(ctx, &pb.RouteRequest{Messages: []*pb.Message{{Role: "wizard", Content: "hi"}}})
+				return err
+			}, "role"},
+			{"empty embed", func() error { _, err := c.Embed(ctx, &pb.EmbedRequest{}); return err }, "empty"},
+			{"blank embed text", func() error { _, err := c.Embed(ctx, &pb.EmbedRequest{Texts: []string{"ok", "  "}}); return err }, "texts[1]"},
+			{"invalid utf8", func() error { _, err := c.Classify(ctx, &pb.ClassifyRequest{Text: "\xff\xfe"}); return err }, "UTF-8"},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				err := tc.call()
+				if got := status.Code(err); got != codes.InvalidArgument {
+					t.Fatalf("code = %v (%v), want InvalidArgument", got, err)
+				}
+				if !strings.Contains(status.Convert(err).Message(), tc.want) {
+					t.Fatalf("message %q does not mention %q", status.Convert(err).Message(), tc.want)
+				}
+			})
+		}
+	})
+	t.Run("prompt text never logged", func(t *testing.T) {
+		secret := "hunter2-very-secret-prompt"
+		if _, err := c.Classify(ctx, &pb.ClassifyRequest{Text: secret}); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(d.stderr.String(), secret) {
+			t.Fatal("prompt text appeared in the daemon log")
+		}
+	})
+	t.Run("graceful shutdown on SIGTERM", func(t *testing.T) {
+		if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-d.done:
+			d.done <- err // for cleanup
+			if err != nil {
+				t.Fatalf("exit after SIGTERM: %v\n%s", err, d.stderr.String())
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("daemon did not stop within 20s of SIGTERM")
+		}
+		if !strings.Contains(d.stderr.String(), "stopped") {
+			t.Fatalf("no shutdown log line:\n%s", d.stderr.String())
+		}
+	})
+}
+
+// TestDaemonRefusesBadIndex checks the daemon exits non-zero with a one-line
+// reason instead of serving from a damaged or mismatched index.
+func TestDaemonRefusesBadIndex(t *testing.T) {
+	bin, _ := binaries(t)
+	good := genIndex(t, "testdata/mini.json")
+	data, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	flipped := append([]byte(nil), data...)
+	flipped[len(flipped)-100] ^= 0xff
+	// An index built for the same model run differently (another token cap)
+	// has another fingerprint.
+	man := filepath.Join(dir, "manifest.json")
+	manData, err := os.ReadFile(filepath.Join(repoRoot(t), "models", "use-lite-en.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(man, bytes.Replace(manData, []byte(`"max_tokens": 128`), []byte(`"max_tokens": 64`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := genIndex(t, "testdata/mini.json", "--manifest", man)
+	cases := []struct {
+		name, index, want string
+	}{
+		{"missing", filepath.Join(dir, "nope.idx"), "no such file"},
+		{"truncated", write("trunc.idx", data[:len(data)/2]), "truncated"},
+		{"corrupted", write("flip.idx", flipped), "corrupt"},
+		{"not an index", write("junk.idx", []byte("hello world, not an index")), "bad magic"},
+		{"other model", other, "different model"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin, "--index", tc.index, "--model", modelDir(t), "--listen", freeAddr(t), "--ort-lib", ortLib(t))
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			if err == nil {
+				t.Fatal("classifierd started on a bad index")
+			}
+			last := lastLine(stderr.String())
+			if !strings.HasPrefix(last, "classifierd: ") || !strings.Contains(last, tc.want) {
+				t.Fatalf("last stderr line %q does not explain %q", last, tc.want)
+			}
+		})
+	}
+}
+
+func lastLine(s string) string {
+	var last string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) != "" {
+			last = sc.Text()
+		}
+	}
+	return last
+}
+
+// TestGenIndexRejectsMalformedCatalog checks gen-index names the bad entry.
+func TestGenIndexRejectsMalformedCatalog(t *testing.T) {
+	_, gi := binaries(t)
+	cases := []struct{ name, catalog, want string }{
+		{"duplicate category", `{"categories":[{"id":"a","description":"x"},{"id":"a","description":"y"}]}`, `categories[1] "a": duplicate`},
+		{"tool without name", `{"servers":[{"id":"s","description":"d","tools":[{"description":"x"}]}]}`, `servers[0] "s" tools[0]`},
+		{"empty description", `{"categories":[{"id":"a","description":""}]}`, `categories[0] "a": empty description`},
+		{"missing tools_file", `{"servers":[{"id":"s","description":"d","tools_file":"nope.json"}]}`, `servers[0] "s": tools_file nope.json`},
+		{"not json", `{"categories": [`, "invalid"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "cat.json")
+			if err := os.WriteFile(p, []byte(tc.catalog), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(gi, "--catalog", p, "--model", modelDir(t), "--out", filepath.Join(t.TempDir(), "x.idx"), "--ort-lib", ortLib(t))
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatal("gen-index accepted a malformed catalog")
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Fatalf("output %q does not name %q", out, tc.want)
+			}
+		})
+	}
+}

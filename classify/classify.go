@@ -219,7 +219,7 @@ func (c *Classifier) rankSingle(cs []labelScore, k int, thr float64) Result {
 			break
 		}
 		res.Categories = append(res.Categories, Scored{Label: cs[i].label, ID: c.idx.Labels[cs[i].label].ID,
-			Confidence: probs[i], Score: cs[i].score, Evidence: cs[i].evidence})
+			Confidence: probs[i], Score: cs[i].score, Evidence: c.evidence(cs[i])})
 	}
 	res.Abstained = len(res.Categories) == 0
 	res.Reasoning = c.explain(cs, probs, order, thr)
@@ -236,10 +236,10 @@ func (c *Classifier) explain(cs []labelScore, probs []float64, order []int, thr 
 	id := c.idx.Labels[cs[best].label].ID
 	var b strings.Builder
 	if probs[best] < thr {
-		fmt.Fprintf(&b, "abstained: best %s at %.2f is below %.2f (%s)", id, probs[best], thr, cs[best].evidence)
+		fmt.Fprintf(&b, "abstained: best %s at %.2f is below %.2f (%s)", id, probs[best], thr, c.evidence(cs[best]))
 		return b.String()
 	}
-	fmt.Fprintf(&b, "%s %.2f: %s", id, probs[best], cs[best].evidence)
+	fmt.Fprintf(&b, "%s %.2f: %s", id, probs[best], c.evidence(cs[best]))
 	if len(order) > 1 {
 		r := order[1]
 		fmt.Fprintf(&b, "; runner-up %s %.2f (margin %.2f)", c.idx.Labels[cs[r].label].ID, probs[r], probs[best]-probs[r])
@@ -288,48 +288,63 @@ func (c *Classifier) embedTurns(ctx context.Context, ts []turn) ([]turn, error) 
 	return ts, nil
 }
 
-// labelScore is one label's fused score and what produced it.
+// labelScore is one label's fused score and what produced it. The
+// evidence text is built only for labels that reach an answer.
 type labelScore struct {
-	label    int
-	score    float64
-	dense    float64
-	evidence string
+	label int
+	score float64
+	dense float64
+	vec   int    // best vector
+	owner int    // label that owns vec (differs from label when via is set)
+	turn  int    // turn of the best vector
+	lex   string // lexical evidence, if any
+	via   string // set when the score came from another label (a server's best tool)
 }
 
 // scoreLabels fuses, for each label in ls, the dense similarity (best
 // vector, weighted by turn) with lexical evidence.
 func (c *Classifier) scoreLabels(ls []int, ts []turn) []labelScore {
 	out := make([]labelScore, len(ls))
+	lexW := c.cal.Fusion.Lexical
 	for j, li := range ls {
 		l := &c.idx.Labels[li]
-		best := labelScore{label: li, score: math.Inf(-1)}
-		for ti, t := range ts {
-			v, s := l.First, t.dots[l.First]
-			for x := l.First + 1; x < l.First+l.Count; x++ {
-				if t.dots[x] > s {
-					v, s = x, t.dots[x]
+		best := labelScore{label: li, owner: li, score: math.Inf(-1), vec: l.First}
+		for ti := range ts {
+			t := &ts[ti]
+			d := t.dots[l.First : l.First+l.Count]
+			v, s := 0, d[0]
+			for x := 1; x < len(d); x++ {
+				if d[x] > s {
+					v, s = x, d[x]
 				}
 			}
-			w := float64(s) * t.weight
-			lexBoost, lexEv := c.lex.evidence(li, t)
-			total := w + c.cal.Fusion.Lexical*lexBoost*t.weight
+			total := float64(s) * t.weight
+			boost, lexEv := c.lex.evidence(li, t)
+			total += lexW * boost * t.weight
 			if total > best.score {
-				best.score = total
-				best.dense = float64(s)
-				src := l.Sources[v-l.First]
-				ev := fmt.Sprintf("nearest %s %q (%.2f)", src, clip(l.Texts[v-l.First], 60), s)
-				if lexEv != "" {
-					ev = lexEv + "; " + ev
-				}
-				if ti > 0 {
-					ev += " from earlier conversation"
-				}
-				best.evidence = ev
+				best = labelScore{label: li, owner: li, score: total, dense: float64(s), vec: l.First + v, turn: ti, lex: lexEv}
 			}
 		}
 		out[j] = best
 	}
 	return out
+}
+
+// evidence describes what produced a label's score.
+func (c *Classifier) evidence(s labelScore) string {
+	l := &c.idx.Labels[s.owner]
+	if math.IsInf(s.score, -1) || s.vec < l.First || s.vec >= l.First+l.Count {
+		return ""
+	}
+	k := s.vec - l.First
+	ev := fmt.Sprintf("nearest %s %q (%.2f)", l.Sources[k], clip(l.Texts[k], 60), s.dense)
+	if s.lex != "" {
+		ev = s.lex + "; " + ev
+	}
+	if s.turn > 0 {
+		ev += " from earlier conversation"
+	}
+	return s.via + ev
 }
 
 func (c *Classifier) categoryScores(ts []turn) []labelScore { return c.scoreLabels(c.cats, ts) }
@@ -384,7 +399,7 @@ func newLexicon(idx *index.Index) (lexicon, error) {
 
 // evidence returns the lexical boost in [0,1] for label li in turn t and a
 // description of what matched.
-func (lx *lexicon) evidence(li int, t turn) (float64, string) {
+func (lx *lexicon) evidence(li int, t *turn) (float64, string) {
 	for _, re := range lx.patterns[li] {
 		if m := re.FindString(t.text); m != "" {
 			return 1, fmt.Sprintf("pattern matched %q", clip(m, 40))

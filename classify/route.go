@@ -244,8 +244,10 @@ func (c *Classifier) routeScores(ts []turn, allowed map[int]bool) (srvS, toolS [
 	srvScore := map[int]float64{}
 	for i, s := range srvS {
 		if bt, ok := bestTool[s.label]; ok && f.ServerFromTools*bt.score > s.score {
-			srvS[i].score = f.ServerFromTools * bt.score
-			srvS[i].evidence = "tool " + c.idx.Labels[bt.label].Name + ": " + bt.evidence
+			bt.score = f.ServerFromTools * bt.score
+			bt.via = "tool " + c.idx.Labels[bt.label].Name + ": "
+			bt.label = s.label
+			srvS[i] = bt
 		}
 		srvScore[s.label] = srvS[i].score
 	}
@@ -274,7 +276,7 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 		}
 		selected[s.label] = true
 		res.Servers = append(res.Servers, Scored{Label: s.label, ID: c.idx.Labels[s.label].ID,
-			Confidence: p, Score: s.score, Evidence: s.evidence})
+			Confidence: p, Score: s.score, Evidence: c.evidence(s)})
 	}
 	for _, s := range toolS {
 		if len(res.Tools) >= maxT {
@@ -299,7 +301,7 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 				break
 			}
 			res.Categories = append(res.Categories, Scored{Label: s.label, ID: c.idx.Labels[s.label].ID,
-				Confidence: p, Score: s.score, Evidence: s.evidence})
+				Confidence: p, Score: s.score, Evidence: c.evidence(s)})
 		}
 	}
 	if len(res.Servers) == 0 {
@@ -313,7 +315,7 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 func (c *Classifier) toolScore(s labelScore, p float64) ToolScore {
 	l := &c.idx.Labels[s.label]
 	return ToolScore{Label: s.label, Name: l.Name, Server: l.Server, Category: l.Category,
-		Confidence: p, Score: s.score, Evidence: s.evidence}
+		Confidence: p, Score: s.score, Evidence: c.evidence(s)}
 }
 
 func (c *Classifier) applyNoMatch(res *RouteResult, srvS []labelScore, thr float64, p NoMatch) {

@@ -12,7 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/sugarme/tokenizer"
@@ -92,6 +94,26 @@ type Engine struct {
 
 	closeMu sync.RWMutex
 	closed  bool
+
+	// words caches the token ids of single words when the tokenizer is
+	// word-separable (checked at Open), which removes most tokenisation
+	// cost from the request path. Bounded; reset when full.
+	wordSplit bool
+	wordsMu   sync.RWMutex
+	words     map[string][]int64
+}
+
+// maxCachedWords bounds the word cache (about 100k words is a few MiB).
+const maxCachedWords = 100_000
+
+// wordProbes are sentences used at Open to check that tokenising word by
+// word gives exactly what tokenising the whole text gives.
+var wordProbes = []string{
+	"Check my GitHub notifications",
+	"read config.json and push it to my repo, then open PR #42!",
+	"What's the status of PROJ-123? It's been 3 days...",
+	"list files in /var/log/nginx (newest first) & delete *.gz",
+	"Don't over-write C:\\Users\\bob\\notes.txt; use snake_case_names instead.",
 }
 
 // Open loads the model and tokenizer named by cfg. rt must stay open while
@@ -143,7 +165,9 @@ func Open(rt *Runtime, cfg Config) (*Engine, error) {
 		inputNames:  inNames,
 		sem:         make(chan struct{}, c.MaxConcurrent),
 		fingerprint: fp,
+		words:       map[string][]int64{},
 	}
+	e.wordSplit = e.checkWordSplit()
 	// Probe once so a model whose output width or shape disagrees with the
 	// manifest fails at load, not on the first request.
 	if _, err := e.Embed(context.Background(), []string{"probe"}); err != nil {
@@ -234,10 +258,105 @@ func (e *Engine) Tokens(text string) ([]int64, error) {
 	return ids, err
 }
 
+// checkWordSplit reports whether the tokenizer treats each space-separated
+// word independently (true for SentencePiece/Metaspace and BERT word-piece
+// pre-tokenizers without special tokens), by comparing on probe texts.
+func (e *Engine) checkWordSplit() bool {
+	if e.man.AddSpecialTokens || !e.man.CollapseWhitespace {
+		return false
+	}
+	for _, p := range wordProbes {
+		norm := e.man.NormalizeText(p)
+		whole, err := e.tokenize(norm)
+		if err != nil {
+			return false
+		}
+		var parts []int64
+		for _, w := range strings.Split(norm, " ") {
+			ids, err := e.tokenize(w)
+			if err != nil {
+				return false
+			}
+			parts = append(parts, ids...)
+		}
+		if !slices.Equal(whole, parts) {
+			return false
+		}
+	}
+	return true
+}
+
+// tokenize runs the tokenizer on normalised text.
+func (e *Engine) tokenize(norm string) ([]int64, error) {
+	e.tokMu.Lock()
+	enc, err := e.tok.EncodeSingle(norm, e.man.AddSpecialTokens)
+	e.tokMu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("embed: tokenize: %w", err)
+	}
+	raw := enc.GetIds()
+	ids := make([]int64, len(raw))
+	for i, x := range raw {
+		ids[i] = int64(x)
+	}
+	return ids, nil
+}
+
+// encodeWords tokenises ASCII text word by word through the cache. NFKC and
+// the other normalisers are the identity on ASCII, so this equals
+// tokenising the whole text (checked at Open by checkWordSplit).
+func (e *Engine) encodeWords(norm string) ([]int64, error) {
+	var ids []int64
+	for _, w := range strings.Split(norm, " ") {
+		e.wordsMu.RLock()
+		cached, ok := e.words[w]
+		e.wordsMu.RUnlock()
+		if !ok {
+			var err error
+			if cached, err = e.tokenize(w); err != nil {
+				return nil, err
+			}
+			e.wordsMu.Lock()
+			if len(e.words) >= maxCachedWords {
+				e.words = map[string][]int64{}
+			}
+			e.words[w] = cached
+			e.wordsMu.Unlock()
+		}
+		ids = append(ids, cached...)
+		if len(ids) >= e.man.MaxTokens {
+			break
+		}
+	}
+	return ids, nil
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
 func (e *Engine) encode(text string) (ids, types []int64, err error) {
 	norm := e.man.NormalizeText(text)
 	if IsBlank(norm) || IsBlank(text) {
 		return nil, nil, ErrEmptyText
+	}
+	if e.wordSplit && isASCII(norm) {
+		ids, err := e.encodeWords(norm)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(ids) == 0 {
+			return nil, nil, ErrEmptyText
+		}
+		if len(ids) > e.man.MaxTokens {
+			ids = ids[:e.man.MaxTokens]
+		}
+		return ids, make([]int64, len(ids)), nil
 	}
 	e.tokMu.Lock()
 	enc, err := e.tok.EncodeSingle(norm, e.man.AddSpecialTokens)
@@ -326,6 +445,25 @@ func (e *Engine) Embed(ctx context.Context, texts []string) ([][]float32, error)
 		}
 	}
 	return out, nil
+}
+
+// Infer runs the model on already-tokenised texts: the bare ONNX Runtime
+// call (tensors in, pooled vectors out) without tokenisation. Benchmarks use
+// it as the baseline that end-to-end latency is compared against.
+func (e *Engine) Infer(ctx context.Context, ids [][]int64) ([][]float32, error) {
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	types := make([][]int64, len(ids))
+	for i, x := range ids {
+		if len(x) == 0 {
+			return nil, fmt.Errorf("text %d: %w", i, ErrEmptyText)
+		}
+		types[i] = make([]int64, len(x))
+	}
+	return e.run(ctx, ids, types)
 }
 
 // run executes one padded batch. It never returns while ONNX Runtime may

@@ -1,0 +1,283 @@
+// Command loadtest measures classifierd end to end: it starts the real
+// daemon on a loopback port, drives it with the generated gRPC client, and
+// in the same run times the bare ONNX Runtime call for the same texts, so
+// the overhead ratio (end-to-end latency ÷ bare inference) is measured
+// under identical conditions.
+//
+//	loadtest --daemon bin/classifierd --index var/default.idx --model DIR [--ort-lib PATH]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/classifierd/classifierd/embed"
+	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/models"
+)
+
+// prompts are realistic single-turn requests of varied length.
+var prompts = []string{
+	"Check my GitHub notifications",
+	"read config.json and tell me what port the server uses",
+	"list the running docker containers",
+	"what's in PROJ-123?",
+	"post a message to the #deploys channel that the release is out",
+	"show me the last five commits on this branch",
+	"search the web for the latest Go release notes",
+	"create a new table called invoices in postgres",
+	"remember that my favourite editor is vim",
+	"open a pull request from feature/login into main with a short summary",
+	"which tools do you have?",
+	"find every TODO in the src directory",
+}
+
+type config struct {
+	daemon, index, model, manifest, ortLib string
+	requests, concurrency                  int
+	jsonOut                                string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	var c config
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.StringVar(&c.daemon, "daemon", "bin/classifierd", "classifierd binary")
+	fs.StringVar(&c.index, "index", "var/default.idx", "index file")
+	fs.StringVar(&c.model, "model", os.Getenv("MODEL_DIR"), "model directory")
+	fs.StringVar(&c.manifest, "manifest", "", "model manifest")
+	fs.StringVar(&c.ortLib, "ort-lib", os.Getenv("ORT_LIB"), "ONNX Runtime library")
+	fs.IntVar(&c.requests, "requests", 2000, "requests per measurement (bounded load)")
+	fs.IntVar(&c.concurrency, "concurrency", 8, "concurrent clients in the throughput test")
+	fs.StringVar(&c.jsonOut, "json", "", "also write the figures as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if c.requests < 10 || c.requests > 1_000_000 || c.concurrency < 1 || c.concurrency > 256 {
+		return errors.New("--requests must be 10..1000000 and --concurrency 1..256")
+	}
+
+	// The bare ONNX Runtime call for the same texts, tokenised beforehand.
+	bare, err := measureBare(ctx, c)
+	if err != nil {
+		return err
+	}
+
+	addr, stopDaemon, err := startDaemon(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer stopDaemon()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	cl := pb.NewClassifierServiceClient(conn)
+
+	calls := map[string]func(ctx context.Context, i int) error{
+		"Route": func(ctx context.Context, i int) error {
+			_, err := cl.Route(ctx, &pb.RouteRequest{Query: prompts[i%len(prompts)]})
+			return err
+		},
+		"Classify": func(ctx context.Context, i int) error {
+			_, err := cl.Classify(ctx, &pb.ClassifyRequest{Text: prompts[i%len(prompts)]})
+			return err
+		},
+		"AnalyzePrompt": func(ctx context.Context, i int) error {
+			_, err := cl.AnalyzePrompt(ctx, &pb.AnalyzePromptRequest{Prompt: prompts[i%len(prompts)]})
+			return err
+		},
+	}
+	names := []string{"Route", "Classify", "AnalyzePrompt"}
+	res := map[string]any{"bare_ort_p50_ms": ms(bare.p50), "bare_ort_p99_ms": ms(bare.p99)}
+	fmt.Fprintf(out, "%-22s %9s %9s %12s\n", "measurement", "p50 ms", "p99 ms", "req/s")
+	fmt.Fprintf(out, "%-22s %9.3f %9.3f %12s\n", "bare ORT run", ms(bare.p50), ms(bare.p99), "-")
+	var routeP50 time.Duration
+	for _, name := range names {
+		call := calls[name]
+		if err := call(ctx, 0); err != nil { // warm-up; also checks the RPC exists
+			fmt.Fprintf(out, "%-22s skipped: %v\n", name, err)
+			continue
+		}
+		lat, err := sequential(ctx, c.requests, call)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		rps, err := concurrent(ctx, c.requests, c.concurrency, call)
+		if err != nil {
+			return fmt.Errorf("%s concurrent: %w", name, err)
+		}
+		fmt.Fprintf(out, "%-22s %9.3f %9.3f %12.0f\n", name+" (1 client)", ms(lat.p50), ms(lat.p99), 1/lat.mean.Seconds())
+		fmt.Fprintf(out, "%-22s %9s %9s %12.0f\n", fmt.Sprintf("%s (%d clients)", name, c.concurrency), "", "", rps)
+		res[name+"_p50_ms"], res[name+"_p99_ms"], res[name+"_rps_concurrent"] = ms(lat.p50), ms(lat.p99), rps
+		if name == "Route" {
+			routeP50 = lat.p50
+		}
+	}
+	ratio := float64(routeP50) / float64(bare.p50)
+	res["overhead_ratio_route_over_bare_p50"] = ratio
+	fmt.Fprintf(out, "overhead ratio (Route p50 / bare ORT p50, same texts, same run): %.2f\n", ratio)
+	if c.jsonOut != "" {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(c.jsonOut, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type latency struct{ p50, p99, mean time.Duration }
+
+func summarize(d []time.Duration) latency {
+	slices.Sort(d)
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	return latency{p50: d[len(d)/2], p99: d[len(d)*99/100], mean: sum / time.Duration(len(d))}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func measureBare(ctx context.Context, c config) (latency, error) {
+	man, err := models.Resolve(c.model, c.manifest)
+	if err != nil {
+		return latency{}, err
+	}
+	rt, err := embed.InitRuntime(c.ortLib)
+	if err != nil {
+		return latency{}, err
+	}
+	defer rt.Close()
+	eng, err := embed.Open(rt, embed.Config{ModelDir: c.model, Manifest: man, IntraOpThreads: 1, MaxConcurrent: 1})
+	if err != nil {
+		return latency{}, err
+	}
+	defer eng.Close()
+	toks := make([][]int64, len(prompts))
+	for i, p := range prompts {
+		if toks[i], err = eng.Tokens(p); err != nil {
+			return latency{}, err
+		}
+	}
+	if _, err := eng.Infer(ctx, toks[:1]); err != nil {
+		return latency{}, err
+	}
+	return sequential(ctx, c.requests, func(ctx context.Context, i int) error {
+		_, err := eng.Infer(ctx, toks[i%len(toks):i%len(toks)+1])
+		return err
+	})
+}
+
+func sequential(ctx context.Context, n int, call func(context.Context, int) error) (latency, error) {
+	d := make([]time.Duration, n)
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		if err := call(ctx, i); err != nil {
+			return latency{}, err
+		}
+		d[i] = time.Since(start)
+	}
+	return summarize(d), nil
+}
+
+func concurrent(ctx context.Context, n, workers int, call func(context.Context, int) error) (float64, error) {
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	next := make(chan int)
+	start := time.Now()
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := call(ctx, i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		select {
+		case next <- i:
+		case err := <-errs:
+			close(next)
+			wg.Wait()
+			return 0, err
+		}
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return 0, err
+	default:
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+func startDaemon(ctx context.Context, c config) (string, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.CommandContext(ctx, c.daemon, "--index", c.index, "--model", c.model, "--listen", addr,
+		"--ort-lib", c.ortLib, "--log-level", "warn")
+	if c.manifest != "" {
+		cmd.Args = append(cmd.Args, "--manifest", c.manifest)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		stop()
+		return "", nil, err
+	}
+	defer conn.Close()
+	hc := healthpb.NewHealthClient(conn)
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		r, err := hc.Check(cctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return addr, stop, nil
+		}
+	}
+	stop()
+	return "", nil, errors.New("daemon did not become healthy in 60s")
+}

@@ -262,6 +262,8 @@ type turn struct {
 	weight float64
 	dots   []float32
 	lower  string
+	// context marks an earlier conversation turn (not the current request).
+	context bool
 }
 
 // embedTurns embeds all turns in one model call and scores each against
@@ -296,7 +298,7 @@ type labelScore struct {
 	dense float64
 	vec   int    // best vector
 	owner int    // label that owns vec (differs from label when via is set)
-	turn  int    // turn of the best vector
+	ctx   bool   // the best vector matched an earlier conversation turn
 	lex   string // lexical evidence, if any
 	via   string // set when the score came from another label (a server's best tool)
 }
@@ -322,7 +324,7 @@ func (c *Classifier) scoreLabels(ls []int, ts []turn) []labelScore {
 			boost, lexEv := c.lex.evidence(li, t)
 			total += lexW * boost * t.weight
 			if total > best.score {
-				best = labelScore{label: li, owner: li, score: total, dense: float64(s), vec: l.First + v, turn: ti, lex: lexEv}
+				best = labelScore{label: li, owner: li, score: total, dense: float64(s), vec: l.First + v, ctx: t.context, lex: lexEv}
 			}
 		}
 		out[j] = best
@@ -341,7 +343,7 @@ func (c *Classifier) evidence(s labelScore) string {
 	if s.lex != "" {
 		ev = s.lex + "; " + ev
 	}
-	if s.turn > 0 {
+	if s.ctx {
 		ev += " from earlier conversation"
 	}
 	return s.via + ev

@@ -154,10 +154,10 @@ func (c *Classifier) routeTurns(q RouteQuery) ([]turn, error) {
 		latest = msgs[i].Content
 		msgs = msgs[:i]
 	}
-	ts := []turn{{text: latest, weight: 1}}
+	ts := c.needTurns(latest)
 	f := c.cal.Fusion
 	w := f.ContextWeight
-	for i := len(msgs) - 1; i >= 0 && len(ts) <= maxContextTurns; i-- {
+	for i, n := len(msgs)-1, 0; i >= 0 && n < maxContextTurns; i-- {
 		m := msgs[i]
 		if m.Role == "system" || m.Role == "tool" || strings.TrimSpace(m.Content) == "" {
 			continue
@@ -166,7 +166,8 @@ func (c *Classifier) routeTurns(q RouteQuery) ([]turn, error) {
 		if m.Role == "assistant" {
 			tw *= 0.8
 		}
-		ts = append(ts, turn{text: m.Content, weight: tw})
+		ts = append(ts, turn{text: m.Content, weight: tw, context: true})
+		n++
 		w *= f.ContextDecay
 	}
 	return ts, nil
@@ -176,18 +177,27 @@ func (c *Classifier) routeTurns(q RouteQuery) ([]turn, error) {
 // clear on its own, so a topic change moves away from the old servers while
 // an ambiguous follow-up keeps them.
 func (c *Classifier) weighContext(ts []turn) {
-	if len(ts) < 2 {
-		return
-	}
 	var top float32
-	for _, d := range ts[0].dots {
-		top = max(top, d)
+	hasContext := false
+	for _, t := range ts {
+		if t.context {
+			hasContext = true
+			continue
+		}
+		for _, d := range t.dots {
+			top = max(top, d)
+		}
+	}
+	if !hasContext {
+		return
 	}
 	// top ≥ 0.6: the latest turn names a need plainly; ≤ 0.35: it is a bare follow-up.
 	scale := (0.6 - float64(top)) / 0.25
 	scale = math.Max(0.25, math.Min(1, scale))
-	for i := 1; i < len(ts); i++ {
-		ts[i].weight *= scale
+	for i := range ts {
+		if ts[i].context {
+			ts[i].weight *= scale
+		}
 	}
 }
 

@@ -185,7 +185,7 @@ func (c *Classifier) analyzeKeywords(ts []turn, valid map[int]bool) Analysis {
 		for i := range ts {
 			t := &ts[i]
 			t.lower = strings.ToLower(t.text)
-			b, ev := c.lex.evidence(li, t)
+			b, ev := c.lex.evidence(li, t, &c.cal.Fusion)
 			if b*t.weight > best.boost {
 				best = hit{label: li, boost: b * t.weight, ev: ev}
 			}
@@ -200,7 +200,7 @@ func (c *Classifier) analyzeKeywords(ts []turn, valid map[int]bool) Analysis {
 		if len(a.Categories) >= 5 {
 			break
 		}
-		conf := math.Min(degradedCap, 0.4*h.boost)
+		conf := math.Min(degradedCap, h.boost/c.cal.Fusion.Pattern*degradedCap)
 		id := c.idx.Labels[h.label].ID
 		a.Categories = append(a.Categories, id)
 		a.Scores = append(a.Scores, Scored{Label: h.label, ID: id, Confidence: conf, Evidence: h.ev})

@@ -51,8 +51,12 @@ type Binary struct {
 
 // Fusion weighs evidence added to the dense cosine score.
 type Fusion struct {
-	// Lexical multiplies the lexical boost (1 for a pattern or exact name, 0.6 for a keyword).
-	Lexical float64 `json:"lexical"`
+	// Pattern, Name and Keyword are added to the dense score when a
+	// category pattern matches, the text names the tool or server, or a
+	// catalog keyword occurs (at word boundaries).
+	Pattern float64 `json:"pattern"`
+	Name    float64 `json:"name"`
+	Keyword float64 `json:"keyword"`
 	// ServerFromTools is the weight of a server's best tool in the server's score.
 	ServerFromTools float64 `json:"server_from_tools"`
 	// ToolFromServer is the weight of the server's score in each tool's score.
@@ -71,7 +75,7 @@ func DefaultCalibration() Calibration {
 		CategoriesMulti: Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
 		Servers:         Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
 		Tools:           Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
-		Fusion: Fusion{Lexical: 0.15, ServerFromTools: 1, ToolFromServer: 0.15,
+		Fusion: Fusion{Pattern: 0.3, Name: 0.2, Keyword: 0.12, ServerFromTools: 1, ToolFromServer: 0.15,
 			ContextWeight: 0.85, ContextDecay: 0.7},
 	}
 }

@@ -307,7 +307,6 @@ type labelScore struct {
 // vector, weighted by turn) with lexical evidence.
 func (c *Classifier) scoreLabels(ls []int, ts []turn) []labelScore {
 	out := make([]labelScore, len(ls))
-	lexW := c.cal.Fusion.Lexical
 	for j, li := range ls {
 		l := &c.idx.Labels[li]
 		best := labelScore{label: li, owner: li, score: math.Inf(-1), vec: l.First}
@@ -321,8 +320,8 @@ func (c *Classifier) scoreLabels(ls []int, ts []turn) []labelScore {
 				}
 			}
 			total := float64(s) * t.weight
-			boost, lexEv := c.lex.evidence(li, t)
-			total += lexW * boost * t.weight
+			boost, lexEv := c.lex.evidence(li, t, &c.cal.Fusion)
+			total += boost * t.weight
 			if total > best.score {
 				best = labelScore{label: li, owner: li, score: total, dense: float64(s), vec: l.First + v, ctx: t.context, lex: lexEv}
 			}
@@ -399,22 +398,22 @@ func newLexicon(idx *index.Index) (lexicon, error) {
 	return lx, nil
 }
 
-// evidence returns the lexical boost in [0,1] for label li in turn t and a
-// description of what matched.
-func (lx *lexicon) evidence(li int, t *turn) (float64, string) {
+// evidence returns the lexical boost for label li in turn t (the fusion
+// weight of the strongest kind that matched) and what matched.
+func (lx *lexicon) evidence(li int, t *turn, f *Fusion) (float64, string) {
 	for _, re := range lx.patterns[li] {
 		if m := re.FindString(t.text); m != "" {
-			return 1, fmt.Sprintf("pattern matched %q", clip(m, 40))
+			return f.Pattern, fmt.Sprintf("pattern matched %q", clip(m, 40))
 		}
 	}
 	for _, n := range lx.names[li] {
 		if containsWord(t.lower, n) {
-			return 1, fmt.Sprintf("names %q", n)
+			return f.Name, fmt.Sprintf("names %q", n)
 		}
 	}
 	for _, k := range lx.keywords[li] {
 		if containsWord(t.lower, k) {
-			return 0.6, fmt.Sprintf("keyword %q", k)
+			return f.Keyword, fmt.Sprintf("keyword %q", k)
 		}
 	}
 	return 0, ""

@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ErrInvalid reports a catalog that cannot be indexed; the message names the
@@ -184,8 +186,6 @@ func readToolsList(path string) ([]Tool, error) {
 	return res.Tools, nil
 }
 
-var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`)
-
 // Validate checks the rules in catalogs/README.md and names the first
 // offending entry.
 func (c *Catalog) Validate() error {
@@ -218,6 +218,9 @@ func (c *Catalog) Validate() error {
 		where := fmt.Sprintf("servers[%d] %q", i, s.ID)
 		if err := checkID(s.ID); err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrInvalid, where, err)
+		}
+		if strings.Contains(s.ID, "/") {
+			return fmt.Errorf("%w: %s: server id must not contain '/' (tools are named server/tool)", ErrInvalid, where)
 		}
 		if servers[s.ID] {
 			return fmt.Errorf("%w: %s: duplicate server id", ErrInvalid, where)
@@ -269,9 +272,15 @@ func (c *Catalog) Validate() error {
 	return nil
 }
 
+// checkID accepts 1-128 bytes of printable UTF-8 without whitespace.
 func checkID(id string) error {
-	if !idRE.MatchString(id) {
-		return fmt.Errorf("id must be 1-128 characters of letters, digits and ._:/- starting with a letter or digit")
+	if id == "" || len(id) > 128 || !utf8.ValidString(id) {
+		return fmt.Errorf("id must be 1-128 bytes of UTF-8")
+	}
+	for _, r := range id {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return fmt.Errorf("id must not contain spaces or control characters")
+		}
 	}
 	return nil
 }

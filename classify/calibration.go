@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 )
 
 // Calibration is the index's score-to-probability maps and fusion weights,
@@ -24,27 +25,35 @@ type Calibration struct {
 	Fitted bool `json:"fitted"`
 }
 
-// SingleLabel is p(label) = exp(s/T) / (exp(OOS/T) + Σ exp(s_j/T)).
+// SingleLabel is p(label) = exp(s/T) / (exp(OOS/T) + Σ exp(s_j/T)): the
+// probability that the label is right given the request is in scope. The
+// default Threshold applies to p(label) × p(in scope).
+// Whether it is in scope at all is InScope's job: a Platt map from the best
+// raw score, fitted on held-out examples (in scope) against examples whose
+// whole label was held out (out of scope, what an unseen intent looks like).
 type SingleLabel struct {
 	Method    string  `json:"method"`
 	T         float64 `json:"t"`
 	OOS       float64 `json:"oos"`
+	InScope   Binary  `json:"in_scope"`
 	Threshold float64 `json:"threshold"`
 	ECEBefore float64 `json:"ece_before,omitempty"`
 	ECEAfter  float64 `json:"ece_after,omitempty"`
 	Samples   int     `json:"samples,omitempty"`
 }
 
-// Binary maps one label's score to a probability of relevance:
-// Platt p = 1/(1+exp(A*s+B)).
+// Binary maps one label's score to a probability of relevance: Platt
+// p = 1/(1+exp(A*s+B)), or an isotonic step map when that calibrated
+// better in cross-validation.
 type Binary struct {
-	Method    string  `json:"method"`
-	A         float64 `json:"a"`
-	B         float64 `json:"b"`
-	Threshold float64 `json:"threshold"`
-	ECEBefore float64 `json:"ece_before,omitempty"`
-	ECEAfter  float64 `json:"ece_after,omitempty"`
-	Samples   int     `json:"samples,omitempty"`
+	Method    string    `json:"method"`
+	A         float64   `json:"a"`
+	B         float64   `json:"b"`
+	Isotonic  *isotonic `json:"isotonic,omitempty"`
+	Threshold float64   `json:"threshold"`
+	ECEBefore float64   `json:"ece_before,omitempty"`
+	ECEAfter  float64   `json:"ece_after,omitempty"`
+	Samples   int       `json:"samples,omitempty"`
 	// SharedFallback lists labels with too few examples for their own map.
 	SharedFallback []string `json:"shared_fallback,omitempty"`
 }
@@ -71,7 +80,8 @@ type Fusion struct {
 // are a prior, not a measurement, and GetIndexInfo reports method "prior".
 func DefaultCalibration() Calibration {
 	return Calibration{
-		Categories:      SingleLabel{Method: "prior", T: 0.05, OOS: 0.5, Threshold: 0.5},
+		Categories: SingleLabel{Method: "prior", T: 0.05, OOS: -10, Threshold: 0.5,
+			InScope: Binary{Method: "prior", A: -14, B: 6.3, Threshold: 0.5}},
 		CategoriesMulti: Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
 		Servers:         Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
 		Tools:           Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
@@ -105,11 +115,23 @@ func (c Calibration) validate() error {
 		}
 		return nil
 	}
+	for name, b := range map[string]Binary{"categories_multi": c.CategoriesMulti, "servers": c.Servers, "tools": c.Tools, "in_scope": c.Categories.InScope} {
+		if m := b.Isotonic; m != nil {
+			if len(m.X) == 0 || len(m.X) != len(m.Y) || !sort.Float64sAreSorted(m.X) {
+				return fmt.Errorf("classify: calibration %s isotonic map is malformed", name)
+			}
+			for _, y := range m.Y {
+				if !(y >= 0 && y <= 1) {
+					return fmt.Errorf("classify: calibration %s isotonic value %v outside [0,1]", name, y)
+				}
+			}
+		}
+	}
 	if c.Categories.T <= 0 {
 		return fmt.Errorf("classify: calibration categories.t %v must be positive", c.Categories.T)
 	}
 	for name, v := range map[string][]float64{
-		"categories":       {c.Categories.T, c.Categories.OOS, c.Categories.Threshold},
+		"categories":       {c.Categories.T, c.Categories.OOS, c.Categories.Threshold, c.Categories.InScope.A, c.Categories.InScope.B},
 		"categories_multi": {c.CategoriesMulti.A, c.CategoriesMulti.B, c.CategoriesMulti.Threshold},
 		"servers":          {c.Servers.A, c.Servers.B, c.Servers.Threshold},
 		"tools":            {c.Tools.A, c.Tools.B, c.Tools.Threshold},
@@ -142,5 +164,11 @@ func (s SingleLabel) Probabilities(raw []float64) []float64 {
 
 // Prob maps one score to a probability of relevance.
 func (b Binary) Prob(score float64) float64 {
+	if math.IsInf(score, -1) {
+		return 0
+	}
+	if b.Isotonic != nil {
+		return b.Isotonic.predict(score)
+	}
 	return 1 / (1 + math.Exp(b.A*score+b.B))
 }

@@ -171,6 +171,10 @@ type Result struct {
 	Categories []Scored
 	Abstained  bool
 	Reasoning  string
+	// InScope is the calibrated probability that the text belongs to any
+	// category at all. A category is returned when its confidence times
+	// InScope reaches the threshold.
+	InScope float64
 }
 
 // Classify ranks categories for text.
@@ -211,32 +215,38 @@ func (c *Classifier) rankSingle(cs []labelScore, k int, thr float64) Result {
 	probs := c.cal.Categories.Probabilities(raw)
 	order := argsort(probs)
 	var res Result
+	inScope := 1.0
+	if len(order) > 0 {
+		inScope = c.cal.Categories.InScope.Prob(raw[order[0]])
+	}
 	for _, i := range order {
 		if len(res.Categories) >= k {
 			break
 		}
-		if probs[i] < thr {
+		if probs[i]*inScope < thr {
 			break
 		}
 		res.Categories = append(res.Categories, Scored{Label: cs[i].label, ID: c.idx.Labels[cs[i].label].ID,
 			Confidence: probs[i], Score: cs[i].score, Evidence: c.evidence(cs[i])})
 	}
 	res.Abstained = len(res.Categories) == 0
-	res.Reasoning = c.explain(cs, probs, order, thr)
+	res.InScope = inScope
+	res.Reasoning = c.explain(cs, probs, order, thr, inScope)
 	return res
 }
 
 // explain is the deterministic reasoning: what matched, how strongly, and
 // the margin to the runner-up.
-func (c *Classifier) explain(cs []labelScore, probs []float64, order []int, thr float64) string {
+func (c *Classifier) explain(cs []labelScore, probs []float64, order []int, thr, inScope float64) string {
 	if len(order) == 0 {
 		return "no labels"
 	}
 	best := order[0]
 	id := c.idx.Labels[cs[best].label].ID
 	var b strings.Builder
-	if probs[best] < thr {
-		fmt.Fprintf(&b, "abstained: best %s at %.2f is below %.2f (%s)", id, probs[best], thr, c.evidence(cs[best]))
+	if probs[best]*inScope < thr {
+		fmt.Fprintf(&b, "abstained: best %s at %.2f with in-scope probability %.2f is below %.2f (%s)",
+			id, probs[best], inScope, thr, c.evidence(cs[best]))
 		return b.String()
 	}
 	fmt.Fprintf(&b, "%s %.2f: %s", id, probs[best], c.evidence(cs[best]))

@@ -104,7 +104,8 @@ func newTestClassifier(t testing.TB, emb Embedder) *Classifier {
 	}
 	// The prior calibration is tuned for sentence encoders; the bag-of-words
 	// fake has lower similarities, so centre the maps on its scale.
-	c.cal.Categories = SingleLabel{Method: "test", T: 0.1, OOS: 0.3, Threshold: 0.5}
+	c.cal.Categories = SingleLabel{Method: "test", T: 0.1, OOS: -10, Threshold: 0.4,
+		InScope: Binary{Method: "test", A: -12, B: 3.6}}
 	b := Binary{Method: "test", A: -12, B: 4.2, Threshold: 0.5}
 	c.cal.CategoriesMulti, c.cal.Servers, c.cal.Tools = b, b, b
 	return c

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/classifierd/classifierd/catalog"
+	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/embed"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/indexer"
@@ -72,6 +74,21 @@ func (m *modelFlags) open() (*embed.Engine, func() error, error) {
 	}, nil
 }
 
+// calibrateIndex fits the calibration on the index's own examples and
+// stores it in the header.
+func calibrateIndex(ctx context.Context, idx *index.Index, progress func(int, int)) error {
+	cal, err := classify.Fit(ctx, idx, classify.FitOptions{Progress: progress})
+	if err != nil {
+		return err
+	}
+	raw, err := json.Marshal(cal)
+	if err != nil {
+		return fmt.Errorf("encode calibration: %w", err)
+	}
+	idx.Calibration = raw
+	return nil
+}
+
 func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("gen-index", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -116,7 +133,7 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	}
 	if !*noCal {
 		cp := newProgress(stderr, "calibrating", *quiet)
-		if err := indexer.Calibrate(ctx, idx, eng, indexer.CalibrateOptions{Progress: cp.update}); err != nil {
+		if err := calibrateIndex(ctx, idx, cp.update); err != nil {
 			return err
 		}
 		cp.done()

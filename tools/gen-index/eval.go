@@ -1,11 +1,467 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/classifierd/classifierd/catalog"
+	"github.com/classifierd/classifierd/classify"
+	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/indexer"
 )
 
-func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("eval: WIP")
+// query is one labelled evaluation query (see catalogs/README.md).
+type query struct {
+	Text       string   `json:"text"`
+	Categories []string `json:"categories"`
+	Servers    []string `json:"servers"`
+	Tools      []string `json:"tools"`
+	Kind       string   `json:"kind"`
+}
+
+func readQueries(path string) ([]query, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []query
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		var q query
+		if err := json.Unmarshal([]byte(line), &q); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		if strings.TrimSpace(q.Text) == "" {
+			return nil, fmt.Errorf("%s:%d: empty text", path, n)
+		}
+		out = append(out, q)
+	}
+	return out, sc.Err()
+}
+
+// report is the JSON report of one evaluation.
+type report struct {
+	Catalog  string `json:"catalog"`
+	Queries  string `json:"queries"`
+	Model    string `json:"model"`
+	N        int    `json:"n"`
+	InScope  int    `json:"in_scope"`
+	OutScope int    `json:"out_of_scope"`
+
+	Categories *categoryReport `json:"categories,omitempty"`
+	Routing    *routeReport    `json:"routing,omitempty"`
+
+	BuildSeconds   float64 `json:"build_seconds"`
+	LatencyP50Ms   float64 `json:"latency_p50_ms"`
+	LatencyP99Ms   float64 `json:"latency_p99_ms"`
+	CalibrationFit any     `json:"calibration"`
+}
+
+type categoryReport struct {
+	Threshold       float64        `json:"threshold"`
+	Accuracy        float64        `json:"accuracy"`              // in-scope, top-1, ignoring the threshold
+	AccuracyAtThr   float64        `json:"accuracy_at_threshold"` // in-scope, abstaining counts as wrong
+	MacroF1         float64        `json:"macro_f1"`
+	ECEBefore       float64        `json:"ece_before"`
+	ECEAfter        float64        `json:"ece_after"`
+	AbstainPrec     float64        `json:"abstain_precision"`
+	AbstainRecall   float64        `json:"abstain_recall"`
+	MultiFullRecall float64        `json:"multi_full_recall,omitempty"`
+	Reliability     []classify.Bin `json:"reliability"`
+	Tradeoff        []tradeoff     `json:"tradeoff,omitempty"`
+}
+
+// tradeoff is in-scope accuracy against abstain recall at one in-scope threshold.
+type tradeoff struct {
+	InScopeThreshold float64 `json:"threshold"`
+	Accuracy         float64 `json:"accuracy_at_threshold"`
+	AbstainRecall    float64 `json:"abstain_recall"`
+}
+
+type routeReport struct {
+	ServerRecall  map[string]float64 `json:"server_recall_at"`
+	ToolRecall    map[string]float64 `json:"tool_recall_at"`
+	ToolTop1      float64            `json:"tool_top1"`
+	MultiFull5    float64            `json:"multi_full_recall_at_5"`
+	MultiQueries  int                `json:"multi_queries"`
+	ECEBefore     float64            `json:"tool_ece_before"`
+	ECEAfter      float64            `json:"tool_ece_after"`
+	AbstainPrec   float64            `json:"abstain_precision"`
+	AbstainRecall float64            `json:"abstain_recall"`
+	Reliability   []classify.Bin     `json:"reliability"`
+}
+
+func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	fs := flag.NewFlagSet("gen-index eval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var mf modelFlags
+	mf.register(fs)
+	catPath := fs.String("catalog", "", "catalog JSON file (required)")
+	qPath := fs.String("queries", "", "labelled queries, JSON lines (required)")
+	jsonOut := fs.String("json", "", "write the JSON report here")
+	pngOut := fs.String("png", "", "write the reliability diagram (PNG) here")
+	name := fs.String("name", "", "name printed with the figures (default: the query file's name)")
+	quiet := fs.Bool("quiet", false, "no progress output")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: gen-index eval --catalog FILE --queries FILE --model DIR [--json FILE] [--png FILE]\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *catPath == "" || *qPath == "" {
+		fs.Usage()
+		return errors.New("--catalog and --queries are required")
+	}
+	if *name == "" {
+		*name = strings.TrimSuffix(filepath.Base(*qPath), filepath.Ext(*qPath))
+	}
+	cat, err := catalog.Load(*catPath)
+	if err != nil {
+		return err
+	}
+	qs, err := readQueries(*qPath)
+	if err != nil {
+		return err
+	}
+	eng, closeModel, err := mf.open()
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, closeModel()) }()
+	man := eng.Manifest()
+
+	start := time.Now()
+	p := newProgress(stderr, "embedding", *quiet)
+	idx, err := indexer.Build(ctx, cat, eng, indexer.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
+		indexer.Options{Progress: p.update, Generator: "gen-index eval"})
+	p.done()
+	if err != nil {
+		return err
+	}
+	cp := newProgress(stderr, "calibrating", *quiet)
+	if err := calibrateIndex(ctx, idx, cp.update); err != nil {
+		return err
+	}
+	cp.done()
+	cls, err := classify.New(idx, eng, classify.Config{})
+	if err != nil {
+		return err
+	}
+	rep := report{Catalog: *catPath, Queries: *qPath, Model: man.Name, N: len(qs), BuildSeconds: time.Since(start).Seconds(),
+		CalibrationFit: cls.Calibration()}
+	qp := newProgress(stderr, "evaluating", *quiet)
+	lat, err := evaluate(ctx, cls, qs, &rep, qp.update)
+	qp.done()
+	if err != nil {
+		return err
+	}
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		rep.LatencyP50Ms = ms(lat[len(lat)/2])
+		rep.LatencyP99Ms = ms(lat[len(lat)*99/100])
+	}
+	printReport(stdout, *name, &rep)
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+			return err
+		}
+	}
+	if *pngOut != "" {
+		var bins []classify.Bin
+		title := *name
+		if rep.Categories != nil {
+			bins = rep.Categories.Reliability
+		} else if rep.Routing != nil {
+			bins = rep.Routing.Reliability
+		}
+		if err := writeReliabilityPNG(*pngOut, title, bins); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *report, progress func(int, int)) ([]time.Duration, error) {
+	idx := cls.Index()
+	hasCats := len(idx.LabelsOf(index.KindCategory)) > 0
+	hasTools := len(idx.LabelsOf(index.KindTool)) > 0
+	zero := float32(0)
+	var lat []time.Duration
+
+	// Categories: single-label (Classify) for single/oos queries.
+	var cr categoryReport
+	var confBefore, confAfter []float64
+	var correct []bool
+	tp, fp, fn := map[string]int{}, map[string]int{}, map[string]int{}
+	var abstainTP, abstainFP, abstainFN int
+	type point struct {
+		inScope, conf float64
+		right, oos    bool
+	}
+	var curve []point
+	var inScope, inRight, inRightThr int
+
+	// Routing.
+	var rr routeReport
+	ks := []int{1, 3, 5}
+	srvHits, toolHits := make([]int, len(ks)), make([]int, len(ks))
+	var routed, multi, multiFull, top1 int
+	var tConfB, tConfA []float64
+	var tCorrect []bool
+	var rAbTP, rAbFP, rAbFN int
+
+	for i, q := range qs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		oos := q.Kind == "oos" || (len(q.Categories) == 0 && len(q.Servers) == 0 && len(q.Tools) == 0)
+		if oos {
+			rep.OutScope++
+		} else {
+			rep.InScope++
+		}
+		if hasCats && (len(q.Categories) > 0 || oos) && q.Kind != "multi" {
+			t0 := time.Now()
+			res, err := cls.Classify(ctx, q.Text, 3, &zero)
+			lat = append(lat, time.Since(t0))
+			if err != nil {
+				return nil, fmt.Errorf("query %d: %w", i, err)
+			}
+			thr := cls.Calibration().Categories.Threshold
+			cr.Threshold = thr
+			top := res.Categories[0]
+			abstain := top.Confidence*res.InScope < thr
+			curve = append(curve, point{inScope: res.InScope, conf: top.Confidence, right: !oos && top.ID == q.Categories[0], oos: oos})
+			if oos {
+				if abstain {
+					abstainTP++
+				} else {
+					abstainFN++
+				}
+			} else {
+				inScope++
+				gold := q.Categories[0]
+				right := top.ID == gold
+				if right {
+					inRight++
+				}
+				if right && !abstain {
+					inRightThr++
+				}
+				if abstain {
+					abstainFP++
+				}
+				confBefore = append(confBefore, clamp01(top.Score))
+				confAfter = append(confAfter, top.Confidence)
+				correct = append(correct, right)
+				if right {
+					tp[gold]++
+				} else {
+					fp[top.ID]++
+					fn[gold]++
+				}
+			}
+		}
+		if hasTools && (len(q.Tools) > 0 || len(q.Servers) > 0 || oos) {
+			t0 := time.Now()
+			res, err := cls.Route(ctx, classify.RouteQuery{Query: q.Text, MaxServers: 5, MaxTools: 5, MinConfidence: &zero})
+			if len(lat) <= i {
+				lat = append(lat, time.Since(t0))
+			}
+			if err != nil {
+				return nil, fmt.Errorf("query %d: %w", i, err)
+			}
+			def, err := cls.Route(ctx, classify.RouteQuery{Query: q.Text, OnNoMatch: classify.NoMatchNone})
+			if err != nil {
+				return nil, fmt.Errorf("query %d: %w", i, err)
+			}
+			if oos {
+				if def.Abstained {
+					rAbTP++
+				} else {
+					rAbFN++
+				}
+			} else {
+				if def.Abstained {
+					rAbFP++
+				}
+				routed++
+				var srvs, tools []string
+				for _, s := range res.Servers {
+					srvs = append(srvs, s.ID)
+				}
+				for _, t := range res.Tools {
+					tools = append(tools, t.Server+"/"+t.Name)
+				}
+				for j, k := range ks {
+					if len(q.Servers) > 0 && anyIn(q.Servers, srvs[:min(k, len(srvs))]) {
+						srvHits[j]++
+					}
+					if len(q.Tools) > 0 && anyIn(q.Tools, tools[:min(k, len(tools))]) {
+						toolHits[j]++
+					}
+				}
+				if len(tools) > 0 && len(q.Tools) > 0 {
+					right := slices.Contains(q.Tools, tools[0])
+					if right {
+						top1++
+					}
+					tConfB = append(tConfB, clamp01(res.Tools[0].Score))
+					tConfA = append(tConfA, res.Tools[0].Confidence)
+					tCorrect = append(tCorrect, right)
+				}
+				if len(q.Tools) > 1 {
+					multi++
+					if allIn(q.Tools, tools[:min(5, len(tools))]) {
+						multiFull++
+					}
+				}
+			}
+		}
+		if progress != nil {
+			progress(i+1, len(qs))
+		}
+	}
+	if inScope > 0 || abstainTP+abstainFN > 0 {
+		cr.Accuracy = ratio(inRight, inScope)
+		cr.AccuracyAtThr = ratio(inRightThr, inScope)
+		cr.MacroF1 = macroF1(tp, fp, fn)
+		cr.ECEBefore = classify.ECE(confBefore, correct, 15)
+		cr.ECEAfter = classify.ECE(confAfter, correct, 15)
+		cr.Reliability = classify.Reliability(confAfter, correct, 15)
+		cr.AbstainPrec = ratio(abstainTP, abstainTP+abstainFP)
+		cr.AbstainRecall = ratio(abstainTP, abstainTP+abstainFN)
+		if abstainTP+abstainFN > 0 {
+			for _, t := range []float64{0.1, 0.15, 0.2, 0.3, 0.4, 0.5} {
+				var keep, in, drop, out int
+				for _, p := range curve {
+					ab := p.inScope*p.conf < t
+					if p.oos {
+						out++
+						if ab {
+							drop++
+						}
+					} else {
+						in++
+						if !ab && p.right {
+							keep++
+						}
+					}
+				}
+				cr.Tradeoff = append(cr.Tradeoff, tradeoff{InScopeThreshold: t, Accuracy: ratio(keep, in), AbstainRecall: ratio(drop, out)})
+			}
+		}
+		rep.Categories = &cr
+	}
+	if routed > 0 {
+		rr.ServerRecall, rr.ToolRecall = map[string]float64{}, map[string]float64{}
+		for j, k := range ks {
+			rr.ServerRecall[fmt.Sprint(k)] = ratio(srvHits[j], routed)
+			rr.ToolRecall[fmt.Sprint(k)] = ratio(toolHits[j], routed)
+		}
+		rr.ToolTop1 = ratio(top1, len(tCorrect))
+		rr.MultiQueries = multi
+		rr.MultiFull5 = ratio(multiFull, multi)
+		rr.ECEBefore = classify.ECE(tConfB, tCorrect, 15)
+		rr.ECEAfter = classify.ECE(tConfA, tCorrect, 15)
+		rr.Reliability = classify.Reliability(tConfA, tCorrect, 15)
+		rr.AbstainPrec = ratio(rAbTP, rAbTP+rAbFP)
+		rr.AbstainRecall = ratio(rAbTP, rAbTP+rAbFN)
+		rep.Routing = &rr
+	}
+	return lat, nil
+}
+
+func clamp01(x float64) float64 { return max(0, min(1, x)) }
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func anyIn(gold, got []string) bool {
+	for _, g := range gold {
+		if slices.Contains(got, g) {
+			return true
+		}
+	}
+	return false
+}
+
+func allIn(gold, got []string) bool {
+	for _, g := range gold {
+		if !slices.Contains(got, g) {
+			return false
+		}
+	}
+	return true
+}
+
+func macroF1(tp, fp, fn map[string]int) float64 {
+	labels := map[string]bool{}
+	for _, m := range []map[string]int{tp, fp, fn} {
+		for k := range m {
+			labels[k] = true
+		}
+	}
+	if len(labels) == 0 {
+		return 0
+	}
+	var sum float64
+	for l := range labels {
+		p := ratio(tp[l], tp[l]+fp[l])
+		r := ratio(tp[l], tp[l]+fn[l])
+		if p+r > 0 {
+			sum += 2 * p * r / (p + r)
+		}
+	}
+	return sum / float64(len(labels))
+}
+
+func printReport(w io.Writer, name string, r *report) {
+	fmt.Fprintf(w, "== %s (%d queries: %d in scope, %d out of scope; model %s)\n", name, r.N, r.InScope, r.OutScope, r.Model)
+	if c := r.Categories; c != nil {
+		fmt.Fprintf(w, "  categories: accuracy %.3f (top-1)  accuracy@thr %.3f  macro-F1 %.3f  ECE before %.3f after %.3f\n",
+			c.Accuracy, c.AccuracyAtThr, c.MacroF1, c.ECEBefore, c.ECEAfter)
+		if r.OutScope > 0 {
+			fmt.Fprintf(w, "  abstain at threshold %.2f: precision %.3f recall %.3f\n", c.Threshold, c.AbstainPrec, c.AbstainRecall)
+			for _, t := range c.Tradeoff {
+				fmt.Fprintf(w, "    threshold %.2f: accuracy@thr %.3f abstain recall %.3f\n", t.InScopeThreshold, t.Accuracy, t.AbstainRecall)
+			}
+		}
+	}
+	if rr := r.Routing; rr != nil {
+		fmt.Fprintf(w, "  servers: recall@1 %.3f @3 %.3f @5 %.3f\n", rr.ServerRecall["1"], rr.ServerRecall["3"], rr.ServerRecall["5"])
+		fmt.Fprintf(w, "  tools:   top-1 %.3f  recall@1 %.3f @3 %.3f @5 %.3f  ECE before %.3f after %.3f\n",
+			rr.ToolTop1, rr.ToolRecall["1"], rr.ToolRecall["3"], rr.ToolRecall["5"], rr.ECEBefore, rr.ECEAfter)
+		if rr.MultiQueries > 0 {
+			fmt.Fprintf(w, "  multi-tool queries: all gold tools in top 5 for %.3f of %d\n", rr.MultiFull5, rr.MultiQueries)
+		}
+		if r.OutScope > 0 {
+			fmt.Fprintf(w, "  route abstain (default policy): precision %.3f recall %.3f\n", rr.AbstainPrec, rr.AbstainRecall)
+		}
+	}
+	fmt.Fprintf(w, "  latency per query p50 %.2f ms p99 %.2f ms; index build %.1f s\n", r.LatencyP50Ms, r.LatencyP99Ms, r.BuildSeconds)
 }

@@ -1,0 +1,293 @@
+package classify
+
+import (
+	"context"
+	"math"
+	"strings"
+
+	"github.com/classifierd/classifierd/index"
+)
+
+// FitOptions tunes Fit.
+type FitOptions struct {
+	// MinExamples is the fewest examples a label needs to count as
+	// calibrated on its own; labels below it are reported as using the
+	// shared map (default 3).
+	MinExamples int
+	// Folds for choosing between Platt and isotonic maps (default 5).
+	Folds int
+	// Progress, if set, is called as samples are scored.
+	Progress func(done, total int)
+}
+
+// Fit fits the calibration of idx on the index's own examples: each
+// example vector is scored as a query with itself masked out (leave-one-out
+// cross-validation without re-embedding), and, for the out-of-scope mass,
+// once more with its whole label masked out, which is what a query for a
+// label the catalog lacks looks like. Targets without enough examples keep
+// the prior and say so.
+func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (Calibration, error) {
+	if opts.MinExamples <= 0 {
+		opts.MinExamples = 3
+	}
+	if opts.Folds <= 0 {
+		opts.Folds = 5
+	}
+	c, err := New(idx, nil, Config{})
+	if err != nil {
+		return Calibration{}, err
+	}
+	cal := DefaultCalibration()
+	cal.Fitted = true
+	c.cal = cal // fit on the fusion weights the daemon will use
+
+	catEx := examplesOf(idx, c.cats)
+	toolEx := examplesOf(idx, c.tools)
+	total := len(catEx) + len(toolEx)
+	done := 0
+	tick := func() {
+		done++
+		if opts.Progress != nil && (done%64 == 0 || done == total) {
+			opts.Progress(done, total)
+		}
+	}
+
+	// Categories: single-label (softmax + out-of-scope) and multi-label.
+	var inScores [][]float64
+	var inLabels []int
+	var multiS []float64
+	var multiPos []bool
+	dots := make([]float32, idx.NumVectors())
+	catPos := map[int]int{}
+	for j, li := range c.cats {
+		catPos[li] = j
+	}
+	for _, ex := range catEx {
+		if err := ctx.Err(); err != nil {
+			return Calibration{}, err
+		}
+		t := c.exampleTurn(ex, dots, false)
+		cs := c.categoryScores([]turn{t})
+		inScores = append(inScores, rawScores(cs))
+		inLabels = append(inLabels, catPos[ex.label])
+		for _, s := range cs {
+			multiS = append(multiS, s.score)
+			multiPos = append(multiPos, s.label == ex.label)
+		}
+		t = c.exampleTurn(ex, dots, true)
+		inScores = append(inScores, rawScores(c.categoryScores([]turn{t})))
+		inLabels = append(inLabels, -1)
+		tick()
+	}
+	if len(catEx) >= 2*opts.MinExamples {
+		cal.Categories = fitSingle(inScores, inLabels, opts.Folds, cal.Categories.InScope)
+		cal.CategoriesMulti = chooseBinary(multiS, multiPos, opts.Folds, cal.CategoriesMulti)
+		cal.CategoriesMulti.SharedFallback = fewExamples(idx, c.cats, opts.MinExamples)
+	}
+
+	// Servers and tools: multi-label, from tool examples.
+	var srvS, toolS []float64
+	var srvPos, toolPos []bool
+	all := map[int]bool{}
+	for _, li := range c.srvs {
+		all[li] = true
+	}
+	for _, ex := range toolEx {
+		if err := ctx.Err(); err != nil {
+			return Calibration{}, err
+		}
+		t := c.exampleTurn(ex, dots, false)
+		ss, ts, _ := c.routeScores([]turn{t}, all)
+		own := c.serverOf[ex.label]
+		for _, s := range ss {
+			srvS = append(srvS, s.score)
+			srvPos = append(srvPos, s.label == own)
+		}
+		for _, s := range ts {
+			toolS = append(toolS, s.score)
+			toolPos = append(toolPos, s.label == ex.label)
+		}
+		tick()
+	}
+	if len(toolEx) >= 2*opts.MinExamples {
+		cal.Servers = chooseBinary(srvS, srvPos, opts.Folds, cal.Servers)
+		cal.Tools = chooseBinary(toolS, toolPos, opts.Folds, cal.Tools)
+		cal.Tools.SharedFallback = fewExamples(idx, c.tools, opts.MinExamples)
+	}
+	return cal, nil
+}
+
+// example is one example vector of a label.
+type example struct {
+	label, vector int
+}
+
+func examplesOf(idx *index.Index, labels []int) []example {
+	var out []example
+	for _, li := range labels {
+		l := &idx.Labels[li]
+		for k, src := range l.Sources {
+			if src == index.SourceExample {
+				out = append(out, example{label: li, vector: l.First + k})
+			}
+		}
+	}
+	return out
+}
+
+func fewExamples(idx *index.Index, labels []int, min int) []string {
+	var out []string
+	for _, li := range labels {
+		n := 0
+		for _, src := range idx.Labels[li].Sources {
+			if src == index.SourceExample {
+				n++
+			}
+		}
+		if n < min {
+			out = append(out, idx.Labels[li].ID)
+		}
+	}
+	return out
+}
+
+// exampleTurn scores an example vector as if it were a query, with itself
+// (or, for an out-of-scope sample, its whole label) masked out.
+func (c *Classifier) exampleTurn(ex example, dots []float32, maskLabel bool) turn {
+	_ = c.idx.Dot(c.idx.Vector(ex.vector), dots)
+	d := append([]float32(nil), dots...)
+	l := &c.idx.Labels[ex.label]
+	if maskLabel {
+		for v := l.First; v < l.First+l.Count; v++ {
+			d[v] = float32(math.Inf(-1))
+		}
+	} else {
+		d[ex.vector] = float32(math.Inf(-1))
+	}
+	text := l.Texts[ex.vector-l.First]
+	return turn{text: text, weight: 1, dots: d, lower: strings.ToLower(text)}
+}
+
+func rawScores(cs []labelScore) []float64 {
+	out := make([]float64, len(cs))
+	for i, s := range cs {
+		out[i] = s.score
+	}
+	return out
+}
+
+// oosWeight is the weight of simulated out-of-scope samples against
+// in-scope ones when fitting the out-of-scope logit.
+// oosLogit fixes the out-of-scope logit of the label softmax low: the
+// softmax answers "which label, if any fits", and InScope answers "does any".
+const oosLogit = -10
+
+// fitSingle fits the single-label temperature softmax and picks the
+// abstain threshold that best balances in-scope accuracy against abstain
+// recall on the fitting samples, within [0.3, 0.7].
+func fitSingle(scores [][]float64, labels []int, folds int, prior Binary) SingleLabel {
+	var in [][]float64
+	var inLabels []int
+	var top []float64
+	var isIn []bool
+	for i, s := range scores {
+		best := math.Inf(-1)
+		for _, x := range s {
+			best = math.Max(best, x)
+		}
+		top = append(top, best)
+		isIn = append(isIn, labels[i] >= 0)
+		if labels[i] >= 0 {
+			in = append(in, s)
+			inLabels = append(inLabels, labels[i])
+		}
+	}
+	T := fitT(in, inLabels)
+	sl := SingleLabel{Method: "temperature", T: T, OOS: oosLogit}
+	sl.InScope = chooseBinary(top, isIn, folds, prior)
+	var confB, confA, inTop []float64
+	var correct []bool
+	var oosTop []float64
+	for i, s := range scores {
+		p := sl.Probabilities(s)
+		best := 0
+		for j := range p {
+			if p[j] > p[best] {
+				best = j
+			}
+		}
+		if labels[i] < 0 {
+			oosTop = append(oosTop, p[best])
+			continue
+		}
+		confB = append(confB, clamp01(s[best]))
+		confA = append(confA, p[best])
+		correct = append(correct, best == labels[i])
+		if best == labels[i] {
+			inTop = append(inTop, p[best])
+		} else {
+			inTop = append(inTop, -1)
+		}
+	}
+	sl.ECEBefore, sl.ECEAfter, sl.Samples = ECE(confB, correct, 15), ECE(confA, correct, 15), len(scores)
+	sl.Threshold = pickThreshold(scores, labels, sl)
+	return sl
+}
+
+// maxAccuracyLoss is how much in-scope accuracy the default abstain
+// threshold may give up to catch out-of-scope requests.
+const maxAccuracyLoss = 0.05
+
+// pickThreshold chooses the default abstain threshold on the joint
+// probability p(label right | in scope) × p(in scope): the highest one that
+// keeps in-scope accuracy within maxAccuracyLoss of never abstaining, on
+// the fitting samples (held-out examples and held-out labels).
+func pickThreshold(scores [][]float64, labels []int, sl SingleLabel) float64 {
+	type sample struct {
+		joint float64
+		right bool
+	}
+	var in []sample
+	var nRight int
+	for i, s := range scores {
+		if labels[i] < 0 {
+			continue
+		}
+		p := sl.Probabilities(s)
+		best := 0
+		for j := range p {
+			if p[j] > p[best] {
+				best = j
+			}
+		}
+		r := best == labels[i]
+		if r {
+			nRight++
+		}
+		in = append(in, sample{joint: p[best] * sl.InScope.Prob(s[best]), right: r})
+	}
+	if len(in) == 0 {
+		return 0.5
+	}
+	floor := float64(nRight)/float64(len(in)) - maxAccuracyLoss
+	best := 0.05
+	for t := 0.05; t <= 0.9001; t += 0.01 {
+		keep := 0
+		for _, x := range in {
+			if x.right && x.joint >= t {
+				keep++
+			}
+		}
+		if float64(keep)/float64(len(in)) < floor {
+			break
+		}
+		best = math.Round(t*100) / 100
+	}
+	return best
+}
+
+// fitT fits the softmax temperature on in-scope samples.
+func fitT(scores [][]float64, labels []int) float64 {
+	logT := golden(func(x float64) float64 { return softmaxNLL(scores, labels, math.Exp(x), oosLogit, 0) }, math.Log(0.002), math.Log(2), 60)
+	return math.Exp(logT)
+}

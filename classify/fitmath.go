@@ -1,0 +1,264 @@
+package classify
+
+import (
+	"math"
+	"sort"
+)
+
+// This file holds the small numerical fits behind Fit: temperature scaling
+// with an out-of-scope logit (single-label), Platt scaling and isotonic
+// regression (multi-label), and expected calibration error. All are
+// deterministic.
+
+// ECE is the expected calibration error over equal-width bins: the
+// count-weighted mean |accuracy - mean confidence|.
+func ECE(conf []float64, correct []bool, bins int) float64 {
+	if len(conf) == 0 || bins <= 0 {
+		return 0
+	}
+	n := make([]float64, bins)
+	sc := make([]float64, bins)
+	sa := make([]float64, bins)
+	for i, c := range conf {
+		b := int(c * float64(bins))
+		b = max(0, min(bins-1, b))
+		n[b]++
+		sc[b] += c
+		if correct[i] {
+			sa[b]++
+		}
+	}
+	var e float64
+	for b := range n {
+		if n[b] > 0 {
+			e += math.Abs(sa[b]-sc[b]) / float64(len(conf))
+		}
+	}
+	return e
+}
+
+// softmaxNLL is the mean negative log-likelihood of labels under a
+// temperature softmax with an out-of-scope logit; label -1 is out of scope
+// and weighs oosWeight.
+func softmaxNLL(scores [][]float64, labels []int, T, oos, oosWeight float64) float64 {
+	var nll, wsum float64
+	for i, s := range scores {
+		m := oos / T
+		for _, x := range s {
+			m = math.Max(m, x/T)
+		}
+		z := math.Exp(oos/T - m)
+		for _, x := range s {
+			z += math.Exp(x/T - m)
+		}
+		var logp float64
+		w := 1.0
+		if labels[i] < 0 {
+			logp = oos/T - m - math.Log(z)
+			w = oosWeight
+		} else {
+			logp = s[labels[i]]/T - m - math.Log(z)
+		}
+		nll -= w * logp
+		wsum += w
+	}
+	return nll / wsum
+}
+
+// golden minimises a unimodal f on [lo, hi].
+func golden(f func(float64) float64, lo, hi float64, iters int) float64 {
+	const phi = 0.6180339887498949
+	a, b := lo, hi
+	c, d := b-phi*(b-a), a+phi*(b-a)
+	fc, fd := f(c), f(d)
+	for i := 0; i < iters; i++ {
+		if fc < fd {
+			b, d, fd = d, c, fc
+			c = b - phi*(b-a)
+			fc = f(c)
+		} else {
+			a, c, fc = c, d, fd
+			d = a + phi*(b-a)
+			fd = f(d)
+		}
+	}
+	return (a + b) / 2
+}
+
+// fitPlatt fits p = 1/(1+exp(A*s+B)) by Newton's method on Platt's
+// smoothed targets.
+func fitPlatt(s []float64, pos []bool) (A, B float64) {
+	var np, nn float64
+	for _, p := range pos {
+		if p {
+			np++
+		} else {
+			nn++
+		}
+	}
+	hi, lo := (np+1)/(np+2), 1/(nn+2)
+	A, B = 0, math.Log((nn+1)/(np+1))
+	for it := 0; it < 100; it++ {
+		var g1, g2, h11, h22, h21 float64
+		for i, x := range s {
+			t := lo
+			if pos[i] {
+				t = hi
+			}
+			f := A*x + B
+			p := 1 / (1 + math.Exp(f))
+			d := t - p // dNLL/df
+			g1 += x * d
+			g2 += d
+			w := p * (1 - p)
+			h11 += x * x * w
+			h22 += w
+			h21 += x * w
+		}
+		h11 += 1e-12
+		h22 += 1e-12
+		det := h11*h22 - h21*h21
+		if det == 0 {
+			break
+		}
+		dA := -(h22*g1 - h21*g2) / det
+		dB := -(-h21*g1 + h11*g2) / det
+		A += dA
+		B += dB
+		if math.Abs(dA) < 1e-9 && math.Abs(dB) < 1e-9 {
+			break
+		}
+	}
+	return A, B
+}
+
+// isotonic is a monotone step map fitted by pool-adjacent-violators,
+// interpolated linearly between block centres.
+type isotonic struct {
+	X []float64 `json:"x"`
+	Y []float64 `json:"y"`
+}
+
+func fitIsotonic(s []float64, pos []bool) isotonic {
+	idx := make([]int, len(s))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return s[idx[a]] < s[idx[b]] })
+	type block struct{ sx, sy, n float64 }
+	var st []block
+	for _, i := range idx {
+		y := 0.0
+		if pos[i] {
+			y = 1
+		}
+		st = append(st, block{s[i], y, 1})
+		for len(st) > 1 && st[len(st)-2].sy/st[len(st)-2].n >= st[len(st)-1].sy/st[len(st)-1].n {
+			a, b := st[len(st)-2], st[len(st)-1]
+			st = append(st[:len(st)-2], block{a.sx + b.sx, a.sy + b.sy, a.n + b.n})
+		}
+	}
+	var iso isotonic
+	for _, b := range st {
+		iso.X = append(iso.X, b.sx/b.n)
+		iso.Y = append(iso.Y, b.sy/b.n)
+	}
+	return iso
+}
+
+func (m isotonic) predict(x float64) float64 {
+	n := len(m.X)
+	if n == 0 {
+		return 0.5
+	}
+	if x <= m.X[0] {
+		return m.Y[0]
+	}
+	if x >= m.X[n-1] {
+		return m.Y[n-1]
+	}
+	i := sort.SearchFloat64s(m.X, x)
+	x0, x1, y0, y1 := m.X[i-1], m.X[i], m.Y[i-1], m.Y[i]
+	if x1 == x0 {
+		return y1
+	}
+	return y0 + (y1-y0)*(x-x0)/(x1-x0)
+}
+
+// chooseBinary fits Platt and isotonic maps by k-fold cross-validation and
+// keeps the one with the lower held-out ECE (Platt on ties: it is smoother),
+// refitted on all samples.
+func chooseBinary(s []float64, pos []bool, folds int, prior Binary) Binary {
+	out := prior
+	n := len(s)
+	if n < 2*folds {
+		return out
+	}
+	heldP := make([]float64, n)
+	heldI := make([]float64, n)
+	for f := 0; f < folds; f++ {
+		var ts []float64
+		var tp []bool
+		for i := 0; i < n; i++ {
+			if i%folds != f {
+				ts = append(ts, s[i])
+				tp = append(tp, pos[i])
+			}
+		}
+		A, B := fitPlatt(ts, tp)
+		iso := fitIsotonic(ts, tp)
+		for i := f; i < n; i += folds {
+			heldP[i] = 1 / (1 + math.Exp(A*s[i]+B))
+			heldI[i] = iso.predict(s[i])
+		}
+	}
+	raw := make([]float64, n)
+	for i, x := range s {
+		raw[i] = clamp01(x)
+	}
+	out.ECEBefore = ECE(raw, pos, 15)
+	eP, eI := ECE(heldP, pos, 15), ECE(heldI, pos, 15)
+	out.Samples = n
+	if eI < eP*0.9 {
+		iso := fitIsotonic(s, pos)
+		out.Method, out.Isotonic, out.ECEAfter = "isotonic", &iso, eI
+		return out
+	}
+	out.A, out.B = fitPlatt(s, pos)
+	out.Method, out.Isotonic, out.ECEAfter = "platt", nil, eP
+	return out
+}
+
+func clamp01(x float64) float64 { return math.Max(0, math.Min(1, x)) }
+
+// Bin is one bin of a reliability diagram.
+type Bin struct {
+	Lo       float64 `json:"lo"`
+	Hi       float64 `json:"hi"`
+	Count    int     `json:"count"`
+	MeanConf float64 `json:"mean_confidence"`
+	Accuracy float64 `json:"accuracy"`
+}
+
+// Reliability bins confidences into equal-width bins with their accuracy.
+func Reliability(conf []float64, correct []bool, bins int) []Bin {
+	out := make([]Bin, bins)
+	for b := range out {
+		out[b].Lo, out[b].Hi = float64(b)/float64(bins), float64(b+1)/float64(bins)
+	}
+	for i, c := range conf {
+		b := max(0, min(bins-1, int(c*float64(bins))))
+		out[b].Count++
+		out[b].MeanConf += c
+		if correct[i] {
+			out[b].Accuracy++
+		}
+	}
+	for b := range out {
+		if n := float64(out[b].Count); n > 0 {
+			out[b].MeanConf /= n
+			out[b].Accuracy /= n
+		}
+	}
+	return out
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# make eval: accuracy and calibration on the development datasets and the
+# default catalog, all with the model in MODEL_DIR (use-lite-en by default).
+# Reports (JSON) and reliability diagrams (PNG) land in var/eval/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODEL_DIR=${MODEL_DIR:-$(cd .. && pwd)/shared/models/use-lite-en}
+DATASETS=${DATASETS:-$(cd .. && pwd)/shared/datasets}
+OUT=var/eval
+mkdir -p "$OUT/data"
+GI=bin/gen-index
+
+echo ">> converting development datasets into catalogs and query sets"
+go run ./tools/datasets -in "$DATASETS/banking77.json" -format banking77 -out "$OUT/data"
+go run ./tools/datasets -in "$DATASETS/banking77.json" -format banking77 -holdout 0.2 -out "$OUT/data"
+go run ./tools/datasets -in "$DATASETS/metatool.json" -format metatool -examples-per-tool 5 -out "$OUT/data"
+
+ev() { # name catalog queries
+  "$GI" eval --model "$MODEL_DIR" --name "$1" --catalog "$2" --queries "$3" \
+    --json "$OUT/$1.json" --png "$OUT/$1.png" --quiet
+}
+ev default        catalogs/default.json               catalogs/default.eval.jsonl
+ev banking77      "$OUT/data/banking77.catalog.json"     "$OUT/data/banking77.test.jsonl"
+ev banking77-oos  "$OUT/data/banking77-oos.catalog.json" "$OUT/data/banking77-oos.test.jsonl"
+ev metatool-desc  "$OUT/data/metatool-desc.catalog.json" "$OUT/data/metatool.test.jsonl"
+ev metatool-ex5   "$OUT/data/metatool-ex5.catalog.json"  "$OUT/data/metatool.test.jsonl"
+
+if [ -d tools/terminal-eval ]; then
+  echo ">> terminal prompt detection"
+  go run ./tools/terminal-eval
+fi
+echo ">> reports and reliability diagrams in $OUT/"

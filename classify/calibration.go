@@ -68,6 +68,8 @@ type Fusion struct {
 	Keyword float64 `json:"keyword"`
 	// ServerFromTools is the weight of a server's best tool in the server's score.
 	ServerFromTools float64 `json:"server_from_tools"`
+	// ServerFromCategory is the weight of a server's best category in the server's score.
+	ServerFromCategory float64 `json:"server_from_category"`
 	// ToolFromServer is the weight of the server's score in each tool's score.
 	ToolFromServer float64 `json:"tool_from_server"`
 	// ContextWeight is the weight of the previous user turn; older turns decay by ContextDecay.
@@ -85,7 +87,7 @@ func DefaultCalibration() Calibration {
 		CategoriesMulti: Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
 		Servers:         Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
 		Tools:           Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
-		Fusion: Fusion{Pattern: 0.3, Name: 0.2, Keyword: 0.12, ServerFromTools: 1, ToolFromServer: 0.15,
+		Fusion: Fusion{Pattern: 0.3, Name: 0.2, Keyword: 0.12, ServerFromTools: 1, ServerFromCategory: 0.9, ToolFromServer: 0.15,
 			ContextWeight: 0.85, ContextDecay: 0.7},
 	}
 }

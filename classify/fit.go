@@ -12,7 +12,7 @@ import (
 type FitOptions struct {
 	// MinExamples is the fewest examples a label needs to count as
 	// calibrated on its own; labels below it are reported as using the
-	// shared map (default 3).
+	// shared map (default 1: labels with no examples at all).
 	MinExamples int
 	// Folds for choosing between Platt and isotonic maps (default 5).
 	Folds int
@@ -28,7 +28,7 @@ type FitOptions struct {
 // the prior and say so.
 func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (Calibration, error) {
 	if opts.MinExamples <= 0 {
-		opts.MinExamples = 3
+		opts.MinExamples = 1
 	}
 	if opts.Folds <= 0 {
 		opts.Folds = 5
@@ -81,7 +81,7 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (Calibration, e
 	}
 	if len(catEx) >= 2*opts.MinExamples {
 		cal.Categories = fitSingle(inScores, inLabels, opts.Folds, cal.Categories.InScope)
-		cal.CategoriesMulti = chooseBinary(multiS, multiPos, opts.Folds, cal.CategoriesMulti)
+		cal.CategoriesMulti = chooseBinary(multiS, multiPos, opts.Folds, cal.CategoriesMulti, labelFloor)
 		cal.CategoriesMulti.SharedFallback = fewExamples(idx, c.cats, opts.MinExamples)
 	}
 
@@ -110,12 +110,20 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (Calibration, e
 		tick()
 	}
 	if len(toolEx) >= 2*opts.MinExamples {
-		cal.Servers = chooseBinary(srvS, srvPos, opts.Folds, cal.Servers)
-		cal.Tools = chooseBinary(toolS, toolPos, opts.Folds, cal.Tools)
+		cal.Servers = chooseBinary(srvS, srvPos, opts.Folds, cal.Servers, labelFloor)
+		cal.Tools = chooseBinary(toolS, toolPos, opts.Folds, cal.Tools, toolFloor)
 		cal.Tools.SharedFallback = fewExamples(idx, c.tools, opts.MinExamples)
 	}
 	return cal, nil
 }
+
+// Floors of the default multi-label thresholds. Categories and servers
+// decide what is shown at all; a tool is only considered inside a selected
+// server, where ranking matters more than its own threshold.
+const (
+	labelFloor = 0.2
+	toolFloor  = 0.01
+)
 
 // example is one example vector of a label.
 type example struct {
@@ -204,7 +212,7 @@ func fitSingle(scores [][]float64, labels []int, folds int, prior Binary) Single
 	}
 	T := fitT(in, inLabels)
 	sl := SingleLabel{Method: "temperature", T: T, OOS: oosLogit}
-	sl.InScope = chooseBinary(top, isIn, folds, prior)
+	sl.InScope = chooseBinary(top, isIn, folds, prior, labelFloor)
 	var confB, confA, inTop []float64
 	var correct []bool
 	var oosTop []float64

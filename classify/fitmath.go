@@ -185,10 +185,16 @@ func (m isotonic) predict(x float64) float64 {
 	return y0 + (y1-y0)*(x-x0)/(x1-x0)
 }
 
+// minIsotonicPositives is the fewest positive samples for which an
+// isotonic map is considered: with fewer, its steps are noise and it
+// extrapolates flat past the highest positive score.
+const minIsotonicPositives = 200
+
 // chooseBinary fits Platt and isotonic maps by k-fold cross-validation and
-// keeps the one with the lower held-out ECE (Platt on ties: it is smoother),
-// refitted on all samples.
-func chooseBinary(s []float64, pos []bool, folds int, prior Binary) Binary {
+// keeps the one with the lower held-out ECE (Platt unless isotonic is at
+// least 10% better: Platt is smoother and extrapolates), refitted on all
+// samples. Isotonic is only a candidate with enough positives.
+func chooseBinary(s []float64, pos []bool, folds int, prior Binary, floor float64) Binary {
 	out := prior
 	n := len(s)
 	if n < 2*folds {
@@ -219,14 +225,44 @@ func chooseBinary(s []float64, pos []bool, folds int, prior Binary) Binary {
 	out.ECEBefore = ECE(raw, pos, 15)
 	eP, eI := ECE(heldP, pos, 15), ECE(heldI, pos, 15)
 	out.Samples = n
-	if eI < eP*0.9 {
+	npos := 0
+	for _, p := range pos {
+		if p {
+			npos++
+		}
+	}
+	if npos >= minIsotonicPositives && n-npos >= minIsotonicPositives && eI < eP*0.9 {
 		iso := fitIsotonic(s, pos)
 		out.Method, out.Isotonic, out.ECEAfter = "isotonic", &iso, eI
+		out.Threshold = recallThreshold(heldI, pos, floor)
 		return out
 	}
 	out.A, out.B = fitPlatt(s, pos)
 	out.Method, out.Isotonic, out.ECEAfter = "platt", nil, eP
+	out.Threshold = recallThreshold(heldP, pos, floor)
 	return out
+}
+
+// targetRecall is the share of held-out relevant labels the default
+// multi-label threshold keeps: routing should rather show one tool too many
+// than hide the one that was needed.
+const targetRecall = 0.85
+
+// recallThreshold is the held-out probability that keeps targetRecall of
+// the positives, within [floor, 0.5].
+func recallThreshold(held []float64, pos []bool, floor float64) float64 {
+	var ps []float64
+	for i, p := range pos {
+		if p {
+			ps = append(ps, held[i])
+		}
+	}
+	if len(ps) == 0 {
+		return 0.5
+	}
+	sort.Float64s(ps)
+	t := ps[int(float64(len(ps))*(1-targetRecall))]
+	return math.Round(math.Max(floor, math.Min(0.5, t))*1000) / 1000
 }
 
 func clamp01(x float64) float64 { return math.Max(0, math.Min(1, x)) }

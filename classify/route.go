@@ -251,13 +251,29 @@ func (c *Classifier) routeScores(ts []turn, allowed map[int]bool) (srvS, toolS [
 		}
 	}
 	srvS = c.scoreLabels(srvLs, ts)
+	// Categories carry the most examples, so they vouch for the servers
+	// that serve them.
+	catScore := map[string]labelScore{}
+	if f.ServerFromCategory > 0 {
+		for _, cs := range c.categoryScores(ts) {
+			catScore[c.idx.Labels[cs.label].ID] = cs
+		}
+	}
 	srvScore := map[int]float64{}
 	for i, s := range srvS {
-		if bt, ok := bestTool[s.label]; ok && f.ServerFromTools*bt.score > s.score {
+		if bt, ok := bestTool[s.label]; ok && f.ServerFromTools*bt.score > srvS[i].score {
 			bt.score = f.ServerFromTools * bt.score
 			bt.via = "tool " + c.idx.Labels[bt.label].Name + ": "
 			bt.label = s.label
 			srvS[i] = bt
+		}
+		for _, cat := range c.idx.Labels[s.label].Categories {
+			if cs, ok := catScore[cat]; ok && f.ServerFromCategory*cs.score > srvS[i].score {
+				cs.score = f.ServerFromCategory * cs.score
+				cs.via = "category " + cat + ": "
+				cs.label = s.label
+				srvS[i] = cs
+			}
 		}
 		srvScore[s.label] = srvS[i].score
 	}
@@ -288,17 +304,23 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 		res.Servers = append(res.Servers, Scored{Label: s.label, ID: c.idx.Labels[s.label].ID,
 			Confidence: p, Score: s.score, Evidence: c.evidence(s)})
 	}
+	// Tools of the selected servers, best first. Every selected server
+	// contributes at least its best tool: a relevant server with nothing to
+	// call would be a silent empty answer.
+	hasTool := map[int]bool{}
 	for _, s := range toolS {
 		if len(res.Tools) >= maxT {
 			break
 		}
-		if !selected[c.serverOf[s.label]] {
+		si := c.serverOf[s.label]
+		if !selected[si] {
 			continue
 		}
 		p := c.cal.Tools.Prob(s.score)
-		if p < toolThr {
+		if p < toolThr && hasTool[si] {
 			continue
 		}
+		hasTool[si] = true
 		res.Tools = append(res.Tools, c.toolScore(s, p))
 	}
 	// Categories, multi-label.

@@ -22,6 +22,7 @@ import (
 	"github.com/classifierd/classifierd/classify"
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/session"
 )
 
 // Embedder embeds texts; the daemon passes the model engine.
@@ -37,6 +38,15 @@ type Config struct {
 	DefaultNoMatch classify.NoMatch
 	// MaxTokens is the model's token cap, reported in GetIndexInfo.
 	MaxTokens int
+	// Sessions holds hub sessions; nil disables the session RPCs.
+	Sessions *session.Store
+	// Tokens counts tool-definition tokens; nil falls back to characters/4.
+	Tokens TokenCounter
+}
+
+// TokenCounter counts the LLM tokens of one tool definition.
+type TokenCounter interface {
+	CountTool(name, description, inputSchemaJSON string) int
 }
 
 // Server implements classifier.v1.ClassifierService.
@@ -47,6 +57,8 @@ type Server struct {
 	emb   Embedder
 	log   *slog.Logger
 	stats *Stats
+	// toolTok is the token count of each label's tool definition, by label index.
+	toolTok map[int]int
 }
 
 var _ pb.ClassifierServiceServer = (*Server)(nil)
@@ -62,7 +74,9 @@ func New(cfg Config, cls *classify.Classifier, emb Embedder, log *slog.Logger) (
 	if cfg.DefaultNoMatch == classify.NoMatchDefault {
 		cfg.DefaultNoMatch = classify.NoMatchNone
 	}
-	return &Server{cfg: cfg, cls: cls, emb: emb, log: log, stats: newStats()}, nil
+	s := &Server{cfg: cfg, cls: cls, emb: emb, log: log, stats: newStats()}
+	s.toolTok = s.countToolTokens()
+	return s, nil
 }
 
 // Stats returns the server's counters.

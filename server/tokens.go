@@ -2,6 +2,7 @@ package server
 
 import (
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/index"
 )
 
 // toolStats is the token accounting for one tool-list answer: how many
@@ -27,9 +28,21 @@ func (s *Server) toolStats(candidates, selected []int) *pb.ToolStats {
 	return st
 }
 
-// toolTokens estimates a tool definition's tokens as characters/4 until a
-// real tokenizer is wired in.
-func (s *Server) toolTokens(li int) int {
-	l := &s.cls.Index().Labels[li]
-	return (len(l.Name) + len(l.Description) + len(l.InputSchema) + 3) / 4
+// toolTokens is a tool definition's token count, computed once at start.
+func (s *Server) toolTokens(li int) int { return s.toolTok[li] }
+
+// countToolTokens counts every tool definition of the index with the
+// configured counter, or estimates characters/4 without one.
+func (s *Server) countToolTokens() map[int]int {
+	idx := s.cls.Index()
+	out := map[int]int{}
+	for _, li := range idx.LabelsOf(index.KindTool) {
+		l := &idx.Labels[li]
+		if s.cfg.Tokens != nil {
+			out[li] = s.cfg.Tokens.CountTool(l.Name, l.Description, string(l.InputSchema))
+		} else {
+			out[li] = (len(l.Name) + len(l.Description) + len(l.InputSchema) + 3) / 4
+		}
+	}
+	return out
 }

@@ -28,6 +28,10 @@ type Config struct {
 	Timeout      time.Duration
 	ShutdownWait time.Duration
 	NoMatch      string
+	SessionTTL   time.Duration
+	MaxSessions  int
+	Exposure     string
+	Minimal      string
 	LogFormat    string
 	LogLevel     slog.Level
 }
@@ -52,6 +56,14 @@ func (c *Config) Validate() error {
 	case "none", "meta", "all":
 	default:
 		return fmt.Errorf("--on-no-match %q is not none, meta or all", c.NoMatch)
+	}
+	switch c.Exposure {
+	case "zero", "meta-only", "minimal", "all":
+	default:
+		return fmt.Errorf("--default-exposure %q is not zero, meta-only, minimal or all", c.Exposure)
+	}
+	if c.SessionTTL <= 0 || c.MaxSessions < 1 {
+		return errors.New("--session-ttl and --max-sessions must be positive")
 	}
 	switch c.LogFormat {
 	case "text", "json":
@@ -79,6 +91,10 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Second, "deadline applied to calls that carry none")
 	fs.DurationVar(&c.ShutdownWait, "shutdown-wait", 10*time.Second, "how long graceful shutdown waits before closing connections")
 	fs.StringVar(&c.NoMatch, "on-no-match", "none", "Route policy when nothing fits and the request does not say: none, meta or all")
+	fs.DurationVar(&c.SessionTTL, "session-ttl", 30*time.Minute, "idle time after which a hub session expires")
+	fs.IntVar(&c.MaxSessions, "max-sessions", 10000, "most concurrent hub sessions (RESOURCE_EXHAUSTED past it)")
+	fs.StringVar(&c.Exposure, "default-exposure", "meta-only", "what a new session sees: zero, meta-only, minimal or all")
+	fs.StringVar(&c.Minimal, "minimal-categories", "meta", "comma-separated categories of the minimal exposure")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	fs.Usage = func() {

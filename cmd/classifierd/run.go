@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -20,7 +21,19 @@ import (
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/models"
 	"github.com/classifierd/classifierd/server"
+	"github.com/classifierd/classifierd/session"
+	"github.com/classifierd/classifierd/tokens"
 )
+
+func splitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
 
 // run loads the model and index, serves until ctx ends, then shuts down
 // gracefully within cfg.ShutdownWait.
@@ -53,10 +66,28 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return err
 	}
 	policy := map[string]classify.NoMatch{"none": classify.NoMatchNone, "meta": classify.NoMatchMeta, "all": classify.NoMatchAll}[cfg.NoMatch]
-	svc, err := server.New(server.Config{MaxEmbedBatch: cfg.MaxBatch, DefaultNoMatch: policy, MaxTokens: man.MaxTokens}, cls, eng, log)
+	var catIDs []string
+	for _, li := range idx.LabelsOf(index.KindCategory) {
+		catIDs = append(catIDs, idx.Labels[li].ID)
+	}
+	sessions, err := session.NewStore(session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions,
+		DefaultExposure: session.Exposure(cfg.Exposure), AllCategories: catIDs, MinimalCategories: splitList(cfg.Minimal)})
 	if err != nil {
 		return err
 	}
+	defer func() { err = errors.Join(err, sessions.Close()) }()
+	counter, err := tokens.NewCounter()
+	if err != nil {
+		return err
+	}
+	svc, err := server.New(server.Config{MaxEmbedBatch: cfg.MaxBatch, DefaultNoMatch: policy, MaxTokens: man.MaxTokens,
+		Sessions: sessions, Tokens: counter}, cls, eng, log)
+	if err != nil {
+		return err
+	}
+	janitorCtx, stopJanitor := context.WithCancel(ctx)
+	defer stopJanitor()
+	go sessions.Run(janitorCtx)
 
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -90,6 +121,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	}
 	log.Info("shutting down", "wait", cfg.ShutdownWait)
 	hs.Shutdown() // NOT_SERVING for every service, so balancers drain us
+	// End WatchExposure streams (their channels close), or GracefulStop
+	// would wait for them until the deadline.
+	_ = sessions.Close()
 	stopped := make(chan struct{})
 	go func() { gs.GracefulStop(); close(stopped) }()
 	select {

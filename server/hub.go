@@ -1,0 +1,53 @@
+package server
+
+import (
+	"context"
+
+	"github.com/classifierd/classifierd/classify"
+	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+)
+
+// AnalyzePrompt implements ClassifierService.AnalyzePrompt: a drop-in for a
+// hub's analyze_prompt meta-tool. With a session_id the answer is applied
+// to that session's exposure.
+func (s *Server) AnalyzePrompt(ctx context.Context, req *pb.AnalyzePromptRequest) (*pb.AnalyzePromptResponse, error) {
+	mode := req.GetMode()
+	if err := checkMode(mode); err != nil {
+		return nil, err
+	}
+	a, err := s.cls.Analyze(ctx, classify.AnalyzeQuery{Prompt: req.GetPrompt(), Context: req.GetContext(), Valid: req.GetValidCategories()})
+	if err != nil {
+		return nil, s.status(ctx, "AnalyzePrompt", err)
+	}
+	if a.Degraded {
+		s.stats.degraded.Add(1)
+		s.log.Warn("analyze_prompt answered from keywords: inference failed")
+	}
+	out := &pb.AnalyzePromptResponse{
+		Categories: a.Categories, Confidence: float32(a.Confidence), Reasoning: a.Reasoning,
+		Warning: a.Warning, Suggestion: a.Suggestion, NextStep: a.NextStep, Degraded: a.Degraded,
+		IgnoredCategories: a.Ignored, Scores: scoredLabels(a.Scores),
+	}
+	if req.GetSessionId() != "" {
+		if err := s.applyAnalysis(req.GetSessionId(), a.Categories, mode, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// DetectContexts implements ClassifierService.DetectContexts.
+func (s *Server) DetectContexts(ctx context.Context, req *pb.DetectContextsRequest) (*pb.DetectContextsResponse, error) {
+	cs, err := s.cls.DetectContexts(ctx, req.GetText())
+	if err != nil {
+		return nil, s.status(ctx, "DetectContexts", err)
+	}
+	out := &pb.DetectContextsResponse{}
+	for _, c := range cs {
+		out.Contexts = append(out.Contexts, &pb.DetectedContext{Id: c.ID, Confidence: float32(c.Confidence), EvidenceKind: c.Kind, Evidence: c.Evidence})
+	}
+	if len(out.Contexts) == 0 {
+		out.Reason = classify.NoContextReason
+	}
+	return out, nil
+}

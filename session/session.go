@@ -1,0 +1,443 @@
+// Package session keeps per-client tool-exposure sessions for hubs: which
+// tool categories each client currently sees, the history of changes, and
+// a change feed so a hub can relay MCP notifications/tools/list_changed.
+// Sessions live in memory, expire when idle, and are bounded in number.
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Errors returned by the store.
+var (
+	ErrNotFound    = errors.New("session: not found")
+	ErrExists      = errors.New("session: already exists")
+	ErrLimit       = errors.New("session: too many sessions")
+	ErrBadMode     = errors.New("session: mode must be additive or replacement")
+	ErrBadExposure = errors.New("session: exposure must be zero, meta-only, minimal or all")
+	ErrBadID       = errors.New("session: id must be 1-128 characters of letters, digits and ._:-")
+	ErrClosed      = errors.New("session: store closed")
+)
+
+// Exposure is what a new session sees.
+type Exposure string
+
+// Default exposures.
+const (
+	ExposeZero     Exposure = "zero"
+	ExposeMetaOnly Exposure = "meta-only"
+	ExposeMinimal  Exposure = "minimal"
+	ExposeAll      Exposure = "all"
+)
+
+// Modes of Update.
+const (
+	ModeAdditive    = "additive"
+	ModeReplacement = "replacement"
+)
+
+// Config configures a Store.
+type Config struct {
+	TTL               time.Duration // idle expiry (default 30m)
+	MaxSessions       int           // default 10000
+	DefaultExposure   Exposure      // default meta-only
+	AllCategories     []string      // every catalog category
+	MetaCategory      string        // default "meta"
+	MinimalCategories []string      // for "minimal" (default: the meta category)
+	HistoryLimit      int           // history entries kept per session (default 100)
+	WatchBuffer       int           // events buffered per watcher (default 16)
+	Now               func() time.Time
+}
+
+func (c *Config) withDefaults() Config {
+	out := *c
+	if out.TTL <= 0 {
+		out.TTL = 30 * time.Minute
+	}
+	if out.MaxSessions <= 0 {
+		out.MaxSessions = 10000
+	}
+	if out.DefaultExposure == "" {
+		out.DefaultExposure = ExposeMetaOnly
+	}
+	if out.MetaCategory == "" {
+		out.MetaCategory = "meta"
+	}
+	if len(out.MinimalCategories) == 0 {
+		out.MinimalCategories = []string{out.MetaCategory}
+	}
+	if out.HistoryLimit <= 0 {
+		out.HistoryLimit = 100
+	}
+	if out.WatchBuffer <= 0 {
+		out.WatchBuffer = 16
+	}
+	if out.Now == nil {
+		out.Now = time.Now
+	}
+	return out
+}
+
+// Validate reports the first unusable setting.
+func (c Config) Validate() error {
+	d := c.withDefaults()
+	if _, err := d.exposure(d.DefaultExposure); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (c Config) exposure(e Exposure) ([]string, error) {
+	switch e {
+	case ExposeZero:
+		return nil, nil
+	case ExposeMetaOnly:
+		return []string{c.MetaCategory}, nil
+	case ExposeMinimal:
+		return c.MinimalCategories, nil
+	case ExposeAll:
+		return c.AllCategories, nil
+	}
+	return nil, fmt.Errorf("%w (got %q)", ErrBadExposure, clip(string(e)))
+}
+
+// Change is one change of a session's exposure.
+type Change struct {
+	Time      time.Time
+	Operation string // "create", "additive" or "replacement"
+	Added     []string
+	Removed   []string
+	Total     int
+}
+
+// Snapshot is a copy of a session's state.
+type Snapshot struct {
+	ID           string
+	Exposed      []string // sorted
+	History      []Change
+	Created      time.Time
+	LastActivity time.Time
+}
+
+// Event is one change delivered to watchers.
+type Event struct {
+	SessionID string
+	Change    Change
+	Exposed   []string
+}
+
+type watcher struct {
+	ch   chan Event
+	done chan struct{}
+}
+
+type sess struct {
+	id       string
+	exposed  map[string]bool
+	history  []Change
+	created  time.Time
+	last     time.Time
+	watchers map[*watcher]bool
+}
+
+// Store holds sessions. It is safe for concurrent use.
+type Store struct {
+	cfg    Config
+	mu     sync.Mutex
+	m      map[string]*sess
+	closed bool
+}
+
+// NewStore returns an empty store.
+func NewStore(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Store{cfg: cfg.withDefaults(), m: map[string]*sess{}}, nil
+}
+
+var idRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// Create starts a session. An empty id gets a random one; an empty
+// exposure gets the configured default.
+func (s *Store) Create(id string, exposure Exposure) (Snapshot, error) {
+	if id == "" {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return Snapshot{}, fmt.Errorf("session: random id: %w", err)
+		}
+		id = hex.EncodeToString(b[:])
+	}
+	if !idRE.MatchString(id) {
+		return Snapshot{}, ErrBadID
+	}
+	if exposure == "" {
+		exposure = s.cfg.DefaultExposure
+	}
+	cats, err := s.cfg.exposure(exposure)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return Snapshot{}, ErrClosed
+	}
+	if _, ok := s.m[id]; ok {
+		return Snapshot{}, ErrExists
+	}
+	if len(s.m) >= s.cfg.MaxSessions {
+		s.sweepLocked()
+		if len(s.m) >= s.cfg.MaxSessions {
+			return Snapshot{}, fmt.Errorf("%w (limit %d)", ErrLimit, s.cfg.MaxSessions)
+		}
+	}
+	now := s.cfg.Now()
+	ss := &sess{id: id, exposed: map[string]bool{}, created: now, last: now, watchers: map[*watcher]bool{}}
+	for _, c := range cats {
+		ss.exposed[c] = true
+	}
+	ss.history = append(ss.history, Change{Time: now, Operation: "create", Added: sortedKeys(ss.exposed), Total: len(ss.exposed)})
+	s.m[id] = ss
+	return ss.snapshot(), nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (ss *sess) snapshot() Snapshot {
+	return Snapshot{ID: ss.id, Exposed: sortedKeys(ss.exposed), History: slices.Clone(ss.history), Created: ss.created, LastActivity: ss.last}
+}
+
+// get returns a live session and touches it; callers hold mu.
+func (s *Store) get(id string) (*sess, error) {
+	if s.closed {
+		return nil, ErrClosed
+	}
+	ss, ok := s.m[id]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	now := s.cfg.Now()
+	if now.Sub(ss.last) > s.cfg.TTL {
+		s.removeLocked(ss)
+		return nil, ErrNotFound
+	}
+	ss.last = now
+	return ss, nil
+}
+
+// Get returns a session's state and marks it active.
+func (s *Store) Get(id string) (Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss, err := s.get(id)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	return ss.snapshot(), nil
+}
+
+// Exposed returns a session's exposed categories, sorted.
+func (s *Store) Exposed(id string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss, err := s.get(id)
+	if err != nil {
+		return nil, err
+	}
+	return sortedKeys(ss.exposed), nil
+}
+
+// Delete ends a session and closes its watchers.
+func (s *Store) Delete(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss, err := s.get(id)
+	if err != nil {
+		return err
+	}
+	s.removeLocked(ss)
+	return nil
+}
+
+func (s *Store) removeLocked(ss *sess) {
+	for w := range ss.watchers {
+		closeWatcher(w)
+	}
+	ss.watchers = nil
+	delete(s.m, ss.id)
+}
+
+func closeWatcher(w *watcher) {
+	select {
+	case <-w.done:
+	default:
+		close(w.done)
+		close(w.ch)
+	}
+}
+
+// Update adds categories (mode "" or additive; Added lists only the new
+// ones) or replaces the set (replacement). changed is false for a no-op,
+// which records no history and notifies no watcher.
+func (s *Store) Update(id string, categories []string, mode string) (Change, Snapshot, bool, error) {
+	op := mode
+	switch mode {
+	case "", ModeAdditive:
+		op = ModeAdditive
+	case ModeReplacement:
+	default:
+		return Change{}, Snapshot{}, false, fmt.Errorf("%w (got %q)", ErrBadMode, clip(mode))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss, err := s.get(id)
+	if err != nil {
+		return Change{}, Snapshot{}, false, err
+	}
+	want := map[string]bool{}
+	if op == ModeAdditive {
+		for k := range ss.exposed {
+			want[k] = true
+		}
+	}
+	for _, c := range categories {
+		want[c] = true
+	}
+	var ch Change
+	for k := range want {
+		if !ss.exposed[k] {
+			ch.Added = append(ch.Added, k)
+		}
+	}
+	for k := range ss.exposed {
+		if !want[k] {
+			ch.Removed = append(ch.Removed, k)
+		}
+	}
+	sort.Strings(ch.Added)
+	sort.Strings(ch.Removed)
+	if len(ch.Added) == 0 && len(ch.Removed) == 0 {
+		return Change{Time: s.cfg.Now(), Operation: op, Total: len(ss.exposed)}, ss.snapshot(), false, nil
+	}
+	ss.exposed = want
+	ch.Time, ch.Operation, ch.Total = s.cfg.Now(), op, len(want)
+	ss.history = append(ss.history, ch)
+	if over := len(ss.history) - s.cfg.HistoryLimit; over > 0 {
+		ss.history = slices.Delete(ss.history, 0, over)
+	}
+	ev := Event{SessionID: ss.id, Change: ch, Exposed: sortedKeys(ss.exposed)}
+	for w := range ss.watchers {
+		select {
+		case w.ch <- ev:
+		default:
+			// A watcher that cannot keep up is dropped rather than
+			// allowed to block updates; it sees its channel close.
+			closeWatcher(w)
+			delete(ss.watchers, w)
+		}
+	}
+	return ch, ss.snapshot(), true, nil
+}
+
+// Watch returns a channel with one event per actual change of the
+// session's exposure. It is closed when ctx ends, the session is deleted or
+// expires, the store closes, or the watcher falls WatchBuffer events behind.
+func (s *Store) Watch(ctx context.Context, id string) (<-chan Event, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss, err := s.get(id)
+	if err != nil {
+		return nil, err
+	}
+	w := &watcher{ch: make(chan Event, s.cfg.WatchBuffer), done: make(chan struct{})}
+	ss.watchers[w] = true
+	go func() {
+		select {
+		case <-ctx.Done():
+			s.mu.Lock()
+			if ss.watchers != nil {
+				delete(ss.watchers, w)
+			}
+			closeWatcher(w)
+			s.mu.Unlock()
+		case <-w.done:
+		}
+	}()
+	return w.ch, nil
+}
+
+// Len is the number of sessions held (including idle ones not yet swept).
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
+// Sweep removes sessions idle longer than the TTL and returns how many.
+func (s *Store) Sweep() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sweepLocked()
+}
+
+func (s *Store) sweepLocked() int {
+	now := s.cfg.Now()
+	n := 0
+	for _, ss := range s.m {
+		if now.Sub(ss.last) > s.cfg.TTL {
+			s.removeLocked(ss)
+			n++
+		}
+	}
+	return n
+}
+
+// Run sweeps idle sessions every TTL/4 (clamped to 1s..1m) until ctx ends.
+func (s *Store) Run(ctx context.Context) {
+	every := min(max(s.cfg.TTL/4, time.Second), time.Minute)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.Sweep()
+		}
+	}
+}
+
+// Close ends every session and closes all watchers.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ss := range s.m {
+		s.removeLocked(ss)
+	}
+	s.closed = true
+	return nil
+}

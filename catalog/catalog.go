@@ -259,8 +259,11 @@ func (c *Catalog) Validate() error {
 			if len(t.InputSchema) > MaxSchemaBytes {
 				return fmt.Errorf("%w: %s: input_schema over %d bytes", ErrInvalid, twhere, MaxSchemaBytes)
 			}
-			if len(t.InputSchema) > 0 && !json.Valid(t.InputSchema) {
-				return fmt.Errorf("%w: %s: input_schema is not valid JSON", ErrInvalid, twhere)
+			if len(t.InputSchema) > 0 && string(t.InputSchema) != "null" {
+				trimmed := bytes.TrimSpace(t.InputSchema)
+				if !json.Valid(trimmed) || len(trimmed) == 0 || trimmed[0] != '{' {
+					return fmt.Errorf("%w: %s: input_schema must be a JSON object", ErrInvalid, twhere)
+				}
 			}
 			labels++
 		}

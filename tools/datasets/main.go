@@ -1,0 +1,295 @@
+// Command datasets converts the read-only development datasets
+// (../shared/datasets, see its README) into a classifierd catalog and a
+// labelled query set (JSON lines) for `gen-index eval`. Output is
+// deterministic for a seed.
+//
+//	datasets -in banking77.json -format banking77 -out DIR [-holdout 0.2] [-seed 1]
+//	datasets -in metatool.json  -format metatool  -out DIR [-examples-per-tool 5] [-test-size 3000]
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "datasets:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	in, format, out       string
+	holdout               float64
+	seed                  int64
+	examplesPerTool, test int
+}
+
+func run(args []string, stdout io.Writer) error {
+	var o options
+	fs := flag.NewFlagSet("datasets", flag.ContinueOnError)
+	fs.StringVar(&o.in, "in", "", "dataset file (banking77.json or metatool.json)")
+	fs.StringVar(&o.format, "format", "", "banking77 or metatool")
+	fs.StringVar(&o.out, "out", "", "output directory")
+	fs.Float64Var(&o.holdout, "holdout", 0, "banking77: fraction of intents held out of the catalog (their queries become out-of-scope)")
+	fs.Int64Var(&o.seed, "seed", 1, "random seed")
+	fs.IntVar(&o.examplesPerTool, "examples-per-tool", 5, "metatool: example queries per tool in the examples catalog")
+	fs.IntVar(&o.test, "test-size", 3000, "metatool: single-tool test queries sampled (all multi-tool queries are kept)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.in == "" || o.out == "" {
+		return errors.New("-in and -out are required")
+	}
+	if o.holdout < 0 || o.holdout >= 1 {
+		return errors.New("-holdout must be in [0,1)")
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	switch o.format {
+	case "banking77":
+		return banking77(o, stdout)
+	case "metatool":
+		return metatool(o, stdout)
+	}
+	return fmt.Errorf("-format %q is not banking77 or metatool", o.format)
+}
+
+type category struct {
+	ID          string   `json:"id"`
+	Description string   `json:"description"`
+	Examples    []string `json:"examples,omitempty"`
+}
+
+type tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	Examples    []string        `json:"examples,omitempty"`
+}
+
+type server struct {
+	ID          string `json:"id"`
+	Description string `json:"description"`
+	Tools       []tool `json:"tools"`
+}
+
+type catalogOut struct {
+	Categories []category `json:"categories,omitempty"`
+	Servers    []server   `json:"servers,omitempty"`
+}
+
+type query struct {
+	Text       string   `json:"text"`
+	Categories []string `json:"categories"`
+	Servers    []string `json:"servers"`
+	Tools      []string `json:"tools"`
+	Kind       string   `json:"kind"`
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+func writeQueries(path string, qs []query) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	for _, q := range qs {
+		if q.Categories == nil {
+			q.Categories = []string{}
+		}
+		if q.Servers == nil {
+			q.Servers = []string{}
+		}
+		if q.Tools == nil {
+			q.Tools = []string{}
+		}
+		if err := enc.Encode(q); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+func banking77(o options, stdout io.Writer) error {
+	var ds struct {
+		Labels []category `json:"labels"`
+		Test   []struct {
+			Text  string `json:"text"`
+			Label string `json:"label"`
+		} `json:"test"`
+	}
+	if err := readJSON(o.in, &ds); err != nil {
+		return err
+	}
+	held := map[string]bool{}
+	if o.holdout > 0 {
+		ids := make([]string, len(ds.Labels))
+		for i, l := range ds.Labels {
+			ids[i] = l.ID
+		}
+		sort.Strings(ids)
+		r := rand.New(rand.NewSource(o.seed))
+		r.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+		for _, id := range ids[:int(float64(len(ids))*o.holdout+0.5)] {
+			held[id] = true
+		}
+	}
+	var cat catalogOut
+	for _, l := range ds.Labels {
+		if !held[l.ID] {
+			cat.Categories = append(cat.Categories, l)
+		}
+	}
+	var qs []query
+	oos := 0
+	for _, t := range ds.Test {
+		if held[t.Label] {
+			qs = append(qs, query{Text: t.Text, Kind: "oos"})
+			oos++
+		} else {
+			qs = append(qs, query{Text: t.Text, Categories: []string{t.Label}, Kind: "single"})
+		}
+	}
+	name := "banking77"
+	if o.holdout > 0 {
+		name = "banking77-oos"
+	}
+	if err := writeJSON(filepath.Join(o.out, name+".catalog.json"), cat); err != nil {
+		return err
+	}
+	if err := writeQueries(filepath.Join(o.out, name+".test.jsonl"), qs); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %d intents in the catalog (%d held out), %d test queries (%d out of scope)\n",
+		name, len(cat.Categories), len(held), len(qs), oos)
+	return nil
+}
+
+func metatool(o options, stdout io.Writer) error {
+	var ds struct {
+		Servers []server `json:"servers"`
+		Queries []struct {
+			Text    string   `json:"text"`
+			Servers []string `json:"servers"`
+			Tools   []string `json:"tools"`
+			Kind    string   `json:"kind"`
+		} `json:"queries"`
+	}
+	if err := readJSON(o.in, &ds); err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, s := range ds.Servers {
+		known[s.ID] = true
+	}
+	// Single-tool queries by server, in a seeded order.
+	byServer := map[string][]int{}
+	var multi []int
+	for i, q := range ds.Queries {
+		if q.Kind == "multi" || len(q.Servers) > 1 {
+			multi = append(multi, i)
+			continue
+		}
+		if len(q.Servers) == 1 && known[q.Servers[0]] {
+			byServer[q.Servers[0]] = append(byServer[q.Servers[0]], i)
+		}
+	}
+	r := rand.New(rand.NewSource(o.seed))
+	used := map[int]bool{}
+	desc := catalogOut{}
+	ex := catalogOut{}
+	for _, s := range ds.Servers {
+		ids := byServer[s.ID]
+		r.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+		var examples []string
+		for _, qi := range ids[:min(o.examplesPerTool, len(ids))] {
+			examples = append(examples, ds.Queries[qi].Text)
+			used[qi] = true
+		}
+		d := s
+		d.Tools = nil
+		for _, t := range s.Tools {
+			t.Examples = nil
+			d.Tools = append(d.Tools, t)
+		}
+		desc.Servers = append(desc.Servers, d)
+		e := d
+		e.Tools = nil
+		for i, t := range d.Tools {
+			if i == 0 {
+				t.Examples = examples
+			}
+			e.Tools = append(e.Tools, t)
+		}
+		ex.Servers = append(ex.Servers, e)
+	}
+	var single []int
+	for _, s := range ds.Servers {
+		for _, qi := range byServer[s.ID] {
+			if !used[qi] {
+				single = append(single, qi)
+			}
+		}
+	}
+	sort.Ints(single)
+	r.Shuffle(len(single), func(i, j int) { single[i], single[j] = single[j], single[i] })
+	single = single[:min(o.test, len(single))]
+	sort.Ints(single)
+	var qs []query
+	for _, qi := range append(single, multi...) {
+		if used[qi] {
+			continue
+		}
+		q := ds.Queries[qi]
+		var tools []string
+		for i, s := range q.Servers {
+			name := s
+			if i < len(q.Tools) {
+				name = q.Tools[i]
+			}
+			tools = append(tools, s+"/"+name)
+		}
+		kind := "single"
+		if len(q.Servers) > 1 {
+			kind = "multi"
+		}
+		qs = append(qs, query{Text: q.Text, Servers: q.Servers, Tools: tools, Kind: kind})
+	}
+	for name, c := range map[string]catalogOut{"metatool-desc": desc, fmt.Sprintf("metatool-ex%d", o.examplesPerTool): ex} {
+		if err := writeJSON(filepath.Join(o.out, name+".catalog.json"), c); err != nil {
+			return err
+		}
+	}
+	if err := writeQueries(filepath.Join(o.out, "metatool.test.jsonl"), qs); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "metatool: %d tools; %d example queries in metatool-ex%d; %d test queries (%d multi-tool), disjoint from the examples\n",
+		len(ds.Servers), len(used), o.examplesPerTool, len(qs), len(multi))
+	return nil
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}

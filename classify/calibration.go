@@ -72,9 +72,17 @@ type Fusion struct {
 	ServerFromCategory float64 `json:"server_from_category"`
 	// ToolFromServer is the weight of the server's score in each tool's score.
 	ToolFromServer float64 `json:"tool_from_server"`
-	// ContextWeight is the weight of the previous user turn; older turns decay by ContextDecay.
-	ContextWeight float64 `json:"context_weight"`
-	ContextDecay  float64 `json:"context_decay"`
+	// ContextPenalty is subtracted from the scores of the previous turn,
+	// plus AssistantPenalty for assistant turns and ContextDecay per turn
+	// further back, plus ClarityPenalty scaled by how clearly the current
+	// turn alone picks a server (0 at a server probability of ClearFrom, 1
+	// at ClearFrom+ClearSpan).
+	ContextPenalty   float64 `json:"context_penalty"`
+	AssistantPenalty float64 `json:"assistant_penalty"`
+	ContextDecay     float64 `json:"context_decay"`
+	ClarityPenalty   float64 `json:"clarity_penalty"`
+	ClearFrom        float64 `json:"clear_from"`
+	ClearSpan        float64 `json:"clear_span"`
 }
 
 // DefaultCalibration is used for indexes built without calibration. Its
@@ -88,7 +96,7 @@ func DefaultCalibration() Calibration {
 		Servers:         Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
 		Tools:           Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
 		Fusion: Fusion{Pattern: 0.3, Name: 0.2, Keyword: 0.12, ServerFromTools: 1, ServerFromCategory: 0.9, ToolFromServer: 0.15,
-			ContextWeight: 0.85, ContextDecay: 0.7},
+			ContextPenalty: 0, AssistantPenalty: 0.03, ContextDecay: 0.04, ClarityPenalty: 0.6, ClearFrom: 0.2, ClearSpan: 0.5},
 	}
 }
 

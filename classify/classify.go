@@ -274,6 +274,9 @@ type turn struct {
 	lower  string
 	// context marks an earlier conversation turn (not the current request).
 	context bool
+	// penalty is subtracted from every score of this turn: earlier turns
+	// count, but less than the current one, and less the clearer it is.
+	penalty float64
 }
 
 // embedTurns embeds all turns in one model call and scores each against
@@ -329,7 +332,7 @@ func (c *Classifier) scoreLabels(ls []int, ts []turn) []labelScore {
 					v, s = x, d[x]
 				}
 			}
-			total := float64(s) * t.weight
+			total := float64(s)*t.weight - t.penalty
 			boost, lexEv := c.lex.evidence(li, t, &c.cal.Fusion)
 			total += boost * t.weight
 			if total > best.score {

@@ -112,7 +112,7 @@ func (c *Classifier) Route(ctx context.Context, q RouteQuery) (RouteResult, erro
 	if err != nil {
 		return RouteResult{}, err
 	}
-	c.weighContext(ts)
+	c.weighContext(ts, allowed)
 	return c.route(ts, allowed, maxS, maxT, q), nil
 }
 
@@ -156,47 +156,48 @@ func (c *Classifier) routeTurns(q RouteQuery) ([]turn, error) {
 	}
 	ts := c.needTurns(latest)
 	f := c.cal.Fusion
-	w := f.ContextWeight
+	p := f.ContextPenalty
 	for i, n := len(msgs)-1, 0; i >= 0 && n < maxContextTurns; i-- {
 		m := msgs[i]
 		if m.Role == "system" || m.Role == "tool" || strings.TrimSpace(m.Content) == "" {
 			continue
 		}
-		tw := w
+		tp := p
 		if m.Role == "assistant" {
-			tw *= 0.8
+			tp += f.AssistantPenalty
 		}
-		ts = append(ts, turn{text: m.Content, weight: tw, context: true})
+		ts = append(ts, turn{text: m.Content, weight: 1, penalty: tp, context: true})
 		n++
-		w *= f.ContextDecay
+		p += f.ContextDecay
 	}
 	return ts, nil
 }
 
-// weighContext lowers the weight of earlier turns when the latest turn is
-// clear on its own, so a topic change moves away from the old servers while
-// an ambiguous follow-up keeps them.
-func (c *Classifier) weighContext(ts []turn) {
-	var top float32
-	hasContext := false
+// weighContext penalises earlier turns by how clearly the current turn
+// alone picks a server: a topic change ("now post in #general") moves away
+// from the old servers, while an ambiguous follow-up ("and the second
+// one?") keeps them.
+func (c *Classifier) weighContext(ts []turn, allowed map[int]bool) {
+	var cur []turn
 	for _, t := range ts {
-		if t.context {
-			hasContext = true
-			continue
-		}
-		for _, d := range t.dots {
-			top = max(top, d)
+		if !t.context {
+			cur = append(cur, t)
 		}
 	}
-	if !hasContext {
+	if len(cur) == len(ts) {
 		return
 	}
-	// top ≥ 0.6: the latest turn names a need plainly; ≤ 0.35: it is a bare follow-up.
-	scale := (0.6 - float64(top)) / 0.25
-	scale = math.Max(0.25, math.Min(1, scale))
+	f := c.cal.Fusion
+	var p0 float64
+	if srvS, _, _ := c.routeScores(cur, allowed); len(srvS) > 0 {
+		p0 = c.cal.Servers.Prob(srvS[0].score)
+	}
+	// clarity is 0 when the current turn alone reaches no server
+	// (p ≤ ClearFrom) and 1 when it plainly does (p ≥ ClearFrom+ClearSpan).
+	clarity := math.Max(0, math.Min(1, (p0-f.ClearFrom)/f.ClearSpan))
 	for i := range ts {
 		if ts[i].context {
-			ts[i].weight *= scale
+			ts[i].penalty += f.ClarityPenalty * clarity
 		}
 	}
 }
@@ -267,12 +268,18 @@ func (c *Classifier) routeScores(ts []turn, allowed map[int]bool) (srvS, toolS [
 			bt.label = s.label
 			srvS[i] = bt
 		}
+		// A category vouches for all its servers alike; the server's own
+		// match breaks the tie.
+		own := srvS[i].score
 		for _, cat := range c.idx.Labels[s.label].Categories {
-			if cs, ok := catScore[cat]; ok && f.ServerFromCategory*cs.score > srvS[i].score {
-				cs.score = f.ServerFromCategory * cs.score
-				cs.via = "category " + cat + ": "
-				cs.label = s.label
-				srvS[i] = cs
+			if cs, ok := catScore[cat]; ok {
+				v := f.ServerFromCategory*cs.score + (1-f.ServerFromCategory)*own
+				if v > srvS[i].score {
+					cs.score = v
+					cs.via = "category " + cat + ": "
+					cs.label = s.label
+					srvS[i] = cs
+				}
 			}
 		}
 		srvScore[s.label] = srvS[i].score

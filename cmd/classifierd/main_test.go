@@ -209,6 +209,39 @@ func TestDaemonServesDefaultCatalog(t *testing.T) {
 			t.Fatal("empty reasoning")
 		}
 	})
+	t.Run("no-match policies", func(t *testing.T) {
+		for _, tc := range []struct {
+			p       pb.NoMatchPolicy
+			applied pb.NoMatchPolicy
+			check   func([]*pb.ScoredTool) bool
+		}{
+			{pb.NoMatchPolicy_NO_MATCH_POLICY_UNSPECIFIED, pb.NoMatchPolicy_NO_MATCH_POLICY_NONE, func(ts []*pb.ScoredTool) bool { return len(ts) == 0 }},
+			{pb.NoMatchPolicy_NO_MATCH_POLICY_NONE, pb.NoMatchPolicy_NO_MATCH_POLICY_NONE, func(ts []*pb.ScoredTool) bool { return len(ts) == 0 }},
+			{pb.NoMatchPolicy_NO_MATCH_POLICY_META, pb.NoMatchPolicy_NO_MATCH_POLICY_META, func(ts []*pb.ScoredTool) bool {
+				for _, x := range ts {
+					if x.GetCategory() != "meta" {
+						return false
+					}
+				}
+				return len(ts) > 0
+			}},
+			{pb.NoMatchPolicy_NO_MATCH_POLICY_ALL, pb.NoMatchPolicy_NO_MATCH_POLICY_ALL, func(ts []*pb.ScoredTool) bool { return len(ts) == 139 }},
+		} {
+			resp, err := c.Route(ctx, &pb.RouteRequest{Query: "what's a good recipe for lasagna", OnNoMatch: tc.p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !resp.GetAbstained() || resp.GetAppliedPolicy() != tc.applied || resp.GetPolicyReason() == "" || !tc.check(resp.GetTools()) {
+				t.Fatalf("%v: abstained=%v applied=%v reason=%q tools=%d", tc.p, resp.GetAbstained(), resp.GetAppliedPolicy(), resp.GetPolicyReason(), len(resp.GetTools()))
+			}
+			if int(resp.GetStats().GetSelectedTools()) != len(resp.GetTools()) {
+				t.Fatalf("stats %v", resp.GetStats())
+			}
+		}
+		if _, err := c.Route(ctx, &pb.RouteRequest{Query: "x", OnNoMatch: 42}); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("unknown policy: %v", err)
+		}
+	})
 	t.Run("classify", func(t *testing.T) {
 		resp, err := c.Classify(ctx, &pb.ClassifyRequest{Text: "read the file config.json in my home directory", TopK: 3})
 		if err != nil {

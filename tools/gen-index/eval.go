@@ -330,7 +330,7 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 					tConfA = append(tConfA, res.Tools[0].Confidence)
 					tCorrect = append(tCorrect, right)
 				}
-				if len(q.Tools) > 1 {
+				if q.Kind == "multi" && len(q.Tools) > 1 {
 					multi++
 					if allIn(q.Tools, tools[:min(5, len(tools))]) {
 						multiFull++

@@ -294,6 +294,16 @@ func pickThreshold(scores [][]float64, labels []int, sl SingleLabel) float64 {
 	return best
 }
 
+// FitTemperature fits the temperature of a softmax over per-label scores
+// by minimising the negative log-likelihood of the true labels (golden
+// section search on a log scale).
+func FitTemperature(scores [][]float64, labels []int) float64 { return fitT(scores, labels) }
+
+// Softmax returns exp(s/T) normalised over the scores.
+func Softmax(scores []float64, T float64) []float64 {
+	return SingleLabel{T: T, OOS: oosLogit}.Probabilities(scores)
+}
+
 // fitT fits the softmax temperature on in-scope samples.
 func fitT(scores [][]float64, labels []int) float64 {
 	logT := golden(func(x float64) float64 { return softmaxNLL(scores, labels, math.Exp(x), oosLogit, 0) }, math.Log(0.002), math.Log(2), 60)

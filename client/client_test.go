@@ -248,7 +248,9 @@ func TestRealDaemon(t *testing.T) {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
 	l.Close()
-	d := exec.Command(filepath.Join(bin, "classifierd"), "--index", idx, "--model", model, "--listen", addr, "--ort-lib", ort)
+	state := t.TempDir()
+	d := exec.Command(filepath.Join(bin, "classifierd"), "--index", idx, "--model", model, "--listen", addr, "--ort-lib", ort,
+		"--terminal-logs", filepath.Join(state, "terminal"), "--terminal-db", filepath.Join(state, "terminal.db"))
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}

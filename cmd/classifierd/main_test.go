@@ -142,7 +142,9 @@ func startDaemon(t *testing.T, idx string, extra ...string) (*daemon, *grpc.Clie
 	t.Helper()
 	bin, _ := binaries(t)
 	d := &daemon{addr: freeAddr(t), stderr: &syncBuffer{}, done: make(chan error, 1)}
-	args := append([]string{"--index", idx, "--model", modelDir(t), "--listen", d.addr, "--ort-lib", ortLib(t)}, extra...)
+	state := t.TempDir()
+	args := append([]string{"--index", idx, "--model", modelDir(t), "--listen", d.addr, "--ort-lib", ortLib(t),
+		"--terminal-logs", filepath.Join(state, "terminal"), "--terminal-db", filepath.Join(state, "terminal.db")}, extra...)
 	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {
@@ -169,6 +171,7 @@ func startDaemon(t *testing.T, idx string, extra ...string) (*daemon, *grpc.Clie
 		}
 		select {
 		case err := <-d.done:
+			d.done <- err // for the cleanup
 			t.Fatalf("classifierd exited early: %v\n%s", err, d.stderr.String())
 		default:
 		}
@@ -406,7 +409,9 @@ func TestDaemonRefusesBadIndex(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(bin, "--index", tc.index, "--model", modelDir(t), "--listen", freeAddr(t), "--ort-lib", ortLib(t))
+			state := t.TempDir()
+			cmd := exec.Command(bin, "--index", tc.index, "--model", modelDir(t), "--listen", freeAddr(t), "--ort-lib", ortLib(t),
+				"--terminal-logs", filepath.Join(state, "terminal"), "--terminal-db", filepath.Join(state, "terminal.db"))
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			err := cmd.Run()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/classifierd/classifierd/models"
 	"github.com/classifierd/classifierd/server"
 	"github.com/classifierd/classifierd/session"
+	"github.com/classifierd/classifierd/terminal"
 	"github.com/classifierd/classifierd/tokens"
 )
 
@@ -52,7 +55,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	}
 	defer func() { err = errors.Join(err, rt.Close()) }()
 	eng, err := embed.Open(rt, embed.Config{ModelDir: cfg.Model, Manifest: man,
-		IntraOpThreads: cfg.Threads, MaxConcurrent: cfg.Concurrency, MaxBatch: cfg.MaxBatch})
+		IntraOpThreads: cfg.Threads, MaxConcurrent: cfg.Concurrency, MaxBatch: max(cfg.MaxBatch, 1024)})
 	if err != nil {
 		return fmt.Errorf("load model %s: %w", cfg.Model, err)
 	}
@@ -85,6 +88,25 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := os.MkdirAll(cfg.TermLogs, 0o755); err != nil {
+		return fmt.Errorf("terminal logs: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.TermDB), 0o755); err != nil {
+		return fmt.Errorf("terminal db: %w", err)
+	}
+	store, err := terminal.OpenStore(cfg.TermDB)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, store.Close()) }()
+	det, err := terminal.NewDetector(ctx, eng)
+	if err != nil {
+		return err
+	}
+	term, err := server.NewTerminalServer(det, cfg.TermLogs, store, log)
+	if err != nil {
+		return err
+	}
 	janitorCtx, stopJanitor := context.WithCancel(ctx)
 	defer stopJanitor()
 	go sessions.Run(janitorCtx)
@@ -101,11 +123,13 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	)
 	pb.RegisterClassifierServiceServer(gs, svc)
+	pb.RegisterTerminalServiceServer(gs, term)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(pb.ClassifierService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(pb.TerminalService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 
 	log.Info("classifierd serving", "addr", lis.Addr().String(), "model", man.Name, "dims", eng.Dims(),
 		"ort", rt.Version(), "categories", len(idx.LabelsOf(index.KindCategory)),

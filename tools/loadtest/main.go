@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
@@ -250,8 +251,13 @@ func startDaemon(ctx context.Context, c config) (string, func(), error) {
 	}
 	addr := l.Addr().String()
 	l.Close()
+	state, err := os.MkdirTemp("", "loadtest-")
+	if err != nil {
+		return "", nil, err
+	}
 	cmd := exec.CommandContext(ctx, c.daemon, "--index", c.index, "--model", c.model, "--listen", addr,
-		"--ort-lib", c.ortLib, "--log-level", "warn")
+		"--ort-lib", c.ortLib, "--log-level", "warn",
+		"--terminal-logs", filepath.Join(state, "terminal"), "--terminal-db", filepath.Join(state, "terminal.db"))
 	if c.manifest != "" {
 		cmd.Args = append(cmd.Args, "--manifest", c.manifest)
 	}
@@ -262,6 +268,7 @@ func startDaemon(ctx context.Context, c config) (string, func(), error) {
 	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
+		_ = os.RemoveAll(state)
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

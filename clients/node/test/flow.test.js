@@ -36,7 +36,8 @@ before(async () => {
   const index = path.join(dir, 'default.idx');
   execFileSync(genIndex, ['--catalog', path.join(root, 'catalogs', 'default.json'), '--model', model, '--out', index, '--ort-lib', ortLib]);
   const addr = `127.0.0.1:${await freePort()}`;
-  daemon = spawn(bin, ['--index', index, '--model', model, '--listen', addr, '--ort-lib', ortLib]);
+  daemon = spawn(bin, ['--index', index, '--model', model, '--listen', addr, '--ort-lib', ortLib,
+    '--terminal-logs', path.join(dir, 'terminal'), '--terminal-db', path.join(dir, 'terminal.db')]);
   daemon.stderr.on('data', (d) => { stderr += d; });
   client = new ClassifierClient(addr, { deadlineMs: 10000 });
   for (let i = 0; ; i++) {

@@ -1,0 +1,194 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/terminal"
+)
+
+// ErrorDomain is the domain of classifierd's google.rpc.ErrorInfo details.
+const ErrorDomain = "classifierd"
+
+// TerminalServer implements classifier.v1.TerminalService.
+type TerminalServer struct {
+	pb.UnimplementedTerminalServiceServer
+	det   *terminal.Detector
+	logs  terminal.Logs
+	store *terminal.Store
+	log   *slog.Logger
+}
+
+var _ pb.TerminalServiceServer = (*TerminalServer)(nil)
+
+// DefaultMinConfidence is DetectInputPrompt's threshold when the request
+// leaves min_confidence unset.
+const DefaultMinConfidence = 0.70
+
+// maxTerminalText bounds DetectInputPrompt.text (the tail a client sends).
+const maxTerminalText = terminal.TailBytes
+
+// NewTerminalServer serves prompt detection over session logs in logDir,
+// with events and learned patterns in store.
+func NewTerminalServer(det *terminal.Detector, logDir string, store *terminal.Store, log *slog.Logger) (*TerminalServer, error) {
+	if det == nil || store == nil || log == nil {
+		return nil, errors.New("server: detector, store and logger are required")
+	}
+	return &TerminalServer{det: det, logs: terminal.Logs{Dir: logDir}, store: store, log: log}, nil
+}
+
+func withReason(code codes.Code, msg, reason string) error {
+	st, err := status.New(code, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain})
+	if err != nil {
+		return status.Error(code, msg)
+	}
+	return st.Err()
+}
+
+func (s *TerminalServer) status(ctx context.Context, method, session string, err error) error {
+	switch {
+	case errors.Is(err, terminal.ErrSessionNotFound):
+		return withReason(codes.NotFound, "Session "+session+" not found", "SESSION_NOT_FOUND")
+	case errors.Is(err, terminal.ErrBadSessionID):
+		return withReason(codes.InvalidArgument, "invalid session id: use 1-128 letters, digits, '.', '_' or '-' without '..' or '/'", "INVALID_SESSION_ID")
+	case errors.Is(err, terminal.ErrBadConfidence):
+		return withReason(codes.InvalidArgument, "min_confidence must be within [0,1]", "INVALID_CONFIDENCE")
+	case errors.Is(err, terminal.ErrBadArgument):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	}
+	s.log.Error("terminal request failed", "method", method, "err", err)
+	return status.Error(codes.Internal, "internal error")
+}
+
+// DetectInputPrompt implements TerminalService.DetectInputPrompt.
+func (s *TerminalServer) DetectInputPrompt(ctx context.Context, req *pb.DetectInputPromptRequest) (*pb.DetectInputPromptResponse, error) {
+	minConf := DefaultMinConfidence
+	if req.MinConfidence != nil {
+		minConf = float64(req.GetMinConfidence())
+		if !(minConf >= 0 && minConf <= 1) {
+			return nil, s.status(ctx, "DetectInputPrompt", "", terminal.ErrBadConfidence)
+		}
+	}
+	var raw []byte
+	var base int64
+	var when *timestamppb.Timestamp
+	switch {
+	case req.GetSessionId() != "":
+		tail, err := s.logs.ReadTail(req.GetSessionId())
+		if err != nil {
+			return nil, s.status(ctx, "DetectInputPrompt", req.GetSessionId(), err)
+		}
+		raw, base, when = tail.Data, tail.Offset, timestamppb.New(tail.ModTime)
+	case req.GetText() != "":
+		if len(req.GetText()) > maxTerminalText {
+			return nil, status.Errorf(codes.InvalidArgument, "text is %d bytes, limit %d (send the tail)", len(req.GetText()), maxTerminalText)
+		}
+		raw, when = []byte(req.GetText()), timestamppb.Now()
+	default:
+		return nil, status.Error(codes.InvalidArgument, "session_id or text is required")
+	}
+	d, err := s.det.Detect(ctx, raw, minConf)
+	if err != nil {
+		return nil, s.status(ctx, "DetectInputPrompt", req.GetSessionId(), err)
+	}
+	out := &pb.DetectInputPromptResponse{Detected: d.Detected}
+	if d.Detected {
+		out.Prompt = &pb.InputPrompt{PromptText: d.PromptText, Confidence: float32(d.Confidence), PromptType: d.Type,
+			MatchedPattern: d.MatchedPattern, FilePosition: base + int64(d.Position), Timestamp: when,
+			IsDangerous: d.Dangerous, DangerReason: d.DangerReason}
+	}
+	return out, nil
+}
+
+var promptTypes = map[string]bool{terminal.TypePassword: true, terminal.TypeYesNo: true, terminal.TypeChoice: true,
+	terminal.TypePath: true, terminal.TypeText: true, terminal.TypeCommand: true, terminal.TypeUnknown: true, "": true}
+
+// InferExpectedInput implements TerminalService.InferExpectedInput.
+func (s *TerminalServer) InferExpectedInput(ctx context.Context, req *pb.InferExpectedInputRequest) (*pb.InferExpectedInputResponse, error) {
+	if req.GetPromptText() == "" || len(req.GetPromptText()) > 4096 || len(req.GetSessionContext()) > maxTerminalText {
+		return nil, status.Error(codes.InvalidArgument, "prompt_text must be 1-4096 bytes and session_context at most 64 KiB")
+	}
+	typ := req.GetPromptType()
+	if !promptTypes[typ] {
+		return nil, status.Errorf(codes.InvalidArgument, "prompt_type %q is not password, yes_no, choice, path, text, command or unknown", typ)
+	}
+	if typ == "" {
+		d, err := s.det.Detect(ctx, []byte(req.GetPromptText()), 0)
+		if err != nil {
+			return nil, s.status(ctx, "InferExpectedInput", "", err)
+		}
+		typ = d.Type
+	}
+	learned, err := s.store.Learned(ctx, req.GetPromptText())
+	if err != nil {
+		return nil, s.status(ctx, "InferExpectedInput", "", err)
+	}
+	var ctxLines []string
+	if req.GetSessionContext() != "" {
+		lines, _ := terminal.Clean([]byte(req.GetSessionContext()))
+		for _, l := range lines {
+			ctxLines = append(ctxLines, l.Text)
+		}
+	}
+	sugs, warns := terminal.Infer(req.GetPromptText(), typ, ctxLines, learned)
+	out := &pb.InferExpectedInputResponse{Warnings: warns}
+	for _, sg := range sugs {
+		out.Suggestions = append(out.Suggestions, &pb.InputSuggestion{InputText: sg.Input, Confidence: float32(sg.Confidence),
+			Source: sg.Source, Reasoning: sg.Reasoning})
+	}
+	return out, nil
+}
+
+// TrackInputEvent implements TerminalService.TrackInputEvent. Password
+// inputs are redacted before they reach storage; nothing typed is logged.
+func (s *TerminalServer) TrackInputEvent(ctx context.Context, req *pb.TrackInputEventRequest) (*pb.TrackInputEventResponse, error) {
+	typ := req.GetPromptType()
+	if !promptTypes[typ] {
+		return nil, status.Errorf(codes.InvalidArgument, "prompt_type %q is not password, yes_no, choice, path, text, command or unknown", typ)
+	}
+	if typ == "" {
+		d, err := s.det.Detect(ctx, []byte(req.GetPromptText()), 0)
+		if err != nil {
+			return nil, s.status(ctx, "TrackInputEvent", "", err)
+		}
+		typ = d.Type
+	}
+	e, updated, err := s.store.Record(ctx, terminal.Event{SessionID: req.GetSessionId(), PromptText: req.GetPromptText(),
+		Input: req.GetInputText(), Success: req.GetSuccess(), Source: req.GetInputSource(),
+		ResponseTimeMs: req.GetResponseTimeMs(), PromptType: typ})
+	if err != nil {
+		return nil, s.status(ctx, "TrackInputEvent", req.GetSessionId(), err)
+	}
+	return &pb.TrackInputEventResponse{EventId: e.ID, Recorded: true, PatternUpdated: updated}, nil
+}
+
+// GetSessionHistory implements TerminalService.GetSessionHistory.
+func (s *TerminalServer) GetSessionHistory(ctx context.Context, req *pb.GetSessionHistoryRequest) (*pb.GetSessionHistoryResponse, error) {
+	limit := int(req.GetLimit())
+	if limit < 0 || limit > 1000 {
+		return nil, status.Error(codes.InvalidArgument, "limit must be 0..1000")
+	}
+	if limit == 0 {
+		limit = 100
+	}
+	evs, err := s.store.History(ctx, req.GetSessionId(), limit)
+	if err != nil {
+		return nil, s.status(ctx, "GetSessionHistory", req.GetSessionId(), err)
+	}
+	out := &pb.GetSessionHistoryResponse{}
+	for _, e := range evs {
+		out.Events = append(out.Events, &pb.InputEvent{EventId: e.ID, SessionId: e.SessionID, PromptText: e.PromptText,
+			InputText: e.Input, Success: e.Success, InputSource: e.Source, ResponseTimeMs: e.ResponseTimeMs,
+			Timestamp: timestamppb.New(e.Time), PromptType: e.PromptType, PatternKey: e.PatternKey})
+	}
+	return out, nil
+}

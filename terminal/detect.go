@@ -1,0 +1,252 @@
+package terminal
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+
+	"github.com/classifierd/classifierd/classify"
+)
+
+// Prompt types.
+const (
+	TypePassword = "password"
+	TypeYesNo    = "yes_no"
+	TypeChoice   = "choice"
+	TypePath     = "path"
+	TypeText     = "text"
+	TypeCommand  = "command"
+	TypeUnknown  = "unknown"
+	notPrompt    = "not_prompt"
+)
+
+// Embedder embeds texts; the daemon passes the model engine.
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
+
+// rule is a structural prompt pattern with its prior strength.
+type rule struct {
+	name     string
+	typ      string
+	re       *regexp.Regexp
+	strength float64
+}
+
+func r(name, typ string, strength float64, re string) rule {
+	return rule{name: name, typ: typ, strength: strength, re: regexp.MustCompile(re)}
+}
+
+// rules are checked in order on the last line; the first match wins.
+var rules = []rule{
+	r("sudo_password", TypePassword, 0.97, `(?i)^\[sudo\] password for [^:]+:\s*$`),
+	r("password_colon", TypePassword, 0.95, `(?i)\b(password|passphrase|pass phrase|passcode|pin)\b[^:?]{0,60}[:?]\s*$`),
+	r("yes_no_brackets", TypeYesNo, 0.96, `(?i)[\[(]\s*(y\s*/\s*n|yes\s*/\s*no(\s*/\s*\[?fingerprint\]?)?|y\s*,\s*n)\s*[\])]\s*[?:]?\s*$`),
+	r("yes_no_question", TypeYesNo, 0.8, `(?i)\b(overwrite|remove|delete|replace|continue|proceed|are you sure|do you want|do you wish|confirm)\b[^?]{0,200}\?\s*$`),
+	r("menu_select", TypeChoice, 0.92, `(?i)(^#\?\s*$|\b(select|choose|pick|enter (your )?(choice|selection|option|number))\b[^:?>]{0,80}[:?>]\s*$)`),
+	r("save_key_path", TypePath, 0.95, `(?i)enter file in which to save[^:]*:\s*$`),
+	r("path_colon", TypePath, 0.85, `(?i)\b(path|directory|folder|file ?name|location|save (it )?as)\b[^:]{0,80}:\s*$`),
+	r("python_repl", TypeCommand, 0.97, `^(>>>|\.\.\.)\s?$`),
+	r("tool_repl", TypeCommand, 0.96, `^(\(gdb\)|sqlite>|mysql>|[a-z_]+=[#>]|irb\([^)]*\):\d+:\d+>|\(Pdb\)|redis[^>]*>|>)\s?$`),
+	r("shell_prompt", TypeCommand, 0.9, `^[^\s]*(@[^\s:]+)?(:[^\s$#]*)?[$#%]\s?$`),
+	r("field_default", TypeText, 0.85, `(?i)\[[^\]]*\]:\s*$`),
+	r("text_colon", TypeText, 0.7, `:\s*$`),
+	r("question", TypeText, 0.6, `\?\s*$`),
+}
+
+// prompt-type examples for the semantic classifier; not_prompt holds
+// ordinary output that merely contains a colon or a question mark.
+var examples = map[string][]string{
+	TypePassword: {"Password:", "Enter passphrase for key '/home/u/.ssh/id_ed25519':", "[sudo] password for alice:", "Enter PIN:",
+		"Verify password:", "New password:", "Retype new password:", "Enter PEM pass phrase:", "Password for 'https://github.com':", "Enter database password:"},
+	TypeYesNo: {"Do you want to continue? [Y/n]", "Overwrite existing file? (y/n)", "Are you sure you want to continue connecting (yes/no/[fingerprint])?",
+		"Proceed anyway? (y,N)", "rm: remove regular file 'a.txt'?", "cp: overwrite 'b.txt'?", "Delete 3 tables? (yes/no):", "Is the information correct? [Y/n]",
+		"Continue? [y/N]", "Do you wish to proceed?"},
+	TypeChoice: {"Select an option [1-3]:", "Enter your choice:", "#?", "Please choose a number:", "Which one do you want? (1, 2 or 3):",
+		"Pick a region:", "Select a profile [default]:", "Enter selection (default 1):"},
+	TypePath: {"Enter file in which to save the key (/root/.ssh/id_rsa):", "Save as:", "Enter path to the config file:", "Output directory:",
+		"Install location [/usr/local]:", "Where should I put the file?", "Destination folder:"},
+	TypeText: {"Full Name []:", "Country Name (2 letter code) [AU]:", "Enter your name:", "Email address:", "Commit message:", "Username:",
+		"Project name (my-app):", "Enter a description:", "Organization Name (eg, company) [Internet Widgits Pty Ltd]:"},
+	TypeCommand: {">>>", "sqlite>", "(gdb)", "mysql>", "$", "user@host:~/src$", "postgres=#", "irb(main):001:0>", ">", "root@box:/#"},
+	notPrompt: {"Note: the file was saved.", "Downloading packages: 45%", "Compiling main.go", "error: cannot find module 'x'",
+		"Why? Because the cache was stale.", "INFO 2024-01-01 server started on :8080", "total 48", "drwxr-xr-x 2 root root 4096 Jan 1 docs",
+		"Build succeeded.", "Warning: deprecated option used", "Connecting to host example.com", "Time: 0.02s", "Done.", "3 files changed, 10 insertions(+)"},
+}
+
+var classes = []string{TypePassword, TypeYesNo, TypeChoice, TypePath, TypeText, TypeCommand, notPrompt}
+
+// Detector decides whether output is waiting for input. It is safe for
+// concurrent use.
+type Detector struct {
+	emb   Embedder
+	vecs  [][]float32
+	label []int // class index per example vector
+	T     float64
+}
+
+// NewDetector embeds the built-in examples and fits the semantic
+// classifier's temperature by leave-one-out on them.
+func NewDetector(ctx context.Context, emb Embedder) (*Detector, error) {
+	d := &Detector{emb: emb}
+	var texts []string
+	for ci, c := range classes {
+		for _, e := range examples[c] {
+			texts = append(texts, e)
+			d.label = append(d.label, ci)
+		}
+	}
+	vecs, err := emb.Embed(ctx, texts)
+	if err != nil {
+		return nil, fmt.Errorf("terminal: embed examples: %w", err)
+	}
+	d.vecs = vecs
+	var scores [][]float64
+	for i := range vecs {
+		scores = append(scores, d.classScores(vecs[i], i))
+	}
+	d.T = classify.FitTemperature(scores, d.label)
+	return d, nil
+}
+
+// classScores is, per class, the best cosine to its examples (skipping
+// example skip, for leave-one-out).
+func (d *Detector) classScores(v []float32, skip int) []float64 {
+	out := make([]float64, len(classes))
+	for i := range out {
+		out[i] = -1
+	}
+	for i, e := range d.vecs {
+		if i == skip {
+			continue
+		}
+		var s float64
+		for k := range e {
+			s += float64(e[k]) * float64(v[k])
+		}
+		out[d.label[i]] = math.Max(out[d.label[i]], s)
+	}
+	return out
+}
+
+// Detection is the answer for one output tail.
+type Detection struct {
+	Detected       bool
+	PromptText     string
+	Confidence     float64
+	Type           string
+	MatchedPattern string
+	Position       int // byte offset of the prompt's line in the input
+	Dangerous      bool
+	DangerReason   string
+}
+
+// Detect inspects the tail of some output. minConf is the detection
+// threshold in [0,1].
+func (d *Detector) Detect(ctx context.Context, raw []byte, minConf float64) (Detection, error) {
+	if minConf < 0 || minConf > 1 || math.IsNaN(minConf) {
+		return Detection{}, ErrBadConfidence
+	}
+	lines, partial := Clean(raw)
+	// The candidate is the last line with text; trailing empty lines mean
+	// the program printed a newline after its last output.
+	last := -1
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.TrimSpace(lines[i].Text) != "" {
+			last = i
+			break
+		}
+	}
+	if last < 0 {
+		return Detection{}, nil
+	}
+	if last != len(lines)-1 {
+		partial = false
+	}
+	cand := lines[last]
+	text := strings.TrimRight(cand.Text, " \t")
+	res := Detection{PromptText: strings.TrimSpace(cand.Text), Position: cand.Pos, Type: TypeUnknown}
+
+	vec, err := d.emb.Embed(ctx, []string{text})
+	if err != nil {
+		return Detection{}, fmt.Errorf("terminal: embed prompt: %w", err)
+	}
+	probs := classify.Softmax(d.classScores(vec[0], -1), d.T)
+	pNot := probs[len(classes)-1]
+
+	var matched *rule
+	for i := range rules {
+		if rules[i].re.MatchString(cand.Text) || rules[i].re.MatchString(text) {
+			matched = &rules[i]
+			break
+		}
+	}
+	// A line that ends with a newline is finished output, not a prompt:
+	// programs leave the cursor on the prompt's line.
+	waitFactor := 1.0
+	if !partial {
+		waitFactor = 0.5
+	}
+	if matched != nil {
+		res.Type, res.MatchedPattern = matched.typ, matched.name
+		res.Confidence = waitFactor * (0.75*matched.strength + 0.25*(1-pNot))
+	} else {
+		best := 0
+		for i := 0; i < len(classes)-1; i++ {
+			if probs[i] > probs[best] {
+				best = i
+			}
+		}
+		res.Type, res.MatchedPattern = classes[best], "semantic"
+		res.Confidence = waitFactor * 0.8 * (1 - pNot)
+	}
+	res.Confidence = math.Round(res.Confidence*1000) / 1000
+	res.Detected = res.Confidence >= minConf
+	if res.Detected {
+		var ctxLines []string
+		for i := max(0, last-6); i < last; i++ {
+			ctxLines = append(ctxLines, lines[i].Text)
+		}
+		res.Dangerous, res.DangerReason = Dangerous(res.PromptText, res.Type, ctxLines)
+	}
+	return res, nil
+}
+
+var dangerRE = regexp.MustCompile(`(?i)\b(delete[ds]?|deleting|remove[ds]?|removing|overwrite|overwritten|overwriting|format|formatting|drop|dropping|truncate|truncating|force|forcing|reset|wipe|wiping|destroy|destroying|shut ?down|reboot|erase|erasing|purge|purging|irreversible|cannot be undone|permanently|rm -rf|mkfs)\b`)
+
+var warnRE = regexp.MustCompile(`(?i)\b(warning|danger|caution)\b.*\b(contains|exist|data|filesystem|file system|lost|destroy)|\bcontains an? \S+ (file ?system|partition table)|\bwill be (lost|erased|destroyed|overwritten)\b`)
+
+// Dangerous reports whether answering the prompt would delete, overwrite,
+// format, drop, truncate, force, reset, shut down or otherwise destroy,
+// judging by the prompt and the lines before it. Password prompts are
+// never dangerous: typing a password destroys nothing.
+func Dangerous(prompt, typ string, context []string) (bool, string) {
+	if typ == TypePassword {
+		return false, ""
+	}
+	if m := dangerRE.FindString(prompt); m != "" {
+		return true, fmt.Sprintf("prompt says %q", strings.ToLower(m))
+	}
+	if typ != TypeYesNo && typ != TypeText && typ != TypeChoice {
+		return false, ""
+	}
+	for i := len(context) - 1; i >= 0; i-- {
+		if warnRE.MatchString(context[i]) {
+			return true, "follows a warning: " + clipText(context[i], 80)
+		}
+		if m := dangerRE.FindString(context[i]); m != "" {
+			return true, fmt.Sprintf("preceding output says %q", strings.ToLower(m))
+		}
+	}
+	return false, ""
+}
+
+func clipText(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,123 @@
+// Package terminal tells, from the tail of a terminal session's output,
+// whether the program is waiting for input, what kind of input (password,
+// yes/no, choice, path, text, command), and whether answering is
+// dangerous; it suggests answers and learns from what users typed.
+package terminal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Errors returned by the package.
+var (
+	ErrBadSessionID    = errors.New("terminal: invalid session id")
+	ErrSessionNotFound = errors.New("terminal: session not found")
+	ErrBadConfidence   = errors.New("terminal: confidence outside [0,1]")
+	ErrBadArgument     = errors.New("terminal: invalid argument")
+)
+
+// TailBytes is how much of a log's end is read: enough for the last lines
+// of any prompt and its context, and independent of the log's size.
+const TailBytes = 64 << 10
+
+var sessionIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// CheckSessionID accepts plain names only: no path separators, no "..".
+func CheckSessionID(id string) error {
+	if !sessionIDRE.MatchString(id) || strings.Contains(id, "..") {
+		return fmt.Errorf("%w: must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit, without '..'", ErrBadSessionID)
+	}
+	return nil
+}
+
+// Logs finds session logs: <Dir>/<session_id>.log.
+type Logs struct {
+	Dir string
+}
+
+// Tail is the end of a session log.
+type Tail struct {
+	Data    []byte
+	Offset  int64 // file offset of Data[0]
+	ModTime time.Time
+}
+
+// ReadTail reads the last TailBytes of a session's log by seeking from
+// the end, so the cost does not grow with the log's size.
+func (l Logs) ReadTail(id string) (Tail, error) {
+	if err := CheckSessionID(id); err != nil {
+		return Tail{}, err
+	}
+	f, err := os.Open(filepath.Join(l.Dir, id+".log"))
+	if errors.Is(err, os.ErrNotExist) {
+		return Tail{}, fmt.Errorf("%w: %s", ErrSessionNotFound, id)
+	}
+	if err != nil {
+		return Tail{}, fmt.Errorf("terminal: open log: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return Tail{}, fmt.Errorf("terminal: stat log: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return Tail{}, fmt.Errorf("%w: %s is not a regular file", ErrSessionNotFound, id)
+	}
+	off := max(0, st.Size()-TailBytes)
+	buf := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return Tail{}, fmt.Errorf("terminal: read log: %w", err)
+	}
+	return Tail{Data: buf, Offset: off, ModTime: st.ModTime()}, nil
+}
+
+// Line is one cleaned output line and where it starts in the raw bytes.
+type Line struct {
+	Text string
+	Pos  int // byte offset in the raw input
+}
+
+// ansiRE matches CSI, OSC and other escape sequences.
+var ansiRE = regexp.MustCompile(`\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]`)
+
+// Clean splits raw terminal output into lines with escape sequences
+// removed and carriage-return rewrites applied (only the text after the
+// last \r of a line survives, as on screen). partial reports that the
+// output does not end with a newline: the last line is still being
+// written, which is how programs leave a prompt.
+func Clean(raw []byte) (lines []Line, partial bool) {
+	s := string(raw)
+	partial = len(s) > 0 && !strings.HasSuffix(s, "\n")
+	pos := 0
+	for len(s) > 0 {
+		i := strings.IndexByte(s, '\n')
+		var seg string
+		if i < 0 {
+			seg, s = s, ""
+		} else {
+			seg, s = s[:i], s[i+1:]
+		}
+		start := pos
+		pos += len(seg) + 1
+		seg = strings.TrimSuffix(seg, "\r")
+		if j := strings.LastIndexByte(seg, '\r'); j >= 0 {
+			seg = seg[j+1:]
+		}
+		seg = ansiRE.ReplaceAllString(seg, "")
+		seg = strings.Map(func(r rune) rune {
+			if r < 0x20 && r != '\t' {
+				return -1
+			}
+			return r
+		}, seg)
+		lines = append(lines, Line{Text: seg, Pos: start})
+	}
+	return lines, partial
+}

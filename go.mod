@@ -3,6 +3,7 @@ module github.com/classifierd/classifierd
 go 1.26.8
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/pkoukk/tiktoken-go v0.1.8
 	github.com/pkoukk/tiktoken-go-loader v0.0.2
 	github.com/sugarme/tokenizer v0.3.0

@@ -1,0 +1,77 @@
+package terminal
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func logWithPrompt(lines int) []byte {
+	var b bytes.Buffer
+	for i := 0; i < lines; i++ {
+		fmt.Fprintf(&b, "2026-01-01T10:00:%02d INFO step %d: processed 128 records in 3ms\n", i%60, i)
+	}
+	b.WriteString("Do you want to continue? [Y/n] ")
+	return b.Bytes()
+}
+
+// BenchmarkDetect10kLineLog is detection on a 10,000-line session log: read
+// the tail from disk, clean it, classify the last line.
+func BenchmarkDetect10kLineLog(b *testing.B) {
+	d := realDetector(b)
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "s.log"), logWithPrompt(10000), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	logs := Logs{Dir: dir}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		tail, err := logs.ReadTail("s")
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := d.Detect(ctx, tail.Data, 0.7)
+		if err != nil || !r.Detected {
+			b.Fatalf("%v %v", r, err)
+		}
+	}
+}
+
+// BenchmarkDetectBySize shows the cost does not grow with the log: a 1 GiB
+// (sparse) log costs what a 1 MiB one does.
+func BenchmarkDetectBySize(b *testing.B) {
+	d := realDetector(b)
+	ctx := context.Background()
+	tailData := logWithPrompt(200)
+	for _, size := range []int64{1 << 20, 1 << 30} {
+		b.Run(fmt.Sprintf("log=%dMiB", size>>20), func(b *testing.B) {
+			dir := b.TempDir()
+			f, err := os.Create(filepath.Join(dir, "s.log"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := f.Truncate(size - int64(len(tailData))); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := f.WriteAt(tailData, size-int64(len(tailData))); err != nil {
+				b.Fatal(err)
+			}
+			f.Close()
+			logs := Logs{Dir: dir}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				tail, err := logs.ReadTail("s")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if r, err := d.Detect(ctx, tail.Data, 0.7); err != nil || !r.Detected {
+					b.Fatalf("%v %v", r, err)
+				}
+			}
+		})
+	}
+}

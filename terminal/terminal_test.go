@@ -1,0 +1,225 @@
+package terminal
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/models"
+)
+
+var (
+	detOnce sync.Once
+	det     *Detector
+	detErr  error
+)
+
+// realDetector loads the real model once per test binary.
+func realDetector(t testing.TB) *Detector {
+	t.Helper()
+	detOnce.Do(func() {
+		lib := os.Getenv("ORT_LIB")
+		if lib == "" {
+			lib = "../.cache/onnxruntime-1.24.3/libonnxruntime.so.1"
+		}
+		dir := os.Getenv("MODEL_DIR")
+		if dir == "" {
+			dir = "../../shared/models/use-lite-en"
+		}
+		var man *embed.Manifest
+		if man, detErr = models.Resolve(dir, ""); detErr != nil {
+			return
+		}
+		var rt *embed.Runtime
+		if rt, detErr = embed.InitRuntime(lib); detErr != nil {
+			return
+		}
+		var eng *embed.Engine
+		if eng, detErr = embed.Open(rt, embed.Config{ModelDir: dir, Manifest: man}); detErr != nil {
+			return
+		}
+		det, detErr = NewDetector(context.Background(), eng)
+	})
+	if detErr != nil {
+		t.Fatalf("load model: %v (run `make deps`)", detErr)
+	}
+	return det
+}
+
+// TestCapturedPrompts checks every labelled capture of a real program.
+func TestCapturedPrompts(t *testing.T) {
+	d := realDetector(t)
+	rep, cases, err := Evaluate(context.Background(), d, "testdata/captured", 0.70)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Cases < 30 {
+		t.Fatalf("only %d labelled captures", rep.Cases)
+	}
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			if c.Got.Detected != c.Waiting {
+				t.Fatalf("detected %v (%.2f, %s %q), want %v", c.Got.Detected, c.Got.Confidence, c.Got.MatchedPattern, c.Got.PromptText, c.Waiting)
+			}
+			if c.Waiting && (c.Got.Type != c.Label.Type || c.Got.Dangerous != c.Label.Dangerous) {
+				t.Fatalf("type %s dangerous %v (%s), want %s %v", c.Got.Type, c.Got.Dangerous, c.Got.DangerReason, c.Label.Type, c.Label.Dangerous)
+			}
+		})
+	}
+	t.Logf("%+v", rep)
+}
+
+func TestClean(t *testing.T) {
+	cases := []struct {
+		raw     string
+		last    string
+		partial bool
+	}{
+		{"a\nb\n", "b", false},
+		{"a\nPassword: ", "Password: ", true},
+		{"\x1b[1;32mok\x1b[0m\n\x1b]0;title\x07$ ", "$ ", true},
+		{"10%\r50%\r100%\n", "100%", false},
+		{"10%\r50%\r100%", "100%", true},
+		{"x\r\nContinue? [y/N] ", "Continue? [y/N] ", true},
+		{"\x1b[?2004hsqlite> ", "sqlite> ", true},
+	}
+	for _, tc := range cases {
+		lines, partial := Clean([]byte(tc.raw))
+		if got := lines[len(lines)-1].Text; got != tc.last || partial != tc.partial {
+			t.Errorf("Clean(%q): last %q partial %v, want %q %v", tc.raw, got, partial, tc.last, tc.partial)
+		}
+	}
+	lines, _ := Clean([]byte("ab\ncd\nef"))
+	if lines[2].Pos != 6 || lines[1].Pos != 3 {
+		t.Fatalf("positions %+v", lines)
+	}
+}
+
+func TestPatternKey(t *testing.T) {
+	same := [][2]string{
+		{"Delete 3 tables?", "Delete 5 tables?"},
+		{"rm: remove regular file 'a.txt'?", "rm: remove regular file 'b.log'?"},
+		{"Overwrite /tmp/x/y.conf? [y/N]", "Overwrite /etc/z.conf? [y/N]"},
+		{"Commit deadbeefcafe1234?", "Commit 0123456789abcdef?"},
+		{"  Continue?   [Y/n] ", "continue? [y/n]"},
+	}
+	for _, p := range same {
+		if PatternKey(p[0]) != PatternKey(p[1]) {
+			t.Errorf("%q -> %q, %q -> %q", p[0], PatternKey(p[0]), p[1], PatternKey(p[1]))
+		}
+	}
+	if PatternKey("Delete 3 tables?") == PatternKey("Create 3 tables?") {
+		t.Error("different prompts share a key")
+	}
+}
+
+func TestDangerous(t *testing.T) {
+	cases := []struct {
+		prompt, typ string
+		ctx         []string
+		want        bool
+	}{
+		{"Delete 3 tables? (yes/no):", TypeYesNo, nil, true},
+		{"Proceed anyway? (y,N)", TypeYesNo, []string{"disk.img contains a ext4 file system"}, true},
+		{"Proceed anyway? (y,N)", TypeYesNo, []string{"WARNING: data on /dev/sdb will be lost"}, true},
+		{"Do you want to continue? [Y/n]", TypeYesNo, []string{"Need to get 2 MB of archives."}, false},
+		{"[sudo] password for root:", TypePassword, []string{"rm -rf /"}, false},
+		{"Are you sure you want to reset the cluster? [y/N]", TypeYesNo, nil, true},
+		{"Continue? [y/N]", TypeYesNo, []string{"The following packages will be REMOVED:"}, true},
+	}
+	for _, tc := range cases {
+		if got, why := Dangerous(tc.prompt, tc.typ, tc.ctx); got != tc.want {
+			t.Errorf("Dangerous(%q, %v) = %v (%s), want %v", tc.prompt, tc.ctx, got, why, tc.want)
+		}
+	}
+}
+
+func TestInfer(t *testing.T) {
+	s, w := Infer("Password:", TypePassword, nil, []Learned{{Input: "hunter2", Successes: 9, Total: 9}})
+	if len(s) != 0 || len(w) == 0 {
+		t.Fatalf("password: %v %v", s, w)
+	}
+	s, _ = Infer("Continue? [y/N]", TypeYesNo, nil, nil)
+	if s[0].Input != "n" || s[1].Input != "y" {
+		t.Fatalf("[y/N] default: %v", s)
+	}
+	s, w = Infer("Wipe the disk? (yes/no)", TypeYesNo, nil, []Learned{{Input: "yes", Successes: 10, Total: 10}})
+	if s[0].Input != "yes" || s[0].Source != SourceLearned || !strings.Contains(s[0].Reasoning, "10/10") || !strings.Contains(w[0], "dangerous") {
+		t.Fatalf("learned beats the safe default: %v %v", s, w)
+	}
+	s, _ = Infer("Which fruit?", TypeChoice, []string{"[1] apple", "[2] pear", "a) all"}, nil)
+	if len(s) != 3 || s[2].Input != "a" {
+		t.Fatalf("menu: %v", s)
+	}
+	s, _ = Infer("Save as (report.pdf):", TypePath, nil, nil)
+	if s[0].Input != "report.pdf" || s[1].Input != "./report.pdf" || !strings.HasPrefix(s[2].Input, os.TempDir()) {
+		t.Fatalf("path: %v", s)
+	}
+}
+
+func TestCheckSessionID(t *testing.T) {
+	for _, id := range []string{"", "..", "../x", "a/b", "a\\b", ".hidden", "a..b", strings.Repeat("x", 129), "a b", "x\x00"} {
+		if CheckSessionID(id) == nil {
+			t.Errorf("%q accepted", id)
+		}
+	}
+	for _, id := range []string{"abc", "build-42", "s_1.2"} {
+		if err := CheckSessionID(id); err != nil {
+			t.Errorf("%q: %v", id, err)
+		}
+	}
+}
+
+func TestStoreConcurrentWriters(t *testing.T) {
+	s, err := OpenStore(filepath.Join(t.TempDir(), "e.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for j := 0; j < 10; j++ {
+				if _, _, err := s.Record(context.Background(), Event{SessionID: "w", PromptText: "Continue? [y/N]", Input: "y",
+					Success: true, Source: "user_typed", PromptType: TypeYesNo}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	l, err := s.Learned(context.Background(), "Continue? [y/N]")
+	if err != nil || len(l) != 1 || l[0].Successes != 500 {
+		t.Fatalf("learned %+v %v", l, err)
+	}
+	h, err := s.History(context.Background(), "w", 1000)
+	if err != nil || len(h) != 500 {
+		t.Fatalf("history %d %v", len(h), err)
+	}
+}
+
+func FuzzClean(f *testing.F) {
+	for _, s := range []string{"a\nb", "\x1b[31mx\x1b[0m\r\ny", "\r\r\n", "\x1b]0;t\x07$ "} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		lines, _ := Clean(b)
+		for _, l := range lines {
+			if strings.ContainsAny(l.Text, "\x1b\r\n") || l.Pos > len(b) {
+				t.Fatalf("line %q at %d", l.Text, l.Pos)
+			}
+		}
+	})
+}

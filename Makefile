@@ -80,9 +80,9 @@ test-node: build
 	fi
 
 .PHONY: bench
-bench: deps build ## Go benchmarks and the end-to-end load test (latency, throughput, overhead ratio)
-	go test -run '^$$' -bench . -benchtime 2s ./index/ ./embed/ ./classify/ ./server/
-	go run ./tools/loadtest --model $(MODEL_DIR) --catalog $(CATALOG) --ort-lib $(ORT_LIB)
+bench: deps build index ## Go benchmarks and the end-to-end load test (latency, throughput, overhead ratio)
+	go test -run '^$$' -bench . -benchtime 1s ./index/ ./embed/ ./classify/ ./session/ ./tokens/ ./terminal/
+	go run ./tools/loadtest --daemon $(BIN)/classifierd --index $(INDEX) --model $(MODEL_DIR) --ort-lib $(ORT_LIB)
 
 .PHONY: eval
 eval: deps build ## accuracy and calibration figures on the development datasets

@@ -100,6 +100,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer conn.Close()
 	cl := pb.NewClassifierServiceClient(conn)
+	sess, err := cl.CreateSession(ctx, &pb.CreateSessionRequest{DefaultExposure: "minimal"})
+	if err != nil {
+		return fmt.Errorf("create session: %w", err)
+	}
+	if _, err := cl.UpdateExposure(ctx, &pb.UpdateExposureRequest{SessionId: sess.GetSession().GetId(), Categories: []string{"github", "filesystem"}}); err != nil {
+		return fmt.Errorf("update exposure: %w", err)
+	}
+	sid := sess.GetSession().GetId()
 
 	calls := map[string]func(ctx context.Context, i int) error{
 		"Route": func(ctx context.Context, i int) error {
@@ -114,8 +122,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			_, err := cl.AnalyzePrompt(ctx, &pb.AnalyzePromptRequest{Prompt: prompts[i%len(prompts)]})
 			return err
 		},
+		"ListTools": func(ctx context.Context, i int) error {
+			_, err := cl.ListTools(ctx, &pb.ListToolsRequest{SessionId: sid})
+			return err
+		},
 	}
-	names := []string{"Route", "Classify", "AnalyzePrompt"}
+	names := []string{"Route", "Classify", "AnalyzePrompt", "ListTools"}
 	res := map[string]any{"bare_ort_p50_ms": ms(bare.p50), "bare_ort_p99_ms": ms(bare.p99)}
 	fmt.Fprintf(out, "%-22s %9s %9s %12s\n", "measurement", "p50 ms", "p99 ms", "req/s")
 	fmt.Fprintf(out, "%-22s %9.3f %9.3f %12s\n", "bare ORT run", ms(bare.p50), ms(bare.p99), "-")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 
 	ort "github.com/yalue/onnxruntime_go"
@@ -75,4 +76,25 @@ func (r *Runtime) Close() error {
 		}
 	})
 	return err
+}
+
+// ORTVersion is the ONNX Runtime release the Makefile installs.
+const ORTVersion = "1.24.3"
+
+// DefaultLibPath is where the ONNX Runtime library is looked for when no
+// path is given: $ORT_LIB, else .cache/onnxruntime-<version>/ beside the
+// repository the running binary was built into (bin/..), else the same
+// path relative to the working directory.
+func DefaultLibPath() string {
+	if p := os.Getenv("ORT_LIB"); p != "" {
+		return p
+	}
+	rel := filepath.Join(".cache", "onnxruntime-"+ORTVersion, "libonnxruntime.so.1")
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "..", rel)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return rel
 }

@@ -158,10 +158,15 @@ func TestValidation(t *testing.T) {
 		mut  func(h *Header, v [][]float32) [][]float32
 		want string
 	}{
-		"non-unit vector":   {func(h *Header, v [][]float32) [][]float32 { v[0][0] += 1; return v }, "norm"},
-		"nan":               {func(h *Header, v [][]float32) [][]float32 { v[3][2] = float32(math.NaN()); return v }, "not finite"},
-		"overlap":           {func(h *Header, v [][]float32) [][]float32 { h.Labels[1].First = 2; return v }, "do not follow"},
-		"out of bounds":     {func(h *Header, v [][]float32) [][]float32 { h.Labels[4].Count = 5; h.Labels[4].Texts = make([]string, 5); h.Labels[4].Sources = make([]Source, 5); return v }, "outside"},
+		"non-unit vector": {func(h *Header, v [][]float32) [][]float32 { v[0][0] += 1; return v }, "norm"},
+		"nan":             {func(h *Header, v [][]float32) [][]float32 { v[3][2] = float32(math.NaN()); return v }, "not finite"},
+		"overlap":         {func(h *Header, v [][]float32) [][]float32 { h.Labels[1].First = 2; return v }, "do not follow"},
+		"out of bounds": {func(h *Header, v [][]float32) [][]float32 {
+			h.Labels[4].Count = 5
+			h.Labels[4].Texts = make([]string, 5)
+			h.Labels[4].Sources = make([]Source, 5)
+			return v
+		}, "outside"},
 		"duplicate id":      {func(h *Header, v [][]float32) [][]float32 { h.Labels[1].ID = "github"; return v }, "duplicate"},
 		"unknown server":    {func(h *Header, v [][]float32) [][]float32 { h.Labels[3].Server = "nope"; return v }, "unknown server"},
 		"bad kind":          {func(h *Header, v [][]float32) [][]float32 { h.Labels[0].Kind = "widget"; return v }, "kind"},

@@ -112,21 +112,30 @@ func (s *TerminalServer) DetectInputPrompt(ctx context.Context, req *pb.DetectIn
 var promptTypes = map[string]bool{terminal.TypePassword: true, terminal.TypeYesNo: true, terminal.TypeChoice: true,
 	terminal.TypePath: true, terminal.TypeText: true, terminal.TypeCommand: true, terminal.TypeUnknown: true, "": true}
 
+// promptType validates a request's prompt_type, or detects it from the
+// prompt text when empty.
+func (s *TerminalServer) promptType(ctx context.Context, method, typ, prompt string) (string, error) {
+	if !promptTypes[typ] {
+		return "", status.Errorf(codes.InvalidArgument, "prompt_type %q is not password, yes_no, choice, path, text, command or unknown", typ)
+	}
+	if typ != "" {
+		return typ, nil
+	}
+	d, err := s.det.Detect(ctx, []byte(prompt), 0)
+	if err != nil {
+		return "", s.status(ctx, method, "", err)
+	}
+	return d.Type, nil
+}
+
 // InferExpectedInput implements TerminalService.InferExpectedInput.
 func (s *TerminalServer) InferExpectedInput(ctx context.Context, req *pb.InferExpectedInputRequest) (*pb.InferExpectedInputResponse, error) {
 	if req.GetPromptText() == "" || len(req.GetPromptText()) > 4096 || len(req.GetSessionContext()) > maxTerminalText {
 		return nil, status.Error(codes.InvalidArgument, "prompt_text must be 1-4096 bytes and session_context at most 64 KiB")
 	}
-	typ := req.GetPromptType()
-	if !promptTypes[typ] {
-		return nil, status.Errorf(codes.InvalidArgument, "prompt_type %q is not password, yes_no, choice, path, text, command or unknown", typ)
-	}
-	if typ == "" {
-		d, err := s.det.Detect(ctx, []byte(req.GetPromptText()), 0)
-		if err != nil {
-			return nil, s.status(ctx, "InferExpectedInput", "", err)
-		}
-		typ = d.Type
+	typ, err := s.promptType(ctx, "InferExpectedInput", req.GetPromptType(), req.GetPromptText())
+	if err != nil {
+		return nil, err
 	}
 	learned, err := s.store.Learned(ctx, req.GetPromptText())
 	if err != nil {
@@ -151,16 +160,9 @@ func (s *TerminalServer) InferExpectedInput(ctx context.Context, req *pb.InferEx
 // TrackInputEvent implements TerminalService.TrackInputEvent. Password
 // inputs are redacted before they reach storage; nothing typed is logged.
 func (s *TerminalServer) TrackInputEvent(ctx context.Context, req *pb.TrackInputEventRequest) (*pb.TrackInputEventResponse, error) {
-	typ := req.GetPromptType()
-	if !promptTypes[typ] {
-		return nil, status.Errorf(codes.InvalidArgument, "prompt_type %q is not password, yes_no, choice, path, text, command or unknown", typ)
-	}
-	if typ == "" {
-		d, err := s.det.Detect(ctx, []byte(req.GetPromptText()), 0)
-		if err != nil {
-			return nil, s.status(ctx, "TrackInputEvent", "", err)
-		}
-		typ = d.Type
+	typ, err := s.promptType(ctx, "TrackInputEvent", req.GetPromptType(), req.GetPromptText())
+	if err != nil {
+		return nil, err
 	}
 	e, updated, err := s.store.Record(ctx, terminal.Event{SessionID: req.GetSessionId(), PromptText: req.GetPromptText(),
 		Input: req.GetInputText(), Success: req.GetSuccess(), Source: req.GetInputSource(),

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/classifierd/classifierd/embed"
 )
 
 // Config is everything the daemon is started with.
@@ -86,7 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.Model, "model", "", "model directory with model.onnx and tokenizer.json (required)")
 	fs.StringVar(&c.Manifest, "manifest", "", "model manifest (default: DIR/manifest.json, else a known manifest)")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:50051", "gRPC listen address HOST:PORT")
-	fs.StringVar(&c.ORTLib, "ort-lib", defaultORTLib(), "ONNX Runtime shared library (default: $ORT_LIB, else where make put it)")
+	fs.StringVar(&c.ORTLib, "ort-lib", embed.DefaultLibPath(), "ONNX Runtime shared library (default: $ORT_LIB, else where make put it)")
 	fs.IntVar(&c.Threads, "threads", 1, "ONNX Runtime intra-op threads per inference")
 	fs.IntVar(&c.Concurrency, "concurrency", 2, "concurrent inferences")
 	fs.IntVar(&c.MaxTextBytes, "max-text-bytes", 8192, "longest accepted text, prompt or message, in bytes")
@@ -118,19 +118,4 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return c, fmt.Errorf("--log-level: %w", err)
 	}
 	return c, c.Validate()
-}
-
-// defaultORTLib is $ORT_LIB, else the library `make deps` installs beside
-// the binary's repository.
-func defaultORTLib() string {
-	if p := os.Getenv("ORT_LIB"); p != "" {
-		return p
-	}
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), "..", ".cache", "onnxruntime-1.24.3", "libonnxruntime.so.1")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	return ".cache/onnxruntime-1.24.3/libonnxruntime.so.1"
 }

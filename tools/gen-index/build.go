@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/classifierd/classifierd/catalog"
@@ -27,24 +25,8 @@ type modelFlags struct {
 func (m *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.model, "model", "", "model directory with model.onnx and tokenizer.json (required)")
 	fs.StringVar(&m.manifest, "manifest", "", "model manifest (default: DIR/manifest.json, else a known manifest under models/)")
-	fs.StringVar(&m.ortLib, "ort-lib", defaultORTLib(), "ONNX Runtime shared library (default: $ORT_LIB, else where make put it)")
+	fs.StringVar(&m.ortLib, "ort-lib", embed.DefaultLibPath(), "ONNX Runtime shared library (default: $ORT_LIB, else where make put it)")
 	fs.IntVar(&m.threads, "threads", 2, "ONNX Runtime intra-op threads")
-}
-
-// defaultORTLib is $ORT_LIB, else the library `make deps` installs.
-func defaultORTLib() string {
-	if p := os.Getenv("ORT_LIB"); p != "" {
-		return p
-	}
-	exe, err := os.Executable()
-	if err == nil {
-		// bin/gen-index -> .cache/onnxruntime-1.24.3/libonnxruntime.so.1
-		p := filepath.Join(filepath.Dir(exe), "..", ".cache", "onnxruntime-1.24.3", "libonnxruntime.so.1")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	return ".cache/onnxruntime-1.24.3/libonnxruntime.so.1"
 }
 
 // open loads the ONNX Runtime and the model; close releases both.

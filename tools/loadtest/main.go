@@ -122,12 +122,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			_, err := cl.AnalyzePrompt(ctx, &pb.AnalyzePromptRequest{Prompt: prompts[i%len(prompts)]})
 			return err
 		},
+		"GetIndexInfo": func(ctx context.Context, i int) error {
+			_, err := cl.GetIndexInfo(ctx, &pb.GetIndexInfoRequest{})
+			return err
+		},
 		"ListTools": func(ctx context.Context, i int) error {
 			_, err := cl.ListTools(ctx, &pb.ListToolsRequest{SessionId: sid})
 			return err
 		},
 	}
-	names := []string{"Route", "Classify", "AnalyzePrompt", "ListTools"}
+	names := []string{"Route", "Classify", "AnalyzePrompt", "ListTools", "GetIndexInfo"}
 	res := map[string]any{"bare_ort_p50_ms": ms(bare.p50), "bare_ort_p99_ms": ms(bare.p99)}
 	fmt.Fprintf(out, "%-22s %9s %9s %12s\n", "measurement", "p50 ms", "p99 ms", "req/s")
 	fmt.Fprintf(out, "%-22s %9.3f %9.3f %12s\n", "bare ORT run", ms(bare.p50), ms(bare.p99), "-")
@@ -156,6 +160,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	ratio := float64(routeP50) / float64(bare.p50)
 	res["overhead_ratio_route_over_bare_p50"] = ratio
 	fmt.Fprintf(out, "overhead ratio (Route p50 / bare ORT p50, same texts, same run): %.2f\n", ratio)
+	if p, ok := res["GetIndexInfo_p50_ms"].(float64); ok {
+		fmt.Fprintf(out, "of which a bare gRPC round trip (GetIndexInfo p50): %.3f ms\n", p)
+	}
 	if c.jsonOut != "" {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		if err := os.WriteFile(c.jsonOut, b, 0o644); err != nil {

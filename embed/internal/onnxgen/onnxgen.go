@@ -98,6 +98,16 @@ func (m *Model) Expected(ids []int64) []float32 {
 	return out
 }
 
+// DefaultMaxTokens is the token cap WriteBertModel puts in the manifest.
+const DefaultMaxTokens = 16
+
+// WriteBertModel generates a model of the given width from seed and writes
+// model.onnx, tokenizer.json and manifest.json (max_tokens
+// DefaultMaxTokens) into dir.
+func WriteBertModel(dir string, dims int, seed int64) error {
+	return Generate(dims, seed).Write(dir, DefaultMaxTokens)
+}
+
 // Write writes model.onnx, tokenizer.json and manifest.json into dir.
 func (m *Model) Write(dir string, maxTokens int) error {
 	if err := os.WriteFile(filepath.Join(dir, "model.onnx"), m.onnx(), 0o644); err != nil {

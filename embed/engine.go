@@ -18,8 +18,10 @@ import (
 	"sync"
 
 	"github.com/sugarme/tokenizer"
+	"github.com/sugarme/tokenizer/normalizer"
 	"github.com/sugarme/tokenizer/pretrained"
 	ort "github.com/yalue/onnxruntime_go"
+	"golang.org/x/text/unicode/norm"
 )
 
 // Errors returned by the engine.
@@ -91,6 +93,19 @@ type Engine struct {
 	inputNames  []string
 	sem         chan struct{}
 	fingerprint string
+
+	// nfkc is set when the tokenizer's normaliser is NFKC: the engine then
+	// applies NFKC itself (golang.org/x/text) before tokenising. The
+	// tokenizer library's own NFKC panics on some valid text ("ǆ") and
+	// leaves some decomposed text uncomposed ("e\u0301"), but does nothing
+	// to text that is already NFKC, so this gives the tokens the model's
+	// reference tokenizer gives.
+	nfkc bool
+	// bertClean is set when the tokenizer's normaliser is BertNormalizer
+	// with clean_text: the engine then drops the characters that step
+	// drops before tokenising, because the library's own removal corrupts
+	// the text that follows ("\uFFFDǆǆ" comes out as "ǆǆ\uFFFD\x86ǆ\uFFFD").
+	bertClean bool
 
 	closeMu sync.RWMutex
 	closed  bool
@@ -166,6 +181,14 @@ func Open(rt *Runtime, cfg Config) (*Engine, error) {
 		sem:         make(chan struct{}, c.MaxConcurrent),
 		fingerprint: fp,
 		words:       map[string][]int64{},
+	}
+	switch n := tok.GetNormalizer().(type) {
+	case *normalizer.NFKC:
+		e.nfkc = true
+	case *normalizer.UnicodeNormalizer:
+		e.nfkc = n.Form == norm.NFKC
+	case *normalizer.BertNormalizer:
+		e.bertClean = n.CleanText
 	}
 	e.wordSplit = e.checkWordSplit()
 	// Probe once so a model whose output width or shape disagrees with the
@@ -286,13 +309,33 @@ func (e *Engine) checkWordSplit() bool {
 	return true
 }
 
-// tokenize runs the tokenizer on normalised text.
-func (e *Engine) tokenize(norm string) ([]int64, error) {
+// encodeSingle runs the tokenizer on normalised text. It turns a panic in
+// the tokenizer library (it has index bugs on some Unicode input) into an
+// error, so a request text can neither crash the process nor leave tokMu
+// locked.
+func (e *Engine) encodeSingle(text string) (enc *tokenizer.Encoding, err error) {
+	if e.nfkc {
+		text = norm.NFKC.String(text)
+	}
 	e.tokMu.Lock()
-	enc, err := e.tok.EncodeSingle(norm, e.man.AddSpecialTokens)
-	e.tokMu.Unlock()
+	defer e.tokMu.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			enc, err = nil, fmt.Errorf("embed: tokenize: tokenizer failed: %v", p)
+		}
+	}()
+	enc, err = e.tok.EncodeSingle(text, e.man.AddSpecialTokens)
 	if err != nil {
 		return nil, fmt.Errorf("embed: tokenize: %w", err)
+	}
+	return enc, nil
+}
+
+// tokenize runs the tokenizer on normalised text.
+func (e *Engine) tokenize(norm string) ([]int64, error) {
+	enc, err := e.encodeSingle(norm)
+	if err != nil {
+		return nil, err
 	}
 	raw := enc.GetIds()
 	ids := make([]int64, len(raw))
@@ -341,6 +384,12 @@ func isASCII(s string) bool {
 }
 
 func (e *Engine) encode(text string) (ids, types []int64, err error) {
+	// The tokenizer library mis-handles invalid UTF-8 (it panics on some), so
+	// the engine sees only valid text: each invalid byte becomes U+FFFD.
+	text = strings.ToValidUTF8(text, "\uFFFD")
+	if e.bertClean {
+		text = bertCleanText(text)
+	}
 	norm := e.man.NormalizeText(text)
 	if IsBlank(norm) || IsBlank(text) {
 		return nil, nil, ErrEmptyText
@@ -358,11 +407,9 @@ func (e *Engine) encode(text string) (ids, types []int64, err error) {
 		}
 		return ids, make([]int64, len(ids)), nil
 	}
-	e.tokMu.Lock()
-	enc, err := e.tok.EncodeSingle(norm, e.man.AddSpecialTokens)
-	e.tokMu.Unlock()
+	enc, err := e.encodeSingle(norm)
 	if err != nil {
-		return nil, nil, fmt.Errorf("embed: tokenize: %w", err)
+		return nil, nil, err
 	}
 	raw := enc.GetIds()
 	rawTypes := enc.GetTypeIds()
@@ -407,6 +454,9 @@ func (e *Engine) Embed(ctx context.Context, texts []string) ([][]float32, error)
 	}
 	if len(texts) > e.cfg.MaxBatch {
 		return nil, fmt.Errorf("%w: %d texts, limit %d", ErrTooMany, len(texts), e.cfg.MaxBatch)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // do not tokenise a batch nobody waits for
 	}
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()

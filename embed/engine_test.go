@@ -3,166 +3,123 @@ package embed
 import (
 	"context"
 	"errors"
-	"math"
-	"os"
-	"path/filepath"
+	"fmt"
+	"math/rand"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/classifierd/classifierd/embed/internal/onnxgen"
 )
 
-// The real model and runtime are loaded once per test binary.
-var (
-	loadOnce sync.Once
-	testRT   *Runtime
-	useLite  *Engine
-	loadErr  error
-)
-
-func useLiteManifest(t testing.TB) *Manifest {
-	t.Helper()
-	data, err := os.ReadFile("../models/use-lite-en.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := ParseManifest(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-func realEngine(t testing.TB) *Engine {
-	t.Helper()
-	loadOnce.Do(func() {
-		testRT, loadErr = InitRuntime(wsORTLib())
-		if loadErr != nil {
-			return
-		}
-		useLite, loadErr = Open(testRT, Config{ModelDir: wsModelDir(), Manifest: useLiteManifest(t), ChunkSize: 4, MaxBatch: 256})
-	})
-	if loadErr != nil {
-		t.Fatalf("load use-lite-en: %v (run `make deps`; MODEL_DIR and ORT_LIB override the paths)", loadErr)
-	}
-	return useLite
-}
-
-// bertEngine writes a generated BERT-shaped model into a temp dir and opens it.
-func bertEngine(t testing.TB, maxTokens int) (*Engine, *onnxgen.Model) {
-	t.Helper()
-	realEngine(t) // initialises the runtime
-	dir := t.TempDir()
-	gen := onnxgen.Generate(16, 7)
-	if err := gen.Write(dir, maxTokens); err != nil {
-		t.Fatal(err)
-	}
-	man, err := ReadManifest(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := Open(testRT, Config{ModelDir: dir, Manifest: man, ChunkSize: 3})
-	if err != nil {
-		t.Fatalf("open generated BERT model: %v", err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e, gen
-}
-
-var sentences = []string{
-	"Check my GitHub notifications",
-	"hello",
-	"list the open pull requests on my repository please, then post a message to the team channel",
-	"what is the weather today?",
-	"read config json",
-	"remember that my favourite editor is vim and that I prefer tabs over spaces in every file",
-}
-
-func maxDiff(a, b []float32) float64 {
-	var m float64
-	for i := range a {
-		m = math.Max(m, math.Abs(float64(a[i]-b[i])))
-	}
-	return m
-}
-
-func norm(v []float32) float64 {
-	var s float64
-	for _, x := range v {
-		s += float64(x) * float64(x)
-	}
-	return math.Sqrt(s)
-}
-
-func TestBothModelShapes(t *testing.T) {
+// TestEmbedShapes runs both model shapes the engine supports: use-lite-en
+// (pooled output [batch, dims], no token types) and a BERT-shaped model
+// (token output [batch, seq, dims], token_type_ids, mean pooling).
+func TestEmbedShapes(t *testing.T) {
 	ctx := context.Background()
-	bert, gen := bertEngine(t, 32)
+	bert, _ := bertEngine(t, 32)
 	for _, tc := range []struct {
 		name string
 		e    *Engine
 		dims int
 	}{
 		{"use-lite-en", realEngine(t), 512},
-		{"bert-shaped", bert, 16},
+		{"bert-shaped", bert, bertDims},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.e.Dims(); got != tc.dims {
+				t.Fatalf("Dims: got %d, want %d", got, tc.dims)
+			}
 			vs, err := tc.e.Embed(ctx, sentences)
 			if err != nil {
 				t.Fatal(err)
 			}
+			if len(vs) != len(sentences) {
+				t.Fatalf("got %d vectors, want %d", len(vs), len(sentences))
+			}
 			for i, v := range vs {
-				if len(v) != tc.dims {
-					t.Fatalf("vector %d has %d dims, want %d", i, len(v), tc.dims)
-				}
-				if n := norm(v); math.Abs(n-1) > 1e-5 {
-					t.Fatalf("vector %d has norm %v", i, n)
-				}
+				checkUnit(t, fmt.Sprintf("vector %d", i), v, tc.dims)
+			}
+			// Different texts get different vectors (a pooling or padding
+			// bug that returns one row for all would pass the checks above).
+			if d := maxAbsDiff(vs[0], vs[1]); d < 1e-3 {
+				t.Fatalf("vectors 0 and 1: got max diff %g, want distinct vectors", d)
+			}
+			if got, err := tc.e.Embed(ctx, nil); err != nil || got != nil {
+				t.Fatalf("Embed(nil): got %v, %v; want nil, nil", got, err)
 			}
 		})
 	}
-	t.Run("bert mean pooling matches a plain Go computation", func(t *testing.T) {
-		for _, s := range sentences {
-			ids, err := bert.Tokens(s)
+}
+
+// TestBertMeanPooling checks the whole BERT path (tokenise with [CLS]/[SEP],
+// feed token_type_ids, run, mean-pool over the mask, normalise) against
+// the same computation in plain Go from the generated weights, alone and in
+// a padded batch.
+func TestBertMeanPooling(t *testing.T) {
+	ctx := context.Background()
+	bert, gen := bertEngine(t, 32)
+	batch, err := bert.Embed(ctx, sentences)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range sentences {
+		ids, err := bert.Tokens(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids[0] != 2 || ids[len(ids)-1] != 3 {
+			t.Fatalf("%q: got ids %v, want [CLS]=2 first and [SEP]=3 last", s, ids)
+		}
+		want := gen.Expected(ids)
+		alone, err := bert.Embed(ctx, []string{s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := maxAbsDiff(alone[0], want); d > 1e-5 {
+			t.Errorf("%q alone: got max diff %g from the plain Go mean pooling, want <= 1e-5", s, d)
+		}
+		if d := maxAbsDiff(batch[i], want); d > 1e-5 {
+			t.Errorf("%q in a padded batch: got max diff %g from the plain Go mean pooling, want <= 1e-5", s, d)
+		}
+	}
+}
+
+func TestBertTokenizer(t *testing.T) {
+	bert, gen := bertEngine(t, 32)
+	for _, tc := range []struct {
+		name, text string
+		want       []string
+	}{
+		{"lower-cases", "Check My GITHUB Notifications", []string{"[CLS]", "check", "my", "github", "notifications", "[SEP]"}},
+		{"splits punctuation", "repo, now!", []string{"[CLS]", "repo", ",", "now", "!", "[SEP]"}},
+		{"word pieces", "checking files", []string{"[CLS]", "check", "##ing", "files", "[SEP]"}},
+		{"unknown word", "xyzzy", []string{"[CLS]", "[UNK]", "[SEP]"}},
+		{"collapses whitespace", "  open \t\n file ", []string{"[CLS]", "open", "file", "[SEP]"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ids, err := bert.Tokens(tc.text)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ids[0] != 2 || ids[len(ids)-1] != 3 {
-				t.Fatalf("%q: ids %v do not start with [CLS] and end with [SEP]", s, ids)
+			var want []int64
+			for _, w := range tc.want {
+				id, ok := gen.Vocab[w]
+				if !ok {
+					t.Fatalf("%q is not in the generated vocab", w)
+				}
+				want = append(want, int64(id))
 			}
-			got, err := bert.Embed(ctx, []string{s})
-			if err != nil {
-				t.Fatal(err)
+			if !slices.Equal(ids, want) {
+				t.Fatalf("Tokens(%q): got %v, want %v (%v)", tc.text, ids, want, tc.want)
 			}
-			if d := maxDiff(got[0], gen.Expected(ids)); d > 1e-5 {
-				t.Fatalf("%q: max diff %g from the reference", s, d)
-			}
-		}
-	})
-	t.Run("bert lower-cases", func(t *testing.T) {
-		a, _ := bert.Tokens("Check My GITHUB")
-		b, _ := bert.Tokens("check my github")
-		if !equalIDs(a, b) || a[1] == 1 {
-			t.Fatalf("%v vs %v", a, b)
-		}
-	})
+		})
+	}
 }
 
-func equalIDs(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// TestBatchingDoesNotChangeEmbeddings: alone, in a padded batch, and in
-// another order, every text gets the same vector.
+// TestBatchingDoesNotChangeEmbeddings: alone, in a padded batch of mixed
+// lengths spanning several model runs, and in other orders, every text gets
+// the same vector.
 func TestBatchingDoesNotChangeEmbeddings(t *testing.T) {
 	ctx := context.Background()
 	bert, _ := bertEngine(t, 32)
@@ -171,258 +128,420 @@ func TestBatchingDoesNotChangeEmbeddings(t *testing.T) {
 		e    *Engine
 	}{{"use-lite-en", realEngine(t)}, {"bert-shaped", bert}} {
 		t.Run(tc.name, func(t *testing.T) {
-			batch, err := tc.e.Embed(ctx, sentences)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rev := make([]string, len(sentences))
+			alone := make([][]float32, len(sentences))
 			for i, s := range sentences {
-				rev[len(sentences)-1-i] = s
-			}
-			reversed, err := tc.e.Embed(ctx, rev)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, s := range sentences {
-				alone, err := tc.e.Embed(ctx, []string{s})
+				v, err := tc.e.Embed(ctx, []string{s})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if d := maxDiff(alone[0], batch[i]); d > 1e-5 {
-					t.Fatalf("%q: batch differs from alone by %g", s, d)
+				alone[i] = v[0]
+			}
+			r := rand.New(rand.NewSource(1))
+			orders := map[string][]int{"given": nil, "reversed": nil, "shuffled with repeats": nil}
+			for i := range sentences {
+				orders["given"] = append(orders["given"], i)
+				orders["reversed"] = append(orders["reversed"], len(sentences)-1-i)
+			}
+			for range 2 * len(sentences) {
+				orders["shuffled with repeats"] = append(orders["shuffled with repeats"], r.Intn(len(sentences)))
+			}
+			for name, order := range orders {
+				texts := make([]string, len(order))
+				for i, k := range order {
+					texts[i] = sentences[k]
 				}
-				if d := maxDiff(alone[0], reversed[len(sentences)-1-i]); d > 1e-5 {
-					t.Fatalf("%q: reordered batch differs by %g", s, d)
+				got, err := tc.e.Embed(ctx, texts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, k := range order {
+					if d := maxAbsDiff(got[i], alone[k]); d > 1e-5 {
+						t.Errorf("%s batch, %q: got max diff %g from embedding it alone, want <= 1e-5", name, sentences[k], d)
+					}
 				}
 			}
 		})
 	}
 }
 
-func TestEmptyTextRejected(t *testing.T) {
-	e := realEngine(t)
-	ctx := context.Background()
-	for _, s := range []string{"", " ", "\t\n  \r\n", "\u00a0\u2003"} {
-		if _, err := e.Embed(ctx, []string{s}); !errors.Is(err, ErrEmptyText) {
-			t.Fatalf("%q: got %v, want ErrEmptyText", s, err)
+// blockModel fills the engine's run semaphore so any model run would wait,
+// runs f, and frees it again: f proves it never reaches the model by
+// returning before its context's deadline.
+func blockModel(e *Engine, f func()) {
+	for range cap(e.sem) {
+		e.sem <- struct{}{}
+	}
+	defer func() {
+		for range cap(e.sem) {
+			<-e.sem
 		}
-	}
-	_, err := e.Embed(ctx, []string{"fine", "  ", "also fine"})
-	if !errors.Is(err, ErrEmptyText) || !strings.Contains(err.Error(), "text 1") {
-		t.Fatalf("mixed batch: %v", err)
-	}
-	if _, err := e.Embed(ctx, []string{"still works"}); err != nil {
-		t.Fatalf("engine broken after rejecting blanks: %v", err)
+	}()
+	f()
+}
+
+func TestEmptyTextRejected(t *testing.T) {
+	bert, _ := bertEngine(t, 16)
+	blanks := []string{"", " ", "\t", "\n", "\t\n  \r\n", "\u00a0\u2003\u2028\u3000", "\v\f"}
+	for _, tc := range []struct {
+		name string
+		e    *Engine
+	}{{"use-lite-en", realEngine(t)}, {"bert-shaped", bert}} {
+		t.Run(tc.name, func(t *testing.T) {
+			blockModel(tc.e, func() {
+				for _, s := range blanks {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					_, err := tc.e.Embed(ctx, []string{s})
+					cancel()
+					if !errors.Is(err, ErrEmptyText) {
+						t.Errorf("Embed(%q): got %v, want ErrEmptyText before the model runs", s, err)
+					}
+					if _, err := tc.e.Tokens(s); !errors.Is(err, ErrEmptyText) {
+						t.Errorf("Tokens(%q): got %v, want ErrEmptyText", s, err)
+					}
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				_, err := tc.e.Embed(ctx, []string{"fine", "also fine", " \t ", "fine again", ""})
+				if !errors.Is(err, ErrEmptyText) || !strings.Contains(err.Error(), "text 2") {
+					t.Errorf("mixed batch: got %v, want ErrEmptyText naming text 2", err)
+				}
+			})
+			if _, err := tc.e.Embed(context.Background(), []string{"still works"}); err != nil {
+				t.Fatalf("after rejecting blanks: got %v, want a vector", err)
+			}
+		})
 	}
 }
 
 func TestTokenCap(t *testing.T) {
-	long := strings.Repeat("please check the notifications of my repository ", 100)
-	e := realEngine(t)
-	ids, err := e.Tokens(long)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ids) != e.Manifest().MaxTokens {
-		t.Fatalf("got %d tokens, want the cap %d", len(ids), e.Manifest().MaxTokens)
-	}
-	if _, err := e.Embed(context.Background(), []string{long}); err != nil {
-		t.Fatal(err)
-	}
-	bert, _ := bertEngine(t, 8)
-	ids, err = bert.Tokens(long)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ids) != 8 || ids[0] != 2 || ids[7] != 3 {
-		t.Fatalf("bert truncation: %v, want 8 ids from [CLS] to [SEP]", ids)
-	}
+	ctx := context.Background()
+	long := strings.Repeat("please check the notifications of my repository ", 30)
+	t.Run("use-lite-en", func(t *testing.T) {
+		e := realEngine(t)
+		max := e.Manifest().MaxTokens
+		for _, text := range []string{long, strings.Repeat("café ", 60)} { // word cache and whole-text paths
+			ids, err := e.Tokens(text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ids) != max {
+				t.Fatalf("got %d tokens, want the cap %d", len(ids), max)
+			}
+			full, err := e.tokenize(e.man.NormalizeText(text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(ids, full[:max]) {
+				t.Fatalf("got %v, want the first %d tokens %v", ids, max, full[:max])
+			}
+			v, err := e.Embed(ctx, []string{text})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkUnit(t, "long text", v[0], e.Dims())
+		}
+	})
+	t.Run("bert keeps [SEP] last", func(t *testing.T) {
+		bert, gen := bertEngine(t, 8)
+		ids, err := bert.Tokens(long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		words := strings.Fields(long)[:6]
+		want := []int64{2}
+		for _, w := range words {
+			want = append(want, int64(gen.Vocab[w]))
+		}
+		want = append(want, 3)
+		if !slices.Equal(ids, want) {
+			t.Fatalf("got %v, want [CLS], the first 6 words %v, [SEP]: %v", ids, words, want)
+		}
+		v, err := bert.Embed(ctx, []string{long})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := maxAbsDiff(v[0], gen.Expected(ids)); d > 1e-5 {
+			t.Fatalf("truncated text: got max diff %g from pooling the kept tokens, want <= 1e-5", d)
+		}
+		exact, err := bert.Tokens("check my github notifications now please") // 6 words + 2 specials
+		if err != nil || len(exact) != 8 || exact[6] != int64(gen.Vocab["please"]) {
+			t.Fatalf("text at the cap: got %v, %v; want it whole", exact, err)
+		}
+	})
 }
 
 func TestWhitespaceCollapsing(t *testing.T) {
-	e := realEngine(t)
-	v, err := e.Embed(context.Background(), []string{"a  b\t\nc", "a b c", "  a b c  "})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if maxDiff(v[0], v[1]) > 1e-6 || maxDiff(v[1], v[2]) > 1e-6 {
-		t.Fatal("whitespace variants embed differently")
+	variants := []string{"a b c", "a  b\t\nc", "  a b c  ", "a\u00a0b\u2003c", "\ta\r\nb   c\n"}
+	bert, _ := bertEngine(t, 16)
+	for _, tc := range []struct {
+		name string
+		e    *Engine
+	}{{"use-lite-en", realEngine(t)}, {"bert-shaped", bert}} {
+		t.Run(tc.name, func(t *testing.T) {
+			want, err := tc.e.Tokens(variants[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			vs, err := tc.e.Embed(context.Background(), variants)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range variants {
+				ids, err := tc.e.Tokens(s)
+				if err != nil || !slices.Equal(ids, want) {
+					t.Errorf("Tokens(%q): got %v, %v; want %v", s, ids, err, want)
+				}
+				if d := maxAbsDiff(vs[i], vs[0]); d > 1e-6 {
+					t.Errorf("%q: got max diff %g from %q, want identical", s, d, variants[0])
+				}
+			}
+		})
 	}
 }
 
-func TestConcurrentUse(t *testing.T) {
+// TestUnicodeText covers text the tokenizer library mishandles on its own:
+// inputs that made its NFKC panic, and decomposed accents it did not
+// compose. Both must embed, as the model's reference tokenizer would.
+func TestUnicodeText(t *testing.T) {
 	e := realEngine(t)
+	bert, _ := bertEngine(t, 16)
 	ctx := context.Background()
-	want, err := e.Embed(ctx, sentences)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for g := 0; g < 16; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for i := 0; i < 20; i++ {
-				k := (g + i) % len(sentences)
-				got, err := e.Embed(ctx, []string{sentences[k]})
+	texts := []string{"ǆ", "jvkpǆ", "Ǆemal", "𪙹⑾ᨳޭۧ", "h᩹nk⅘ᾤ", "⩶庳뾿", "日本語のテキスト", "emoji 😀 ok", "ﬁle ½ x² ＡＢＣ"}
+	for _, tc := range []struct {
+		name string
+		e    *Engine
+	}{{"use-lite-en", e}, {"bert-shaped", bert}} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, s := range texts {
+				v, err := tc.e.Embed(ctx, []string{s})
 				if err != nil {
-					errs <- err
-					return
+					t.Errorf("Embed(%q): got %v, want a vector", s, err)
+					continue
 				}
-				if maxDiff(got[0], want[k]) > 1e-5 {
-					errs <- errors.New("concurrent result differs")
-					return
+				checkUnit(t, fmt.Sprintf("%q", s), v[0], tc.e.Dims())
+			}
+		})
+	}
+	t.Run("composed and decomposed accents agree", func(t *testing.T) {
+		for _, pair := range [][2]string{{"café", "cafe\u0301"}, {"Zürich", "Zu\u0308rich"}, {"Å", "A\u030a"}} {
+			a, err := e.Tokens(pair[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := e.Tokens(pair[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(a, b) {
+				t.Errorf("%q: got %v, %+q: got %v; want the same tokens", pair[0], a, pair[1], b)
+			}
+		}
+	})
+}
+
+// TestConcurrentUse: 16 goroutines x 20 calls get exactly what sequential
+// calls get (run with -race).
+func TestConcurrentUse(t *testing.T) {
+	bert, _ := bertEngine(t, 32)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		e    *Engine
+	}{{"use-lite-en", realEngine(t)}, {"bert-shaped", bert}} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := make([][]float32, len(sentences))
+			wantIDs := make([][]int64, len(sentences))
+			for i, s := range sentences {
+				v, err := tc.e.Embed(ctx, []string{s})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want[i] = v[0]
+				if wantIDs[i], err = tc.e.Tokens(s); err != nil {
+					t.Fatal(err)
 				}
 			}
-		}(g)
+			var wg sync.WaitGroup
+			errs := make(chan error, 16)
+			for g := range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 20 {
+						k := (g + i) % len(sentences)
+						texts := []string{sentences[k]}
+						if i%4 == 3 { // some calls batch with a neighbour
+							texts = append(texts, sentences[(k+1)%len(sentences)])
+						}
+						got, err := tc.e.Embed(ctx, texts)
+						if err != nil {
+							errs <- err
+							return
+						}
+						for j, v := range got {
+							if d := maxAbsDiff(v, want[(k+j)%len(sentences)]); d > 1e-5 {
+								errs <- fmt.Errorf("goroutine %d call %d: got max diff %g from the sequential result", g, i, d)
+								return
+							}
+						}
+						if ids, err := tc.e.Tokens(sentences[k]); err != nil || !slices.Equal(ids, wantIDs[k]) {
+							errs <- fmt.Errorf("goroutine %d: Tokens got %v, %v; want %v", g, ids, err, wantIDs[k])
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
+}
+
+// longBatch is n texts of about max_tokens tokens each.
+func longBatch(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = strings.Repeat(sentences[i%len(sentences)]+" ", 12)
 	}
+	return out
 }
 
 func TestCancellation(t *testing.T) {
 	e := realEngine(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := e.Embed(ctx, sentences); !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled ctx: %v", err)
+	want, err := e.Embed(context.Background(), sentences[:2])
+	if err != nil {
+		t.Fatal(err)
 	}
-	big := make([]string, 200)
-	for i := range big {
-		big[i] = strings.Repeat(sentences[i%len(sentences)]+" ", 8)
+	stillWorks := func(t *testing.T, e *Engine) {
+		t.Helper()
+		got, err := e.Embed(context.Background(), sentences[:2])
+		if err != nil {
+			t.Fatalf("after cancellation: got %v, want vectors", err)
+		}
+		for i := range got {
+			if d := maxAbsDiff(got[i], want[i]); d > 1e-5 {
+				t.Fatalf("after cancellation: vector %d differs by %g", i, d)
+			}
+		}
 	}
-	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Millisecond)
-	defer cancel()
-	if _, err := e.Embed(ctx, big); !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-		t.Fatalf("deadline mid-run: %v", err)
-	}
-	if _, err := e.Embed(context.Background(), sentences[:2]); err != nil {
-		t.Fatalf("engine broken after cancellation: %v", err)
-	}
+
+	t.Run("already cancelled", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		start := time.Now()
+		_, err := e.Embed(ctx, longBatch(e.MaxBatch()))
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want context.Canceled", err)
+		}
+		if d := time.Since(start); d > 50*time.Millisecond {
+			t.Fatalf("took %v, want an immediate return", d)
+		}
+		stillWorks(t, e)
+	})
+
+	t.Run("deadline between runs", func(t *testing.T) {
+		// ChunkSize 4: the batch is many model runs; the deadline lands
+		// between or inside them.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		_, err := e.Embed(ctx, longBatch(200))
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("got %v, want context.DeadlineExceeded", err)
+		}
+		stillWorks(t, e)
+	})
+
+	t.Run("cancel inside one model run", func(t *testing.T) {
+		// One chunk of 64 long texts is a single ONNX Runtime call of
+		// most of a second; only RunOptions.Terminate can end it early.
+		big := useLiteEngine(t, Config{ChunkSize: 64, MaxConcurrent: 1})
+		texts := longBatch(64)
+		start := time.Now()
+		if _, err := big.Embed(context.Background(), texts); err != nil {
+			t.Fatal(err)
+		}
+		full := time.Since(start)
+
+		ctx, cancel := context.WithCancel(context.Background())
+		timer := time.AfterFunc(full/10, cancel)
+		defer timer.Stop()
+		start = time.Now()
+		_, err := big.Embed(ctx, texts)
+		took := time.Since(start)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want context.Canceled", err)
+		}
+		t.Logf("full run %v, cancelled after %v returned after %v", full, full/10, took)
+		if took > full/2 {
+			t.Fatalf("cancelled run took %v of a %v run, want it terminated early", took, full)
+		}
+		stillWorks(t, big)
+	})
 }
 
 func TestLimitsAndClose(t *testing.T) {
-	bert, _ := bertEngine(t, 16)
-	if _, err := bert.Embed(context.Background(), make([]string, bert.MaxBatch()+1)); !errors.Is(err, ErrTooMany) {
-		t.Fatalf("over MaxBatch: %v", err)
-	}
-	if err := bert.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := bert.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
-	if _, err := bert.Embed(context.Background(), []string{"x"}); !errors.Is(err, ErrClosed) {
-		t.Fatalf("after Close: %v", err)
-	}
-}
-
-func TestParseManifest(t *testing.T) {
-	good := `{"name":"m","inputs":{"input_ids":"a","attention_mask":"b"},"output":"o","pooling":"mean","dims":8,"max_tokens":16}`
-	if _, err := ParseManifest([]byte(good)); err != nil {
-		t.Fatalf("good manifest: %v", err)
-	}
-	cases := map[string]string{
-		"bad json":     `{`,
-		"no name":      strings.Replace(good, `"name":"m"`, `"name":""`, 1),
-		"bad pooling":  strings.Replace(good, `"mean"`, `"max"`, 1),
-		"zero dims":    strings.Replace(good, `"dims":8`, `"dims":0`, 1),
-		"no output":    strings.Replace(good, `"output":"o"`, `"output":""`, 1),
-		"no input ids": strings.Replace(good, `"input_ids":"a"`, `"input_ids":""`, 1),
-		"huge max":     strings.Replace(good, `"max_tokens":16`, `"max_tokens":100000`, 1),
-		"negative pad": strings.Replace(good, `"max_tokens":16}`, `"max_tokens":16,"pad_id":-1}`, 1),
-	}
-	for name, data := range cases {
-		t.Run(name, func(t *testing.T) {
-			if _, err := ParseManifest([]byte(data)); !errors.Is(err, ErrBadManifest) {
-				t.Fatalf("got %v, want ErrBadManifest", err)
-			}
-		})
-	}
-}
-
-func TestModelManifestMismatch(t *testing.T) {
-	realEngine(t)
-	dir := t.TempDir()
-	if err := onnxgen.Generate(16, 1).Write(dir, 16); err != nil {
-		t.Fatal(err)
-	}
-	base, err := ReadManifest(dir)
+	dir, man, _ := writeBert(t, 16)
+	e, err := Open(testRuntime(t), Config{ModelDir: dir, Manifest: man, MaxBatch: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, mut := range map[string]func(*Manifest){
-		"missing input": func(m *Manifest) { m.Inputs.TokenTypeIDs = "" },
-		"unknown input": func(m *Manifest) { m.Inputs.AttentionMask = "mask" },
-		"wrong output":  func(m *Manifest) { m.Output = "pooler_output" },
-		"wrong dims":    func(m *Manifest) { m.Dims = 32 },
-		"wrong pooling": func(m *Manifest) { m.Pooling = PoolNone },
-	} {
-		t.Run(name, func(t *testing.T) {
-			m := *base
-			mut(&m)
-			if e, err := Open(testRT, Config{ModelDir: dir, Manifest: &m}); !errors.Is(err, ErrModel) {
-				if e != nil {
-					e.Close()
+	t.Cleanup(func() { _ = e.Close() })
+	ctx := context.Background()
+	if got := e.MaxBatch(); got != 5 {
+		t.Fatalf("MaxBatch: got %d, want 5", got)
+	}
+	if _, err := e.Embed(ctx, sentences[:5]); err != nil {
+		t.Fatalf("batch at MaxBatch: got %v, want vectors", err)
+	}
+	if _, err := e.Embed(ctx, sentences[:6]); !errors.Is(err, ErrTooMany) {
+		t.Fatalf("batch over MaxBatch: got %v, want ErrTooMany", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatalf("second Close: got %v, want nil", err)
+	}
+	if _, err := e.Embed(ctx, []string{"x"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Embed after Close: got %v, want ErrClosed", err)
+	}
+	if _, err := e.Infer(ctx, [][]int64{{2, 3}}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Infer after Close: got %v, want ErrClosed", err)
+	}
+}
+
+// TestCloseWhileEmbedding: Close waits for runs in flight; every call
+// either completes or reports ErrClosed (run with -race).
+func TestCloseWhileEmbedding(t *testing.T) {
+	e, _ := bertEngine(t, 32)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				_, err := e.Embed(context.Background(), sentences)
+				if errors.Is(err, ErrClosed) {
+					return
 				}
-				t.Fatalf("got %v, want ErrModel", err)
+				if err != nil {
+					errs <- err
+					return
+				}
 			}
-		})
+		}()
 	}
-}
-
-func TestFingerprint(t *testing.T) {
-	dir := t.TempDir()
-	if err := onnxgen.Generate(16, 1).Write(dir, 16); err != nil {
+	time.Sleep(20 * time.Millisecond)
+	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	m, _ := ReadManifest(dir)
-	path := filepath.Join(dir, ModelFile)
-	a, err := Fingerprint(path, m)
-	if err != nil {
-		t.Fatal(err)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("Embed during Close: got %v, want vectors or ErrClosed", err)
 	}
-	m2 := *m
-	m2.MaxTokens = 15
-	b, _ := Fingerprint(path, &m2)
-	if err := onnxgen.Generate(16, 2).Write(dir, 16); err != nil {
-		t.Fatal(err)
-	}
-	c, _ := Fingerprint(path, m)
-	if a == b || a == c || len(a) != 64 {
-		t.Fatalf("fingerprints %s %s %s", a, b, c)
-	}
-}
-
-func TestInitRuntime(t *testing.T) {
-	realEngine(t)
-	if _, err := InitRuntime(wsORTLib()); err != nil {
-		t.Fatalf("second init with the same path: %v", err)
-	}
-	if _, err := InitRuntime("/nonexistent/libonnxruntime.so"); !errors.Is(err, ErrRuntime) {
-		t.Fatalf("other path while loaded: %v", err)
-	}
-}
-
-func FuzzNormalizeText(f *testing.F) {
-	m := &Manifest{CollapseWhitespace: true}
-	for _, s := range []string{"", " a  b ", "\t\n", "héllo\u00a0wörld", "a\x00b"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		out := m.NormalizeText(s)
-		if out != strings.TrimSpace(out) && strings.TrimSpace(out) != "" {
-			t.Fatalf("%q -> %q has outer space", s, out)
-		}
-		if strings.Contains(out, "  ") {
-			t.Fatalf("%q -> %q has a double space", s, out)
-		}
-		if m.NormalizeText(out) != out {
-			t.Fatalf("not idempotent: %q -> %q", s, out)
-		}
-	})
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // ErrEmptyText reports a text with no content after normalisation. Models
@@ -46,4 +47,21 @@ func collapseSpace(s string) string {
 // IsBlank reports whether s has no non-space character.
 func IsBlank(s string) bool {
 	return strings.TrimFunc(s, unicode.IsSpace) == ""
+}
+
+// bertCleanText does what BERT's clean_text normalisation does: it drops
+// NUL, U+FFFD and control or format characters (keeping tab, newline and
+// carriage return) and turns every other whitespace character into a space.
+func bertCleanText(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+			return ' '
+		case r == 0 || r == utf8.RuneError || unicode.In(r, unicode.Cc, unicode.Cf):
+			return -1
+		case unicode.IsSpace(r):
+			return ' '
+		}
+		return r
+	}, s)
 }

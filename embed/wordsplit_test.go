@@ -6,31 +6,29 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
+
+// wholeTextTokens is what the tokenizer gives for the whole normalised
+// text, truncated to the cap: the reference for the word-cache fast path.
+func wholeTextTokens(t testing.TB, e *Engine, text string) []int64 {
+	t.Helper()
+	want, err := e.tokenize(e.man.NormalizeText(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) > e.man.MaxTokens {
+		want = want[:e.man.MaxTokens]
+	}
+	return want
+}
 
 // TestWordCacheMatchesWholeText checks the word-by-word tokenisation fast
 // path gives exactly the ids of tokenising the whole text, on thousands of
 // real utterances (the Banking77 and MetaTool development sets).
 func TestWordCacheMatchesWholeText(t *testing.T) {
-	rt, err := InitRuntime(wsORTLib())
-	if err != nil {
-		t.Fatalf("%v (run `make deps`)", err)
-	}
-	defer rt.Close()
-	data, err := os.ReadFile("../models/use-lite-en.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	man, err := ParseManifest(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := Open(rt, Config{ModelDir: wsModelDir(), Manifest: man})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := realEngine(t)
 	if !e.wordSplit {
 		t.Fatal("use-lite-en should be word-separable: the fast path is off")
 	}
@@ -56,58 +54,64 @@ func TestWordCacheMatchesWholeText(t *testing.T) {
 			}
 		}
 	}
+	step, minChecked := 1, 5000
+	if raceEnabled {
+		step, minChecked = 10, 500
+	}
 	checked := 0
-	for _, text := range texts {
-		norm := man.NormalizeText(text)
+	for i := 0; i < len(texts); i += step {
+		text := texts[i]
+		norm := e.man.NormalizeText(text)
 		if IsBlank(norm) || !isASCII(norm) {
 			continue
-		}
-		want, err := e.tokenize(norm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(want) > man.MaxTokens {
-			want = want[:man.MaxTokens]
 		}
 		got, err := e.Tokens(text)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(got, want) {
+		if want := wholeTextTokens(t, e, text); !slices.Equal(got, want) {
 			t.Fatalf("text %q: word path %v, whole text %v", text, got, want)
 		}
 		checked++
 	}
-	if checked < 5000 {
-		t.Fatalf("checked only %d texts", checked)
+	if checked < minChecked {
+		t.Fatalf("checked %d texts, want at least %d", checked, minChecked)
 	}
 	// And the embedding is the one the whole-text path gives.
 	v1, err := e.Embed(context.Background(), []string{texts[0]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, _ := e.tokenize(man.NormalizeText(texts[0]))
-	v2, err := e.Infer(context.Background(), [][]int64{ids})
+	v2, err := e.Infer(context.Background(), [][]int64{wholeTextTokens(t, e, texts[0])})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range v1[0] {
-		if d := v1[0][i] - v2[0][i]; d > 1e-6 || d < -1e-6 {
-			t.Fatalf("dim %d: %v vs %v", i, v1[0][i], v2[0][i])
+	if d := maxAbsDiff(v1[0], v2[0]); d > 1e-6 {
+		t.Fatalf("word path embedding: got max diff %g from the whole-text one", d)
+	}
+}
+
+// FuzzWordCache: for any text, the ids the engine uses (word cache for
+// ASCII, whole text otherwise) are the tokenizer's ids for the whole text.
+func FuzzWordCache(f *testing.F) {
+	for _, s := range []string{
+		"Check my GitHub notifications", "read config.json and push it, then open PR #42!",
+		"a\x1cb c", "x\x00y", "C:\\Users\\bob", "snake_case_names", "'quoted' \"words\"", "e-mail@host.tld",
+		"café ½", "ǆ", "\xff\xfe", strings.Repeat("word ", 200),
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		e := realEngine(t)
+		got, err := e.Tokens(s)
+		if IsBlank(e.man.NormalizeText(s)) {
+			return
 		}
-	}
-}
-
-func wsORTLib() string {
-	if p := os.Getenv("ORT_LIB"); p != "" {
-		return p
-	}
-	return "../.cache/onnxruntime-1.24.3/libonnxruntime.so.1"
-}
-
-func wsModelDir() string {
-	if d := os.Getenv("MODEL_DIR"); d != "" {
-		return d
-	}
-	return "../../shared/models/use-lite-en"
+		if err != nil {
+			t.Fatalf("Tokens(%q): %v", s, err)
+		}
+		if want := wholeTextTokens(t, e, s); !slices.Equal(got, want) {
+			t.Fatalf("Tokens(%q): got %v, want the whole-text ids %v", s, got, want)
+		}
+	})
 }

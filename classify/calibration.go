@@ -21,6 +21,11 @@ type Calibration struct {
 	Servers Binary `json:"servers"`
 	Tools   Binary `json:"tools"`
 	Fusion  Fusion `json:"fusion"`
+	// Head, when set, is a linear classifier over the categories (in index
+	// order) whose log-probabilities, times HeadWeight, add to each
+	// category's score in single-label classification.
+	Head       *Head   `json:"head,omitempty"`
+	HeadWeight float64 `json:"head_weight,omitempty"`
 	// Fitted is false for DefaultCalibration.
 	Fitted bool `json:"fitted"`
 }

@@ -197,11 +197,25 @@ func (c *Classifier) Classify(ctx context.Context, text string, topK int, minCon
 		return Result{}, err
 	}
 	cs := c.categoryScores(turns)
+	c.addHead(cs, turns[0].vec)
 	thr := c.cal.Categories.Threshold
 	if minConf != nil {
 		thr = float64(*minConf)
 	}
 	return c.rankSingle(cs, k, thr), nil
+}
+
+// addHead adds the linear head's weighted log-probabilities to category
+// scores (single-label only).
+func (c *Classifier) addHead(cs []labelScore, v []float32) {
+	h := c.cal.Head
+	if h == nil || c.cal.HeadWeight == 0 || len(h.W) != len(cs) || len(v) != len(h.W[0]) {
+		return
+	}
+	lp := h.LogProbs(v)
+	for j := range cs {
+		cs[j].score += c.cal.HeadWeight * lp[j]
+	}
 }
 
 // rankSingle turns category scores into a single-label answer: calibrated
@@ -272,6 +286,7 @@ type turn struct {
 	weight float64
 	dots   []float32
 	lower  string
+	vec    []float32
 	// context marks an earlier conversation turn (not the current request).
 	context bool
 	// penalty is subtracted from every score of this turn: earlier turns
@@ -299,6 +314,7 @@ func (c *Classifier) embedTurns(ctx context.Context, ts []turn) ([]turn, error) 
 			return nil, err
 		}
 		ts[i].lower = strings.ToLower(ts[i].text)
+		ts[i].vec = vecs[i]
 	}
 	return ts, nil
 }

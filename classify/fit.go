@@ -54,7 +54,7 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (Calibration, e
 
 	// Categories: single-label (softmax + out-of-scope) and multi-label.
 	var inScores [][]float64
-	var inLabels []int
+	var inLabels, inVec []int
 	var multiS []float64
 	var multiPos []bool
 	dots := make([]float32, idx.NumVectors())
@@ -70,6 +70,7 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (Calibration, e
 		cs := c.categoryScores([]turn{t})
 		inScores = append(inScores, rawScores(cs))
 		inLabels = append(inLabels, catPos[ex.label])
+		inVec = append(inVec, ex.vector)
 		for _, s := range cs {
 			multiS = append(multiS, s.score)
 			multiPos = append(multiPos, s.label == ex.label)
@@ -77,9 +78,20 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (Calibration, e
 		t = c.exampleTurn(ex, dots, true)
 		inScores = append(inScores, rawScores(c.categoryScores([]turn{t})))
 		inLabels = append(inLabels, -1)
+		inVec = append(inVec, ex.vector)
 		tick()
 	}
 	if len(catEx) >= 2*opts.MinExamples {
+		if head, oof := c.fitHead(ctx, opts.Folds); head != nil {
+			if w := chooseHeadWeight(inScores, inLabels, inVec, oof); w > 0 {
+				cal.Head, cal.HeadWeight = head, w
+				for i := range inScores {
+					for j, lp := range oof[inVec[i]] {
+						inScores[i][j] += w * lp
+					}
+				}
+			}
+		}
 		cal.Categories = fitSingle(inScores, inLabels, opts.Folds, cal.Categories.InScope)
 		cal.CategoriesMulti = chooseBinary(multiS, multiPos, opts.Folds, cal.CategoriesMulti, labelFloor)
 		cal.CategoriesMulti.SharedFallback = fewExamples(idx, c.cats, opts.MinExamples)
@@ -308,4 +320,84 @@ func Softmax(scores []float64, T float64) []float64 {
 func fitT(scores [][]float64, labels []int) float64 {
 	logT := golden(func(x float64) float64 { return softmaxNLL(scores, labels, math.Exp(x), oosLogit, 0) }, math.Log(0.002), math.Log(2), 60)
 	return math.Exp(logT)
+}
+
+// Linear head: only for catalogs with enough examples per category to
+// learn from, where it adds to the nearest-example evidence.
+const (
+	minHeadCategories = 3
+	minHeadExamples   = 5 // on average per category
+)
+
+// fitHead trains the linear head on every category vector, and returns
+// out-of-fold log-probabilities for each vector (k-fold: each vector is
+// predicted by a head that never saw it).
+func (c *Classifier) fitHead(ctx context.Context, folds int) (*Head, map[int][]float64) {
+	var x [][]float32
+	var y, vi []int
+	for j, li := range c.cats {
+		l := &c.idx.Labels[li]
+		for v := l.First; v < l.First+l.Count; v++ {
+			x = append(x, c.idx.Vector(v))
+			y = append(y, j)
+			vi = append(vi, v)
+		}
+	}
+	if len(c.cats) < minHeadCategories || len(x) < minHeadExamples*len(c.cats) {
+		return nil, nil
+	}
+	oof := make(map[int][]float64, len(x))
+	for f := 0; f < folds; f++ {
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		var tx [][]float32
+		var ty []int
+		for i := range x {
+			if i%folds != f {
+				tx = append(tx, x[i])
+				ty = append(ty, y[i])
+			}
+		}
+		h := TrainHead(tx, ty, len(c.cats), HeadOptions{Seed: int64(f)})
+		for i := f; i < len(x); i += folds {
+			oof[vi[i]] = h.LogProbs(x[i])
+		}
+	}
+	return TrainHead(x, y, len(c.cats), HeadOptions{Seed: 99}), oof
+}
+
+// headWeights are the candidate weights of the head's log-probabilities.
+var headWeights = []float64{0, 0.005, 0.01, 0.02, 0.04, 0.08}
+
+// chooseHeadWeight picks the weight with the best held-out accuracy on the
+// in-scope samples (the smaller weight on ties).
+func chooseHeadWeight(scores [][]float64, labels, vec []int, oof map[int][]float64) float64 {
+	best, bestAcc := 0.0, -1.0
+	for _, w := range headWeights {
+		right, n := 0, 0
+		for i, s := range scores {
+			if labels[i] < 0 {
+				continue
+			}
+			lp := oof[vec[i]]
+			arg, max := -1, math.Inf(-1)
+			for j, x := range s {
+				if lp != nil {
+					x += w * lp[j]
+				}
+				if x > max {
+					arg, max = j, x
+				}
+			}
+			n++
+			if arg == labels[i] {
+				right++
+			}
+		}
+		if acc := float64(right) / math.Max(1, float64(n)); acc > bestAcc+1e-9 {
+			best, bestAcc = w, acc
+		}
+	}
+	return best
 }

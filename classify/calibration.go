@@ -88,6 +88,19 @@ type Fusion struct {
 	ClarityPenalty   float64 `json:"clarity_penalty"`
 	ClearFrom        float64 `json:"clear_from"`
 	ClearSpan        float64 `json:"clear_span"`
+	// A tool's dense score pools its vectors: (1-ToolCentroid)·best vector
+	// + ToolCentroid·centroid (the normalised mean of its description and
+	// examples) + ToolDescription·description, divided by
+	// 1+ToolDescription. Few-shot examples are noisy one by one; their mean
+	// is a steadier prototype, and the description says what the tool is.
+	// A prompt that is nearly one of the tool's own examples keeps most of
+	// that match: the pooled score is at least best − ToolExactGap.
+	ToolCentroid    float64 `json:"tool_centroid"`
+	ToolDescription float64 `json:"tool_description"`
+	ToolExactGap    float64 `json:"tool_exact_gap"`
+	// BM25 is the weight of a tool's Okapi BM25 score (k1 1.2, b 0.75)
+	// over its name, description and keywords, added to its score.
+	BM25 float64 `json:"bm25"`
 }
 
 // DefaultCalibration is used for indexes built without calibration. Its
@@ -101,7 +114,8 @@ func DefaultCalibration() Calibration {
 		Servers:         Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
 		Tools:           Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
 		Fusion: Fusion{Pattern: 0.3, Name: 0.2, Keyword: 0.12, ServerFromTools: 1, ServerFromCategory: 0.9, ToolFromServer: 0.15,
-			ContextPenalty: 0, AssistantPenalty: 0.03, ContextDecay: 0.04, ClarityPenalty: 0.6, ClearFrom: 0.2, ClearSpan: 0.5},
+			ContextPenalty: 0, AssistantPenalty: 0.03, ContextDecay: 0.03, ClarityPenalty: 0.6, ClearFrom: 0.2, ClearSpan: 0.5,
+			ToolCentroid: 0.5, ToolDescription: 0.7, ToolExactGap: 0.15, BM25: 0.018},
 	}
 }
 
@@ -112,6 +126,9 @@ func ParseCalibration(raw json.RawMessage) (Calibration, error) {
 		return DefaultCalibration(), nil
 	}
 	c := DefaultCalibration()
+	// Indexes written before tool pooling and BM25 existed were fitted on
+	// scores without them: absent fields mean off, not the default.
+	c.Fusion.ToolCentroid, c.Fusion.ToolDescription, c.Fusion.ToolExactGap, c.Fusion.BM25 = 0, 0, 0, 0
 	if err := json.Unmarshal(raw, &c); err != nil {
 		return Calibration{}, fmt.Errorf("classify: calibration section: %w", err)
 	}

@@ -185,7 +185,12 @@ func (c *Classifier) exampleTurn(ex example, dots []float32, maskLabel bool) tur
 		d[ex.vector] = float32(math.Inf(-1))
 	}
 	text := l.Texts[ex.vector-l.First]
-	return turn{text: text, weight: 1, dots: d, lower: strings.ToLower(text)}
+	t := turn{text: text, weight: 1, dots: d, lower: strings.ToLower(text),
+		vec: c.idx.Vector(ex.vector), held: true, heldVec: ex.vector}
+	if c.cal.Fusion.BM25 > 0 {
+		t.bm = c.bm.score(text) // examples are not in the BM25 documents
+	}
+	return t
 }
 
 func rawScores(cs []labelScore) []float64 {

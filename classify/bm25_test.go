@@ -1,0 +1,90 @@
+package classify
+
+import (
+	"context"
+	"math"
+	"reflect"
+	"testing"
+
+	"github.com/viterin/vek/vek32"
+
+	"github.com/classifierd/classifierd/catalog"
+	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/indexer"
+)
+
+func TestLexWords(t *testing.T) {
+	got := lexWords("Please list the open Pull-Requests, and the files I edited!")
+	want := []string{"list", "open", "pull", "request", "file", "edit"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("lexWords: got %q, want %q", got, want)
+	}
+}
+
+func TestBM25(t *testing.T) {
+	c := newTestClassifier(t, nil)
+	// A word only one tool's description has picks that tool, above tools
+	// that share only common words; examples are not indexed.
+	s := c.bm.score("show the jira ticket comments")
+	li, ok := c.idx.Lookup(index.KindTool, "jira/get_issue")
+	if !ok {
+		t.Fatal("no jira/get_issue tool in the test catalog")
+	}
+	best, bestScore := -1, 0.0
+	for l, x := range s {
+		if c.idx.Labels[l].Kind != index.KindTool {
+			t.Fatalf("BM25 scored non-tool label %q", c.idx.Labels[l].ID)
+		}
+		if x > bestScore {
+			best, bestScore = l, x
+		}
+	}
+	if best != li {
+		t.Fatalf("best BM25 tool: got %v, want jira/get_issue (scores %v)", best, s)
+	}
+	if got := c.bm.score("zzz qqq"); len(got) != 0 {
+		t.Errorf("words in no document: got scores %v, want none", got)
+	}
+}
+
+// TestPooledHeldOut checks the calibration-time centroid: leaving a vector
+// out by arithmetic must equal recomputing the centroid without it.
+func TestPooledHeldOut(t *testing.T) {
+	cat, err := catalog.Parse([]byte(`{"servers": [{"id": "fs", "description": "files",
+		"tools": [{"name": "read_file", "description": "read a file", "examples": ["show me notes.txt", "print config.yaml", "cat the readme"]}]}]}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb := bowEmbedder{dims: 64}
+	idx, err := indexer.Build(context.Background(), cat, emb, indexer.Model{Name: "bow", Fingerprint: "f", Dims: 64}, indexer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(idx, emb, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cal.Fusion.ToolCentroid, c.cal.Fusion.ToolDescription, c.cal.Fusion.ToolExactGap = 1, 0, 0
+	for _, li := range c.tools {
+		l := &c.idx.Labels[li]
+		if l.Count < 3 {
+			continue
+		}
+		q := c.idx.Vector(l.First + 1)
+		held := l.First + 2
+		tr := turn{vec: q, held: true, heldVec: held}
+		got := c.pooled(li, l, &tr, 0, 0)
+		sum := make([]float32, c.idx.Dims)
+		for v := l.First; v < l.First+l.Count; v++ {
+			if v != held {
+				vek32.Add_Inplace(sum, c.idx.Vector(v))
+			}
+		}
+		want := float64(vek32.Dot(q, sum)) / math.Sqrt(float64(vek32.Dot(sum, sum)))
+		if math.Abs(got-want) > 1e-4 {
+			t.Fatalf("%s: held-out centroid cosine: got %v, want %v", l.ID, got, want)
+		}
+		return
+	}
+	t.Fatal("no tool with three or more vectors in the test catalog")
+}

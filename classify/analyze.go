@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -137,13 +138,20 @@ func (c *Classifier) analyzeDense(ts []turn, valid map[int]bool) Analysis {
 	thr := c.cal.CategoriesMulti.Threshold
 	var a Analysis
 	var best *labelScore
+	// The answer's confidence is that of the best category naming a real
+	// need: the meta category is the fallback for prompts too vague to act
+	// on, so a prompt that only matches meta ("help me with my project")
+	// gets meta with a low confidence, as hubs expect. Only when meta is
+	// the one valid category does its own probability count.
+	onlyMeta := len(valid) == 1
 	for i := range cs {
 		s := cs[i]
 		if !valid[s.label] {
 			continue
 		}
 		p := c.cal.CategoriesMulti.Prob(s.score)
-		if best == nil {
+		isMeta := c.idx.Labels[s.label].ID == c.cfg.MetaCategory
+		if best == nil && (!isMeta || onlyMeta) {
 			best = &cs[i]
 			a.Confidence = p
 		}
@@ -165,6 +173,9 @@ func (c *Classifier) analyzeDense(ts []turn, valid map[int]bool) Analysis {
 		parts = append(parts, fmt.Sprintf("%s %.2f (%s)", s.ID, s.Confidence, s.Evidence))
 	}
 	a.Reasoning = strings.Join(parts, "; ")
+	if a.Categories[0] == c.cfg.MetaCategory && !onlyMeta && !slices.Contains(a.Categories, c.idx.Labels[best.label].ID) {
+		a.Reasoning += fmt.Sprintf("; no specific tool category: closest %s %.2f", c.idx.Labels[best.label].ID, a.Confidence)
+	}
 	return a
 }
 

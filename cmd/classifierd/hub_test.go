@@ -60,8 +60,18 @@ func TestHubContract(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.GetCategories()[0] != "meta" {
-			t.Fatalf("got %v, want meta first", r)
+		if r.GetCategories()[0] != "meta" || r.GetConfidence() >= 0.5 || r.GetWarning() == "" || r.GetSuggestion() == "" ||
+			!strings.HasPrefix(r.GetNextStep(), "be more specific") {
+			t.Fatalf("got %v, want meta first with confidence below 0.5, a warning and a suggestion", r)
+		}
+	})
+	t.Run("a question about the tools themselves is meta", func(t *testing.T) {
+		r, err := c.AnalyzePrompt(ctx, &pb.AnalyzePromptRequest{Prompt: "which tools do you have?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(r.GetCategories(), []string{"meta"}) {
+			t.Fatalf("got %v, want only meta", r.GetCategories())
 		}
 	})
 	t.Run("unknown valid_categories are ignored with a warning", func(t *testing.T) {

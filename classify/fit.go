@@ -115,7 +115,14 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (Calibration, e
 			srvS = append(srvS, s.score)
 			srvPos = append(srvPos, s.label == own)
 		}
-		for _, s := range ts {
+		// Tools are fitted where Route decides about them: among the
+		// best-ranked candidates. Fitted over every tool of the catalog,
+		// the map learns the base rate of a random tool (1 in N) and
+		// under-states the confidence of the tools Route returns (make
+		// eval, default catalog, ECE over returned tools: 0.108 fitted on
+		// every tool, 0.053 on the best 5; for servers, fitting on every
+		// server measured better, 0.053 against 0.069).
+		for _, s := range ts[:min(len(ts), fitTop)] {
 			toolS = append(toolS, s.score)
 			toolPos = append(toolPos, s.label == ex.label)
 		}
@@ -136,6 +143,10 @@ const (
 	labelFloor = 0.2
 	toolFloor  = 0.01
 )
+
+// fitTop is how many of the best-ranked tools per held-out example the
+// tool map is fitted on.
+const fitTop = 5
 
 // example is one example vector of a label.
 type example struct {

@@ -95,16 +95,20 @@ type tradeoff struct {
 }
 
 type routeReport struct {
-	ServerRecall  map[string]float64 `json:"server_recall_at"`
-	ToolRecall    map[string]float64 `json:"tool_recall_at"`
-	ToolTop1      float64            `json:"tool_top1"`
-	MultiFull5    float64            `json:"multi_full_recall_at_5"`
-	MultiQueries  int                `json:"multi_queries"`
-	ECEBefore     float64            `json:"tool_ece_before"`
-	ECEAfter      float64            `json:"tool_ece_after"`
-	AbstainPrec   float64            `json:"abstain_precision"`
-	AbstainRecall float64            `json:"abstain_recall"`
-	Reliability   []classify.Bin     `json:"reliability"`
+	ServerRecall map[string]float64 `json:"server_recall_at"`
+	ToolRecall   map[string]float64 `json:"tool_recall_at"`
+	ToolTop1     float64            `json:"tool_top1"`
+	MultiFull5   float64            `json:"multi_full_recall_at_5"`
+	MultiQueries int                `json:"multi_queries"`
+	// ECE over every returned tool (up to 5 a query): confidence against
+	// whether that tool is one of the query's gold tools; likewise servers.
+	ECEBefore       float64        `json:"tool_ece_before"`
+	ECEAfter        float64        `json:"tool_ece_after"`
+	ServerECEBefore float64        `json:"server_ece_before"`
+	ServerECEAfter  float64        `json:"server_ece_after"`
+	AbstainPrec     float64        `json:"abstain_precision"`
+	AbstainRecall   float64        `json:"abstain_recall"`
+	Reliability     []classify.Bin `json:"reliability"`
 }
 
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
@@ -226,8 +230,8 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 	ks := []int{1, 3, 5}
 	srvHits, toolHits := make([]int, len(ks)), make([]int, len(ks))
 	var routed, multi, multiFull, top1 int
-	var tConfB, tConfA []float64
-	var tCorrect []bool
+	var tConfB, tConfA, sConfB, sConfA []float64
+	var tCorrect, tRel, sRel []bool
 	var rAbTP, rAbFP, rAbFN int
 
 	for i, q := range qs {
@@ -326,9 +330,19 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 					if right {
 						top1++
 					}
-					tConfB = append(tConfB, clamp01(res.Tools[0].Score))
-					tConfA = append(tConfA, res.Tools[0].Confidence)
 					tCorrect = append(tCorrect, right)
+				}
+				// Calibration is per returned label: a server's or tool's
+				// confidence is the probability that it is relevant.
+				for _, t := range res.Tools {
+					tConfB = append(tConfB, clamp01(t.Score))
+					tConfA = append(tConfA, t.Confidence)
+					tRel = append(tRel, slices.Contains(q.Tools, t.Server+"/"+t.Name))
+				}
+				for _, s := range res.Servers {
+					sConfB = append(sConfB, clamp01(s.Score))
+					sConfA = append(sConfA, s.Confidence)
+					sRel = append(sRel, slices.Contains(q.Servers, s.ID))
 				}
 				if q.Kind == "multi" && len(q.Tools) > 1 {
 					multi++
@@ -382,9 +396,11 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 		rr.ToolTop1 = ratio(top1, len(tCorrect))
 		rr.MultiQueries = multi
 		rr.MultiFull5 = ratio(multiFull, multi)
-		rr.ECEBefore = classify.ECE(tConfB, tCorrect, 15)
-		rr.ECEAfter = classify.ECE(tConfA, tCorrect, 15)
-		rr.Reliability = classify.Reliability(tConfA, tCorrect, 15)
+		rr.ECEBefore = classify.ECE(tConfB, tRel, 15)
+		rr.ECEAfter = classify.ECE(tConfA, tRel, 15)
+		rr.Reliability = classify.Reliability(tConfA, tRel, 15)
+		rr.ServerECEBefore = classify.ECE(sConfB, sRel, 15)
+		rr.ServerECEAfter = classify.ECE(sConfA, sRel, 15)
 		rr.AbstainPrec = ratio(rAbTP, rAbTP+rAbFP)
 		rr.AbstainRecall = ratio(rAbTP, rAbTP+rAbFN)
 		rep.Routing = &rr
@@ -453,8 +469,9 @@ func printReport(w io.Writer, name string, r *report) {
 		}
 	}
 	if rr := r.Routing; rr != nil {
-		fmt.Fprintf(w, "  servers: recall@1 %.3f @3 %.3f @5 %.3f\n", rr.ServerRecall["1"], rr.ServerRecall["3"], rr.ServerRecall["5"])
-		fmt.Fprintf(w, "  tools:   top-1 %.3f  recall@1 %.3f @3 %.3f @5 %.3f  ECE before %.3f after %.3f\n",
+		fmt.Fprintf(w, "  servers: recall@1 %.3f @3 %.3f @5 %.3f  ECE (returned servers) before %.3f after %.3f\n",
+			rr.ServerRecall["1"], rr.ServerRecall["3"], rr.ServerRecall["5"], rr.ServerECEBefore, rr.ServerECEAfter)
+		fmt.Fprintf(w, "  tools:   top-1 %.3f  recall@1 %.3f @3 %.3f @5 %.3f  ECE (returned tools) before %.3f after %.3f\n",
 			rr.ToolTop1, rr.ToolRecall["1"], rr.ToolRecall["3"], rr.ToolRecall["5"], rr.ECEBefore, rr.ECEAfter)
 		if rr.MultiQueries > 0 {
 			fmt.Fprintf(w, "  multi-tool queries: all gold tools in top 5 for %.3f of %d\n", rr.MultiFull5, rr.MultiQueries)

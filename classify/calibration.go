@@ -28,6 +28,9 @@ type Calibration struct {
 	HeadWeight float64 `json:"head_weight,omitempty"`
 	// Fitted is false for DefaultCalibration.
 	Fitted bool `json:"fitted"`
+	// FusionFitted is set when gen-index chose the tool fusion weights on
+	// the catalog's tool examples rather than keeping the defaults.
+	FusionFitted bool `json:"fusion_fitted,omitempty"`
 }
 
 // SingleLabel is p(label) = exp(s/T) / (exp(OOS/T) + Σ exp(s_j/T)): the

@@ -97,6 +97,15 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (Calibration, e
 		cal.CategoriesMulti.SharedFallback = fewExamples(idx, c.cats, opts.MinExamples)
 	}
 
+	// Tool fusion weights, where there are enough tool examples to tell.
+	if len(toolEx) >= minFusionExamples*len(c.tools) && len(c.tools) > 1 {
+		if err := c.fitToolFusion(ctx, toolEx, dots); err != nil {
+			return Calibration{}, err
+		}
+		cal.Fusion = c.cal.Fusion
+		cal.FusionFitted = true
+	}
+
 	// Servers and tools: multi-label, from tool examples.
 	var srvS, toolS []float64
 	var srvPos, toolPos []bool
@@ -416,4 +425,67 @@ func chooseHeadWeight(scores [][]float64, labels, vec []int, oof map[int][]float
 		}
 	}
 	return best
+}
+
+// minFusionExamples is the average number of examples per tool from which
+// gen-index fits the tool fusion weights instead of keeping the defaults.
+const minFusionExamples = 2
+
+// maxFusionExamples bounds the held-out examples the weights are chosen on.
+const maxFusionExamples = 2000
+
+// Candidate tool fusion weights (the defaults are in the middle).
+var (
+	toolCentroids = []float64{0.3, 0.5, 0.7}
+	toolBM25s     = []float64{0.012, 0.018, 0.024}
+)
+
+// fitToolFusion chooses Fusion.ToolCentroid and Fusion.BM25 by the mean
+// reciprocal rank of each held-out tool example's own tool (the example
+// left out of its tool's vectors and centroid; examples are never in the
+// BM25 documents). Ties keep the earlier, more conservative candidate.
+func (c *Classifier) fitToolFusion(ctx context.Context, toolEx []example, dots []float32) error {
+	all := map[int]bool{}
+	for _, li := range c.srvs {
+		all[li] = true
+	}
+	if len(toolEx) > maxFusionExamples { // bound time and memory: an even sample
+		sample := make([]example, 0, maxFusionExamples)
+		for i := 0; i < maxFusionExamples; i++ {
+			sample = append(sample, toolEx[i*len(toolEx)/maxFusionExamples])
+		}
+		toolEx = sample
+	}
+	turns := make([]turn, len(toolEx))
+	for i, ex := range toolEx {
+		turns[i] = c.exampleTurn(ex, dots, false)
+	}
+	base := c.cal.Fusion
+	best, bestMRR := base, -1.0
+	for _, cw := range toolCentroids {
+		for _, bw := range toolBM25s {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			f := base
+			f.ToolCentroid, f.BM25 = cw, bw
+			c.cal.Fusion = f
+			var mrr float64
+			for i, ex := range toolEx {
+				_, ts, _ := c.routeScores(turns[i:i+1], all)
+				for r, s := range ts {
+					if s.label == ex.label {
+						mrr += 1 / float64(r+1)
+						break
+					}
+				}
+			}
+			mrr /= float64(len(toolEx))
+			if mrr > bestMRR+1e-9 {
+				best, bestMRR = f, mrr
+			}
+		}
+	}
+	c.cal.Fusion = best
+	return nil
 }

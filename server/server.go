@@ -171,6 +171,10 @@ func (s *Server) GetIndexInfo(ctx context.Context, _ *pb.GetIndexInfoRequest) (*
 		&pb.CalibrationInfo{Target: "categories", Method: cal.Categories.Method, EceBefore: float32(cal.Categories.ECEBefore),
 			EceAfter: float32(cal.Categories.ECEAfter), Samples: int32(cal.Categories.Samples), DefaultThreshold: float32(cal.Categories.Threshold)},
 		binaryInfo("categories_multi", cal.CategoriesMulti), binaryInfo("servers", cal.Servers), binaryInfo("tools", cal.Tools))
+	f := cal.Fusion
+	out.Fusion = &pb.FusionInfo{Pattern: float32(f.Pattern), Name: float32(f.Name), Keyword: float32(f.Keyword),
+		ToolCentroid: float32(f.ToolCentroid), ToolDescription: float32(f.ToolDescription), ToolExactGap: float32(f.ToolExactGap),
+		Bm25: float32(f.BM25), Fitted: cal.FusionFitted, HeadWeight: float32(cal.HeadWeight)}
 	return out, nil
 }
 

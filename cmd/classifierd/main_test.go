@@ -276,6 +276,11 @@ func TestDaemonServesDefaultCatalog(t *testing.T) {
 			info.GetCategories() != 17 || info.GetTools() < 80 || info.GetLimits().GetMaxTextBytes() != 8192 {
 			t.Fatalf("info = %v", info)
 		}
+		// The default catalog has about one example per tool: too few to fit
+		// the tool fusion weights, so the defaults apply and say so.
+		if f := info.GetFusion(); f.GetFitted() || f.GetToolCentroid() != 0.5 || f.GetBm25() <= 0 || f.GetPattern() <= 0 {
+			t.Fatalf("fusion = %v, want the default weights, not fitted", f)
+		}
 	})
 	t.Run("reflection lists the service", func(t *testing.T) {
 		rc, err := reflectpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)

@@ -1102,8 +1102,10 @@ type GetIndexInfoResponse struct {
 	CatalogSha256    string                 `protobuf:"bytes,10,opt,name=catalog_sha256,json=catalogSha256,proto3" json:"catalog_sha256,omitempty"`
 	Calibration      []*CalibrationInfo     `protobuf:"bytes,11,rep,name=calibration,proto3" json:"calibration,omitempty"`
 	Limits           *Limits                `protobuf:"bytes,12,opt,name=limits,proto3" json:"limits,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// fusion is how dense and lexical evidence are combined into a score.
+	Fusion        *FusionInfo `protobuf:"bytes,13,opt,name=fusion,proto3" json:"fusion,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetIndexInfoResponse) Reset() {
@@ -1220,6 +1222,131 @@ func (x *GetIndexInfoResponse) GetLimits() *Limits {
 	return nil
 }
 
+func (x *GetIndexInfoResponse) GetFusion() *FusionInfo {
+	if x != nil {
+		return x.Fusion
+	}
+	return nil
+}
+
+// FusionInfo is the index's score fusion (README: Confidence and abstain).
+type FusionInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// pattern, name and keyword are added when a category pattern matches,
+	// the text names a tool or server, or a catalog keyword occurs.
+	Pattern float32 `protobuf:"fixed32,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	Name    float32 `protobuf:"fixed32,2,opt,name=name,proto3" json:"name,omitempty"`
+	Keyword float32 `protobuf:"fixed32,3,opt,name=keyword,proto3" json:"keyword,omitempty"`
+	// A tool's dense score: (1-tool_centroid)*best vector + tool_centroid*centroid
+	// + tool_description*description, over 1+tool_description, and no lower
+	// than the best vector less tool_exact_gap.
+	ToolCentroid    float32 `protobuf:"fixed32,4,opt,name=tool_centroid,json=toolCentroid,proto3" json:"tool_centroid,omitempty"`
+	ToolDescription float32 `protobuf:"fixed32,5,opt,name=tool_description,json=toolDescription,proto3" json:"tool_description,omitempty"`
+	ToolExactGap    float32 `protobuf:"fixed32,6,opt,name=tool_exact_gap,json=toolExactGap,proto3" json:"tool_exact_gap,omitempty"`
+	// bm25 weighs a tool's BM25 score over its name, description and keywords.
+	Bm25 float32 `protobuf:"fixed32,7,opt,name=bm25,proto3" json:"bm25,omitempty"`
+	// fitted is true when gen-index chose tool_centroid and bm25 on the
+	// catalog's tool examples rather than keeping the defaults.
+	Fitted bool `protobuf:"varint,8,opt,name=fitted,proto3" json:"fitted,omitempty"`
+	// head_weight weighs the single-label linear head (0: no head).
+	HeadWeight    float32 `protobuf:"fixed32,9,opt,name=head_weight,json=headWeight,proto3" json:"head_weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FusionInfo) Reset() {
+	*x = FusionInfo{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FusionInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FusionInfo) ProtoMessage() {}
+
+func (x *FusionInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FusionInfo.ProtoReflect.Descriptor instead.
+func (*FusionInfo) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *FusionInfo) GetPattern() float32 {
+	if x != nil {
+		return x.Pattern
+	}
+	return 0
+}
+
+func (x *FusionInfo) GetName() float32 {
+	if x != nil {
+		return x.Name
+	}
+	return 0
+}
+
+func (x *FusionInfo) GetKeyword() float32 {
+	if x != nil {
+		return x.Keyword
+	}
+	return 0
+}
+
+func (x *FusionInfo) GetToolCentroid() float32 {
+	if x != nil {
+		return x.ToolCentroid
+	}
+	return 0
+}
+
+func (x *FusionInfo) GetToolDescription() float32 {
+	if x != nil {
+		return x.ToolDescription
+	}
+	return 0
+}
+
+func (x *FusionInfo) GetToolExactGap() float32 {
+	if x != nil {
+		return x.ToolExactGap
+	}
+	return 0
+}
+
+func (x *FusionInfo) GetBm25() float32 {
+	if x != nil {
+		return x.Bm25
+	}
+	return 0
+}
+
+func (x *FusionInfo) GetFitted() bool {
+	if x != nil {
+		return x.Fitted
+	}
+	return false
+}
+
+func (x *FusionInfo) GetHeadWeight() float32 {
+	if x != nil {
+		return x.HeadWeight
+	}
+	return 0
+}
+
 // AnalyzePromptRequest mirrors a hub's analyze_prompt meta-tool arguments.
 type AnalyzePromptRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -1238,7 +1365,7 @@ type AnalyzePromptRequest struct {
 
 func (x *AnalyzePromptRequest) Reset() {
 	*x = AnalyzePromptRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1377,7 @@ func (x *AnalyzePromptRequest) String() string {
 func (*AnalyzePromptRequest) ProtoMessage() {}
 
 func (x *AnalyzePromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,7 +1390,7 @@ func (x *AnalyzePromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzePromptRequest.ProtoReflect.Descriptor instead.
 func (*AnalyzePromptRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{15}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AnalyzePromptRequest) GetPrompt() string {
@@ -1330,7 +1457,7 @@ type AnalyzePromptResponse struct {
 
 func (x *AnalyzePromptResponse) Reset() {
 	*x = AnalyzePromptResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1342,7 +1469,7 @@ func (x *AnalyzePromptResponse) String() string {
 func (*AnalyzePromptResponse) ProtoMessage() {}
 
 func (x *AnalyzePromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1355,7 +1482,7 @@ func (x *AnalyzePromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzePromptResponse.ProtoReflect.Descriptor instead.
 func (*AnalyzePromptResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{16}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AnalyzePromptResponse) GetCategories() []string {
@@ -1452,7 +1579,7 @@ type DetectContextsRequest struct {
 
 func (x *DetectContextsRequest) Reset() {
 	*x = DetectContextsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1591,7 @@ func (x *DetectContextsRequest) String() string {
 func (*DetectContextsRequest) ProtoMessage() {}
 
 func (x *DetectContextsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1604,7 @@ func (x *DetectContextsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectContextsRequest.ProtoReflect.Descriptor instead.
 func (*DetectContextsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{17}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DetectContextsRequest) GetText() string {
@@ -1502,7 +1629,7 @@ type DetectedContext struct {
 
 func (x *DetectedContext) Reset() {
 	*x = DetectedContext{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1641,7 @@ func (x *DetectedContext) String() string {
 func (*DetectedContext) ProtoMessage() {}
 
 func (x *DetectedContext) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1654,7 @@ func (x *DetectedContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectedContext.ProtoReflect.Descriptor instead.
 func (*DetectedContext) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{18}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DetectedContext) GetId() string {
@@ -1570,7 +1697,7 @@ type DetectContextsResponse struct {
 
 func (x *DetectContextsResponse) Reset() {
 	*x = DetectContextsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1709,7 @@ func (x *DetectContextsResponse) String() string {
 func (*DetectContextsResponse) ProtoMessage() {}
 
 func (x *DetectContextsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1722,7 @@ func (x *DetectContextsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectContextsResponse.ProtoReflect.Descriptor instead.
 func (*DetectContextsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{19}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DetectContextsResponse) GetContexts() []*DetectedContext {
@@ -1628,7 +1755,7 @@ type ExposureChange struct {
 
 func (x *ExposureChange) Reset() {
 	*x = ExposureChange{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1767,7 @@ func (x *ExposureChange) String() string {
 func (*ExposureChange) ProtoMessage() {}
 
 func (x *ExposureChange) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1780,7 @@ func (x *ExposureChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExposureChange.ProtoReflect.Descriptor instead.
 func (*ExposureChange) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{20}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExposureChange) GetTimestamp() *timestamppb.Timestamp {
@@ -1705,7 +1832,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +1844,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1730,7 +1857,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{21}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Session) GetId() string {
@@ -1781,7 +1908,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +1920,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +1933,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{22}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateSessionRequest) GetSessionId() string {
@@ -1833,7 +1960,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +1972,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +1985,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{23}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -1878,7 +2005,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +2017,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +2030,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{24}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1923,7 +2050,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1935,7 +2062,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1948,7 +2075,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{25}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1968,7 +2095,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2107,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2120,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{26}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -2012,7 +2139,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2024,7 +2151,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2037,7 +2164,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{27}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{28}
 }
 
 // UpdateExposureRequest changes a session's exposed categories.
@@ -2053,7 +2180,7 @@ type UpdateExposureRequest struct {
 
 func (x *UpdateExposureRequest) Reset() {
 	*x = UpdateExposureRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2065,7 +2192,7 @@ func (x *UpdateExposureRequest) String() string {
 func (*UpdateExposureRequest) ProtoMessage() {}
 
 func (x *UpdateExposureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2078,7 +2205,7 @@ func (x *UpdateExposureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateExposureRequest.ProtoReflect.Descriptor instead.
 func (*UpdateExposureRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{28}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *UpdateExposureRequest) GetSessionId() string {
@@ -2116,7 +2243,7 @@ type UpdateExposureResponse struct {
 
 func (x *UpdateExposureResponse) Reset() {
 	*x = UpdateExposureResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2128,7 +2255,7 @@ func (x *UpdateExposureResponse) String() string {
 func (*UpdateExposureResponse) ProtoMessage() {}
 
 func (x *UpdateExposureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2141,7 +2268,7 @@ func (x *UpdateExposureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateExposureResponse.ProtoReflect.Descriptor instead.
 func (*UpdateExposureResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{29}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UpdateExposureResponse) GetAdded() []string {
@@ -2194,7 +2321,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2333,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2346,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{30}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Tool) GetName() string {
@@ -2267,7 +2394,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2406,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2419,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{31}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListToolsRequest) GetSessionId() string {
@@ -2314,7 +2441,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2326,7 +2453,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2339,7 +2466,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{32}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -2373,7 +2500,7 @@ type WatchExposureRequest struct {
 
 func (x *WatchExposureRequest) Reset() {
 	*x = WatchExposureRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2512,7 @@ func (x *WatchExposureRequest) String() string {
 func (*WatchExposureRequest) ProtoMessage() {}
 
 func (x *WatchExposureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2525,7 @@ func (x *WatchExposureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchExposureRequest.ProtoReflect.Descriptor instead.
 func (*WatchExposureRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{33}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WatchExposureRequest) GetSessionId() string {
@@ -2420,7 +2547,7 @@ type WatchExposureResponse struct {
 
 func (x *WatchExposureResponse) Reset() {
 	*x = WatchExposureResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2432,7 +2559,7 @@ func (x *WatchExposureResponse) String() string {
 func (*WatchExposureResponse) ProtoMessage() {}
 
 func (x *WatchExposureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +2572,7 @@ func (x *WatchExposureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchExposureResponse.ProtoReflect.Descriptor instead.
 func (*WatchExposureResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{34}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WatchExposureResponse) GetSessionId() string {
@@ -2478,7 +2605,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2490,7 +2617,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2503,7 +2630,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{35}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{36}
 }
 
 // GetStatsResponse reports cumulative counters since start.
@@ -2524,7 +2651,7 @@ type GetStatsResponse struct {
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2536,7 +2663,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2549,7 +2676,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{36}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetStatsResponse) GetSince() *timestamppb.Timestamp {
@@ -2630,7 +2757,7 @@ type DetectInputPromptRequest struct {
 
 func (x *DetectInputPromptRequest) Reset() {
 	*x = DetectInputPromptRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2769,7 @@ func (x *DetectInputPromptRequest) String() string {
 func (*DetectInputPromptRequest) ProtoMessage() {}
 
 func (x *DetectInputPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2782,7 @@ func (x *DetectInputPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectInputPromptRequest.ProtoReflect.Descriptor instead.
 func (*DetectInputPromptRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{37}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DetectInputPromptRequest) GetSessionId() string {
@@ -2699,7 +2826,7 @@ type InputPrompt struct {
 
 func (x *InputPrompt) Reset() {
 	*x = InputPrompt{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2711,7 +2838,7 @@ func (x *InputPrompt) String() string {
 func (*InputPrompt) ProtoMessage() {}
 
 func (x *InputPrompt) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2724,7 +2851,7 @@ func (x *InputPrompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputPrompt.ProtoReflect.Descriptor instead.
 func (*InputPrompt) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{38}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *InputPrompt) GetPromptText() string {
@@ -2794,7 +2921,7 @@ type DetectInputPromptResponse struct {
 
 func (x *DetectInputPromptResponse) Reset() {
 	*x = DetectInputPromptResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +2933,7 @@ func (x *DetectInputPromptResponse) String() string {
 func (*DetectInputPromptResponse) ProtoMessage() {}
 
 func (x *DetectInputPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +2946,7 @@ func (x *DetectInputPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectInputPromptResponse.ProtoReflect.Descriptor instead.
 func (*DetectInputPromptResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{39}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DetectInputPromptResponse) GetDetected() bool {
@@ -2848,7 +2975,7 @@ type InferExpectedInputRequest struct {
 
 func (x *InferExpectedInputRequest) Reset() {
 	*x = InferExpectedInputRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +2987,7 @@ func (x *InferExpectedInputRequest) String() string {
 func (*InferExpectedInputRequest) ProtoMessage() {}
 
 func (x *InferExpectedInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +3000,7 @@ func (x *InferExpectedInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InferExpectedInputRequest.ProtoReflect.Descriptor instead.
 func (*InferExpectedInputRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{40}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *InferExpectedInputRequest) GetPromptText() string {
@@ -2911,7 +3038,7 @@ type InputSuggestion struct {
 
 func (x *InputSuggestion) Reset() {
 	*x = InputSuggestion{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2923,7 +3050,7 @@ func (x *InputSuggestion) String() string {
 func (*InputSuggestion) ProtoMessage() {}
 
 func (x *InputSuggestion) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2936,7 +3063,7 @@ func (x *InputSuggestion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputSuggestion.ProtoReflect.Descriptor instead.
 func (*InputSuggestion) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{41}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *InputSuggestion) GetInputText() string {
@@ -2978,7 +3105,7 @@ type InferExpectedInputResponse struct {
 
 func (x *InferExpectedInputResponse) Reset() {
 	*x = InferExpectedInputResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3117,7 @@ func (x *InferExpectedInputResponse) String() string {
 func (*InferExpectedInputResponse) ProtoMessage() {}
 
 func (x *InferExpectedInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3130,7 @@ func (x *InferExpectedInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InferExpectedInputResponse.ProtoReflect.Descriptor instead.
 func (*InferExpectedInputResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{42}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *InferExpectedInputResponse) GetSuggestions() []*InputSuggestion {
@@ -3038,7 +3165,7 @@ type TrackInputEventRequest struct {
 
 func (x *TrackInputEventRequest) Reset() {
 	*x = TrackInputEventRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3050,7 +3177,7 @@ func (x *TrackInputEventRequest) String() string {
 func (*TrackInputEventRequest) ProtoMessage() {}
 
 func (x *TrackInputEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3063,7 +3190,7 @@ func (x *TrackInputEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrackInputEventRequest.ProtoReflect.Descriptor instead.
 func (*TrackInputEventRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{43}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TrackInputEventRequest) GetSessionId() string {
@@ -3127,7 +3254,7 @@ type TrackInputEventResponse struct {
 
 func (x *TrackInputEventResponse) Reset() {
 	*x = TrackInputEventResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3139,7 +3266,7 @@ func (x *TrackInputEventResponse) String() string {
 func (*TrackInputEventResponse) ProtoMessage() {}
 
 func (x *TrackInputEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3152,7 +3279,7 @@ func (x *TrackInputEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrackInputEventResponse.ProtoReflect.Descriptor instead.
 func (*TrackInputEventResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{44}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TrackInputEventResponse) GetEventId() string {
@@ -3188,7 +3315,7 @@ type GetSessionHistoryRequest struct {
 
 func (x *GetSessionHistoryRequest) Reset() {
 	*x = GetSessionHistoryRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3200,7 +3327,7 @@ func (x *GetSessionHistoryRequest) String() string {
 func (*GetSessionHistoryRequest) ProtoMessage() {}
 
 func (x *GetSessionHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3213,7 +3340,7 @@ func (x *GetSessionHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{45}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetSessionHistoryRequest) GetSessionId() string {
@@ -3250,7 +3377,7 @@ type InputEvent struct {
 
 func (x *InputEvent) Reset() {
 	*x = InputEvent{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3262,7 +3389,7 @@ func (x *InputEvent) String() string {
 func (*InputEvent) ProtoMessage() {}
 
 func (x *InputEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3275,7 +3402,7 @@ func (x *InputEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputEvent.ProtoReflect.Descriptor instead.
 func (*InputEvent) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{46}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *InputEvent) GetEventId() string {
@@ -3358,7 +3485,7 @@ type GetSessionHistoryResponse struct {
 
 func (x *GetSessionHistoryResponse) Reset() {
 	*x = GetSessionHistoryResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3370,7 +3497,7 @@ func (x *GetSessionHistoryResponse) String() string {
 func (*GetSessionHistoryResponse) ProtoMessage() {}
 
 func (x *GetSessionHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3383,7 +3510,7 @@ func (x *GetSessionHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{47}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetSessionHistoryResponse) GetEvents() []*InputEvent {
@@ -3485,7 +3612,7 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\fmax_messages\x18\x03 \x01(\x05R\vmaxMessages\x12\x1d\n" +
 	"\n" +
 	"max_tokens\x18\x04 \x01(\x05R\tmaxTokens\x12\x1a\n" +
-	"\tmax_top_k\x18\x05 \x01(\x05R\amaxTopK\"\xe2\x03\n" +
+	"\tmax_top_k\x18\x05 \x01(\x05R\amaxTopK\"\x95\x04\n" +
 	"\x14GetIndexInfoResponse\x12\x1d\n" +
 	"\n" +
 	"model_name\x18\x01 \x01(\tR\tmodelName\x12\x1e\n" +
@@ -3504,7 +3631,20 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\x0ecatalog_sha256\x18\n" +
 	" \x01(\tR\rcatalogSha256\x12@\n" +
 	"\vcalibration\x18\v \x03(\v2\x1e.classifier.v1.CalibrationInfoR\vcalibration\x12-\n" +
-	"\x06limits\x18\f \x01(\v2\x15.classifier.v1.LimitsR\x06limits\"\xa6\x01\n" +
+	"\x06limits\x18\f \x01(\v2\x15.classifier.v1.LimitsR\x06limits\x121\n" +
+	"\x06fusion\x18\r \x01(\v2\x19.classifier.v1.FusionInfoR\x06fusion\"\x97\x02\n" +
+	"\n" +
+	"FusionInfo\x12\x18\n" +
+	"\apattern\x18\x01 \x01(\x02R\apattern\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\x02R\x04name\x12\x18\n" +
+	"\akeyword\x18\x03 \x01(\x02R\akeyword\x12#\n" +
+	"\rtool_centroid\x18\x04 \x01(\x02R\ftoolCentroid\x12)\n" +
+	"\x10tool_description\x18\x05 \x01(\x02R\x0ftoolDescription\x12$\n" +
+	"\x0etool_exact_gap\x18\x06 \x01(\x02R\ftoolExactGap\x12\x12\n" +
+	"\x04bm25\x18\a \x01(\x02R\x04bm25\x12\x16\n" +
+	"\x06fitted\x18\b \x01(\bR\x06fitted\x12\x1f\n" +
+	"\vhead_weight\x18\t \x01(\x02R\n" +
+	"headWeight\"\xa6\x01\n" +
 	"\x14AnalyzePromptRequest\x12\x16\n" +
 	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x12\x18\n" +
 	"\acontext\x18\x02 \x01(\tR\acontext\x12)\n" +
@@ -3738,7 +3878,7 @@ func file_classifier_v1_classifier_proto_rawDescGZIP() []byte {
 }
 
 var file_classifier_v1_classifier_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_classifier_v1_classifier_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_classifier_v1_classifier_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_classifier_v1_classifier_proto_goTypes = []any{
 	(NoMatchPolicy)(0),                 // 0: classifier.v1.NoMatchPolicy
 	(*ScoredLabel)(nil),                // 1: classifier.v1.ScoredLabel
@@ -3756,41 +3896,42 @@ var file_classifier_v1_classifier_proto_goTypes = []any{
 	(*CalibrationInfo)(nil),            // 13: classifier.v1.CalibrationInfo
 	(*Limits)(nil),                     // 14: classifier.v1.Limits
 	(*GetIndexInfoResponse)(nil),       // 15: classifier.v1.GetIndexInfoResponse
-	(*AnalyzePromptRequest)(nil),       // 16: classifier.v1.AnalyzePromptRequest
-	(*AnalyzePromptResponse)(nil),      // 17: classifier.v1.AnalyzePromptResponse
-	(*DetectContextsRequest)(nil),      // 18: classifier.v1.DetectContextsRequest
-	(*DetectedContext)(nil),            // 19: classifier.v1.DetectedContext
-	(*DetectContextsResponse)(nil),     // 20: classifier.v1.DetectContextsResponse
-	(*ExposureChange)(nil),             // 21: classifier.v1.ExposureChange
-	(*Session)(nil),                    // 22: classifier.v1.Session
-	(*CreateSessionRequest)(nil),       // 23: classifier.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),      // 24: classifier.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),          // 25: classifier.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),         // 26: classifier.v1.GetSessionResponse
-	(*DeleteSessionRequest)(nil),       // 27: classifier.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),      // 28: classifier.v1.DeleteSessionResponse
-	(*UpdateExposureRequest)(nil),      // 29: classifier.v1.UpdateExposureRequest
-	(*UpdateExposureResponse)(nil),     // 30: classifier.v1.UpdateExposureResponse
-	(*Tool)(nil),                       // 31: classifier.v1.Tool
-	(*ListToolsRequest)(nil),           // 32: classifier.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),          // 33: classifier.v1.ListToolsResponse
-	(*WatchExposureRequest)(nil),       // 34: classifier.v1.WatchExposureRequest
-	(*WatchExposureResponse)(nil),      // 35: classifier.v1.WatchExposureResponse
-	(*GetStatsRequest)(nil),            // 36: classifier.v1.GetStatsRequest
-	(*GetStatsResponse)(nil),           // 37: classifier.v1.GetStatsResponse
-	(*DetectInputPromptRequest)(nil),   // 38: classifier.v1.DetectInputPromptRequest
-	(*InputPrompt)(nil),                // 39: classifier.v1.InputPrompt
-	(*DetectInputPromptResponse)(nil),  // 40: classifier.v1.DetectInputPromptResponse
-	(*InferExpectedInputRequest)(nil),  // 41: classifier.v1.InferExpectedInputRequest
-	(*InputSuggestion)(nil),            // 42: classifier.v1.InputSuggestion
-	(*InferExpectedInputResponse)(nil), // 43: classifier.v1.InferExpectedInputResponse
-	(*TrackInputEventRequest)(nil),     // 44: classifier.v1.TrackInputEventRequest
-	(*TrackInputEventResponse)(nil),    // 45: classifier.v1.TrackInputEventResponse
-	(*GetSessionHistoryRequest)(nil),   // 46: classifier.v1.GetSessionHistoryRequest
-	(*InputEvent)(nil),                 // 47: classifier.v1.InputEvent
-	(*GetSessionHistoryResponse)(nil),  // 48: classifier.v1.GetSessionHistoryResponse
-	nil,                                // 49: classifier.v1.GetStatsResponse.RequestsByMethodEntry
-	(*timestamppb.Timestamp)(nil),      // 50: google.protobuf.Timestamp
+	(*FusionInfo)(nil),                 // 16: classifier.v1.FusionInfo
+	(*AnalyzePromptRequest)(nil),       // 17: classifier.v1.AnalyzePromptRequest
+	(*AnalyzePromptResponse)(nil),      // 18: classifier.v1.AnalyzePromptResponse
+	(*DetectContextsRequest)(nil),      // 19: classifier.v1.DetectContextsRequest
+	(*DetectedContext)(nil),            // 20: classifier.v1.DetectedContext
+	(*DetectContextsResponse)(nil),     // 21: classifier.v1.DetectContextsResponse
+	(*ExposureChange)(nil),             // 22: classifier.v1.ExposureChange
+	(*Session)(nil),                    // 23: classifier.v1.Session
+	(*CreateSessionRequest)(nil),       // 24: classifier.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),      // 25: classifier.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),          // 26: classifier.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),         // 27: classifier.v1.GetSessionResponse
+	(*DeleteSessionRequest)(nil),       // 28: classifier.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),      // 29: classifier.v1.DeleteSessionResponse
+	(*UpdateExposureRequest)(nil),      // 30: classifier.v1.UpdateExposureRequest
+	(*UpdateExposureResponse)(nil),     // 31: classifier.v1.UpdateExposureResponse
+	(*Tool)(nil),                       // 32: classifier.v1.Tool
+	(*ListToolsRequest)(nil),           // 33: classifier.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),          // 34: classifier.v1.ListToolsResponse
+	(*WatchExposureRequest)(nil),       // 35: classifier.v1.WatchExposureRequest
+	(*WatchExposureResponse)(nil),      // 36: classifier.v1.WatchExposureResponse
+	(*GetStatsRequest)(nil),            // 37: classifier.v1.GetStatsRequest
+	(*GetStatsResponse)(nil),           // 38: classifier.v1.GetStatsResponse
+	(*DetectInputPromptRequest)(nil),   // 39: classifier.v1.DetectInputPromptRequest
+	(*InputPrompt)(nil),                // 40: classifier.v1.InputPrompt
+	(*DetectInputPromptResponse)(nil),  // 41: classifier.v1.DetectInputPromptResponse
+	(*InferExpectedInputRequest)(nil),  // 42: classifier.v1.InferExpectedInputRequest
+	(*InputSuggestion)(nil),            // 43: classifier.v1.InputSuggestion
+	(*InferExpectedInputResponse)(nil), // 44: classifier.v1.InferExpectedInputResponse
+	(*TrackInputEventRequest)(nil),     // 45: classifier.v1.TrackInputEventRequest
+	(*TrackInputEventResponse)(nil),    // 46: classifier.v1.TrackInputEventResponse
+	(*GetSessionHistoryRequest)(nil),   // 47: classifier.v1.GetSessionHistoryRequest
+	(*InputEvent)(nil),                 // 48: classifier.v1.InputEvent
+	(*GetSessionHistoryResponse)(nil),  // 49: classifier.v1.GetSessionHistoryResponse
+	nil,                                // 50: classifier.v1.GetStatsResponse.RequestsByMethodEntry
+	(*timestamppb.Timestamp)(nil),      // 51: google.protobuf.Timestamp
 }
 var file_classifier_v1_classifier_proto_depIdxs = []int32{
 	1,  // 0: classifier.v1.ClassifyResponse.categories:type_name -> classifier.v1.ScoredLabel
@@ -3802,66 +3943,67 @@ var file_classifier_v1_classifier_proto_depIdxs = []int32{
 	7,  // 6: classifier.v1.RouteResponse.stats:type_name -> classifier.v1.ToolStats
 	0,  // 7: classifier.v1.RouteResponse.applied_policy:type_name -> classifier.v1.NoMatchPolicy
 	10, // 8: classifier.v1.EmbedResponse.vectors:type_name -> classifier.v1.Vector
-	50, // 9: classifier.v1.GetIndexInfoResponse.built_at:type_name -> google.protobuf.Timestamp
+	51, // 9: classifier.v1.GetIndexInfoResponse.built_at:type_name -> google.protobuf.Timestamp
 	13, // 10: classifier.v1.GetIndexInfoResponse.calibration:type_name -> classifier.v1.CalibrationInfo
 	14, // 11: classifier.v1.GetIndexInfoResponse.limits:type_name -> classifier.v1.Limits
-	1,  // 12: classifier.v1.AnalyzePromptResponse.scores:type_name -> classifier.v1.ScoredLabel
-	19, // 13: classifier.v1.DetectContextsResponse.contexts:type_name -> classifier.v1.DetectedContext
-	50, // 14: classifier.v1.ExposureChange.timestamp:type_name -> google.protobuf.Timestamp
-	21, // 15: classifier.v1.Session.history:type_name -> classifier.v1.ExposureChange
-	50, // 16: classifier.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	50, // 17: classifier.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
-	22, // 18: classifier.v1.CreateSessionResponse.session:type_name -> classifier.v1.Session
-	22, // 19: classifier.v1.GetSessionResponse.session:type_name -> classifier.v1.Session
-	31, // 20: classifier.v1.ListToolsResponse.tools:type_name -> classifier.v1.Tool
-	7,  // 21: classifier.v1.ListToolsResponse.stats:type_name -> classifier.v1.ToolStats
-	21, // 22: classifier.v1.WatchExposureResponse.change:type_name -> classifier.v1.ExposureChange
-	50, // 23: classifier.v1.GetStatsResponse.since:type_name -> google.protobuf.Timestamp
-	49, // 24: classifier.v1.GetStatsResponse.requests_by_method:type_name -> classifier.v1.GetStatsResponse.RequestsByMethodEntry
-	50, // 25: classifier.v1.InputPrompt.timestamp:type_name -> google.protobuf.Timestamp
-	39, // 26: classifier.v1.DetectInputPromptResponse.prompt:type_name -> classifier.v1.InputPrompt
-	42, // 27: classifier.v1.InferExpectedInputResponse.suggestions:type_name -> classifier.v1.InputSuggestion
-	50, // 28: classifier.v1.InputEvent.timestamp:type_name -> google.protobuf.Timestamp
-	47, // 29: classifier.v1.GetSessionHistoryResponse.events:type_name -> classifier.v1.InputEvent
-	3,  // 30: classifier.v1.ClassifierService.Classify:input_type -> classifier.v1.ClassifyRequest
-	6,  // 31: classifier.v1.ClassifierService.Route:input_type -> classifier.v1.RouteRequest
-	9,  // 32: classifier.v1.ClassifierService.Embed:input_type -> classifier.v1.EmbedRequest
-	12, // 33: classifier.v1.ClassifierService.GetIndexInfo:input_type -> classifier.v1.GetIndexInfoRequest
-	16, // 34: classifier.v1.ClassifierService.AnalyzePrompt:input_type -> classifier.v1.AnalyzePromptRequest
-	18, // 35: classifier.v1.ClassifierService.DetectContexts:input_type -> classifier.v1.DetectContextsRequest
-	23, // 36: classifier.v1.ClassifierService.CreateSession:input_type -> classifier.v1.CreateSessionRequest
-	25, // 37: classifier.v1.ClassifierService.GetSession:input_type -> classifier.v1.GetSessionRequest
-	27, // 38: classifier.v1.ClassifierService.DeleteSession:input_type -> classifier.v1.DeleteSessionRequest
-	29, // 39: classifier.v1.ClassifierService.UpdateExposure:input_type -> classifier.v1.UpdateExposureRequest
-	32, // 40: classifier.v1.ClassifierService.ListTools:input_type -> classifier.v1.ListToolsRequest
-	34, // 41: classifier.v1.ClassifierService.WatchExposure:input_type -> classifier.v1.WatchExposureRequest
-	36, // 42: classifier.v1.ClassifierService.GetStats:input_type -> classifier.v1.GetStatsRequest
-	38, // 43: classifier.v1.TerminalService.DetectInputPrompt:input_type -> classifier.v1.DetectInputPromptRequest
-	41, // 44: classifier.v1.TerminalService.InferExpectedInput:input_type -> classifier.v1.InferExpectedInputRequest
-	44, // 45: classifier.v1.TerminalService.TrackInputEvent:input_type -> classifier.v1.TrackInputEventRequest
-	46, // 46: classifier.v1.TerminalService.GetSessionHistory:input_type -> classifier.v1.GetSessionHistoryRequest
-	4,  // 47: classifier.v1.ClassifierService.Classify:output_type -> classifier.v1.ClassifyResponse
-	8,  // 48: classifier.v1.ClassifierService.Route:output_type -> classifier.v1.RouteResponse
-	11, // 49: classifier.v1.ClassifierService.Embed:output_type -> classifier.v1.EmbedResponse
-	15, // 50: classifier.v1.ClassifierService.GetIndexInfo:output_type -> classifier.v1.GetIndexInfoResponse
-	17, // 51: classifier.v1.ClassifierService.AnalyzePrompt:output_type -> classifier.v1.AnalyzePromptResponse
-	20, // 52: classifier.v1.ClassifierService.DetectContexts:output_type -> classifier.v1.DetectContextsResponse
-	24, // 53: classifier.v1.ClassifierService.CreateSession:output_type -> classifier.v1.CreateSessionResponse
-	26, // 54: classifier.v1.ClassifierService.GetSession:output_type -> classifier.v1.GetSessionResponse
-	28, // 55: classifier.v1.ClassifierService.DeleteSession:output_type -> classifier.v1.DeleteSessionResponse
-	30, // 56: classifier.v1.ClassifierService.UpdateExposure:output_type -> classifier.v1.UpdateExposureResponse
-	33, // 57: classifier.v1.ClassifierService.ListTools:output_type -> classifier.v1.ListToolsResponse
-	35, // 58: classifier.v1.ClassifierService.WatchExposure:output_type -> classifier.v1.WatchExposureResponse
-	37, // 59: classifier.v1.ClassifierService.GetStats:output_type -> classifier.v1.GetStatsResponse
-	40, // 60: classifier.v1.TerminalService.DetectInputPrompt:output_type -> classifier.v1.DetectInputPromptResponse
-	43, // 61: classifier.v1.TerminalService.InferExpectedInput:output_type -> classifier.v1.InferExpectedInputResponse
-	45, // 62: classifier.v1.TerminalService.TrackInputEvent:output_type -> classifier.v1.TrackInputEventResponse
-	48, // 63: classifier.v1.TerminalService.GetSessionHistory:output_type -> classifier.v1.GetSessionHistoryResponse
-	47, // [47:64] is the sub-list for method output_type
-	30, // [30:47] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	16, // 12: classifier.v1.GetIndexInfoResponse.fusion:type_name -> classifier.v1.FusionInfo
+	1,  // 13: classifier.v1.AnalyzePromptResponse.scores:type_name -> classifier.v1.ScoredLabel
+	20, // 14: classifier.v1.DetectContextsResponse.contexts:type_name -> classifier.v1.DetectedContext
+	51, // 15: classifier.v1.ExposureChange.timestamp:type_name -> google.protobuf.Timestamp
+	22, // 16: classifier.v1.Session.history:type_name -> classifier.v1.ExposureChange
+	51, // 17: classifier.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	51, // 18: classifier.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
+	23, // 19: classifier.v1.CreateSessionResponse.session:type_name -> classifier.v1.Session
+	23, // 20: classifier.v1.GetSessionResponse.session:type_name -> classifier.v1.Session
+	32, // 21: classifier.v1.ListToolsResponse.tools:type_name -> classifier.v1.Tool
+	7,  // 22: classifier.v1.ListToolsResponse.stats:type_name -> classifier.v1.ToolStats
+	22, // 23: classifier.v1.WatchExposureResponse.change:type_name -> classifier.v1.ExposureChange
+	51, // 24: classifier.v1.GetStatsResponse.since:type_name -> google.protobuf.Timestamp
+	50, // 25: classifier.v1.GetStatsResponse.requests_by_method:type_name -> classifier.v1.GetStatsResponse.RequestsByMethodEntry
+	51, // 26: classifier.v1.InputPrompt.timestamp:type_name -> google.protobuf.Timestamp
+	40, // 27: classifier.v1.DetectInputPromptResponse.prompt:type_name -> classifier.v1.InputPrompt
+	43, // 28: classifier.v1.InferExpectedInputResponse.suggestions:type_name -> classifier.v1.InputSuggestion
+	51, // 29: classifier.v1.InputEvent.timestamp:type_name -> google.protobuf.Timestamp
+	48, // 30: classifier.v1.GetSessionHistoryResponse.events:type_name -> classifier.v1.InputEvent
+	3,  // 31: classifier.v1.ClassifierService.Classify:input_type -> classifier.v1.ClassifyRequest
+	6,  // 32: classifier.v1.ClassifierService.Route:input_type -> classifier.v1.RouteRequest
+	9,  // 33: classifier.v1.ClassifierService.Embed:input_type -> classifier.v1.EmbedRequest
+	12, // 34: classifier.v1.ClassifierService.GetIndexInfo:input_type -> classifier.v1.GetIndexInfoRequest
+	17, // 35: classifier.v1.ClassifierService.AnalyzePrompt:input_type -> classifier.v1.AnalyzePromptRequest
+	19, // 36: classifier.v1.ClassifierService.DetectContexts:input_type -> classifier.v1.DetectContextsRequest
+	24, // 37: classifier.v1.ClassifierService.CreateSession:input_type -> classifier.v1.CreateSessionRequest
+	26, // 38: classifier.v1.ClassifierService.GetSession:input_type -> classifier.v1.GetSessionRequest
+	28, // 39: classifier.v1.ClassifierService.DeleteSession:input_type -> classifier.v1.DeleteSessionRequest
+	30, // 40: classifier.v1.ClassifierService.UpdateExposure:input_type -> classifier.v1.UpdateExposureRequest
+	33, // 41: classifier.v1.ClassifierService.ListTools:input_type -> classifier.v1.ListToolsRequest
+	35, // 42: classifier.v1.ClassifierService.WatchExposure:input_type -> classifier.v1.WatchExposureRequest
+	37, // 43: classifier.v1.ClassifierService.GetStats:input_type -> classifier.v1.GetStatsRequest
+	39, // 44: classifier.v1.TerminalService.DetectInputPrompt:input_type -> classifier.v1.DetectInputPromptRequest
+	42, // 45: classifier.v1.TerminalService.InferExpectedInput:input_type -> classifier.v1.InferExpectedInputRequest
+	45, // 46: classifier.v1.TerminalService.TrackInputEvent:input_type -> classifier.v1.TrackInputEventRequest
+	47, // 47: classifier.v1.TerminalService.GetSessionHistory:input_type -> classifier.v1.GetSessionHistoryRequest
+	4,  // 48: classifier.v1.ClassifierService.Classify:output_type -> classifier.v1.ClassifyResponse
+	8,  // 49: classifier.v1.ClassifierService.Route:output_type -> classifier.v1.RouteResponse
+	11, // 50: classifier.v1.ClassifierService.Embed:output_type -> classifier.v1.EmbedResponse
+	15, // 51: classifier.v1.ClassifierService.GetIndexInfo:output_type -> classifier.v1.GetIndexInfoResponse
+	18, // 52: classifier.v1.ClassifierService.AnalyzePrompt:output_type -> classifier.v1.AnalyzePromptResponse
+	21, // 53: classifier.v1.ClassifierService.DetectContexts:output_type -> classifier.v1.DetectContextsResponse
+	25, // 54: classifier.v1.ClassifierService.CreateSession:output_type -> classifier.v1.CreateSessionResponse
+	27, // 55: classifier.v1.ClassifierService.GetSession:output_type -> classifier.v1.GetSessionResponse
+	29, // 56: classifier.v1.ClassifierService.DeleteSession:output_type -> classifier.v1.DeleteSessionResponse
+	31, // 57: classifier.v1.ClassifierService.UpdateExposure:output_type -> classifier.v1.UpdateExposureResponse
+	34, // 58: classifier.v1.ClassifierService.ListTools:output_type -> classifier.v1.ListToolsResponse
+	36, // 59: classifier.v1.ClassifierService.WatchExposure:output_type -> classifier.v1.WatchExposureResponse
+	38, // 60: classifier.v1.ClassifierService.GetStats:output_type -> classifier.v1.GetStatsResponse
+	41, // 61: classifier.v1.TerminalService.DetectInputPrompt:output_type -> classifier.v1.DetectInputPromptResponse
+	44, // 62: classifier.v1.TerminalService.InferExpectedInput:output_type -> classifier.v1.InferExpectedInputResponse
+	46, // 63: classifier.v1.TerminalService.TrackInputEvent:output_type -> classifier.v1.TrackInputEventResponse
+	49, // 64: classifier.v1.TerminalService.GetSessionHistory:output_type -> classifier.v1.GetSessionHistoryResponse
+	48, // [48:65] is the sub-list for method output_type
+	31, // [31:48] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_classifier_v1_classifier_proto_init() }
@@ -3871,14 +4013,14 @@ func file_classifier_v1_classifier_proto_init() {
 	}
 	file_classifier_v1_classifier_proto_msgTypes[2].OneofWrappers = []any{}
 	file_classifier_v1_classifier_proto_msgTypes[5].OneofWrappers = []any{}
-	file_classifier_v1_classifier_proto_msgTypes[37].OneofWrappers = []any{}
+	file_classifier_v1_classifier_proto_msgTypes[38].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_classifier_v1_classifier_proto_rawDesc), len(file_classifier_v1_classifier_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   49,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

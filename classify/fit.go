@@ -118,7 +118,7 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (Calibration, e
 			return Calibration{}, err
 		}
 		t := c.exampleTurn(ex, dots, false)
-		ss, ts, _ := c.routeScores([]turn{t}, all)
+		ss, ts, _, _ := c.routeScores([]turn{t}, all)
 		own := c.serverOf[ex.label]
 		for _, s := range ss {
 			srvS = append(srvS, s.score)
@@ -472,7 +472,7 @@ func (c *Classifier) fitToolFusion(ctx context.Context, toolEx []example, dots [
 			c.cal.Fusion = f
 			var mrr float64
 			for i, ex := range toolEx {
-				_, ts, _ := c.routeScores(turns[i:i+1], all)
+				_, ts, _, _ := c.routeScores(turns[i:i+1], all)
 				for r, s := range ts {
 					if s.label == ex.label {
 						mrr += 1 / float64(r+1)

@@ -189,7 +189,7 @@ func (c *Classifier) weighContext(ts []turn, allowed map[int]bool) {
 	}
 	f := c.cal.Fusion
 	var p0 float64
-	if srvS, _, _ := c.routeScores(cur, allowed); len(srvS) > 0 {
+	if srvS, _, _, _ := c.routeScores(cur, allowed); len(srvS) > 0 {
 		p0 = c.cal.Servers.Prob(srvS[0].score)
 	}
 	// clarity is 0 when the current turn alone reaches no server
@@ -230,7 +230,7 @@ func (c *Classifier) allowedServers(include, exclude []string) (map[int]bool, er
 // routeScores computes the fused server and tool scores for the allowed
 // servers, best first. Fit uses it too, so calibration sees exactly what
 // Route ranks.
-func (c *Classifier) routeScores(ts []turn, allowed map[int]bool) (srvS, toolS []labelScore, cand []int) {
+func (c *Classifier) routeScores(ts []turn, allowed map[int]bool) (srvS, toolS, catS []labelScore, cand []int) {
 	f := c.cal.Fusion
 	for _, li := range c.tools {
 		if allowed[c.serverOf[li]] {
@@ -254,9 +254,10 @@ func (c *Classifier) routeScores(ts []turn, allowed map[int]bool) (srvS, toolS [
 	srvS = c.scoreLabels(srvLs, ts)
 	// Categories carry the most examples, so they vouch for the servers
 	// that serve them.
+	catS = c.categoryScores(ts)
 	catScore := map[string]labelScore{}
 	if f.ServerFromCategory > 0 {
-		for _, cs := range c.categoryScores(ts) {
+		for _, cs := range catS {
 			catScore[c.idx.Labels[cs.label].ID] = cs
 		}
 	}
@@ -290,7 +291,7 @@ func (c *Classifier) routeScores(ts []turn, allowed map[int]bool) (srvS, toolS [
 		s.score = (1-f.ToolFromServer)*s.score + f.ToolFromServer*srvScore[c.serverOf[s.label]]
 	}
 	sort.SliceStable(toolS, func(a, b int) bool { return toolS[a].score > toolS[b].score })
-	return srvS, toolS, cand
+	return srvS, toolS, catS, cand
 }
 
 func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q RouteQuery) RouteResult {
@@ -299,7 +300,7 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 		srvThr, toolThr, catThr = float64(*q.MinConfidence), float64(*q.MinConfidence), float64(*q.MinConfidence)
 	}
 	var res RouteResult
-	srvS, toolS, cand := c.routeScores(ts, allowed)
+	srvS, toolS, cs, cand := c.routeScores(ts, allowed)
 	res.Candidates = cand
 	selected := map[int]bool{}
 	for _, s := range srvS {
@@ -332,7 +333,6 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 	}
 	// Categories, multi-label.
 	if len(c.cats) > 0 {
-		cs := c.categoryScores(ts)
 		sort.SliceStable(cs, func(a, b int) bool { return cs[a].score > cs[b].score })
 		for _, s := range cs {
 			p := c.cal.CategoriesMulti.Prob(s.score)

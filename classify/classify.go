@@ -91,8 +91,9 @@ type Classifier struct {
 	tools []int
 	// toolsOf maps a server's label index to its tools' label indices.
 	toolsOf map[int][]int
-	// serverOf maps a tool's label index to its server's label index.
-	serverOf map[int]int
+	// serverOf maps a tool's label index to its server's label index
+	// (indexed by label; -1 for labels that are not tools).
+	serverOf []int
 	// sums[li] is the sum of tool li's vectors (nil for other labels) and
 	// sumSq[li] its squared norm: the centroid, and the centroid without
 	// one held-out vector when calibrating.
@@ -107,7 +108,10 @@ type Classifier struct {
 func New(idx *index.Index, emb Embedder, cfg Config) (*Classifier, error) {
 	c := &Classifier{cfg: cfg.withDefaults(), idx: idx, emb: emb,
 		cats: idx.LabelsOf(index.KindCategory), srvs: idx.LabelsOf(index.KindServer),
-		tools: idx.LabelsOf(index.KindTool), toolsOf: map[int][]int{}, serverOf: map[int]int{}}
+		tools: idx.LabelsOf(index.KindTool), toolsOf: map[int][]int{}, serverOf: make([]int, len(idx.Labels))}
+	for i := range c.serverOf {
+		c.serverOf[i] = -1
+	}
 	for _, t := range c.tools {
 		s, _ := idx.Lookup(index.KindServer, idx.Labels[t].Server)
 		c.toolsOf[s] = append(c.toolsOf[s], t)

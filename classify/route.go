@@ -1,9 +1,11 @@
 package classify
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -232,22 +234,26 @@ func (c *Classifier) allowedServers(include, exclude []string) (map[int]bool, er
 // Route ranks.
 func (c *Classifier) routeScores(ts []turn, allowed map[int]bool) (srvS, toolS, catS []labelScore, cand []int) {
 	f := c.cal.Fusion
+	ok := make([]bool, len(c.idx.Labels)) // allowed, by label
+	for li := range allowed {
+		ok[li] = true
+	}
 	for _, li := range c.tools {
-		if allowed[c.serverOf[li]] {
+		if ok[c.serverOf[li]] {
 			cand = append(cand, li)
 		}
 	}
 	toolS = c.scoreLabels(cand, ts)
-	bestTool := map[int]labelScore{}
-	for _, s := range toolS {
+	bestTool := make([]int, len(c.idx.Labels)) // server label -> 1 + position in toolS of its best tool
+	for i, s := range toolS {
 		si := c.serverOf[s.label]
-		if b, ok := bestTool[si]; !ok || s.score > b.score {
-			bestTool[si] = s
+		if b := bestTool[si]; b == 0 || s.score > toolS[b-1].score {
+			bestTool[si] = i + 1
 		}
 	}
 	var srvLs []int
 	for _, li := range c.srvs {
-		if allowed[li] {
+		if ok[li] {
 			srvLs = append(srvLs, li)
 		}
 	}
@@ -261,9 +267,10 @@ func (c *Classifier) routeScores(ts []turn, allowed map[int]bool) (srvS, toolS, 
 			catScore[c.idx.Labels[cs.label].ID] = cs
 		}
 	}
-	srvScore := map[int]float64{}
+	srvScore := make([]float64, len(c.idx.Labels))
 	for i, s := range srvS {
-		if bt, ok := bestTool[s.label]; ok && f.ServerFromTools*bt.score > srvS[i].score {
+		if b := bestTool[s.label]; b > 0 && f.ServerFromTools*toolS[b-1].score > srvS[i].score {
+			bt := toolS[b-1]
 			bt.score = f.ServerFromTools * bt.score
 			bt.via = "tool " + c.idx.Labels[bt.label].Name + ": "
 			bt.label = s.label
@@ -285,13 +292,27 @@ func (c *Classifier) routeScores(ts []turn, allowed map[int]bool) (srvS, toolS, 
 		}
 		srvScore[s.label] = srvS[i].score
 	}
-	sort.SliceStable(srvS, func(a, b int) bool { return srvS[a].score > srvS[b].score })
+	srvS = sortedByScore(srvS)
 	for i := range toolS {
 		s := &toolS[i]
 		s.score = (1-f.ToolFromServer)*s.score + f.ToolFromServer*srvScore[c.serverOf[s.label]]
 	}
-	sort.SliceStable(toolS, func(a, b int) bool { return toolS[a].score > toolS[b].score })
-	return srvS, toolS, catS, cand
+	return srvS, sortedByScore(toolS), catS, cand
+}
+
+// sortedByScore returns ls ordered by score, best first, ties in their
+// original order. It sorts positions rather than the (large) structs.
+func sortedByScore(ls []labelScore) []labelScore {
+	order := make([]int32, len(ls))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(ls[b].score, ls[a].score) })
+	out := make([]labelScore, len(ls))
+	for i, j := range order {
+		out[i] = ls[j]
+	}
+	return out
 }
 
 func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q RouteQuery) RouteResult {

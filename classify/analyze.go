@@ -143,7 +143,7 @@ func (c *Classifier) analyzeDense(ts []turn, valid map[int]bool) Analysis {
 	// on, so a prompt that only matches meta ("help me with my project")
 	// gets meta with a low confidence, as hubs expect. Only when meta is
 	// the one valid category does its own probability count.
-	onlyMeta := len(valid) == 1
+	oneValid := len(valid) == 1
 	for i := range cs {
 		s := cs[i]
 		if !valid[s.label] {
@@ -151,7 +151,7 @@ func (c *Classifier) analyzeDense(ts []turn, valid map[int]bool) Analysis {
 		}
 		p := c.cal.CategoriesMulti.Prob(s.score)
 		isMeta := c.idx.Labels[s.label].ID == c.cfg.MetaCategory
-		if best == nil && (!isMeta || onlyMeta) {
+		if best == nil && (!isMeta || oneValid) {
 			best = &cs[i]
 			a.Confidence = p
 		}
@@ -173,7 +173,7 @@ func (c *Classifier) analyzeDense(ts []turn, valid map[int]bool) Analysis {
 		parts = append(parts, fmt.Sprintf("%s %.2f (%s)", s.ID, s.Confidence, s.Evidence))
 	}
 	a.Reasoning = strings.Join(parts, "; ")
-	if a.Categories[0] == c.cfg.MetaCategory && !onlyMeta && !slices.Contains(a.Categories, c.idx.Labels[best.label].ID) {
+	if a.Categories[0] == c.cfg.MetaCategory && !oneValid && !slices.Contains(a.Categories, c.idx.Labels[best.label].ID) {
 		a.Reasoning += fmt.Sprintf("; no specific tool category: closest %s %.2f", c.idx.Labels[best.label].ID, a.Confidence)
 	}
 	return a

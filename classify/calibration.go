@@ -51,12 +51,15 @@ type SingleLabel struct {
 }
 
 // Binary maps one label's score to a probability of relevance: Platt
-// p = 1/(1+exp(A*s+B)), or an isotonic step map when that calibrated
+// p = 1/(1+exp(A*s+B)), or with method "platt-gap"
+// p = 1/(1+exp(A*s+G*gap+B)) where gap is how far the score falls below
+// the best of its answer, or an isotonic step map when that calibrated
 // better in cross-validation.
 type Binary struct {
 	Method    string    `json:"method"`
 	A         float64   `json:"a"`
 	B         float64   `json:"b"`
+	G         float64   `json:"g,omitempty"`
 	Isotonic  *isotonic `json:"isotonic,omitempty"`
 	Threshold float64   `json:"threshold"`
 	ECEBefore float64   `json:"ece_before,omitempty"`
@@ -117,7 +120,7 @@ func DefaultCalibration() Calibration {
 		Servers:         Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
 		Tools:           Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
 		Fusion: Fusion{Pattern: 0.3, Name: 0.2, Keyword: 0.12, ServerFromTools: 1, ServerFromCategory: 0.9, ToolFromServer: 0.15,
-			ContextPenalty: 0, AssistantPenalty: 0.03, ContextDecay: 0.03, ClarityPenalty: 0.6, ClearFrom: 0.2, ClearSpan: 0.5,
+			ContextPenalty: 0, AssistantPenalty: 0.03, ContextDecay: 0.03, ClarityPenalty: 0.6, ClearFrom: 0.4, ClearSpan: 0.4,
 			ToolCentroid: 0.5, ToolDescription: 0.7, ToolExactGap: 0.15, BM25: 0.018},
 	}
 }
@@ -168,8 +171,8 @@ func (c Calibration) validate() error {
 	for name, v := range map[string][]float64{
 		"categories":       {c.Categories.T, c.Categories.OOS, c.Categories.Threshold, c.Categories.InScope.A, c.Categories.InScope.B},
 		"categories_multi": {c.CategoriesMulti.A, c.CategoriesMulti.B, c.CategoriesMulti.Threshold},
-		"servers":          {c.Servers.A, c.Servers.B, c.Servers.Threshold},
-		"tools":            {c.Tools.A, c.Tools.B, c.Tools.Threshold},
+		"servers":          {c.Servers.A, c.Servers.B, c.Servers.G, c.Servers.Threshold},
+		"tools":            {c.Tools.A, c.Tools.B, c.Tools.G, c.Tools.Threshold},
 	} {
 		if err := finite(name, v...); err != nil {
 			return err
@@ -197,13 +200,18 @@ func (s SingleLabel) Probabilities(raw []float64) []float64 {
 	return out
 }
 
-// Prob maps one score to a probability of relevance.
-func (b Binary) Prob(score float64) float64 {
+// Prob maps one score to a probability of relevance, for the best label
+// of an answer (gap 0).
+func (b Binary) Prob(score float64) float64 { return b.ProbAt(score, 0) }
+
+// ProbAt maps a score that falls gap below the best of its answer to a
+// probability of relevance.
+func (b Binary) ProbAt(score, gap float64) float64 {
 	if math.IsInf(score, -1) {
 		return 0
 	}
 	if b.Isotonic != nil {
 		return b.Isotonic.predict(score)
 	}
-	return 1 / (1 + math.Exp(b.A*score+b.B))
+	return 1 / (1 + math.Exp(b.A*score+b.G*gap+b.B))
 }

@@ -107,7 +107,7 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (Calibration, e
 	}
 
 	// Servers and tools: multi-label, from tool examples.
-	var srvS, toolS []float64
+	var srvS, toolS, srvGap, toolGap []float64
 	var srvPos, toolPos []bool
 	all := map[int]bool{}
 	for _, li := range c.srvs {
@@ -122,6 +122,7 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (Calibration, e
 		own := c.serverOf[ex.label]
 		for _, s := range ss {
 			srvS = append(srvS, s.score)
+			srvGap = append(srvGap, ss[0].score-s.score)
 			srvPos = append(srvPos, s.label == own)
 		}
 		// Tools are fitted where Route decides about them: among the
@@ -133,13 +134,14 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (Calibration, e
 		// server measured better, 0.053 against 0.069).
 		for _, s := range ts[:min(len(ts), fitTop)] {
 			toolS = append(toolS, s.score)
+			toolGap = append(toolGap, ts[0].score-s.score)
 			toolPos = append(toolPos, s.label == ex.label)
 		}
 		tick()
 	}
 	if len(toolEx) >= 2*opts.MinExamples {
-		cal.Servers = chooseBinary(srvS, srvPos, opts.Folds, cal.Servers, labelFloor)
-		cal.Tools = chooseBinary(toolS, toolPos, opts.Folds, cal.Tools, toolFloor)
+		cal.Servers = chooseBinaryGap(srvS, srvGap, srvPos, opts.Folds, cal.Servers, labelFloor)
+		cal.Tools = chooseBinaryGap(toolS, toolGap, toolPos, opts.Folds, cal.Tools, toolFloor)
 		cal.Tools.SharedFallback = fewExamples(idx, c.tools, opts.MinExamples)
 	}
 	return cal, nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand"
 	"reflect"
 	"slices"
 	"testing"
@@ -115,5 +117,35 @@ func TestNeedParts(t *testing.T) {
 		if got := needParts(tc.in); !slices.Equal(got, tc.want) {
 			t.Errorf("needParts(%q): got %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestFitPlattGap recovers the parameters of a known model from samples
+// drawn from it.
+func TestFitPlattGap(t *testing.T) {
+	const A, G, B = -5.0, 20.0, 2.0
+	r := rand.New(rand.NewSource(7))
+	var s, gap []float64
+	var pos []bool
+	for i := 0; i < 20000; i++ {
+		x, g := r.Float64(), 0.0
+		if r.Intn(2) == 1 {
+			g = r.Float64() * 0.3
+		}
+		p := 1 / (1 + math.Exp(A*x+G*g+B))
+		s, gap, pos = append(s, x), append(gap, g), append(pos, r.Float64() < p)
+	}
+	a, g, b := fitPlattGap(s, gap, pos)
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{{"A", a, A}, {"G", g, G}, {"B", b, B}} {
+		if math.Abs(c.got-c.want) > 0.15*math.Abs(c.want) {
+			t.Errorf("%s: got %.3f, want %.3f within 15%%", c.name, c.got, c.want)
+		}
+	}
+	m := Binary{Method: "platt-gap", A: a, G: g, B: b}
+	if top, below := m.ProbAt(0.8, 0), m.ProbAt(0.8, 0.1); !(top > below) {
+		t.Errorf("ProbAt: the best label %.3f should beat one 0.1 below it at the same score %.3f", top, below)
 	}
 }

@@ -132,6 +132,81 @@ func fitPlatt(s []float64, pos []bool) (A, B float64) {
 	return A, B
 }
 
+// fitPlattGap fits p = 1/(1+exp(A*s+G*gap+B)) by Newton's method on
+// Platt's smoothed targets, where gap is how far the label's score falls
+// below the best score of its answer. The score alone says how close a
+// label is to the text; the gap says whether a better one is in the
+// answer, which the score cannot.
+func fitPlattGap(s, gap []float64, pos []bool) (A, G, B float64) {
+	var np, nn float64
+	for _, p := range pos {
+		if p {
+			np++
+		} else {
+			nn++
+		}
+	}
+	hi, lo := (np+1)/(np+2), 1/(nn+2)
+	w := [3]float64{0, 0, math.Log((nn + 1) / (np + 1))} // A, G, B
+	for it := 0; it < 100; it++ {
+		var g [3]float64
+		var h [3][3]float64
+		for i := range s {
+			t := lo
+			if pos[i] {
+				t = hi
+			}
+			x := [3]float64{s[i], gap[i], 1}
+			p := 1 / (1 + math.Exp(w[0]*x[0]+w[1]*x[1]+w[2]))
+			d, v := t-p, p*(1-p)
+			for k := 0; k < 3; k++ {
+				g[k] += x[k] * d
+				for l := 0; l < 3; l++ {
+					h[k][l] += x[k] * x[l] * v
+				}
+			}
+		}
+		for k := 0; k < 3; k++ {
+			h[k][k] += 1e-9
+		}
+		step, ok := solve3(h, g)
+		if !ok {
+			break
+		}
+		done := true
+		for k := range w {
+			w[k] -= step[k]
+			if math.Abs(step[k]) > 1e-9 {
+				done = false
+			}
+		}
+		if done {
+			break
+		}
+	}
+	return w[0], w[1], w[2]
+}
+
+// solve3 solves h·x = g by Cramer's rule.
+func solve3(h [3][3]float64, g [3]float64) ([3]float64, bool) {
+	det := func(m [3][3]float64) float64 {
+		return m[0][0]*(m[1][1]*m[2][2]-m[1][2]*m[2][1]) - m[0][1]*(m[1][0]*m[2][2]-m[1][2]*m[2][0]) + m[0][2]*(m[1][0]*m[2][1]-m[1][1]*m[2][0])
+	}
+	d := det(h)
+	if d == 0 || math.IsNaN(d) {
+		return [3]float64{}, false
+	}
+	var x [3]float64
+	for k := 0; k < 3; k++ {
+		m := h
+		for r := 0; r < 3; r++ {
+			m[r][k] = g[r]
+		}
+		x[k] = det(m) / d
+	}
+	return x, true
+}
+
 // isotonic is a monotone step map fitted by pool-adjacent-violators,
 // interpolated linearly between block centres.
 type isotonic struct {
@@ -195,6 +270,12 @@ const minIsotonicPositives = 200
 // least 10% better: Platt is smoother and extrapolates), refitted on all
 // samples. Isotonic is only a candidate with enough positives.
 func chooseBinary(s []float64, pos []bool, folds int, prior Binary, floor float64) Binary {
+	return chooseBinaryGap(s, nil, pos, folds, prior, floor)
+}
+
+// chooseBinaryGap is chooseBinary with each sample's gap below the best
+// score of its answer; with gaps, the Platt candidate is fitPlattGap.
+func chooseBinaryGap(s, gap []float64, pos []bool, folds int, prior Binary, floor float64) Binary {
 	out := prior
 	n := len(s)
 	if n < 2*folds {
@@ -203,18 +284,30 @@ func chooseBinary(s []float64, pos []bool, folds int, prior Binary, floor float6
 	heldP := make([]float64, n)
 	heldI := make([]float64, n)
 	for f := 0; f < folds; f++ {
-		var ts []float64
+		var ts, tg []float64
 		var tp []bool
 		for i := 0; i < n; i++ {
 			if i%folds != f {
 				ts = append(ts, s[i])
 				tp = append(tp, pos[i])
+				if gap != nil {
+					tg = append(tg, gap[i])
+				}
 			}
 		}
-		A, B := fitPlatt(ts, tp)
+		var A, G, B float64
+		if gap != nil {
+			A, G, B = fitPlattGap(ts, tg, tp)
+		} else {
+			A, B = fitPlatt(ts, tp)
+		}
 		iso := fitIsotonic(ts, tp)
 		for i := f; i < n; i += folds {
-			heldP[i] = 1 / (1 + math.Exp(A*s[i]+B))
+			var g float64
+			if gap != nil {
+				g = gap[i]
+			}
+			heldP[i] = 1 / (1 + math.Exp(A*s[i]+G*g+B))
 			heldI[i] = iso.predict(s[i])
 		}
 	}
@@ -237,8 +330,14 @@ func chooseBinary(s []float64, pos []bool, folds int, prior Binary, floor float6
 		out.Threshold = recallThreshold(heldI, pos, floor)
 		return out
 	}
-	out.A, out.B = fitPlatt(s, pos)
-	out.Method, out.Isotonic, out.ECEAfter = "platt", nil, eP
+	if gap != nil {
+		out.A, out.G, out.B = fitPlattGap(s, gap, pos)
+		out.Method, out.Isotonic, out.ECEAfter = "platt-gap", nil, eP
+	} else {
+		out.A, out.G, out.B = 0, 0, 0
+		out.A, out.B = fitPlatt(s, pos)
+		out.Method, out.Isotonic, out.ECEAfter = "platt", nil, eP
+	}
 	out.Threshold = recallThreshold(heldP, pos, floor)
 	return out
 }

@@ -325,7 +325,7 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 	res.Candidates = cand
 	selected := map[int]bool{}
 	for _, s := range srvS {
-		p := c.cal.Servers.Prob(s.score)
+		p := c.cal.Servers.ProbAt(s.score, srvS[0].score-s.score)
 		if len(res.Servers) >= maxS || p < srvThr {
 			break
 		}
@@ -345,7 +345,7 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 		if !selected[si] {
 			continue
 		}
-		p := c.cal.Tools.Prob(s.score)
+		p := c.cal.Tools.ProbAt(s.score, toolS[0].score-s.score)
 		if p < toolThr && hasTool[si] {
 			continue
 		}
@@ -416,7 +416,7 @@ func (c *Classifier) routeReason(res RouteResult, srvS []labelScore) string {
 	if len(srvS) > 1 {
 		r := srvS[1]
 		fmt.Fprintf(&b, "; runner-up %s %.2f (margin %.2f)", c.idx.Labels[r.label].ID,
-			c.cal.Servers.Prob(r.score), top.Confidence-c.cal.Servers.Prob(r.score))
+			c.cal.Servers.ProbAt(r.score, srvS[0].score-r.score), top.Confidence-c.cal.Servers.ProbAt(r.score, srvS[0].score-r.score))
 	}
 	return b.String()
 }

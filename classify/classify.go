@@ -323,7 +323,7 @@ type turn struct {
 	heldVec int
 }
 
-// embedTurns embeds all turns in one model call and scores each against
+// embedTurns embeds all turns (see embedSplit) and scores each against
 // every index vector.
 func (c *Classifier) embedTurns(ctx context.Context, ts []turn) ([]turn, error) {
 	texts := make([]string, len(ts))

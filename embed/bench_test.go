@@ -3,6 +3,7 @@ package embed
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	ort "github.com/yalue/onnxruntime_go"
@@ -104,6 +105,27 @@ func BenchmarkTokenize(b *testing.B) {
 	b.Run("use-lite-en/whole-text", func(b *testing.B) {
 		norm := e.man.NormalizeText(text)
 		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := e.tokenize(norm); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// The longest text a request may carry (8 KiB) of non-ASCII words: the
+	// engine tokenises only the first max_tokens words ("whole" is what
+	// tokenising all of it costs).
+	long := strings.Repeat("Grüße aus 東京 😀 ", 480)[:8000]
+	long = strings.ToValidUTF8(long, "")
+	b.Run("use-lite-en/8KiB-non-ascii", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := e.Tokens(long); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("use-lite-en/8KiB-non-ascii-whole", func(b *testing.B) {
+		norm := e.man.NormalizeText(long)
 		for b.Loop() {
 			if _, err := e.tokenize(norm); err != nil {
 				b.Fatal(err)

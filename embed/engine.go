@@ -390,7 +390,7 @@ func (e *Engine) encode(text string) (ids, types []int64, err error) {
 	if e.bertClean {
 		text = bertCleanText(text)
 	}
-	norm := e.man.NormalizeText(text)
+	norm := firstWords(e.man.NormalizeText(text), e.man.MaxTokens)
 	if IsBlank(norm) || IsBlank(text) {
 		return nil, nil, ErrEmptyText
 	}

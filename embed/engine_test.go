@@ -545,3 +545,40 @@ func TestCloseWhileEmbedding(t *testing.T) {
 		t.Errorf("Embed during Close: got %v, want vectors or ErrClosed", err)
 	}
 }
+
+// TestLongTextTokens checks that handing the tokenizer only the first
+// max_tokens words (firstWords) gives the tokens the whole text gives.
+func TestLongTextTokens(t *testing.T) {
+	text := strings.Repeat("Grüße aus 東京 😀 and more words, ", 80) // 480 words
+	for _, e := range []*Engine{realEngine(t), sharedBert(t)} {
+		t.Run(e.Manifest().Name, func(t *testing.T) {
+			got, err := e.Tokens(text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := text
+			if e.bertClean {
+				in = bertCleanText(in)
+			}
+			enc, err := e.encodeSingle(e.man.NormalizeText(in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			full := make([]int64, 0, len(enc.GetIds()))
+			for _, id := range enc.GetIds() {
+				full = append(full, int64(id))
+			}
+			n := e.Manifest().MaxTokens
+			if len(full) <= n {
+				t.Fatalf("whole text gives %d tokens; the test needs more than %d", len(full), n)
+			}
+			want := full[:n]
+			if e.Manifest().AddSpecialTokens {
+				want = append(append([]int64(nil), full[:n-1]...), full[len(full)-1])
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("tokens of the cut text differ from the whole text's first %d:\ngot  %v\nwant %v", n, got, want)
+			}
+		})
+	}
+}

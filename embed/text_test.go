@@ -96,3 +96,23 @@ func TestBertCleanText(t *testing.T) {
 		}
 	}
 }
+
+func TestFirstWords(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"a b c d", 2, "a b"},
+		{"a b", 2, "a b"},
+		{"  a\t b \n c", 2, "  a\t b"},
+		{"one", 1, "one"},
+		{"", 3, ""},
+		{"a b c", 0, "a b c"},
+		{"é 中 😀 x", 3, "é 中 😀"},
+	} {
+		if got := firstWords(tc.in, tc.n); got != tc.want {
+			t.Errorf("firstWords(%q, %d): got %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}

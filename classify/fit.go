@@ -109,10 +109,7 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (Calibration, e
 	// Servers and tools: multi-label, from tool examples.
 	var srvS, toolS, srvGap, toolGap []float64
 	var srvPos, toolPos []bool
-	all := map[int]bool{}
-	for _, li := range c.srvs {
-		all[li] = true
-	}
+	all := c.allServers()
 	for _, ex := range toolEx {
 		if err := ctx.Err(); err != nil {
 			return Calibration{}, err
@@ -447,10 +444,7 @@ var (
 // left out of its tool's vectors and centroid; examples are never in the
 // BM25 documents). Ties keep the earlier, more conservative candidate.
 func (c *Classifier) fitToolFusion(ctx context.Context, toolEx []example, dots []float32) error {
-	all := map[int]bool{}
-	for _, li := range c.srvs {
-		all[li] = true
-	}
+	all := c.allServers()
 	if len(toolEx) > maxFusionExamples { // bound time and memory: an even sample
 		sample := make([]example, 0, maxFusionExamples)
 		for i := 0; i < maxFusionExamples; i++ {

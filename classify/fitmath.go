@@ -85,9 +85,9 @@ func golden(f func(float64) float64, lo, hi float64, iters int) float64 {
 	return (a + b) / 2
 }
 
-// fitPlatt fits p = 1/(1+exp(A*s+B)) by Newton's method on Platt's
-// smoothed targets.
-func fitPlatt(s []float64, pos []bool) (A, B float64) {
+// plattTargets returns Platt's smoothed targets for positives (hi) and
+// negatives (lo), and the intercept B that gives the base rate.
+func plattTargets(pos []bool) (hi, lo, b0 float64) {
 	var np, nn float64
 	for _, p := range pos {
 		if p {
@@ -96,8 +96,14 @@ func fitPlatt(s []float64, pos []bool) (A, B float64) {
 			nn++
 		}
 	}
-	hi, lo := (np+1)/(np+2), 1/(nn+2)
-	A, B = 0, math.Log((nn+1)/(np+1))
+	return (np + 1) / (np + 2), 1 / (nn + 2), math.Log((nn + 1) / (np + 1))
+}
+
+// fitPlatt fits p = 1/(1+exp(A*s+B)) by Newton's method on Platt's
+// smoothed targets.
+func fitPlatt(s []float64, pos []bool) (A, B float64) {
+	hi, lo, b0 := plattTargets(pos)
+	A, B = 0, b0
 	for it := 0; it < 100; it++ {
 		var g1, g2, h11, h22, h21 float64
 		for i, x := range s {
@@ -138,16 +144,8 @@ func fitPlatt(s []float64, pos []bool) (A, B float64) {
 // label is to the text; the gap says whether a better one is in the
 // answer, which the score cannot.
 func fitPlattGap(s, gap []float64, pos []bool) (A, G, B float64) {
-	var np, nn float64
-	for _, p := range pos {
-		if p {
-			np++
-		} else {
-			nn++
-		}
-	}
-	hi, lo := (np+1)/(np+2), 1/(nn+2)
-	w := [3]float64{0, 0, math.Log((nn + 1) / (np + 1))} // A, G, B
+	hi, lo, b0 := plattTargets(pos)
+	w := [3]float64{0, 0, b0} // A, G, B
 	for it := 0; it < 100; it++ {
 		var g [3]float64
 		var h [3][3]float64
@@ -334,7 +332,7 @@ func chooseBinaryGap(s, gap []float64, pos []bool, folds int, prior Binary, floo
 		out.A, out.G, out.B = fitPlattGap(s, gap, pos)
 		out.Method, out.Isotonic, out.ECEAfter = "platt-gap", nil, eP
 	} else {
-		out.A, out.G, out.B = 0, 0, 0
+		out.G = 0
 		out.A, out.B = fitPlatt(s, pos)
 		out.Method, out.Isotonic, out.ECEAfter = "platt", nil, eP
 	}

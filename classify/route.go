@@ -204,18 +204,26 @@ func (c *Classifier) weighContext(ts []turn, allowed map[int]bool) {
 	}
 }
 
+// allServers is the set of every server label.
+func (c *Classifier) allServers() map[int]bool {
+	all := make(map[int]bool, len(c.srvs))
+	for _, li := range c.srvs {
+		all[li] = true
+	}
+	return all
+}
+
 func (c *Classifier) allowedServers(include, exclude []string) (map[int]bool, error) {
-	allowed := map[int]bool{}
-	if len(include) > 0 {
+	var allowed map[int]bool
+	if len(include) == 0 {
+		allowed = c.allServers()
+	} else {
+		allowed = map[int]bool{}
 		for _, id := range include {
 			li, ok := c.idx.Lookup(index.KindServer, id)
 			if !ok {
 				return nil, fmt.Errorf("%w: include_servers has %q", ErrUnknownServer, clip(id, 64))
 			}
-			allowed[li] = true
-		}
-	} else {
-		for _, li := range c.srvs {
 			allowed[li] = true
 		}
 	}
@@ -415,8 +423,8 @@ func (c *Classifier) routeReason(res RouteResult, srvS []labelScore) string {
 	fmt.Fprintf(&b, "%s %.2f: %s", top.ID, top.Confidence, top.Evidence)
 	if len(srvS) > 1 {
 		r := srvS[1]
-		fmt.Fprintf(&b, "; runner-up %s %.2f (margin %.2f)", c.idx.Labels[r.label].ID,
-			c.cal.Servers.ProbAt(r.score, srvS[0].score-r.score), top.Confidence-c.cal.Servers.ProbAt(r.score, srvS[0].score-r.score))
+		p := c.cal.Servers.ProbAt(r.score, srvS[0].score-r.score)
+		fmt.Fprintf(&b, "; runner-up %s %.2f (margin %.2f)", c.idx.Labels[r.label].ID, p, top.Confidence-p)
 	}
 	return b.String()
 }

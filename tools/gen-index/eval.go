@@ -229,9 +229,9 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 	var rr routeReport
 	ks := []int{1, 3, 5}
 	srvHits, toolHits := make([]int, len(ks)), make([]int, len(ks))
-	var routed, multi, multiFull, top1 int
+	var routed, multi, multiFull, top1, ranked int
 	var tConfB, tConfA, sConfB, sConfA []float64
-	var tCorrect, tRel, sRel []bool
+	var tRel, sRel []bool
 	var rAbTP, rAbFP, rAbFN int
 
 	for i, q := range qs {
@@ -330,7 +330,7 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 					if right {
 						top1++
 					}
-					tCorrect = append(tCorrect, right)
+					ranked++
 				}
 				// Calibration is per returned label: a server's or tool's
 				// confidence is the probability that it is relevant.
@@ -393,7 +393,7 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 			rr.ServerRecall[fmt.Sprint(k)] = ratio(srvHits[j], routed)
 			rr.ToolRecall[fmt.Sprint(k)] = ratio(toolHits[j], routed)
 		}
-		rr.ToolTop1 = ratio(top1, len(tCorrect))
+		rr.ToolTop1 = ratio(top1, ranked)
 		rr.MultiQueries = multi
 		rr.MultiFull5 = ratio(multiFull, multi)
 		rr.ECEBefore = classify.ECE(tConfB, tRel, 15)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -467,5 +468,75 @@ func TestGenIndexRejectsMalformedCatalog(t *testing.T) {
 				t.Fatalf("output %q does not name %q", out, tc.want)
 			}
 		})
+	}
+}
+
+// TestGenIndexEvalResults runs gen-index eval on the default catalog with a
+// few labelled queries and checks the per-query results file agrees with
+// the JSON report.
+func TestGenIndexEvalResults(t *testing.T) {
+	_, gi := binaries(t)
+	dir := t.TempDir()
+	queries := filepath.Join(dir, "q.jsonl")
+	lines := `{"text":"open a pull request for my branch","servers":["github"],"tools":["github/create_pull_request"],"kind":"single"}
+{"text":"read the config.json file","servers":["filesystem"],"tools":["filesystem/read_file"],"kind":"single"}
+{"text":"bake a chocolate cake","kind":"oos"}
+`
+	if err := os.WriteFile(queries, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, rep := filepath.Join(dir, "results.jsonl"), filepath.Join(dir, "report.json")
+	cmd := exec.Command(gi, "eval", "--catalog", filepath.Join(repoRoot(t), "catalogs", "default.json"), "--queries", queries,
+		"--model", modelDir(t), "--ort-lib", ortLib(t), "--quiet", "--results", res, "--json", rep)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("gen-index eval: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		Text  string   `json:"text"`
+		Gold  []string `json:"gold"`
+		Tools []string `json:"tools"`
+		Right bool     `json:"right"`
+	}
+	var rows []row
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r row
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("results line %q: %v", l, err)
+		}
+		rows = append(rows, r)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("results: got %d lines, want one per query (3)", len(rows))
+	}
+	var report struct {
+		Routing struct {
+			ToolTop1 float64 `json:"tool_top1"`
+		} `json:"routing"`
+	}
+	rb, err := os.ReadFile(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(rb, &report); err != nil {
+		t.Fatal(err)
+	}
+	right := 0
+	for _, r := range rows[:2] {
+		if len(r.Tools) == 0 {
+			t.Fatalf("%q: no tools in the results", r.Text)
+		}
+		if r.Right != (r.Tools[0] == r.Gold[0]) {
+			t.Errorf("%q: right=%v but top tool %q, gold %q", r.Text, r.Right, r.Tools[0], r.Gold[0])
+		}
+		if r.Right {
+			right++
+		}
+	}
+	if want := float64(right) / 2; report.Routing.ToolTop1 != want {
+		t.Errorf("report tool_top1 %v, results say %v", report.Routing.ToolTop1, want)
 	}
 }

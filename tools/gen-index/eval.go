@@ -122,6 +122,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	pngOut := fs.String("png", "", "write the reliability diagram (PNG) here")
 	name := fs.String("name", "", "name printed with the figures (default: the query file's name)")
 	quiet := fs.Bool("quiet", false, "no progress output")
+	resultsOut := fs.String("results", "", "write each query's gold and returned labels here (JSON lines, for error analysis)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: gen-index eval --catalog FILE --queries FILE --model DIR [--json FILE] [--png FILE]\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -170,8 +171,18 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	}
 	rep := report{Catalog: *catPath, Queries: *qPath, Model: man.Name, N: len(qs), BuildSeconds: time.Since(start).Seconds(),
 		CalibrationFit: cls.Calibration()}
+	var results *json.Encoder
+	if *resultsOut != "" {
+		f, err := os.Create(*resultsOut)
+		if err != nil {
+			return err
+		}
+		bw := bufio.NewWriter(f)
+		defer func() { err = errors.Join(err, bw.Flush(), f.Close()) }()
+		results = json.NewEncoder(bw)
+	}
 	qp := newProgress(stderr, "evaluating", *quiet)
-	lat, err := evaluate(ctx, cls, qs, &rep, qp.update)
+	lat, err := evaluate(ctx, cls, qs, &rep, results, qp.update)
 	qp.done()
 	if err != nil {
 		return err
@@ -205,7 +216,19 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *report, progress func(int, int)) ([]time.Duration, error) {
+// result is one query's outcome, written by --results.
+type result struct {
+	Text       string    `json:"text"`
+	Kind       string    `json:"kind,omitempty"`
+	Gold       []string  `json:"gold"`
+	Category   string    `json:"category,omitempty"`
+	Tools      []string  `json:"tools,omitempty"`
+	Confidence []float64 `json:"confidence,omitempty"`
+	Right      bool      `json:"right"`
+	Reasoning  string    `json:"reasoning,omitempty"`
+}
+
+func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *report, results *json.Encoder, progress func(int, int)) ([]time.Duration, error) {
 	idx := cls.Index()
 	hasCats := len(idx.LabelsOf(index.KindCategory)) > 0
 	hasTools := len(idx.LabelsOf(index.KindTool)) > 0
@@ -244,6 +267,7 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 		} else {
 			rep.InScope++
 		}
+		r := result{Text: q.Text, Kind: q.Kind, Gold: slices.Concat(q.Categories, q.Tools)}
 		if hasCats && (len(q.Categories) > 0 || oos) && q.Kind != "multi" {
 			t0 := time.Now()
 			res, err := cls.Classify(ctx, q.Text, 3, &zero)
@@ -256,6 +280,7 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 			top := res.Categories[0]
 			abstain := top.Confidence*res.InScope < thr
 			curve = append(curve, point{inScope: res.InScope, conf: top.Confidence, right: !oos && top.ID == q.Categories[0], oos: oos})
+			r.Category, r.Right, r.Reasoning = top.ID, oos == abstain && (oos || top.ID == q.Categories[0]), res.Reasoning
 			if oos {
 				if abstain {
 					abstainTP++
@@ -316,7 +341,9 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 				}
 				for _, t := range res.Tools {
 					tools = append(tools, t.Server+"/"+t.Name)
+					r.Confidence = append(r.Confidence, t.Confidence)
 				}
+				r.Tools, r.Reasoning = tools, res.Reasoning
 				for j, k := range ks {
 					if len(q.Servers) > 0 && anyIn(q.Servers, srvs[:min(k, len(srvs))]) {
 						srvHits[j]++
@@ -327,6 +354,7 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 				}
 				if len(tools) > 0 && len(q.Tools) > 0 {
 					right := slices.Contains(q.Tools, tools[0])
+					r.Right = right
 					if right {
 						top1++
 					}
@@ -346,10 +374,16 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 				}
 				if q.Kind == "multi" && len(q.Tools) > 1 {
 					multi++
-					if allIn(q.Tools, tools[:min(5, len(tools))]) {
+					r.Right = allIn(q.Tools, tools[:min(5, len(tools))])
+					if r.Right {
 						multiFull++
 					}
 				}
+			}
+		}
+		if results != nil {
+			if err := results.Encode(r); err != nil {
+				return nil, err
 			}
 		}
 		if progress != nil {

@@ -4,7 +4,7 @@
 // deterministic for a seed.
 //
 //	datasets -in banking77.json -format banking77 -out DIR [-holdout 0.2] [-seed 1]
-//	datasets -in metatool.json  -format metatool  -out DIR [-examples-per-tool 5] [-test-size 3000]
+//	datasets -in metatool.json  -format metatool  -out DIR [-examples-per-tool 5] [-test-size 3000] [-dev-size 3000]
 package main
 
 import (
@@ -16,6 +16,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 )
 
@@ -27,10 +28,10 @@ func main() {
 }
 
 type options struct {
-	in, format, out       string
-	holdout               float64
-	seed                  int64
-	examplesPerTool, test int
+	in, format, out            string
+	holdout                    float64
+	seed                       int64
+	examplesPerTool, test, dev int
 }
 
 func run(args []string, stdout io.Writer) error {
@@ -43,6 +44,7 @@ func run(args []string, stdout io.Writer) error {
 	fs.Int64Var(&o.seed, "seed", 1, "random seed")
 	fs.IntVar(&o.examplesPerTool, "examples-per-tool", 5, "metatool: example queries per tool in the examples catalog")
 	fs.IntVar(&o.test, "test-size", 3000, "metatool: single-tool test queries sampled (all multi-tool queries are kept)")
+	fs.IntVar(&o.dev, "dev-size", 3000, "metatool: single-tool dev queries for tuning, disjoint from the test queries")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -183,17 +185,19 @@ func banking77(o options, stdout io.Writer) error {
 	return nil
 }
 
+type metatoolSet struct {
+	Servers []server `json:"servers"`
+	Queries []struct {
+		Text    string   `json:"text"`
+		Servers []string `json:"servers"`
+		Tools   []string `json:"tools"`
+		Kind    string   `json:"kind"`
+	} `json:"queries"`
+}
+
 func metatool(o options, stdout io.Writer) error {
-	var ds struct {
-		Servers []server `json:"servers"`
-		Queries []struct {
-			Text    string   `json:"text"`
-			Servers []string `json:"servers"`
-			Tools   []string `json:"tools"`
-			Kind    string   `json:"kind"`
-		} `json:"queries"`
-	}
-	if err := readJSON(o.in, &ds); err != nil {
+	ds := &metatoolSet{}
+	if err := readJSON(o.in, ds); err != nil {
 		return err
 	}
 	known := map[string]bool{}
@@ -251,10 +255,35 @@ func metatool(o options, stdout io.Writer) error {
 	}
 	sort.Ints(single)
 	r.Shuffle(len(single), func(i, j int) { single[i], single[j] = single[j], single[i] })
+	// The dev set is the next queries of the same shuffled order: disjoint
+	// from the examples and the test set, for tuning without looking at
+	// the test set. It has single-tool queries only; every multi-tool query
+	// is kept for the test.
+	dev := slices.Clone(single[min(o.test, len(single)):min(o.test+o.dev, len(single))])
 	single = single[:min(o.test, len(single))]
 	sort.Ints(single)
+	sort.Ints(dev)
+	qs := metatoolQueries(ds, append(single, multi...), used)
+	for name, c := range map[string]catalogOut{"metatool-desc": desc, fmt.Sprintf("metatool-ex%d", o.examplesPerTool): ex} {
+		if err := writeJSON(filepath.Join(o.out, name+".catalog.json"), c); err != nil {
+			return err
+		}
+	}
+	if err := writeQueries(filepath.Join(o.out, "metatool.test.jsonl"), qs); err != nil {
+		return err
+	}
+	if err := writeQueries(filepath.Join(o.out, "metatool.dev.jsonl"), metatoolQueries(ds, dev, used)); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "metatool: %d tools; %d example queries in metatool-ex%d; %d test queries (%d multi-tool), %d dev queries, disjoint from the examples and each other\n",
+		len(ds.Servers), len(used), o.examplesPerTool, len(qs), len(multi), len(dev))
+	return nil
+}
+
+// metatoolQueries converts the queries at ids, skipping those used as examples.
+func metatoolQueries(ds *metatoolSet, ids []int, used map[int]bool) []query {
 	var qs []query
-	for _, qi := range append(single, multi...) {
+	for _, qi := range ids {
 		if used[qi] {
 			continue
 		}
@@ -273,17 +302,7 @@ func metatool(o options, stdout io.Writer) error {
 		}
 		qs = append(qs, query{Text: q.Text, Servers: q.Servers, Tools: tools, Kind: kind})
 	}
-	for name, c := range map[string]catalogOut{"metatool-desc": desc, fmt.Sprintf("metatool-ex%d", o.examplesPerTool): ex} {
-		if err := writeJSON(filepath.Join(o.out, name+".catalog.json"), c); err != nil {
-			return err
-		}
-	}
-	if err := writeQueries(filepath.Join(o.out, "metatool.test.jsonl"), qs); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "metatool: %d tools; %d example queries in metatool-ex%d; %d test queries (%d multi-tool), disjoint from the examples\n",
-		len(ds.Servers), len(used), o.examplesPerTool, len(qs), len(multi))
-	return nil
+	return qs
 }
 
 func readJSON(path string, v any) error {

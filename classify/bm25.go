@@ -19,8 +19,8 @@ type bm25 struct {
 }
 
 type posting struct {
-	label int
-	tf    float64 // already length-normalised: tf·(k1+1)/(tf+k1·(1-b+b·dl/avgdl))
+	doc int     // a label, or for exampleBM25 a vector
+	tf  float64 // already length-normalised: tf·(k1+1)/(tf+k1·(1-b+b·dl/avgdl))
 }
 
 const (
@@ -29,10 +29,7 @@ const (
 )
 
 func newBM25(idx *index.Index, labels []int) bm25 {
-	b := bm25{postings: map[string][]posting{}, idf: map[string]float64{}}
-	docs := make([]map[string]float64, len(labels))
-	lens := make([]float64, len(labels))
-	var total float64
+	texts := make([]string, len(labels))
 	for i, li := range labels {
 		l := &idx.Labels[li]
 		var text strings.Builder
@@ -43,39 +40,51 @@ func newBM25(idx *index.Index, labels []int) bm25 {
 			}
 		}
 		text.WriteString(strings.Join(l.Keywords, " "))
+		texts[i] = text.String()
+	}
+	return newBM25Docs(labels, texts)
+}
+
+// newBM25Docs indexes texts[i] as document ids[i].
+func newBM25Docs(ids []int, texts []string) bm25 {
+	b := bm25{postings: map[string][]posting{}, idf: map[string]float64{}}
+	docs := make([]map[string]float64, len(ids))
+	lens := make([]float64, len(ids))
+	var total float64
+	for i, text := range texts {
 		tf := map[string]float64{}
-		for _, w := range lexWords(text.String()) {
+		for _, w := range lexWords(text) {
 			tf[w]++
 			lens[i]++
 		}
 		docs[i] = tf
 		total += lens[i]
 	}
-	if len(labels) == 0 || total == 0 {
+	if len(ids) == 0 || total == 0 {
 		return b
 	}
-	avg := total / float64(len(labels))
+	avg := total / float64(len(ids))
 	df := map[string]int{}
 	for _, tf := range docs {
 		for w := range tf {
 			df[w]++
 		}
 	}
-	n := float64(len(labels))
+	n := float64(len(ids))
 	for w, k := range df {
 		b.idf[w] = math.Log(1 + (n-float64(k)+0.5)/(float64(k)+0.5))
 	}
 	for i, tf := range docs {
 		norm := bm25K1 * (1 - bm25B + bm25B*lens[i]/avg)
 		for w, f := range tf {
-			b.postings[w] = append(b.postings[w], posting{label: labels[i], tf: f * (bm25K1 + 1) / (f + norm)})
+			b.postings[w] = append(b.postings[w], posting{doc: ids[i], tf: f * (bm25K1 + 1) / (f + norm)})
 		}
 	}
 	return b
 }
 
-// score returns the BM25 score of each label that shares a word with text
-// (each distinct query word counts once).
+// score returns the BM25 score of each document that shares a word with
+// text (each distinct query word counts once).
 func (b *bm25) score(text string) map[int]float64 {
 	if len(b.postings) == 0 {
 		return nil
@@ -96,7 +105,7 @@ func (b *bm25) score(text string) map[int]float64 {
 		}
 		idf := b.idf[w]
 		for _, p := range ps {
-			out[p.label] += idf * p.tf
+			out[p.doc] += idf * p.tf
 		}
 	}
 	return out
@@ -113,6 +122,54 @@ func lexWords(s string) []string {
 			continue
 		}
 		out = append(out, stem(w))
+	}
+	return out
+}
+
+// exampleBM25 is a BM25 index with each tool example its own document. A
+// tool scores as its best example, the lexical twin of the nearest-example
+// cosine: a prompt that shares rare words ("Kakaku.com", "NFT", "Arxiv")
+// with one example of a tool is likely meant for it, however far the
+// tool's other examples are. Pooled into one document per tool, a broad
+// tool's examples would dilute one another.
+type exampleBM25 struct {
+	bm    bm25
+	owner []int // vector -> tool label, for example vectors
+}
+
+func newExampleBM25(idx *index.Index, tools []int) exampleBM25 {
+	owner := make([]int, idx.NumVectors())
+	var ids []int
+	var texts []string
+	for _, li := range tools {
+		l := &idx.Labels[li]
+		for k, src := range l.Sources {
+			if src == index.SourceExample {
+				ids = append(ids, l.First+k)
+				texts = append(texts, l.Texts[k])
+				owner[l.First+k] = li
+			}
+		}
+	}
+	return exampleBM25{bm: newBM25Docs(ids, texts), owner: owner}
+}
+
+// score returns each tool's best example score for text, leaving out the
+// example vector held (-1: none), which is the text itself when an example
+// is scored as a query at calibration time.
+func (e *exampleBM25) score(text string, held int) map[int]float64 {
+	per := e.bm.score(text)
+	if per == nil {
+		return nil
+	}
+	out := make(map[int]float64, len(per))
+	for v, s := range per {
+		if v == held {
+			continue
+		}
+		if li := e.owner[v]; s > out[li] {
+			out[li] = s
+		}
 	}
 	return out
 }

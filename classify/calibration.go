@@ -107,6 +107,14 @@ type Fusion struct {
 	// BM25 is the weight of a tool's Okapi BM25 score (k1 1.2, b 0.75)
 	// over its name, description and keywords, added to its score.
 	BM25 float64 `json:"bm25"`
+	// ToolBreadth corrects raw cosine for how broad a tool is (see
+	// breadth): ToolBreadth × (mean breadth − the tool's breadth) is added
+	// to its score. 0 unless fitted on the catalog's tool examples.
+	ToolBreadth float64 `json:"tool_breadth,omitempty"`
+	// ExampleBM25 weighs the best BM25 score of any one of a tool's
+	// examples, each example its own document (see exampleBM25). 0 unless
+	// fitted on the catalog's tool examples.
+	ExampleBM25 float64 `json:"example_bm25,omitempty"`
 }
 
 // DefaultCalibration is used for indexes built without calibration. Its

@@ -101,6 +101,10 @@ type Classifier struct {
 	sumSq []float64
 	// bm is the BM25 index over the tools.
 	bm bm25
+	// exBM is the BM25 index over the tools' examples, one per document.
+	exBM exampleBM25
+	// breadth measures how spread out each tool's examples are.
+	breadth *breadth
 }
 
 // New prepares a classifier over idx. It fails if the index's calibration
@@ -127,6 +131,8 @@ func New(idx *index.Index, emb Embedder, cfg Config) (*Classifier, error) {
 		c.sums[li], c.sumSq[li] = sum, float64(vek32.Dot(sum, sum))
 	}
 	c.bm = newBM25(idx, c.tools)
+	c.exBM = newExampleBM25(idx, c.tools)
+	c.breadth = newBreadth(idx, c.tools)
 	cal, err := ParseCalibration(idx.Calibration)
 	if err != nil {
 		return nil, err
@@ -315,8 +321,9 @@ type turn struct {
 	// penalty is subtracted from every score of this turn: earlier turns
 	// count, but less than the current one, and less the clearer it is.
 	penalty float64
-	// bm holds the tools' BM25 scores for this text.
-	bm map[int]float64
+	// bm holds the tools' BM25 scores for this text, and exBM each
+	// tool's best example BM25 score.
+	bm, exBM map[int]float64
 	// held is set when the turn is an index vector scored as a query at
 	// calibration time: heldVec is left out of its label's centroid.
 	held    bool
@@ -346,6 +353,9 @@ func (c *Classifier) embedTurns(ctx context.Context, ts []turn) ([]turn, error) 
 		ts[i].vec = vecs[i]
 		if c.cal.Fusion.BM25 > 0 {
 			ts[i].bm = c.bm.score(ts[i].text)
+		}
+		if c.cal.Fusion.ExampleBM25 > 0 {
+			ts[i].exBM = c.exBM.score(ts[i].text, -1)
 		}
 	}
 	return ts, nil
@@ -409,10 +419,10 @@ func (c *Classifier) scoreLabels(ls []int, ts []turn) []labelScore {
 			if c.sums[li] != nil && !math.IsInf(dense, -1) {
 				dense = c.pooled(li, l, t, dense, float64(d[0]))
 			}
-			total := dense*t.weight - t.penalty
+			total := (dense+c.breadth.adjust(li, l, t, c.cal.Fusion.ToolBreadth))*t.weight - t.penalty
 			cos := float64(s)
 			boost, lexEv := c.lex.evidence(li, t, &c.cal.Fusion)
-			total += (boost + c.cal.Fusion.BM25*t.bm[li]) * t.weight
+			total += (boost + c.cal.Fusion.BM25*t.bm[li] + c.cal.Fusion.ExampleBM25*t.exBM[li]) * t.weight
 			if total > best.score {
 				best = labelScore{label: li, owner: li, score: total, cos: cos, vec: l.First + v, ctx: t.context, lex: lexEv}
 			}

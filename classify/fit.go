@@ -209,6 +209,7 @@ func (c *Classifier) exampleTurn(ex example, dots []float32, maskLabel bool) tur
 	if c.cal.Fusion.BM25 > 0 {
 		t.bm = c.bm.score(text) // examples are not in the BM25 documents
 	}
+	t.exBM = c.exBM.score(text, ex.vector) // computed always: the fit may turn it on
 	return t
 }
 
@@ -433,16 +434,32 @@ const minFusionExamples = 2
 // maxFusionExamples bounds the held-out examples the weights are chosen on.
 const maxFusionExamples = 2000
 
-// Candidate tool fusion weights (the defaults are in the middle).
-var (
-	toolCentroids = []float64{0.3, 0.5, 0.7}
-	toolBM25s     = []float64{0.012, 0.018, 0.024}
-)
+// fusionKnob is one fitted tool fusion weight and its candidate values
+// (the default first where it is one of them).
+type fusionKnob struct {
+	name   string
+	field  func(*Fusion) *float64
+	values []float64
+}
 
-// fitToolFusion chooses Fusion.ToolCentroid and Fusion.BM25 by the mean
-// reciprocal rank of each held-out tool example's own tool (the example
-// left out of its tool's vectors and centroid; examples are never in the
-// BM25 documents). Ties keep the earlier, more conservative candidate.
+var fusionKnobs = []fusionKnob{
+	{"tool_centroid", func(f *Fusion) *float64 { return &f.ToolCentroid }, []float64{0.5, 0.3, 0.7}},
+	{"bm25", func(f *Fusion) *float64 { return &f.BM25 }, []float64{0.018, 0.012, 0.024}},
+	{"tool_breadth", func(f *Fusion) *float64 { return &f.ToolBreadth }, []float64{0, 0.1, 0.2, 0.3, 0.4}},
+	{"example_bm25", func(f *Fusion) *float64 { return &f.ExampleBM25 }, []float64{0, 0.005, 0.01, 0.015}},
+}
+
+// maxFusionRounds bounds the coordinate-ascent passes over fusionKnobs.
+const maxFusionRounds = 4
+
+// fitToolFusion chooses the tool fusion weights (fusionKnobs) by the mean
+// reciprocal rank of each held-out tool example's own tool: the example
+// is left out of its tool's vectors, centroid, breadth and example BM25
+// documents (examples are never in the description BM25 documents). It
+// is coordinate ascent: each pass tries every value of one weight with the
+// others held, keeps the best, and moves to the next weight, until a pass
+// changes nothing. A value must beat the current one to replace it, so
+// ties keep the default.
 func (c *Classifier) fitToolFusion(ctx context.Context, toolEx []example, dots []float32) error {
 	all := c.allServers()
 	if len(toolEx) > maxFusionExamples { // bound time and memory: an even sample
@@ -456,30 +473,41 @@ func (c *Classifier) fitToolFusion(ctx context.Context, toolEx []example, dots [
 	for i, ex := range toolEx {
 		turns[i] = c.exampleTurn(ex, dots, false)
 	}
-	base := c.cal.Fusion
-	best, bestMRR := base, -1.0
-	for _, cw := range toolCentroids {
-		for _, bw := range toolBM25s {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			f := base
-			f.ToolCentroid, f.BM25 = cw, bw
-			c.cal.Fusion = f
-			var mrr float64
-			for i, ex := range toolEx {
-				_, ts, _, _ := c.routeScores(turns[i:i+1], all)
-				for r, s := range ts {
-					if s.label == ex.label {
-						mrr += 1 / float64(r+1)
-						break
-					}
+	mrr := func(f Fusion) float64 {
+		c.cal.Fusion = f
+		var sum float64
+		for i, ex := range toolEx {
+			_, ts, _, _ := c.routeScores(turns[i:i+1], all)
+			for r, s := range ts {
+				if s.label == ex.label {
+					sum += 1 / float64(r+1)
+					break
 				}
 			}
-			mrr /= float64(len(toolEx))
-			if mrr > bestMRR+1e-9 {
-				best, bestMRR = f, mrr
+		}
+		return sum / float64(len(toolEx))
+	}
+	best := c.cal.Fusion
+	bestMRR := mrr(best)
+	for round := 0; round < maxFusionRounds; round++ {
+		changed := false
+		for _, k := range fusionKnobs {
+			for _, v := range k.values {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if *k.field(&best) == v {
+					continue
+				}
+				f := best
+				*k.field(&f) = v
+				if m := mrr(f); m > bestMRR+1e-9 {
+					best, bestMRR, changed = f, m, true
+				}
 			}
+		}
+		if !changed {
+			break
 		}
 	}
 	c.cal.Fusion = best

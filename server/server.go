@@ -174,7 +174,7 @@ func (s *Server) GetIndexInfo(ctx context.Context, _ *pb.GetIndexInfoRequest) (*
 	f := cal.Fusion
 	out.Fusion = &pb.FusionInfo{Pattern: float32(f.Pattern), Name: float32(f.Name), Keyword: float32(f.Keyword),
 		ToolCentroid: float32(f.ToolCentroid), ToolDescription: float32(f.ToolDescription), ToolExactGap: float32(f.ToolExactGap),
-		Bm25: float32(f.BM25), Fitted: cal.FusionFitted, HeadWeight: float32(cal.HeadWeight)}
+		Bm25: float32(f.BM25), ToolBreadth: float32(f.ToolBreadth), Fitted: cal.FusionFitted, HeadWeight: float32(cal.HeadWeight)}
 	return out, nil
 }
 

@@ -1245,11 +1245,15 @@ type FusionInfo struct {
 	ToolExactGap    float32 `protobuf:"fixed32,6,opt,name=tool_exact_gap,json=toolExactGap,proto3" json:"tool_exact_gap,omitempty"`
 	// bm25 weighs a tool's BM25 score over its name, description and keywords.
 	Bm25 float32 `protobuf:"fixed32,7,opt,name=bm25,proto3" json:"bm25,omitempty"`
-	// fitted is true when gen-index chose tool_centroid and bm25 on the
+	// fitted is true when gen-index chose tool_centroid, bm25 and tool_breadth on the
 	// catalog's tool examples rather than keeping the defaults.
 	Fitted bool `protobuf:"varint,8,opt,name=fitted,proto3" json:"fitted,omitempty"`
 	// head_weight weighs the single-label linear head (0: no head).
-	HeadWeight    float32 `protobuf:"fixed32,9,opt,name=head_weight,json=headWeight,proto3" json:"head_weight,omitempty"`
+	HeadWeight float32 `protobuf:"fixed32,9,opt,name=head_weight,json=headWeight,proto3" json:"head_weight,omitempty"`
+	// tool_breadth weighs the breadth correction: a tool whose examples are
+	// far apart (a broad tool) gains tool_breadth * (mean breadth - its
+	// breadth), a narrow one loses as much. Fitted with tool_centroid and bm25.
+	ToolBreadth   float32 `protobuf:"fixed32,10,opt,name=tool_breadth,json=toolBreadth,proto3" json:"tool_breadth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1343,6 +1347,13 @@ func (x *FusionInfo) GetFitted() bool {
 func (x *FusionInfo) GetHeadWeight() float32 {
 	if x != nil {
 		return x.HeadWeight
+	}
+	return 0
+}
+
+func (x *FusionInfo) GetToolBreadth() float32 {
+	if x != nil {
+		return x.ToolBreadth
 	}
 	return 0
 }
@@ -3632,7 +3643,7 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	" \x01(\tR\rcatalogSha256\x12@\n" +
 	"\vcalibration\x18\v \x03(\v2\x1e.classifier.v1.CalibrationInfoR\vcalibration\x12-\n" +
 	"\x06limits\x18\f \x01(\v2\x15.classifier.v1.LimitsR\x06limits\x121\n" +
-	"\x06fusion\x18\r \x01(\v2\x19.classifier.v1.FusionInfoR\x06fusion\"\x97\x02\n" +
+	"\x06fusion\x18\r \x01(\v2\x19.classifier.v1.FusionInfoR\x06fusion\"\xba\x02\n" +
 	"\n" +
 	"FusionInfo\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\x02R\apattern\x12\x12\n" +
@@ -3644,7 +3655,9 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\x04bm25\x18\a \x01(\x02R\x04bm25\x12\x16\n" +
 	"\x06fitted\x18\b \x01(\bR\x06fitted\x12\x1f\n" +
 	"\vhead_weight\x18\t \x01(\x02R\n" +
-	"headWeight\"\xa6\x01\n" +
+	"headWeight\x12!\n" +
+	"\ftool_breadth\x18\n" +
+	" \x01(\x02R\vtoolBreadth\"\xa6\x01\n" +
 	"\x14AnalyzePromptRequest\x12\x16\n" +
 	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x12\x18\n" +
 	"\acontext\x18\x02 \x01(\tR\acontext\x12)\n" +

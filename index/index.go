@@ -74,6 +74,8 @@ const (
 	SourceDescription Source = "description"
 	SourceExample     Source = "example"
 	SourceName        Source = "name"
+	// SourceRequest is a tool's description phrased as a user's request.
+	SourceRequest Source = "request"
 )
 
 // Label is one category, server or tool with its metadata and the range of

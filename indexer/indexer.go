@@ -7,6 +7,7 @@ package indexer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -102,6 +103,10 @@ func Labels(cat *catalog.Catalog) []index.Label {
 			desc := ToolText(t.Name, t.Description)
 			texts, sources := withExamples(desc, t.Examples)
 			texts[0], sources[0] = desc, index.SourceDescription
+			if r := RequestText(t.Description); r != "" && len(s.Tools) == 1 {
+				texts = slices.Insert(texts, 1, r)
+				sources = slices.Insert(sources, 1, index.SourceRequest)
+			}
 			add(index.Label{Kind: index.KindTool, ID: s.ID + "/" + t.Name, Name: t.Name, Server: s.ID,
 				Category: catalog.ToolCategory(s, t), Description: t.Description,
 				Keywords: t.Keywords, InputSchema: t.InputSchema}, texts, sources)
@@ -132,6 +137,27 @@ func ToolText(name, desc string) string {
 		return h
 	}
 	return h + ": " + desc
+}
+
+// RequestText is a tool's description phrased as a user's request, embedded
+// as one more vector of the tool ("" when there is no description). A
+// small sentence encoder puts "Can you find me a laptop under $800?" and
+// "Find products tailored to your preferences" in different regions, one
+// a request and the other a third-person statement; the request-phrased
+// description sits between them. Measured with use-lite-en on the MetaTool
+// dev split (make eval): description-only catalog, tool top-1 0.534 ->
+// 0.545 and recall@5 0.774 -> 0.787; with 5 examples per tool, top-1
+// 0.645 -> 0.655. Only a tool that is alone on its server gets one: the
+// short descriptions of sibling tools ("List open pull requests", "Get a
+// pull request's diff") all take the same request phrasing and pull
+// together (default catalog, tool top-1 0.803 -> 0.770 when every tool
+// had one).
+func RequestText(desc string) string {
+	desc = strings.TrimSpace(desc)
+	if desc == "" {
+		return ""
+	}
+	return "Can you help me? " + desc
 }
 
 // Humanize turns snake_case, kebab-case and camelCase names into words.

@@ -98,6 +98,9 @@ type routeReport struct {
 	ServerRecall map[string]float64 `json:"server_recall_at"`
 	ToolRecall   map[string]float64 `json:"tool_recall_at"`
 	ToolTop1     float64            `json:"tool_top1"`
+	// SingleTop1 is top-1 over the queries with one gold tool only (a
+	// multi-tool query's top tool is right when it is any of its gold).
+	SingleTop1 float64 `json:"tool_top1_single"`
 	MultiFull5   float64            `json:"multi_full_recall_at_5"`
 	MultiQueries int                `json:"multi_queries"`
 	// ECE over every returned tool (up to 5 a query): confidence against
@@ -252,7 +255,7 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 	var rr routeReport
 	ks := []int{1, 3, 5}
 	srvHits, toolHits := make([]int, len(ks)), make([]int, len(ks))
-	var routed, multi, multiFull, top1, ranked int
+	var routed, multi, multiFull, top1, ranked, single, singleTop1 int
 	var tConfB, tConfA, sConfB, sConfA []float64
 	var tRel, sRel []bool
 	var rAbTP, rAbFP, rAbFN int
@@ -359,6 +362,12 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 						top1++
 					}
 					ranked++
+					if len(q.Tools) == 1 {
+						single++
+						if right {
+							singleTop1++
+						}
+					}
 				}
 				// Calibration is per returned label: a server's or tool's
 				// confidence is the probability that it is relevant.
@@ -428,6 +437,7 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 			rr.ToolRecall[fmt.Sprint(k)] = ratio(toolHits[j], routed)
 		}
 		rr.ToolTop1 = ratio(top1, ranked)
+		rr.SingleTop1 = ratio(singleTop1, single)
 		rr.MultiQueries = multi
 		rr.MultiFull5 = ratio(multiFull, multi)
 		rr.ECEBefore = classify.ECE(tConfB, tRel, 15)
@@ -508,6 +518,7 @@ func printReport(w io.Writer, name string, r *report) {
 		fmt.Fprintf(w, "  tools:   top-1 %.3f  recall@1 %.3f @3 %.3f @5 %.3f  ECE (returned tools) before %.3f after %.3f\n",
 			rr.ToolTop1, rr.ToolRecall["1"], rr.ToolRecall["3"], rr.ToolRecall["5"], rr.ECEBefore, rr.ECEAfter)
 		if rr.MultiQueries > 0 {
+			fmt.Fprintf(w, "  single-tool queries: top-1 %.3f\n", rr.SingleTop1)
 			fmt.Fprintf(w, "  multi-tool queries: all gold tools in top 5 for %.3f of %d\n", rr.MultiFull5, rr.MultiQueries)
 		}
 		if r.OutScope > 0 {

@@ -209,7 +209,9 @@ func (c *Classifier) exampleTurn(ex example, dots []float32, maskLabel bool) tur
 	if c.cal.Fusion.BM25 > 0 {
 		t.bm = c.bm.score(text) // examples are not in the BM25 documents
 	}
-	t.exBM = c.exBM.score(text, ex.vector) // computed always: the fit may turn it on
+	if c.cal.Fusion.ExampleBM25 > 0 {
+		t.exBM = c.exBM.score(text, ex.vector)
+	}
 	return t
 }
 
@@ -472,6 +474,8 @@ func (c *Classifier) fitToolFusion(ctx context.Context, toolEx []example, dots [
 	turns := make([]turn, len(toolEx))
 	for i, ex := range toolEx {
 		turns[i] = c.exampleTurn(ex, dots, false)
+		// The candidates turn example BM25 on whatever the current weight.
+		turns[i].exBM = c.exBM.score(turns[i].text, ex.vector)
 	}
 	mrr := func(f Fusion) float64 {
 		c.cal.Fusion = f

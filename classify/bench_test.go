@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/classifierd/classifierd/catalog"
-	"github.com/classifierd/classifierd/indexer"
 )
 
 // BenchmarkRouteScoring is Route without the model (a fast fake embedder):
@@ -22,15 +21,7 @@ func BenchmarkRouteScoring(b *testing.B) {
 			}
 			cat.Servers = append(cat.Servers, srv)
 		}
-		emb := bowEmbedder{dims: 512}
-		idx, err := indexer.Build(context.Background(), cat, emb, indexer.Model{Name: "bow", Fingerprint: "f", Dims: 512}, indexer.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		c, err := New(idx, emb, Config{})
-		if err != nil {
-			b.Fatal(err)
-		}
+		c := bowClassifier(b, cat, 512, nil)
 		b.Run(fmt.Sprintf("tools=%d", tools), func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {

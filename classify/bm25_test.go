@@ -1,16 +1,13 @@
 package classify
 
 import (
-	"context"
 	"math"
 	"reflect"
 	"testing"
 
 	"github.com/viterin/vek/vek32"
 
-	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/index"
-	"github.com/classifierd/classifierd/indexer"
 )
 
 func TestLexWords(t *testing.T) {
@@ -50,20 +47,8 @@ func TestBM25(t *testing.T) {
 // TestPooledHeldOut checks the calibration-time centroid: leaving a vector
 // out by arithmetic must equal recomputing the centroid without it.
 func TestPooledHeldOut(t *testing.T) {
-	cat, err := catalog.Parse([]byte(`{"servers": [{"id": "fs", "description": "files",
-		"tools": [{"name": "read_file", "description": "read a file", "examples": ["show me notes.txt", "print config.yaml", "cat the readme"]}]}]}`), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	emb := bowEmbedder{dims: 64}
-	idx, err := indexer.Build(context.Background(), cat, emb, indexer.Model{Name: "bow", Fingerprint: "f", Dims: 64}, indexer.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := New(idx, emb, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := bowClassifier(t, parseCatalog(t, `{"servers": [{"id": "fs", "description": "files",
+		"tools": [{"name": "read_file", "description": "read a file", "examples": ["show me notes.txt", "print config.yaml", "cat the readme"]}]}]}`), 64, nil)
 	c.cal.Fusion.ToolCentroid, c.cal.Fusion.ToolDescription, c.cal.Fusion.ToolExactGap = 1, 0, 0
 	for _, li := range c.tools {
 		l := &c.idx.Labels[li]

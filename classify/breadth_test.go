@@ -1,13 +1,10 @@
 package classify
 
 import (
-	"context"
 	"math"
 	"testing"
 
-	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/index"
-	"github.com/classifierd/classifierd/indexer"
 )
 
 // breadthCatalog has a narrow tool (near-identical examples) and a broad
@@ -20,20 +17,7 @@ const breadthCatalog = `{"servers": [
 
 func breadthClassifier(t *testing.T) *Classifier {
 	t.Helper()
-	cat, err := catalog.Parse([]byte(breadthCatalog), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	emb := bowEmbedder{dims: 256}
-	idx, err := indexer.Build(context.Background(), cat, emb, indexer.Model{Name: "bow", Fingerprint: "f", Dims: 256}, indexer.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := New(idx, emb, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return bowClassifier(t, parseCatalog(t, breadthCatalog), 256, nil)
 }
 
 func TestBreadthLiftsBroadTools(t *testing.T) {

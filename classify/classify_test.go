@@ -84,14 +84,22 @@ const testCatalog = `{
  ]
 }`
 
-func newTestClassifier(t testing.TB, emb Embedder) *Classifier {
+// parseCatalog parses a catalog written in a test.
+func parseCatalog(t testing.TB, js string) *catalog.Catalog {
 	t.Helper()
-	cat, err := catalog.Parse([]byte(testCatalog), "")
+	cat, err := catalog.Parse([]byte(js), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := bowEmbedder{dims: 256}
-	idx, err := indexer.Build(context.Background(), cat, fake, indexer.Model{Name: "bow", Fingerprint: "f", Dims: 256}, indexer.Options{})
+	return cat
+}
+
+// bowClassifier indexes cat with the bag-of-words fake of dims dimensions
+// and serves it with emb (the fake when nil), on the prior calibration.
+func bowClassifier(t testing.TB, cat *catalog.Catalog, dims int, emb Embedder) *Classifier {
+	t.Helper()
+	fake := bowEmbedder{dims: dims}
+	idx, err := indexer.Build(context.Background(), cat, fake, indexer.Model{Name: "bow", Fingerprint: "f", Dims: dims}, indexer.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +110,12 @@ func newTestClassifier(t testing.TB, emb Embedder) *Classifier {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+func newTestClassifier(t testing.TB, emb Embedder) *Classifier {
+	t.Helper()
+	c := bowClassifier(t, parseCatalog(t, testCatalog), 256, emb)
 	// The prior calibration is tuned for sentence encoders; the bag-of-words
 	// fake has lower similarities, so centre the maps on its scale.
 	c.cal.Categories = SingleLabel{Method: "test", T: 0.1, OOS: -10, Threshold: 0.4,

@@ -30,13 +30,7 @@ func TestOpenRejectsMismatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := *base
 			tc.edit(&m)
-			e, err := Open(rt, Config{ModelDir: dir, Manifest: &m})
-			if e != nil {
-				_ = e.Close()
-			}
-			if !errors.Is(err, ErrModel) {
-				t.Fatalf("got %v, want ErrModel", err)
-			}
+			wantOpenError(t, rt, Config{ModelDir: dir, Manifest: &m}, ErrModel)
 		})
 	}
 	t.Run("use-lite-en manifest on its model with token types", func(t *testing.T) {
@@ -45,13 +39,7 @@ func TestOpenRejectsMismatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.Inputs.TokenTypeIDs = "token_type_ids"
-		e, err := Open(rt, Config{ModelDir: modelDir(), Manifest: m})
-		if e != nil {
-			_ = e.Close()
-		}
-		if !errors.Is(err, ErrModel) {
-			t.Fatalf("got %v, want ErrModel", err)
-		}
+		wantOpenError(t, rt, Config{ModelDir: modelDir(), Manifest: m}, ErrModel)
 	})
 	t.Run("use-lite-en with wrong dims", func(t *testing.T) {
 		m, err := readUseLiteManifest()
@@ -59,13 +47,7 @@ func TestOpenRejectsMismatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.Dims = 384
-		e, err := Open(rt, Config{ModelDir: modelDir(), Manifest: m})
-		if e != nil {
-			_ = e.Close()
-		}
-		if !errors.Is(err, ErrModel) {
-			t.Fatalf("got %v, want ErrModel", err)
-		}
+		wantOpenError(t, rt, Config{ModelDir: modelDir(), Manifest: m}, ErrModel)
 	})
 	t.Run("other manifest pooling works", func(t *testing.T) {
 		m := *base
@@ -107,13 +89,7 @@ func TestOpenBadFiles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, man, _ := writeBert(t, 16)
 			tc.damage(t, dir)
-			e, err := Open(rt, Config{ModelDir: dir, Manifest: man})
-			if e != nil {
-				_ = e.Close()
-			}
-			if !errors.Is(err, tc.wantErr) {
-				t.Fatalf("got %v, want %v", err, tc.wantErr)
-			}
+			wantOpenError(t, rt, Config{ModelDir: dir, Manifest: man}, tc.wantErr)
 		})
 	}
 	t.Run("no manifest", func(t *testing.T) {
@@ -221,5 +197,18 @@ func TestFileSHA256(t *testing.T) {
 	}
 	if got != m.ModelSHA256 {
 		t.Fatalf("use-lite-en model.onnx: got sha256 %s, manifest says %s", got, m.ModelSHA256)
+	}
+}
+
+// wantOpenError opens cfg, closes the engine if one came back anyway, and
+// fails unless the error is want.
+func wantOpenError(t *testing.T, rt *Runtime, cfg Config, want error) {
+	t.Helper()
+	e, err := Open(rt, cfg)
+	if e != nil {
+		_ = e.Close()
+	}
+	if !errors.Is(err, want) {
+		t.Fatalf("got %v, want %v", err, want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -500,6 +501,7 @@ func TestGenIndexEvalResults(t *testing.T) {
 		Gold  []string `json:"gold"`
 		Tools []string `json:"tools"`
 		Right bool     `json:"right"`
+		Ranks []int    `json:"gold_ranks"`
 	}
 	var rows []row
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
@@ -534,6 +536,16 @@ func TestGenIndexEvalResults(t *testing.T) {
 		}
 		if r.Right {
 			right++
+		}
+		// The gold rank comes from a deeper call; within the top 5 it must
+		// agree with the returned list.
+		if len(r.Ranks) != len(r.Gold) {
+			t.Fatalf("%q: gold_ranks %v for gold %v", r.Text, r.Ranks, r.Gold)
+		}
+		if i := slices.Index(r.Tools, r.Gold[0]); i >= 0 && r.Ranks[0] != i+1 {
+			t.Errorf("%q: gold rank %d, but it is tool %d of %v", r.Text, r.Ranks[0], i+1, r.Tools)
+		} else if i < 0 && r.Ranks[0] >= 1 && r.Ranks[0] <= len(r.Tools) {
+			t.Errorf("%q: gold rank %d, but it is not in %v", r.Text, r.Ranks[0], r.Tools)
 		}
 	}
 	if want := float64(right) / 2; report.Routing.ToolTop1 != want {

@@ -100,9 +100,9 @@ type routeReport struct {
 	ToolTop1     float64            `json:"tool_top1"`
 	// SingleTop1 is top-1 over the queries with one gold tool only (a
 	// multi-tool query's top tool is right when it is any of its gold).
-	SingleTop1 float64 `json:"tool_top1_single"`
-	MultiFull5   float64            `json:"multi_full_recall_at_5"`
-	MultiQueries int                `json:"multi_queries"`
+	SingleTop1   float64 `json:"tool_top1_single"`
+	MultiFull5   float64 `json:"multi_full_recall_at_5"`
+	MultiQueries int     `json:"multi_queries"`
 	// ECE over every returned tool (up to 5 a query): confidence against
 	// whether that tool is one of the query's gold tools; likewise servers.
 	ECEBefore       float64        `json:"tool_ece_before"`
@@ -217,6 +217,26 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	return nil
 }
 
+// goldRanks is the 1-based rank of each of q's gold tools among the best
+// rankDepth tools Route returns for q's text (0 when not among them).
+func goldRanks(ctx context.Context, cls *classify.Classifier, q query) ([]int, error) {
+	zero := float32(0)
+	res, err := cls.Route(ctx, classify.RouteQuery{Query: q.Text, MaxServers: rankDepth, MaxTools: rankDepth, MinConfidence: &zero})
+	if err != nil {
+		return nil, err
+	}
+	ranks := make([]int, len(q.Tools))
+	for i, g := range q.Tools {
+		for j, t := range res.Tools {
+			if t.Server+"/"+t.Name == g {
+				ranks[i] = j + 1
+				break
+			}
+		}
+	}
+	return ranks, nil
+}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // result is one query's outcome, written by --results.
@@ -229,7 +249,14 @@ type result struct {
 	Confidence []float64 `json:"confidence,omitempty"`
 	Right      bool      `json:"right"`
 	Reasoning  string    `json:"reasoning,omitempty"`
+	// GoldRanks is each gold tool's 1-based rank among up to rankDepth
+	// tools of a wider Route call (0: below that), so a miss shows
+	// whether the tool was close.
+	GoldRanks []int `json:"gold_ranks,omitempty"`
 }
+
+// rankDepth is how deep --results looks for a missed gold tool.
+const rankDepth = 50
 
 func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *report, results *json.Encoder, progress func(int, int)) ([]time.Duration, error) {
 	idx := cls.Index()
@@ -380,6 +407,11 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 					sConfB = append(sConfB, clamp01(s.Score))
 					sConfA = append(sConfA, s.Confidence)
 					sRel = append(sRel, slices.Contains(q.Servers, s.ID))
+				}
+				if results != nil && len(q.Tools) > 0 {
+					if r.GoldRanks, err = goldRanks(ctx, cls, q); err != nil {
+						return nil, fmt.Errorf("query %d: %w", i, err)
+					}
 				}
 				if q.Kind == "multi" && len(q.Tools) > 1 {
 					multi++

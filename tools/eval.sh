@@ -24,10 +24,13 @@ ev banking77      "$OUT/data/banking77.catalog.json"     "$OUT/data/banking77.te
 ev banking77-oos  "$OUT/data/banking77-oos.catalog.json" "$OUT/data/banking77-oos.test.jsonl"
 ev metatool-desc  "$OUT/data/metatool-desc.catalog.json" "$OUT/data/metatool.test.jsonl"
 ev metatool-ex5   "$OUT/data/metatool-ex5.catalog.json"  "$OUT/data/metatool.test.jsonl"
-# The dev split (single-tool queries disjoint from the test set) is what
-# design choices are measured on; its figures are printed for comparison.
+# The dev split (single-tool queries disjoint from the test set, and
+# two-need prompts joined from pairs of them) is what design choices are
+# measured on; its figures are printed for comparison.
 ev metatool-desc-dev "$OUT/data/metatool-desc.catalog.json" "$OUT/data/metatool.dev.jsonl"
 ev metatool-ex5-dev  "$OUT/data/metatool-ex5.catalog.json"  "$OUT/data/metatool.dev.jsonl"
+ev metatool-desc-dev-multi "$OUT/data/metatool-desc.catalog.json" "$OUT/data/metatool.dev-multi.jsonl"
+ev metatool-ex5-dev-multi  "$OUT/data/metatool-ex5.catalog.json"  "$OUT/data/metatool.dev-multi.jsonl"
 
 if [ -d tools/terminal-eval ]; then
   echo ">> terminal prompt detection"

@@ -4,7 +4,7 @@
 // deterministic for a seed.
 //
 //	datasets -in banking77.json -format banking77 -out DIR [-holdout 0.2] [-seed 1]
-//	datasets -in metatool.json  -format metatool  -out DIR [-examples-per-tool 5] [-test-size 3000] [-dev-size 3000]
+//	datasets -in metatool.json  -format metatool  -out DIR [-examples-per-tool 5] [-test-size 3000] [-dev-size 3000] [-dev-multi 500]
 package main
 
 import (
@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 )
 
 func main() {
@@ -32,6 +33,7 @@ type options struct {
 	holdout                    float64
 	seed                       int64
 	examplesPerTool, test, dev int
+	devMulti                   int
 }
 
 func run(args []string, stdout io.Writer) error {
@@ -45,6 +47,7 @@ func run(args []string, stdout io.Writer) error {
 	fs.IntVar(&o.examplesPerTool, "examples-per-tool", 5, "metatool: example queries per tool in the examples catalog")
 	fs.IntVar(&o.test, "test-size", 3000, "metatool: single-tool test queries sampled (all multi-tool queries are kept)")
 	fs.IntVar(&o.dev, "dev-size", 3000, "metatool: single-tool dev queries for tuning, disjoint from the test queries")
+	fs.IntVar(&o.devMulti, "dev-multi", 500, "metatool: two-need dev prompts made by joining pairs of dev queries")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -272,12 +275,68 @@ func metatool(o options, stdout io.Writer) error {
 	if err := writeQueries(filepath.Join(o.out, "metatool.test.jsonl"), qs); err != nil {
 		return err
 	}
-	if err := writeQueries(filepath.Join(o.out, "metatool.dev.jsonl"), metatoolQueries(ds, dev, used)); err != nil {
+	devQs := metatoolQueries(ds, dev, used)
+	if err := writeQueries(filepath.Join(o.out, "metatool.dev.jsonl"), devQs); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "metatool: %d tools; %d example queries in metatool-ex%d; %d test queries (%d multi-tool), %d dev queries, disjoint from the examples and each other\n",
-		len(ds.Servers), len(used), o.examplesPerTool, len(qs), len(multi), len(dev))
+	compound := compoundQueries(devQs, o.devMulti, rand.New(rand.NewSource(o.seed)))
+	if err := writeQueries(filepath.Join(o.out, "metatool.dev-multi.jsonl"), compound); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "metatool: %d tools; %d example queries in metatool-ex%d; %d test queries (%d multi-tool), %d dev queries (and %d two-need prompts made of them), disjoint from the examples and the test queries\n",
+		len(ds.Servers), len(used), o.examplesPerTool, len(qs), len(multi), len(dev), len(compound))
 	return nil
+}
+
+// joiners are the ways compoundQueries joins two requests: %s is the first
+// request without its final punctuation, %s the second with its first
+// letter lowered where it reads on ("and can you..."), or as it is after a
+// full stop.
+var joiners = []struct {
+	format string
+	lower  bool
+}{
+	{"%s and %s", true},
+	{"%s, and %s", true},
+	{"%s, then %s", true},
+	{"%s. Also, %s", true},
+	{"%s. %s", false},
+	{"%s; %s", true},
+}
+
+// compoundQueries makes up to n two-need prompts from pairs of the dev
+// queries qs (each query used at most once, the two needing different
+// tools), for tuning multi-tool routing without the test set, whose
+// multi-tool queries are all kept for the test. They are easier than the
+// real ones (each half is a whole request) but need the same thing: both
+// tools among the top five.
+func compoundQueries(qs []query, n int, r *rand.Rand) []query {
+	order := r.Perm(len(qs))
+	var out []query
+	for i := 0; i+1 < len(order) && len(out) < n; i += 2 {
+		a, b := qs[order[i]], qs[order[i+1]]
+		if len(a.Tools) != 1 || len(b.Tools) != 1 || a.Tools[0] == b.Tools[0] {
+			continue
+		}
+		j := joiners[r.Intn(len(joiners))]
+		first := strings.TrimRight(strings.TrimSpace(a.Text), ".?! ")
+		second := strings.TrimSpace(b.Text)
+		if j.lower {
+			second = lowerFirst(second)
+		}
+		out = append(out, query{Text: fmt.Sprintf(j.format, first, second),
+			Servers: slices.Concat(a.Servers, b.Servers), Tools: slices.Concat(a.Tools, b.Tools), Kind: "multi"})
+	}
+	return out
+}
+
+// lowerFirst lowers a leading capital unless the word is "I" or "I'm" or
+// an acronym (the second letter is a capital too).
+func lowerFirst(s string) string {
+	if len(s) < 2 || s[0] < 'A' || s[0] > 'Z' || s[1] >= 'A' && s[1] <= 'Z' || s[0] == 'I' && (s[1] == ' ' || s[1] == '\'') {
+		return s
+	}
+	return string(s[0]+'a'-'A') + s[1:]
 }
 
 // metatoolQueries converts the queries at ids, skipping those used as examples.

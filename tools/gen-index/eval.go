@@ -100,9 +100,10 @@ type routeReport struct {
 	ToolTop1     float64            `json:"tool_top1"`
 	// SingleTop1 is top-1 over the queries with one gold tool only (a
 	// multi-tool query's top tool is right when it is any of its gold).
-	SingleTop1   float64 `json:"tool_top1_single"`
-	MultiFull5   float64 `json:"multi_full_recall_at_5"`
-	MultiQueries int     `json:"multi_queries"`
+	SingleTop1    float64 `json:"tool_top1_single"`
+	SingleQueries int     `json:"single_queries"`
+	MultiFull5    float64 `json:"multi_full_recall_at_5"`
+	MultiQueries  int     `json:"multi_queries"`
 	// ECE over every returned tool (up to 5 a query): confidence against
 	// whether that tool is one of the query's gold tools; likewise servers.
 	ECEBefore       float64        `json:"tool_ece_before"`
@@ -470,6 +471,7 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 		}
 		rr.ToolTop1 = ratio(top1, ranked)
 		rr.SingleTop1 = ratio(singleTop1, single)
+		rr.SingleQueries = single
 		rr.MultiQueries = multi
 		rr.MultiFull5 = ratio(multiFull, multi)
 		rr.ECEBefore = classify.ECE(tConfB, tRel, 15)
@@ -550,7 +552,9 @@ func printReport(w io.Writer, name string, r *report) {
 		fmt.Fprintf(w, "  tools:   top-1 %.3f  recall@1 %.3f @3 %.3f @5 %.3f  ECE (returned tools) before %.3f after %.3f\n",
 			rr.ToolTop1, rr.ToolRecall["1"], rr.ToolRecall["3"], rr.ToolRecall["5"], rr.ECEBefore, rr.ECEAfter)
 		if rr.MultiQueries > 0 {
-			fmt.Fprintf(w, "  single-tool queries: top-1 %.3f\n", rr.SingleTop1)
+			if rr.SingleQueries > 0 {
+				fmt.Fprintf(w, "  single-tool queries: top-1 %.3f\n", rr.SingleTop1)
+			}
 			fmt.Fprintf(w, "  multi-tool queries: all gold tools in top 5 for %.3f of %d\n", rr.MultiFull5, rr.MultiQueries)
 		}
 		if r.OutScope > 0 {

@@ -277,7 +277,7 @@ func (c *Classifier) needTurns(prompt string) []turn {
 		if len(strings.Fields(p)) < 2 {
 			continue
 		}
-		ts = append(ts, turn{text: p, weight: needWeight})
+		ts = append(ts, turn{text: p, weight: needWeight, part: true})
 		if len(ts) > maxNeeds {
 			break
 		}

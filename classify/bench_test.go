@@ -9,7 +9,8 @@ import (
 )
 
 // BenchmarkRouteScoring is Route without the model (a fast fake embedder):
-// the cost of scoring, fusion, calibration and reasoning by catalog size.
+// the cost of scoring, fusion, calibration and reasoning by catalog size,
+// for one request and for a two-need one (scored whole and by part).
 func BenchmarkRouteScoring(b *testing.B) {
 	for _, tools := range []int{100, 1000} {
 		cat := &catalog.Catalog{Categories: []catalog.Category{{ID: "meta", Description: "meta tools help"}}}
@@ -22,13 +23,18 @@ func BenchmarkRouteScoring(b *testing.B) {
 			cat.Servers = append(cat.Servers, srv)
 		}
 		c := bowClassifier(b, cat, 512, nil)
-		b.Run(fmt.Sprintf("tools=%d", tools), func(b *testing.B) {
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				if _, err := c.Route(context.Background(), RouteQuery{Query: "please run tool 3 on server 7"}); err != nil {
-					b.Fatal(err)
+		for name, q := range map[string]string{
+			"one":      "please run tool 3 on server 7",
+			"compound": "please run tool 3 on server 7 and then list what tool 5 of server 12 reads",
+		} {
+			b.Run(fmt.Sprintf("tools=%d/%s", tools, name), func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					if _, err := c.Route(context.Background(), RouteQuery{Query: q}); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -318,6 +318,8 @@ type turn struct {
 	vec    []float32
 	// context marks an earlier conversation turn (not the current request).
 	context bool
+	// part marks one need of a compound request (see needTurns).
+	part bool
 	// penalty is subtracted from every score of this turn: earlier turns
 	// count, but less than the current one, and less the clearer it is.
 	penalty float64

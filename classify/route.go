@@ -331,21 +331,35 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 	var res RouteResult
 	srvS, toolS, cs, cand := c.routeScores(ts, allowed)
 	res.Candidates = cand
+	var partSrv, partTool [][]labelScore
+	if len(srvS) > maxS || len(toolS) > maxT {
+		partSrv, partTool = c.partScores(ts, allowed)
+	}
+	keep := needPicks(partSrv, srvS, maxS, c.cal.Servers.ProbAt, srvThr, nil)
 	selected := map[int]bool{}
-	for _, s := range srvS {
+	for i, s := range srvS {
 		p := c.cal.Servers.ProbAt(s.score, srvS[0].score-s.score)
 		if len(res.Servers) >= maxS || p < srvThr {
 			break
 		}
+		if len(res.Servers)+len(keep) >= maxS && !keep[s.label] {
+			continue
+		}
+		ev := c.evidence(s)
+		if keep[s.label] && i >= maxS {
+			ev = keptNeed + ev
+		}
+		delete(keep, s.label)
 		selected[s.label] = true
 		res.Servers = append(res.Servers, Scored{Label: s.label, ID: c.idx.Labels[s.label].ID,
-			Confidence: p, Score: s.score, Evidence: c.evidence(s)})
+			Confidence: p, Score: s.score, Evidence: ev})
 	}
 	// Tools of the selected servers, best first. Every selected server
 	// contributes at least its best tool: a relevant server with nothing to
 	// call would be a silent empty answer.
 	hasTool := map[int]bool{}
-	for _, s := range toolS {
+	keepT := needPicks(partTool, toolS, maxT, c.cal.Tools.ProbAt, toolThr, func(li int) bool { return selected[c.serverOf[li]] })
+	for i, s := range toolS {
 		if len(res.Tools) >= maxT {
 			break
 		}
@@ -357,8 +371,16 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 		if p < toolThr && hasTool[si] {
 			continue
 		}
+		if len(res.Tools)+len(keepT) >= maxT && !keepT[s.label] {
+			continue
+		}
+		tl := c.toolScore(s, p)
+		if keepT[s.label] && i >= maxT {
+			tl.Evidence = keptNeed + tl.Evidence
+		}
+		delete(keepT, s.label)
 		hasTool[si] = true
-		res.Tools = append(res.Tools, c.toolScore(s, p))
+		res.Tools = append(res.Tools, tl)
 	}
 	// Categories, multi-label.
 	if len(c.cats) > 0 {
@@ -378,6 +400,74 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 	}
 	res.Reasoning = c.routeReason(res, srvS)
 	return res
+}
+
+// Needs of a compound request. A prompt that asks for two things ("the
+// latest news on Tesla and how it moved the stock market") is scored as a
+// whole and as each part alone (needTurns), and a label's score is its best
+// over those; but the whole prompt's first five can still all serve one
+// need (five finance tools). So when the answer is cut to k labels, places
+// are kept for what each part alone ranks first and second, taken in turn
+// (every part's best, then every part's second), each still within the
+// whole prompt's best needRankDepth×k and above the confidence threshold.
+// Only parts of needMinWords words or more count: shorter ones are mostly
+// details of one request ("the keyword is fashion"), not a second request.
+// The whole prompt's best keeps the first place, at most half the places
+// (rounded up) are kept, and the answer stays ordered by score, so
+// confidences still fall down the list. Chosen on the MetaTool dev split
+// and its two-need dev prompts (tools/datasets); README "Compound requests".
+const (
+	needPicksPerPart = 2
+	needRankDepth    = 2
+	needMinWords     = 5
+)
+
+// keptNeed starts the evidence of a label that is in the answer only
+// because a place was kept for it (see needPicks).
+const keptNeed = "kept for a separate need of the request; "
+
+// partScores scores each part of a compound request that is long enough
+// to be a need on its own: the ranked servers and tools of each.
+func (c *Classifier) partScores(ts []turn, allowed map[int]bool) (srv, tool [][]labelScore) {
+	for i := range ts {
+		if ts[i].part && len(strings.Fields(ts[i].text)) >= needMinWords {
+			s, t, _, _ := c.routeScores(ts[i:i+1], allowed)
+			srv, tool = append(srv, s), append(tool, t)
+		}
+	}
+	return srv, tool
+}
+
+// needPicks returns the labels kept for the parts' needs among the first
+// k of overall (see above). ok, when set, limits the labels that may be
+// kept; prob gives a label's confidence at its overall score.
+func needPicks(parts [][]labelScore, overall []labelScore, k int, prob func(score, gap float64) float64, thr float64, ok func(label int) bool) map[int]bool {
+	keep := map[int]bool{}
+	if len(parts) < 2 || len(overall) <= k || k < 2 {
+		return keep // no cut, nothing to keep a place for
+	}
+	rank := make(map[int]int, len(overall))
+	for i, s := range overall {
+		rank[s.label] = i + 1
+	}
+	slots := (k + 1) / 2
+	for d := 0; d < needPicksPerPart; d++ {
+		for _, ps := range parts {
+			if d >= len(ps) || len(keep) >= slots {
+				continue
+			}
+			li := ps[d].label
+			r := rank[li]
+			// Within the first k-slots the label is in the answer anyway.
+			if r <= k-slots || r > needRankDepth*k || ok != nil && !ok(li) {
+				continue
+			}
+			if prob(overall[r-1].score, overall[0].score-overall[r-1].score) >= thr {
+				keep[li] = true
+			}
+		}
+	}
+	return keep
 }
 
 func (c *Classifier) toolScore(s labelScore, p float64) ToolScore {

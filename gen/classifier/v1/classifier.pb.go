@@ -432,7 +432,9 @@ type RouteRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Query    string                 `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
 	Messages []*Message             `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
-	// max_servers caps returned servers; 0 means the default (5).
+	// max_servers caps returned servers; 0 means the default (5). When a
+	// compound request ("X and Y") is cut, places are kept for each of its
+	// needs; such a server's evidence starts "kept for a separate need".
 	MaxServers int32 `protobuf:"varint,3,opt,name=max_servers,json=maxServers,proto3" json:"max_servers,omitempty"`
 	// max_tools caps returned tools; 0 means the default (20).
 	MaxTools      int32    `protobuf:"varint,4,opt,name=max_tools,json=maxTools,proto3" json:"max_tools,omitempty"`

@@ -103,7 +103,10 @@ type routeReport struct {
 	SingleTop1    float64 `json:"tool_top1_single"`
 	SingleQueries int     `json:"single_queries"`
 	MultiFull5    float64 `json:"multi_full_recall_at_5"`
-	MultiQueries  int     `json:"multi_queries"`
+	// MultiDefault is, over multi-tool queries, how often Route at the
+	// default thresholds returns every gold server.
+	MultiDefault float64 `json:"multi_all_servers_at_default"`
+	MultiQueries int     `json:"multi_queries"`
 	// ECE over every returned tool (up to 5 a query): confidence against
 	// whether that tool is one of the query's gold tools; likewise servers.
 	ECEBefore       float64        `json:"tool_ece_before"`
@@ -283,6 +286,7 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 	var rr routeReport
 	ks := []int{1, 3, 5}
 	srvHits, toolHits := make([]int, len(ks)), make([]int, len(ks))
+	var multiDefault int
 	var routed, multi, multiFull, top1, ranked, single, singleTop1 int
 	var tConfB, tConfA, sConfB, sConfA []float64
 	var tRel, sRel []bool
@@ -420,6 +424,13 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 					if r.Right {
 						multiFull++
 					}
+					var got []string
+					for _, s := range def.Servers {
+						got = append(got, s.ID)
+					}
+					if allIn(q.Servers, got) {
+						multiDefault++
+					}
 				}
 			}
 		}
@@ -474,6 +485,7 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 		rr.SingleQueries = single
 		rr.MultiQueries = multi
 		rr.MultiFull5 = ratio(multiFull, multi)
+		rr.MultiDefault = ratio(multiDefault, multi)
 		rr.ECEBefore = classify.ECE(tConfB, tRel, 15)
 		rr.ECEAfter = classify.ECE(tConfA, tRel, 15)
 		rr.Reliability = classify.Reliability(tConfA, tRel, 15)
@@ -555,7 +567,8 @@ func printReport(w io.Writer, name string, r *report) {
 			if rr.SingleQueries > 0 {
 				fmt.Fprintf(w, "  single-tool queries: top-1 %.3f\n", rr.SingleTop1)
 			}
-			fmt.Fprintf(w, "  multi-tool queries: all gold tools in top 5 for %.3f of %d\n", rr.MultiFull5, rr.MultiQueries)
+			fmt.Fprintf(w, "  multi-tool queries: all gold tools in top 5 for %.3f of %d; all gold servers returned at the default thresholds for %.3f\n",
+				rr.MultiFull5, rr.MultiQueries, rr.MultiDefault)
 		}
 		if r.OutScope > 0 {
 			fmt.Fprintf(w, "  route abstain (default policy): precision %.3f recall %.3f\n", rr.AbstainPrec, rr.AbstainRecall)

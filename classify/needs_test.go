@@ -3,6 +3,7 @@ package classify
 import (
 	"context"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -22,35 +23,53 @@ func TestNeedPicks(t *testing.T) {
 	// ((4+1)/2), labels ranked 1..2 are in anyway (k-slots), the rank
 	// limit is 8 (needRankDepth*k).
 	overall := ranked(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
-	anyProb := func(score, gap float64) float64 { return 1 }
+	anyLabel := func(int) bool { return true }
 	cases := []struct {
 		name  string
 		parts [][]labelScore
 		k     int
-		prob  func(score, gap float64) float64
 		ok    func(int) bool
 		want  []int
 	}{
-		{"one part is not a compound request", [][]labelScore{ranked(7)}, 4, anyProb, nil, nil},
-		{"no cut: every label fits", [][]labelScore{ranked(7), ranked(9)}, 12, anyProb, nil, nil},
-		{"each part's first and second are kept", [][]labelScore{ranked(0, 1), ranked(6, 2)}, 4, anyProb, nil, []int{6, 2}},
-		{"a part's best in the answer anyway takes no place", [][]labelScore{ranked(1, 5), ranked(6, 7)}, 4, anyProb, nil, []int{5, 6}},
-		{"every part's best before any part's second", [][]labelScore{ranked(5, 6), ranked(7, 3)}, 4, anyProb, nil, []int{5, 7}},
-		{"below the whole prompt's best 2k: not kept", [][]labelScore{ranked(9, 10), ranked(11, 4)}, 4, anyProb, nil, []int{4}},
-		{"below the confidence threshold: not kept", [][]labelScore{ranked(5), ranked(6)}, 4,
-			func(score, gap float64) float64 { return score }, nil, []int{5}}, // label 5 scores 0.5, label 6 0.4; thr 0.45
-		{"ok filters labels", [][]labelScore{ranked(5, 6), ranked(7, 3)}, 4, anyProb, func(l int) bool { return l != 5 }, []int{7, 6}},
-		{"at most half the places, rounded up", [][]labelScore{ranked(4), ranked(5), ranked(6)}, 3, anyProb, nil, []int{4, 5}},
+		{"one part is not a compound request", [][]labelScore{ranked(7)}, 4, anyLabel, nil},
+		{"no cut: every label fits", [][]labelScore{ranked(7), ranked(9)}, 12, anyLabel, nil},
+		{"each part's first and second are kept", [][]labelScore{ranked(0, 1), ranked(6, 2)}, 4, anyLabel, []int{6, 2}},
+		{"a part's best in the answer anyway takes no place", [][]labelScore{ranked(1, 5), ranked(6, 7)}, 4, anyLabel, []int{5, 6}},
+		{"every part's best before any part's second", [][]labelScore{ranked(5, 6), ranked(7, 3)}, 4, anyLabel, []int{5, 7}},
+		{"below the whole prompt's best 2k: not kept", [][]labelScore{ranked(9, 10), ranked(11, 4)}, 4, anyLabel, []int{4}},
+		{"ok filters labels (threshold, selected server)", [][]labelScore{ranked(5, 6), ranked(7, 3)}, 4, func(l int) bool { return l != 5 }, []int{7, 6}},
+		{"at most half the places, rounded up", [][]labelScore{ranked(4), ranked(5), ranked(6)}, 3, anyLabel, []int{4, 5}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := slices.Sorted(maps.Keys(needPicks(tc.parts, overall, tc.k, tc.prob, 0.45, tc.ok)))
+			got := slices.Sorted(maps.Keys(needPicks(tc.parts, overall, tc.k, tc.ok)))
 			want := slices.Clone(tc.want)
 			slices.Sort(want)
 			if !slices.Equal(got, want) {
 				t.Errorf("kept %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+func TestNeedProbs(t *testing.T) {
+	// prob falls with the score and, steeply, with the gap to the best.
+	prob := func(score, gap float64) float64 { return math.Max(0, score-2*gap) }
+	overall := ranked(0, 1, 2, 3) // scores 1, 0.9, 0.8, 0.7
+	parts := [][]labelScore{
+		{{label: 3, score: 0.6}, {label: 0, score: 0.5}}, // label 3 is this need's best
+		{{label: 1, score: 0.85}},
+	}
+	got := needProbs(overall, parts, prob)
+	for li, want := range map[int]float64{
+		0: 1,    // best overall
+		1: 0.85, // best of its part (0.85, gap 0) beats 0.9 - 2×0.1
+		2: 0.4,  // in no part: 0.8 - 2×0.2
+		3: 0.6,  // best of its part (0.6, gap 0) beats 0.7 - 2×0.3
+	} {
+		if math.Abs(got[li]-want) > 1e-9 {
+			t.Errorf("label %d: confidence %v, want %v", li, got[li], want)
+		}
 	}
 }
 

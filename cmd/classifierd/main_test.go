@@ -214,6 +214,33 @@ func TestDaemonServesDefaultCatalog(t *testing.T) {
 			t.Fatal("empty reasoning")
 		}
 	})
+	t.Run("a request with two needs gets both servers", func(t *testing.T) {
+		// The example: GitHub ranks well below the filesystem in the
+		// whole prompt (the config.json pattern), but is the best of its
+		// own part, so both pass the default threshold.
+		for _, q := range []string{
+			"read config.json and push it to my repo",
+			"search the web for the latest postgres release notes and create a jira ticket to upgrade our database",
+		} {
+			resp, err := c.Route(ctx, &pb.RouteRequest{Query: q})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, s := range resp.GetServers() {
+				ids = append(ids, s.GetId())
+			}
+			want := []string{"filesystem", "github"}
+			if strings.Contains(q, "jira") {
+				want = []string{"brave-search", "atlassian"}
+			}
+			for _, w := range want {
+				if !slices.Contains(ids, w) {
+					t.Errorf("%q: servers %v at the default threshold, want %v among them", q, ids, want)
+				}
+			}
+		}
+	})
 	t.Run("no-match policies", func(t *testing.T) {
 		for _, tc := range []struct {
 			p       pb.NoMatchPolicy

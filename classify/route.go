@@ -366,8 +366,16 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 	// tool, and the part-wise confidence over-stated tools (MetaTool dev
 	// split, ECE over returned tools 0.016 -> 0.041: details split off a
 	// single request, "the keyword is fashion", have confident bests too).
-	toolP := needProbs(toolS, nil, c.cal.Tools.ProbAt)
-	keepT := needPicks(partTool, toolS, maxT, func(li int) bool { return selected[c.serverOf[li]] && toolP[li] >= toolThr })
+	// It is computed only for the tools looked at.
+	toolP := func(s labelScore) float64 { return c.cal.Tools.ProbAt(s.score, toolS[0].score-s.score) }
+	var toolAt map[int]labelScore
+	if len(partTool) > 0 {
+		toolAt = make(map[int]labelScore, len(toolS))
+		for _, s := range toolS {
+			toolAt[s.label] = s
+		}
+	}
+	keepT := needPicks(partTool, toolS, maxT, func(li int) bool { return selected[c.serverOf[li]] && toolP(toolAt[li]) >= toolThr })
 	for i, s := range toolS {
 		if len(res.Tools) >= maxT {
 			break
@@ -376,7 +384,7 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 		if !selected[si] {
 			continue
 		}
-		p := toolP[s.label]
+		p := toolP(s)
 		if p < toolThr && hasTool[si] {
 			continue
 		}

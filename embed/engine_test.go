@@ -120,22 +120,39 @@ func TestBertTokenizer(t *testing.T) {
 // TestBatchingDoesNotChangeEmbeddings: alone, in a padded batch of mixed
 // lengths spanning several model runs, and in other orders, every text gets
 // the same vector.
+// namedEngine is one engine under test.
+type namedEngine struct {
+	name string
+	e    *Engine
+}
+
+// bothEngines is the real use-lite-en engine and the generated BERT-shaped
+// one (chunks of maxTokens), for tests both must pass.
+func bothEngines(t *testing.T, maxTokens int) []namedEngine {
+	t.Helper()
+	bert, _ := bertEngine(t, maxTokens)
+	return []namedEngine{{"use-lite-en", realEngine(t)}, {"bert-shaped", bert}}
+}
+
+// embedEachAlone embeds every sentence in a call of its own.
+func embedEachAlone(t *testing.T, e *Engine) [][]float32 {
+	t.Helper()
+	out := make([][]float32, len(sentences))
+	for i, s := range sentences {
+		v, err := e.Embed(context.Background(), []string{s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = v[0]
+	}
+	return out
+}
+
 func TestBatchingDoesNotChangeEmbeddings(t *testing.T) {
 	ctx := context.Background()
-	bert, _ := bertEngine(t, 32)
-	for _, tc := range []struct {
-		name string
-		e    *Engine
-	}{{"use-lite-en", realEngine(t)}, {"bert-shaped", bert}} {
+	for _, tc := range bothEngines(t, 32) {
 		t.Run(tc.name, func(t *testing.T) {
-			alone := make([][]float32, len(sentences))
-			for i, s := range sentences {
-				v, err := tc.e.Embed(ctx, []string{s})
-				if err != nil {
-					t.Fatal(err)
-				}
-				alone[i] = v[0]
-			}
+			alone := embedEachAlone(t, tc.e)
 			r := rand.New(rand.NewSource(1))
 			orders := map[string][]int{"given": nil, "reversed": nil, "shuffled with repeats": nil}
 			for i := range sentences {
@@ -180,12 +197,8 @@ func blockModel(e *Engine, f func()) {
 }
 
 func TestEmptyTextRejected(t *testing.T) {
-	bert, _ := bertEngine(t, 16)
 	blanks := []string{"", " ", "\t", "\n", "\t\n  \r\n", "\u00a0\u2003\u2028\u3000", "\v\f"}
-	for _, tc := range []struct {
-		name string
-		e    *Engine
-	}{{"use-lite-en", realEngine(t)}, {"bert-shaped", bert}} {
+	for _, tc := range bothEngines(t, 16) {
 		t.Run(tc.name, func(t *testing.T) {
 			blockModel(tc.e, func() {
 				for _, s := range blanks {
@@ -272,11 +285,7 @@ func TestTokenCap(t *testing.T) {
 
 func TestWhitespaceCollapsing(t *testing.T) {
 	variants := []string{"a b c", "a  b\t\nc", "  a b c  ", "a\u00a0b\u2003c", "\ta\r\nb   c\n"}
-	bert, _ := bertEngine(t, 16)
-	for _, tc := range []struct {
-		name string
-		e    *Engine
-	}{{"use-lite-en", realEngine(t)}, {"bert-shaped", bert}} {
+	for _, tc := range bothEngines(t, 16) {
 		t.Run(tc.name, func(t *testing.T) {
 			want, err := tc.e.Tokens(variants[0])
 			if err != nil {
@@ -303,14 +312,9 @@ func TestWhitespaceCollapsing(t *testing.T) {
 // inputs that made its NFKC panic, and decomposed accents it did not
 // compose. Both must embed, as the model's reference tokenizer would.
 func TestUnicodeText(t *testing.T) {
-	e := realEngine(t)
-	bert, _ := bertEngine(t, 16)
 	ctx := context.Background()
 	texts := []string{"ǆ", "jvkpǆ", "Ǆemal", "𪙹⑾ᨳޭۧ", "h᩹nk⅘ᾤ", "⩶庳뾿", "日本語のテキスト", "emoji 😀 ok", "ﬁle ½ x² ＡＢＣ"}
-	for _, tc := range []struct {
-		name string
-		e    *Engine
-	}{{"use-lite-en", e}, {"bert-shaped", bert}} {
+	for _, tc := range bothEngines(t, 16) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, s := range texts {
 				v, err := tc.e.Embed(ctx, []string{s})
@@ -323,6 +327,7 @@ func TestUnicodeText(t *testing.T) {
 		})
 	}
 	t.Run("composed and decomposed accents agree", func(t *testing.T) {
+		e := realEngine(t)
 		for _, pair := range [][2]string{{"café", "cafe\u0301"}, {"Zürich", "Zu\u0308rich"}, {"Å", "A\u030a"}} {
 			a, err := e.Tokens(pair[0])
 			if err != nil {
@@ -342,21 +347,13 @@ func TestUnicodeText(t *testing.T) {
 // TestConcurrentUse: 16 goroutines x 20 calls get exactly what sequential
 // calls get (run with -race).
 func TestConcurrentUse(t *testing.T) {
-	bert, _ := bertEngine(t, 32)
 	ctx := context.Background()
-	for _, tc := range []struct {
-		name string
-		e    *Engine
-	}{{"use-lite-en", realEngine(t)}, {"bert-shaped", bert}} {
+	for _, tc := range bothEngines(t, 32) {
 		t.Run(tc.name, func(t *testing.T) {
-			want := make([][]float32, len(sentences))
+			want := embedEachAlone(t, tc.e)
 			wantIDs := make([][]int64, len(sentences))
 			for i, s := range sentences {
-				v, err := tc.e.Embed(ctx, []string{s})
-				if err != nil {
-					t.Fatal(err)
-				}
-				want[i] = v[0]
+				var err error
 				if wantIDs[i], err = tc.e.Tokens(s); err != nil {
 					t.Fatal(err)
 				}

@@ -93,50 +93,34 @@ func BenchmarkInfer(b *testing.B) {
 // tokenizer, on use-lite-en and on the generated BERT tokenizer.
 func BenchmarkTokenize(b *testing.B) {
 	e := realEngine(b)
-	text := sentences[2]
-	b.Run("use-lite-en/cached-words", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := e.Tokens(text); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("use-lite-en/whole-text", func(b *testing.B) {
-		norm := e.man.NormalizeText(text)
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := e.tokenize(norm); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
 	// The longest text a request may carry (8 KiB) of non-ASCII words: the
-	// engine tokenises only the first max_tokens words ("whole" is what
-	// tokenising all of it costs).
-	long := strings.Repeat("Grüße aus 東京 😀 ", 480)[:8000]
-	long = strings.ToValidUTF8(long, "")
-	b.Run("use-lite-en/8KiB-non-ascii", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := e.Tokens(long); err != nil {
-				b.Fatal(err)
+	// engine tokenises only the first max_tokens words ("whole-text" is
+	// what tokenising all of it costs).
+	long := strings.ToValidUTF8(strings.Repeat("Grüße aus 東京 😀 ", 480)[:8000], "")
+	for _, tc := range []struct{ name, text string }{{"use-lite-en", sentences[2]}, {"use-lite-en/8KiB-non-ascii", long}} {
+		b.Run(tc.name+"/cached-words", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := e.Tokens(tc.text); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
-	b.Run("use-lite-en/8KiB-non-ascii-whole", func(b *testing.B) {
-		norm := e.man.NormalizeText(long)
-		for b.Loop() {
-			if _, err := e.tokenize(norm); err != nil {
-				b.Fatal(err)
+		})
+		b.Run(tc.name+"/whole-text", func(b *testing.B) {
+			norm := e.man.NormalizeText(tc.text)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := e.tokenize(norm); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
+		})
+	}
 	b.Run("bert-wordpiece", func(b *testing.B) {
 		bert := sharedBert(b)
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := bert.Tokens(text); err != nil {
+			if _, err := bert.Tokens(sentences[2]); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -23,12 +23,12 @@ func TestNeedPicks(t *testing.T) {
 	// ((4+1)/2), labels ranked 1..2 are in anyway (k-slots), the rank
 	// limit is 8 (needRankDepth*k).
 	overall := ranked(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
-	anyLabel := func(int) bool { return true }
+	anyLabel := func(labelScore) bool { return true }
 	cases := []struct {
 		name  string
 		parts [][]labelScore
 		k     int
-		ok    func(int) bool
+		ok    func(labelScore) bool
 		want  []int
 	}{
 		{"one part is not a compound request", [][]labelScore{ranked(7)}, 4, anyLabel, nil},
@@ -37,7 +37,7 @@ func TestNeedPicks(t *testing.T) {
 		{"a part's best in the answer anyway takes no place", [][]labelScore{ranked(1, 5), ranked(6, 7)}, 4, anyLabel, []int{5, 6}},
 		{"every part's best before any part's second", [][]labelScore{ranked(5, 6), ranked(7, 3)}, 4, anyLabel, []int{5, 7}},
 		{"below the whole prompt's best 2k: not kept", [][]labelScore{ranked(9, 10), ranked(11, 4)}, 4, anyLabel, []int{4}},
-		{"ok filters labels (threshold, selected server)", [][]labelScore{ranked(5, 6), ranked(7, 3)}, 4, func(l int) bool { return l != 5 }, []int{7, 6}},
+		{"ok filters labels (threshold, selected server)", [][]labelScore{ranked(5, 6), ranked(7, 3)}, 4, func(s labelScore) bool { return s.label != 5 }, []int{7, 6}},
 		{"at most half the places, rounded up", [][]labelScore{ranked(4), ranked(5), ranked(6)}, 3, anyLabel, []int{4, 5}},
 	}
 	for _, tc := range cases {

@@ -338,7 +338,7 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 	// in the whole prompt.
 	partSrv, partTool := c.partScores(ts, allowed)
 	srvP := needProbs(srvS, partSrv, c.cal.Servers.ProbAt)
-	keep := needPicks(partSrv, srvS, maxS, func(li int) bool { return srvP[li] >= srvThr })
+	keep := needPicks(partSrv, srvS, maxS, func(s labelScore) bool { return srvP[s.label] >= srvThr })
 	selected := map[int]bool{}
 	for i, s := range srvS {
 		if len(res.Servers) >= maxS {
@@ -368,14 +368,7 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 	// single request, "the keyword is fashion", have confident bests too).
 	// It is computed only for the tools looked at.
 	toolP := func(s labelScore) float64 { return c.cal.Tools.ProbAt(s.score, toolS[0].score-s.score) }
-	var toolAt map[int]labelScore
-	if len(partTool) > 0 {
-		toolAt = make(map[int]labelScore, len(toolS))
-		for _, s := range toolS {
-			toolAt[s.label] = s
-		}
-	}
-	keepT := needPicks(partTool, toolS, maxT, func(li int) bool { return selected[c.serverOf[li]] && toolP(toolAt[li]) >= toolThr })
+	keepT := needPicks(partTool, toolS, maxT, func(s labelScore) bool { return selected[c.serverOf[s.label]] && toolP(s) >= toolThr })
 	for i, s := range toolS {
 		if len(res.Tools) >= maxT {
 			break
@@ -477,9 +470,9 @@ func (c *Classifier) partScores(ts []turn, allowed map[int]bool) (srv, tool [][]
 }
 
 // needPicks returns the labels kept for the parts' needs among the first
-// k of overall (see above); ok tells which labels may be kept (those above
-// the threshold, of a selected server).
-func needPicks(parts [][]labelScore, overall []labelScore, k int, ok func(label int) bool) map[int]bool {
+// k of overall (see above); ok tells, from a label's overall score, whether
+// it may be kept (above the threshold, of a selected server).
+func needPicks(parts [][]labelScore, overall []labelScore, k int, ok func(overall labelScore) bool) map[int]bool {
 	keep := map[int]bool{}
 	if len(parts) < 2 || len(overall) <= k || k < 2 {
 		return keep // no cut, nothing to keep a place for
@@ -497,7 +490,7 @@ func needPicks(parts [][]labelScore, overall []labelScore, k int, ok func(label 
 			li := ps[d].label
 			r := rank[li]
 			// Within the first k-slots the label is in the answer anyway.
-			if r > k-slots && r <= needRankDepth*k && ok(li) {
+			if r > k-slots && r <= needRankDepth*k && ok(overall[r-1]) {
 				keep[li] = true
 			}
 		}

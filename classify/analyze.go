@@ -134,7 +134,7 @@ func (c *Classifier) validCategories(names []string) (map[int]bool, []string) {
 // first.
 func (c *Classifier) analyzeDense(ts []turn, valid map[int]bool) Analysis {
 	cs := c.categoryScores(ts)
-	sort.SliceStable(cs, func(a, b int) bool { return cs[a].score > cs[b].score })
+	cs = sortedByScore(cs)
 	thr := c.cal.CategoriesMulti.Threshold
 	var a Analysis
 	var best *labelScore
@@ -335,7 +335,7 @@ func (c *Classifier) DetectContexts(ctx context.Context, text string) ([]Context
 		return nil, err
 	}
 	cs := c.categoryScores(ts)
-	sort.SliceStable(cs, func(a, b int) bool { return cs[a].score > cs[b].score })
+	cs = sortedByScore(cs)
 	thr := c.cal.CategoriesMulti.Threshold
 	var out []Context
 	for _, s := range cs {

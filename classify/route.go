@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/classifierd/classifierd/index"
@@ -394,7 +393,7 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 	}
 	// Categories, multi-label.
 	if len(c.cats) > 0 {
-		sort.SliceStable(cs, func(a, b int) bool { return cs[a].score > cs[b].score })
+		cs = sortedByScore(cs)
 		for _, s := range cs {
 			p := c.cal.CategoriesMulti.Prob(s.score)
 			if len(res.Categories) >= 5 || p < catThr {

@@ -150,6 +150,11 @@ func Open(rt *Runtime, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: tokenizer: %v", ErrModel, err)
 	}
+	// The engine truncates (manifest max_tokens) and pads per batch itself.
+	// Hugging Face exports often ship a fixed padding of 128 and their own
+	// truncation; kept, they would make every short text cost 128 tokens.
+	tok.WithPadding(nil)
+	tok.WithTruncation(nil)
 	inNames := []string{c.Manifest.Inputs.InputIDs, c.Manifest.Inputs.AttentionMask}
 	if c.Manifest.Inputs.TokenTypeIDs != "" {
 		inNames = append(inNames, c.Manifest.Inputs.TokenTypeIDs)

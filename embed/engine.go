@@ -77,6 +77,9 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.ChunkSize <= 0 {
 		out.ChunkSize = 32
 	}
+	if out.Manifest.BatchDependent {
+		out.ChunkSize = 1
+	}
 	if out.MaxBatch <= 0 {
 		out.MaxBatch = 1024
 	}
@@ -106,6 +109,11 @@ type Engine struct {
 	// drops before tokenising, because the library's own removal corrupts
 	// the text that follows ("\uFFFDǆǆ" comes out as "ǆǆ\uFFFD\x86ǆ\uFFFD").
 	bertClean bool
+	// bertStrip is set when the BertNormalizer strips accents: explicitly,
+	// or (strip_accents null) because it lower-cases, as the Hugging Face
+	// tokenizers library does. The Go library reads null as false and
+	// turned "café" into [UNK]; the engine strips accents itself.
+	bertStrip bool
 
 	closeMu sync.RWMutex
 	closed  bool
@@ -194,6 +202,13 @@ func Open(rt *Runtime, cfg Config) (*Engine, error) {
 		e.nfkc = n.Form == norm.NFKC
 	case *normalizer.BertNormalizer:
 		e.bertClean = n.CleanText
+		strip, err := bertStripsAccents(filepath.Join(c.ModelDir, TokenizerFile))
+		if err != nil {
+			_ = sess.Destroy()
+			return nil, err
+		}
+		e.bertStrip = strip
+		n.StripAccents = false
 	}
 	e.wordSplit = e.checkWordSplit()
 	// Probe once so a model whose output width or shape disagrees with the
@@ -395,6 +410,9 @@ func (e *Engine) encode(text string) (ids, types []int64, err error) {
 	if e.bertClean {
 		text = bertCleanText(text)
 	}
+	if e.bertStrip {
+		text = stripAccents(text)
+	}
 	norm := firstWords(e.man.NormalizeText(text), e.man.MaxTokens)
 	if IsBlank(norm) || IsBlank(text) {
 		return nil, nil, ErrEmptyText
@@ -449,6 +467,28 @@ func (e *Engine) encode(text string) (ids, types []int64, err error) {
 		}
 	}
 	return ids, types, nil
+}
+
+// bertStripsAccents reads the BertNormalizer's strip_accents from a
+// tokenizer.json: true, false, or null meaning "as lowercase".
+func bertStripsAccents(path string) (bool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false, fmt.Errorf("%w: tokenizer: %v", ErrModel, err)
+	}
+	var tj struct {
+		Normalizer struct {
+			Lowercase    bool  `json:"lowercase"`
+			StripAccents *bool `json:"strip_accents"`
+		} `json:"normalizer"`
+	}
+	if err := json.Unmarshal(data, &tj); err != nil {
+		return false, fmt.Errorf("%w: tokenizer: %v", ErrModel, err)
+	}
+	if tj.Normalizer.StripAccents == nil {
+		return tj.Normalizer.Lowercase, nil
+	}
+	return *tj.Normalizer.StripAccents, nil
 }
 
 // Embed returns one unit-length (if the manifest normalises) vector per

@@ -13,7 +13,7 @@ func ExampleEngine_Embed() {
 	if lib == "" {
 		lib = "../.cache/onnxruntime-1.24.3/libonnxruntime.so.1"
 	}
-	dir := os.Getenv("MODEL_DIR")
+	dir := os.Getenv("USE_LITE_DIR")
 	if dir == "" {
 		dir = "../../shared/models/use-lite-en"
 	}

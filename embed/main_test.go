@@ -25,12 +25,23 @@ func ortLib() string {
 	return "../.cache/onnxruntime-1.24.3/libonnxruntime.so.1"
 }
 
-// modelDir is the real use-lite-en model: $MODEL_DIR or the shared copy.
+// modelDir is the real use-lite-en model: $USE_LITE_DIR or the shared copy.
+// The golden, word-split and speed tests pin its numbers.
 func modelDir() string {
-	if d := os.Getenv("MODEL_DIR"); d != "" {
+	if d := os.Getenv("USE_LITE_DIR"); d != "" {
 		return d
 	}
 	return "../../shared/models/use-lite-en"
+}
+
+// defaultModelDir is the project's default model as `make model` builds it
+// (a BERT-family encoder converted by tools/modelconv): $MODEL_DIR or the
+// cache path.
+func defaultModelDir() string {
+	if d := os.Getenv("MODEL_DIR"); d != "" {
+		return d
+	}
+	return "../.cache/models/all-MiniLM-L6-v2-int8"
 }
 
 const useLiteManifestPath = "../models/use-lite-en.json"

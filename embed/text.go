@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // ErrEmptyText reports a text with no content after normalisation. Models
@@ -21,7 +23,7 @@ func (m *Manifest) NormalizeText(s string) string {
 	if m.Lowercase {
 		s = strings.ToLower(s)
 	}
-	return m.Prefix + s
+	return m.TextPrefix() + s
 }
 
 // collapseSpace turns every run of Unicode whitespace into one ASCII space
@@ -64,6 +66,20 @@ func bertCleanText(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// stripAccents does what BERT's strip_accents normalisation does: it
+// decomposes the text (NFD) and drops the combining marks (Mn), so "café"
+// becomes "cafe".
+func stripAccents(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range norm.NFD.String(s) {
+		if !unicode.Is(unicode.Mn, r) {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // firstWords returns the prefix of s that holds its first n

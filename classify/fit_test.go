@@ -2,10 +2,12 @@ package classify
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
 	"reflect"
 	"slices"
 	"testing"
@@ -151,5 +153,49 @@ func TestFitPlattGap(t *testing.T) {
 	m := Binary{Method: "platt-gap", A: a, G: g, B: b}
 	if top, below := m.ProbAt(0.8, 0), m.ProbAt(0.8, 0.1); !(top > below) {
 		t.Errorf("ProbAt: the best label %.3f should beat one 0.1 below it at the same score %.3f", top, below)
+	}
+}
+
+// TestFitPlattGapRealServers fits the server samples gen-index collected
+// on the default catalog with all-MiniLM-L6-v2-int8 (scores and gaps
+// rounded to 4 decimals; testdata/platt-servers-minilm.json). Every
+// held-out example's own server is its best (gap 0), so a gap threshold
+// nearly separates the samples: plain Newton steps overshot there and ran
+// the weights off to about 1e11, which maps every score to 0 or 1 and made
+// Route abstain on in-scope requests. On Platt's smoothed targets the
+// optimum is finite; the fit must find it.
+func TestFitPlattGapRealServers(t *testing.T) {
+	data, err := os.ReadFile("testdata/platt-servers-minilm.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Score, Gap []float64
+		Pos        []bool
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	a, g, b := fitPlattGap(d.Score, d.Gap, d.Pos)
+	for name, w := range map[string]float64{"A": a, "G": g, "B": b} {
+		if math.IsNaN(w) || math.Abs(w) > 1000 {
+			t.Errorf("%s = %g: the fit ran away", name, w)
+		}
+	}
+	m := Binary{Method: "platt-gap", A: a, G: g, B: b}
+	// A clear best server (score 0.7, gap 0) is likely relevant; one 0.3
+	// below the best is not; neither is certain.
+	if p := m.ProbAt(0.7, 0); p < 0.5 || p > 0.999 {
+		t.Errorf("best server at 0.7: p = %.4f, want in [0.5, 0.999]", p)
+	}
+	if p := m.ProbAt(0.5, 0.3); p > 0.1 || p <= 0 {
+		t.Errorf("a server 0.3 below the best: p = %.6f, want in (0, 0.1]", p)
+	}
+	var held []float64
+	for i := range d.Score {
+		held = append(held, m.ProbAt(d.Score[i], d.Gap[i]))
+	}
+	if e := ECE(held, d.Pos, 15); e > 0.03 {
+		t.Errorf("ECE on the fitting samples %.4f, want <= 0.03", e)
 	}
 }

@@ -99,64 +99,56 @@ func plattTargets(pos []bool) (hi, lo, b0 float64) {
 	return (np + 1) / (np + 2), 1 / (nn + 2), math.Log((nn + 1) / (np + 1))
 }
 
-// fitPlatt fits p = 1/(1+exp(A*s+B)) by Newton's method on Platt's
-// smoothed targets.
+// fitPlatt fits p = 1/(1+exp(A*s+B)) on Platt's smoothed targets.
 func fitPlatt(s []float64, pos []bool) (A, B float64) {
-	hi, lo, b0 := plattTargets(pos)
-	A, B = 0, b0
-	for it := 0; it < 100; it++ {
-		var g1, g2, h11, h22, h21 float64
-		for i, x := range s {
-			t := lo
-			if pos[i] {
-				t = hi
-			}
-			f := A*x + B
-			p := 1 / (1 + math.Exp(f))
-			d := t - p // dNLL/df
-			g1 += x * d
-			g2 += d
-			w := p * (1 - p)
-			h11 += x * x * w
-			h22 += w
-			h21 += x * w
-		}
-		h11 += 1e-12
-		h22 += 1e-12
-		det := h11*h22 - h21*h21
-		if det == 0 {
-			break
-		}
-		dA := -(h22*g1 - h21*g2) / det
-		dB := -(-h21*g1 + h11*g2) / det
-		A += dA
-		B += dB
-		if math.Abs(dA) < 1e-9 && math.Abs(dB) < 1e-9 {
-			break
-		}
-	}
+	zero := make([]float64, len(s))
+	A, _, B = fitPlattGap(s, zero, pos)
 	return A, B
 }
 
-// fitPlattGap fits p = 1/(1+exp(A*s+G*gap+B)) by Newton's method on
-// Platt's smoothed targets, where gap is how far the label's score falls
-// below the best score of its answer. The score alone says how close a
-// label is to the text; the gap says whether a better one is in the
-// answer, which the score cannot.
+// fitPlattGap fits p = 1/(1+exp(A*s+G*gap+B)) on Platt's smoothed
+// targets, where gap is how far the label's score falls below the best
+// score of its answer. The score alone says how close a label is to the
+// text; the gap says whether a better one is in the answer, which the
+// score cannot.
+//
+// It is Newton's method with a backtracking line search on the
+// cross-entropy (Lin, Lin and Weng, "A note on Platt's probabilistic
+// outputs", 2007): a full Newton step can overshoot on nearly separable
+// samples and run the weights off to ±1e11 (seen with all-MiniLM-L6-v2 on
+// the default catalog's servers, where every held-out example's own server
+// has gap 0), which maps every score to 0 or 1.
 func fitPlattGap(s, gap []float64, pos []bool) (A, G, B float64) {
 	hi, lo, b0 := plattTargets(pos)
+	target := func(i int) float64 {
+		if pos[i] {
+			return hi
+		}
+		return lo
+	}
+	nll := func(w [3]float64) float64 {
+		var sum float64
+		for i := range s {
+			f := w[0]*s[i] + w[1]*gap[i] + w[2]
+			t := target(i)
+			// -(t log p + (1-t) log(1-p)) with p = 1/(1+e^f), computed stably.
+			if f >= 0 {
+				sum += t*f + math.Log1p(math.Exp(-f))
+			} else {
+				sum += (t-1)*f + math.Log1p(math.Exp(f))
+			}
+		}
+		return sum
+	}
 	w := [3]float64{0, 0, b0} // A, G, B
+	cur := nll(w)
 	for it := 0; it < 100; it++ {
 		var g [3]float64
 		var h [3][3]float64
 		for i := range s {
-			t := lo
-			if pos[i] {
-				t = hi
-			}
 			x := [3]float64{s[i], gap[i], 1}
 			p := 1 / (1 + math.Exp(w[0]*x[0]+w[1]*x[1]+w[2]))
-			d, v := t-p, p*(1-p)
+			d, v := target(i)-p, p*(1-p)
 			for k := 0; k < 3; k++ {
 				g[k] += x[k] * d
 				for l := 0; l < 3; l++ {
@@ -171,14 +163,19 @@ func fitPlattGap(s, gap []float64, pos []bool) (A, G, B float64) {
 		if !ok {
 			break
 		}
-		done := true
-		for k := range w {
-			w[k] -= step[k]
-			if math.Abs(step[k]) > 1e-9 {
-				done = false
+		// Halve the step until the loss goes down (at most 30 times).
+		moved := false
+		for t := 1.0; t > 1e-9; t /= 2 {
+			var next [3]float64
+			for k := range w {
+				next[k] = w[k] - t*step[k]
+			}
+			if n := nll(next); n < cur {
+				w, cur, moved = next, n, true
+				break
 			}
 		}
-		if done {
+		if !moved || math.Abs(step[0])+math.Abs(step[1])+math.Abs(step[2]) < 1e-9 {
 			break
 		}
 	}

@@ -99,6 +99,9 @@ type Classifier struct {
 	// one held-out vector when calibrating.
 	sums  [][]float32
 	sumSq []float64
+	// exampleMask lists example vectors hidden from every score, and out of
+	// the centroids (set only while fitting ReferencePrior).
+	exampleMask []example
 	// bm is the BM25 index over the tools.
 	bm bm25
 	// exBM is the BM25 index over the tools' examples, one per document.
@@ -121,15 +124,7 @@ func New(idx *index.Index, emb Embedder, cfg Config) (*Classifier, error) {
 		c.toolsOf[s] = append(c.toolsOf[s], t)
 		c.serverOf[t] = s
 	}
-	c.sums, c.sumSq = make([][]float32, len(idx.Labels)), make([]float64, len(idx.Labels))
-	for _, li := range c.tools {
-		l := &idx.Labels[li]
-		sum := make([]float32, idx.Dims)
-		for v := l.First; v < l.First+l.Count; v++ {
-			vek32.Add_Inplace(sum, idx.Vector(v))
-		}
-		c.sums[li], c.sumSq[li] = sum, float64(vek32.Dot(sum, sum))
-	}
+	c.setCentroids(false)
 	c.bm = newBM25(idx, c.tools)
 	c.exBM = newExampleBM25(idx, c.tools)
 	c.breadth = newBreadth(idx, c.tools)
@@ -434,6 +429,24 @@ func (c *Classifier) scoreLabels(ls []int, ts []turn) []labelScore {
 	return out
 }
 
+// setCentroids sums each tool's vectors for its centroid; without examples
+// (for ReferencePrior) only its description and name vectors count.
+func (c *Classifier) setCentroids(withoutExamples bool) {
+	idx := c.idx
+	c.sums, c.sumSq = make([][]float32, len(idx.Labels)), make([]float64, len(idx.Labels))
+	for _, li := range c.tools {
+		l := &idx.Labels[li]
+		sum := make([]float32, idx.Dims)
+		for v := l.First; v < l.First+l.Count; v++ {
+			if withoutExamples && l.Sources[v-l.First] == index.SourceExample {
+				continue
+			}
+			vek32.Add_Inplace(sum, idx.Vector(v))
+		}
+		c.sums[li], c.sumSq[li] = sum, float64(vek32.Dot(sum, sum))
+	}
+}
+
 // pooled is a tool's dense score: its best vector, its centroid and its
 // description vector, weighed as Fusion says, and no lower than the best
 // vector less Fusion.ToolExactGap. best and desc are the
@@ -445,7 +458,7 @@ func (c *Classifier) pooled(li int, l *index.Label, t *turn, best, desc float64)
 	}
 	sum, sq := c.sums[li], c.sumSq[li]
 	dq := float64(vek32.Dot(t.vec, sum))
-	if t.held && t.heldVec >= l.First && t.heldVec < l.First+l.Count {
+	if t.held && c.exampleMask == nil && t.heldVec >= l.First && t.heldVec < l.First+l.Count {
 		v := c.idx.Vector(t.heldVec)
 		dq -= float64(vek32.Dot(t.vec, v))
 		sq += float64(vek32.Dot(v, v)) - 2*float64(vek32.Dot(sum, v))

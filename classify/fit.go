@@ -18,6 +18,11 @@ type FitOptions struct {
 	Folds int
 	// Progress, if set, is called as samples are scored.
 	Progress func(done, total int)
+	// DescriptionsOnly scores each held-out example against descriptions
+	// and names alone, as if the catalog had no examples at all: every
+	// example vector is masked. ReferencePrior uses it to learn what a
+	// description-only catalog's scores mean for the model at hand.
+	DescriptionsOnly bool
 }
 
 // Fit fits the calibration of idx on the index's own examples: each
@@ -40,6 +45,10 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (Calibration, e
 	cal := DefaultCalibration()
 	cal.Fitted = true
 	c.cal = cal // fit on the fusion weights the daemon will use
+	if opts.DescriptionsOnly {
+		c.exampleMask = examplesOf(idx, nil)
+		c.setCentroids(true)
+	}
 
 	catEx := examplesOf(idx, c.cats)
 	toolEx := examplesOf(idx, c.tools)
@@ -98,7 +107,7 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (Calibration, e
 	}
 
 	// Tool fusion weights, where there are enough tool examples to tell.
-	if len(toolEx) >= minFusionExamples*len(c.tools) && len(c.tools) > 1 {
+	if !opts.DescriptionsOnly && len(toolEx) >= minFusionExamples*len(c.tools) && len(c.tools) > 1 {
 		if err := c.fitToolFusion(ctx, toolEx, dots); err != nil {
 			return Calibration{}, err
 		}
@@ -161,7 +170,15 @@ type example struct {
 	label, vector int
 }
 
+// examplesOf lists the example vectors of labels (of every label if labels
+// is nil).
 func examplesOf(idx *index.Index, labels []int) []example {
+	if labels == nil {
+		labels = make([]int, len(idx.Labels))
+		for i := range labels {
+			labels[i] = i
+		}
+	}
 	var out []example
 	for _, li := range labels {
 		l := &idx.Labels[li]
@@ -202,6 +219,9 @@ func (c *Classifier) exampleTurn(ex example, dots []float32, maskLabel bool) tur
 		}
 	} else {
 		d[ex.vector] = float32(math.Inf(-1))
+	}
+	for _, m := range c.exampleMask {
+		d[m.vector] = float32(math.Inf(-1))
 	}
 	text := l.Texts[ex.vector-l.First]
 	t := turn{text: text, weight: 1, dots: d, lower: strings.ToLower(text),
@@ -516,4 +536,41 @@ func (c *Classifier) fitToolFusion(ctx context.Context, toolEx []example, dots [
 	}
 	c.cal.Fusion = best
 	return nil
+}
+
+// ReferencePrior fits, on a reference index (a catalog with examples,
+// embedded by the same model), the maps that stand in for a catalog
+// without examples: each reference example is scored against descriptions
+// and names alone (FitOptions.DescriptionsOnly), which is what a request
+// meets in a description-only catalog. A hard-coded prior would say what
+// a score means for one model only; this learns it for the model that
+// built the index. The returned maps say method "reference/<method>".
+func ReferencePrior(ctx context.Context, ref *index.Index) (Calibration, error) {
+	cal, err := Fit(ctx, ref, FitOptions{DescriptionsOnly: true})
+	if err != nil {
+		return Calibration{}, err
+	}
+	for _, b := range []*Binary{&cal.CategoriesMulti, &cal.Servers, &cal.Tools} {
+		if b.Method != "prior" {
+			b.Method = "reference/" + b.Method
+		}
+		b.SharedFallback = nil
+	}
+	return cal, nil
+}
+
+// UseReference replaces each multi-label map of cal that is still the
+// hard-coded prior (too few examples to fit) with the reference map.
+func UseReference(cal Calibration, ref Calibration) Calibration {
+	out := cal
+	if out.CategoriesMulti.Method == "prior" {
+		out.CategoriesMulti = ref.CategoriesMulti
+	}
+	if out.Servers.Method == "prior" {
+		out.Servers = ref.Servers
+	}
+	if out.Tools.Method == "prior" {
+		out.Tools = ref.Tools
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/classifierd/classifierd/catalog"
@@ -197,5 +198,47 @@ func TestFitPlattGapRealServers(t *testing.T) {
 	}
 	if e := ECE(held, d.Pos, 15); e > 0.03 {
 		t.Errorf("ECE on the fitting samples %.4f, want <= 0.03", e)
+	}
+}
+
+// TestReferencePrior learns the description-only maps on a reference
+// catalog with examples, and UseReference puts them in place of the
+// hard-coded prior only.
+func TestReferencePrior(t *testing.T) {
+	ctx := context.Background()
+	ref, err := ReferencePrior(ctx, fitCatalog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string]Binary{"categories_multi": ref.CategoriesMulti, "servers": ref.Servers, "tools": ref.Tools} {
+		if !strings.HasPrefix(b.Method, "reference/") || b.Samples == 0 || !(b.Threshold > 0 && b.Threshold < 1) {
+			t.Errorf("%s: method %q, %d samples, threshold %v; want a fitted reference map", name, b.Method, b.Samples, b.Threshold)
+		}
+	}
+	if ref.FusionFitted {
+		t.Error("ReferencePrior fitted fusion weights; it must keep the defaults (no examples to fit them on)")
+	}
+	// Scored against descriptions alone, a held-out example scores lower
+	// than with its label's other examples present, so the map fitted
+	// that way gives a higher probability at the same mid-range score.
+	full, err := Fit(ctx, fitCatalog(t), FitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.Tools.ProbAt(0.3, 0) == ref.Tools.ProbAt(0.3, 0) {
+		t.Error("the reference tool map equals the map fitted with examples: examples were not masked")
+	}
+
+	prior := DefaultCalibration()
+	prior.Servers = full.Servers // fitted: kept
+	got := UseReference(prior, ref)
+	if !reflect.DeepEqual(got.Servers, full.Servers) {
+		t.Error("UseReference replaced a fitted map")
+	}
+	if !reflect.DeepEqual(got.Tools, ref.Tools) || !reflect.DeepEqual(got.CategoriesMulti, ref.CategoriesMulti) {
+		t.Error("UseReference kept a prior map")
+	}
+	if got.Categories.Method != "prior" {
+		t.Errorf("single-label categories: got %q, want the prior kept (not a multi-label map)", got.Categories.Method)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/classifierd/classifierd/catalogs"
 	"io"
 	"time"
 
@@ -57,11 +58,20 @@ func (m *modelFlags) open() (*embed.Engine, func() error, error) {
 }
 
 // calibrateIndex fits the calibration on the index's own examples and
-// stores it in the header.
-func calibrateIndex(ctx context.Context, idx *index.Index, progress func(int, int)) error {
+// stores it in the header. Maps the catalog has too few examples to fit
+// (a description-only catalog) are learnt for this model on the built-in
+// reference catalog instead of the hard-coded prior.
+func calibrateIndex(ctx context.Context, idx *index.Index, eng *embed.Engine, progress func(int, int)) error {
 	cal, err := classify.Fit(ctx, idx, classify.FitOptions{Progress: progress})
 	if err != nil {
 		return err
+	}
+	if cal.CategoriesMulti.Method == "prior" || cal.Servers.Method == "prior" || cal.Tools.Method == "prior" {
+		ref, err := referencePrior(ctx, eng)
+		if err != nil {
+			return err
+		}
+		cal = classify.UseReference(cal, ref)
 	}
 	raw, err := json.Marshal(cal)
 	if err != nil {
@@ -69,6 +79,22 @@ func calibrateIndex(ctx context.Context, idx *index.Index, progress func(int, in
 	}
 	idx.Calibration = raw
 	return nil
+}
+
+// referencePrior embeds the built-in reference catalog with eng and fits
+// classify.ReferencePrior on it.
+func referencePrior(ctx context.Context, eng *embed.Engine) (classify.Calibration, error) {
+	cat, err := catalog.Parse(catalogs.Default, "")
+	if err != nil {
+		return classify.Calibration{}, fmt.Errorf("reference catalog: %w", err)
+	}
+	man := eng.Manifest()
+	ref, err := indexer.Build(ctx, cat, eng, indexer.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
+		indexer.Options{Generator: "gen-index reference"})
+	if err != nil {
+		return classify.Calibration{}, fmt.Errorf("reference catalog: %w", err)
+	}
+	return classify.ReferencePrior(ctx, ref)
 }
 
 func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
@@ -115,7 +141,7 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	}
 	if !*noCal {
 		cp := newProgress(stderr, "calibrating", *quiet)
-		if err := calibrateIndex(ctx, idx, cp.update); err != nil {
+		if err := calibrateIndex(ctx, idx, eng, cp.update); err != nil {
 			return err
 		}
 		cp.done()

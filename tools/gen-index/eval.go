@@ -168,7 +168,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 		return err
 	}
 	cp := newProgress(stderr, "calibrating", *quiet)
-	if err := calibrateIndex(ctx, idx, cp.update); err != nil {
+	if err := calibrateIndex(ctx, idx, eng, cp.update); err != nil {
 		return err
 	}
 	cp.done()

@@ -46,7 +46,7 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (Calibration, e
 	cal.Fitted = true
 	c.cal = cal // fit on the fusion weights the daemon will use
 	if opts.DescriptionsOnly {
-		c.exampleMask = examplesOf(idx, nil)
+		c.exampleMask = allExamples(idx)
 		c.setCentroids(true)
 	}
 
@@ -170,15 +170,16 @@ type example struct {
 	label, vector int
 }
 
-// examplesOf lists the example vectors of labels (of every label if labels
-// is nil).
-func examplesOf(idx *index.Index, labels []int) []example {
-	if labels == nil {
-		labels = make([]int, len(idx.Labels))
-		for i := range labels {
-			labels[i] = i
-		}
+// allExamples lists the example vectors of every label.
+func allExamples(idx *index.Index) []example {
+	labels := make([]int, len(idx.Labels))
+	for i := range labels {
+		labels[i] = i
 	}
+	return examplesOf(idx, labels)
+}
+
+func examplesOf(idx *index.Index, labels []int) []example {
 	var out []example
 	for _, li := range labels {
 		l := &idx.Labels[li]

@@ -242,3 +242,30 @@ func TestReferencePrior(t *testing.T) {
 		t.Errorf("single-label categories: got %q, want the prior kept (not a multi-label map)", got.Categories.Method)
 	}
 }
+
+// TestFitWithoutCategories fits a catalog of servers and tools only (as
+// MetaTool's): the category maps keep the prior, the tool map is fitted.
+func TestFitWithoutCategories(t *testing.T) {
+	cat := &catalog.Catalog{}
+	for i, topic := range []string{"weather forecast rain", "stock price market", "recipe cooking dinner"} {
+		tool := catalog.Tool{Name: fmt.Sprintf("tool%d", i), Description: topic}
+		for k := 0; k < 4; k++ {
+			tool.Examples = append(tool.Examples, fmt.Sprintf("%s question %d", topic, k))
+		}
+		cat.Servers = append(cat.Servers, catalog.Server{ID: fmt.Sprintf("srv%d", i), Description: topic, Tools: []catalog.Tool{tool}})
+	}
+	idx, err := indexer.Build(context.Background(), cat, bowEmbedder{dims: 128}, indexer.Model{Name: "bow", Fingerprint: "f", Dims: 128}, indexer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := Fit(context.Background(), idx, FitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cal.Categories.Method != "prior" || cal.CategoriesMulti.Method != "prior" {
+		t.Errorf("categories: methods %q, %q; want the prior (there are no categories)", cal.Categories.Method, cal.CategoriesMulti.Method)
+	}
+	if cal.Tools.Method == "prior" {
+		t.Error("tools: got the prior, want a map fitted on the tool examples")
+	}
+}

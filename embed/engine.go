@@ -523,9 +523,7 @@ func (e *Engine) Embed(ctx context.Context, texts []string) ([][]float32, error)
 	// Sort by length so each chunk pads little; results go back in order.
 	sort.SliceStable(items, func(a, b int) bool { return len(items[a].ids) < len(items[b].ids) })
 	out := make([][]float32, len(texts))
-	for start := 0; start < len(items); start += e.cfg.ChunkSize {
-		end := min(start+e.cfg.ChunkSize, len(items))
-		chunk := items[start:end]
+	runChunk := func(ctx context.Context, chunk []item) error {
 		ids := make([][]int64, len(chunk))
 		types := make([][]int64, len(chunk))
 		for i, it := range chunk {
@@ -533,11 +531,46 @@ func (e *Engine) Embed(ctx context.Context, texts []string) ([][]float32, error)
 		}
 		vecs, err := e.run(ctx, ids, types)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for i, it := range chunk {
 			out[it.pos] = vecs[i]
 		}
+		return nil
+	}
+	if len(items) <= e.cfg.ChunkSize {
+		if err := runChunk(ctx, items); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	// Several chunks (a long batch, or a batch-dependent model that runs
+	// each text alone) run concurrently; e.sem bounds the model runs, so
+	// this uses idle cores without exceeding MaxConcurrent. The first error
+	// cancels the rest.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	for start := 0; start < len(items); start += e.cfg.ChunkSize {
+		chunk := items[start:min(start+e.cfg.ChunkSize, len(items))]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := runChunk(runCtx, chunk); err != nil {
+				errOnce.Do(func() { firstErr = err; cancel() })
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		if err := ctx.Err(); err != nil {
+			return nil, err // the caller's cancellation, not a chunk's
+		}
+		return nil, firstErr
 	}
 	return out, nil
 }

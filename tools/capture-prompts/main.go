@@ -5,10 +5,16 @@
 // and kills the program, so nothing is changed.
 //
 //	go run ./tools/capture-prompts -out terminal/testdata/captured
+//	go run ./tools/capture-prompts -set corpus -j 4
 //
 // Each capture is <name>.txt; labels.jsonl says whether the program was
 // waiting, for what, and whether answering would be dangerous. Programs
 // that are not installed are skipped and reported.
+//
+// The "captured" set is the project's own 33 scenarios. The "corpus" set
+// (corpus.go) is a larger one of real programs, labelled also with the
+// program and the command line, for leave-program-out evaluation; see
+// terminal/testdata/corpus/README.md for the labelling rules.
 package main
 
 import (
@@ -16,12 +22,14 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/creack/pty"
@@ -29,12 +37,18 @@ import (
 
 // scenario is one program run and its label.
 type scenario struct {
-	Name      string `json:"name"`
-	Waiting   bool   `json:"waiting"`
-	Type      string `json:"prompt_type,omitempty"`
-	Dangerous bool   `json:"dangerous"`
-	setup     string // shell run first in the scratch dir
-	cmd       string // shell command to capture
+	Name      string        `json:"name"`
+	Waiting   bool          `json:"waiting"`
+	Type      string        `json:"prompt_type,omitempty"`
+	Dangerous bool          `json:"dangerous"`
+	Program   string        `json:"program,omitempty"` // executable, for leave-program-out
+	Command   string        `json:"command,omitempty"` // the command line, filled from cmd
+	Why       string        `json:"why,omitempty"`     // why answering is dangerous
+	setup     string        // shell run first in the scratch dir; its background jobs are killed after
+	cmd       string        // shell command to capture
+	cleanup   string        // shell run after the capture, for daemons the program started itself
+	serial    bool          // never run beside another serial scenario (apt and dpkg locks)
+	quiet     time.Duration // silence that means waiting, for programs slow to start (0: the -quiet flag)
 }
 
 var scenarios = []scenario{
@@ -72,39 +86,133 @@ var scenarios = []scenario{
 	{Name: "are-you-sure-statement", Waiting: false, cmd: `echo "Are you sure? Yes, we checked twice."`},
 }
 
+// sets are the scenario lists the -set flag selects, with their output
+// directories.
+var sets = map[string]struct {
+	scenarios []scenario
+	out       string
+	corpus    bool // labels carry program and command, sorted by name; clean environment
+}{
+	"captured": {scenarios, "terminal/testdata/captured", false},
+	"corpus":   {corpusScenarios, "terminal/testdata/corpus", true},
+}
+
 func main() {
-	out := flag.String("out", "terminal/testdata/captured", "output directory")
+	set := flag.String("set", "captured", "scenario set: captured or corpus")
+	out := flag.String("out", "", "output directory (default: the set's testdata folder)")
 	quiet := flag.Duration("quiet", 800*time.Millisecond, "output silence that means the program is waiting")
+	run := flag.String("run", "", "capture only scenarios whose name matches this regexp; labels keep the others' captures")
+	jobs := flag.Int("j", 1, "scenarios captured at once")
 	flag.Parse()
+	s, ok := sets[*set]
+	if !ok {
+		fail(fmt.Errorf("unknown set %q", *set))
+	}
+	if *out == "" {
+		*out = s.out
+	}
+	var only *regexp.Regexp
+	if *run != "" {
+		var err error
+		if only, err = regexp.Compile(*run); err != nil {
+			fail(err)
+		}
+	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		fail(err)
 	}
+	seen := map[string]bool{}
+	for _, sc := range s.scenarios {
+		if seen[sc.Name] {
+			fail(fmt.Errorf("scenario %q is listed twice", sc.Name))
+		}
+		seen[sc.Name] = true
+	}
+	opt := options{quiet: quiet, clean: s.corpus}
+	captured := captureAll(s.scenarios, only, *jobs, opt, *out)
 	var labels bytes.Buffer
-	for _, sc := range scenarios {
-		first := strings.Fields(sc.cmd)[0]
-		if strings.Contains(first, "=") {
-			first = strings.Fields(sc.cmd)[1]
+	list := s.scenarios
+	if s.corpus {
+		list = append([]scenario(nil), list...)
+		sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+	}
+	for _, sc := range list {
+		// A full run labels what it captured; a -run or a corpus run also
+		// keeps the captures earlier runs made.
+		if !captured[sc.Name] {
+			if only == nil && !s.corpus {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(*out, sc.Name+".txt")); err != nil {
+				continue
+			}
+		}
+		if s.corpus {
+			sc.Command = sc.cmd
+		}
+		b, _ := json.Marshal(sc)
+		labels.Write(b)
+		labels.WriteByte('\n')
+	}
+	if err := os.WriteFile(filepath.Join(*out, "labels.jsonl"), labels.Bytes(), 0o644); err != nil {
+		fail(err)
+	}
+}
+
+// options are the capture settings shared by every scenario of a run.
+type options struct {
+	quiet *time.Duration
+	clean bool // corpus: a small fixed environment, cursor queries answered, silence is waiting
+}
+
+// captureAll captures the selected scenarios, jobs at a time, serial ones
+// one after another, writes each capture to out and reports which it
+// captured.
+func captureAll(list []scenario, only *regexp.Regexp, jobs int, opt options, out string) map[string]bool {
+	var mu, serial sync.Mutex
+	captured := map[string]bool{}
+	sem := make(chan struct{}, max(jobs, 1))
+	var wg sync.WaitGroup
+	for _, sc := range list {
+		if only != nil && !only.MatchString(sc.Name) {
+			continue
+		}
+		first := sc.Program
+		if first == "" {
+			first = strings.Fields(sc.cmd)[0]
+			if strings.Contains(first, "=") {
+				first = strings.Fields(sc.cmd)[1]
+			}
 		}
 		if _, err := exec.LookPath(first); err != nil && first != "for" {
 			fmt.Printf("skip %-24s %s is not installed\n", sc.Name, first)
 			continue
 		}
-		data, err := capture(sc, *quiet)
-		if err != nil {
-			fmt.Printf("skip %-24s %v\n", sc.Name, err)
-			continue
-		}
-		if err := os.WriteFile(filepath.Join(*out, sc.Name+".txt"), data, 0o644); err != nil {
-			fail(err)
-		}
-		b, _ := json.Marshal(sc)
-		labels.Write(b)
-		labels.WriteByte('\n')
-		fmt.Printf("ok   %-24s %d bytes, last line %q\n", sc.Name, len(data), lastLine(data))
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if sc.serial {
+				serial.Lock()
+				defer serial.Unlock()
+			}
+			data, err := capture(sc, opt)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				fmt.Printf("skip %-24s %v\n", sc.Name, err)
+				return
+			}
+			if err := os.WriteFile(filepath.Join(out, sc.Name+".txt"), data, 0o644); err != nil {
+				fail(err)
+			}
+			captured[sc.Name] = true
+			fmt.Printf("ok   %-24s %d bytes, last line %q\n", sc.Name, len(data), lastLine(data))
+		}()
 	}
-	if err := os.WriteFile(filepath.Join(*out, "labels.jsonl"), labels.Bytes(), 0o644); err != nil {
-		fail(err)
-	}
+	wg.Wait()
+	return captured
 }
 
 func fail(err error) {
@@ -121,30 +229,57 @@ func lastLine(b []byte) string {
 }
 
 // capture runs one scenario under a pty in a scratch dir and returns what
-// it printed until it exited or went quiet.
-func capture(sc scenario, quiet time.Duration) ([]byte, error) {
-	dir, err := os.MkdirTemp("", "capture-")
-	if err != nil {
+// it printed until it exited or went quiet. The scratch dir has a fixed
+// name per scenario so that paths in the output are the same every run.
+func capture(sc scenario, opt options) ([]byte, error) {
+	dir := filepath.Join(os.TempDir(), "capture-prompts", sc.Name)
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	env := append(os.Environ(), "TERM=xterm", "LANG=C.UTF-8", "HOME="+dir)
+	if opt.clean {
+		// Nothing of this machine's environment reaches a capture.
+		env = []string{"PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/root/.cargo/bin",
+			"TERM=xterm", "LANG=C.UTF-8", "HOME=" + dir, "USER=root", "LOGNAME=root", "SHELL=/bin/bash"}
+	}
+	if sc.cleanup != "" {
+		defer func() {
+			c := exec.Command("bash", "-c", sc.cleanup)
+			c.Dir, c.Env = dir, env
+			_ = c.Run()
+		}()
+	}
 	if sc.setup != "" {
 		setup := exec.Command("bash", "-c", sc.setup)
 		setup.Dir = dir
-		if out, err := setup.CombinedOutput(); err != nil {
+		setup.Env = env
+		// Servers the setup leaves in the background share its process
+		// group and are killed with it once the capture is done.
+		setup.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		setup.WaitDelay = 2 * time.Second
+		out, err := setup.CombinedOutput()
+		if setup.Process != nil {
+			defer syscall.Kill(-setup.Process.Pid, syscall.SIGKILL)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("setup: %v: %s", err, out)
 		}
 	}
 	cmd := exec.Command("bash", "-c", sc.cmd)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "TERM=xterm", "LANG=C.UTF-8", "HOME="+dir)
+	cmd.Env = env
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
 	if err != nil {
 		return nil, err
 	}
 	var mu sync.Mutex
 	var buf bytes.Buffer
-	last := time.Now()
+	start := time.Now()
+	last := start
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -156,16 +291,24 @@ func capture(sc scenario, quiet time.Duration) ([]byte, error) {
 				buf.Write(b[:n])
 				last = time.Now()
 				mu.Unlock()
+				// A real terminal answers a cursor position query; irb,
+				// bpython and busybox wait for the answer before they
+				// show their prompt. This answers the terminal's part,
+				// never the program's question.
+				if opt.clean && bytes.Contains(b[:n], []byte("\x1b[6n")) {
+					_, _ = f.Write([]byte("\x1b[1;1R"))
+				}
 			}
 			if err != nil {
-				if err != io.EOF {
-					return
-				}
 				return
 			}
 		}
 	}()
-	deadline := time.Now().Add(15 * time.Second)
+	quiet := *opt.quiet
+	if sc.quiet > 0 {
+		quiet = sc.quiet
+	}
+	deadline := start.Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
 		case <-done:
@@ -177,16 +320,26 @@ func capture(sc scenario, quiet time.Duration) ([]byte, error) {
 		case <-time.After(100 * time.Millisecond):
 		}
 		mu.Lock()
-		idle := time.Since(last) > quiet && buf.Len() > 0
+		// In the corpus a program that has printed nothing for a while
+		// waits silently (dc, cat).
+		idle := time.Since(last) > quiet && buf.Len() > 0 || opt.clean && time.Since(start) > 6*time.Second && buf.Len() == 0
 		mu.Unlock()
 		if idle {
 			break
 		}
 	}
-	_ = cmd.Process.Kill()
-	f.Close()
+	// pty.Start made the program a session leader: kill its whole group
+	// before the pty closes, so no child ever reads an end of input and
+	// takes it as an answer.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	_ = cmd.Wait()
-	<-done
+	f.Close()
+	// A daemon the program left behind (screen) may hold the pty open;
+	// the output read so far is the capture all the same.
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	return normalise(buf.Bytes()), nil

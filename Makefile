@@ -22,7 +22,7 @@ VENV        := $(ROOT)/.cache/venv-model
 WHEELHOUSE  ?=
 PIP_OFFLINE := $(if $(WHEELHOUSE),--no-index --find-links $(abspath $(WHEELHOUSE)))
 MODELCONV   := PYTHONPATH=$(ROOT)/tools/modelconv $(VENV)/bin/python -m modelconv --sources $(ROOT)/models/sources.toml --cache $(MODELS_DIR) $(if $(WHEELHOUSE),--wheelhouse $(abspath $(WHEELHOUSE)))
-CATALOG     ?= catalogs/default.json
+CATALOG     ?= data/catalogs/default.json
 INDEX       ?= var/default.idx
 LISTEN      ?= 127.0.0.1:50051
 ORT_VERSION := 1.24.3

@@ -185,7 +185,7 @@ func startDaemon(t *testing.T, idx string, extra ...string) (*daemon, *grpc.Clie
 }
 
 func defaultCatalog(t *testing.T) string {
-	return filepath.Join(repoRoot(t), "catalogs", "default.json")
+	return filepath.Join(repoRoot(t), "data", "catalogs", "default.json")
 }
 
 func TestDaemonServesDefaultCatalog(t *testing.T) {
@@ -514,7 +514,7 @@ func TestGenIndexEvalResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, rep := filepath.Join(dir, "results.jsonl"), filepath.Join(dir, "report.json")
-	cmd := exec.Command(gi, "eval", "--catalog", filepath.Join(repoRoot(t), "catalogs", "default.json"), "--queries", queries,
+	cmd := exec.Command(gi, "eval", "--catalog", filepath.Join(repoRoot(t), "data", "catalogs", "default.json"), "--queries", queries,
 		"--model", modelDir(t), "--ort-lib", ortLib(t), "--quiet", "--results", res, "--json", rep)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("gen-index eval: %v\n%s", err, out)

@@ -12,7 +12,7 @@ import (
 	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/embed"
 	"github.com/classifierd/classifierd/index"
-	"github.com/classifierd/classifierd/indexer"
+	"github.com/classifierd/classifierd/indexbuild"
 	"github.com/classifierd/classifierd/models"
 )
 
@@ -107,8 +107,8 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	p := newProgress(stderr, "embedding", *quiet)
 	start := time.Now()
 	man := eng.Manifest()
-	idx, err := indexer.Build(ctx, cat, eng, indexer.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
-		indexer.Options{Progress: p.update, Generator: "gen-index"})
+	idx, err := indexbuild.Build(ctx, cat, eng, indexbuild.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
+		indexbuild.Options{Progress: p.update, Generator: "gen-index"})
 	p.done()
 	if err != nil {
 		return err

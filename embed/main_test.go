@@ -261,14 +261,6 @@ func l2(v []float32) float64 {
 	return math.Sqrt(s)
 }
 
-func dot(a, b []float32) float64 {
-	var s float64
-	for i := range a {
-		s += float64(a[i]) * float64(b[i])
-	}
-	return s
-}
-
 // checkUnit fails unless v has dims finite components and unit length.
 func checkUnit(t testing.TB, what string, v []float32, dims int) {
 	t.Helper()

@@ -10,23 +10,23 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/terminal"
 )
 
 // ErrorDomain is the domain of classifierd's google.rpc.ErrorInfo details.
 const ErrorDomain = "classifierd"
 
-// TerminalServer implements classifier.v1.TerminalService.
+// TerminalServer implements terminal.v1.TerminalService.
 type TerminalServer struct {
-	pb.UnimplementedTerminalServiceServer
+	terminalpb.UnimplementedTerminalServiceServer
 	det   *terminal.Detector
 	logs  terminal.Logs
 	store *terminal.Store
 	log   *slog.Logger
 }
 
-var _ pb.TerminalServiceServer = (*TerminalServer)(nil)
+var _ terminalpb.TerminalServiceServer = (*TerminalServer)(nil)
 
 // DefaultMinConfidence is DetectInputPrompt's threshold when the request
 // leaves min_confidence unset.
@@ -70,7 +70,7 @@ func (s *TerminalServer) status(ctx context.Context, method, session string, err
 }
 
 // DetectInputPrompt implements TerminalService.DetectInputPrompt.
-func (s *TerminalServer) DetectInputPrompt(ctx context.Context, req *pb.DetectInputPromptRequest) (*pb.DetectInputPromptResponse, error) {
+func (s *TerminalServer) DetectInputPrompt(ctx context.Context, req *terminalpb.DetectInputPromptRequest) (*terminalpb.DetectInputPromptResponse, error) {
 	minConf := DefaultMinConfidence
 	if req.MinConfidence != nil {
 		minConf = float64(req.GetMinConfidence())
@@ -100,9 +100,9 @@ func (s *TerminalServer) DetectInputPrompt(ctx context.Context, req *pb.DetectIn
 	if err != nil {
 		return nil, s.status(ctx, "DetectInputPrompt", req.GetSessionId(), err)
 	}
-	out := &pb.DetectInputPromptResponse{Detected: d.Detected}
+	out := &terminalpb.DetectInputPromptResponse{Detected: d.Detected}
 	if d.Detected {
-		out.Prompt = &pb.InputPrompt{PromptText: d.PromptText, Confidence: float32(d.Confidence), PromptType: d.Type,
+		out.Prompt = &terminalpb.InputPrompt{PromptText: d.PromptText, Confidence: float32(d.Confidence), PromptType: d.Type,
 			MatchedPattern: d.MatchedPattern, FilePosition: base + int64(d.Position), Timestamp: when,
 			IsDangerous: d.Dangerous, DangerReason: d.DangerReason}
 	}
@@ -129,7 +129,7 @@ func (s *TerminalServer) promptType(ctx context.Context, method, typ, prompt str
 }
 
 // InferExpectedInput implements TerminalService.InferExpectedInput.
-func (s *TerminalServer) InferExpectedInput(ctx context.Context, req *pb.InferExpectedInputRequest) (*pb.InferExpectedInputResponse, error) {
+func (s *TerminalServer) InferExpectedInput(ctx context.Context, req *terminalpb.InferExpectedInputRequest) (*terminalpb.InferExpectedInputResponse, error) {
 	if req.GetPromptText() == "" || len(req.GetPromptText()) > 4096 || len(req.GetSessionContext()) > maxTerminalText {
 		return nil, status.Error(codes.InvalidArgument, "prompt_text must be 1-4096 bytes and session_context at most 64 KiB")
 	}
@@ -149,9 +149,9 @@ func (s *TerminalServer) InferExpectedInput(ctx context.Context, req *pb.InferEx
 		}
 	}
 	sugs, warns := terminal.Infer(req.GetPromptText(), typ, ctxLines, learned)
-	out := &pb.InferExpectedInputResponse{Warnings: warns}
+	out := &terminalpb.InferExpectedInputResponse{Warnings: warns}
 	for _, sg := range sugs {
-		out.Suggestions = append(out.Suggestions, &pb.InputSuggestion{InputText: sg.Input, Confidence: float32(sg.Confidence),
+		out.Suggestions = append(out.Suggestions, &terminalpb.InputSuggestion{InputText: sg.Input, Confidence: float32(sg.Confidence),
 			Source: sg.Source, Reasoning: sg.Reasoning})
 	}
 	return out, nil
@@ -159,7 +159,7 @@ func (s *TerminalServer) InferExpectedInput(ctx context.Context, req *pb.InferEx
 
 // TrackInputEvent implements TerminalService.TrackInputEvent. Password
 // inputs are redacted before they reach storage; nothing typed is logged.
-func (s *TerminalServer) TrackInputEvent(ctx context.Context, req *pb.TrackInputEventRequest) (*pb.TrackInputEventResponse, error) {
+func (s *TerminalServer) TrackInputEvent(ctx context.Context, req *terminalpb.TrackInputEventRequest) (*terminalpb.TrackInputEventResponse, error) {
 	typ, err := s.promptType(ctx, "TrackInputEvent", req.GetPromptType(), req.GetPromptText())
 	if err != nil {
 		return nil, err
@@ -170,11 +170,11 @@ func (s *TerminalServer) TrackInputEvent(ctx context.Context, req *pb.TrackInput
 	if err != nil {
 		return nil, s.status(ctx, "TrackInputEvent", req.GetSessionId(), err)
 	}
-	return &pb.TrackInputEventResponse{EventId: e.ID, Recorded: true, PatternUpdated: updated}, nil
+	return &terminalpb.TrackInputEventResponse{EventId: e.ID, Recorded: true, PatternUpdated: updated}, nil
 }
 
 // GetSessionHistory implements TerminalService.GetSessionHistory.
-func (s *TerminalServer) GetSessionHistory(ctx context.Context, req *pb.GetSessionHistoryRequest) (*pb.GetSessionHistoryResponse, error) {
+func (s *TerminalServer) GetSessionHistory(ctx context.Context, req *terminalpb.GetSessionHistoryRequest) (*terminalpb.GetSessionHistoryResponse, error) {
 	limit := int(req.GetLimit())
 	if limit < 0 || limit > 1000 {
 		return nil, status.Error(codes.InvalidArgument, "limit must be 0..1000")
@@ -186,9 +186,9 @@ func (s *TerminalServer) GetSessionHistory(ctx context.Context, req *pb.GetSessi
 	if err != nil {
 		return nil, s.status(ctx, "GetSessionHistory", req.GetSessionId(), err)
 	}
-	out := &pb.GetSessionHistoryResponse{}
+	out := &terminalpb.GetSessionHistoryResponse{}
 	for _, e := range evs {
-		out.Events = append(out.Events, &pb.InputEvent{EventId: e.ID, SessionId: e.SessionID, PromptText: e.PromptText,
+		out.Events = append(out.Events, &terminalpb.InputEvent{EventId: e.ID, SessionId: e.SessionID, PromptText: e.PromptText,
 			InputText: e.Input, Success: e.Success, InputSource: e.Source, ResponseTimeMs: e.ResponseTimeMs,
 			Timestamp: timestamppb.New(e.Time), PromptType: e.PromptType, PatternKey: e.PatternKey})
 	}

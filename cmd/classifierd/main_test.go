@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 )
 
 // These tests build the real binaries and run them on a real socket with
@@ -329,6 +330,16 @@ func TestDaemonServesDefaultCatalog(t *testing.T) {
 		}
 		if !strings.Contains(strings.Join(names, ","), "classifier.v1.ClassifierService") {
 			t.Fatalf("services = %v", names)
+		}
+	})
+	t.Run("terminal service is off without --terminal", func(t *testing.T) {
+		_, err := terminalpb.NewTerminalServiceClient(conn).DetectInputPrompt(ctx, &terminalpb.DetectInputPromptRequest{Text: "Password: "})
+		if got := status.Code(err); got != codes.Unimplemented {
+			t.Fatalf("DetectInputPrompt: got %v (%v), want Unimplemented", got, err)
+		}
+		_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: terminalpb.TerminalService_ServiceDesc.ServiceName})
+		if got := status.Code(err); got != codes.NotFound {
+			t.Fatalf("health of TerminalService: got %v, want NotFound", got)
 		}
 	})
 	t.Run("bad input", func(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -14,12 +13,10 @@ import (
 	"github.com/classifierd/classifierd/terminal"
 )
 
-// ErrorDomain is the domain of classifierd's google.rpc.ErrorInfo details.
-const ErrorDomain = "classifierd"
-
 // TerminalServer implements terminal.v1.TerminalService.
 type TerminalServer struct {
 	terminalpb.UnimplementedTerminalServiceServer
+	errorMapper
 	det   *terminal.Detector
 	logs  terminal.Logs
 	store *terminal.Store
@@ -41,32 +38,16 @@ func NewTerminalServer(det *terminal.Detector, logDir string, store *terminal.St
 	if det == nil || store == nil || log == nil {
 		return nil, errors.New("server: detector, store and logger are required")
 	}
-	return &TerminalServer{det: det, logs: terminal.Logs{Dir: logDir}, store: store, log: log}, nil
+	return &TerminalServer{errorMapper: errorMapper{log}, det: det, logs: terminal.Logs{Dir: logDir}, store: store, log: log}, nil
 }
 
-func withReason(code codes.Code, msg, reason string) error {
-	st, err := status.New(code, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain})
-	if err != nil {
-		return status.Error(code, msg)
-	}
-	return st.Err()
-}
-
-func (s *TerminalServer) status(ctx context.Context, method, session string, err error) error {
-	switch {
-	case errors.Is(err, terminal.ErrSessionNotFound):
+// terminalStatus is errorMapper.status, except that a missing session log
+// names the session (its id has passed terminal's validation).
+func (s *TerminalServer) terminalStatus(ctx context.Context, method, session string, err error) error {
+	if session != "" && errors.Is(err, terminal.ErrSessionNotFound) {
 		return withReason(codes.NotFound, "Session "+session+" not found", "SESSION_NOT_FOUND")
-	case errors.Is(err, terminal.ErrBadSessionID):
-		return withReason(codes.InvalidArgument, "invalid session id: use 1-128 letters, digits, '.', '_' or '-' without '..' or '/'", "INVALID_SESSION_ID")
-	case errors.Is(err, terminal.ErrBadConfidence):
-		return withReason(codes.InvalidArgument, "min_confidence must be within [0,1]", "INVALID_CONFIDENCE")
-	case errors.Is(err, terminal.ErrBadArgument):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
 	}
-	s.log.Error("terminal request failed", "method", method, "err", err)
-	return status.Error(codes.Internal, "internal error")
+	return s.status(ctx, method, err)
 }
 
 // DetectInputPrompt implements TerminalService.DetectInputPrompt.
@@ -75,7 +56,7 @@ func (s *TerminalServer) DetectInputPrompt(ctx context.Context, req *terminalpb.
 	if req.MinConfidence != nil {
 		minConf = float64(req.GetMinConfidence())
 		if !(minConf >= 0 && minConf <= 1) {
-			return nil, s.status(ctx, "DetectInputPrompt", "", terminal.ErrBadConfidence)
+			return nil, s.terminalStatus(ctx, "DetectInputPrompt", "", terminal.ErrBadConfidence)
 		}
 	}
 	var raw []byte
@@ -85,7 +66,7 @@ func (s *TerminalServer) DetectInputPrompt(ctx context.Context, req *terminalpb.
 	case req.GetSessionId() != "":
 		tail, err := s.logs.ReadTail(req.GetSessionId())
 		if err != nil {
-			return nil, s.status(ctx, "DetectInputPrompt", req.GetSessionId(), err)
+			return nil, s.terminalStatus(ctx, "DetectInputPrompt", req.GetSessionId(), err)
 		}
 		raw, base, when = tail.Data, tail.Offset, timestamppb.New(tail.ModTime)
 	case req.GetText() != "":
@@ -98,7 +79,7 @@ func (s *TerminalServer) DetectInputPrompt(ctx context.Context, req *terminalpb.
 	}
 	d, err := s.det.Detect(ctx, raw, minConf)
 	if err != nil {
-		return nil, s.status(ctx, "DetectInputPrompt", req.GetSessionId(), err)
+		return nil, s.terminalStatus(ctx, "DetectInputPrompt", req.GetSessionId(), err)
 	}
 	out := &terminalpb.DetectInputPromptResponse{Detected: d.Detected}
 	if d.Detected {
@@ -123,7 +104,7 @@ func (s *TerminalServer) promptType(ctx context.Context, method, typ, prompt str
 	}
 	d, err := s.det.Detect(ctx, []byte(prompt), 0)
 	if err != nil {
-		return "", s.status(ctx, method, "", err)
+		return "", s.terminalStatus(ctx, method, "", err)
 	}
 	return d.Type, nil
 }
@@ -139,7 +120,7 @@ func (s *TerminalServer) InferExpectedInput(ctx context.Context, req *terminalpb
 	}
 	learned, err := s.store.Learned(ctx, req.GetPromptText())
 	if err != nil {
-		return nil, s.status(ctx, "InferExpectedInput", "", err)
+		return nil, s.terminalStatus(ctx, "InferExpectedInput", "", err)
 	}
 	var ctxLines []string
 	if req.GetSessionContext() != "" {
@@ -168,7 +149,7 @@ func (s *TerminalServer) TrackInputEvent(ctx context.Context, req *terminalpb.Tr
 		Input: req.GetInputText(), Success: req.GetSuccess(), Source: req.GetInputSource(),
 		ResponseTimeMs: req.GetResponseTimeMs(), PromptType: typ})
 	if err != nil {
-		return nil, s.status(ctx, "TrackInputEvent", req.GetSessionId(), err)
+		return nil, s.terminalStatus(ctx, "TrackInputEvent", req.GetSessionId(), err)
 	}
 	return &terminalpb.TrackInputEventResponse{EventId: e.ID, Recorded: true, PatternUpdated: updated}, nil
 }
@@ -184,7 +165,7 @@ func (s *TerminalServer) GetSessionHistory(ctx context.Context, req *terminalpb.
 	}
 	evs, err := s.store.History(ctx, req.GetSessionId(), limit)
 	if err != nil {
-		return nil, s.status(ctx, "GetSessionHistory", req.GetSessionId(), err)
+		return nil, s.terminalStatus(ctx, "GetSessionHistory", req.GetSessionId(), err)
 	}
 	out := &terminalpb.GetSessionHistoryResponse{}
 	for _, e := range evs {

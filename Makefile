@@ -22,7 +22,7 @@ VENV        := $(ROOT)/.cache/venv-model
 WHEELHOUSE  ?=
 PIP_OFFLINE := $(if $(WHEELHOUSE),--no-index --find-links $(abspath $(WHEELHOUSE)))
 MODELCONV   := PYTHONPATH=$(ROOT)/tools/modelconv $(VENV)/bin/python -m modelconv --sources $(ROOT)/models/sources.toml --cache $(MODELS_DIR) $(if $(WHEELHOUSE),--wheelhouse $(abspath $(WHEELHOUSE)))
-CATALOG     ?= catalogs/default.json
+CATALOG     ?= data/catalogs/default.json
 INDEX       ?= var/default.idx
 LISTEN      ?= 127.0.0.1:50051
 ORT_VERSION := 1.24.3
@@ -35,6 +35,7 @@ BUF_VERSION                := v1.50.0
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 GRPCURL_VERSION            := v1.9.3
+STATICCHECK_VERSION        := v0.8.2
 BIN := $(ROOT)/bin
 export PATH := $(BIN):$(PATH)
 export ORT_LIB
@@ -110,10 +111,15 @@ index: build ort model ## embed $(CATALOG) into $(INDEX)
 
 .PHONY: test
 test: deps build ## run every test: Go (race detector, real model) and the Node.js client
-	go vet ./...
+	$(MAKE) --no-print-directory lint
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory test-node
 	$(MAKE) --no-print-directory test-python
+
+.PHONY: lint
+lint: $(BIN)/staticcheck ## go vet and the pinned staticcheck over every package
+	go vet ./...
+	$(BIN)/staticcheck ./...
 
 .PHONY: test-python
 test-python: $(VENV)/.installed
@@ -135,7 +141,7 @@ eval: deps build ## accuracy and calibration figures on the development datasets
 	./tools/eval.sh
 
 .PHONY: tools
-tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/grpcurl ## install pinned buf, protoc plugins and grpcurl into ./bin
+tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/grpcurl $(BIN)/staticcheck ## install pinned buf, protoc plugins, grpcurl and staticcheck into ./bin
 $(BIN)/buf:
 	GOBIN=$(BIN) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
 $(BIN)/protoc-gen-go:
@@ -144,6 +150,8 @@ $(BIN)/protoc-gen-go-grpc:
 	GOBIN=$(BIN) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 $(BIN)/grpcurl:
 	GOBIN=$(BIN) go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+$(BIN)/staticcheck:
+	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 .PHONY: generate
 generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## regenerate gen/ from proto/

@@ -1,7 +1,7 @@
 // Package catalog parses and validates tool catalogs: the categories, MCP
 // servers and tools that gen-index embeds into an index.
 //
-// The format is JSON (documented in catalogs/README.md). Both sections are
+// The format is JSON (documented in data/catalogs/README.md). Both sections are
 // optional: a categories-only catalog serves Classify, servers and tools
 // serve Route. Unknown fields are ignored so catalogs can carry extra data.
 package catalog
@@ -186,7 +186,7 @@ func readToolsList(path string) ([]Tool, error) {
 	return res.Tools, nil
 }
 
-// Validate checks the rules in catalogs/README.md and names the first
+// Validate checks the rules in data/catalogs/README.md and names the first
 // offending entry.
 func (c *Catalog) Validate() error {
 	if len(c.Categories) == 0 && len(c.Servers) == 0 {

@@ -122,7 +122,7 @@ func TestSHA256(t *testing.T) {
 
 // TestDefaultCatalog checks the out-of-the-box catalog the daemon ships with.
 func TestDefaultCatalog(t *testing.T) {
-	c, err := Load("../catalogs/default.json")
+	c, err := Load("../data/catalogs/default.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ const EmptyPromptReasoning = "Empty or invalid prompt"
 func (c *Classifier) Analyze(ctx context.Context, q AnalyzeQuery) (Analysis, error) {
 	valid, ignored := c.validCategories(q.Valid)
 	meta := c.cfg.MetaCategory
-	if strings.TrimSpace(q.Prompt) == "" {
+	if blank(q.Prompt) {
 		return Analysis{Categories: []string{meta}, Reasoning: EmptyPromptReasoning, Ignored: ignored,
 			Warning: ignoredWarning(ignored), NextStep: nextStep(0)}, nil
 	}

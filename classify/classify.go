@@ -150,9 +150,16 @@ func (c *Classifier) Limits() Limits { return c.cfg.Limits }
 // Calibration returns the calibration in use.
 func (c *Classifier) Calibration() Calibration { return c.cal }
 
+// blank reports whether s has nothing to embed: only white space, control
+// and format characters (U+200B ZERO WIDTH SPACE, U+FEFF, …), which the
+// tokenizers drop, so such a text would reach the model as zero tokens.
+func blank(s string) bool {
+	return strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.In(r, unicode.Cc, unicode.Cf) }) == ""
+}
+
 // CheckText validates one input text against the limits.
 func (c *Classifier) CheckText(field, s string) error {
-	if strings.TrimFunc(s, unicode.IsSpace) == "" {
+	if blank(s) {
 		return fmt.Errorf("%w: %s is empty", ErrEmptyText, field)
 	}
 	if len(s) > c.cfg.Limits.MaxTextBytes {

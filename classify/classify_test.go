@@ -10,7 +10,7 @@ import (
 
 	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/index"
-	"github.com/classifierd/classifierd/indexer"
+	"github.com/classifierd/classifierd/indexbuild"
 )
 
 // bowEmbedder is a deterministic fake: a hashed bag of lower-cased words,
@@ -99,7 +99,7 @@ func parseCatalog(t testing.TB, js string) *catalog.Catalog {
 func bowClassifier(t testing.TB, cat *catalog.Catalog, dims int, emb Embedder) *Classifier {
 	t.Helper()
 	fake := bowEmbedder{dims: dims}
-	idx, err := indexer.Build(context.Background(), cat, fake, indexer.Model{Name: "bow", Fingerprint: "f", Dims: dims}, indexer.Options{})
+	idx, err := indexbuild.Build(context.Background(), cat, fake, indexbuild.Model{Name: "bow", Fingerprint: "f", Dims: dims}, indexbuild.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

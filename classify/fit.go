@@ -273,9 +273,8 @@ func fitSingle(scores [][]float64, labels []int, folds int, prior Binary) Single
 	T := fitT(in, inLabels)
 	sl := SingleLabel{Method: "temperature", T: T, OOS: oosLogit}
 	sl.InScope = chooseBinary(top, isIn, folds, prior, labelFloor)
-	var confB, confA, inTop []float64
+	var confB, confA []float64
 	var correct []bool
-	var oosTop []float64
 	for i, s := range scores {
 		p := sl.Probabilities(s)
 		best := 0
@@ -285,17 +284,11 @@ func fitSingle(scores [][]float64, labels []int, folds int, prior Binary) Single
 			}
 		}
 		if labels[i] < 0 {
-			oosTop = append(oosTop, p[best])
 			continue
 		}
 		confB = append(confB, clamp01(s[best]))
 		confA = append(confA, p[best])
 		correct = append(correct, best == labels[i])
-		if best == labels[i] {
-			inTop = append(inTop, p[best])
-		} else {
-			inTop = append(inTop, -1)
-		}
 	}
 	sl.ECEBefore, sl.ECEAfter, sl.Samples = ECE(confB, correct, 15), ECE(confA, correct, 15), len(scores)
 	sl.Threshold = pickThreshold(scores, labels, sl)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/index"
-	"github.com/classifierd/classifierd/indexer"
+	"github.com/classifierd/classifierd/indexbuild"
 )
 
 // fitCatalog has enough examples per category and per tool for every part
@@ -41,7 +41,7 @@ func fitCatalog(t *testing.T) *index.Index {
 		cat.Categories = append(cat.Categories, c)
 		cat.Servers = append(cat.Servers, s)
 	}
-	idx, err := indexer.Build(context.Background(), cat, bowEmbedder{dims: 128}, indexer.Model{Name: "bow", Fingerprint: "f", Dims: 128}, indexer.Options{})
+	idx, err := indexbuild.Build(context.Background(), cat, bowEmbedder{dims: 128}, indexbuild.Model{Name: "bow", Fingerprint: "f", Dims: 128}, indexbuild.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestFitWithoutCategories(t *testing.T) {
 		}
 		cat.Servers = append(cat.Servers, catalog.Server{ID: fmt.Sprintf("srv%d", i), Description: topic, Tools: []catalog.Tool{tool}})
 	}
-	idx, err := indexer.Build(context.Background(), cat, bowEmbedder{dims: 128}, indexer.Model{Name: "bow", Fingerprint: "f", Dims: 128}, indexer.Options{})
+	idx, err := indexbuild.Build(context.Background(), cat, bowEmbedder{dims: 128}, indexbuild.Model{Name: "bow", Fingerprint: "f", Dims: 128}, indexbuild.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

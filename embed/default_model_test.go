@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/classifierd/classifierd/models"
 )
 
 // verifyFile is what tools/modelconv writes beside a model it built: fixed
@@ -38,11 +40,11 @@ func TestDefaultModelMatchesReference(t *testing.T) {
 	if len(ref.Sentences) == 0 || len(ref.IDs) != len(ref.Sentences) || len(ref.Vectors) != len(ref.Sentences) {
 		t.Fatalf("verify.json: %d sentences, %d id lists, %d vectors", len(ref.Sentences), len(ref.IDs), len(ref.Vectors))
 	}
-	man, err := ReadManifest(dir)
+	man, err := models.ReadManifest(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if man.Inputs.TokenTypeIDs == "" || man.Pooling != PoolMean || man.MaxTokens != ref.MaxTokens {
+	if man.Inputs.TokenTypeIDs == "" || man.Pooling != models.PoolMean || man.MaxTokens != ref.MaxTokens {
 		t.Fatalf("manifest %+v: want a BERT-style mean-pooled model with max_tokens %d", man, ref.MaxTokens)
 	}
 	realEngine(t) // the shared runtime

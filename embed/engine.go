@@ -22,6 +22,8 @@ import (
 	"github.com/sugarme/tokenizer/pretrained"
 	ort "github.com/yalue/onnxruntime_go"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/classifierd/classifierd/models"
 )
 
 // Errors returned by the engine.
@@ -36,19 +38,13 @@ var (
 	ErrClosed = errors.New("embed: engine closed")
 )
 
-// File names inside a model directory.
-const (
-	ModelFile     = "model.onnx"
-	TokenizerFile = "tokenizer.json"
-)
-
 // Config configures an Engine. The zero value of each optional field picks a
 // sensible default.
 type Config struct {
 	// ModelDir holds model.onnx and tokenizer.json.
 	ModelDir string
 	// Manifest describes the model; required.
-	Manifest *Manifest
+	Manifest *models.Manifest
 	// IntraOpThreads is ONNX Runtime's per-run thread count (default 1: the
 	// daemon gets parallelism from concurrent requests instead).
 	IntraOpThreads int
@@ -63,7 +59,7 @@ type Config struct {
 func (c *Config) withDefaults() (Config, error) {
 	out := *c
 	if out.Manifest == nil {
-		return out, fmt.Errorf("%w: no manifest", ErrBadManifest)
+		return out, fmt.Errorf("%w: no manifest", models.ErrBadManifest)
 	}
 	if err := out.Manifest.Validate(); err != nil {
 		return out, err
@@ -89,7 +85,7 @@ func (c *Config) withDefaults() (Config, error) {
 // Engine embeds texts with one ONNX model. It is safe for concurrent use.
 type Engine struct {
 	cfg         Config
-	man         Manifest
+	man         models.Manifest
 	tok         *tokenizer.Tokenizer
 	tokMu       sync.Mutex
 	sess        *ort.DynamicAdvancedSession
@@ -149,12 +145,12 @@ func Open(rt *Runtime, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	modelPath := filepath.Join(c.ModelDir, ModelFile)
+	modelPath := filepath.Join(c.ModelDir, models.ModelFile)
 	fp, err := Fingerprint(modelPath, c.Manifest)
 	if err != nil {
 		return nil, err
 	}
-	tok, err := pretrained.FromFile(filepath.Join(c.ModelDir, TokenizerFile))
+	tok, err := pretrained.FromFile(filepath.Join(c.ModelDir, models.TokenizerFile))
 	if err != nil {
 		return nil, fmt.Errorf("%w: tokenizer: %v", ErrModel, err)
 	}
@@ -202,7 +198,7 @@ func Open(rt *Runtime, cfg Config) (*Engine, error) {
 		e.nfkc = n.Form == norm.NFKC
 	case *normalizer.BertNormalizer:
 		e.bertClean = n.CleanText
-		strip, err := bertStripsAccents(filepath.Join(c.ModelDir, TokenizerFile))
+		strip, err := bertStripsAccents(filepath.Join(c.ModelDir, models.TokenizerFile))
 		if err != nil {
 			_ = sess.Destroy()
 			return nil, err
@@ -248,7 +244,7 @@ func checkModelIO(modelPath string, inNames []string, output string) error {
 // Fingerprint is the hex sha256 of model.onnx followed by the manifest's
 // canonical JSON: it changes when either the weights or how they are run
 // changes, so an index built with one model is never served with another.
-func Fingerprint(modelPath string, m *Manifest) (string, error) {
+func Fingerprint(modelPath string, m *models.Manifest) (string, error) {
 	f, err := os.Open(modelPath)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrModel, err)
@@ -268,20 +264,6 @@ func Fingerprint(modelPath string, m *Manifest) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// FileSHA256 returns the hex sha256 of a file.
-func FileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
 // Dims is the embedding width.
 func (e *Engine) Dims() int { return e.man.Dims }
 
@@ -289,7 +271,7 @@ func (e *Engine) Dims() int { return e.man.Dims }
 func (e *Engine) Fingerprint() string { return e.fingerprint }
 
 // Manifest returns a copy of the engine's manifest.
-func (e *Engine) Manifest() Manifest { return e.man }
+func (e *Engine) Manifest() models.Manifest { return e.man }
 
 // MaxBatch is the largest number of texts one Embed call accepts.
 func (e *Engine) MaxBatch() int { return e.cfg.MaxBatch }
@@ -692,20 +674,20 @@ func (e *Engine) pool(shape ort.Shape, data []float32, mask []int64, b, seq int)
 	d := e.man.Dims
 	out := make([][]float32, b)
 	switch e.man.Pooling {
-	case PoolNone:
+	case models.PoolNone:
 		if len(shape) != 2 || shape[0] != int64(b) || shape[1] != int64(d) {
 			return nil, fmt.Errorf("%w: output shape %v, want [%d %d]", ErrModel, shape, b, d)
 		}
 		for i := range out {
 			out[i] = append([]float32(nil), data[i*d:(i+1)*d]...)
 		}
-	case PoolMean, PoolCLS:
+	case models.PoolMean, models.PoolCLS:
 		if len(shape) != 3 || shape[0] != int64(b) || shape[1] != int64(seq) || shape[2] != int64(d) {
 			return nil, fmt.Errorf("%w: output shape %v, want [%d %d %d]", ErrModel, shape, b, seq, d)
 		}
 		for i := range out {
 			v := make([]float32, d)
-			if e.man.Pooling == PoolCLS {
+			if e.man.Pooling == models.PoolCLS {
 				copy(v, data[i*seq*d:i*seq*d+d])
 			} else {
 				var n float32

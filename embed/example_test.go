@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/models"
 )
 
 func ExampleEngine_Embed() {
@@ -21,7 +22,7 @@ func ExampleEngine_Embed() {
 	if err != nil {
 		panic(err)
 	}
-	man, err := embed.ParseManifest(data)
+	man, err := models.ParseManifest(data)
 	if err != nil {
 		panic(err)
 	}

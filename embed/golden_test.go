@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/classifierd/classifierd/models"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata golden files from the current model output")
@@ -50,7 +52,7 @@ func TestGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := FileSHA256(filepath.Join(modelDir(), ModelFile))
+	sum, err := models.FileSHA256(filepath.Join(modelDir(), models.ModelFile))
 	if err != nil {
 		t.Fatal(err)
 	}

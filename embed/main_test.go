@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/classifierd/classifierd/embed/internal/onnxgen"
+	"github.com/classifierd/classifierd/models"
 )
 
 // depsHint tells a reader of a failed test how to get what it needs.
@@ -84,12 +85,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func readUseLiteManifest() (*Manifest, error) {
+func readUseLiteManifest() (*models.Manifest, error) {
 	data, err := os.ReadFile(useLiteManifestPath)
 	if err != nil {
 		return nil, err
 	}
-	return ParseManifest(data)
+	return models.ParseManifest(data)
 }
 
 func loadShared() {
@@ -98,7 +99,7 @@ func loadShared() {
 			shared.err = fmt.Errorf("ONNX Runtime library: %w", err)
 			return
 		}
-		for _, f := range []string{ModelFile, TokenizerFile} {
+		for _, f := range []string{models.ModelFile, models.TokenizerFile} {
 			if _, err := os.Stat(filepath.Join(modelDir(), f)); err != nil {
 				shared.err = fmt.Errorf("use-lite-en model: %w", err)
 				return
@@ -150,14 +151,14 @@ const (
 
 // writeBert writes the generated BERT-shaped model into a fresh temp dir and
 // returns the dir, its manifest and the generated weights.
-func writeBert(t testing.TB, maxTokens int) (string, *Manifest, *onnxgen.Model) {
+func writeBert(t testing.TB, maxTokens int) (string, *models.Manifest, *onnxgen.Model) {
 	t.Helper()
 	dir := t.TempDir()
 	gen := onnxgen.Generate(bertDims, bertSeed)
 	if err := gen.Write(dir, maxTokens); err != nil {
 		t.Fatal(err)
 	}
-	man, err := ReadManifest(dir)
+	man, err := models.ReadManifest(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func sharedBert(t testing.TB) *Engine {
 		if sharedB.err = onnxgen.Generate(bertDims, bertSeed).Write(sharedB.dir, 16); sharedB.err != nil {
 			return
 		}
-		man, err := ReadManifest(sharedB.dir)
+		man, err := models.ReadManifest(sharedB.dir)
 		if err != nil {
 			sharedB.err = err
 			return
@@ -258,14 +259,6 @@ func l2(v []float32) float64 {
 		s += float64(x) * float64(x)
 	}
 	return math.Sqrt(s)
-}
-
-func dot(a, b []float32) float64 {
-	var s float64
-	for i := range a {
-		s += float64(a[i]) * float64(b[i])
-	}
-	return s
 }
 
 // checkUnit fails unless v has dims finite components and unit length.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/classifierd/classifierd/embed/internal/onnxgen"
+	"github.com/classifierd/classifierd/models"
 )
 
 // TestOpenRejectsMismatch: a manifest that does not describe the model in
@@ -18,14 +19,14 @@ func TestOpenRejectsMismatch(t *testing.T) {
 	dir, base, _ := writeBert(t, 16)
 	for _, tc := range []struct {
 		name string
-		edit func(*Manifest)
+		edit func(*models.Manifest)
 	}{
-		{"model input not fed", func(m *Manifest) { m.Inputs.TokenTypeIDs = "" }},
-		{"input the model lacks", func(m *Manifest) { m.Inputs.AttentionMask = "mask" }},
-		{"token types the model lacks", func(m *Manifest) { m.Inputs.TokenTypeIDs = "segment_ids" }},
-		{"output the model lacks", func(m *Manifest) { m.Output = "pooler_output" }},
-		{"wrong dims", func(m *Manifest) { m.Dims = 32 }},
-		{"pooled output expected", func(m *Manifest) { m.Pooling = PoolNone }},
+		{"model input not fed", func(m *models.Manifest) { m.Inputs.TokenTypeIDs = "" }},
+		{"input the model lacks", func(m *models.Manifest) { m.Inputs.AttentionMask = "mask" }},
+		{"token types the model lacks", func(m *models.Manifest) { m.Inputs.TokenTypeIDs = "segment_ids" }},
+		{"output the model lacks", func(m *models.Manifest) { m.Output = "pooler_output" }},
+		{"wrong dims", func(m *models.Manifest) { m.Dims = 32 }},
+		{"pooled output expected", func(m *models.Manifest) { m.Pooling = models.PoolNone }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := *base
@@ -51,7 +52,7 @@ func TestOpenRejectsMismatch(t *testing.T) {
 	})
 	t.Run("other manifest pooling works", func(t *testing.T) {
 		m := *base
-		m.Pooling = PoolCLS
+		m.Pooling = models.PoolCLS
 		e, err := Open(rt, Config{ModelDir: dir, Manifest: &m})
 		if err != nil {
 			t.Fatalf("cls pooling: got %v, want an engine", err)
@@ -74,17 +75,17 @@ func TestOpenBadFiles(t *testing.T) {
 		damage  func(t *testing.T, dir string)
 		wantErr error
 	}{
-		{"no model.onnx", func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, ModelFile)) }, ErrModel},
-		{"no tokenizer.json", func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, TokenizerFile)) }, ErrModel},
-		{"model.onnx not ONNX", corrupt(ModelFile, []byte("not a model")), ErrModel},
+		{"no model.onnx", func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, models.ModelFile)) }, ErrModel},
+		{"no tokenizer.json", func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, models.TokenizerFile)) }, ErrModel},
+		{"model.onnx not ONNX", corrupt(models.ModelFile, []byte("not a model")), ErrModel},
 		{"model.onnx truncated", func(t *testing.T, dir string) {
-			data, err := os.ReadFile(filepath.Join(dir, ModelFile))
+			data, err := os.ReadFile(filepath.Join(dir, models.ModelFile))
 			if err != nil {
 				t.Fatal(err)
 			}
-			corrupt(ModelFile, data[:len(data)/2])(t, dir)
+			corrupt(models.ModelFile, data[:len(data)/2])(t, dir)
 		}, ErrModel},
-		{"tokenizer.json not JSON", corrupt(TokenizerFile, []byte("{")), ErrModel},
+		{"tokenizer.json not JSON", corrupt(models.TokenizerFile, []byte("{")), ErrModel},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, man, _ := writeBert(t, 16)
@@ -94,24 +95,24 @@ func TestOpenBadFiles(t *testing.T) {
 	}
 	t.Run("no manifest", func(t *testing.T) {
 		dir, _, _ := writeBert(t, 16)
-		if _, err := Open(rt, Config{ModelDir: dir}); !errors.Is(err, ErrBadManifest) {
-			t.Fatalf("got %v, want ErrBadManifest", err)
+		if _, err := Open(rt, Config{ModelDir: dir}); !errors.Is(err, models.ErrBadManifest) {
+			t.Fatalf("got %v, want models.ErrBadManifest", err)
 		}
 	})
 	t.Run("invalid manifest", func(t *testing.T) {
 		dir, man, _ := writeBert(t, 16)
 		m := *man
 		m.MaxTokens = 0
-		if _, err := Open(rt, Config{ModelDir: dir, Manifest: &m}); !errors.Is(err, ErrBadManifest) {
-			t.Fatalf("got %v, want ErrBadManifest", err)
+		if _, err := Open(rt, Config{ModelDir: dir, Manifest: &m}); !errors.Is(err, models.ErrBadManifest) {
+			t.Fatalf("got %v, want models.ErrBadManifest", err)
 		}
 	})
 }
 
 func TestFingerprint(t *testing.T) {
 	dir, man, _ := writeBert(t, 16)
-	path := filepath.Join(dir, ModelFile)
-	fp := func(t *testing.T, m *Manifest) string {
+	path := filepath.Join(dir, models.ModelFile)
+	fp := func(t *testing.T, m *models.Manifest) string {
 		t.Helper()
 		s, err := Fingerprint(path, m)
 		if err != nil {
@@ -128,16 +129,16 @@ func TestFingerprint(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		edit func(*Manifest)
+		edit func(*models.Manifest)
 		same bool
 	}{
-		{"max tokens", func(m *Manifest) { m.MaxTokens = 15 }, false},
-		{"pooling", func(m *Manifest) { m.Pooling = PoolCLS }, false},
-		{"prefix", func(m *Manifest) { m.Prefix = "query: " }, false},
-		{"normalize", func(m *Manifest) { m.Normalize = false }, false},
-		{"lowercase", func(m *Manifest) { m.Lowercase = false }, false},
-		{"name", func(m *Manifest) { m.Name = "other" }, false},
-		{"model_sha256 is descriptive only", func(m *Manifest) { m.ModelSHA256 = "abc" }, true},
+		{"max tokens", func(m *models.Manifest) { m.MaxTokens = 15 }, false},
+		{"pooling", func(m *models.Manifest) { m.Pooling = models.PoolCLS }, false},
+		{"prefix", func(m *models.Manifest) { m.Prefix = "query: " }, false},
+		{"normalize", func(m *models.Manifest) { m.Normalize = false }, false},
+		{"lowercase", func(m *models.Manifest) { m.Lowercase = false }, false},
+		{"name", func(m *models.Manifest) { m.Name = "other" }, false},
+		{"model_sha256 is descriptive only", func(m *models.Manifest) { m.ModelSHA256 = "abc" }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := *man
@@ -158,7 +159,7 @@ func TestFingerprint(t *testing.T) {
 	t.Run("engine reports it", func(t *testing.T) {
 		e := realEngine(t)
 		m := e.Manifest()
-		want, err := Fingerprint(filepath.Join(modelDir(), ModelFile), &m)
+		want, err := Fingerprint(filepath.Join(modelDir(), models.ModelFile), &m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +168,7 @@ func TestFingerprint(t *testing.T) {
 		}
 	})
 	t.Run("missing model", func(t *testing.T) {
-		if _, err := Fingerprint(filepath.Join(t.TempDir(), ModelFile), man); !errors.Is(err, ErrModel) {
+		if _, err := Fingerprint(filepath.Join(t.TempDir(), models.ModelFile), man); !errors.Is(err, ErrModel) {
 			t.Fatalf("got %v, want ErrModel", err)
 		}
 	})
@@ -180,10 +181,10 @@ func TestFileSHA256(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(data)
-	if got, err := FileSHA256(path); err != nil || got != hex.EncodeToString(sum[:]) {
+	if got, err := models.FileSHA256(path); err != nil || got != hex.EncodeToString(sum[:]) {
 		t.Fatalf("got %s, %v; want %x", got, err, sum)
 	}
-	if _, err := FileSHA256(path + ".missing"); !errors.Is(err, os.ErrNotExist) {
+	if _, err := models.FileSHA256(path + ".missing"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: got %v, want os.ErrNotExist", err)
 	}
 	// The committed manifest names the shared model's bytes.
@@ -191,7 +192,7 @@ func TestFileSHA256(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := FileSHA256(filepath.Join(modelDir(), ModelFile))
+	got, err := models.FileSHA256(filepath.Join(modelDir(), models.ModelFile))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, depsHint)
 	}

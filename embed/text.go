@@ -14,38 +14,6 @@ import (
 // never reaches the model.
 var ErrEmptyText = errors.New("embed: empty text")
 
-// Normalize applies a manifest's text rules (whitespace collapsing,
-// lower-casing, prefix) to one text. It is what the engine feeds the tokenizer.
-func (m *Manifest) NormalizeText(s string) string {
-	if m.CollapseWhitespace {
-		s = collapseSpace(s)
-	}
-	if m.Lowercase {
-		s = strings.ToLower(s)
-	}
-	return m.TextPrefix() + s
-}
-
-// collapseSpace turns every run of Unicode whitespace into one ASCII space
-// and trims both ends.
-func collapseSpace(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	space := false
-	for _, r := range s {
-		if unicode.IsSpace(r) {
-			space = true
-			continue
-		}
-		if space && b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		space = false
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
 // IsBlank reports whether s has no non-space character.
 func IsBlank(s string) bool {
 	return strings.TrimFunc(s, unicode.IsSpace) == ""

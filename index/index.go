@@ -26,6 +26,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/viterin/vek/vek32"
@@ -229,7 +230,7 @@ func (x *Index) Write(w io.Writer) error {
 // WriteFile writes the index atomically: to a temporary file beside path,
 // then renamed, so a crash never leaves a half-written index.
 func (x *Index) WriteFile(path string) (err error) {
-	f, err := os.CreateTemp(dirOf(path), ".index-*")
+	f, err := os.CreateTemp(filepath.Dir(path), ".index-*")
 	if err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
@@ -252,15 +253,6 @@ func (x *Index) WriteFile(path string) (err error) {
 		return fmt.Errorf("index: rename: %w", err)
 	}
 	return nil
-}
-
-func dirOf(path string) string {
-	for i := len(path) - 1; i >= 0; i-- {
-		if path[i] == '/' {
-			return path[:i+1]
-		}
-	}
-	return "."
 }
 
 // Load reads and validates the index file at path.
@@ -369,58 +361,4 @@ func (x *Index) Dot(q []float32, dst []float32) error {
 		dst[i] = vek32.Dot(q, x.vecs[i*d:(i+1)*d])
 	}
 	return nil
-}
-
-// Best is a label's best-matching vector.
-type Best struct {
-	Label  int     // index into Header.Labels
-	Vector int     // absolute vector index
-	Score  float32 // its dot product
-}
-
-// MaxPerLabel returns, for each label of kind k (in LabelsOf order), the
-// vector with the highest score in dots (as filled by Dot).
-func (x *Index) MaxPerLabel(k Kind, dots []float32) []Best {
-	ls := x.byKind[k]
-	out := make([]Best, len(ls))
-	for j, li := range ls {
-		l := &x.Labels[li]
-		b := Best{Label: li, Vector: l.First, Score: dots[l.First]}
-		for v := l.First + 1; v < l.First+l.Count; v++ {
-			if dots[v] > b.Score {
-				b.Vector, b.Score = v, dots[v]
-			}
-		}
-		out[j] = b
-	}
-	return out
-}
-
-// TopK returns the indices of the k largest values in scores, best first;
-// ties keep the lower index first so results are deterministic.
-func TopK(scores []float32, k int) []int {
-	if k > len(scores) {
-		k = len(scores)
-	}
-	if k <= 0 {
-		return nil
-	}
-	top := make([]int, 0, k)
-	for i, s := range scores {
-		if len(top) == k && s <= scores[top[k-1]] {
-			continue
-		}
-		pos := len(top)
-		if len(top) < k {
-			top = append(top, i)
-		} else {
-			pos = k - 1
-		}
-		for pos > 0 && s > scores[top[pos-1]] {
-			top[pos] = top[pos-1]
-			pos--
-		}
-		top[pos] = i
-	}
-	return top
 }

@@ -9,7 +9,6 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -235,39 +234,7 @@ func TestDotMatchesPlainLoop(t *testing.T) {
 			if err := x.Dot(q[:dims-1], got); !errors.Is(err, ErrDimMismatch) {
 				t.Fatalf("short query: %v", err)
 			}
-			best := x.MaxPerLabel(KindCategory, got)
-			maxI := 0
-			for i := range got {
-				if got[i] > got[maxI] {
-					maxI = i
-				}
-			}
-			if best[0].Vector != maxI {
-				t.Fatalf("MaxPerLabel picked %d, want %d", best[0].Vector, maxI)
-			}
 		})
-	}
-}
-
-func TestTopK(t *testing.T) {
-	r := rand.New(rand.NewSource(4))
-	for trial := 0; trial < 200; trial++ {
-		n := r.Intn(50)
-		s := make([]float32, n)
-		for i := range s {
-			s[i] = float32(r.Intn(10)) // many ties
-		}
-		k := r.Intn(60)
-		idx := make([]int, n)
-		for i := range idx {
-			idx[i] = i
-		}
-		sort.SliceStable(idx, func(a, b int) bool { return s[idx[a]] > s[idx[b]] })
-		want := idx[:min(k, n)]
-		got := TopK(s, k)
-		if fmt.Sprint(got) != fmt.Sprint(want) && !(len(got) == 0 && len(want) == 0) {
-			t.Fatalf("TopK(%v, %d) = %v, want %v", s, k, got, want)
-		}
 	}
 }
 
@@ -293,8 +260,8 @@ func ExampleIndex_Dot() {
 	x, _ := New(h, [][]float32{{0, 1}, {1, 0}})
 	scores := make([]float32, x.NumVectors())
 	_ = x.Dot([]float32{0.6, 0.8}, scores)
-	for _, i := range TopK(scores, 2) {
-		fmt.Printf("%s %.1f\n", x.Labels[i].ID, scores[i])
+	for i, s := range scores {
+		fmt.Printf("%s %.1f\n", x.Labels[i].ID, s)
 	}
 	// Output:
 	// north 0.8

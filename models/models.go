@@ -1,7 +1,10 @@
-// Package models holds the manifests of known sentence-embedding models
-// (how to run them: inputs, output, pooling, normalisation, token cap). The
-// weights are never committed; a model directory holds model.onnx and
-// tokenizer.json, and optionally its own manifest.json.
+// Package models owns model manifests: the Manifest type (how to run a
+// sentence-embedding model: inputs, output, pooling, normalisation, token
+// cap, text rules), its parsing and validation, the layout of a model
+// directory, and the committed manifests of known models. It is pure Go:
+// reading a manifest needs no ONNX Runtime (embed/, the only cgo package,
+// imports it). The weights are never committed; a model directory holds
+// model.onnx and tokenizer.json, and optionally its own manifest.json.
 package models
 
 import (
@@ -12,8 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	emb "github.com/classifierd/classifierd/embed"
 )
 
 //go:embed *.json
@@ -34,34 +35,34 @@ func Known() []string {
 }
 
 // Lookup returns the committed manifest with this name.
-func Lookup(name string) (*emb.Manifest, error) {
+func Lookup(name string) (*Manifest, error) {
 	data, err := known.ReadFile(name + ".json")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q is not one of %v", ErrNoManifest, name, Known())
 	}
-	return emb.ParseManifest(data)
+	return ParseManifest(data)
 }
 
 // Resolve finds the manifest for the model in dir: an explicit manifest
 // file if given, else dir/manifest.json, else the committed manifest whose
 // model_sha256 matches dir/model.onnx, else the committed manifest named
 // like the directory.
-func Resolve(dir, explicit string) (*emb.Manifest, error) {
+func Resolve(dir, explicit string) (*Manifest, error) {
 	if explicit != "" {
 		data, err := os.ReadFile(explicit)
 		if err != nil {
 			return nil, fmt.Errorf("models: %w", err)
 		}
-		return emb.ParseManifest(data)
+		return ParseManifest(data)
 	}
-	m, err := emb.ReadManifest(dir)
+	m, err := ReadManifest(dir)
 	if err == nil {
 		return m, nil
 	}
 	if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	sum, err := emb.FileSHA256(filepath.Join(dir, emb.ModelFile))
+	sum, err := FileSHA256(filepath.Join(dir, ModelFile))
 	if err != nil {
 		return nil, fmt.Errorf("models: %w", err)
 	}
@@ -77,5 +78,5 @@ func Resolve(dir, explicit string) (*emb.Manifest, error) {
 	if m, err := Lookup(filepath.Base(filepath.Clean(dir))); err == nil {
 		return m, nil
 	}
-	return nil, fmt.Errorf("%w in %s: add %s there or pass --manifest (known: %v)", ErrNoManifest, dir, emb.ManifestFile, Known())
+	return nil, fmt.Errorf("%w in %s: add %s there or pass --manifest (known: %v)", ErrNoManifest, dir, ManifestFile, Known())
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/classifierd/classifierd/classify"
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/session"
 )
 
 // AnalyzePrompt implements ClassifierService.AnalyzePrompt: a drop-in for a
@@ -12,8 +13,8 @@ import (
 // to that session's exposure.
 func (s *Server) AnalyzePrompt(ctx context.Context, req *pb.AnalyzePromptRequest) (*pb.AnalyzePromptResponse, error) {
 	mode := req.GetMode()
-	if err := checkMode(mode); err != nil {
-		return nil, err
+	if err := session.CheckMode(mode); err != nil {
+		return nil, s.status(ctx, "AnalyzePrompt", err)
 	}
 	a, err := s.cls.Analyze(ctx, classify.AnalyzeQuery{Prompt: req.GetPrompt(), Context: req.GetContext(), Valid: req.GetValidCategories()})
 	if err != nil {
@@ -29,7 +30,7 @@ func (s *Server) AnalyzePrompt(ctx context.Context, req *pb.AnalyzePromptRequest
 		IgnoredCategories: a.Ignored, Scores: scoredLabels(a.Scores),
 	}
 	if req.GetSessionId() != "" {
-		if err := s.applyAnalysis(req.GetSessionId(), a.Categories, mode, out); err != nil {
+		if err := s.applyAnalysis(ctx, req.GetSessionId(), a.Categories, mode, out); err != nil {
 			return nil, err
 		}
 	}

@@ -25,7 +25,7 @@ import (
 	"github.com/classifierd/classifierd/session"
 )
 
-// Embedder embeds texts; the daemon passes the model engine.
+// Embedder embeds texts; the daemon passes the model engine, tests a fake.
 type Embedder interface {
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
 }
@@ -52,6 +52,7 @@ type TokenCounter interface {
 // Server implements classifier.v1.ClassifierService.
 type Server struct {
 	pb.UnimplementedClassifierServiceServer
+	errorMapper
 	cfg   Config
 	cls   *classify.Classifier
 	emb   Embedder
@@ -74,7 +75,7 @@ func New(cfg Config, cls *classify.Classifier, emb Embedder, log *slog.Logger) (
 	if cfg.DefaultNoMatch == classify.NoMatchDefault {
 		cfg.DefaultNoMatch = classify.NoMatchNone
 	}
-	s := &Server{cfg: cfg, cls: cls, emb: emb, log: log, stats: newStats()}
+	s := &Server{errorMapper: errorMapper{log}, cfg: cfg, cls: cls, emb: emb, log: log, stats: newStats()}
 	s.toolTok = s.countToolTokens()
 	return s, nil
 }
@@ -221,26 +222,6 @@ func noMatchToPB(p classify.NoMatch) pb.NoMatchPolicy {
 		return pb.NoMatchPolicy_NO_MATCH_POLICY_ALL
 	}
 	return pb.NoMatchPolicy_NO_MATCH_POLICY_UNSPECIFIED
-}
-
-// status maps an error to a gRPC status. Bad input keeps its message (which
-// never contains prompt text); anything unexpected is logged and becomes a
-// generic Internal error.
-func (s *Server) status(ctx context.Context, method string, err error) error {
-	switch {
-	case errors.Is(err, classify.ErrEmptyText), errors.Is(err, classify.ErrTextTooLong),
-		errors.Is(err, classify.ErrBadArgument), errors.Is(err, classify.ErrUnknownServer):
-		return status.Error(codes.InvalidArgument, strings.TrimPrefix(err.Error(), "classify: "))
-	case errors.Is(err, classify.ErrNoLabels):
-		return status.Error(codes.FailedPrecondition, strings.TrimPrefix(err.Error(), "classify: "))
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		if ctx.Err() != nil {
-			return status.FromContextError(ctx.Err()).Err()
-		}
-		return status.FromContextError(err).Err()
-	}
-	s.log.Error("request failed", "method", method, "err", err)
-	return status.Error(codes.Internal, "internal error")
 }
 
 // Stats are cumulative counters since start.

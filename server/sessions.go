@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
-	"slices"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -15,37 +13,6 @@ import (
 	"github.com/classifierd/classifierd/session"
 )
 
-func checkMode(mode string) error {
-	switch mode {
-	case "", "additive", "replacement":
-		return nil
-	}
-	return status.Errorf(codes.InvalidArgument, "mode %q is not additive or replacement", clipID(mode))
-}
-
-func clipID(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
-
-// sessionStatus maps session errors to gRPC codes.
-func (s *Server) sessionStatus(method string, err error) error {
-	switch {
-	case errors.Is(err, session.ErrNotFound):
-		return status.Error(codes.NotFound, "session not found")
-	case errors.Is(err, session.ErrExists):
-		return status.Error(codes.AlreadyExists, "session already exists")
-	case errors.Is(err, session.ErrLimit):
-		return status.Error(codes.ResourceExhausted, "too many sessions")
-	case errors.Is(err, session.ErrBadMode), errors.Is(err, session.ErrBadExposure), errors.Is(err, session.ErrBadID):
-		return status.Error(codes.InvalidArgument, err.Error())
-	}
-	s.log.Error("session operation failed", "method", method, "err", err)
-	return status.Error(codes.Internal, "internal error")
-}
-
 func (s *Server) sessionsOrErr() (*session.Store, error) {
 	if s.cfg.Sessions == nil {
 		return nil, status.Error(codes.FailedPrecondition, "sessions are disabled: the index has no categories")
@@ -54,14 +21,14 @@ func (s *Server) sessionsOrErr() (*session.Store, error) {
 }
 
 // applyAnalysis applies analyze_prompt's categories to a session.
-func (s *Server) applyAnalysis(id string, cats []string, mode string, out *pb.AnalyzePromptResponse) error {
+func (s *Server) applyAnalysis(ctx context.Context, id string, cats []string, mode string, out *pb.AnalyzePromptResponse) error {
 	st, err := s.sessionsOrErr()
 	if err != nil {
 		return err
 	}
 	ch, snap, changed, err := st.Update(id, cats, mode)
 	if err != nil {
-		return s.sessionStatus("AnalyzePrompt", err)
+		return s.status(ctx, "AnalyzePrompt", err)
 	}
 	out.Added, out.Total, out.Changed = ch.Added, int32(len(snap.Exposed)), changed
 	return nil
@@ -89,7 +56,7 @@ func (s *Server) CreateSession(ctx context.Context, req *pb.CreateSessionRequest
 	}
 	sn, err := st.Create(req.GetSessionId(), session.Exposure(req.GetDefaultExposure()))
 	if err != nil {
-		return nil, s.sessionStatus("CreateSession", err)
+		return nil, s.status(ctx, "CreateSession", err)
 	}
 	return &pb.CreateSessionResponse{Session: sessionPB(sn)}, nil
 }
@@ -102,7 +69,7 @@ func (s *Server) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*pb
 	}
 	sn, err := st.Get(req.GetSessionId())
 	if err != nil {
-		return nil, s.sessionStatus("GetSession", err)
+		return nil, s.status(ctx, "GetSession", err)
 	}
 	return &pb.GetSessionResponse{Session: sessionPB(sn)}, nil
 }
@@ -114,29 +81,21 @@ func (s *Server) DeleteSession(ctx context.Context, req *pb.DeleteSessionRequest
 		return nil, err
 	}
 	if err := st.Delete(req.GetSessionId()); err != nil {
-		return nil, s.sessionStatus("DeleteSession", err)
+		return nil, s.status(ctx, "DeleteSession", err)
 	}
 	return &pb.DeleteSessionResponse{}, nil
 }
 
 // UpdateExposure implements ClassifierService.UpdateExposure. Unknown
-// category ids are InvalidArgument.
+// category ids and modes are InvalidArgument (session.Store.Update checks).
 func (s *Server) UpdateExposure(ctx context.Context, req *pb.UpdateExposureRequest) (*pb.UpdateExposureResponse, error) {
 	st, err := s.sessionsOrErr()
 	if err != nil {
 		return nil, err
 	}
-	if err := checkMode(req.GetMode()); err != nil {
-		return nil, err
-	}
-	for _, c := range req.GetCategories() {
-		if _, ok := s.cls.Index().Lookup(index.KindCategory, c); !ok {
-			return nil, status.Errorf(codes.InvalidArgument, "unknown category %q", clipID(c))
-		}
-	}
 	ch, sn, changed, err := st.Update(req.GetSessionId(), req.GetCategories(), req.GetMode())
 	if err != nil {
-		return nil, s.sessionStatus("UpdateExposure", err)
+		return nil, s.status(ctx, "UpdateExposure", err)
 	}
 	return &pb.UpdateExposureResponse{Added: ch.Added, Removed: ch.Removed, Total: int32(len(sn.Exposed)),
 		Changed: changed, ExposedCategories: sn.Exposed}, nil
@@ -151,22 +110,17 @@ func (s *Server) ListTools(ctx context.Context, req *pb.ListToolsRequest) (*pb.L
 	}
 	exposed, err := st.Exposed(req.GetSessionId())
 	if err != nil {
-		return nil, s.sessionStatus("ListTools", err)
+		return nil, s.status(ctx, "ListTools", err)
 	}
 	idx := s.cls.Index()
-	all := idx.LabelsOf(index.KindTool)
+	selected := session.Tools(idx, exposed)
 	out := &pb.ListToolsResponse{ExposedCategories: exposed}
-	var selected []int
-	for _, li := range all {
+	for _, li := range selected {
 		l := &idx.Labels[li]
-		if !slices.Contains(exposed, l.Category) {
-			continue
-		}
-		selected = append(selected, li)
 		out.Tools = append(out.Tools, &pb.Tool{Name: l.Name, Server: l.Server, Category: l.Category,
 			Description: l.Description, InputSchemaJson: string(l.InputSchema)})
 	}
-	out.Stats = s.toolStats(all, selected)
+	out.Stats = s.toolStats(idx.LabelsOf(index.KindTool), selected)
 	return out, nil
 }
 
@@ -181,7 +135,7 @@ func (s *Server) WatchExposure(req *pb.WatchExposureRequest, stream grpc.ServerS
 	ctx := stream.Context()
 	events, err := st.Watch(ctx, req.GetSessionId())
 	if err != nil {
-		return s.sessionStatus("WatchExposure", err)
+		return s.status(ctx, "WatchExposure", err)
 	}
 	for {
 		select {

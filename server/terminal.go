@@ -5,28 +5,25 @@ import (
 	"errors"
 	"log/slog"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/terminal"
 )
 
-// ErrorDomain is the domain of classifierd's google.rpc.ErrorInfo details.
-const ErrorDomain = "classifierd"
-
-// TerminalServer implements classifier.v1.TerminalService.
+// TerminalServer implements terminal.v1.TerminalService.
 type TerminalServer struct {
-	pb.UnimplementedTerminalServiceServer
+	terminalpb.UnimplementedTerminalServiceServer
+	errorMapper
 	det   *terminal.Detector
 	logs  terminal.Logs
 	store *terminal.Store
 	log   *slog.Logger
 }
 
-var _ pb.TerminalServiceServer = (*TerminalServer)(nil)
+var _ terminalpb.TerminalServiceServer = (*TerminalServer)(nil)
 
 // DefaultMinConfidence is DetectInputPrompt's threshold when the request
 // leaves min_confidence unset.
@@ -41,41 +38,25 @@ func NewTerminalServer(det *terminal.Detector, logDir string, store *terminal.St
 	if det == nil || store == nil || log == nil {
 		return nil, errors.New("server: detector, store and logger are required")
 	}
-	return &TerminalServer{det: det, logs: terminal.Logs{Dir: logDir}, store: store, log: log}, nil
+	return &TerminalServer{errorMapper: errorMapper{log}, det: det, logs: terminal.Logs{Dir: logDir}, store: store, log: log}, nil
 }
 
-func withReason(code codes.Code, msg, reason string) error {
-	st, err := status.New(code, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain})
-	if err != nil {
-		return status.Error(code, msg)
-	}
-	return st.Err()
-}
-
-func (s *TerminalServer) status(ctx context.Context, method, session string, err error) error {
-	switch {
-	case errors.Is(err, terminal.ErrSessionNotFound):
+// terminalStatus is errorMapper.status, except that a missing session log
+// names the session (its id has passed terminal's validation).
+func (s *TerminalServer) terminalStatus(ctx context.Context, method, session string, err error) error {
+	if session != "" && errors.Is(err, terminal.ErrSessionNotFound) {
 		return withReason(codes.NotFound, "Session "+session+" not found", "SESSION_NOT_FOUND")
-	case errors.Is(err, terminal.ErrBadSessionID):
-		return withReason(codes.InvalidArgument, "invalid session id: use 1-128 letters, digits, '.', '_' or '-' without '..' or '/'", "INVALID_SESSION_ID")
-	case errors.Is(err, terminal.ErrBadConfidence):
-		return withReason(codes.InvalidArgument, "min_confidence must be within [0,1]", "INVALID_CONFIDENCE")
-	case errors.Is(err, terminal.ErrBadArgument):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
 	}
-	s.log.Error("terminal request failed", "method", method, "err", err)
-	return status.Error(codes.Internal, "internal error")
+	return s.status(ctx, method, err)
 }
 
 // DetectInputPrompt implements TerminalService.DetectInputPrompt.
-func (s *TerminalServer) DetectInputPrompt(ctx context.Context, req *pb.DetectInputPromptRequest) (*pb.DetectInputPromptResponse, error) {
+func (s *TerminalServer) DetectInputPrompt(ctx context.Context, req *terminalpb.DetectInputPromptRequest) (*terminalpb.DetectInputPromptResponse, error) {
 	minConf := DefaultMinConfidence
 	if req.MinConfidence != nil {
 		minConf = float64(req.GetMinConfidence())
 		if !(minConf >= 0 && minConf <= 1) {
-			return nil, s.status(ctx, "DetectInputPrompt", "", terminal.ErrBadConfidence)
+			return nil, s.terminalStatus(ctx, "DetectInputPrompt", "", terminal.ErrBadConfidence)
 		}
 	}
 	var raw []byte
@@ -85,7 +66,7 @@ func (s *TerminalServer) DetectInputPrompt(ctx context.Context, req *pb.DetectIn
 	case req.GetSessionId() != "":
 		tail, err := s.logs.ReadTail(req.GetSessionId())
 		if err != nil {
-			return nil, s.status(ctx, "DetectInputPrompt", req.GetSessionId(), err)
+			return nil, s.terminalStatus(ctx, "DetectInputPrompt", req.GetSessionId(), err)
 		}
 		raw, base, when = tail.Data, tail.Offset, timestamppb.New(tail.ModTime)
 	case req.GetText() != "":
@@ -98,11 +79,11 @@ func (s *TerminalServer) DetectInputPrompt(ctx context.Context, req *pb.DetectIn
 	}
 	d, err := s.det.Detect(ctx, raw, minConf)
 	if err != nil {
-		return nil, s.status(ctx, "DetectInputPrompt", req.GetSessionId(), err)
+		return nil, s.terminalStatus(ctx, "DetectInputPrompt", req.GetSessionId(), err)
 	}
-	out := &pb.DetectInputPromptResponse{Detected: d.Detected}
+	out := &terminalpb.DetectInputPromptResponse{Detected: d.Detected}
 	if d.Detected {
-		out.Prompt = &pb.InputPrompt{PromptText: d.PromptText, Confidence: float32(d.Confidence), PromptType: d.Type,
+		out.Prompt = &terminalpb.InputPrompt{PromptText: d.PromptText, Confidence: float32(d.Confidence), PromptType: d.Type,
 			MatchedPattern: d.MatchedPattern, FilePosition: base + int64(d.Position), Timestamp: when,
 			IsDangerous: d.Dangerous, DangerReason: d.DangerReason}
 	}
@@ -123,13 +104,13 @@ func (s *TerminalServer) promptType(ctx context.Context, method, typ, prompt str
 	}
 	d, err := s.det.Detect(ctx, []byte(prompt), 0)
 	if err != nil {
-		return "", s.status(ctx, method, "", err)
+		return "", s.terminalStatus(ctx, method, "", err)
 	}
 	return d.Type, nil
 }
 
 // InferExpectedInput implements TerminalService.InferExpectedInput.
-func (s *TerminalServer) InferExpectedInput(ctx context.Context, req *pb.InferExpectedInputRequest) (*pb.InferExpectedInputResponse, error) {
+func (s *TerminalServer) InferExpectedInput(ctx context.Context, req *terminalpb.InferExpectedInputRequest) (*terminalpb.InferExpectedInputResponse, error) {
 	if req.GetPromptText() == "" || len(req.GetPromptText()) > 4096 || len(req.GetSessionContext()) > maxTerminalText {
 		return nil, status.Error(codes.InvalidArgument, "prompt_text must be 1-4096 bytes and session_context at most 64 KiB")
 	}
@@ -139,7 +120,7 @@ func (s *TerminalServer) InferExpectedInput(ctx context.Context, req *pb.InferEx
 	}
 	learned, err := s.store.Learned(ctx, req.GetPromptText())
 	if err != nil {
-		return nil, s.status(ctx, "InferExpectedInput", "", err)
+		return nil, s.terminalStatus(ctx, "InferExpectedInput", "", err)
 	}
 	var ctxLines []string
 	if req.GetSessionContext() != "" {
@@ -149,9 +130,9 @@ func (s *TerminalServer) InferExpectedInput(ctx context.Context, req *pb.InferEx
 		}
 	}
 	sugs, warns := terminal.Infer(req.GetPromptText(), typ, ctxLines, learned)
-	out := &pb.InferExpectedInputResponse{Warnings: warns}
+	out := &terminalpb.InferExpectedInputResponse{Warnings: warns}
 	for _, sg := range sugs {
-		out.Suggestions = append(out.Suggestions, &pb.InputSuggestion{InputText: sg.Input, Confidence: float32(sg.Confidence),
+		out.Suggestions = append(out.Suggestions, &terminalpb.InputSuggestion{InputText: sg.Input, Confidence: float32(sg.Confidence),
 			Source: sg.Source, Reasoning: sg.Reasoning})
 	}
 	return out, nil
@@ -159,7 +140,7 @@ func (s *TerminalServer) InferExpectedInput(ctx context.Context, req *pb.InferEx
 
 // TrackInputEvent implements TerminalService.TrackInputEvent. Password
 // inputs are redacted before they reach storage; nothing typed is logged.
-func (s *TerminalServer) TrackInputEvent(ctx context.Context, req *pb.TrackInputEventRequest) (*pb.TrackInputEventResponse, error) {
+func (s *TerminalServer) TrackInputEvent(ctx context.Context, req *terminalpb.TrackInputEventRequest) (*terminalpb.TrackInputEventResponse, error) {
 	typ, err := s.promptType(ctx, "TrackInputEvent", req.GetPromptType(), req.GetPromptText())
 	if err != nil {
 		return nil, err
@@ -168,13 +149,13 @@ func (s *TerminalServer) TrackInputEvent(ctx context.Context, req *pb.TrackInput
 		Input: req.GetInputText(), Success: req.GetSuccess(), Source: req.GetInputSource(),
 		ResponseTimeMs: req.GetResponseTimeMs(), PromptType: typ})
 	if err != nil {
-		return nil, s.status(ctx, "TrackInputEvent", req.GetSessionId(), err)
+		return nil, s.terminalStatus(ctx, "TrackInputEvent", req.GetSessionId(), err)
 	}
-	return &pb.TrackInputEventResponse{EventId: e.ID, Recorded: true, PatternUpdated: updated}, nil
+	return &terminalpb.TrackInputEventResponse{EventId: e.ID, Recorded: true, PatternUpdated: updated}, nil
 }
 
 // GetSessionHistory implements TerminalService.GetSessionHistory.
-func (s *TerminalServer) GetSessionHistory(ctx context.Context, req *pb.GetSessionHistoryRequest) (*pb.GetSessionHistoryResponse, error) {
+func (s *TerminalServer) GetSessionHistory(ctx context.Context, req *terminalpb.GetSessionHistoryRequest) (*terminalpb.GetSessionHistoryResponse, error) {
 	limit := int(req.GetLimit())
 	if limit < 0 || limit > 1000 {
 		return nil, status.Error(codes.InvalidArgument, "limit must be 0..1000")
@@ -184,11 +165,11 @@ func (s *TerminalServer) GetSessionHistory(ctx context.Context, req *pb.GetSessi
 	}
 	evs, err := s.store.History(ctx, req.GetSessionId(), limit)
 	if err != nil {
-		return nil, s.status(ctx, "GetSessionHistory", req.GetSessionId(), err)
+		return nil, s.terminalStatus(ctx, "GetSessionHistory", req.GetSessionId(), err)
 	}
-	out := &pb.GetSessionHistoryResponse{}
+	out := &terminalpb.GetSessionHistoryResponse{}
 	for _, e := range evs {
-		out.Events = append(out.Events, &pb.InputEvent{EventId: e.ID, SessionId: e.SessionID, PromptText: e.PromptText,
+		out.Events = append(out.Events, &terminalpb.InputEvent{EventId: e.ID, SessionId: e.SessionID, PromptText: e.PromptText,
 			InputText: e.Input, Success: e.Success, InputSource: e.Source, ResponseTimeMs: e.ResponseTimeMs,
 			Timestamp: timestamppb.New(e.Time), PromptType: e.PromptType, PatternKey: e.PatternKey})
 	}

@@ -15,6 +15,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/classifierd/classifierd/internal/clip"
 )
 
 // Errors returned by the store.
@@ -25,7 +27,9 @@ var (
 	ErrBadMode     = errors.New("session: mode must be additive or replacement")
 	ErrBadExposure = errors.New("session: exposure must be zero, meta-only, minimal or all")
 	ErrBadID       = errors.New("session: id must be 1-128 characters of letters, digits and ._:-")
-	ErrClosed      = errors.New("session: store closed")
+	// ErrUnknownCategory reports a category the catalog (Config.AllCategories) does not have.
+	ErrUnknownCategory = errors.New("session: unknown category")
+	ErrClosed          = errors.New("session: store closed")
 )
 
 // Exposure is what a new session sees.
@@ -107,7 +111,18 @@ func (c Config) exposure(e Exposure) ([]string, error) {
 	case ExposeAll:
 		return c.AllCategories, nil
 	}
-	return nil, fmt.Errorf("%w (got %q)", ErrBadExposure, clip(string(e)))
+	return nil, fmt.Errorf("%w (got %q)", ErrBadExposure, clipArg(string(e)))
+}
+
+// CheckMode reports ErrBadMode unless mode is "" (additive), additive or
+// replacement: the modes Update accepts. Callers that do work before
+// Update (AnalyzePrompt) check first.
+func CheckMode(mode string) error {
+	switch mode {
+	case "", ModeAdditive, ModeReplacement:
+		return nil
+	}
+	return fmt.Errorf("%w (got %q)", ErrBadMode, clipArg(mode))
 }
 
 // Change is one change of a session's exposure.
@@ -167,12 +182,10 @@ func NewStore(cfg Config) (*Store, error) {
 
 var idRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+// maxEchoBytes bounds how much of a bad argument an error message repeats.
+const maxEchoBytes = 64
+
+func clipArg(s string) string { return clip.String(s, maxEchoBytes) }
 
 // Create starts a session. An empty id gets a random one; an empty
 // exposure gets the configured default.
@@ -304,13 +317,17 @@ func closeWatcher(w *watcher) {
 // ones) or replaces the set (replacement). changed is false for a no-op,
 // which records no history and notifies no watcher.
 func (s *Store) Update(id string, categories []string, mode string) (Change, Snapshot, bool, error) {
+	if err := CheckMode(mode); err != nil {
+		return Change{}, Snapshot{}, false, err
+	}
 	op := mode
-	switch mode {
-	case "", ModeAdditive:
+	if op == "" {
 		op = ModeAdditive
-	case ModeReplacement:
-	default:
-		return Change{}, Snapshot{}, false, fmt.Errorf("%w (got %q)", ErrBadMode, clip(mode))
+	}
+	for _, c := range categories {
+		if !slices.Contains(s.cfg.AllCategories, c) {
+			return Change{}, Snapshot{}, false, fmt.Errorf("%w %q", ErrUnknownCategory, clipArg(c))
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

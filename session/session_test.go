@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 type clock struct {
@@ -186,8 +188,17 @@ func TestTTLAndLimit(t *testing.T) {
 	}
 }
 
+// numbered returns the categories c0..c<n-1>.
+func numbered(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprint("c", i)
+	}
+	return out
+}
+
 func TestHistoryBounded(t *testing.T) {
-	s, _ := newStore(t, func(c *Config) { c.HistoryLimit = 5 })
+	s, _ := newStore(t, func(c *Config) { c.HistoryLimit, c.AllCategories = 5, numbered(20) })
 	s.Create("a", ExposeZero)
 	for i := 0; i < 20; i++ {
 		s.Update("a", []string{fmt.Sprint("c", i)}, ModeReplacement)
@@ -199,7 +210,7 @@ func TestHistoryBounded(t *testing.T) {
 }
 
 func TestSlowWatcherDropped(t *testing.T) {
-	s, _ := newStore(t, func(c *Config) { c.WatchBuffer = 2 })
+	s, _ := newStore(t, func(c *Config) { c.WatchBuffer, c.AllCategories = 2, numbered(5) })
 	s.Create("a", ExposeZero)
 	w, _ := s.Watch(context.Background(), "a")
 	for i := 0; i < 5; i++ {
@@ -283,5 +294,39 @@ func BenchmarkExposed(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		s.Exposed("a")
+	}
+}
+
+func TestUpdateRejectsWhatUpdateCannotApply(t *testing.T) {
+	s, _ := newStore(t, nil)
+	if _, err := s.Create("a", ExposeZero); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cats []string
+		mode string
+		want error
+	}{
+		{"unknown mode", []string{"github"}, "merge", ErrBadMode},
+		{"unknown category", []string{"github", "nope"}, "", ErrUnknownCategory},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, _, err := s.Update("a", tc.cats, tc.mode); !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			if got, _ := s.Exposed("a"); len(got) != 0 {
+				t.Fatalf("exposed %v after a rejected update, want none", got)
+			}
+		})
+	}
+	for _, m := range []string{"", ModeAdditive, ModeReplacement} {
+		if err := CheckMode(m); err != nil {
+			t.Errorf("CheckMode(%q): got %v, want nil", m, err)
+		}
+	}
+	long := strings.Repeat("é", 40) // 80 bytes: a 64-byte cut would split a rune
+	if err := CheckMode(long); !errors.Is(err, ErrBadMode) || !utf8.ValidString(err.Error()) {
+		t.Fatalf("CheckMode(long): got %q, want ErrBadMode as valid UTF-8", err)
 	}
 }

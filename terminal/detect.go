@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/classifierd/classifierd/classify"
+	"github.com/classifierd/classifierd/internal/clip"
 )
 
 // Prompt types.
@@ -243,10 +244,7 @@ func Dangerous(prompt, typ string, context []string) (bool, string) {
 	return false, ""
 }
 
-func clipText(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
+// clipText trims s and shortens it to n bytes on a rune boundary: a reason
+// cut inside a character would not be valid UTF-8, and the response
+// carrying it could not be sent.
+func clipText(s string, n int) string { return clip.String(strings.TrimSpace(s), n) }

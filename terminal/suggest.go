@@ -52,7 +52,6 @@ func PatternKey(prompt string) string {
 }
 
 var (
-	defaultYesRE  = regexp.MustCompile(`\[Y/n\]|\(Y/n\)|\(Y,n\)`)
 	defaultNoRE   = regexp.MustCompile(`\[y/N\]|\(y/N\)|\(y,N\)`)
 	yesNoWordsRE  = regexp.MustCompile(`(?i)yes\s*/\s*no`)
 	parenDefRE    = regexp.MustCompile(`[(\[]([^()\[\]]+)[)\]]\s*:?\s*$`)

@@ -30,7 +30,7 @@ func realDetector(t testing.TB) *Detector {
 		if dir == "" {
 			dir = "../../shared/models/use-lite-en"
 		}
-		var man *embed.Manifest
+		var man *models.Manifest
 		if man, detErr = models.Resolve(dir, ""); detErr != nil {
 			return
 		}

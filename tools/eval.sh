@@ -19,7 +19,7 @@ ev() { # name catalog queries
   "$GI" eval --model "$MODEL_DIR" --name "$1" --catalog "$2" --queries "$3" \
     --json "$OUT/$1.json" --png "$OUT/$1.png" --quiet
 }
-ev default        catalogs/default.json               catalogs/default.eval.jsonl
+ev default        data/catalogs/default.json               data/catalogs/default.eval.jsonl
 ev banking77      "$OUT/data/banking77.catalog.json"     "$OUT/data/banking77.test.jsonl"
 ev banking77-oos  "$OUT/data/banking77-oos.catalog.json" "$OUT/data/banking77-oos.test.jsonl"
 ev metatool-desc  "$OUT/data/metatool-desc.catalog.json" "$OUT/data/metatool.test.jsonl"

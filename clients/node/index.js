@@ -1,6 +1,7 @@
 // @ts-check
 // A small typed wrapper over @grpc/grpc-js for classifierd, for MCP hubs.
-// The API is loaded at run time from proto/classifier/v1/classifier.proto.
+// The API is loaded at run time from proto/classifier/v1/classifier.proto
+// (ClassifierService; terminal.v1.TerminalService is not wrapped here).
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import fs from 'node:fs';

@@ -32,6 +32,7 @@ type Config struct {
 	MaxSessions  int
 	Exposure     string
 	Minimal      string
+	Terminal     bool
 	TermLogs     string
 	TermDB       string
 	LogFormat    string
@@ -64,7 +65,7 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("--default-exposure %q is not zero, meta-only, minimal or all", c.Exposure)
 	}
-	if c.TermLogs == "" || c.TermDB == "" {
+	if c.Terminal && (c.TermLogs == "" || c.TermDB == "") {
 		return errors.New("--terminal-logs and --terminal-db must not be empty")
 	}
 	if c.SessionTTL <= 0 || c.MaxSessions < 1 {
@@ -100,8 +101,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&c.MaxSessions, "max-sessions", 10000, "most concurrent hub sessions (RESOURCE_EXHAUSTED past it)")
 	fs.StringVar(&c.Exposure, "default-exposure", "meta-only", "what a new session sees: zero, meta-only, minimal or all")
 	fs.StringVar(&c.Minimal, "minimal-categories", "meta", "comma-separated categories of the minimal exposure")
-	fs.StringVar(&c.TermLogs, "terminal-logs", "var/terminal", "directory of terminal session logs (<session_id>.log) for DetectInputPrompt")
-	fs.StringVar(&c.TermDB, "terminal-db", "var/terminal.db", "SQLite file for terminal input events and learned patterns")
+	fs.BoolVar(&c.Terminal, "terminal", false, "serve terminal.v1.TerminalService (prompt detection over terminal logs); off, its RPCs answer UNIMPLEMENTED")
+	fs.StringVar(&c.TermLogs, "terminal-logs", "var/terminal", "with --terminal: directory of terminal session logs (<session_id>.log) for DetectInputPrompt")
+	fs.StringVar(&c.TermDB, "terminal-db", "var/terminal.db", "with --terminal: SQLite file for terminal input events and learned patterns")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	fs.Usage = func() {

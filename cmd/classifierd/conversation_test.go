@@ -23,11 +23,11 @@ type conversationCase struct {
 	Kind          string   `json:"kind"`
 }
 
-// TestConversations runs catalogs/conversations.json through the real
+// TestConversations runs data/catalogs/conversations.json through the real
 // daemon: follow-ups keep the conversation's server, topic changes move
 // away from it.
 func TestConversations(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(repoRoot(t), "catalogs", "conversations.json"))
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "data", "catalogs", "conversations.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/classifierd/classifierd/embed"
 	"github.com/classifierd/classifierd/models"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -27,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 )
 
 // These tests build the real binaries and run them on a real socket with
@@ -56,7 +56,7 @@ func modelDir(t testing.TB) string {
 
 // modelManifest is the manifest of the model the tests run (models.Resolve,
 // as the daemon finds it).
-func modelManifest(t testing.TB) *embed.Manifest {
+func modelManifest(t testing.TB) *models.Manifest {
 	t.Helper()
 	m, err := models.Resolve(modelDir(t), "")
 	if err != nil {
@@ -198,7 +198,7 @@ func startDaemon(t *testing.T, idx string, extra ...string) (*daemon, *grpc.Clie
 }
 
 func defaultCatalog(t *testing.T) string {
-	return filepath.Join(repoRoot(t), "catalogs", "default.json")
+	return filepath.Join(repoRoot(t), "data", "catalogs", "default.json")
 }
 
 func TestDaemonServesDefaultCatalog(t *testing.T) {
@@ -347,6 +347,16 @@ func TestDaemonServesDefaultCatalog(t *testing.T) {
 		}
 		if !strings.Contains(strings.Join(names, ","), "classifier.v1.ClassifierService") {
 			t.Fatalf("services = %v", names)
+		}
+	})
+	t.Run("terminal service is off without --terminal", func(t *testing.T) {
+		_, err := terminalpb.NewTerminalServiceClient(conn).DetectInputPrompt(ctx, &terminalpb.DetectInputPromptRequest{Text: "Password: "})
+		if got := status.Code(err); got != codes.Unimplemented {
+			t.Fatalf("DetectInputPrompt: got %v (%v), want Unimplemented", got, err)
+		}
+		_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: terminalpb.TerminalService_ServiceDesc.ServiceName})
+		if got := status.Code(err); got != codes.NotFound {
+			t.Fatalf("health of TerminalService: got %v, want NotFound", got)
 		}
 	})
 	t.Run("bad input", func(t *testing.T) {
@@ -534,7 +544,7 @@ func TestGenIndexEvalResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, rep := filepath.Join(dir, "results.jsonl"), filepath.Join(dir, "report.json")
-	cmd := exec.Command(gi, "eval", "--catalog", filepath.Join(repoRoot(t), "catalogs", "default.json"), "--queries", queries,
+	cmd := exec.Command(gi, "eval", "--catalog", filepath.Join(repoRoot(t), "data", "catalogs", "default.json"), "--queries", queries,
 		"--model", modelDir(t), "--ort-lib", ortLib(t), "--quiet", "--results", res, "--json", rep)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("gen-index eval: %v\n%s", err, out)

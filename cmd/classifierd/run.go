@@ -20,6 +20,7 @@ import (
 	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/embed"
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/models"
 	"github.com/classifierd/classifierd/server"
@@ -88,24 +89,14 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(cfg.TermLogs, 0o755); err != nil {
-		return fmt.Errorf("terminal logs: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(cfg.TermDB), 0o755); err != nil {
-		return fmt.Errorf("terminal db: %w", err)
-	}
-	store, err := terminal.OpenStore(cfg.TermDB)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, store.Close()) }()
-	det, err := terminal.NewDetector(ctx, eng)
-	if err != nil {
-		return err
-	}
-	term, err := server.NewTerminalServer(det, cfg.TermLogs, store, log)
-	if err != nil {
-		return err
+	var term *server.TerminalServer
+	if cfg.Terminal {
+		var closeTerm func() error
+		term, closeTerm, err = openTerminal(ctx, cfg, eng, log)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, closeTerm()) }()
 	}
 	janitorCtx, stopJanitor := context.WithCancel(ctx)
 	defer stopJanitor()
@@ -122,19 +113,13 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		grpc.ChainStreamInterceptor(stream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	)
-	pb.RegisterClassifierServiceServer(gs, svc)
-	pb.RegisterTerminalServiceServer(gs, term)
 	hs := health.NewServer()
-	healthpb.RegisterHealthServer(gs, hs)
-	reflection.Register(gs)
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus(pb.ClassifierService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus(pb.TerminalService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	register(gs, hs, svc, term)
 
 	log.Info("classifierd serving", "addr", lis.Addr().String(), "model", man.Name, "dims", eng.Dims(),
 		"ort", rt.Version(), "categories", len(idx.LabelsOf(index.KindCategory)),
 		"servers", len(idx.LabelsOf(index.KindServer)), "tools", len(idx.LabelsOf(index.KindTool)),
-		"calibrated", cls.Calibration().Fitted)
+		"calibrated", cls.Calibration().Fitted, "terminal", cfg.Terminal)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve(lis) }()
@@ -159,4 +144,46 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// openTerminal opens what TerminalService needs (the log directory, the
+// SQLite store, the prompt detector); closeStore releases the store.
+func openTerminal(ctx context.Context, cfg Config, eng terminal.Embedder, log *slog.Logger) (_ *server.TerminalServer, closeStore func() error, err error) {
+	if err := os.MkdirAll(cfg.TermLogs, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("terminal logs: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.TermDB), 0o755); err != nil {
+		return nil, nil, fmt.Errorf("terminal db: %w", err)
+	}
+	store, err := terminal.OpenStore(cfg.TermDB)
+	if err != nil {
+		return nil, nil, err
+	}
+	det, err := terminal.NewDetector(ctx, eng)
+	if err != nil {
+		return nil, nil, errors.Join(err, store.Close())
+	}
+	term, err := server.NewTerminalServer(det, cfg.TermLogs, store, log)
+	if err != nil {
+		return nil, nil, errors.Join(err, store.Close())
+	}
+	return term, store.Close, nil
+}
+
+// register puts the services on gs and marks them SERVING. TerminalService
+// is registered only when term is set (--terminal): an unregistered service
+// answers UNIMPLEMENTED, which is what a client of a daemon without it
+// should see.
+func register(gs *grpc.Server, hs *health.Server, svc *server.Server, term *server.TerminalServer) {
+	pb.RegisterClassifierServiceServer(gs, svc)
+	if term != nil {
+		terminalpb.RegisterTerminalServiceServer(gs, term)
+	}
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(pb.ClassifierService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	if term != nil {
+		hs.SetServingStatus(terminalpb.TerminalService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	}
 }

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	_ "modernc.org/sqlite"
 
-	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	pb "github.com/classifierd/classifierd/gen/terminal/v1"
 )
 
 func reason(err error) string {
@@ -28,7 +28,8 @@ func reason(err error) string {
 	return ""
 }
 
-// TestTerminalContract drives TerminalService through the real daemon.
+// TestTerminalContract drives TerminalService through the real daemon
+// started with --terminal.
 func TestTerminalContract(t *testing.T) {
 	idx := genIndex(t, "testdata/mini.json")
 	state := t.TempDir()
@@ -42,7 +43,7 @@ func TestTerminalContract(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d, conn := startDaemon(t, idx, "--terminal-logs", logs, "--terminal-db", db)
+	d, conn := startDaemon(t, idx, "--terminal", "--terminal-logs", logs, "--terminal-db", db)
 	c := pb.NewTerminalServiceClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -259,7 +260,7 @@ func TestTerminalContract(t *testing.T) {
 		}
 		sdb.Close()
 
-		_, conn2 := startDaemon(t, idx, "--terminal-logs", logs, "--terminal-db", db)
+		_, conn2 := startDaemon(t, idx, "--terminal", "--terminal-logs", logs, "--terminal-db", db)
 		c2 := pb.NewTerminalServiceClient(conn2)
 		h, err := c2.GetSessionHistory(ctx, &pb.GetSessionHistoryRequest{SessionId: "learn"})
 		if err != nil || len(h.GetEvents()) != 12 {

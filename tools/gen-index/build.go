@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/classifierd/classifierd/catalogs"
+	"github.com/classifierd/classifierd/data/catalogs"
 	"io"
 	"time"
 
@@ -13,7 +13,7 @@ import (
 	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/embed"
 	"github.com/classifierd/classifierd/index"
-	"github.com/classifierd/classifierd/indexer"
+	"github.com/classifierd/classifierd/indexbuild"
 	"github.com/classifierd/classifierd/models"
 )
 
@@ -89,8 +89,8 @@ func referencePrior(ctx context.Context, eng *embed.Engine) (classify.Calibratio
 		return classify.Calibration{}, fmt.Errorf("reference catalog: %w", err)
 	}
 	man := eng.Manifest()
-	ref, err := indexer.Build(ctx, cat, eng, indexer.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
-		indexer.Options{Generator: "gen-index reference"})
+	ref, err := indexbuild.Build(ctx, cat, eng, indexbuild.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
+		indexbuild.Options{Generator: "gen-index reference"})
 	if err != nil {
 		return classify.Calibration{}, fmt.Errorf("reference catalog: %w", err)
 	}
@@ -133,8 +133,8 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	p := newProgress(stderr, "embedding", *quiet)
 	start := time.Now()
 	man := eng.Manifest()
-	idx, err := indexer.Build(ctx, cat, eng, indexer.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
-		indexer.Options{Progress: p.update, Generator: "gen-index"})
+	idx, err := indexbuild.Build(ctx, cat, eng, indexbuild.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
+		indexbuild.Options{Progress: p.update, Generator: "gen-index"})
 	p.done()
 	if err != nil {
 		return err

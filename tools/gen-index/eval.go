@@ -17,10 +17,10 @@ import (
 	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/index"
-	"github.com/classifierd/classifierd/indexer"
+	"github.com/classifierd/classifierd/indexbuild"
 )
 
-// query is one labelled evaluation query (see catalogs/README.md).
+// query is one labelled evaluation query (see data/catalogs/README.md).
 type query struct {
 	Text       string   `json:"text"`
 	Categories []string `json:"categories"`
@@ -161,8 +161,8 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 
 	start := time.Now()
 	p := newProgress(stderr, "embedding", *quiet)
-	idx, err := indexer.Build(ctx, cat, eng, indexer.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
-		indexer.Options{Progress: p.update, Generator: "gen-index eval"})
+	idx, err := indexbuild.Build(ctx, cat, eng, indexbuild.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
+		indexbuild.Options{Progress: p.update, Generator: "gen-index eval"})
 	p.done()
 	if err != nil {
 		return err

@@ -34,7 +34,7 @@ function freePort() {
 before(async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'classifierd-node-'));
   const index = path.join(dir, 'default.idx');
-  execFileSync(genIndex, ['--catalog', path.join(root, 'catalogs', 'default.json'), '--model', model, '--out', index, '--ort-lib', ortLib]);
+  execFileSync(genIndex, ['--catalog', path.join(root, 'data', 'catalogs', 'default.json'), '--model', model, '--out', index, '--ort-lib', ortLib]);
   const addr = `127.0.0.1:${await freePort()}`;
   daemon = spawn(bin, ['--index', index, '--model', model, '--listen', addr, '--ort-lib', ortLib,
     '--terminal-logs', path.join(dir, 'terminal'), '--terminal-db', path.join(dir, 'terminal.db')]);

@@ -41,9 +41,7 @@ docker container containers image logs database table query sql jira ticket spri
 web page url fetch weather news user users group password python script install package memory remember help please now
 today new old all any some more last first next second one two three five ten`)
 	v = append(v, words...)
-	for _, p := range []string{"##s", "##ing", "##ed", "##er", "##ly", "##es", "##y"} {
-		v = append(v, p)
-	}
+	v = append(v, "##s", "##ing", "##ed", "##er", "##ly", "##es", "##y")
 	return v
 }()
 

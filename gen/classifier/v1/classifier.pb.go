@@ -2755,784 +2755,6 @@ func (x *GetStatsResponse) GetActiveSessions() int64 {
 	return 0
 }
 
-// DetectInputPromptRequest names a session log or carries the output tail.
-type DetectInputPromptRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// session_id names a log file in the daemon's session directory.
-	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// text is the raw output tail, for clients that hold the output themselves.
-	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
-	// min_confidence defaults to 0.70 and must be within [0,1].
-	MinConfidence *float32 `protobuf:"fixed32,3,opt,name=min_confidence,json=minConfidence,proto3,oneof" json:"min_confidence,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *DetectInputPromptRequest) Reset() {
-	*x = DetectInputPromptRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *DetectInputPromptRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*DetectInputPromptRequest) ProtoMessage() {}
-
-func (x *DetectInputPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use DetectInputPromptRequest.ProtoReflect.Descriptor instead.
-func (*DetectInputPromptRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{38}
-}
-
-func (x *DetectInputPromptRequest) GetSessionId() string {
-	if x != nil {
-		return x.SessionId
-	}
-	return ""
-}
-
-func (x *DetectInputPromptRequest) GetText() string {
-	if x != nil {
-		return x.Text
-	}
-	return ""
-}
-
-func (x *DetectInputPromptRequest) GetMinConfidence() float32 {
-	if x != nil && x.MinConfidence != nil {
-		return *x.MinConfidence
-	}
-	return 0
-}
-
-// InputPrompt is a detected input prompt.
-type InputPrompt struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	PromptText string                 `protobuf:"bytes,1,opt,name=prompt_text,json=promptText,proto3" json:"prompt_text,omitempty"`
-	Confidence float32                `protobuf:"fixed32,2,opt,name=confidence,proto3" json:"confidence,omitempty"`
-	// prompt_type is password, yes_no, choice, path, text, command or unknown.
-	PromptType     string `protobuf:"bytes,3,opt,name=prompt_type,json=promptType,proto3" json:"prompt_type,omitempty"`
-	MatchedPattern string `protobuf:"bytes,4,opt,name=matched_pattern,json=matchedPattern,proto3" json:"matched_pattern,omitempty"`
-	// file_position is the byte offset of the prompt in the log (or text).
-	FilePosition int64                  `protobuf:"varint,5,opt,name=file_position,json=filePosition,proto3" json:"file_position,omitempty"`
-	Timestamp    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
-	IsDangerous  bool                   `protobuf:"varint,7,opt,name=is_dangerous,json=isDangerous,proto3" json:"is_dangerous,omitempty"`
-	// danger_reason names the destructive word or context behind is_dangerous.
-	DangerReason  string `protobuf:"bytes,8,opt,name=danger_reason,json=dangerReason,proto3" json:"danger_reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *InputPrompt) Reset() {
-	*x = InputPrompt{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *InputPrompt) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*InputPrompt) ProtoMessage() {}
-
-func (x *InputPrompt) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use InputPrompt.ProtoReflect.Descriptor instead.
-func (*InputPrompt) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{39}
-}
-
-func (x *InputPrompt) GetPromptText() string {
-	if x != nil {
-		return x.PromptText
-	}
-	return ""
-}
-
-func (x *InputPrompt) GetConfidence() float32 {
-	if x != nil {
-		return x.Confidence
-	}
-	return 0
-}
-
-func (x *InputPrompt) GetPromptType() string {
-	if x != nil {
-		return x.PromptType
-	}
-	return ""
-}
-
-func (x *InputPrompt) GetMatchedPattern() string {
-	if x != nil {
-		return x.MatchedPattern
-	}
-	return ""
-}
-
-func (x *InputPrompt) GetFilePosition() int64 {
-	if x != nil {
-		return x.FilePosition
-	}
-	return 0
-}
-
-func (x *InputPrompt) GetTimestamp() *timestamppb.Timestamp {
-	if x != nil {
-		return x.Timestamp
-	}
-	return nil
-}
-
-func (x *InputPrompt) GetIsDangerous() bool {
-	if x != nil {
-		return x.IsDangerous
-	}
-	return false
-}
-
-func (x *InputPrompt) GetDangerReason() string {
-	if x != nil {
-		return x.DangerReason
-	}
-	return ""
-}
-
-// DetectInputPromptResponse says whether input is awaited.
-type DetectInputPromptResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Detected      bool                   `protobuf:"varint,1,opt,name=detected,proto3" json:"detected,omitempty"`
-	Prompt        *InputPrompt           `protobuf:"bytes,2,opt,name=prompt,proto3" json:"prompt,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *DetectInputPromptResponse) Reset() {
-	*x = DetectInputPromptResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *DetectInputPromptResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*DetectInputPromptResponse) ProtoMessage() {}
-
-func (x *DetectInputPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use DetectInputPromptResponse.ProtoReflect.Descriptor instead.
-func (*DetectInputPromptResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{40}
-}
-
-func (x *DetectInputPromptResponse) GetDetected() bool {
-	if x != nil {
-		return x.Detected
-	}
-	return false
-}
-
-func (x *DetectInputPromptResponse) GetPrompt() *InputPrompt {
-	if x != nil {
-		return x.Prompt
-	}
-	return nil
-}
-
-// InferExpectedInputRequest describes a prompt.
-type InferExpectedInputRequest struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	PromptText     string                 `protobuf:"bytes,1,opt,name=prompt_text,json=promptText,proto3" json:"prompt_text,omitempty"`
-	PromptType     string                 `protobuf:"bytes,2,opt,name=prompt_type,json=promptType,proto3" json:"prompt_type,omitempty"`
-	SessionContext string                 `protobuf:"bytes,3,opt,name=session_context,json=sessionContext,proto3" json:"session_context,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
-}
-
-func (x *InferExpectedInputRequest) Reset() {
-	*x = InferExpectedInputRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *InferExpectedInputRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*InferExpectedInputRequest) ProtoMessage() {}
-
-func (x *InferExpectedInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use InferExpectedInputRequest.ProtoReflect.Descriptor instead.
-func (*InferExpectedInputRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{41}
-}
-
-func (x *InferExpectedInputRequest) GetPromptText() string {
-	if x != nil {
-		return x.PromptText
-	}
-	return ""
-}
-
-func (x *InferExpectedInputRequest) GetPromptType() string {
-	if x != nil {
-		return x.PromptType
-	}
-	return ""
-}
-
-func (x *InferExpectedInputRequest) GetSessionContext() string {
-	if x != nil {
-		return x.SessionContext
-	}
-	return ""
-}
-
-// InputSuggestion is one candidate answer.
-type InputSuggestion struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	InputText  string                 `protobuf:"bytes,1,opt,name=input_text,json=inputText,proto3" json:"input_text,omitempty"`
-	Confidence float32                `protobuf:"fixed32,2,opt,name=confidence,proto3" json:"confidence,omitempty"`
-	// source is pattern_learning, context_inference or default.
-	Source        string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
-	Reasoning     string `protobuf:"bytes,4,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *InputSuggestion) Reset() {
-	*x = InputSuggestion{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *InputSuggestion) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*InputSuggestion) ProtoMessage() {}
-
-func (x *InputSuggestion) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use InputSuggestion.ProtoReflect.Descriptor instead.
-func (*InputSuggestion) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{42}
-}
-
-func (x *InputSuggestion) GetInputText() string {
-	if x != nil {
-		return x.InputText
-	}
-	return ""
-}
-
-func (x *InputSuggestion) GetConfidence() float32 {
-	if x != nil {
-		return x.Confidence
-	}
-	return 0
-}
-
-func (x *InputSuggestion) GetSource() string {
-	if x != nil {
-		return x.Source
-	}
-	return ""
-}
-
-func (x *InputSuggestion) GetReasoning() string {
-	if x != nil {
-		return x.Reasoning
-	}
-	return ""
-}
-
-// InferExpectedInputResponse lists suggestions best first.
-type InferExpectedInputResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Suggestions   []*InputSuggestion     `protobuf:"bytes,1,rep,name=suggestions,proto3" json:"suggestions,omitempty"`
-	Warnings      []string               `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *InferExpectedInputResponse) Reset() {
-	*x = InferExpectedInputResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *InferExpectedInputResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*InferExpectedInputResponse) ProtoMessage() {}
-
-func (x *InferExpectedInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use InferExpectedInputResponse.ProtoReflect.Descriptor instead.
-func (*InferExpectedInputResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{43}
-}
-
-func (x *InferExpectedInputResponse) GetSuggestions() []*InputSuggestion {
-	if x != nil {
-		return x.Suggestions
-	}
-	return nil
-}
-
-func (x *InferExpectedInputResponse) GetWarnings() []string {
-	if x != nil {
-		return x.Warnings
-	}
-	return nil
-}
-
-// TrackInputEventRequest records one answer to a prompt.
-type TrackInputEventRequest struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	SessionId  string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	PromptText string                 `protobuf:"bytes,2,opt,name=prompt_text,json=promptText,proto3" json:"prompt_text,omitempty"`
-	InputText  string                 `protobuf:"bytes,3,opt,name=input_text,json=inputText,proto3" json:"input_text,omitempty"`
-	Success    bool                   `protobuf:"varint,4,opt,name=success,proto3" json:"success,omitempty"`
-	// input_source is user_typed, ai_suggested or auto_injected.
-	InputSource    string `protobuf:"bytes,5,opt,name=input_source,json=inputSource,proto3" json:"input_source,omitempty"`
-	ResponseTimeMs int64  `protobuf:"varint,6,opt,name=response_time_ms,json=responseTimeMs,proto3" json:"response_time_ms,omitempty"`
-	// prompt_type is detected from prompt_text when empty.
-	PromptType    string `protobuf:"bytes,7,opt,name=prompt_type,json=promptType,proto3" json:"prompt_type,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *TrackInputEventRequest) Reset() {
-	*x = TrackInputEventRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *TrackInputEventRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*TrackInputEventRequest) ProtoMessage() {}
-
-func (x *TrackInputEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use TrackInputEventRequest.ProtoReflect.Descriptor instead.
-func (*TrackInputEventRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{44}
-}
-
-func (x *TrackInputEventRequest) GetSessionId() string {
-	if x != nil {
-		return x.SessionId
-	}
-	return ""
-}
-
-func (x *TrackInputEventRequest) GetPromptText() string {
-	if x != nil {
-		return x.PromptText
-	}
-	return ""
-}
-
-func (x *TrackInputEventRequest) GetInputText() string {
-	if x != nil {
-		return x.InputText
-	}
-	return ""
-}
-
-func (x *TrackInputEventRequest) GetSuccess() bool {
-	if x != nil {
-		return x.Success
-	}
-	return false
-}
-
-func (x *TrackInputEventRequest) GetInputSource() string {
-	if x != nil {
-		return x.InputSource
-	}
-	return ""
-}
-
-func (x *TrackInputEventRequest) GetResponseTimeMs() int64 {
-	if x != nil {
-		return x.ResponseTimeMs
-	}
-	return 0
-}
-
-func (x *TrackInputEventRequest) GetPromptType() string {
-	if x != nil {
-		return x.PromptType
-	}
-	return ""
-}
-
-// TrackInputEventResponse acknowledges a recorded event.
-type TrackInputEventResponse struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	EventId        string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
-	Recorded       bool                   `protobuf:"varint,2,opt,name=recorded,proto3" json:"recorded,omitempty"`
-	PatternUpdated bool                   `protobuf:"varint,3,opt,name=pattern_updated,json=patternUpdated,proto3" json:"pattern_updated,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
-}
-
-func (x *TrackInputEventResponse) Reset() {
-	*x = TrackInputEventResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *TrackInputEventResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*TrackInputEventResponse) ProtoMessage() {}
-
-func (x *TrackInputEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use TrackInputEventResponse.ProtoReflect.Descriptor instead.
-func (*TrackInputEventResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{45}
-}
-
-func (x *TrackInputEventResponse) GetEventId() string {
-	if x != nil {
-		return x.EventId
-	}
-	return ""
-}
-
-func (x *TrackInputEventResponse) GetRecorded() bool {
-	if x != nil {
-		return x.Recorded
-	}
-	return false
-}
-
-func (x *TrackInputEventResponse) GetPatternUpdated() bool {
-	if x != nil {
-		return x.PatternUpdated
-	}
-	return false
-}
-
-// GetSessionHistoryRequest names a terminal session.
-type GetSessionHistoryRequest struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// limit caps returned events, newest last; 0 means 100, at most 1000.
-	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *GetSessionHistoryRequest) Reset() {
-	*x = GetSessionHistoryRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *GetSessionHistoryRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*GetSessionHistoryRequest) ProtoMessage() {}
-
-func (x *GetSessionHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use GetSessionHistoryRequest.ProtoReflect.Descriptor instead.
-func (*GetSessionHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{46}
-}
-
-func (x *GetSessionHistoryRequest) GetSessionId() string {
-	if x != nil {
-		return x.SessionId
-	}
-	return ""
-}
-
-func (x *GetSessionHistoryRequest) GetLimit() int32 {
-	if x != nil {
-		return x.Limit
-	}
-	return 0
-}
-
-// InputEvent is one recorded answer.
-type InputEvent struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	EventId    string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
-	SessionId  string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	PromptText string                 `protobuf:"bytes,3,opt,name=prompt_text,json=promptText,proto3" json:"prompt_text,omitempty"`
-	// input_text is "[REDACTED]" for password prompts.
-	InputText      string                 `protobuf:"bytes,4,opt,name=input_text,json=inputText,proto3" json:"input_text,omitempty"`
-	Success        bool                   `protobuf:"varint,5,opt,name=success,proto3" json:"success,omitempty"`
-	InputSource    string                 `protobuf:"bytes,6,opt,name=input_source,json=inputSource,proto3" json:"input_source,omitempty"`
-	ResponseTimeMs int64                  `protobuf:"varint,7,opt,name=response_time_ms,json=responseTimeMs,proto3" json:"response_time_ms,omitempty"`
-	Timestamp      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
-	PromptType     string                 `protobuf:"bytes,9,opt,name=prompt_type,json=promptType,proto3" json:"prompt_type,omitempty"`
-	PatternKey     string                 `protobuf:"bytes,10,opt,name=pattern_key,json=patternKey,proto3" json:"pattern_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
-}
-
-func (x *InputEvent) Reset() {
-	*x = InputEvent{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *InputEvent) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*InputEvent) ProtoMessage() {}
-
-func (x *InputEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use InputEvent.ProtoReflect.Descriptor instead.
-func (*InputEvent) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{47}
-}
-
-func (x *InputEvent) GetEventId() string {
-	if x != nil {
-		return x.EventId
-	}
-	return ""
-}
-
-func (x *InputEvent) GetSessionId() string {
-	if x != nil {
-		return x.SessionId
-	}
-	return ""
-}
-
-func (x *InputEvent) GetPromptText() string {
-	if x != nil {
-		return x.PromptText
-	}
-	return ""
-}
-
-func (x *InputEvent) GetInputText() string {
-	if x != nil {
-		return x.InputText
-	}
-	return ""
-}
-
-func (x *InputEvent) GetSuccess() bool {
-	if x != nil {
-		return x.Success
-	}
-	return false
-}
-
-func (x *InputEvent) GetInputSource() string {
-	if x != nil {
-		return x.InputSource
-	}
-	return ""
-}
-
-func (x *InputEvent) GetResponseTimeMs() int64 {
-	if x != nil {
-		return x.ResponseTimeMs
-	}
-	return 0
-}
-
-func (x *InputEvent) GetTimestamp() *timestamppb.Timestamp {
-	if x != nil {
-		return x.Timestamp
-	}
-	return nil
-}
-
-func (x *InputEvent) GetPromptType() string {
-	if x != nil {
-		return x.PromptType
-	}
-	return ""
-}
-
-func (x *InputEvent) GetPatternKey() string {
-	if x != nil {
-		return x.PatternKey
-	}
-	return ""
-}
-
-// GetSessionHistoryResponse lists events oldest first.
-type GetSessionHistoryResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Events        []*InputEvent          `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *GetSessionHistoryResponse) Reset() {
-	*x = GetSessionHistoryResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[48]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *GetSessionHistoryResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*GetSessionHistoryResponse) ProtoMessage() {}
-
-func (x *GetSessionHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[48]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use GetSessionHistoryResponse.ProtoReflect.Descriptor instead.
-func (*GetSessionHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{48}
-}
-
-func (x *GetSessionHistoryResponse) GetEvents() []*InputEvent {
-	if x != nil {
-		return x.Events
-	}
-	return nil
-}
-
 var File_classifier_v1_classifier_proto protoreflect.FileDescriptor
 
 const file_classifier_v1_classifier_proto_rawDesc = "" +
@@ -3774,86 +2996,7 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\x0factive_sessions\x18\t \x01(\x03R\x0eactiveSessions\x1aC\n" +
 	"\x15RequestsByMethodEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x8c\x01\n" +
-	"\x18DetectInputPromptRequest\x12\x1d\n" +
-	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\x12*\n" +
-	"\x0emin_confidence\x18\x03 \x01(\x02H\x00R\rminConfidence\x88\x01\x01B\x11\n" +
-	"\x0f_min_confidence\"\xbf\x02\n" +
-	"\vInputPrompt\x12\x1f\n" +
-	"\vprompt_text\x18\x01 \x01(\tR\n" +
-	"promptText\x12\x1e\n" +
-	"\n" +
-	"confidence\x18\x02 \x01(\x02R\n" +
-	"confidence\x12\x1f\n" +
-	"\vprompt_type\x18\x03 \x01(\tR\n" +
-	"promptType\x12'\n" +
-	"\x0fmatched_pattern\x18\x04 \x01(\tR\x0ematchedPattern\x12#\n" +
-	"\rfile_position\x18\x05 \x01(\x03R\ffilePosition\x128\n" +
-	"\ttimestamp\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12!\n" +
-	"\fis_dangerous\x18\a \x01(\bR\visDangerous\x12#\n" +
-	"\rdanger_reason\x18\b \x01(\tR\fdangerReason\"k\n" +
-	"\x19DetectInputPromptResponse\x12\x1a\n" +
-	"\bdetected\x18\x01 \x01(\bR\bdetected\x122\n" +
-	"\x06prompt\x18\x02 \x01(\v2\x1a.classifier.v1.InputPromptR\x06prompt\"\x86\x01\n" +
-	"\x19InferExpectedInputRequest\x12\x1f\n" +
-	"\vprompt_text\x18\x01 \x01(\tR\n" +
-	"promptText\x12\x1f\n" +
-	"\vprompt_type\x18\x02 \x01(\tR\n" +
-	"promptType\x12'\n" +
-	"\x0fsession_context\x18\x03 \x01(\tR\x0esessionContext\"\x86\x01\n" +
-	"\x0fInputSuggestion\x12\x1d\n" +
-	"\n" +
-	"input_text\x18\x01 \x01(\tR\tinputText\x12\x1e\n" +
-	"\n" +
-	"confidence\x18\x02 \x01(\x02R\n" +
-	"confidence\x12\x16\n" +
-	"\x06source\x18\x03 \x01(\tR\x06source\x12\x1c\n" +
-	"\treasoning\x18\x04 \x01(\tR\treasoning\"z\n" +
-	"\x1aInferExpectedInputResponse\x12@\n" +
-	"\vsuggestions\x18\x01 \x03(\v2\x1e.classifier.v1.InputSuggestionR\vsuggestions\x12\x1a\n" +
-	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"\xff\x01\n" +
-	"\x16TrackInputEventRequest\x12\x1d\n" +
-	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1f\n" +
-	"\vprompt_text\x18\x02 \x01(\tR\n" +
-	"promptText\x12\x1d\n" +
-	"\n" +
-	"input_text\x18\x03 \x01(\tR\tinputText\x12\x18\n" +
-	"\asuccess\x18\x04 \x01(\bR\asuccess\x12!\n" +
-	"\finput_source\x18\x05 \x01(\tR\vinputSource\x12(\n" +
-	"\x10response_time_ms\x18\x06 \x01(\x03R\x0eresponseTimeMs\x12\x1f\n" +
-	"\vprompt_type\x18\a \x01(\tR\n" +
-	"promptType\"y\n" +
-	"\x17TrackInputEventResponse\x12\x19\n" +
-	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1a\n" +
-	"\brecorded\x18\x02 \x01(\bR\brecorded\x12'\n" +
-	"\x0fpattern_updated\x18\x03 \x01(\bR\x0epatternUpdated\"O\n" +
-	"\x18GetSessionHistoryRequest\x12\x1d\n" +
-	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\xe9\x02\n" +
-	"\n" +
-	"InputEvent\x12\x19\n" +
-	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
-	"\n" +
-	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x1f\n" +
-	"\vprompt_text\x18\x03 \x01(\tR\n" +
-	"promptText\x12\x1d\n" +
-	"\n" +
-	"input_text\x18\x04 \x01(\tR\tinputText\x12\x18\n" +
-	"\asuccess\x18\x05 \x01(\bR\asuccess\x12!\n" +
-	"\finput_source\x18\x06 \x01(\tR\vinputSource\x12(\n" +
-	"\x10response_time_ms\x18\a \x01(\x03R\x0eresponseTimeMs\x128\n" +
-	"\ttimestamp\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x1f\n" +
-	"\vprompt_type\x18\t \x01(\tR\n" +
-	"promptType\x12\x1f\n" +
-	"\vpattern_key\x18\n" +
-	" \x01(\tR\n" +
-	"patternKey\"N\n" +
-	"\x19GetSessionHistoryResponse\x121\n" +
-	"\x06events\x18\x01 \x03(\v2\x19.classifier.v1.InputEventR\x06events*}\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01*}\n" +
 	"\rNoMatchPolicy\x12\x1f\n" +
 	"\x1bNO_MATCH_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14NO_MATCH_POLICY_NONE\x10\x01\x12\x18\n" +
@@ -3873,12 +3016,7 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\x0eUpdateExposure\x12$.classifier.v1.UpdateExposureRequest\x1a%.classifier.v1.UpdateExposureResponse\x12N\n" +
 	"\tListTools\x12\x1f.classifier.v1.ListToolsRequest\x1a .classifier.v1.ListToolsResponse\x12\\\n" +
 	"\rWatchExposure\x12#.classifier.v1.WatchExposureRequest\x1a$.classifier.v1.WatchExposureResponse0\x01\x12K\n" +
-	"\bGetStats\x12\x1e.classifier.v1.GetStatsRequest\x1a\x1f.classifier.v1.GetStatsResponse2\xae\x03\n" +
-	"\x0fTerminalService\x12f\n" +
-	"\x11DetectInputPrompt\x12'.classifier.v1.DetectInputPromptRequest\x1a(.classifier.v1.DetectInputPromptResponse\x12i\n" +
-	"\x12InferExpectedInput\x12(.classifier.v1.InferExpectedInputRequest\x1a).classifier.v1.InferExpectedInputResponse\x12`\n" +
-	"\x0fTrackInputEvent\x12%.classifier.v1.TrackInputEventRequest\x1a&.classifier.v1.TrackInputEventResponse\x12f\n" +
-	"\x11GetSessionHistory\x12'.classifier.v1.GetSessionHistoryRequest\x1a(.classifier.v1.GetSessionHistoryResponseBCZAgithub.com/classifierd/classifierd/gen/classifier/v1;classifierv1b\x06proto3"
+	"\bGetStats\x12\x1e.classifier.v1.GetStatsRequest\x1a\x1f.classifier.v1.GetStatsResponseBCZAgithub.com/classifierd/classifierd/gen/classifier/v1;classifierv1b\x06proto3"
 
 var (
 	file_classifier_v1_classifier_proto_rawDescOnce sync.Once
@@ -3893,60 +3031,49 @@ func file_classifier_v1_classifier_proto_rawDescGZIP() []byte {
 }
 
 var file_classifier_v1_classifier_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_classifier_v1_classifier_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_classifier_v1_classifier_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_classifier_v1_classifier_proto_goTypes = []any{
-	(NoMatchPolicy)(0),                 // 0: classifier.v1.NoMatchPolicy
-	(*ScoredLabel)(nil),                // 1: classifier.v1.ScoredLabel
-	(*ScoredTool)(nil),                 // 2: classifier.v1.ScoredTool
-	(*ClassifyRequest)(nil),            // 3: classifier.v1.ClassifyRequest
-	(*ClassifyResponse)(nil),           // 4: classifier.v1.ClassifyResponse
-	(*Message)(nil),                    // 5: classifier.v1.Message
-	(*RouteRequest)(nil),               // 6: classifier.v1.RouteRequest
-	(*ToolStats)(nil),                  // 7: classifier.v1.ToolStats
-	(*RouteResponse)(nil),              // 8: classifier.v1.RouteResponse
-	(*EmbedRequest)(nil),               // 9: classifier.v1.EmbedRequest
-	(*Vector)(nil),                     // 10: classifier.v1.Vector
-	(*EmbedResponse)(nil),              // 11: classifier.v1.EmbedResponse
-	(*GetIndexInfoRequest)(nil),        // 12: classifier.v1.GetIndexInfoRequest
-	(*CalibrationInfo)(nil),            // 13: classifier.v1.CalibrationInfo
-	(*Limits)(nil),                     // 14: classifier.v1.Limits
-	(*GetIndexInfoResponse)(nil),       // 15: classifier.v1.GetIndexInfoResponse
-	(*FusionInfo)(nil),                 // 16: classifier.v1.FusionInfo
-	(*AnalyzePromptRequest)(nil),       // 17: classifier.v1.AnalyzePromptRequest
-	(*AnalyzePromptResponse)(nil),      // 18: classifier.v1.AnalyzePromptResponse
-	(*DetectContextsRequest)(nil),      // 19: classifier.v1.DetectContextsRequest
-	(*DetectedContext)(nil),            // 20: classifier.v1.DetectedContext
-	(*DetectContextsResponse)(nil),     // 21: classifier.v1.DetectContextsResponse
-	(*ExposureChange)(nil),             // 22: classifier.v1.ExposureChange
-	(*Session)(nil),                    // 23: classifier.v1.Session
-	(*CreateSessionRequest)(nil),       // 24: classifier.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),      // 25: classifier.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),          // 26: classifier.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),         // 27: classifier.v1.GetSessionResponse
-	(*DeleteSessionRequest)(nil),       // 28: classifier.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),      // 29: classifier.v1.DeleteSessionResponse
-	(*UpdateExposureRequest)(nil),      // 30: classifier.v1.UpdateExposureRequest
-	(*UpdateExposureResponse)(nil),     // 31: classifier.v1.UpdateExposureResponse
-	(*Tool)(nil),                       // 32: classifier.v1.Tool
-	(*ListToolsRequest)(nil),           // 33: classifier.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),          // 34: classifier.v1.ListToolsResponse
-	(*WatchExposureRequest)(nil),       // 35: classifier.v1.WatchExposureRequest
-	(*WatchExposureResponse)(nil),      // 36: classifier.v1.WatchExposureResponse
-	(*GetStatsRequest)(nil),            // 37: classifier.v1.GetStatsRequest
-	(*GetStatsResponse)(nil),           // 38: classifier.v1.GetStatsResponse
-	(*DetectInputPromptRequest)(nil),   // 39: classifier.v1.DetectInputPromptRequest
-	(*InputPrompt)(nil),                // 40: classifier.v1.InputPrompt
-	(*DetectInputPromptResponse)(nil),  // 41: classifier.v1.DetectInputPromptResponse
-	(*InferExpectedInputRequest)(nil),  // 42: classifier.v1.InferExpectedInputRequest
-	(*InputSuggestion)(nil),            // 43: classifier.v1.InputSuggestion
-	(*InferExpectedInputResponse)(nil), // 44: classifier.v1.InferExpectedInputResponse
-	(*TrackInputEventRequest)(nil),     // 45: classifier.v1.TrackInputEventRequest
-	(*TrackInputEventResponse)(nil),    // 46: classifier.v1.TrackInputEventResponse
-	(*GetSessionHistoryRequest)(nil),   // 47: classifier.v1.GetSessionHistoryRequest
-	(*InputEvent)(nil),                 // 48: classifier.v1.InputEvent
-	(*GetSessionHistoryResponse)(nil),  // 49: classifier.v1.GetSessionHistoryResponse
-	nil,                                // 50: classifier.v1.GetStatsResponse.RequestsByMethodEntry
-	(*timestamppb.Timestamp)(nil),      // 51: google.protobuf.Timestamp
+	(NoMatchPolicy)(0),             // 0: classifier.v1.NoMatchPolicy
+	(*ScoredLabel)(nil),            // 1: classifier.v1.ScoredLabel
+	(*ScoredTool)(nil),             // 2: classifier.v1.ScoredTool
+	(*ClassifyRequest)(nil),        // 3: classifier.v1.ClassifyRequest
+	(*ClassifyResponse)(nil),       // 4: classifier.v1.ClassifyResponse
+	(*Message)(nil),                // 5: classifier.v1.Message
+	(*RouteRequest)(nil),           // 6: classifier.v1.RouteRequest
+	(*ToolStats)(nil),              // 7: classifier.v1.ToolStats
+	(*RouteResponse)(nil),          // 8: classifier.v1.RouteResponse
+	(*EmbedRequest)(nil),           // 9: classifier.v1.EmbedRequest
+	(*Vector)(nil),                 // 10: classifier.v1.Vector
+	(*EmbedResponse)(nil),          // 11: classifier.v1.EmbedResponse
+	(*GetIndexInfoRequest)(nil),    // 12: classifier.v1.GetIndexInfoRequest
+	(*CalibrationInfo)(nil),        // 13: classifier.v1.CalibrationInfo
+	(*Limits)(nil),                 // 14: classifier.v1.Limits
+	(*GetIndexInfoResponse)(nil),   // 15: classifier.v1.GetIndexInfoResponse
+	(*FusionInfo)(nil),             // 16: classifier.v1.FusionInfo
+	(*AnalyzePromptRequest)(nil),   // 17: classifier.v1.AnalyzePromptRequest
+	(*AnalyzePromptResponse)(nil),  // 18: classifier.v1.AnalyzePromptResponse
+	(*DetectContextsRequest)(nil),  // 19: classifier.v1.DetectContextsRequest
+	(*DetectedContext)(nil),        // 20: classifier.v1.DetectedContext
+	(*DetectContextsResponse)(nil), // 21: classifier.v1.DetectContextsResponse
+	(*ExposureChange)(nil),         // 22: classifier.v1.ExposureChange
+	(*Session)(nil),                // 23: classifier.v1.Session
+	(*CreateSessionRequest)(nil),   // 24: classifier.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),  // 25: classifier.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),      // 26: classifier.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),     // 27: classifier.v1.GetSessionResponse
+	(*DeleteSessionRequest)(nil),   // 28: classifier.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),  // 29: classifier.v1.DeleteSessionResponse
+	(*UpdateExposureRequest)(nil),  // 30: classifier.v1.UpdateExposureRequest
+	(*UpdateExposureResponse)(nil), // 31: classifier.v1.UpdateExposureResponse
+	(*Tool)(nil),                   // 32: classifier.v1.Tool
+	(*ListToolsRequest)(nil),       // 33: classifier.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),      // 34: classifier.v1.ListToolsResponse
+	(*WatchExposureRequest)(nil),   // 35: classifier.v1.WatchExposureRequest
+	(*WatchExposureResponse)(nil),  // 36: classifier.v1.WatchExposureResponse
+	(*GetStatsRequest)(nil),        // 37: classifier.v1.GetStatsRequest
+	(*GetStatsResponse)(nil),       // 38: classifier.v1.GetStatsResponse
+	nil,                            // 39: classifier.v1.GetStatsResponse.RequestsByMethodEntry
+	(*timestamppb.Timestamp)(nil),  // 40: google.protobuf.Timestamp
 }
 var file_classifier_v1_classifier_proto_depIdxs = []int32{
 	1,  // 0: classifier.v1.ClassifyResponse.categories:type_name -> classifier.v1.ScoredLabel
@@ -3958,67 +3085,54 @@ var file_classifier_v1_classifier_proto_depIdxs = []int32{
 	7,  // 6: classifier.v1.RouteResponse.stats:type_name -> classifier.v1.ToolStats
 	0,  // 7: classifier.v1.RouteResponse.applied_policy:type_name -> classifier.v1.NoMatchPolicy
 	10, // 8: classifier.v1.EmbedResponse.vectors:type_name -> classifier.v1.Vector
-	51, // 9: classifier.v1.GetIndexInfoResponse.built_at:type_name -> google.protobuf.Timestamp
+	40, // 9: classifier.v1.GetIndexInfoResponse.built_at:type_name -> google.protobuf.Timestamp
 	13, // 10: classifier.v1.GetIndexInfoResponse.calibration:type_name -> classifier.v1.CalibrationInfo
 	14, // 11: classifier.v1.GetIndexInfoResponse.limits:type_name -> classifier.v1.Limits
 	16, // 12: classifier.v1.GetIndexInfoResponse.fusion:type_name -> classifier.v1.FusionInfo
 	1,  // 13: classifier.v1.AnalyzePromptResponse.scores:type_name -> classifier.v1.ScoredLabel
 	20, // 14: classifier.v1.DetectContextsResponse.contexts:type_name -> classifier.v1.DetectedContext
-	51, // 15: classifier.v1.ExposureChange.timestamp:type_name -> google.protobuf.Timestamp
+	40, // 15: classifier.v1.ExposureChange.timestamp:type_name -> google.protobuf.Timestamp
 	22, // 16: classifier.v1.Session.history:type_name -> classifier.v1.ExposureChange
-	51, // 17: classifier.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	51, // 18: classifier.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
+	40, // 17: classifier.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	40, // 18: classifier.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
 	23, // 19: classifier.v1.CreateSessionResponse.session:type_name -> classifier.v1.Session
 	23, // 20: classifier.v1.GetSessionResponse.session:type_name -> classifier.v1.Session
 	32, // 21: classifier.v1.ListToolsResponse.tools:type_name -> classifier.v1.Tool
 	7,  // 22: classifier.v1.ListToolsResponse.stats:type_name -> classifier.v1.ToolStats
 	22, // 23: classifier.v1.WatchExposureResponse.change:type_name -> classifier.v1.ExposureChange
-	51, // 24: classifier.v1.GetStatsResponse.since:type_name -> google.protobuf.Timestamp
-	50, // 25: classifier.v1.GetStatsResponse.requests_by_method:type_name -> classifier.v1.GetStatsResponse.RequestsByMethodEntry
-	51, // 26: classifier.v1.InputPrompt.timestamp:type_name -> google.protobuf.Timestamp
-	40, // 27: classifier.v1.DetectInputPromptResponse.prompt:type_name -> classifier.v1.InputPrompt
-	43, // 28: classifier.v1.InferExpectedInputResponse.suggestions:type_name -> classifier.v1.InputSuggestion
-	51, // 29: classifier.v1.InputEvent.timestamp:type_name -> google.protobuf.Timestamp
-	48, // 30: classifier.v1.GetSessionHistoryResponse.events:type_name -> classifier.v1.InputEvent
-	3,  // 31: classifier.v1.ClassifierService.Classify:input_type -> classifier.v1.ClassifyRequest
-	6,  // 32: classifier.v1.ClassifierService.Route:input_type -> classifier.v1.RouteRequest
-	9,  // 33: classifier.v1.ClassifierService.Embed:input_type -> classifier.v1.EmbedRequest
-	12, // 34: classifier.v1.ClassifierService.GetIndexInfo:input_type -> classifier.v1.GetIndexInfoRequest
-	17, // 35: classifier.v1.ClassifierService.AnalyzePrompt:input_type -> classifier.v1.AnalyzePromptRequest
-	19, // 36: classifier.v1.ClassifierService.DetectContexts:input_type -> classifier.v1.DetectContextsRequest
-	24, // 37: classifier.v1.ClassifierService.CreateSession:input_type -> classifier.v1.CreateSessionRequest
-	26, // 38: classifier.v1.ClassifierService.GetSession:input_type -> classifier.v1.GetSessionRequest
-	28, // 39: classifier.v1.ClassifierService.DeleteSession:input_type -> classifier.v1.DeleteSessionRequest
-	30, // 40: classifier.v1.ClassifierService.UpdateExposure:input_type -> classifier.v1.UpdateExposureRequest
-	33, // 41: classifier.v1.ClassifierService.ListTools:input_type -> classifier.v1.ListToolsRequest
-	35, // 42: classifier.v1.ClassifierService.WatchExposure:input_type -> classifier.v1.WatchExposureRequest
-	37, // 43: classifier.v1.ClassifierService.GetStats:input_type -> classifier.v1.GetStatsRequest
-	39, // 44: classifier.v1.TerminalService.DetectInputPrompt:input_type -> classifier.v1.DetectInputPromptRequest
-	42, // 45: classifier.v1.TerminalService.InferExpectedInput:input_type -> classifier.v1.InferExpectedInputRequest
-	45, // 46: classifier.v1.TerminalService.TrackInputEvent:input_type -> classifier.v1.TrackInputEventRequest
-	47, // 47: classifier.v1.TerminalService.GetSessionHistory:input_type -> classifier.v1.GetSessionHistoryRequest
-	4,  // 48: classifier.v1.ClassifierService.Classify:output_type -> classifier.v1.ClassifyResponse
-	8,  // 49: classifier.v1.ClassifierService.Route:output_type -> classifier.v1.RouteResponse
-	11, // 50: classifier.v1.ClassifierService.Embed:output_type -> classifier.v1.EmbedResponse
-	15, // 51: classifier.v1.ClassifierService.GetIndexInfo:output_type -> classifier.v1.GetIndexInfoResponse
-	18, // 52: classifier.v1.ClassifierService.AnalyzePrompt:output_type -> classifier.v1.AnalyzePromptResponse
-	21, // 53: classifier.v1.ClassifierService.DetectContexts:output_type -> classifier.v1.DetectContextsResponse
-	25, // 54: classifier.v1.ClassifierService.CreateSession:output_type -> classifier.v1.CreateSessionResponse
-	27, // 55: classifier.v1.ClassifierService.GetSession:output_type -> classifier.v1.GetSessionResponse
-	29, // 56: classifier.v1.ClassifierService.DeleteSession:output_type -> classifier.v1.DeleteSessionResponse
-	31, // 57: classifier.v1.ClassifierService.UpdateExposure:output_type -> classifier.v1.UpdateExposureResponse
-	34, // 58: classifier.v1.ClassifierService.ListTools:output_type -> classifier.v1.ListToolsResponse
-	36, // 59: classifier.v1.ClassifierService.WatchExposure:output_type -> classifier.v1.WatchExposureResponse
-	38, // 60: classifier.v1.ClassifierService.GetStats:output_type -> classifier.v1.GetStatsResponse
-	41, // 61: classifier.v1.TerminalService.DetectInputPrompt:output_type -> classifier.v1.DetectInputPromptResponse
-	44, // 62: classifier.v1.TerminalService.InferExpectedInput:output_type -> classifier.v1.InferExpectedInputResponse
-	46, // 63: classifier.v1.TerminalService.TrackInputEvent:output_type -> classifier.v1.TrackInputEventResponse
-	49, // 64: classifier.v1.TerminalService.GetSessionHistory:output_type -> classifier.v1.GetSessionHistoryResponse
-	48, // [48:65] is the sub-list for method output_type
-	31, // [31:48] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	40, // 24: classifier.v1.GetStatsResponse.since:type_name -> google.protobuf.Timestamp
+	39, // 25: classifier.v1.GetStatsResponse.requests_by_method:type_name -> classifier.v1.GetStatsResponse.RequestsByMethodEntry
+	3,  // 26: classifier.v1.ClassifierService.Classify:input_type -> classifier.v1.ClassifyRequest
+	6,  // 27: classifier.v1.ClassifierService.Route:input_type -> classifier.v1.RouteRequest
+	9,  // 28: classifier.v1.ClassifierService.Embed:input_type -> classifier.v1.EmbedRequest
+	12, // 29: classifier.v1.ClassifierService.GetIndexInfo:input_type -> classifier.v1.GetIndexInfoRequest
+	17, // 30: classifier.v1.ClassifierService.AnalyzePrompt:input_type -> classifier.v1.AnalyzePromptRequest
+	19, // 31: classifier.v1.ClassifierService.DetectContexts:input_type -> classifier.v1.DetectContextsRequest
+	24, // 32: classifier.v1.ClassifierService.CreateSession:input_type -> classifier.v1.CreateSessionRequest
+	26, // 33: classifier.v1.ClassifierService.GetSession:input_type -> classifier.v1.GetSessionRequest
+	28, // 34: classifier.v1.ClassifierService.DeleteSession:input_type -> classifier.v1.DeleteSessionRequest
+	30, // 35: classifier.v1.ClassifierService.UpdateExposure:input_type -> classifier.v1.UpdateExposureRequest
+	33, // 36: classifier.v1.ClassifierService.ListTools:input_type -> classifier.v1.ListToolsRequest
+	35, // 37: classifier.v1.ClassifierService.WatchExposure:input_type -> classifier.v1.WatchExposureRequest
+	37, // 38: classifier.v1.ClassifierService.GetStats:input_type -> classifier.v1.GetStatsRequest
+	4,  // 39: classifier.v1.ClassifierService.Classify:output_type -> classifier.v1.ClassifyResponse
+	8,  // 40: classifier.v1.ClassifierService.Route:output_type -> classifier.v1.RouteResponse
+	11, // 41: classifier.v1.ClassifierService.Embed:output_type -> classifier.v1.EmbedResponse
+	15, // 42: classifier.v1.ClassifierService.GetIndexInfo:output_type -> classifier.v1.GetIndexInfoResponse
+	18, // 43: classifier.v1.ClassifierService.AnalyzePrompt:output_type -> classifier.v1.AnalyzePromptResponse
+	21, // 44: classifier.v1.ClassifierService.DetectContexts:output_type -> classifier.v1.DetectContextsResponse
+	25, // 45: classifier.v1.ClassifierService.CreateSession:output_type -> classifier.v1.CreateSessionResponse
+	27, // 46: classifier.v1.ClassifierService.GetSession:output_type -> classifier.v1.GetSessionResponse
+	29, // 47: classifier.v1.ClassifierService.DeleteSession:output_type -> classifier.v1.DeleteSessionResponse
+	31, // 48: classifier.v1.ClassifierService.UpdateExposure:output_type -> classifier.v1.UpdateExposureResponse
+	34, // 49: classifier.v1.ClassifierService.ListTools:output_type -> classifier.v1.ListToolsResponse
+	36, // 50: classifier.v1.ClassifierService.WatchExposure:output_type -> classifier.v1.WatchExposureResponse
+	38, // 51: classifier.v1.ClassifierService.GetStats:output_type -> classifier.v1.GetStatsResponse
+	39, // [39:52] is the sub-list for method output_type
+	26, // [26:39] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_classifier_v1_classifier_proto_init() }
@@ -4028,16 +3142,15 @@ func file_classifier_v1_classifier_proto_init() {
 	}
 	file_classifier_v1_classifier_proto_msgTypes[2].OneofWrappers = []any{}
 	file_classifier_v1_classifier_proto_msgTypes[5].OneofWrappers = []any{}
-	file_classifier_v1_classifier_proto_msgTypes[38].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_classifier_v1_classifier_proto_rawDesc), len(file_classifier_v1_classifier_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   50,
+			NumMessages:   39,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   1,
 		},
 		GoTypes:           file_classifier_v1_classifier_proto_goTypes,
 		DependencyIndexes: file_classifier_v1_classifier_proto_depIdxs,

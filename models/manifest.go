@@ -1,11 +1,16 @@
-package embed
+package models
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"unicode"
 )
 
 // Pooling names how token outputs become one sentence vector.
@@ -21,11 +26,18 @@ const (
 	PoolCLS Pooling = "cls"
 )
 
-// ManifestFile is the file name of a model manifest inside a model directory.
-const ManifestFile = "manifest.json"
+// The files of a model directory.
+const (
+	// ManifestFile is the optional manifest (how to run the model).
+	ManifestFile = "manifest.json"
+	// ModelFile is the ONNX graph with its weights.
+	ModelFile = "model.onnx"
+	// TokenizerFile is the Hugging Face tokenizer definition.
+	TokenizerFile = "tokenizer.json"
+)
 
 // ErrBadManifest reports a manifest that cannot describe a runnable model.
-var ErrBadManifest = errors.New("embed: invalid model manifest")
+var ErrBadManifest = errors.New("models: invalid model manifest")
 
 // Inputs names the model's input tensors. TokenTypeIDs is empty for models
 // that take no token_type_ids.
@@ -147,7 +159,53 @@ func ParseManifest(data []byte) (*Manifest, error) {
 func ReadManifest(dir string) (*Manifest, error) {
 	data, err := os.ReadFile(filepath.Join(dir, ManifestFile))
 	if err != nil {
-		return nil, fmt.Errorf("embed: read manifest: %w", err)
+		return nil, fmt.Errorf("models: read manifest: %w", err)
 	}
 	return ParseManifest(data)
+}
+
+// NormalizeText applies a manifest's text rules (whitespace collapsing,
+// lower-casing, prefix) to one text. It is what the engine feeds the tokenizer.
+func (m *Manifest) NormalizeText(s string) string {
+	if m.CollapseWhitespace {
+		s = collapseSpace(s)
+	}
+	if m.Lowercase {
+		s = strings.ToLower(s)
+	}
+	return m.TextPrefix() + s
+}
+
+// collapseSpace turns every run of Unicode whitespace into one ASCII space
+// and trims both ends.
+func collapseSpace(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	space := false
+	for _, r := range s {
+		if unicode.IsSpace(r) {
+			space = true
+			continue
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space = false
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// FileSHA256 returns the hex sha256 of a file.
+func FileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -6,7 +6,7 @@ package catalogs
 
 import _ "embed"
 
-// Default is catalogs/default.json, compiled in.
+// Default is data/catalogs/default.json, compiled in.
 //
 //go:embed default.json
 var Default []byte

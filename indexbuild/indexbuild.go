@@ -1,8 +1,8 @@
-// Package indexer turns a catalog into an index: it decides which texts
+// Package indexbuild turns a catalog into an index: it decides which texts
 // stand for each label (description, examples, tool names), embeds them in
 // bulk and writes the vectors, labels and model fingerprint into an
 // index.Index. It is what gen-index runs.
-package indexer
+package indexbuild
 
 import (
 	"context"
@@ -58,7 +58,7 @@ func Build(ctx context.Context, cat *catalog.Catalog, emb Embedder, m Model, opt
 		end := min(start+opts.BatchSize, len(texts))
 		v, err := emb.Embed(ctx, texts[start:end])
 		if err != nil {
-			return nil, fmt.Errorf("indexer: embed texts %d-%d: %w", start, end-1, err)
+			return nil, fmt.Errorf("indexbuild: embed texts %d-%d: %w", start, end-1, err)
 		}
 		vecs = append(vecs, v...)
 		if opts.Progress != nil {

@@ -223,7 +223,7 @@ func TestEmptyConversation(t *testing.T) {
 
 // TestRealDaemon filters a GitHub question through the real classifierd.
 func TestRealDaemon(t *testing.T) {
-	root, _ := filepath.Abs("..")
+	root, _ := filepath.Abs("../..")
 	model := os.Getenv("MODEL_DIR")
 	if model == "" {
 		model = filepath.Join(root, "..", "shared", "models", "use-lite-en")
@@ -241,7 +241,7 @@ func TestRealDaemon(t *testing.T) {
 		}
 	}
 	idx := filepath.Join(t.TempDir(), "default.idx")
-	if out, err := exec.Command(filepath.Join(bin, "gen-index"), "--catalog", filepath.Join(root, "catalogs", "default.json"),
+	if out, err := exec.Command(filepath.Join(bin, "gen-index"), "--catalog", filepath.Join(root, "data", "catalogs", "default.json"),
 		"--model", model, "--out", idx, "--ort-lib", ort).CombinedOutput(); err != nil {
 		t.Fatalf("gen-index: %v\n%s", err, out)
 	}

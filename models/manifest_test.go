@@ -1,4 +1,4 @@
-package embed
+package models
 
 import (
 	"encoding/json"
@@ -61,7 +61,7 @@ func TestParseManifest(t *testing.T) {
 
 // TestCommittedManifests parses every manifest in models/: they ship.
 func TestCommittedManifests(t *testing.T) {
-	paths, err := filepath.Glob("../models/*.json")
+	paths, err := filepath.Glob("*.json")
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("got %v, %v; want the committed manifests", paths, err)
 	}
@@ -121,7 +121,7 @@ func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte(goodManifest))
 	f.Add([]byte(`{"name":"x","inputs":{},"dims":1e400}`))
 	f.Add([]byte(`null`))
-	if data, err := os.ReadFile(useLiteManifestPath); err == nil {
+	if data, err := os.ReadFile("use-lite-en.json"); err == nil {
 		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

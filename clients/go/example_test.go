@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 
-	"github.com/classifierd/classifierd/client"
+	client "github.com/classifierd/classifierd/clients/go"
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 )
 

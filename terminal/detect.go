@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/viterin/vek/vek32"
+
 	"github.com/classifierd/classifierd/internal/clip"
 )
 
@@ -22,7 +24,8 @@ const (
 	notPrompt    = "not_prompt"
 )
 
-// Embedder embeds texts; the daemon passes the model engine.
+// Embedder embeds texts as unit-length vectors, one per text, all of one
+// length; the daemon passes the model engine, tests a fake.
 type Embedder interface {
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
 }
@@ -82,8 +85,9 @@ var classes = []string{TypePassword, TypeYesNo, TypeChoice, TypePath, TypeText, 
 // concurrent use.
 type Detector struct {
 	emb   Embedder
-	vecs  [][]float32
-	label []int // class index per example vector
+	dims  int         // length of every vector, checked once so vek never panics
+	vecs  [][]float32 // unit-length example vectors
+	label []int       // class index per example vector
 	T     float64
 }
 
@@ -102,6 +106,15 @@ func NewDetector(ctx context.Context, emb Embedder) (*Detector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("terminal: embed examples: %w", err)
 	}
+	if len(vecs) != len(texts) || len(vecs[0]) == 0 {
+		return nil, fmt.Errorf("%w: %d vectors for %d examples", ErrEmbedding, len(vecs), len(texts))
+	}
+	d.dims = len(vecs[0])
+	for _, v := range vecs {
+		if len(v) != d.dims {
+			return nil, fmt.Errorf("%w: example vectors of %d and %d dimensions", ErrEmbedding, d.dims, len(v))
+		}
+	}
 	d.vecs = vecs
 	var scores [][]float64
 	for i := range vecs {
@@ -112,7 +125,7 @@ func NewDetector(ctx context.Context, emb Embedder) (*Detector, error) {
 }
 
 // classScores is, per class, the best cosine to its examples (skipping
-// example skip, for leave-one-out).
+// example skip, for leave-one-out). v has d.dims elements.
 func (d *Detector) classScores(v []float32, skip int) []float64 {
 	out := make([]float64, len(classes))
 	for i := range out {
@@ -122,11 +135,8 @@ func (d *Detector) classScores(v []float32, skip int) []float64 {
 		if i == skip {
 			continue
 		}
-		var s float64
-		for k := range e {
-			s += float64(e[k]) * float64(v[k])
-		}
-		out[d.label[i]] = math.Max(out[d.label[i]], s)
+		// Unit vectors: the dot product is the cosine.
+		out[d.label[i]] = math.Max(out[d.label[i]], float64(vek32.Dot(e, v)))
 	}
 	return out
 }
@@ -172,6 +182,9 @@ func (d *Detector) Detect(ctx context.Context, raw []byte, minConf float64) (Det
 	vec, err := d.emb.Embed(ctx, []string{text})
 	if err != nil {
 		return Detection{}, fmt.Errorf("terminal: embed prompt: %w", err)
+	}
+	if len(vec) != 1 || len(vec[0]) != d.dims {
+		return Detection{}, fmt.Errorf("%w: want one vector of %d dimensions", ErrEmbedding, d.dims)
 	}
 	probs := softmax(d.classScores(vec[0], -1), d.T)
 	pNot := probs[len(classes)-1]

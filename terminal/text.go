@@ -21,6 +21,9 @@ var (
 	ErrSessionNotFound = errors.New("terminal: session not found")
 	ErrBadConfidence   = errors.New("terminal: confidence outside [0,1]")
 	ErrBadArgument     = errors.New("terminal: invalid argument")
+	// ErrEmbedding means the Embedder answered with the wrong number of
+	// vectors or vectors of the wrong length: a wiring fault, not bad input.
+	ErrEmbedding = errors.New("terminal: embedder returned vectors of the wrong shape")
 )
 
 // TailBytes is how much of a log's end is read: enough for the last lines

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/models"
 )
 
@@ -28,7 +29,7 @@ type verifyFile struct {
 // model was built: the same token ids, and vectors at cosine >= 0.9999,
 // alone and in one padded batch.
 func TestDefaultModelMatchesReference(t *testing.T) {
-	dir := defaultModelDir()
+	dir := testenv.ModelDir()
 	data, err := os.ReadFile(filepath.Join(dir, "verify.json"))
 	if err != nil {
 		t.Fatalf("%v\nrun `make model` to build the default model", err)

@@ -6,18 +6,13 @@ import (
 	"os"
 
 	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/models"
 )
 
 func ExampleEngine_Embed() {
-	lib := os.Getenv("ORT_LIB")
-	if lib == "" {
-		lib = "../.cache/onnxruntime-1.24.3/libonnxruntime.so.1"
-	}
-	dir := os.Getenv("USE_LITE_DIR")
-	if dir == "" {
-		dir = "../../shared/models/use-lite-en"
-	}
+	// In a program these come from flags; the tests find them with testenv.
+	lib, dir := testenv.ORTLib(), testenv.UseLiteDir()
 	data, err := os.ReadFile("../models/use-lite-en.json")
 	if err != nil {
 		panic(err)

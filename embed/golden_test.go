@@ -10,6 +10,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/models"
 )
 
@@ -52,7 +53,7 @@ func TestGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := models.FileSHA256(filepath.Join(modelDir(), models.ModelFile))
+	sum, err := models.FileSHA256(filepath.Join(testenv.UseLiteDir(), models.ModelFile))
 	if err != nil {
 		t.Fatal(err)
 	}

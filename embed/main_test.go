@@ -10,40 +10,9 @@ import (
 	"testing"
 
 	"github.com/classifierd/classifierd/embed/internal/onnxgen"
+	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/models"
 )
-
-// depsHint tells a reader of a failed test how to get what it needs.
-const depsHint = "run `make deps` to fetch the ONNX Runtime library and check the model; " +
-	"ORT_LIB and MODEL_DIR override the default paths"
-
-// ortLib is the ONNX Runtime library the tests load: $ORT_LIB or the copy
-// `make deps` puts in the repository cache.
-func ortLib() string {
-	if p := os.Getenv("ORT_LIB"); p != "" {
-		return p
-	}
-	return "../.cache/onnxruntime-1.24.3/libonnxruntime.so.1"
-}
-
-// modelDir is the real use-lite-en model: $USE_LITE_DIR or the shared copy.
-// The golden, word-split and speed tests pin its numbers.
-func modelDir() string {
-	if d := os.Getenv("USE_LITE_DIR"); d != "" {
-		return d
-	}
-	return "../../shared/models/use-lite-en"
-}
-
-// defaultModelDir is the project's default model as `make model` builds it
-// (a BERT-family encoder converted by tools/modelconv): $MODEL_DIR or the
-// cache path.
-func defaultModelDir() string {
-	if d := os.Getenv("MODEL_DIR"); d != "" {
-		return d
-	}
-	return "../.cache/models/all-MiniLM-L6-v2-int8"
-}
 
 const useLiteManifestPath = "../models/use-lite-en.json"
 
@@ -95,12 +64,12 @@ func readUseLiteManifest() (*models.Manifest, error) {
 
 func loadShared() {
 	shared.once.Do(func() {
-		if _, err := os.Stat(ortLib()); err != nil {
+		if _, err := os.Stat(testenv.ORTLib()); err != nil {
 			shared.err = fmt.Errorf("ONNX Runtime library: %w", err)
 			return
 		}
 		for _, f := range []string{models.ModelFile, models.TokenizerFile} {
-			if _, err := os.Stat(filepath.Join(modelDir(), f)); err != nil {
+			if _, err := os.Stat(filepath.Join(testenv.UseLiteDir(), f)); err != nil {
 				shared.err = fmt.Errorf("use-lite-en model: %w", err)
 				return
 			}
@@ -110,13 +79,13 @@ func loadShared() {
 			shared.err = err
 			return
 		}
-		rt, err := InitRuntime(ortLib())
+		rt, err := InitRuntime(testenv.ORTLib())
 		if err != nil {
 			shared.err = err
 			return
 		}
 		// A small ChunkSize makes modest test batches span several model runs.
-		e, err := Open(rt, Config{ModelDir: modelDir(), Manifest: man, ChunkSize: 4, MaxBatch: 256})
+		e, err := Open(rt, Config{ModelDir: testenv.UseLiteDir(), Manifest: man, ChunkSize: 4, MaxBatch: 256})
 		if err != nil {
 			_ = rt.Close()
 			shared.err = err
@@ -132,7 +101,7 @@ func realEngine(t testing.TB) *Engine {
 	t.Helper()
 	loadShared()
 	if shared.err != nil {
-		t.Fatalf("load use-lite-en: %v\n%s", shared.err, depsHint)
+		t.Fatalf("load use-lite-en: %v\n%s", shared.err, testenv.Hint)
 	}
 	return shared.use
 }
@@ -219,7 +188,7 @@ func useLiteEngine(t testing.TB, cfg Config) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.ModelDir, cfg.Manifest = modelDir(), man
+	cfg.ModelDir, cfg.Manifest = testenv.UseLiteDir(), man
 	e, err := Open(shared.rt, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/classifierd/classifierd/embed/internal/onnxgen"
+	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/models"
 )
 
@@ -40,7 +41,7 @@ func TestOpenRejectsMismatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.Inputs.TokenTypeIDs = "token_type_ids"
-		wantOpenError(t, rt, Config{ModelDir: modelDir(), Manifest: m}, ErrModel)
+		wantOpenError(t, rt, Config{ModelDir: testenv.UseLiteDir(), Manifest: m}, ErrModel)
 	})
 	t.Run("use-lite-en with wrong dims", func(t *testing.T) {
 		m, err := readUseLiteManifest()
@@ -48,7 +49,7 @@ func TestOpenRejectsMismatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.Dims = 384
-		wantOpenError(t, rt, Config{ModelDir: modelDir(), Manifest: m}, ErrModel)
+		wantOpenError(t, rt, Config{ModelDir: testenv.UseLiteDir(), Manifest: m}, ErrModel)
 	})
 	t.Run("other manifest pooling works", func(t *testing.T) {
 		m := *base
@@ -159,7 +160,7 @@ func TestFingerprint(t *testing.T) {
 	t.Run("engine reports it", func(t *testing.T) {
 		e := realEngine(t)
 		m := e.Manifest()
-		want, err := Fingerprint(filepath.Join(modelDir(), models.ModelFile), &m)
+		want, err := Fingerprint(filepath.Join(testenv.UseLiteDir(), models.ModelFile), &m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,9 +193,9 @@ func TestFileSHA256(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := models.FileSHA256(filepath.Join(modelDir(), models.ModelFile))
+	got, err := models.FileSHA256(filepath.Join(testenv.UseLiteDir(), models.ModelFile))
 	if err != nil {
-		t.Fatalf("%v\n%s", err, depsHint)
+		t.Fatalf("%v\n%s", err, testenv.Hint)
 	}
 	if got != m.ModelSHA256 {
 		t.Fatalf("use-lite-en model.onnx: got sha256 %s, manifest says %s", got, m.ModelSHA256)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/classifierd/classifierd/internal/testenv"
 )
 
 func refs() int {
@@ -26,7 +28,7 @@ func TestInitRuntime(t *testing.T) {
 	if before < 1 {
 		t.Fatalf("got %d references with the shared runtime open, want >= 1", before)
 	}
-	rt, err := InitRuntime(ortLib())
+	rt, err := InitRuntime(testenv.ORTLib())
 	if err != nil {
 		t.Fatalf("second InitRuntime with the same path: got %v, want a handle", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -20,6 +19,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/internal/testenv"
 )
 
 // fakeServer is a scripted ClassifierService for unit tests.
@@ -223,15 +223,7 @@ func TestEmptyConversation(t *testing.T) {
 
 // TestRealDaemon filters a GitHub question through the real classifierd.
 func TestRealDaemon(t *testing.T) {
-	root, _ := filepath.Abs("../..")
-	model := os.Getenv("MODEL_DIR")
-	if model == "" {
-		model = filepath.Join(root, "..", "shared", "models", "use-lite-en")
-	}
-	ort := os.Getenv("ORT_LIB")
-	if ort == "" {
-		ort = filepath.Join(root, ".cache", "onnxruntime-1.24.3", "libonnxruntime.so.1")
-	}
+	root, model, ort := testenv.RepoRoot(), testenv.ModelDir(), testenv.ORTLib()
 	bin := t.TempDir()
 	for _, p := range []string{"./cmd/classifierd", "./tools/gen-index"} {
 		cmd := exec.Command("go", "build", "-o", bin, p)

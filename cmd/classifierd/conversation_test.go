@@ -10,6 +10,7 @@ import (
 	"time"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/internal/testenv"
 )
 
 type conversationCase struct {
@@ -27,7 +28,7 @@ type conversationCase struct {
 // daemon: follow-ups keep the conversation's server, topic changes move
 // away from it.
 func TestConversations(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(repoRoot(t), "data", "catalogs", "conversations.json"))
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "data", "catalogs", "conversations.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
+	"github.com/classifierd/classifierd/internal/testenv"
 )
 
 // These tests build the real binaries and run them on a real socket with
@@ -38,38 +39,15 @@ var (
 	buildErr  error
 )
 
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
-
-func modelDir(t testing.TB) string {
-	if d := os.Getenv("MODEL_DIR"); d != "" {
-		return d
-	}
-	return filepath.Join(repoRoot(t), "..", "shared", "models", "use-lite-en")
-}
-
 // modelManifest is the manifest of the model the tests run (models.Resolve,
 // as the daemon finds it).
 func modelManifest(t testing.TB) *models.Manifest {
 	t.Helper()
-	m, err := models.Resolve(modelDir(t), "")
+	m, err := models.Resolve(testenv.ModelDir(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
-}
-
-func ortLib(t testing.TB) string {
-	if p := os.Getenv("ORT_LIB"); p != "" {
-		return p
-	}
-	return filepath.Join(repoRoot(t), ".cache", "onnxruntime-1.24.3", "libonnxruntime.so.1")
 }
 
 func binaries(t *testing.T) (daemon, genIndex string) {
@@ -81,7 +59,7 @@ func binaries(t *testing.T) (daemon, genIndex string) {
 		}
 		for _, p := range []string{"./cmd/classifierd", "./tools/gen-index"} {
 			cmd := exec.Command("go", "build", "-o", binDir, p)
-			cmd.Dir = repoRoot(t)
+			cmd.Dir = testenv.RepoRoot()
 			if out, err := cmd.CombinedOutput(); err != nil {
 				buildErr = fmt.Errorf("go build %s: %v\n%s", p, err, out)
 				return
@@ -91,8 +69,8 @@ func binaries(t *testing.T) (daemon, genIndex string) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	if _, err := os.Stat(ortLib(t)); err != nil {
-		t.Fatalf("ONNX Runtime library missing (%v): run `make deps`", err)
+	if _, err := os.Stat(testenv.ORTLib()); err != nil {
+		t.Fatalf("ONNX Runtime library missing (%v)\n%s", err, testenv.Hint)
 	}
 	return filepath.Join(binDir, "classifierd"), filepath.Join(binDir, "gen-index")
 }
@@ -110,7 +88,7 @@ func genIndex(t *testing.T, catalog string, extra ...string) string {
 	t.Helper()
 	_, gi := binaries(t)
 	out := filepath.Join(t.TempDir(), "test.idx")
-	args := append([]string{"--catalog", catalog, "--model", modelDir(t), "--out", out, "--ort-lib", ortLib(t)}, extra...)
+	args := append([]string{"--catalog", catalog, "--model", testenv.ModelDir(), "--out", out, "--ort-lib", testenv.ORTLib()}, extra...)
 	cmd := exec.Command(gi, args...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("gen-index: %v\n%s", err, b)
@@ -158,7 +136,7 @@ func startDaemon(t *testing.T, idx string, extra ...string) (*daemon, *grpc.Clie
 	bin, _ := binaries(t)
 	d := &daemon{addr: freeAddr(t), stderr: &syncBuffer{}, done: make(chan error, 1)}
 	state := t.TempDir()
-	args := append([]string{"--index", idx, "--model", modelDir(t), "--listen", d.addr, "--ort-lib", ortLib(t),
+	args := append([]string{"--index", idx, "--model", testenv.ModelDir(), "--listen", d.addr, "--ort-lib", testenv.ORTLib(),
 		"--terminal-logs", filepath.Join(state, "terminal"), "--terminal-db", filepath.Join(state, "terminal.db")}, extra...)
 	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stderr = d.stderr
@@ -198,7 +176,7 @@ func startDaemon(t *testing.T, idx string, extra ...string) (*daemon, *grpc.Clie
 }
 
 func defaultCatalog(t *testing.T) string {
-	return filepath.Join(repoRoot(t), "data", "catalogs", "default.json")
+	return filepath.Join(testenv.RepoRoot(), "data", "catalogs", "default.json")
 }
 
 func TestDaemonServesDefaultCatalog(t *testing.T) {
@@ -474,7 +452,7 @@ func TestDaemonRefusesBadIndex(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			state := t.TempDir()
-			cmd := exec.Command(bin, "--index", tc.index, "--model", modelDir(t), "--listen", freeAddr(t), "--ort-lib", ortLib(t),
+			cmd := exec.Command(bin, "--index", tc.index, "--model", testenv.ModelDir(), "--listen", freeAddr(t), "--ort-lib", testenv.ORTLib(),
 				"--terminal-logs", filepath.Join(state, "terminal"), "--terminal-db", filepath.Join(state, "terminal.db"))
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
@@ -517,7 +495,7 @@ func TestGenIndexRejectsMalformedCatalog(t *testing.T) {
 			if err := os.WriteFile(p, []byte(tc.catalog), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command(gi, "--catalog", p, "--model", modelDir(t), "--out", filepath.Join(t.TempDir(), "x.idx"), "--ort-lib", ortLib(t))
+			cmd := exec.Command(gi, "--catalog", p, "--model", testenv.ModelDir(), "--out", filepath.Join(t.TempDir(), "x.idx"), "--ort-lib", testenv.ORTLib())
 			out, err := cmd.CombinedOutput()
 			if err == nil {
 				t.Fatal("gen-index accepted a malformed catalog")
@@ -544,8 +522,8 @@ func TestGenIndexEvalResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, rep := filepath.Join(dir, "results.jsonl"), filepath.Join(dir, "report.json")
-	cmd := exec.Command(gi, "eval", "--catalog", filepath.Join(repoRoot(t), "data", "catalogs", "default.json"), "--queries", queries,
-		"--model", modelDir(t), "--ort-lib", ortLib(t), "--quiet", "--results", res, "--json", rep)
+	cmd := exec.Command(gi, "eval", "--catalog", filepath.Join(testenv.RepoRoot(), "data", "catalogs", "default.json"), "--queries", queries,
+		"--model", testenv.ModelDir(), "--ort-lib", testenv.ORTLib(), "--quiet", "--results", res, "--json", rep)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("gen-index eval: %v\n%s", err, out)
 	}

@@ -19,9 +19,11 @@ func logWithPrompt(lines int) []byte {
 }
 
 // BenchmarkDetect10kLineLog is detection on a 10,000-line session log: read
-// the tail from disk, clean it, classify the last line.
+// the tail from disk, clean it, classify the last line. The embedder is the
+// fake: this measures terminal's own work; embed's benchmarks measure the
+// model's.
 func BenchmarkDetect10kLineLog(b *testing.B) {
-	d := realDetector(b)
+	d := fakeDetector(b)
 	dir := b.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "s.log"), logWithPrompt(10000), 0o644); err != nil {
 		b.Fatal(err)
@@ -44,7 +46,7 @@ func BenchmarkDetect10kLineLog(b *testing.B) {
 // BenchmarkDetectBySize shows the cost does not grow with the log: a 1 GiB
 // (sparse) log costs what a 1 MiB one does.
 func BenchmarkDetectBySize(b *testing.B) {
-	d := realDetector(b)
+	d := fakeDetector(b)
 	ctx := context.Background()
 	tailData := logWithPrompt(200)
 	for _, size := range []int64{1 << 20, 1 << 30} {

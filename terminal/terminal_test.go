@@ -7,71 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/classifierd/classifierd/embed"
-	"github.com/classifierd/classifierd/models"
 )
-
-var (
-	detOnce sync.Once
-	det     *Detector
-	detErr  error
-)
-
-// realDetector loads the real model once per test binary.
-func realDetector(t testing.TB) *Detector {
-	t.Helper()
-	detOnce.Do(func() {
-		lib := os.Getenv("ORT_LIB")
-		if lib == "" {
-			lib = "../.cache/onnxruntime-1.24.3/libonnxruntime.so.1"
-		}
-		dir := os.Getenv("MODEL_DIR")
-		if dir == "" {
-			dir = "../../shared/models/use-lite-en"
-		}
-		var man *models.Manifest
-		if man, detErr = models.Resolve(dir, ""); detErr != nil {
-			return
-		}
-		var rt *embed.Runtime
-		if rt, detErr = embed.InitRuntime(lib); detErr != nil {
-			return
-		}
-		var eng *embed.Engine
-		if eng, detErr = embed.Open(rt, embed.Config{ModelDir: dir, Manifest: man}); detErr != nil {
-			return
-		}
-		det, detErr = NewDetector(context.Background(), eng)
-	})
-	if detErr != nil {
-		t.Fatalf("load model: %v (run `make deps`)", detErr)
-	}
-	return det
-}
-
-// TestCapturedPrompts checks every labelled capture of a real program.
-func TestCapturedPrompts(t *testing.T) {
-	d := realDetector(t)
-	rep, cases, err := Evaluate(context.Background(), d, "testdata/captured", 0.70)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Cases < 30 {
-		t.Fatalf("only %d labelled captures", rep.Cases)
-	}
-	for _, c := range cases {
-		t.Run(c.Name, func(t *testing.T) {
-			if c.Got.Detected != c.Waiting {
-				t.Fatalf("detected %v (%.2f, %s %q), want %v", c.Got.Detected, c.Got.Confidence, c.Got.MatchedPattern, c.Got.PromptText, c.Waiting)
-			}
-			if c.Waiting && (c.Got.Type != c.Label.Type || c.Got.Dangerous != c.Label.Dangerous) {
-				t.Fatalf("type %s dangerous %v (%s), want %s %v", c.Got.Type, c.Got.Dangerous, c.Got.DangerReason, c.Label.Type, c.Label.Dangerous)
-			}
-		})
-	}
-	t.Logf("%+v", rep)
-}
 
 func TestClean(t *testing.T) {
 	cases := []struct {

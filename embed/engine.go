@@ -23,19 +23,20 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 	"golang.org/x/text/unicode/norm"
 
+	"github.com/classifierd/classifierd/embed/embederr"
 	"github.com/classifierd/classifierd/models"
 )
 
 // Errors returned by the engine.
 var (
 	// ErrTooMany reports a batch larger than Config.MaxBatch.
-	ErrTooMany = errors.New("embed: too many texts")
+	ErrTooMany = embederr.ErrTooMany
 	// ErrModel reports a model whose files or outputs do not match its manifest.
 	ErrModel = errors.New("embed: model does not match manifest")
 	// ErrInference reports a failure inside ONNX Runtime at run time.
 	ErrInference = errors.New("embed: inference failed")
 	// ErrClosed reports use of a closed engine.
-	ErrClosed = errors.New("embed: engine closed")
+	ErrClosed = embederr.ErrClosed
 )
 
 // Config configures an Engine. The zero value of each optional field picks a

@@ -1,18 +1,19 @@
 package embed
 
 import (
-	"errors"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/classifierd/classifierd/embed/embederr"
 )
 
 // ErrEmptyText reports a text with no content after normalisation. Models
 // such as use-lite-en crash inside ONNX Runtime on zero tokens, so empty text
 // never reaches the model.
-var ErrEmptyText = errors.New("embed: empty text")
+var ErrEmptyText = embederr.ErrEmptyText
 
 // IsBlank reports whether s has no non-space character.
 func IsBlank(s string) bool {

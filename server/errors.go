@@ -12,7 +12,7 @@ import (
 
 	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/classify"
-	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/embed/embederr"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/session"
 	"github.com/classifierd/classifierd/terminal"
@@ -43,8 +43,8 @@ var errorCodes = []errorCode{
 	{classify.ErrTextTooLong, codes.InvalidArgument, ""},
 	{classify.ErrBadArgument, codes.InvalidArgument, ""},
 	{classify.ErrUnknownServer, codes.InvalidArgument, ""},
-	{embed.ErrEmptyText, codes.InvalidArgument, ""},
-	{embed.ErrTooMany, codes.InvalidArgument, ""},
+	{embederr.ErrEmptyText, codes.InvalidArgument, ""},
+	{embederr.ErrTooMany, codes.InvalidArgument, ""},
 	{session.ErrBadMode, codes.InvalidArgument, ""},
 	{session.ErrBadExposure, codes.InvalidArgument, ""},
 	{session.ErrBadID, codes.InvalidArgument, ""},
@@ -63,7 +63,7 @@ var errorCodes = []errorCode{
 	{index.ErrDimMismatch, codes.FailedPrecondition, ""},
 	{index.ErrModel, codes.FailedPrecondition, ""},
 	{session.ErrClosed, codes.Unavailable, ""},
-	{embed.ErrClosed, codes.Unavailable, ""},
+	{embederr.ErrClosed, codes.Unavailable, ""},
 }
 
 // messages replaces a sentinel's own text where the API documents another.
@@ -74,7 +74,7 @@ var messages = map[error]string{
 	terminal.ErrBadSessionID:    "invalid session id: use 1-128 letters, digits, '.', '_' or '-' without '..' or '/'",
 	terminal.ErrBadConfidence:   "min_confidence must be within [0,1]",
 	session.ErrClosed:           "server stopping",
-	embed.ErrClosed:             "server stopping",
+	embederr.ErrClosed:          "server stopping",
 	terminal.ErrSessionNotFound: "session not found",
 	classify.ErrNoLabels:        "index has no labels of this kind",
 	index.ErrDimMismatch:        "index and model disagree",

@@ -22,7 +22,7 @@ import (
 
 	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/classify"
-	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/embed/embederr"
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/index"
@@ -39,7 +39,7 @@ const fakeDims = 64
 
 // bagOfWords is a deterministic fake Embedder: a hashed bag of lower-cased
 // words, L2-normalised. Like a real tokenizer it has nothing to embed in a
-// text without letters or digits, and says so with embed.ErrEmptyText.
+// text without letters or digits, and says so with embederr.ErrEmptyText.
 type bagOfWords struct{}
 
 func (bagOfWords) Embed(_ context.Context, texts []string) ([][]float32, error) {
@@ -48,7 +48,7 @@ func (bagOfWords) Embed(_ context.Context, texts []string) ([][]float32, error) 
 		v := make([]float32, fakeDims)
 		words := strings.FieldsFunc(strings.ToLower(t), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
 		if len(words) == 0 {
-			return nil, embed.ErrEmptyText
+			return nil, embederr.ErrEmptyText
 		}
 		for _, w := range words {
 			h := fnv.New32a()

@@ -88,6 +88,10 @@ $(VENV)/.installed: tools/modelconv/requirements.txt
 models: $(VENV)/.installed ## build every candidate model of models/sources.toml
 	$(MODELCONV) build $$(PYTHONPATH=tools/modelconv python3 -m modelconv --sources models/sources.toml list)
 
+.PHONY: model-report
+model-report: ort models build ## compare the candidate models on this machine (about 20 min); rewrites the table in docs/models.md
+	go run ./tools/model-report --gen-index $(BIN)/gen-index --daemon $(BIN)/classifierd --ort-lib $(ORT_LIB)
+
 .PHONY: print-model-dir
 print-model-dir: ## print the absolute path of the default model directory
 	@echo $(MODEL_DIR)

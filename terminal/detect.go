@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/classifierd/classifierd/classify"
+	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/internal/clip"
 )
 
@@ -108,7 +108,7 @@ func NewDetector(ctx context.Context, emb Embedder) (*Detector, error) {
 	for i := range vecs {
 		scores = append(scores, d.classScores(vecs[i], i))
 	}
-	d.T = classify.FitTemperature(scores, d.label)
+	d.T = calibrate.FitTemperature(scores, d.label)
 	return d, nil
 }
 
@@ -174,7 +174,7 @@ func (d *Detector) Detect(ctx context.Context, raw []byte, minConf float64) (Det
 	if err != nil {
 		return Detection{}, fmt.Errorf("terminal: embed prompt: %w", err)
 	}
-	probs := classify.Softmax(d.classScores(vec[0], -1), d.T)
+	probs := calibrate.Softmax(d.classScores(vec[0], -1), d.T)
 	pNot := probs[len(classes)-1]
 
 	var matched *rule

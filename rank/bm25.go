@@ -1,4 +1,4 @@
-package classify
+package rank
 
 import (
 	"math"

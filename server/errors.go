@@ -11,9 +11,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/classifierd/classifierd/catalog"
-	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/embed/embederr"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/rank"
+	"github.com/classifierd/classifierd/request"
+	"github.com/classifierd/classifierd/route"
 	"github.com/classifierd/classifierd/session"
 	"github.com/classifierd/classifierd/terminal"
 )
@@ -39,10 +41,10 @@ type errorCode struct {
 // prefix); anything not listed is Internal.
 var errorCodes = []errorCode{
 	// Bad input.
-	{classify.ErrEmptyText, codes.InvalidArgument, ""},
-	{classify.ErrTextTooLong, codes.InvalidArgument, ""},
-	{classify.ErrBadArgument, codes.InvalidArgument, ""},
-	{classify.ErrUnknownServer, codes.InvalidArgument, ""},
+	{request.ErrEmptyText, codes.InvalidArgument, ""},
+	{request.ErrTextTooLong, codes.InvalidArgument, ""},
+	{request.ErrBadArgument, codes.InvalidArgument, ""},
+	{route.ErrUnknownServer, codes.InvalidArgument, ""},
 	{embederr.ErrEmptyText, codes.InvalidArgument, ""},
 	{embederr.ErrTooMany, codes.InvalidArgument, ""},
 	{session.ErrBadMode, codes.InvalidArgument, ""},
@@ -59,7 +61,7 @@ var errorCodes = []errorCode{
 	{session.ErrExists, codes.AlreadyExists, ""},
 	{session.ErrLimit, codes.ResourceExhausted, ""},
 	// The daemon's state does not allow the call.
-	{classify.ErrNoLabels, codes.FailedPrecondition, ""},
+	{rank.ErrNoLabels, codes.FailedPrecondition, ""},
 	{index.ErrDimMismatch, codes.FailedPrecondition, ""},
 	{index.ErrModel, codes.FailedPrecondition, ""},
 	{session.ErrClosed, codes.Unavailable, ""},
@@ -76,7 +78,7 @@ var messages = map[error]string{
 	session.ErrClosed:           "server stopping",
 	embederr.ErrClosed:          "server stopping",
 	terminal.ErrSessionNotFound: "session not found",
-	classify.ErrNoLabels:        "index has no labels of this kind",
+	rank.ErrNoLabels:            "index has no labels of this kind",
 	index.ErrDimMismatch:        "index and model disagree",
 	index.ErrModel:              "index and model disagree",
 }

@@ -3,7 +3,7 @@ package server
 import (
 	"context"
 
-	"github.com/classifierd/classifierd/classify"
+	"github.com/classifierd/classifierd/analyze"
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/session"
 )
@@ -16,7 +16,7 @@ func (s *Server) AnalyzePrompt(ctx context.Context, req *pb.AnalyzePromptRequest
 	if err := session.CheckMode(mode); err != nil {
 		return nil, s.status(ctx, "AnalyzePrompt", err)
 	}
-	a, err := s.cls.Analyze(ctx, classify.AnalyzeQuery{Prompt: req.GetPrompt(), Context: req.GetContext(), Valid: req.GetValidCategories()})
+	a, err := s.dom.Analyzer.Analyze(ctx, analyze.AnalyzeQuery{Prompt: req.GetPrompt(), Context: req.GetContext(), Valid: req.GetValidCategories()})
 	if err != nil {
 		return nil, s.status(ctx, "AnalyzePrompt", err)
 	}
@@ -39,7 +39,7 @@ func (s *Server) AnalyzePrompt(ctx context.Context, req *pb.AnalyzePromptRequest
 
 // DetectContexts implements ClassifierService.DetectContexts.
 func (s *Server) DetectContexts(ctx context.Context, req *pb.DetectContextsRequest) (*pb.DetectContextsResponse, error) {
-	cs, err := s.cls.DetectContexts(ctx, req.GetText())
+	cs, err := s.dom.Analyzer.DetectContexts(ctx, req.GetText())
 	if err != nil {
 		return nil, s.status(ctx, "DetectContexts", err)
 	}
@@ -48,7 +48,7 @@ func (s *Server) DetectContexts(ctx context.Context, req *pb.DetectContextsReque
 		out.Contexts = append(out.Contexts, &pb.DetectedContext{Id: c.ID, Confidence: float32(c.Confidence), EvidenceKind: c.Kind, Evidence: c.Evidence})
 	}
 	if len(out.Contexts) == 0 {
-		out.Reason = classify.NoContextReason
+		out.Reason = analyze.NoContextReason
 	}
 	return out, nil
 }

@@ -19,9 +19,11 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/classify"
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/route"
 	"github.com/classifierd/classifierd/session"
 )
 
@@ -35,7 +37,7 @@ type Config struct {
 	// MaxEmbedBatch bounds the texts of one Embed call (default 64).
 	MaxEmbedBatch int
 	// DefaultNoMatch is Route's policy when a request leaves on_no_match unset.
-	DefaultNoMatch classify.NoMatch
+	DefaultNoMatch route.NoMatch
 	// MaxTokens is the model's token cap, reported in GetIndexInfo.
 	MaxTokens int
 	// Sessions holds hub sessions; nil disables the session RPCs.
@@ -54,7 +56,7 @@ type Server struct {
 	pb.UnimplementedClassifierServiceServer
 	errorMapper
 	cfg   Config
-	cls   *classify.Classifier
+	dom   Domain
 	emb   Embedder
 	log   *slog.Logger
 	stats *Stats
@@ -65,17 +67,17 @@ type Server struct {
 var _ pb.ClassifierServiceServer = (*Server)(nil)
 
 // New returns a Server over a classifier and the embedder it was built with.
-func New(cfg Config, cls *classify.Classifier, emb Embedder, log *slog.Logger) (*Server, error) {
-	if cls == nil || emb == nil || log == nil {
+func New(cfg Config, dom Domain, emb Embedder, log *slog.Logger) (*Server, error) {
+	if dom.Router == nil || dom.Classifier == nil || dom.Analyzer == nil || emb == nil || log == nil {
 		return nil, errors.New("server: classifier, embedder and logger are required")
 	}
 	if cfg.MaxEmbedBatch <= 0 {
 		cfg.MaxEmbedBatch = 64
 	}
-	if cfg.DefaultNoMatch == classify.NoMatchDefault {
-		cfg.DefaultNoMatch = classify.NoMatchNone
+	if cfg.DefaultNoMatch == route.NoMatchDefault {
+		cfg.DefaultNoMatch = route.NoMatchNone
 	}
-	s := &Server{errorMapper: errorMapper{log}, cfg: cfg, cls: cls, emb: emb, log: log, stats: newStats()}
+	s := &Server{errorMapper: errorMapper{log}, cfg: cfg, dom: dom, emb: emb, log: log, stats: newStats()}
 	s.toolTok = s.countToolTokens()
 	return s, nil
 }
@@ -85,7 +87,7 @@ func (s *Server) Stats() *Stats { return s.stats }
 
 // Classify implements ClassifierService.Classify.
 func (s *Server) Classify(ctx context.Context, req *pb.ClassifyRequest) (*pb.ClassifyResponse, error) {
-	res, err := s.cls.Classify(ctx, req.GetText(), int(req.GetTopK()), optFloat(req.MinConfidence))
+	res, err := s.dom.Classifier.Classify(ctx, req.GetText(), int(req.GetTopK()), optFloat(req.MinConfidence))
 	if err != nil {
 		return nil, s.status(ctx, "Classify", err)
 	}
@@ -97,7 +99,7 @@ func (s *Server) Classify(ctx context.Context, req *pb.ClassifyRequest) (*pb.Cla
 
 // Route implements ClassifierService.Route.
 func (s *Server) Route(ctx context.Context, req *pb.RouteRequest) (*pb.RouteResponse, error) {
-	q := classify.RouteQuery{
+	q := route.RouteQuery{
 		Query: req.GetQuery(), MaxServers: int(req.GetMaxServers()), MaxTools: int(req.GetMaxTools()),
 		MinConfidence: optFloat(req.MinConfidence), Include: req.GetIncludeServers(), Exclude: req.GetExcludeServers(),
 		OnNoMatch: noMatchFromPB(req.GetOnNoMatch(), s.cfg.DefaultNoMatch),
@@ -106,9 +108,9 @@ func (s *Server) Route(ctx context.Context, req *pb.RouteRequest) (*pb.RouteResp
 		return nil, status.Errorf(codes.InvalidArgument, "on_no_match %d is not a known policy", req.GetOnNoMatch())
 	}
 	for _, m := range req.GetMessages() {
-		q.Messages = append(q.Messages, classify.Message{Role: m.GetRole(), Content: m.GetContent()})
+		q.Messages = append(q.Messages, route.Message{Role: m.GetRole(), Content: m.GetContent()})
 	}
-	res, err := s.cls.Route(ctx, q)
+	res, err := s.dom.Router.Route(ctx, q)
 	if err != nil {
 		return nil, s.status(ctx, "Route", err)
 	}
@@ -140,7 +142,7 @@ func (s *Server) Embed(ctx context.Context, req *pb.EmbedRequest) (*pb.EmbedResp
 		return nil, status.Errorf(codes.InvalidArgument, "%d texts, limit %d", len(texts), s.cfg.MaxEmbedBatch)
 	}
 	for i, t := range texts {
-		if err := s.cls.CheckText(fmt.Sprintf("texts[%d]", i), t); err != nil {
+		if err := s.dom.Limits.CheckText(fmt.Sprintf("texts[%d]", i), t); err != nil {
 			return nil, s.status(ctx, "Embed", err)
 		}
 	}
@@ -148,7 +150,7 @@ func (s *Server) Embed(ctx context.Context, req *pb.EmbedRequest) (*pb.EmbedResp
 	if err != nil {
 		return nil, s.status(ctx, "Embed", err)
 	}
-	out := &pb.EmbedResponse{Dimensions: int32(s.cls.Index().Dims)}
+	out := &pb.EmbedResponse{Dimensions: int32(s.dom.Index.Dims)}
 	for _, v := range vecs {
 		out.Vectors = append(out.Vectors, &pb.Vector{Values: v})
 	}
@@ -157,9 +159,9 @@ func (s *Server) Embed(ctx context.Context, req *pb.EmbedRequest) (*pb.EmbedResp
 
 // GetIndexInfo implements ClassifierService.GetIndexInfo.
 func (s *Server) GetIndexInfo(ctx context.Context, _ *pb.GetIndexInfoRequest) (*pb.GetIndexInfoResponse, error) {
-	idx := s.cls.Index()
-	lim := s.cls.Limits()
-	cal := s.cls.Calibration()
+	idx := s.dom.Index
+	lim := s.dom.Limits
+	cal := s.dom.Calibration
 	out := &pb.GetIndexInfoResponse{
 		ModelName: idx.Model, Dimensions: int32(idx.Dims), ModelFingerprint: idx.Fingerprint,
 		Categories: int32(len(idx.LabelsOf(index.KindCategory))), Servers: int32(len(idx.LabelsOf(index.KindServer))),
@@ -179,7 +181,7 @@ func (s *Server) GetIndexInfo(ctx context.Context, _ *pb.GetIndexInfoRequest) (*
 	return out, nil
 }
 
-func binaryInfo(target string, b classify.Binary) *pb.CalibrationInfo {
+func binaryInfo(target string, b calibrate.Binary) *pb.CalibrationInfo {
 	return &pb.CalibrationInfo{Target: target, Method: b.Method, EceBefore: float32(b.ECEBefore), EceAfter: float32(b.ECEAfter),
 		Samples: int32(b.Samples), DefaultThreshold: float32(b.Threshold), SharedFallback: b.SharedFallback}
 }
@@ -200,25 +202,25 @@ func scoredLabels(ss []classify.Scored) []*pb.ScoredLabel {
 	return out
 }
 
-func noMatchFromPB(p pb.NoMatchPolicy, def classify.NoMatch) classify.NoMatch {
+func noMatchFromPB(p pb.NoMatchPolicy, def route.NoMatch) route.NoMatch {
 	switch p {
 	case pb.NoMatchPolicy_NO_MATCH_POLICY_NONE:
-		return classify.NoMatchNone
+		return route.NoMatchNone
 	case pb.NoMatchPolicy_NO_MATCH_POLICY_META:
-		return classify.NoMatchMeta
+		return route.NoMatchMeta
 	case pb.NoMatchPolicy_NO_MATCH_POLICY_ALL:
-		return classify.NoMatchAll
+		return route.NoMatchAll
 	}
 	return def
 }
 
-func noMatchToPB(p classify.NoMatch) pb.NoMatchPolicy {
+func noMatchToPB(p route.NoMatch) pb.NoMatchPolicy {
 	switch p {
-	case classify.NoMatchNone:
+	case route.NoMatchNone:
 		return pb.NoMatchPolicy_NO_MATCH_POLICY_NONE
-	case classify.NoMatchMeta:
+	case route.NoMatchMeta:
 		return pb.NoMatchPolicy_NO_MATCH_POLICY_META
-	case classify.NoMatchAll:
+	case route.NoMatchAll:
 		return pb.NoMatchPolicy_NO_MATCH_POLICY_ALL
 	}
 	return pb.NoMatchPolicy_NO_MATCH_POLICY_UNSPECIFIED

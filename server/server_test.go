@@ -21,12 +21,12 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/classifierd/classifierd/catalog"
-	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/embed/embederr"
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/indexbuild"
+	"github.com/classifierd/classifierd/request"
 	"github.com/classifierd/classifierd/session"
 	"github.com/classifierd/classifierd/terminal"
 )
@@ -127,7 +127,7 @@ func dial(t *testing.T, register func(*grpc.Server)) *grpc.ClientConn {
 func newClassifierClient(t *testing.T, withSessions bool) pb.ClassifierServiceClient {
 	t.Helper()
 	idx := testIndex(t)
-	cls, err := classify.New(idx, bagOfWords{}, classify.Config{Limits: classify.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4}})
+	dom, err := NewDomain(idx, bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func newClassifierClient(t *testing.T, withSessions bool) pb.ClassifierServiceCl
 		t.Cleanup(func() { st.Close() })
 		cfg.Sessions = st
 	}
-	srv, err := New(cfg, cls, bagOfWords{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := New(cfg, dom, bagOfWords{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

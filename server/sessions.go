@@ -112,7 +112,7 @@ func (s *Server) ListTools(ctx context.Context, req *pb.ListToolsRequest) (*pb.L
 	if err != nil {
 		return nil, s.status(ctx, "ListTools", err)
 	}
-	idx := s.cls.Index()
+	idx := s.dom.Index
 	selected := session.Tools(idx, exposed)
 	out := &pb.ListToolsResponse{ExposedCategories: exposed}
 	for _, li := range selected {

@@ -34,7 +34,7 @@ func (s *Server) toolTokens(li int) int { return s.toolTok[li] }
 // countToolTokens counts every tool definition of the index with the
 // configured counter, or estimates characters/4 without one.
 func (s *Server) countToolTokens() map[int]int {
-	idx := s.cls.Index()
+	idx := s.dom.Index
 	out := map[int]int{}
 	for _, li := range idx.LabelsOf(index.KindTool) {
 		l := &idx.Labels[li]

@@ -9,6 +9,7 @@ import (
 
 	"github.com/viterin/vek/vek32"
 
+	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/internal/clip"
 )
 
@@ -120,7 +121,7 @@ func NewDetector(ctx context.Context, emb Embedder) (*Detector, error) {
 	for i := range vecs {
 		scores = append(scores, d.classScores(vecs[i], i))
 	}
-	d.T = fitTemperature(scores, d.label)
+	d.T = calibrate.FitTemperature(scores, d.label)
 	return d, nil
 }
 
@@ -186,7 +187,7 @@ func (d *Detector) Detect(ctx context.Context, raw []byte, minConf float64) (Det
 	if len(vec) != 1 || len(vec[0]) != d.dims {
 		return Detection{}, fmt.Errorf("%w: want one vector of %d dimensions", ErrEmbedding, d.dims)
 	}
-	probs := softmax(d.classScores(vec[0], -1), d.T)
+	probs := calibrate.Softmax(d.classScores(vec[0], -1), d.T)
 	pNot := probs[len(classes)-1]
 
 	var matched *rule

@@ -17,12 +17,13 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
-	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/embed"
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/models"
+	"github.com/classifierd/classifierd/request"
+	"github.com/classifierd/classifierd/route"
 	"github.com/classifierd/classifierd/server"
 	"github.com/classifierd/classifierd/session"
 	"github.com/classifierd/classifierd/terminal"
@@ -64,12 +65,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err := idx.CheckModel(eng.Fingerprint(), eng.Dims()); err != nil {
 		return fmt.Errorf("index %s does not match model %s: %w", cfg.Index, cfg.Model, err)
 	}
-	cls, err := classify.New(idx, eng, classify.Config{Limits: classify.Limits{
-		MaxTextBytes: cfg.MaxTextBytes, MaxMessages: cfg.MaxMessages}})
+	dom, err := server.NewDomain(idx, eng, request.Limits{MaxTextBytes: cfg.MaxTextBytes, MaxMessages: cfg.MaxMessages})
 	if err != nil {
 		return err
 	}
-	policy := map[string]classify.NoMatch{"none": classify.NoMatchNone, "meta": classify.NoMatchMeta, "all": classify.NoMatchAll}[cfg.NoMatch]
+	policy := map[string]route.NoMatch{"none": route.NoMatchNone, "meta": route.NoMatchMeta, "all": route.NoMatchAll}[cfg.NoMatch]
 	var catIDs []string
 	for _, li := range idx.LabelsOf(index.KindCategory) {
 		catIDs = append(catIDs, idx.Labels[li].ID)
@@ -85,7 +85,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return err
 	}
 	svc, err := server.New(server.Config{MaxEmbedBatch: cfg.MaxBatch, DefaultNoMatch: policy, MaxTokens: man.MaxTokens,
-		Sessions: sessions, Tokens: counter}, cls, eng, log)
+		Sessions: sessions, Tokens: counter}, dom, eng, log)
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	log.Info("classifierd serving", "addr", lis.Addr().String(), "model", man.Name, "dims", eng.Dims(),
 		"ort", rt.Version(), "categories", len(idx.LabelsOf(index.KindCategory)),
 		"servers", len(idx.LabelsOf(index.KindServer)), "tools", len(idx.LabelsOf(index.KindTool)),
-		"calibrated", cls.Calibration().Fitted, "terminal", cfg.Terminal)
+		"calibrated", dom.Calibration.Fitted, "terminal", cfg.Terminal)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve(lis) }()

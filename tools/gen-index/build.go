@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/classifierd/classifierd/data/catalogs"
 	"io"
 	"time"
 
+	"github.com/classifierd/classifierd/calibrate"
+	"github.com/classifierd/classifierd/data/catalogs"
+	"github.com/classifierd/classifierd/fit"
+
 	"github.com/classifierd/classifierd/catalog"
-	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/embed"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/indexbuild"
@@ -62,7 +64,7 @@ func (m *modelFlags) open() (*embed.Engine, func() error, error) {
 // (a description-only catalog) are learnt for this model on the built-in
 // reference catalog instead of the hard-coded prior.
 func calibrateIndex(ctx context.Context, idx *index.Index, eng *embed.Engine, progress func(int, int)) error {
-	cal, err := classify.Fit(ctx, idx, classify.FitOptions{Progress: progress})
+	cal, err := fit.Fit(ctx, idx, fit.FitOptions{Progress: progress})
 	if err != nil {
 		return err
 	}
@@ -71,7 +73,7 @@ func calibrateIndex(ctx context.Context, idx *index.Index, eng *embed.Engine, pr
 		if err != nil {
 			return err
 		}
-		cal = classify.UseReference(cal, ref)
+		cal = fit.UseReference(cal, ref)
 	}
 	raw, err := json.Marshal(cal)
 	if err != nil {
@@ -82,19 +84,19 @@ func calibrateIndex(ctx context.Context, idx *index.Index, eng *embed.Engine, pr
 }
 
 // referencePrior embeds the built-in reference catalog with eng and fits
-// classify.ReferencePrior on it.
-func referencePrior(ctx context.Context, eng *embed.Engine) (classify.Calibration, error) {
+// fit.ReferencePrior on it.
+func referencePrior(ctx context.Context, eng *embed.Engine) (calibrate.Calibration, error) {
 	cat, err := catalog.Parse(catalogs.Default, "")
 	if err != nil {
-		return classify.Calibration{}, fmt.Errorf("reference catalog: %w", err)
+		return calibrate.Calibration{}, fmt.Errorf("reference catalog: %w", err)
 	}
 	man := eng.Manifest()
 	ref, err := indexbuild.Build(ctx, cat, eng, indexbuild.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
 		indexbuild.Options{Generator: "gen-index reference"})
 	if err != nil {
-		return classify.Calibration{}, fmt.Errorf("reference catalog: %w", err)
+		return calibrate.Calibration{}, fmt.Errorf("reference catalog: %w", err)
 	}
-	return classify.ReferencePrior(ctx, ref)
+	return fit.ReferencePrior(ctx, ref)
 }
 
 func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {

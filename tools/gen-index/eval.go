@@ -14,10 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/indexbuild"
+	"github.com/classifierd/classifierd/rank"
+	"github.com/classifierd/classifierd/route"
 )
 
 // query is one labelled evaluation query (see data/catalogs/README.md).
@@ -74,17 +77,17 @@ type report struct {
 }
 
 type categoryReport struct {
-	Threshold       float64        `json:"threshold"`
-	Accuracy        float64        `json:"accuracy"`              // in-scope, top-1, ignoring the threshold
-	AccuracyAtThr   float64        `json:"accuracy_at_threshold"` // in-scope, abstaining counts as wrong
-	MacroF1         float64        `json:"macro_f1"`
-	ECEBefore       float64        `json:"ece_before"`
-	ECEAfter        float64        `json:"ece_after"`
-	AbstainPrec     float64        `json:"abstain_precision"`
-	AbstainRecall   float64        `json:"abstain_recall"`
-	MultiFullRecall float64        `json:"multi_full_recall,omitempty"`
-	Reliability     []classify.Bin `json:"reliability"`
-	Tradeoff        []tradeoff     `json:"tradeoff,omitempty"`
+	Threshold       float64         `json:"threshold"`
+	Accuracy        float64         `json:"accuracy"`              // in-scope, top-1, ignoring the threshold
+	AccuracyAtThr   float64         `json:"accuracy_at_threshold"` // in-scope, abstaining counts as wrong
+	MacroF1         float64         `json:"macro_f1"`
+	ECEBefore       float64         `json:"ece_before"`
+	ECEAfter        float64         `json:"ece_after"`
+	AbstainPrec     float64         `json:"abstain_precision"`
+	AbstainRecall   float64         `json:"abstain_recall"`
+	MultiFullRecall float64         `json:"multi_full_recall,omitempty"`
+	Reliability     []calibrate.Bin `json:"reliability"`
+	Tradeoff        []tradeoff      `json:"tradeoff,omitempty"`
 }
 
 // tradeoff is in-scope accuracy against abstain recall at one in-scope threshold.
@@ -109,13 +112,13 @@ type routeReport struct {
 	MultiQueries int     `json:"multi_queries"`
 	// ECE over every returned tool (up to 5 a query): confidence against
 	// whether that tool is one of the query's gold tools; likewise servers.
-	ECEBefore       float64        `json:"tool_ece_before"`
-	ECEAfter        float64        `json:"tool_ece_after"`
-	ServerECEBefore float64        `json:"server_ece_before"`
-	ServerECEAfter  float64        `json:"server_ece_after"`
-	AbstainPrec     float64        `json:"abstain_precision"`
-	AbstainRecall   float64        `json:"abstain_recall"`
-	Reliability     []classify.Bin `json:"reliability"`
+	ECEBefore       float64         `json:"tool_ece_before"`
+	ECEAfter        float64         `json:"tool_ece_after"`
+	ServerECEBefore float64         `json:"server_ece_before"`
+	ServerECEAfter  float64         `json:"server_ece_after"`
+	AbstainPrec     float64         `json:"abstain_precision"`
+	AbstainRecall   float64         `json:"abstain_recall"`
+	Reliability     []calibrate.Bin `json:"reliability"`
 }
 
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
@@ -172,10 +175,15 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 		return err
 	}
 	cp.done()
-	cls, err := classify.New(idx, eng, classify.Config{})
+	cal, err := calibrate.Parse(idx.Calibration)
 	if err != nil {
 		return err
 	}
+	rk, err := rank.New(idx, eng, rank.Options{Fusion: cal.Fusion})
+	if err != nil {
+		return err
+	}
+	cls, rt := classify.New(rk, cal, classify.Config{}), route.New(rk, cal, route.Config{})
 	rep := report{Catalog: *catPath, Queries: *qPath, Model: man.Name, N: len(qs), BuildSeconds: time.Since(start).Seconds(),
 		CalibrationFit: cls.Calibration()}
 	var results *json.Encoder
@@ -189,7 +197,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 		results = json.NewEncoder(bw)
 	}
 	qp := newProgress(stderr, "evaluating", *quiet)
-	lat, err := evaluate(ctx, cls, qs, &rep, results, qp.update)
+	lat, err := evaluate(ctx, cls, rt, qs, &rep, results, qp.update)
 	qp.done()
 	if err != nil {
 		return err
@@ -207,7 +215,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 		}
 	}
 	if *pngOut != "" {
-		var bins []classify.Bin
+		var bins []calibrate.Bin
 		title := *name
 		if rep.Categories != nil {
 			bins = rep.Categories.Reliability
@@ -223,9 +231,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 
 // goldRanks is the 1-based rank of each of q's gold tools among the best
 // rankDepth tools Route returns for q's text (0 when not among them).
-func goldRanks(ctx context.Context, cls *classify.Classifier, q query) ([]int, error) {
+func goldRanks(ctx context.Context, rt *route.Router, q query) ([]int, error) {
 	zero := float32(0)
-	res, err := cls.Route(ctx, classify.RouteQuery{Query: q.Text, MaxServers: rankDepth, MaxTools: rankDepth, MinConfidence: &zero})
+	res, err := rt.Route(ctx, route.RouteQuery{Query: q.Text, MaxServers: rankDepth, MaxTools: rankDepth, MinConfidence: &zero})
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +270,7 @@ type result struct {
 // rankDepth is how deep --results looks for a missed gold tool.
 const rankDepth = 50
 
-func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *report, results *json.Encoder, progress func(int, int)) ([]time.Duration, error) {
+func evaluate(ctx context.Context, cls *classify.Classifier, rt *route.Router, qs []query, rep *report, results *json.Encoder, progress func(int, int)) ([]time.Duration, error) {
 	idx := cls.Index()
 	hasCats := len(idx.LabelsOf(index.KindCategory)) > 0
 	hasTools := len(idx.LabelsOf(index.KindTool)) > 0
@@ -348,14 +356,14 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 		}
 		if hasTools && (len(q.Tools) > 0 || len(q.Servers) > 0 || oos) {
 			t0 := time.Now()
-			res, err := cls.Route(ctx, classify.RouteQuery{Query: q.Text, MaxServers: 5, MaxTools: 5, MinConfidence: &zero})
+			res, err := rt.Route(ctx, route.RouteQuery{Query: q.Text, MaxServers: 5, MaxTools: 5, MinConfidence: &zero})
 			if len(lat) <= i {
 				lat = append(lat, time.Since(t0))
 			}
 			if err != nil {
 				return nil, fmt.Errorf("query %d: %w", i, err)
 			}
-			def, err := cls.Route(ctx, classify.RouteQuery{Query: q.Text, OnNoMatch: classify.NoMatchNone})
+			def, err := rt.Route(ctx, route.RouteQuery{Query: q.Text, OnNoMatch: route.NoMatchNone})
 			if err != nil {
 				return nil, fmt.Errorf("query %d: %w", i, err)
 			}
@@ -414,7 +422,7 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 					sRel = append(sRel, slices.Contains(q.Servers, s.ID))
 				}
 				if results != nil && len(q.Tools) > 0 {
-					if r.GoldRanks, err = goldRanks(ctx, cls, q); err != nil {
+					if r.GoldRanks, err = goldRanks(ctx, rt, q); err != nil {
 						return nil, fmt.Errorf("query %d: %w", i, err)
 					}
 				}
@@ -447,9 +455,9 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 		cr.Accuracy = ratio(inRight, inScope)
 		cr.AccuracyAtThr = ratio(inRightThr, inScope)
 		cr.MacroF1 = macroF1(tp, fp, fn)
-		cr.ECEBefore = classify.ECE(confBefore, correct, 15)
-		cr.ECEAfter = classify.ECE(confAfter, correct, 15)
-		cr.Reliability = classify.Reliability(confAfter, correct, 15)
+		cr.ECEBefore = calibrate.ECE(confBefore, correct, 15)
+		cr.ECEAfter = calibrate.ECE(confAfter, correct, 15)
+		cr.Reliability = calibrate.Reliability(confAfter, correct, 15)
 		cr.AbstainPrec = ratio(abstainTP, abstainTP+abstainFP)
 		cr.AbstainRecall = ratio(abstainTP, abstainTP+abstainFN)
 		if abstainTP+abstainFN > 0 {
@@ -486,11 +494,11 @@ func evaluate(ctx context.Context, cls *classify.Classifier, qs []query, rep *re
 		rr.MultiQueries = multi
 		rr.MultiFull5 = ratio(multiFull, multi)
 		rr.MultiDefault = ratio(multiDefault, multi)
-		rr.ECEBefore = classify.ECE(tConfB, tRel, 15)
-		rr.ECEAfter = classify.ECE(tConfA, tRel, 15)
-		rr.Reliability = classify.Reliability(tConfA, tRel, 15)
-		rr.ServerECEBefore = classify.ECE(sConfB, sRel, 15)
-		rr.ServerECEAfter = classify.ECE(sConfA, sRel, 15)
+		rr.ECEBefore = calibrate.ECE(tConfB, tRel, 15)
+		rr.ECEAfter = calibrate.ECE(tConfA, tRel, 15)
+		rr.Reliability = calibrate.Reliability(tConfA, tRel, 15)
+		rr.ServerECEBefore = calibrate.ECE(sConfB, sRel, 15)
+		rr.ServerECEAfter = calibrate.ECE(sConfA, sRel, 15)
 		rr.AbstainPrec = ratio(rAbTP, rAbTP+rAbFP)
 		rr.AbstainRecall = ratio(rAbTP, rAbTP+rAbFN)
 		rep.Routing = &rr

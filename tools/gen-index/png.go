@@ -12,13 +12,13 @@ import (
 	"golang.org/x/image/font/basicfont"
 	"golang.org/x/image/math/fixed"
 
-	"github.com/classifierd/classifierd/classify"
+	"github.com/classifierd/classifierd/calibrate"
 )
 
 // writeReliabilityPNG draws a reliability diagram: per confidence bin, the
 // accuracy (bar) against the diagonal of perfect calibration, with the gap
 // shaded and the bin counts written under the bars.
-func writeReliabilityPNG(path, title string, bins []classify.Bin) error {
+func writeReliabilityPNG(path, title string, bins []calibrate.Bin) error {
 	const w, h, m = 640, 640, 60
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	draw.Draw(img, img.Bounds(), image.NewUniform(color.White), image.Point{}, draw.Src)

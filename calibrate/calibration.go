@@ -1,4 +1,4 @@
-package classify
+package calibrate
 
 import (
 	"encoding/json"
@@ -133,9 +133,9 @@ func DefaultCalibration() Calibration {
 	}
 }
 
-// ParseCalibration decodes an index's calibration section; empty means
+// Parse decodes an index's calibration section; empty means
 // DefaultCalibration.
-func ParseCalibration(raw json.RawMessage) (Calibration, error) {
+func Parse(raw json.RawMessage) (Calibration, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return DefaultCalibration(), nil
 	}
@@ -144,19 +144,19 @@ func ParseCalibration(raw json.RawMessage) (Calibration, error) {
 	// scores without them: absent fields mean off, not the default.
 	c.Fusion.ToolCentroid, c.Fusion.ToolDescription, c.Fusion.ToolExactGap, c.Fusion.BM25 = 0, 0, 0, 0
 	if err := json.Unmarshal(raw, &c); err != nil {
-		return Calibration{}, fmt.Errorf("classify: calibration section: %w", err)
+		return Calibration{}, fmt.Errorf("calibrate: section: %w", err)
 	}
-	if err := c.validate(); err != nil {
+	if err := c.Validate(); err != nil {
 		return Calibration{}, err
 	}
 	return c, nil
 }
 
-func (c Calibration) validate() error {
+func (c Calibration) Validate() error {
 	finite := func(name string, vs ...float64) error {
 		for _, v := range vs {
 			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return fmt.Errorf("classify: calibration %s is not finite", name)
+				return fmt.Errorf("calibrate: %s is not finite", name)
 			}
 		}
 		return nil
@@ -164,17 +164,17 @@ func (c Calibration) validate() error {
 	for name, b := range map[string]Binary{"categories_multi": c.CategoriesMulti, "servers": c.Servers, "tools": c.Tools, "in_scope": c.Categories.InScope} {
 		if m := b.Isotonic; m != nil {
 			if len(m.X) == 0 || len(m.X) != len(m.Y) || !sort.Float64sAreSorted(m.X) {
-				return fmt.Errorf("classify: calibration %s isotonic map is malformed", name)
+				return fmt.Errorf("calibrate: %s isotonic map is malformed", name)
 			}
 			for _, y := range m.Y {
 				if !(y >= 0 && y <= 1) {
-					return fmt.Errorf("classify: calibration %s isotonic value %v outside [0,1]", name, y)
+					return fmt.Errorf("calibrate: %s isotonic value %v outside [0,1]", name, y)
 				}
 			}
 		}
 	}
 	if c.Categories.T <= 0 {
-		return fmt.Errorf("classify: calibration categories.t %v must be positive", c.Categories.T)
+		return fmt.Errorf("calibrate: categories.t %v must be positive", c.Categories.T)
 	}
 	for name, v := range map[string][]float64{
 		"categories":       {c.Categories.T, c.Categories.OOS, c.Categories.Threshold, c.Categories.InScope.A, c.Categories.InScope.B},

@@ -1,15 +1,73 @@
-package classify
+// Package route is the routing policy: from a request (a query and its
+// conversation) it builds the weighted turns, has rank score servers and
+// tools, maps the scores to confidences with calibrate, and picks what to
+// return: the servers above threshold, their tools, places kept for each
+// need of a compound request, and the NONE/META/ALL no-match policy.
+package route
 
 import (
-	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
+	"github.com/classifierd/classifierd/calibrate"
+	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/rank"
+	"github.com/classifierd/classifierd/request"
 )
+
+// ErrUnknownServer is returned for an include or exclude server the index lacks.
+var ErrUnknownServer = errors.New("route: unknown server")
+
+// Config tunes the router. Zero values take defaults.
+type Config struct {
+	Limits request.Limits
+	// DefaultMaxServers and DefaultMaxTools apply when a Route request leaves them 0.
+	DefaultMaxServers int // default 5
+	DefaultMaxTools   int // default 20
+	// MetaCategory names the category of meta tools (default "meta").
+	MetaCategory string
+}
+
+func (c Config) withDefaults() Config {
+	c.Limits = c.Limits.WithDefaults()
+	if c.DefaultMaxServers <= 0 {
+		c.DefaultMaxServers = 5
+	}
+	if c.DefaultMaxTools <= 0 {
+		c.DefaultMaxTools = 20
+	}
+	if c.MetaCategory == "" {
+		c.MetaCategory = "meta"
+	}
+	return c
+}
+
+// Router picks the servers and tools for a request. It is immutable after
+// New and safe for concurrent use.
+type Router struct {
+	cfg Config
+	rk  *rank.Ranker
+	idx *index.Index
+	cal calibrate.Calibration
+}
+
+// New returns a Router over rk, deciding with cal (the index's calibration).
+func New(rk *rank.Ranker, cal calibrate.Calibration, cfg Config) *Router {
+	return &Router{cfg: cfg.withDefaults(), rk: rk, idx: rk.Index(), cal: cal}
+}
+
+// Index returns the index the Router serves.
+func (c *Router) Index() *index.Index { return c.idx }
+
+// Limits returns the enforced input limits.
+func (c *Router) Limits() request.Limits { return c.cfg.Limits }
+
+// Calibration returns the calibration in use.
+func (c *Router) Calibration() calibrate.Calibration { return c.cal }
 
 // NoMatch is what Route returns when nothing reaches the threshold.
 type NoMatch int
@@ -69,9 +127,9 @@ type ToolScore struct {
 
 // RouteResult is a Route answer.
 type RouteResult struct {
-	Servers    []Scored
+	Servers    []classify.Scored
 	Tools      []ToolScore
-	Categories []Scored
+	Categories []classify.Scored
 	Reasoning  string
 	// Candidates are the tool labels the request allowed (after include/exclude).
 	Candidates    []int
@@ -86,30 +144,30 @@ var validRoles = map[string]bool{"user": true, "assistant": true, "system": true
 const maxContextTurns = 6
 
 // Route picks the servers and tools relevant to a query and conversation.
-func (c *Classifier) Route(ctx context.Context, q RouteQuery) (RouteResult, error) {
+func (c *Router) Route(ctx context.Context, q RouteQuery) (RouteResult, error) {
 	ts, err := c.routeTurns(q)
 	if err != nil {
 		return RouteResult{}, err
 	}
-	maxS, err := c.checkK("max_servers", q.MaxServers, c.cfg.DefaultMaxServers)
+	maxS, err := c.cfg.Limits.CheckK("max_servers", q.MaxServers, c.cfg.DefaultMaxServers)
 	if err != nil {
 		return RouteResult{}, err
 	}
-	maxT, err := c.checkK("max_tools", q.MaxTools, c.cfg.DefaultMaxTools)
+	maxT, err := c.cfg.Limits.CheckK("max_tools", q.MaxTools, c.cfg.DefaultMaxTools)
 	if err != nil {
 		return RouteResult{}, err
 	}
-	if err := checkMinConf(q.MinConfidence); err != nil {
+	if err := request.CheckMinConf(q.MinConfidence); err != nil {
 		return RouteResult{}, err
 	}
-	if len(c.srvs) == 0 {
-		return RouteResult{}, fmt.Errorf("%w: no servers (the catalog had none)", ErrNoLabels)
+	if len(c.rk.Servers()) == 0 {
+		return RouteResult{}, fmt.Errorf("%w: no servers (the catalog had none)", rank.ErrNoLabels)
 	}
 	allowed, err := c.allowedServers(q.Include, q.Exclude)
 	if err != nil {
 		return RouteResult{}, err
 	}
-	ts, err = c.embedTurns(ctx, ts)
+	ts, err = c.rk.Embed(ctx, ts)
 	if err != nil {
 		return RouteResult{}, err
 	}
@@ -119,22 +177,22 @@ func (c *Classifier) Route(ctx context.Context, q RouteQuery) (RouteResult, erro
 
 // routeTurns builds the weighted turns: the query (or the last user
 // message) counts fully, earlier turns count less, the older the less.
-func (c *Classifier) routeTurns(q RouteQuery) ([]turn, error) {
+func (c *Router) routeTurns(q RouteQuery) ([]rank.Turn, error) {
 	if len(q.Messages) > c.cfg.Limits.MaxMessages {
-		return nil, fmt.Errorf("%w: %d messages, limit %d", ErrBadArgument, len(q.Messages), c.cfg.Limits.MaxMessages)
+		return nil, fmt.Errorf("%w: %d messages, limit %d", request.ErrBadArgument, len(q.Messages), c.cfg.Limits.MaxMessages)
 	}
 	for i, m := range q.Messages {
 		if !validRoles[m.Role] {
-			return nil, fmt.Errorf("%w: messages[%d].role %q is not user, assistant, system or tool", ErrBadArgument, i, m.Role)
+			return nil, fmt.Errorf("%w: messages[%d].role %q is not user, assistant, system or tool", request.ErrBadArgument, i, m.Role)
 		}
 		if len(m.Content) > c.cfg.Limits.MaxTextBytes {
-			return nil, fmt.Errorf("%w: messages[%d] is %d bytes, limit %d", ErrTextTooLong, i, len(m.Content), c.cfg.Limits.MaxTextBytes)
+			return nil, fmt.Errorf("%w: messages[%d] is %d bytes, limit %d", request.ErrTextTooLong, i, len(m.Content), c.cfg.Limits.MaxTextBytes)
 		}
 	}
 	msgs := q.Messages
 	var latest string
 	if strings.TrimSpace(q.Query) != "" {
-		if err := c.CheckText("query", q.Query); err != nil {
+		if err := c.cfg.Limits.CheckText("query", q.Query); err != nil {
 			return nil, err
 		}
 		latest = q.Query
@@ -147,15 +205,15 @@ func (c *Classifier) routeTurns(q RouteQuery) ([]turn, error) {
 			}
 		}
 		if i < 0 {
-			return nil, fmt.Errorf("%w: query or a user message is required", ErrEmptyText)
+			return nil, fmt.Errorf("%w: query or a user message is required", request.ErrEmptyText)
 		}
-		if err := c.CheckText(fmt.Sprintf("messages[%d].content", i), msgs[i].Content); err != nil {
+		if err := c.cfg.Limits.CheckText(fmt.Sprintf("messages[%d].content", i), msgs[i].Content); err != nil {
 			return nil, err
 		}
 		latest = msgs[i].Content
 		msgs = msgs[:i]
 	}
-	ts := c.needTurns(latest)
+	ts := rank.Needs(latest)
 	f := c.cal.Fusion
 	p := f.ContextPenalty
 	for i, n := len(msgs)-1, 0; i >= 0 && n < maxContextTurns; i-- {
@@ -167,7 +225,7 @@ func (c *Classifier) routeTurns(q RouteQuery) ([]turn, error) {
 		if m.Role == "assistant" {
 			tp += f.AssistantPenalty
 		}
-		ts = append(ts, turn{text: m.Content, weight: 1, penalty: tp, context: true})
+		ts = append(ts, rank.Turn{Text: m.Content, Weight: 1, Penalty: tp, Context: true})
 		n++
 		p += f.ContextDecay
 	}
@@ -178,10 +236,10 @@ func (c *Classifier) routeTurns(q RouteQuery) ([]turn, error) {
 // alone picks a server: a topic change ("now post in #general") moves away
 // from the old servers, while an ambiguous follow-up ("and the second
 // one?") keeps them.
-func (c *Classifier) weighContext(ts []turn, allowed map[int]bool) {
-	var cur []turn
+func (c *Router) weighContext(ts []rank.Turn, allowed map[int]bool) {
+	var cur []rank.Turn
 	for _, t := range ts {
-		if !t.context {
+		if !t.Context {
 			cur = append(cur, t)
 		}
 	}
@@ -190,38 +248,29 @@ func (c *Classifier) weighContext(ts []turn, allowed map[int]bool) {
 	}
 	f := c.cal.Fusion
 	var p0 float64
-	if srvS, _, _, _ := c.routeScores(cur, allowed); len(srvS) > 0 {
-		p0 = c.cal.Servers.Prob(srvS[0].score)
+	if srvS, _, _, _ := c.rk.RouteScores(cur, allowed); len(srvS) > 0 {
+		p0 = c.cal.Servers.Prob(srvS[0].Score)
 	}
 	// clarity is 0 when the current turn alone reaches no server
 	// (p ≤ ClearFrom) and 1 when it plainly does (p ≥ ClearFrom+ClearSpan).
 	clarity := math.Max(0, math.Min(1, (p0-f.ClearFrom)/f.ClearSpan))
 	for i := range ts {
-		if ts[i].context {
-			ts[i].penalty += f.ClarityPenalty * clarity
+		if ts[i].Context {
+			ts[i].Penalty += f.ClarityPenalty * clarity
 		}
 	}
 }
 
-// allServers is the set of every server label.
-func (c *Classifier) allServers() map[int]bool {
-	all := make(map[int]bool, len(c.srvs))
-	for _, li := range c.srvs {
-		all[li] = true
-	}
-	return all
-}
-
-func (c *Classifier) allowedServers(include, exclude []string) (map[int]bool, error) {
+func (c *Router) allowedServers(include, exclude []string) (map[int]bool, error) {
 	var allowed map[int]bool
 	if len(include) == 0 {
-		allowed = c.allServers()
+		allowed = c.rk.AllServers()
 	} else {
 		allowed = map[int]bool{}
 		for _, id := range include {
 			li, ok := c.idx.Lookup(index.KindServer, id)
 			if !ok {
-				return nil, fmt.Errorf("%w: include_servers has %q", ErrUnknownServer, clip(id, 64))
+				return nil, fmt.Errorf("%w: include_servers has %q", ErrUnknownServer, rank.Clip(id, 64))
 			}
 			allowed[li] = true
 		}
@@ -229,106 +278,20 @@ func (c *Classifier) allowedServers(include, exclude []string) (map[int]bool, er
 	for _, id := range exclude {
 		li, ok := c.idx.Lookup(index.KindServer, id)
 		if !ok {
-			return nil, fmt.Errorf("%w: exclude_servers has %q", ErrUnknownServer, clip(id, 64))
+			return nil, fmt.Errorf("%w: exclude_servers has %q", ErrUnknownServer, rank.Clip(id, 64))
 		}
 		delete(allowed, li)
 	}
 	return allowed, nil
 }
 
-// routeScores computes the fused server and tool scores for the allowed
-// servers, best first. Fit uses it too, so calibration sees exactly what
-// Route ranks.
-func (c *Classifier) routeScores(ts []turn, allowed map[int]bool) (srvS, toolS, catS []labelScore, cand []int) {
-	f := c.cal.Fusion
-	ok := make([]bool, len(c.idx.Labels)) // allowed, by label
-	for li := range allowed {
-		ok[li] = true
-	}
-	for _, li := range c.tools {
-		if ok[c.serverOf[li]] {
-			cand = append(cand, li)
-		}
-	}
-	toolS = c.scoreLabels(cand, ts)
-	bestTool := make([]int, len(c.idx.Labels)) // server label -> 1 + position in toolS of its best tool
-	for i, s := range toolS {
-		si := c.serverOf[s.label]
-		if b := bestTool[si]; b == 0 || s.score > toolS[b-1].score {
-			bestTool[si] = i + 1
-		}
-	}
-	var srvLs []int
-	for _, li := range c.srvs {
-		if ok[li] {
-			srvLs = append(srvLs, li)
-		}
-	}
-	srvS = c.scoreLabels(srvLs, ts)
-	// Categories carry the most examples, so they vouch for the servers
-	// that serve them.
-	catS = c.categoryScores(ts)
-	catScore := map[string]labelScore{}
-	if f.ServerFromCategory > 0 {
-		for _, cs := range catS {
-			catScore[c.idx.Labels[cs.label].ID] = cs
-		}
-	}
-	srvScore := make([]float64, len(c.idx.Labels))
-	for i, s := range srvS {
-		if b := bestTool[s.label]; b > 0 && f.ServerFromTools*toolS[b-1].score > srvS[i].score {
-			bt := toolS[b-1]
-			bt.score = f.ServerFromTools * bt.score
-			bt.via = "tool " + c.idx.Labels[bt.label].Name + ": "
-			bt.label = s.label
-			srvS[i] = bt
-		}
-		// A category vouches for all its servers alike; the server's own
-		// match breaks the tie.
-		own := srvS[i].score
-		for _, cat := range c.idx.Labels[s.label].Categories {
-			if cs, ok := catScore[cat]; ok {
-				v := f.ServerFromCategory*cs.score + (1-f.ServerFromCategory)*own
-				if v > srvS[i].score {
-					cs.score = v
-					cs.via = "category " + cat + ": "
-					cs.label = s.label
-					srvS[i] = cs
-				}
-			}
-		}
-		srvScore[s.label] = srvS[i].score
-	}
-	srvS = sortedByScore(srvS)
-	for i := range toolS {
-		s := &toolS[i]
-		s.score = (1-f.ToolFromServer)*s.score + f.ToolFromServer*srvScore[c.serverOf[s.label]]
-	}
-	return srvS, sortedByScore(toolS), catS, cand
-}
-
-// sortedByScore returns ls ordered by score, best first, ties in their
-// original order. It sorts positions rather than the (large) structs.
-func sortedByScore(ls []labelScore) []labelScore {
-	order := make([]int32, len(ls))
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(ls[b].score, ls[a].score) })
-	out := make([]labelScore, len(ls))
-	for i, j := range order {
-		out[i] = ls[j]
-	}
-	return out
-}
-
-func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q RouteQuery) RouteResult {
+func (c *Router) route(ts []rank.Turn, allowed map[int]bool, maxS, maxT int, q RouteQuery) RouteResult {
 	srvThr, toolThr, catThr := c.cal.Servers.Threshold, c.cal.Tools.Threshold, c.cal.CategoriesMulti.Threshold
 	if q.MinConfidence != nil {
 		srvThr, toolThr, catThr = float64(*q.MinConfidence), float64(*q.MinConfidence), float64(*q.MinConfidence)
 	}
 	var res RouteResult
-	srvS, toolS, cs, cand := c.routeScores(ts, allowed)
+	srvS, toolS, cs, cand := c.rk.RouteScores(ts, allowed)
 	res.Candidates = cand
 	// The parts of a compound request are needs of their own: a server's
 	// confidence is the best of its confidence in the whole prompt and in
@@ -337,24 +300,24 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 	// in the whole prompt.
 	partSrv, partTool := c.partScores(ts, allowed)
 	srvP := needProbs(srvS, partSrv, c.cal.Servers.ProbAt)
-	keep := needPicks(partSrv, srvS, maxS, func(s labelScore) bool { return srvP[s.label] >= srvThr })
+	keep := needPicks(partSrv, srvS, maxS, func(s rank.Score) bool { return srvP[s.Label] >= srvThr })
 	selected := map[int]bool{}
 	for i, s := range srvS {
 		if len(res.Servers) >= maxS {
 			break
 		}
-		p := srvP[s.label]
-		if p < srvThr || len(res.Servers)+len(keep) >= maxS && !keep[s.label] {
+		p := srvP[s.Label]
+		if p < srvThr || len(res.Servers)+len(keep) >= maxS && !keep[s.Label] {
 			continue
 		}
-		ev := c.evidence(s)
-		if keep[s.label] && i >= maxS {
+		ev := c.rk.Evidence(s)
+		if keep[s.Label] && i >= maxS {
 			ev = keptNeed + ev
 		}
-		delete(keep, s.label)
-		selected[s.label] = true
-		res.Servers = append(res.Servers, Scored{Label: s.label, ID: c.idx.Labels[s.label].ID,
-			Confidence: p, Score: s.score, Evidence: ev})
+		delete(keep, s.Label)
+		selected[s.Label] = true
+		res.Servers = append(res.Servers, classify.Scored{Label: s.Label, ID: c.idx.Labels[s.Label].ID,
+			Confidence: p, Score: s.Score, Evidence: ev})
 	}
 	// Tools of the selected servers, best first. Every selected server
 	// contributes at least its best tool: a relevant server with nothing to
@@ -366,13 +329,13 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 	// split, ECE over returned tools 0.016 -> 0.041: details split off a
 	// single request, "the keyword is fashion", have confident bests too).
 	// It is computed only for the tools looked at.
-	toolP := func(s labelScore) float64 { return c.cal.Tools.ProbAt(s.score, toolS[0].score-s.score) }
-	keepT := needPicks(partTool, toolS, maxT, func(s labelScore) bool { return selected[c.serverOf[s.label]] && toolP(s) >= toolThr })
+	toolP := func(s rank.Score) float64 { return c.cal.Tools.ProbAt(s.Score, toolS[0].Score-s.Score) }
+	keepT := needPicks(partTool, toolS, maxT, func(s rank.Score) bool { return selected[c.rk.ServerOf(s.Label)] && toolP(s) >= toolThr })
 	for i, s := range toolS {
 		if len(res.Tools) >= maxT {
 			break
 		}
-		si := c.serverOf[s.label]
+		si := c.rk.ServerOf(s.Label)
 		if !selected[si] {
 			continue
 		}
@@ -380,27 +343,27 @@ func (c *Classifier) route(ts []turn, allowed map[int]bool, maxS, maxT int, q Ro
 		if p < toolThr && hasTool[si] {
 			continue
 		}
-		if len(res.Tools)+len(keepT) >= maxT && !keepT[s.label] {
+		if len(res.Tools)+len(keepT) >= maxT && !keepT[s.Label] {
 			continue
 		}
 		tl := c.toolScore(s, p)
-		if keepT[s.label] && i >= maxT {
+		if keepT[s.Label] && i >= maxT {
 			tl.Evidence = keptNeed + tl.Evidence
 		}
-		delete(keepT, s.label)
+		delete(keepT, s.Label)
 		hasTool[si] = true
 		res.Tools = append(res.Tools, tl)
 	}
 	// Categories, multi-label.
-	if len(c.cats) > 0 {
-		cs = sortedByScore(cs)
+	if len(c.rk.Categories()) > 0 {
+		cs = rank.SortedByScore(cs)
 		for _, s := range cs {
-			p := c.cal.CategoriesMulti.Prob(s.score)
+			p := c.cal.CategoriesMulti.Prob(s.Score)
 			if len(res.Categories) >= 5 || p < catThr {
 				break
 			}
-			res.Categories = append(res.Categories, Scored{Label: s.label, ID: c.idx.Labels[s.label].ID,
-				Confidence: p, Score: s.score, Evidence: c.evidence(s)})
+			res.Categories = append(res.Categories, classify.Scored{Label: s.Label, ID: c.idx.Labels[s.Label].ID,
+				Confidence: p, Score: s.Score, Evidence: c.rk.Evidence(s)})
 		}
 	}
 	if len(res.Servers) == 0 {
@@ -437,15 +400,15 @@ const (
 // needProbs is each label's confidence: the best of its confidence in the
 // whole prompt (overall, best first) and in each part alone, where the gap
 // is measured to the part's own best.
-func needProbs(overall []labelScore, parts [][]labelScore, prob func(score, gap float64) float64) map[int]float64 {
+func needProbs(overall []rank.Score, parts [][]rank.Score, prob func(score, gap float64) float64) map[int]float64 {
 	out := make(map[int]float64, len(overall))
 	for _, s := range overall {
-		out[s.label] = prob(s.score, overall[0].score-s.score)
+		out[s.Label] = prob(s.Score, overall[0].Score-s.Score)
 	}
 	for _, ps := range parts {
 		for _, s := range ps {
-			if p := prob(s.score, ps[0].score-s.score); p > out[s.label] {
-				out[s.label] = p
+			if p := prob(s.Score, ps[0].Score-s.Score); p > out[s.Label] {
+				out[s.Label] = p
 			}
 		}
 	}
@@ -458,10 +421,10 @@ const keptNeed = "kept for a separate need of the request; "
 
 // partScores scores each part of a compound request that is long enough
 // to be a need on its own: the ranked servers and tools of each.
-func (c *Classifier) partScores(ts []turn, allowed map[int]bool) (srv, tool [][]labelScore) {
+func (c *Router) partScores(ts []rank.Turn, allowed map[int]bool) (srv, tool [][]rank.Score) {
 	for i := range ts {
-		if ts[i].part && len(strings.Fields(ts[i].text)) >= needMinWords {
-			s, t, _, _ := c.routeScores(ts[i:i+1], allowed)
+		if ts[i].Part && len(strings.Fields(ts[i].Text)) >= needMinWords {
+			s, t, _, _ := c.rk.RouteScores(ts[i:i+1], allowed)
 			srv, tool = append(srv, s), append(tool, t)
 		}
 	}
@@ -471,14 +434,14 @@ func (c *Classifier) partScores(ts []turn, allowed map[int]bool) (srv, tool [][]
 // needPicks returns the labels kept for the parts' needs among the first
 // k of overall (see above); ok tells, from a label's overall score, whether
 // it may be kept (above the threshold, of a selected server).
-func needPicks(parts [][]labelScore, overall []labelScore, k int, ok func(overall labelScore) bool) map[int]bool {
+func needPicks(parts [][]rank.Score, overall []rank.Score, k int, ok func(overall rank.Score) bool) map[int]bool {
 	keep := map[int]bool{}
 	if len(parts) < 2 || len(overall) <= k || k < 2 {
 		return keep // no cut, nothing to keep a place for
 	}
 	rank := make(map[int]int, len(overall))
 	for i, s := range overall {
-		rank[s.label] = i + 1
+		rank[s.Label] = i + 1
 	}
 	slots := (k + 1) / 2
 	for d := 0; d < needPicksPerPart; d++ {
@@ -486,7 +449,7 @@ func needPicks(parts [][]labelScore, overall []labelScore, k int, ok func(overal
 			if d >= len(ps) || len(keep) >= slots {
 				continue
 			}
-			li := ps[d].label
+			li := ps[d].Label
 			r := rank[li]
 			// Within the first k-slots the label is in the answer anyway.
 			if r > k-slots && r <= needRankDepth*k && ok(overall[r-1]) {
@@ -497,13 +460,13 @@ func needPicks(parts [][]labelScore, overall []labelScore, k int, ok func(overal
 	return keep
 }
 
-func (c *Classifier) toolScore(s labelScore, p float64) ToolScore {
-	l := &c.idx.Labels[s.label]
-	return ToolScore{Label: s.label, Name: l.Name, Server: l.Server, Category: l.Category,
-		Confidence: p, Score: s.score, Evidence: c.evidence(s)}
+func (c *Router) toolScore(s rank.Score, p float64) ToolScore {
+	l := &c.idx.Labels[s.Label]
+	return ToolScore{Label: s.Label, Name: l.Name, Server: l.Server, Category: l.Category,
+		Confidence: p, Score: s.Score, Evidence: c.rk.Evidence(s)}
 }
 
-func (c *Classifier) applyNoMatch(res *RouteResult, srvS []labelScore, thr float64, p NoMatch) {
+func (c *Router) applyNoMatch(res *RouteResult, srvS []rank.Score, thr float64, p NoMatch) {
 	if p == NoMatchDefault {
 		p = NoMatchNone
 	}
@@ -512,7 +475,7 @@ func (c *Classifier) applyNoMatch(res *RouteResult, srvS []labelScore, thr float
 	why := "no servers to route to"
 	if len(srvS) > 0 {
 		why = fmt.Sprintf("no server reached confidence %.2f (best %s %.2f)", thr,
-			c.idx.Labels[srvS[0].label].ID, c.cal.Servers.Prob(srvS[0].score))
+			c.idx.Labels[srvS[0].Label].ID, c.cal.Servers.Prob(srvS[0].Score))
 	}
 	res.Tools = nil
 	switch p {
@@ -521,27 +484,27 @@ func (c *Classifier) applyNoMatch(res *RouteResult, srvS []labelScore, thr float
 	case NoMatchMeta:
 		for _, li := range res.Candidates {
 			if c.idx.Labels[li].Category == c.cfg.MetaCategory {
-				res.Tools = append(res.Tools, c.toolScore(labelScore{label: li}, 0))
+				res.Tools = append(res.Tools, c.toolScore(rank.Score{Label: li}, 0))
 			}
 		}
 		res.PolicyReason = fmt.Sprintf("%s; policy META: %d %s tools", why, len(res.Tools), c.cfg.MetaCategory)
 	case NoMatchAll:
 		for _, li := range res.Candidates {
-			res.Tools = append(res.Tools, c.toolScore(labelScore{label: li}, 0))
+			res.Tools = append(res.Tools, c.toolScore(rank.Score{Label: li}, 0))
 		}
 		res.PolicyReason = fmt.Sprintf("%s; policy ALL: every tool (%d)", why, len(res.Tools))
 	}
 	res.Reasoning = "abstained: " + res.PolicyReason
 }
 
-func (c *Classifier) routeReason(res RouteResult, srvS []labelScore) string {
+func (c *Router) routeReason(res RouteResult, srvS []rank.Score) string {
 	top := res.Servers[0]
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %.2f: %s", top.ID, top.Confidence, top.Evidence)
 	if len(srvS) > 1 {
 		r := srvS[1]
-		p := c.cal.Servers.ProbAt(r.score, srvS[0].score-r.score)
-		fmt.Fprintf(&b, "; runner-up %s %.2f (margin %.2f)", c.idx.Labels[r.label].ID, p, top.Confidence-p)
+		p := c.cal.Servers.ProbAt(r.Score, srvS[0].Score-r.Score)
+		fmt.Fprintf(&b, "; runner-up %s %.2f (margin %.2f)", c.idx.Labels[r.Label].ID, p, top.Confidence-p)
 	}
 	return b.String()
 }

@@ -1,4 +1,4 @@
-package classify
+package rank
 
 import (
 	"math"
@@ -8,6 +8,7 @@ import (
 	"github.com/viterin/vek/vek32"
 
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/internal/testindex"
 )
 
 func TestLexWords(t *testing.T) {
@@ -19,7 +20,7 @@ func TestLexWords(t *testing.T) {
 }
 
 func TestBM25(t *testing.T) {
-	c := newTestClassifier(t, nil)
+	c := testRanker(t, testindex.Parse(t, testindex.Catalog), 256)
 	// A word only one tool's description has picks that tool, above tools
 	// that share only common words; examples are not indexed.
 	s := c.bm.score("show the jira ticket comments")
@@ -47,9 +48,11 @@ func TestBM25(t *testing.T) {
 // TestPooledHeldOut checks the calibration-time centroid: leaving a vector
 // out by arithmetic must equal recomputing the centroid without it.
 func TestPooledHeldOut(t *testing.T) {
-	c := bowClassifier(t, parseCatalog(t, `{"servers": [{"id": "fs", "description": "files",
-		"tools": [{"name": "read_file", "description": "read a file", "examples": ["show me notes.txt", "print config.yaml", "cat the readme"]}]}]}`), 64, nil)
-	c.cal.Fusion.ToolCentroid, c.cal.Fusion.ToolDescription, c.cal.Fusion.ToolExactGap = 1, 0, 0
+	c := testRanker(t, testindex.Parse(t, `{"servers": [{"id": "fs", "description": "files",
+		"tools": [{"name": "read_file", "description": "read a file", "examples": ["show me notes.txt", "print config.yaml", "cat the readme"]}]}]}`), 64)
+	f := c.Fusion()
+	f.ToolCentroid, f.ToolDescription, f.ToolExactGap = 1, 0, 0
+	c = c.WithFusion(f)
 	for _, li := range c.tools {
 		l := &c.idx.Labels[li]
 		if l.Count < 3 {
@@ -57,7 +60,7 @@ func TestPooledHeldOut(t *testing.T) {
 		}
 		q := c.idx.Vector(l.First + 1)
 		held := l.First + 2
-		tr := turn{vec: q, held: true, heldVec: held}
+		tr := Turn{vec: q, held: true, heldVec: held}
 		got := c.pooled(li, l, &tr, 0, 0)
 		sum := make([]float32, c.idx.Dims)
 		for v := l.First; v < l.First+l.Count; v++ {

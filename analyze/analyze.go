@@ -1,23 +1,67 @@
-package classify
+// Package analyze is prompt analysis for hubs: which categories a prompt
+// needs with next-step guidance (Analyze, with a keyword-only fallback when
+// the model fails), and which contexts a message touches (DetectContexts).
+package analyze
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/classifierd/classifierd/calibrate"
+	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/rank"
+	"github.com/classifierd/classifierd/request"
 )
+
+// Config tunes the analyzer. Zero values take defaults.
+type Config struct {
+	Limits request.Limits
+	// MetaCategory names the category of meta tools (default "meta").
+	MetaCategory string
+}
+
+func (c Config) withDefaults() Config {
+	c.Limits = c.Limits.WithDefaults()
+	if c.MetaCategory == "" {
+		c.MetaCategory = "meta"
+	}
+	return c
+}
+
+// Analyzer answers the hub's prompt analysis and context detection. It is
+// immutable after New and safe for concurrent use.
+type Analyzer struct {
+	cfg Config
+	rk  *rank.Ranker
+	idx *index.Index
+	cal calibrate.Calibration
+}
+
+// New returns a Analyzer over rk, deciding with cal (the index's calibration).
+func New(rk *rank.Ranker, cal calibrate.Calibration, cfg Config) *Analyzer {
+	return &Analyzer{cfg: cfg.withDefaults(), rk: rk, idx: rk.Index(), cal: cal}
+}
+
+// Index returns the index the Analyzer serves.
+func (c *Analyzer) Index() *index.Index { return c.idx }
+
+// Limits returns the enforced input limits.
+func (c *Analyzer) Limits() request.Limits { return c.cfg.Limits }
+
+// Calibration returns the calibration in use.
+func (c *Analyzer) Calibration() calibrate.Calibration { return c.cal }
 
 // Analysis is the answer to a hub's analyze_prompt: which categories a
 // prompt needs, how sure we are, and what the hub should do next.
 type Analysis struct {
 	Categories []string
-	Scores     []Scored
+	Scores     []classify.Scored
 	Confidence float64
 	Reasoning  string
 	Warning    string
@@ -54,25 +98,25 @@ const EmptyPromptReasoning = "Empty or invalid prompt"
 // Analyze answers analyze_prompt. An empty prompt is not an error: it gets
 // the meta category with confidence 0. If the model fails at run time the
 // answer comes from keyword matching with Degraded set.
-func (c *Classifier) Analyze(ctx context.Context, q AnalyzeQuery) (Analysis, error) {
+func (c *Analyzer) Analyze(ctx context.Context, q AnalyzeQuery) (Analysis, error) {
 	valid, ignored := c.validCategories(q.Valid)
 	meta := c.cfg.MetaCategory
-	if blank(q.Prompt) {
+	if request.Blank(q.Prompt) {
 		return Analysis{Categories: []string{meta}, Reasoning: EmptyPromptReasoning, Ignored: ignored,
 			Warning: ignoredWarning(ignored), NextStep: nextStep(0)}, nil
 	}
-	if err := c.CheckText("prompt", q.Prompt); err != nil {
+	if err := c.cfg.Limits.CheckText("prompt", q.Prompt); err != nil {
 		return Analysis{}, err
 	}
 	if q.Context != "" && len(q.Context) > c.cfg.Limits.MaxTextBytes {
-		return Analysis{}, fmt.Errorf("%w: context is %d bytes, limit %d", ErrTextTooLong, len(q.Context), c.cfg.Limits.MaxTextBytes)
+		return Analysis{}, fmt.Errorf("%w: context is %d bytes, limit %d", request.ErrTextTooLong, len(q.Context), c.cfg.Limits.MaxTextBytes)
 	}
-	ts := c.needTurns(q.Prompt)
+	ts := rank.Needs(q.Prompt)
 	if strings.TrimSpace(q.Context) != "" {
-		ts = append(ts, turn{text: q.Context, weight: contextWeight, context: true})
+		ts = append(ts, rank.Turn{Text: q.Context, Weight: contextWeight, Context: true})
 	}
 	var a Analysis
-	scored, err := c.embedTurns(ctx, ts)
+	scored, err := c.rk.Embed(ctx, ts)
 	switch {
 	case err == nil:
 		a = c.analyzeDense(scored, valid)
@@ -111,18 +155,18 @@ func ignoredWarning(ignored []string) string {
 	return fmt.Sprintf("ignored unknown categories: %s", strings.Join(ignored, ", "))
 }
 
-func (c *Classifier) validCategories(names []string) (map[int]bool, []string) {
+func (c *Analyzer) validCategories(names []string) (map[int]bool, []string) {
 	valid := map[int]bool{}
 	var ignored []string
 	for _, n := range names {
 		if li, ok := c.idx.Lookup(index.KindCategory, n); ok {
 			valid[li] = true
 		} else {
-			ignored = append(ignored, clip(n, 64))
+			ignored = append(ignored, rank.Clip(n, 64))
 		}
 	}
 	if len(valid) == 0 {
-		for _, li := range c.cats {
+		for _, li := range c.rk.Categories() {
 			valid[li] = true
 		}
 	}
@@ -132,12 +176,12 @@ func (c *Classifier) validCategories(names []string) (map[int]bool, []string) {
 // analyzeDense picks every valid category whose calibrated relevance
 // reaches the multi-label threshold (several needs give several), best
 // first.
-func (c *Classifier) analyzeDense(ts []turn, valid map[int]bool) Analysis {
-	cs := c.categoryScores(ts)
-	cs = sortedByScore(cs)
+func (c *Analyzer) analyzeDense(ts []rank.Turn, valid map[int]bool) Analysis {
+	cs := c.rk.CategoryScores(ts)
+	cs = rank.SortedByScore(cs)
 	thr := c.cal.CategoriesMulti.Threshold
 	var a Analysis
-	var best *labelScore
+	var best *rank.Score
 	// The answer's confidence is that of the best category naming a real
 	// need: the meta category is the fallback for prompts too vague to act
 	// on, so a prompt that only matches meta ("help me with my project")
@@ -146,18 +190,18 @@ func (c *Classifier) analyzeDense(ts []turn, valid map[int]bool) Analysis {
 	oneValid := len(valid) == 1
 	for i := range cs {
 		s := cs[i]
-		if !valid[s.label] {
+		if !valid[s.Label] {
 			continue
 		}
-		p := c.cal.CategoriesMulti.Prob(s.score)
-		isMeta := c.idx.Labels[s.label].ID == c.cfg.MetaCategory
+		p := c.cal.CategoriesMulti.Prob(s.Score)
+		isMeta := c.idx.Labels[s.Label].ID == c.cfg.MetaCategory
 		if best == nil && (!isMeta || oneValid) {
 			best = &cs[i]
 			a.Confidence = p
 		}
 		if p >= thr && len(a.Categories) < 5 {
-			a.Categories = append(a.Categories, c.idx.Labels[s.label].ID)
-			a.Scores = append(a.Scores, Scored{Label: s.label, ID: c.idx.Labels[s.label].ID, Confidence: p, Score: s.score, Evidence: c.evidence(s)})
+			a.Categories = append(a.Categories, c.idx.Labels[s.Label].ID)
+			a.Scores = append(a.Scores, classify.Scored{Label: s.Label, ID: c.idx.Labels[s.Label].ID, Confidence: p, Score: s.Score, Evidence: c.rk.Evidence(s)})
 		}
 	}
 	if best == nil {
@@ -165,7 +209,7 @@ func (c *Classifier) analyzeDense(ts []turn, valid map[int]bool) Analysis {
 		return a
 	}
 	if len(a.Categories) == 0 {
-		a.Reasoning = fmt.Sprintf("no category reached %.2f; closest %s %.2f: %s", thr, c.idx.Labels[best.label].ID, a.Confidence, c.evidence(*best))
+		a.Reasoning = fmt.Sprintf("no category reached %.2f; closest %s %.2f: %s", thr, c.idx.Labels[best.Label].ID, a.Confidence, c.rk.Evidence(*best))
 		return a
 	}
 	var parts []string
@@ -173,14 +217,14 @@ func (c *Classifier) analyzeDense(ts []turn, valid map[int]bool) Analysis {
 		parts = append(parts, fmt.Sprintf("%s %.2f (%s)", s.ID, s.Confidence, s.Evidence))
 	}
 	a.Reasoning = strings.Join(parts, "; ")
-	if a.Categories[0] == c.cfg.MetaCategory && !oneValid && !slices.Contains(a.Categories, c.idx.Labels[best.label].ID) {
-		a.Reasoning += fmt.Sprintf("; no specific tool category: closest %s %.2f", c.idx.Labels[best.label].ID, a.Confidence)
+	if a.Categories[0] == c.cfg.MetaCategory && !oneValid && !slices.Contains(a.Categories, c.idx.Labels[best.Label].ID) {
+		a.Reasoning += fmt.Sprintf("; no specific tool category: closest %s %.2f", c.idx.Labels[best.Label].ID, a.Confidence)
 	}
 	return a
 }
 
 // analyzeKeywords is the degraded path: catalog keywords and patterns only.
-func (c *Classifier) analyzeKeywords(ts []turn, valid map[int]bool) Analysis {
+func (c *Analyzer) analyzeKeywords(ts []rank.Turn, valid map[int]bool) Analysis {
 	var a Analysis
 	type hit struct {
 		label int
@@ -188,17 +232,16 @@ func (c *Classifier) analyzeKeywords(ts []turn, valid map[int]bool) Analysis {
 		ev    string
 	}
 	var hits []hit
-	for _, li := range c.cats {
+	for _, li := range c.rk.Categories() {
 		if !valid[li] {
 			continue
 		}
 		var best hit
 		for i := range ts {
 			t := &ts[i]
-			t.lower = strings.ToLower(t.text)
-			b, ev := c.lex.evidence(li, t, &c.cal.Fusion)
-			if b*t.weight > best.boost {
-				best = hit{label: li, boost: b * t.weight, ev: ev}
+			b, ev := c.rk.Lexical(li, t)
+			if b*t.Weight > best.boost {
+				best = hit{label: li, boost: b * t.Weight, ev: ev}
 			}
 		}
 		if best.boost > 0 {
@@ -214,7 +257,7 @@ func (c *Classifier) analyzeKeywords(ts []turn, valid map[int]bool) Analysis {
 		conf := math.Min(degradedCap, h.boost/c.cal.Fusion.Pattern*degradedCap)
 		id := c.idx.Labels[h.label].ID
 		a.Categories = append(a.Categories, id)
-		a.Scores = append(a.Scores, Scored{Label: h.label, ID: id, Confidence: conf, Evidence: h.ev})
+		a.Scores = append(a.Scores, classify.Scored{Label: h.label, ID: id, Confidence: conf, Evidence: h.ev})
 		parts = append(parts, fmt.Sprintf("%s (%s)", id, h.ev))
 		a.Confidence = math.Max(a.Confidence, conf)
 	}
@@ -228,7 +271,7 @@ func (c *Classifier) analyzeKeywords(ts []turn, valid map[int]bool) Analysis {
 
 // applyBands adds meta first below 0.5 with a warning and suggestion, and
 // next-step guidance by confidence band.
-func (c *Classifier) applyBands(a *Analysis) {
+func (c *Analyzer) applyBands(a *Analysis) {
 	meta := c.cfg.MetaCategory
 	if a.Confidence < bandRefine {
 		if len(a.Categories) == 0 || a.Categories[0] != meta {
@@ -257,61 +300,6 @@ func nextStep(conf float64) string {
 	}
 }
 
-// needSplit separates the needs of a compound request ("read config.json
-// and push it to my repo"); sentences ("Find the PDF. Can you email it to
-// Sam?") are split first, by needParts.
-var needSplit = regexp.MustCompile(`(?i)\s*(?:;|,\s*(?:and\s+)?then\b|\band\s+then\b|\bthen\b|\band\s+also\b|\balso\b|\bas\s+well\s+as\b|\band\b|,)\s*`)
-
-// maxNeeds bounds the extra turns one prompt is split into.
-const maxNeeds = 4
-
-// needTurns is the prompt as one turn plus, when it joins several requests,
-// one turn per part, so each need is matched on its own words.
-func (c *Classifier) needTurns(prompt string) []turn {
-	ts := []turn{{text: prompt, weight: 1}}
-	parts := needParts(prompt)
-	if len(parts) < 2 {
-		return ts
-	}
-	for _, p := range parts {
-		if len(strings.Fields(p)) < 2 {
-			continue
-		}
-		ts = append(ts, turn{text: p, weight: needWeight, part: true})
-		if len(ts) > maxNeeds {
-			break
-		}
-	}
-	if len(ts) == 2 { // one usable part is the prompt again
-		return ts[:1]
-	}
-	return ts
-}
-
-// needParts splits a prompt into sentences (a '.', '?' or '!' followed by
-// white space and an upper-case letter), then each sentence at needSplit.
-func needParts(prompt string) []string {
-	var parts []string
-	start := 0
-	for i := 0; i < len(prompt); i++ {
-		if b := prompt[i]; b != '.' && b != '?' && b != '!' {
-			continue
-		}
-		j := i + 1
-		for j < len(prompt) && (prompt[j] == ' ' || prompt[j] == '\t' || prompt[j] == '\n') {
-			j++
-		}
-		if j > i+1 && j < len(prompt) && prompt[j] >= 'A' && prompt[j] <= 'Z' {
-			parts = append(parts, needSplit.Split(prompt[start:i], -1)...)
-			start = j
-		}
-	}
-	return append(parts, needSplit.Split(prompt[start:], -1)...)
-}
-
-// needWeight is the weight of one part of a compound request.
-const needWeight = 1
-
 // Context is one detected context.
 type Context struct {
 	ID         string
@@ -326,35 +314,35 @@ const NoContextReason = "no_context_detected"
 
 // DetectContexts tells which contexts (categories) a message touches, with
 // the kind of evidence for each.
-func (c *Classifier) DetectContexts(ctx context.Context, text string) ([]Context, error) {
-	if err := c.CheckText("text", text); err != nil {
+func (c *Analyzer) DetectContexts(ctx context.Context, text string) ([]Context, error) {
+	if err := c.cfg.Limits.CheckText("text", text); err != nil {
 		return nil, err
 	}
-	ts, err := c.embedTurns(ctx, c.needTurns(text))
+	ts, err := c.rk.Embed(ctx, rank.Needs(text))
 	if err != nil {
 		return nil, err
 	}
-	cs := c.categoryScores(ts)
-	cs = sortedByScore(cs)
+	cs := c.rk.CategoryScores(ts)
+	cs = rank.SortedByScore(cs)
 	thr := c.cal.CategoriesMulti.Threshold
 	var out []Context
 	for _, s := range cs {
-		p := c.cal.CategoriesMulti.Prob(s.score)
+		p := c.cal.CategoriesMulti.Prob(s.Score)
 		kind := "semantic"
 		switch {
-		case strings.HasPrefix(s.lex, "pattern"):
+		case strings.HasPrefix(s.Lex, "pattern"):
 			kind = "pattern"
-		case s.lex != "":
+		case s.Lex != "":
 			kind = "keyword"
 		}
 		if p < thr && kind == "semantic" {
 			continue
 		}
-		ev := s.lex
+		ev := s.Lex
 		if kind == "semantic" {
-			ev = c.evidence(s)
+			ev = c.rk.Evidence(s)
 		}
-		out = append(out, Context{ID: c.idx.Labels[s.label].ID, Confidence: p, Kind: kind, Evidence: ev})
+		out = append(out, Context{ID: c.idx.Labels[s.Label].ID, Confidence: p, Kind: kind, Evidence: ev})
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package classify
+package calibrate
 
 import (
 	"math"
@@ -260,17 +260,17 @@ func (m isotonic) predict(x float64) float64 {
 // extrapolates flat past the highest positive score.
 const minIsotonicPositives = 200
 
-// chooseBinary fits Platt and isotonic maps by k-fold cross-validation and
+// ChooseBinary fits Platt and isotonic maps by k-fold cross-validation and
 // keeps the one with the lower held-out ECE (Platt unless isotonic is at
 // least 10% better: Platt is smoother and extrapolates), refitted on all
 // samples. Isotonic is only a candidate with enough positives.
-func chooseBinary(s []float64, pos []bool, folds int, prior Binary, floor float64) Binary {
-	return chooseBinaryGap(s, nil, pos, folds, prior, floor)
+func ChooseBinary(s []float64, pos []bool, folds int, prior Binary, floor float64) Binary {
+	return ChooseBinaryGap(s, nil, pos, folds, prior, floor)
 }
 
-// chooseBinaryGap is chooseBinary with each sample's gap below the best
+// ChooseBinaryGap is ChooseBinary with each sample's gap below the best
 // score of its answer; with gaps, the Platt candidate is fitPlattGap.
-func chooseBinaryGap(s, gap []float64, pos []bool, folds int, prior Binary, floor float64) Binary {
+func ChooseBinaryGap(s, gap []float64, pos []bool, folds int, prior Binary, floor float64) Binary {
 	out := prior
 	n := len(s)
 	if n < 2*folds {

@@ -1,9 +1,11 @@
-package classify
+package rank
 
 import (
 	"math"
 	"strings"
 	"unicode"
+
+	"github.com/kljensen/snowball/english"
 
 	"github.com/classifierd/classifierd/index"
 )
@@ -174,16 +176,10 @@ func (e *exampleBM25) score(text string, held int) map[int]float64 {
 	return out
 }
 
-// stem strips a few English inflections so that "files", "filed" and
-// "filing" meet "file"; crude, but applied alike to both sides.
-func stem(w string) string {
-	for _, suf := range []string{"ing", "ies", "es", "s", "ed"} {
-		if len(w) > len(suf)+3 && strings.HasSuffix(w, suf) {
-			return w[:len(w)-len(suf)]
-		}
-	}
-	return w
-}
+// stem reduces a lower-case word to its Snowball (Porter2) English stem,
+// so that "files", "filed" and "filing" meet "file"; applied alike to
+// both sides. Stop words were dropped before, so stem them too.
+func stem(w string) string { return english.Stem(w, true) }
 
 var stopWords = func() map[string]bool {
 	m := map[string]bool{}

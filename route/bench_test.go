@@ -1,4 +1,4 @@
-package classify
+package route
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func BenchmarkRouteScoring(b *testing.B) {
 			}
 			cat.Servers = append(cat.Servers, srv)
 		}
-		c := bowClassifier(b, cat, 512, nil)
+		c := bowRouter(b, cat, 512)
 		for name, q := range map[string]string{
 			"one":      "please run tool 3 on server 7",
 			"compound": "please run tool 3 on server 7 and then list what tool 5 of server 12 reads",

@@ -1,4 +1,4 @@
-package classify
+package rank
 
 import (
 	"math"
@@ -92,7 +92,7 @@ func examplesIn(l *index.Label, cnt int) int {
 // adjust is the score adjustment of tool li for turn t at weight w. When t
 // is one of li's own vectors held out at calibration time, li's breadth is
 // measured without it, as if the example were not in the catalog.
-func (b *breadth) adjust(li int, l *index.Label, t *turn, w float64) float64 {
+func (b *breadth) adjust(li int, l *index.Label, t *Turn, w float64) float64 {
 	if w == 0 || b.n[li] == 0 {
 		return 0
 	}

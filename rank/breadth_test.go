@@ -1,10 +1,11 @@
-package classify
+package rank
 
 import (
 	"math"
 	"testing"
 
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/internal/testindex"
 )
 
 // breadthCatalog has a narrow tool (near-identical examples) and a broad
@@ -15,16 +16,16 @@ const breadthCatalog = `{"servers": [
  {"id": "shop", "description": "shopping", "tools": [{"name": "find_product", "description": "find products",
    "examples": ["cheap gaming laptop", "red party dress", "startup for sale", "blender with glass jug"]}]}]}`
 
-func breadthClassifier(t *testing.T) *Classifier {
+func breadthClassifier(t *testing.T) *Ranker {
 	t.Helper()
-	return bowClassifier(t, parseCatalog(t, breadthCatalog), 256, nil)
+	return testRanker(t, testindex.Parse(t, breadthCatalog), 256)
 }
 
 func TestBreadthLiftsBroadTools(t *testing.T) {
 	c := breadthClassifier(t)
 	narrow, _ := c.idx.Lookup(index.KindTool, "fx/convert")
 	broad, _ := c.idx.Lookup(index.KindTool, "shop/find_product")
-	q := &turn{}
+	q := &Turn{}
 	an := c.breadth.adjust(narrow, &c.idx.Labels[narrow], q, 0.3)
 	ab := c.breadth.adjust(broad, &c.idx.Labels[broad], q, 0.3)
 	if !(ab > 0 && an < 0) {
@@ -49,7 +50,7 @@ func TestBreadthHeldOut(t *testing.T) {
 			continue
 		}
 		h := l.First + k
-		got := c.breadth.adjust(li, l, &turn{held: true, heldVec: h}, 1)
+		got := c.breadth.adjust(li, l, &Turn{held: true, heldVec: h}, 1)
 		// Recompute by brute force without h.
 		var sum float64
 		var n int

@@ -1,4 +1,4 @@
-package classify
+package calibrate
 
 import (
 	"math"
@@ -91,12 +91,12 @@ func TestChooseHeadWeight(t *testing.T) {
 	labels := []int{0, 1, -1}
 	vec := []int{10, 11, 12}
 	oof := map[int][]float64{10: {math.Log(0.9), math.Log(0.1)}, 11: {math.Log(0.1), math.Log(0.9)}, 12: {math.Log(0.5), math.Log(0.5)}}
-	if got := chooseHeadWeight(scores, labels, vec, oof); got <= 0 {
+	if got := ChooseHeadWeight(scores, labels, vec, oof); got <= 0 {
 		t.Errorf("chooseHeadWeight: got %v, want a positive weight when the head fixes errors", got)
 	}
 	// A head that only agrees with the raw scores earns no weight.
 	agree := map[int][]float64{10: {math.Log(0.1), math.Log(0.9)}, 11: {math.Log(0.9), math.Log(0.1)}, 12: {math.Log(0.5), math.Log(0.5)}}
-	if got := chooseHeadWeight([][]float64{{0.6, 0.5}, {0.5, 0.6}}, []int{0, 1}, []int{10, 11}, agree); got != 0 {
+	if got := ChooseHeadWeight([][]float64{{0.6, 0.5}, {0.5, 0.6}}, []int{0, 1}, []int{10, 11}, agree); got != 0 {
 		t.Errorf("chooseHeadWeight: got %v, want 0 when the head does not improve accuracy", got)
 	}
 }

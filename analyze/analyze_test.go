@@ -1,0 +1,130 @@
+package analyze
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/classifierd/classifierd/calibrate"
+	"github.com/classifierd/classifierd/catalog"
+	"github.com/classifierd/classifierd/internal/testindex"
+	"github.com/classifierd/classifierd/rank"
+)
+
+// testRanker indexes cat with the bag-of-words fake and ranks with emb (the
+// fake when nil) on the default fusion weights.
+func testRanker(t testing.TB, cat *catalog.Catalog, dims int, emb rank.Embedder) *rank.Ranker {
+	t.Helper()
+	if emb == nil {
+		emb = testindex.Embedder{Dims: dims}
+	}
+	rk, err := rank.New(testindex.Build(t, cat, dims), emb, rank.Options{Fusion: calibrate.DefaultCalibration().Fusion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rk
+}
+
+func newTestAnalyzer(t testing.TB, emb rank.Embedder) *Analyzer {
+	t.Helper()
+	rk := testRanker(t, testindex.Parse(t, testindex.Catalog), 256, emb)
+	return New(rk, testindex.Calibration(), Config{})
+}
+
+func TestAnalyze(t *testing.T) {
+	ctx := context.Background()
+	c := newTestAnalyzer(t, nil)
+	t.Run("empty prompt", func(t *testing.T) {
+		a, err := c.Analyze(ctx, AnalyzeQuery{Prompt: "   "})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a.Categories) != 1 || a.Categories[0] != "meta" || a.Confidence != 0 || a.Reasoning != EmptyPromptReasoning {
+			t.Fatalf("got %+v", a)
+		}
+	})
+	t.Run("clear prompt", func(t *testing.T) {
+		a, err := c.Analyze(ctx, AnalyzeQuery{Prompt: "check github notifications"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Categories[0] != "github" || a.Confidence < 0.7 || !strings.HasPrefix(a.NextStep, "proceed") || a.Warning != "" {
+			t.Fatalf("got %+v", a)
+		}
+	})
+	t.Run("several needs", func(t *testing.T) {
+		a, err := c.Analyze(ctx, AnalyzeQuery{Prompt: "read the config json file and create a github issue"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !contains(a.Categories, "github") || !contains(a.Categories, "filesystem") {
+			t.Fatalf("got %v", a.Categories)
+		}
+	})
+	t.Run("vague prompt", func(t *testing.T) {
+		a, err := c.Analyze(ctx, AnalyzeQuery{Prompt: "bake a chocolate cake"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Categories[0] != "meta" || a.Confidence >= 0.5 || a.Warning == "" || a.Suggestion == "" || !strings.HasPrefix(a.NextStep, "be more specific") {
+			t.Fatalf("got %+v", a)
+		}
+	})
+	t.Run("valid categories restrict and unknown names warn", func(t *testing.T) {
+		a, err := c.Analyze(ctx, AnalyzeQuery{Prompt: "check github notifications", Valid: []string{"filesystem", "jira", "bogus"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if contains(a.Categories, "github") || !contains(a.Ignored, "bogus") || !strings.Contains(a.Warning, "bogus") {
+			t.Fatalf("got %+v", a)
+		}
+	})
+	t.Run("degraded on inference failure", func(t *testing.T) {
+		d := newTestAnalyzer(t, testindex.Embedder{Dims: 256, Fail: errors.New("onnx: boom with secret prompt")})
+		a, err := d.Analyze(ctx, AnalyzeQuery{Prompt: "open github.com/acme/repo please"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !a.Degraded || a.Confidence > 0.4 || !contains(a.Categories, "github") || strings.Contains(a.Reasoning, "secret") {
+			t.Fatalf("got %+v", a)
+		}
+	})
+	t.Run("context counts less than the prompt", func(t *testing.T) {
+		a, err := c.Analyze(ctx, AnalyzeQuery{Prompt: "read the config json file", Context: "check github notifications"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Categories[0] != "filesystem" {
+			t.Fatalf("got %v, want filesystem first", a.Categories)
+		}
+	})
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func TestDetectContexts(t *testing.T) {
+	c := newTestAnalyzer(t, nil)
+	ctx := context.Background()
+	cs, err := c.DetectContexts(ctx, "I need to check PROJ-123 ticket comments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) == 0 || cs[0].ID != "jira" || cs[0].Kind != "pattern" || !strings.Contains(cs[0].Evidence, "PROJ-123") {
+		t.Fatalf("got %+v", cs)
+	}
+	cs, err = c.DetectContexts(ctx, "bake a chocolate cake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 0 {
+		t.Fatalf("got %+v, want none", cs)
+	}
+}

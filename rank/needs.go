@@ -1,0 +1,61 @@
+package rank
+
+import (
+	"regexp"
+	"strings"
+)
+
+// needSplit separates the needs of a compound request ("read config.json
+// and push it to my repo"); sentences ("Find the PDF. Can you email it to
+// Sam?") are split first, by needParts.
+var needSplit = regexp.MustCompile(`(?i)\s*(?:;|,\s*(?:and\s+)?then\b|\band\s+then\b|\bthen\b|\band\s+also\b|\balso\b|\bas\s+well\s+as\b|\band\b|,)\s*`)
+
+// maxNeeds bounds the extra turns one prompt is split into.
+const maxNeeds = 4
+
+// Needs is the prompt as one turn plus, when it joins several requests,
+// one turn per part, so each need is matched on its own words.
+func Needs(prompt string) []Turn {
+	ts := []Turn{{Text: prompt, Weight: 1}}
+	parts := needParts(prompt)
+	if len(parts) < 2 {
+		return ts
+	}
+	for _, p := range parts {
+		if len(strings.Fields(p)) < 2 {
+			continue
+		}
+		ts = append(ts, Turn{Text: p, Weight: needWeight, Part: true})
+		if len(ts) > maxNeeds {
+			break
+		}
+	}
+	if len(ts) == 2 { // one usable part is the prompt again
+		return ts[:1]
+	}
+	return ts
+}
+
+// needParts splits a prompt into sentences (a '.', '?' or '!' followed by
+// white space and an upper-case letter), then each sentence at needSplit.
+func needParts(prompt string) []string {
+	var parts []string
+	start := 0
+	for i := 0; i < len(prompt); i++ {
+		if b := prompt[i]; b != '.' && b != '?' && b != '!' {
+			continue
+		}
+		j := i + 1
+		for j < len(prompt) && (prompt[j] == ' ' || prompt[j] == '\t' || prompt[j] == '\n') {
+			j++
+		}
+		if j > i+1 && j < len(prompt) && prompt[j] >= 'A' && prompt[j] <= 'Z' {
+			parts = append(parts, needSplit.Split(prompt[start:i], -1)...)
+			start = j
+		}
+	}
+	return append(parts, needSplit.Split(prompt[start:], -1)...)
+}
+
+// needWeight is the weight of one part of a compound request.
+const needWeight = 1

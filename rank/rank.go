@@ -1,0 +1,347 @@
+// Package rank scores a request against an index: dense similarity to each
+// label's vectors (pooled for tools), BM25 over tool texts and examples,
+// tool breadth, and lexical evidence (patterns, names, keywords), fused by
+// calibrate.Fusion weights into one raw score per label. Policies (route,
+// classify, analyze) turn these scores into answers; fit scores held-out
+// examples with the same code so calibration sees what they rank.
+package rank
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/classifierd/classifierd/calibrate"
+	"github.com/classifierd/classifierd/index"
+	"github.com/viterin/vek/vek32"
+)
+
+// ErrNoLabels is returned when the index has no labels of the kind asked for.
+var ErrNoLabels = errors.New("rank: index has no labels of this kind")
+
+// Embedder turns texts into unit vectors; the daemon passes an *embed.Engine.
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
+
+// Options tunes a Ranker.
+type Options struct {
+	// Fusion weighs the evidence; a served index uses its calibration's.
+	Fusion calibrate.Fusion
+	// DescriptionsOnly masks every example vector out of every score and
+	// every tool centroid, as if the catalog had no examples at all
+	// (fit.ReferencePrior learns a description-only catalog's maps so).
+	DescriptionsOnly bool
+}
+
+// Ranker scores texts against one index. It is immutable after New and
+// safe for concurrent use; WithFusion returns a new Ranker.
+type Ranker struct {
+	idx    *index.Index
+	emb    Embedder
+	fusion calibrate.Fusion
+	lx     lexicon
+	cats   []int // label indices of categories
+	srvs   []int
+	tools  []int
+	// serverOf maps a tool's label index to its server's label index
+	// (indexed by label; -1 for labels that are not tools).
+	serverOf []int
+	// sums[li] is the sum of tool li's vectors (nil for other labels) and
+	// sumSq[li] its squared norm: the centroid, and the centroid without
+	// one held-out vector when calibrating.
+	sums  [][]float32
+	sumSq []float64
+	// mask lists example vectors hidden from every score, and out of the
+	// centroids (Options.DescriptionsOnly).
+	mask []Example
+	// bm is the BM25 index over the tools.
+	bm bm25
+	// exBM is the BM25 index over the tools' examples, one per document.
+	exBM exampleBM25
+	// breadth measures how spread out each tool's examples are.
+	breadth *breadth
+}
+
+// New prepares a ranker over idx; emb embeds requests (nil when only
+// index vectors are scored, as when fitting). It fails if the index's
+// patterns do not compile.
+func New(idx *index.Index, emb Embedder, opts Options) (*Ranker, error) {
+	r := &Ranker{idx: idx, emb: emb, fusion: opts.Fusion,
+		cats: idx.LabelsOf(index.KindCategory), srvs: idx.LabelsOf(index.KindServer),
+		tools: idx.LabelsOf(index.KindTool), serverOf: make([]int, len(idx.Labels))}
+	for i := range r.serverOf {
+		r.serverOf[i] = -1
+	}
+	for _, t := range r.tools {
+		s, _ := idx.Lookup(index.KindServer, idx.Labels[t].Server)
+		r.serverOf[t] = s
+	}
+	if opts.DescriptionsOnly {
+		r.mask = allExamples(idx)
+	}
+	r.setCentroids(opts.DescriptionsOnly)
+	r.bm = newBM25(idx, r.tools)
+	r.exBM = newExampleBM25(idx, r.tools)
+	r.breadth = newBreadth(idx, r.tools)
+	lx, err := newLexicon(idx)
+	if err != nil {
+		return nil, err
+	}
+	r.lx = lx
+	return r, nil
+}
+
+// WithFusion returns a ranker that fuses evidence with f, sharing r's
+// (read-only) indexes.
+func (r *Ranker) WithFusion(f calibrate.Fusion) *Ranker {
+	cp := *r
+	cp.fusion = f
+	return &cp
+}
+
+// Index returns the index the ranker scores against.
+func (r *Ranker) Index() *index.Index { return r.idx }
+
+// Fusion returns the fusion weights in use.
+func (r *Ranker) Fusion() calibrate.Fusion { return r.fusion }
+
+// Categories, Servers and Tools return the label indices of each kind.
+func (r *Ranker) Categories() []int { return r.cats }
+
+// Servers returns the label indices of the servers.
+func (r *Ranker) Servers() []int { return r.srvs }
+
+// Tools returns the label indices of the tools.
+func (r *Ranker) Tools() []int { return r.tools }
+
+// ServerOf returns the label index of tool li's server.
+func (r *Ranker) ServerOf(li int) int { return r.serverOf[li] }
+
+// Vec returns the turn's embedding (nil before Embed).
+func (t *Turn) Vec() []float32 { return t.vec }
+
+// Lexical returns the lexical boost of label li in turn t (the fusion
+// weight of the strongest kind that matched) and what matched. It needs
+// no embedding: analyze falls back on it when the model fails.
+func (r *Ranker) Lexical(li int, t *Turn) (float64, string) {
+	t.lower = strings.ToLower(t.Text)
+	return r.lx.evidence(li, t, &r.fusion)
+}
+
+// Turn is one piece of text with its weight in the decision.
+type Turn struct {
+	Text   string
+	Weight float64
+	dots   []float32
+	lower  string
+	vec    []float32
+	// Context marks an earlier conversation turn (not the current request).
+	Context bool
+	// Part marks one need of a compound request (see Needs).
+	Part bool
+	// Penalty is subtracted from every score of this turn: earlier turns
+	// count, but less than the current one, and less the clearer it is.
+	Penalty float64
+	// bm holds the tools' BM25 scores for this text, and exBM each
+	// tool's best example BM25 score.
+	bm, exBM map[int]float64
+	// held is set when the turn is an index vector scored as a query at
+	// calibration time: heldVec is left out of its label's centroid.
+	held    bool
+	heldVec int
+}
+
+// Embed embeds all turns (see embedSplit) and scores each against
+// every index vector.
+func (r *Ranker) Embed(ctx context.Context, ts []Turn) ([]Turn, error) {
+	texts := make([]string, len(ts))
+	for i, t := range ts {
+		texts[i] = t.Text
+	}
+	vecs, err := r.embedSplit(ctx, texts)
+	if err != nil {
+		return nil, err
+	}
+	if len(vecs) != len(ts) {
+		return nil, fmt.Errorf("rank: embedder returned %d vectors for %d texts", len(vecs), len(ts))
+	}
+	for i := range ts {
+		ts[i].dots = make([]float32, r.idx.NumVectors())
+		if err := r.idx.Dot(vecs[i], ts[i].dots); err != nil {
+			return nil, err
+		}
+		ts[i].lower = strings.ToLower(ts[i].Text)
+		ts[i].vec = vecs[i]
+		if r.fusion.BM25 > 0 {
+			ts[i].bm = r.bm.score(ts[i].Text)
+		}
+		if r.fusion.ExampleBM25 > 0 {
+			ts[i].exBM = r.exBM.score(ts[i].Text, -1)
+		}
+	}
+	return ts, nil
+}
+
+// embedSplit embeds texts[0] (the current request) in one model call and
+// the rest (its parts, earlier turns) in a second call running beside it.
+// On a machine with a spare core the request then costs about one model
+// run instead of one run over a padded batch; under full load the two
+// calls cost no more than the batch did, as the parts are no longer
+// padded to the whole prompt's length.
+func (r *Ranker) embedSplit(ctx context.Context, texts []string) ([][]float32, error) {
+	if len(texts) < 2 {
+		return r.emb.Embed(ctx, texts)
+	}
+	var rest [][]float32
+	var restErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rest, restErr = r.emb.Embed(ctx, texts[1:])
+	}()
+	first, err := r.emb.Embed(ctx, texts[:1])
+	<-done
+	if err = errors.Join(err, restErr); err != nil {
+		return nil, err
+	}
+	return append(first, rest...), nil
+}
+
+// Score is one label's fused score and what produced it. The
+// evidence text is built only for labels that reach an answer.
+type Score struct {
+	Label int
+	Score float64
+	cos   float64 // cosine of the best vector (the evidence)
+	vec   int     // best vector
+	owner int     // label that owns vec (differs from label when via is set)
+	ctx   bool    // the best vector matched an earlier conversation turn
+	Lex   string  // lexical evidence, if any
+	Via   string  // set when the score came from another label (a server's best tool)
+}
+
+// scoreLabels fuses, for each label in ls, the dense similarity (best
+// vector, weighted by turn) with lexical evidence.
+func (r *Ranker) ScoreLabels(ls []int, ts []Turn) []Score {
+	out := make([]Score, len(ls))
+	for j, li := range ls {
+		l := &r.idx.Labels[li]
+		best := Score{Label: li, owner: li, Score: math.Inf(-1), vec: l.First}
+		for ti := range ts {
+			t := &ts[ti]
+			d := t.dots[l.First : l.First+l.Count]
+			v, s := 0, d[0]
+			for x := 1; x < len(d); x++ {
+				if d[x] > s {
+					v, s = x, d[x]
+				}
+			}
+			dense := float64(s)
+			if r.sums[li] != nil && !math.IsInf(dense, -1) {
+				dense = r.pooled(li, l, t, dense, float64(d[0]))
+			}
+			total := (dense+r.breadth.adjust(li, l, t, r.fusion.ToolBreadth))*t.Weight - t.Penalty
+			cos := float64(s)
+			boost, lexEv := r.lx.evidence(li, t, &r.fusion)
+			total += (boost + r.fusion.BM25*t.bm[li] + r.fusion.ExampleBM25*t.exBM[li]) * t.Weight
+			if total > best.Score {
+				best = Score{Label: li, owner: li, Score: total, cos: cos, vec: l.First + v, ctx: t.Context, Lex: lexEv}
+			}
+		}
+		out[j] = best
+	}
+	return out
+}
+
+// setCentroids sums each tool's vectors for its centroid; without examples
+// (for ReferencePrior) only its description and name vectors count.
+func (r *Ranker) setCentroids(withoutExamples bool) {
+	idx := r.idx
+	r.sums, r.sumSq = make([][]float32, len(idx.Labels)), make([]float64, len(idx.Labels))
+	for _, li := range r.tools {
+		l := &idx.Labels[li]
+		sum := make([]float32, idx.Dims)
+		for v := l.First; v < l.First+l.Count; v++ {
+			if withoutExamples && l.Sources[v-l.First] == index.SourceExample {
+				continue
+			}
+			vek32.Add_Inplace(sum, idx.Vector(v))
+		}
+		r.sums[li], r.sumSq[li] = sum, float64(vek32.Dot(sum, sum))
+	}
+}
+
+// pooled is a tool's dense score: its best vector, its centroid and its
+// description vector, weighed as Fusion says, and no lower than the best
+// vector less Fusion.ToolExactGap. best and desc are the
+// cosines of the best vector and of the first (description) vector.
+func (r *Ranker) pooled(li int, l *index.Label, t *Turn, best, desc float64) float64 {
+	f := &r.fusion
+	if t.vec == nil || f.ToolCentroid <= 0 && f.ToolDescription <= 0 {
+		return best
+	}
+	sum, sq := r.sums[li], r.sumSq[li]
+	dq := float64(vek32.Dot(t.vec, sum))
+	if t.held && r.mask == nil && t.heldVec >= l.First && t.heldVec < l.First+l.Count {
+		v := r.idx.Vector(t.heldVec)
+		dq -= float64(vek32.Dot(t.vec, v))
+		sq += float64(vek32.Dot(v, v)) - 2*float64(vek32.Dot(sum, v))
+	}
+	cent := best
+	if sq > 1e-9 {
+		cent = dq / math.Sqrt(sq)
+	}
+	if l.Sources[0] != index.SourceDescription || math.IsInf(desc, -1) {
+		desc = best
+	}
+	p := ((1-f.ToolCentroid)*best + f.ToolCentroid*cent + f.ToolDescription*desc) / (1 + f.ToolDescription)
+	if f.ToolExactGap > 0 {
+		p = math.Max(p, best-f.ToolExactGap)
+	}
+	return p
+}
+
+// Evidence describes what produced a label's score.
+func (r *Ranker) Evidence(s Score) string {
+	l := &r.idx.Labels[s.owner]
+	if math.IsInf(s.Score, -1) || s.vec < l.First || s.vec >= l.First+l.Count {
+		return ""
+	}
+	k := s.vec - l.First
+	ev := fmt.Sprintf("nearest %s %q (%.2f)", l.Sources[k], Clip(l.Texts[k], 60), s.cos)
+	if s.Lex != "" {
+		ev = s.Lex + "; " + ev
+	}
+	if s.ctx {
+		ev += " from earlier conversation"
+	}
+	return s.Via + ev
+}
+
+// CategoryScores scores every category for the turns.
+func (r *Ranker) CategoryScores(ts []Turn) []Score { return r.ScoreLabels(r.cats, ts) }
+
+// Clip shortens s to at most n bytes on a rune boundary, marking the cut.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// AllServers is the set of every server label.
+func (r *Ranker) AllServers() map[int]bool {
+	all := make(map[int]bool, len(r.srvs))
+	for _, li := range r.srvs {
+		all[li] = true
+	}
+	return all
+}

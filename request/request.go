@@ -1,0 +1,90 @@
+// Package request owns the bounds every request is held to before any
+// model work: the limits, the checks of text and counts, and the sentinel
+// errors for bad input.
+package request
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// ErrEmptyText, ErrTextTooLong and ErrBadArgument are bad input; the gRPC
+// layer maps them to InvalidArgument.
+var (
+	ErrEmptyText   = errors.New("request: empty text")
+	ErrTextTooLong = errors.New("request: text too long")
+	ErrBadArgument = errors.New("request: invalid argument")
+)
+
+// Limits are the documented input bounds, enforced before any model work.
+type Limits struct {
+	MaxTextBytes int // per text, prompt or message (default 8192)
+	MaxMessages  int // per Route request (default 64)
+	MaxTopK      int // top_k, max_servers, max_tools (default 100)
+}
+
+// Default limits.
+const (
+	DefaultMaxTextBytes = 8192
+	DefaultMaxMessages  = 64
+	DefaultMaxTopK      = 100
+)
+
+// WithDefaults returns l with zero limits set to their defaults.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxTextBytes <= 0 {
+		l.MaxTextBytes = DefaultMaxTextBytes
+	}
+	if l.MaxMessages <= 0 {
+		l.MaxMessages = DefaultMaxMessages
+	}
+	if l.MaxTopK <= 0 {
+		l.MaxTopK = DefaultMaxTopK
+	}
+	return l
+}
+
+// Blank reports whether s has nothing to embed: only white space, control
+// and format characters (U+200B ZERO WIDTH SPACE, U+FEFF, …), which the
+// tokenizers drop, so such a text would reach the model as zero tokens.
+func Blank(s string) bool {
+	return strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.In(r, unicode.Cc, unicode.Cf) }) == ""
+}
+
+// CheckText validates one input text against the limits.
+func (l Limits) CheckText(field, s string) error {
+	if Blank(s) {
+		return fmt.Errorf("%w: %s is empty", ErrEmptyText, field)
+	}
+	if len(s) > l.MaxTextBytes {
+		return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrTextTooLong, field, len(s), l.MaxTextBytes)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrBadArgument, field)
+	}
+	return nil
+}
+
+// CheckK validates a count field (top_k, max_servers, max_tools): 0 means
+// def.
+func (l Limits) CheckK(field string, k int, def int) (int, error) {
+	if k < 0 || k > l.MaxTopK {
+		return 0, fmt.Errorf("%w: %s %d out of range 0..%d", ErrBadArgument, field, k, l.MaxTopK)
+	}
+	if k == 0 {
+		return def, nil
+	}
+	return k, nil
+}
+
+// CheckMinConf validates an optional min_confidence.
+func CheckMinConf(mc *float32) error {
+	if mc != nil && (math.IsNaN(float64(*mc)) || *mc < 0 || *mc > 1) {
+		return fmt.Errorf("%w: min_confidence %v outside [0,1]", ErrBadArgument, *mc)
+	}
+	return nil
+}

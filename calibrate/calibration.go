@@ -2,6 +2,7 @@ package calibrate
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -11,6 +12,9 @@ import (
 // stored as JSON in the index header by gen-index. An index without one gets
 // DefaultCalibration, whose numbers are a documented prior, not a fit.
 type Calibration struct {
+	// Version is the schema version of this section (Version1); 0 in
+	// indexes written before it was recorded, read the same way.
+	Version int `json:"version,omitempty"`
 	// Categories is the single-label map for Classify: a temperature-scaled
 	// softmax over categories with an out-of-scope logit.
 	Categories SingleLabel `json:"categories"`
@@ -122,6 +126,7 @@ type Fusion struct {
 // are a prior, not a measurement, and GetIndexInfo reports method "prior".
 func DefaultCalibration() Calibration {
 	return Calibration{
+		Version: Version1,
 		Categories: SingleLabel{Method: "prior", T: 0.05, OOS: -10, Threshold: 0.5,
 			InScope: Binary{Method: "prior", A: -14, B: 6.3, Threshold: 0.5}},
 		CategoriesMulti: Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
@@ -139,17 +144,47 @@ func Parse(raw json.RawMessage) (Calibration, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return DefaultCalibration(), nil
 	}
-	c := DefaultCalibration()
-	// Indexes written before tool pooling and BM25 existed were fitted on
-	// scores without them: absent fields mean off, not the default.
-	c.Fusion.ToolCentroid, c.Fusion.ToolDescription, c.Fusion.ToolExactGap, c.Fusion.BM25 = 0, 0, 0, 0
+	var c Calibration
 	if err := json.Unmarshal(raw, &c); err != nil {
-		return Calibration{}, fmt.Errorf("calibrate: section: %w", err)
-	}
-	if err := c.Validate(); err != nil {
 		return Calibration{}, err
 	}
 	return c, nil
+}
+
+// Version1 is the calibration schema this build writes and reads.
+const Version1 = 1
+
+// ErrVersion reports a calibration section written by a newer build.
+var ErrVersion = errors.New("calibrate: calibration written by a newer classifierd")
+
+// UnmarshalJSON decodes and validates a calibration section, so an index
+// header holding one is checked when the index loads. Fields an older
+// index lacks keep their meaning in that index: the tool pooling and BM25
+// weights did not exist then, so absent means off, not the default.
+func (c *Calibration) UnmarshalJSON(data []byte) error {
+	type plain Calibration // no UnmarshalJSON: no recursion
+	v := plain(DefaultCalibration())
+	v.Fusion.ToolCentroid, v.Fusion.ToolDescription, v.Fusion.ToolExactGap, v.Fusion.BM25 = 0, 0, 0, 0
+	if err := json.Unmarshal(data, &v); err != nil {
+		return fmt.Errorf("calibrate: section: %w", err)
+	}
+	if v.Version > Version1 {
+		return fmt.Errorf("%w: version %d, this build reads up to %d (rebuild the index with this gen-index, or upgrade)", ErrVersion, v.Version, Version1)
+	}
+	if err := Calibration(v).Validate(); err != nil {
+		return err
+	}
+	*c = Calibration(v)
+	return nil
+}
+
+// OrDefault is the calibration an index header holds, or DefaultCalibration
+// for an index built without one.
+func OrDefault(c *Calibration) Calibration {
+	if c == nil {
+		return DefaultCalibration()
+	}
+	return *c
 }
 
 func (c Calibration) Validate() error {

@@ -44,6 +44,7 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (calibrate.Cali
 	}
 	cal := calibrate.DefaultCalibration()
 	cal.Fitted = true
+	cal.Version = calibrate.Version1
 	// Fit on the fusion weights the daemon will use.
 	rk, err := rank.New(idx, nil, rank.Options{Fusion: cal.Fusion, DescriptionsOnly: opts.DescriptionsOnly})
 	if err != nil {

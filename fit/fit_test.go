@@ -12,8 +12,8 @@ import (
 	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/index"
-	"github.com/classifierd/classifierd/indexbuild"
 	"github.com/classifierd/classifierd/internal/testindex"
+	"github.com/classifierd/classifierd/labels"
 )
 
 // fitCatalog has enough examples per category and per tool for every part
@@ -39,7 +39,7 @@ func fitCatalog(t *testing.T) *index.Index {
 		cat.Categories = append(cat.Categories, c)
 		cat.Servers = append(cat.Servers, s)
 	}
-	idx, err := indexbuild.Build(context.Background(), cat, testindex.Embedder{Dims: 128}, indexbuild.Model{Name: "bow", Fingerprint: "f", Dims: 128}, indexbuild.Options{})
+	idx, err := labels.Embed(context.Background(), cat, testindex.Embedder{Dims: 128}, labels.Model{Name: "bow", Fingerprint: "f", Dims: 128}, labels.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestFitWithoutCategories(t *testing.T) {
 		}
 		cat.Servers = append(cat.Servers, catalog.Server{ID: fmt.Sprintf("srv%d", i), Description: topic, Tools: []catalog.Tool{tool}})
 	}
-	idx, err := indexbuild.Build(context.Background(), cat, testindex.Embedder{Dims: 128}, indexbuild.Model{Name: "bow", Fingerprint: "f", Dims: 128}, indexbuild.Options{})
+	idx, err := labels.Embed(context.Background(), cat, testindex.Embedder{Dims: 128}, labels.Model{Name: "bow", Fingerprint: "f", Dims: 128}, labels.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

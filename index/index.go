@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/classifierd/classifierd/calibrate"
 	"hash/crc32"
 	"io"
 	"math"
@@ -110,9 +111,10 @@ type Header struct {
 	CatalogSHA256 string    `json:"catalog_sha256"`
 	Generator     string    `json:"generator,omitempty"`
 	Labels        []Label   `json:"labels"`
-	// Calibration holds the score-to-probability maps fitted by gen-index;
-	// its schema belongs to the package that applies it.
-	Calibration json.RawMessage `json:"calibration,omitempty"`
+	// Calibration holds the score-to-probability maps and fusion weights
+	// fitted by gen-index (nil: built without; calibrate.OrDefault). It is
+	// typed and versioned, and validated when the index loads.
+	Calibration *calibrate.Calibration `json:"calibration,omitempty"`
 }
 
 // Index is a loaded, validated index. It is immutable and safe for

@@ -1,185 +1,82 @@
-// Package indexbuild turns a catalog into an index: it decides which texts
-// stand for each label (description, examples, tool names), embeds them in
-// bulk and writes the vectors, labels and model fingerprint into an
-// index.Index. It is what gen-index runs.
+// Package indexbuild is the build pipeline: catalog → label texts →
+// embeddings → fitted calibration → index. Build is its one entry;
+// gen-index's build and eval subcommands both run it, and the index it
+// returns is what gen-index writes to disk.
 package indexbuild
 
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
-	"time"
 
+	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/catalog"
+	"github.com/classifierd/classifierd/data/catalogs"
+	"github.com/classifierd/classifierd/fit"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/labels"
 )
 
-// Embedder embeds texts in bulk.
-type Embedder interface {
-	Embed(ctx context.Context, texts []string) ([][]float32, error)
-}
-
-// Model identifies the model that embeds the catalog.
-type Model struct {
-	Name        string
-	Fingerprint string
-	Dims        int
-}
-
-// Options tunes Build.
+// Options tunes Build. The zero value embeds, fits the calibration and
+// learns description-only maps on the built-in reference catalog.
 type Options struct {
-	// BatchSize is the number of texts per Embed call (default 64).
-	BatchSize int
-	// Progress, if set, is called after each batch with texts done and total.
-	Progress func(done, total int)
-	// Now stamps BuiltAt (default time.Now).
-	Now func() time.Time
-	// Generator names the tool and version that built the index.
-	Generator string
+	// Embedding tunes the embedding step (batch size, progress, time stamp,
+	// generator name).
+	Embedding labels.Options
+	// NoCalibrate leaves the index without calibration: confidence then
+	// uses calibrate.DefaultCalibration, a documented prior.
+	NoCalibrate bool
+	// FitProgress, if set, is called as held-out examples are scored.
+	FitProgress func(done, total int)
+	// Reference is the catalog whose examples teach this model's maps for
+	// a catalog too sparse to fit its own (default: the out-of-the-box
+	// catalog, data/catalogs/default.json, compiled in).
+	Reference *catalog.Catalog
 }
 
-// Build embeds every label text of cat and returns the index (without
-// calibration; see Calibrate).
-func Build(ctx context.Context, cat *catalog.Catalog, emb Embedder, m Model, opts Options) (*index.Index, error) {
-	if opts.BatchSize <= 0 {
-		opts.BatchSize = 64
+// Build embeds every label text of cat with emb and fits the calibration
+// on the catalog's own examples (leave-one-out, see fit.Fit). Maps the
+// catalog has too few examples for (a description-only catalog) are learnt
+// for the same model on the reference catalog (fit.ReferencePrior) instead
+// of being taken from constants written for one model.
+func Build(ctx context.Context, cat *catalog.Catalog, emb labels.Embedder, m labels.Model, opts Options) (*index.Index, error) {
+	idx, err := labels.Embed(ctx, cat, emb, m, opts.Embedding)
+	if err != nil {
+		return nil, err
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.NoCalibrate {
+		return idx, nil
 	}
-	labels := Labels(cat)
-	var texts []string
-	for _, l := range labels {
-		texts = append(texts, l.Texts...)
+	cal, err := fit.Fit(ctx, idx, fit.FitOptions{Progress: opts.FitProgress})
+	if err != nil {
+		return nil, err
 	}
-	vecs := make([][]float32, 0, len(texts))
-	for start := 0; start < len(texts); start += opts.BatchSize {
-		end := min(start+opts.BatchSize, len(texts))
-		v, err := emb.Embed(ctx, texts[start:end])
+	if needsReference(cal) {
+		ref, err := referencePrior(ctx, emb, m, opts.Reference)
 		if err != nil {
-			return nil, fmt.Errorf("indexbuild: embed texts %d-%d: %w", start, end-1, err)
+			return nil, err
 		}
-		vecs = append(vecs, v...)
-		if opts.Progress != nil {
-			opts.Progress(end, len(texts))
-		}
+		cal = fit.UseReference(cal, ref)
 	}
-	h := index.Header{
-		Model: m.Name, Fingerprint: m.Fingerprint, Dims: m.Dims,
-		BuiltAt: opts.Now().UTC().Truncate(time.Second), CatalogSHA256: cat.SHA256(),
-		Generator: opts.Generator, Labels: labels,
-	}
-	return index.New(h, vecs)
+	idx.Calibration = &cal
+	return idx, nil
 }
 
-// Labels lists the labels of a catalog with the texts that represent them,
-// vector ranges assigned in order: categories, then each server followed
-// by its tools.
-func Labels(cat *catalog.Catalog) []index.Label {
-	var out []index.Label
-	next := 0
-	add := func(l index.Label, texts []string, sources []index.Source) {
-		l.First, l.Count = next, len(texts)
-		l.Texts, l.Sources = texts, sources
-		next += len(texts)
-		out = append(out, l)
-	}
-	for _, c := range cat.Categories {
-		texts, sources := withExamples(c.Description, c.Examples)
-		add(index.Label{Kind: index.KindCategory, ID: c.ID, Description: c.Description,
-			Keywords: c.Keywords, Patterns: c.Patterns}, texts, sources)
-	}
-	for i := range cat.Servers {
-		s := &cat.Servers[i]
-		texts, sources := withExamples(s.Description, nil)
-		if len(texts) == 0 {
-			texts, sources = []string{Humanize(s.ID)}, []index.Source{index.SourceName}
-		}
-		add(index.Label{Kind: index.KindServer, ID: s.ID, Description: s.Description,
-			Categories: s.Categories, Keywords: s.Keywords}, texts, sources)
-		for j := range s.Tools {
-			t := &s.Tools[j]
-			desc := ToolText(t.Name, t.Description)
-			texts, sources := withExamples(desc, t.Examples)
-			texts[0], sources[0] = desc, index.SourceDescription
-			if r := RequestText(t.Description); r != "" && len(s.Tools) == 1 {
-				texts = slices.Insert(texts, 1, r)
-				sources = slices.Insert(sources, 1, index.SourceRequest)
-			}
-			add(index.Label{Kind: index.KindTool, ID: s.ID + "/" + t.Name, Name: t.Name, Server: s.ID,
-				Category: catalog.ToolCategory(s, t), Description: t.Description,
-				Keywords: t.Keywords, InputSchema: t.InputSchema}, texts, sources)
+func needsReference(cal calibrate.Calibration) bool {
+	return cal.CategoriesMulti.Method == "prior" || cal.Servers.Method == "prior" || cal.Tools.Method == "prior"
+}
+
+// referencePrior embeds the reference catalog with the same model and fits
+// fit.ReferencePrior on it.
+func referencePrior(ctx context.Context, emb labels.Embedder, m labels.Model, ref *catalog.Catalog) (calibrate.Calibration, error) {
+	if ref == nil {
+		var err error
+		if ref, err = catalog.Parse(catalogs.Default, ""); err != nil {
+			return calibrate.Calibration{}, fmt.Errorf("indexbuild: reference catalog: %w", err)
 		}
 	}
-	return out
-}
-
-func withExamples(desc string, examples []string) ([]string, []index.Source) {
-	var texts []string
-	var sources []index.Source
-	if strings.TrimSpace(desc) != "" {
-		texts = append(texts, desc)
-		sources = append(sources, index.SourceDescription)
+	idx, err := labels.Embed(ctx, ref, emb, m, labels.Options{Generator: "indexbuild reference"})
+	if err != nil {
+		return calibrate.Calibration{}, fmt.Errorf("indexbuild: reference catalog: %w", err)
 	}
-	for _, e := range examples {
-		texts = append(texts, e)
-		sources = append(sources, index.SourceExample)
-	}
-	return texts, sources
-}
-
-// ToolText is the text embedded for a tool's description vector: its name
-// in words, then its description ("list notifications: List unread ...").
-func ToolText(name, desc string) string {
-	h := Humanize(name)
-	if strings.TrimSpace(desc) == "" {
-		return h
-	}
-	return h + ": " + desc
-}
-
-// RequestText is a tool's description phrased as a user's request, embedded
-// as one more vector of the tool ("" when there is no description). A
-// small sentence encoder puts "Can you find me a laptop under $800?" and
-// "Find products tailored to your preferences" in different regions, one
-// a request and the other a third-person statement; the request-phrased
-// description sits between them. Measured with use-lite-en on the MetaTool
-// dev split (make eval): description-only catalog, tool top-1 0.534 ->
-// 0.545 and recall@5 0.774 -> 0.787; with 5 examples per tool, top-1
-// 0.645 -> 0.655. Only a tool that is alone on its server gets one: the
-// short descriptions of sibling tools ("List open pull requests", "Get a
-// pull request's diff") all take the same request phrasing and pull
-// together (default catalog, tool top-1 0.803 -> 0.770 when every tool
-// had one).
-func RequestText(desc string) string {
-	desc = strings.TrimSpace(desc)
-	if desc == "" {
-		return ""
-	}
-	return "Can you help me? " + desc
-}
-
-// Humanize turns snake_case, kebab-case and camelCase names into words.
-func Humanize(name string) string {
-	var b strings.Builder
-	prevLower := false
-	for _, r := range name {
-		switch {
-		case r == '_' || r == '-' || r == '.' || r == '/':
-			b.WriteByte(' ')
-			prevLower = false
-			continue
-		case r >= 'A' && r <= 'Z':
-			if prevLower {
-				b.WriteByte(' ')
-			}
-			b.WriteRune(r + ('a' - 'A'))
-			prevLower = false
-			continue
-		}
-		b.WriteRune(r)
-		prevLower = r >= 'a' && r <= 'z'
-	}
-	return strings.Join(strings.Fields(b.String()), " ")
+	return fit.ReferencePrior(ctx, idx)
 }

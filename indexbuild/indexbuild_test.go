@@ -1,39 +1,109 @@
 package indexbuild
 
 import (
+	"context"
+	"path/filepath"
+	"strings"
 	"testing"
 
-	"github.com/classifierd/classifierd/catalog"
+	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/internal/testindex"
+	"github.com/classifierd/classifierd/labels"
 )
 
-func TestRequestVectorOnlyForLoneTools(t *testing.T) {
-	cat, err := catalog.Parse([]byte(`{"servers": [
-	 {"id": "weather", "description": "forecasts", "tools": [{"name": "forecast", "description": "Weather forecasts for any city."}]},
-	 {"id": "github", "description": "code hosting", "tools": [
-	   {"name": "list_pull_requests", "description": "List open pull requests"},
-	   {"name": "get_pull_request_diff", "description": "Get a pull request's diff"}]}]}`), "")
+const dims = 128
+
+var model = labels.Model{Name: "bow", Fingerprint: "f", Dims: dims}
+
+// withExamples has two examples per tool and category: enough to fit every
+// multi-label map on the catalog itself.
+const withExamples = `{"categories": [
+  {"id": "weather", "description": "weather forecasts", "examples": ["will it rain tomorrow", "forecast for the weekend", "is it cold outside"]},
+  {"id": "stocks", "description": "stock market prices", "examples": ["price of apple shares", "how did the market close", "dow jones today"]}],
+ "servers": [
+  {"id": "meteo", "description": "weather service", "categories": ["weather"], "tools": [
+    {"name": "forecast", "description": "weather forecast for a city", "examples": ["rain in paris tomorrow", "sunny in rome this weekend"]},
+    {"name": "alerts", "description": "storm and heat alerts", "examples": ["any storm warnings", "heat alert today"]}]},
+  {"id": "exchange", "description": "stock exchange data", "categories": ["stocks"], "tools": [
+    {"name": "quote", "description": "latest share price", "examples": ["apple share price", "tesla stock quote"]},
+    {"name": "close", "description": "market close summary", "examples": ["how did the market close", "nasdaq close today"]}]}]}`
+
+// descriptionsOnly is the same catalog with no examples at all.
+const descriptionsOnly = `{"servers": [
+  {"id": "meteo", "description": "weather service", "tools": [
+    {"name": "forecast", "description": "weather forecast for a city"},
+    {"name": "alerts", "description": "storm and heat alerts"}]},
+  {"id": "exchange", "description": "stock exchange data", "tools": [
+    {"name": "quote", "description": "latest share price"},
+    {"name": "close", "description": "market close summary"}]}]}`
+
+func build(t *testing.T, js string, opts Options) *index.Index {
+	t.Helper()
+	opts.Reference = testindex.Parse(t, withExamples)
+	idx, err := Build(context.Background(), testindex.Parse(t, js), testindex.Embedder{Dims: dims}, model, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string][]index.Source{}
-	for _, l := range Labels(cat) {
-		if l.Kind == index.KindTool {
-			got[l.ID] = l.Sources
-			if l.Sources[0] != index.SourceDescription {
-				t.Errorf("%s: first vector is %q, want the description", l.ID, l.Sources[0])
-			}
+	return idx
+}
+
+func TestBuildFitsOnTheCatalogsOwnExamples(t *testing.T) {
+	idx := build(t, withExamples, Options{})
+	cal := idx.Calibration
+	if cal == nil || !cal.Fitted || cal.Version != calibrate.Version1 {
+		t.Fatalf("calibration %+v: want a fitted, versioned section", cal)
+	}
+	for name, m := range map[string]string{"servers": cal.Servers.Method, "tools": cal.Tools.Method, "categories_multi": cal.CategoriesMulti.Method} {
+		if m == "prior" || strings.HasPrefix(m, "reference/") {
+			t.Errorf("%s: method %q, want a map fitted on the catalog's own examples", name, m)
 		}
 	}
-	if s := got["weather/forecast"]; len(s) != 2 || s[1] != index.SourceRequest {
-		t.Errorf("lone tool: sources %v, want description then request", s)
-	}
-	for _, id := range []string{"github/list_pull_requests", "github/get_pull_request_diff"} {
-		if s := got[id]; len(s) != 1 {
-			t.Errorf("%s has siblings: sources %v, want the description only", id, s)
+}
+
+func TestBuildLearnsDescriptionOnlyMapsOnTheReference(t *testing.T) {
+	cal := build(t, descriptionsOnly, Options{}).Calibration
+	for name, m := range map[string]string{"servers": cal.Servers.Method, "tools": cal.Tools.Method} {
+		if !strings.HasPrefix(m, "reference/") {
+			t.Errorf("%s: method %q, want reference/<method> (no examples to fit on)", name, m)
 		}
 	}
-	if r := RequestText("  "); r != "" {
-		t.Errorf("empty description: got request %q, want none", r)
+}
+
+func TestBuildWithoutCalibration(t *testing.T) {
+	idx := build(t, withExamples, Options{NoCalibrate: true})
+	if idx.Calibration != nil {
+		t.Fatalf("calibration %+v, want none", idx.Calibration)
+	}
+	if got := calibrate.OrDefault(idx.Calibration); got.Fitted || got.Servers.Method != "prior" {
+		t.Errorf("OrDefault: got %+v, want the documented prior", got.Servers)
+	}
+}
+
+// TestCalibrationSurvivesTheFile writes the built index and loads it
+// back: the typed calibration comes back equal, and a section that is not
+// finite, or is written by a newer build, is refused at load.
+func TestCalibrationSurvivesTheFile(t *testing.T) {
+	idx := build(t, withExamples, Options{})
+	path := filepath.Join(t.TempDir(), "x.idx")
+	if err := idx.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	back, err := index.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Calibration == nil || back.Calibration.Tools.A != idx.Calibration.Tools.A || back.Calibration.Tools.Method != idx.Calibration.Tools.Method {
+		t.Fatalf("loaded tools map %+v, wrote %+v", back.Calibration.Tools, idx.Calibration.Tools)
+	}
+
+	newer := *idx.Calibration
+	newer.Version = calibrate.Version1 + 1
+	idx.Calibration = &newer
+	if err := idx.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := index.Load(path); err == nil || !strings.Contains(err.Error(), "newer classifierd") {
+		t.Errorf("calibration version %d: got %v, want a refusal naming the newer version", newer.Version, err)
 	}
 }

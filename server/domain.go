@@ -25,10 +25,7 @@ type Domain struct {
 // index's calibration; emb embeds requests. It fails if the index's
 // calibration section or patterns cannot be used.
 func NewDomain(idx *index.Index, emb rank.Embedder, lim request.Limits) (Domain, error) {
-	cal, err := calibrate.Parse(idx.Calibration)
-	if err != nil {
-		return Domain{}, err
-	}
+	cal := calibrate.OrDefault(idx.Calibration)
 	rk, err := rank.New(idx, emb, rank.Options{Fusion: cal.Fusion})
 	if err != nil {
 		return Domain{}, err

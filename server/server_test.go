@@ -25,7 +25,7 @@ import (
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/index"
-	"github.com/classifierd/classifierd/indexbuild"
+	"github.com/classifierd/classifierd/labels"
 	"github.com/classifierd/classifierd/request"
 	"github.com/classifierd/classifierd/session"
 	"github.com/classifierd/classifierd/terminal"
@@ -92,8 +92,8 @@ func testIndex(t *testing.T) *index.Index {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx, err := indexbuild.Build(context.Background(), cat, bagOfWords{},
-		indexbuild.Model{Name: "bow", Fingerprint: "f", Dims: fakeDims}, indexbuild.Options{})
+	idx, err := labels.Embed(context.Background(), cat, bagOfWords{},
+		labels.Model{Name: "bow", Fingerprint: "f", Dims: fakeDims}, labels.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

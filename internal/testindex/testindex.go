@@ -14,7 +14,7 @@ import (
 	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/index"
-	"github.com/classifierd/classifierd/indexbuild"
+	"github.com/classifierd/classifierd/labels"
 )
 
 // Embedder is a deterministic fake: a hashed bag of lower-cased words,
@@ -102,7 +102,7 @@ func Parse(tb testing.TB, js string) *catalog.Catalog {
 // Build indexes cat with the fake of dims dimensions (no calibration).
 func Build(tb testing.TB, cat *catalog.Catalog, dims int) *index.Index {
 	tb.Helper()
-	idx, err := indexbuild.Build(context.Background(), cat, Embedder{Dims: dims}, indexbuild.Model{Name: "bow", Fingerprint: "f", Dims: dims}, indexbuild.Options{})
+	idx, err := labels.Embed(context.Background(), cat, Embedder{Dims: dims}, labels.Model{Name: "bow", Fingerprint: "f", Dims: dims}, labels.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -2,20 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"time"
 
-	"github.com/classifierd/classifierd/calibrate"
-	"github.com/classifierd/classifierd/data/catalogs"
-	"github.com/classifierd/classifierd/fit"
-
 	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/embed"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/indexbuild"
+	"github.com/classifierd/classifierd/labels"
 	"github.com/classifierd/classifierd/models"
 )
 
@@ -59,44 +55,20 @@ func (m *modelFlags) open() (*embed.Engine, func() error, error) {
 	}, nil
 }
 
-// calibrateIndex fits the calibration on the index's own examples and
-// stores it in the header. Maps the catalog has too few examples to fit
-// (a description-only catalog) are learnt for this model on the built-in
-// reference catalog instead of the hard-coded prior.
-func calibrateIndex(ctx context.Context, idx *index.Index, eng *embed.Engine, progress func(int, int)) error {
-	cal, err := fit.Fit(ctx, idx, fit.FitOptions{Progress: progress})
-	if err != nil {
-		return err
-	}
-	if cal.CategoriesMulti.Method == "prior" || cal.Servers.Method == "prior" || cal.Tools.Method == "prior" {
-		ref, err := referencePrior(ctx, eng)
-		if err != nil {
-			return err
-		}
-		cal = fit.UseReference(cal, ref)
-	}
-	raw, err := json.Marshal(cal)
-	if err != nil {
-		return fmt.Errorf("encode calibration: %w", err)
-	}
-	idx.Calibration = raw
-	return nil
-}
-
-// referencePrior embeds the built-in reference catalog with eng and fits
-// fit.ReferencePrior on it.
-func referencePrior(ctx context.Context, eng *embed.Engine) (calibrate.Calibration, error) {
-	cat, err := catalog.Parse(catalogs.Default, "")
-	if err != nil {
-		return calibrate.Calibration{}, fmt.Errorf("reference catalog: %w", err)
-	}
+// buildIndex runs the build pipeline (indexbuild.Build) with progress on
+// stderr; gen-index build and gen-index eval both use it.
+func buildIndex(ctx context.Context, cat *catalog.Catalog, eng *embed.Engine, generator string, noCal, quiet bool, stderr io.Writer) (*index.Index, error) {
 	man := eng.Manifest()
-	ref, err := indexbuild.Build(ctx, cat, eng, indexbuild.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
-		indexbuild.Options{Generator: "gen-index reference"})
-	if err != nil {
-		return calibrate.Calibration{}, fmt.Errorf("reference catalog: %w", err)
+	ep := newProgress(stderr, "embedding", quiet)
+	fp := newProgress(stderr, "calibrating", quiet)
+	idx, err := indexbuild.Build(ctx, cat, eng, labels.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
+		indexbuild.Options{Embedding: labels.Options{Progress: ep.update, Generator: generator}, NoCalibrate: noCal,
+			FitProgress: fp.update})
+	ep.done()
+	if !noCal {
+		fp.done()
 	}
-	return fit.ReferencePrior(ctx, ref)
+	return idx, err
 }
 
 func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
@@ -132,21 +104,11 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 			err = e
 		}
 	}()
-	p := newProgress(stderr, "embedding", *quiet)
 	start := time.Now()
 	man := eng.Manifest()
-	idx, err := indexbuild.Build(ctx, cat, eng, indexbuild.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
-		indexbuild.Options{Progress: p.update, Generator: "gen-index"})
-	p.done()
+	idx, err := buildIndex(ctx, cat, eng, "gen-index", *noCal, *quiet, stderr)
 	if err != nil {
 		return err
-	}
-	if !*noCal {
-		cp := newProgress(stderr, "calibrating", *quiet)
-		if err := calibrateIndex(ctx, idx, eng, cp.update); err != nil {
-			return err
-		}
-		cp.done()
 	}
 	if err := idx.WriteFile(*out); err != nil {
 		return err

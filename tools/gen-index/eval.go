@@ -18,7 +18,6 @@ import (
 	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/index"
-	"github.com/classifierd/classifierd/indexbuild"
 	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/route"
 )
@@ -163,22 +162,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	man := eng.Manifest()
 
 	start := time.Now()
-	p := newProgress(stderr, "embedding", *quiet)
-	idx, err := indexbuild.Build(ctx, cat, eng, indexbuild.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
-		indexbuild.Options{Progress: p.update, Generator: "gen-index eval"})
-	p.done()
+	idx, err := buildIndex(ctx, cat, eng, "gen-index eval", false, *quiet, stderr)
 	if err != nil {
 		return err
 	}
-	cp := newProgress(stderr, "calibrating", *quiet)
-	if err := calibrateIndex(ctx, idx, eng, cp.update); err != nil {
-		return err
-	}
-	cp.done()
-	cal, err := calibrate.Parse(idx.Calibration)
-	if err != nil {
-		return err
-	}
+	cal := calibrate.OrDefault(idx.Calibration)
 	rk, err := rank.New(idx, eng, rank.Options{Fusion: cal.Fusion})
 	if err != nil {
 		return err

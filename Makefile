@@ -137,7 +137,7 @@ test-node: build
 
 .PHONY: bench
 bench: deps build index ## Go benchmarks and the end-to-end load test (latency, throughput, overhead ratio)
-	go test -run '^$$' -bench . -benchtime 1s ./index/ ./embed/ ./classify/ ./session/ ./tokens/ ./terminal/
+	go test -run '^$$' -bench . -benchtime 1s ./index/ ./embed/ ./route/ ./session/ ./tokens/ ./terminal/
 	go run ./tools/loadtest --daemon $(BIN)/classifierd --index $(INDEX) --model $(MODEL_DIR) --ort-lib $(ORT_LIB)
 
 .PHONY: eval

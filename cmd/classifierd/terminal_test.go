@@ -209,7 +209,8 @@ func TestTerminalContract(t *testing.T) {
 		if err != nil || !r.GetRecorded() || r.GetPatternUpdated() {
 			t.Fatalf("failed input: %v %v", r, err)
 		}
-		sug, err := c.InferExpectedInput(ctx, &pb.InferExpectedInputRequest{PromptText: "Delete 7 tables? (yes/no):", PromptType: "yes_no"})
+		// Learned answers are scoped to the session that taught them.
+		sug, err := c.InferExpectedInput(ctx, &pb.InferExpectedInputRequest{PromptText: "Delete 7 tables? (yes/no):", PromptType: "yes_no", SessionId: "learn"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,7 +267,7 @@ func TestTerminalContract(t *testing.T) {
 		if err != nil || len(h.GetEvents()) != 12 {
 			t.Fatalf("after restart: %d events, %v", len(h.GetEvents()), err)
 		}
-		sug, err := c2.InferExpectedInput(ctx, &pb.InferExpectedInputRequest{PromptText: "Delete 4 tables? (yes/no):", PromptType: "yes_no"})
+		sug, err := c2.InferExpectedInput(ctx, &pb.InferExpectedInputRequest{PromptText: "Delete 4 tables? (yes/no):", PromptType: "yes_no", SessionId: "learn"})
 		if err != nil || !strings.Contains(sug.GetSuggestions()[0].GetReasoning(), "10/10") {
 			t.Fatalf("learned pattern lost on restart: %v %v", sug, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestClean(t *testing.T) {
@@ -219,5 +220,26 @@ func TestSecretValue(t *testing.T) {
 		if SecretValue(v) {
 			t.Errorf("SecretValue(%q) = true", v)
 		}
+	}
+}
+
+func TestStoreRetentionByAge(t *testing.T) {
+	ctx := context.Background()
+	s, err := OpenStore(filepath.Join(t.TempDir(), "e.db"), StoreConfig{MaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, when := range []time.Time{time.Now().Add(-2 * time.Hour), time.Now()} {
+		if _, _, err := s.Record(ctx, Event{SessionID: "a", PromptText: "Continue? [y/N]", Input: "y", Success: true,
+			Source: "user_typed", PromptType: TypeYesNo, Time: when}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Count(ctx, "a"); err != nil || n != 1 {
+		t.Fatalf("got %d events (%v), want the recent one", n, err)
 	}
 }

@@ -54,6 +54,7 @@ var errorCodes = []errorCode{
 	{terminal.ErrBadSessionID, codes.InvalidArgument, "INVALID_SESSION_ID"},
 	{terminal.ErrBadConfidence, codes.InvalidArgument, "INVALID_CONFIDENCE"},
 	{terminal.ErrBadArgument, codes.InvalidArgument, ""},
+	{terminal.ErrTooLarge, codes.InvalidArgument, "INPUT_TOO_LARGE"},
 	{catalog.ErrInvalid, codes.InvalidArgument, ""},
 	// Missing things.
 	{session.ErrNotFound, codes.NotFound, ""},

@@ -428,13 +428,22 @@ func (zeroEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error
 
 func newTerminalClient(t *testing.T) terminalpb.TerminalServiceClient {
 	t.Helper()
+	c, _, _ := newTerminalServer(t, zeroEmbedder{}, terminal.StoreConfig{})
+	return c
+}
+
+// newTerminalServer serves TerminalService over emb and a real SQLite
+// store in a temp dir; it returns the client, the store and its path.
+func newTerminalServer(t *testing.T, emb terminal.Embedder, cfg terminal.StoreConfig) (terminalpb.TerminalServiceClient, *terminal.Store, string) {
+	t.Helper()
 	ctx := context.Background()
-	det, err := terminal.NewDetector(ctx, zeroEmbedder{})
+	det, err := terminal.NewDetector(ctx, emb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	store, err := terminal.OpenStore(filepath.Join(dir, "events.db"))
+	path := filepath.Join(dir, "state", "events.db")
+	store, err := terminal.OpenStore(path, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +453,7 @@ func newTerminalClient(t *testing.T) terminalpb.TerminalServiceClient {
 		t.Fatal(err)
 	}
 	conn := dial(t, func(gs *grpc.Server) { terminalpb.RegisterTerminalServiceServer(gs, srv) })
-	return terminalpb.NewTerminalServiceClient(conn)
+	return terminalpb.NewTerminalServiceClient(conn), store, path
 }
 
 func TestTerminalService(t *testing.T) {

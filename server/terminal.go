@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"google.golang.org/grpc/codes"
@@ -31,6 +32,9 @@ const DefaultMinConfidence = 0.70
 
 // maxTerminalText bounds DetectInputPrompt.text (the tail a client sends).
 const maxTerminalText = terminal.TailBytes
+
+// reasonTooLarge is the ErrorInfo reason of a field over its limit.
+const reasonTooLarge = "INPUT_TOO_LARGE"
 
 // NewTerminalServer serves prompt detection over session logs in logDir,
 // with events and learned patterns in store.
@@ -71,7 +75,7 @@ func (s *TerminalServer) DetectInputPrompt(ctx context.Context, req *terminalpb.
 		raw, base, when = tail.Data, tail.Offset, timestamppb.New(tail.ModTime)
 	case req.GetText() != "":
 		if len(req.GetText()) > maxTerminalText {
-			return nil, status.Errorf(codes.InvalidArgument, "text is %d bytes, limit %d (send the tail)", len(req.GetText()), maxTerminalText)
+			return nil, withReason(codes.InvalidArgument, fmt.Sprintf("text is %d bytes, limit %d (send the tail)", len(req.GetText()), maxTerminalText), reasonTooLarge)
 		}
 		raw, when = []byte(req.GetText()), timestamppb.Now()
 	default:
@@ -109,22 +113,32 @@ func (s *TerminalServer) promptType(ctx context.Context, method, typ, prompt str
 	return d.Type, nil
 }
 
-// InferExpectedInput implements TerminalService.InferExpectedInput.
+// InferExpectedInput implements TerminalService.InferExpectedInput. Sizes
+// are checked before any work; learned answers are those of the request's
+// session unless the store shares them.
 func (s *TerminalServer) InferExpectedInput(ctx context.Context, req *terminalpb.InferExpectedInputRequest) (*terminalpb.InferExpectedInputResponse, error) {
-	if req.GetPromptText() == "" || len(req.GetPromptText()) > 4096 || len(req.GetSessionContext()) > maxTerminalText {
+	if len(req.GetPromptText()) > terminal.MaxPromptBytes || len(req.GetSessionContext()) > maxTerminalText {
+		return nil, withReason(codes.InvalidArgument, "prompt_text must be 1-4096 bytes and session_context at most 64 KiB", reasonTooLarge)
+	}
+	if req.GetPromptText() == "" {
 		return nil, status.Error(codes.InvalidArgument, "prompt_text must be 1-4096 bytes and session_context at most 64 KiB")
+	}
+	if id := req.GetSessionId(); id != "" {
+		if err := terminal.CheckSessionID(id); err != nil {
+			return nil, s.terminalStatus(ctx, "InferExpectedInput", "", err)
+		}
 	}
 	typ, err := s.promptType(ctx, "InferExpectedInput", req.GetPromptType(), req.GetPromptText())
 	if err != nil {
 		return nil, err
 	}
-	learned, err := s.store.Learned(ctx, req.GetPromptText())
+	learned, err := s.store.Learned(ctx, req.GetPromptText(), req.GetSessionId())
 	if err != nil {
 		return nil, s.terminalStatus(ctx, "InferExpectedInput", "", err)
 	}
 	var ctxLines []string
 	if req.GetSessionContext() != "" {
-		lines, _ := terminal.Clean([]byte(req.GetSessionContext()))
+		lines, _ := terminal.LastLines([]byte(req.GetSessionContext()))
 		for _, l := range lines {
 			ctxLines = append(ctxLines, l.Text)
 		}
@@ -138,16 +152,23 @@ func (s *TerminalServer) InferExpectedInput(ctx context.Context, req *terminalpb
 	return out, nil
 }
 
-// TrackInputEvent implements TerminalService.TrackInputEvent. Password
-// inputs are redacted before they reach storage; nothing typed is logged.
+// TrackInputEvent implements TerminalService.TrackInputEvent. The event is
+// validated (sizes first) before any detection; secret inputs are redacted
+// before they reach storage (terminal.IsSecret); nothing typed is logged.
 func (s *TerminalServer) TrackInputEvent(ctx context.Context, req *terminalpb.TrackInputEventRequest) (*terminalpb.TrackInputEventResponse, error) {
+	ev := terminal.Event{SessionID: req.GetSessionId(), PromptText: req.GetPromptText(),
+		Input: req.GetInputText(), Success: req.GetSuccess(), Source: req.GetInputSource(),
+		ResponseTimeMs: req.GetResponseTimeMs(),
+		TTY:            terminal.TTYState{EchoOff: req.EchoOff, CanonicalMode: req.CanonicalMode}}
+	if err := terminal.CheckEvent(ev); err != nil {
+		return nil, s.terminalStatus(ctx, "TrackInputEvent", "", err)
+	}
 	typ, err := s.promptType(ctx, "TrackInputEvent", req.GetPromptType(), req.GetPromptText())
 	if err != nil {
 		return nil, err
 	}
-	e, updated, err := s.store.Record(ctx, terminal.Event{SessionID: req.GetSessionId(), PromptText: req.GetPromptText(),
-		Input: req.GetInputText(), Success: req.GetSuccess(), Source: req.GetInputSource(),
-		ResponseTimeMs: req.GetResponseTimeMs(), PromptType: typ})
+	ev.PromptType = typ
+	e, updated, err := s.store.Record(ctx, ev)
 	if err != nil {
 		return nil, s.terminalStatus(ctx, "TrackInputEvent", req.GetSessionId(), err)
 	}
@@ -174,4 +195,13 @@ func (s *TerminalServer) GetSessionHistory(ctx context.Context, req *terminalpb.
 			Timestamp: timestamppb.New(e.Time), PromptType: e.PromptType, PatternKey: e.PatternKey})
 	}
 	return out, nil
+}
+
+// DeleteSessionHistory implements TerminalService.DeleteSessionHistory.
+func (s *TerminalServer) DeleteSessionHistory(ctx context.Context, req *terminalpb.DeleteSessionHistoryRequest) (*terminalpb.DeleteSessionHistoryResponse, error) {
+	n, err := s.store.DeleteSession(ctx, req.GetSessionId())
+	if err != nil {
+		return nil, s.terminalStatus(ctx, "DeleteSessionHistory", "", err)
+	}
+	return &terminalpb.DeleteSessionHistoryResponse{DeletedEvents: n}, nil
 }

@@ -160,7 +160,13 @@ func (d *Detector) Detect(ctx context.Context, raw []byte, minConf float64) (Det
 	if minConf < 0 || minConf > 1 || math.IsNaN(minConf) {
 		return Detection{}, ErrBadConfidence
 	}
-	lines, partial := Clean(raw)
+	if len(raw) > TailBytes {
+		return Detection{}, fmt.Errorf("%w: text is limited to %d bytes", ErrTooLarge, TailBytes)
+	}
+	lines, partial := LastLines(raw)
+	if err := ctx.Err(); err != nil {
+		return Detection{}, err
+	}
 	// The candidate is the last line with text; trailing empty lines mean
 	// the program printed a newline after its last output.
 	last := -1
@@ -180,12 +186,15 @@ func (d *Detector) Detect(ctx context.Context, raw []byte, minConf float64) (Det
 	text := strings.TrimRight(cand.Text, " \t")
 	res := Detection{PromptText: strings.TrimSpace(cand.Text), Position: cand.Pos, Type: TypeUnknown}
 
-	vec, err := d.emb.Embed(ctx, []string{text})
+	vec, err := d.emb.Embed(ctx, []string{shortWords(text, maxWordBytes)})
 	if err != nil {
 		return Detection{}, fmt.Errorf("terminal: embed prompt: %w", err)
 	}
 	if len(vec) != 1 || len(vec[0]) != d.dims {
 		return Detection{}, fmt.Errorf("%w: want one vector of %d dimensions", ErrEmbedding, d.dims)
+	}
+	if err := ctx.Err(); err != nil {
+		return Detection{}, err
 	}
 	probs := calibrate.Softmax(d.classScores(vec[0], -1), d.T)
 	pNot := probs[len(classes)-1]

@@ -5,15 +5,17 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite driver
 )
 
-// Redacted replaces what was typed at a password prompt, in storage and
-// everywhere else.
+// Redacted replaces a secret answer, in storage and everywhere else.
 const Redacted = "[REDACTED]"
 
 // Input sources.
@@ -31,13 +33,71 @@ type Event struct {
 	Time           time.Time
 	PromptType     string
 	PatternKey     string
+	// TTY is what the hub read from the pty; it is evidence, not stored.
+	TTY TTYState
 }
 
-// Store keeps events and learned patterns in SQLite (WAL mode, so readers
-// never block the writer and the data survives restarts).
-type Store struct {
-	db *sql.DB
+// Default retention (StoreConfig's zero values).
+const (
+	DefaultMaxAge        = 30 * 24 * time.Hour
+	DefaultMaxPerSession = 1000
+	DefaultMaxEvents     = 100_000
+)
+
+// StoreConfig bounds what the store keeps and says who learns from whom.
+// Zero values take the defaults above.
+type StoreConfig struct {
+	// MaxAge: events older than this are deleted.
+	MaxAge time.Duration
+	// MaxPerSession: a session keeps its newest MaxPerSession events.
+	MaxPerSession int
+	// MaxEvents: the store keeps the newest MaxEvents events overall
+	// (enforced every pruneEvery inserts, so it may briefly hold
+	// pruneEvery-1 more).
+	MaxEvents int
+	// ShareLearned makes answers learned in one session suggestions for
+	// every session. Off, a session is suggested only what it taught, so
+	// one client cannot teach another to answer "y" to a dangerous prompt.
+	ShareLearned bool
 }
+
+func (c *StoreConfig) validate() error {
+	if c.MaxAge < 0 || c.MaxPerSession < 0 || c.MaxEvents < 0 {
+		return fmt.Errorf("%w: retention limits must not be negative", ErrBadArgument)
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = DefaultMaxAge
+	}
+	if c.MaxPerSession == 0 {
+		c.MaxPerSession = DefaultMaxPerSession
+	}
+	if c.MaxEvents == 0 {
+		c.MaxEvents = DefaultMaxEvents
+	}
+	return nil
+}
+
+// MaxWALBytes bounds the write-ahead log: SQLite checkpoints it every
+// 1000 pages (4 MiB) and truncates it back to journal_size_limit (4 MiB)
+// afterwards, so with one transaction's worth of slack it stays under this.
+const MaxWALBytes = 8 << 20
+
+// pruneEvery is how many inserts pass between overall prunes (age and
+// MaxEvents); the per-session bound is enforced on every insert.
+const pruneEvery = 64
+
+// Store keeps answered prompts in SQLite (WAL mode, so readers never block
+// the writer and the data survives restarts). Learned answers are counted
+// from the retained events, so retention and deletion also forget what a
+// session taught.
+type Store struct {
+	db      *sql.DB
+	path    string
+	cfg     StoreConfig
+	inserts atomic.Int64
+}
+
+const schemaVersion = 2
 
 const schema = `
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -54,18 +114,39 @@ CREATE TABLE IF NOT EXISTS events (
   pattern_key TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_session ON events(session_id, created_at);
-CREATE TABLE IF NOT EXISTS patterns (
-  pattern_key TEXT NOT NULL,
-  input_text TEXT NOT NULL,
-  successes INTEGER NOT NULL,
-  updated_at INTEGER NOT NULL,
-  PRIMARY KEY (pattern_key, input_text)
-);
+CREATE INDEX IF NOT EXISTS events_created ON events(created_at);
+CREATE INDEX IF NOT EXISTS events_pattern ON events(pattern_key, session_id);
 `
 
-// OpenStore opens (creating if needed) the database at path.
-func OpenStore(path string) (*Store, error) {
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)"
+// dbFiles are the database and the files SQLite keeps next to it.
+func dbFiles(path string) []string {
+	return []string{path, path + "-wal", path + "-shm", path + "-journal"}
+}
+
+// OpenStore opens (creating if needed) the database at path. A missing
+// directory is created 0700; the database and its -wal and -shm files are
+// 0600 whatever the umask (SQLite gives the side files the database's
+// mode, and existing files are tightened).
+func OpenStore(path string, cfg StoreConfig) (*Store, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("terminal: store directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("terminal: create store: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("terminal: create store: %w", err)
+	}
+	if err := tighten(path); err != nil {
+		return nil, err
+	}
+	// secure_delete overwrites deleted rows, so a deleted or pruned secret
+	// does not linger in free pages.
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_pragma=secure_delete(ON)&_pragma=journal_size_limit(4194304)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("terminal: open store: %w", err)
@@ -73,22 +154,87 @@ func OpenStore(path string) (*Store, error) {
 	// One writer connection serialises writes inside the process; WAL and
 	// busy_timeout cover other processes.
 	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(schema); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("terminal: create schema: %w", err)
+	s := &Store{db: db, path: path, cfg: cfg}
+	if err := s.migrate(); err != nil {
+		return nil, errors.Join(err, db.Close())
 	}
-	var n int
-	if err := db.QueryRow(`SELECT COUNT(*) FROM schema_version`).Scan(&n); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("terminal: schema version: %w", err)
+	// The connection has created -wal and -shm by now.
+	if err := tighten(path); err != nil {
+		return nil, errors.Join(err, db.Close())
 	}
-	if n == 0 {
-		if _, err := db.Exec(`INSERT INTO schema_version(version) VALUES (1)`); err != nil {
-			db.Close()
-			return nil, fmt.Errorf("terminal: schema version: %w", err)
+	if err := s.Prune(context.Background()); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	return s, nil
+}
+
+// tighten makes the database's files that exist 0600.
+func tighten(path string) error {
+	for _, f := range dbFiles(path) {
+		if err := os.Chmod(f, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("terminal: store permissions: %w", err)
 		}
 	}
-	return &Store{db: db}, nil
+	return nil
+}
+
+// migrate creates the schema and brings an older one up to date.
+// Version 1 kept learned answers in a table shared by every client and
+// stored secrets typed at prompts not worded "password": version 2 drops
+// the table (answers are counted from events, per session) and redacts
+// what the current rules judge secret.
+func (s *Store) migrate() error {
+	if _, err := s.db.Exec(schema); err != nil {
+		return fmt.Errorf("terminal: create schema: %w", err)
+	}
+	var v sql.NullInt64
+	if err := s.db.QueryRow(`SELECT MAX(version) FROM schema_version`).Scan(&v); err != nil {
+		return fmt.Errorf("terminal: schema version: %w", err)
+	}
+	if v.Valid && v.Int64 >= schemaVersion {
+		return nil
+	}
+	tx, err := s.db.Begin()
+	if err != nil {
+		return fmt.Errorf("terminal: migrate: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(`DROP TABLE IF EXISTS patterns`); err != nil {
+		return fmt.Errorf("terminal: migrate: %w", err)
+	}
+	rows, err := tx.Query(`SELECT id, prompt_text, input_text, prompt_type FROM events WHERE input_text != ?`, Redacted)
+	if err != nil {
+		return fmt.Errorf("terminal: migrate: %w", err)
+	}
+	var secret []string
+	for rows.Next() {
+		var id, prompt, input, typ string
+		if err := rows.Scan(&id, &prompt, &input, &typ); err != nil {
+			rows.Close()
+			return fmt.Errorf("terminal: migrate: %w", err)
+		}
+		if IsSecret(prompt, typ, input, TTYState{}) {
+			secret = append(secret, id)
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("terminal: migrate: %w", err)
+	}
+	for _, id := range secret {
+		if _, err := tx.Exec(`UPDATE events SET input_text = ? WHERE id = ?`, Redacted, id); err != nil {
+			return fmt.Errorf("terminal: migrate: %w", err)
+		}
+	}
+	if _, err := tx.Exec(`DELETE FROM schema_version`); err != nil {
+		return fmt.Errorf("terminal: migrate: %w", err)
+	}
+	if _, err := tx.Exec(`INSERT INTO schema_version(version) VALUES (?)`, schemaVersion); err != nil {
+		return fmt.Errorf("terminal: migrate: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("terminal: migrate: %w", err)
+	}
+	return nil
 }
 
 // Close closes the database.
@@ -102,27 +248,41 @@ func newID() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-// Record stores an event; a successful answer also reinforces its pattern.
-// The input to a password prompt is stored as Redacted and never
-// reinforces anything.
-func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
+// CheckEvent validates an event's fields, sizes first: callers run it
+// before any detection or matching on the event's text.
+func CheckEvent(e Event) error {
+	if len(e.PromptText) > MaxPromptBytes || len(e.Input) > MaxInputBytes {
+		return fmt.Errorf("%w: prompt_text and input_text are limited to %d bytes", ErrTooLarge, MaxPromptBytes)
+	}
 	if err := CheckSessionID(e.SessionID); err != nil {
-		return Event{}, false, err
+		return err
 	}
 	if !inputSources[e.Source] {
-		return Event{}, false, fmt.Errorf("%w: input_source %q is not user_typed, ai_suggested or auto_injected", ErrBadArgument, clipText(e.Source, 32))
+		return fmt.Errorf("%w: input_source %q is not user_typed, ai_suggested or auto_injected", ErrBadArgument, clipText(e.Source, 32))
 	}
 	if e.ResponseTimeMs < 0 {
-		return Event{}, false, fmt.Errorf("%w: response_time_ms is negative", ErrBadArgument)
+		return fmt.Errorf("%w: response_time_ms is negative", ErrBadArgument)
 	}
 	if e.PromptText == "" {
-		return Event{}, false, fmt.Errorf("%w: prompt_text is empty", ErrBadArgument)
+		return fmt.Errorf("%w: prompt_text is empty", ErrBadArgument)
 	}
-	if len(e.PromptText) > 4096 || len(e.Input) > 4096 {
-		return Event{}, false, fmt.Errorf("%w: prompt_text and input_text are limited to 4096 bytes", ErrBadArgument)
+	return nil
+}
+
+// Record stores an event. A secret answer (IsSecret: the prompt asks for
+// one, the pty had echo off, the value looks like a credential) is stored
+// as Redacted and teaches nothing; the second result reports whether the
+// answer now counts as learned for its prompt's pattern.
+func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
+	if err := CheckEvent(e); err != nil {
+		return Event{}, false, err
 	}
-	if e.PromptType == TypePassword {
+	secret := IsSecret(e.PromptText, e.PromptType, e.Input, e.TTY)
+	if secret {
 		e.Input = Redacted
+		if e.PromptType != TypePassword && SecretPrompt(e.PromptText) {
+			e.PromptType = TypePassword
+		}
 	}
 	id, err := newID()
 	if err != nil {
@@ -141,24 +301,116 @@ func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
 		VALUES (?,?,?,?,?,?,?,?,?,?)`, e.ID, e.SessionID, e.PromptText, e.Input, e.Success, e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey); err != nil {
 		return Event{}, false, fmt.Errorf("terminal: insert event: %w", err)
 	}
-	updated := false
-	if e.Success && e.PromptType != TypePassword {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO patterns(pattern_key, input_text, successes, updated_at) VALUES (?,?,1,?)
-			ON CONFLICT(pattern_key, input_text) DO UPDATE SET successes = successes + 1, updated_at = excluded.updated_at`,
-			e.PatternKey, e.Input, e.Time.UnixNano()); err != nil {
-			return Event{}, false, fmt.Errorf("terminal: update pattern: %w", err)
-		}
-		updated = true
+	// The session's bound, on every insert: the index on (session_id,
+	// created_at) makes this a walk over at most MaxPerSession entries.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE id IN (SELECT id FROM events WHERE session_id = ? ORDER BY created_at DESC LIMIT -1 OFFSET ?)`,
+		e.SessionID, s.cfg.MaxPerSession); err != nil {
+		return Event{}, false, fmt.Errorf("terminal: prune session: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return Event{}, false, fmt.Errorf("terminal: commit: %w", err)
 	}
-	return e, updated, nil
+	if s.inserts.Add(1)%pruneEvery == 0 {
+		if err := s.Prune(ctx); err != nil {
+			return Event{}, false, err
+		}
+	}
+	return e, e.Success && !secret, nil
 }
 
-// Learned returns what was successfully answered to a prompt's pattern.
-func (s *Store) Learned(ctx context.Context, prompt string) ([]Learned, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT input_text, successes FROM patterns WHERE pattern_key = ? ORDER BY successes DESC, input_text`, PatternKey(prompt))
+// Prune deletes events older than MaxAge and the oldest beyond MaxEvents.
+// Record calls it every pruneEvery inserts; the daemon also calls it
+// periodically so that age applies to an idle store.
+func (s *Store) Prune(ctx context.Context) error {
+	cutoff := time.Now().Add(-s.cfg.MaxAge).UnixNano()
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM events WHERE created_at < ?`, cutoff); err != nil {
+		return fmt.Errorf("terminal: prune by age: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM events WHERE id IN (SELECT id FROM events ORDER BY created_at DESC LIMIT -1 OFFSET ?)`,
+		s.cfg.MaxEvents); err != nil {
+		return fmt.Errorf("terminal: prune by count: %w", err)
+	}
+	// Hand freed pages back to the WAL checkpoint so the WAL does not grow
+	// with the flood either.
+	if _, err := s.db.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+		return fmt.Errorf("terminal: checkpoint: %w", err)
+	}
+	return nil
+}
+
+// Run prunes every interval until ctx is done, so that MaxAge applies
+// to a store nobody writes to; report receives the errors (the next
+// insert or tick tries again).
+func (s *Store) Run(ctx context.Context, every time.Duration, report func(error)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.Prune(ctx); err != nil && ctx.Err() == nil {
+				report(err)
+			}
+		}
+	}
+}
+
+// Count returns how many events the store holds, overall or for session
+// when it is not empty.
+func (s *Store) Count(ctx context.Context, session string) (int, error) {
+	q, args := `SELECT COUNT(*) FROM events`, []any{}
+	if session != "" {
+		q, args = q+` WHERE session_id = ?`, []any{session}
+	}
+	var n int
+	if err := s.db.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("terminal: count: %w", err)
+	}
+	return n, nil
+}
+
+// DeleteSession deletes every event of a session, and so everything it
+// taught; it returns how many events it deleted.
+func (s *Store) DeleteSession(ctx context.Context, session string) (int64, error) {
+	if err := CheckSessionID(session); err != nil {
+		return 0, err
+	}
+	res, err := s.db.ExecContext(ctx, `DELETE FROM events WHERE session_id = ?`, session)
+	if err != nil {
+		return 0, fmt.Errorf("terminal: delete session: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("terminal: delete session: %w", err)
+	}
+	return n, nil
+}
+
+// maxLearned bounds the distinct answers returned for one pattern.
+const maxLearned = 20
+
+// Learned returns what was successfully answered to a prompt's pattern in
+// session (every session's answers with ShareLearned). Without sharing and
+// without a session it returns nothing. Secret answers are never among
+// them.
+func (s *Store) Learned(ctx context.Context, prompt, session string) ([]Learned, error) {
+	q := `SELECT input_text, COUNT(*) AS n FROM events WHERE pattern_key = ? AND success = 1 AND input_text != ?`
+	args := []any{PatternKey(clipEnd(prompt, MaxPromptBytes)), Redacted}
+	switch {
+	case s.cfg.ShareLearned:
+	case session == "":
+		return nil, nil
+	default:
+		if err := CheckSessionID(session); err != nil {
+			return nil, err
+		}
+		q += ` AND session_id = ?`
+		args = append(args, session)
+	}
+	q += ` GROUP BY input_text ORDER BY n DESC, input_text LIMIT ?`
+	args = append(args, maxLearned)
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("terminal: learned: %w", err)
 	}
@@ -170,6 +422,9 @@ func (s *Store) Learned(ctx context.Context, prompt string) ([]Learned, error) {
 		if err := rows.Scan(&l.Input, &l.Successes); err != nil {
 			return nil, fmt.Errorf("terminal: learned: %w", err)
 		}
+		if SecretValue(l.Input) {
+			continue
+		}
 		total += l.Successes
 		out = append(out, l)
 	}
@@ -179,7 +434,9 @@ func (s *Store) Learned(ctx context.Context, prompt string) ([]Learned, error) {
 	return out, rows.Err()
 }
 
-// History returns a session's events, oldest first, at most limit.
+// History returns a session's events, oldest first, at most limit. An
+// input that the current rules judge secret is returned as Redacted even
+// if an older version stored it.
 func (s *Store) History(ctx context.Context, session string, limit int) ([]Event, error) {
 	if err := CheckSessionID(session); err != nil {
 		return nil, err
@@ -196,6 +453,9 @@ func (s *Store) History(ctx context.Context, session string, limit int) ([]Event
 		var ns int64
 		if err := rows.Scan(&e.ID, &e.SessionID, &e.PromptText, &e.Input, &e.Success, &e.Source, &e.ResponseTimeMs, &ns, &e.PromptType, &e.PatternKey); err != nil {
 			return nil, fmt.Errorf("terminal: history: %w", err)
+		}
+		if e.Input != Redacted && IsSecret(e.PromptText, e.PromptType, e.Input, TTYState{}) {
+			e.Input = Redacted
 		}
 		e.Time = time.Unix(0, ns)
 		out = append(out, e)

@@ -60,23 +60,30 @@ var (
 )
 
 // Infer suggests inputs for a prompt. learned holds what users answered to
-// this prompt's pattern before (successful answers only); it ranks first.
-// A password prompt never gets a suggested value.
-func Infer(prompt, typ string, context []string, learned []Learned) ([]Suggestion, []string) {
-	var out []Suggestion
-	var warnings []string
+// this prompt's pattern before (successful answers only); it ranks first,
+// except that a dangerous prompt's first suggestion is always its safe
+// answer (n, no, q, cancel: what the prompt offers). A prompt that asks
+// for a secret (typ password, or SecretPrompt judges it so whatever typ
+// says) never gets a suggested value, and no secret-looking learned value
+// is ever suggested.
+func Infer(prompt, typ string, context []string, learned []Learned) (out []Suggestion, warnings []string) {
+	if typ == TypePassword || SecretPrompt(prompt) {
+		warnings = append(warnings, "secret prompt: ask the user; classifierd never suggests a value")
+		return nil, warnings
+	}
 	dangerous, reason := Dangerous(prompt, typ, context)
 	if dangerous {
 		warnings = append(warnings, fmt.Sprintf("dangerous: answering may destroy data (%s); confirm with the user", reason))
 	}
-	if typ == TypePassword {
-		warnings = append(warnings, "password prompt: ask the user; classifierd never suggests a value")
-		return nil, warnings
-	}
+	defer func() {
+		if dangerous {
+			out = safeFirst(out, prompt, typ, context)
+		}
+	}()
 	sort.SliceStable(learned, func(i, j int) bool { return learned[i].Successes > learned[j].Successes })
 	seen := map[string]bool{}
 	for _, l := range learned {
-		if l.Total == 0 || l.Input == "[REDACTED]" {
+		if l.Total == 0 || l.Input == Redacted || SecretValue(l.Input) {
 			continue
 		}
 		out = append(out, Suggestion{Input: l.Input, Confidence: round3(float64(l.Successes) / float64(l.Total)),
@@ -156,3 +163,60 @@ func menuOptions(lines []string) [][2]string {
 }
 
 func round3(x float64) float64 { return float64(int(x*1000+0.5)) / 1000 }
+
+// offeredRE finds the answers a prompt offers in brackets: [Y/n],
+// (yes/no), [y,n,q,a,d,e,?], (y/n/q).
+var offeredRE = regexp.MustCompile(`[\[(]([^\[\]()]{1,60})[\])]`)
+
+// safeAnswers are the answers that decline, best first.
+var safeAnswers = []string{"no", "n", "cancel", "abort", "q", "quit", "exit", "skip"}
+
+var safeMenuRE = regexp.MustCompile(`(?i)^\s*(no|cancel|abort|quit|exit|none|skip|back|keep)\b`)
+
+// safeAnswer is the answer that declines a prompt: one it offers in
+// brackets, a menu option that cancels, or n/no for a yes/no question.
+func safeAnswer(prompt, typ string, context []string) (string, bool) {
+	offered := map[string]bool{}
+	for _, m := range offeredRE.FindAllStringSubmatch(clipEnd(prompt, MaxLineBytes), -1) {
+		for _, o := range strings.FieldsFunc(m[1], func(r rune) bool { return r == '/' || r == ',' || r == '|' || r == ' ' }) {
+			offered[strings.ToLower(strings.Trim(o, "[]"))] = true
+		}
+	}
+	for _, a := range safeAnswers {
+		if offered[a] {
+			return a, true
+		}
+	}
+	for _, o := range menuOptions(append(append([]string(nil), context...), prompt)) {
+		if safeMenuRE.MatchString(o[1]) {
+			return o[0], true
+		}
+	}
+	if typ == TypeYesNo {
+		if yesNoWordsRE.MatchString(prompt) {
+			return "no", true
+		}
+		return "n", true
+	}
+	return "", false
+}
+
+// safeFirst moves the safe answer to the front of a dangerous prompt's
+// suggestions (adding it if absent), so that no learned answer, however
+// often taught, is suggested before declining.
+func safeFirst(out []Suggestion, prompt, typ string, context []string) []Suggestion {
+	safe, ok := safeAnswer(prompt, typ, context)
+	if !ok {
+		return out
+	}
+	first := Suggestion{Input: safe, Confidence: 0.7, Source: SourceDefault, Reasoning: "the safe answer to a dangerous prompt"}
+	rest := make([]Suggestion, 0, len(out))
+	for _, s := range out {
+		if strings.EqualFold(s.Input, safe) {
+			first = s
+			continue
+		}
+		rest = append(rest, s)
+	}
+	return append([]Suggestion{first}, rest...)
+}

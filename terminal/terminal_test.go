@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestClean(t *testing.T) {
@@ -83,9 +84,19 @@ func TestInfer(t *testing.T) {
 	if s[0].Input != "n" || s[1].Input != "y" {
 		t.Fatalf("[y/N] default: %v", s)
 	}
+	// However often "yes" was taught, a dangerous prompt's first
+	// suggestion declines (issue 14: learned answers used to rank first).
 	s, w = Infer("Wipe the disk? (yes/no)", TypeYesNo, nil, []Learned{{Input: "yes", Successes: 10, Total: 10}})
-	if s[0].Input != "yes" || s[0].Source != SourceLearned || !strings.Contains(s[0].Reasoning, "10/10") || !strings.Contains(w[0], "dangerous") {
-		t.Fatalf("learned beats the safe default: %v %v", s, w)
+	if s[0].Input != "no" || s[1].Input != "yes" || s[1].Source != SourceLearned || !strings.Contains(s[1].Reasoning, "10/10") || !strings.Contains(w[0], "dangerous") {
+		t.Fatalf("the safe answer is not first: %v %v", s, w)
+	}
+	// A prompt worded as a secret gets no suggestion whatever type the
+	// client claims, and a learned value that looks like a key is dropped.
+	if s, _ = Infer("API token:", TypeText, nil, []Learned{{Input: "abc", Successes: 1, Total: 1}}); len(s) != 0 {
+		t.Fatalf("secret prompt typed text: %v", s)
+	}
+	if s, _ = Infer("Name:", TypeText, nil, []Learned{{Input: "ghp_" + strings.Repeat("a1B2", 9), Successes: 1, Total: 1}}); len(s) == 0 || s[0].Source == SourceLearned {
+		t.Fatalf("secret-looking learned value: %v", s)
 	}
 	s, _ = Infer("Which fruit?", TypeChoice, []string{"[1] apple", "[2] pear", "a) all"}, nil)
 	if len(s) != 3 || s[2].Input != "a" {
@@ -111,7 +122,7 @@ func TestCheckSessionID(t *testing.T) {
 }
 
 func TestStoreConcurrentWriters(t *testing.T) {
-	s, err := OpenStore(filepath.Join(t.TempDir(), "e.db"))
+	s, err := OpenStore(filepath.Join(t.TempDir(), "e.db"), StoreConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +147,7 @@ func TestStoreConcurrentWriters(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	l, err := s.Learned(context.Background(), "Continue? [y/N]")
+	l, err := s.Learned(context.Background(), "Continue? [y/N]", "w")
 	if err != nil || len(l) != 1 || l[0].Successes != 500 {
 		t.Fatalf("learned %+v %v", l, err)
 	}
@@ -158,4 +169,77 @@ func FuzzClean(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestSafeAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		prompt, typ string
+		context     []string
+		want        string
+	}{
+		{"Delete everything? [y/N]", TypeYesNo, nil, "n"},
+		{"Drop database prod? (yes/no):", TypeYesNo, nil, "no"},
+		{"Discard this hunk from worktree [y,n,q,a,d,e,?]?", TypeYesNo, nil, "n"},
+		{"Overwrite? (o)verwrite, (s)kip [o,s,q]", TypeChoice, nil, "q"},
+		{"Select:", TypeChoice, []string{"1) wipe disk", "2) cancel"}, "2"},
+		{"rm: remove regular file 'a'?", TypeYesNo, nil, "n"},
+	} {
+		got, ok := safeAnswer(tc.prompt, tc.typ, tc.context)
+		if !ok || got != tc.want {
+			t.Errorf("safeAnswer(%q): got %q %v, want %q", tc.prompt, got, ok, tc.want)
+		}
+	}
+}
+
+func TestSecretPrompt(t *testing.T) {
+	for _, p := range []string{"Password for 'https://user@github.com':", "API token:", "Enter passphrase for key '/root/.ssh/id_rsa':",
+		"AWS Secret Access Key [None]:", "Enter the one-time code:", "Enter PIN:", "Verification code:", "2FA code:",
+		"[sudo] password for alice:", "Two-factor authentication code:", "Enter OTP:", "Access key ID:", "Recovery code:"} {
+		if !SecretPrompt(p) {
+			t.Errorf("SecretPrompt(%q) = false", p)
+		}
+	}
+	for _, p := range []string{"Continue? [y/N]", "Username:", "Did the tests pass?", "Enter file in which to save the key (/root/.ssh/id_rsa):", "Save as:"} {
+		if SecretPrompt(p) {
+			t.Errorf("SecretPrompt(%q) = true", p)
+		}
+	}
+}
+
+func TestSecretValue(t *testing.T) {
+	for _, v := range []string{"AKIAIOSFODNN7EXAMPLE", "ghp_" + strings.Repeat("aB3d", 9), "github_pat_11ABCDEFG0123456789_abcdefghijkl",
+		"xoxb-1234567890-abcdefghij", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig", "-----BEGIN OPENSSH PRIVATE KEY-----",
+		"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+		"hunter2-S3cret!xQ", "export TOKEN=Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MGFiY2RlZmdo"} {
+		if !SecretValue(v) {
+			t.Errorf("SecretValue(%q) = false", v)
+		}
+	}
+	for _, v := range []string{"y", "no", "./", "/home/alice/Projects/classifierd-2", "alice@example.com", "Fix the parser for long words",
+		"3", "/tmp/report.pdf", "internationalization"} {
+		if SecretValue(v) {
+			t.Errorf("SecretValue(%q) = true", v)
+		}
+	}
+}
+
+func TestStoreRetentionByAge(t *testing.T) {
+	ctx := context.Background()
+	s, err := OpenStore(filepath.Join(t.TempDir(), "e.db"), StoreConfig{MaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, when := range []time.Time{time.Now().Add(-2 * time.Hour), time.Now()} {
+		if _, _, err := s.Record(ctx, Event{SessionID: "a", PromptText: "Continue? [y/N]", Input: "y", Success: true,
+			Source: "user_typed", PromptType: TypeYesNo, Time: when}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Count(ctx, "a"); err != nil || n != 1 {
+		t.Fatalf("got %d events (%v), want the recent one", n, err)
+	}
 }

@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/classifierd/classifierd/internal/clip"
 )
 
 // Errors returned by the package.
@@ -21,14 +23,85 @@ var (
 	ErrSessionNotFound = errors.New("terminal: session not found")
 	ErrBadConfidence   = errors.New("terminal: confidence outside [0,1]")
 	ErrBadArgument     = errors.New("terminal: invalid argument")
+	// ErrTooLarge means a field is over its documented limit; it is
+	// checked before any work on the field.
+	ErrTooLarge = errors.New("terminal: input too large")
 	// ErrEmbedding means the Embedder answered with the wrong number of
 	// vectors or vectors of the wrong length: a wiring fault, not bad input.
 	ErrEmbedding = errors.New("terminal: embedder returned vectors of the wrong shape")
 )
 
-// TailBytes is how much of a log's end is read: enough for the last lines
-// of any prompt and its context, and independent of the log's size.
-const TailBytes = 64 << 10
+// Limits. Sizes are checked before any work; within them, the work per
+// request is bounded by examining only the last MaxLines lines of a tail
+// and the last MaxLineBytes of each line (a prompt is at the end of its
+// line), and by cutting words longer than maxWordBytes before the model.
+const (
+	// TailBytes is how much of a log's end is read, and the most text
+	// DetectInputPrompt and session_context accept: enough for the last
+	// lines of any prompt and its context, independent of the log's size.
+	TailBytes = 64 << 10
+	// MaxPromptBytes bounds a prompt_text.
+	MaxPromptBytes = 4096
+	// MaxInputBytes bounds an input_text.
+	MaxInputBytes = 4096
+	// MaxLines is how many of a tail's last lines are examined.
+	MaxLines = 64
+	// MaxLineBytes is how much of a line's end is examined.
+	MaxLineBytes = 512
+	// maxWordBytes is the longest word the model sees; a tokenizer's cost
+	// on one giant word is what stalled the daemon.
+	maxWordBytes = 48
+)
+
+// clipEnd keeps the last n bytes of s, starting on a rune boundary.
+func clipEnd(s string, n int) string { return clip.Tail(s, n) }
+
+// lastLinesStart is the offset in raw where its last n lines begin.
+func lastLinesStart(raw []byte, n int) int {
+	end := len(raw)
+	// A trailing newline ends the last line rather than starting another.
+	if end > 0 && raw[end-1] == '\n' {
+		end--
+	}
+	for i := end - 1; i >= 0; i-- {
+		if raw[i] == '\n' {
+			n--
+			if n == 0 {
+				return i + 1
+			}
+		}
+	}
+	return 0
+}
+
+// LastLines cleans the last MaxLines lines of raw (see Clean); positions
+// are offsets in raw.
+func LastLines(raw []byte) (lines []Line, partial bool) {
+	start := lastLinesStart(raw, MaxLines)
+	lines, partial = Clean(raw[start:])
+	for i := range lines {
+		lines[i].Pos += start
+	}
+	return lines, partial
+}
+
+// shortWords cuts every word of s longer than n bytes to its first n
+// bytes (on a rune boundary), so the model's tokenizer never sees a giant
+// word.
+func shortWords(s string, n int) string {
+	words := strings.Fields(s)
+	changed := false
+	for i, w := range words {
+		if len(w) > n {
+			words[i] = strings.TrimSuffix(clip.String(w, n), clip.Ellipsis)
+			changed = true
+		}
+	}
+	if !changed {
+		return s
+	}
+	return strings.Join(words, " ")
+}
 
 var sessionIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
@@ -92,7 +165,8 @@ var ansiRE = regexp.MustCompile(`\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x
 
 // Clean splits raw terminal output into lines with escape sequences
 // removed and carriage-return rewrites applied (only the text after the
-// last \r of a line survives, as on screen). partial reports that the
+// last \r of a line survives, as on screen); a line keeps its last
+// MaxLineBytes. partial reports that the
 // output does not end with a newline: the last line is still being
 // written, which is how programs leave a prompt.
 func Clean(raw []byte) (lines []Line, partial bool) {
@@ -120,6 +194,7 @@ func Clean(raw []byte) (lines []Line, partial bool) {
 			}
 			return r
 		}, seg)
+		seg = clipEnd(seg, MaxLineBytes)
 		lines = append(lines, Line{Text: seg, Pos: start})
 	}
 	return lines, partial

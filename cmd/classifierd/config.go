@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/terminal"
 )
 
 // Config is everything the daemon is started with.
@@ -35,6 +36,7 @@ type Config struct {
 	Terminal     bool
 	TermLogs     string
 	TermDB       string
+	TermStore    terminal.StoreConfig
 	LogFormat    string
 	LogLevel     slog.Level
 }
@@ -67,6 +69,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Terminal && (c.TermLogs == "" || c.TermDB == "") {
 		return errors.New("--terminal-logs and --terminal-db must not be empty")
+	}
+	if c.TermStore.MaxAge <= 0 || c.TermStore.MaxPerSession < 1 || c.TermStore.MaxEvents < 1 {
+		return errors.New("--terminal-retention, --terminal-max-session-events and --terminal-max-events must be positive")
 	}
 	if c.SessionTTL <= 0 || c.MaxSessions < 1 {
 		return errors.New("--session-ttl and --max-sessions must be positive")
@@ -103,7 +108,11 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.Minimal, "minimal-categories", "meta", "comma-separated categories of the minimal exposure")
 	fs.BoolVar(&c.Terminal, "terminal", false, "serve terminal.v1.TerminalService (prompt detection over terminal logs); off, its RPCs answer UNIMPLEMENTED")
 	fs.StringVar(&c.TermLogs, "terminal-logs", "var/terminal", "with --terminal: directory of terminal session logs (<session_id>.log) for DetectInputPrompt")
-	fs.StringVar(&c.TermDB, "terminal-db", "var/terminal.db", "with --terminal: SQLite file for terminal input events and learned patterns")
+	fs.StringVar(&c.TermDB, "terminal-db", "var/terminal.db", "with --terminal: SQLite file for terminal input events and learned patterns (0600; a missing directory is created 0700)")
+	fs.DurationVar(&c.TermStore.MaxAge, "terminal-retention", terminal.DefaultMaxAge, "with --terminal: delete input events older than this")
+	fs.IntVar(&c.TermStore.MaxPerSession, "terminal-max-session-events", terminal.DefaultMaxPerSession, "with --terminal: keep at most this many input events per terminal session (newest)")
+	fs.IntVar(&c.TermStore.MaxEvents, "terminal-max-events", terminal.DefaultMaxEvents, "with --terminal: keep at most this many input events overall (newest); bounds the database at about 9 KiB per event")
+	fs.BoolVar(&c.TermStore.ShareLearned, "terminal-share-learned", false, "with --terminal: suggest answers learned in one terminal session to every session (off: a session is suggested only what it taught)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	fs.Usage = func() {

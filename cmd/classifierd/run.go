@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -90,17 +89,27 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return err
 	}
 	var term *server.TerminalServer
+	var store *terminal.Store
 	if cfg.Terminal {
-		var closeTerm func() error
-		term, closeTerm, err = openTerminal(ctx, cfg, eng, log)
+		term, store, err = openTerminal(ctx, cfg, eng, log)
 		if err != nil {
 			return err
 		}
-		defer func() { err = errors.Join(err, closeTerm()) }()
+		defer func() { err = errors.Join(err, store.Close()) }()
 	}
 	janitorCtx, stopJanitor := context.WithCancel(ctx)
 	defer stopJanitor()
 	go sessions.Run(janitorCtx)
+	if store != nil {
+		// Retention by age for an idle store; the store is closed only
+		// after the sweep has returned.
+		swept := make(chan struct{})
+		go func() {
+			defer close(swept)
+			store.Run(janitorCtx, time.Minute, func(err error) { log.Warn("terminal retention sweep failed", "err", err) })
+		}()
+		defer func() { stopJanitor(); <-swept }()
+	}
 
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -147,15 +156,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 }
 
 // openTerminal opens what TerminalService needs (the log directory, the
-// SQLite store, the prompt detector); closeStore releases the store.
-func openTerminal(ctx context.Context, cfg Config, eng terminal.Embedder, log *slog.Logger) (_ *server.TerminalServer, closeStore func() error, err error) {
+// SQLite store, the prompt detector); the caller closes the store.
+func openTerminal(ctx context.Context, cfg Config, eng terminal.Embedder, log *slog.Logger) (_ *server.TerminalServer, _ *terminal.Store, err error) {
 	if err := os.MkdirAll(cfg.TermLogs, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("terminal logs: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(cfg.TermDB), 0o755); err != nil {
-		return nil, nil, fmt.Errorf("terminal db: %w", err)
-	}
-	store, err := terminal.OpenStore(cfg.TermDB)
+	store, err := terminal.OpenStore(cfg.TermDB, cfg.TermStore)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -167,7 +173,7 @@ func openTerminal(ctx context.Context, cfg Config, eng terminal.Embedder, log *s
 	if err != nil {
 		return nil, nil, errors.Join(err, store.Close())
 	}
-	return term, store.Close, nil
+	return term, store, nil
 }
 
 // register puts the services on gs and marks them SERVING. TerminalService

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -209,7 +210,8 @@ func TestTerminalContract(t *testing.T) {
 		if err != nil || !r.GetRecorded() || r.GetPatternUpdated() {
 			t.Fatalf("failed input: %v %v", r, err)
 		}
-		sug, err := c.InferExpectedInput(ctx, &pb.InferExpectedInputRequest{PromptText: "Delete 7 tables? (yes/no):", PromptType: "yes_no"})
+		// Learned answers are scoped to the session that taught them.
+		sug, err := c.InferExpectedInput(ctx, &pb.InferExpectedInputRequest{PromptText: "Delete 7 tables? (yes/no):", PromptType: "yes_no", SessionId: "learn"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,7 +268,7 @@ func TestTerminalContract(t *testing.T) {
 		if err != nil || len(h.GetEvents()) != 12 {
 			t.Fatalf("after restart: %d events, %v", len(h.GetEvents()), err)
 		}
-		sug, err := c2.InferExpectedInput(ctx, &pb.InferExpectedInputRequest{PromptText: "Delete 4 tables? (yes/no):", PromptType: "yes_no"})
+		sug, err := c2.InferExpectedInput(ctx, &pb.InferExpectedInputRequest{PromptText: "Delete 4 tables? (yes/no):", PromptType: "yes_no", SessionId: "learn"})
 		if err != nil || !strings.Contains(sug.GetSuggestions()[0].GetReasoning(), "10/10") {
 			t.Fatalf("learned pattern lost on restart: %v %v", sug, err)
 		}
@@ -274,3 +276,85 @@ func TestTerminalContract(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestTerminalHugeInputDoesNotStallOthers sends one client's giant words
+// to the real daemon (real model and tokenizer, real SQLite) while other
+// clients make ordinary calls: a 128 KiB word used to stall every request
+// of the daemon for tens of seconds. The giant requests must get a clear
+// status and the ordinary ones must all succeed; the deadline is generous
+// and nothing is timed.
+func TestTerminalHugeInputDoesNotStallOthers(t *testing.T) {
+	idx := genIndex(t, "testdata/mini.json")
+	_, conn := startDaemon(t, idx, "--terminal")
+	c := pb.NewTerminalServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	huge := strings.Repeat("A", 128<<10)
+	big := strings.Repeat("B", 64<<10-64) // within the limit: bounded work, normal answer
+	type result struct {
+		name string
+		err  error
+		want codes.Code
+	}
+	results := make(chan result, 64)
+	var wg sync.WaitGroup
+	run := func(name string, want codes.Code, call func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results <- result{name, call(), want}
+		}()
+	}
+	run("huge DetectInputPrompt", codes.InvalidArgument, func() error {
+		_, err := c.DetectInputPrompt(ctx, &pb.DetectInputPromptRequest{Text: huge})
+		return err
+	})
+	run("huge TrackInputEvent prompt", codes.InvalidArgument, func() error {
+		_, err := c.TrackInputEvent(ctx, &pb.TrackInputEventRequest{SessionId: "flood", PromptText: huge, InputText: "y", InputSource: "user_typed"})
+		return err
+	})
+	run("huge TrackInputEvent input", codes.InvalidArgument, func() error {
+		_, err := c.TrackInputEvent(ctx, &pb.TrackInputEventRequest{SessionId: "flood", PromptText: "Name:", InputText: huge, InputSource: "user_typed"})
+		return err
+	})
+	for i := 0; i < 3; i++ {
+		run("64 KiB word DetectInputPrompt", codes.OK, func() error {
+			_, err := c.DetectInputPrompt(ctx, &pb.DetectInputPromptRequest{Text: big})
+			return err
+		})
+		run("64 KiB word before a prompt", codes.OK, func() error {
+			_, err := c.DetectInputPrompt(ctx, &pb.DetectInputPromptRequest{Text: big + "\nContinue? [y/N] "})
+			return err
+		})
+		run("4 KiB word TrackInputEvent", codes.OK, func() error {
+			_, err := c.TrackInputEvent(ctx, &pb.TrackInputEventRequest{SessionId: "flood", PromptText: strings.Repeat("C", 4000),
+				InputText: "y", InputSource: "user_typed"})
+			return err
+		})
+	}
+	for i := 0; i < 10; i++ {
+		run("normal DetectInputPrompt", codes.OK, func() error {
+			r, err := c.DetectInputPrompt(ctx, &pb.DetectInputPromptRequest{Text: "Overwrite existing file? (y/n) "})
+			if err == nil && !r.GetDetected() {
+				t.Errorf("normal prompt not detected: %v", r)
+			}
+			return err
+		})
+		run("normal TrackInputEvent", codes.OK, func() error {
+			_, err := c.TrackInputEvent(ctx, &pb.TrackInputEventRequest{SessionId: "normal", PromptText: "Continue? [y/N]",
+				InputText: "n", Success: true, InputSource: "user_typed"})
+			return err
+		})
+	}
+	wg.Wait()
+	close(results)
+	for r := range results {
+		if got := status.Code(r.err); got != r.want {
+			t.Errorf("%s: got %v (%v), want %v", r.name, got, r.err, r.want)
+		}
+		if r.want == codes.InvalidArgument && reason(r.err) != "INPUT_TOO_LARGE" {
+			t.Errorf("%s: reason %q, want INPUT_TOO_LARGE", r.name, reason(r.err))
+		}
+	}
+}

@@ -20,3 +20,17 @@ func String(s string, n int) string {
 	}
 	return s[:cut] + Ellipsis
 }
+
+// Tail returns s if it has at most n bytes; otherwise its longest suffix of
+// at most n bytes that starts on a rune boundary (no ellipsis: callers
+// judge the end of a line, where a prompt is).
+func Tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := len(s) - max(n, 0)
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return s[cut:]
+}

@@ -46,3 +46,22 @@ func FuzzString(f *testing.F) {
 		}
 	})
 }
+
+func TestTail(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"abcdef", 3, "def"},
+		{"héllo", 4, "llo"}, // the 4th byte from the end is inside é
+		{"日本語", 4, "語"},
+		{"abc", 0, ""},
+		{"abc", -1, ""},
+	} {
+		if got := Tail(tc.in, tc.n); got != tc.want {
+			t.Errorf("Tail(%q, %d): got %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}

@@ -32,7 +32,10 @@ type DetectInputPromptRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// session_id names a log file in the daemon's session directory.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// text is the raw output tail, for clients that hold the output themselves.
+	// text is the raw output tail, for clients that hold the output
+	// themselves: at most 64 KiB (INVALID_ARGUMENT beyond, before any work).
+	// Only the last lines are examined and a prompt line is judged by its
+	// last 512 bytes.
 	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
 	// min_confidence defaults to 0.70 and must be within [0,1].
 	MinConfidence *float32 `protobuf:"fixed32,3,opt,name=min_confidence,json=minConfidence,proto3,oneof" json:"min_confidence,omitempty"`
@@ -250,12 +253,21 @@ func (x *DetectInputPromptResponse) GetPrompt() *InputPrompt {
 
 // InferExpectedInputRequest describes a prompt.
 type InferExpectedInputRequest struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	PromptText     string                 `protobuf:"bytes,1,opt,name=prompt_text,json=promptText,proto3" json:"prompt_text,omitempty"`
-	PromptType     string                 `protobuf:"bytes,2,opt,name=prompt_type,json=promptType,proto3" json:"prompt_type,omitempty"`
-	SessionContext string                 `protobuf:"bytes,3,opt,name=session_context,json=sessionContext,proto3" json:"session_context,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// prompt_text is 1-4096 bytes.
+	PromptText string `protobuf:"bytes,1,opt,name=prompt_text,json=promptText,proto3" json:"prompt_text,omitempty"`
+	// prompt_type can only make the answer stricter: "password" suppresses
+	// suggestions, but a prompt the daemon judges to ask for a secret gets
+	// none whatever prompt_type says.
+	PromptType string `protobuf:"bytes,2,opt,name=prompt_type,json=promptType,proto3" json:"prompt_type,omitempty"`
+	// session_context is the output before the prompt, at most 64 KiB.
+	SessionContext string `protobuf:"bytes,3,opt,name=session_context,json=sessionContext,proto3" json:"session_context,omitempty"`
+	// session_id scopes learned answers: only answers this session taught
+	// are suggested, unless the daemon runs with --terminal-share-learned.
+	// Empty: no learned answers (unless shared).
+	SessionId     string `protobuf:"bytes,4,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InferExpectedInputRequest) Reset() {
@@ -305,6 +317,13 @@ func (x *InferExpectedInputRequest) GetPromptType() string {
 func (x *InferExpectedInputRequest) GetSessionContext() string {
 	if x != nil {
 		return x.SessionContext
+	}
+	return ""
+}
+
+func (x *InferExpectedInputRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
 	}
 	return ""
 }
@@ -442,8 +461,16 @@ type TrackInputEventRequest struct {
 	// input_source is user_typed, ai_suggested or auto_injected.
 	InputSource    string `protobuf:"bytes,5,opt,name=input_source,json=inputSource,proto3" json:"input_source,omitempty"`
 	ResponseTimeMs int64  `protobuf:"varint,6,opt,name=response_time_ms,json=responseTimeMs,proto3" json:"response_time_ms,omitempty"`
-	// prompt_type is detected from prompt_text when empty.
-	PromptType    string `protobuf:"bytes,7,opt,name=prompt_type,json=promptType,proto3" json:"prompt_type,omitempty"`
+	// prompt_type is detected from prompt_text when empty. It can only make
+	// redaction stricter: a prompt the daemon judges to ask for a secret is
+	// redacted whatever prompt_type says.
+	PromptType string `protobuf:"bytes,7,opt,name=prompt_type,json=promptType,proto3" json:"prompt_type,omitempty"`
+	// echo_off is the hub's reading of the pty when the input was typed:
+	// echo disabled. With canonical_mode true or unset it is how getpass-style
+	// secret prompts read, and the input is redacted.
+	EchoOff *bool `protobuf:"varint,8,opt,name=echo_off,json=echoOff,proto3,oneof" json:"echo_off,omitempty"`
+	// canonical_mode is the pty's ICANON flag when the input was typed.
+	CanonicalMode *bool `protobuf:"varint,9,opt,name=canonical_mode,json=canonicalMode,proto3,oneof" json:"canonical_mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -525,6 +552,20 @@ func (x *TrackInputEventRequest) GetPromptType() string {
 		return x.PromptType
 	}
 	return ""
+}
+
+func (x *TrackInputEventRequest) GetEchoOff() bool {
+	if x != nil && x.EchoOff != nil {
+		return *x.EchoOff
+	}
+	return false
+}
+
+func (x *TrackInputEventRequest) GetCanonicalMode() bool {
+	if x != nil && x.CanonicalMode != nil {
+		return *x.CanonicalMode
+	}
+	return false
 }
 
 // TrackInputEventResponse acknowledges a recorded event.
@@ -648,7 +689,8 @@ type InputEvent struct {
 	EventId    string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
 	SessionId  string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	PromptText string                 `protobuf:"bytes,3,opt,name=prompt_text,json=promptText,proto3" json:"prompt_text,omitempty"`
-	// input_text is "[REDACTED]" for password prompts.
+	// input_text is "[REDACTED]" for prompts asking for a secret, inputs typed
+	// with echo off, and inputs that look like secrets (keys, tokens).
 	InputText      string                 `protobuf:"bytes,4,opt,name=input_text,json=inputText,proto3" json:"input_text,omitempty"`
 	Success        bool                   `protobuf:"varint,5,opt,name=success,proto3" json:"success,omitempty"`
 	InputSource    string                 `protobuf:"bytes,6,opt,name=input_source,json=inputSource,proto3" json:"input_source,omitempty"`
@@ -805,6 +847,96 @@ func (x *GetSessionHistoryResponse) GetEvents() []*InputEvent {
 	return nil
 }
 
+// DeleteSessionHistoryRequest names a terminal session.
+type DeleteSessionHistoryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSessionHistoryRequest) Reset() {
+	*x = DeleteSessionHistoryRequest{}
+	mi := &file_terminal_v1_terminal_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSessionHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSessionHistoryRequest) ProtoMessage() {}
+
+func (x *DeleteSessionHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_terminal_v1_terminal_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSessionHistoryRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSessionHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_terminal_v1_terminal_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DeleteSessionHistoryRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// DeleteSessionHistoryResponse says how many events were deleted.
+type DeleteSessionHistoryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DeletedEvents int64                  `protobuf:"varint,1,opt,name=deleted_events,json=deletedEvents,proto3" json:"deleted_events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSessionHistoryResponse) Reset() {
+	*x = DeleteSessionHistoryResponse{}
+	mi := &file_terminal_v1_terminal_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSessionHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSessionHistoryResponse) ProtoMessage() {}
+
+func (x *DeleteSessionHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_terminal_v1_terminal_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSessionHistoryResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSessionHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_terminal_v1_terminal_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DeleteSessionHistoryResponse) GetDeletedEvents() int64 {
+	if x != nil {
+		return x.DeletedEvents
+	}
+	return 0
+}
+
 var File_terminal_v1_terminal_proto protoreflect.FileDescriptor
 
 const file_terminal_v1_terminal_proto_rawDesc = "" +
@@ -831,13 +963,15 @@ const file_terminal_v1_terminal_proto_rawDesc = "" +
 	"\rdanger_reason\x18\b \x01(\tR\fdangerReason\"i\n" +
 	"\x19DetectInputPromptResponse\x12\x1a\n" +
 	"\bdetected\x18\x01 \x01(\bR\bdetected\x120\n" +
-	"\x06prompt\x18\x02 \x01(\v2\x18.terminal.v1.InputPromptR\x06prompt\"\x86\x01\n" +
+	"\x06prompt\x18\x02 \x01(\v2\x18.terminal.v1.InputPromptR\x06prompt\"\xa5\x01\n" +
 	"\x19InferExpectedInputRequest\x12\x1f\n" +
 	"\vprompt_text\x18\x01 \x01(\tR\n" +
 	"promptText\x12\x1f\n" +
 	"\vprompt_type\x18\x02 \x01(\tR\n" +
 	"promptType\x12'\n" +
-	"\x0fsession_context\x18\x03 \x01(\tR\x0esessionContext\"\x86\x01\n" +
+	"\x0fsession_context\x18\x03 \x01(\tR\x0esessionContext\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x04 \x01(\tR\tsessionId\"\x86\x01\n" +
 	"\x0fInputSuggestion\x12\x1d\n" +
 	"\n" +
 	"input_text\x18\x01 \x01(\tR\tinputText\x12\x1e\n" +
@@ -848,7 +982,7 @@ const file_terminal_v1_terminal_proto_rawDesc = "" +
 	"\treasoning\x18\x04 \x01(\tR\treasoning\"x\n" +
 	"\x1aInferExpectedInputResponse\x12>\n" +
 	"\vsuggestions\x18\x01 \x03(\v2\x1c.terminal.v1.InputSuggestionR\vsuggestions\x12\x1a\n" +
-	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"\xff\x01\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"\xeb\x02\n" +
 	"\x16TrackInputEventRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1f\n" +
@@ -860,7 +994,11 @@ const file_terminal_v1_terminal_proto_rawDesc = "" +
 	"\finput_source\x18\x05 \x01(\tR\vinputSource\x12(\n" +
 	"\x10response_time_ms\x18\x06 \x01(\x03R\x0eresponseTimeMs\x12\x1f\n" +
 	"\vprompt_type\x18\a \x01(\tR\n" +
-	"promptType\"y\n" +
+	"promptType\x12\x1e\n" +
+	"\becho_off\x18\b \x01(\bH\x00R\aechoOff\x88\x01\x01\x12*\n" +
+	"\x0ecanonical_mode\x18\t \x01(\bH\x01R\rcanonicalMode\x88\x01\x01B\v\n" +
+	"\t_echo_offB\x11\n" +
+	"\x0f_canonical_mode\"y\n" +
 	"\x17TrackInputEventResponse\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1a\n" +
 	"\brecorded\x18\x02 \x01(\bR\brecorded\x12'\n" +
@@ -888,12 +1026,18 @@ const file_terminal_v1_terminal_proto_rawDesc = "" +
 	" \x01(\tR\n" +
 	"patternKey\"L\n" +
 	"\x19GetSessionHistoryResponse\x12/\n" +
-	"\x06events\x18\x01 \x03(\v2\x17.terminal.v1.InputEventR\x06events2\x9e\x03\n" +
+	"\x06events\x18\x01 \x03(\v2\x17.terminal.v1.InputEventR\x06events\"<\n" +
+	"\x1bDeleteSessionHistoryRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"E\n" +
+	"\x1cDeleteSessionHistoryResponse\x12%\n" +
+	"\x0edeleted_events\x18\x01 \x01(\x03R\rdeletedEvents2\x8b\x04\n" +
 	"\x0fTerminalService\x12b\n" +
 	"\x11DetectInputPrompt\x12%.terminal.v1.DetectInputPromptRequest\x1a&.terminal.v1.DetectInputPromptResponse\x12e\n" +
 	"\x12InferExpectedInput\x12&.terminal.v1.InferExpectedInputRequest\x1a'.terminal.v1.InferExpectedInputResponse\x12\\\n" +
 	"\x0fTrackInputEvent\x12#.terminal.v1.TrackInputEventRequest\x1a$.terminal.v1.TrackInputEventResponse\x12b\n" +
-	"\x11GetSessionHistory\x12%.terminal.v1.GetSessionHistoryRequest\x1a&.terminal.v1.GetSessionHistoryResponseB?Z=github.com/classifierd/classifierd/gen/terminal/v1;terminalv1b\x06proto3"
+	"\x11GetSessionHistory\x12%.terminal.v1.GetSessionHistoryRequest\x1a&.terminal.v1.GetSessionHistoryResponse\x12k\n" +
+	"\x14DeleteSessionHistory\x12(.terminal.v1.DeleteSessionHistoryRequest\x1a).terminal.v1.DeleteSessionHistoryResponseB?Z=github.com/classifierd/classifierd/gen/terminal/v1;terminalv1b\x06proto3"
 
 var (
 	file_terminal_v1_terminal_proto_rawDescOnce sync.Once
@@ -907,37 +1051,41 @@ func file_terminal_v1_terminal_proto_rawDescGZIP() []byte {
 	return file_terminal_v1_terminal_proto_rawDescData
 }
 
-var file_terminal_v1_terminal_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_terminal_v1_terminal_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_terminal_v1_terminal_proto_goTypes = []any{
-	(*DetectInputPromptRequest)(nil),   // 0: terminal.v1.DetectInputPromptRequest
-	(*InputPrompt)(nil),                // 1: terminal.v1.InputPrompt
-	(*DetectInputPromptResponse)(nil),  // 2: terminal.v1.DetectInputPromptResponse
-	(*InferExpectedInputRequest)(nil),  // 3: terminal.v1.InferExpectedInputRequest
-	(*InputSuggestion)(nil),            // 4: terminal.v1.InputSuggestion
-	(*InferExpectedInputResponse)(nil), // 5: terminal.v1.InferExpectedInputResponse
-	(*TrackInputEventRequest)(nil),     // 6: terminal.v1.TrackInputEventRequest
-	(*TrackInputEventResponse)(nil),    // 7: terminal.v1.TrackInputEventResponse
-	(*GetSessionHistoryRequest)(nil),   // 8: terminal.v1.GetSessionHistoryRequest
-	(*InputEvent)(nil),                 // 9: terminal.v1.InputEvent
-	(*GetSessionHistoryResponse)(nil),  // 10: terminal.v1.GetSessionHistoryResponse
-	(*timestamppb.Timestamp)(nil),      // 11: google.protobuf.Timestamp
+	(*DetectInputPromptRequest)(nil),     // 0: terminal.v1.DetectInputPromptRequest
+	(*InputPrompt)(nil),                  // 1: terminal.v1.InputPrompt
+	(*DetectInputPromptResponse)(nil),    // 2: terminal.v1.DetectInputPromptResponse
+	(*InferExpectedInputRequest)(nil),    // 3: terminal.v1.InferExpectedInputRequest
+	(*InputSuggestion)(nil),              // 4: terminal.v1.InputSuggestion
+	(*InferExpectedInputResponse)(nil),   // 5: terminal.v1.InferExpectedInputResponse
+	(*TrackInputEventRequest)(nil),       // 6: terminal.v1.TrackInputEventRequest
+	(*TrackInputEventResponse)(nil),      // 7: terminal.v1.TrackInputEventResponse
+	(*GetSessionHistoryRequest)(nil),     // 8: terminal.v1.GetSessionHistoryRequest
+	(*InputEvent)(nil),                   // 9: terminal.v1.InputEvent
+	(*GetSessionHistoryResponse)(nil),    // 10: terminal.v1.GetSessionHistoryResponse
+	(*DeleteSessionHistoryRequest)(nil),  // 11: terminal.v1.DeleteSessionHistoryRequest
+	(*DeleteSessionHistoryResponse)(nil), // 12: terminal.v1.DeleteSessionHistoryResponse
+	(*timestamppb.Timestamp)(nil),        // 13: google.protobuf.Timestamp
 }
 var file_terminal_v1_terminal_proto_depIdxs = []int32{
-	11, // 0: terminal.v1.InputPrompt.timestamp:type_name -> google.protobuf.Timestamp
+	13, // 0: terminal.v1.InputPrompt.timestamp:type_name -> google.protobuf.Timestamp
 	1,  // 1: terminal.v1.DetectInputPromptResponse.prompt:type_name -> terminal.v1.InputPrompt
 	4,  // 2: terminal.v1.InferExpectedInputResponse.suggestions:type_name -> terminal.v1.InputSuggestion
-	11, // 3: terminal.v1.InputEvent.timestamp:type_name -> google.protobuf.Timestamp
+	13, // 3: terminal.v1.InputEvent.timestamp:type_name -> google.protobuf.Timestamp
 	9,  // 4: terminal.v1.GetSessionHistoryResponse.events:type_name -> terminal.v1.InputEvent
 	0,  // 5: terminal.v1.TerminalService.DetectInputPrompt:input_type -> terminal.v1.DetectInputPromptRequest
 	3,  // 6: terminal.v1.TerminalService.InferExpectedInput:input_type -> terminal.v1.InferExpectedInputRequest
 	6,  // 7: terminal.v1.TerminalService.TrackInputEvent:input_type -> terminal.v1.TrackInputEventRequest
 	8,  // 8: terminal.v1.TerminalService.GetSessionHistory:input_type -> terminal.v1.GetSessionHistoryRequest
-	2,  // 9: terminal.v1.TerminalService.DetectInputPrompt:output_type -> terminal.v1.DetectInputPromptResponse
-	5,  // 10: terminal.v1.TerminalService.InferExpectedInput:output_type -> terminal.v1.InferExpectedInputResponse
-	7,  // 11: terminal.v1.TerminalService.TrackInputEvent:output_type -> terminal.v1.TrackInputEventResponse
-	10, // 12: terminal.v1.TerminalService.GetSessionHistory:output_type -> terminal.v1.GetSessionHistoryResponse
-	9,  // [9:13] is the sub-list for method output_type
-	5,  // [5:9] is the sub-list for method input_type
+	11, // 9: terminal.v1.TerminalService.DeleteSessionHistory:input_type -> terminal.v1.DeleteSessionHistoryRequest
+	2,  // 10: terminal.v1.TerminalService.DetectInputPrompt:output_type -> terminal.v1.DetectInputPromptResponse
+	5,  // 11: terminal.v1.TerminalService.InferExpectedInput:output_type -> terminal.v1.InferExpectedInputResponse
+	7,  // 12: terminal.v1.TerminalService.TrackInputEvent:output_type -> terminal.v1.TrackInputEventResponse
+	10, // 13: terminal.v1.TerminalService.GetSessionHistory:output_type -> terminal.v1.GetSessionHistoryResponse
+	12, // 14: terminal.v1.TerminalService.DeleteSessionHistory:output_type -> terminal.v1.DeleteSessionHistoryResponse
+	10, // [10:15] is the sub-list for method output_type
+	5,  // [5:10] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
 	5,  // [5:5] is the sub-list for extension extendee
 	0,  // [0:5] is the sub-list for field type_name
@@ -949,13 +1097,14 @@ func file_terminal_v1_terminal_proto_init() {
 		return
 	}
 	file_terminal_v1_terminal_proto_msgTypes[0].OneofWrappers = []any{}
+	file_terminal_v1_terminal_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_terminal_v1_terminal_proto_rawDesc), len(file_terminal_v1_terminal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,10 +24,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	TerminalService_DetectInputPrompt_FullMethodName  = "/terminal.v1.TerminalService/DetectInputPrompt"
-	TerminalService_InferExpectedInput_FullMethodName = "/terminal.v1.TerminalService/InferExpectedInput"
-	TerminalService_TrackInputEvent_FullMethodName    = "/terminal.v1.TerminalService/TrackInputEvent"
-	TerminalService_GetSessionHistory_FullMethodName  = "/terminal.v1.TerminalService/GetSessionHistory"
+	TerminalService_DetectInputPrompt_FullMethodName    = "/terminal.v1.TerminalService/DetectInputPrompt"
+	TerminalService_InferExpectedInput_FullMethodName   = "/terminal.v1.TerminalService/InferExpectedInput"
+	TerminalService_TrackInputEvent_FullMethodName      = "/terminal.v1.TerminalService/TrackInputEvent"
+	TerminalService_GetSessionHistory_FullMethodName    = "/terminal.v1.TerminalService/GetSessionHistory"
+	TerminalService_DeleteSessionHistory_FullMethodName = "/terminal.v1.TerminalService/DeleteSessionHistory"
 )
 
 // TerminalServiceClient is the client API for TerminalService service.
@@ -45,6 +46,9 @@ type TerminalServiceClient interface {
 	TrackInputEvent(ctx context.Context, in *TrackInputEventRequest, opts ...grpc.CallOption) (*TrackInputEventResponse, error)
 	// GetSessionHistory returns a terminal session's recorded input events.
 	GetSessionHistory(ctx context.Context, in *GetSessionHistoryRequest, opts ...grpc.CallOption) (*GetSessionHistoryResponse, error)
+	// DeleteSessionHistory deletes every recorded event of a terminal
+	// session, and with them every answer the session taught.
+	DeleteSessionHistory(ctx context.Context, in *DeleteSessionHistoryRequest, opts ...grpc.CallOption) (*DeleteSessionHistoryResponse, error)
 }
 
 type terminalServiceClient struct {
@@ -95,6 +99,16 @@ func (c *terminalServiceClient) GetSessionHistory(ctx context.Context, in *GetSe
 	return out, nil
 }
 
+func (c *terminalServiceClient) DeleteSessionHistory(ctx context.Context, in *DeleteSessionHistoryRequest, opts ...grpc.CallOption) (*DeleteSessionHistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteSessionHistoryResponse)
+	err := c.cc.Invoke(ctx, TerminalService_DeleteSessionHistory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TerminalServiceServer is the server API for TerminalService service.
 // All implementations must embed UnimplementedTerminalServiceServer
 // for forward compatibility.
@@ -110,6 +124,9 @@ type TerminalServiceServer interface {
 	TrackInputEvent(context.Context, *TrackInputEventRequest) (*TrackInputEventResponse, error)
 	// GetSessionHistory returns a terminal session's recorded input events.
 	GetSessionHistory(context.Context, *GetSessionHistoryRequest) (*GetSessionHistoryResponse, error)
+	// DeleteSessionHistory deletes every recorded event of a terminal
+	// session, and with them every answer the session taught.
+	DeleteSessionHistory(context.Context, *DeleteSessionHistoryRequest) (*DeleteSessionHistoryResponse, error)
 	mustEmbedUnimplementedTerminalServiceServer()
 }
 
@@ -131,6 +148,9 @@ func (UnimplementedTerminalServiceServer) TrackInputEvent(context.Context, *Trac
 }
 func (UnimplementedTerminalServiceServer) GetSessionHistory(context.Context, *GetSessionHistoryRequest) (*GetSessionHistoryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSessionHistory not implemented")
+}
+func (UnimplementedTerminalServiceServer) DeleteSessionHistory(context.Context, *DeleteSessionHistoryRequest) (*DeleteSessionHistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSessionHistory not implemented")
 }
 func (UnimplementedTerminalServiceServer) mustEmbedUnimplementedTerminalServiceServer() {}
 func (UnimplementedTerminalServiceServer) testEmbeddedByValue()                         {}
@@ -225,6 +245,24 @@ func _TerminalService_GetSessionHistory_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TerminalService_DeleteSessionHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteSessionHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TerminalServiceServer).DeleteSessionHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TerminalService_DeleteSessionHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TerminalServiceServer).DeleteSessionHistory(ctx, req.(*DeleteSessionHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TerminalService_ServiceDesc is the grpc.ServiceDesc for TerminalService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -247,6 +285,10 @@ var TerminalService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetSessionHistory",
 			Handler:    _TerminalService_GetSessionHistory_Handler,
+		},
+		{
+			MethodName: "DeleteSessionHistory",
+			Handler:    _TerminalService_DeleteSessionHistory_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -153,9 +153,97 @@ type Detection struct {
 	DangerReason   string
 }
 
-// Detect inspects the tail of some output. minConf is the detection
-// threshold in [0,1].
+// Example is a labelled prompt line for the semantic classifier: Type is
+// a prompt type, or empty for a line that is not a prompt.
+type Example struct {
+	Text string
+	Type string
+}
+
+// ExampleFrom makes an example of a capture: its candidate prompt line,
+// labelled with the prompt type when the program was waiting and as not a
+// prompt otherwise. Text is empty when the capture has no line of text.
+func ExampleFrom(raw []byte, waiting bool, typ string) Example {
+	lines, _ := Clean(raw)
+	last := lastText(lines)
+	if last < 0 {
+		return Example{}
+	}
+	if !waiting {
+		typ = ""
+	}
+	return Example{Text: strings.TrimRight(lines[last].Text, " \t"), Type: typ}
+}
+
+// WithExamples returns a copy of d that also knows examples; d is not
+// changed. The temperature stays the one fitted on the built-in examples.
+func (d *Detector) WithExamples(ctx context.Context, examples []Example) (*Detector, error) {
+	index := map[string]int{}
+	for i, c := range classes {
+		index[c] = i
+	}
+	var texts []string
+	var labels []int
+	for _, e := range examples {
+		typ := e.Type
+		if typ == "" {
+			typ = notPrompt
+		}
+		ci, ok := index[typ]
+		if !ok {
+			return nil, fmt.Errorf("%w: example type %q", ErrBadArgument, e.Type)
+		}
+		texts = append(texts, e.Text)
+		labels = append(labels, ci)
+	}
+	out := *d
+	if len(texts) == 0 {
+		return &out, nil
+	}
+	vecs, err := d.emb.Embed(ctx, texts)
+	if err != nil {
+		return nil, fmt.Errorf("terminal: embed examples: %w", err)
+	}
+	if len(vecs) != len(texts) {
+		return nil, fmt.Errorf("%w: %d vectors for %d examples", ErrEmbedding, len(vecs), len(texts))
+	}
+	for _, v := range vecs {
+		if len(v) != d.dims {
+			return nil, fmt.Errorf("%w: example vectors of %d and %d dimensions", ErrEmbedding, d.dims, len(v))
+		}
+	}
+	out.vecs = append(append([][]float32(nil), d.vecs...), vecs...)
+	out.label = append(append([]int(nil), d.label...), labels...)
+	return &out, nil
+}
+
+// lastText is the index of the last line with text, or -1.
+func lastText(lines []Line) int {
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.TrimSpace(lines[i].Text) != "" {
+			return i
+		}
+	}
+	return -1
+}
+
+// Hints is what the hub may know besides the screen: the command line that
+// started the program ("fdisk disk.img") and the program's name. Either
+// may be empty.
+type Hints struct {
+	CommandLine string
+	Program     string
+}
+
+// Detect inspects the tail of some output, screen only. minConf is the
+// detection threshold in [0,1].
 func (d *Detector) Detect(ctx context.Context, raw []byte, minConf float64) (Detection, error) {
+	return d.DetectWithHints(ctx, raw, Hints{}, minConf)
+}
+
+// DetectWithHints is Detect with what the hub knows about the program.
+// Output with no text (empty or only whitespace) is not waiting.
+func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, minConf float64) (Detection, error) {
 	if minConf < 0 || minConf > 1 || math.IsNaN(minConf) {
 		return Detection{}, ErrBadConfidence
 	}

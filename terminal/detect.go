@@ -247,6 +247,12 @@ type Hints struct {
 	Program     string
 }
 
+// Limits on hints, checked before any matching.
+const (
+	MaxCommandLine = 4096
+	MaxProgram     = 256
+)
+
 // Detect inspects the tail of some output, screen only. minConf is the
 // detection threshold in [0,1].
 func (d *Detector) Detect(ctx context.Context, raw []byte, minConf float64) (Detection, error) {
@@ -258,6 +264,9 @@ func (d *Detector) Detect(ctx context.Context, raw []byte, minConf float64) (Det
 func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, minConf float64) (Detection, error) {
 	if minConf < 0 || minConf > 1 || math.IsNaN(minConf) {
 		return Detection{}, ErrBadConfidence
+	}
+	if len(h.CommandLine) > MaxCommandLine || len(h.Program) > MaxProgram {
+		return Detection{}, fmt.Errorf("%w: command_line is at most %d bytes and program %d", ErrBadArgument, MaxCommandLine, MaxProgram)
 	}
 	lines, partial := Clean(raw)
 	// The candidate is the last line with text; trailing empty lines mean

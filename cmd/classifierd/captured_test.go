@@ -15,7 +15,10 @@ import (
 // daemon wires it, over every labelled capture of a real program. It lives
 // here, not in terminal/, because its verdicts are the model's numbers;
 // terminal's own tests use a fake Embedder.
-func TestCapturedPrompts(t *testing.T) {
+// realDetector is the prompt detector on the real model, as the daemon
+// wires it.
+func realDetector(t *testing.T) *terminal.Detector {
+	t.Helper()
 	dir := testenv.ModelDir()
 	man, err := models.Resolve(dir, "")
 	if err != nil {
@@ -39,11 +42,16 @@ func TestCapturedPrompts(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	ctx := context.Background()
-	d, err := terminal.NewDetector(ctx, eng)
+	d, err := terminal.NewDetector(context.Background(), eng)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d
+}
+
+func TestCapturedPrompts(t *testing.T) {
+	ctx := context.Background()
+	d := realDetector(t)
 	rep, cases, err := terminal.Evaluate(ctx, d, filepath.Join(testenv.RepoRoot(), "terminal", "testdata", "captured"), 0.70)
 	if err != nil {
 		t.Fatal(err)
@@ -62,4 +70,44 @@ func TestCapturedPrompts(t *testing.T) {
 		})
 	}
 	t.Logf("%+v", rep)
+}
+
+// TestLeaveProgramOut is the corpus evaluation of docs/terminal.md: each
+// program is detected by a detector that learned only from the other
+// programs' captures. The floors are today's figures, rounded down: the
+// test fails when detection gets worse on programs it has not seen. They
+// are below issue 14's targets where the detector still is.
+func TestLeaveProgramOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-model corpus evaluation")
+	}
+	ctx := context.Background()
+	d := realDetector(t)
+	caps, err := terminal.LoadCaptures(filepath.Join(testenv.RepoRoot(), "terminal", "testdata", "corpus"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		useCommand bool
+		// floors: waiting F1, type accuracy, dangerous recall, and the
+		// ceiling on the dangerous false-positive rate, over all programs.
+		f1, typeAcc, dangerRecall, dangerFP float64
+	}{
+		{"command line", true, 0.93, 0.89, 0.85, 0.02},
+		{"screen only", false, 0.93, 0.89, 0.72, 0.02},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := terminal.LeaveProgramOut(ctx, d, caps, 0.70, tc.useCommand)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := terminal.Summarise(res)
+			t.Logf("%+v", rep)
+			if rep.F1 < tc.f1 || rep.TypeAccuracy < tc.typeAcc || rep.DangerousRecall < tc.dangerRecall || rep.DangerousFPRate > tc.dangerFP {
+				t.Errorf("waiting F1 %.3f, type accuracy %.3f, dangerous recall %.3f, dangerous FP rate %.3f; want at least %.2f, %.2f, %.2f and at most %.2f",
+					rep.F1, rep.TypeAccuracy, rep.DangerousRecall, rep.DangerousFPRate, tc.f1, tc.typeAcc, tc.dangerRecall, tc.dangerFP)
+			}
+		})
+	}
 }

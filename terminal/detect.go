@@ -1,6 +1,7 @@
 package terminal
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -268,7 +269,19 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 	if len(h.CommandLine) > MaxCommandLine || len(h.Program) > MaxProgram {
 		return Detection{}, fmt.Errorf("%w: command_line is at most %d bytes and program %d", ErrBadArgument, MaxCommandLine, MaxProgram)
 	}
-	lines, partial := Clean(raw)
+	// Only the end matters: the prompt and the lines before it. Cleaning
+	// less keeps the cost flat whatever the tail's size.
+	start := 0
+	if len(raw) > cleanBytes {
+		start = len(raw) - cleanBytes
+		if i := bytes.IndexByte(raw[start:], '\n'); i >= 0 {
+			start += i + 1
+		}
+	}
+	lines, partial := Clean(raw[start:])
+	for i := range lines {
+		lines[i].Pos += start
+	}
 	// The candidate is the last line with text; trailing empty lines mean
 	// the program printed a newline after its last output.
 	last := lastText(lines)
@@ -360,14 +373,19 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 // block and box characters): a busy program, not a prompt.
 var spinnerRE = regexp.MustCompile(`^[\s\x{2800}-\x{28FF}\x{2500}-\x{259F}|/\\.-]+$`)
 
-// altScreenRE matches switching the alternate screen on (h) or off (l).
-var altScreenRE = regexp.MustCompile(`\x1b\[\?(?:1049|1047|47)([hl])`)
+// cleanBytes is how much of the output's end Detect cleans and reads.
+const cleanBytes = 8 << 10
 
 // fullScreen reports whether the output leaves the terminal on the
-// alternate screen.
+// alternate screen: its last switch (ESC[?1049, 1047 or 47) is on (h), not
+// off (l).
 func fullScreen(raw []byte) bool {
-	m := altScreenRE.FindAllSubmatch(raw, -1)
-	return len(m) > 0 && string(m[len(m)-1][1]) == "h"
+	on, off := -1, -1
+	for _, mode := range []string{"\x1b[?1049", "\x1b[?1047", "\x1b[?47"} {
+		on = max(on, bytes.LastIndex(raw, []byte(mode+"h")))
+		off = max(off, bytes.LastIndex(raw, []byte(mode+"l")))
+	}
+	return on > off
 }
 
 // editorRE is what modeless editors show: a help bar of control keys

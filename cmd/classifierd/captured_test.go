@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -17,7 +20,7 @@ import (
 // terminal's own tests use a fake Embedder.
 // realDetector is the prompt detector on the real model, as the daemon
 // wires it.
-func realDetector(t *testing.T) *terminal.Detector {
+func realDetector(t testing.TB) *terminal.Detector {
 	t.Helper()
 	dir := testenv.ModelDir()
 	man, err := models.Resolve(dir, "")
@@ -109,5 +112,34 @@ func TestLeaveProgramOut(t *testing.T) {
 					rep.F1, rep.TypeAccuracy, rep.DangerousRecall, rep.DangerousFPRate, tc.f1, tc.typeAcc, tc.dangerRecall, tc.dangerFP)
 			}
 		})
+	}
+}
+
+// BenchmarkDetectRealModel10kLineLog is DetectInputPrompt's work on a
+// 10,000-line log with the real model: read the tail, clean it, embed and
+// classify the last line, judge danger (issue 14 item 7: at most 5 ms).
+func BenchmarkDetectRealModel10kLineLog(b *testing.B) {
+	d := realDetector(b)
+	var buf bytes.Buffer
+	for i := 0; i < 10000; i++ {
+		fmt.Fprintf(&buf, "2026-01-01T10:00:%02d INFO step %d: processed 128 records in 3ms\n", i%60, i)
+	}
+	buf.WriteString("Do you want to continue? [Y/n] ")
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "s.log"), buf.Bytes(), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	logs := terminal.Logs{Dir: dir}
+	h := terminal.Hints{CommandLine: "apt-get remove nano", Program: "apt-get"}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		tail, err := logs.ReadTail("s")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r, err := d.DetectWithHints(ctx, tail.Data, h, 0.7); err != nil || !r.Detected {
+			b.Fatalf("%v %v", r, err)
+		}
 	}
 }

@@ -492,6 +492,26 @@ func TestTerminalService(t *testing.T) {
 			t.Fatalf("got %v, want a dangerous prompt with a valid reason", d.GetPrompt())
 		}
 	})
+	t.Run("empty or whitespace text is not waiting", func(t *testing.T) {
+		for _, text := range []string{"", " ", "\n\n", " \t\r\n "} {
+			d, err := c.DetectInputPrompt(ctx, &terminalpb.DetectInputPromptRequest{Text: text})
+			if err != nil || d.GetDetected() {
+				t.Fatalf("text %q: got %v, %v, want detected false", text, d, err)
+			}
+		}
+	})
+	t.Run("the command line is evidence of danger", func(t *testing.T) {
+		req := &terminalpb.DetectInputPromptRequest{Text: "Command (m for help): "}
+		d, err := c.DetectInputPrompt(ctx, req)
+		if err != nil || !d.GetDetected() || d.GetPrompt().GetIsDangerous() {
+			t.Fatalf("screen only: got %v, %v, want a prompt that is not dangerous", d, err)
+		}
+		req.CommandLine, req.Program = "fdisk disk.img", "fdisk"
+		d, err = c.DetectInputPrompt(ctx, req)
+		if err != nil || !d.GetPrompt().GetIsDangerous() || !strings.Contains(d.GetPrompt().GetDangerReason(), "fdisk") {
+			t.Fatalf("with the command line: got %v, %v, want dangerous, naming fdisk", d, err)
+		}
+	})
 	nan := float32(math.NaN())
 	for _, tc := range []struct {
 		name   string
@@ -499,8 +519,8 @@ func TestTerminalService(t *testing.T) {
 		want   codes.Code
 		reason string
 	}{
-		{"DetectInputPrompt nothing", func() error {
-			_, err := c.DetectInputPrompt(ctx, &terminalpb.DetectInputPromptRequest{})
+		{"DetectInputPrompt command line too long", func() error {
+			_, err := c.DetectInputPrompt(ctx, &terminalpb.DetectInputPromptRequest{Text: "x", CommandLine: strings.Repeat("x", 5000)})
 			return err
 		}, codes.InvalidArgument, ""},
 		{"DetectInputPrompt bad confidence", func() error {

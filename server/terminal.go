@@ -79,9 +79,10 @@ func (s *TerminalServer) DetectInputPrompt(ctx context.Context, req *terminalpb.
 		}
 		raw, when = []byte(req.GetText()), timestamppb.Now()
 	default:
-		return nil, status.Error(codes.InvalidArgument, "session_id or text is required")
+		// No text: nothing is waiting (issue 14).
+		return &terminalpb.DetectInputPromptResponse{}, nil
 	}
-	d, err := s.det.Detect(ctx, raw, minConf)
+	d, err := s.det.DetectWithHints(ctx, raw, terminal.Hints{CommandLine: req.GetCommandLine(), Program: req.GetProgram()}, minConf)
 	if err != nil {
 		return nil, s.terminalStatus(ctx, "DetectInputPrompt", req.GetSessionId(), err)
 	}

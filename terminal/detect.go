@@ -1,6 +1,7 @@
 package terminal
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -43,17 +44,29 @@ func r(name, typ string, strength float64, re string) rule {
 	return rule{name: name, typ: typ, strength: strength, re: regexp.MustCompile(re)}
 }
 
-// rules are checked in order on the last line; the first match wins.
+// rules are checked in order on the last line; the first match wins. They
+// describe families of prompts (confirmation wording, bracketed answer
+// lists, REPL and pager shapes), never one program's text: see
+// docs/terminal.md for how they were written and scored.
 var rules = []rule{
 	r("sudo_password", TypePassword, 0.97, `(?i)^\[sudo\] password for [^:]+:\s*$`),
-	r("password_colon", TypePassword, 0.95, `(?i)\b(password|passphrase|pass phrase|passcode|pin)\b[^:?]{0,60}[:?]\s*$`),
-	r("yes_no_brackets", TypeYesNo, 0.96, `(?i)[\[(]\s*(y\s*/\s*n|yes\s*/\s*no(\s*/\s*\[?fingerprint\]?)?|y\s*,\s*n)\s*[\])]\s*[?:]?\s*$`),
-	r("yes_no_question", TypeYesNo, 0.8, `(?i)\b(overwrite|remove|delete|replace|continue|proceed|are you sure|do you want|do you wish|confirm)\b[^?]{0,200}\?\s*$`),
+	r("password_colon", TypePassword, 0.95, `(?i)\b(password|passphrase|pass phrase|passcode|pin|token|secret( access)?( key)?|api key|one-time (code|password)|otp|verification code|2fa code|authentication code)\b[^:?]{0,60}[:?]\s*$`),
+	// More than two answers offered: (Y)es / (N)o / (A)lways, [ynesfdaq?],
+	// [ynW...], [y,n,q,a,d,s,e,?], Y/I/N/O/D/Z.
+	r("choice_letters", TypeChoice, 0.95, `(?i)(\[[a-z]{3,}[?.]+\]|\[[a-z?](,[a-z?]){2,}\]|\([a-z]\)[a-z]*\s*/\s*\([a-z]\)[a-z]*\s*/\s*\S|\b[a-z](/[a-z]){2,}\b)[^\n]{0,60}[?:>]?\s*$`),
+	r("choice_options", TypeChoice, 0.9, `(?i)(\(\w+\)\s+\w+[^:]{0,40}options?|\[\w\]\w+, \[\w\]\w+)[^\n]*[:?]\s*$`),
+	r("yes_no_brackets", TypeYesNo, 0.96, `(?i)([\[(<]\s*(y\s*/\s*n|yes\s*/\s*no(\s*/\s*\[?fingerprint\]?)?|y\s*,\s*n|y or \[?n\]?|\[?y\]? or n|y|n)\s*[\])>]|yes\s*\|\s*esc|= yes\b.*= no\b|type '?yes'?)[^\n]{0,40}[?:]?\s*$`),
+	r("yes_no_question", TypeYesNo, 0.9, `(?i)(\b(overwrite|remove|delete|replace|continue|proceed|are you sure|do you want|do you wish|confirm|ok|okay|descend|extract|fix|discard|revert|apply|assume|wipe|format|write|destroy|create|install|uninstall|retry|abort|keep|save|use|trust|accept|allow|enable)\b[^?]{0,200}|^[^?]{0,200}\S\s*\.{3}|^<[^>]*>\s*)\?\s*(\.{3})?\s*$`),
 	r("menu_select", TypeChoice, 0.92, `(?i)(^#\?\s*$|\b(select|choose|pick|enter (your )?(choice|selection|option|number))\b[^:?>]{0,80}[:?>]\s*$)`),
 	r("save_key_path", TypePath, 0.95, `(?i)enter file in which to save[^:]*:\s*$`),
-	r("path_colon", TypePath, 0.85, `(?i)\b(path|directory|folder|file ?name|location|save (it )?as)\b[^:]{0,80}:\s*$`),
+	r("rename_path", TypePath, 0.9, `(?i)\brename\b[^\n]{0,200}(->|:|>)\s*$`),
+	r("path_colon", TypePath, 0.85, `(?i)\b(path|directory|folder|file ?name|file to \w+|location|save (it )?as)\b[^:]{0,80}:\s*$`),
 	r("python_repl", TypeCommand, 0.97, `^(>>>|\.\.\.)\s?$`),
+	r("command_help", TypeCommand, 0.95, `(?i)^\s*(command|cmd)\b[^:]{0,40}:\s*$`),
 	r("tool_repl", TypeCommand, 0.96, `^(\(gdb\)|sqlite>|mysql>|[a-z_]+=[#>]|irb\([^)]*\):\d+:\d+>|\(Pdb\)|redis[^>]*>|>)\s?$`),
+	// REPL shapes: a short word (or nothing) and a prompt sign, no sentence.
+	r("repl_shape", TypeCommand, 0.9, `^\s*(\S{0,24}\s?)?([>#$%:]|\?-|>>|=>|->|\]|\*)\s?$`),
+	r("pager_end", TypeCommand, 0.9, `(?i)(\(END\)|--\s*more\s*--|\(\d+%\)|\blines \d+-\d+\b|^:\s*$|press (return|enter|q)\b|\bq to quit\b)`),
 	r("shell_prompt", TypeCommand, 0.9, `^[^\s]*(@[^\s:]+)?(:[^\s$#]*)?[$#%]\s?$`),
 	r("field_default", TypeText, 0.85, `(?i)\[[^\]]*\]:\s*$`),
 	r("text_colon", TypeText, 0.7, `:\s*$`),
@@ -154,38 +167,160 @@ type Detection struct {
 	DangerReason   string
 }
 
-// Detect inspects the tail of some output. minConf is the detection
-// threshold in [0,1].
+// Example is a labelled prompt line for the semantic classifier: Type is
+// a prompt type, or empty for a line that is not a prompt.
+type Example struct {
+	Text string
+	Type string
+}
+
+// ExampleFrom makes an example of a capture: its candidate prompt line,
+// labelled with the prompt type when the program was waiting and as not a
+// prompt otherwise. Text is empty when the capture has no line of text.
+func ExampleFrom(raw []byte, waiting bool, typ string) Example {
+	lines, _ := Clean(raw)
+	last := lastText(lines)
+	if last < 0 {
+		return Example{}
+	}
+	if !waiting {
+		typ = ""
+	}
+	return Example{Text: strings.TrimRight(lines[last].Text, " \t"), Type: typ}
+}
+
+// WithExamples returns a copy of d that also knows examples; d is not
+// changed. The temperature stays the one fitted on the built-in examples.
+func (d *Detector) WithExamples(ctx context.Context, examples []Example) (*Detector, error) {
+	index := map[string]int{}
+	for i, c := range classes {
+		index[c] = i
+	}
+	var texts []string
+	var labels []int
+	for _, e := range examples {
+		typ := e.Type
+		if typ == "" {
+			typ = notPrompt
+		}
+		ci, ok := index[typ]
+		if !ok {
+			return nil, fmt.Errorf("%w: example type %q", ErrBadArgument, e.Type)
+		}
+		texts = append(texts, e.Text)
+		labels = append(labels, ci)
+	}
+	out := *d
+	if len(texts) == 0 {
+		return &out, nil
+	}
+	vecs, err := d.emb.Embed(ctx, texts)
+	if err != nil {
+		return nil, fmt.Errorf("terminal: embed examples: %w", err)
+	}
+	if len(vecs) != len(texts) {
+		return nil, fmt.Errorf("%w: %d vectors for %d examples", ErrEmbedding, len(vecs), len(texts))
+	}
+	for _, v := range vecs {
+		if len(v) != d.dims {
+			return nil, fmt.Errorf("%w: example vectors of %d and %d dimensions", ErrEmbedding, d.dims, len(v))
+		}
+	}
+	out.vecs = append(append([][]float32(nil), d.vecs...), vecs...)
+	out.label = append(append([]int(nil), d.label...), labels...)
+	return &out, nil
+}
+
+// lastText is the index of the last line with text, or -1.
+func lastText(lines []Line) int {
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.TrimSpace(lines[i].Text) != "" {
+			return i
+		}
+	}
+	return -1
+}
+
+// Hints is what the hub may know besides the screen: the command line that
+// started the program ("fdisk disk.img") and the program's name. Either
+// may be empty.
+type Hints struct {
+	CommandLine string
+	Program     string
+}
+
+// Limits on hints, checked before any matching.
+const (
+	MaxCommandLine = 4096
+	MaxProgram     = 256
+)
+
+// Detect inspects the tail of some output, screen only. minConf is the
+// detection threshold in [0,1].
 func (d *Detector) Detect(ctx context.Context, raw []byte, minConf float64) (Detection, error) {
+	return d.DetectWithHints(ctx, raw, Hints{}, minConf)
+}
+
+// DetectWithHints is Detect with what the hub knows about the program.
+// Output with no text (empty or only whitespace) is not waiting.
+func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, minConf float64) (Detection, error) {
 	if minConf < 0 || minConf > 1 || math.IsNaN(minConf) {
 		return Detection{}, ErrBadConfidence
 	}
 	if len(raw) > TailBytes {
 		return Detection{}, fmt.Errorf("%w: text is limited to %d bytes", ErrTooLarge, TailBytes)
 	}
-	lines, partial := LastLines(raw)
+	if len(h.CommandLine) > MaxCommandLine || len(h.Program) > MaxProgram {
+		return Detection{}, fmt.Errorf("%w: command_line is at most %d bytes and program %d", ErrBadArgument, MaxCommandLine, MaxProgram)
+	}
+	// Only the end matters: the prompt and the lines before it. Cleaning
+	// less keeps the cost flat whatever the tail's size.
+	start := 0
+	if len(raw) > cleanBytes {
+		start = len(raw) - cleanBytes
+		if i := bytes.IndexByte(raw[start:], '\n'); i >= 0 {
+			start += i + 1
+		}
+	}
+	lines, partial := LastLines(raw[start:])
+	for i := range lines {
+		lines[i].Pos += start
+	}
 	if err := ctx.Err(); err != nil {
 		return Detection{}, err
 	}
 	// The candidate is the last line with text; trailing empty lines mean
 	// the program printed a newline after its last output.
-	last := -1
-	for i := len(lines) - 1; i >= 0; i-- {
-		if strings.TrimSpace(lines[i].Text) != "" {
-			last = i
-			break
-		}
+	last := lastText(lines)
+	cand := Line{}
+	if last >= 0 {
+		cand = lines[last]
 	}
-	if last < 0 {
+	text := strings.TrimRight(cand.Text, " \t")
+	res := Detection{PromptText: strings.TrimSpace(cand.Text), Position: cand.Pos, Type: TypeUnknown}
+
+	// A program that switched to the alternate screen and has not switched
+	// back holds the whole terminal: an editor, pager, browser or menu,
+	// waiting for keys. Its last line is whatever it drew last. So is an
+	// editor whose help or status bar is the last line drawn.
+	if fullScreen(raw) || (last >= 0 && editorRE.MatchString(lines[last].Text)) {
+		res.Type, res.MatchedPattern, res.Confidence = TypeCommand, "full_screen", 0.9
+		if editorRE.MatchString(screenText(lines)) {
+			res.Type, res.MatchedPattern = TypeText, "full_screen_editor"
+		}
+		res.Detected = res.Confidence >= minConf
+		if res.Detected {
+			res.Dangerous, res.DangerReason = commandDanger(h)
+		}
+		return res, nil
+	}
+
+	if last < 0 || spinnerRE.MatchString(text) {
 		return Detection{}, nil
 	}
 	if last != len(lines)-1 {
 		partial = false
 	}
-	cand := lines[last]
-	text := strings.TrimRight(cand.Text, " \t")
-	res := Detection{PromptText: strings.TrimSpace(cand.Text), Position: cand.Pos, Type: TypeUnknown}
-
 	vec, err := d.emb.Embed(ctx, []string{shortWords(text, maxWordBytes)})
 	if err != nil {
 		return Detection{}, fmt.Errorf("terminal: embed prompt: %w", err)
@@ -206,11 +341,15 @@ func (d *Detector) Detect(ctx context.Context, raw []byte, minConf float64) (Det
 			break
 		}
 	}
-	// A line that ends with a newline is finished output, not a prompt:
-	// programs leave the cursor on the prompt's line.
+	// A line that ends with a newline is usually finished output, not a
+	// prompt: programs leave the cursor on the prompt's line. Some print a
+	// question with its answers and then a newline; those still count.
 	waitFactor := 1.0
 	if !partial {
 		waitFactor = 0.5
+		if matched != nil && (matched.typ == TypeYesNo || matched.typ == TypeChoice) {
+			waitFactor = 0.9
+		}
 	}
 	if matched != nil {
 		res.Type, res.MatchedPattern = matched.typ, matched.name
@@ -229,15 +368,51 @@ func (d *Detector) Detect(ctx context.Context, raw []byte, minConf float64) (Det
 	res.Detected = res.Confidence >= minConf
 	if res.Detected {
 		var ctxLines []string
-		for i := max(0, last-6); i < last; i++ {
+		for i := max(0, last-10); i < last; i++ {
 			ctxLines = append(ctxLines, lines[i].Text)
 		}
 		res.Dangerous, res.DangerReason = Dangerous(res.PromptText, res.Type, ctxLines)
+		if !res.Dangerous && res.Type != TypePassword {
+			res.Dangerous, res.DangerReason = commandDanger(h)
+		}
 	}
 	return res, nil
 }
 
-var dangerRE = regexp.MustCompile(`(?i)\b(delete[ds]?|deleting|remove[ds]?|removing|overwrite|overwritten|overwriting|format|formatting|drop|dropping|truncate|truncating|force|forcing|reset|wipe|wiping|destroy|destroying|shut ?down|reboot|erase|erasing|purge|purging|irreversible|cannot be undone|permanently|rm -rf|mkfs)\b`)
+// spinnerRE is a line of nothing but progress glyphs (braille spinners,
+// block and box characters): a busy program, not a prompt.
+var spinnerRE = regexp.MustCompile(`^[\s\x{2800}-\x{28FF}\x{2500}-\x{259F}|/\\.-]+$`)
+
+// cleanBytes is how much of the output's end Detect cleans and reads.
+const cleanBytes = 8 << 10
+
+// fullScreen reports whether the output leaves the terminal on the
+// alternate screen: its last switch (ESC[?1049, 1047 or 47) is on (h), not
+// off (l).
+func fullScreen(raw []byte) bool {
+	on, off := -1, -1
+	for _, mode := range []string{"\x1b[?1049", "\x1b[?1047", "\x1b[?47"} {
+		on = max(on, bytes.LastIndex(raw, []byte(mode+"h")))
+		off = max(off, bytes.LastIndex(raw, []byte(mode+"l")))
+	}
+	return on > off
+}
+
+// editorRE is what modeless editors show: a help bar of control keys
+// (^X Exit, Ctrl-K), an Emacs-style mode line, a line/column status.
+var editorRE = regexp.MustCompile(`(?i)(\^[A-Z] ?[A-Z][a-z]+|\bctrl-[a-z]\b|\bemacs\b|\beditor\b|\bL:\s*\d+\s+C:\s*\d+|\(text\)|\bmodified\b)`)
+
+// screenText is every cleaned line of the output, joined.
+func screenText(lines []Line) string {
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l.Text)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+var dangerRE = regexp.MustCompile(`(?i)\b(delete[ds]?|deleting|remove[ds]?|removing|overwrite|overwritten|overwriting|replace|replacing|discard|discarding|revert|reverting|format|formatting|drop|dropping|truncate|truncating|force|forcing|reset|wipe|wiping|destroy|destroying|shut ?down|reboot|erase|erasing|purge|purging|fix|repair|irreversible|cannot be undone|permanently|rm|rm -rf|mkfs|partition table|continue connecting|host key|authenticity of host)\b`)
 
 var warnRE = regexp.MustCompile(`(?i)\b(warning|danger|caution)\b.*\b(contains|exist|data|filesystem|file system|lost|destroy)|\bcontains an? \S+ (file ?system|partition table)|\bwill be (lost|erased|destroyed|overwritten)\b`)
 
@@ -262,6 +437,33 @@ func Dangerous(prompt, typ string, context []string) (bool, string) {
 		if m := dangerRE.FindString(context[i]); m != "" {
 			return true, fmt.Sprintf("preceding output says %q", strings.ToLower(m))
 		}
+	}
+	return false, ""
+}
+
+// destructiveProgramRE is the family of programs whose sessions exist to
+// rewrite disks: partition editors and formatters, by the stems of their
+// names.
+var destructiveProgramRE = regexp.MustCompile(`(?i)^(\S*disk|parted|mkfs(\.\w+)?|mke2fs|mkswap|mkdosfs|wipefs)$`)
+
+// destructiveCommandRE is a command line's destructive subcommand or mode:
+// removing software or files, discarding changes interactively, formatting.
+var destructiveCommandRE = regexp.MustCompile(`(?i)(^|\s)(remove|uninstall|purge|erase|delete|revert|restore|clean|rm|luksformat|format|wipe|checkout\s+(-p|--patch))(\s|$)`)
+
+// commandDanger judges a program by what started it: its name and command
+// line. It says why, naming the evidence.
+func commandDanger(h Hints) (bool, string) {
+	prog := h.Program
+	fields := strings.Fields(h.CommandLine)
+	if prog == "" && len(fields) > 0 {
+		prog = fields[0]
+	}
+	prog = prog[strings.LastIndexByte(prog, '/')+1:]
+	if prog != "" && destructiveProgramRE.MatchString(prog) {
+		return true, fmt.Sprintf("program %q rewrites disks", clipText(prog, 40))
+	}
+	if m := destructiveCommandRE.FindString(h.CommandLine); m != "" {
+		return true, fmt.Sprintf("command line says %q", strings.ToLower(strings.TrimSpace(m)))
 	}
 	return false, ""
 }

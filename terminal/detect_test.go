@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -25,6 +26,14 @@ func TestDetect(t *testing.T) {
 		{"finished line", "Password:\n", false, TypePassword, false},
 		{"plain output", "Build succeeded.\n", false, "", false},
 		{"nothing", "\n\n", false, "", false},
+		{"whitespace", " \t\r\n ", false, "", false},
+		{"spinner", "fetching\n\u2819", false, "", false},
+		{"full screen", "\x1b[?1049h\x1b[H\x1b[2Jsome page\x1b[40;1H", true, TypeCommand, false},
+		{"full screen left", "\x1b[?1049hpage\x1b[?1049l\nbye\n", false, "", false},
+		{"editor", "\x1b[?1049hhello\n^G Help   ^O Write Out   ^X Exit", true, TypeText, false},
+		{"more answers", "(enter ? for help) [Ynesfdaq?] ", true, TypeChoice, false},
+		{"fix", "Inode 2 ref count is 7, should be 3.  Fix<y>? ", true, TypeYesNo, true},
+		{"token", "API token: ", true, TypePassword, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,5 +111,37 @@ func TestDetectShape(t *testing.T) {
 				t.Fatalf("got %v, want ErrEmbedding", err)
 			}
 		})
+	}
+}
+
+func TestDetectHints(t *testing.T) {
+	d := fakeDetector(t)
+	cases := []struct {
+		name, out string
+		h         Hints
+		dangerous bool
+	}{
+		{"partition editor", "Command (m for help): ", Hints{CommandLine: "fdisk disk.img", Program: "fdisk"}, true},
+		{"program from the command line", "Command (m for help): ", Hints{CommandLine: "/sbin/gdisk disk.img"}, true},
+		{"discarding hunks", "(1/2) Discard this hunk from worktree [y,n,q,a,d,s,e,?]? ", Hints{CommandLine: "git checkout -p"}, true},
+		{"staging hunks", "(1/2) Stage this hunk [y,n,q,a,d,s,e,?]? ", Hints{CommandLine: "git add -p"}, false},
+		{"removing a package", "Do you want to continue? [Y/n] ", Hints{CommandLine: "apt-get remove nano"}, true},
+		{"installing one", "Do you want to continue? [Y/n] ", Hints{CommandLine: "apt-get install cowsay"}, false},
+		{"screen only", "Command (m for help): ", Hints{}, false},
+		{"password", "Password: ", Hints{CommandLine: "cryptsetup luksFormat disk.img"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := d.DetectWithHints(context.Background(), []byte(tc.out), tc.h, 0.7)
+			if err != nil || !got.Detected {
+				t.Fatalf("got %+v, %v, want detected", got, err)
+			}
+			if got.Dangerous != tc.dangerous || got.Dangerous && got.DangerReason == "" {
+				t.Fatalf("dangerous %v (%q), want %v with a reason", got.Dangerous, got.DangerReason, tc.dangerous)
+			}
+		})
+	}
+	if _, err := d.DetectWithHints(context.Background(), []byte("$ "), Hints{CommandLine: strings.Repeat("x", MaxCommandLine+1)}, 0.7); !errors.Is(err, ErrBadArgument) {
+		t.Fatalf("long command line: got %v, want ErrBadArgument", err)
 	}
 }

@@ -5,16 +5,51 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
+	"sort"
+	"sync"
 )
 
-// Label is the truth for one captured output (testdata/captured/labels.jsonl).
+// Label is the truth for one captured output (testdata/*/labels.jsonl).
+// Program, Family and Command are set in the corpus only.
 type Label struct {
 	Name      string `json:"name"`
 	Waiting   bool   `json:"waiting"`
 	Type      string `json:"prompt_type"`
 	Dangerous bool   `json:"dangerous"`
+	Program   string `json:"program"`
+	Family    string `json:"family"`
+	Command   string `json:"command"`
+}
+
+// Capture is one labelled capture and its raw bytes.
+type Capture struct {
+	Label
+	Raw []byte
+}
+
+// LoadCaptures reads dir/labels.jsonl and every capture it names.
+func LoadCaptures(dir string) ([]Capture, error) {
+	f, err := os.Open(filepath.Join(dir, "labels.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Capture
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var c Capture
+		if err := json.Unmarshal(sc.Bytes(), &c.Label); err != nil {
+			return nil, fmt.Errorf("labels: %w", err)
+		}
+		if c.Raw, err = os.ReadFile(filepath.Join(dir, c.Name+".txt")); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, sc.Err()
 }
 
 // CaseResult is the detector's answer on one capture.
@@ -29,63 +64,50 @@ type Report struct {
 	Waiting         int     `json:"waiting"`
 	Precision       float64 `json:"waiting_precision"`
 	Recall          float64 `json:"waiting_recall"`
+	F1              float64 `json:"waiting_f1"`
 	TypeAccuracy    float64 `json:"type_accuracy"`
+	Dangerous       int     `json:"dangerous"`
 	DangerousRecall float64 `json:"dangerous_recall"`
 	DangerousFP     int     `json:"dangerous_false_positives"`
+	// DangerousFPRate is DangerousFP over the captures labelled not
+	// dangerous (waiting or not).
+	DangerousFPRate float64 `json:"dangerous_false_positive_rate"`
 }
 
-// Evaluate runs the detector over every labelled capture in dir at the
-// given threshold.
-func Evaluate(ctx context.Context, d *Detector, dir string, minConf float64) (Report, []CaseResult, error) {
-	f, err := os.Open(filepath.Join(dir, "labels.jsonl"))
-	if err != nil {
-		return Report{}, nil, err
-	}
-	defer f.Close()
+// Summarise scores results against their labels. Type accuracy is over the
+// waiting captures the detector found; dangerous recall counts a dangerous
+// capture as found only when it was detected and called dangerous.
+func Summarise(results []CaseResult) Report {
 	var rep Report
-	var out []CaseResult
-	var tp, fp, fn, typeRight, dangerTotal, dangerHit int
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var l Label
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			return Report{}, nil, fmt.Errorf("labels: %w", err)
-		}
-		raw, err := os.ReadFile(filepath.Join(dir, l.Name+".txt"))
-		if err != nil {
-			return Report{}, nil, err
-		}
-		got, err := d.Detect(ctx, raw, minConf)
-		if err != nil {
-			return Report{}, nil, err
-		}
-		out = append(out, CaseResult{Label: l, Got: got})
+	var tp, fp, fn, typeRight, dangerHit, safe int
+	for _, c := range results {
 		rep.Cases++
+		got := c.Got
 		switch {
-		case l.Waiting && got.Detected:
+		case c.Waiting && got.Detected:
 			tp++
-			if got.Type == l.Type {
+			if got.Type == c.Type {
 				typeRight++
 			}
-		case !l.Waiting && got.Detected:
+		case !c.Waiting && got.Detected:
 			fp++
-		case l.Waiting && !got.Detected:
+		case c.Waiting && !got.Detected:
 			fn++
 		}
-		if l.Waiting {
+		if c.Waiting {
 			rep.Waiting++
 		}
-		if l.Dangerous {
-			dangerTotal++
+		if c.Label.Dangerous {
+			rep.Dangerous++
 			if got.Detected && got.Dangerous {
 				dangerHit++
 			}
-		} else if got.Detected && got.Dangerous {
-			rep.DangerousFP++
+		} else {
+			safe++
+			if got.Detected && got.Dangerous {
+				rep.DangerousFP++
+			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return Report{}, nil, err
 	}
 	ratio := func(a, b int) float64 {
 		if b == 0 {
@@ -94,6 +116,125 @@ func Evaluate(ctx context.Context, d *Detector, dir string, minConf float64) (Re
 		return float64(a) / float64(b)
 	}
 	rep.Precision, rep.Recall = ratio(tp, tp+fp), ratio(tp, tp+fn)
-	rep.TypeAccuracy, rep.DangerousRecall = ratio(typeRight, tp), ratio(dangerHit, dangerTotal)
-	return rep, out, nil
+	if rep.Precision+rep.Recall > 0 {
+		rep.F1 = 2 * rep.Precision * rep.Recall / (rep.Precision + rep.Recall)
+	}
+	rep.TypeAccuracy, rep.DangerousRecall = ratio(typeRight, tp), ratio(dangerHit, rep.Dangerous)
+	rep.DangerousFPRate = ratio(rep.DangerousFP, safe)
+	return rep
+}
+
+// Evaluate runs the detector over every labelled capture in dir at the
+// given threshold, screen only.
+func Evaluate(ctx context.Context, d *Detector, dir string, minConf float64) (Report, []CaseResult, error) {
+	caps, err := LoadCaptures(dir)
+	if err != nil {
+		return Report{}, nil, err
+	}
+	var out []CaseResult
+	for _, c := range caps {
+		got, err := d.Detect(ctx, c.Raw, minConf)
+		if err != nil {
+			return Report{}, nil, err
+		}
+		out = append(out, CaseResult{Label: c.Label, Got: got})
+	}
+	return Summarise(out), out, nil
+}
+
+// DevHalf reports whether a program is in the half of the corpus looked at
+// while writing the detector's rules; the other half is only scored. The
+// split is a fixed hash of the program's name, so it does not move when
+// captures are added.
+func DevHalf(program string) bool {
+	h := fnv.New32a()
+	h.Write([]byte(program))
+	return h.Sum32()%2 == 0
+}
+
+// LeaveProgramOut evaluates d on caps one program at a time: what is
+// learnable (the candidate prompt lines of captures, as examples for the
+// semantic classifier) is learned from the other programs' captures only,
+// then the held-out program's captures are detected. With useCommand the
+// capture's command line and program name are passed as hints; without,
+// the detector sees the screen only.
+func LeaveProgramOut(ctx context.Context, d *Detector, caps []Capture, minConf float64, useCommand bool) ([]CaseResult, error) {
+	memo := &memoEmbedder{emb: d.emb, vecs: map[string][]float32{}}
+	base := *d
+	base.emb = memo
+	byProgram := map[string][]int{}
+	var programs []string
+	for i, c := range caps {
+		if _, ok := byProgram[c.Program]; !ok {
+			programs = append(programs, c.Program)
+		}
+		byProgram[c.Program] = append(byProgram[c.Program], i)
+	}
+	sort.Strings(programs)
+	examples := make([]Example, len(caps))
+	for i, c := range caps {
+		examples[i] = ExampleFrom(c.Raw, c.Waiting, c.Type)
+	}
+	out := make([]CaseResult, len(caps))
+	for _, p := range programs {
+		var train []Example
+		for i, c := range caps {
+			if c.Program != p && examples[i].Text != "" {
+				train = append(train, examples[i])
+			}
+		}
+		fold, err := base.WithExamples(ctx, train)
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range byProgram[p] {
+			c := caps[i]
+			var h Hints
+			if useCommand {
+				h = Hints{CommandLine: c.Command, Program: c.Program}
+			}
+			got, err := fold.DetectWithHints(ctx, c.Raw, h, minConf)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = CaseResult{Label: c.Label, Got: got}
+		}
+	}
+	return out, nil
+}
+
+// memoEmbedder remembers vectors by text: leave-program-out embeds the
+// same example lines once per fold.
+type memoEmbedder struct {
+	emb  Embedder
+	mu   sync.Mutex
+	vecs map[string][]float32
+}
+
+func (m *memoEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var missing []string
+	for _, t := range texts {
+		if _, ok := m.vecs[t]; !ok {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 {
+		vecs, err := m.emb.Embed(ctx, missing)
+		if err != nil {
+			return nil, err
+		}
+		if len(vecs) != len(missing) {
+			return nil, fmt.Errorf("%w: %d vectors for %d texts", ErrEmbedding, len(vecs), len(missing))
+		}
+		for i, t := range missing {
+			m.vecs[t] = vecs[i]
+		}
+	}
+	out := make([][]float32, len(texts))
+	for i, t := range texts {
+		out[i] = m.vecs[t]
+	}
+	return out, nil
 }

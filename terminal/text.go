@@ -161,7 +161,7 @@ type Line struct {
 }
 
 // ansiRE matches CSI, OSC and other escape sequences.
-var ansiRE = regexp.MustCompile(`\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]`)
+var ansiRE = regexp.MustCompile(`\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[ -/]*[0-~]`)
 
 // Clean splits raw terminal output into lines with escape sequences
 // removed and carriage-return rewrites applied (only the text after the

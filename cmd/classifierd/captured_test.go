@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -15,7 +18,10 @@ import (
 // daemon wires it, over every labelled capture of a real program. It lives
 // here, not in terminal/, because its verdicts are the model's numbers;
 // terminal's own tests use a fake Embedder.
-func TestCapturedPrompts(t *testing.T) {
+// realDetector is the prompt detector on the real model, as the daemon
+// wires it.
+func realDetector(t testing.TB) *terminal.Detector {
+	t.Helper()
 	dir := testenv.ModelDir()
 	man, err := models.Resolve(dir, "")
 	if err != nil {
@@ -39,11 +45,16 @@ func TestCapturedPrompts(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	ctx := context.Background()
-	d, err := terminal.NewDetector(ctx, eng)
+	d, err := terminal.NewDetector(context.Background(), eng)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d
+}
+
+func TestCapturedPrompts(t *testing.T) {
+	ctx := context.Background()
+	d := realDetector(t)
 	rep, cases, err := terminal.Evaluate(ctx, d, filepath.Join(testenv.RepoRoot(), "terminal", "testdata", "captured"), 0.70)
 	if err != nil {
 		t.Fatal(err)
@@ -62,4 +73,73 @@ func TestCapturedPrompts(t *testing.T) {
 		})
 	}
 	t.Logf("%+v", rep)
+}
+
+// TestLeaveProgramOut is the corpus evaluation of docs/terminal.md: each
+// program is detected by a detector that learned only from the other
+// programs' captures. The floors are today's figures, rounded down: the
+// test fails when detection gets worse on programs it has not seen. They
+// are below issue 14's targets where the detector still is.
+func TestLeaveProgramOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-model corpus evaluation")
+	}
+	ctx := context.Background()
+	d := realDetector(t)
+	caps, err := terminal.LoadCaptures(filepath.Join(testenv.RepoRoot(), "terminal", "testdata", "corpus"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		useCommand bool
+		// floors: waiting F1, type accuracy, dangerous recall, and the
+		// ceiling on the dangerous false-positive rate, over all programs.
+		f1, typeAcc, dangerRecall, dangerFP float64
+	}{
+		{"command line", true, 0.93, 0.89, 0.85, 0.02},
+		{"screen only", false, 0.93, 0.89, 0.72, 0.02},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := terminal.LeaveProgramOut(ctx, d, caps, 0.70, tc.useCommand)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := terminal.Summarise(res)
+			t.Logf("%+v", rep)
+			if rep.F1 < tc.f1 || rep.TypeAccuracy < tc.typeAcc || rep.DangerousRecall < tc.dangerRecall || rep.DangerousFPRate > tc.dangerFP {
+				t.Errorf("waiting F1 %.3f, type accuracy %.3f, dangerous recall %.3f, dangerous FP rate %.3f; want at least %.2f, %.2f, %.2f and at most %.2f",
+					rep.F1, rep.TypeAccuracy, rep.DangerousRecall, rep.DangerousFPRate, tc.f1, tc.typeAcc, tc.dangerRecall, tc.dangerFP)
+			}
+		})
+	}
+}
+
+// BenchmarkDetectRealModel10kLineLog is DetectInputPrompt's work on a
+// 10,000-line log with the real model: read the tail, clean it, embed and
+// classify the last line, judge danger (issue 14 item 7: at most 5 ms).
+func BenchmarkDetectRealModel10kLineLog(b *testing.B) {
+	d := realDetector(b)
+	var buf bytes.Buffer
+	for i := 0; i < 10000; i++ {
+		fmt.Fprintf(&buf, "2026-01-01T10:00:%02d INFO step %d: processed 128 records in 3ms\n", i%60, i)
+	}
+	buf.WriteString("Do you want to continue? [Y/n] ")
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "s.log"), buf.Bytes(), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	logs := terminal.Logs{Dir: dir}
+	h := terminal.Hints{CommandLine: "apt-get remove nano", Program: "apt-get"}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		tail, err := logs.ReadTail("s")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r, err := d.DetectWithHints(ctx, tail.Data, h, 0.7); err != nil || !r.Detected {
+			b.Fatalf("%v %v", r, err)
+		}
+	}
 }

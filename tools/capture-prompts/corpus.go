@@ -10,17 +10,17 @@ import (
 // network programs only ever on 127.0.0.1. The labelling rules are in
 // terminal/testdata/corpus/README.md.
 var corpusScenarios = concat(
-	diskScenarios,
-	archiveScenarios,
-	fileScenarios,
-	vcsScenarios,
-	pagerEditorScenarios,
-	replScenarios,
-	networkScenarios,
-	secretScenarios,
-	packageScenarios,
-	menuScenarios,
-	quietScenarios,
+	family("disk", diskScenarios),
+	family("archive", archiveScenarios),
+	family("file", fileScenarios),
+	family("vcs", vcsScenarios),
+	family("pager-editor", pagerEditorScenarios),
+	family("repl", replScenarios),
+	family("network", networkScenarios),
+	family("secret", secretScenarios),
+	family("package", packageScenarios),
+	family("menu", menuScenarios),
+	family("quiet", quietScenarios),
 )
 
 // waits is a scenario whose program waits for input that is safe to give.
@@ -49,6 +49,17 @@ func slow(sc scenario) scenario { sc.quiet = 4 * time.Second; return sc }
 
 // after adds a cleanup that stops daemons the program started itself.
 func after(sc scenario, cleanup string) scenario { sc.cleanup = cleanup; return sc }
+
+// family labels a list of scenarios with the family it belongs to: the
+// evaluation reports its figures per family as well as overall.
+func family(name string, list []scenario) []scenario {
+	out := make([]scenario, len(list))
+	for i, sc := range list {
+		sc.Family = name
+		out[i] = sc
+	}
+	return out
+}
 
 func concat(lists ...[]scenario) []scenario {
 	var all []scenario

@@ -19,6 +19,7 @@ type label struct {
 	Type      string `json:"prompt_type"`
 	Dangerous bool   `json:"dangerous"`
 	Program   string `json:"program"`
+	Family    string `json:"family"`
 	Command   string `json:"command"`
 	Why       string `json:"why"`
 }
@@ -121,8 +122,8 @@ func TestCorpusScenarios(t *testing.T) {
 			stale = append(stale, l.Name)
 			continue
 		}
-		got := label{l.Name, l.Waiting, l.Type, l.Dangerous, l.Program, l.Command, l.Why}
-		want := label{sc.Name, sc.Waiting, sc.Type, sc.Dangerous, sc.Program, sc.cmd, sc.Why}
+		got := label{l.Name, l.Waiting, l.Type, l.Dangerous, l.Program, l.Family, l.Command, l.Why}
+		want := label{sc.Name, sc.Waiting, sc.Type, sc.Dangerous, sc.Program, sc.Family, sc.cmd, sc.Why}
 		if got != want {
 			t.Errorf("%s: labels.jsonl has %+v, corpus.go says %+v; re-run the capture", l.Name, got, want)
 		}

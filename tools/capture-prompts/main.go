@@ -42,6 +42,7 @@ type scenario struct {
 	Type      string        `json:"prompt_type,omitempty"`
 	Dangerous bool          `json:"dangerous"`
 	Program   string        `json:"program,omitempty"` // executable, for leave-program-out
+	Family    string        `json:"family,omitempty"`  // the kind of program (disk, archive, repl, ...), for per-family figures
 	Command   string        `json:"command,omitempty"` // the command line, filled from cmd
 	Why       string        `json:"why,omitempty"`     // why answering is dangerous
 	setup     string        // shell run first in the scratch dir; its background jobs are killed after

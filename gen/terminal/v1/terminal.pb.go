@@ -39,6 +39,12 @@ type DetectInputPromptRequest struct {
 	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
 	// min_confidence defaults to 0.70 and must be within [0,1].
 	MinConfidence *float32 `protobuf:"fixed32,3,opt,name=min_confidence,json=minConfidence,proto3,oneof" json:"min_confidence,omitempty"`
+	// command_line is the command that started the program, e.g.
+	// "fdisk disk.img" or "git checkout -p", when the hub knows it: evidence
+	// for is_dangerous besides the screen.
+	CommandLine string `protobuf:"bytes,4,opt,name=command_line,json=commandLine,proto3" json:"command_line,omitempty"`
+	// program is the running program's name, e.g. "fdisk", when known.
+	Program       string `protobuf:"bytes,5,opt,name=program,proto3" json:"program,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -94,6 +100,20 @@ func (x *DetectInputPromptRequest) GetMinConfidence() float32 {
 	return 0
 }
 
+func (x *DetectInputPromptRequest) GetCommandLine() string {
+	if x != nil {
+		return x.CommandLine
+	}
+	return ""
+}
+
+func (x *DetectInputPromptRequest) GetProgram() string {
+	if x != nil {
+		return x.Program
+	}
+	return ""
+}
+
 // InputPrompt is a detected input prompt.
 type InputPrompt struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -106,7 +126,8 @@ type InputPrompt struct {
 	FilePosition int64                  `protobuf:"varint,5,opt,name=file_position,json=filePosition,proto3" json:"file_position,omitempty"`
 	Timestamp    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
 	IsDangerous  bool                   `protobuf:"varint,7,opt,name=is_dangerous,json=isDangerous,proto3" json:"is_dangerous,omitempty"`
-	// danger_reason names the destructive word or context behind is_dangerous.
+	// danger_reason names the evidence behind is_dangerous: the prompt's
+	// words, the output before it, the command line or the program.
 	DangerReason  string `protobuf:"bytes,8,opt,name=danger_reason,json=dangerReason,proto3" json:"danger_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -941,12 +962,14 @@ var File_terminal_v1_terminal_proto protoreflect.FileDescriptor
 
 const file_terminal_v1_terminal_proto_rawDesc = "" +
 	"\n" +
-	"\x1aterminal/v1/terminal.proto\x12\vterminal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8c\x01\n" +
+	"\x1aterminal/v1/terminal.proto\x12\vterminal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc9\x01\n" +
 	"\x18DetectInputPromptRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12*\n" +
-	"\x0emin_confidence\x18\x03 \x01(\x02H\x00R\rminConfidence\x88\x01\x01B\x11\n" +
+	"\x0emin_confidence\x18\x03 \x01(\x02H\x00R\rminConfidence\x88\x01\x01\x12!\n" +
+	"\fcommand_line\x18\x04 \x01(\tR\vcommandLine\x12\x18\n" +
+	"\aprogram\x18\x05 \x01(\tR\aprogramB\x11\n" +
 	"\x0f_min_confidence\"\xbf\x02\n" +
 	"\vInputPrompt\x12\x1f\n" +
 	"\vprompt_text\x18\x01 \x01(\tR\n" +

@@ -7,12 +7,12 @@ import (
 	"testing"
 )
 
-// clusters makes n unit vectors per class around random unit centres.
-func clusters(r *rand.Rand, classes, n, dims int, noise float64) ([][]float32, []int) {
+// around makes n unit vectors per centre, noise drawn from r.
+func around(r *rand.Rand, centres [][]float32, n int, noise float64) ([][]float32, []int) {
 	var x [][]float32
 	var y []int
-	for c := 0; c < classes; c++ {
-		centre := randUnit(r, dims)
+	dims := len(centres[0])
+	for c, centre := range centres {
 		for i := 0; i < n; i++ {
 			v := make([]float32, dims)
 			for d := range v {
@@ -48,11 +48,23 @@ func unit(v []float32) []float32 {
 func TestTrainHead(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	const classes, dims = 6, 32
-	x, y := clusters(r, classes, 20, dims, 0.08)
+	centres := make([][]float32, classes)
+	for c := range centres {
+		centres[c] = randUnit(r, dims)
+	}
+	x, y := around(rand.New(rand.NewSource(2)), centres, 20, 0.08)
 	h := TrainHead(x, y, classes, HeadOptions{Seed: 3})
 
-	// Held-out points from the same clusters are classified right.
-	tx, ty := clusters(rand.New(rand.NewSource(1)), classes, 20, dims, 0.08)
+	// Held-out points of the same clusters (other noise, so none is a
+	// training point) are classified right.
+	tx, ty := around(rand.New(rand.NewSource(3)), centres, 20, 0.08)
+	for i := range tx {
+		for j := range x {
+			if reflect.DeepEqual(tx[i], x[j]) {
+				t.Fatalf("held-out point %d is training point %d", i, j)
+			}
+		}
+	}
 	right := 0
 	for i, v := range tx {
 		lp := h.LogProbs(v)

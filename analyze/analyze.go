@@ -251,7 +251,7 @@ func (c *Analyzer) analyzeKeywords(ts []rank.Turn, valid map[int]bool) Analysis 
 	sort.SliceStable(hits, func(x, y int) bool { return hits[x].boost > hits[y].boost })
 	var parts []string
 	for _, h := range hits {
-		if len(a.Categories) >= 5 {
+		if len(a.Categories) >= request.MaxCategories {
 			break
 		}
 		conf := math.Min(degradedCap, h.boost/c.cal.Fusion.Pattern*degradedCap)

@@ -10,6 +10,11 @@ import (
 // regression (multi-label), and expected calibration error. All are
 // deterministic.
 
+// ECEBins is the number of equal-width bins every ECE and reliability
+// diagram of the project uses (15, as in Guo et al. 2017), so figures
+// from fitting, gen-index eval and GetIndexInfo compare.
+const ECEBins = 15
+
 // ECE is the expected calibration error over equal-width bins: the
 // count-weighted mean |accuracy - mean confidence|.
 func ECE(conf []float64, correct []bool, bins int) float64 {
@@ -310,8 +315,8 @@ func ChooseBinaryGap(s, gap []float64, pos []bool, folds int, prior Binary, floo
 	for i, x := range s {
 		raw[i] = clamp01(x)
 	}
-	out.ECEBefore = ECE(raw, pos, 15)
-	eP, eI := ECE(heldP, pos, 15), ECE(heldI, pos, 15)
+	out.ECEBefore = ECE(raw, pos, ECEBins)
+	eP, eI := ECE(heldP, pos, ECEBins), ECE(heldI, pos, ECEBins)
 	out.Samples = n
 	npos := 0
 	for _, p := range pos {

@@ -59,7 +59,7 @@ func FitSingle(scores [][]float64, labels []int, folds int, prior Binary) Single
 		confA = append(confA, p[best])
 		correct = append(correct, best == labels[i])
 	}
-	sl.ECEBefore, sl.ECEAfter, sl.Samples = ECE(confB, correct, 15), ECE(confA, correct, 15), len(scores)
+	sl.ECEBefore, sl.ECEAfter, sl.Samples = ECE(confB, correct, ECEBins), ECE(confA, correct, ECEBins), len(scores)
 	sl.Threshold = pickThreshold(scores, labels, sl)
 	return sl
 }

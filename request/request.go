@@ -34,6 +34,11 @@ const (
 	DefaultMaxTopK      = 100
 )
 
+// MaxCategories is how many categories a Route or AnalyzePrompt answer
+// lists at most: a prompt that seems to need more is too vague to narrow
+// the tools it is shown.
+const MaxCategories = 5
+
 // WithDefaults returns l with zero limits set to their defaults.
 func (l Limits) WithDefaults() Limits {
 	if l.MaxTextBytes <= 0 {

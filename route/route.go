@@ -359,7 +359,7 @@ func (c *Router) route(ts []rank.Turn, allowed map[int]bool, maxS, maxT int, q R
 		cs = rank.SortedByScore(cs)
 		for _, s := range cs {
 			p := c.cal.CategoriesMulti.Prob(s.Score)
-			if len(res.Categories) >= 5 || p < catThr {
+			if len(res.Categories) >= request.MaxCategories || p < catThr {
 				break
 			}
 			res.Categories = append(res.Categories, classify.Scored{Label: s.Label, ID: c.idx.Labels[s.Label].ID,

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # make eval: accuracy and calibration on the development datasets and the
-# default catalog, all with the model in MODEL_DIR (use-lite-en by default).
+# default catalog, all with the model in MODEL_DIR (default: the project's
+# default model, as `make -s print-model-dir` names it).
 # Reports (JSON) and reliability diagrams (PNG) land in var/eval/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MODEL_DIR=${MODEL_DIR:-$(cd .. && pwd)/shared/models/use-lite-en}
+MODEL_DIR=${MODEL_DIR:-$(make -s print-model-dir)}
 DATASETS=${DATASETS:-$(cd .. && pwd)/shared/datasets}
 OUT=var/eval
 mkdir -p "$OUT/data"

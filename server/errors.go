@@ -122,9 +122,14 @@ func (m errorMapper) status(ctx context.Context, method string, err error) error
 	return status.Error(codes.Internal, internalMessage)
 }
 
+// packagePrefixes are the "pkg: " prefixes the domain packages' errors
+// carry; clients see the message without them.
+var packagePrefixes = []string{"request: ", "route: ", "rank: ", "classify: ", "analyze: ", "calibrate: ", "fit: ",
+	"embed: ", "session: ", "terminal: ", "catalog: ", "index: ", "models: ", "labels: ", "indexbuild: "}
+
 // withoutPackage drops the "pkg: " prefix sentinel errors carry.
 func withoutPackage(msg string) string {
-	for _, p := range []string{"classify: ", "embed: ", "session: ", "terminal: ", "catalog: ", "index: "} {
+	for _, p := range packagePrefixes {
 		if strings.HasPrefix(msg, p) {
 			return msg[len(p):]
 		}

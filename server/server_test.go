@@ -394,7 +394,17 @@ func TestClassifierServiceErrors(t *testing.T) {
 			return err
 		}, codes.Canceled},
 	} {
-		t.Run(tc.name, func(t *testing.T) { wantCode(t, tc.call(), tc.want) })
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			wantCode(t, err, tc.want)
+			// Messages say what is wrong without naming our packages.
+			msg := status.Convert(err).Message()
+			for _, p := range packagePrefixes {
+				if strings.HasPrefix(msg, p) {
+					t.Errorf("message %q starts with the package prefix %q", msg, p)
+				}
+			}
+		})
 	}
 }
 

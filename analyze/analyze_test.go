@@ -6,29 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/classifierd/classifierd/calibrate"
-	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/internal/testindex"
+	"github.com/classifierd/classifierd/internal/testrank"
 	"github.com/classifierd/classifierd/rank"
 )
 
-// testRanker indexes cat with the bag-of-words fake and ranks with emb (the
-// fake when nil) on the default fusion weights.
-func testRanker(t testing.TB, cat *catalog.Catalog, dims int, emb rank.Embedder) *rank.Ranker {
-	t.Helper()
-	if emb == nil {
-		emb = testindex.Embedder{Dims: dims}
-	}
-	rk, err := rank.New(testindex.Build(t, cat, dims), emb, rank.Options{Fusion: calibrate.DefaultCalibration().Fusion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rk
-}
-
 func newTestAnalyzer(t testing.TB, emb rank.Embedder) *Analyzer {
 	t.Helper()
-	rk := testRanker(t, testindex.Parse(t, testindex.Catalog), 256, emb)
+	rk := testrank.Ranker(t, testindex.Parse(t, testindex.Catalog), 256, emb)
 	return New(rk, testindex.Calibration(), Config{})
 }
 

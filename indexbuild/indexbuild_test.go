@@ -16,20 +16,7 @@ const dims = 128
 
 var model = labels.Model{Name: "bow", Fingerprint: "f", Dims: dims}
 
-// withExamples has two examples per tool and category: enough to fit every
-// multi-label map on the catalog itself.
-const withExamples = `{"categories": [
-  {"id": "weather", "description": "weather forecasts", "examples": ["will it rain tomorrow", "forecast for the weekend", "is it cold outside"]},
-  {"id": "stocks", "description": "stock market prices", "examples": ["price of apple shares", "how did the market close", "dow jones today"]}],
- "servers": [
-  {"id": "meteo", "description": "weather service", "categories": ["weather"], "tools": [
-    {"name": "forecast", "description": "weather forecast for a city", "examples": ["rain in paris tomorrow", "sunny in rome this weekend"]},
-    {"name": "alerts", "description": "storm and heat alerts", "examples": ["any storm warnings", "heat alert today"]}]},
-  {"id": "exchange", "description": "stock exchange data", "categories": ["stocks"], "tools": [
-    {"name": "quote", "description": "latest share price", "examples": ["apple share price", "tesla stock quote"]},
-    {"name": "close", "description": "market close summary", "examples": ["how did the market close", "nasdaq close today"]}]}]}`
-
-// descriptionsOnly is the same catalog with no examples at all.
+// descriptionsOnly is testindex.FitCatalog with no examples at all.
 const descriptionsOnly = `{"servers": [
   {"id": "meteo", "description": "weather service", "tools": [
     {"name": "forecast", "description": "weather forecast for a city"},
@@ -40,7 +27,7 @@ const descriptionsOnly = `{"servers": [
 
 func build(t *testing.T, js string, opts Options) *index.Index {
 	t.Helper()
-	opts.Reference = testindex.Parse(t, withExamples)
+	opts.Reference = testindex.Parse(t, testindex.FitCatalog)
 	idx, err := Build(context.Background(), testindex.Parse(t, js), testindex.Embedder{Dims: dims}, model, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +36,7 @@ func build(t *testing.T, js string, opts Options) *index.Index {
 }
 
 func TestBuildFitsOnTheCatalogsOwnExamples(t *testing.T) {
-	idx := build(t, withExamples, Options{})
+	idx := build(t, testindex.FitCatalog, Options{})
 	cal := idx.Calibration
 	if cal == nil || !cal.Fitted || cal.Version != calibrate.Version1 {
 		t.Fatalf("calibration %+v: want a fitted, versioned section", cal)
@@ -71,7 +58,7 @@ func TestBuildLearnsDescriptionOnlyMapsOnTheReference(t *testing.T) {
 }
 
 func TestBuildWithoutCalibration(t *testing.T) {
-	idx := build(t, withExamples, Options{NoCalibrate: true})
+	idx := build(t, testindex.FitCatalog, Options{NoCalibrate: true})
 	if idx.Calibration != nil {
 		t.Fatalf("calibration %+v, want none", idx.Calibration)
 	}
@@ -84,7 +71,7 @@ func TestBuildWithoutCalibration(t *testing.T) {
 // back: the typed calibration comes back equal, and a section that is not
 // finite, or is written by a newer build, is refused at load.
 func TestCalibrationSurvivesTheFile(t *testing.T) {
-	idx := build(t, withExamples, Options{})
+	idx := build(t, testindex.FitCatalog, Options{})
 	path := filepath.Join(t.TempDir(), "x.idx")
 	if err := idx.WriteFile(path); err != nil {
 		t.Fatal(err)

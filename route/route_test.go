@@ -13,26 +13,13 @@ import (
 	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/internal/testindex"
+	"github.com/classifierd/classifierd/internal/testrank"
 	"github.com/classifierd/classifierd/rank"
 )
 
-// testRanker indexes cat with the bag-of-words fake and ranks with emb (the
-// fake when nil) on the default fusion weights.
-func testRanker(t testing.TB, cat *catalog.Catalog, dims int, emb rank.Embedder) *rank.Ranker {
-	t.Helper()
-	if emb == nil {
-		emb = testindex.Embedder{Dims: dims}
-	}
-	rk, err := rank.New(testindex.Build(t, cat, dims), emb, rank.Options{Fusion: calibrate.DefaultCalibration().Fusion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rk
-}
-
 func newTestRouter(t testing.TB, emb rank.Embedder) *Router {
 	t.Helper()
-	rk := testRanker(t, testindex.Parse(t, testindex.Catalog), 256, emb)
+	rk := testrank.Ranker(t, testindex.Parse(t, testindex.Catalog), 256, emb)
 	return New(rk, testindex.Calibration(), Config{})
 }
 
@@ -40,7 +27,7 @@ func newTestRouter(t testing.TB, emb rank.Embedder) *Router {
 // prior calibration.
 func bowRouter(t testing.TB, cat *catalog.Catalog, dims int) *Router {
 	t.Helper()
-	return New(testRanker(t, cat, dims, nil), calibrate.DefaultCalibration(), Config{})
+	return New(testrank.Ranker(t, cat, dims, nil), calibrate.DefaultCalibration(), Config{})
 }
 
 func f32(v float32) *float32 { return &v }

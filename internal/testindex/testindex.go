@@ -120,3 +120,17 @@ func Calibration() calibrate.Calibration {
 	cal.CategoriesMulti, cal.Servers, cal.Tools = b, b, b
 	return cal
 }
+
+// FitCatalog has three examples per category and two per tool: enough for
+// the build pipeline to fit every multi-label map on the catalog itself
+// (the indexbuild and gen-index eval tests use it).
+const FitCatalog = `{"categories": [
+  {"id": "weather", "description": "weather forecasts", "examples": ["will it rain tomorrow", "forecast for the weekend", "is it cold outside"]},
+  {"id": "stocks", "description": "stock market prices", "examples": ["price of apple shares", "how did the market close", "dow jones today"]}],
+ "servers": [
+  {"id": "meteo", "description": "weather service", "categories": ["weather"], "tools": [
+    {"name": "forecast", "description": "weather forecast for a city", "examples": ["rain in paris tomorrow", "sunny in rome this weekend"]},
+    {"name": "alerts", "description": "storm and heat alerts", "examples": ["any storm warnings", "heat alert today"]}]},
+  {"id": "exchange", "description": "stock exchange data", "categories": ["stocks"], "tools": [
+    {"name": "quote", "description": "latest share price", "examples": ["apple share price", "tesla stock quote"]},
+    {"name": "close", "description": "market close summary", "examples": ["how did the market close", "nasdaq close today"]}]}]}`

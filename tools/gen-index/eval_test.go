@@ -16,16 +16,6 @@ import (
 	"github.com/classifierd/classifierd/route"
 )
 
-const evalCatalog = `{"categories": [
-  {"id": "weather", "description": "weather forecasts", "examples": ["will it rain tomorrow", "forecast for the weekend", "is it cold outside"]},
-  {"id": "stocks", "description": "stock market prices", "examples": ["price of apple shares", "how did the market close", "dow jones today"]}],
- "servers": [
-  {"id": "meteo", "description": "weather service", "categories": ["weather"], "tools": [
-    {"name": "forecast", "description": "weather forecast for a city", "examples": ["rain in paris tomorrow", "sunny in rome this weekend"]},
-    {"name": "alerts", "description": "storm and heat alerts", "examples": ["any storm warnings", "heat alert today"]}]},
-  {"id": "exchange", "description": "stock exchange data", "categories": ["stocks"], "tools": [
-    {"name": "quote", "description": "latest share price", "examples": ["apple share price", "tesla stock quote"]},
-    {"name": "close", "description": "market close summary", "examples": ["how did the market close", "nasdaq close today"]}]}]}`
 
 // TestEvaluate runs evaluate on a bag-of-words index, with queries whose
 // answers follow from the catalog's own words, and checks the figures it
@@ -33,7 +23,7 @@ const evalCatalog = `{"categories": [
 func TestEvaluate(t *testing.T) {
 	ctx := context.Background()
 	const dims = 128
-	cat := testindex.Parse(t, evalCatalog)
+	cat := testindex.Parse(t, testindex.FitCatalog)
 	idx, err := indexbuild.Build(ctx, cat, testindex.Embedder{Dims: dims}, labels.Model{Name: "bow", Fingerprint: "f", Dims: dims},
 		indexbuild.Options{Reference: cat})
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/classifierd/classifierd/route"
 )
 
-
 // TestEvaluate runs evaluate on a bag-of-words index, with queries whose
 // answers follow from the catalog's own words, and checks the figures it
 // reports against counts made by hand.

@@ -121,7 +121,8 @@ test: deps build ## run every test: Go (race detector, real model) and the Node.
 	$(MAKE) --no-print-directory test-python
 
 .PHONY: lint
-lint: $(BIN)/staticcheck ## go vet and the pinned staticcheck over every package
+lint: $(BIN)/staticcheck ## gofmt, go vet and the pinned staticcheck over every package
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$unformatted" || { echo "gofmt needed: $$unformatted"; exit 1; }
 	go vet ./...
 	$(BIN)/staticcheck ./...
 

@@ -34,12 +34,17 @@ func newLexicon(idx *index.Index) (lexicon, error) {
 		}
 		switch l.Kind {
 		case index.KindTool:
-			if len(l.Name) >= 4 && strings.ContainsAny(l.Name, "_-") {
+			// Names with separators are evidence when quoted (list_issues,
+			// "Songkick concert"); plain words would match too often.
+			if len(l.Name) >= 4 && strings.ContainsAny(l.Name, "_- ") {
 				lx.names[i] = append(lx.names[i], strings.ToLower(l.Name))
 			}
 		case index.KindServer:
 			if len(l.ID) >= 3 {
 				lx.names[i] = append(lx.names[i], strings.ToLower(l.ID))
+			}
+			if l.Name != "" && l.Name != l.ID && len(l.Name) >= 3 {
+				lx.names[i] = append(lx.names[i], strings.ToLower(l.Name))
 			}
 		}
 	}

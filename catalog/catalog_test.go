@@ -3,9 +3,9 @@ package catalog
 import (
 	"encoding/json"
 	"errors"
-	"slices"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )

@@ -8,8 +8,8 @@ import (
 
 func TestPieces(t *testing.T) {
 	cases := []struct {
-		name, s     string
-		n           int
+		name, s    string
+		n          int
 		head, tail string
 	}{
 		{"short", "a b c", 5, "a b c", "a b c"},

@@ -63,8 +63,12 @@ func TestNamesVerbatimThroughGenIndexAndDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	tools := resp.GetTools()
-	if len(tools) == 0 || tools[0].GetName() != "Songkick concert" || tools[0].GetServer() != "mcp_yahoo_finance" {
-		t.Fatalf("got tools %v, want Songkick concert on mcp_yahoo_finance first", tools)
+	if len(tools) == 0 || tools[0].GetName() != "Songkick concert" || tools[0].GetServer() != "mcp_yahoo_finance" ||
+		tools[0].GetServerName() != "MCP Yahoo Finance" {
+		t.Fatalf("got tools %v, want Songkick concert on mcp_yahoo_finance (MCP Yahoo Finance) first", tools)
+	}
+	if s := resp.GetServers(); len(s) == 0 || s[0].GetId() != "mcp_yahoo_finance" || s[0].GetName() != "MCP Yahoo Finance" {
+		t.Fatalf("got servers %v, want mcp_yahoo_finance named MCP Yahoo Finance first", s)
 	}
 
 	if _, err := c.CreateSession(ctx, &pb.CreateSessionRequest{SessionId: "names", DefaultExposure: "all"}); err != nil {
@@ -77,6 +81,12 @@ func TestNamesVerbatimThroughGenIndexAndDaemon(t *testing.T) {
 	got := map[string]string{}
 	for _, tl := range lt.GetTools() {
 		got[tl.GetName()] = tl.GetServer()
+		if tl.GetName() == "Songkick concert" && tl.GetServerName() != "MCP Yahoo Finance" {
+			t.Errorf("ListTools: Songkick concert's server_name %q", tl.GetServerName())
+		}
+		if tl.GetName() == "stock.quote" && tl.GetServerName() != "MCP Yahoo Finance" {
+			t.Errorf("ListTools: stock.quote's server_name %q", tl.GetServerName())
+		}
 	}
 	want := map[string]string{"Songkick concert": "mcp_yahoo_finance", "stock.quote": "mcp_yahoo_finance", "get forecast": "m_t_o_forecast"}
 	for name, srv := range want {

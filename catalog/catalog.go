@@ -59,7 +59,12 @@ type Category struct {
 
 // Server is an MCP server and its tools.
 type Server struct {
-	ID          string   `json:"id"`
+	// ID is the server's stable, safe id: the catalog's "id" when it is one
+	// (see SafeID), else derived from it by Parse (see AssignIDs).
+	ID string `json:"id"`
+	// Name is the server's name as the catalog gives it, shown verbatim; Parse
+	// sets it from "id" when the catalog has no "name".
+	Name        string   `json:"name,omitempty"`
 	Description string   `json:"description"`
 	Categories  []string `json:"categories,omitempty"`
 	Keywords    []string `json:"keywords,omitempty"`
@@ -71,7 +76,12 @@ type Server struct {
 
 // Tool is one MCP tool.
 type Tool struct {
-	Name        string `json:"name"`
+	// Name is the tool's MCP name, verbatim: shown to users and returned in
+	// tool definitions.
+	Name string `json:"name"`
+	// ID is the tool's stable, safe id within its server: Name when it is safe
+	// (see SafeID), else derived from it by Parse (see AssignIDs).
+	ID          string `json:"id,omitempty"`
 	Description string `json:"description"`
 	// Category is the tool's category; when empty it is derived (see ToolCategory).
 	Category    string          `json:"category,omitempty"`
@@ -158,6 +168,9 @@ func Parse(data []byte, baseDir string) (*Catalog, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	if err := c.AssignIDs(); err != nil {
+		return nil, err
+	}
 	return &c, nil
 }
 
@@ -216,19 +229,13 @@ func (c *Catalog) Validate() error {
 	servers := map[string]bool{}
 	for i, s := range c.Servers {
 		where := fmt.Sprintf("servers[%d] %q", i, s.ID)
-		if err := checkID(s.ID); err != nil {
+		if err := checkName(s.ID); err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrInvalid, where, err)
-		}
-		if strings.Contains(s.ID, "/") {
-			return fmt.Errorf("%w: %s: server id must not contain '/' (tools are named server/tool)", ErrInvalid, where)
 		}
 		if servers[s.ID] {
 			return fmt.Errorf("%w: %s: duplicate server id", ErrInvalid, where)
 		}
 		servers[s.ID] = true
-		if strings.TrimSpace(s.Description) == "" && len(s.Tools) == 0 {
-			return fmt.Errorf("%w: %s: empty description and no tools", ErrInvalid, where)
-		}
 		for _, id := range s.Categories {
 			if len(c.Categories) > 0 && !cats[id] {
 				return fmt.Errorf("%w: %s: unknown category %q", ErrInvalid, where, id)
@@ -243,15 +250,20 @@ func (c *Catalog) Validate() error {
 			if strings.TrimSpace(t.Name) == "" {
 				return fmt.Errorf("%w: %s: tool without a name", ErrInvalid, twhere)
 			}
-			if len(t.Name) > 128 || strings.ContainsAny(t.Name, " \t\r\n/") {
-				return fmt.Errorf("%w: %s: tool name must be 1-128 characters without spaces or '/'", ErrInvalid, twhere)
+			if err := checkName(t.Name); err != nil {
+				return fmt.Errorf("%w: %s: %v", ErrInvalid, twhere, err)
 			}
 			if names[t.Name] {
 				return fmt.Errorf("%w: %s: duplicate tool name in server", ErrInvalid, twhere)
 			}
 			names[t.Name] = true
-			if err := checkTexts(t.Description, t.Examples); err != nil {
+			// A tool is always embedded from its name, so an empty
+			// description is a warning (Warnings), not an error.
+			if err := checkTexts("-", t.Examples); err != nil {
 				return fmt.Errorf("%w: %s: %v", ErrInvalid, twhere, err)
+			}
+			if len(t.Description) > MaxTextBytes {
+				return fmt.Errorf("%w: %s: description over %d bytes", ErrInvalid, twhere, MaxTextBytes)
 			}
 			if t.Category != "" && len(c.Categories) > 0 && !cats[t.Category] {
 				return fmt.Errorf("%w: %s: unknown category %q", ErrInvalid, twhere, t.Category)

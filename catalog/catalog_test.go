@@ -1,9 +1,11 @@
 package catalog
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -40,13 +42,13 @@ func TestParseErrorsNameTheEntry(t *testing.T) {
 		{"duplicate tool", `{"servers":[{"id":"s","description":"d","tools":[{"name":"t","description":"x"},{"name":"t","description":"y"}]}]}`, `servers[0] "s" tools[1] "t": duplicate tool`},
 		{"tool without name", `{"servers":[{"id":"s","description":"d","tools":[{"description":"x"}]}]}`, `servers[0] "s" tools[0] "": tool without a name`},
 		{"empty category", `{"categories":[{"id":"a","description":" "}]}`, `categories[0] "a": empty description and no examples`},
-		{"empty tool", `{"servers":[{"id":"s","description":"d","tools":[{"name":"t"}]}]}`, `tools[0] "t": empty description and no examples`},
+		{"blank tool name", `{"servers":[{"id":"s","description":"d","tools":[{"name":" ","description":"x"}]}]}`, `tools[0] " ": tool without a name`},
+		{"huge tool name", `{"servers":[{"id":"s","description":"d","tools":[{"name":"` + strings.Repeat("x", MaxNameBytes+1) + `","description":"x"}]}]}`, `name over 1024 bytes`},
 		{"unknown server category", `{"categories":[{"id":"a","description":"d"}],"servers":[{"id":"s","description":"d","categories":["zz"],"tools":[{"name":"t","description":"x"}]}]}`, `servers[0] "s": unknown category "zz"`},
 		{"unknown tool category", `{"categories":[{"id":"a","description":"d"}],"servers":[{"id":"s","description":"d","tools":[{"name":"t","description":"x","category":"zz"}]}]}`, `tools[0] "t": unknown category "zz"`},
 		{"bad pattern", `{"categories":[{"id":"a","description":"d","patterns":["(unclosed"]}]}`, `categories[0] "a": patterns[0]`},
 		{"bad schema", `{"servers":[{"id":"s","description":"d","tools":[{"name":"t","description":"x","input_schema":"{"}]}]}`, `tools[0] "t"`},
 		{"bad id", `{"categories":[{"id":"a b","description":"d"}]}`, `categories[0] "a b"`},
-		{"slash in server", `{"servers":[{"id":"a/b","description":"d","tools":[{"name":"t","description":"x"}]}]}`, `servers[0] "a/b"`},
 		{"server without tools", `{"servers":[{"id":"s","description":"d"}]}`, `servers[0] "s": no tools`},
 		{"tools_file forbidden", `{"servers":[{"id":"s","description":"d","tools_file":"x.json"}]}`, `servers[0] "s": tools_file is not allowed`},
 	}
@@ -164,10 +166,126 @@ func FuzzParse(f *testing.F) {
 		`{"servers":[{"id":"s","description":"d","tools":[{"name":"t","description":"x","input_schema":{}}]}]}`} {
 		f.Add([]byte(s))
 	}
+	for _, tc := range nameCases {
+		f.Add([]byte(`{"servers":[{"id":` + quote(tc.server) + `,"tools":[{"name":` + quote(tc.tool) + `,"description":"x"},{"name":"t2","description":"y"}]}]}`))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data, "")
-		if err == nil && c.Validate() != nil {
+		if err != nil {
+			return
+		}
+		if c.Validate() != nil {
 			t.Fatal("Parse accepted a catalog that does not validate")
 		}
+		servers := map[string]bool{}
+		for _, s := range c.Servers {
+			if !SafeID(s.ID) || servers[s.ID] {
+				t.Fatalf("server id %q (name %q) is unsafe or repeated", s.ID, s.Name)
+			}
+			servers[s.ID] = true
+			tools := map[string]bool{}
+			for _, tl := range s.Tools {
+				if !SafeID(tl.ID) || tools[tl.ID] {
+					t.Fatalf("tool id %q (name %q) is unsafe or repeated", tl.ID, tl.Name)
+				}
+				tools[tl.ID] = true
+			}
+		}
 	})
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// nameCases are names MCP servers really use; each is accepted, kept
+// verbatim and given the id shown.
+var nameCases = []struct{ server, tool, serverID, toolID string }{
+	{"github", "list_issues", "github", "list_issues"},
+	{"MCP Yahoo Finance", "Songkick concert", "mcp_yahoo_finance", "songkick_concert"},
+	{"acme.tools", "files.read", "acme.tools", "files.read"},
+	{"org/repo", "a/b", "org_repo", "a_b"},
+	{"Café ☕", "réserver une table", "caf", "r_server_une_table"},
+	{"日本語", "検索 する", "日本語", "id_" + nameHash("検索 する")},
+	{"  padded  ", "tab\tname", "padded", "tab_name"},
+}
+
+func TestNamesVerbatimWithSafeIDs(t *testing.T) {
+	for _, tc := range nameCases {
+		t.Run(tc.server+"/"+tc.tool, func(t *testing.T) {
+			c, err := Parse([]byte(`{"servers":[{"id":`+quote(tc.server)+`,"description":"d","tools":[{"name":`+quote(tc.tool)+`,"description":"x"}]}]}`), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, tl := c.Servers[0], c.Servers[0].Tools[0]
+			if s.Name != tc.server || tl.Name != tc.tool {
+				t.Errorf("names %q, %q, want verbatim %q, %q", s.Name, tl.Name, tc.server, tc.tool)
+			}
+			if s.ID != tc.serverID || tl.ID != tc.toolID {
+				t.Errorf("ids %q, %q, want %q, %q", s.ID, tl.ID, tc.serverID, tc.toolID)
+			}
+			if !SafeID(s.ID) || !SafeID(tl.ID) {
+				t.Errorf("ids %q, %q are not safe", s.ID, tl.ID)
+			}
+			renamed := s.ID != s.Name || tl.ID != tl.Name
+			if got := len(c.Warnings()) > 0; got != renamed {
+				t.Errorf("warnings %q, want some: %v", c.Warnings(), renamed)
+			}
+			if err := c.AssignIDs(); err != nil || c.Servers[0].ID != tc.serverID || c.Servers[0].Tools[0].ID != tc.toolID {
+				t.Errorf("AssignIDs again: %v, ids %q, %q", err, c.Servers[0].ID, c.Servers[0].Tools[0].ID)
+			}
+		})
+	}
+}
+
+func TestIDCollisions(t *testing.T) {
+	cases := []struct {
+		name  string
+		names []string
+		want  []string
+	}{
+		{"safe name keeps its id", []string{"songkick_concert", "Songkick concert"},
+			[]string{"songkick_concert", "songkick_concert_" + nameHash("Songkick concert")}},
+		{"order does not matter", []string{"Songkick concert", "songkick_concert"},
+			[]string{"songkick_concert_" + nameHash("Songkick concert"), "songkick_concert"}},
+		{"every derived id in a clash is hashed", []string{"A B", "a  b"},
+			[]string{"a_b_" + nameHash("A B"), "a_b_" + nameHash("a  b")}},
+		{"no clash, no hash", []string{"A B", "C D"}, []string{"a_b", "c_d"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := assignIDs(tc.names)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+	// A safe name that is literally another's hashed id cannot be told apart.
+	clash := "a_b_" + nameHash("A B")
+	_, err := assignIDs([]string{"A B", "a b!", clash})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `"A B"`) || !strings.Contains(err.Error(), quote(clash)) {
+		t.Fatalf("got %v, want an error naming both", err)
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	c, err := Parse([]byte(`{"servers":[{"id":"s","tools":[
+		{"name":"a","description":"Same words"},
+		{"name":"b","description":"Same words"},
+		{"name":"c"},
+		{"name":"`+strings.Repeat("x", 200)+`","description":"long"}]}]}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(c.Warnings(), "\n")
+	for _, want := range []string{`server "s": empty description`, `tool "b" on server "s": same description as tool "a"`,
+		`tool "c" on server "s": empty description and no examples`, `name is 200 bytes`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("warnings\n%s\ndo not say %q", got, want)
+		}
+	}
 }

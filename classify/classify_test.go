@@ -91,7 +91,7 @@ func TestClassifyBadInput(t *testing.T) {
 	}{
 		{"empty", "", 0, nil, request.ErrEmptyText},
 		{"blank", " \t\n", 0, nil, request.ErrEmptyText},
-		{"too long", strings.Repeat("x", 9000), 0, nil, request.ErrTextTooLong},
+		{"too long", strings.Repeat("x", request.DefaultMaxTextBytes+1), 0, nil, request.ErrTextTooLong},
 		{"negative k", "hi", -1, nil, request.ErrBadArgument},
 		{"huge k", "hi", 101, nil, request.ErrBadArgument},
 		{"confidence above 1", "hi", 0, f32(1.5), request.ErrBadArgument},

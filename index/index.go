@@ -349,6 +349,15 @@ func (x *Index) Lookup(k Kind, id string) (int, bool) {
 	return i, ok
 }
 
+// ServerName returns the catalog name of server id when it differs from
+// the id (the id was derived from it), else "".
+func (x *Index) ServerName(id string) string {
+	if i, ok := x.byID[KindServer][id]; ok && x.Labels[i].Name != id {
+		return x.Labels[i].Name
+	}
+	return ""
+}
+
 // Dot writes q·v for every stored vector v into dst, which must have
 // NumVectors elements, using SIMD where the CPU has it.
 func (x *Index) Dot(q []float32, dst []float32) error {

@@ -95,9 +95,13 @@ func Labels(cat *catalog.Catalog) []index.Label {
 		s := &cat.Servers[i]
 		texts, sources := withExamples(s.Description, nil)
 		if len(texts) == 0 {
-			texts, sources = []string{Humanize(s.ID)}, []index.Source{index.SourceName}
+			name := s.Name
+			if name == "" {
+				name = s.ID
+			}
+			texts, sources = []string{Humanize(name)}, []index.Source{index.SourceName}
 		}
-		add(index.Label{Kind: index.KindServer, ID: s.ID, Description: s.Description,
+		add(index.Label{Kind: index.KindServer, ID: s.ID, Name: s.Name, Description: s.Description,
 			Categories: s.Categories, Keywords: s.Keywords}, texts, sources)
 		for j := range s.Tools {
 			t := &s.Tools[j]
@@ -108,7 +112,7 @@ func Labels(cat *catalog.Catalog) []index.Label {
 				texts = slices.Insert(texts, 1, r)
 				sources = slices.Insert(sources, 1, index.SourceRequest)
 			}
-			add(index.Label{Kind: index.KindTool, ID: s.ID + "/" + t.Name, Name: t.Name, Server: s.ID,
+			add(index.Label{Kind: index.KindTool, ID: s.ID + "/" + t.StableID(), Name: t.Name, Server: s.ID,
 				Category: catalog.ToolCategory(s, t), Description: t.Description,
 				Keywords: t.Keywords, InputSchema: t.InputSchema}, texts, sources)
 		}

@@ -92,12 +92,7 @@ func (b *bm25) score(text string) map[int]float64 {
 		return nil
 	}
 	var out map[int]float64
-	seen := map[string]bool{}
-	for _, w := range lexWords(text) {
-		if seen[w] {
-			continue
-		}
-		seen[w] = true
+	for _, w := range distinctLexWords(text) {
 		ps := b.postings[w]
 		if len(ps) == 0 {
 			continue
@@ -124,6 +119,27 @@ func lexWords(s string) []string {
 			continue
 		}
 		out = append(out, stem(w))
+	}
+	return out
+}
+
+// distinctLexWords returns each of lexWords(s) once, stemming each
+// distinct word once, so a long paste costs one pass and a stem per
+// distinct word.
+func distinctLexWords(s string) []string {
+	var out []string
+	seenWord, seenStem := map[string]bool{}, map[string]bool{}
+	for _, w := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	}) {
+		if len(w) < 2 || stopWords[w] || seenWord[w] {
+			continue
+		}
+		seenWord[w] = true
+		if st := stem(w); !seenStem[st] {
+			seenStem[st] = true
+			out = append(out, st)
+		}
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package rank
 
 import (
 	"math"
-	"strings"
 
 	"github.com/classifierd/classifierd/index"
 )
@@ -51,8 +50,8 @@ func (r *Ranker) HeldOut(ex Example, dots []float32, maskLabel bool) Turn {
 		d[m.Vector] = float32(math.Inf(-1))
 	}
 	text := l.Texts[ex.Vector-l.First]
-	t := Turn{Text: text, Weight: 1, dots: d, lower: strings.ToLower(text),
-		vec: r.idx.Vector(ex.Vector), held: true, heldVec: ex.Vector}
+	t := Turn{Text: text, Weight: 1, dots: d, vec: r.idx.Vector(ex.Vector), held: true, heldVec: ex.Vector}
+	t.prepare()
 	if r.fusion.BM25 > 0 {
 		t.bm = r.bm.score(text) // examples are not in the BM25 documents
 	}

@@ -34,12 +34,17 @@ func newLexicon(idx *index.Index) (lexicon, error) {
 		}
 		switch l.Kind {
 		case index.KindTool:
-			if len(l.Name) >= 4 && strings.ContainsAny(l.Name, "_-") {
+			// Names with separators are evidence when quoted (list_issues,
+			// "Songkick concert"); plain words would match too often.
+			if len(l.Name) >= 4 && strings.ContainsAny(l.Name, "_- ") {
 				lx.names[i] = append(lx.names[i], strings.ToLower(l.Name))
 			}
 		case index.KindServer:
 			if len(l.ID) >= 3 {
 				lx.names[i] = append(lx.names[i], strings.ToLower(l.ID))
+			}
+			if l.Name != "" && l.Name != l.ID && len(l.Name) >= 3 {
+				lx.names[i] = append(lx.names[i], strings.ToLower(l.Name))
 			}
 		}
 	}
@@ -47,24 +52,63 @@ func newLexicon(idx *index.Index) (lexicon, error) {
 }
 
 // evidence returns the lexical boost for label li in turn t (the fusion
-// weight of the strongest kind that matched) and what matched.
+// weight of the strongest kind that matched) and what matched. The match
+// is found once per turn and label; the weight is looked up each time, as
+// fitting scores one turn under several fusions.
 func (lx *lexicon) evidence(li int, t *Turn, f *calibrate.Fusion) (float64, string) {
+	h, ok := t.lexHits[li]
+	if !ok {
+		h = lx.match(li, t)
+		if t.lexHits == nil {
+			t.lexHits = map[int]lexHit{}
+		}
+		t.lexHits[li] = h
+	}
+	switch h.kind {
+	case lexPattern:
+		return f.Pattern, h.evidence
+	case lexName:
+		return f.Name, h.evidence
+	case lexKeyword:
+		return f.Keyword, h.evidence
+	}
+	return 0, ""
+}
+
+// lexHit is the strongest lexical evidence for a label in a turn.
+type lexHit struct {
+	kind     lexKind
+	evidence string
+}
+
+type lexKind uint8
+
+const (
+	lexNone lexKind = iota
+	lexPattern
+	lexName
+	lexKeyword
+)
+
+// match finds the strongest evidence for label li in t: a pattern in
+// t.pattern, else a name, else a keyword in t.lower.
+func (lx *lexicon) match(li int, t *Turn) lexHit {
 	for _, re := range lx.patterns[li] {
-		if m := re.FindString(t.Text); m != "" {
-			return f.Pattern, fmt.Sprintf("pattern matched %q", Clip(m, 40))
+		if m := re.FindString(t.pattern); m != "" {
+			return lexHit{lexPattern, fmt.Sprintf("pattern matched %q", Clip(m, 40))}
 		}
 	}
 	for _, n := range lx.names[li] {
 		if containsWord(t.lower, n) {
-			return f.Name, fmt.Sprintf("names %q", n)
+			return lexHit{lexName, fmt.Sprintf("names %q", n)}
 		}
 	}
 	for _, k := range lx.keywords[li] {
 		if containsWord(t.lower, k) {
-			return f.Keyword, fmt.Sprintf("keyword %q", k)
+			return lexHit{lexKeyword, fmt.Sprintf("keyword %q", k)}
 		}
 	}
-	return 0, ""
+	return lexHit{}
 }
 
 // containsWord reports whether needle occurs in s at word boundaries.

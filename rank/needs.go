@@ -2,6 +2,7 @@ package rank
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -14,24 +15,49 @@ var needSplit = regexp.MustCompile(`(?i)\s*(?:;|,\s*(?:and\s+)?then\b|\band\s+th
 const maxNeeds = 4
 
 // Needs is the prompt as one turn plus, when it joins several requests,
-// one turn per part, so each need is matched on its own words.
+// one turn per part, so each need is matched on its own words. A long
+// prompt (see LongTextBytes) also gets its tail as a turn, and only the
+// tail is split into needs: the request after a paste is at its end.
 func Needs(prompt string) []Turn {
 	ts := []Turn{{Text: prompt, Weight: 1}}
-	parts := needParts(prompt)
+	src := prompt
+	if isLong(prompt) {
+		src = tail(prompt, PieceBytes)
+		ts = append(ts, Turn{Text: src, Weight: 1})
+		// Needs come from the tail's last line when it has words enough to
+		// be a request: parts of log lines would be embedded for nothing,
+		// and padded to the tail's length in the batch.
+		if i := strings.LastIndexByte(strings.TrimRight(src, "\n\r\t "), '\n'); i >= 0 && len(strings.Fields(src[i+1:])) >= 3 {
+			src = src[i+1:]
+		}
+	}
+	base := len(ts)
+	parts := needParts(src)
 	if len(parts) < 2 {
 		return ts
+	}
+	if src != prompt {
+		// The tail's last needs, in order: a paste's lines come before.
+		var last []string
+		for i := len(parts) - 1; i >= 0 && len(last) < maxNeeds; i-- {
+			if len(strings.Fields(parts[i])) >= 2 {
+				last = append(last, parts[i])
+			}
+		}
+		slices.Reverse(last)
+		parts = last
 	}
 	for _, p := range parts {
 		if len(strings.Fields(p)) < 2 {
 			continue
 		}
 		ts = append(ts, Turn{Text: p, Weight: needWeight, Part: true})
-		if len(ts) > maxNeeds {
+		if len(ts)-base >= maxNeeds {
 			break
 		}
 	}
-	if len(ts) == 2 { // one usable part is the prompt again
-		return ts[:1]
+	if len(ts) == base+1 { // one usable part is the prompt again
+		return ts[:base]
 	}
 	return ts
 }

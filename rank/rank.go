@@ -128,8 +128,16 @@ func (t *Turn) Vec() []float32 { return t.vec }
 // weight of the strongest kind that matched) and what matched. It needs
 // no embedding: analyze falls back on it when the model fails.
 func (r *Ranker) Lexical(li int, t *Turn) (float64, string) {
-	t.lower = strings.ToLower(t.Text)
+	t.prepare()
 	return r.lx.evidence(li, t, &r.fusion)
+}
+
+// prepare sets the texts the lexical signals read, once per turn.
+func (t *Turn) prepare() {
+	if t.prepared != t.Text {
+		t.lower, t.pattern, t.prepared = strings.ToLower(t.Text), patternText(t.Text), t.Text
+		t.lexHits = nil
+	}
 }
 
 // Turn is one piece of text with its weight in the decision.
@@ -137,8 +145,13 @@ type Turn struct {
 	Text   string
 	Weight float64
 	dots   []float32
-	lower  string
 	vec    []float32
+	// lower is Text lower-cased, pattern what patterns see of it
+	// (patternText), both for prepared == Text.
+	lower, pattern, prepared string
+	// lexHits caches, by label, the lexical evidence found in the turn,
+	// so patterns and needles run once per turn.
+	lexHits map[int]lexHit
 	// Context marks an earlier conversation turn (not the current request).
 	Context bool
 	// Part marks one need of a compound request (see Needs).
@@ -160,7 +173,7 @@ type Turn struct {
 func (r *Ranker) Embed(ctx context.Context, ts []Turn) ([]Turn, error) {
 	texts := make([]string, len(ts))
 	for i, t := range ts {
-		texts[i] = t.Text
+		texts[i] = embedText(t.Text)
 	}
 	vecs, err := r.embedSplit(ctx, texts)
 	if err != nil {
@@ -174,7 +187,7 @@ func (r *Ranker) Embed(ctx context.Context, ts []Turn) ([]Turn, error) {
 		if err := r.idx.Dot(vecs[i], ts[i].dots); err != nil {
 			return nil, err
 		}
-		ts[i].lower = strings.ToLower(ts[i].Text)
+		ts[i].prepare()
 		ts[i].vec = vecs[i]
 		if r.fusion.BM25 > 0 {
 			ts[i].bm = r.bm.score(ts[i].Text)

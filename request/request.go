@@ -22,14 +22,16 @@ var (
 
 // Limits are the documented input bounds, enforced before any model work.
 type Limits struct {
-	MaxTextBytes int // per text, prompt or message (default 8192)
+	MaxTextBytes int // per text, prompt or message (default 256 KiB)
 	MaxMessages  int // per Route request (default 64)
 	MaxTopK      int // top_k, max_servers, max_tools (default 100)
 }
 
 // Default limits.
 const (
-	DefaultMaxTextBytes = 8192
+	// DefaultMaxTextBytes fits a conversation turn with a pasted log or
+	// file; rank bounds what such a text costs (see rank.LongTextBytes).
+	DefaultMaxTextBytes = 256 << 10
 	DefaultMaxMessages  = 64
 	DefaultMaxTopK      = 100
 )

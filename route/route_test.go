@@ -15,6 +15,7 @@ import (
 	"github.com/classifierd/classifierd/internal/testindex"
 	"github.com/classifierd/classifierd/internal/testrank"
 	"github.com/classifierd/classifierd/rank"
+	"github.com/classifierd/classifierd/request"
 )
 
 func newTestRouter(t testing.TB, emb rank.Embedder) *Router {
@@ -132,7 +133,7 @@ func TestRoute(t *testing.T) {
 			{Query: "x", Messages: []Message{{Role: "robot", Content: "x"}}},
 			{Query: "x", MaxTools: -1},
 			{Query: "x", MaxServers: 1000},
-			{Query: strings.Repeat("y", 9000)},
+			{Query: strings.Repeat("y", request.DefaultMaxTextBytes+1)},
 		} {
 			if _, err := c.Route(ctx, q); err == nil {
 				t.Fatalf("%+v: no error", q)

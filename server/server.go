@@ -115,7 +115,7 @@ func (s *Server) Route(ctx context.Context, req *pb.RouteRequest) (*pb.RouteResp
 		return nil, s.status(ctx, "Route", err)
 	}
 	out := &pb.RouteResponse{
-		Servers: scoredLabels(res.Servers), Categories: scoredLabels(res.Categories),
+		Servers: s.serverLabels(res.Servers), Categories: scoredLabels(res.Categories),
 		Reasoning: res.Reasoning, Abstained: res.Abstained, PolicyReason: res.PolicyReason,
 	}
 	if res.Abstained {
@@ -124,7 +124,7 @@ func (s *Server) Route(ctx context.Context, req *pb.RouteRequest) (*pb.RouteResp
 	}
 	selected := make([]int, 0, len(res.Tools))
 	for _, t := range res.Tools {
-		out.Tools = append(out.Tools, &pb.ScoredTool{Name: t.Name, Server: t.Server, Confidence: float32(t.Confidence),
+		out.Tools = append(out.Tools, &pb.ScoredTool{Name: t.Name, Server: t.Server, ServerName: s.dom.Index.ServerName(t.Server), Confidence: float32(t.Confidence),
 			Score: float32(t.Score), Category: t.Category, Evidence: t.Evidence})
 		selected = append(selected, t.Label)
 	}
@@ -192,6 +192,15 @@ func optFloat(p *float32) *float32 {
 	}
 	v := *p
 	return &v
+}
+
+// serverLabels is scoredLabels for servers, with their catalog names.
+func (s *Server) serverLabels(ss []classify.Scored) []*pb.ScoredLabel {
+	out := scoredLabels(ss)
+	for _, l := range out {
+		l.Name = s.dom.Index.ServerName(l.Id)
+	}
+	return out
 }
 
 func scoredLabels(ss []classify.Scored) []*pb.ScoredLabel {

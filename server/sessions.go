@@ -117,7 +117,7 @@ func (s *Server) ListTools(ctx context.Context, req *pb.ListToolsRequest) (*pb.L
 	out := &pb.ListToolsResponse{ExposedCategories: exposed}
 	for _, li := range selected {
 		l := &idx.Labels[li]
-		out.Tools = append(out.Tools, &pb.Tool{Name: l.Name, Server: l.Server, Category: l.Category,
+		out.Tools = append(out.Tools, &pb.Tool{Name: l.Name, Server: l.Server, ServerName: idx.ServerName(l.Server), Category: l.Category,
 			Description: l.Description, InputSchemaJson: string(l.InputSchema)})
 	}
 	out.Stats = s.toolStats(idx.LabelsOf(index.KindTool), selected)

@@ -1,7 +1,7 @@
 import type { ChannelCredentials } from '@grpc/grpc-js';
 
-export interface ScoredLabel { id: string; confidence: number; score: number; evidence: string }
-export interface ScoredTool { name: string; server: string; confidence: number; score: number; category: string; evidence: string }
+export interface ScoredLabel { id: string; confidence: number; score: number; evidence: string; name: string }
+export interface ScoredTool { name: string; server: string; confidence: number; score: number; category: string; evidence: string; serverName: string }
 export interface ToolStats {
   totalTools: number; selectedTools: number; reductionPercent: number;
   originalCount: number; returnedCount: number; tokensTotal: number; tokensReturned: number;
@@ -21,7 +21,7 @@ export interface RouteResponse {
 }
 export interface ExposureChange { timestamp: { seconds: number; nanos: number }; operation: string; added: string[]; removed: string[]; total: number }
 export interface Session { id: string; exposedCategories: string[]; history: ExposureChange[] }
-export interface Tool { name: string; server: string; category: string; description: string; inputSchemaJson: string }
+export interface Tool { name: string; server: string; category: string; description: string; inputSchemaJson: string; serverName: string }
 export interface ListToolsResponse { tools: Tool[]; stats: ToolStats; exposedCategories: string[] }
 export interface WatchExposureEvent { sessionId: string; change: ExposureChange; exposedCategories: string[] }
 export interface UpdateExposureResponse { added: string[]; removed: string[]; total: number; changed: boolean; exposedCategories: string[] }

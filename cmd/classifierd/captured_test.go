@@ -22,6 +22,17 @@ import (
 // wires it.
 func realDetector(t testing.TB) *terminal.Detector {
 	t.Helper()
+	d, err := terminal.NewDetector(context.Background(), realEngine(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// realEngine is the default model as the daemon loads it, closed when t
+// ends.
+func realEngine(t testing.TB) *embed.Engine {
+	t.Helper()
 	dir := testenv.ModelDir()
 	man, err := models.Resolve(dir, "")
 	if err != nil {
@@ -45,11 +56,7 @@ func realDetector(t testing.TB) *terminal.Detector {
 			t.Error(err)
 		}
 	})
-	d, err := terminal.NewDetector(context.Background(), eng)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
+	return eng
 }
 
 func TestCapturedPrompts(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/request"
 	"github.com/classifierd/classifierd/terminal"
 )
 
@@ -41,6 +42,10 @@ type Config struct {
 	LogLevel     slog.Level
 }
 
+// recvOverhead is room in a gRPC message for a request's other fields
+// beside its longest text.
+const recvOverhead = 64 << 10
+
 // Validate reports the first unusable setting.
 func (c *Config) Validate() error {
 	switch {
@@ -54,6 +59,8 @@ func (c *Config) Validate() error {
 		return errors.New("--threads and --concurrency must be at least 1")
 	case c.MaxTextBytes < 1 || c.MaxBatch < 1 || c.MaxMessages < 1 || c.MaxRecvBytes < 1024:
 		return errors.New("limits must be positive (--max-recv-bytes at least 1024)")
+	case c.MaxRecvBytes < c.MaxTextBytes+recvOverhead:
+		return fmt.Errorf("--max-recv-bytes %d cannot carry one text of --max-text-bytes %d (need %d more for the rest of a request)", c.MaxRecvBytes, c.MaxTextBytes, recvOverhead)
 	case c.Timeout <= 0 || c.ShutdownWait <= 0:
 		return errors.New("--timeout and --shutdown-wait must be positive")
 	}
@@ -95,7 +102,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.ORTLib, "ort-lib", embed.DefaultLibPath(), "ONNX Runtime shared library (default: $ORT_LIB, else where make put it)")
 	fs.IntVar(&c.Threads, "threads", 1, "ONNX Runtime intra-op threads per inference")
 	fs.IntVar(&c.Concurrency, "concurrency", 2, "concurrent inferences")
-	fs.IntVar(&c.MaxTextBytes, "max-text-bytes", 8192, "longest accepted text, prompt or message, in bytes")
+	fs.IntVar(&c.MaxTextBytes, "max-text-bytes", request.DefaultMaxTextBytes, "longest accepted text, prompt or message, in bytes")
 	fs.IntVar(&c.MaxBatch, "max-batch", 64, "most texts in one Embed call")
 	fs.IntVar(&c.MaxMessages, "max-messages", 64, "most messages in one Route call")
 	fs.IntVar(&c.MaxRecvBytes, "max-recv-bytes", 4<<20, "largest accepted gRPC message, in bytes")

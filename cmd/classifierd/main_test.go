@@ -50,7 +50,7 @@ func modelManifest(t testing.TB) *models.Manifest {
 	return m
 }
 
-func binaries(t *testing.T) (daemon, genIndex string) {
+func binaries(t testing.TB) (daemon, genIndex string) {
 	t.Helper()
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "classifierd-bin-")
@@ -84,7 +84,7 @@ func TestMain(m *testing.M) {
 }
 
 // genIndex builds an index for catalog into dir.
-func genIndex(t *testing.T, catalog string, extra ...string) string {
+func genIndex(t testing.TB, catalog string, extra ...string) string {
 	t.Helper()
 	_, gi := binaries(t)
 	out := filepath.Join(t.TempDir(), "test.idx")
@@ -175,7 +175,7 @@ func startDaemon(t *testing.T, idx string, extra ...string) (*daemon, *grpc.Clie
 	}
 }
 
-func defaultCatalog(t *testing.T) string {
+func defaultCatalog(t testing.TB) string {
 	return filepath.Join(testenv.RepoRoot(), "data", "catalogs", "default.json")
 }
 
@@ -203,6 +203,29 @@ func TestDaemonServesDefaultCatalog(t *testing.T) {
 		}
 		if resp.GetReasoning() == "" {
 			t.Fatal("empty reasoning")
+		}
+	})
+	t.Run("a pasted log routes by the question after it", func(t *testing.T) {
+		q := "Post a short summary of this in the #ops channel on Slack so the on-call team sees it"
+		prompt := pastedLog(200<<10) + "\n\n" + q
+		for name, req := range map[string]*pb.RouteRequest{
+			"query":    {Query: prompt},
+			"messages": {Messages: []*pb.Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "Hello!"}, {Role: "user", Content: prompt}}},
+		} {
+			resp, err := c.Route(ctx, req)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if len(resp.GetServers()) == 0 || resp.GetServers()[0].GetId() != "slack" {
+				t.Fatalf("%s: servers = %v, want slack first", name, resp.GetServers())
+			}
+		}
+		a, err := c.AnalyzePrompt(ctx, &pb.AnalyzePromptRequest{Prompt: prompt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(a.GetCategories(), "communication") {
+			t.Fatalf("AnalyzePrompt categories %v, want communication", a.GetCategories())
 		}
 	})
 	t.Run("a request with two needs gets both servers", func(t *testing.T) {
@@ -298,7 +321,7 @@ func TestDaemonServesDefaultCatalog(t *testing.T) {
 		}
 		man := modelManifest(t)
 		if info.GetModelName() != man.Name || int(info.GetDimensions()) != man.Dims || len(info.GetModelFingerprint()) != 64 ||
-			info.GetCategories() != 17 || info.GetTools() < 80 || info.GetLimits().GetMaxTextBytes() != 8192 {
+			info.GetCategories() != 17 || info.GetTools() < 80 || info.GetLimits().GetMaxTextBytes() != 256<<10 {
 			t.Fatalf("info = %v", info)
 		}
 		// The default catalog has about one example per tool: too few to fit
@@ -338,7 +361,7 @@ func TestDaemonServesDefaultCatalog(t *testing.T) {
 		}
 	})
 	t.Run("bad input", func(t *testing.T) {
-		long := strings.Repeat("a", 8193)
+		long := strings.Repeat("a ", 150<<10) // 300 KiB
 		minus := float32(-0.5)
 		cases := []struct {
 			name string
@@ -346,7 +369,7 @@ func TestDaemonServesDefaultCatalog(t *testing.T) {
 			want string
 		}{
 			{"empty classify", func() error { _, err := c.Classify(ctx, &pb.ClassifyRequest{Text: " \n\t"}); return err }, "empty"},
-			{"oversized classify", func() error { _, err := c.Classify(ctx, &pb.ClassifyRequest{Text: long}); return err }, "limit 8192"},
+			{"oversized classify", func() error { _, err := c.Classify(ctx, &pb.ClassifyRequest{Text: long}); return err }, "limit 262144"},
 			{"top_k out of range", func() error { _, err := c.Classify(ctx, &pb.ClassifyRequest{Text: "hi", TopK: 1000}); return err }, "top_k"},
 			{"negative min_confidence", func() error {
 				_, err := c.Classify(ctx, &pb.ClassifyRequest{Text: "hi", MinConfidence: &minus})
@@ -365,6 +388,12 @@ func TestDaemonServesDefaultCatalog(t *testing.T) {
 				_, err := c.Route(ctx, &pb.RouteRequest{Messages: []*pb.Message{{Role: "wizard", Content: "hi"}}})
 				return err
 			}, "role"},
+			{"oversized route", func() error { _, err := c.Route(ctx, &pb.RouteRequest{Query: long}); return err }, "limit 262144"},
+			{"oversized message", func() error {
+				_, err := c.Route(ctx, &pb.RouteRequest{Messages: []*pb.Message{{Role: "user", Content: long}}})
+				return err
+			}, "limit 262144"},
+			{"oversized analyze", func() error { _, err := c.AnalyzePrompt(ctx, &pb.AnalyzePromptRequest{Prompt: long}); return err }, "limit 262144"},
 			{"empty embed", func() error { _, err := c.Embed(ctx, &pb.EmbedRequest{}); return err }, "empty"},
 			{"blank embed text", func() error { _, err := c.Embed(ctx, &pb.EmbedRequest{Texts: []string{"ok", "  "}}); return err }, "texts[1]"},
 		}

@@ -95,6 +95,7 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if err != nil {
 		return err
 	}
+	printWarnings(stderr, cat)
 	eng, closeModel, err := mf.open()
 	if err != nil {
 		return err
@@ -117,4 +118,13 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		*out, len(idx.LabelsOf(index.KindCategory)), len(idx.LabelsOf(index.KindServer)), len(idx.LabelsOf(index.KindTool)),
 		idx.NumVectors(), idx.Dims, man.Name, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// printWarnings prints one line for each suspicious but indexable entry
+// (catalog.Warnings): ids derived from names, empty or repeated
+// descriptions, very long names.
+func printWarnings(w io.Writer, cat *catalog.Catalog) {
+	for _, m := range cat.Warnings() {
+		fmt.Fprintf(w, "warning: %s\n", m)
+	}
 }

@@ -98,7 +98,10 @@ type ScoredLabel struct {
 	// score is the raw fused similarity the confidence was derived from.
 	Score float32 `protobuf:"fixed32,3,opt,name=score,proto3" json:"score,omitempty"`
 	// evidence names what matched: the nearest example, keyword or pattern.
-	Evidence      string `protobuf:"bytes,4,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	Evidence string `protobuf:"bytes,4,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	// name is a server's name as the catalog gives it ("MCP Yahoo Finance"),
+	// when it differs from id (an id derived from the name); else empty.
+	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +164,13 @@ func (x *ScoredLabel) GetEvidence() string {
 	return ""
 }
 
+func (x *ScoredLabel) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 // ScoredTool is a tool with its server and confidence.
 type ScoredTool struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -169,8 +179,11 @@ type ScoredTool struct {
 	Confidence float32                `protobuf:"fixed32,3,opt,name=confidence,proto3" json:"confidence,omitempty"`
 	Score      float32                `protobuf:"fixed32,4,opt,name=score,proto3" json:"score,omitempty"`
 	// category is the tool's catalog category, if any.
-	Category      string `protobuf:"bytes,5,opt,name=category,proto3" json:"category,omitempty"`
-	Evidence      string `protobuf:"bytes,6,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	Category string `protobuf:"bytes,5,opt,name=category,proto3" json:"category,omitempty"`
+	Evidence string `protobuf:"bytes,6,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	// server_name is the server's name as the catalog gives it, when it
+	// differs from server (an id derived from the name); else empty.
+	ServerName    string `protobuf:"bytes,7,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -243,6 +256,13 @@ func (x *ScoredTool) GetCategory() string {
 func (x *ScoredTool) GetEvidence() string {
 	if x != nil {
 		return x.Evidence
+	}
+	return ""
+}
+
+func (x *ScoredTool) GetServerName() string {
+	if x != nil {
+		return x.ServerName
 	}
 	return ""
 }
@@ -2328,8 +2348,11 @@ type Tool struct {
 	Description string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
 	// input_schema_json is the tool's JSON Schema, as JSON text.
 	InputSchemaJson string `protobuf:"bytes,5,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// server_name is the server's name as the catalog gives it, when it
+	// differs from server (an id derived from the name); else empty.
+	ServerName    string `protobuf:"bytes,6,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Tool) Reset() {
@@ -2393,6 +2416,13 @@ func (x *Tool) GetDescription() string {
 func (x *Tool) GetInputSchemaJson() string {
 	if x != nil {
 		return x.InputSchemaJson
+	}
+	return ""
+}
+
+func (x *Tool) GetServerName() string {
+	if x != nil {
+		return x.ServerName
 	}
 	return ""
 }
@@ -2759,14 +2789,15 @@ var File_classifier_v1_classifier_proto protoreflect.FileDescriptor
 
 const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\n" +
-	"\x1eclassifier/v1/classifier.proto\x12\rclassifier.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"o\n" +
+	"\x1eclassifier/v1/classifier.proto\x12\rclassifier.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x01\n" +
 	"\vScoredLabel\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1e\n" +
 	"\n" +
 	"confidence\x18\x02 \x01(\x02R\n" +
 	"confidence\x12\x14\n" +
 	"\x05score\x18\x03 \x01(\x02R\x05score\x12\x1a\n" +
-	"\bevidence\x18\x04 \x01(\tR\bevidence\"\xa6\x01\n" +
+	"\bevidence\x18\x04 \x01(\tR\bevidence\x12\x12\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\"\xc7\x01\n" +
 	"\n" +
 	"ScoredTool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
@@ -2776,7 +2807,9 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"confidence\x12\x14\n" +
 	"\x05score\x18\x04 \x01(\x02R\x05score\x12\x1a\n" +
 	"\bcategory\x18\x05 \x01(\tR\bcategory\x12\x1a\n" +
-	"\bevidence\x18\x06 \x01(\tR\bevidence\"y\n" +
+	"\bevidence\x18\x06 \x01(\tR\bevidence\x12\x1f\n" +
+	"\vserver_name\x18\a \x01(\tR\n" +
+	"serverName\"y\n" +
 	"\x0fClassifyRequest\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x13\n" +
 	"\x05top_k\x18\x02 \x01(\x05R\x04topK\x12*\n" +
@@ -2961,13 +2994,15 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\aremoved\x18\x02 \x03(\tR\aremoved\x12\x14\n" +
 	"\x05total\x18\x03 \x01(\x05R\x05total\x12\x18\n" +
 	"\achanged\x18\x04 \x01(\bR\achanged\x12-\n" +
-	"\x12exposed_categories\x18\x05 \x03(\tR\x11exposedCategories\"\x9c\x01\n" +
+	"\x12exposed_categories\x18\x05 \x03(\tR\x11exposedCategories\"\xbd\x01\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12\x1a\n" +
 	"\bcategory\x18\x03 \x01(\tR\bcategory\x12 \n" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12*\n" +
-	"\x11input_schema_json\x18\x05 \x01(\tR\x0finputSchemaJson\"1\n" +
+	"\x11input_schema_json\x18\x05 \x01(\tR\x0finputSchemaJson\x12\x1f\n" +
+	"\vserver_name\x18\x06 \x01(\tR\n" +
+	"serverName\"1\n" +
 	"\x10ListToolsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"\x9d\x01\n" +

@@ -10,13 +10,14 @@ import (
 
 func TestCalibrationJSON(t *testing.T) {
 	for _, raw := range []string{`{"categories":{"t":0}}`, `{"servers":{"a":"x"}}`, `not json`} {
-		if _, err := Parse([]byte(raw)); err == nil {
+		var c Calibration
+		if err := json.Unmarshal([]byte(raw), &c); err == nil {
 			t.Fatalf("%s: accepted", raw)
 		}
 	}
-	c, err := Parse(nil)
-	if err != nil || c.Fitted || c.Categories.Method != "prior" {
-		t.Fatalf("default: %+v %v", c, err)
+	c := OrDefault(nil)
+	if c.Fitted || c.Categories.Method != "prior" {
+		t.Fatalf("default: %+v", c)
 	}
 	p := c.Categories.Probabilities([]float64{0.9, 0.2, -1})
 	if !(p[0] > p[1] && p[1] > p[2]) || p[0]+p[1]+p[2] > 1 {

@@ -138,19 +138,6 @@ func DefaultCalibration() Calibration {
 	}
 }
 
-// Parse decodes an index's calibration section; empty means
-// DefaultCalibration.
-func Parse(raw json.RawMessage) (Calibration, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return DefaultCalibration(), nil
-	}
-	var c Calibration
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return Calibration{}, err
-	}
-	return c, nil
-}
-
 // Version1 is the calibration schema this build writes and reads.
 const Version1 = 1
 

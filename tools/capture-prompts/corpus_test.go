@@ -8,20 +8,17 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/classifierd/classifierd/terminal"
 )
 
 const corpusDir = "../../terminal/testdata/corpus"
 
-// label is one line of the corpus labels.jsonl, decoded strictly.
+// label is one line of the corpus labels.jsonl, decoded strictly: the
+// evaluator's terminal.Label and the reason a dangerous prompt is.
 type label struct {
-	Name      string `json:"name"`
-	Waiting   bool   `json:"waiting"`
-	Type      string `json:"prompt_type"`
-	Dangerous bool   `json:"dangerous"`
-	Program   string `json:"program"`
-	Family    string `json:"family"`
-	Command   string `json:"command"`
-	Why       string `json:"why"`
+	terminal.Label
+	Why string `json:"why"`
 }
 
 var promptTypes = map[string]bool{
@@ -122,8 +119,9 @@ func TestCorpusScenarios(t *testing.T) {
 			stale = append(stale, l.Name)
 			continue
 		}
-		got := label{l.Name, l.Waiting, l.Type, l.Dangerous, l.Program, l.Family, l.Command, l.Why}
-		want := label{sc.Name, sc.Waiting, sc.Type, sc.Dangerous, sc.Program, sc.Family, sc.cmd, sc.Why}
+		got := l
+		want := label{terminal.Label{Name: sc.Name, Waiting: sc.Waiting, Type: sc.Type, Dangerous: sc.Dangerous,
+			Program: sc.Program, Family: sc.Family, Command: sc.cmd}, sc.Why}
 		if got != want {
 			t.Errorf("%s: labels.jsonl has %+v, corpus.go says %+v; re-run the capture", l.Name, got, want)
 		}

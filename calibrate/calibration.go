@@ -127,16 +127,20 @@ type Fusion struct {
 func DefaultCalibration() Calibration {
 	return Calibration{
 		Version: Version1,
-		Categories: SingleLabel{Method: "prior", T: 0.05, OOS: -10, Threshold: 0.5,
-			InScope: Binary{Method: "prior", A: -14, B: 6.3, Threshold: 0.5}},
-		CategoriesMulti: Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
-		Servers:         Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
-		Tools:           Binary{Method: "prior", A: -14, B: 7.7, Threshold: 0.5},
+		Categories: SingleLabel{Method: MethodPrior, T: 0.05, OOS: -10, Threshold: 0.5,
+			InScope: Binary{Method: MethodPrior, A: -14, B: 6.3, Threshold: 0.5}},
+		CategoriesMulti: Binary{Method: MethodPrior, A: -14, B: 7.7, Threshold: 0.5},
+		Servers:         Binary{Method: MethodPrior, A: -14, B: 7.7, Threshold: 0.5},
+		Tools:           Binary{Method: MethodPrior, A: -14, B: 7.7, Threshold: 0.5},
 		Fusion: Fusion{Pattern: 0.3, Name: 0.2, Keyword: 0.12, ServerFromTools: 1, ServerFromCategory: 0.9, ToolFromServer: 0.15,
 			ContextPenalty: 0, AssistantPenalty: 0.03, ContextDecay: 0.03, ClarityPenalty: 0.6, ClearFrom: 0.4, ClearSpan: 0.4,
 			ToolCentroid: 0.5, ToolDescription: 0.7, ToolExactGap: 0.15, BM25: 0.018},
 	}
 }
+
+// MethodPrior is the method of a map that was not fitted: one of
+// DefaultCalibration's documented priors.
+const MethodPrior = "prior"
 
 // Version1 is the calibration schema this build writes and reads.
 const Version1 = 1

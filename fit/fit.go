@@ -329,7 +329,7 @@ func ReferencePrior(ctx context.Context, ref *index.Index) (calibrate.Calibratio
 		return calibrate.Calibration{}, err
 	}
 	for _, b := range []*calibrate.Binary{&cal.CategoriesMulti, &cal.Servers, &cal.Tools} {
-		if b.Method != "prior" {
+		if b.Method != calibrate.MethodPrior {
 			b.Method = "reference/" + b.Method
 		}
 		b.SharedFallback = nil
@@ -337,18 +337,32 @@ func ReferencePrior(ctx context.Context, ref *index.Index) (calibrate.Calibratio
 	return cal, nil
 }
 
+// priorMaps are the multi-label maps of cal still at the hard-coded prior
+// (too few examples to fit), with the reference maps that stand in for them.
+func priorMaps(cal, ref *calibrate.Calibration) (mine, theirs []*calibrate.Binary) {
+	for _, pair := range [][2]*calibrate.Binary{
+		{&cal.CategoriesMulti, &ref.CategoriesMulti}, {&cal.Servers, &ref.Servers}, {&cal.Tools, &ref.Tools},
+	} {
+		if pair[0].Method == calibrate.MethodPrior {
+			mine, theirs = append(mine, pair[0]), append(theirs, pair[1])
+		}
+	}
+	return mine, theirs
+}
+
+// NeedsReference reports whether any multi-label map of cal is still the
+// hard-coded prior, so that UseReference would change it.
+func NeedsReference(cal calibrate.Calibration) bool {
+	mine, _ := priorMaps(&cal, &calibrate.Calibration{})
+	return len(mine) > 0
+}
+
 // UseReference replaces each multi-label map of cal that is still the
 // hard-coded prior (too few examples to fit) with the reference map.
 func UseReference(cal calibrate.Calibration, ref calibrate.Calibration) calibrate.Calibration {
-	out := cal
-	if out.CategoriesMulti.Method == "prior" {
-		out.CategoriesMulti = ref.CategoriesMulti
+	mine, theirs := priorMaps(&cal, &ref)
+	for i := range mine {
+		*mine[i] = *theirs[i]
 	}
-	if out.Servers.Method == "prior" {
-		out.Servers = ref.Servers
-	}
-	if out.Tools.Method == "prior" {
-		out.Tools = ref.Tools
-	}
-	return out
+	return cal
 }

@@ -50,7 +50,7 @@ func Build(ctx context.Context, cat *catalog.Catalog, emb labels.Embedder, m lab
 	if err != nil {
 		return nil, err
 	}
-	if needsReference(cal) {
+	if fit.NeedsReference(cal) {
 		ref, err := referencePrior(ctx, emb, m, opts.Reference)
 		if err != nil {
 			return nil, err
@@ -59,10 +59,6 @@ func Build(ctx context.Context, cat *catalog.Catalog, emb labels.Embedder, m lab
 	}
 	idx.Calibration = &cal
 	return idx, nil
-}
-
-func needsReference(cal calibrate.Calibration) bool {
-	return cal.CategoriesMulti.Method == "prior" || cal.Servers.Method == "prior" || cal.Tools.Method == "prior"
 }
 
 // referencePrior embeds the reference catalog with the same model and fits

@@ -29,7 +29,7 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	c.Limits = c.Limits.WithDefaults()
 	if c.MetaCategory == "" {
-		c.MetaCategory = "meta"
+		c.MetaCategory = request.DefaultMetaCategory
 	}
 	return c
 }

@@ -36,6 +36,10 @@ const (
 	DefaultMaxTopK      = 100
 )
 
+// DefaultMetaCategory is the category of meta tools (hub tools such as
+// analyze_prompt) when a policy's configuration names none.
+const DefaultMetaCategory = "meta"
+
 // MaxCategories is how many categories a Route or AnalyzePrompt answer
 // lists at most: a prompt that seems to need more is too vague to narrow
 // the tools it is shown.

@@ -41,7 +41,7 @@ func (c Config) withDefaults() Config {
 		c.DefaultMaxTools = 20
 	}
 	if c.MetaCategory == "" {
-		c.MetaCategory = "meta"
+		c.MetaCategory = request.DefaultMetaCategory
 	}
 	return c
 }

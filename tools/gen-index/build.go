@@ -62,7 +62,7 @@ func buildIndex(ctx context.Context, cat *catalog.Catalog, eng *embed.Engine, ge
 	ep := newProgress(stderr, "embedding", quiet)
 	fp := newProgress(stderr, "calibrating", quiet)
 	idx, err := indexbuild.Build(ctx, cat, eng, labels.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
-		indexbuild.Options{Embedding: labels.Options{Progress: ep.update, Generator: generator}, NoCalibrate: noCal,
+		indexbuild.Options{Embedding: labels.Options{Progress: ep.updateThenDone, Generator: generator}, NoCalibrate: noCal,
 			FitProgress: fp.update})
 	ep.done()
 	if !noCal {

@@ -42,8 +42,19 @@ func (p *progress) update(done, total int) {
 	p.shown = true
 }
 
+// done ends the bar's line; calling it again does nothing.
 func (p *progress) done() {
 	if p.shown {
 		fmt.Fprintln(p.w)
+		p.shown = false
+	}
+}
+
+// updateThenDone is update that ends the line when the step completes, for
+// a step followed by another on the same stream.
+func (p *progress) updateThenDone(done, total int) {
+	p.update(done, total)
+	if done >= total {
+		p.done()
 	}
 }

@@ -159,7 +159,8 @@ def run_onnx(model_path: Path, output: str, ids: list[list[int]], with_types: bo
     return outs
 
 
-def cosines(a: list[np.ndarray], b: list[np.ndarray], pooling: str, normalize: bool) -> list[float]:
+def cosines(a: list[np.ndarray], b: list[np.ndarray], pooling: str) -> list[float]:
+    """Cosine of the pooled, normalised vectors of each pair of sentences."""
     res = []
     for x, y in zip(a, b):
         m = np.ones(x.shape[:2], dtype=np.int64)
@@ -272,18 +273,20 @@ def build(name: str, sources: dict[str, dict[str, Any]], paths: Paths, out_root:
     with_types = "token_type_ids" in ins
     ids = encode(tmp / "tokenizer.json", max_tokens, VERIFY_SENTENCES)
     got = run_onnx(tmp / "model.onnx", "last_hidden_state", ids, with_types)
-    if kind == "bert-safetensors":
+    # The reference: the model named by compare_to if the spec has one (a
+    # graph from elsewhere, judged against our own conversion), else the
+    # NumPy forward pass or the graph this one was made from.
+    if "compare_to" in spec:
+        other = build(spec["compare_to"], sources, paths, out_root)
+        ref_label = f"{spec['compare_to']} ({other / 'model.onnx'})"
+        want = run_onnx(other / "model.onnx", "last_hidden_state", ids, True)
+    elif kind == "bert-safetensors":
         want = [bert.reference_forward(weights, cfg, np.array([x]), np.ones((1, len(x)), np.int64),
                                        np.zeros((1, len(x)), np.int64)) for x in ids]
     else:
         ref_types = "token_type_ids" in input_names(onnx.load(str(ref_model)))
         want = run_onnx(ref_model, ref_output, ids, ref_types)
-    cos = cosines(got, want, pooling, True)
-    if "compare_to" in spec:
-        other = build(spec["compare_to"], sources, paths, out_root)
-        ref_label = f"{spec['compare_to']} ({other / 'model.onnx'})"
-        want = run_onnx(other / "model.onnx", "last_hidden_state", ids, True)
-        cos = cosines(got, want, pooling, True)
+    cos = cosines(got, want, pooling)
     min_cos = float(spec.get("min_cosine", 0.999))
     # What the written model gives, as the Hugging Face tokenizer and ONNX
     # Runtime compute it: the Go engine's tests compare against these.

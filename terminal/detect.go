@@ -242,12 +242,32 @@ func lastText(lines []Line) int {
 }
 
 // Hints is what the hub may know besides the screen: the command line that
-// started the program ("fdisk disk.img") and the program's name. Either
-// may be empty.
+// started the program ("fdisk disk.img"), the program's name, and its
+// reading of the pty (package ptysignal). Any may be empty or nil.
 type Hints struct {
 	CommandLine string
 	Program     string
+	// ReadingInput: the foreground program is blocked reading the
+	// terminal. True makes a silent program (dc, cat, ed) waiting; false
+	// means nothing is waiting, whatever the screen shows.
+	ReadingInput *bool
+	// EchoOff and Canonical are the terminal's ECHO and ICANON modes.
+	// Echo off in line mode (canonical true or unknown) is how getpass
+	// asks for a secret, whatever the prompt's words; a line editor turns
+	// both off and is not a secret.
+	EchoOff   *bool
+	Canonical *bool
 }
+
+// secretMode reports the getpass signature: echo off, line mode kept.
+func (h Hints) secretMode() bool {
+	return h.EchoOff != nil && *h.EchoOff && (h.Canonical == nil || *h.Canonical)
+}
+
+// readingConfidence is a detection's confidence when the hub says the
+// program is blocked reading the terminal: the kernel's word, not a guess
+// from the screen.
+const readingConfidence = 0.9
 
 // Limits on hints, checked before any matching.
 const (
@@ -273,6 +293,10 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 	if len(h.CommandLine) > MaxCommandLine || len(h.Program) > MaxProgram {
 		return Detection{}, fmt.Errorf("%w: command_line is at most %d bytes and program %d", ErrBadArgument, MaxCommandLine, MaxProgram)
 	}
+	if h.ReadingInput != nil && !*h.ReadingInput {
+		return Detection{}, nil
+	}
+	reading := h.ReadingInput != nil && *h.ReadingInput
 	// Only the end matters: the prompt and the lines before it. Cleaning
 	// less keeps the cost flat whatever the tail's size.
 	start := 0
@@ -316,7 +340,20 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 	}
 
 	if last < 0 || spinnerRE.MatchString(text) {
-		return Detection{}, nil
+		if !reading {
+			return Detection{}, nil
+		}
+		// Silent, or nothing but a spinner, yet blocked on the terminal:
+		// waiting, for nothing the screen names.
+		res = Detection{Type: TypeUnknown, MatchedPattern: "reading_input", Confidence: readingConfidence, Position: len(raw)}
+		if h.secretMode() {
+			res.Type, res.MatchedPattern = TypePassword, "echo_off"
+		}
+		res.Detected = res.Confidence >= minConf
+		if res.Detected && res.Type != TypePassword {
+			res.Dangerous, res.DangerReason = commandDanger(h)
+		}
+		return res, nil
 	}
 	if last != len(lines)-1 {
 		partial = false
@@ -363,6 +400,15 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 		}
 		res.Type, res.MatchedPattern = classes[best], "semantic"
 		res.Confidence = waitFactor * 0.8 * (1 - pNot)
+	}
+	if h.secretMode() {
+		res.Type, res.MatchedPattern = TypePassword, "echo_off"
+		res.Confidence = max(res.Confidence, 0.95)
+	} else if reading && res.Confidence < readingConfidence {
+		res.Confidence = readingConfidence
+		if res.MatchedPattern == "semantic" {
+			res.MatchedPattern = "reading_input"
+		}
 	}
 	res.Confidence = math.Round(res.Confidence*1000) / 1000
 	res.Detected = res.Confidence >= minConf

@@ -145,3 +145,46 @@ func TestDetectHints(t *testing.T) {
 		t.Fatalf("long command line: got %v, want ErrBadArgument", err)
 	}
 }
+
+func TestDetectPtySignals(t *testing.T) {
+	d := fakeDetector(t)
+	yes, no := true, false
+	cases := []struct {
+		name, out string
+		h         Hints
+		detected  bool
+		typ       string
+		dangerous bool
+	}{
+		{"silent program reading", "", Hints{ReadingInput: &yes}, true, TypeUnknown, false},
+		{"silent partition editor", "", Hints{ReadingInput: &yes, Program: "sfdisk"}, true, TypeUnknown, true},
+		{"count then silence", "6\n", Hints{ReadingInput: &yes}, true, "", false},
+		{"prompt but not reading", "Password: ", Hints{ReadingInput: &no}, false, "", false},
+		{"getpass wording-free", "Enter the value: ", Hints{EchoOff: &yes}, true, TypePassword, false},
+		{"getpass, line mode said", "Code: ", Hints{EchoOff: &yes, Canonical: &yes, ReadingInput: &yes}, true, TypePassword, false},
+		{"silent getpass", "", Hints{EchoOff: &yes, ReadingInput: &yes}, true, TypePassword, false},
+		{"line editor is not a secret", "$ ", Hints{EchoOff: &yes, Canonical: &no, ReadingInput: &yes}, true, TypeCommand, false},
+		{"secret never dangerous", "Delete everything: ", Hints{EchoOff: &yes, CommandLine: "rm -i x"}, true, TypePassword, false},
+		{"no signals, silence", "", Hints{}, false, "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := d.DetectWithHints(context.Background(), []byte(tc.out), tc.h, 0.7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Detected != tc.detected {
+				t.Fatalf("detected %v, want %v (%+v)", got.Detected, tc.detected, got)
+			}
+			if tc.typ != "" && got.Type != tc.typ {
+				t.Errorf("type %q, want %q (%+v)", got.Type, tc.typ, got)
+			}
+			if got.Dangerous != tc.dangerous || got.Dangerous && got.DangerReason == "" {
+				t.Errorf("dangerous %v (%q), want %v with a reason", got.Dangerous, got.DangerReason, tc.dangerous)
+			}
+			if tc.detected && got.Confidence < 0.9 {
+				t.Errorf("confidence %.3f: the kernel's word should count at least 0.9", got.Confidence)
+			}
+		})
+	}
+}

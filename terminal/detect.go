@@ -102,12 +102,15 @@ type Detector struct {
 	dims  int         // length of every vector, checked once so vek never panics
 	vecs  [][]float32 // unit-length example vectors
 	label []int       // class index per example vector
-	T     float64
+	// builtin is how many of vecs are the built-in examples (the rest
+	// were learned: the corpus, or a fold's training programs).
+	builtin int
+	T       float64
 }
 
-// NewDetector embeds the built-in examples and fits the semantic
+// newBaseDetector embeds the built-in examples and fits the semantic
 // classifier's temperature by leave-one-out on them.
-func NewDetector(ctx context.Context, emb Embedder) (*Detector, error) {
+func newBaseDetector(ctx context.Context, emb Embedder) (*Detector, error) {
 	d := &Detector{emb: emb}
 	var texts []string
 	for ci, c := range classes {
@@ -129,7 +132,7 @@ func NewDetector(ctx context.Context, emb Embedder) (*Detector, error) {
 			return nil, fmt.Errorf("%w: example vectors of %d and %d dimensions", ErrEmbedding, d.dims, len(v))
 		}
 	}
-	d.vecs = vecs
+	d.vecs, d.builtin = vecs, len(vecs)
 	var scores [][]float64
 	for i := range vecs {
 		scores = append(scores, d.classScores(vecs[i], i))
@@ -170,8 +173,8 @@ type Detection struct {
 // Example is a labelled prompt line for the semantic classifier: Type is
 // a prompt type, or empty for a line that is not a prompt.
 type Example struct {
-	Text string
-	Type string
+	Text string `json:"text"`
+	Type string `json:"type,omitempty"`
 }
 
 // ExampleFrom makes an example of a capture: its candidate prompt line,

@@ -160,7 +160,7 @@ func DevHalf(program string) bool {
 // the detector sees the screen only.
 func LeaveProgramOut(ctx context.Context, d *Detector, caps []Capture, minConf float64, useCommand bool) ([]CaseResult, error) {
 	memo := &memoEmbedder{emb: d.emb, vecs: map[string][]float32{}}
-	base := *d
+	base := d.base()
 	base.emb = memo
 	byProgram := map[string][]int{}
 	var programs []string

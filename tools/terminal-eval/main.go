@@ -42,7 +42,11 @@ func run() error {
 	jsonOut := flag.String("json", "", "write the report as JSON here")
 	lopo := flag.Bool("lopo", false, "leave-program-out on the corpus")
 	verbose := flag.Bool("v", false, "with -lopo: print every capture's verdict")
+	writeExamples := flag.Bool("write-examples", false, "write the corpus's prompt lines to "+terminal.CorpusExamplesFile+" (the examples the daemon ships) and exit")
 	flag.Parse()
+	if *writeExamples {
+		return writeCorpusExamples()
+	}
 	if *model == "" {
 		*model = ".cache/models/all-MiniLM-L6-v2-int8"
 	}
@@ -180,4 +184,18 @@ func orDash(n int, v float64) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.3f", v)
+}
+
+// writeCorpusExamples regenerates the daemon's built-in corpus examples
+// from terminal/testdata/corpus.
+func writeCorpusExamples() error {
+	caps, err := terminal.LoadCaptures("terminal/testdata/corpus")
+	if err != nil {
+		return err
+	}
+	b, err := terminal.MarshalCorpusExamples(terminal.CorpusExamplesOf(caps))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(terminal.CorpusExamplesFile, b, 0o644)
 }

@@ -361,6 +361,7 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 	if last != len(lines)-1 {
 		partial = false
 	}
+	editing, editPrompt := lineEditing(raw)
 	vec, err := d.emb.Embed(ctx, []string{shortWords(text, maxWordBytes)})
 	if err != nil {
 		return Detection{}, fmt.Errorf("terminal: embed prompt: %w", err)
@@ -403,6 +404,14 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 		}
 		res.Type, res.MatchedPattern = classes[best], "semantic"
 		res.Confidence = waitFactor * 0.8 * (1 - pNot)
+	}
+	if editing && !h.secretMode() && res.Confidence < readingConfidence {
+		// A line editor is reading; with no prompt of its own the line
+		// before is a banner, and an editor with no prompt reads commands.
+		res.Confidence, res.MatchedPattern = readingConfidence, "line_editor"
+		if !editPrompt {
+			res.Type = TypeCommand
+		}
 	}
 	if h.secretMode() {
 		res.Type, res.MatchedPattern = TypePassword, "echo_off"
@@ -447,6 +456,21 @@ func fullScreen(raw []byte) bool {
 	return on > off
 }
 
+// lineEditing reports whether the output leaves a line editor reading: its
+// last bracketed-paste switch (ESC[?2004) is on. Readline, libedit and
+// most REPLs turn it on when they start reading a line and off when the
+// line is accepted, so "on" at the end means a line is being read now,
+// whatever the prompt looks like (bc prints no prompt at all). It also
+// reports whether the output after the switch has text: the prompt.
+func lineEditing(raw []byte) (on, prompt bool) {
+	i := bytes.LastIndex(raw, []byte("\x1b[?2004h"))
+	if i < 0 || bytes.LastIndex(raw, []byte("\x1b[?2004l")) > i {
+		return false, false
+	}
+	lines, _ := Clean(raw[i+len("\x1b[?2004h"):])
+	return true, lastText(lines) >= 0
+}
+
 // editorRE is what modeless editors show: a help bar of control keys
 // (^X Exit, Ctrl-K), an Emacs-style mode line, a line/column status.
 var editorRE = regexp.MustCompile(`(?i)(\^[A-Z] ?[A-Z][a-z]+|\bctrl-[a-z]\b|\bemacs\b|\beditor\b|\bL:\s*\d+\s+C:\s*\d+|\(text\)|\bmodified\b)`)
@@ -465,6 +489,10 @@ var dangerRE = regexp.MustCompile(`(?i)\b(delete[ds]?|deleting|remove[ds]?|remov
 
 var warnRE = regexp.MustCompile(`(?i)\b(warning|danger|caution)\b.*\b(contains|exist|data|filesystem|file system|lost|destroy)|\bcontains an? \S+ (file ?system|partition table)|\bwill be (lost|erased|destroyed|overwritten)\b`)
 
+// stagedWriteRE is output saying that changes are held until written: the
+// session's commands rewrite a disk or table once "w" is typed.
+var stagedWriteRE = regexp.MustCompile(`(?i)\bwrite\b[^.]*\b(changes|partition table|to disk)\b|\b(changes|partition table)\b[^.]*\bwrite\b`)
+
 // Dangerous reports whether answering the prompt would delete, overwrite,
 // format, drop, truncate, force, reset, shut down or otherwise destroy,
 // judging by the prompt and the lines before it. Password prompts are
@@ -475,6 +503,17 @@ func Dangerous(prompt, typ string, context []string) (bool, string) {
 	}
 	if m := dangerRE.FindString(prompt); m != "" {
 		return true, fmt.Sprintf("prompt says %q", strings.ToLower(m))
+	}
+	if typ == TypeCommand {
+		// A command prompt is dangerous when the program said its commands
+		// stage changes that a write command makes real: partition and
+		// disk editors.
+		for i := len(context) - 1; i >= 0; i-- {
+			if stagedWriteRE.MatchString(context[i]) {
+				return true, "a command here can write staged changes: " + clipText(context[i], 80)
+			}
+		}
+		return false, ""
 	}
 	if typ != TypeYesNo && typ != TypeText && typ != TypeChoice {
 		return false, ""

@@ -188,3 +188,42 @@ func TestDetectPtySignals(t *testing.T) {
 		})
 	}
 }
+
+func TestDetectLineEditor(t *testing.T) {
+	d := fakeDetector(t)
+	cases := []struct {
+		name, out string
+		detected  bool
+		typ       string
+	}{
+		// bc prints a banner, turns bracketed paste on and reads with no prompt.
+		{"banner, editor reading, no prompt", "bc 1.07\nFor details type `warranty'. \n\x1b[?2004h", true, TypeCommand},
+		{"editor reading after a prompt", "\x1b[?2004hYou have: ", true, ""},
+		// The line was accepted (paste mode off): the program is working.
+		{"line accepted", "\x1b[?2004hcalc> 1+1\r\n\x1b[?2004l\r2\n", false, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := d.Detect(context.Background(), []byte(tc.out), 0.7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Detected != tc.detected || tc.typ != "" && got.Type != tc.typ {
+				t.Fatalf("got %+v, want detected %v type %q", got, tc.detected, tc.typ)
+			}
+		})
+	}
+}
+
+func TestStagedWriteCommandPromptIsDangerous(t *testing.T) {
+	d := fakeDetector(t)
+	out := "Welcome to fdisk.\nChanges will remain in memory only, until you decide to write them.\n\nCommand (m for help): "
+	got, err := d.Detect(context.Background(), []byte(out), 0.7)
+	if err != nil || !got.Detected || !got.Dangerous || got.DangerReason == "" {
+		t.Fatalf("staged writes: got %+v, %v, want a dangerous command prompt with a reason", got, err)
+	}
+	got, err = d.Detect(context.Background(), []byte("Build finished.\n(gdb) "), 0.7)
+	if err != nil || !got.Detected || got.Dangerous {
+		t.Fatalf("an ordinary command prompt: got %+v, %v, want not dangerous", got, err)
+	}
+}

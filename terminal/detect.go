@@ -272,6 +272,10 @@ func (h Hints) secretMode() bool {
 // from the screen.
 const readingConfidence = 0.9
 
+// notReadingFactor scales a detection's confidence when the hub says the
+// program is not reading the terminal.
+const notReadingFactor = 0.8
+
 // Limits on hints, checked before any matching.
 const (
 	MaxCommandLine = 4096
@@ -296,10 +300,8 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 	if len(h.CommandLine) > MaxCommandLine || len(h.Program) > MaxProgram {
 		return Detection{}, fmt.Errorf("%w: command_line is at most %d bytes and program %d", ErrBadArgument, MaxCommandLine, MaxProgram)
 	}
-	if h.ReadingInput != nil && !*h.ReadingInput {
-		return Detection{}, nil
-	}
 	reading := h.ReadingInput != nil && *h.ReadingInput
+	notReading := h.ReadingInput != nil && !*h.ReadingInput
 	// Only the end matters: the prompt and the lines before it. Cleaning
 	// less keeps the cost flat whatever the tail's size.
 	start := 0
@@ -332,6 +334,9 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 	// editor whose help or status bar is the last line drawn.
 	if fullScreen(raw) || (last >= 0 && editorRE.MatchString(lines[last].Text)) {
 		res.Type, res.MatchedPattern, res.Confidence = TypeCommand, "full_screen", 0.9
+		if h.ReadingInput != nil && !*h.ReadingInput {
+			res.Confidence *= notReadingFactor
+		}
 		if editorRE.MatchString(screenText(lines)) {
 			res.Type, res.MatchedPattern = TypeText, "full_screen_editor"
 		}
@@ -419,8 +424,18 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 	} else if reading && res.Confidence < readingConfidence {
 		res.Confidence = readingConfidence
 		if res.MatchedPattern == "semantic" {
+			// Waiting by the kernel's word; the type stays the
+			// classifier's best guess (right more often than "unknown"
+			// on the corpus's dev half and test half alike).
 			res.MatchedPattern = "reading_input"
 		}
+	}
+	if notReading {
+		// The kernel says nothing reads the terminal now. The program may
+		// be about to (the hub looked a moment early) or read it in a way
+		// the hub cannot see (a multiplexer's server): a plain prompt
+		// still counts, a doubtful one does not.
+		res.Confidence *= notReadingFactor
 	}
 	res.Confidence = math.Round(res.Confidence*1000) / 1000
 	res.Detected = res.Confidence >= minConf

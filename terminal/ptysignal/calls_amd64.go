@@ -10,3 +10,6 @@ func init() {
 	waitCalls[unix.SYS_SELECT] = true
 	waitCalls[unix.SYS_EPOLL_WAIT] = true
 }
+
+func isPoll(nr int) bool   { return nr == unix.SYS_POLL }
+func isSelect(nr int) bool { return nr == unix.SYS_SELECT }

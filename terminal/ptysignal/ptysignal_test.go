@@ -81,6 +81,8 @@ func TestQuietProgramsReadTheTerminal(t *testing.T) {
 		{"dc", "echo ready; exec dc", "ready"},
 		{"ed", "echo ready; exec ed", "ready"},
 		{"shell read", "read -p 'Name: ' x", "Name: "},
+		{"select on the terminal", `exec python3 -c 'import select, sys; print("ready", flush=True); select.select([sys.stdin], [], [])'`, "ready"},
+		{"poll on the terminal", `exec python3 -c 'import select, sys; p = select.poll(); p.register(sys.stdin, select.POLLIN); print("ready", flush=True); p.poll()'`, "ready"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ptmx := start(t, c.command, c.marker)
@@ -99,6 +101,11 @@ func TestBusyAndSleepingProgramsDoNotReadTheTerminal(t *testing.T) {
 	for _, c := range []struct{ name, command string }{
 		{"sleep", "echo ready; exec sleep 30"},
 		{"busy loop", "echo ready; while :; do :; done"},
+		// Servers wait in poll/select/epoll holding the terminal as
+		// stdin; only what their wait set reads counts.
+		{"server in select", `exec python3 -c 'import socket, select; s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); print("ready", flush=True); select.select([s], [], [])'`},
+		{"server in poll", `exec python3 -c 'import socket, select; s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); p = select.poll(); p.register(s, select.POLLIN); print("ready", flush=True); p.poll()'`},
+		{"server in epoll", `exec python3 -c 'import socket, select; s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); e = select.epoll(); e.register(s, select.EPOLLIN); print("ready", flush=True); e.poll()'`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ptmx := start(t, c.command, "ready")
@@ -128,10 +135,18 @@ func TestLineEditorIsRawNotSecret(t *testing.T) {
 }
 
 func TestSecretPromptTurnsEchoOff(t *testing.T) {
-	ptmx := start(t, "read -s -p 'API token: ' x", "API token: ")
-	s := settle(t, ptmx, func(s ptysignal.Signals) bool { return s.ReadingInput && s.EchoOff })
-	if !s.ReadingInput || !s.EchoOff || !s.Canonical {
-		t.Errorf("read -s: want reading, echo off, canonical; got %+v", s)
+	for _, c := range []struct{ name, command, marker string }{
+		{"read -s", "read -s -p 'API token: ' x", "API token: "},
+		// getpass reads /dev/tty, not its standard input.
+		{"getpass on /dev/tty", `exec python3 -c 'import getpass; getpass.getpass("Token: ")' < /dev/null`, "Token: "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ptmx := start(t, c.command, c.marker)
+			s := settle(t, ptmx, func(s ptysignal.Signals) bool { return s.ReadingInput && s.EchoOff })
+			if !s.ReadingInput || !s.EchoOff || !s.Canonical {
+				t.Errorf("%s: want reading, echo off, canonical; got %+v", c.name, s)
+			}
+		})
 	}
 }
 

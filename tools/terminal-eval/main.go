@@ -126,8 +126,8 @@ func leaveProgramOut(ctx context.Context, det *terminal.Detector, dir string, mi
 	reports := map[string]terminal.Report{}
 	for _, hints := range []struct {
 		name string
-		use  bool
-	}{{"command line", true}, {"screen only", false}} {
+		use  terminal.Evidence
+	}{{"command line", terminal.WithCommand}, {"screen only", terminal.ScreenOnly}, {"pty signals and command line", terminal.WithPty}} {
 		res, err := terminal.LeaveProgramOut(ctx, det, caps, minConf, hints.use)
 		if err != nil {
 			return err

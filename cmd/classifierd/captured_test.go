@@ -98,8 +98,8 @@ func TestLeaveProgramOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name       string
-		evidence   terminal.Evidence
+		name     string
+		evidence terminal.Evidence
 		// floors: waiting F1, type accuracy, dangerous recall, and the
 		// ceiling on the dangerous false-positive rate, over all programs.
 		f1, typeAcc, dangerRecall, dangerFP float64

@@ -55,7 +55,7 @@ var rules = []rule{
 	// [ynW...], [y,n,q,a,d,s,e,?], Y/I/N/O/D/Z.
 	r("choice_letters", TypeChoice, 0.95, `(?i)(\[[a-z]{3,}[?.]+\]|\[[a-z?](,[a-z?]){2,}\]|\([a-z]\)[a-z]*\s*/\s*\([a-z]\)[a-z]*\s*/\s*\S|\b[a-z](/[a-z]){2,}\b)[^\n]{0,60}[?:>]?\s*$`),
 	r("choice_options", TypeChoice, 0.9, `(?i)(\(\w+\)\s+\w+[^:]{0,40}options?|\[\w\]\w+, \[\w\]\w+)[^\n]*[:?]\s*$`),
-	r("yes_no_brackets", TypeYesNo, 0.96, `(?i)([\[(<]\s*(y\s*/\s*n|yes\s*/\s*no(\s*/\s*\[?fingerprint\]?)?|y\s*,\s*n|y or \[?n\]?|\[?y\]? or n|y|n)\s*[\])>]|yes\s*\|\s*esc|= yes\b.*= no\b|type '?yes'?)[^\n]{0,40}[?:]?\s*$`),
+	r("yes_no_brackets", TypeYesNo, 0.96, `(?i)(\?\s*\[(y|n|yes|no)\]\s*:|[\[(<]\s*(y\s*/\s*n|yes\s*/\s*no(\s*/\s*\[?fingerprint\]?)?|y\s*,\s*n|y or \[?n\]?|\[?y\]? or n|y|n)\s*[\])>]|yes\s*\|\s*esc|= yes\b.*= no\b|type '?yes'?)[^\n]{0,40}[?:]?\s*$`),
 	r("yes_no_question", TypeYesNo, 0.9, `(?i)(\b(overwrite|remove|delete|replace|continue|proceed|are you sure|do you want|do you wish|confirm|ok|okay|descend|extract|fix|discard|revert|apply|assume|wipe|format|write|destroy|create|install|uninstall|retry|abort|keep|save|use|trust|accept|allow|enable)\b[^?]{0,200}|^[^?]{0,200}\S\s*\.{3}|^<[^>]*>\s*)\?\s*(\.{3})?\s*$`),
 	r("menu_select", TypeChoice, 0.92, `(?i)(^#\?\s*$|\b(select|choose|pick|enter (your )?(choice|selection|option|number))\b[^:?>]{0,80}[:?>]\s*$)`),
 	r("save_key_path", TypePath, 0.95, `(?i)enter file in which to save[^:]*:\s*$`),
@@ -65,7 +65,7 @@ var rules = []rule{
 	r("command_help", TypeCommand, 0.95, `(?i)^\s*(command|cmd)\b[^:]{0,40}:\s*$`),
 	r("tool_repl", TypeCommand, 0.96, `^(\(gdb\)|sqlite>|mysql>|[a-z_]+=[#>]|irb\([^)]*\):\d+:\d+>|\(Pdb\)|redis[^>]*>|>)\s?$`),
 	// REPL shapes: a short word (or nothing) and a prompt sign, no sentence.
-	r("repl_shape", TypeCommand, 0.9, `^\s*(\S{0,24}\s?)?([>#$%:]|\?-|>>|=>|->|\]|\*)\s?$`),
+	r("repl_shape", TypeCommand, 0.9, `^\s*((\S{0,24}\s?)?([>#$%:]|\?-|>>|=>|->|\]|\*)|\?)\s?$`),
 	r("pager_end", TypeCommand, 0.9, `(?i)(\(END\)|--\s*more\s*--|\(\d+%\)|\blines \d+-\d+\b|^:\s*$|press (return|enter|q)\b|\bq to quit\b)`),
 	r("shell_prompt", TypeCommand, 0.9, `^[^\s]*(@[^\s:]+)?(:[^\s$#]*)?[$#%]\s?$`),
 	r("field_default", TypeText, 0.85, `(?i)\[[^\]]*\]:\s*$`),
@@ -441,7 +441,7 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 	res.Detected = res.Confidence >= minConf
 	if res.Detected {
 		var ctxLines []string
-		for i := max(0, last-10); i < last; i++ {
+		for i := max(0, last-contextLines); i < last; i++ {
 			ctxLines = append(ctxLines, lines[i].Text)
 		}
 		res.Dangerous, res.DangerReason = Dangerous(res.PromptText, res.Type, ctxLines)
@@ -455,6 +455,10 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 // spinnerRE is a line of nothing but progress glyphs (braille spinners,
 // block and box characters): a busy program, not a prompt.
 var spinnerRE = regexp.MustCompile(`^[\s\x{2800}-\x{28FF}\x{2500}-\x{259F}|/\\.-]+$`)
+
+// contextLines is how many lines before a prompt count as its context for
+// danger: enough for a boxed warning and the lines after it.
+const contextLines = 16
 
 // cleanBytes is how much of the output's end Detect cleans and reads.
 const cleanBytes = 8 << 10
@@ -500,9 +504,9 @@ func screenText(lines []Line) string {
 	return b.String()
 }
 
-var dangerRE = regexp.MustCompile(`(?i)\b(delete[ds]?|deleting|remove[ds]?|removing|overwrite|overwritten|overwriting|replace|replacing|discard|discarding|revert|reverting|format|formatting|drop|dropping|truncate|truncating|force|forcing|reset|wipe|wiping|destroy|destroying|shut ?down|reboot|erase|erasing|purge|purging|fix|repair|irreversible|cannot be undone|permanently|rm|rm -rf|mkfs|partition table|continue connecting|host key|authenticity of host)\b`)
+var dangerRE = regexp.MustCompile(`(?i)\b(delete[ds]?|deleting|remove[ds]?|removing|overwrite|overwritten|overwriting|replace|replacing|discard|discarding|revert|reverting|format|formatting|drop|dropping|truncate|truncating|force|forcing|reset|wipe|wiping|destroy|destroying|shut ?down|reboot|erase|erasing|purge|purging|fix|repair|irreversible|cannot be undone|permanently|rm|rm -rf|mkfs|partition table|continue connecting|host key|authenticity of host|trust (this|these|the) (certificate|key|host|server|site)s?)\b`)
 
-var warnRE = regexp.MustCompile(`(?i)\b(warning|danger|caution)\b.*\b(contains|exist|data|filesystem|file system|lost|destroy)|\bcontains an? \S+ (file ?system|partition table)|\bwill be (lost|erased|destroyed|overwritten)\b`)
+var warnRE = regexp.MustCompile(`(?i)\b(warning|danger|caution)\b.*\b(contains|exist|data|filesystem|file system|lost|destroy)|\bcontains an? \S+ (file ?system|partition table)|\bwill be (lost|erased|destroyed|overwritten)\b|\bmake a backup\b|\bback ?up (your|the|all) (data|files|disk|drive)\b`)
 
 // stagedWriteRE is output saying that changes are held until written: the
 // session's commands rewrite a disk or table once "w" is typed.
@@ -545,9 +549,10 @@ func Dangerous(prompt, typ string, context []string) (bool, string) {
 }
 
 // destructiveProgramRE is the family of programs whose sessions exist to
-// rewrite disks: partition editors and formatters, by the stems of their
-// names.
-var destructiveProgramRE = regexp.MustCompile(`(?i)^(\S*disk|parted|mkfs(\.\w+)?|mke2fs|mkswap|mkdosfs|wipefs)$`)
+// rewrite disks: partition editors, formatters (mkfs, mke2fs, mkreiserfs,
+// mkdosfs...) and filesystem checkers, whose every question is a repair,
+// by the stems of their names.
+var destructiveProgramRE = regexp.MustCompile(`(?i)^(\S*disk|parted|mk\w*fs(\.\w+)?|mkswap|wipefs|\w*fsck(\.\w+)?)$`)
 
 // destructiveCommandRE is a command line's destructive subcommand or mode:
 // removing software or files, discarding changes interactively, formatting.

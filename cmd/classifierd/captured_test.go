@@ -104,9 +104,9 @@ func TestLeaveProgramOut(t *testing.T) {
 		// ceiling on the dangerous false-positive rate, over all programs.
 		f1, typeAcc, dangerRecall, dangerFP float64
 	}{
-		{"command line", terminal.WithCommand, 0.95, 0.88, 0.88, 0.02},
-		{"screen only", terminal.ScreenOnly, 0.95, 0.88, 0.78, 0.02},
-		{"pty signals", terminal.WithPty, 0.98, 0.84, 0.90, 0.02},
+		{"command line", terminal.WithCommand, 0.95, 0.88, 0.90, 0.02},
+		{"screen only", terminal.ScreenOnly, 0.95, 0.88, 0.82, 0.02},
+		{"pty signals", terminal.WithPty, 0.98, 0.84, 0.92, 0.02},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := terminal.LeaveProgramOut(ctx, d, caps, 0.70, tc.evidence)

@@ -187,6 +187,8 @@ class ClassifierServiceServicer:
 
     def WatchExposure(self, request, context):
         """WatchExposure streams one event per actual change of a session's exposure.
+        The response headers are sent once the watch is registered: a client
+        that waits for them misses no change made after.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

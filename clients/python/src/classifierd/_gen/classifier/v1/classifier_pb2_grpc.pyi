@@ -65,7 +65,10 @@ class ClassifierServiceStub:
     ListTools: _grpc.UnaryUnaryMultiCallable[_classifier_pb2.ListToolsRequest, _classifier_pb2.ListToolsResponse]
     """ListTools returns the tools of a session's exposed categories (a filtered tools/list)."""
     WatchExposure: _grpc.UnaryStreamMultiCallable[_classifier_pb2.WatchExposureRequest, _classifier_pb2.WatchExposureResponse]
-    """WatchExposure streams one event per actual change of a session's exposure."""
+    """WatchExposure streams one event per actual change of a session's exposure.
+    The response headers are sent once the watch is registered: a client
+    that waits for them misses no change made after.
+    """
     GetStats: _grpc.UnaryUnaryMultiCallable[_classifier_pb2.GetStatsRequest, _classifier_pb2.GetStatsResponse]
     """GetStats reports cumulative request and token-saving counters."""
 
@@ -99,7 +102,10 @@ class ClassifierServiceAsyncStub(ClassifierServiceStub):
     ListTools: _aio.UnaryUnaryMultiCallable[_classifier_pb2.ListToolsRequest, _classifier_pb2.ListToolsResponse]  # type: ignore[assignment]
     """ListTools returns the tools of a session's exposed categories (a filtered tools/list)."""
     WatchExposure: _aio.UnaryStreamMultiCallable[_classifier_pb2.WatchExposureRequest, _classifier_pb2.WatchExposureResponse]  # type: ignore[assignment]
-    """WatchExposure streams one event per actual change of a session's exposure."""
+    """WatchExposure streams one event per actual change of a session's exposure.
+    The response headers are sent once the watch is registered: a client
+    that waits for them misses no change made after.
+    """
     GetStats: _aio.UnaryUnaryMultiCallable[_classifier_pb2.GetStatsRequest, _classifier_pb2.GetStatsResponse]  # type: ignore[assignment]
     """GetStats reports cumulative request and token-saving counters."""
 
@@ -202,7 +208,10 @@ class ClassifierServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _classifier_pb2.WatchExposureRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_classifier_pb2.WatchExposureResponse], _abc.AsyncIterator[_classifier_pb2.WatchExposureResponse]]:
-        """WatchExposure streams one event per actual change of a session's exposure."""
+        """WatchExposure streams one event per actual change of a session's exposure.
+        The response headers are sent once the watch is registered: a client
+        that waits for them misses no change made after.
+        """
 
     @_abc_1.abstractmethod
     def GetStats(

@@ -40,7 +40,7 @@ def test_async_watch_exposure(daemon: Daemon) -> None:
     async def main() -> None:
         async with AsyncClient(daemon.address, timeout=10) as c:
             session = await c.create_session(default_exposure="meta-only")
-            watch = c.watch_exposure(session.id)
+            watch = await c.watch_exposure(session.id)
             events: list[ExposureEvent] = []
 
             async def collect() -> None:
@@ -48,7 +48,6 @@ def test_async_watch_exposure(daemon: Daemon) -> None:
                     events.append(event)
 
             task = asyncio.create_task(collect())
-            await c.update_exposure(session.id, ["meta"])  # no-op: no event, but the watch is registered
             res = await c.analyze_prompt("Check my GitHub notifications", session_id=session.id)
             assert res.changed
             for _ in range(100):
@@ -64,7 +63,7 @@ def test_async_watch_exposure(daemon: Daemon) -> None:
 
             # cancel() ends an open watch quietly.
             other = await c.create_session()
-            watch2 = c.watch_exposure(other.id)
+            watch2 = await c.watch_exposure(other.id)
             task2 = asyncio.create_task(collect_into(watch2, []))
             await asyncio.sleep(0.2)
             watch2.cancel()

@@ -13,6 +13,8 @@ from conftest import Daemon
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+TOP_README = Path(__file__).resolve().parents[3] / "README.md"
+TOP_BLOCKS = re.findall(r"```python\n(.*?)```", TOP_README.read_text(), re.S)
 
 # What each block must print (its first lines' gist), in README order.
 WANT = [
@@ -27,14 +29,27 @@ WANT = [
 
 def test_readme_has_the_blocks() -> None:
     assert len(BLOCKS) == len(WANT)
+    assert len(TOP_BLOCKS) == 1
+
+
+def _run(block: str, address: str) -> str:
+    code = block.replace("127.0.0.1:50051", address)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
+    return out.getvalue()
+
+
+def test_top_readme_example(daemon: Daemon) -> None:
+    out = _run(TOP_BLOCKS[0], daemon.address)
+    lines = out.splitlines()
+    assert lines[0] == "github list_notifications", out
+    assert "'github'" in lines[1], out
 
 
 @pytest.mark.parametrize(("block", "want"), list(zip(BLOCKS, WANT)), ids=[w.split()[0] for w in WANT])
 def test_readme_example(daemon: Daemon, block: str, want: str, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("ENABLE_SMART_ROUTING", "SMART_ROUTING_MAX_TOOLS", "SMART_ROUTING_MAX_SERVERS"):
         monkeypatch.delenv(name, raising=False)
-    code = block.replace("127.0.0.1:50051", daemon.address)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, str(README), "exec"), {"__name__": "__readme__"})
-    assert want in out.getvalue(), out.getvalue()
+    out = _run(block, daemon.address)
+    assert want in out, out

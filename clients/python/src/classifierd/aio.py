@@ -161,14 +161,20 @@ class AsyncClient:
         """delete_session: see Client.delete_session."""
         await self._call(self._stub.DeleteSession, pb.DeleteSessionRequest(session_id=session_id), timeout)
 
-    def watch_exposure(self, session_id: str, *, timeout: float | None = None) -> AsyncExposureWatch:
+    async def watch_exposure(self, session_id: str, *, timeout: float | None = None) -> AsyncExposureWatch:
         """watch_exposure: see Client.watch_exposure; iterate with ``async for``.
+
+        Await it: it returns once the daemon has registered the watch.
 
         Iteration raises NotFound when the session is deleted or expires,
         and stops quietly after cancel() or close().
         """
         call = self._stub.WatchExposure(pb.WatchExposureRequest(session_id=session_id), timeout=timeout,
                                         metadata=self._metadata)
+        try:
+            await call.initial_metadata()  # sent once the watch is registered
+        except grpc.RpcError:
+            pass  # the call ended (NotFound...): iterating raises it
         return AsyncExposureWatch(call)
 
 

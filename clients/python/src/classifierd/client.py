@@ -184,13 +184,18 @@ class Client:
     def watch_exposure(self, session_id: str, *, timeout: float | None = None) -> ExposureWatch:
         """watch_exposure streams one ExposureEvent per actual change of a session's exposure.
 
-        Iterate the returned ExposureWatch. When the session is deleted or
+        It returns once the daemon has registered the watch, so no change
+        made after it returns is missed. Iterate the returned ExposureWatch.
+        When the session is deleted or
         expires, iteration raises NotFound; after cancel() or close() it just
         stops. timeout (none by default) bounds the whole stream. A watcher
         that falls more than 16 events behind gets Unavailable: watch again.
         """
         call = self._stub.WatchExposure(pb.WatchExposureRequest(session_id=session_id), timeout=timeout,
                                         metadata=self._metadata)
+        # The daemon sends the headers once the watch is registered (or ends
+        # the call at once, e.g. NotFound, which iterating then raises).
+        call.initial_metadata()
         return ExposureWatch(call)
 
 

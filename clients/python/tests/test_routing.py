@@ -98,3 +98,13 @@ def test_router_falls_back_to_all_tools() -> None:
         res = Router(nobody, RoutingConfig(timeout=1)).filter_tools("c", [("user", "hi")], tools)
         assert res.routed and res.fallback and res.error is not None
         assert res.tools == tuple(tools)
+
+
+def test_router_cache_is_bounded(client: Client) -> None:
+    tools = _catalog_tools(client)
+    router = Router(client, RoutingConfig(max_conversations=1))
+    conv = [("user", "Check my GitHub notifications")]
+    router.filter_tools("a", conv, tools)
+    assert router.filter_tools("a", conv, tools).cached
+    router.filter_tools("b", conv, tools)  # evicts "a"
+    assert not router.filter_tools("a", conv, tools).cached

@@ -16,6 +16,7 @@ raises ConfigError naming the variable.
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -148,20 +149,23 @@ class Router:
 
     It routes once per conversation (the whole conversation is sent) and
     reuses the answer on later turns until refresh(); on any error or
-    timeout it keeps every tool, so routing never breaks a turn.
+    timeout it keeps every tool, so routing never breaks a turn. It is safe
+    to share between threads.
     """
 
     def __init__(self, client: Client, config: RoutingConfig | None = None) -> None:
         self._client = client
         self.config = RoutingConfig.from_env() if config is None else config
         self._cache: OrderedDict[str, _Answer] = OrderedDict()
+        self._lock = threading.Lock()
 
     def filter_tools(self, conversation_id: str, conversation: Iterable[Message | tuple[str, str]],
                      tools: Sequence[AgentTool]) -> FilterResult:
         """filter_tools returns the tools relevant to the conversation (all of them when routing does not apply)."""
         if not self.config.should_route(tools):
             return FilterResult(tools=tuple(tools))
-        answer = self._cache.get(conversation_id)
+        with self._lock:
+            answer = self._cache.get(conversation_id)
         if answer is not None:
             return self._apply(answer, tools, cached=True)
         turns = list(conversation)
@@ -176,14 +180,16 @@ class Router:
         else:
             answer = _Answer(servers=tuple(s.id for s in res.servers),
                              tools=frozenset(f"{t.server}/{t.name}" for t in res.tools), reasoning=res.reasoning)
-        self._cache[conversation_id] = answer
-        while len(self._cache) > self.config.max_conversations:
-            self._cache.popitem(last=False)
+        with self._lock:
+            self._cache[conversation_id] = answer
+            while len(self._cache) > self.config.max_conversations:
+                self._cache.popitem(last=False)
         return self._apply(answer, tools, cached=False)
 
     def refresh(self, conversation_id: str) -> None:
         """refresh forgets a conversation's answer, so its next turn routes again."""
-        self._cache.pop(conversation_id, None)
+        with self._lock:
+            self._cache.pop(conversation_id, None)
 
     @staticmethod
     def _apply(answer: _Answer, tools: Sequence[AgentTool], cached: bool) -> FilterResult:

@@ -187,7 +187,7 @@ generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## regenerat
 
 PYGEN := clients/python/src/classifierd/_gen
 .PHONY: generate-python
-generate-python: $(PYCLIENT_VENV)/.installed ## regenerate the Python client's stubs ($(PYGEN)) with the pinned grpcio-tools
+generate-python: $(PYCLIENT_VENV)/.installed ## regenerate the Python client's stubs (clients/python/src/classifierd/_gen)
 	$(PYCLIENT_VENV)/bin/python clients/python/generate.py
 
 .PHONY: checkgenerate

@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -136,6 +137,11 @@ func (s *Server) WatchExposure(req *pb.WatchExposureRequest, stream grpc.ServerS
 	events, err := st.Watch(ctx, req.GetSessionId())
 	if err != nil {
 		return s.status(ctx, "WatchExposure", err)
+	}
+	// The headers tell the client the watch is registered: one that waits
+	// for them misses no change made after (the Python client does).
+	if err := stream.SendHeader(metadata.MD{}); err != nil {
+		return err
 	}
 	for {
 		select {

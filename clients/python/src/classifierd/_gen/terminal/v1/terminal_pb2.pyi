@@ -34,6 +34,9 @@ class DetectInputPromptRequest(_message.Message):
     MIN_CONFIDENCE_FIELD_NUMBER: _builtins.int
     COMMAND_LINE_FIELD_NUMBER: _builtins.int
     PROGRAM_FIELD_NUMBER: _builtins.int
+    READING_INPUT_FIELD_NUMBER: _builtins.int
+    ECHO_OFF_FIELD_NUMBER: _builtins.int
+    CANONICAL_MODE_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """session_id names a log file in the daemon's session directory."""
     text: _builtins.str
@@ -51,6 +54,23 @@ class DetectInputPromptRequest(_message.Message):
     """
     program: _builtins.str
     """program is the running program's name, e.g. "fdisk", when known."""
+    reading_input: _builtins.bool
+    """reading_input is the hub's reading of the pty: the foreground program
+    is blocked reading the terminal (Linux: the foreground group's
+    /proc/<pid>/syscall is a read of the pty, or a poll/select holding it;
+    Go hubs can call terminal/ptysignal.Read on the pty master). True makes
+    a program that waits in silence (dc, cat, ed) detected, even with no
+    text; false means nothing is waiting, whatever the screen shows.
+    """
+    echo_off: _builtins.bool
+    """echo_off is the pty's ECHO flag cleared. With canonical_mode true or
+    unset it is how getpass asks for a secret: the prompt is a password
+    prompt whatever its words.
+    """
+    canonical_mode: _builtins.bool
+    """canonical_mode is the pty's ICANON flag (a line editor clears it and
+    echo, and is not a secret prompt).
+    """
     def __init__(
         self,
         *,
@@ -59,14 +79,30 @@ class DetectInputPromptRequest(_message.Message):
         min_confidence: _builtins.float | None = ...,
         command_line: _builtins.str = ...,
         program: _builtins.str = ...,
+        reading_input: _builtins.bool | None = ...,
+        echo_off: _builtins.bool | None = ...,
+        canonical_mode: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_min_confidence", b"_min_confidence", "min_confidence", b"min_confidence"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_canonical_mode", b"_canonical_mode", "_echo_off", b"_echo_off", "_min_confidence", b"_min_confidence", "_reading_input", b"_reading_input", "canonical_mode", b"canonical_mode", "echo_off", b"echo_off", "min_confidence", b"min_confidence", "reading_input", b"reading_input"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_min_confidence", b"_min_confidence", "command_line", b"command_line", "min_confidence", b"min_confidence", "program", b"program", "session_id", b"session_id", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_canonical_mode", b"_canonical_mode", "_echo_off", b"_echo_off", "_min_confidence", b"_min_confidence", "_reading_input", b"_reading_input", "canonical_mode", b"canonical_mode", "command_line", b"command_line", "echo_off", b"echo_off", "min_confidence", b"min_confidence", "program", b"program", "reading_input", b"reading_input", "session_id", b"session_id", "text", b"text"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__canonical_mode: _TypeAlias = _typing.Literal["canonical_mode"]  # noqa: Y015
+    _WhichOneofArgType__canonical_mode: _TypeAlias = _typing.Literal["_canonical_mode", b"_canonical_mode"]  # noqa: Y015
+    _WhichOneofReturnType__echo_off: _TypeAlias = _typing.Literal["echo_off"]  # noqa: Y015
+    _WhichOneofArgType__echo_off: _TypeAlias = _typing.Literal["_echo_off", b"_echo_off"]  # noqa: Y015
     _WhichOneofReturnType__min_confidence: _TypeAlias = _typing.Literal["min_confidence"]  # noqa: Y015
     _WhichOneofArgType__min_confidence: _TypeAlias = _typing.Literal["_min_confidence", b"_min_confidence"]  # noqa: Y015
+    _WhichOneofReturnType__reading_input: _TypeAlias = _typing.Literal["reading_input"]  # noqa: Y015
+    _WhichOneofArgType__reading_input: _TypeAlias = _typing.Literal["_reading_input", b"_reading_input"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__canonical_mode) -> _WhichOneofReturnType__canonical_mode | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__echo_off) -> _WhichOneofReturnType__echo_off | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__min_confidence) -> _WhichOneofReturnType__min_confidence | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reading_input) -> _WhichOneofReturnType__reading_input | None: ...
 
 Global___DetectInputPromptRequest: _TypeAlias = DetectInputPromptRequest  # noqa: Y015
 

@@ -152,15 +152,15 @@ func sortedKeys(m map[string]string) []string {
 
 // serverJSON is one entry of either format.
 type serverJSON struct {
-	Type     string            `json:"type"`
-	Command  string            `json:"command"`
-	Args     []string          `json:"args"`
-	Env      map[string]string `json:"env"`
-	Cwd      string            `json:"cwd"`
-	URL      string            `json:"url"`
-	ServerURL string           `json:"serverUrl"` // Windsurf
-	Headers  map[string]string `json:"headers"`
-	Disabled bool              `json:"disabled"`
+	Type      string            `json:"type"`
+	Command   string            `json:"command"`
+	Args      []string          `json:"args"`
+	Env       map[string]string `json:"env"`
+	Cwd       string            `json:"cwd"`
+	URL       string            `json:"url"`
+	ServerURL string            `json:"serverUrl"` // Windsurf
+	Headers   map[string]string `json:"headers"`
+	Disabled  bool              `json:"disabled"`
 }
 
 // LoadConfig reads and parses the configuration at path.

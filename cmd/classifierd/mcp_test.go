@@ -151,4 +151,3 @@ func getInfo(ctx context.Context, t *testing.T, c pb.ClassifierServiceClient) *p
 	}
 	return info
 }
-

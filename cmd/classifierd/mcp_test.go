@@ -12,6 +12,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/internal/testmcp"
 )
 
@@ -150,4 +151,38 @@ func getInfo(ctx context.Context, t *testing.T, c pb.ClassifierServiceClient) *p
 		t.Fatal(err)
 	}
 	return info
+}
+
+// TestGenIndexFromMCP builds an index offline from a live server with
+// gen-index --from-mcp; a server that cannot start is reported and left
+// out, and the daemon serves the result.
+func TestGenIndexFromMCP(t *testing.T) {
+	bin := testmcp.Binary(t)
+	_, gi := binaries(t)
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools.json")
+	testmcp.WriteTools(t, tools, []testmcp.Tool{{Name: "get_air_quality", Description: "Air quality index, smog and pollen levels for a city"}})
+	cfg := filepath.Join(dir, "mcp.json")
+	if err := os.WriteFile(cfg, []byte(`{"servers":{"air":{"type":"stdio","command":"`+bin+`","args":["--tools","`+tools+`"]},`+
+		`"broken":{"type":"stdio","command":"`+filepath.Join(dir, "missing")+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "mcp.idx")
+	cmd := exec.Command(gi, "--from-mcp", cfg, "--mcp-timeout", "5s", "--model", testenv.ModelDir(), "--out", out, "--ort-lib", testenv.ORTLib(), "--quiet")
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("gen-index --from-mcp: %v\n%s", err, b)
+	}
+	for _, want := range []string{`mcp server "air": 1 tools`, `warning: mcp server "broken": not indexed`, "wrote " + out} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("gen-index output lacks %q:\n%s", want, b)
+		}
+	}
+	_, conn := startDaemon(t, out)
+	c := pb.NewClassifierServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if !routeHasTool(ctx, t, c, "is the pollen bad in Berlin today", "get_air_quality") {
+		t.Error("the index built from the live server does not route to its tool")
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/index"
 )
 
 // served is one loaded index with everything derived from it. A request
@@ -74,6 +75,9 @@ func (s *Server) Refused(msg string) {
 	s.reloads.refused, s.reloads.refusedAt = msg, time.Now()
 	s.reloads.mu.Unlock()
 }
+
+// Index is the index being served.
+func (s *Server) Index() *index.Index { return s.current().dom.Index }
 
 // Load describes the index being served.
 func (s *Server) Load() Load { return s.current().load }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -303,6 +304,10 @@ func (r *reloader) reload(ctx context.Context, srv *server.Server, reason string
 		return
 	}
 	old := srv.Load()
+	if prev, now := categoryIDs(srv.Index()), categoryIDs(idx); !slices.Equal(prev, now) {
+		r.log.Warn("the new index has other categories; hub sessions keep the categories the daemon started with until it restarts",
+			"before", len(prev), "now", len(now))
+	}
 	l := srv.Swap(dom, r.source(), reason)
 	r.log.Info("index reloaded", "reason", reason, "generation", l.Generation, "previous", old.Generation,
 		"categories", len(idx.LabelsOf(index.KindCategory)), "servers", len(idx.LabelsOf(index.KindServer)),
@@ -360,4 +365,13 @@ func stampFile(path string) (fileStamp, error) {
 		return fileStamp{}, err
 	}
 	return fileStamp{size: st.Size(), mod: st.ModTime().UnixNano()}, nil
+}
+
+func categoryIDs(idx *index.Index) []string {
+	var out []string
+	for _, li := range idx.LabelsOf(index.KindCategory) {
+		out = append(out, idx.Labels[li].ID)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"reflect"
 	"sync"
 	"time"
 
@@ -112,12 +113,13 @@ func (s Snapshot) Ready() bool {
 
 // Pool keeps a live connection to every configured server.
 type Pool struct {
-	opts    Options
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	servers []*conn
+	opts   Options
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	mu      sync.Mutex
+	servers []*conn // in configuration order
 	version uint64
 	snap    Snapshot
 	changed chan struct{}
@@ -125,8 +127,9 @@ type Pool struct {
 
 // conn is one server's connection, owned by its goroutine.
 type conn struct {
-	cfg ServerConfig
-	p   *Pool
+	cfg    ServerConfig
+	p      *Pool
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	state   ServerState
@@ -138,20 +141,42 @@ type conn struct {
 // the first attempt on every server. Close stops everything.
 func Open(cfg *Config, opts Options) *Pool {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Pool{opts: opts.withDefaults(), cancel: cancel, changed: make(chan struct{})}
-	for _, sc := range cfg.Servers {
-		c := &conn{cfg: sc, p: p, state: ServerState{Name: sc.Name, Transport: sc.Transport}}
-		p.servers = append(p.servers, c)
-	}
-	p.publishLocked()
+	p := &Pool{opts: opts.withDefaults(), ctx: ctx, cancel: cancel, changed: make(chan struct{})}
+	p.Update(cfg)
+	return p
+}
+
+// Update makes the pool follow a new configuration: a server whose entry
+// is unchanged keeps its connection and its last known tools, a changed
+// or new one is (re)connected, and a removed one is disconnected.
+func (p *Pool) Update(cfg *Config) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := map[string]*conn{}
 	for _, c := range p.servers {
+		old[c.cfg.Name] = c
+	}
+	var next []*conn
+	for _, sc := range cfg.Servers {
+		if c, ok := old[sc.Name]; ok && reflect.DeepEqual(c.cfg, sc) {
+			delete(old, sc.Name)
+			next = append(next, c)
+			continue
+		}
+		ctx, cancel := context.WithCancel(p.ctx)
+		c := &conn{cfg: sc, p: p, cancel: cancel, state: ServerState{Name: sc.Name, Transport: sc.Transport}}
+		next = append(next, c)
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
 			c.run(ctx)
 		}()
 	}
-	return p
+	for _, c := range old {
+		c.cancel()
+	}
+	p.servers = next
+	p.publishLocked()
 }
 
 // Snapshot returns the current view of every server.
@@ -178,25 +203,43 @@ func (p *Pool) WaitReady(ctx context.Context) (Snapshot, error) {
 }
 
 // CallTool calls a tool on the named server over its live session.
+// The error keeps the SDK's error for errors.Is and errors.As, but its
+// message has the server's configured secrets redacted.
 func (p *Pool) CallTool(ctx context.Context, server string, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	for _, c := range p.servers {
-		if c.cfg.Name != server {
-			continue
+	p.mu.Lock()
+	var c *conn
+	for _, x := range p.servers {
+		if x.cfg.Name == server {
+			c = x
 		}
-		c.mu.Lock()
-		cs := c.session
-		c.mu.Unlock()
-		if cs == nil {
-			return nil, fmt.Errorf("%w: %s", ErrUnavailable, server)
-		}
-		res, err := cs.CallTool(ctx, params)
-		if err != nil {
-			return nil, errors.New(c.cfg.redact(err.Error()))
-		}
-		return res, nil
 	}
-	return nil, fmt.Errorf("%w: %q", ErrUnknownServer, server)
+	p.mu.Unlock()
+	if c == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownServer, server)
+	}
+	c.mu.Lock()
+	cs := c.session
+	c.mu.Unlock()
+	if cs == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnavailable, server)
+	}
+	res, err := cs.CallTool(ctx, params)
+	if err != nil {
+		return nil, &redactedError{msg: c.cfg.redact(err.Error()), err: err}
+	}
+	return res, nil
 }
+
+// redactedError is an error whose message has secrets redacted; Unwrap
+// gives the original for errors.Is and errors.As (whose own message
+// callers must not log).
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // Close stops every connection (stdio servers get their stdin closed, then
 // a signal) and waits for the goroutines to end.

@@ -102,6 +102,22 @@ func TestPoolStdioFollowsChangesAndKeepsToolsWhenServerDies(t *testing.T) {
 		return slices.Equal(toolNames(byName(s, "weather")), []string{"get_forecast", "get_weather"})
 	})
 
+	// A new configuration without "missing": weather keeps its session
+	// and tools (no reconnect), missing is gone.
+	before := byName(p.Snapshot(), "weather")
+	only, err := mcpsrc.ParseConfig([]byte(`{"mcpServers":{"weather":{"command":"` + script + `","env":{"API_KEY":"secret-value-1"}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Update(only)
+	snap = p.Snapshot()
+	if len(snap.Servers) != 1 {
+		t.Fatalf("after Update, servers %+v, want weather alone", snap.Servers)
+	}
+	if w := snap.Servers[0]; !w.Connected || !w.LastSync.Equal(before.LastSync) || len(w.Tools) != 2 {
+		t.Errorf("after Update weather = %+v, want the same connection and tools", w)
+	}
+
 	// The server dies: its tools stay, it is degraded, and the error says why.
 	pid, err := os.ReadFile(pidFile)
 	if err != nil {

@@ -66,7 +66,8 @@ func TestDaemonFollowsLiveMCPServer(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(`{"mcpServers":{"Weather Service":{"command":"`+script+`","env":{"WEATHER_API_KEY":"`+secret+`"}}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d, conn := startDaemon(t, "", "--mcp-config", cfg, "--catalog", filepath.Join("testdata", "mini.json"), "--mcp-debounce", "20ms")
+	d, conn := startDaemon(t, "", "--mcp-config", cfg, "--catalog", filepath.Join("testdata", "mini.json"), "--mcp-debounce", "20ms",
+		"--reload-interval", "50ms")
 	c := pb.NewClassifierServiceClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -102,6 +103,19 @@ func TestDaemonFollowsLiveMCPServer(t *testing.T) {
 		t.Errorf("after the change: load %v, servers %v; want a later generation, reason mcp tools changed, 3 tools", info.GetLoad(), info.GetMcpServers())
 	}
 
+	// The hub adds a server to its config: no restart needed.
+	calTools := filepath.Join(dir, "calendar.json")
+	testmcp.WriteTools(t, calTools, []testmcp.Tool{{Name: "create_event", Description: "Create a calendar event at a date and time"}})
+	replaceFile(t, cfg, []byte(`{"mcpServers":{"Weather Service":{"command":"`+script+`","env":{"WEATHER_API_KEY":"`+secret+`"}},`+
+		`"calendar":{"command":"`+bin+`","args":["--tools","`+calTools+`"]}}}`))
+	took = pollUntil(t, 20*time.Second, "Route never offered the added server's create_event", func() bool {
+		return routeHasTool(ctx, t, c, "put a meeting with Anna in my calendar for Friday at 3pm", "create_event")
+	})
+	t.Logf("added server's tool routed %v after the config changed", took.Round(time.Millisecond))
+	if ms := getInfo(ctx, t, c).GetMcpServers(); len(ms) != 2 || ms[0].GetName() != "Weather Service" || ms[0].GetTools() != 3 || ms[1].GetName() != "calendar" {
+		t.Fatalf("after adding calendar, mcp_servers = %v; want Weather Service (3 tools, kept) and calendar", ms)
+	}
+
 	// The server goes away (and cannot be restarted): its tools stay
 	// served, it is degraded, the daemon stays SERVING.
 	pid, err := os.ReadFile(pidFile)
@@ -116,7 +130,7 @@ func TestDaemonFollowsLiveMCPServer(t *testing.T) {
 	}
 	pollUntil(t, 20*time.Second, "the killed server never showed as degraded", func() bool {
 		ms := getInfo(ctx, t, c).GetMcpServers()
-		return len(ms) == 1 && ms[0].GetDegraded()
+		return len(ms) == 2 && ms[0].GetDegraded()
 	})
 	ms := getInfo(ctx, t, c).GetMcpServers()[0]
 	if ms.GetTools() != 3 || ms.GetConnected() || ms.GetLastError() == "" || ms.GetLastSync() == nil {

@@ -55,7 +55,7 @@ type ReloadConfig struct {
 func registerReloadFlags(fs *flag.FlagSet, c *ReloadConfig) {
 	fs.StringVar(&c.MCPConfig, "mcp-config", "", `MCP client config ({"mcpServers": ...} or VS Code's {"servers": ...}): index the servers' live tools and follow their changes (--index then optional)`)
 	fs.StringVar(&c.Catalog, "catalog", "", "with --mcp-config: catalog whose categories, descriptions and examples are merged with the live tools")
-	fs.DurationVar(&c.Interval, "reload-interval", 2*time.Second, "check the --index file (with --mcp-config: the --catalog file) for changes this often; 0: only on SIGHUP")
+	fs.DurationVar(&c.Interval, "reload-interval", 2*time.Second, "check the --index file (with --mcp-config: the MCP config and the --catalog file) for changes this often; 0: only on SIGHUP")
 	fs.DurationVar(&c.MCPTimeout, "mcp-timeout", 10*time.Second, "with --mcp-config: bound on connecting to a server and on each tools/list")
 	fs.DurationVar(&c.MCPRefresh, "mcp-refresh", 0, "with --mcp-config: also list every server's tools this often (for servers that send no list_changed); 0: off")
 	fs.DurationVar(&c.Debounce, "mcp-debounce", 100*time.Millisecond, "with --mcp-config: wait this long after a change for others before rebuilding")
@@ -91,9 +91,9 @@ type reloader struct {
 	ids atomic.Pointer[map[string]string]
 	// catSHA is the catalog the served MCP index was built from.
 	catSHA string
-	// watched is the file checked every Interval and what it was last.
-	watched string
-	seen    fileStamp
+	// watched are the files checked every Interval, with what each was
+	// last: the index, or the catalog and the MCP config.
+	watched map[string]fileStamp
 }
 
 // newReloader starts listening for SIGHUP (so a SIGHUP during start-up
@@ -102,7 +102,10 @@ type reloader struct {
 func newReloader(cfg Config, eng *embed.Engine, log *slog.Logger) (*reloader, error) {
 	r := &reloader{cfg: cfg, eng: eng, log: log, hup: make(chan os.Signal, 1),
 		limits: request.Limits{MaxTextBytes: cfg.MaxTextBytes, MaxMessages: cfg.MaxMessages}}
-	r.watched = cfg.Index
+	r.watched = map[string]fileStamp{}
+	if cfg.Reload.MCPConfig == "" {
+		r.watched[cfg.Index] = fileStamp{}
+	}
 	if cfg.Reload.MCPConfig != "" {
 		mc, err := mcpsrc.LoadConfig(cfg.Reload.MCPConfig)
 		if err != nil {
@@ -111,12 +114,15 @@ func newReloader(cfg Config, eng *embed.Engine, log *slog.Logger) (*reloader, er
 		for _, s := range mc.Servers {
 			log.Info("mcp server configured", "server", s)
 		}
-		r.watched = cfg.Reload.Catalog
+		r.watched[cfg.Reload.MCPConfig] = fileStamp{}
+		if cfg.Reload.Catalog != "" {
+			r.watched[cfg.Reload.Catalog] = fileStamp{}
+		}
 		r.cache = indexbuild.NewCache(eng, eng.Fingerprint())
 		r.pool = mcpsrc.Open(mc, mcpsrc.Options{Timeout: cfg.Reload.MCPTimeout, Refresh: cfg.Reload.MCPRefresh})
 	}
-	if r.watched != "" {
-		r.seen, _ = stampFile(r.watched)
+	for path := range r.watched {
+		r.watched[path], _ = stampFile(path)
 	}
 	signal.Notify(r.hup, syscall.SIGHUP)
 	return r, nil
@@ -232,7 +238,7 @@ func (r *reloader) sources() []server.SourceStatus {
 // swapping each new index into srv. hs, if set, gets MCPHealthService.
 func (r *reloader) run(ctx context.Context, srv *server.Server, hs *health.Server) {
 	var tick <-chan time.Time
-	if r.cfg.Reload.Interval > 0 && r.watched != "" {
+	if r.cfg.Reload.Interval > 0 {
 		t := time.NewTicker(r.cfg.Reload.Interval)
 		defer t.Stop()
 		tick = t.C
@@ -254,12 +260,15 @@ func (r *reloader) run(ctx context.Context, srv *server.Server, hs *health.Serve
 			r.log.Info("SIGHUP: reloading")
 			r.reload(ctx, srv, "sighup")
 		case <-tick:
-			st, err := stampFile(r.watched)
-			if err != nil || st == r.seen {
-				continue
+			changed := false
+			for path, seen := range r.watched {
+				if st, err := stampFile(path); err == nil && st != seen {
+					r.watched[path], changed = st, true
+				}
 			}
-			r.seen = st
-			r.reload(ctx, srv, "file changed")
+			if changed {
+				r.reload(ctx, srv, "file changed")
+			}
 		case <-mcpChanged:
 			// Let changes of several servers (or several notifications of
 			// one) arrive, then rebuild once.
@@ -284,6 +293,15 @@ func (r *reloader) reload(ctx context.Context, srv *server.Server, reason string
 	if r.pool == nil {
 		idx, err = r.loadFile()
 	} else {
+		if reason != "mcp tools changed" {
+			// SIGHUP or a changed file: follow the MCP config's servers
+			// (unchanged ones keep their connections and tools).
+			if err = r.updateServers(); err != nil {
+				r.log.Error("reload refused; the previous index keeps serving", "reason", reason, "err", err)
+				srv.Refused(fmt.Sprintf("%s: %v", reason, err))
+				return
+			}
+		}
 		snap := r.pool.Snapshot()
 		if reason == "mcp tools changed" && (!snap.Ready() || !r.toolsChanged(snap)) {
 			return
@@ -312,6 +330,16 @@ func (r *reloader) reload(ctx context.Context, srv *server.Server, reason string
 	r.log.Info("index reloaded", "reason", reason, "generation", l.Generation, "previous", old.Generation,
 		"categories", len(idx.LabelsOf(index.KindCategory)), "servers", len(idx.LabelsOf(index.KindServer)),
 		"tools", len(idx.LabelsOf(index.KindTool)))
+}
+
+// updateServers reads the MCP config again and has the pool follow it.
+func (r *reloader) updateServers() error {
+	mc, err := mcpsrc.LoadConfig(r.cfg.Reload.MCPConfig)
+	if err != nil {
+		return err
+	}
+	r.pool.Update(mc)
+	return nil
 }
 
 // toolsChanged reports whether the snapshot's tools (with the base

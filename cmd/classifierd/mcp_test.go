@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,5 +199,61 @@ func TestGenIndexFromMCP(t *testing.T) {
 	defer cancel()
 	if !routeHasTool(ctx, t, c, "is the pollen bad in Berlin today", "get_air_quality") {
 		t.Error("the index built from the live server does not route to its tool")
+	}
+}
+
+func TestReloadFlags(t *testing.T) {
+	base := []string{"--model", "m"}
+	cases := []struct {
+		name string
+		args []string
+		want string // "" for valid
+	}{
+		{"index", []string{"--index", "a.idx"}, ""},
+		{"mcp config alone", []string{"--mcp-config", "mcp.json"}, ""},
+		{"mcp config and catalog", []string{"--mcp-config", "mcp.json", "--catalog", "c.json"}, ""},
+		{"neither", nil, "--index or --mcp-config is required"},
+		{"catalog without mcp", []string{"--index", "a.idx", "--catalog", "c.json"}, "--catalog needs --mcp-config"},
+		{"negative interval", []string{"--index", "a.idx", "--reload-interval", "-1s"}, "must not be negative"},
+		{"zero mcp timeout", []string{"--mcp-config", "mcp.json", "--mcp-timeout", "0s"}, "--mcp-timeout must be positive"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseFlags(append(append([]string{}, base...), tc.args...), io.Discard)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("got %v, want valid", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestDaemonRefusesToStartWithoutAnyTools: with --mcp-config alone and no
+// server answering, there is nothing to serve; the daemon says so and
+// exits non-zero instead of serving an empty index.
+func TestDaemonRefusesToStartWithoutAnyTools(t *testing.T) {
+	bin, _ := binaries(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "mcp.json")
+	if err := os.WriteFile(cfg, []byte(`{"mcpServers":{"gone":{"command":"`+filepath.Join(dir, "missing")+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--mcp-config", cfg, "--mcp-timeout", "2s", "--model", testenv.ModelDir(), "--listen", freeAddr(t),
+		"--ort-lib", testenv.ORTLib(), "--terminal-logs", filepath.Join(dir, "t"), "--terminal-db", filepath.Join(dir, "t.db"))
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatal("classifierd started with no tools at all")
+	}
+	last := lastLine(string(out))
+	if !strings.HasPrefix(last, "classifierd: build the index from "+cfg) || !strings.Contains(last, "no categories and no servers") {
+		t.Errorf("last line %q does not explain that no server listed tools", last)
+	}
+	if !strings.Contains(string(out), `mcp server degraded`) {
+		t.Errorf("the log does not name the failed server:\n%s", out)
 	}
 }

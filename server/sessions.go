@@ -113,7 +113,8 @@ func (s *Server) ListTools(ctx context.Context, req *pb.ListToolsRequest) (*pb.L
 	if err != nil {
 		return nil, s.status(ctx, "ListTools", err)
 	}
-	idx := s.dom.Index
+	cur := s.current()
+	idx := cur.dom.Index
 	selected := session.Tools(idx, exposed)
 	out := &pb.ListToolsResponse{ExposedCategories: exposed}
 	for _, li := range selected {
@@ -121,7 +122,7 @@ func (s *Server) ListTools(ctx context.Context, req *pb.ListToolsRequest) (*pb.L
 		out.Tools = append(out.Tools, &pb.Tool{Name: l.Name, Server: l.Server, ServerName: idx.ServerName(l.Server), Category: l.Category,
 			Description: l.Description, InputSchemaJson: string(l.InputSchema)})
 	}
-	out.Stats = s.toolStats(idx.LabelsOf(index.KindTool), selected)
+	out.Stats = s.toolStats(cur, idx.LabelsOf(index.KindTool), selected)
 	return out, nil
 }
 

@@ -40,6 +40,7 @@ type Config struct {
 	TermStore    terminal.StoreConfig
 	LogFormat    string
 	LogLevel     slog.Level
+	Reload       ReloadConfig
 }
 
 // recvOverhead is room in a gRPC message for a request's other fields
@@ -49,8 +50,6 @@ const recvOverhead = 64 << 10
 // Validate reports the first unusable setting.
 func (c *Config) Validate() error {
 	switch {
-	case c.Index == "":
-		return errors.New("--index is required")
 	case c.Model == "":
 		return errors.New("--model is required")
 	case c.Listen == "":
@@ -63,6 +62,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--max-recv-bytes %d cannot carry one text of --max-text-bytes %d (need %d more for the rest of a request)", c.MaxRecvBytes, c.MaxTextBytes, recvOverhead)
 	case c.Timeout <= 0 || c.ShutdownWait <= 0:
 		return errors.New("--timeout and --shutdown-wait must be positive")
+	}
+	if err := c.Reload.validate(c.Index); err != nil {
+		return err
 	}
 	switch c.NoMatch {
 	case "none", "meta", "all":
@@ -95,7 +97,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	var c Config
 	fs := flag.NewFlagSet("classifierd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.Index, "index", "", "index file built by gen-index (required)")
+	fs.StringVar(&c.Index, "index", "", "index file built by gen-index (required unless --mcp-config); reloaded on SIGHUP and when it changes")
 	fs.StringVar(&c.Model, "model", "", "model directory with model.onnx and tokenizer.json (required)")
 	fs.StringVar(&c.Manifest, "manifest", "", "model manifest (default: DIR/manifest.json, else a known manifest)")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:50051", "gRPC listen address HOST:PORT")
@@ -122,8 +124,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&c.TermStore.ShareLearned, "terminal-share-learned", false, "with --terminal: suggest answers learned in one terminal session to every session (off: a session is suggested only what it taught)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	registerReloadFlags(fs, &c.Reload)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: classifierd --index FILE --model DIR --listen HOST:PORT [--ort-lib PATH]\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: classifierd (--index FILE | --mcp-config FILE [--catalog FILE]) --model DIR --listen HOST:PORT [--ort-lib PATH]\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

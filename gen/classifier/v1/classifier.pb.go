@@ -1125,7 +1125,14 @@ type GetIndexInfoResponse struct {
 	Calibration      []*CalibrationInfo     `protobuf:"bytes,11,rep,name=calibration,proto3" json:"calibration,omitempty"`
 	Limits           *Limits                `protobuf:"bytes,12,opt,name=limits,proto3" json:"limits,omitempty"`
 	// fusion is how dense and lexical evidence are combined into a score.
-	Fusion        *FusionInfo `protobuf:"bytes,13,opt,name=fusion,proto3" json:"fusion,omitempty"`
+	Fusion *FusionInfo `protobuf:"bytes,13,opt,name=fusion,proto3" json:"fusion,omitempty"`
+	// load is the index being served now: its generation, where it came
+	// from and when, and the last reload that was refused.
+	Load *IndexLoad `protobuf:"bytes,14,opt,name=load,proto3" json:"load,omitempty"`
+	// mcp_servers is the state of each server of --mcp-config, in config
+	// order (empty without it). A degraded server's last known tools are
+	// still indexed and routed to.
+	McpServers    []*McpServerStatus `protobuf:"bytes,15,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1251,6 +1258,217 @@ func (x *GetIndexInfoResponse) GetFusion() *FusionInfo {
 	return nil
 }
 
+func (x *GetIndexInfoResponse) GetLoad() *IndexLoad {
+	if x != nil {
+		return x.Load
+	}
+	return nil
+}
+
+func (x *GetIndexInfoResponse) GetMcpServers() []*McpServerStatus {
+	if x != nil {
+		return x.McpServers
+	}
+	return nil
+}
+
+// IndexLoad describes the index the daemon serves (README: Hot reload).
+type IndexLoad struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// generation counts loads since start: 1 is the index started with, and
+	// every accepted reload adds one.
+	Generation uint64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// source says what the index was loaded from: "file PATH", or
+	// "mcp CONFIG" for an index built from live MCP servers.
+	Source   string                 `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	LoadedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=loaded_at,json=loadedAt,proto3" json:"loaded_at,omitempty"`
+	// reason is what started the load: "start", "sighup", "file changed",
+	// "mcp tools changed".
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// last_refused is why the last refused reload was refused (an invalid
+	// index file, another model); empty when none was. The index being
+	// served is unchanged by a refused reload.
+	LastRefused   string                 `protobuf:"bytes,5,opt,name=last_refused,json=lastRefused,proto3" json:"last_refused,omitempty"`
+	LastRefusedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_refused_at,json=lastRefusedAt,proto3" json:"last_refused_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexLoad) Reset() {
+	*x = IndexLoad{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexLoad) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexLoad) ProtoMessage() {}
+
+func (x *IndexLoad) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexLoad.ProtoReflect.Descriptor instead.
+func (*IndexLoad) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *IndexLoad) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *IndexLoad) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *IndexLoad) GetLoadedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LoadedAt
+	}
+	return nil
+}
+
+func (x *IndexLoad) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *IndexLoad) GetLastRefused() string {
+	if x != nil {
+		return x.LastRefused
+	}
+	return ""
+}
+
+func (x *IndexLoad) GetLastRefusedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastRefusedAt
+	}
+	return nil
+}
+
+// McpServerStatus is one server of the daemon's MCP client configuration.
+type McpServerStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the server's key in the configuration, verbatim.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// id is the server's id in the index (server fields of Route).
+	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// tools is the number of tools indexed for the server: its last known
+	// list, which a failure never empties.
+	Tools int32 `protobuf:"varint,3,opt,name=tools,proto3" json:"tools,omitempty"`
+	// degraded is true when the server is unreachable or its last listing
+	// failed; its last known tools are still served.
+	Degraded bool `protobuf:"varint,4,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	// connected is true while a session with the server is open.
+	Connected bool `protobuf:"varint,5,opt,name=connected,proto3" json:"connected,omitempty"`
+	// last_error is the last failure, with configured secrets redacted.
+	LastError string `protobuf:"bytes,6,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// last_sync is when the server's tools were last listed successfully
+	// (unset if never).
+	LastSync      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_sync,json=lastSync,proto3" json:"last_sync,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *McpServerStatus) Reset() {
+	*x = McpServerStatus{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *McpServerStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*McpServerStatus) ProtoMessage() {}
+
+func (x *McpServerStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use McpServerStatus.ProtoReflect.Descriptor instead.
+func (*McpServerStatus) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *McpServerStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *McpServerStatus) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *McpServerStatus) GetTools() int32 {
+	if x != nil {
+		return x.Tools
+	}
+	return 0
+}
+
+func (x *McpServerStatus) GetDegraded() bool {
+	if x != nil {
+		return x.Degraded
+	}
+	return false
+}
+
+func (x *McpServerStatus) GetConnected() bool {
+	if x != nil {
+		return x.Connected
+	}
+	return false
+}
+
+func (x *McpServerStatus) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *McpServerStatus) GetLastSync() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSync
+	}
+	return nil
+}
+
 // FusionInfo is the index's score fusion (README: Confidence and abstain).
 type FusionInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1282,7 +1500,7 @@ type FusionInfo struct {
 
 func (x *FusionInfo) Reset() {
 	*x = FusionInfo{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1512,7 @@ func (x *FusionInfo) String() string {
 func (*FusionInfo) ProtoMessage() {}
 
 func (x *FusionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1525,7 @@ func (x *FusionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FusionInfo.ProtoReflect.Descriptor instead.
 func (*FusionInfo) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{15}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FusionInfo) GetPattern() float32 {
@@ -1398,7 +1616,7 @@ type AnalyzePromptRequest struct {
 
 func (x *AnalyzePromptRequest) Reset() {
 	*x = AnalyzePromptRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1628,7 @@ func (x *AnalyzePromptRequest) String() string {
 func (*AnalyzePromptRequest) ProtoMessage() {}
 
 func (x *AnalyzePromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1641,7 @@ func (x *AnalyzePromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzePromptRequest.ProtoReflect.Descriptor instead.
 func (*AnalyzePromptRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{16}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AnalyzePromptRequest) GetPrompt() string {
@@ -1490,7 +1708,7 @@ type AnalyzePromptResponse struct {
 
 func (x *AnalyzePromptResponse) Reset() {
 	*x = AnalyzePromptResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1720,7 @@ func (x *AnalyzePromptResponse) String() string {
 func (*AnalyzePromptResponse) ProtoMessage() {}
 
 func (x *AnalyzePromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1733,7 @@ func (x *AnalyzePromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzePromptResponse.ProtoReflect.Descriptor instead.
 func (*AnalyzePromptResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{17}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AnalyzePromptResponse) GetCategories() []string {
@@ -1612,7 +1830,7 @@ type DetectContextsRequest struct {
 
 func (x *DetectContextsRequest) Reset() {
 	*x = DetectContextsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1842,7 @@ func (x *DetectContextsRequest) String() string {
 func (*DetectContextsRequest) ProtoMessage() {}
 
 func (x *DetectContextsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +1855,7 @@ func (x *DetectContextsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectContextsRequest.ProtoReflect.Descriptor instead.
 func (*DetectContextsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{18}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DetectContextsRequest) GetText() string {
@@ -1662,7 +1880,7 @@ type DetectedContext struct {
 
 func (x *DetectedContext) Reset() {
 	*x = DetectedContext{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +1892,7 @@ func (x *DetectedContext) String() string {
 func (*DetectedContext) ProtoMessage() {}
 
 func (x *DetectedContext) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +1905,7 @@ func (x *DetectedContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectedContext.ProtoReflect.Descriptor instead.
 func (*DetectedContext) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{19}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DetectedContext) GetId() string {
@@ -1730,7 +1948,7 @@ type DetectContextsResponse struct {
 
 func (x *DetectContextsResponse) Reset() {
 	*x = DetectContextsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1742,7 +1960,7 @@ func (x *DetectContextsResponse) String() string {
 func (*DetectContextsResponse) ProtoMessage() {}
 
 func (x *DetectContextsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1755,7 +1973,7 @@ func (x *DetectContextsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectContextsResponse.ProtoReflect.Descriptor instead.
 func (*DetectContextsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{20}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DetectContextsResponse) GetContexts() []*DetectedContext {
@@ -1788,7 +2006,7 @@ type ExposureChange struct {
 
 func (x *ExposureChange) Reset() {
 	*x = ExposureChange{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +2018,7 @@ func (x *ExposureChange) String() string {
 func (*ExposureChange) ProtoMessage() {}
 
 func (x *ExposureChange) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +2031,7 @@ func (x *ExposureChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExposureChange.ProtoReflect.Descriptor instead.
 func (*ExposureChange) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{21}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExposureChange) GetTimestamp() *timestamppb.Timestamp {
@@ -1865,7 +2083,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +2095,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,7 +2108,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{22}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Session) GetId() string {
@@ -1941,7 +2159,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2171,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2184,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{23}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateSessionRequest) GetSessionId() string {
@@ -1993,7 +2211,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2223,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2236,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{24}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -2038,7 +2256,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2050,7 +2268,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2063,7 +2281,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{25}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -2083,7 +2301,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2095,7 +2313,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2108,7 +2326,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{26}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -2128,7 +2346,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2358,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2371,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{27}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -2172,7 +2390,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2184,7 +2402,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2197,7 +2415,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{28}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{30}
 }
 
 // UpdateExposureRequest changes a session's exposed categories.
@@ -2213,7 +2431,7 @@ type UpdateExposureRequest struct {
 
 func (x *UpdateExposureRequest) Reset() {
 	*x = UpdateExposureRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2225,7 +2443,7 @@ func (x *UpdateExposureRequest) String() string {
 func (*UpdateExposureRequest) ProtoMessage() {}
 
 func (x *UpdateExposureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2238,7 +2456,7 @@ func (x *UpdateExposureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateExposureRequest.ProtoReflect.Descriptor instead.
 func (*UpdateExposureRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{29}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateExposureRequest) GetSessionId() string {
@@ -2276,7 +2494,7 @@ type UpdateExposureResponse struct {
 
 func (x *UpdateExposureResponse) Reset() {
 	*x = UpdateExposureResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2506,7 @@ func (x *UpdateExposureResponse) String() string {
 func (*UpdateExposureResponse) ProtoMessage() {}
 
 func (x *UpdateExposureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2519,7 @@ func (x *UpdateExposureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateExposureResponse.ProtoReflect.Descriptor instead.
 func (*UpdateExposureResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{30}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateExposureResponse) GetAdded() []string {
@@ -2357,7 +2575,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2587,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2600,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{31}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Tool) GetName() string {
@@ -2437,7 +2655,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +2667,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2462,7 +2680,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{32}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListToolsRequest) GetSessionId() string {
@@ -2484,7 +2702,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2714,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2727,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{33}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -2543,7 +2761,7 @@ type WatchExposureRequest struct {
 
 func (x *WatchExposureRequest) Reset() {
 	*x = WatchExposureRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2555,7 +2773,7 @@ func (x *WatchExposureRequest) String() string {
 func (*WatchExposureRequest) ProtoMessage() {}
 
 func (x *WatchExposureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +2786,7 @@ func (x *WatchExposureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchExposureRequest.ProtoReflect.Descriptor instead.
 func (*WatchExposureRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{34}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WatchExposureRequest) GetSessionId() string {
@@ -2590,7 +2808,7 @@ type WatchExposureResponse struct {
 
 func (x *WatchExposureResponse) Reset() {
 	*x = WatchExposureResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2602,7 +2820,7 @@ func (x *WatchExposureResponse) String() string {
 func (*WatchExposureResponse) ProtoMessage() {}
 
 func (x *WatchExposureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2615,7 +2833,7 @@ func (x *WatchExposureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchExposureResponse.ProtoReflect.Descriptor instead.
 func (*WatchExposureResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{35}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WatchExposureResponse) GetSessionId() string {
@@ -2648,7 +2866,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2660,7 +2878,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2673,7 +2891,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{36}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{38}
 }
 
 // GetStatsResponse reports cumulative counters since start.
@@ -2694,7 +2912,7 @@ type GetStatsResponse struct {
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2706,7 +2924,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2719,7 +2937,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{37}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetStatsResponse) GetSince() *timestamppb.Timestamp {
@@ -2880,7 +3098,7 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\fmax_messages\x18\x03 \x01(\x05R\vmaxMessages\x12\x1d\n" +
 	"\n" +
 	"max_tokens\x18\x04 \x01(\x05R\tmaxTokens\x12\x1a\n" +
-	"\tmax_top_k\x18\x05 \x01(\x05R\amaxTopK\"\x95\x04\n" +
+	"\tmax_top_k\x18\x05 \x01(\x05R\amaxTopK\"\x84\x05\n" +
 	"\x14GetIndexInfoResponse\x12\x1d\n" +
 	"\n" +
 	"model_name\x18\x01 \x01(\tR\tmodelName\x12\x1e\n" +
@@ -2900,7 +3118,28 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	" \x01(\tR\rcatalogSha256\x12@\n" +
 	"\vcalibration\x18\v \x03(\v2\x1e.classifier.v1.CalibrationInfoR\vcalibration\x12-\n" +
 	"\x06limits\x18\f \x01(\v2\x15.classifier.v1.LimitsR\x06limits\x121\n" +
-	"\x06fusion\x18\r \x01(\v2\x19.classifier.v1.FusionInfoR\x06fusion\"\xba\x02\n" +
+	"\x06fusion\x18\r \x01(\v2\x19.classifier.v1.FusionInfoR\x06fusion\x12,\n" +
+	"\x04load\x18\x0e \x01(\v2\x18.classifier.v1.IndexLoadR\x04load\x12?\n" +
+	"\vmcp_servers\x18\x0f \x03(\v2\x1e.classifier.v1.McpServerStatusR\n" +
+	"mcpServers\"\xfb\x01\n" +
+	"\tIndexLoad\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x127\n" +
+	"\tloaded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bloadedAt\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12!\n" +
+	"\flast_refused\x18\x05 \x01(\tR\vlastRefused\x12B\n" +
+	"\x0flast_refused_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rlastRefusedAt\"\xdd\x01\n" +
+	"\x0fMcpServerStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x14\n" +
+	"\x05tools\x18\x03 \x01(\x05R\x05tools\x12\x1a\n" +
+	"\bdegraded\x18\x04 \x01(\bR\bdegraded\x12\x1c\n" +
+	"\tconnected\x18\x05 \x01(\bR\tconnected\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\x127\n" +
+	"\tlast_sync\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\blastSync\"\xba\x02\n" +
 	"\n" +
 	"FusionInfo\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\x02R\apattern\x12\x12\n" +
@@ -3066,7 +3305,7 @@ func file_classifier_v1_classifier_proto_rawDescGZIP() []byte {
 }
 
 var file_classifier_v1_classifier_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_classifier_v1_classifier_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_classifier_v1_classifier_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_classifier_v1_classifier_proto_goTypes = []any{
 	(NoMatchPolicy)(0),             // 0: classifier.v1.NoMatchPolicy
 	(*ScoredLabel)(nil),            // 1: classifier.v1.ScoredLabel
@@ -3084,31 +3323,33 @@ var file_classifier_v1_classifier_proto_goTypes = []any{
 	(*CalibrationInfo)(nil),        // 13: classifier.v1.CalibrationInfo
 	(*Limits)(nil),                 // 14: classifier.v1.Limits
 	(*GetIndexInfoResponse)(nil),   // 15: classifier.v1.GetIndexInfoResponse
-	(*FusionInfo)(nil),             // 16: classifier.v1.FusionInfo
-	(*AnalyzePromptRequest)(nil),   // 17: classifier.v1.AnalyzePromptRequest
-	(*AnalyzePromptResponse)(nil),  // 18: classifier.v1.AnalyzePromptResponse
-	(*DetectContextsRequest)(nil),  // 19: classifier.v1.DetectContextsRequest
-	(*DetectedContext)(nil),        // 20: classifier.v1.DetectedContext
-	(*DetectContextsResponse)(nil), // 21: classifier.v1.DetectContextsResponse
-	(*ExposureChange)(nil),         // 22: classifier.v1.ExposureChange
-	(*Session)(nil),                // 23: classifier.v1.Session
-	(*CreateSessionRequest)(nil),   // 24: classifier.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),  // 25: classifier.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),      // 26: classifier.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),     // 27: classifier.v1.GetSessionResponse
-	(*DeleteSessionRequest)(nil),   // 28: classifier.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),  // 29: classifier.v1.DeleteSessionResponse
-	(*UpdateExposureRequest)(nil),  // 30: classifier.v1.UpdateExposureRequest
-	(*UpdateExposureResponse)(nil), // 31: classifier.v1.UpdateExposureResponse
-	(*Tool)(nil),                   // 32: classifier.v1.Tool
-	(*ListToolsRequest)(nil),       // 33: classifier.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),      // 34: classifier.v1.ListToolsResponse
-	(*WatchExposureRequest)(nil),   // 35: classifier.v1.WatchExposureRequest
-	(*WatchExposureResponse)(nil),  // 36: classifier.v1.WatchExposureResponse
-	(*GetStatsRequest)(nil),        // 37: classifier.v1.GetStatsRequest
-	(*GetStatsResponse)(nil),       // 38: classifier.v1.GetStatsResponse
-	nil,                            // 39: classifier.v1.GetStatsResponse.RequestsByMethodEntry
-	(*timestamppb.Timestamp)(nil),  // 40: google.protobuf.Timestamp
+	(*IndexLoad)(nil),              // 16: classifier.v1.IndexLoad
+	(*McpServerStatus)(nil),        // 17: classifier.v1.McpServerStatus
+	(*FusionInfo)(nil),             // 18: classifier.v1.FusionInfo
+	(*AnalyzePromptRequest)(nil),   // 19: classifier.v1.AnalyzePromptRequest
+	(*AnalyzePromptResponse)(nil),  // 20: classifier.v1.AnalyzePromptResponse
+	(*DetectContextsRequest)(nil),  // 21: classifier.v1.DetectContextsRequest
+	(*DetectedContext)(nil),        // 22: classifier.v1.DetectedContext
+	(*DetectContextsResponse)(nil), // 23: classifier.v1.DetectContextsResponse
+	(*ExposureChange)(nil),         // 24: classifier.v1.ExposureChange
+	(*Session)(nil),                // 25: classifier.v1.Session
+	(*CreateSessionRequest)(nil),   // 26: classifier.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),  // 27: classifier.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),      // 28: classifier.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),     // 29: classifier.v1.GetSessionResponse
+	(*DeleteSessionRequest)(nil),   // 30: classifier.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),  // 31: classifier.v1.DeleteSessionResponse
+	(*UpdateExposureRequest)(nil),  // 32: classifier.v1.UpdateExposureRequest
+	(*UpdateExposureResponse)(nil), // 33: classifier.v1.UpdateExposureResponse
+	(*Tool)(nil),                   // 34: classifier.v1.Tool
+	(*ListToolsRequest)(nil),       // 35: classifier.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),      // 36: classifier.v1.ListToolsResponse
+	(*WatchExposureRequest)(nil),   // 37: classifier.v1.WatchExposureRequest
+	(*WatchExposureResponse)(nil),  // 38: classifier.v1.WatchExposureResponse
+	(*GetStatsRequest)(nil),        // 39: classifier.v1.GetStatsRequest
+	(*GetStatsResponse)(nil),       // 40: classifier.v1.GetStatsResponse
+	nil,                            // 41: classifier.v1.GetStatsResponse.RequestsByMethodEntry
+	(*timestamppb.Timestamp)(nil),  // 42: google.protobuf.Timestamp
 }
 var file_classifier_v1_classifier_proto_depIdxs = []int32{
 	1,  // 0: classifier.v1.ClassifyResponse.categories:type_name -> classifier.v1.ScoredLabel
@@ -3120,54 +3361,59 @@ var file_classifier_v1_classifier_proto_depIdxs = []int32{
 	7,  // 6: classifier.v1.RouteResponse.stats:type_name -> classifier.v1.ToolStats
 	0,  // 7: classifier.v1.RouteResponse.applied_policy:type_name -> classifier.v1.NoMatchPolicy
 	10, // 8: classifier.v1.EmbedResponse.vectors:type_name -> classifier.v1.Vector
-	40, // 9: classifier.v1.GetIndexInfoResponse.built_at:type_name -> google.protobuf.Timestamp
+	42, // 9: classifier.v1.GetIndexInfoResponse.built_at:type_name -> google.protobuf.Timestamp
 	13, // 10: classifier.v1.GetIndexInfoResponse.calibration:type_name -> classifier.v1.CalibrationInfo
 	14, // 11: classifier.v1.GetIndexInfoResponse.limits:type_name -> classifier.v1.Limits
-	16, // 12: classifier.v1.GetIndexInfoResponse.fusion:type_name -> classifier.v1.FusionInfo
-	1,  // 13: classifier.v1.AnalyzePromptResponse.scores:type_name -> classifier.v1.ScoredLabel
-	20, // 14: classifier.v1.DetectContextsResponse.contexts:type_name -> classifier.v1.DetectedContext
-	40, // 15: classifier.v1.ExposureChange.timestamp:type_name -> google.protobuf.Timestamp
-	22, // 16: classifier.v1.Session.history:type_name -> classifier.v1.ExposureChange
-	40, // 17: classifier.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	40, // 18: classifier.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
-	23, // 19: classifier.v1.CreateSessionResponse.session:type_name -> classifier.v1.Session
-	23, // 20: classifier.v1.GetSessionResponse.session:type_name -> classifier.v1.Session
-	32, // 21: classifier.v1.ListToolsResponse.tools:type_name -> classifier.v1.Tool
-	7,  // 22: classifier.v1.ListToolsResponse.stats:type_name -> classifier.v1.ToolStats
-	22, // 23: classifier.v1.WatchExposureResponse.change:type_name -> classifier.v1.ExposureChange
-	40, // 24: classifier.v1.GetStatsResponse.since:type_name -> google.protobuf.Timestamp
-	39, // 25: classifier.v1.GetStatsResponse.requests_by_method:type_name -> classifier.v1.GetStatsResponse.RequestsByMethodEntry
-	3,  // 26: classifier.v1.ClassifierService.Classify:input_type -> classifier.v1.ClassifyRequest
-	6,  // 27: classifier.v1.ClassifierService.Route:input_type -> classifier.v1.RouteRequest
-	9,  // 28: classifier.v1.ClassifierService.Embed:input_type -> classifier.v1.EmbedRequest
-	12, // 29: classifier.v1.ClassifierService.GetIndexInfo:input_type -> classifier.v1.GetIndexInfoRequest
-	17, // 30: classifier.v1.ClassifierService.AnalyzePrompt:input_type -> classifier.v1.AnalyzePromptRequest
-	19, // 31: classifier.v1.ClassifierService.DetectContexts:input_type -> classifier.v1.DetectContextsRequest
-	24, // 32: classifier.v1.ClassifierService.CreateSession:input_type -> classifier.v1.CreateSessionRequest
-	26, // 33: classifier.v1.ClassifierService.GetSession:input_type -> classifier.v1.GetSessionRequest
-	28, // 34: classifier.v1.ClassifierService.DeleteSession:input_type -> classifier.v1.DeleteSessionRequest
-	30, // 35: classifier.v1.ClassifierService.UpdateExposure:input_type -> classifier.v1.UpdateExposureRequest
-	33, // 36: classifier.v1.ClassifierService.ListTools:input_type -> classifier.v1.ListToolsRequest
-	35, // 37: classifier.v1.ClassifierService.WatchExposure:input_type -> classifier.v1.WatchExposureRequest
-	37, // 38: classifier.v1.ClassifierService.GetStats:input_type -> classifier.v1.GetStatsRequest
-	4,  // 39: classifier.v1.ClassifierService.Classify:output_type -> classifier.v1.ClassifyResponse
-	8,  // 40: classifier.v1.ClassifierService.Route:output_type -> classifier.v1.RouteResponse
-	11, // 41: classifier.v1.ClassifierService.Embed:output_type -> classifier.v1.EmbedResponse
-	15, // 42: classifier.v1.ClassifierService.GetIndexInfo:output_type -> classifier.v1.GetIndexInfoResponse
-	18, // 43: classifier.v1.ClassifierService.AnalyzePrompt:output_type -> classifier.v1.AnalyzePromptResponse
-	21, // 44: classifier.v1.ClassifierService.DetectContexts:output_type -> classifier.v1.DetectContextsResponse
-	25, // 45: classifier.v1.ClassifierService.CreateSession:output_type -> classifier.v1.CreateSessionResponse
-	27, // 46: classifier.v1.ClassifierService.GetSession:output_type -> classifier.v1.GetSessionResponse
-	29, // 47: classifier.v1.ClassifierService.DeleteSession:output_type -> classifier.v1.DeleteSessionResponse
-	31, // 48: classifier.v1.ClassifierService.UpdateExposure:output_type -> classifier.v1.UpdateExposureResponse
-	34, // 49: classifier.v1.ClassifierService.ListTools:output_type -> classifier.v1.ListToolsResponse
-	36, // 50: classifier.v1.ClassifierService.WatchExposure:output_type -> classifier.v1.WatchExposureResponse
-	38, // 51: classifier.v1.ClassifierService.GetStats:output_type -> classifier.v1.GetStatsResponse
-	39, // [39:52] is the sub-list for method output_type
-	26, // [26:39] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	18, // 12: classifier.v1.GetIndexInfoResponse.fusion:type_name -> classifier.v1.FusionInfo
+	16, // 13: classifier.v1.GetIndexInfoResponse.load:type_name -> classifier.v1.IndexLoad
+	17, // 14: classifier.v1.GetIndexInfoResponse.mcp_servers:type_name -> classifier.v1.McpServerStatus
+	42, // 15: classifier.v1.IndexLoad.loaded_at:type_name -> google.protobuf.Timestamp
+	42, // 16: classifier.v1.IndexLoad.last_refused_at:type_name -> google.protobuf.Timestamp
+	42, // 17: classifier.v1.McpServerStatus.last_sync:type_name -> google.protobuf.Timestamp
+	1,  // 18: classifier.v1.AnalyzePromptResponse.scores:type_name -> classifier.v1.ScoredLabel
+	22, // 19: classifier.v1.DetectContextsResponse.contexts:type_name -> classifier.v1.DetectedContext
+	42, // 20: classifier.v1.ExposureChange.timestamp:type_name -> google.protobuf.Timestamp
+	24, // 21: classifier.v1.Session.history:type_name -> classifier.v1.ExposureChange
+	42, // 22: classifier.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	42, // 23: classifier.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
+	25, // 24: classifier.v1.CreateSessionResponse.session:type_name -> classifier.v1.Session
+	25, // 25: classifier.v1.GetSessionResponse.session:type_name -> classifier.v1.Session
+	34, // 26: classifier.v1.ListToolsResponse.tools:type_name -> classifier.v1.Tool
+	7,  // 27: classifier.v1.ListToolsResponse.stats:type_name -> classifier.v1.ToolStats
+	24, // 28: classifier.v1.WatchExposureResponse.change:type_name -> classifier.v1.ExposureChange
+	42, // 29: classifier.v1.GetStatsResponse.since:type_name -> google.protobuf.Timestamp
+	41, // 30: classifier.v1.GetStatsResponse.requests_by_method:type_name -> classifier.v1.GetStatsResponse.RequestsByMethodEntry
+	3,  // 31: classifier.v1.ClassifierService.Classify:input_type -> classifier.v1.ClassifyRequest
+	6,  // 32: classifier.v1.ClassifierService.Route:input_type -> classifier.v1.RouteRequest
+	9,  // 33: classifier.v1.ClassifierService.Embed:input_type -> classifier.v1.EmbedRequest
+	12, // 34: classifier.v1.ClassifierService.GetIndexInfo:input_type -> classifier.v1.GetIndexInfoRequest
+	19, // 35: classifier.v1.ClassifierService.AnalyzePrompt:input_type -> classifier.v1.AnalyzePromptRequest
+	21, // 36: classifier.v1.ClassifierService.DetectContexts:input_type -> classifier.v1.DetectContextsRequest
+	26, // 37: classifier.v1.ClassifierService.CreateSession:input_type -> classifier.v1.CreateSessionRequest
+	28, // 38: classifier.v1.ClassifierService.GetSession:input_type -> classifier.v1.GetSessionRequest
+	30, // 39: classifier.v1.ClassifierService.DeleteSession:input_type -> classifier.v1.DeleteSessionRequest
+	32, // 40: classifier.v1.ClassifierService.UpdateExposure:input_type -> classifier.v1.UpdateExposureRequest
+	35, // 41: classifier.v1.ClassifierService.ListTools:input_type -> classifier.v1.ListToolsRequest
+	37, // 42: classifier.v1.ClassifierService.WatchExposure:input_type -> classifier.v1.WatchExposureRequest
+	39, // 43: classifier.v1.ClassifierService.GetStats:input_type -> classifier.v1.GetStatsRequest
+	4,  // 44: classifier.v1.ClassifierService.Classify:output_type -> classifier.v1.ClassifyResponse
+	8,  // 45: classifier.v1.ClassifierService.Route:output_type -> classifier.v1.RouteResponse
+	11, // 46: classifier.v1.ClassifierService.Embed:output_type -> classifier.v1.EmbedResponse
+	15, // 47: classifier.v1.ClassifierService.GetIndexInfo:output_type -> classifier.v1.GetIndexInfoResponse
+	20, // 48: classifier.v1.ClassifierService.AnalyzePrompt:output_type -> classifier.v1.AnalyzePromptResponse
+	23, // 49: classifier.v1.ClassifierService.DetectContexts:output_type -> classifier.v1.DetectContextsResponse
+	27, // 50: classifier.v1.ClassifierService.CreateSession:output_type -> classifier.v1.CreateSessionResponse
+	29, // 51: classifier.v1.ClassifierService.GetSession:output_type -> classifier.v1.GetSessionResponse
+	31, // 52: classifier.v1.ClassifierService.DeleteSession:output_type -> classifier.v1.DeleteSessionResponse
+	33, // 53: classifier.v1.ClassifierService.UpdateExposure:output_type -> classifier.v1.UpdateExposureResponse
+	36, // 54: classifier.v1.ClassifierService.ListTools:output_type -> classifier.v1.ListToolsResponse
+	38, // 55: classifier.v1.ClassifierService.WatchExposure:output_type -> classifier.v1.WatchExposureResponse
+	40, // 56: classifier.v1.ClassifierService.GetStats:output_type -> classifier.v1.GetStatsResponse
+	44, // [44:57] is the sub-list for method output_type
+	31, // [31:44] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_classifier_v1_classifier_proto_init() }
@@ -3183,7 +3429,7 @@ func file_classifier_v1_classifier_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_classifier_v1_classifier_proto_rawDesc), len(file_classifier_v1_classifier_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   39,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

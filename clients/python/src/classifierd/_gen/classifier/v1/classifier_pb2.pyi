@@ -557,6 +557,8 @@ class GetIndexInfoResponse(_message.Message):
     CALIBRATION_FIELD_NUMBER: _builtins.int
     LIMITS_FIELD_NUMBER: _builtins.int
     FUSION_FIELD_NUMBER: _builtins.int
+    LOAD_FIELD_NUMBER: _builtins.int
+    MCP_SERVERS_FIELD_NUMBER: _builtins.int
     model_name: _builtins.str
     dimensions: _builtins.int
     model_fingerprint: _builtins.str
@@ -576,6 +578,19 @@ class GetIndexInfoResponse(_message.Message):
     def fusion(self) -> Global___FusionInfo:
         """fusion is how dense and lexical evidence are combined into a score."""
 
+    @_builtins.property
+    def load(self) -> Global___IndexLoad:
+        """load is the index being served now: its generation, where it came
+        from and when, and the last reload that was refused.
+        """
+
+    @_builtins.property
+    def mcp_servers(self) -> _containers.RepeatedCompositeFieldContainer[Global___McpServerStatus]:
+        """mcp_servers is the state of each server of --mcp-config, in config
+        order (empty without it). A degraded server's last known tools are
+        still indexed and routed to.
+        """
+
     def __init__(
         self,
         *,
@@ -592,14 +607,121 @@ class GetIndexInfoResponse(_message.Message):
         calibration: _abc.Iterable[Global___CalibrationInfo] | None = ...,
         limits: Global___Limits | None = ...,
         fusion: Global___FusionInfo | None = ...,
+        load: Global___IndexLoad | None = ...,
+        mcp_servers: _abc.Iterable[Global___McpServerStatus] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["built_at", b"built_at", "fusion", b"fusion", "limits", b"limits"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["built_at", b"built_at", "fusion", b"fusion", "limits", b"limits", "load", b"load"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["built_at", b"built_at", "calibration", b"calibration", "catalog_sha256", b"catalog_sha256", "categories", b"categories", "dimensions", b"dimensions", "format_version", b"format_version", "fusion", b"fusion", "limits", b"limits", "model_fingerprint", b"model_fingerprint", "model_name", b"model_name", "servers", b"servers", "tools", b"tools", "vectors", b"vectors"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["built_at", b"built_at", "calibration", b"calibration", "catalog_sha256", b"catalog_sha256", "categories", b"categories", "dimensions", b"dimensions", "format_version", b"format_version", "fusion", b"fusion", "limits", b"limits", "load", b"load", "mcp_servers", b"mcp_servers", "model_fingerprint", b"model_fingerprint", "model_name", b"model_name", "servers", b"servers", "tools", b"tools", "vectors", b"vectors"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetIndexInfoResponse: _TypeAlias = GetIndexInfoResponse  # noqa: Y015
+
+@_typing.final
+class IndexLoad(_message.Message):
+    """IndexLoad describes the index the daemon serves (README: Hot reload)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GENERATION_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    LOADED_AT_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    LAST_REFUSED_FIELD_NUMBER: _builtins.int
+    LAST_REFUSED_AT_FIELD_NUMBER: _builtins.int
+    generation: _builtins.int
+    """generation counts loads since start: 1 is the index started with, and
+    every accepted reload adds one.
+    """
+    source: _builtins.str
+    """source says what the index was loaded from: "file PATH", or
+    "mcp CONFIG" for an index built from live MCP servers.
+    """
+    reason: _builtins.str
+    """reason is what started the load: "start", "sighup", "file changed",
+    "mcp tools changed".
+    """
+    last_refused: _builtins.str
+    """last_refused is why the last refused reload was refused (an invalid
+    index file, another model); empty when none was. The index being
+    served is unchanged by a refused reload.
+    """
+    @_builtins.property
+    def loaded_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def last_refused_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        generation: _builtins.int = ...,
+        source: _builtins.str = ...,
+        loaded_at: _timestamp_pb2.Timestamp | None = ...,
+        reason: _builtins.str = ...,
+        last_refused: _builtins.str = ...,
+        last_refused_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_refused_at", b"last_refused_at", "loaded_at", b"loaded_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "last_refused", b"last_refused", "last_refused_at", b"last_refused_at", "loaded_at", b"loaded_at", "reason", b"reason", "source", b"source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IndexLoad: _TypeAlias = IndexLoad  # noqa: Y015
+
+@_typing.final
+class McpServerStatus(_message.Message):
+    """McpServerStatus is one server of the daemon's MCP client configuration."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    TOOLS_FIELD_NUMBER: _builtins.int
+    DEGRADED_FIELD_NUMBER: _builtins.int
+    CONNECTED_FIELD_NUMBER: _builtins.int
+    LAST_ERROR_FIELD_NUMBER: _builtins.int
+    LAST_SYNC_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """name is the server's key in the configuration, verbatim."""
+    id: _builtins.str
+    """id is the server's id in the index (server fields of Route)."""
+    tools: _builtins.int
+    """tools is the number of tools indexed for the server: its last known
+    list, which a failure never empties.
+    """
+    degraded: _builtins.bool
+    """degraded is true when the server is unreachable or its last listing
+    failed; its last known tools are still served.
+    """
+    connected: _builtins.bool
+    """connected is true while a session with the server is open."""
+    last_error: _builtins.str
+    """last_error is the last failure, with configured secrets redacted."""
+    @_builtins.property
+    def last_sync(self) -> _timestamp_pb2.Timestamp:
+        """last_sync is when the server's tools were last listed successfully
+        (unset if never).
+        """
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        id: _builtins.str = ...,
+        tools: _builtins.int = ...,
+        degraded: _builtins.bool = ...,
+        connected: _builtins.bool = ...,
+        last_error: _builtins.str = ...,
+        last_sync: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_sync", b"last_sync"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["connected", b"connected", "degraded", b"degraded", "id", b"id", "last_error", b"last_error", "last_sync", b"last_sync", "name", b"name", "tools", b"tools"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___McpServerStatus: _TypeAlias = McpServerStatus  # noqa: Y015
 
 @_typing.final
 class FusionInfo(_message.Message):

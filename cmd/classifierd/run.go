@@ -111,6 +111,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		defer func() { stopJanitor(); <-swept }()
 	}
 
+	if cfg.MCPStdio {
+		return serveMCPStdio(ctx, cfg, svc, term, idx, log)
+	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -130,6 +133,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		"servers", len(idx.LabelsOf(index.KindServer)), "tools", len(idx.LabelsOf(index.KindTool)),
 		"calibrated", dom.Calibration.Fitted, "terminal", cfg.Terminal)
 
+	stopMCP, err := startMCPHTTP(cfg, svc, term, idx, log)
+	if err != nil {
+		_ = lis.Close()
+		return err
+	}
+	defer stopMCP()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve(lis) }()
 	select {

@@ -228,7 +228,8 @@ func (p *Proxy) NewSessionServer() (*mcp.Server, error) {
 	if _, err := p.sessions.Create(c.id, ""); err != nil {
 		return nil, err
 	}
-	c.srv = mcpserver.NewBare(mcpserver.Config{Timeout: p.cfg.Timeout, Version: p.cfg.Version, Logger: p.cfg.Logger})
+	c.srv = mcpserver.NewBare(mcpserver.Config{Timeout: p.cfg.Timeout, Version: p.cfg.Version, Logger: p.cfg.Logger,
+		ProtocolVersions: SessionVersions()})
 	// The session's end (any transport) forgets it.
 	c.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		var once sync.Once
@@ -245,6 +246,19 @@ func (p *Proxy) NewSessionServer() (*mcp.Server, error) {
 	p.mu.Unlock()
 	c.sync()
 	return c.srv, nil
+}
+
+// SessionVersions are the MCP versions that have sessions (an initialize
+// handshake): a session's own tool list and its tools/list_changed need
+// one, so the proxy serves only these (2026-07-28 is sessionless).
+func SessionVersions() []string {
+	var out []string
+	for _, v := range mcp.SupportedProtocolVersions() {
+		if v < "2026-07-28" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func (p *Proxy) forget(c *client) {

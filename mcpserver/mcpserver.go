@@ -50,6 +50,9 @@ type Config struct {
 	Version string
 	// Logger receives panics and the SDK's own log; never request contents.
 	Logger *slog.Logger
+	// ProtocolVersions, if set, narrows the MCP versions served (see
+	// mcp.ServerOptions.SupportedProtocolVersions).
+	ProtocolVersions []string
 }
 
 // Tool names. The terminal ones are the names hubs call.
@@ -81,7 +84,7 @@ func New(cfg Config) (*mcp.Server, error) {
 // (deadline, panic recovery) but no tools.
 func NewBare(cfg Config) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "classifierd", Version: cfg.Version},
-		&mcp.ServerOptions{Logger: cfg.Logger, Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}})
+		&mcp.ServerOptions{Logger: cfg.Logger, SupportedProtocolVersions: cfg.ProtocolVersions, Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}})
 	s.AddReceivingMiddleware(guard(cfg.Logger, cfg.Timeout))
 	return s
 }

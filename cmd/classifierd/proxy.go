@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -202,7 +204,9 @@ type sessionServerKey struct{}
 // but uses it only to start a session (a request without Mcp-Session-Id);
 // only those get a new one.
 func proxyHandler(px *mcpproxy.Proxy, cfg ProxyConfig, log *slog.Logger) http.Handler {
-	shared := mcp.NewServer(&mcp.Implementation{Name: "classifierd", Version: version}, nil) // version checks only
+	// The SDK checks versions against this one on every request.
+	shared := mcp.NewServer(&mcp.Implementation{Name: "classifierd", Version: version},
+		&mcp.ServerOptions{SupportedProtocolVersions: mcpproxy.SessionVersions()})
 	inner := newMCPHandler(func(r *http.Request) *mcp.Server {
 		if s, ok := r.Context().Value(sessionServerKey{}).(*mcp.Server); ok {
 			return s
@@ -210,7 +214,7 @@ func proxyHandler(px *mcpproxy.Proxy, cfg ProxyConfig, log *slog.Logger) http.Ha
 		return shared
 	}, Config{MaxRecvBytes: 4 << 20, SessionTTL: cfg.SessionTTL}, log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && isInitialize(w, r) {
 			s, err := px.NewSessionServer()
 			if err != nil {
 				http.Error(w, "too many sessions", http.StatusServiceUnavailable)
@@ -220,4 +224,20 @@ func proxyHandler(px *mcpproxy.Proxy, cfg ProxyConfig, log *slog.Logger) http.Ha
 		}
 		inner.ServeHTTP(w, r)
 	})
+}
+
+// isInitialize reports whether a POST body is an initialize request (the
+// start of a session), leaving the body for the SDK to read. Only those
+// get a session, so other requests without a session cannot fill the
+// session store.
+func isInitialize(w http.ResponseWriter, r *http.Request) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<20))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	var msg struct {
+		Method string `json:"method"`
+	}
+	return json.Unmarshal(body, &msg) == nil && msg.Method == "initialize"
 }

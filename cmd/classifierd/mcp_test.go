@@ -276,3 +276,28 @@ func TestMCPStreamableHTTP(t *testing.T) {
 		t.Fatalf("daemon log has a panic:\n%s", d.stderr.String())
 	}
 }
+
+// BenchmarkMCPSearchToolsStdio measures one search_tools call through the
+// SDK client over stdio against the real model and the default catalog:
+// JSON-RPC framing, schema validation and the Route behind it.
+func BenchmarkMCPSearchToolsStdio(b *testing.B) {
+	bin, _ := binaries(b)
+	idx := genIndex(b, defaultCatalog(b))
+	cmd := exec.Command(bin, "mcp", "--index", idx, "--model", testenv.ModelDir(), "--ort-lib", testenv.ORTLib(), "--log-level", "warn")
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	args := map[string]any{"query": "Check my GitHub notifications", "k": 10}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: args})
+		if err != nil || res.IsError {
+			b.Fatalf("%v %v", res, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/call")
+}

@@ -29,7 +29,6 @@ import (
 	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/indexbuild"
-	"github.com/classifierd/classifierd/internal/clip"
 	"github.com/classifierd/classifierd/labels"
 	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/mcpsrc"
@@ -330,22 +329,5 @@ func (c *client) forward(server, tool string) mcp.ToolHandler {
 }
 
 func (p *Proxy) call(ctx context.Context, server, tool string, args any) (*mcp.CallToolResult, error) {
-	res, err := p.cfg.Source.CallTool(ctx, server, &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		var r mcp.CallToolResult
-		switch {
-		case errors.Is(err, mcpsrc.ErrUnknownServer):
-			r.SetError(fmt.Errorf("NOT_FOUND: no server %q", clip.String(server, 128)))
-		case errors.Is(err, mcpsrc.ErrUnavailable):
-			r.SetError(fmt.Errorf("UNAVAILABLE: server %q is not connected now", clip.String(server, 128)))
-		case ctx.Err() != nil:
-			r.SetError(fmt.Errorf("DEADLINE_EXCEEDED: server %q did not answer in time", clip.String(server, 128)))
-		default:
-			// The server's own protocol error (an unknown tool, bad
-			// arguments): the agent can correct itself from it.
-			r.SetError(fmt.Errorf("UNKNOWN: server %q: %v", clip.String(server, 128), err))
-		}
-		return &r, nil
-	}
-	return res, nil
+	return mcpserver.Forward(ctx, p.cfg.Source, server, tool, args), nil
 }

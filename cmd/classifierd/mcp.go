@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/mcpserver"
+	"github.com/classifierd/classifierd/mcpsrc"
 	"github.com/classifierd/classifierd/server"
 )
 
@@ -25,21 +27,47 @@ const mcpPath = "/mcp"
 // newMCPServer is the daemon's MCP server: the classifier tools over the
 // same server.Server the gRPC API uses, and the terminal tools when
 // --terminal is on.
-func newMCPServer(cfg Config, svc *server.Server, term *server.TerminalServer, idx *index.Index, log *slog.Logger) (*mcp.Server, error) {
+func newMCPServer(cfg Config, svc *server.Server, term *server.TerminalServer, idx *index.Index, caller mcpserver.Caller, log *slog.Logger) (*mcp.Server, error) {
 	b := mcpserver.Backend{Classifier: svc, Index: idx}
-	return mcpserver.New(mcpserver.Config{Backend: func() mcpserver.Backend { return b }, Terminal: term,
-		Timeout: cfg.Timeout, Version: version, Logger: log})
+	backend := func() mcpserver.Backend { return b }
+	s, err := mcpserver.New(mcpserver.Config{Backend: backend, Terminal: term, Timeout: cfg.Timeout, Version: version, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if caller != nil {
+		mcpserver.AddCallTool(s, backend, caller)
+	}
+	return s, nil
+}
+
+// openCaller connects to the servers of --mcp-servers (nil without it).
+func openCaller(cfg Config, log *slog.Logger) (mcpserver.Caller, func(), error) {
+	if cfg.MCPServers == "" {
+		return nil, func() {}, nil
+	}
+	mc, err := mcpsrc.LoadConfig(cfg.MCPServers)
+	if err != nil {
+		return nil, nil, err
+	}
+	pool := mcpsrc.Open(mc, mcpsrc.Options{Stderr: os.Stderr, ClientName: "classifierd", ClientVersion: version})
+	log.Info("call_tool forwards to the configured MCP servers", "servers", len(mc.Servers))
+	return pool, func() { _ = pool.Close() }, nil
 }
 
 // serveMCPStdio serves MCP on stdin/stdout (classifierd mcp) until the
 // client closes stdin or ctx ends; with --mcp-listen it serves HTTP too.
 // The log stays on stderr: stdout carries only MCP messages.
 func serveMCPStdio(ctx context.Context, cfg Config, svc *server.Server, term *server.TerminalServer, idx *index.Index, log *slog.Logger) error {
-	s, err := newMCPServer(cfg, svc, term, idx, log)
+	caller, closeCaller, err := openCaller(cfg, log)
 	if err != nil {
 		return err
 	}
-	stop, err := startMCPHTTP(cfg, svc, term, idx, log)
+	defer closeCaller()
+	s, err := newMCPServer(cfg, svc, term, idx, caller, log)
+	if err != nil {
+		return err
+	}
+	stop, err := startMCPHTTPWith(cfg, svc, term, idx, caller, log)
 	if err != nil {
 		return err
 	}
@@ -58,7 +86,23 @@ func startMCPHTTP(cfg Config, svc *server.Server, term *server.TerminalServer, i
 	if cfg.MCPListen == "" {
 		return func() {}, nil
 	}
-	s, err := newMCPServer(cfg, svc, term, idx, log)
+	caller, closeCaller, err := openCaller(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	stopHTTP, err := startMCPHTTPWith(cfg, svc, term, idx, caller, log)
+	if err != nil {
+		closeCaller()
+		return nil, err
+	}
+	return func() { stopHTTP(); closeCaller() }, nil
+}
+
+func startMCPHTTPWith(cfg Config, svc *server.Server, term *server.TerminalServer, idx *index.Index, caller mcpserver.Caller, log *slog.Logger) (stop func(), err error) {
+	if cfg.MCPListen == "" {
+		return func() {}, nil
+	}
+	s, err := newMCPServer(cfg, svc, term, idx, caller, log)
 	if err != nil {
 		return nil, err
 	}

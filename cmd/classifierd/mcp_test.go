@@ -15,6 +15,7 @@ import (
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/internal/testenv"
+	"github.com/classifierd/classifierd/internal/testmcp"
 	"github.com/classifierd/classifierd/mcpserver"
 )
 
@@ -107,8 +108,20 @@ func TestMCPStdio(t *testing.T) {
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A real MCP server standing for the catalog's github server, so
+	// call_tool has somewhere to call (its tools answer their own name).
+	githubTools := filepath.Join(state, "github.json")
+	testmcp.WriteTools(t, githubTools, []testmcp.Tool{{Name: "list_notifications", Description: "List notifications"},
+		{Name: "create_issue", Description: "Create an issue"}})
+	servers := filepath.Join(state, "mcp.json")
+	cfgJSON, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"github": map[string]any{"command": testmcp.Binary(t),
+		"args": []string{"--tools", githubTools}}}})
+	if err := os.WriteFile(servers, cfgJSON, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(bin, "mcp", "--index", idx, "--model", testenv.ModelDir(), "--ort-lib", testenv.ORTLib(),
-		"--terminal", "--terminal-logs", logs, "--terminal-db", filepath.Join(state, "events.db"), "--log-level", "warn")
+		"--terminal", "--terminal-logs", logs, "--terminal-db", filepath.Join(state, "events.db"), "--log-level", "warn",
+		"--mcp-servers", servers)
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	cs := mcpClient(t, &mcp.CommandTransport{Command: cmd}, nil)
@@ -123,12 +136,13 @@ func TestMCPStdio(t *testing.T) {
 		var names []string
 		for _, tl := range res.Tools {
 			names = append(names, tl.Name)
-			if tl.InputSchema == nil || tl.OutputSchema == nil || tl.Description == "" {
+			// call_tool answers what the called tool answers: no schema of its own.
+			if tl.InputSchema == nil || (tl.OutputSchema == nil) != (tl.Name == "call_tool") || tl.Description == "" {
 				t.Errorf("%s: input schema %v, output schema %v, description %q", tl.Name, tl.InputSchema, tl.OutputSchema, tl.Description)
 			}
 		}
 		slices.Sort(names)
-		want := []string{"analyze_prompt", "detect_input_prompt", "infer_expected_input", "route", "search_tools", "track_input_event"}
+		want := []string{"analyze_prompt", "call_tool", "detect_input_prompt", "infer_expected_input", "route", "search_tools", "track_input_event"}
 		if !slices.Equal(names, want) {
 			t.Fatalf("tools = %v, want %v", names, want)
 		}
@@ -151,6 +165,31 @@ func TestMCPStdio(t *testing.T) {
 		if top.Confidence <= out.Tools[len(out.Tools)-1].Confidence && len(out.Tools) > 1 {
 			t.Fatalf("top confidence %v not above the last %v", top.Confidence, out.Tools[len(out.Tools)-1].Confidence)
 		}
+	})
+	t.Run("call_tool calls a tool found by search_tools", func(t *testing.T) {
+		var out mcpserver.SearchToolsOutput
+		callTool(t, cs, "search_tools", map[string]any{"query": "open a bug report in the repository", "k": 1}, &out)
+		if len(out.Tools) != 1 {
+			t.Fatalf("got %+v", out.Tools)
+		}
+		var res *mcp.CallToolResult
+		deadline := time.Now().Add(20 * time.Second) // the github server connects in the background
+		for {
+			res = callToolResult(t, cs, "call_tool", map[string]any{"server": out.Tools[0].Server, "tool": out.Tools[0].Name,
+				"arguments": map[string]any{"title": "crash on start"}})
+			if !res.IsError || !strings.HasPrefix(resultText(res), "UNAVAILABLE") || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if res.IsError || resultText(res) != "create_issue" {
+			t.Fatalf("call_tool: isError %v %q, want the github server's create_issue answer", res.IsError, resultText(res))
+		}
+		wantToolError(t, cs, "call_tool", map[string]any{"server": "nowhere", "tool": "x"}, "NOT_FOUND")
+		// In the catalog but not in --mcp-servers.
+		wantToolError(t, cs, "call_tool", map[string]any{"server": "filesystem", "tool": "read_file"}, "NOT_FOUND")
+		// The server's own error for a tool it does not have.
+		wantToolError(t, cs, "call_tool", map[string]any{"server": "github", "tool": "no_such_tool"}, "UNKNOWN")
 	})
 	t.Run("search_tools bad input is a tool error", func(t *testing.T) {
 		wantToolError(t, cs, "search_tools", map[string]any{"query": ""}, "INVALID_ARGUMENT")

@@ -18,6 +18,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -83,6 +84,8 @@ type Proxy struct {
 	sessions *session.Store
 	prior    calibrate.Calibration
 
+	// buildMu serialises rebuilds, so an older build never replaces a newer.
+	buildMu sync.Mutex
 	mu      sync.Mutex
 	live    *live
 	clients map[*client]bool
@@ -153,6 +156,8 @@ func (p *Proxy) Run(ctx context.Context) {
 // Rebuild indexes snap's tools if they differ from the current build's,
 // then brings every session's tool list in step.
 func (p *Proxy) Rebuild(ctx context.Context, snap mcpsrc.Snapshot) error {
+	p.buildMu.Lock()
+	defer p.buildMu.Unlock()
 	key := toolsKey(snap)
 	p.mu.Lock()
 	cur := p.live
@@ -214,7 +219,7 @@ type client struct {
 	srv *mcp.Server
 
 	mu    sync.Mutex
-	shown map[string]*mcp.Tool // exposed backend tools now on srv
+	shown map[string]string // exposed backend tools now on srv: their definitions (toolDef)
 }
 
 // NewSessionServer returns the MCP server for one new agent session, with
@@ -223,7 +228,7 @@ type client struct {
 func (p *Proxy) NewSessionServer() (*mcp.Server, error) {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	c := &client{p: p, id: "mcp-" + hex.EncodeToString(b[:]), shown: map[string]*mcp.Tool{}}
+	c := &client{p: p, id: "mcp-" + hex.EncodeToString(b[:]), shown: map[string]string{}}
 	if _, err := p.sessions.Create(c.id, ""); err != nil {
 		return nil, err
 	}
@@ -272,6 +277,10 @@ func (p *Proxy) forget(c *client) {
 // differs, so an unchanged exposure sends no list_changed; the SDK sends
 // one (debounced) notification for a change.
 func (c *client) sync() {
+	// The whole sync holds c.mu, so two syncs (a rebuild and an
+	// analyze_prompt) cannot interleave and leave the older state.
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	l, err := c.p.current()
 	if err != nil {
 		return
@@ -286,11 +295,11 @@ func (c *client) sync() {
 			want[lt.Exposed] = lt
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	// A tool stays when its definition is unchanged, so a rebuild for
+	// another server's change notifies no session that does not see it.
 	var gone []string
-	for name, t := range c.shown {
-		if lt, ok := want[name]; !ok || lt.Tool != t {
+	for name, def := range c.shown {
+		if lt, ok := want[name]; !ok || toolDef(lt.Tool) != def {
 			gone = append(gone, name)
 			delete(c.shown, name)
 		}
@@ -303,8 +312,17 @@ func (c *client) sync() {
 			continue
 		}
 		c.srv.AddTool(exposedTool(lt), c.forward(lt.Server, lt.Tool.Name))
-		c.shown[name] = lt.Tool
+		c.shown[name] = toolDef(lt.Tool)
 	}
+}
+
+// toolDef is a tool's definition as the agent sees it, for comparison.
+func toolDef(t *mcp.Tool) string {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Sprintf("%p", t) // unmarshalable: compare by identity
+	}
+	return string(b)
 }
 
 // exposedTool is a backend tool under its exposed name.

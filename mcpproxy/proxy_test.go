@@ -158,7 +158,26 @@ func TestSessionExposureAndRebuild(t *testing.T) {
 		t.Fatal("list_changed without a change")
 	case <-time.After(200 * time.Millisecond):
 	}
-	// A server's new tool reaches the sessions exposing it, and only them.
+	// Expose weather to the other session.
+	var cb *client
+	px.mu.Lock()
+	for c := range px.clients {
+		if c != ca {
+			cb = c
+		}
+	}
+	px.mu.Unlock()
+	if _, _, _, err := px.sessions.Update(cb.id, []string{"weather"}, session.ModeAdditive); err != nil {
+		t.Fatal(err)
+	}
+	cb.sync()
+	select {
+	case <-otherCh:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no list_changed after weather was exposed")
+	}
+	// A server's new tool reaches the sessions exposing it, and only them:
+	// the weather session's tools (new values, same definitions) stay.
 	src.set(map[string][]string{"notes": {"create_note", "search_notes", "delete_note"}, "weather": {"get_weather"}})
 	if err := px.Rebuild(context.Background(), src.Snapshot()); err != nil {
 		t.Fatal(err)
@@ -168,7 +187,7 @@ func TestSessionExposureAndRebuild(t *testing.T) {
 	}
 	select {
 	case <-otherCh:
-		t.Fatal("a session without notes was told its list changed")
+		t.Fatal("a session without notes was told its list changed when notes changed")
 	case <-time.After(200 * time.Millisecond):
 	}
 	// Calls forward to the right server under the tool's own name.

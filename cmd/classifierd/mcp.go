@@ -73,7 +73,7 @@ func serveMCPStdio(ctx context.Context, cfg Config, svc *server.Server, term *se
 	}
 	defer stop()
 	log.Info("classifierd serving MCP on stdio", "tools", len(idx.LabelsOf(index.KindTool)), "terminal", term != nil)
-	err = s.Run(ctx, &mcp.StdioTransport{})
+	err = s.Run(ctx, &mcp.StdioTransport{MaxLineLength: cfg.MaxRecvBytes}) // a message over --max-recv-bytes is refused before any work
 	if ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed) {
 		return nil // a signal, or the client went away: a normal end
 	}

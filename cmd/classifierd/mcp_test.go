@@ -194,6 +194,9 @@ func TestMCPStdio(t *testing.T) {
 	t.Run("search_tools bad input is a tool error", func(t *testing.T) {
 		wantToolError(t, cs, "search_tools", map[string]any{"query": ""}, "INVALID_ARGUMENT")
 		wantToolError(t, cs, "search_tools", map[string]any{"query": "x", "k": 1000}, "INVALID_ARGUMENT")
+		wantToolError(t, cs, "search_tools", map[string]any{"query": "x", "k": -1}, "INVALID_ARGUMENT")
+		// Over --max-text-bytes (256 KiB), under the message limit.
+		wantToolError(t, cs, "search_tools", map[string]any{"query": strings.Repeat("word ", 60_000)}, "INVALID_ARGUMENT")
 	})
 	t.Run("route a conversation", func(t *testing.T) {
 		var out mcpserver.RouteOutput

@@ -179,7 +179,7 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 			return err
 		}
 		log.Info("classifierd proxy serving MCP on stdio", "servers", len(names))
-		err = s.Run(ctx, &mcp.StdioTransport{})
+		err = s.Run(ctx, &mcp.StdioTransport{MaxLineLength: proxyMaxMessage})
 		if ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed) {
 			return nil
 		}
@@ -194,6 +194,10 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 	<-ctx.Done()
 	return nil
 }
+
+// proxyMaxMessage bounds one MCP message from an agent (stdio line or
+// HTTP body), as the daemon's default --max-recv-bytes does.
+const proxyMaxMessage = 4 << 20
 
 // sessionServerKey carries a new session's MCP server from proxyHandler
 // to the SDK's getServer.
@@ -212,7 +216,7 @@ func proxyHandler(px *mcpproxy.Proxy, cfg ProxyConfig, log *slog.Logger) http.Ha
 			return s
 		}
 		return shared
-	}, Config{MaxRecvBytes: 4 << 20, SessionTTL: cfg.SessionTTL}, log)
+	}, Config{MaxRecvBytes: proxyMaxMessage, SessionTTL: cfg.SessionTTL}, log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && isInitialize(w, r) {
 			s, err := px.NewSessionServer()
@@ -231,7 +235,7 @@ func proxyHandler(px *mcpproxy.Proxy, cfg ProxyConfig, log *slog.Logger) http.Ha
 // get a session, so other requests without a session cannot fill the
 // session store.
 func isInitialize(w http.ResponseWriter, r *http.Request) bool {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<20))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, proxyMaxMessage))
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if err != nil {
 		return false

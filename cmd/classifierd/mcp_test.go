@@ -2,258 +2,344 @@ package main
 
 import (
 	"context"
-	"io"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/internal/testmcp"
+	"github.com/classifierd/classifierd/mcpserver"
 )
 
-// routeHasTool reports whether Route answers q with the named tool.
-func routeHasTool(ctx context.Context, t *testing.T, c pb.ClassifierServiceClient, q, tool string) bool {
-	t.Helper()
-	resp, err := c.Route(ctx, &pb.RouteRequest{Query: q, MaxTools: 5})
-	if err != nil {
-		t.Fatalf("Route(%q): %v", q, err)
-	}
-	for _, tl := range resp.GetTools() {
-		if tl.GetName() == tool {
-			return true
-		}
-	}
-	return false
-}
+// These tests run the real binary with the real model and drive it with
+// the official MCP Go SDK's client: over stdio (classifierd mcp) and over
+// streamable HTTP (--mcp-listen beside gRPC).
 
-// pollUntil calls cond until it holds or the deadline passes, and returns
-// how long it took. The deadline is generous (a loaded CI machine); the
-// time it took is logged, not asserted.
-func pollUntil(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
+// mcpClient returns an SDK client session closed at the end of the test.
+func mcpClient(t *testing.T, tr mcp.Transport, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > d {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
-// TestDaemonFollowsLiveMCPServer is issue 15's acceptance test with real
-// parts: a real MCP server (built with the official SDK, over stdio) whose
-// tool list changes mid-test, the real daemon and model, Route over gRPC.
-func TestDaemonFollowsLiveMCPServer(t *testing.T) {
-	bin := testmcp.Binary(t)
-	dir := t.TempDir()
-	tools := filepath.Join(dir, "tools.json")
-	testmcp.WriteTools(t, tools, []testmcp.Tool{
-		{Name: "get_weather", Description: "Current weather conditions for a city"},
-		{Name: "get_forecast", Description: "Five-day weather forecast for a city"}})
-	pidFile := filepath.Join(dir, "pid")
-	script := filepath.Join(dir, "weather.sh")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\necho $$ > "+pidFile+"\nexec "+bin+" --tools "+tools+"\n"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "mcp.json")
-	const secret = "wx-secret-0123456789"
-	if err := os.WriteFile(cfg, []byte(`{"mcpServers":{"Weather Service":{"command":"`+script+`","env":{"WEATHER_API_KEY":"`+secret+`"}}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	d, conn := startDaemon(t, "", "--mcp-config", cfg, "--catalog", filepath.Join("testdata", "mini.json"), "--mcp-debounce", "20ms",
-		"--reload-interval", "50ms")
-	c := pb.NewClassifierServiceClient(conn)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-
-	if !routeHasTool(ctx, t, c, "what will the weather be like in Paris this week", "get_forecast") {
-		t.Fatal("Route does not offer get_forecast from the live server")
-	}
-	if !routeHasTool(ctx, t, c, "Check my GitHub notifications", "list_notifications") {
-		t.Fatal("Route lost the base catalog's tools")
-	}
-	info := getInfo(ctx, t, c)
-	gen := info.GetLoad().GetGeneration()
-	if ms := info.GetMcpServers(); len(ms) != 1 || ms[0].GetName() != "Weather Service" || ms[0].GetId() != "weather_service" ||
-		ms[0].GetTools() != 2 || ms[0].GetDegraded() || !ms[0].GetConnected() {
-		t.Fatalf("mcp_servers = %v, want Weather Service (weather_service) connected with 2 tools", ms)
-	}
-	if src := info.GetLoad().GetSource(); !strings.HasPrefix(src, "mcp ") {
-		t.Errorf("load source %q, want mcp ...", src)
-	}
-
-	// The server's tool list changes: Route offers the new tool without a
-	// restart.
-	testmcp.WriteTools(t, tools, []testmcp.Tool{
-		{Name: "get_weather", Description: "Current weather conditions for a city"},
-		{Name: "get_forecast", Description: "Five-day weather forecast for a city"},
-		{Name: "get_air_quality", Description: "Air quality index, smog and pollen levels for a city"}})
-	took := pollUntil(t, 20*time.Second, "Route never offered get_air_quality", func() bool {
-		return routeHasTool(ctx, t, c, "how bad are pollen and smog in Berlin today", "get_air_quality")
-	})
-	t.Logf("new tool routed %v after the tool file changed (file watch 20ms + list_changed + debounce + rebuild)", took.Round(time.Millisecond))
-	info = getInfo(ctx, t, c)
-	if info.GetLoad().GetGeneration() <= gen || info.GetLoad().GetReason() != "mcp tools changed" || info.GetMcpServers()[0].GetTools() != 3 {
-		t.Errorf("after the change: load %v, servers %v; want a later generation, reason mcp tools changed, 3 tools", info.GetLoad(), info.GetMcpServers())
-	}
-
-	// The hub adds a server to its config: no restart needed.
-	calTools := filepath.Join(dir, "calendar.json")
-	testmcp.WriteTools(t, calTools, []testmcp.Tool{{Name: "create_event", Description: "Create a calendar event at a date and time"}})
-	replaceFile(t, cfg, []byte(`{"mcpServers":{"Weather Service":{"command":"`+script+`","env":{"WEATHER_API_KEY":"`+secret+`"}},`+
-		`"calendar":{"command":"`+bin+`","args":["--tools","`+calTools+`"]}}}`))
-	took = pollUntil(t, 20*time.Second, "Route never offered the added server's create_event", func() bool {
-		return routeHasTool(ctx, t, c, "put a meeting with Anna in my calendar for Friday at 3pm", "create_event")
-	})
-	t.Logf("added server's tool routed %v after the config changed", took.Round(time.Millisecond))
-	if ms := getInfo(ctx, t, c).GetMcpServers(); len(ms) != 2 || ms[0].GetName() != "Weather Service" || ms[0].GetTools() != 3 || ms[1].GetName() != "calendar" {
-		t.Fatalf("after adding calendar, mcp_servers = %v; want Weather Service (3 tools, kept) and calendar", ms)
-	}
-
-	// The server goes away (and cannot be restarted): its tools stay
-	// served, it is degraded, the daemon stays SERVING.
-	pid, err := os.ReadFile(pidFile)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "classifierd-test", Version: "1"}, opts).Connect(ctx, tr, nil)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("MCP connect: %v", err)
 	}
-	if err := os.Remove(script); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("kill", "-9", strings.TrimSpace(string(pid))).CombinedOutput(); err != nil {
-		t.Fatalf("kill: %v %s", err, out)
-	}
-	pollUntil(t, 20*time.Second, "the killed server never showed as degraded", func() bool {
-		ms := getInfo(ctx, t, c).GetMcpServers()
-		return len(ms) == 2 && ms[0].GetDegraded()
-	})
-	ms := getInfo(ctx, t, c).GetMcpServers()[0]
-	if ms.GetTools() != 3 || ms.GetConnected() || ms.GetLastError() == "" || ms.GetLastSync() == nil {
-		t.Errorf("degraded server = %v, want its 3 last known tools, disconnected, an error and a last sync", ms)
-	}
-	if !routeHasTool(ctx, t, c, "how bad are pollen and smog in Berlin today", "get_air_quality") {
-		t.Error("the dead server's tools are no longer routed to")
-	}
-	hc := healthpb.NewHealthClient(conn)
-	// The health service follows the pool after the debounce.
-	pollUntil(t, 5*time.Second, "health of "+MCPHealthService+" never NOT_SERVING", func() bool {
-		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: MCPHealthService})
-		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
-	})
-	for svc, want := range map[string]healthpb.HealthCheckResponse_ServingStatus{
-		"": healthpb.HealthCheckResponse_SERVING, pb.ClassifierService_ServiceDesc.ServiceName: healthpb.HealthCheckResponse_SERVING,
-		MCPHealthService: healthpb.HealthCheckResponse_NOT_SERVING} {
-		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
-		if err != nil || resp.GetStatus() != want {
-			t.Errorf("health %q = %v (%v), want %v", svc, resp.GetStatus(), err, want)
-		}
-	}
-	if strings.Contains(d.stderr.String(), secret) {
-		t.Error("the daemon's log shows a secret of the MCP config")
-	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
 }
 
-func getInfo(ctx context.Context, t *testing.T, c pb.ClassifierServiceClient) *pb.GetIndexInfoResponse {
+// callTool calls a tool and decodes its structured result into out; it
+// fails the test on a protocol error or a tool error.
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args any, out any) {
 	t.Helper()
-	info, err := c.GetIndexInfo(ctx, &pb.GetIndexInfoRequest{})
+	res := callToolResult(t, cs, name, args)
+	if res.IsError {
+		t.Fatalf("%s: tool error %s", name, resultText(res))
+	}
+	b, err := json.Marshal(res.StructuredContent)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatalf("%s: decode %s: %v", name, b, err)
+	}
 }
 
-// TestGenIndexFromMCP builds an index offline from a live server with
-// gen-index --from-mcp; a server that cannot start is reported and left
-// out, and the daemon serves the result.
-func TestGenIndexFromMCP(t *testing.T) {
-	bin := testmcp.Binary(t)
-	_, gi := binaries(t)
-	dir := t.TempDir()
-	tools := filepath.Join(dir, "tools.json")
-	testmcp.WriteTools(t, tools, []testmcp.Tool{{Name: "get_air_quality", Description: "Air quality index, smog and pollen levels for a city"}})
-	cfg := filepath.Join(dir, "mcp.json")
-	if err := os.WriteFile(cfg, []byte(`{"servers":{"air":{"type":"stdio","command":"`+bin+`","args":["--tools","`+tools+`"]},`+
-		`"broken":{"type":"stdio","command":"`+filepath.Join(dir, "missing")+`"}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "mcp.idx")
-	cmd := exec.Command(gi, "--from-mcp", cfg, "--mcp-timeout", "5s", "--model", testenv.ModelDir(), "--out", out, "--ort-lib", testenv.ORTLib(), "--quiet")
-	b, err := cmd.CombinedOutput()
+func callToolResult(t *testing.T, cs *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
-		t.Fatalf("gen-index --from-mcp: %v\n%s", err, b)
+		t.Fatalf("%s: %v", name, err)
 	}
-	for _, want := range []string{`mcp server "air": 1 tools`, `warning: mcp server "broken": not indexed`, "wrote " + out} {
-		if !strings.Contains(string(b), want) {
-			t.Errorf("gen-index output lacks %q:\n%s", want, b)
+	return res
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
 		}
 	}
-	_, conn := startDaemon(t, out)
+	return strings.Join(parts, "\n")
+}
+
+// wantToolError checks that a call fails as a tool error (not a protocol
+// error) whose text starts with the contract's reason.
+func wantToolError(t *testing.T, cs *mcp.ClientSession, name string, args any, reason string) {
+	t.Helper()
+	res := callToolResult(t, cs, name, args)
+	if !res.IsError || !strings.HasPrefix(resultText(res), reason+": ") {
+		t.Fatalf("%s(%v): isError %v %q, want a tool error starting %s", name, args, res.IsError, resultText(res), reason)
+	}
+}
+
+func listToolNames(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func TestMCPStdio(t *testing.T) {
+	bin, _ := binaries(t)
+	idx := genIndex(t, "testdata/mini.json")
+	state := t.TempDir()
+	logs := filepath.Join(state, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A real MCP server standing for the catalog's github server, so
+	// call_tool has somewhere to call (its tools answer their own name).
+	githubTools := filepath.Join(state, "github.json")
+	testmcp.WriteTools(t, githubTools, []testmcp.Tool{{Name: "list_notifications", Description: "List notifications"},
+		{Name: "create_issue", Description: "Create an issue"}})
+	servers := filepath.Join(state, "mcp.json")
+	cfgJSON, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"github": map[string]any{"command": testmcp.Binary(t),
+		"args": []string{"--tools", githubTools}}}})
+	if err := os.WriteFile(servers, cfgJSON, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "mcp", "--index", idx, "--model", testenv.ModelDir(), "--ort-lib", testenv.ORTLib(),
+		"--terminal", "--terminal-logs", logs, "--terminal-db", filepath.Join(state, "events.db"), "--log-level", "warn",
+		"--mcp-servers", servers)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	cs := mcpClient(t, &mcp.CommandTransport{Command: cmd}, nil)
+
+	t.Run("tools with schemas", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tl := range res.Tools {
+			names = append(names, tl.Name)
+			// call_tool answers what the called tool answers: no schema of its own.
+			if tl.InputSchema == nil || (tl.OutputSchema == nil) != (tl.Name == "call_tool") || tl.Description == "" {
+				t.Errorf("%s: input schema %v, output schema %v, description %q", tl.Name, tl.InputSchema, tl.OutputSchema, tl.Description)
+			}
+		}
+		slices.Sort(names)
+		want := []string{"analyze_prompt", "call_tool", "detect_input_prompt", "infer_expected_input", "route", "search_tools", "track_input_event"}
+		if !slices.Equal(names, want) {
+			t.Fatalf("tools = %v, want %v", names, want)
+		}
+	})
+	t.Run("search_tools ranks the right tool first", func(t *testing.T) {
+		var out mcpserver.SearchToolsOutput
+		callTool(t, cs, "search_tools", map[string]any{"query": "open a bug report in the repository", "k": 3}, &out)
+		if len(out.Tools) == 0 || len(out.Tools) > 3 {
+			t.Fatalf("got %d tools, want 1-3: %+v", len(out.Tools), out.Tools)
+		}
+		top := out.Tools[0]
+		if top.Server != "github" || top.Name != "create_issue" || top.Description == "" || top.Evidence == "" {
+			t.Fatalf("top = %+v, want github create_issue with description and evidence", top)
+		}
+		for i := 1; i < len(out.Tools); i++ {
+			if out.Tools[i].Score > out.Tools[i-1].Score {
+				t.Fatalf("not ranked by score: %+v", out.Tools)
+			}
+		}
+		if top.Confidence <= out.Tools[len(out.Tools)-1].Confidence && len(out.Tools) > 1 {
+			t.Fatalf("top confidence %v not above the last %v", top.Confidence, out.Tools[len(out.Tools)-1].Confidence)
+		}
+	})
+	t.Run("call_tool calls a tool found by search_tools", func(t *testing.T) {
+		var out mcpserver.SearchToolsOutput
+		callTool(t, cs, "search_tools", map[string]any{"query": "open a bug report in the repository", "k": 1}, &out)
+		if len(out.Tools) != 1 {
+			t.Fatalf("got %+v", out.Tools)
+		}
+		var res *mcp.CallToolResult
+		deadline := time.Now().Add(20 * time.Second) // the github server connects in the background
+		for {
+			res = callToolResult(t, cs, "call_tool", map[string]any{"server": out.Tools[0].Server, "tool": out.Tools[0].Name,
+				"arguments": map[string]any{"title": "crash on start"}})
+			if !res.IsError || !strings.HasPrefix(resultText(res), "UNAVAILABLE") || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if res.IsError || resultText(res) != "create_issue" {
+			t.Fatalf("call_tool: isError %v %q, want the github server's create_issue answer", res.IsError, resultText(res))
+		}
+		wantToolError(t, cs, "call_tool", map[string]any{"server": "nowhere", "tool": "x"}, "NOT_FOUND")
+		// In the catalog but not in --mcp-servers.
+		wantToolError(t, cs, "call_tool", map[string]any{"server": "filesystem", "tool": "read_file"}, "NOT_FOUND")
+		// The server's own error for a tool it does not have.
+		wantToolError(t, cs, "call_tool", map[string]any{"server": "github", "tool": "no_such_tool"}, "UNKNOWN")
+	})
+	t.Run("search_tools bad input is a tool error", func(t *testing.T) {
+		wantToolError(t, cs, "search_tools", map[string]any{"query": ""}, "INVALID_ARGUMENT")
+		wantToolError(t, cs, "search_tools", map[string]any{"query": "x", "k": 1000}, "INVALID_ARGUMENT")
+		wantToolError(t, cs, "search_tools", map[string]any{"query": "x", "k": -1}, "INVALID_ARGUMENT")
+		// Over --max-text-bytes (256 KiB), under the message limit.
+		wantToolError(t, cs, "search_tools", map[string]any{"query": strings.Repeat("word ", 60_000)}, "INVALID_ARGUMENT")
+	})
+	t.Run("route a conversation", func(t *testing.T) {
+		var out mcpserver.RouteOutput
+		callTool(t, cs, "route", map[string]any{"messages": []map[string]string{
+			{"role": "user", "content": "Check my GitHub notifications"},
+			{"role": "assistant", "content": "You have 3 new notifications."},
+			{"role": "user", "content": "open an issue about the first one"}}}, &out)
+		if len(out.Servers) == 0 || out.Servers[0].ID != "github" || len(out.Tools) == 0 || out.Tools[0].Server != "github" {
+			t.Fatalf("servers %+v tools %+v, want github first", out.Servers, out.Tools)
+		}
+		var fs mcpserver.RouteOutput
+		callTool(t, cs, "route", map[string]any{"query": "read the file config.yaml from my disk", "max_servers": 1}, &fs)
+		if len(fs.Servers) != 1 || fs.Servers[0].ID != "filesystem" || fs.TokensSaved <= 0 {
+			t.Fatalf("servers %+v saved %v%%, want filesystem alone and tokens saved", fs.Servers, fs.TokensSaved)
+		}
+		var none mcpserver.RouteOutput
+		callTool(t, cs, "route", map[string]any{"query": "what is the capital of France", "on_no_match": "meta"}, &none)
+		if none.Abstained && none.AppliedPolicy != "meta" {
+			t.Fatalf("abstained with policy %q, want meta", none.AppliedPolicy)
+		}
+		wantToolError(t, cs, "route", map[string]any{"query": "x", "on_no_match": "sometimes"}, "INVALID_ARGUMENT")
+	})
+	t.Run("analyze_prompt", func(t *testing.T) {
+		var out mcpserver.AnalyzePromptOutput
+		callTool(t, cs, "analyze_prompt", map[string]any{"prompt": "read the file config.yaml from my disk"}, &out)
+		if !slices.Contains(out.Categories, "filesystem") || len(out.Scores) == 0 {
+			t.Fatalf("got %+v, want filesystem", out)
+		}
+		wantToolError(t, cs, "analyze_prompt", map[string]any{"prompt": "x", "session_id": "nobody"}, "NOT_FOUND")
+		wantToolError(t, cs, "analyze_prompt", map[string]any{"prompt": "x", "mode": "sideways"}, "INVALID_ARGUMENT")
+	})
+	t.Run("terminal contract", func(t *testing.T) {
+		log := "Connecting to db...\n[sudo] password for alice: "
+		if err := os.WriteFile(filepath.Join(logs, "t1.log"), []byte(log), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var det mcpserver.DetectInputPromptOutput
+		callTool(t, cs, "detect_input_prompt", map[string]any{"session_id": "t1"}, &det)
+		p := det.Prompt
+		if !det.Detected || p == nil || p.PromptType != "password" || p.Confidence < 0.7 || p.MatchedPattern == "" ||
+			p.FilePosition != int64(strings.LastIndex(log, "\n")+1) || p.IsDangerous {
+			t.Fatalf("got %+v %+v, want a password prompt at the last line", det, p)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, p.Timestamp); err != nil {
+			t.Fatalf("timestamp %q: %v", p.Timestamp, err)
+		}
+		var danger mcpserver.DetectInputPromptOutput
+		callTool(t, cs, "detect_input_prompt", map[string]any{"text": "Dropping schema analytics\nDelete 3 tables? (yes/no): "}, &danger)
+		if !danger.Detected || danger.Prompt.PromptType != "yes_no" || !danger.Prompt.IsDangerous {
+			t.Fatalf("got %+v, want a dangerous yes_no", danger.Prompt)
+		}
+		var none mcpserver.DetectInputPromptOutput
+		callTool(t, cs, "detect_input_prompt", map[string]any{"text": "Build finished in 3.2s\n"}, &none)
+		if none.Detected || none.Prompt != nil {
+			t.Fatalf("finished output detected as a prompt: %+v", none.Prompt)
+		}
+		wantToolError(t, cs, "detect_input_prompt", map[string]any{"session_id": "nobody"}, "SESSION_NOT_FOUND")
+		wantToolError(t, cs, "detect_input_prompt", map[string]any{"session_id": "t1", "min_confidence": 1.5}, "INVALID_CONFIDENCE")
+		wantToolError(t, cs, "detect_input_prompt", map[string]any{"session_id": "../etc/passwd"}, "INVALID_SESSION_ID")
+
+		var inf mcpserver.InferExpectedInputOutput
+		callTool(t, cs, "infer_expected_input", map[string]any{"prompt_text": "Do you want to continue? [Y/n] "}, &inf)
+		if len(inf.Suggestions) == 0 || !strings.EqualFold(inf.Suggestions[0].InputText, "y") {
+			t.Fatalf("suggestions = %+v, want y first", inf.Suggestions)
+		}
+		wantToolError(t, cs, "infer_expected_input", map[string]any{"prompt_text": strings.Repeat("x", 5000)}, "INPUT_TOO_LARGE")
+
+		var tr mcpserver.TrackInputEventOutput
+		callTool(t, cs, "track_input_event", map[string]any{"session_id": "t1", "prompt_text": "Choose a branch name: ",
+			"input_text": "release-7", "success": true, "input_source": "user_typed"}, &tr)
+		if !tr.Recorded || tr.EventID == "" {
+			t.Fatalf("got %+v, want recorded", tr)
+		}
+		var learned mcpserver.InferExpectedInputOutput
+		callTool(t, cs, "infer_expected_input", map[string]any{"prompt_text": "Choose a branch name: ", "session_id": "t1"}, &learned)
+		if !slices.ContainsFunc(learned.Suggestions, func(s mcpserver.InputSuggestion) bool { return s.InputText == "release-7" }) {
+			t.Fatalf("suggestions = %+v, want the tracked answer", learned.Suggestions)
+		}
+		wantToolError(t, cs, "track_input_event", map[string]any{"session_id": "../x", "prompt_text": "p"}, "INVALID_SESSION_ID")
+	})
+	if strings.Contains(stderr.String(), "panic") {
+		t.Fatalf("daemon log has a panic:\n%s", stderr.String())
+	}
+}
+
+func TestMCPStreamableHTTP(t *testing.T) {
+	idx := genIndex(t, "testdata/mini.json")
+	mcpAddr := freeAddr(t)
+	d, conn := startDaemon(t, idx, "--mcp-listen", mcpAddr, "--default-exposure", "meta-only")
+	endpoint := "http://" + mcpAddr + mcpPath
+	a := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
+	b := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
+
+	if got := listToolNames(t, a); !slices.Equal(got, []string{"analyze_prompt", "route", "search_tools"}) {
+		t.Fatalf("tools without --terminal = %v, want the classifier tools only", got)
+	}
+	var out mcpserver.SearchToolsOutput
+	callTool(t, b, "search_tools", map[string]any{"query": "show my unread GitHub notifications", "k": 1}, &out)
+	if len(out.Tools) != 1 || out.Tools[0].Name != "list_notifications" {
+		t.Fatalf("got %+v, want list_notifications", out.Tools)
+	}
+	// analyze_prompt over MCP applies to the same hub sessions as gRPC.
 	c := pb.NewClassifierServiceClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if !routeHasTool(ctx, t, c, "is the pollen bad in Berlin today", "get_air_quality") {
-		t.Error("the index built from the live server does not route to its tool")
-	}
-}
-
-func TestReloadFlags(t *testing.T) {
-	base := []string{"--model", "m"}
-	cases := []struct {
-		name string
-		args []string
-		want string // "" for valid
-	}{
-		{"index", []string{"--index", "a.idx"}, ""},
-		{"mcp config alone", []string{"--mcp-config", "mcp.json"}, ""},
-		{"mcp config and catalog", []string{"--mcp-config", "mcp.json", "--catalog", "c.json"}, ""},
-		{"neither", nil, "--index or --mcp-config is required"},
-		{"catalog without mcp", []string{"--index", "a.idx", "--catalog", "c.json"}, "--catalog needs --mcp-config"},
-		{"negative interval", []string{"--index", "a.idx", "--reload-interval", "-1s"}, "must not be negative"},
-		{"zero mcp timeout", []string{"--mcp-config", "mcp.json", "--mcp-timeout", "0s"}, "--mcp-timeout must be positive"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseFlags(append(append([]string{}, base...), tc.args...), io.Discard)
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("got %v, want valid", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("got %v, want an error containing %q", err, tc.want)
-			}
-		})
-	}
-}
-
-// TestDaemonRefusesToStartWithoutAnyTools: with --mcp-config alone and no
-// server answering, there is nothing to serve; the daemon says so and
-// exits non-zero instead of serving an empty index.
-func TestDaemonRefusesToStartWithoutAnyTools(t *testing.T) {
-	bin, _ := binaries(t)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "mcp.json")
-	if err := os.WriteFile(cfg, []byte(`{"mcpServers":{"gone":{"command":"`+filepath.Join(dir, "missing")+`"}}}`), 0o600); err != nil {
+	if _, err := c.CreateSession(ctx, &pb.CreateSessionRequest{SessionId: "hub-1"}); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--mcp-config", cfg, "--mcp-timeout", "2s", "--model", testenv.ModelDir(), "--listen", freeAddr(t),
-		"--ort-lib", testenv.ORTLib(), "--terminal-logs", filepath.Join(dir, "t"), "--terminal-db", filepath.Join(dir, "t.db"))
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		t.Fatal("classifierd started with no tools at all")
+	var an mcpserver.AnalyzePromptOutput
+	callTool(t, a, "analyze_prompt", map[string]any{"prompt": "write the report to disk as report.md", "session_id": "hub-1"}, &an)
+	if !an.Changed || !slices.Contains(an.Added, "filesystem") {
+		t.Fatalf("got %+v, want filesystem added", an)
 	}
-	last := lastLine(string(out))
-	if !strings.HasPrefix(last, "classifierd: build the index from "+cfg) || !strings.Contains(last, "no categories and no servers") {
-		t.Errorf("last line %q does not explain that no server listed tools", last)
+	sn, err := c.GetSession(ctx, &pb.GetSessionRequest{SessionId: "hub-1"})
+	if err != nil || !slices.Contains(sn.GetSession().GetExposedCategories(), "filesystem") {
+		t.Fatalf("session after MCP analyze_prompt: %v %v", sn, err)
 	}
-	if !strings.Contains(string(out), `mcp server degraded`) {
-		t.Errorf("the log does not name the failed server:\n%s", out)
+	if strings.Contains(d.stderr.String(), "panic") {
+		t.Fatalf("daemon log has a panic:\n%s", d.stderr.String())
 	}
+}
+
+// BenchmarkMCPSearchToolsStdio measures one search_tools call through the
+// SDK client over stdio against the real model and the default catalog:
+// JSON-RPC framing, schema validation and the Route behind it.
+func BenchmarkMCPSearchToolsStdio(b *testing.B) {
+	bin, _ := binaries(b)
+	idx := genIndex(b, defaultCatalog(b))
+	cmd := exec.Command(bin, "mcp", "--index", idx, "--model", testenv.ModelDir(), "--ort-lib", testenv.ORTLib(), "--log-level", "warn")
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	args := map[string]any{"query": "Check my GitHub notifications", "k": 10}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: args})
+		if err != nil || res.IsError {
+			b.Fatalf("%v %v", res, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/call")
 }

@@ -120,6 +120,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		defer func() { stopJanitor(); <-swept }()
 	}
 
+	if cfg.MCPStdio {
+		return serveMCPStdio(ctx, cfg, svc, term, idx, log)
+	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -142,6 +145,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	reloaded := make(chan struct{})
 	go func() { defer close(reloaded); rl.run(janitorCtx, svc, hs) }()
 	defer func() { stopJanitor(); <-reloaded }()
+	stopMCP, err := startMCPHTTP(cfg, svc, term, idx, log)
+	if err != nil {
+		_ = lis.Close()
+		return err
+	}
+	defer stopMCP()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve(lis) }()
 	select {

@@ -11,7 +11,7 @@ import (
 	"github.com/classifierd/classifierd/mcpserver"
 )
 
-// SearchOutput is hub__search_tools' answer: mcpserver's ranked tools,
+// SearchOutput is search_tools' answer: mcpserver's ranked tools,
 // each with the name to call it by.
 type SearchOutput struct {
 	Tools []FoundTool `json:"tools"`
@@ -23,12 +23,12 @@ type FoundTool struct {
 	// Exposed is the tool's name in this proxy ("<server>__<tool>"); Shown
 	// says whether it is in the session's tool list now.
 	Exposed string `json:"exposed_name" jsonschema:"the tool's name in this proxy"`
-	Shown   bool   `json:"shown" jsonschema:"the tool is in your tool list now; if not, call it with hub__call_tool"`
+	Shown   bool   `json:"shown" jsonschema:"the tool is in your tool list now; if not, call it with call_tool"`
 }
 
-// CallInput is hub__call_tool's input.
+// CallInput is call_tool's input.
 type CallInput struct {
-	Server    string         `json:"server" jsonschema:"the server's id or name, as hub__search_tools returned it"`
+	Server    string         `json:"server" jsonschema:"the server's id or name, as search_tools returned it"`
 	Tool      string         `json:"tool" jsonschema:"the tool's name on that server"`
 	Arguments map[string]any `json:"arguments,omitempty" jsonschema:"the tool's arguments"`
 }
@@ -51,7 +51,7 @@ type AnalyzeOutput struct {
 func (c *client) addMetaTools() {
 	p := c.p
 	mcp.AddTool(c.srv, &mcp.Tool{Name: ToolSearch, Description: "Search every tool of every connected MCP server, including tools " +
-		"not in your tool list, ranked best first with calibrated confidence; call one with hub__call_tool.",
+		"not in your tool list, ranked best first with calibrated confidence; call one with call_tool.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in mcpserver.SearchToolsInput) (*mcp.CallToolResult, SearchOutput, error) {
 			l, err := p.current()
@@ -73,7 +73,7 @@ func (c *client) addMetaTools() {
 			return nil, out, nil
 		})
 	mcp.AddTool(c.srv, &mcp.Tool{Name: ToolCall, Description: "Call any tool of any connected MCP server by server and tool name " +
-		"(as hub__search_tools returns them), whether or not it is in your tool list."},
+		"(as search_tools returns them), whether or not it is in your tool list."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in CallInput) (*mcp.CallToolResult, any, error) {
 			l, err := p.current()
 			if err != nil {
@@ -82,7 +82,7 @@ func (c *client) addMetaTools() {
 			lt, ok := l.find(in.Server, in.Tool)
 			if !ok {
 				return nil, nil, errors.New("NOT_FOUND: no tool " + clip.String(in.Tool, 128) + " on server " + clip.String(in.Server, 128) +
-					"; find one with hub__search_tools")
+					"; find one with search_tools")
 			}
 			res, err := p.call(ctx, lt.Server, lt.Tool.Name, in.Arguments)
 			return res, nil, err

@@ -1,12 +1,12 @@
 // Package mcpproxy is classifierd's MCP filtering proxy. It sits between an
 // agent and the real MCP servers of a hub-style configuration (their live
 // tools come from mcpsrc): each agent session sees the meta tools
-// (hub__search_tools, hub__call_tool, hub__analyze_prompt) plus the tools
+// (search_tools, call_tool, hub__analyze_prompt) plus the tools
 // of the categories (one per server) its exposure holds.
 // hub__analyze_prompt widens or replaces that exposure from a prompt and,
 // only when it changed, the session's tool list changes and the SDK sends
-// notifications/tools/list_changed. hub__search_tools ranks every live tool,
-// exposed or not, and hub__call_tool forwards a call to the right server,
+// notifications/tools/list_changed. search_tools ranks every live tool,
+// exposed or not, and call_tool forwards a call to the right server,
 // so the agent can call what it was not shown.
 //
 // The index over the live tools is rebuilt (indexbuild.Build) whenever a
@@ -40,8 +40,8 @@ import (
 
 // Meta tool names.
 const (
-	ToolSearch  = "hub__search_tools"
-	ToolCall    = "hub__call_tool"
+	ToolSearch  = "search_tools"
+	ToolCall    = "call_tool"
 	ToolAnalyze = "hub__analyze_prompt"
 )
 

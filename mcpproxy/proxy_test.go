@@ -116,7 +116,7 @@ func TestSessionExposureAndRebuild(t *testing.T) {
 	px, src := newTestProxy(t)
 	chA, chB := make(chan struct{}, 8), make(chan struct{}, 8)
 	a, b := connect(t, px, chA), connect(t, px, chB)
-	meta := []string{ToolAnalyze, ToolCall, ToolSearch}
+	meta := slices.Sorted(slices.Values([]string{ToolAnalyze, ToolCall, ToolSearch}))
 	if got := names(t, a); !slices.Equal(got, meta) {
 		t.Fatalf("new session: %v, want %v", got, meta)
 	}
@@ -198,7 +198,7 @@ func TestSessionExposureAndRebuild(t *testing.T) {
 	res, err = other.CallTool(context.Background(), &mcp.CallToolParams{Name: ToolCall,
 		Arguments: map[string]any{"server": "weather", "tool": "get_weather"}})
 	if err != nil || res.IsError {
-		t.Fatalf("hub__call_tool: %v %v", res, err)
+		t.Fatalf("call_tool: %v %v", res, err)
 	}
 	src.mu.Lock()
 	calls := slices.Clone(src.calls)

@@ -28,8 +28,9 @@ const mcpPath = "/mcp"
 // same server.Server the gRPC API uses, and the terminal tools when
 // --terminal is on.
 func newMCPServer(cfg Config, svc *server.Server, term *server.TerminalServer, idx *index.Index, caller mcpserver.Caller, log *slog.Logger) (*mcp.Server, error) {
-	b := mcpserver.Backend{Classifier: svc, Index: idx}
-	backend := func() mcpserver.Backend { return b }
+	// The served index is read per call: hot reloads and live MCP tools
+	// swap it under the daemon (server.Server.Swap).
+	backend := func() mcpserver.Backend { return mcpserver.Backend{Classifier: svc, Index: svc.Index()} }
 	s, err := mcpserver.New(mcpserver.Config{Backend: backend, Terminal: term, Timeout: cfg.Timeout, Version: version, Logger: log})
 	if err != nil {
 		return nil, err
@@ -40,10 +41,12 @@ func newMCPServer(cfg Config, svc *server.Server, term *server.TerminalServer, i
 	return s, nil
 }
 
-// openCaller connects to the servers of --mcp-servers (nil without it).
-func openCaller(cfg Config, log *slog.Logger) (mcpserver.Caller, func(), error) {
+// openCaller connects to the servers of --mcp-servers. Without it, the
+// servers of --mcp-config, whose live tools the daemon serves, are the ones
+// call_tool reaches (live, nil without either).
+func openCaller(cfg Config, live mcpserver.Caller, log *slog.Logger) (mcpserver.Caller, func(), error) {
 	if cfg.MCPServers == "" {
-		return nil, func() {}, nil
+		return live, func() {}, nil
 	}
 	mc, err := mcpsrc.LoadConfig(cfg.MCPServers)
 	if err != nil {
@@ -57,8 +60,8 @@ func openCaller(cfg Config, log *slog.Logger) (mcpserver.Caller, func(), error) 
 // serveMCPStdio serves MCP on stdin/stdout (classifierd mcp) until the
 // client closes stdin or ctx ends; with --mcp-listen it serves HTTP too.
 // The log stays on stderr: stdout carries only MCP messages.
-func serveMCPStdio(ctx context.Context, cfg Config, svc *server.Server, term *server.TerminalServer, idx *index.Index, log *slog.Logger) error {
-	caller, closeCaller, err := openCaller(cfg, log)
+func serveMCPStdio(ctx context.Context, cfg Config, svc *server.Server, term *server.TerminalServer, idx *index.Index, live mcpserver.Caller, log *slog.Logger) error {
+	caller, closeCaller, err := openCaller(cfg, live, log)
 	if err != nil {
 		return err
 	}
@@ -82,11 +85,11 @@ func serveMCPStdio(ctx context.Context, cfg Config, svc *server.Server, term *se
 
 // startMCPHTTP serves MCP over streamable HTTP at cfg.MCPListen (if set)
 // and returns the function that shuts it down within cfg.ShutdownWait.
-func startMCPHTTP(cfg Config, svc *server.Server, term *server.TerminalServer, idx *index.Index, log *slog.Logger) (stop func(), err error) {
+func startMCPHTTP(cfg Config, svc *server.Server, term *server.TerminalServer, idx *index.Index, live mcpserver.Caller, log *slog.Logger) (stop func(), err error) {
 	if cfg.MCPListen == "" {
 		return func() {}, nil
 	}
-	caller, closeCaller, err := openCaller(cfg, log)
+	caller, closeCaller, err := openCaller(cfg, live, log)
 	if err != nil {
 		return nil, err
 	}

@@ -95,7 +95,7 @@ func notNotified(t *testing.T, ch chan struct{}, what string) {
 	}
 }
 
-var metaTools = []string{mcpproxy.ToolAnalyze, mcpproxy.ToolCall, mcpproxy.ToolSearch}
+var metaTools = slices.Sorted(slices.Values([]string{mcpproxy.ToolAnalyze, mcpproxy.ToolCall, mcpproxy.ToolSearch}))
 
 func TestProxyStdio(t *testing.T) {
 	bin, _ := binaries(t)

@@ -21,6 +21,7 @@ import (
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/indexbuild"
 	"github.com/classifierd/classifierd/labels"
+	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/mcpsrc"
 	"github.com/classifierd/classifierd/request"
 	"github.com/classifierd/classifierd/server"
@@ -402,4 +403,13 @@ func categoryIDs(idx *index.Index) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// caller is what call_tool reaches with --mcp-config: the live servers
+// the index is built from (nil without them).
+func (r *reloader) caller() mcpserver.Caller {
+	if r.pool == nil {
+		return nil
+	}
+	return r.pool
 }

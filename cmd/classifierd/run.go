@@ -121,7 +121,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	}
 
 	if cfg.MCPStdio {
-		return serveMCPStdio(ctx, cfg, svc, term, idx, log)
+		return serveMCPStdio(ctx, cfg, svc, term, idx, rl.caller(), log)
 	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -145,7 +145,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	reloaded := make(chan struct{})
 	go func() { defer close(reloaded); rl.run(janitorCtx, svc, hs) }()
 	defer func() { stopJanitor(); <-reloaded }()
-	stopMCP, err := startMCPHTTP(cfg, svc, term, idx, log)
+	stopMCP, err := startMCPHTTP(cfg, svc, term, idx, rl.caller(), log)
 	if err != nil {
 		_ = lis.Close()
 		return err

@@ -37,6 +37,9 @@ var (
 	ErrInference = errors.New("embed: inference failed")
 	// ErrClosed reports use of a closed engine.
 	ErrClosed = embederr.ErrClosed
+	// ErrQueueFull reports a call refused because too many texts already
+	// wait for the model (Config.MaxQueue).
+	ErrQueueFull = embederr.ErrQueueFull
 )
 
 // Config configures an Engine. The zero value of each optional field picks a

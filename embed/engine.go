@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sugarme/tokenizer"
 	"github.com/sugarme/tokenizer/normalizer"
@@ -23,6 +24,7 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 	"golang.org/x/text/unicode/norm"
 
+	"github.com/classifierd/classifierd/embed/batch"
 	"github.com/classifierd/classifierd/embed/embederr"
 	"github.com/classifierd/classifierd/models"
 )
@@ -58,6 +60,16 @@ type Config struct {
 	ChunkSize int
 	// MaxBatch bounds the texts of one Embed call (default 1024).
 	MaxBatch int
+	// MaxQueue, when positive, sends the texts of concurrent Embed calls
+	// through a micro-batching queue (embed/batch) that holds at most this
+	// many texts waiting for the model: a call finding it full fails at
+	// once with ErrQueueFull. Runs take up to ChunkSize texts (one for a
+	// batch-dependent model) on MaxConcurrent workers. Zero runs each call
+	// on its own, unbounded (what an index build wants).
+	MaxQueue int
+	// BatchWindow is how long a queued run that is not full waits for more
+	// texts, from its oldest text's arrival (with MaxQueue; 0: no wait).
+	BatchWindow time.Duration
 }
 
 func (c *Config) withDefaults() (Config, error) {
@@ -124,6 +136,10 @@ type Engine struct {
 	wordSplit bool
 	wordsMu   sync.RWMutex
 	words     map[string][]int64
+
+	// queue batches the texts of concurrent calls (Config.MaxQueue); nil
+	// when each call runs its own texts.
+	queue *batch.Batcher[tokenized, []float32]
 }
 
 // maxCachedWords bounds the word cache (about 100k words is a few MiB).
@@ -216,6 +232,10 @@ func Open(rt *Runtime, cfg Config) (*Engine, error) {
 	if _, err := e.Embed(context.Background(), []string{"probe"}); err != nil {
 		_ = sess.Destroy()
 		return nil, fmt.Errorf("%w: probe run: %v", ErrModel, err)
+	}
+	if err := e.openQueue(); err != nil {
+		_ = sess.Destroy()
+		return nil, err
 	}
 	return e, nil
 }
@@ -506,6 +526,13 @@ func (e *Engine) Embed(ctx context.Context, texts []string) ([][]float32, error)
 		}
 		items[i] = item{ids: ids, types: types, pos: i}
 	}
+	if e.queue != nil {
+		queued := make([]tokenized, len(items))
+		for i, it := range items {
+			queued[i] = tokenized{ids: it.ids, types: it.types}
+		}
+		return e.embedQueued(ctx, queued)
+	}
 	// Sort by length so each chunk pads little; results go back in order.
 	sort.SliceStable(items, func(a, b int) bool { return len(items[a].ids) < len(items[b].ids) })
 	out := make([][]float32, len(texts))
@@ -750,6 +777,11 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
+	if e.queue != nil {
+		// No Embed call is in flight (closeMu is held), so the queue is
+		// empty; Close stops its workers before the session goes.
+		_ = e.queue.Close()
+	}
 	if err := e.sess.Destroy(); err != nil {
 		return fmt.Errorf("embed: destroy session: %w", err)
 	}

@@ -70,6 +70,10 @@ type Config struct {
 	// BatchWindow is how long a queued run that is not full waits for more
 	// texts, from its oldest text's arrival (with MaxQueue; 0: no wait).
 	BatchWindow time.Duration
+	// MaxQueueWait, with MaxQueue, also refuses a call (ErrQueueFull) whose
+	// texts would wait longer than this for the model, estimated from the
+	// recent time per text (0: only MaxQueue bounds the queue).
+	MaxQueueWait time.Duration
 }
 
 func (c *Config) withDefaults() (Config, error) {
@@ -508,6 +512,11 @@ func (e *Engine) Embed(ctx context.Context, texts []string) ([][]float32, error)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err // do not tokenise a batch nobody waits for
+	}
+	if e.queue != nil {
+		if err := e.queue.Admit(len(texts)); err != nil {
+			return nil, err // refused: no tokenising either
+		}
 	}
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()

@@ -23,6 +23,7 @@ func (e *Engine) openQueue() error {
 		Window:   e.cfg.BatchWindow,
 		MaxQueue: e.cfg.MaxQueue,
 		Workers:  e.cfg.MaxConcurrent,
+		MaxWait:  e.cfg.MaxQueueWait,
 	}, e.runTokenized)
 	if err != nil {
 		return err

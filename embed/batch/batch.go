@@ -43,6 +43,13 @@ type Config struct {
 	MaxQueue int
 	// Workers is how many batches run at the same time (at least 1).
 	Workers int
+	// MaxWait, when positive, also refuses a call (embederr.ErrQueueFull)
+	// whose items would wait longer than this before starting, estimated
+	// from the items ahead of them and the recent time per item of the
+	// runs (an exponentially weighted mean). It bounds the queueing delay
+	// of the calls that are admitted on a machine of any speed, where
+	// MaxQueue bounds memory.
+	MaxWait time.Duration
 }
 
 // Validate reports a setting out of range.
@@ -56,6 +63,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("batch: Workers %d, want at least 1", c.Workers)
 	case c.Window < 0:
 		return fmt.Errorf("batch: Window %v, want 0 or more", c.Window)
+	case c.MaxWait < 0:
+		return fmt.Errorf("batch: MaxWait %v, want 0 or more", c.MaxWait)
 	}
 	return nil
 }
@@ -99,6 +108,9 @@ type Batcher[In, Out any] struct {
 	workers sync.WaitGroup
 
 	runs, items, rejected atomic.Int64
+	// perItem is the weighted mean run time per item, in nanoseconds
+	// (0 until the first run); guarded by mu.
+	perItem float64
 }
 
 // New starts cfg.Workers workers that run batches with run.
@@ -154,10 +166,10 @@ func (b *Batcher[In, Out]) Do(ctx context.Context, items []In) ([]Out, error) {
 		b.mu.Unlock()
 		return nil, embederr.ErrClosed
 	}
-	if n := len(b.queue); n > 0 && n+len(items) > b.cfg.MaxQueue {
+	if err := b.admitLocked(len(items)); err != nil {
 		b.mu.Unlock()
 		b.rejected.Add(1)
-		return nil, fmt.Errorf("%w: %d waiting, limit %d", embederr.ErrQueueFull, n, b.cfg.MaxQueue)
+		return nil, err
 	}
 	for i, in := range items {
 		b.queue = append(b.queue, task[In, Out]{c: c, pos: i, in: in, when: now})
@@ -178,6 +190,39 @@ func (b *Batcher[In, Out]) Do(ctx context.Context, items []In) ([]Out, error) {
 		b.drop(c)
 		return nil, ctx.Err()
 	}
+}
+
+// Admit reports whether a call of n items would be admitted now: a
+// cheap early check for callers with work to do before Do (Do checks
+// again). It returns nil or an error wrapping embederr.ErrQueueFull, and
+// counts a refusal in Stats.
+func (b *Batcher[In, Out]) Admit(n int) error {
+	b.mu.Lock()
+	err := b.admitLocked(n)
+	b.mu.Unlock()
+	if err != nil {
+		b.rejected.Add(1)
+	}
+	return err
+}
+
+// admitLocked applies the queue bounds to a call of n items. An empty
+// queue admits any call.
+func (b *Batcher[In, Out]) admitLocked(n int) error {
+	q := len(b.queue)
+	if q == 0 {
+		return nil
+	}
+	if q+n > b.cfg.MaxQueue {
+		return fmt.Errorf("%w: %d waiting, limit %d", embederr.ErrQueueFull, q, b.cfg.MaxQueue)
+	}
+	if b.cfg.MaxWait > 0 && b.perItem > 0 {
+		wait := time.Duration(b.perItem * float64(q) / float64(b.cfg.Workers))
+		if wait > b.cfg.MaxWait {
+			return fmt.Errorf("%w: about %v of work waiting, limit %v", embederr.ErrQueueFull, wait.Round(time.Millisecond), b.cfg.MaxWait)
+		}
+	}
+	return nil
 }
 
 // signal wakes the collecting worker without blocking.
@@ -328,12 +373,22 @@ func (b *Batcher[In, Out]) runBatch(tasks []task[In, Out]) {
 	}
 	b.runs.Add(1)
 	b.items.Add(int64(len(tasks)))
+	began := time.Now()
 	outs, err := b.run(runCtx, ins)
+	took := time.Since(began)
 	if err == nil && len(outs) != len(ins) {
 		err = fmt.Errorf("batch: run returned %d results for %d items", len(outs), len(ins))
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if err == nil {
+		per := float64(took) / float64(len(ins))
+		if b.perItem == 0 {
+			b.perItem = per
+		} else {
+			b.perItem += 0.1 * (per - b.perItem)
+		}
+	}
 	for i, t := range tasks {
 		if t.c.left <= 0 {
 			continue // gone or failed already: nobody reads results

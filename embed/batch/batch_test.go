@@ -106,6 +106,7 @@ func TestConfigValidate(t *testing.T) {
 		{"no queue", Config{MaxBatch: 1, Workers: 1}, false},
 		{"no workers", Config{MaxBatch: 1, MaxQueue: 1}, false},
 		{"negative window", Config{MaxBatch: 1, MaxQueue: 1, Workers: 1, Window: -time.Millisecond}, false},
+		{"negative wait", Config{MaxBatch: 1, MaxQueue: 1, Workers: 1, MaxWait: -time.Millisecond}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg, (&fake{}).run)
@@ -409,5 +410,56 @@ func TestStress(t *testing.T) {
 	wg.Wait()
 	if st := b.Stats(); st.Queued != 0 {
 		t.Fatalf("%d items left queued", st.Queued)
+	}
+}
+
+// MaxWait refuses a call once the work ahead of it, at the measured time
+// per item, exceeds the bound; an empty queue still admits.
+func TestMaxWait(t *testing.T) {
+	f := &fake{started: make(chan []int, 10)}
+	slow := func(ctx context.Context, items []int) ([]int, error) {
+		time.Sleep(time.Millisecond)
+		return f.run(ctx, items)
+	}
+	b, err := New(Config{MaxBatch: 1, MaxQueue: 100, Workers: 1, MaxWait: time.Microsecond}, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	// No run measured yet: only MaxQueue applies.
+	f.gate = make(chan struct{})
+	first := doAsync(context.Background(), b, 1)
+	<-f.started
+	second := doAsync(context.Background(), b, 2)
+	waitQueued(t, b, 1)
+	if err := b.Admit(1); err != nil {
+		t.Fatalf("before any run was timed: %v, want admitted", err)
+	}
+	close(f.gate)
+	<-first
+	<-second
+	<-f.started
+	// Runs now take at least 1 ms an item: one item waiting is too much.
+	f.mu.Lock()
+	f.gate = make(chan struct{})
+	f.mu.Unlock()
+	running := doAsync(context.Background(), b, 3)
+	<-f.started
+	if err := b.Admit(1); err != nil {
+		t.Fatalf("empty queue: %v, want admitted", err)
+	}
+	queued := doAsync(context.Background(), b, 4)
+	waitQueued(t, b, 1)
+	if _, err := b.Do(context.Background(), []int{5}); !errors.Is(err, embederr.ErrQueueFull) {
+		t.Fatalf("behind 1 ms of work with MaxWait 1µs: %v, want ErrQueueFull", err)
+	}
+	if err := b.Admit(1); !errors.Is(err, embederr.ErrQueueFull) {
+		t.Fatalf("Admit: %v, want ErrQueueFull", err)
+	}
+	close(f.gate)
+	<-running
+	<-queued
+	if st := b.Stats(); st.Rejected != 2 {
+		t.Fatalf("rejected %d, want 2", st.Rejected)
 	}
 }

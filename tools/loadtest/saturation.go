@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+)
+
+// satConfig is the saturation mode's part of the command line.
+type satConfig struct {
+	steps       []int
+	stepTime    time.Duration
+	warmup      time.Duration
+	callTimeout time.Duration
+	backoff     time.Duration
+	conns       int
+	queries     string
+	png         string
+	bareWorkers int
+}
+
+// step is what one concurrency level measured.
+type step struct {
+	Clients    int            `json:"clients"`
+	Seconds    float64        `json:"seconds"`
+	OK         int            `json:"ok"`
+	RPS        float64        `json:"route_per_s"`
+	P50ms      float64        `json:"p50_ms"`
+	P99ms      float64        `json:"p99_ms"`
+	MaxMs      float64        `json:"max_ms"`
+	Rejected   int            `json:"rejected"`
+	Errors     map[string]int `json:"errors,omitempty"`
+	RejectRate float64        `json:"rejected_share"`
+}
+
+func parseSteps(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 10_000 {
+			return nil, fmt.Errorf("--steps: %q is not a client count in 1..10000", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// loadQueries reads the "text" of each line of a JSON-lines file (the
+// eval format of data/catalogs), so the load covers many distinct prompts.
+func loadQueries(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var q struct {
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &q); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if strings.TrimSpace(q.Text) != "" {
+			out = append(out, q.Text)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no queries", path)
+	}
+	return out, nil
+}
+
+// bareThroughput runs the embed engine alone in this process on texts,
+// from workers goroutines, for d: texts per second with nothing else
+// (no gRPC, no tokenising, no ranking), the ceiling Route/s is compared to.
+func bareThroughput(ctx context.Context, d time.Duration, workers, n int, call func(context.Context, int) error) (float64, error) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done, next := 0, 0
+	var firstErr error
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if err := call(ctx, i%n); err != nil {
+					mu.Lock()
+					firstErr = err
+					mu.Unlock()
+					return
+				}
+				mu.Lock()
+				done++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	return float64(done) / time.Since(start).Seconds(), nil
+}
+
+// saturate drives Route at each concurrency step: every client calls in a
+// closed loop (next call as soon as the last answered) and, after a
+// RESOURCE_EXHAUSTED, backs off exponentially with jitter as gRPC's retry
+// policy does (sc.backoff, doubling per refusal in a row, at most 1 s;
+// without it refused clients would spin and the refusals alone would fill
+// the machine); only calls started after the step's warm-up count.
+func saturate(ctx context.Context, addr string, sc satConfig, queries []string, out io.Writer) ([]step, error) {
+	conns := make([]*grpc.ClientConn, sc.conns)
+	clients := make([]pb.ClassifierServiceClient, sc.conns)
+	for i := range conns {
+		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		conns[i], clients[i] = c, pb.NewClassifierServiceClient(c)
+	}
+	fmt.Fprintf(out, "%8s %10s %9s %9s %9s %9s %9s  %s\n", "clients", "Route/s", "p50 ms", "p99 ms", "max ms", "ok", "refused", "errors")
+	var steps []step
+	for _, n := range sc.steps {
+		if err := ctx.Err(); err != nil {
+			return steps, err
+		}
+		st := runStep(ctx, clients, n, sc, queries)
+		steps = append(steps, st)
+		var errs []string
+		for k, v := range st.Errors {
+			errs = append(errs, fmt.Sprintf("%s:%d", k, v))
+		}
+		slices.Sort(errs)
+		fmt.Fprintf(out, "%8d %10.0f %9.2f %9.2f %9.2f %9d %9d  %s\n", st.Clients, st.RPS, st.P50ms, st.P99ms, st.MaxMs, st.OK, st.Rejected, strings.Join(errs, " "))
+	}
+	return steps, nil
+}
+
+func runStep(ctx context.Context, clients []pb.ClassifierServiceClient, n int, sc satConfig, queries []string) step {
+	stepCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	start := time.Now()
+	measureFrom := start.Add(sc.warmup)
+	measureTo := measureFrom.Add(sc.stepTime)
+	type tally struct {
+		lat      []time.Duration
+		rejected int
+		errs     map[string]int
+	}
+	tallies := make([]tally, n)
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl := clients[w%len(clients)]
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(n)))
+			t := &tallies[w]
+			t.errs = map[string]int{}
+			backoff := sc.backoff
+			for i := w; ; i += n {
+				began := time.Now()
+				if !began.Before(measureTo) || stepCtx.Err() != nil {
+					return
+				}
+				cctx, cancel := context.WithTimeout(stepCtx, sc.callTimeout)
+				_, err := cl.Route(cctx, &pb.RouteRequest{Query: queries[i%len(queries)]})
+				cancel()
+				took := time.Since(began)
+				counted := !began.Before(measureFrom)
+				switch code := status.Code(err); {
+				case err == nil:
+					backoff = sc.backoff
+					if counted {
+						t.lat = append(t.lat, took)
+					}
+				case code == codes.ResourceExhausted:
+					if counted {
+						t.rejected++
+					}
+					pause := backoff/2 + time.Duration(rng.Int64N(int64(backoff)+1))
+					backoff = min(2*backoff, time.Second)
+					select {
+					case <-time.After(pause):
+					case <-stepCtx.Done():
+						return
+					}
+				default:
+					if stepCtx.Err() != nil {
+						return
+					}
+					if counted {
+						t.errs[code.String()]++
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := step{Clients: n, Seconds: sc.stepTime.Seconds(), Errors: map[string]int{}}
+	var all []time.Duration
+	for _, t := range tallies {
+		all = append(all, t.lat...)
+		st.Rejected += t.rejected
+		for k, v := range t.errs {
+			st.Errors[k] += v
+		}
+	}
+	st.OK = len(all)
+	st.RPS = float64(st.OK) / sc.stepTime.Seconds()
+	if total := st.OK + st.Rejected; total > 0 {
+		st.RejectRate = float64(st.Rejected) / float64(total)
+	}
+	if len(all) > 0 {
+		slices.Sort(all)
+		st.P50ms = ms(all[len(all)/2])
+		st.P99ms = ms(all[min(len(all)-1, len(all)*99/100)])
+		st.MaxMs = ms(all[len(all)-1])
+	}
+	if len(st.Errors) == 0 {
+		st.Errors = nil
+	}
+	return st
+}
+
+// runSaturation is the --saturation mode: the bare engine's throughput and
+// the paired latency ratio, then Route at each concurrency step, printed,
+// charted (--png) and optionally written as JSON.
+func runSaturation(ctx context.Context, c config, sc satConfig, out io.Writer) error {
+	queries := prompts
+	if sc.queries != "" {
+		q, err := loadQueries(sc.queries)
+		if err != nil {
+			return err
+		}
+		queries = q
+	}
+	bareCall, closeBare, err := openBareTexts(ctx, c, queries, sc.bareWorkers)
+	if err != nil {
+		return err
+	}
+	bareRate, err := bareThroughput(ctx, sc.stepTime, sc.bareWorkers, len(queries), bareCall)
+	if err != nil {
+		closeBare()
+		return fmt.Errorf("bare: %w", err)
+	}
+	addr, stopDaemon, err := startDaemon(ctx, c)
+	if err != nil {
+		closeBare()
+		return err
+	}
+	defer stopDaemon()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		closeBare()
+		return err
+	}
+	cl := pb.NewClassifierServiceClient(conn)
+	route := func(ctx context.Context, i int) error {
+		_, err := cl.Route(ctx, &pb.RouteRequest{Query: queries[i%len(queries)]})
+		return err
+	}
+	if err := route(ctx, 0); err != nil {
+		conn.Close()
+		closeBare()
+		return fmt.Errorf("first Route: %w", err)
+	}
+	// The latency ratio with bare runs and Route calls interleaved one for
+	// one, then the bare engine is closed so it holds no threads while the
+	// daemon is loaded.
+	pb50, pr50, err := paired(ctx, min(c.requests, 2000), bareCall, route)
+	conn.Close()
+	closeBare()
+	if err != nil {
+		return fmt.Errorf("paired: %w", err)
+	}
+	fmt.Fprintf(out, "queries: %d distinct (%s); daemon: %s\n", len(queries), orDefault(sc.queries, "built-in prompts"), c.daemon)
+	fmt.Fprintf(out, "bare ONNX Runtime (embed engine alone, same texts, %d workers): %.0f texts/s\n", sc.bareWorkers, bareRate)
+	fmt.Fprintf(out, "one client, interleaved: bare p50 %.3f ms, Route p50 %.3f ms, ratio %.2f\n", ms(pb50), ms(pr50), float64(pr50)/float64(pb50))
+
+	steps, err := saturate(ctx, addr, sc, queries, out)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	var best step
+	for _, s := range steps {
+		if s.RPS > best.RPS {
+			best = s
+		}
+	}
+	if best.RPS > 0 {
+		fmt.Fprintf(out, "peak %.0f Route/s at %d clients = %.2f × the bare engine's %.0f texts/s\n", best.RPS, best.Clients, best.RPS/bareRate, bareRate)
+	}
+	if sc.png != "" {
+		title := fmt.Sprintf("classifierd Route saturation (%s)", orDefault(c.label, "this machine"))
+		if err := writeSaturationPNG(sc.png, title, steps, bareRate); err != nil {
+			return fmt.Errorf("png: %w", err)
+		}
+		fmt.Fprintf(out, "wrote %s\n", sc.png)
+	}
+	if c.jsonOut != "" {
+		res := map[string]any{
+			"bare_texts_per_s": bareRate, "paired_bare_p50_ms": ms(pb50), "paired_route_p50_ms": ms(pr50),
+			"route_over_bare_p50": float64(pr50) / float64(pb50), "steps": steps, "queries": len(queries),
+		}
+		b, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(c.jsonOut, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}

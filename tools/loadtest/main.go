@@ -127,7 +127,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 
-	addr, stopDaemon, err := startDaemon(ctx, c)
+	addr, _, stopDaemon, err := startDaemon(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -339,16 +339,18 @@ func concurrent(ctx context.Context, n, workers int, call func(context.Context, 
 	return float64(n) / time.Since(start).Seconds(), nil
 }
 
-func startDaemon(ctx context.Context, c config) (string, func(), error) {
+// startDaemon starts the daemon on a free loopback port and waits until it
+// reports SERVING; it returns the address, the process id and how to stop it.
+func startDaemon(ctx context.Context, c config) (string, int, func(), error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	addr := l.Addr().String()
 	l.Close()
 	state, err := os.MkdirTemp("", "loadtest-")
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	cmd := exec.CommandContext(ctx, c.daemon, "--index", c.index, "--model", c.model, "--listen", addr,
 		"--ort-lib", c.ortLib, "--log-level", "warn",
@@ -359,7 +361,7 @@ func startDaemon(ctx context.Context, c config) (string, func(), error) {
 	cmd.Args = append(cmd.Args, c.daemonArgs...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -369,7 +371,7 @@ func startDaemon(ctx context.Context, c config) (string, func(), error) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		stop()
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	defer conn.Close()
 	hc := healthpb.NewHealthClient(conn)
@@ -378,9 +380,9 @@ func startDaemon(ctx context.Context, c config) (string, func(), error) {
 		r, err := hc.Check(cctx, &healthpb.HealthCheckRequest{})
 		cancel()
 		if err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return addr, stop, nil
+			return addr, cmd.Process.Pid, stop, nil
 		}
 	}
 	stop()
-	return "", nil, errors.New("daemon did not become healthy in 60s")
+	return "", 0, nil, errors.New("daemon did not become healthy in 60s")
 }

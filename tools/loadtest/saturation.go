@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,6 +49,59 @@ type step struct {
 	Rejected   int            `json:"rejected"`
 	Errors     map[string]int `json:"errors,omitempty"`
 	RejectRate float64        `json:"rejected_share"`
+	// DaemonCPUms is the daemon's CPU time (user + system) per answered
+	// call, refusals' cost included: on a quiet machine, cores ÷ this is
+	// the most Route/s it can answer.
+	DaemonCPUms float64 `json:"daemon_cpu_ms_per_route"`
+	// MachineBusy is the share of all CPUs busy during the step (daemon,
+	// this load generator and anything else running).
+	MachineBusy float64 `json:"machine_busy_share"`
+}
+
+// procCPU is a process's user plus system CPU time (/proc/PID/stat).
+func procCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses and may
+	// hold spaces: state is field 3, utime 14, stime 15.
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	const clkTck = 100 // USER_HZ on Linux
+	return time.Duration(ut+st) * time.Second / clkTck, nil
+}
+
+// machineCPU is the busy and total jiffies of all CPUs (/proc/stat).
+func machineCPU() (busy, total int64, err error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0, errors.New("/proc/stat: no cpu line")
+	}
+	for i, x := range f[1:min(len(f), 9)] { // user .. steal; guest is inside user
+		v, err := strconv.ParseInt(x, 10, 64)
+		if err != nil {
+			return 0, 0, err
+		}
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, total, nil
 }
 
 func parseSteps(s string) ([]int, error) {
@@ -137,7 +191,7 @@ func bareThroughput(ctx context.Context, d time.Duration, workers, n int, call f
 // policy does (sc.backoff, doubling per refusal in a row, at most 1 s;
 // without it refused clients would spin and the refusals alone would fill
 // the machine); only calls started after the step's warm-up count.
-func saturate(ctx context.Context, addr string, sc satConfig, queries []string, out io.Writer) ([]step, error) {
+func saturate(ctx context.Context, addr string, pid int, sc satConfig, queries []string, out io.Writer) ([]step, error) {
 	conns := make([]*grpc.ClientConn, sc.conns)
 	clients := make([]pb.ClassifierServiceClient, sc.conns)
 	for i := range conns {
@@ -148,20 +202,32 @@ func saturate(ctx context.Context, addr string, sc satConfig, queries []string, 
 		defer c.Close()
 		conns[i], clients[i] = c, pb.NewClassifierServiceClient(c)
 	}
-	fmt.Fprintf(out, "%8s %10s %9s %9s %9s %9s %9s  %s\n", "clients", "Route/s", "p50 ms", "p99 ms", "max ms", "ok", "refused", "errors")
+	fmt.Fprintf(out, "%8s %10s %9s %9s %9s %9s %9s %12s %10s  %s\n", "clients", "Route/s", "p50 ms", "p99 ms", "max ms", "ok", "refused", "daemon cpu", "machine", "errors")
 	var steps []step
 	for _, n := range sc.steps {
 		if err := ctx.Err(); err != nil {
 			return steps, err
 		}
+		cpu0, cpuErr := procCPU(pid)
+		busy0, total0, statErr := machineCPU()
 		st := runStep(ctx, clients, n, sc, queries)
+		cpu1, cpuErr1 := procCPU(pid)
+		busy1, total1, statErr1 := machineCPU()
+		if cpuErr == nil && cpuErr1 == nil && st.OK > 0 {
+			// Over the warm-up and the measured time: per answered call of
+			// the measured time, scaled to the whole step.
+			st.DaemonCPUms = ms(cpu1-cpu0) / (float64(st.OK) * float64(sc.warmup+sc.stepTime) / float64(sc.stepTime))
+		}
+		if statErr == nil && statErr1 == nil && total1 > total0 {
+			st.MachineBusy = float64(busy1-busy0) / float64(total1-total0)
+		}
 		steps = append(steps, st)
 		var errs []string
 		for k, v := range st.Errors {
 			errs = append(errs, fmt.Sprintf("%s:%d", k, v))
 		}
 		slices.Sort(errs)
-		fmt.Fprintf(out, "%8d %10.0f %9.2f %9.2f %9.2f %9d %9d  %s\n", st.Clients, st.RPS, st.P50ms, st.P99ms, st.MaxMs, st.OK, st.Rejected, strings.Join(errs, " "))
+		fmt.Fprintf(out, "%8d %10.0f %9.2f %9.2f %9.2f %9d %9d %9.2f ms %9.0f%%  %s\n", st.Clients, st.RPS, st.P50ms, st.P99ms, st.MaxMs, st.OK, st.Rejected, st.DaemonCPUms, 100*st.MachineBusy, strings.Join(errs, " "))
 	}
 	return steps, nil
 }
@@ -274,7 +340,7 @@ func runSaturation(ctx context.Context, c config, sc satConfig, out io.Writer) e
 		closeBare()
 		return fmt.Errorf("bare: %w", err)
 	}
-	addr, stopDaemon, err := startDaemon(ctx, c)
+	addr, pid, stopDaemon, err := startDaemon(ctx, c)
 	if err != nil {
 		closeBare()
 		return err
@@ -308,7 +374,7 @@ func runSaturation(ctx context.Context, c config, sc satConfig, out io.Writer) e
 	fmt.Fprintf(out, "bare ONNX Runtime (embed engine alone, same texts, %d workers): %.0f texts/s\n", sc.bareWorkers, bareRate)
 	fmt.Fprintf(out, "one client, interleaved: bare p50 %.3f ms, Route p50 %.3f ms, ratio %.2f\n", ms(pb50), ms(pr50), float64(pr50)/float64(pb50))
 
-	steps, err := saturate(ctx, addr, sc, queries, out)
+	steps, err := saturate(ctx, addr, pid, sc, queries, out)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
@@ -320,6 +386,12 @@ func runSaturation(ctx context.Context, c config, sc satConfig, out io.Writer) e
 	}
 	if best.RPS > 0 {
 		fmt.Fprintf(out, "peak %.0f Route/s at %d clients = %.2f × the bare engine's %.0f texts/s\n", best.RPS, best.Clients, best.RPS/bareRate, bareRate)
+	}
+	for _, s := range steps {
+		if s.Clients == 8 && s.DaemonCPUms > 0 {
+			fmt.Fprintf(out, "at 8 clients the daemon spent %.2f ms of CPU per answered Route: %d cores could answer at most %.0f Route/s with nothing else running (the machine was %.0f%% busy)\n",
+				s.DaemonCPUms, runtime.NumCPU(), float64(runtime.NumCPU())*1000/s.DaemonCPUms, 100*s.MachineBusy)
+		}
 	}
 	if sc.png != "" {
 		title := fmt.Sprintf("classifierd Route saturation (%s)", orDefault(c.label, "this machine"))

@@ -309,3 +309,36 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// TestDockerfileMatchesBuild checks the Dockerfile's pinned versions
+// against the Makefile and go.mod, so the image cannot drift from what
+// `make deps` puts in .cache/ or from the Go the module needs.
+func TestDockerfileMatchesBuild(t *testing.T) {
+	read := func(p string) string {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	docker, makefile, gomod := read("../../Dockerfile"), read("../../Makefile"), read("../../go.mod")
+	value := func(text, pattern string) string {
+		m := regexp.MustCompile(pattern).FindStringSubmatch(text)
+		if m == nil {
+			t.Fatalf("no match for %s", pattern)
+		}
+		return m[1]
+	}
+	for _, tc := range []struct{ what, docker, want string }{
+		{"ONNX Runtime version", value(docker, `(?m)^ARG ORT_VERSION=(\S+)`), value(makefile, `(?m)^ORT_VERSION\s*:=\s*(\S+)`)},
+		{"default model", value(docker, `(?m)^ARG MODEL=(\S+)`), value(makefile, `(?m)^MODEL\s*\?=\s*(\S+)`)},
+		{"Go version", value(docker, `(?m)^ARG GO_VERSION=(\S+)`), value(gomod, `(?m)^go (\d+\.\d+)`)},
+	} {
+		if tc.docker != tc.want {
+			t.Errorf("Dockerfile %s %q, build uses %q", tc.what, tc.docker, tc.want)
+		}
+	}
+	if !strings.Contains(docker, "/usr/local/bin/classifierd") || !strings.Contains(docker, "gcr.io/distroless/") {
+		t.Error("Dockerfile: want the daemon on a distroless base")
+	}
+}

@@ -50,8 +50,8 @@ func (e *queuedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 }
 
 // A Route that finds the embedding queue full is RESOURCE_EXHAUSTED at
-// once, with a message that says to back off; the calls already admitted
-// are answered.
+// once, with a message that says to back off; AnalyzePrompt answers from
+// keywords, degraded; the calls already admitted are answered.
 func TestRouteQueueFullIsResourceExhausted(t *testing.T) {
 	gate := make(chan struct{})
 	emb := newQueuedEmbedder(t, 1, gate)
@@ -88,6 +88,15 @@ func TestRouteQueueFullIsResourceExhausted(t *testing.T) {
 	wantCode(t, err, codes.ResourceExhausted)
 	if msg := status.Convert(err).Message(); !strings.Contains(msg, "retry") || strings.HasPrefix(msg, "embed:") {
 		t.Fatalf("message %q: want advice to retry, without the package prefix", msg)
+	}
+	// AnalyzePrompt keeps its contract for a model it cannot use: a
+	// keyword answer marked degraded, here saying why.
+	an, err := c.AnalyzePrompt(ctx, &pb.AnalyzePromptRequest{Prompt: "check github notifications"})
+	if err != nil {
+		t.Fatalf("AnalyzePrompt with the queue full: %v, want a degraded answer", err)
+	}
+	if !an.GetDegraded() || !strings.Contains(an.GetReasoning(), "overloaded") {
+		t.Fatalf("AnalyzePrompt: degraded %v, reasoning %q; want degraded, overloaded", an.GetDegraded(), an.GetReasoning())
 	}
 	close(gate)
 	for _, ch := range []chan error{running, queued} {

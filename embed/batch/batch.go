@@ -214,16 +214,28 @@ func (b *Batcher[In, Out]) admitLocked(n int) error {
 		return nil
 	}
 	if q+n > b.cfg.MaxQueue {
-		return fmt.Errorf("%w: %d waiting, limit %d", embederr.ErrQueueFull, q, b.cfg.MaxQueue)
+		return queueFull(fmt.Sprintf("%d waiting, limit %d", q, b.cfg.MaxQueue))
 	}
 	if b.cfg.MaxWait > 0 && b.perItem > 0 {
 		wait := time.Duration(b.perItem * float64(q) / float64(b.cfg.Workers))
 		if wait > b.cfg.MaxWait {
-			return fmt.Errorf("%w: about %v of work waiting, limit %v", embederr.ErrQueueFull, wait.Round(time.Millisecond), b.cfg.MaxWait)
+			return queueFull(fmt.Sprintf("about %v of work waiting, limit %v", wait.Round(time.Millisecond), b.cfg.MaxWait))
 		}
 	}
 	return nil
 }
+
+// queueFull is a refusal: it is embederr.ErrQueueFull (errors.Is), says
+// why, and names its kind ("overloaded") for callers that report what
+// kind of failure they fell back from, as AnalyzePrompt's keyword answer
+// does.
+type queueFull string
+
+func (e queueFull) Error() string { return embederr.ErrQueueFull.Error() + ": " + string(e) }
+func (e queueFull) Unwrap() error { return embederr.ErrQueueFull }
+
+// Kind names the failure.
+func (queueFull) Kind() string { return "overloaded" }
 
 // signal wakes the collecting worker without blocking.
 func (b *Batcher[In, Out]) signal() {

@@ -219,6 +219,10 @@ func TestQueueBound(t *testing.T) {
 	if st := b.Stats(); st.Rejected != 1 {
 		t.Fatalf("rejected %d, want 1", st.Rejected)
 	}
+	var kind interface{ Kind() string }
+	if err := b.Admit(1); !errors.As(err, &kind) || kind.Kind() != "overloaded" {
+		t.Fatalf("refusal %v: want an error whose Kind is overloaded", err)
+	}
 	close(f.gate)
 	if got := <-a; got.err != nil || !slices.Equal(got.out, []int{2}) {
 		t.Fatalf("first call: %v, %v", got.out, got.err)
@@ -463,3 +467,4 @@ func TestMaxWait(t *testing.T) {
 		t.Fatalf("rejected %d, want 2", st.Rejected)
 	}
 }
+

@@ -467,4 +467,3 @@ func TestMaxWait(t *testing.T) {
 		t.Fatalf("rejected %d, want 2", st.Rejected)
 	}
 }
-

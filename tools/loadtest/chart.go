@@ -52,7 +52,6 @@ func writeSaturationPNG(path, title string, steps []step, bare float64) error {
 		label(img, 8, yT(v)+4, fmt.Sprintf("%6.0f", v), color.Black)
 	}
 	hline(img, ml, w-mr, yT(bare), grey, true)
-	label(img, w-mr-400, yT(bare)-6, fmt.Sprintf("bare ONNX Runtime: %.0f texts/s (same texts, same run)", bare), grey)
 	for i := 1; i < n; i++ {
 		line(img, x(i-1), yT(steps[i-1].RPS), x(i), yT(steps[i].RPS), blue)
 	}
@@ -61,6 +60,7 @@ func writeSaturationPNG(path, title string, steps []step, bare float64) error {
 		label(img, x(i)-12, yT(s.RPS)-8, fmt.Sprintf("%.0f", s.RPS), blue)
 	}
 	label(img, ml, top-10, "Route/s answered (blue)", blue)
+	label(img, ml+190, top-10, fmt.Sprintf("dashed: bare ONNX Runtime, %.0f texts/s (same texts, same run)", bare), grey)
 
 	// Bottom panel: latency of answered calls, log scale.
 	top2, bottom2 := 380, 620

@@ -97,11 +97,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&sc.conns, "conns", 8, "with --saturation: gRPC connections the clients share")
 	fs.StringVar(&sc.queries, "queries", "", "with --saturation: JSON-lines file whose \"text\" fields are the prompts (default: the built-in ones)")
 	fs.StringVar(&sc.png, "png", "", "with --saturation: write the curve as a PNG chart")
+	replotFrom := fs.String("replot", "", "redraw the chart (--png) from the --json file of an earlier --saturation run, and exit")
 	fs.IntVar(&sc.bareWorkers, "bare-workers", 2, "with --saturation: concurrent runs of the bare engine (the daemon's --concurrency)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	c.daemonArgs = strings.Fields(*daemonArgs)
+	if *replotFrom != "" {
+		if sc.png == "" {
+			return errors.New("--replot needs --png")
+		}
+		return replot(*replotFrom, sc.png, chartTitle(c.label))
+	}
 	if *saturation {
 		var err error
 		if sc.steps, err = parseSteps(*steps); err != nil {

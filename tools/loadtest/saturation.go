@@ -319,6 +319,25 @@ func runStep(ctx context.Context, clients []pb.ClassifierServiceClient, n int, s
 	return st
 }
 
+// replot redraws the chart of a run from its --json file.
+func replot(jsonPath, pngPath, title string) error {
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		return err
+	}
+	var res struct {
+		Bare  float64 `json:"bare_texts_per_s"`
+		Steps []step  `json:"steps"`
+	}
+	if err := json.Unmarshal(data, &res); err != nil {
+		return fmt.Errorf("%s: %w", jsonPath, err)
+	}
+	if len(res.Steps) == 0 {
+		return fmt.Errorf("%s: no steps", jsonPath)
+	}
+	return writeSaturationPNG(pngPath, title, res.Steps, res.Bare)
+}
+
 // runSaturation is the --saturation mode: the bare engine's throughput and
 // the paired latency ratio, then Route at each concurrency step, printed,
 // charted (--png) and optionally written as JSON.
@@ -394,8 +413,7 @@ func runSaturation(ctx context.Context, c config, sc satConfig, out io.Writer) e
 		}
 	}
 	if sc.png != "" {
-		title := fmt.Sprintf("classifierd Route saturation (%s)", orDefault(c.label, "this machine"))
-		if err := writeSaturationPNG(sc.png, title, steps, bareRate); err != nil {
+		if err := writeSaturationPNG(sc.png, chartTitle(c.label), steps, bareRate); err != nil {
 			return fmt.Errorf("png: %w", err)
 		}
 		fmt.Fprintf(out, "wrote %s\n", sc.png)
@@ -411,6 +429,10 @@ func runSaturation(ctx context.Context, c config, sc satConfig, out io.Writer) e
 		}
 	}
 	return nil
+}
+
+func chartTitle(label string) string {
+	return fmt.Sprintf("classifierd Route saturation (%s)", orDefault(label, "this machine"))
 }
 
 func orDefault(s, d string) string {

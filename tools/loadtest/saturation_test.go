@@ -80,4 +80,18 @@ func TestSaturationPNG(t *testing.T) {
 	if err := writeSaturationPNG(filepath.Join(t.TempDir(), "no", "dir.png"), "x", steps, 1); err == nil {
 		t.Fatal("writing into a missing directory: no error")
 	}
+	// --replot draws the same chart from a run's JSON.
+	js := filepath.Join(t.TempDir(), "run.json")
+	if err := os.WriteFile(js, []byte(`{"bare_texts_per_s": 1400, "steps": [{"clients": 1, "route_per_s": 400, "p50_ms": 2, "p99_ms": 6}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := replot(js, filepath.Join(t.TempDir(), "r.png"), "t"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(js, []byte(`{"steps": []}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := replot(js, filepath.Join(t.TempDir(), "r.png"), "t"); err == nil {
+		t.Fatal("replot of a run without steps: no error")
+	}
 }

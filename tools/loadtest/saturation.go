@@ -56,6 +56,9 @@ type step struct {
 	// MachineBusy is the share of all CPUs busy during the step (daemon,
 	// this load generator and anything else running).
 	MachineBusy float64 `json:"machine_busy_share"`
+	// ClientCores is the CPU this load generator used, in cores: taken
+	// from the daemon when both run on one machine.
+	ClientCores float64 `json:"client_cores"`
 }
 
 // procCPU is a process's user plus system CPU time (/proc/PID/stat).
@@ -202,17 +205,23 @@ func saturate(ctx context.Context, addr string, pid int, sc satConfig, queries [
 		defer c.Close()
 		conns[i], clients[i] = c, pb.NewClassifierServiceClient(c)
 	}
-	fmt.Fprintf(out, "%8s %10s %9s %9s %9s %9s %9s %12s %10s  %s\n", "clients", "Route/s", "p50 ms", "p99 ms", "max ms", "ok", "refused", "daemon cpu", "machine", "errors")
+	fmt.Fprintf(out, "%8s %10s %9s %9s %9s %9s %9s %12s %8s %8s  %s\n", "clients", "Route/s", "p50 ms", "p99 ms", "max ms", "ok", "refused", "daemon cpu", "client", "machine", "errors")
 	var steps []step
 	for _, n := range sc.steps {
 		if err := ctx.Err(); err != nil {
 			return steps, err
 		}
 		cpu0, cpuErr := procCPU(pid)
+		self0, selfErr := procCPU(os.Getpid())
 		busy0, total0, statErr := machineCPU()
+		began := time.Now()
 		st := runStep(ctx, clients, n, sc, queries)
 		cpu1, cpuErr1 := procCPU(pid)
+		self1, selfErr1 := procCPU(os.Getpid())
 		busy1, total1, statErr1 := machineCPU()
+		if selfErr == nil && selfErr1 == nil {
+			st.ClientCores = float64(self1-self0) / float64(time.Since(began))
+		}
 		if cpuErr == nil && cpuErr1 == nil && st.OK > 0 {
 			// Over the warm-up and the measured time: per answered call of
 			// the measured time, scaled to the whole step.
@@ -227,7 +236,7 @@ func saturate(ctx context.Context, addr string, pid int, sc satConfig, queries [
 			errs = append(errs, fmt.Sprintf("%s:%d", k, v))
 		}
 		slices.Sort(errs)
-		fmt.Fprintf(out, "%8d %10.0f %9.2f %9.2f %9.2f %9d %9d %9.2f ms %9.0f%%  %s\n", st.Clients, st.RPS, st.P50ms, st.P99ms, st.MaxMs, st.OK, st.Rejected, st.DaemonCPUms, 100*st.MachineBusy, strings.Join(errs, " "))
+		fmt.Fprintf(out, "%8d %10.0f %9.2f %9.2f %9.2f %9d %9d %9.2f ms %5.2f cr %7.0f%%  %s\n", st.Clients, st.RPS, st.P50ms, st.P99ms, st.MaxMs, st.OK, st.Rejected, st.DaemonCPUms, st.ClientCores, 100*st.MachineBusy, strings.Join(errs, " "))
 	}
 	return steps, nil
 }

@@ -61,6 +61,7 @@ var errorCodes = []errorCode{
 	{terminal.ErrSessionNotFound, codes.NotFound, "SESSION_NOT_FOUND"},
 	{session.ErrExists, codes.AlreadyExists, ""},
 	{session.ErrLimit, codes.ResourceExhausted, ""},
+	{embederr.ErrQueueFull, codes.ResourceExhausted, ""},
 	// The daemon's state does not allow the call.
 	{rank.ErrNoLabels, codes.FailedPrecondition, ""},
 	{index.ErrDimMismatch, codes.FailedPrecondition, ""},
@@ -78,6 +79,7 @@ var messages = map[error]string{
 	terminal.ErrBadConfidence:   "min_confidence must be within [0,1]",
 	session.ErrClosed:           "server stopping",
 	embederr.ErrClosed:          "server stopping",
+	embederr.ErrQueueFull:       "server busy: too many texts waiting for the model; retry with backoff",
 	terminal.ErrSessionNotFound: "session not found",
 	rank.ErrNoLabels:            "index has no labels of this kind",
 	index.ErrDimMismatch:        "index and model disagree",

@@ -26,6 +26,10 @@ type Config struct {
 	ORTLib       string
 	Threads      int
 	Concurrency  int
+	MaxQueue     int
+	BatchSize    int
+	BatchWindow  time.Duration
+	MaxQueueWait time.Duration
 	MaxTextBytes int
 	MaxBatch     int
 	MaxMessages  int
@@ -59,6 +63,8 @@ func (c *Config) Validate() error {
 		return errors.New("--listen is required")
 	case c.Threads < 1 || c.Concurrency < 1:
 		return errors.New("--threads and --concurrency must be at least 1")
+	case c.MaxQueue < 1 || c.BatchSize < 1 || c.BatchWindow < 0 || c.MaxQueueWait < 0:
+		return errors.New("--max-queue and --batch-size must be at least 1, --batch-window and --max-queue-wait 0 or more")
 	case c.MaxTextBytes < 1 || c.MaxBatch < 1 || c.MaxMessages < 1 || c.MaxRecvBytes < 1024:
 		return errors.New("limits must be positive (--max-recv-bytes at least 1024)")
 	case c.MaxRecvBytes < c.MaxTextBytes+recvOverhead:
@@ -109,6 +115,10 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.ORTLib, "ort-lib", embed.DefaultLibPath(), "ONNX Runtime shared library (default: $ORT_LIB, else where make put it)")
 	fs.IntVar(&c.Threads, "threads", 1, "ONNX Runtime intra-op threads per inference")
 	fs.IntVar(&c.Concurrency, "concurrency", 2, "concurrent inferences")
+	fs.IntVar(&c.MaxQueue, "max-queue", 1024, "most texts waiting for the model; a call that would take the queue past it gets RESOURCE_EXHAUSTED at once")
+	fs.DurationVar(&c.MaxQueueWait, "max-queue-wait", 0, "also RESOURCE_EXHAUSTED when the texts already waiting would keep a call's texts from the model longer than this, from the recent time per text (0: off; e.g. 25ms behind a balancer with replicas to retry on)")
+	fs.IntVar(&c.BatchSize, "batch-size", 32, "most texts of concurrent calls in one model run (a batch-dependent model, such as the default int8 one, always runs texts alone)")
+	fs.DurationVar(&c.BatchWindow, "batch-window", time.Millisecond, "how long a model run that is not full waits for texts of other calls")
 	fs.IntVar(&c.MaxTextBytes, "max-text-bytes", request.DefaultMaxTextBytes, "longest accepted text, prompt or message, in bytes")
 	fs.IntVar(&c.MaxBatch, "max-batch", 64, "most texts in one Embed call")
 	fs.IntVar(&c.MaxMessages, "max-messages", 64, "most messages in one Route call")

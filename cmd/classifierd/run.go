@@ -59,7 +59,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	}
 	defer func() { err = errors.Join(err, rt.Close()) }()
 	eng, err := embed.Open(rt, embed.Config{ModelDir: cfg.Model, Manifest: man,
-		IntraOpThreads: cfg.Threads, MaxConcurrent: cfg.Concurrency, MaxBatch: max(cfg.MaxBatch, 1024)})
+		IntraOpThreads: cfg.Threads, MaxConcurrent: cfg.Concurrency, MaxBatch: max(cfg.MaxBatch, 1024),
+		ChunkSize: cfg.BatchSize, MaxQueue: cfg.MaxQueue, BatchWindow: cfg.BatchWindow, MaxQueueWait: cfg.MaxQueueWait})
 	if err != nil {
 		return fmt.Errorf("load model %s: %w", cfg.Model, err)
 	}
@@ -172,7 +173,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		gs.Stop()
 		<-stopped
 	}
-	log.Info("stopped")
+	qs := eng.QueueStats()
+	log.Info("stopped", "model_runs", qs.Runs, "texts_embedded", qs.Items, "calls_refused_queue_full", qs.Rejected)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -127,7 +128,8 @@ func (s *Server) ListTools(ctx context.Context, req *pb.ListToolsRequest) (*pb.L
 
 // WatchExposure implements ClassifierService.WatchExposure: one message per
 // actual change of the session's exposure, until the client goes away or
-// the session ends.
+// the session ends. Response headers are sent as soon as the watch is in
+// place, before any change.
 func (s *Server) WatchExposure(req *pb.WatchExposureRequest, stream grpc.ServerStreamingServer[pb.WatchExposureResponse]) error {
 	st, err := s.sessionsOrErr()
 	if err != nil {
@@ -137,6 +139,11 @@ func (s *Server) WatchExposure(req *pb.WatchExposureRequest, stream grpc.ServerS
 	events, err := st.Watch(ctx, req.GetSessionId())
 	if err != nil {
 		return s.status(ctx, "WatchExposure", err)
+	}
+	// Headers go out once the watch is registered: a client that waits
+	// for them knows every later change reaches it.
+	if err := stream.SendHeader(metadata.MD{}); err != nil {
+		return err
 	}
 	for {
 		select {

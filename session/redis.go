@@ -388,26 +388,33 @@ func (s *RedisStore) dropAllLocked(id string) {
 }
 
 // pingEvery is how long the receive loop waits for a message before it
-// pings, so a dead subscription is noticed within about twice this.
+// pings; a subscription whose ping goes unanswered for as long again is
+// taken for dead, so a silent failure is noticed within about 2*pingEvery.
 const pingEvery = 2 * time.Second
 
 // receive reads the change feed until ctx ends and hands each event to
 // this daemon's watchers of its session. When the subscription breaks it
-// closes every watcher (events may be lost while it is down) and
-// resubscribes; Watch answers ErrUnavailable until it is back.
+// closes every watcher (events may be lost while it is down); go-redis
+// resubscribes on the next receive, and Watch answers ErrUnavailable until
+// a message (the subscription's confirmation, at least) shows it is back.
 func (s *RedisStore) receive(ctx context.Context) {
 	defer close(s.received)
+	pinged := false // a ping is out and nothing came back since
 	for ctx.Err() == nil {
 		m, err := s.ps.ReceiveTimeout(ctx, pingEvery)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			// Quiet for pingEvery: ping, and if the next pingEvery is
+			// quiet too (no pong), the connection is dead.
+			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() && !pinged {
 				if err = s.ps.Ping(ctx); err == nil {
+					pinged = true
 					continue
 				}
 			}
+			pinged = false
 			s.mu.Lock()
 			s.subscribed = false
 			s.dropAllLocked("")
@@ -418,15 +425,15 @@ func (s *RedisStore) receive(ctx context.Context) {
 			}
 			continue
 		}
-		switch m := m.(type) {
-		case *redis.Subscription:
-			// A reconnect resubscribed: events published while it was
-			// down are lost, so the watchers from before must start over.
-			s.mu.Lock()
-			s.dropAllLocked("")
-			s.subscribed = !s.closed
-			s.mu.Unlock()
-		case *redis.Message:
+		// Anything received shows the subscription is live again. The
+		// watchers from before a failure were closed when it was seen;
+		// a change lost in a failure this loop did not see shows up as a
+		// seq gap, which closes the watchers it concerns.
+		pinged = false
+		s.mu.Lock()
+		s.subscribed = !s.closed
+		s.mu.Unlock()
+		if m, ok := m.(*redis.Message); ok {
 			s.deliver(m.Payload)
 		}
 	}

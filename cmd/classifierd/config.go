@@ -32,6 +32,7 @@ type Config struct {
 	NoMatch      string
 	SessionTTL   time.Duration
 	MaxSessions  int
+	State        string // --state: "" (memory) or a Redis URL; may hold a password, never logged
 	Exposure     string
 	Minimal      string
 	Terminal     bool
@@ -80,6 +81,11 @@ func (c *Config) Validate() error {
 	if c.TermStore.MaxAge <= 0 || c.TermStore.MaxPerSession < 1 || c.TermStore.MaxEvents < 1 {
 		return errors.New("--terminal-retention, --terminal-max-session-events and --terminal-max-events must be positive")
 	}
+	if c.State != "" {
+		if _, err := stateOptions(c.State); err != nil {
+			return err
+		}
+	}
 	if c.SessionTTL <= 0 || c.MaxSessions < 1 {
 		return errors.New("--session-ttl and --max-sessions must be positive")
 	}
@@ -111,6 +117,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.NoMatch, "on-no-match", "none", "Route policy when nothing fits and the request does not say: none, meta or all")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 30*time.Minute, "idle time after which a hub session expires")
 	fs.IntVar(&c.MaxSessions, "max-sessions", 10000, "most concurrent hub sessions (RESOURCE_EXHAUSTED past it)")
+	fs.StringVar(&c.State, "state", "", stateUsage)
 	fs.StringVar(&c.Exposure, "default-exposure", "meta-only", "what a new session sees: zero, meta-only, minimal or all")
 	fs.StringVar(&c.Minimal, "minimal-categories", "meta", "comma-separated categories of the minimal exposure")
 	fs.BoolVar(&c.Terminal, "terminal", false, "serve terminal.v1.TerminalService (prompt detection over terminal logs); off, its RPCs answer UNIMPLEMENTED")

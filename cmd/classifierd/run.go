@@ -73,8 +73,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	for _, li := range idx.LabelsOf(index.KindCategory) {
 		catIDs = append(catIDs, idx.Labels[li].ID)
 	}
-	sessions, err := session.NewStore(session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions,
-		DefaultExposure: session.Exposure(cfg.Exposure), AllCategories: catIDs, MinimalCategories: splitList(cfg.Minimal)})
+	sessions, err := openState(ctx, cfg, session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions,
+		DefaultExposure: session.Exposure(cfg.Exposure), AllCategories: catIDs, MinimalCategories: splitList(cfg.Minimal)}, log)
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	log.Info("classifierd serving", "addr", lis.Addr().String(), "model", man.Name, "dims", eng.Dims(),
 		"ort", rt.Version(), "categories", len(idx.LabelsOf(index.KindCategory)),
 		"servers", len(idx.LabelsOf(index.KindServer)), "tools", len(idx.LabelsOf(index.KindTool)),
-		"calibrated", dom.Calibration.Fitted, "terminal", cfg.Terminal)
+		"calibrated", dom.Calibration.Fitted, "terminal", cfg.Terminal, "state", redactState(cfg.State))
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve(lis) }()

@@ -25,12 +25,14 @@ type Server struct {
 	t    testing.TB
 	bin  string
 	dir  string
+	args []string
 	cmd  *exec.Cmd
 	done chan error
 }
 
-// Start runs a redis-server for t and stops it when t ends.
-func Start(t testing.TB) *Server {
+// Start runs a redis-server for t and stops it when t ends; args are more
+// redis-server options ("--requirepass", "secret").
+func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -44,7 +46,7 @@ func Start(t testing.TB) *Server {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Addr: addr, t: t, bin: bin, dir: t.TempDir()}
+	s := &Server{Addr: addr, t: t, bin: bin, dir: t.TempDir(), args: args}
 	s.Start()
 	t.Cleanup(s.Stop)
 	return s
@@ -62,6 +64,7 @@ func (s *Server) Start() {
 	_, port, _ := net.SplitHostPort(s.Addr)
 	s.cmd = exec.Command(s.bin, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning")
+	s.cmd.Args = append(s.cmd.Args, s.args...)
 	out := &strings.Builder{}
 	s.cmd.Stdout, s.cmd.Stderr = out, out
 	if err := s.cmd.Start(); err != nil {
@@ -107,5 +110,6 @@ func ping(addr string) bool {
 		return false
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && strings.TrimSpace(line) == "+PONG"
+	// -NOAUTH: up, with a password.
+	return err == nil && (strings.TrimSpace(line) == "+PONG" || strings.HasPrefix(line, "-NOAUTH"))
 }

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/classifierd/classifierd/server"
+	"github.com/classifierd/classifierd/session"
+)
+
+// statePasswordEnv names the environment variable holding the Redis
+// password when the --state URL carries none, so that it stays out of
+// process listings and shell history.
+const statePasswordEnv = "CLASSIFIERD_STATE_PASSWORD"
+
+// stateUsage is the --state flag's help.
+const stateUsage = "where hub sessions live: empty for this process's memory, or redis://[user:password@]host:port/db " +
+	"(rediss:// for TLS, unix:///path.sock?db=N) to share them with every replica using the same Redis; " +
+	"the password may come from $" + statePasswordEnv + " instead"
+
+// sessionState is the session store run uses: what the server needs, plus
+// the janitor and Close.
+type sessionState interface {
+	server.Sessions
+	Run(ctx context.Context)
+	Close() error
+}
+
+// stateOptions parses a --state URL (no I/O) into client options, with a
+// password from $CLASSIFIERD_STATE_PASSWORD when the URL has none and
+// bounded timeouts where the URL sets none. Its errors never repeat the
+// password.
+func stateOptions(raw string) (*redis.Options, error) {
+	opt, err := redis.ParseURL(raw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error quotes the whole URL, password included
+		}
+		return nil, fmt.Errorf("--state %s: not a usable Redis URL (redis://[user:password@]host:port/db, rediss://..., unix:///path?db=N): %w",
+			redactState(raw), err)
+	}
+	if opt.Password == "" {
+		opt.Password = os.Getenv(statePasswordEnv)
+	}
+	if opt.DialTimeout == 0 {
+		opt.DialTimeout = 2 * time.Second
+	}
+	if opt.ReadTimeout == 0 {
+		opt.ReadTimeout = 2 * time.Second
+	}
+	if opt.WriteTimeout == 0 {
+		opt.WriteTimeout = 2 * time.Second
+	}
+	if opt.PoolTimeout == 0 {
+		opt.PoolTimeout = 3 * time.Second
+	}
+	if opt.MaxRetries == 0 {
+		// One retry of a failed command, no more: while Redis is away a
+		// call should answer UNAVAILABLE soon, not hang in retries.
+		opt.MaxRetries = 1
+	}
+	return opt, nil
+}
+
+// redactState is a --state URL fit for logs and errors: no password.
+func redactState(raw string) string {
+	if raw == "" {
+		return "memory"
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// openState opens the session store --state names. With Redis it checks
+// the server answers before returning, so a daemon pointed at an
+// unreachable Redis refuses to start with a clear message.
+func openState(ctx context.Context, cfg Config, scfg session.Config, log *slog.Logger) (sessionState, error) {
+	if cfg.State == "" {
+		return session.NewStore(scfg)
+	}
+	opt, err := stateOptions(cfg.State)
+	if err != nil {
+		return nil, err
+	}
+	redis.SetLogger(redisLogger{log.With("component", "redis")})
+	rdb := redis.NewClient(opt)
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pingCtx).Err(); err != nil {
+		return nil, errors.Join(fmt.Errorf("--state %s: Redis unreachable: %w", redactState(cfg.State), err), rdb.Close())
+	}
+	st, err := session.NewRedisStore(pingCtx, rdb, "", scfg)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("--state %s: %w", redactState(cfg.State), err), rdb.Close())
+	}
+	log.Info("session state in Redis", "state", redactState(cfg.State), "db", opt.DB, "tls", opt.TLSConfig != nil)
+	return &redisState{RedisStore: st, rdb: rdb}, nil
+}
+
+// redisState is a RedisStore that closes its client with it, once (run
+// closes the sessions at shutdown and again on return).
+type redisState struct {
+	*session.RedisStore
+	rdb   *redis.Client
+	close sync.Once
+	err   error
+}
+
+func (s *redisState) Close() error {
+	s.close.Do(func() { s.err = errors.Join(s.RedisStore.Close(), s.rdb.Close()) })
+	return s.err
+}
+
+// redisLogger sends go-redis's own messages (failed dials, reconnects) to
+// the daemon's logger at warn level; they carry addresses, never passwords.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, fmt.Sprintf(format, v...))
+}

@@ -51,7 +51,7 @@ func testConfig(mut func(*Config)) Config {
 
 // newRedisStore opens a RedisStore on srv, as one daemon would; several
 // on the same server share their sessions.
-func newRedisStore(t *testing.T, srv *testredis.Server, mut func(*Config)) *RedisStore {
+func newRedisStore(t testing.TB, srv *testredis.Server, mut func(*Config)) *RedisStore {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: time.Second, ReadTimeout: time.Second,
 		WriteTimeout: time.Second, MaxRetries: -1})
@@ -393,4 +393,33 @@ func TestRedisStoreClosed(t *testing.T) {
 	if _, err := newRedisStore(t, srv, nil).Get(bg, "s"); err != nil {
 		t.Fatalf("Get on another store: %v", err)
 	}
+}
+
+// BenchmarkRedisStore measures one call through a RedisStore on a local
+// redis-server (loopback TCP): a read that marks the session active, and
+// an exposure change written and published.
+func BenchmarkRedisStore(b *testing.B) {
+	srv := testredis.Start(b)
+	s := newRedisStore(b, srv, func(c *Config) { c.AllCategories = cats })
+	if _, err := s.Create(bg, "a", ExposeAll); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("Exposed", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := s.Exposed(bg, "a"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Update", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, _, _, err := s.Update(bg, "a", []string{cats[i%len(cats)]}, ModeReplacement); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
 }

@@ -67,6 +67,7 @@ var errorCodes = []errorCode{
 	{index.ErrModel, codes.FailedPrecondition, ""},
 	{session.ErrClosed, codes.Unavailable, ""},
 	{session.ErrUnavailable, codes.Unavailable, "STATE_UNAVAILABLE"},
+	{terminal.ErrUnavailable, codes.Unavailable, "STATE_UNAVAILABLE"},
 	{embederr.ErrClosed, codes.Unavailable, ""},
 }
 
@@ -79,6 +80,7 @@ var messages = map[error]string{
 	terminal.ErrBadConfidence:   "min_confidence must be within [0,1]",
 	session.ErrClosed:           "server stopping",
 	session.ErrUnavailable:      "session state unavailable; retry",
+	terminal.ErrUnavailable:     "terminal store unavailable; retry",
 	embederr.ErrClosed:          "server stopping",
 	terminal.ErrSessionNotFound: "session not found",
 	rank.ErrNoLabels:            "index has no labels of this kind",

@@ -27,9 +27,11 @@ const DefaultRedisPrefix = "classifierd:"
 //
 // Layout under the prefix P:
 //
-//	P s:<id>   hash: rec (JSON: owner, exposed, history, created), last
-//	           (unix ns of the last activity), seq (changes so far);
-//	           expires TTL after the last activity (PEXPIRE)
+//	P s:<id>   hash: rec (JSON: owner, exposed, created), last (unix ns
+//	           of the last activity), seq (changes so far)
+//	P h:<id>   list: the history, one JSON change each, the newest
+//	           HistoryLimit; both keys expire TTL after the last activity
+//	           (PEXPIRE)
 //	P live     sorted set: id -> expiry (unix ms), the global session count
 //	P events   pub/sub channel: one JSON message per change or deletion
 //
@@ -67,8 +69,8 @@ type redisWatcher struct {
 type record struct {
 	Owner   string    `json:"owner,omitempty"`
 	Exposed []string  `json:"exposed"`
-	History []Change  `json:"history"`
 	Created time.Time `json:"created"`
+	History []Change  `json:"-"` // in its own list (P h:<id>)
 }
 
 // message is one pub/sub message on the events channel.
@@ -109,9 +111,13 @@ func NewRedisStore(ctx context.Context, rdb *redis.Client, prefix string, cfg Co
 	return s, nil
 }
 
-func (s *RedisStore) key(id string) string { return s.prefix + "s:" + id }
-func (s *RedisStore) live() string         { return s.prefix + "live" }
-func (s *RedisStore) channel() string      { return s.prefix + "events" }
+func (s *RedisStore) key(id string) string  { return s.prefix + "s:" + id }
+func (s *RedisStore) hist(id string) string { return s.prefix + "h:" + id }
+
+// keys are the KEYS of every per-session script: record, live set, history.
+func (s *RedisStore) keys(id string) []string { return []string{s.key(id), s.live(), s.hist(id)} }
+func (s *RedisStore) live() string            { return s.prefix + "live" }
+func (s *RedisStore) channel() string         { return s.prefix + "events" }
 
 // unavailable wraps a Redis or network error as ErrUnavailable; context
 // errors stay what they are, so a cancelled call reads as cancelled.
@@ -137,6 +143,9 @@ if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return -2 end
 redis.call('HSET', KEYS[1], 'rec', ARGV[1], 'last', ARGV[2], 'seq', 0)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('DEL', KEYS[3])
+redis.call('RPUSH', KEYS[3], ARGV[7])
+redis.call('PEXPIRE', KEYS[3], ARGV[3])
 redis.call('ZADD', KEYS[2], tonumber(ARGV[4]) + tonumber(ARGV[3]), ARGV[6])
 return 0`)
 
@@ -157,8 +166,12 @@ func (s *RedisStore) Create(ctx context.Context, id string, exposure Exposure) (
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("session: encode: %w", err)
 	}
-	n, err := createScript.Run(ctx, s.rdb, []string{s.key(id), s.live()},
-		b, now.UnixNano(), s.cfg.TTL.Milliseconds(), now.UnixMilli(), s.cfg.MaxSessions, id).Int()
+	hb, err := json.Marshal(ch)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("session: encode: %w", err)
+	}
+	n, err := createScript.Run(ctx, s.rdb, s.keys(id),
+		b, now.UnixNano(), s.cfg.TTL.Milliseconds(), now.UnixMilli(), s.cfg.MaxSessions, id, hb).Int()
 	switch {
 	case err != nil:
 		return Snapshot{}, unavailable(err)
@@ -179,33 +192,41 @@ local v = redis.call('HMGET', KEYS[1], 'rec', 'seq')
 if not v[1] then return false end
 redis.call('HSET', KEYS[1], 'last', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[3], ARGV[2])
 redis.call('ZADD', KEYS[2], tonumber(ARGV[3]) + tonumber(ARGV[2]), ARGV[4])
+if ARGV[5] == '1' then
+  for _, c in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do v[#v + 1] = c end
+end
 return v`)
 
-// touch reads a live session and marks it active: its record, its seq and
-// the activity time it now has.
-func (s *RedisStore) touch(ctx context.Context, id string) (record, uint64, time.Time, error) {
+// touch reads a live session and marks it active: its record (with its
+// history when asked for), its seq and the activity time it now has.
+func (s *RedisStore) touch(ctx context.Context, id string, withHistory bool) (record, uint64, time.Time, error) {
 	if err := s.checkOpen(); err != nil {
 		return record{}, 0, time.Time{}, err
 	}
-	return s.read(ctx, id)
+	return s.read(ctx, id, withHistory)
 }
 
 // read is touch without the closed check, for callers holding s.mu.
-func (s *RedisStore) read(ctx context.Context, id string) (record, uint64, time.Time, error) {
+func (s *RedisStore) read(ctx context.Context, id string, withHistory bool) (record, uint64, time.Time, error) {
 	if !idRE.MatchString(id) {
 		return record{}, 0, time.Time{}, ErrNotFound // no such session can exist
 	}
 	now := s.cfg.Now()
-	v, err := touchScript.Run(ctx, s.rdb, []string{s.key(id), s.live()},
-		now.UnixNano(), s.cfg.TTL.Milliseconds(), now.UnixMilli(), id).StringSlice()
+	flag := "0"
+	if withHistory {
+		flag = "1"
+	}
+	v, err := touchScript.Run(ctx, s.rdb, s.keys(id),
+		now.UnixNano(), s.cfg.TTL.Milliseconds(), now.UnixMilli(), id, flag).StringSlice()
 	if errors.Is(err, redis.Nil) {
 		return record{}, 0, time.Time{}, ErrNotFound
 	}
 	if err != nil {
 		return record{}, 0, time.Time{}, unavailable(err)
 	}
-	if len(v) != 2 {
+	if len(v) < 2 {
 		return record{}, 0, time.Time{}, fmt.Errorf("session: redis record %q has %d fields", clipArg(id), len(v))
 	}
 	var rec record
@@ -216,12 +237,29 @@ func (s *RedisStore) read(ctx context.Context, id string) (record, uint64, time.
 	if err != nil {
 		return record{}, 0, time.Time{}, fmt.Errorf("session: redis record %q: seq: %w", clipArg(id), err)
 	}
+	if rec.History, err = decodeHistory(v[2:]); err != nil {
+		return record{}, 0, time.Time{}, fmt.Errorf("session: redis history %q: %w", clipArg(id), err)
+	}
 	return rec, seq, now, nil
+}
+
+// decodeHistory decodes the JSON changes of a history list.
+func decodeHistory(entries []string) ([]Change, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	out := make([]Change, len(entries))
+	for i, e := range entries {
+		if err := json.Unmarshal([]byte(e), &out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // Get returns a session's state and marks it active.
 func (s *RedisStore) Get(ctx context.Context, id string) (Snapshot, error) {
-	rec, _, now, err := s.touch(ctx, id)
+	rec, _, now, err := s.touch(ctx, id, true)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -230,7 +268,7 @@ func (s *RedisStore) Get(ctx context.Context, id string) (Snapshot, error) {
 
 // Exposed returns a session's exposed categories, sorted.
 func (s *RedisStore) Exposed(ctx context.Context, id string) ([]string, error) {
-	rec, _, _, err := s.touch(ctx, id)
+	rec, _, _, err := s.touch(ctx, id, false)
 	if err != nil {
 		return nil, err
 	}
@@ -239,6 +277,7 @@ func (s *RedisStore) Exposed(ctx context.Context, id string) ([]string, error) {
 
 var deleteScript = redis.NewScript(`
 local n = redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[3])
 redis.call('ZREM', KEYS[2], ARGV[1])
 if n == 1 then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
 return n`)
@@ -255,7 +294,7 @@ func (s *RedisStore) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("session: encode: %w", err)
 	}
-	n, err := deleteScript.Run(ctx, s.rdb, []string{s.key(id), s.live()}, id, s.channel(), b).Int()
+	n, err := deleteScript.Run(ctx, s.rdb, s.keys(id), id, s.channel(), b).Int()
 	if err != nil {
 		return unavailable(err)
 	}
@@ -271,9 +310,12 @@ if not seq then return -1 end
 if seq ~= ARGV[1] then return -2 end
 redis.call('HSET', KEYS[1], 'rec', ARGV[2], 'last', ARGV[3], 'seq', tonumber(ARGV[1]) + 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('RPUSH', KEYS[3], ARGV[9])
+redis.call('LTRIM', KEYS[3], -tonumber(ARGV[10]), -1)
+redis.call('PEXPIRE', KEYS[3], ARGV[4])
 redis.call('ZADD', KEYS[2], tonumber(ARGV[5]) + tonumber(ARGV[4]), ARGV[6])
 redis.call('PUBLISH', ARGV[7], ARGV[8])
-return 0`)
+return redis.call('LRANGE', KEYS[3], 0, -1)`)
 
 // maxUpdateTries bounds the compare-and-set retries of one Update when
 // other daemons change the same session at the same time.
@@ -288,17 +330,25 @@ func (s *RedisStore) Update(ctx context.Context, id string, categories []string,
 		return Change{}, Snapshot{}, false, err
 	}
 	for range maxUpdateTries {
-		rec, seq, now, err := s.touch(ctx, id)
+		rec, seq, now, err := s.touch(ctx, id, false)
 		if err != nil {
 			return Change{}, Snapshot{}, false, err
 		}
 		ch, after, changed := applyUpdate(now, rec.Exposed, categories, op)
 		if !changed {
+			// The snapshot carries the history, which only this path
+			// still has to read.
+			if rec, _, now, err = s.touch(ctx, id, true); err != nil {
+				return Change{}, Snapshot{}, false, err
+			}
 			return ch, rec.snapshot(id, now), false, nil
 		}
 		rec.Exposed = after
-		rec.History = appendHistory(rec.History, ch, s.cfg.HistoryLimit)
 		b, err := json.Marshal(rec)
+		if err != nil {
+			return Change{}, Snapshot{}, false, fmt.Errorf("session: encode: %w", err)
+		}
+		hb, err := json.Marshal(ch)
 		if err != nil {
 			return Change{}, Snapshot{}, false, fmt.Errorf("session: encode: %w", err)
 		}
@@ -306,17 +356,28 @@ func (s *RedisStore) Update(ctx context.Context, id string, categories []string,
 		if err != nil {
 			return Change{}, Snapshot{}, false, fmt.Errorf("session: encode: %w", err)
 		}
-		n, err := updateScript.Run(ctx, s.rdb, []string{s.key(id), s.live()}, seq, b, now.UnixNano(),
-			s.cfg.TTL.Milliseconds(), now.UnixMilli(), id, s.channel(), ev).Int()
-		switch {
-		case err != nil:
+		res, err := updateScript.Run(ctx, s.rdb, s.keys(id), seq, b, now.UnixNano(),
+			s.cfg.TTL.Milliseconds(), now.UnixMilli(), id, s.channel(), ev, hb, s.cfg.HistoryLimit).Result()
+		if err != nil {
 			return Change{}, Snapshot{}, false, unavailable(err)
-		case n == -1:
-			return Change{}, Snapshot{}, false, ErrNotFound
-		case n == 0:
+		}
+		switch res := res.(type) {
+		case int64:
+			if res == -1 {
+				return Change{}, Snapshot{}, false, ErrNotFound
+			}
+			continue // -2: another daemon changed the session first; start over
+		case []any:
+			entries := make([]string, len(res))
+			for i, e := range res {
+				entries[i], _ = e.(string)
+			}
+			if rec.History, err = decodeHistory(entries); err != nil {
+				return Change{}, Snapshot{}, false, fmt.Errorf("session: redis history %q: %w", clipArg(id), err)
+			}
 			return ch, rec.snapshot(id, now), true, nil
 		}
-		// n == -2: another daemon changed the session first; start over.
+		return Change{}, Snapshot{}, false, fmt.Errorf("session: update script answered %T", res)
 	}
 	return Change{}, Snapshot{}, false, fmt.Errorf("%w: session %q changed concurrently %d times", ErrUnavailable, clipArg(id), maxUpdateTries)
 }
@@ -338,7 +399,7 @@ func (s *RedisStore) Watch(ctx context.Context, id string) (<-chan Event, error)
 	}
 	// s.mu stays held while reading seq, so the receive loop cannot deliver
 	// an event of this session before the watcher knows where it starts.
-	_, seq, _, err := s.read(ctx, id)
+	_, seq, _, err := s.read(ctx, id, false)
 	if err != nil {
 		return nil, err
 	}

@@ -89,9 +89,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return err
 	}
 	var term *server.TerminalServer
-	var store *terminal.Store
+	var store terminalStore
 	if cfg.Terminal {
-		term, store, err = openTerminal(ctx, cfg, eng, log)
+		term, store, err = openTerminal(ctx, cfg, eng, sessions, log)
 		if err != nil {
 			return err
 		}
@@ -156,12 +156,13 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 }
 
 // openTerminal opens what TerminalService needs (the log directory, the
-// SQLite store, the prompt detector); the caller closes the store.
-func openTerminal(ctx context.Context, cfg Config, eng terminal.Embedder, log *slog.Logger) (_ *server.TerminalServer, _ *terminal.Store, err error) {
+// store: SQLite, or Redis with --state; the prompt detector); the caller
+// closes the store.
+func openTerminal(ctx context.Context, cfg Config, eng terminal.Embedder, sessions sessionState, log *slog.Logger) (_ *server.TerminalServer, _ terminalStore, err error) {
 	if err := os.MkdirAll(cfg.TermLogs, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("terminal logs: %w", err)
 	}
-	store, err := terminal.OpenStore(cfg.TermDB, cfg.TermStore)
+	store, err := openTerminalStore(cfg, sessions)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/classifierd/classifierd/server"
 	"github.com/classifierd/classifierd/session"
+	"github.com/classifierd/classifierd/terminal"
 )
 
 // statePasswordEnv names the environment variable holding the Redis
@@ -22,8 +23,9 @@ import (
 const statePasswordEnv = "CLASSIFIERD_STATE_PASSWORD"
 
 // stateUsage is the --state flag's help.
-const stateUsage = "where hub sessions live: empty for this process's memory, or redis://[user:password@]host:port/db " +
-	"(rediss:// for TLS, unix:///path.sock?db=N) to share them with every replica using the same Redis; " +
+const stateUsage = "where hub sessions (and, with --terminal, input events and learned answers) live: empty for this " +
+	"process's memory (and --terminal-db), or redis://[user:password@]host:port/db (rediss:// for TLS, " +
+	"unix:///path.sock?db=N) to share them with every replica using the same Redis; " +
 	"the password may come from $" + statePasswordEnv + " instead"
 
 // sessionState is the session store run uses: what the server needs, plus
@@ -121,6 +123,24 @@ type redisState struct {
 func (s *redisState) Close() error {
 	s.close.Do(func() { s.err = errors.Join(s.RedisStore.Close(), s.rdb.Close()) })
 	return s.err
+}
+
+// terminalStore is the terminal store run uses: what TerminalService
+// needs, plus retention by age and Close.
+type terminalStore interface {
+	server.TerminalStore
+	Run(ctx context.Context, every time.Duration, report func(error))
+	Close() error
+}
+
+// openTerminalStore opens the terminal store: in Redis, on the sessions'
+// client, when --state names one (shared by the replicas); else the
+// SQLite file --terminal-db.
+func openTerminalStore(cfg Config, sessions sessionState) (terminalStore, error) {
+	if rs, ok := sessions.(*redisState); ok {
+		return terminal.NewRedisStore(rs.rdb, "", cfg.TermStore)
+	}
+	return terminal.OpenStore(cfg.TermDB, cfg.TermStore)
 }
 
 // redisLogger sends go-redis's own messages (failed dials, reconnects) to

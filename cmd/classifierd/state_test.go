@@ -14,8 +14,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/internal/testredis"
+	"github.com/classifierd/classifierd/terminal"
 )
 
 const statePassword = "s3cret-state-pw"
@@ -77,17 +79,18 @@ func recv(t *testing.T, w grpc.ServerStreamingClient[pb.WatchExposureResponse]) 
 // redis-server (password-protected, the password passed through the
 // environment) and checks they serve the same hub sessions: created on A,
 // read and changed on B, each change seen exactly once by watchers on
-// both; one global session limit; expiry; and Redis going away and coming
-// back.
+// both; the same terminal events and learned answers; one global session
+// limit; expiry; and Redis going away and coming back.
 func TestStateSharedByTwoDaemons(t *testing.T) {
 	srv := testredis.Start(t, "--requirepass", statePassword)
 	t.Setenv(statePasswordEnv, statePassword)
 	idx := genIndex(t, defaultCatalog(t))
 	const ttl = 4 * time.Second
-	flags := []string{"--state", srv.URL(0), "--max-sessions", "3", "--session-ttl", ttl.String()}
+	flags := []string{"--state", srv.URL(0), "--max-sessions", "3", "--session-ttl", ttl.String(), "--terminal"}
 	da, connA := startDaemon(t, idx, flags...)
 	db, connB := startDaemon(t, idx, flags...)
 	a, b := pb.NewClassifierServiceClient(connA), pb.NewClassifierServiceClient(connB)
+	ta, tb := terminalpb.NewTerminalServiceClient(connA), terminalpb.NewTerminalServiceClient(connB)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -158,6 +161,34 @@ func TestStateSharedByTwoDaemons(t *testing.T) {
 		}
 	})
 
+	t.Run("terminal events and learned answers are shared", func(t *testing.T) {
+		for _, in := range []string{"staging", "staging"} {
+			if _, err := ta.TrackInputEvent(ctx, &terminalpb.TrackInputEventRequest{SessionId: "term-1", PromptText: "Environment name:",
+				PromptType: "text", InputText: in, Success: true, InputSource: "user_typed"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := ta.TrackInputEvent(ctx, &terminalpb.TrackInputEventRequest{SessionId: "term-1", PromptText: "Password:",
+			InputText: statePassword, Success: true, InputSource: "user_typed"}); err != nil {
+			t.Fatal(err)
+		}
+		h, err := tb.GetSessionHistory(ctx, &terminalpb.GetSessionHistoryRequest{SessionId: "term-1"})
+		if err != nil || len(h.GetEvents()) != 3 || h.GetEvents()[0].GetInputText() != "staging" || h.GetEvents()[2].GetInputText() != terminal.Redacted {
+			t.Fatalf("GetSessionHistory on B: %v %v", h, err)
+		}
+		inf, err := tb.InferExpectedInput(ctx, &terminalpb.InferExpectedInputRequest{PromptText: "Environment name:", SessionId: "term-1"})
+		if err != nil || len(inf.GetSuggestions()) == 0 || inf.GetSuggestions()[0].GetInputText() != "staging" {
+			t.Fatalf("InferExpectedInput on B: %v %v", inf, err)
+		}
+		d, err := tb.DeleteSessionHistory(ctx, &terminalpb.DeleteSessionHistoryRequest{SessionId: "term-1"})
+		if err != nil || d.GetDeletedEvents() != 3 {
+			t.Fatalf("DeleteSessionHistory on B: %v %v", d, err)
+		}
+		if h, err := ta.GetSessionHistory(ctx, &terminalpb.GetSessionHistoryRequest{SessionId: "term-1"}); err != nil || len(h.GetEvents()) != 0 {
+			t.Fatalf("GetSessionHistory on A after delete on B: %v %v", h, err)
+		}
+	})
+
 	t.Run("one session limit across daemons", func(t *testing.T) {
 		for i, c := range []pb.ClassifierServiceClient{a, b, a} {
 			if _, err := c.CreateSession(ctx, &pb.CreateSessionRequest{SessionId: "lim-" + string(rune('a'+i))}); err != nil {
@@ -204,6 +235,15 @@ func TestStateSharedByTwoDaemons(t *testing.T) {
 			},
 			"ListTools on B": func() error { _, err := b.ListTools(ctx, &pb.ListToolsRequest{SessionId: "outage"}); return err },
 			"GetStats on A":  func() error { _, err := a.GetStats(ctx, &pb.GetStatsRequest{}); return err },
+			"TrackInputEvent on A": func() error {
+				_, err := ta.TrackInputEvent(ctx, &terminalpb.TrackInputEventRequest{SessionId: "term-2", PromptText: "Name:",
+					InputText: "x", Success: true, InputSource: "user_typed"})
+				return err
+			},
+			"GetSessionHistory on B": func() error {
+				_, err := tb.GetSessionHistory(ctx, &terminalpb.GetSessionHistoryRequest{SessionId: "term-2"})
+				return err
+			},
 			"AnalyzePrompt on B": func() error {
 				_, err := b.AnalyzePrompt(ctx, &pb.AnalyzePromptRequest{Prompt: "Check my GitHub notifications", SessionId: "outage"})
 				return err

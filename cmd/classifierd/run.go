@@ -73,11 +73,13 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	for _, li := range idx.LabelsOf(index.KindCategory) {
 		catIDs = append(catIDs, idx.Labels[li].ID)
 	}
-	sessions, err := openState(ctx, cfg, session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions,
+	st, err := openState(ctx, cfg, session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions,
 		DefaultExposure: session.Exposure(cfg.Exposure), AllCategories: catIDs, MinimalCategories: splitList(cfg.Minimal)}, log)
 	if err != nil {
 		return err
 	}
+	defer func() { err = errors.Join(err, st.Close()) }() // after the stores
+	sessions := st.sessions
 	defer func() { err = errors.Join(err, sessions.Close()) }()
 	counter, err := tokens.NewCounter()
 	if err != nil {
@@ -91,7 +93,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	var term *server.TerminalServer
 	var store terminalStore
 	if cfg.Terminal {
-		term, store, err = openTerminal(ctx, cfg, eng, sessions, log)
+		term, store, err = openTerminal(ctx, cfg, eng, st, log)
 		if err != nil {
 			return err
 		}
@@ -158,11 +160,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 // openTerminal opens what TerminalService needs (the log directory, the
 // store: SQLite, or Redis with --state; the prompt detector); the caller
 // closes the store.
-func openTerminal(ctx context.Context, cfg Config, eng terminal.Embedder, sessions sessionState, log *slog.Logger) (_ *server.TerminalServer, _ terminalStore, err error) {
+func openTerminal(ctx context.Context, cfg Config, eng terminal.Embedder, st state, log *slog.Logger) (_ *server.TerminalServer, _ terminalStore, err error) {
 	if err := os.MkdirAll(cfg.TermLogs, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("terminal logs: %w", err)
 	}
-	store, err := openTerminalStore(cfg, sessions)
+	store, err := openTerminalStore(cfg, st)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -85,44 +84,49 @@ func redactState(raw string) string {
 	return u.Redacted()
 }
 
+// state is what --state opened: the session store and, with Redis, the
+// client it shares with the terminal store. Close closes the client: call
+// it after the stores are closed (run defers it first).
+type state struct {
+	sessions sessionState
+	rdb      *redis.Client // nil: in memory
+}
+
+func (s state) Close() error {
+	if s.rdb == nil {
+		return nil
+	}
+	return s.rdb.Close()
+}
+
 // openState opens the session store --state names. With Redis it checks
 // the server answers before returning, so a daemon pointed at an
 // unreachable Redis refuses to start with a clear message.
-func openState(ctx context.Context, cfg Config, scfg session.Config, log *slog.Logger) (sessionState, error) {
+func openState(ctx context.Context, cfg Config, scfg session.Config, log *slog.Logger) (state, error) {
 	if cfg.State == "" {
-		return session.NewStore(scfg)
+		st, err := session.NewStore(scfg)
+		if err != nil {
+			return state{}, err
+		}
+		return state{sessions: st}, nil
 	}
 	opt, err := stateOptions(cfg.State)
 	if err != nil {
-		return nil, err
+		return state{}, err
 	}
 	redis.SetLogger(redisLogger{log.With("component", "redis")})
 	rdb := redis.NewClient(opt)
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pingCtx).Err(); err != nil {
-		return nil, errors.Join(fmt.Errorf("--state %s: Redis unreachable: %w", redactState(cfg.State), err), rdb.Close())
+		return state{}, errors.Join(fmt.Errorf("--state %s: Redis unreachable: %w", redactState(cfg.State), err), rdb.Close())
 	}
 	st, err := session.NewRedisStore(pingCtx, rdb, "", scfg)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("--state %s: %w", redactState(cfg.State), err), rdb.Close())
+		return state{}, errors.Join(fmt.Errorf("--state %s: %w", redactState(cfg.State), err), rdb.Close())
 	}
 	log.Info("session state in Redis", "state", redactState(cfg.State), "db", opt.DB, "tls", opt.TLSConfig != nil)
-	return &redisState{RedisStore: st, rdb: rdb}, nil
-}
-
-// redisState is a RedisStore that closes its client with it, once (run
-// closes the sessions at shutdown and again on return).
-type redisState struct {
-	*session.RedisStore
-	rdb   *redis.Client
-	close sync.Once
-	err   error
-}
-
-func (s *redisState) Close() error {
-	s.close.Do(func() { s.err = errors.Join(s.RedisStore.Close(), s.rdb.Close()) })
-	return s.err
+	return state{sessions: st, rdb: rdb}, nil
 }
 
 // terminalStore is the terminal store run uses: what TerminalService
@@ -136,9 +140,9 @@ type terminalStore interface {
 // openTerminalStore opens the terminal store: in Redis, on the sessions'
 // client, when --state names one (shared by the replicas); else the
 // SQLite file --terminal-db.
-func openTerminalStore(cfg Config, sessions sessionState) (terminalStore, error) {
-	if rs, ok := sessions.(*redisState); ok {
-		return terminal.NewRedisStore(rs.rdb, "", cfg.TermStore)
+func openTerminalStore(cfg Config, st state) (terminalStore, error) {
+	if st.rdb != nil {
+		return terminal.NewRedisStore(st.rdb, "", cfg.TermStore)
 	}
 	return terminal.OpenStore(cfg.TermDB, cfg.TermStore)
 }

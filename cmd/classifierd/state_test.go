@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -293,6 +294,19 @@ func TestStateSharedByTwoDaemons(t *testing.T) {
 		}
 	})
 
+	// A stop closes the stores, then the shared Redis client: exit 0.
+	if err := da.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-da.done:
+		da.done <- err // for the cleanup
+		if err != nil {
+			t.Errorf("daemon A after SIGTERM: %v\n%s", err, da.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("daemon A still running 30s after SIGTERM")
+	}
 	for name, d := range map[string]*daemon{"A": da, "B": db} {
 		if logs := d.stderr.String(); strings.Contains(logs, statePassword) {
 			t.Errorf("daemon %s logged the Redis password", name)

@@ -7,10 +7,14 @@ package testredis
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -25,6 +29,7 @@ type Server struct {
 	t    testing.TB
 	bin  string
 	dir  string
+	sock string // unix socket: PING there reaches this process, never another one on the port
 	args []string
 	cmd  *exec.Cmd
 	done chan error
@@ -38,18 +43,33 @@ func Start(t testing.TB, args ...string) *Server {
 	if err != nil {
 		t.Fatal(Hint)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// A short directory for the socket (sun_path holds 108 bytes).
+	sockDir, err := os.MkdirTemp("", "testredis")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s := &Server{Addr: addr, t: t, bin: bin, dir: t.TempDir(), args: args}
-	s.Start()
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	s := &Server{t: t, bin: bin, dir: t.TempDir(), sock: filepath.Join(sockDir, "redis.sock"), args: args}
 	t.Cleanup(s.Stop)
-	return s
+	// The free port is found by listening and closing, so another test
+	// process may take it first: try a few.
+	for try := 1; ; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Addr = l.Addr().String()
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.start()
+		if err == nil {
+			return s
+		}
+		if try == 3 || !strings.Contains(out, "in use") {
+			t.Fatalf("testredis: %v\n%s", err, out)
+		}
+	}
 }
 
 // URL is the --state URL of database db on this server.
@@ -58,34 +78,62 @@ func (s *Server) URL(db int) string { return fmt.Sprintf("redis://%s/%d", s.Addr
 // Start (re)starts the server on Addr and waits until it answers PING.
 func (s *Server) Start() {
 	s.t.Helper()
+	if out, err := s.start(); err != nil {
+		s.t.Fatalf("testredis: %v\n%s", err, out)
+	}
+}
+
+// start runs redis-server on Addr and waits until it answers PING; on
+// failure it returns the server's output.
+func (s *Server) start() (string, error) {
 	if s.cmd != nil {
-		s.t.Fatal("testredis: already running")
+		return "", errors.New("already running")
 	}
 	_, port, _ := net.SplitHostPort(s.Addr)
-	s.cmd = exec.Command(s.bin, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning")
-	s.cmd.Args = append(s.cmd.Args, s.args...)
-	out := &strings.Builder{}
-	s.cmd.Stdout, s.cmd.Stderr = out, out
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("testredis: %v", err)
+	cmd := exec.Command(s.bin, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
+		"--dir", s.dir, "--unixsocket", s.sock, "--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning")
+	cmd.Args = append(cmd.Args, s.args...)
+	out := &syncBuilder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		return "", err
 	}
-	s.done = make(chan error, 1)
-	go func(cmd *exec.Cmd, done chan error) { done <- cmd.Wait() }(s.cmd, s.done)
+	s.cmd, s.done = cmd, make(chan error, 1)
+	go func(done chan error) { done <- cmd.Wait() }(s.done)
 	deadline := time.Now().Add(10 * time.Second)
-	for !ping(s.Addr) {
+	for !ping(s.sock) {
 		select {
 		case err := <-s.done:
 			s.cmd = nil
-			s.t.Fatalf("testredis: redis-server exited: %v\n%s", err, out.String())
+			return out.String(), fmt.Errorf("redis-server on %s exited: %v", s.Addr, err)
 		default:
 		}
 		if time.Now().After(deadline) {
 			s.Stop()
-			s.t.Fatalf("testredis: redis-server on %s not answering after 10s\n%s", s.Addr, out.String())
+			return out.String(), fmt.Errorf("redis-server on %s not answering after 10s", s.Addr)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return "", nil
+}
+
+// syncBuilder is a strings.Builder safe for the process's writers and the
+// test reading it.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *syncBuilder) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncBuilder) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
 
 // Stop kills the server (SIGKILL: no goodbye to clients, like a crash) and
@@ -99,8 +147,10 @@ func (s *Server) Stop() {
 	s.cmd = nil
 }
 
-func ping(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+// ping reports whether the server on the unix socket answers; it binds
+// its TCP port first, so it is then listening there too.
+func ping(sock string) bool {
+	c, err := net.DialTimeout("unix", sock, time.Second)
 	if err != nil {
 		return false
 	}

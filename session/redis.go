@@ -560,16 +560,25 @@ func (s *RedisStore) Sweep(ctx context.Context) (int, error) {
 		ids = append(ids, id)
 	}
 	s.mu.Unlock()
-	ended := 0
-	for _, id := range ids {
-		n, err := s.rdb.Exists(ctx, s.key(id)).Result()
-		if err != nil {
-			return ended, unavailable(err)
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	// One round trip for every watched session.
+	exists := make([]*redis.IntCmd, len(ids))
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			exists[i] = p.Exists(ctx, s.key(id))
 		}
-		if n == 0 {
-			s.mu.Lock()
+		return nil
+	}); err != nil {
+		return 0, unavailable(err)
+	}
+	ended := 0
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, id := range ids {
+		if exists[i].Val() == 0 {
 			s.dropAllLocked(id)
-			s.mu.Unlock()
 			ended++
 		}
 	}

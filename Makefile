@@ -3,7 +3,7 @@
 # WHEELHOUSE=dir with pre-fetched wheels: see `make model-wheelhouse`).
 #
 #   make run    set everything up and serve the out-of-the-box catalog
-#   make test   every test (Go with -race, real model, Node.js and Python clients)
+#   make test   every test (Go with -race, real model, real redis-server, Node.js and Python clients)
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -55,7 +55,19 @@ run: deps build index ## set up, build, index the default catalog and serve on $
 	exec $(BIN)/classifierd --index $(INDEX) --model $(MODEL_DIR) --listen $(LISTEN) --ort-lib $(ORT_LIB)
 
 .PHONY: deps
-deps: ort model ## fetch the ONNX Runtime library and check the model
+deps: ort model redis ## fetch the ONNX Runtime library, check the model, install redis-server
+
+# redis-server from Debian's packages, for the tests of --state redis://
+# (session, cmd/classifierd): they start their own on a free port and fail,
+# never skip, without it. Needs root or sudo when it is missing.
+.PHONY: redis
+redis: ## install redis-server (Debian package) if it is not on PATH
+	@command -v redis-server >/dev/null || { \
+	  echo ">> installing redis-server (Debian package)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null; \
+	  command -v redis-server >/dev/null; }
 
 .PHONY: ort
 ort: $(ORT_LIB)

@@ -39,6 +39,7 @@ type Config struct {
 	NoMatch      string
 	SessionTTL   time.Duration
 	MaxSessions  int
+	State        string // --state: "" (memory) or a Redis URL; may hold a password, never logged
 	Exposure     string
 	Minimal      string
 	Terminal     bool
@@ -91,6 +92,11 @@ func (c *Config) Validate() error {
 	if c.TermStore.MaxAge <= 0 || c.TermStore.MaxPerSession < 1 || c.TermStore.MaxEvents < 1 {
 		return errors.New("--terminal-retention, --terminal-max-session-events and --terminal-max-events must be positive")
 	}
+	if c.State != "" {
+		if _, err := stateOptions(c.State); err != nil {
+			return err
+		}
+	}
 	if c.SessionTTL <= 0 || c.MaxSessions < 1 {
 		return errors.New("--session-ttl and --max-sessions must be positive")
 	}
@@ -128,11 +134,12 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.NoMatch, "on-no-match", "none", "Route policy when nothing fits and the request does not say: none, meta or all")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 30*time.Minute, "idle time after which a hub session expires")
 	fs.IntVar(&c.MaxSessions, "max-sessions", 10000, "most concurrent hub sessions (RESOURCE_EXHAUSTED past it)")
+	fs.StringVar(&c.State, "state", "", stateUsage)
 	fs.StringVar(&c.Exposure, "default-exposure", "meta-only", "what a new session sees: zero, meta-only, minimal or all")
 	fs.StringVar(&c.Minimal, "minimal-categories", "meta", "comma-separated categories of the minimal exposure")
 	fs.BoolVar(&c.Terminal, "terminal", false, "serve terminal.v1.TerminalService (prompt detection over terminal logs); off, its RPCs answer UNIMPLEMENTED")
 	fs.StringVar(&c.TermLogs, "terminal-logs", "var/terminal", "with --terminal: directory of terminal session logs (<session_id>.log) for DetectInputPrompt")
-	fs.StringVar(&c.TermDB, "terminal-db", "var/terminal.db", "with --terminal: SQLite file for terminal input events and learned patterns (0600; a missing directory is created 0700)")
+	fs.StringVar(&c.TermDB, "terminal-db", "var/terminal.db", "with --terminal: SQLite file for terminal input events and learned patterns (0600; a missing directory is created 0700); unused with --state redis://..., which keeps them in Redis")
 	fs.DurationVar(&c.TermStore.MaxAge, "terminal-retention", terminal.DefaultMaxAge, "with --terminal: delete input events older than this")
 	fs.IntVar(&c.TermStore.MaxPerSession, "terminal-max-session-events", terminal.DefaultMaxPerSession, "with --terminal: keep at most this many input events per terminal session (newest)")
 	fs.IntVar(&c.TermStore.MaxEvents, "terminal-max-events", terminal.DefaultMaxEvents, "with --terminal: keep at most this many input events overall (newest); bounds the database at about 9 KiB per event")

@@ -91,8 +91,19 @@ func (b *bm25) score(text string) map[int]float64 {
 	if len(b.postings) == 0 {
 		return nil
 	}
+	return b.scoreWords(distinctLexWords(text))
+}
+
+// scoreWords is score for a text's distinctLexWords, so a turn's words
+// are split and stemmed once for both BM25 indexes. Only the postings of
+// the query's words are read: the cost is in the matching documents, not
+// in the catalog's size.
+func (b *bm25) scoreWords(words []string) map[int]float64 {
+	if len(b.postings) == 0 {
+		return nil
+	}
 	var out map[int]float64
-	for _, w := range distinctLexWords(text) {
+	for _, w := range words {
 		ps := b.postings[w]
 		if len(ps) == 0 {
 			continue
@@ -176,7 +187,12 @@ func newExampleBM25(idx *index.Index, tools []int) exampleBM25 {
 // example vector held (-1: none), which is the text itself when an example
 // is scored as a query at calibration time.
 func (e *exampleBM25) score(text string, held int) map[int]float64 {
-	per := e.bm.score(text)
+	return e.scoreWords(distinctLexWords(text), held)
+}
+
+// scoreWords is score for a text's distinctLexWords.
+func (e *exampleBM25) scoreWords(words []string, held int) map[int]float64 {
+	per := e.bm.scoreWords(words)
 	if per == nil {
 		return nil
 	}

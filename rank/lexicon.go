@@ -12,17 +12,73 @@ import (
 // lexicon holds the lexical evidence of every label: keywords, patterns and
 // names, matched against lower-cased text.
 type lexicon struct {
-	keywords map[int][]string
+	keywords map[int][]needle
 	patterns map[int][]*regexp.Regexp
-	names    map[int][]string
+	names    map[int][]needle
+}
+
+// needle is a keyword or name with its runs of word bytes (isWordByte).
+// A match at word boundaries (containsWord) has each run as a whole word
+// of the text, so a long text is first checked for the runs in its set of
+// words (Turn.mayContain) instead of being searched once per needle.
+type needle struct {
+	s    string
+	runs []string
+}
+
+func newNeedle(s string) needle {
+	return needle{s: s, runs: wordRuns(s)}
+}
+
+// wordRuns returns the maximal runs of word bytes of s, in order.
+func wordRuns(s string) []string {
+	var out []string
+	for i := 0; i < len(s); {
+		if !isWordByte(s[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && isWordByte(s[j]) {
+			j++
+		}
+		out = append(out, s[i:j])
+		i = j
+	}
+	return out
+}
+
+// wordSetMin is the text length from which a turn's words are collected
+// in a set for needles to be looked up in; below it a search per needle
+// costs less than the set.
+const wordSetMin = 1024
+
+// mayContain reports whether t.lower can contain n at word boundaries:
+// false only when one of n's runs is not a word of the text.
+func (t *Turn) mayContain(n needle) bool {
+	if len(t.lower) < wordSetMin {
+		return true
+	}
+	if t.words == nil {
+		t.words = map[string]struct{}{}
+		for _, w := range wordRuns(t.lower) {
+			t.words[w] = struct{}{}
+		}
+	}
+	for _, r := range n.runs {
+		if _, ok := t.words[r]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func newLexicon(idx *index.Index) (lexicon, error) {
-	lx := lexicon{keywords: map[int][]string{}, patterns: map[int][]*regexp.Regexp{}, names: map[int][]string{}}
+	lx := lexicon{keywords: map[int][]needle{}, patterns: map[int][]*regexp.Regexp{}, names: map[int][]needle{}}
 	for i, l := range idx.Labels {
 		for _, k := range l.Keywords {
 			if k = strings.ToLower(strings.TrimSpace(k)); k != "" {
-				lx.keywords[i] = append(lx.keywords[i], k)
+				lx.keywords[i] = append(lx.keywords[i], newNeedle(k))
 			}
 		}
 		for _, p := range l.Patterns {
@@ -37,14 +93,14 @@ func newLexicon(idx *index.Index) (lexicon, error) {
 			// Names with separators are evidence when quoted (list_issues,
 			// "Songkick concert"); plain words would match too often.
 			if len(l.Name) >= 4 && strings.ContainsAny(l.Name, "_- ") {
-				lx.names[i] = append(lx.names[i], strings.ToLower(l.Name))
+				lx.names[i] = append(lx.names[i], newNeedle(strings.ToLower(l.Name)))
 			}
 		case index.KindServer:
 			if len(l.ID) >= 3 {
-				lx.names[i] = append(lx.names[i], strings.ToLower(l.ID))
+				lx.names[i] = append(lx.names[i], newNeedle(strings.ToLower(l.ID)))
 			}
 			if l.Name != "" && l.Name != l.ID && len(l.Name) >= 3 {
-				lx.names[i] = append(lx.names[i], strings.ToLower(l.Name))
+				lx.names[i] = append(lx.names[i], newNeedle(strings.ToLower(l.Name)))
 			}
 		}
 	}
@@ -99,13 +155,13 @@ func (lx *lexicon) match(li int, t *Turn) lexHit {
 		}
 	}
 	for _, n := range lx.names[li] {
-		if containsWord(t.lower, n) {
-			return lexHit{lexName, fmt.Sprintf("names %q", n)}
+		if t.mayContain(n) && containsWord(t.lower, n.s) {
+			return lexHit{lexName, fmt.Sprintf("names %q", n.s)}
 		}
 	}
 	for _, k := range lx.keywords[li] {
-		if containsWord(t.lower, k) {
-			return lexHit{lexKeyword, fmt.Sprintf("keyword %q", k)}
+		if t.mayContain(k) && containsWord(t.lower, k.s) {
+			return lexHit{lexKeyword, fmt.Sprintf("keyword %q", k.s)}
 		}
 	}
 	return lexHit{}

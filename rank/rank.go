@@ -136,7 +136,7 @@ func (r *Ranker) Lexical(li int, t *Turn) (float64, string) {
 func (t *Turn) prepare() {
 	if t.prepared != t.Text {
 		t.lower, t.pattern, t.prepared = strings.ToLower(t.Text), patternText(t.Text), t.Text
-		t.lexHits = nil
+		t.lexHits, t.words = nil, nil
 	}
 }
 
@@ -152,6 +152,8 @@ type Turn struct {
 	// lexHits caches, by label, the lexical evidence found in the turn,
 	// so patterns and needles run once per turn.
 	lexHits map[int]lexHit
+	// words is the set of word runs of lower, for long texts (mayContain).
+	words map[string]struct{}
 	// Context marks an earlier conversation turn (not the current request).
 	Context bool
 	// Part marks one need of a compound request (see Needs).
@@ -189,11 +191,14 @@ func (r *Ranker) Embed(ctx context.Context, ts []Turn) ([]Turn, error) {
 		}
 		ts[i].prepare()
 		ts[i].vec = vecs[i]
-		if r.fusion.BM25 > 0 {
-			ts[i].bm = r.bm.score(ts[i].Text)
-		}
-		if r.fusion.ExampleBM25 > 0 {
-			ts[i].exBM = r.exBM.score(ts[i].Text, -1)
+		if r.fusion.BM25 > 0 || r.fusion.ExampleBM25 > 0 {
+			words := distinctLexWords(ts[i].Text)
+			if r.fusion.BM25 > 0 {
+				ts[i].bm = r.bm.scoreWords(words)
+			}
+			if r.fusion.ExampleBM25 > 0 {
+				ts[i].exBM = r.exBM.scoreWords(words, -1)
+			}
 		}
 	}
 	return ts, nil
@@ -237,13 +242,30 @@ type Score struct {
 	Via   string  // set when the score came from another label (a server's best tool)
 }
 
-// scoreLabels fuses, for each label in ls, the dense similarity (best
-// vector, weighted by turn) with lexical evidence.
+// ScoreLabels fuses, for each label in ls, the dense similarity (best
+// vector, weighted by turn) with lexical evidence: its best score over
+// the turns.
 func (r *Ranker) ScoreLabels(ls []int, ts []Turn) []Score {
-	out := make([]Score, len(ls))
+	if len(ts) == 0 {
+		out := make([]Score, len(ls))
+		for j, li := range ls {
+			out[j] = unscored(li, &r.idx.Labels[li])
+		}
+		return out
+	}
+	if len(ts) == 1 {
+		return r.scoreRows(ls, ts)
+	}
+	return bestOfRows(r.scoreRows(ls, ts), len(ls))
+}
+
+// scoreRows scores each label of ls in each turn alone: row ti (out[ti*len(ls):])
+// is what ScoreLabels returns for ts[ti:ti+1], so a compound request's
+// parts are ranked from the same pass as the whole request.
+func (r *Ranker) scoreRows(ls []int, ts []Turn) []Score {
+	out := make([]Score, len(ls)*len(ts))
 	for j, li := range ls {
 		l := &r.idx.Labels[li]
-		best := Score{Label: li, owner: li, Score: math.Inf(-1), vec: l.First}
 		for ti := range ts {
 			t := &ts[ti]
 			d := t.dots[l.First : l.First+l.Count]
@@ -261,11 +283,35 @@ func (r *Ranker) ScoreLabels(ls []int, ts []Turn) []Score {
 			cos := float64(s)
 			boost, lexEv := r.lx.evidence(li, t, &r.fusion)
 			total += (boost + r.fusion.BM25*t.bm[li] + r.fusion.ExampleBM25*t.exBM[li]) * t.Weight
-			if total > best.Score {
-				best = Score{Label: li, owner: li, Score: total, cos: cos, vec: l.First + v, ctx: t.Context, Lex: lexEv}
+			if total > math.Inf(-1) {
+				out[ti*len(ls)+j] = Score{Label: li, owner: li, Score: total, cos: cos, vec: l.First + v, ctx: t.Context, Lex: lexEv}
+			} else {
+				out[ti*len(ls)+j] = unscored(li, l)
 			}
 		}
-		out[j] = best
+	}
+	return out
+}
+
+// unscored is the score of a label no turn reaches (every vector masked).
+func unscored(li int, l *index.Label) Score {
+	return Score{Label: li, owner: li, Score: math.Inf(-1), vec: l.First}
+}
+
+// bestOfRows is, for each of n labels, its best score over the rows
+// (the first row wins ties).
+func bestOfRows(rows []Score, n int) []Score {
+	out := make([]Score, n)
+	if n == 0 {
+		return out
+	}
+	copy(out, rows[:n])
+	for off := n; off < len(rows); off += n {
+		for j, s := range rows[off : off+n] {
+			if s.Score > out[j].Score {
+				out[j] = s
+			}
+		}
 	}
 	return out
 }

@@ -2,6 +2,9 @@ package rank
 
 import (
 	"context"
+	"github.com/classifierd/classifierd/catalog"
+	"github.com/classifierd/classifierd/internal/testenv"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -66,5 +69,38 @@ func TestMayContainNeverHidesAMatch(t *testing.T) {
 	}
 	if ruledOut == 0 {
 		t.Error("the prefilter ruled out no needle; it must rule out those whose words are absent (zzz, work)")
+	}
+}
+
+// TestLexiconScanMatchesEveryLabel checks that looking up only the labels
+// a text's words point to finds the same evidence as matching every label.
+func TestLexiconScanMatchesEveryLabel(t *testing.T) {
+	cat, err := catalog.Load(filepath.Join(testenv.RepoRoot(), "data/catalogs/default.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := testRanker(t, cat, 64)
+	hits := 0
+	for _, text := range []string{
+		"check my github notifications and open PROJ-123 in jira",
+		"post it in #ops on Slack, then list_issues for the repo",
+		"read ~/notes.txt, convert 20 usd to eur; ++ weird :: input",
+		strings.Repeat("2026-11-23 INFO worker done ", 60) + "send an email to sam@example.com about the postgres outage",
+	} {
+		tu := Turn{Text: text}
+		tu.prepare()
+		for li := range r.idx.Labels {
+			want := r.lx.match(li, &tu)
+			boost, ev := r.lx.evidence(li, &tu, &r.fusion)
+			if ev != want.evidence || (want.kind == lexNone) != (boost == 0) {
+				t.Errorf("%q, label %s: evidence %q (boost %v), want %q", text[:20], r.idx.Labels[li].ID, ev, boost, want.evidence)
+			}
+			if want.kind != lexNone {
+				hits++
+			}
+		}
+	}
+	if hits < 4 {
+		t.Errorf("%d lexical hits over the texts; the test needs some to compare", hits)
 	}
 }

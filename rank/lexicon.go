@@ -3,6 +3,7 @@ package rank
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/classifierd/classifierd/calibrate"
@@ -15,6 +16,13 @@ type lexicon struct {
 	keywords map[int][]needle
 	patterns map[int][]*regexp.Regexp
 	names    map[int][]needle
+	// byWord lists, by the first word run of each name and keyword, the
+	// labels it is a needle of; always lists the labels that must be
+	// matched whatever the text's words (patterns, needles without word
+	// bytes). A turn checks only the labels its words point to, so the
+	// lexicon costs the text's length and its hits, not the catalog's size.
+	byWord map[string][]int
+	always []int
 }
 
 // needle is a keyword or name with its runs of word bytes (isWordByte).
@@ -48,10 +56,20 @@ func wordRuns(s string) []string {
 	return out
 }
 
-// wordSetMin is the text length from which a turn's words are collected
-// in a set for needles to be looked up in; below it a search per needle
-// costs less than the set.
+// wordSetMin is the text length from which needles are first looked up
+// in the turn's set of words; below it a search per needle costs less.
 const wordSetMin = 1024
+
+// wordSet returns the set of word runs of t.lower, built once per turn.
+func (t *Turn) wordSet() map[string]struct{} {
+	if t.words == nil {
+		t.words = map[string]struct{}{}
+		for _, w := range wordRuns(t.lower) {
+			t.words[w] = struct{}{}
+		}
+	}
+	return t.words
+}
 
 // mayContain reports whether t.lower can contain n at word boundaries:
 // false only when one of n's runs is not a word of the text.
@@ -59,14 +77,9 @@ func (t *Turn) mayContain(n needle) bool {
 	if len(t.lower) < wordSetMin {
 		return true
 	}
-	if t.words == nil {
-		t.words = map[string]struct{}{}
-		for _, w := range wordRuns(t.lower) {
-			t.words[w] = struct{}{}
-		}
-	}
+	words := t.wordSet()
 	for _, r := range n.runs {
-		if _, ok := t.words[r]; !ok {
+		if _, ok := words[r]; !ok {
 			return false
 		}
 	}
@@ -104,7 +117,43 @@ func newLexicon(idx *index.Index) (lexicon, error) {
 			}
 		}
 	}
+	lx.byWord = map[string][]int{}
+	for i := range idx.Labels {
+		always := len(lx.patterns[i]) > 0
+		seen := map[string]bool{}
+		for _, n := range append(slices.Clip(lx.names[i]), lx.keywords[i]...) {
+			if len(n.runs) == 0 {
+				always = true
+			} else if w := n.runs[0]; !seen[w] {
+				seen[w] = true
+				lx.byWord[w] = append(lx.byWord[w], i)
+			}
+		}
+		if always {
+			lx.always = append(lx.always, i)
+		}
+	}
 	return lx, nil
+}
+
+// scan finds the lexical evidence of every label in t: only the labels
+// whose needles' first words occur in the text, or that always need a
+// look (lexicon.always), can have any.
+func (lx *lexicon) scan(t *Turn) {
+	t.lexHits = map[int]lexHit{}
+	check := func(li int) {
+		if _, done := t.lexHits[li]; !done {
+			t.lexHits[li] = lx.match(li, t)
+		}
+	}
+	for _, li := range lx.always {
+		check(li)
+	}
+	for w := range t.wordSet() {
+		for _, li := range lx.byWord[w] {
+			check(li)
+		}
+	}
 }
 
 // evidence returns the lexical boost for label li in turn t (the fusion
@@ -112,14 +161,10 @@ func newLexicon(idx *index.Index) (lexicon, error) {
 // is found once per turn and label; the weight is looked up each time, as
 // fitting scores one turn under several fusions.
 func (lx *lexicon) evidence(li int, t *Turn, f *calibrate.Fusion) (float64, string) {
-	h, ok := t.lexHits[li]
-	if !ok {
-		h = lx.match(li, t)
-		if t.lexHits == nil {
-			t.lexHits = map[int]lexHit{}
-		}
-		t.lexHits[li] = h
+	if t.lexHits == nil {
+		lx.scan(t)
 	}
+	h := t.lexHits[li]
 	switch h.kind {
 	case lexPattern:
 		return f.Pattern, h.evidence

@@ -457,3 +457,29 @@ func (x *Index) Dot(q []float32, dst []float32) error {
 	}
 	return nil
 }
+
+// DotMany is Dot for several queries in one pass over the matrix: each
+// stored vector is read from memory once and scored against every query
+// while it is in cache (a request's turns share the scan). dst[k] gets
+// the scores of qs[k], exactly as Dot would write them.
+func (x *Index) DotMany(qs [][]float32, dst [][]float32) error {
+	if len(qs) != len(dst) {
+		return fmt.Errorf("index: %d queries, %d destinations", len(qs), len(dst))
+	}
+	for k, q := range qs {
+		if len(q) != x.Dims {
+			return fmt.Errorf("%w: query %d has %d dims, index has %d", ErrDimMismatch, k, len(q), x.Dims)
+		}
+		if len(dst[k]) != x.count {
+			return fmt.Errorf("index: dst %d has %d slots for %d vectors", k, len(dst[k]), x.count)
+		}
+	}
+	d := x.Dims
+	for i := 0; i < x.count; i++ {
+		v := x.vecs[i*d : (i+1)*d]
+		for k, q := range qs {
+			dst[k][i] = vek32.Dot(q, v)
+		}
+	}
+	return nil
+}

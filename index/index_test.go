@@ -375,3 +375,34 @@ func BenchmarkDot(b *testing.B) {
 		})
 	}
 }
+
+func TestDotManyMatchesDot(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	vecs := unitVecs(r, 50, 24)
+	h := Header{Model: "m", Fingerprint: "fp", Dims: 24,
+		Labels: []Label{{Kind: KindCategory, ID: "all", First: 0, Count: 50, Texts: make([]string, 50), Sources: make([]Source, 50)}}}
+	x, err := New(h, vecs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := unitVecs(r, 3, 24)
+	dst := [][]float32{make([]float32, 50), make([]float32, 50), make([]float32, 50)}
+	if err := x.DotMany(qs, dst); err != nil {
+		t.Fatal(err)
+	}
+	for k, q := range qs {
+		want := make([]float32, 50)
+		if err := x.Dot(q, want); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(dst[k], want) {
+			t.Errorf("query %d: DotMany differs from Dot", k)
+		}
+	}
+	if err := x.DotMany(qs[:1], dst); err == nil {
+		t.Error("3 destinations for 1 query accepted")
+	}
+	if err := x.DotMany([][]float32{make([]float32, 5)}, dst[:1]); !errors.Is(err, ErrDimMismatch) {
+		t.Errorf("short query: %v, want ErrDimMismatch", err)
+	}
+}

@@ -184,11 +184,15 @@ func (r *Ranker) Embed(ctx context.Context, ts []Turn) ([]Turn, error) {
 	if len(vecs) != len(ts) {
 		return nil, fmt.Errorf("rank: embedder returned %d vectors for %d texts", len(vecs), len(ts))
 	}
+	dots := make([][]float32, len(ts))
 	for i := range ts {
-		ts[i].dots = make([]float32, r.idx.NumVectors())
-		if err := r.idx.Dot(vecs[i], ts[i].dots); err != nil {
-			return nil, err
-		}
+		dots[i] = make([]float32, r.idx.NumVectors())
+	}
+	if err := r.idx.DotMany(vecs, dots); err != nil {
+		return nil, err
+	}
+	for i := range ts {
+		ts[i].dots = dots[i]
 		ts[i].prepare()
 		ts[i].vec = vecs[i]
 		if r.fusion.BM25 > 0 || r.fusion.ExampleBM25 > 0 {
@@ -344,7 +348,16 @@ func (r *Ranker) pooled(li int, l *index.Label, t *Turn, best, desc float64) flo
 		return best
 	}
 	sum, sq := r.sums[li], r.sumSq[li]
-	dq := float64(vek32.Dot(t.vec, sum))
+	var dq float64
+	if l.Count == 1 && r.mask == nil && !t.held {
+		// The centroid of one vector is that vector: its dot product with
+		// the query is already in t.dots (the same vek32.Dot, so the same
+		// value), and a large catalog of one-vector tools is scanned once
+		// per turn instead of twice.
+		dq = float64(t.dots[l.First])
+	} else {
+		dq = float64(vek32.Dot(t.vec, sum))
+	}
 	if t.held && r.mask == nil && t.heldVec >= l.First && t.heldVec < l.First+l.Count {
 		v := r.idx.Vector(t.heldVec)
 		dq -= float64(vek32.Dot(t.vec, v))

@@ -125,6 +125,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	dir := fs.String("dir", "var/scale", "where catalogs and indexes are written")
 	queries := fs.Int("queries", 200, "requests scored per size")
 	seed := fs.Uint64("seed", 1, "random seed of the catalogs")
+	reuse := fs.Bool("reuse", false, "keep an index already in --dir (load and scoring only; gen-index columns read -)")
 	distinct := fs.Int("distinct", defaultDistinct, "distinct tools at most; larger catalogs repeat them on more servers")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -170,7 +171,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	var rows []row
 	for _, n := range ns {
-		r, err := measure(ctx, src, n, *distinct, *seed, *dir, *genIndex, *model, *ortLib, qs, emb, stderr)
+		r, err := measure(ctx, src, n, *distinct, *seed, *dir, *genIndex, *model, *ortLib, qs, emb, *reuse, stderr)
 		if err != nil {
 			return fmt.Errorf("%d tools: %w", n, err)
 		}
@@ -181,27 +182,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func measure(ctx context.Context, src *sources, n, distinct int, seed uint64, dir, genIndex, model, ortLib string,
-	qs []string, emb lookupEmbedder, stderr io.Writer) (row, error) {
+	qs []string, emb lookupEmbedder, reuse bool, stderr io.Writer) (row, error) {
 	r := row{tools: n}
 	catPath := filepath.Join(dir, fmt.Sprintf("synth-%d.catalog.json", n))
 	idxPath := filepath.Join(dir, fmt.Sprintf("synth-%d.idx", n))
-	if err := writeCatalog(catPath, synth(src, n, distinct, seed)); err != nil {
-		return r, err
-	}
 	r.distinct = min(n, distinct)
-	fmt.Fprintf(stderr, ">> %d tools: gen-index\n", n)
-	cmd := exec.CommandContext(ctx, genIndex, "--catalog", catPath, "--model", model, "--ort-lib", ortLib, "--out", idxPath, "--quiet")
-	cmd.Stdout, cmd.Stderr = stderr, stderr
-	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		return r, fmt.Errorf("gen-index: %w", err)
+	if _, err := os.Stat(idxPath); err != nil || !reuse {
+		if err := build(ctx, &r, src, n, distinct, seed, catPath, idxPath, genIndex, model, ortLib, stderr); err != nil {
+			return r, err
+		}
 	}
-	r.build = time.Since(start)
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.buildRSS = ru.Maxrss * 1024 // kilobytes on Linux
-	}
-	r.buildCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	fmt.Fprintf(stderr, ">> %d tools: gen-index %s (CPU %s), peak RSS %s\n", n, r.build.Round(time.Second), r.buildCPU.Round(time.Second), mib(uint64(r.buildRSS)))
 	st, err := os.Stat(idxPath)
 	if err != nil {
 		return r, err
@@ -221,6 +211,32 @@ func measure(ctx context.Context, src *sources, n, distinct int, seed uint64, di
 	if err != nil {
 		return r, err
 	}
+	return r, scoreRoute(ctx, &r, dom, qs)
+}
+
+// build writes the catalog and runs gen-index on it, measuring it.
+func build(ctx context.Context, r *row, src *sources, n, distinct int, seed uint64, catPath, idxPath, genIndex, model, ortLib string, stderr io.Writer) error {
+	if err := writeCatalog(catPath, synth(src, n, distinct, seed)); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, ">> %d tools: gen-index\n", n)
+	cmd := exec.CommandContext(ctx, genIndex, "--catalog", catPath, "--model", model, "--ort-lib", ortLib, "--out", idxPath, "--quiet")
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("gen-index: %w", err)
+	}
+	r.build = time.Since(start)
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.buildRSS = ru.Maxrss * 1024 // kilobytes on Linux
+	}
+	r.buildCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	fmt.Fprintf(stderr, ">> %d tools: gen-index %s (CPU %s), peak RSS %s\n", n, r.build.Round(time.Second), r.buildCPU.Round(time.Second), mib(uint64(r.buildRSS)))
+	return nil
+}
+
+// scoreRoute measures Route's scoring on the requests.
+func scoreRoute(ctx context.Context, r *row, dom server.Domain, qs []string) error {
 	// Wall time, and the CPU time of the measuring thread: on a shared
 	// machine the second is the steadier figure.
 	runtime.LockOSThread()
@@ -231,7 +247,7 @@ func measure(ctx context.Context, src *sources, n, distinct int, seed uint64, di
 			c0 := threadCPU()
 			t := time.Now()
 			if _, err := dom.Router.Route(ctx, route.RouteQuery{Query: q}); err != nil {
-				return r, err
+				return err
 			}
 			if round > 0 {
 				lat = append(lat, time.Since(t))
@@ -242,7 +258,7 @@ func measure(ctx context.Context, src *sources, n, distinct int, seed uint64, di
 	slices.Sort(lat)
 	slices.Sort(cpu)
 	r.p50, r.p99, r.cpu50 = lat[len(lat)/2], lat[len(lat)*99/100], cpu[len(cpu)/2]
-	return r, nil
+	return nil
 }
 
 // threadCPU is the CPU time of the calling OS thread (Linux
@@ -314,9 +330,18 @@ func printTable(w io.Writer, rows []row) {
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		fmt.Fprintf(w, "| %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.tools, r.distinct, r.vectors,
-			r.build.Round(100*time.Millisecond), r.buildCPU.Round(100*time.Millisecond), mib(uint64(r.buildRSS)), mib(uint64(r.size)),
+			orDash(r.build, r.build.Round(100*time.Millisecond).String()), orDash(r.build, r.buildCPU.Round(100*time.Millisecond).String()),
+			orDash(r.build, mib(uint64(r.buildRSS))), mib(uint64(r.size)),
 			r.load.Round(time.Millisecond), mib(r.loadHeap), ms(r.p50), ms(r.p99), ms(r.cpu50))
 	}
+}
+
+// orDash is s, or "-" for an index that was not built in this run.
+func orDash(build time.Duration, s string) string {
+	if build == 0 {
+		return "-"
+	}
+	return s
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }

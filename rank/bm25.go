@@ -119,6 +119,29 @@ func (b *bm25) scoreWords(words []string) map[int]float64 {
 	return out
 }
 
+// scoreDense is scoreWords into a slice indexed by document (n of them),
+// nil when no document shares a word: a turn's scores are read once per
+// label, and at 100,000 tools a map of every matching document cost more
+// than the ranking around it. Sums are taken in the same order as
+// scoreWords, so the values are the same.
+func (b *bm25) scoreDense(words []string, n int) []float64 {
+	var out []float64
+	for _, w := range words {
+		ps := b.postings[w]
+		if len(ps) == 0 {
+			continue
+		}
+		if out == nil {
+			out = make([]float64, n)
+		}
+		idf := b.idf[w]
+		for _, p := range ps {
+			out[p.doc] += idf * p.tf
+		}
+	}
+	return out
+}
+
 // lexWords splits text into lower-case word stems, dropping stop words
 // and one-letter words.
 func lexWords(s string) []string {
@@ -199,6 +222,25 @@ func (e *exampleBM25) scoreWords(words []string, held int) map[int]float64 {
 	out := make(map[int]float64, len(per))
 	for v, s := range per {
 		if v == held {
+			continue
+		}
+		if li := e.owner[v]; s > out[li] {
+			out[li] = s
+		}
+	}
+	return out
+}
+
+// scoreDense is scoreWords as a slice indexed by label (labels of them,
+// nil when no example shares a word), for a turn (see bm25.scoreDense).
+func (e *exampleBM25) scoreDense(words []string, held, labels int) []float64 {
+	per := e.bm.scoreDense(words, len(e.owner))
+	if per == nil {
+		return nil
+	}
+	out := make([]float64, labels)
+	for v, s := range per {
+		if s == 0 || v == held {
 			continue
 		}
 		if li := e.owner[v]; s > out[li] {

@@ -162,8 +162,8 @@ type Turn struct {
 	// count, but less than the current one, and less the clearer it is.
 	Penalty float64
 	// bm holds the tools' BM25 scores for this text, and exBM each
-	// tool's best example BM25 score.
-	bm, exBM map[int]float64
+	// tool's best example BM25 score, by label (nil: no match).
+	bm, exBM []float64
 	// held is set when the turn is an index vector scored as a query at
 	// calibration time: heldVec is left out of its label's centroid.
 	held    bool
@@ -198,10 +198,10 @@ func (r *Ranker) Embed(ctx context.Context, ts []Turn) ([]Turn, error) {
 		if r.fusion.BM25 > 0 || r.fusion.ExampleBM25 > 0 {
 			words := distinctLexWords(ts[i].Text)
 			if r.fusion.BM25 > 0 {
-				ts[i].bm = r.bm.scoreWords(words)
+				ts[i].bm = r.bm.scoreDense(words, len(r.idx.Labels))
 			}
 			if r.fusion.ExampleBM25 > 0 {
-				ts[i].exBM = r.exBM.scoreWords(words, -1)
+				ts[i].exBM = r.exBM.scoreDense(words, -1, len(r.idx.Labels))
 			}
 		}
 	}
@@ -286,7 +286,7 @@ func (r *Ranker) scoreRows(ls []int, ts []Turn) []Score {
 			total := (dense+r.breadth.adjust(li, l, t, r.fusion.ToolBreadth))*t.Weight - t.Penalty
 			cos := float64(s)
 			boost, lexEv := r.lx.evidence(li, t, &r.fusion)
-			total += (boost + r.fusion.BM25*t.bm[li] + r.fusion.ExampleBM25*t.exBM[li]) * t.Weight
+			total += (boost + r.fusion.BM25*at(t.bm, li) + r.fusion.ExampleBM25*at(t.exBM, li)) * t.Weight
 			if total > math.Inf(-1) {
 				out[ti*len(ls)+j] = Score{Label: li, owner: li, Score: total, cos: cos, vec: l.First + v, ctx: t.Context, Lex: lexEv}
 			} else {
@@ -295,6 +295,14 @@ func (r *Ranker) scoreRows(ls []int, ts []Turn) []Score {
 		}
 	}
 	return out
+}
+
+// at is s[i], or 0 for a nil s.
+func at(s []float64, i int) float64 {
+	if s == nil {
+		return 0
+	}
+	return s[i]
 }
 
 // unscored is the score of a label no turn reaches (every vector masked).

@@ -46,10 +46,13 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
+	loadStart := time.Now()
 	idx, err := index.Load(cfg.Index)
 	if err != nil {
 		return fmt.Errorf("load index %s: %w", cfg.Index, err)
 	}
+	log.Info("index loaded", "path", cfg.Index, "vectors", idx.NumVectors(), "mapped", idx.Mapped(),
+		"took", time.Since(loadStart).Round(time.Millisecond))
 	rt, err := embed.InitRuntime(cfg.ORTLib)
 	if err != nil {
 		return err

@@ -335,12 +335,23 @@ func (r *Ranker) setCentroids(withoutExamples bool) {
 	r.sums, r.sumSq = make([][]float32, len(idx.Labels)), make([]float64, len(idx.Labels))
 	for _, li := range r.tools {
 		l := &idx.Labels[li]
-		sum := make([]float32, idx.Dims)
+		var in []int
 		for v := l.First; v < l.First+l.Count; v++ {
-			if withoutExamples && l.Sources[v-l.First] == index.SourceExample {
-				continue
+			if !withoutExamples || l.Sources[v-l.First] != index.SourceExample {
+				in = append(in, v)
 			}
-			vek32.Add_Inplace(sum, idx.Vector(v))
+		}
+		var sum []float32
+		if len(in) == 1 {
+			// The sum of one vector is that vector: share the index's
+			// (read-only) row instead of a copy per tool (154 MB at
+			// 100,000 one-vector tools).
+			sum = idx.Vector(in[0])
+		} else {
+			sum = make([]float32, idx.Dims)
+			for _, v := range in {
+				vek32.Add_Inplace(sum, idx.Vector(v))
+			}
 		}
 		r.sums[li], r.sumSq[li] = sum, float64(vek32.Dot(sum, sum))
 	}

@@ -18,6 +18,7 @@ MODEL       ?= all-MiniLM-L6-v2-int8
 MODELS_DIR  := $(ROOT)/.cache/models
 MODEL_DIR   ?= $(MODELS_DIR)/$(MODEL)
 USE_LITE_DIR ?= $(abspath $(ROOT)/../shared/models/use-lite-en)
+DATASETS    ?= $(abspath $(ROOT)/../shared/datasets)
 VENV        := $(ROOT)/.cache/venv-model
 # The Python client's development environment (generator, pytest, mypy).
 PYCLIENT_VENV := $(ROOT)/.cache/venv-python-client
@@ -174,6 +175,12 @@ test-node: build
 bench: deps build index ## Go benchmarks and the end-to-end load test (latency, throughput, overhead ratio)
 	go test -run '^$$' -bench . -benchtime 1s ./index/ ./embed/ ./route/ ./session/ ./tokens/ ./terminal/
 	go run ./tools/loadtest --daemon $(BIN)/classifierd --index $(INDEX) --model $(MODEL_DIR) --ort-lib $(ORT_LIB)
+
+.PHONY: bench-scale
+bench-scale: deps build ## gen-index time and memory, index load and Route scoring at 1k, 10k and 100k tools (slow; docs/scale.md)
+	go build -o $(BIN)/scale-bench ./tools/scale-bench
+	$(BIN)/scale-bench run --gen-index $(BIN)/gen-index --model $(MODEL_DIR) --ort-lib $(ORT_LIB) \
+	  --metatool $(DATASETS)/metatool.json --dir var/scale $(if $(SIZES),--sizes $(SIZES))
 
 .PHONY: eval
 eval: deps build ## accuracy and calibration figures on the development datasets

@@ -28,9 +28,9 @@ var ErrInvalid = errors.New("catalog: invalid")
 // Limits on catalog contents, generous for real MCP deployments yet bounded
 // so a malformed file cannot exhaust memory at index time.
 const (
-	MaxLabels      = 20000
-	MaxExamples    = 2000 // per label
-	MaxTextBytes   = 8192 // per description or example
+	MaxLabels      = 200_000 // 100,000 tools and their servers fit (docs/scale.md)
+	MaxExamples    = 2000    // per label
+	MaxTextBytes   = 8192    // per description or example
 	MaxSchemaBytes = 65536
 	MaxFileBytes   = 256 << 20
 )

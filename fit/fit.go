@@ -52,7 +52,10 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (calibrate.Cali
 	}
 
 	catEx := rank.Examples(idx, rk.Categories())
-	toolEx := rank.Examples(idx, rk.Tools())
+	allToolEx := rank.Examples(idx, rk.Tools())
+	// Each held-out tool example ranks every tool: bound the work (an even
+	// sample) so that fitting a large catalog is not quadratic in its size.
+	toolEx := evenSample(allToolEx, max(minFitExamples, fitWork/max(1, len(rk.Tools()))))
 	total := len(catEx) + len(toolEx)
 	done := 0
 	tick := func() {
@@ -108,7 +111,7 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (calibrate.Cali
 	}
 
 	// Tool fusion weights, where there are enough tool examples to tell.
-	if !opts.DescriptionsOnly && len(toolEx) >= minFusionExamples*len(rk.Tools()) && len(rk.Tools()) > 1 {
+	if !opts.DescriptionsOnly && len(allToolEx) >= minFusionExamples*len(rk.Tools()) && len(rk.Tools()) > 1 {
 		f, err := fitToolFusion(ctx, rk, toolEx, dots)
 		if err != nil {
 			return calibrate.Calibration{}, err
@@ -229,6 +232,33 @@ func fitHead(ctx context.Context, rk *rank.Ranker, folds int) (*calibrate.Head, 
 	return calibrate.TrainHead(x, y, len(rk.Categories()), calibrate.HeadOptions{Seed: 99}), oof
 }
 
+// Work bounds for large catalogs, in held-out examples × tools ranked.
+// Catalogs of a few hundred tools (every one make eval measures) stay
+// below them and are fitted on all their examples.
+const (
+	// fitWork bounds the examples the server and tool maps are fitted on
+	// (10,000 tools: 2,000 examples).
+	fitWork = 20_000_000
+	// fusionWork bounds the examples the fusion weights are chosen on,
+	// each ranked once per candidate weight (10,000 tools: 200).
+	fusionWork = 2_000_000
+	// minFitExamples is the smallest sample the bounds cut to.
+	minFitExamples = 200
+)
+
+// evenSample returns at most n of ex, spread evenly (ex itself when it
+// has no more than n).
+func evenSample(ex []rank.Example, n int) []rank.Example {
+	if len(ex) <= n {
+		return ex
+	}
+	out := make([]rank.Example, 0, n)
+	for i := 0; i < n; i++ {
+		out = append(out, ex[i*len(ex)/n])
+	}
+	return out
+}
+
 // gen-index fits the tool fusion weights instead of keeping the defaults.
 const minFusionExamples = 2
 
@@ -263,13 +293,9 @@ const maxFusionRounds = 4
 // ties keep the default.
 func fitToolFusion(ctx context.Context, rk *rank.Ranker, toolEx []rank.Example, dots []float32) (calibrate.Fusion, error) {
 	all := rk.AllServers()
-	if len(toolEx) > maxFusionExamples { // bound time and memory: an even sample
-		sample := make([]rank.Example, 0, maxFusionExamples)
-		for i := 0; i < maxFusionExamples; i++ {
-			sample = append(sample, toolEx[i*len(toolEx)/maxFusionExamples])
-		}
-		toolEx = sample
-	}
+	// Bound time and memory (each sample keeps a row of dot products and
+	// is ranked against every tool about fifty times): an even sample.
+	toolEx = evenSample(toolEx, min(maxFusionExamples, max(minFitExamples, fusionWork/max(1, len(rk.Tools())))))
 	turns := make([]rank.Turn, len(toolEx))
 	for i, ex := range toolEx {
 		turns[i] = rk.HeldOut(ex, dots, false)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/classifierd/classifierd/rank"
 	"reflect"
 	"slices"
 	"strings"
@@ -174,5 +175,27 @@ func TestFitWithoutCategories(t *testing.T) {
 	}
 	if cal.Tools.Method == "prior" {
 		t.Error("tools: got the prior, want a map fitted on the tool examples")
+	}
+}
+
+func TestEvenSampleBoundsFittingWork(t *testing.T) {
+	var ex []rank.Example
+	for i := 0; i < 1000; i++ {
+		ex = append(ex, rank.Example{Label: i / 10, Vector: i})
+	}
+	if got := evenSample(ex, 2000); len(got) != 1000 {
+		t.Fatalf("under the bound: %d examples, want all 1000", len(got))
+	}
+	got := evenSample(ex, 100)
+	if len(got) != 100 || got[0].Vector != 0 || got[99].Vector != 990 {
+		t.Fatalf("sample of 100: %d examples from %v to %v, want 100 spread over all", len(got), got[0], got[len(got)-1])
+	}
+	// Catalogs make eval measures (a few hundred tools, ≤ 5 examples
+	// each) are fitted on every example.
+	if n := fitWork / 200; n < 1000 {
+		t.Errorf("200 tools: fitted on %d examples, want all of 1000", n)
+	}
+	if n := fusionWork / 200; n < 1000 {
+		t.Errorf("200 tools: fusion chosen on %d examples, want all of 1000", n)
 	}
 }

@@ -12,12 +12,18 @@
 //	header    []byte   JSON Header: model, fingerprint, labels, calibration
 //	dims      uint32
 //	count     uint32   number of vectors
-//	vectors   []float32 count*dims
+//	pad       []byte   zeros up to a multiple of 64 bytes (version 2)
+//	vectors   []float32 count*dims, row after row: one contiguous matrix
 //	crc       uint32   CRC-32C of every byte above
+//
+// Version 2 aligns the matrix so that Load can memory-map the file and
+// score straight from the page cache: no copy of the vectors on the heap,
+// and a daemon that swaps indexes maps the new file beside the old one.
+// Version 1 files (no padding) still load, by copying.
 package index
 
 import (
-	"bytes"
+	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -28,7 +34,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
+	"unsafe"
 
 	"github.com/viterin/vek/vek32"
 )
@@ -36,8 +44,12 @@ import (
 // Magic starts every index file.
 const Magic = "CLSFIDX\x00"
 
-// FormatVersion is the version this package writes and reads.
-const FormatVersion uint32 = 1
+// FormatVersion is the version this package writes; it reads it and
+// version 1.
+const FormatVersion uint32 = 2
+
+// vecAlign is the offset alignment of the matrix in a version 2 file.
+const vecAlign = 64
 
 // Errors returned when an index cannot be used.
 var (
@@ -125,6 +137,8 @@ type Index struct {
 	count  int
 	byKind map[Kind][]int
 	byID   map[Kind]map[string]int
+	// mapped is set when vecs is a memory-mapped file (Load).
+	mapped bool
 }
 
 // New validates a header and its vectors and returns an Index.
@@ -137,6 +151,16 @@ func New(h Header, vectors [][]float32) (*Index, error) {
 		flat = append(flat, v...)
 	}
 	return build(h, flat, len(vectors))
+}
+
+// NewFlat validates a header and count vectors laid out row after row in
+// flat (count*h.Dims values), and returns an Index that keeps flat as its
+// matrix: the caller must not modify flat afterwards.
+func NewFlat(h Header, flat []float32, count int) (*Index, error) {
+	if h.Dims <= 0 || len(flat) != count*h.Dims {
+		return nil, fmt.Errorf("%w: %d values for %d vectors of %d dims", ErrDimMismatch, len(flat), count, h.Dims)
+	}
+	return build(h, flat, count)
 }
 
 func build(h Header, flat []float32, count int) (*Index, error) {
@@ -190,12 +214,10 @@ func build(h Header, flat []float32, count int) (*Index, error) {
 	}
 	for i := 0; i < count; i++ {
 		v := flat[i*h.Dims : (i+1)*h.Dims]
-		var s float64
-		for _, f := range v {
-			if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-				return nil, fmt.Errorf("%w: vector %d is not finite", ErrCorrupt, i)
-			}
-			s += float64(f) * float64(f)
+		// A NaN or infinite value makes the squared norm NaN or infinite.
+		s := float64(vek32.Dot(v, v))
+		if math.IsNaN(s) || math.IsInf(s, 0) {
+			return nil, fmt.Errorf("%w: vector %d is not finite", ErrCorrupt, i)
 		}
 		if math.Abs(math.Sqrt(s)-1) > normTolerance {
 			return nil, fmt.Errorf("%w: vector %d has norm %.4f, want 1", ErrCorrupt, i, math.Sqrt(s))
@@ -204,30 +226,44 @@ func build(h Header, flat []float32, count int) (*Index, error) {
 	return x, nil
 }
 
-// Write encodes the index to w.
+// Write encodes the index to w, streaming: the vectors go out in chunks,
+// never as a second copy of the matrix.
 func (x *Index) Write(w io.Writer) error {
 	hdr, err := json.Marshal(x.Header)
 	if err != nil {
 		return fmt.Errorf("index: encode header: %w", err)
 	}
-	var buf bytes.Buffer
-	buf.Grow(len(hdr) + len(x.vecs)*4 + 32)
-	buf.WriteString(Magic)
+	crc := crc32.New(castagnoli)
+	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 1<<16)
 	le := binary.LittleEndian
-	buf.Write(le.AppendUint32(nil, FormatVersion))
-	buf.Write(le.AppendUint32(nil, uint32(len(hdr))))
-	buf.Write(hdr)
-	buf.Write(le.AppendUint32(nil, uint32(x.Dims)))
-	buf.Write(le.AppendUint32(nil, uint32(x.count)))
-	b := make([]byte, 4)
+	head := make([]byte, 0, 16)
+	head = append(head, Magic...)
+	head = le.AppendUint32(head, FormatVersion)
+	head = le.AppendUint32(head, uint32(len(hdr)))
+	_, _ = bw.Write(head)
+	_, _ = bw.Write(hdr)
+	dc := le.AppendUint32(le.AppendUint32(nil, uint32(x.Dims)), uint32(x.count))
+	_, _ = bw.Write(dc)
+	_, _ = bw.Write(make([]byte, padding(len(head)+len(hdr)+len(dc))))
+	b := make([]byte, 0, 4096)
 	for _, f := range x.vecs {
-		le.PutUint32(b, math.Float32bits(f))
-		buf.Write(b)
+		b = le.AppendUint32(b, math.Float32bits(f))
+		if len(b) == cap(b) {
+			_, _ = bw.Write(b)
+			b = b[:0]
+		}
 	}
-	buf.Write(le.AppendUint32(nil, crc32.Checksum(buf.Bytes(), castagnoli)))
-	_, err = w.Write(buf.Bytes())
+	_, _ = bw.Write(b)
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	_, err = w.Write(le.AppendUint32(nil, crc.Sum32()))
 	return err
 }
+
+// padding is the number of zero bytes after off bytes that start the
+// matrix on a multiple of vecAlign.
+func padding(off int) int { return (vecAlign - off%vecAlign) % vecAlign }
 
 // WriteFile writes the index atomically: to a temporary file beside path,
 // then renamed, so a crash never leaves a half-written index.
@@ -257,17 +293,43 @@ func (x *Index) WriteFile(path string) (err error) {
 	return nil
 }
 
-// Load reads and validates the index file at path.
+// Load reads and validates the index file at path. Where the platform
+// allows it the file is memory-mapped and the index scores from the
+// mapping (unmapped once the Index is unreachable); vectors returned by
+// Vector are valid while the Index is. The whole file is still read once
+// at load, for its checksum and the vectors' norms.
 func Load(path string) (*Index, error) {
-	data, err := os.ReadFile(path)
+	data, unmap, err := mapFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("index: %w", err)
 	}
-	return Decode(data)
+	x, err := decode(data, unmap != nil)
+	if err != nil {
+		if unmap != nil {
+			_ = unmap()
+		}
+		return nil, err
+	}
+	if unmap != nil {
+		if x.mapped {
+			runtime.AddCleanup(x, func(unmap func() error) { _ = unmap() }, unmap)
+		} else {
+			_ = unmap() // the vectors were copied (a version 1 file)
+		}
+	}
+	return x, nil
 }
 
-// Decode validates and decodes an index from its bytes.
-func Decode(data []byte) (*Index, error) {
+// Mapped reports whether the index scores from a memory-mapped file.
+func (x *Index) Mapped() bool { return x.mapped }
+
+// Decode validates and decodes an index from its bytes; the Index does
+// not keep data.
+func Decode(data []byte) (*Index, error) { return decode(data, false) }
+
+// decode validates data; alias lets the index keep data as its matrix
+// (a read-only mapping that outlives the Index).
+func decode(data []byte, alias bool) (*Index, error) {
 	le := binary.LittleEndian
 	if len(data) < len(Magic) {
 		return nil, fmt.Errorf("%w: %d bytes", ErrTruncated, len(data))
@@ -279,8 +341,9 @@ func Decode(data []byte) (*Index, error) {
 		return nil, fmt.Errorf("%w: no header", ErrTruncated)
 	}
 	p := len(Magic)
-	if v := le.Uint32(data[p:]); v != FormatVersion {
-		return nil, fmt.Errorf("%w: file has version %d, this build reads %d", ErrVersion, v, FormatVersion)
+	version := le.Uint32(data[p:])
+	if version != FormatVersion && version != 1 {
+		return nil, fmt.Errorf("%w: file has version %d, this build reads 1 and %d (rebuild the index with this gen-index)", ErrVersion, version, FormatVersion)
 	}
 	hdrLen := int(le.Uint32(data[p+4:]))
 	p += 8
@@ -298,7 +361,11 @@ func Decode(data []byte) (*Index, error) {
 	if dims <= 0 || dims > maxDims || count < 0 || count > maxVectors {
 		return nil, fmt.Errorf("%w: %d vectors of %d dims", ErrCorrupt, count, dims)
 	}
-	need := p + count*dims*4 + 4
+	pad := 0
+	if version >= 2 {
+		pad = padding(p)
+	}
+	need := p + pad + count*dims*4 + 4
 	if len(data) < need {
 		return nil, fmt.Errorf("%w: want %d bytes, file has %d", ErrTruncated, need, len(data))
 	}
@@ -308,6 +375,12 @@ func Decode(data []byte) (*Index, error) {
 	if got, want := crc32.Checksum(data[:need-4], castagnoli), le.Uint32(data[need-4:]); got != want {
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
 	}
+	for _, b := range data[p : p+pad] {
+		if b != 0 {
+			return nil, fmt.Errorf("%w: padding is not zero", ErrCorrupt)
+		}
+	}
+	p += pad
 	var h Header
 	if err := json.Unmarshal(hdrBytes, &h); err != nil {
 		return nil, fmt.Errorf("%w: header: %v", ErrCorrupt, err)
@@ -315,12 +388,23 @@ func Decode(data []byte) (*Index, error) {
 	if h.Dims != dims {
 		return nil, fmt.Errorf("%w: header says %d dims, vectors have %d", ErrDimMismatch, h.Dims, dims)
 	}
+	raw := data[p : p+count*dims*4]
+	if alias && littleEndian && len(raw) > 0 && uintptr(unsafe.Pointer(&raw[0]))%4 == 0 {
+		x, err := build(h, unsafe.Slice((*float32)(unsafe.Pointer(&raw[0])), count*dims), count)
+		if err == nil {
+			x.mapped = true
+		}
+		return x, err
+	}
 	flat := make([]float32, count*dims)
 	for i := range flat {
-		flat[i] = math.Float32frombits(le.Uint32(data[p+i*4:]))
+		flat[i] = math.Float32frombits(le.Uint32(raw[i*4:]))
 	}
 	return build(h, flat, count)
 }
+
+// littleEndian is whether float32s in memory have the file's byte order.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // CheckModel fails with ErrModel or ErrDimMismatch unless the index was
 // built by the model with this fingerprint and width.
@@ -370,6 +454,32 @@ func (x *Index) Dot(q []float32, dst []float32) error {
 	d := x.Dims
 	for i := 0; i < x.count; i++ {
 		dst[i] = vek32.Dot(q, x.vecs[i*d:(i+1)*d])
+	}
+	return nil
+}
+
+// DotMany is Dot for several queries in one pass over the matrix: each
+// stored vector is read from memory once and scored against every query
+// while it is in cache (a request's turns share the scan). dst[k] gets
+// the scores of qs[k], exactly as Dot would write them.
+func (x *Index) DotMany(qs [][]float32, dst [][]float32) error {
+	if len(qs) != len(dst) {
+		return fmt.Errorf("index: %d queries, %d destinations", len(qs), len(dst))
+	}
+	for k, q := range qs {
+		if len(q) != x.Dims {
+			return fmt.Errorf("%w: query %d has %d dims, index has %d", ErrDimMismatch, k, len(q), x.Dims)
+		}
+		if len(dst[k]) != x.count {
+			return fmt.Errorf("index: dst %d has %d slots for %d vectors", k, len(dst[k]), x.count)
+		}
+	}
+	d := x.Dims
+	for i := 0; i < x.count; i++ {
+		v := x.vecs[i*d : (i+1)*d]
+		for k, q := range qs {
+			dst[k][i] = vek32.Dot(q, v)
+		}
 	}
 	return nil
 }

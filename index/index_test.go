@@ -3,12 +3,16 @@ package index
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +98,78 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// encodeV1 writes the index in format version 1 (no padding before the
+// matrix), as gen-index did before version 2.
+func encodeV1(t testing.TB, x *Index) []byte {
+	t.Helper()
+	hdr, err := json.Marshal(x.Header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le := binary.LittleEndian
+	b := append([]byte(Magic), le.AppendUint32(nil, 1)...)
+	b = le.AppendUint32(b, uint32(len(hdr)))
+	b = append(b, hdr...)
+	b = le.AppendUint32(le.AppendUint32(b, uint32(x.Dims)), uint32(x.NumVectors()))
+	for i := 0; i < x.NumVectors(); i++ {
+		for _, f := range x.Vector(i) {
+			b = le.AppendUint32(b, math.Float32bits(f))
+		}
+	}
+	return le.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+func TestLoadMapsAlignedMatrixAndReadsVersion1(t *testing.T) {
+	h, v := sample(t, 16)
+	x, err := New(h, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	data := encode(t, h, v)
+	if p := len(data) - 4 - len(v)*16*4; p%vecAlign != 0 {
+		t.Fatalf("matrix starts at byte %d, want a multiple of %d", p, vecAlign)
+	}
+	for _, tc := range []struct {
+		name       string
+		data       []byte
+		wantMapped bool
+	}{{"version 2", data, runtime.GOOS != "windows" && littleEndian}, {"version 1", encodeV1(t, x), false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", ""))
+			if err := os.WriteFile(path, tc.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Mapped() != tc.wantMapped {
+				t.Errorf("mapped %v, want %v", got.Mapped(), tc.wantMapped)
+			}
+			for i := range v {
+				if !slices.Equal(got.Vector(i), v[i]) {
+					t.Fatalf("vector %d differs", i)
+				}
+			}
+			// The file is replaced by rename; the mapping keeps its bytes.
+			if err := x.WriteFile(path); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.Vector(3), v[3]) {
+				t.Fatal("vector changed after the file was replaced")
+			}
+		})
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(empty); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("empty file: %v, want ErrTruncated", err)
+	}
+}
+
 func TestWriteFileAtomic(t *testing.T) {
 	h, v := sample(t, 8)
 	x, _ := New(h, v)
@@ -143,9 +219,9 @@ func TestDamage(t *testing.T) {
 		t.Fatalf("bad magic: %v", err)
 	}
 	d := bytes.Clone(data)
-	binary.LittleEndian.PutUint32(d[len(Magic):], 2)
-	if _, err := Decode(d); !errors.Is(err, ErrVersion) {
-		t.Fatalf("version 2: %v", err)
+	binary.LittleEndian.PutUint32(d[len(Magic):], FormatVersion+1)
+	if _, err := Decode(d); !errors.Is(err, ErrVersion) || !strings.Contains(err.Error(), "rebuild") {
+		t.Fatalf("version %d: %v", FormatVersion+1, err)
 	}
 	if _, err := Decode(append(bytes.Clone(data), 0)); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("trailing byte: %v", err)
@@ -297,5 +373,36 @@ func BenchmarkDot(b *testing.B) {
 			}
 			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "vectors/s")
 		})
+	}
+}
+
+func TestDotManyMatchesDot(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	vecs := unitVecs(r, 50, 24)
+	h := Header{Model: "m", Fingerprint: "fp", Dims: 24,
+		Labels: []Label{{Kind: KindCategory, ID: "all", First: 0, Count: 50, Texts: make([]string, 50), Sources: make([]Source, 50)}}}
+	x, err := New(h, vecs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := unitVecs(r, 3, 24)
+	dst := [][]float32{make([]float32, 50), make([]float32, 50), make([]float32, 50)}
+	if err := x.DotMany(qs, dst); err != nil {
+		t.Fatal(err)
+	}
+	for k, q := range qs {
+		want := make([]float32, 50)
+		if err := x.Dot(q, want); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(dst[k], want) {
+			t.Errorf("query %d: DotMany differs from Dot", k)
+		}
+	}
+	if err := x.DotMany(qs[:1], dst); err == nil {
+		t.Error("3 destinations for 1 query accepted")
+	}
+	if err := x.DotMany([][]float32{make([]float32, 5)}, dst[:1]); !errors.Is(err, ErrDimMismatch) {
+		t.Errorf("short query: %v, want ErrDimMismatch", err)
 	}
 }

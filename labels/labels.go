@@ -30,9 +30,10 @@ type Model struct {
 
 // Options tunes Embed.
 type Options struct {
-	// BatchSize is the number of texts per Embed call (default 64).
+	// BatchSize is the number of texts per Embed call (default 256).
 	BatchSize int
-	// Progress, if set, is called after each batch with texts done and total.
+	// Progress, if set, is called after each batch with distinct texts
+	// done and their total.
 	Progress func(done, total int)
 	// Now stamps BuiltAt (default time.Now).
 	Now func() time.Time
@@ -40,30 +41,87 @@ type Options struct {
 	Generator string
 }
 
+// Stats says what Embed embedded.
+type Stats struct {
+	// Texts is the number of label texts (vectors in the index);
+	// Distinct, how many of them were embedded (repeats embed once).
+	Texts, Distinct int
+}
+
 // Embed embeds every label text of cat and returns the index, without
 // calibration (indexbuild.Build adds it).
 func Embed(ctx context.Context, cat *catalog.Catalog, emb Embedder, m Model, opts Options) (*index.Index, error) {
+	idx, _, err := EmbedStats(ctx, cat, emb, m, opts)
+	return idx, err
+}
+
+// EmbedStats is Embed, also saying how many texts were embedded. A text
+// that occurs more than once (a tool offered by several servers, a shared
+// example) is embedded once. Distinct texts go to the model in order of
+// length, so a batch pads little, and each vector is written straight
+// into the index's one matrix (no per-text copies of the catalog's
+// vectors).
+func EmbedStats(ctx context.Context, cat *catalog.Catalog, emb Embedder, m Model, opts Options) (*index.Index, Stats, error) {
 	if opts.BatchSize <= 0 {
-		opts.BatchSize = 64
+		opts.BatchSize = 256
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	labels := Labels(cat)
-	var texts []string
+	n := 0
 	for _, l := range labels {
-		texts = append(texts, l.Texts...)
+		n += len(l.Texts)
 	}
-	vecs := make([][]float32, 0, len(texts))
-	for start := 0; start < len(texts); start += opts.BatchSize {
-		end := min(start+opts.BatchSize, len(texts))
-		v, err := emb.Embed(ctx, texts[start:end])
-		if err != nil {
-			return nil, fmt.Errorf("labels: embed texts %d-%d: %w", start, end-1, err)
+	// where[d] lists the vectors of distinct text d.
+	first := make(map[string]int, n)
+	var distinct []string
+	var where [][]int32
+	v := 0
+	for _, l := range labels {
+		for _, t := range l.Texts {
+			d, ok := first[t]
+			if !ok {
+				d = len(distinct)
+				first[t] = d
+				distinct = append(distinct, t)
+				where = append(where, nil)
+			}
+			where[d] = append(where[d], int32(v))
+			v++
 		}
-		vecs = append(vecs, v...)
+	}
+	first = nil
+	order := make([]int32, len(distinct))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortStableFunc(order, func(a, b int32) int { return len(distinct[a]) - len(distinct[b]) })
+	flat := make([]float32, n*m.Dims)
+	batch := make([]string, 0, opts.BatchSize)
+	for start := 0; start < len(order); start += opts.BatchSize {
+		end := min(start+opts.BatchSize, len(order))
+		batch = batch[:0]
+		for _, d := range order[start:end] {
+			batch = append(batch, distinct[d])
+		}
+		vecs, err := emb.Embed(ctx, batch)
+		if err != nil {
+			return nil, Stats{}, fmt.Errorf("labels: embed texts %d-%d: %w", start, end-1, err)
+		}
+		if len(vecs) != len(batch) {
+			return nil, Stats{}, fmt.Errorf("labels: embedder returned %d vectors for %d texts", len(vecs), len(batch))
+		}
+		for k, d := range order[start:end] {
+			if len(vecs[k]) != m.Dims {
+				return nil, Stats{}, fmt.Errorf("%w: text %d has %d dims, model says %d", index.ErrDimMismatch, d, len(vecs[k]), m.Dims)
+			}
+			for _, at := range where[d] {
+				copy(flat[int(at)*m.Dims:], vecs[k])
+			}
+		}
 		if opts.Progress != nil {
-			opts.Progress(end, len(texts))
+			opts.Progress(end, len(order))
 		}
 	}
 	h := index.Header{
@@ -71,7 +129,8 @@ func Embed(ctx context.Context, cat *catalog.Catalog, emb Embedder, m Model, opt
 		BuiltAt: opts.Now().UTC().Truncate(time.Second), CatalogSHA256: cat.SHA256(),
 		Generator: opts.Generator, Labels: labels,
 	}
-	return index.New(h, vecs)
+	idx, err := index.NewFlat(h, flat, n)
+	return idx, Stats{Texts: n, Distinct: len(distinct)}, err
 }
 
 // Labels lists the labels of a catalog with the texts that represent them,

@@ -1,6 +1,10 @@
 package labels
 
 import (
+	"context"
+	"hash/fnv"
+	"math"
+	"slices"
 	"testing"
 
 	"github.com/classifierd/classifierd/catalog"
@@ -35,5 +39,70 @@ func TestRequestVectorOnlyForLoneTools(t *testing.T) {
 	}
 	if r := RequestText("  "); r != "" {
 		t.Errorf("empty description: got request %q, want none", r)
+	}
+}
+
+// countingEmbedder gives each text a unit vector derived from its hash
+// and records the texts it was asked to embed.
+type countingEmbedder struct {
+	dims int
+	seen []string
+}
+
+func (c *countingEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	c.seen = append(c.seen, texts...)
+	out := make([][]float32, len(texts))
+	for i, t := range texts {
+		out[i] = hashVec(t, c.dims)
+	}
+	return out, nil
+}
+
+func hashVec(text string, dims int) []float32 {
+	v := make([]float32, dims)
+	var n float64
+	for i := range v {
+		h := fnv.New32a()
+		h.Write([]byte{byte(i)})
+		h.Write([]byte(text))
+		v[i] = float32(h.Sum32()%1000) - 500
+		n += float64(v[i]) * float64(v[i])
+	}
+	for i := range v {
+		v[i] /= float32(math.Sqrt(n))
+	}
+	return v
+}
+
+func TestEmbedEmbedsRepeatedTextsOnce(t *testing.T) {
+	cat, err := catalog.Parse([]byte(`{"servers": [
+	 {"id": "a", "description": "files", "tools": [{"name": "read_file", "description": "Read a file.", "examples": ["open notes.txt", "show notes"]}]},
+	 {"id": "b", "description": "files", "tools": [{"name": "read_file", "description": "Read a file.", "examples": ["open notes.txt"]},
+	   {"name": "write_file", "description": "Write a file, creating it if it does not exist yet."}]}]}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb := &countingEmbedder{dims: 64}
+	idx, st, err := EmbedStats(context.Background(), cat, emb, Model{Name: "bow", Fingerprint: "f", Dims: 64}, Options{BatchSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Texts != idx.NumVectors() || st.Distinct != len(emb.seen) || st.Distinct >= st.Texts {
+		t.Fatalf("stats %+v, %d vectors, %d texts embedded; want repeats embedded once", st, idx.NumVectors(), len(emb.seen))
+	}
+	seen := map[string]bool{}
+	for _, s := range emb.seen {
+		if seen[s] {
+			t.Errorf("%q embedded twice", s)
+		}
+		seen[s] = true
+	}
+	// Every vector is the embedding of its own text, wherever it repeats.
+	for _, l := range idx.Labels {
+		for k, text := range l.Texts {
+			if got := idx.Vector(l.First + k); !slices.Equal(got, hashVec(text, 64)) {
+				t.Errorf("%s vector %d (%q) is not its text's embedding", l.ID, k, text)
+			}
+		}
 	}
 }

@@ -91,14 +91,48 @@ func (b *bm25) score(text string) map[int]float64 {
 	if len(b.postings) == 0 {
 		return nil
 	}
+	return b.scoreWords(distinctLexWords(text))
+}
+
+// scoreWords is score for a text's distinctLexWords, so a turn's words
+// are split and stemmed once for both BM25 indexes. Only the postings of
+// the query's words are read: the cost is in the matching documents, not
+// in the catalog's size.
+func (b *bm25) scoreWords(words []string) map[int]float64 {
+	if len(b.postings) == 0 {
+		return nil
+	}
 	var out map[int]float64
-	for _, w := range distinctLexWords(text) {
+	for _, w := range words {
 		ps := b.postings[w]
 		if len(ps) == 0 {
 			continue
 		}
 		if out == nil {
 			out = map[int]float64{}
+		}
+		idf := b.idf[w]
+		for _, p := range ps {
+			out[p.doc] += idf * p.tf
+		}
+	}
+	return out
+}
+
+// scoreDense is scoreWords into a slice indexed by document (n of them),
+// nil when no document shares a word: a turn's scores are read once per
+// label, and at 100,000 tools a map of every matching document cost more
+// than the ranking around it. Sums are taken in the same order as
+// scoreWords, so the values are the same.
+func (b *bm25) scoreDense(words []string, n int) []float64 {
+	var out []float64
+	for _, w := range words {
+		ps := b.postings[w]
+		if len(ps) == 0 {
+			continue
+		}
+		if out == nil {
+			out = make([]float64, n)
 		}
 		idf := b.idf[w]
 		for _, p := range ps {
@@ -176,13 +210,37 @@ func newExampleBM25(idx *index.Index, tools []int) exampleBM25 {
 // example vector held (-1: none), which is the text itself when an example
 // is scored as a query at calibration time.
 func (e *exampleBM25) score(text string, held int) map[int]float64 {
-	per := e.bm.score(text)
+	return e.scoreWords(distinctLexWords(text), held)
+}
+
+// scoreWords is score for a text's distinctLexWords.
+func (e *exampleBM25) scoreWords(words []string, held int) map[int]float64 {
+	per := e.bm.scoreWords(words)
 	if per == nil {
 		return nil
 	}
 	out := make(map[int]float64, len(per))
 	for v, s := range per {
 		if v == held {
+			continue
+		}
+		if li := e.owner[v]; s > out[li] {
+			out[li] = s
+		}
+	}
+	return out
+}
+
+// scoreDense is scoreWords as a slice indexed by label (labels of them,
+// nil when no example shares a word), for a turn (see bm25.scoreDense).
+func (e *exampleBM25) scoreDense(words []string, held, labels int) []float64 {
+	per := e.bm.scoreDense(words, len(e.owner))
+	if per == nil {
+		return nil
+	}
+	out := make([]float64, labels)
+	for v, s := range per {
+		if s == 0 || v == held {
 			continue
 		}
 		if li := e.owner[v]; s > out[li] {

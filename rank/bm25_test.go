@@ -76,3 +76,32 @@ func TestPooledHeldOut(t *testing.T) {
 	}
 	t.Fatal("no tool with three or more vectors in the test catalog")
 }
+
+// TestScoreDenseMatchesMaps checks the per-turn slices against the maps
+// they replaced: the same value for every label, 0 where the map had none.
+func TestScoreDenseMatchesMaps(t *testing.T) {
+	c := testRanker(t, testindex.Parse(t, testindex.Catalog), 256)
+	n := len(c.idx.Labels)
+	matched := 0
+	for _, text := range []string{"show the jira ticket comments", "list my open pull requests on github", "zzz qqq", "read the file notes.txt"} {
+		words := distinctLexWords(text)
+		for name, pair := range map[string][2]any{
+			"bm25":         {c.bm.score(text), c.bm.scoreDense(words, n)},
+			"example bm25": {c.exBM.score(text, -1), c.exBM.scoreDense(words, -1, n)},
+		} {
+			m, d := pair[0].(map[int]float64), pair[1].([]float64)
+			if (len(m) == 0) != (d == nil) {
+				t.Fatalf("%s %q: map of %d, slice nil %v", name, text, len(m), d == nil)
+			}
+			for li := 0; li < n && d != nil; li++ {
+				if d[li] != m[li] {
+					t.Errorf("%s %q label %d: slice %v, map %v", name, text, li, d[li], m[li])
+				}
+			}
+			matched += len(m)
+		}
+	}
+	if matched == 0 {
+		t.Fatal("no text matched any document; the test compares nothing")
+	}
+}

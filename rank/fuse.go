@@ -9,17 +9,49 @@ import (
 // servers, best first. Fit uses it too, so calibration sees exactly what
 // Route ranks.
 func (r *Ranker) RouteScores(ts []Turn, allowed map[int]bool) (srvS, toolS, catS []Score, cand []int) {
-	f := r.fusion
+	all, _ := r.RouteScoresParts(ts, allowed, nil)
+	return all.Servers, all.Tools, all.Categories, all.Candidates
+}
+
+// Routed is RouteScores' answer for one set of turns.
+type Routed struct {
+	Servers, Tools, Categories []Score
+	Candidates                 []int
+}
+
+// RouteScoresParts is RouteScores for ts and, for each i in parts, for
+// ts[i] alone (the needs of a compound request), with every label scored
+// once per turn: a part's ranking reuses the scores of the first pass.
+func (r *Ranker) RouteScoresParts(ts []Turn, allowed map[int]bool, parts []int) (Routed, []Routed) {
 	ok := make([]bool, len(r.idx.Labels)) // allowed, by label
 	for li := range allowed {
 		ok[li] = true
 	}
+	var cand, srvLs []int
 	for _, li := range r.tools {
 		if ok[r.serverOf[li]] {
 			cand = append(cand, li)
 		}
 	}
-	toolS = r.ScoreLabels(cand, ts)
+	for _, li := range r.srvs {
+		if ok[li] {
+			srvLs = append(srvLs, li)
+		}
+	}
+	toolRows, srvRows, catRows := r.scoreRows(cand, ts), r.scoreRows(srvLs, ts), r.scoreRows(r.cats, ts)
+	all := r.route(bestOfRows(toolRows, len(cand)), bestOfRows(srvRows, len(srvLs)), bestOfRows(catRows, len(r.cats)), cand)
+	var out []Routed
+	for _, ti := range parts {
+		row := func(rows []Score, n int) []Score { return slices.Clone(rows[ti*n : (ti+1)*n]) }
+		out = append(out, r.route(row(toolRows, len(cand)), row(srvRows, len(srvLs)), row(catRows, len(r.cats)), cand))
+	}
+	return all, out
+}
+
+// route lifts servers by their best tool and their categories, and tools
+// by their server, and sorts both; it owns the slices it is given.
+func (r *Ranker) route(toolS, srvS, catS []Score, cand []int) Routed {
+	f := r.fusion
 	bestTool := make([]int, len(r.idx.Labels)) // server label -> 1 + position in toolS of its best tool
 	for i, s := range toolS {
 		si := r.serverOf[s.Label]
@@ -27,16 +59,8 @@ func (r *Ranker) RouteScores(ts []Turn, allowed map[int]bool) (srvS, toolS, catS
 			bestTool[si] = i + 1
 		}
 	}
-	var srvLs []int
-	for _, li := range r.srvs {
-		if ok[li] {
-			srvLs = append(srvLs, li)
-		}
-	}
-	srvS = r.ScoreLabels(srvLs, ts)
 	// Categories carry the most examples, so they vouch for the servers
 	// that serve them.
-	catS = r.CategoryScores(ts)
 	catScore := map[string]Score{}
 	if f.ServerFromCategory > 0 {
 		for _, cs := range catS {
@@ -73,7 +97,7 @@ func (r *Ranker) RouteScores(ts []Turn, allowed map[int]bool) (srvS, toolS, catS
 		s := &toolS[i]
 		s.Score = (1-f.ToolFromServer)*s.Score + f.ToolFromServer*srvScore[r.serverOf[s.Label]]
 	}
-	return srvS, SortedByScore(toolS), catS, cand
+	return Routed{Servers: srvS, Tools: SortedByScore(toolS), Categories: catS, Candidates: cand}
 }
 
 // SortedByScore returns ls ordered by score, best first, ties in their

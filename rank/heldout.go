@@ -52,11 +52,14 @@ func (r *Ranker) HeldOut(ex Example, dots []float32, maskLabel bool) Turn {
 	text := l.Texts[ex.Vector-l.First]
 	t := Turn{Text: text, Weight: 1, dots: d, vec: r.idx.Vector(ex.Vector), held: true, heldVec: ex.Vector}
 	t.prepare()
-	if r.fusion.BM25 > 0 {
-		t.bm = r.bm.score(text) // examples are not in the BM25 documents
-	}
-	if r.fusion.ExampleBM25 > 0 {
-		t.exBM = r.exBM.score(text, ex.Vector)
+	if r.fusion.BM25 > 0 || r.fusion.ExampleBM25 > 0 {
+		words := distinctLexWords(text)
+		if r.fusion.BM25 > 0 {
+			t.bm = r.bm.scoreDense(words, len(r.idx.Labels)) // examples are not in the BM25 documents
+		}
+		if r.fusion.ExampleBM25 > 0 {
+			t.exBM = r.exBM.scoreDense(words, ex.Vector, len(r.idx.Labels))
+		}
 	}
 	return t
 }
@@ -64,6 +67,6 @@ func (r *Ranker) HeldOut(ex Example, dots []float32, maskLabel bool) Turn {
 // WithExampleBM25 returns t (a HeldOut turn of ex) with its example BM25
 // scores computed whatever the fusion weight, for fitting that weight.
 func (r *Ranker) WithExampleBM25(t Turn, ex Example) Turn {
-	t.exBM = r.exBM.score(t.Text, ex.Vector)
+	t.exBM = r.exBM.scoreDense(distinctLexWords(t.Text), ex.Vector, len(r.idx.Labels))
 	return t
 }

@@ -136,7 +136,7 @@ func (r *Ranker) Lexical(li int, t *Turn) (float64, string) {
 func (t *Turn) prepare() {
 	if t.prepared != t.Text {
 		t.lower, t.pattern, t.prepared = strings.ToLower(t.Text), patternText(t.Text), t.Text
-		t.lexHits = nil
+		t.lexHits, t.words = nil, nil
 	}
 }
 
@@ -152,6 +152,8 @@ type Turn struct {
 	// lexHits caches, by label, the lexical evidence found in the turn,
 	// so patterns and needles run once per turn.
 	lexHits map[int]lexHit
+	// words is the set of word runs of lower, for long texts (mayContain).
+	words map[string]struct{}
 	// Context marks an earlier conversation turn (not the current request).
 	Context bool
 	// Part marks one need of a compound request (see Needs).
@@ -160,8 +162,8 @@ type Turn struct {
 	// count, but less than the current one, and less the clearer it is.
 	Penalty float64
 	// bm holds the tools' BM25 scores for this text, and exBM each
-	// tool's best example BM25 score.
-	bm, exBM map[int]float64
+	// tool's best example BM25 score, by label (nil: no match).
+	bm, exBM []float64
 	// held is set when the turn is an index vector scored as a query at
 	// calibration time: heldVec is left out of its label's centroid.
 	held    bool
@@ -182,18 +184,25 @@ func (r *Ranker) Embed(ctx context.Context, ts []Turn) ([]Turn, error) {
 	if len(vecs) != len(ts) {
 		return nil, fmt.Errorf("rank: embedder returned %d vectors for %d texts", len(vecs), len(ts))
 	}
+	dots := make([][]float32, len(ts))
 	for i := range ts {
-		ts[i].dots = make([]float32, r.idx.NumVectors())
-		if err := r.idx.Dot(vecs[i], ts[i].dots); err != nil {
-			return nil, err
-		}
+		dots[i] = make([]float32, r.idx.NumVectors())
+	}
+	if err := r.idx.DotMany(vecs, dots); err != nil {
+		return nil, err
+	}
+	for i := range ts {
+		ts[i].dots = dots[i]
 		ts[i].prepare()
 		ts[i].vec = vecs[i]
-		if r.fusion.BM25 > 0 {
-			ts[i].bm = r.bm.score(ts[i].Text)
-		}
-		if r.fusion.ExampleBM25 > 0 {
-			ts[i].exBM = r.exBM.score(ts[i].Text, -1)
+		if r.fusion.BM25 > 0 || r.fusion.ExampleBM25 > 0 {
+			words := distinctLexWords(ts[i].Text)
+			if r.fusion.BM25 > 0 {
+				ts[i].bm = r.bm.scoreDense(words, len(r.idx.Labels))
+			}
+			if r.fusion.ExampleBM25 > 0 {
+				ts[i].exBM = r.exBM.scoreDense(words, -1, len(r.idx.Labels))
+			}
 		}
 	}
 	return ts, nil
@@ -237,13 +246,30 @@ type Score struct {
 	Via   string  // set when the score came from another label (a server's best tool)
 }
 
-// scoreLabels fuses, for each label in ls, the dense similarity (best
-// vector, weighted by turn) with lexical evidence.
+// ScoreLabels fuses, for each label in ls, the dense similarity (best
+// vector, weighted by turn) with lexical evidence: its best score over
+// the turns.
 func (r *Ranker) ScoreLabels(ls []int, ts []Turn) []Score {
-	out := make([]Score, len(ls))
+	if len(ts) == 0 {
+		out := make([]Score, len(ls))
+		for j, li := range ls {
+			out[j] = unscored(li, &r.idx.Labels[li])
+		}
+		return out
+	}
+	if len(ts) == 1 {
+		return r.scoreRows(ls, ts)
+	}
+	return bestOfRows(r.scoreRows(ls, ts), len(ls))
+}
+
+// scoreRows scores each label of ls in each turn alone: row ti (out[ti*len(ls):])
+// is what ScoreLabels returns for ts[ti:ti+1], so a compound request's
+// parts are ranked from the same pass as the whole request.
+func (r *Ranker) scoreRows(ls []int, ts []Turn) []Score {
+	out := make([]Score, len(ls)*len(ts))
 	for j, li := range ls {
 		l := &r.idx.Labels[li]
-		best := Score{Label: li, owner: li, Score: math.Inf(-1), vec: l.First}
 		for ti := range ts {
 			t := &ts[ti]
 			d := t.dots[l.First : l.First+l.Count]
@@ -260,12 +286,44 @@ func (r *Ranker) ScoreLabels(ls []int, ts []Turn) []Score {
 			total := (dense+r.breadth.adjust(li, l, t, r.fusion.ToolBreadth))*t.Weight - t.Penalty
 			cos := float64(s)
 			boost, lexEv := r.lx.evidence(li, t, &r.fusion)
-			total += (boost + r.fusion.BM25*t.bm[li] + r.fusion.ExampleBM25*t.exBM[li]) * t.Weight
-			if total > best.Score {
-				best = Score{Label: li, owner: li, Score: total, cos: cos, vec: l.First + v, ctx: t.Context, Lex: lexEv}
+			total += (boost + r.fusion.BM25*at(t.bm, li) + r.fusion.ExampleBM25*at(t.exBM, li)) * t.Weight
+			if total > math.Inf(-1) {
+				out[ti*len(ls)+j] = Score{Label: li, owner: li, Score: total, cos: cos, vec: l.First + v, ctx: t.Context, Lex: lexEv}
+			} else {
+				out[ti*len(ls)+j] = unscored(li, l)
 			}
 		}
-		out[j] = best
+	}
+	return out
+}
+
+// at is s[i], or 0 for a nil s.
+func at(s []float64, i int) float64 {
+	if s == nil {
+		return 0
+	}
+	return s[i]
+}
+
+// unscored is the score of a label no turn reaches (every vector masked).
+func unscored(li int, l *index.Label) Score {
+	return Score{Label: li, owner: li, Score: math.Inf(-1), vec: l.First}
+}
+
+// bestOfRows is, for each of n labels, its best score over the rows
+// (the first row wins ties).
+func bestOfRows(rows []Score, n int) []Score {
+	out := make([]Score, n)
+	if n == 0 {
+		return out
+	}
+	copy(out, rows[:n])
+	for off := n; off < len(rows); off += n {
+		for j, s := range rows[off : off+n] {
+			if s.Score > out[j].Score {
+				out[j] = s
+			}
+		}
 	}
 	return out
 }
@@ -277,12 +335,23 @@ func (r *Ranker) setCentroids(withoutExamples bool) {
 	r.sums, r.sumSq = make([][]float32, len(idx.Labels)), make([]float64, len(idx.Labels))
 	for _, li := range r.tools {
 		l := &idx.Labels[li]
-		sum := make([]float32, idx.Dims)
+		var in []int
 		for v := l.First; v < l.First+l.Count; v++ {
-			if withoutExamples && l.Sources[v-l.First] == index.SourceExample {
-				continue
+			if !withoutExamples || l.Sources[v-l.First] != index.SourceExample {
+				in = append(in, v)
 			}
-			vek32.Add_Inplace(sum, idx.Vector(v))
+		}
+		var sum []float32
+		if len(in) == 1 {
+			// The sum of one vector is that vector: share the index's
+			// (read-only) row instead of a copy per tool (154 MB at
+			// 100,000 one-vector tools).
+			sum = idx.Vector(in[0])
+		} else {
+			sum = make([]float32, idx.Dims)
+			for _, v := range in {
+				vek32.Add_Inplace(sum, idx.Vector(v))
+			}
 		}
 		r.sums[li], r.sumSq[li] = sum, float64(vek32.Dot(sum, sum))
 	}
@@ -298,7 +367,16 @@ func (r *Ranker) pooled(li int, l *index.Label, t *Turn, best, desc float64) flo
 		return best
 	}
 	sum, sq := r.sums[li], r.sumSq[li]
-	dq := float64(vek32.Dot(t.vec, sum))
+	var dq float64
+	if l.Count == 1 && r.mask == nil && !t.held {
+		// The centroid of one vector is that vector: its dot product with
+		// the query is already in t.dots (the same vek32.Dot, so the same
+		// value), and a large catalog of one-vector tools is scanned once
+		// per turn instead of twice.
+		dq = float64(t.dots[l.First])
+	} else {
+		dq = float64(vek32.Dot(t.vec, sum))
+	}
 	if t.held && r.mask == nil && t.heldVec >= l.First && t.heldVec < l.First+l.Count {
 		v := r.idx.Vector(t.heldVec)
 		dq -= float64(vek32.Dot(t.vec, v))

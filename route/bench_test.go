@@ -3,6 +3,7 @@ package route
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/classifierd/classifierd/catalog"
@@ -12,7 +13,7 @@ import (
 // the cost of scoring, fusion, calibration and reasoning by catalog size,
 // for one request and for a two-need one (scored whole and by part).
 func BenchmarkRouteScoring(b *testing.B) {
-	for _, tools := range []int{100, 1000} {
+	for _, tools := range benchSizes() {
 		cat := &catalog.Catalog{Categories: []catalog.Category{{ID: "meta", Description: "meta tools help"}}}
 		for s := 0; s < tools/10; s++ {
 			srv := catalog.Server{ID: fmt.Sprintf("srv%d", s), Description: fmt.Sprintf("server %d does things number %d", s, s)}
@@ -37,4 +38,14 @@ func BenchmarkRouteScoring(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchSizes are the catalog sizes of BenchmarkRouteScoring: 100 and
+// 1,000 tools, and 10,000 and 100,000 with ROUTE_BENCH_LARGE=1 (make
+// bench-scale measures those on real vectors).
+func benchSizes() []int {
+	if os.Getenv("ROUTE_BENCH_LARGE") != "" {
+		return []int{100, 1000, 10_000, 100_000}
+	}
+	return []int{100, 1000}
 }

@@ -291,14 +291,18 @@ func (c *Router) route(ts []rank.Turn, allowed map[int]bool, maxS, maxT int, q R
 		srvThr, toolThr, catThr = float64(*q.MinConfidence), float64(*q.MinConfidence), float64(*q.MinConfidence)
 	}
 	var res RouteResult
-	srvS, toolS, cs, cand := c.rk.RouteScores(ts, allowed)
-	res.Candidates = cand
 	// The parts of a compound request are needs of their own: a server's
 	// confidence is the best of its confidence in the whole prompt and in
 	// each part alone, so a request for the filesystem and GitHub gets both
 	// above the threshold although GitHub ranks well below the filesystem
-	// in the whole prompt.
-	partSrv, partTool := c.partScores(ts, allowed)
+	// in the whole prompt. Each part's ranking comes from the same pass.
+	all, partRes := c.rk.RouteScoresParts(ts, allowed, needTurns(ts))
+	srvS, toolS, cs := all.Servers, all.Tools, all.Categories
+	res.Candidates = all.Candidates
+	var partSrv, partTool [][]rank.Score
+	for _, p := range partRes {
+		partSrv, partTool = append(partSrv, p.Servers), append(partTool, p.Tools)
+	}
 	srvP := needProbs(srvS, partSrv, c.cal.Servers.ProbAt)
 	keep := needPicks(partSrv, srvS, maxS, func(s rank.Score) bool { return srvP[s.Label] >= srvThr })
 	selected := map[int]bool{}
@@ -419,16 +423,16 @@ func needProbs(overall []rank.Score, parts [][]rank.Score, prob func(score, gap 
 // because a place was kept for it (see needPicks).
 const keptNeed = "kept for a separate need of the request; "
 
-// partScores scores each part of a compound request that is long enough
-// to be a need on its own: the ranked servers and tools of each.
-func (c *Router) partScores(ts []rank.Turn, allowed map[int]bool) (srv, tool [][]rank.Score) {
+// needTurns are the turns of ts that are parts of a compound request
+// long enough to be a need on their own, ranked alone as well.
+func needTurns(ts []rank.Turn) []int {
+	var out []int
 	for i := range ts {
 		if ts[i].Part && len(strings.Fields(ts[i].Text)) >= needMinWords {
-			s, t, _, _ := c.rk.RouteScores(ts[i:i+1], allowed)
-			srv, tool = append(srv, s), append(tool, t)
+			out = append(out, i)
 		}
 	}
-	return srv, tool
+	return out
 }
 
 // needPicks returns the labels kept for the parts' needs among the first

@@ -49,9 +49,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	var idx *index.Index
 	if cfg.Index != "" {
 		// Fail fast on a bad index before loading the runtime and model.
+		loadStart := time.Now()
 		if idx, err = index.Load(cfg.Index); err != nil {
 			return fmt.Errorf("load index %s: %w", cfg.Index, err)
 		}
+		log.Info("index loaded", "path", cfg.Index, "vectors", idx.NumVectors(), "mapped", idx.Mapped(),
+			"took", time.Since(loadStart).Round(time.Millisecond))
 	}
 	rt, err := embed.InitRuntime(cfg.ORTLib)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/classifierd/classifierd/catalog"
@@ -82,6 +84,7 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	out := fs.String("out", "", "index file to write (required)")
 	noCal := fs.Bool("no-calibrate", false, "skip calibration fitting (confidence then uses a documented prior)")
 	quiet := fs.Bool("quiet", false, "no progress output")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the build to this file")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: gen-index (--catalog FILE | --from-mcp CONFIG [--catalog FILE]) --model DIR --out FILE [--ort-lib PATH]\n       gen-index eval --catalog FILE --queries FILE --model DIR [...]\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -114,6 +117,17 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 			err = e
 		}
 	}()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	start := time.Now()
 	man := eng.Manifest()
 	idx, err := buildIndex(ctx, cat, eng, "gen-index", *noCal, *quiet, stderr)

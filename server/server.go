@@ -172,7 +172,8 @@ func (s *Server) GetIndexInfo(ctx context.Context, _ *pb.GetIndexInfoRequest) (*
 	}
 	out.Calibration = append(out.Calibration,
 		&pb.CalibrationInfo{Target: "categories", Method: cal.Categories.Method, EceBefore: float32(cal.Categories.ECEBefore),
-			EceAfter: float32(cal.Categories.ECEAfter), Samples: int32(cal.Categories.Samples), DefaultThreshold: float32(cal.Categories.Threshold)},
+			EceAfter: float32(cal.Categories.ECEAfter), Samples: int32(cal.Categories.Samples), DefaultThreshold: float32(cal.Categories.Threshold),
+			Reliability: reliabilityBins(cal.Categories.Reliability)},
 		binaryInfo("categories_multi", cal.CategoriesMulti), binaryInfo("servers", cal.Servers), binaryInfo("tools", cal.Tools))
 	f := cal.Fusion
 	out.Fusion = &pb.FusionInfo{Pattern: float32(f.Pattern), Name: float32(f.Name), Keyword: float32(f.Keyword),
@@ -183,7 +184,17 @@ func (s *Server) GetIndexInfo(ctx context.Context, _ *pb.GetIndexInfoRequest) (*
 
 func binaryInfo(target string, b calibrate.Binary) *pb.CalibrationInfo {
 	return &pb.CalibrationInfo{Target: target, Method: b.Method, EceBefore: float32(b.ECEBefore), EceAfter: float32(b.ECEAfter),
-		Samples: int32(b.Samples), DefaultThreshold: float32(b.Threshold), SharedFallback: b.SharedFallback}
+		Samples: int32(b.Samples), DefaultThreshold: float32(b.Threshold), SharedFallback: b.SharedFallback,
+		Reliability: reliabilityBins(b.Reliability)}
+}
+
+func reliabilityBins(bs []calibrate.Bin) []*pb.ReliabilityBin {
+	out := make([]*pb.ReliabilityBin, 0, len(bs))
+	for _, b := range bs {
+		out = append(out, &pb.ReliabilityBin{Lo: float32(b.Lo), Hi: float32(b.Hi), Count: int32(b.Count),
+			MeanConfidence: float32(b.MeanConf), Accuracy: float32(b.Accuracy)})
+	}
+	return out
 }
 
 func optFloat(p *float32) *float32 {
@@ -245,9 +256,16 @@ type Stats struct {
 	returned    atomic.Int64
 	degraded    atomic.Int64
 	abstained   atomic.Int64
+	// window is GetToolMetrics' resettable view of toolAnswers, baseline and returned.
+	window tokenWindow
 }
 
-func newStats() *Stats { return &Stats{since: time.Now(), byMethod: map[string]int64{}} }
+func newStats() *Stats {
+	now := time.Now()
+	st := &Stats{since: now, byMethod: map[string]int64{}}
+	st.window.since = now
+	return st
+}
 
 func (st *Stats) count(method string) {
 	st.mu.Lock()

@@ -15,8 +15,10 @@
 package classifierv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -949,8 +951,14 @@ type CalibrationInfo struct {
 	SharedFallback []string `protobuf:"bytes,6,rep,name=shared_fallback,json=sharedFallback,proto3" json:"shared_fallback,omitempty"`
 	// default_threshold is the abstain threshold chosen for this target.
 	DefaultThreshold float32 `protobuf:"fixed32,7,opt,name=default_threshold,json=defaultThreshold,proto3" json:"default_threshold,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// --- Explain page (issue #18): the reliability diagram. Field 20 leaves
+	// room for other CalibrationInfo additions.
+	// reliability bins the fitting samples' calibrated confidences into equal
+	// widths with the share that were right (the page's reliability
+	// diagram); empty for indexes built before it was recorded.
+	Reliability   []*ReliabilityBin `protobuf:"bytes,20,rep,name=reliability,proto3" json:"reliability,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CalibrationInfo) Reset() {
@@ -1032,6 +1040,94 @@ func (x *CalibrationInfo) GetDefaultThreshold() float32 {
 	return 0
 }
 
+func (x *CalibrationInfo) GetReliability() []*ReliabilityBin {
+	if x != nil {
+		return x.Reliability
+	}
+	return nil
+}
+
+// ReliabilityBin is one bin of a reliability diagram.
+type ReliabilityBin struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// lo and hi bound the bin's confidences: [lo, hi).
+	Lo float32 `protobuf:"fixed32,1,opt,name=lo,proto3" json:"lo,omitempty"`
+	Hi float32 `protobuf:"fixed32,2,opt,name=hi,proto3" json:"hi,omitempty"`
+	// count is the number of samples in the bin.
+	Count int32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	// mean_confidence is the bin's average calibrated confidence.
+	MeanConfidence float32 `protobuf:"fixed32,4,opt,name=mean_confidence,json=meanConfidence,proto3" json:"mean_confidence,omitempty"`
+	// accuracy is the share of the bin's samples that were right.
+	Accuracy      float32 `protobuf:"fixed32,5,opt,name=accuracy,proto3" json:"accuracy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReliabilityBin) Reset() {
+	*x = ReliabilityBin{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReliabilityBin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReliabilityBin) ProtoMessage() {}
+
+func (x *ReliabilityBin) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReliabilityBin.ProtoReflect.Descriptor instead.
+func (*ReliabilityBin) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ReliabilityBin) GetLo() float32 {
+	if x != nil {
+		return x.Lo
+	}
+	return 0
+}
+
+func (x *ReliabilityBin) GetHi() float32 {
+	if x != nil {
+		return x.Hi
+	}
+	return 0
+}
+
+func (x *ReliabilityBin) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ReliabilityBin) GetMeanConfidence() float32 {
+	if x != nil {
+		return x.MeanConfidence
+	}
+	return 0
+}
+
+func (x *ReliabilityBin) GetAccuracy() float32 {
+	if x != nil {
+		return x.Accuracy
+	}
+	return 0
+}
+
 // Limits are the daemon's documented input limits.
 type Limits struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1046,7 +1142,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[13]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1154,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[13]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1167,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{13}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Limits) GetMaxTextBytes() int32 {
@@ -1132,7 +1228,7 @@ type GetIndexInfoResponse struct {
 
 func (x *GetIndexInfoResponse) Reset() {
 	*x = GetIndexInfoResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[14]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1240,7 @@ func (x *GetIndexInfoResponse) String() string {
 func (*GetIndexInfoResponse) ProtoMessage() {}
 
 func (x *GetIndexInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[14]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1253,7 @@ func (x *GetIndexInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetIndexInfoResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{14}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetIndexInfoResponse) GetModelName() string {
@@ -1282,7 +1378,7 @@ type FusionInfo struct {
 
 func (x *FusionInfo) Reset() {
 	*x = FusionInfo{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1390,7 @@ func (x *FusionInfo) String() string {
 func (*FusionInfo) ProtoMessage() {}
 
 func (x *FusionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1403,7 @@ func (x *FusionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FusionInfo.ProtoReflect.Descriptor instead.
 func (*FusionInfo) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{15}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FusionInfo) GetPattern() float32 {
@@ -1398,7 +1494,7 @@ type AnalyzePromptRequest struct {
 
 func (x *AnalyzePromptRequest) Reset() {
 	*x = AnalyzePromptRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1506,7 @@ func (x *AnalyzePromptRequest) String() string {
 func (*AnalyzePromptRequest) ProtoMessage() {}
 
 func (x *AnalyzePromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1519,7 @@ func (x *AnalyzePromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzePromptRequest.ProtoReflect.Descriptor instead.
 func (*AnalyzePromptRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{16}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AnalyzePromptRequest) GetPrompt() string {
@@ -1490,7 +1586,7 @@ type AnalyzePromptResponse struct {
 
 func (x *AnalyzePromptResponse) Reset() {
 	*x = AnalyzePromptResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1598,7 @@ func (x *AnalyzePromptResponse) String() string {
 func (*AnalyzePromptResponse) ProtoMessage() {}
 
 func (x *AnalyzePromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1611,7 @@ func (x *AnalyzePromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzePromptResponse.ProtoReflect.Descriptor instead.
 func (*AnalyzePromptResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{17}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AnalyzePromptResponse) GetCategories() []string {
@@ -1612,7 +1708,7 @@ type DetectContextsRequest struct {
 
 func (x *DetectContextsRequest) Reset() {
 	*x = DetectContextsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1720,7 @@ func (x *DetectContextsRequest) String() string {
 func (*DetectContextsRequest) ProtoMessage() {}
 
 func (x *DetectContextsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +1733,7 @@ func (x *DetectContextsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectContextsRequest.ProtoReflect.Descriptor instead.
 func (*DetectContextsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{18}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DetectContextsRequest) GetText() string {
@@ -1662,7 +1758,7 @@ type DetectedContext struct {
 
 func (x *DetectedContext) Reset() {
 	*x = DetectedContext{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +1770,7 @@ func (x *DetectedContext) String() string {
 func (*DetectedContext) ProtoMessage() {}
 
 func (x *DetectedContext) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +1783,7 @@ func (x *DetectedContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectedContext.ProtoReflect.Descriptor instead.
 func (*DetectedContext) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{19}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DetectedContext) GetId() string {
@@ -1730,7 +1826,7 @@ type DetectContextsResponse struct {
 
 func (x *DetectContextsResponse) Reset() {
 	*x = DetectContextsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1742,7 +1838,7 @@ func (x *DetectContextsResponse) String() string {
 func (*DetectContextsResponse) ProtoMessage() {}
 
 func (x *DetectContextsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1755,7 +1851,7 @@ func (x *DetectContextsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectContextsResponse.ProtoReflect.Descriptor instead.
 func (*DetectContextsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{20}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DetectContextsResponse) GetContexts() []*DetectedContext {
@@ -1788,7 +1884,7 @@ type ExposureChange struct {
 
 func (x *ExposureChange) Reset() {
 	*x = ExposureChange{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +1896,7 @@ func (x *ExposureChange) String() string {
 func (*ExposureChange) ProtoMessage() {}
 
 func (x *ExposureChange) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +1909,7 @@ func (x *ExposureChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExposureChange.ProtoReflect.Descriptor instead.
 func (*ExposureChange) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{21}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExposureChange) GetTimestamp() *timestamppb.Timestamp {
@@ -1865,7 +1961,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +1973,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,7 +1986,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{22}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Session) GetId() string {
@@ -1941,7 +2037,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2049,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2062,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{23}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreateSessionRequest) GetSessionId() string {
@@ -1993,7 +2089,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2101,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2114,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{24}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -2038,7 +2134,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2050,7 +2146,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2063,7 +2159,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{25}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -2083,7 +2179,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2095,7 +2191,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2108,7 +2204,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{26}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -2128,7 +2224,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2236,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2249,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{27}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -2172,7 +2268,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2184,7 +2280,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2197,7 +2293,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{28}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{29}
 }
 
 // UpdateExposureRequest changes a session's exposed categories.
@@ -2213,7 +2309,7 @@ type UpdateExposureRequest struct {
 
 func (x *UpdateExposureRequest) Reset() {
 	*x = UpdateExposureRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2225,7 +2321,7 @@ func (x *UpdateExposureRequest) String() string {
 func (*UpdateExposureRequest) ProtoMessage() {}
 
 func (x *UpdateExposureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2238,7 +2334,7 @@ func (x *UpdateExposureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateExposureRequest.ProtoReflect.Descriptor instead.
 func (*UpdateExposureRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{29}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UpdateExposureRequest) GetSessionId() string {
@@ -2276,7 +2372,7 @@ type UpdateExposureResponse struct {
 
 func (x *UpdateExposureResponse) Reset() {
 	*x = UpdateExposureResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2384,7 @@ func (x *UpdateExposureResponse) String() string {
 func (*UpdateExposureResponse) ProtoMessage() {}
 
 func (x *UpdateExposureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2397,7 @@ func (x *UpdateExposureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateExposureResponse.ProtoReflect.Descriptor instead.
 func (*UpdateExposureResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{30}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateExposureResponse) GetAdded() []string {
@@ -2357,7 +2453,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2465,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2478,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{31}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Tool) GetName() string {
@@ -2437,7 +2533,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +2545,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2462,7 +2558,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{32}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListToolsRequest) GetSessionId() string {
@@ -2484,7 +2580,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2592,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2605,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{33}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -2543,7 +2639,7 @@ type WatchExposureRequest struct {
 
 func (x *WatchExposureRequest) Reset() {
 	*x = WatchExposureRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2555,7 +2651,7 @@ func (x *WatchExposureRequest) String() string {
 func (*WatchExposureRequest) ProtoMessage() {}
 
 func (x *WatchExposureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +2664,7 @@ func (x *WatchExposureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchExposureRequest.ProtoReflect.Descriptor instead.
 func (*WatchExposureRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{34}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WatchExposureRequest) GetSessionId() string {
@@ -2590,7 +2686,7 @@ type WatchExposureResponse struct {
 
 func (x *WatchExposureResponse) Reset() {
 	*x = WatchExposureResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2602,7 +2698,7 @@ func (x *WatchExposureResponse) String() string {
 func (*WatchExposureResponse) ProtoMessage() {}
 
 func (x *WatchExposureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2615,7 +2711,7 @@ func (x *WatchExposureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchExposureResponse.ProtoReflect.Descriptor instead.
 func (*WatchExposureResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{35}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WatchExposureResponse) GetSessionId() string {
@@ -2648,7 +2744,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2660,7 +2756,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2673,7 +2769,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{36}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{37}
 }
 
 // GetStatsResponse reports cumulative counters since start.
@@ -2694,7 +2790,7 @@ type GetStatsResponse struct {
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2706,7 +2802,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2719,7 +2815,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{37}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetStatsResponse) GetSince() *timestamppb.Timestamp {
@@ -2785,11 +2881,567 @@ func (x *GetStatsResponse) GetActiveSessions() int64 {
 	return 0
 }
 
+// ListToolsForContextRequest is GET /tools' query string.
+type ListToolsForContextRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// context is conversation text; its detected contexts (catalog
+	// categories, as DetectContexts finds them) select the tools.
+	Context string `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
+	// category, if set, selects that catalog category's tools instead.
+	Category string `protobuf:"bytes,2,opt,name=category,proto3" json:"category,omitempty"`
+	// user_id is accepted for hubs that send it; it does not change the answer.
+	UserId        string `protobuf:"bytes,3,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListToolsForContextRequest) Reset() {
+	*x = ListToolsForContextRequest{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListToolsForContextRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListToolsForContextRequest) ProtoMessage() {}
+
+func (x *ListToolsForContextRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListToolsForContextRequest.ProtoReflect.Descriptor instead.
+func (*ListToolsForContextRequest) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ListToolsForContextRequest) GetContext() string {
+	if x != nil {
+		return x.Context
+	}
+	return ""
+}
+
+func (x *ListToolsForContextRequest) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
+func (x *ListToolsForContextRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+// HubTool is one tool in /tools' answer.
+type HubTool struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// input_schema is the tool's JSON Schema object.
+	InputSchema *structpb.Struct `protobuf:"bytes,3,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
+	// contexts are the catalog categories the tool is listed under.
+	Contexts []string `protobuf:"bytes,4,rep,name=contexts,proto3" json:"contexts,omitempty"`
+	// categories equals contexts (both names are read by hubs).
+	Categories []string `protobuf:"bytes,5,rep,name=categories,proto3" json:"categories,omitempty"`
+	// server is the tool's server id.
+	Server        string `protobuf:"bytes,6,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HubTool) Reset() {
+	*x = HubTool{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HubTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HubTool) ProtoMessage() {}
+
+func (x *HubTool) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HubTool.ProtoReflect.Descriptor instead.
+func (*HubTool) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *HubTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HubTool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *HubTool) GetInputSchema() *structpb.Struct {
+	if x != nil {
+		return x.InputSchema
+	}
+	return nil
+}
+
+func (x *HubTool) GetContexts() []string {
+	if x != nil {
+		return x.Contexts
+	}
+	return nil
+}
+
+func (x *HubTool) GetCategories() []string {
+	if x != nil {
+		return x.Categories
+	}
+	return nil
+}
+
+func (x *HubTool) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+// ToolListMetadata describes one /tools answer.
+type ToolListMetadata struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Timestamp *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	// request_id is random per answer, for correlating hub and daemon logs.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// filtered is false when no context was found (tools is then empty).
+	Filtered      bool  `protobuf:"varint,3,opt,name=filtered,proto3" json:"filtered,omitempty"`
+	OriginalCount int32 `protobuf:"varint,4,opt,name=original_count,json=originalCount,proto3" json:"original_count,omitempty"`
+	ReturnedCount int32 `protobuf:"varint,5,opt,name=returned_count,json=returnedCount,proto3" json:"returned_count,omitempty"`
+	// reduction_percent is 100 * (1 - returned/original).
+	ReductionPercent float32 `protobuf:"fixed32,6,opt,name=reduction_percent,json=reductionPercent,proto3" json:"reduction_percent,omitempty"`
+	// applied_context lists the categories whose tools were returned.
+	AppliedContext []string `protobuf:"bytes,7,rep,name=applied_context,json=appliedContext,proto3" json:"applied_context,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ToolListMetadata) Reset() {
+	*x = ToolListMetadata{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolListMetadata) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolListMetadata) ProtoMessage() {}
+
+func (x *ToolListMetadata) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolListMetadata.ProtoReflect.Descriptor instead.
+func (*ToolListMetadata) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ToolListMetadata) GetTimestamp() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Timestamp
+	}
+	return nil
+}
+
+func (x *ToolListMetadata) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ToolListMetadata) GetFiltered() bool {
+	if x != nil {
+		return x.Filtered
+	}
+	return false
+}
+
+func (x *ToolListMetadata) GetOriginalCount() int32 {
+	if x != nil {
+		return x.OriginalCount
+	}
+	return 0
+}
+
+func (x *ToolListMetadata) GetReturnedCount() int32 {
+	if x != nil {
+		return x.ReturnedCount
+	}
+	return 0
+}
+
+func (x *ToolListMetadata) GetReductionPercent() float32 {
+	if x != nil {
+		return x.ReductionPercent
+	}
+	return 0
+}
+
+func (x *ToolListMetadata) GetAppliedContext() []string {
+	if x != nil {
+		return x.AppliedContext
+	}
+	return nil
+}
+
+// ListToolsForContextResponse is /tools' answer.
+type ListToolsForContextResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Tools    []*HubTool             `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	Metadata *ToolListMetadata      `protobuf:"bytes,2,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// reason is "no_context_detected" when no context was found, else empty.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListToolsForContextResponse) Reset() {
+	*x = ListToolsForContextResponse{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListToolsForContextResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListToolsForContextResponse) ProtoMessage() {}
+
+func (x *ListToolsForContextResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListToolsForContextResponse.ProtoReflect.Descriptor instead.
+func (*ListToolsForContextResponse) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ListToolsForContextResponse) GetTools() []*HubTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ListToolsForContextResponse) GetMetadata() *ToolListMetadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ListToolsForContextResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// GetToolMetricsRequest is empty.
+type GetToolMetricsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetToolMetricsRequest) Reset() {
+	*x = GetToolMetricsRequest{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetToolMetricsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetToolMetricsRequest) ProtoMessage() {}
+
+func (x *GetToolMetricsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetToolMetricsRequest.ProtoReflect.Descriptor instead.
+func (*GetToolMetricsRequest) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{43}
+}
+
+// TokenMetrics counts tool-list answers and the tokens of their tool definitions.
+type TokenMetrics struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Requests            float64                `protobuf:"fixed64,1,opt,name=requests,proto3" json:"requests,omitempty"`
+	TotalTokens         float64                `protobuf:"fixed64,2,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
+	AvgTokensPerRequest float64                `protobuf:"fixed64,3,opt,name=avg_tokens_per_request,json=avgTokensPerRequest,proto3" json:"avg_tokens_per_request,omitempty"`
+	Since               *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *TokenMetrics) Reset() {
+	*x = TokenMetrics{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenMetrics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenMetrics) ProtoMessage() {}
+
+func (x *TokenMetrics) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenMetrics.ProtoReflect.Descriptor instead.
+func (*TokenMetrics) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *TokenMetrics) GetRequests() float64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *TokenMetrics) GetTotalTokens() float64 {
+	if x != nil {
+		return x.TotalTokens
+	}
+	return 0
+}
+
+func (x *TokenMetrics) GetAvgTokensPerRequest() float64 {
+	if x != nil {
+		return x.AvgTokensPerRequest
+	}
+	return 0
+}
+
+func (x *TokenMetrics) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+// GetToolMetricsResponse compares the tokens clients would have been sent
+// without filtering (baseline) with what they were sent (filtered).
+type GetToolMetricsResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Baseline *TokenMetrics          `protobuf:"bytes,1,opt,name=baseline,proto3" json:"baseline,omitempty"`
+	Filtered *TokenMetrics          `protobuf:"bytes,2,opt,name=filtered,proto3" json:"filtered,omitempty"`
+	// reduction is the token saving as a whole percentage, e.g. "40%".
+	Reduction     string `protobuf:"bytes,3,opt,name=reduction,proto3" json:"reduction,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetToolMetricsResponse) Reset() {
+	*x = GetToolMetricsResponse{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetToolMetricsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetToolMetricsResponse) ProtoMessage() {}
+
+func (x *GetToolMetricsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetToolMetricsResponse.ProtoReflect.Descriptor instead.
+func (*GetToolMetricsResponse) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *GetToolMetricsResponse) GetBaseline() *TokenMetrics {
+	if x != nil {
+		return x.Baseline
+	}
+	return nil
+}
+
+func (x *GetToolMetricsResponse) GetFiltered() *TokenMetrics {
+	if x != nil {
+		return x.Filtered
+	}
+	return nil
+}
+
+func (x *GetToolMetricsResponse) GetReduction() string {
+	if x != nil {
+		return x.Reduction
+	}
+	return ""
+}
+
+// ResetToolMetricsRequest is empty.
+type ResetToolMetricsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetToolMetricsRequest) Reset() {
+	*x = ResetToolMetricsRequest{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetToolMetricsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetToolMetricsRequest) ProtoMessage() {}
+
+func (x *ResetToolMetricsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetToolMetricsRequest.ProtoReflect.Descriptor instead.
+func (*ResetToolMetricsRequest) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{46}
+}
+
+// ResetToolMetricsResponse is empty.
+type ResetToolMetricsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetToolMetricsResponse) Reset() {
+	*x = ResetToolMetricsResponse{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetToolMetricsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetToolMetricsResponse) ProtoMessage() {}
+
+func (x *ResetToolMetricsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetToolMetricsResponse.ProtoReflect.Descriptor instead.
+func (*ResetToolMetricsResponse) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{47}
+}
+
 var File_classifier_v1_classifier_proto protoreflect.FileDescriptor
 
 const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\n" +
-	"\x1eclassifier/v1/classifier.proto\x12\rclassifier.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x01\n" +
+	"\x1eclassifier/v1/classifier.proto\x12\rclassifier.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x01\n" +
 	"\vScoredLabel\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1e\n" +
 	"\n" +
@@ -2864,7 +3516,7 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\n" +
 	"dimensions\x18\x02 \x01(\x05R\n" +
 	"dimensions\"\x15\n" +
-	"\x13GetIndexInfoRequest\"\xed\x01\n" +
+	"\x13GetIndexInfoRequest\"\xae\x02\n" +
 	"\x0fCalibrationInfo\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x1d\n" +
@@ -2873,7 +3525,14 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\tece_after\x18\x04 \x01(\x02R\beceAfter\x12\x18\n" +
 	"\asamples\x18\x05 \x01(\x05R\asamples\x12'\n" +
 	"\x0fshared_fallback\x18\x06 \x03(\tR\x0esharedFallback\x12+\n" +
-	"\x11default_threshold\x18\a \x01(\x02R\x10defaultThreshold\"\xa9\x01\n" +
+	"\x11default_threshold\x18\a \x01(\x02R\x10defaultThreshold\x12?\n" +
+	"\vreliability\x18\x14 \x03(\v2\x1d.classifier.v1.ReliabilityBinR\vreliability\"\x8b\x01\n" +
+	"\x0eReliabilityBin\x12\x0e\n" +
+	"\x02lo\x18\x01 \x01(\x02R\x02lo\x12\x0e\n" +
+	"\x02hi\x18\x02 \x01(\x02R\x02hi\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x05R\x05count\x12'\n" +
+	"\x0fmean_confidence\x18\x04 \x01(\x02R\x0emeanConfidence\x12\x1a\n" +
+	"\baccuracy\x18\x05 \x01(\x02R\baccuracy\"\xa9\x01\n" +
 	"\x06Limits\x12$\n" +
 	"\x0emax_text_bytes\x18\x01 \x01(\x05R\fmaxTextBytes\x12\x1b\n" +
 	"\tmax_batch\x18\x02 \x01(\x05R\bmaxBatch\x12!\n" +
@@ -3031,12 +3690,50 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\x0factive_sessions\x18\t \x01(\x03R\x0eactiveSessions\x1aC\n" +
 	"\x15RequestsByMethodEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01*}\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"k\n" +
+	"\x1aListToolsForContextRequest\x12\x18\n" +
+	"\acontext\x18\x01 \x01(\tR\acontext\x12\x1a\n" +
+	"\bcategory\x18\x02 \x01(\tR\bcategory\x12\x17\n" +
+	"\auser_id\x18\x03 \x01(\tR\x06userId\"\xcf\x01\n" +
+	"\aHubTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12:\n" +
+	"\finput_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\vinputSchema\x12\x1a\n" +
+	"\bcontexts\x18\x04 \x03(\tR\bcontexts\x12\x1e\n" +
+	"\n" +
+	"categories\x18\x05 \x03(\tR\n" +
+	"categories\x12\x16\n" +
+	"\x06server\x18\x06 \x01(\tR\x06server\"\xab\x02\n" +
+	"\x10ToolListMetadata\x128\n" +
+	"\ttimestamp\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x1a\n" +
+	"\bfiltered\x18\x03 \x01(\bR\bfiltered\x12%\n" +
+	"\x0eoriginal_count\x18\x04 \x01(\x05R\roriginalCount\x12%\n" +
+	"\x0ereturned_count\x18\x05 \x01(\x05R\rreturnedCount\x12+\n" +
+	"\x11reduction_percent\x18\x06 \x01(\x02R\x10reductionPercent\x12'\n" +
+	"\x0fapplied_context\x18\a \x03(\tR\x0eappliedContext\"\xa0\x01\n" +
+	"\x1bListToolsForContextResponse\x12,\n" +
+	"\x05tools\x18\x01 \x03(\v2\x16.classifier.v1.HubToolR\x05tools\x12;\n" +
+	"\bmetadata\x18\x02 \x01(\v2\x1f.classifier.v1.ToolListMetadataR\bmetadata\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x17\n" +
+	"\x15GetToolMetricsRequest\"\xb4\x01\n" +
+	"\fTokenMetrics\x12\x1a\n" +
+	"\brequests\x18\x01 \x01(\x01R\brequests\x12!\n" +
+	"\ftotal_tokens\x18\x02 \x01(\x01R\vtotalTokens\x123\n" +
+	"\x16avg_tokens_per_request\x18\x03 \x01(\x01R\x13avgTokensPerRequest\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xa8\x01\n" +
+	"\x16GetToolMetricsResponse\x127\n" +
+	"\bbaseline\x18\x01 \x01(\v2\x1b.classifier.v1.TokenMetricsR\bbaseline\x127\n" +
+	"\bfiltered\x18\x02 \x01(\v2\x1b.classifier.v1.TokenMetricsR\bfiltered\x12\x1c\n" +
+	"\treduction\x18\x03 \x01(\tR\treduction\"\x19\n" +
+	"\x17ResetToolMetricsRequest\"\x1a\n" +
+	"\x18ResetToolMetricsResponse*}\n" +
 	"\rNoMatchPolicy\x12\x1f\n" +
 	"\x1bNO_MATCH_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14NO_MATCH_POLICY_NONE\x10\x01\x12\x18\n" +
 	"\x14NO_MATCH_POLICY_META\x10\x02\x12\x17\n" +
-	"\x13NO_MATCH_POLICY_ALL\x10\x032\xe1\b\n" +
+	"\x13NO_MATCH_POLICY_ALL\x10\x032\xdd\v\n" +
 	"\x11ClassifierService\x12K\n" +
 	"\bClassify\x12\x1e.classifier.v1.ClassifyRequest\x1a\x1f.classifier.v1.ClassifyResponse\x12B\n" +
 	"\x05Route\x12\x1b.classifier.v1.RouteRequest\x1a\x1c.classifier.v1.RouteResponse\x12B\n" +
@@ -3051,7 +3748,10 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\x0eUpdateExposure\x12$.classifier.v1.UpdateExposureRequest\x1a%.classifier.v1.UpdateExposureResponse\x12N\n" +
 	"\tListTools\x12\x1f.classifier.v1.ListToolsRequest\x1a .classifier.v1.ListToolsResponse\x12\\\n" +
 	"\rWatchExposure\x12#.classifier.v1.WatchExposureRequest\x1a$.classifier.v1.WatchExposureResponse0\x01\x12K\n" +
-	"\bGetStats\x12\x1e.classifier.v1.GetStatsRequest\x1a\x1f.classifier.v1.GetStatsResponseBCZAgithub.com/classifierd/classifierd/gen/classifier/v1;classifierv1b\x06proto3"
+	"\bGetStats\x12\x1e.classifier.v1.GetStatsRequest\x1a\x1f.classifier.v1.GetStatsResponse\x12|\n" +
+	"\x13ListToolsForContext\x12).classifier.v1.ListToolsForContextRequest\x1a*.classifier.v1.ListToolsForContextResponse\"\x0e\x82\xd3\xe4\x93\x02\b\x12\x06/tools\x12u\n" +
+	"\x0eGetToolMetrics\x12$.classifier.v1.GetToolMetricsRequest\x1a%.classifier.v1.GetToolMetricsResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/tools/metrics\x12\x84\x01\n" +
+	"\x10ResetToolMetrics\x12&.classifier.v1.ResetToolMetricsRequest\x1a'.classifier.v1.ResetToolMetricsResponse\"\x1f\x82\xd3\xe4\x93\x02\x19:\x01*\"\x14/tools/metrics/resetBCZAgithub.com/classifierd/classifierd/gen/classifier/v1;classifierv1b\x06proto3"
 
 var (
 	file_classifier_v1_classifier_proto_rawDescOnce sync.Once
@@ -3066,49 +3766,60 @@ func file_classifier_v1_classifier_proto_rawDescGZIP() []byte {
 }
 
 var file_classifier_v1_classifier_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_classifier_v1_classifier_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_classifier_v1_classifier_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_classifier_v1_classifier_proto_goTypes = []any{
-	(NoMatchPolicy)(0),             // 0: classifier.v1.NoMatchPolicy
-	(*ScoredLabel)(nil),            // 1: classifier.v1.ScoredLabel
-	(*ScoredTool)(nil),             // 2: classifier.v1.ScoredTool
-	(*ClassifyRequest)(nil),        // 3: classifier.v1.ClassifyRequest
-	(*ClassifyResponse)(nil),       // 4: classifier.v1.ClassifyResponse
-	(*Message)(nil),                // 5: classifier.v1.Message
-	(*RouteRequest)(nil),           // 6: classifier.v1.RouteRequest
-	(*ToolStats)(nil),              // 7: classifier.v1.ToolStats
-	(*RouteResponse)(nil),          // 8: classifier.v1.RouteResponse
-	(*EmbedRequest)(nil),           // 9: classifier.v1.EmbedRequest
-	(*Vector)(nil),                 // 10: classifier.v1.Vector
-	(*EmbedResponse)(nil),          // 11: classifier.v1.EmbedResponse
-	(*GetIndexInfoRequest)(nil),    // 12: classifier.v1.GetIndexInfoRequest
-	(*CalibrationInfo)(nil),        // 13: classifier.v1.CalibrationInfo
-	(*Limits)(nil),                 // 14: classifier.v1.Limits
-	(*GetIndexInfoResponse)(nil),   // 15: classifier.v1.GetIndexInfoResponse
-	(*FusionInfo)(nil),             // 16: classifier.v1.FusionInfo
-	(*AnalyzePromptRequest)(nil),   // 17: classifier.v1.AnalyzePromptRequest
-	(*AnalyzePromptResponse)(nil),  // 18: classifier.v1.AnalyzePromptResponse
-	(*DetectContextsRequest)(nil),  // 19: classifier.v1.DetectContextsRequest
-	(*DetectedContext)(nil),        // 20: classifier.v1.DetectedContext
-	(*DetectContextsResponse)(nil), // 21: classifier.v1.DetectContextsResponse
-	(*ExposureChange)(nil),         // 22: classifier.v1.ExposureChange
-	(*Session)(nil),                // 23: classifier.v1.Session
-	(*CreateSessionRequest)(nil),   // 24: classifier.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),  // 25: classifier.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),      // 26: classifier.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),     // 27: classifier.v1.GetSessionResponse
-	(*DeleteSessionRequest)(nil),   // 28: classifier.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),  // 29: classifier.v1.DeleteSessionResponse
-	(*UpdateExposureRequest)(nil),  // 30: classifier.v1.UpdateExposureRequest
-	(*UpdateExposureResponse)(nil), // 31: classifier.v1.UpdateExposureResponse
-	(*Tool)(nil),                   // 32: classifier.v1.Tool
-	(*ListToolsRequest)(nil),       // 33: classifier.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),      // 34: classifier.v1.ListToolsResponse
-	(*WatchExposureRequest)(nil),   // 35: classifier.v1.WatchExposureRequest
-	(*WatchExposureResponse)(nil),  // 36: classifier.v1.WatchExposureResponse
-	(*GetStatsRequest)(nil),        // 37: classifier.v1.GetStatsRequest
-	(*GetStatsResponse)(nil),       // 38: classifier.v1.GetStatsResponse
-	nil,                            // 39: classifier.v1.GetStatsResponse.RequestsByMethodEntry
-	(*timestamppb.Timestamp)(nil),  // 40: google.protobuf.Timestamp
+	(NoMatchPolicy)(0),                  // 0: classifier.v1.NoMatchPolicy
+	(*ScoredLabel)(nil),                 // 1: classifier.v1.ScoredLabel
+	(*ScoredTool)(nil),                  // 2: classifier.v1.ScoredTool
+	(*ClassifyRequest)(nil),             // 3: classifier.v1.ClassifyRequest
+	(*ClassifyResponse)(nil),            // 4: classifier.v1.ClassifyResponse
+	(*Message)(nil),                     // 5: classifier.v1.Message
+	(*RouteRequest)(nil),                // 6: classifier.v1.RouteRequest
+	(*ToolStats)(nil),                   // 7: classifier.v1.ToolStats
+	(*RouteResponse)(nil),               // 8: classifier.v1.RouteResponse
+	(*EmbedRequest)(nil),                // 9: classifier.v1.EmbedRequest
+	(*Vector)(nil),                      // 10: classifier.v1.Vector
+	(*EmbedResponse)(nil),               // 11: classifier.v1.EmbedResponse
+	(*GetIndexInfoRequest)(nil),         // 12: classifier.v1.GetIndexInfoRequest
+	(*CalibrationInfo)(nil),             // 13: classifier.v1.CalibrationInfo
+	(*ReliabilityBin)(nil),              // 14: classifier.v1.ReliabilityBin
+	(*Limits)(nil),                      // 15: classifier.v1.Limits
+	(*GetIndexInfoResponse)(nil),        // 16: classifier.v1.GetIndexInfoResponse
+	(*FusionInfo)(nil),                  // 17: classifier.v1.FusionInfo
+	(*AnalyzePromptRequest)(nil),        // 18: classifier.v1.AnalyzePromptRequest
+	(*AnalyzePromptResponse)(nil),       // 19: classifier.v1.AnalyzePromptResponse
+	(*DetectContextsRequest)(nil),       // 20: classifier.v1.DetectContextsRequest
+	(*DetectedContext)(nil),             // 21: classifier.v1.DetectedContext
+	(*DetectContextsResponse)(nil),      // 22: classifier.v1.DetectContextsResponse
+	(*ExposureChange)(nil),              // 23: classifier.v1.ExposureChange
+	(*Session)(nil),                     // 24: classifier.v1.Session
+	(*CreateSessionRequest)(nil),        // 25: classifier.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),       // 26: classifier.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),           // 27: classifier.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),          // 28: classifier.v1.GetSessionResponse
+	(*DeleteSessionRequest)(nil),        // 29: classifier.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),       // 30: classifier.v1.DeleteSessionResponse
+	(*UpdateExposureRequest)(nil),       // 31: classifier.v1.UpdateExposureRequest
+	(*UpdateExposureResponse)(nil),      // 32: classifier.v1.UpdateExposureResponse
+	(*Tool)(nil),                        // 33: classifier.v1.Tool
+	(*ListToolsRequest)(nil),            // 34: classifier.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),           // 35: classifier.v1.ListToolsResponse
+	(*WatchExposureRequest)(nil),        // 36: classifier.v1.WatchExposureRequest
+	(*WatchExposureResponse)(nil),       // 37: classifier.v1.WatchExposureResponse
+	(*GetStatsRequest)(nil),             // 38: classifier.v1.GetStatsRequest
+	(*GetStatsResponse)(nil),            // 39: classifier.v1.GetStatsResponse
+	(*ListToolsForContextRequest)(nil),  // 40: classifier.v1.ListToolsForContextRequest
+	(*HubTool)(nil),                     // 41: classifier.v1.HubTool
+	(*ToolListMetadata)(nil),            // 42: classifier.v1.ToolListMetadata
+	(*ListToolsForContextResponse)(nil), // 43: classifier.v1.ListToolsForContextResponse
+	(*GetToolMetricsRequest)(nil),       // 44: classifier.v1.GetToolMetricsRequest
+	(*TokenMetrics)(nil),                // 45: classifier.v1.TokenMetrics
+	(*GetToolMetricsResponse)(nil),      // 46: classifier.v1.GetToolMetricsResponse
+	(*ResetToolMetricsRequest)(nil),     // 47: classifier.v1.ResetToolMetricsRequest
+	(*ResetToolMetricsResponse)(nil),    // 48: classifier.v1.ResetToolMetricsResponse
+	nil,                                 // 49: classifier.v1.GetStatsResponse.RequestsByMethodEntry
+	(*timestamppb.Timestamp)(nil),       // 50: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),             // 51: google.protobuf.Struct
 }
 var file_classifier_v1_classifier_proto_depIdxs = []int32{
 	1,  // 0: classifier.v1.ClassifyResponse.categories:type_name -> classifier.v1.ScoredLabel
@@ -3120,54 +3831,68 @@ var file_classifier_v1_classifier_proto_depIdxs = []int32{
 	7,  // 6: classifier.v1.RouteResponse.stats:type_name -> classifier.v1.ToolStats
 	0,  // 7: classifier.v1.RouteResponse.applied_policy:type_name -> classifier.v1.NoMatchPolicy
 	10, // 8: classifier.v1.EmbedResponse.vectors:type_name -> classifier.v1.Vector
-	40, // 9: classifier.v1.GetIndexInfoResponse.built_at:type_name -> google.protobuf.Timestamp
-	13, // 10: classifier.v1.GetIndexInfoResponse.calibration:type_name -> classifier.v1.CalibrationInfo
-	14, // 11: classifier.v1.GetIndexInfoResponse.limits:type_name -> classifier.v1.Limits
-	16, // 12: classifier.v1.GetIndexInfoResponse.fusion:type_name -> classifier.v1.FusionInfo
-	1,  // 13: classifier.v1.AnalyzePromptResponse.scores:type_name -> classifier.v1.ScoredLabel
-	20, // 14: classifier.v1.DetectContextsResponse.contexts:type_name -> classifier.v1.DetectedContext
-	40, // 15: classifier.v1.ExposureChange.timestamp:type_name -> google.protobuf.Timestamp
-	22, // 16: classifier.v1.Session.history:type_name -> classifier.v1.ExposureChange
-	40, // 17: classifier.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	40, // 18: classifier.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
-	23, // 19: classifier.v1.CreateSessionResponse.session:type_name -> classifier.v1.Session
-	23, // 20: classifier.v1.GetSessionResponse.session:type_name -> classifier.v1.Session
-	32, // 21: classifier.v1.ListToolsResponse.tools:type_name -> classifier.v1.Tool
-	7,  // 22: classifier.v1.ListToolsResponse.stats:type_name -> classifier.v1.ToolStats
-	22, // 23: classifier.v1.WatchExposureResponse.change:type_name -> classifier.v1.ExposureChange
-	40, // 24: classifier.v1.GetStatsResponse.since:type_name -> google.protobuf.Timestamp
-	39, // 25: classifier.v1.GetStatsResponse.requests_by_method:type_name -> classifier.v1.GetStatsResponse.RequestsByMethodEntry
-	3,  // 26: classifier.v1.ClassifierService.Classify:input_type -> classifier.v1.ClassifyRequest
-	6,  // 27: classifier.v1.ClassifierService.Route:input_type -> classifier.v1.RouteRequest
-	9,  // 28: classifier.v1.ClassifierService.Embed:input_type -> classifier.v1.EmbedRequest
-	12, // 29: classifier.v1.ClassifierService.GetIndexInfo:input_type -> classifier.v1.GetIndexInfoRequest
-	17, // 30: classifier.v1.ClassifierService.AnalyzePrompt:input_type -> classifier.v1.AnalyzePromptRequest
-	19, // 31: classifier.v1.ClassifierService.DetectContexts:input_type -> classifier.v1.DetectContextsRequest
-	24, // 32: classifier.v1.ClassifierService.CreateSession:input_type -> classifier.v1.CreateSessionRequest
-	26, // 33: classifier.v1.ClassifierService.GetSession:input_type -> classifier.v1.GetSessionRequest
-	28, // 34: classifier.v1.ClassifierService.DeleteSession:input_type -> classifier.v1.DeleteSessionRequest
-	30, // 35: classifier.v1.ClassifierService.UpdateExposure:input_type -> classifier.v1.UpdateExposureRequest
-	33, // 36: classifier.v1.ClassifierService.ListTools:input_type -> classifier.v1.ListToolsRequest
-	35, // 37: classifier.v1.ClassifierService.WatchExposure:input_type -> classifier.v1.WatchExposureRequest
-	37, // 38: classifier.v1.ClassifierService.GetStats:input_type -> classifier.v1.GetStatsRequest
-	4,  // 39: classifier.v1.ClassifierService.Classify:output_type -> classifier.v1.ClassifyResponse
-	8,  // 40: classifier.v1.ClassifierService.Route:output_type -> classifier.v1.RouteResponse
-	11, // 41: classifier.v1.ClassifierService.Embed:output_type -> classifier.v1.EmbedResponse
-	15, // 42: classifier.v1.ClassifierService.GetIndexInfo:output_type -> classifier.v1.GetIndexInfoResponse
-	18, // 43: classifier.v1.ClassifierService.AnalyzePrompt:output_type -> classifier.v1.AnalyzePromptResponse
-	21, // 44: classifier.v1.ClassifierService.DetectContexts:output_type -> classifier.v1.DetectContextsResponse
-	25, // 45: classifier.v1.ClassifierService.CreateSession:output_type -> classifier.v1.CreateSessionResponse
-	27, // 46: classifier.v1.ClassifierService.GetSession:output_type -> classifier.v1.GetSessionResponse
-	29, // 47: classifier.v1.ClassifierService.DeleteSession:output_type -> classifier.v1.DeleteSessionResponse
-	31, // 48: classifier.v1.ClassifierService.UpdateExposure:output_type -> classifier.v1.UpdateExposureResponse
-	34, // 49: classifier.v1.ClassifierService.ListTools:output_type -> classifier.v1.ListToolsResponse
-	36, // 50: classifier.v1.ClassifierService.WatchExposure:output_type -> classifier.v1.WatchExposureResponse
-	38, // 51: classifier.v1.ClassifierService.GetStats:output_type -> classifier.v1.GetStatsResponse
-	39, // [39:52] is the sub-list for method output_type
-	26, // [26:39] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	14, // 9: classifier.v1.CalibrationInfo.reliability:type_name -> classifier.v1.ReliabilityBin
+	50, // 10: classifier.v1.GetIndexInfoResponse.built_at:type_name -> google.protobuf.Timestamp
+	13, // 11: classifier.v1.GetIndexInfoResponse.calibration:type_name -> classifier.v1.CalibrationInfo
+	15, // 12: classifier.v1.GetIndexInfoResponse.limits:type_name -> classifier.v1.Limits
+	17, // 13: classifier.v1.GetIndexInfoResponse.fusion:type_name -> classifier.v1.FusionInfo
+	1,  // 14: classifier.v1.AnalyzePromptResponse.scores:type_name -> classifier.v1.ScoredLabel
+	21, // 15: classifier.v1.DetectContextsResponse.contexts:type_name -> classifier.v1.DetectedContext
+	50, // 16: classifier.v1.ExposureChange.timestamp:type_name -> google.protobuf.Timestamp
+	23, // 17: classifier.v1.Session.history:type_name -> classifier.v1.ExposureChange
+	50, // 18: classifier.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	50, // 19: classifier.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
+	24, // 20: classifier.v1.CreateSessionResponse.session:type_name -> classifier.v1.Session
+	24, // 21: classifier.v1.GetSessionResponse.session:type_name -> classifier.v1.Session
+	33, // 22: classifier.v1.ListToolsResponse.tools:type_name -> classifier.v1.Tool
+	7,  // 23: classifier.v1.ListToolsResponse.stats:type_name -> classifier.v1.ToolStats
+	23, // 24: classifier.v1.WatchExposureResponse.change:type_name -> classifier.v1.ExposureChange
+	50, // 25: classifier.v1.GetStatsResponse.since:type_name -> google.protobuf.Timestamp
+	49, // 26: classifier.v1.GetStatsResponse.requests_by_method:type_name -> classifier.v1.GetStatsResponse.RequestsByMethodEntry
+	51, // 27: classifier.v1.HubTool.input_schema:type_name -> google.protobuf.Struct
+	50, // 28: classifier.v1.ToolListMetadata.timestamp:type_name -> google.protobuf.Timestamp
+	41, // 29: classifier.v1.ListToolsForContextResponse.tools:type_name -> classifier.v1.HubTool
+	42, // 30: classifier.v1.ListToolsForContextResponse.metadata:type_name -> classifier.v1.ToolListMetadata
+	50, // 31: classifier.v1.TokenMetrics.since:type_name -> google.protobuf.Timestamp
+	45, // 32: classifier.v1.GetToolMetricsResponse.baseline:type_name -> classifier.v1.TokenMetrics
+	45, // 33: classifier.v1.GetToolMetricsResponse.filtered:type_name -> classifier.v1.TokenMetrics
+	3,  // 34: classifier.v1.ClassifierService.Classify:input_type -> classifier.v1.ClassifyRequest
+	6,  // 35: classifier.v1.ClassifierService.Route:input_type -> classifier.v1.RouteRequest
+	9,  // 36: classifier.v1.ClassifierService.Embed:input_type -> classifier.v1.EmbedRequest
+	12, // 37: classifier.v1.ClassifierService.GetIndexInfo:input_type -> classifier.v1.GetIndexInfoRequest
+	18, // 38: classifier.v1.ClassifierService.AnalyzePrompt:input_type -> classifier.v1.AnalyzePromptRequest
+	20, // 39: classifier.v1.ClassifierService.DetectContexts:input_type -> classifier.v1.DetectContextsRequest
+	25, // 40: classifier.v1.ClassifierService.CreateSession:input_type -> classifier.v1.CreateSessionRequest
+	27, // 41: classifier.v1.ClassifierService.GetSession:input_type -> classifier.v1.GetSessionRequest
+	29, // 42: classifier.v1.ClassifierService.DeleteSession:input_type -> classifier.v1.DeleteSessionRequest
+	31, // 43: classifier.v1.ClassifierService.UpdateExposure:input_type -> classifier.v1.UpdateExposureRequest
+	34, // 44: classifier.v1.ClassifierService.ListTools:input_type -> classifier.v1.ListToolsRequest
+	36, // 45: classifier.v1.ClassifierService.WatchExposure:input_type -> classifier.v1.WatchExposureRequest
+	38, // 46: classifier.v1.ClassifierService.GetStats:input_type -> classifier.v1.GetStatsRequest
+	40, // 47: classifier.v1.ClassifierService.ListToolsForContext:input_type -> classifier.v1.ListToolsForContextRequest
+	44, // 48: classifier.v1.ClassifierService.GetToolMetrics:input_type -> classifier.v1.GetToolMetricsRequest
+	47, // 49: classifier.v1.ClassifierService.ResetToolMetrics:input_type -> classifier.v1.ResetToolMetricsRequest
+	4,  // 50: classifier.v1.ClassifierService.Classify:output_type -> classifier.v1.ClassifyResponse
+	8,  // 51: classifier.v1.ClassifierService.Route:output_type -> classifier.v1.RouteResponse
+	11, // 52: classifier.v1.ClassifierService.Embed:output_type -> classifier.v1.EmbedResponse
+	16, // 53: classifier.v1.ClassifierService.GetIndexInfo:output_type -> classifier.v1.GetIndexInfoResponse
+	19, // 54: classifier.v1.ClassifierService.AnalyzePrompt:output_type -> classifier.v1.AnalyzePromptResponse
+	22, // 55: classifier.v1.ClassifierService.DetectContexts:output_type -> classifier.v1.DetectContextsResponse
+	26, // 56: classifier.v1.ClassifierService.CreateSession:output_type -> classifier.v1.CreateSessionResponse
+	28, // 57: classifier.v1.ClassifierService.GetSession:output_type -> classifier.v1.GetSessionResponse
+	30, // 58: classifier.v1.ClassifierService.DeleteSession:output_type -> classifier.v1.DeleteSessionResponse
+	32, // 59: classifier.v1.ClassifierService.UpdateExposure:output_type -> classifier.v1.UpdateExposureResponse
+	35, // 60: classifier.v1.ClassifierService.ListTools:output_type -> classifier.v1.ListToolsResponse
+	37, // 61: classifier.v1.ClassifierService.WatchExposure:output_type -> classifier.v1.WatchExposureResponse
+	39, // 62: classifier.v1.ClassifierService.GetStats:output_type -> classifier.v1.GetStatsResponse
+	43, // 63: classifier.v1.ClassifierService.ListToolsForContext:output_type -> classifier.v1.ListToolsForContextResponse
+	46, // 64: classifier.v1.ClassifierService.GetToolMetrics:output_type -> classifier.v1.GetToolMetricsResponse
+	48, // 65: classifier.v1.ClassifierService.ResetToolMetrics:output_type -> classifier.v1.ResetToolMetricsResponse
+	50, // [50:66] is the sub-list for method output_type
+	34, // [34:50] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_classifier_v1_classifier_proto_init() }
@@ -3183,7 +3908,7 @@ func file_classifier_v1_classifier_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_classifier_v1_classifier_proto_rawDesc), len(file_classifier_v1_classifier_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   39,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

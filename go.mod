@@ -3,6 +3,7 @@ module github.com/classifierd/classifierd
 go 1.26.8
 
 require (
+	connectrpc.com/vanguard v0.4.0
 	github.com/creack/pty v1.1.24
 	github.com/kljensen/snowball v0.10.0
 	github.com/pkoukk/tiktoken-go v0.1.8
@@ -12,6 +13,7 @@ require (
 	github.com/yalue/onnxruntime_go v1.27.0
 	golang.org/x/image v0.47.0
 	golang.org/x/text v0.43.0
+	google.golang.org/genproto/googleapis/api v0.0.0-20260817212433-ac3dfec99bb1
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
@@ -20,7 +22,6 @@ require (
 
 require (
 	connectrpc.com/connect v1.19.1 // indirect
-	connectrpc.com/vanguard v0.4.0 // indirect
 	github.com/chewxy/math32 v1.10.1 // indirect
 	github.com/dlclark/regexp2 v1.10.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
@@ -38,7 +39,6 @@ require (
 	golang.org/x/exp v0.0.0-20230817173708-d852ddb80c63 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	google.golang.org/genproto/googleapis/api v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect

@@ -20,6 +20,7 @@ type Config struct {
 	Model        string
 	Manifest     string
 	Listen       string
+	HTTPListen   string
 	ORTLib       string
 	Threads      int
 	Concurrency  int
@@ -99,6 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.Model, "model", "", "model directory with model.onnx and tokenizer.json (required)")
 	fs.StringVar(&c.Manifest, "manifest", "", "model manifest (default: DIR/manifest.json, else a known manifest)")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:50051", "gRPC listen address HOST:PORT")
+	fs.StringVar(&c.HTTPListen, "http-listen", "", "HTTP/JSON listen address HOST:PORT: Connect JSON, the hub REST shape and the explain page at / (docs/http.md); empty: off")
 	fs.StringVar(&c.ORTLib, "ort-lib", embed.DefaultLibPath(), "ONNX Runtime shared library (default: $ORT_LIB, else where make put it)")
 	fs.IntVar(&c.Threads, "threads", 1, "ONNX Runtime intra-op threads per inference")
 	fs.IntVar(&c.Concurrency, "concurrency", 2, "concurrent inferences")

@@ -124,14 +124,29 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	)
 	hs := health.NewServer()
 	register(gs, hs, svc, term)
+	var hsrv *httpServer
+	if cfg.HTTPListen != "" {
+		if hsrv, err = newHTTPServer(cfg, gs, log); err != nil {
+			_ = lis.Close()
+			return err
+		}
+	}
 
 	log.Info("classifierd serving", "addr", lis.Addr().String(), "model", man.Name, "dims", eng.Dims(),
 		"ort", rt.Version(), "categories", len(idx.LabelsOf(index.KindCategory)),
 		"servers", len(idx.LabelsOf(index.KindServer)), "tools", len(idx.LabelsOf(index.KindTool)),
 		"calibrated", dom.Calibration.Fitted, "terminal", cfg.Terminal)
 
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- gs.Serve(lis) }()
+	if hsrv != nil {
+		log.Info("classifierd serving HTTP/JSON and the explain page", "addr", hsrv.Addr(), "url", "http://"+hsrv.Addr()+"/")
+		go func() {
+			if err := hsrv.Serve(); err != nil {
+				serveErr <- err
+			}
+		}()
+	}
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
@@ -142,6 +157,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	// End WatchExposure streams (their channels close), or GracefulStop
 	// would wait for them until the deadline.
 	_ = sessions.Close()
+	if hsrv != nil {
+		// Before gs: HTTP calls run on gs, and would be cut by its stop.
+		hsrv.Shutdown(cfg.ShutdownWait)
+	}
 	stopped := make(chan struct{})
 	go func() { gs.GracefulStop(); close(stopped) }()
 	select {

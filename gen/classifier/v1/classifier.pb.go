@@ -3733,22 +3733,22 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\x1bNO_MATCH_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14NO_MATCH_POLICY_NONE\x10\x01\x12\x18\n" +
 	"\x14NO_MATCH_POLICY_META\x10\x02\x12\x17\n" +
-	"\x13NO_MATCH_POLICY_ALL\x10\x032\xdd\v\n" +
-	"\x11ClassifierService\x12K\n" +
-	"\bClassify\x12\x1e.classifier.v1.ClassifyRequest\x1a\x1f.classifier.v1.ClassifyResponse\x12B\n" +
-	"\x05Route\x12\x1b.classifier.v1.RouteRequest\x1a\x1c.classifier.v1.RouteResponse\x12B\n" +
-	"\x05Embed\x12\x1b.classifier.v1.EmbedRequest\x1a\x1c.classifier.v1.EmbedResponse\x12W\n" +
-	"\fGetIndexInfo\x12\".classifier.v1.GetIndexInfoRequest\x1a#.classifier.v1.GetIndexInfoResponse\x12Z\n" +
-	"\rAnalyzePrompt\x12#.classifier.v1.AnalyzePromptRequest\x1a$.classifier.v1.AnalyzePromptResponse\x12]\n" +
-	"\x0eDetectContexts\x12$.classifier.v1.DetectContextsRequest\x1a%.classifier.v1.DetectContextsResponse\x12Z\n" +
-	"\rCreateSession\x12#.classifier.v1.CreateSessionRequest\x1a$.classifier.v1.CreateSessionResponse\x12Q\n" +
+	"\x13NO_MATCH_POLICY_ALL\x10\x032\x8b\x11\n" +
+	"\x11ClassifierService\x12\x81\x01\n" +
+	"\bClassify\x12\x1e.classifier.v1.ClassifyRequest\x1a\x1f.classifier.v1.ClassifyResponse\"4\x82\xd3\xe4\x93\x02.:\x01*\")/classifier.v1.ClassifierService/Classify\x12u\n" +
+	"\x05Route\x12\x1b.classifier.v1.RouteRequest\x1a\x1c.classifier.v1.RouteResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/classifier.v1.ClassifierService/Route\x12u\n" +
+	"\x05Embed\x12\x1b.classifier.v1.EmbedRequest\x1a\x1c.classifier.v1.EmbedResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/classifier.v1.ClassifierService/Embed\x12\x91\x01\n" +
+	"\fGetIndexInfo\x12\".classifier.v1.GetIndexInfoRequest\x1a#.classifier.v1.GetIndexInfoResponse\"8\x82\xd3\xe4\x93\x022:\x01*\"-/classifier.v1.ClassifierService/GetIndexInfo\x12\x95\x01\n" +
+	"\rAnalyzePrompt\x12#.classifier.v1.AnalyzePromptRequest\x1a$.classifier.v1.AnalyzePromptResponse\"9\x82\xd3\xe4\x93\x023:\x01*\"./classifier.v1.ClassifierService/AnalyzePrompt\x12\x99\x01\n" +
+	"\x0eDetectContexts\x12$.classifier.v1.DetectContextsRequest\x1a%.classifier.v1.DetectContextsResponse\":\x82\xd3\xe4\x93\x024:\x01*\"//classifier.v1.ClassifierService/DetectContexts\x12\x95\x01\n" +
+	"\rCreateSession\x12#.classifier.v1.CreateSessionRequest\x1a$.classifier.v1.CreateSessionResponse\"9\x82\xd3\xe4\x93\x023:\x01*\"./classifier.v1.ClassifierService/CreateSession\x12\x89\x01\n" +
 	"\n" +
-	"GetSession\x12 .classifier.v1.GetSessionRequest\x1a!.classifier.v1.GetSessionResponse\x12Z\n" +
-	"\rDeleteSession\x12#.classifier.v1.DeleteSessionRequest\x1a$.classifier.v1.DeleteSessionResponse\x12]\n" +
-	"\x0eUpdateExposure\x12$.classifier.v1.UpdateExposureRequest\x1a%.classifier.v1.UpdateExposureResponse\x12N\n" +
-	"\tListTools\x12\x1f.classifier.v1.ListToolsRequest\x1a .classifier.v1.ListToolsResponse\x12\\\n" +
-	"\rWatchExposure\x12#.classifier.v1.WatchExposureRequest\x1a$.classifier.v1.WatchExposureResponse0\x01\x12K\n" +
-	"\bGetStats\x12\x1e.classifier.v1.GetStatsRequest\x1a\x1f.classifier.v1.GetStatsResponse\x12|\n" +
+	"GetSession\x12 .classifier.v1.GetSessionRequest\x1a!.classifier.v1.GetSessionResponse\"6\x82\xd3\xe4\x93\x020:\x01*\"+/classifier.v1.ClassifierService/GetSession\x12\x95\x01\n" +
+	"\rDeleteSession\x12#.classifier.v1.DeleteSessionRequest\x1a$.classifier.v1.DeleteSessionResponse\"9\x82\xd3\xe4\x93\x023:\x01*\"./classifier.v1.ClassifierService/DeleteSession\x12\x99\x01\n" +
+	"\x0eUpdateExposure\x12$.classifier.v1.UpdateExposureRequest\x1a%.classifier.v1.UpdateExposureResponse\":\x82\xd3\xe4\x93\x024:\x01*\"//classifier.v1.ClassifierService/UpdateExposure\x12\x85\x01\n" +
+	"\tListTools\x12\x1f.classifier.v1.ListToolsRequest\x1a .classifier.v1.ListToolsResponse\"5\x82\xd3\xe4\x93\x02/:\x01*\"*/classifier.v1.ClassifierService/ListTools\x12\\\n" +
+	"\rWatchExposure\x12#.classifier.v1.WatchExposureRequest\x1a$.classifier.v1.WatchExposureResponse0\x01\x12\x81\x01\n" +
+	"\bGetStats\x12\x1e.classifier.v1.GetStatsRequest\x1a\x1f.classifier.v1.GetStatsResponse\"4\x82\xd3\xe4\x93\x02.:\x01*\")/classifier.v1.ClassifierService/GetStats\x12|\n" +
 	"\x13ListToolsForContext\x12).classifier.v1.ListToolsForContextRequest\x1a*.classifier.v1.ListToolsForContextResponse\"\x0e\x82\xd3\xe4\x93\x02\b\x12\x06/tools\x12u\n" +
 	"\x0eGetToolMetrics\x12$.classifier.v1.GetToolMetricsRequest\x1a%.classifier.v1.GetToolMetricsResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/tools/metrics\x12\x84\x01\n" +
 	"\x10ResetToolMetrics\x12&.classifier.v1.ResetToolMetricsRequest\x1a'.classifier.v1.ResetToolMetricsResponse\"\x1f\x82\xd3\xe4\x93\x02\x19:\x01*\"\x14/tools/metrics/resetBCZAgithub.com/classifierd/classifierd/gen/classifier/v1;classifierv1b\x06proto3"

@@ -51,6 +51,10 @@ const (
 //
 // ClassifierService answers "which categories, servers and tools does this
 // prompt need?" from a precomputed index, in milliseconds, with no network.
+// Every unary RPC is also served over HTTP/JSON on --http-listen
+// (docs/http.md): its google.api.http rule is the Connect unary path
+// (POST /classifier.v1.ClassifierService/<Method>, a JSON body), so curl
+// needs no Connect header and the generated OpenAPI describes each route.
 type ClassifierServiceClient interface {
 	// Classify scores a text against the index's categories.
 	Classify(ctx context.Context, in *ClassifyRequest, opts ...grpc.CallOption) (*ClassifyResponse, error)
@@ -272,6 +276,10 @@ func (c *classifierServiceClient) ResetToolMetrics(ctx context.Context, in *Rese
 //
 // ClassifierService answers "which categories, servers and tools does this
 // prompt need?" from a precomputed index, in milliseconds, with no network.
+// Every unary RPC is also served over HTTP/JSON on --http-listen
+// (docs/http.md): its google.api.http rule is the Connect unary path
+// (POST /classifier.v1.ClassifierService/<Method>, a JSON body), so curl
+// needs no Connect header and the generated OpenAPI describes each route.
 type ClassifierServiceServer interface {
 	// Classify scores a text against the index's categories.
 	Classify(context.Context, *ClassifyRequest) (*ClassifyResponse, error)

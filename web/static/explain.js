@@ -1,0 +1,197 @@
+// classifierd explain page: calls the daemon's Connect JSON endpoints
+// (POST /classifier.v1.ClassifierService/<Method>) and draws the answer.
+'use strict';
+
+const SERVICE = '/classifier.v1.ClassifierService/';
+const ROLES = ['user', 'assistant', 'system', 'tool'];
+let info = null;
+
+async function call(method, body) {
+  const res = await fetch(SERVICE + method, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const json = await res.json().catch(() => ({}));
+  if (!res.ok) {
+    throw new Error(`${method}: ${json.code || res.status}: ${json.message || res.statusText}`);
+  }
+  return json;
+}
+
+// parse turns "user: …" / "assistant: …" lines into messages; any other
+// text is one query.
+function parse(text) {
+  const lines = text.split('\n');
+  const turn = /^\s*(user|assistant|system|tool)\s*:\s?(.*)$/i;
+  if (!lines.some((l) => turn.test(l))) {
+    return { query: text.trim() };
+  }
+  const messages = [];
+  for (const l of lines) {
+    const m = turn.exec(l);
+    if (m && ROLES.includes(m[1].toLowerCase())) {
+      messages.push({ role: m[1].toLowerCase(), content: m[2] });
+    } else if (messages.length > 0) {
+      messages[messages.length - 1].content += '\n' + l;
+    }
+  }
+  return { messages };
+}
+
+function lastUserText(req) {
+  if (req.query) return req.query;
+  const users = req.messages.filter((m) => m.role === 'user');
+  return (users.length ? users[users.length - 1] : req.messages[req.messages.length - 1]).content;
+}
+
+function threshold(target) {
+  const c = ((info && info.calibration) || []).find((x) => x.target === target);
+  return c ? c.defaultThreshold : 0;
+}
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  for (const c of children) e.append(c);
+  return e;
+}
+
+function confCell(conf, thr) {
+  const bar = el('span', { class: 'bar' });
+  const fill = el('span');
+  fill.style.width = `${Math.round(conf * 100)}%`;
+  const mark = el('i', { title: `abstain threshold ${thr.toFixed(2)}` });
+  mark.style.left = `${Math.round(thr * 100)}%`;
+  bar.append(fill, mark);
+  return el('td', { class: 'conf' }, bar, conf.toFixed(3));
+}
+
+function fill(tableId, rows, thr) {
+  const body = document.querySelector(`#${tableId} tbody`);
+  body.replaceChildren();
+  rows.forEach((r, i) => {
+    const tr = el('tr', { class: r.confidence >= thr ? 'above' : 'below' },
+      el('td', {}, String(i + 1)), el('td', { class: 'name' }, r.name),
+      confCell(r.confidence, thr), el('td', {}, r.score.toFixed(3)));
+    const ev = el('td', { class: 'evidence' });
+    if (r.kind) ev.append(el('span', { class: `kind ${r.kind}` }, r.kind));
+    ev.append(r.evidence || '');
+    tr.append(ev);
+    body.append(tr);
+  });
+  if (rows.length === 0) {
+    body.append(el('tr', {}, el('td', { colspan: '5', class: 'muted' }, 'none')));
+  }
+}
+
+// Evidence kinds as DetectContexts reports them: "semantic" is the dense
+// (embedding) match, "keyword" the lexical one, "pattern" a category pattern.
+const KIND_LABEL = { semantic: 'dense', keyword: 'lexical', pattern: 'pattern' };
+
+async function explain() {
+  const text = document.getElementById('prompt').value;
+  const status = document.getElementById('status');
+  if (!text.trim()) {
+    status.textContent = 'type a prompt first';
+    return;
+  }
+  status.textContent = 'routing…';
+  status.classList.remove('error');
+  const req = parse(text);
+  try {
+    const [route, contexts] = await Promise.all([
+      call('Route', { ...req, maxServers: 5, maxTools: 10, onNoMatch: 'NO_MATCH_POLICY_NONE' }),
+      call('DetectContexts', { text: lastUserText(req) }),
+    ]);
+    const kinds = new Map((contexts.contexts || []).map((c) => [c.id, c]));
+    const catThr = threshold('categories_multi');
+    fill('categories', route.categories.map((c) => {
+      const k = kinds.get(c.id);
+      return { name: c.id, confidence: c.confidence, score: c.score,
+        kind: k ? KIND_LABEL[k.evidenceKind] || k.evidenceKind : 'dense',
+        evidence: k && k.evidence ? k.evidence : c.evidence };
+    }), catThr);
+    fill('servers', route.servers.map((s) => ({ name: s.name || s.id, confidence: s.confidence,
+      score: s.score, evidence: s.evidence })), threshold('servers'));
+    fill('tools', route.tools.map((t) => ({ name: `${t.server}/${t.name}`, confidence: t.confidence,
+      score: t.score, evidence: t.evidence })), threshold('tools'));
+    const st = route.stats;
+    const total = Number(st.tokensTotal);
+    const returned = Number(st.tokensReturned);
+    document.getElementById('summary').textContent = route.abstained
+      ? `Abstained: nothing reached its threshold (${route.policyReason || 'no match'}).`
+      : `Top category: ${route.categories.length ? route.categories[0].id : 'none'}.`;
+    document.getElementById('tokens').textContent =
+      `Tokens saved: ${total - returned} of ${total} (${st.returnedCount} of ${st.originalCount} tools sent, ` +
+      `${st.reductionPercent.toFixed(1)}% fewer).`;
+    document.getElementById('reasoning').textContent = route.reasoning;
+    document.getElementById('result').hidden = false;
+    status.textContent = 'done';
+  } catch (e) {
+    status.textContent = e.message;
+    status.classList.add('error');
+  }
+}
+
+// reliability draws one SVG reliability diagram per calibrated target.
+function reliability(cals) {
+  const box = document.getElementById('reliability');
+  box.replaceChildren();
+  const ns = 'http://www.w3.org/2000/svg';
+  const S = 220;
+  const P = 30;
+  const withBins = cals.filter((c) => (c.reliability || []).length > 0);
+  if (withBins.length === 0) {
+    box.append(el('p', { class: 'muted' }, 'This index has no reliability data (rebuild it with gen-index).'));
+    return;
+  }
+  for (const c of withBins) {
+    const svg = document.createElementNS(ns, 'svg');
+    svg.setAttribute('width', S + 2 * P);
+    svg.setAttribute('height', S + 2 * P);
+    svg.setAttribute('class', 'diagram');
+    svg.setAttribute('data-target', c.target);
+    const add = (tag, a) => {
+      const e = document.createElementNS(ns, tag);
+      for (const [k, v] of Object.entries(a)) e.setAttribute(k, v);
+      svg.append(e);
+      return e;
+    };
+    add('rect', { x: P, y: P, width: S, height: S, fill: '#fafafa', stroke: '#999' });
+    add('line', { x1: P, y1: P + S, x2: P + S, y2: P, stroke: '#bbb', 'stroke-dasharray': '4 3' });
+    for (const b of c.reliability) {
+      if (b.count === 0) continue;
+      const w = (b.hi - b.lo) * S;
+      const h = b.accuracy * S;
+      const r = add('rect', { x: P + b.lo * S + 1, y: P + S - h, width: Math.max(w - 2, 1), height: h, fill: '#2f7ad1', class: 'bin' });
+      const t = document.createElementNS(ns, 'title');
+      t.textContent = `[${b.lo.toFixed(2)}, ${b.hi.toFixed(2)}): ${b.count} samples, mean confidence ${b.meanConfidence.toFixed(2)}, right ${(b.accuracy * 100).toFixed(0)}%`;
+      r.append(t);
+    }
+    const thr = c.defaultThreshold;
+    add('line', { x1: P + thr * S, y1: P, x2: P + thr * S, y2: P + S, stroke: '#c0392b' });
+    const title = add('text', { x: P, y: P - 10, 'font-size': 13 });
+    title.textContent = `${c.target} (${c.method}, ECE ${c.eceAfter.toFixed(3)}, threshold ${thr.toFixed(2)})`;
+    const xl = add('text', { x: P + S / 2 - 30, y: P + S + 20, 'font-size': 11 });
+    xl.textContent = 'confidence';
+    box.append(svg);
+  }
+}
+
+async function init() {
+  document.getElementById('explain').addEventListener('click', explain);
+  document.getElementById('prompt').addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) explain();
+  });
+  try {
+    info = await call('GetIndexInfo', {});
+    document.getElementById('index-info').textContent =
+      `${info.modelName}: ${info.categories} categories, ${info.servers} servers, ${info.tools} tools`;
+    reliability(info.calibration || []);
+  } catch (e) {
+    document.getElementById('index-info').textContent = e.message;
+  }
+}
+
+init();

@@ -140,7 +140,7 @@ function reliability(cals) {
   box.replaceChildren();
   const ns = 'http://www.w3.org/2000/svg';
   const S = 220;
-  const P = 30;
+  const P = 24;
   const withBins = cals.filter((c) => (c.reliability || []).length > 0);
   if (withBins.length === 0) {
     box.append(el('p', { class: 'muted' }, 'This index has no reliability data (rebuild it with gen-index).'));
@@ -171,11 +171,13 @@ function reliability(cals) {
     }
     const thr = c.defaultThreshold;
     add('line', { x1: P + thr * S, y1: P, x2: P + thr * S, y2: P + S, stroke: '#c0392b' });
-    const title = add('text', { x: P, y: P - 10, 'font-size': 13 });
-    title.textContent = `${c.target} (${c.method}, ECE ${c.eceAfter.toFixed(3)}, threshold ${thr.toFixed(2)})`;
     const xl = add('text', { x: P + S / 2 - 30, y: P + S + 20, 'font-size': 11 });
     xl.textContent = 'confidence';
-    box.append(svg);
+    const yl = add('text', { x: 12, y: P + S / 2 + 20, 'font-size': 11, transform: `rotate(-90 12 ${P + S / 2 + 20})` });
+    yl.textContent = 'right';
+    const caption = el('figcaption', {}, el('b', {}, c.target),
+      ` ${c.method}, ECE ${c.eceAfter.toFixed(3)} (raw ${c.eceBefore.toFixed(3)}), threshold ${thr.toFixed(2)}, ${c.samples} samples`);
+    box.append(el('figure', {}, svg, caption));
   }
 }
 

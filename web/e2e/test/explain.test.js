@@ -1,6 +1,6 @@
 // The explain page end to end: the real daemon (real model, default
 // catalog) serving --http-listen, driven in Debian's headless Chromium by
-// playwright-core. Writes the screenshot docs/explain.png.
+// playwright-core. Writes a screenshot (var/explain.png unless EXPLAIN_SCREENSHOT).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
@@ -18,7 +18,8 @@ const genIndex = path.join(path.dirname(bin), 'gen-index');
 const model = process.env.MODEL_DIR ?? path.join(root, '.cache', 'models', 'all-MiniLM-L6-v2-int8');
 const ortLib = process.env.ORT_LIB ?? path.join(root, '.cache', 'onnxruntime-1.24.3', 'libonnxruntime.so.1');
 const browserPath = process.env.CHROMIUM ?? '/usr/bin/chromium';
-const screenshot = process.env.EXPLAIN_SCREENSHOT ?? path.join(root, 'docs', 'explain.png');
+// make test writes under var/ (ignored); make explain-screenshot refreshes docs/explain.png.
+const screenshot = process.env.EXPLAIN_SCREENSHOT ?? path.join(root, 'var', 'explain.png');
 
 let daemon;
 let browser;

@@ -56,6 +56,8 @@ func (c *Config) Validate() error {
 		return errors.New("--model is required")
 	case c.Listen == "":
 		return errors.New("--listen is required")
+	case c.HTTPListen != "" && c.HTTPListen == c.Listen:
+		return errors.New("--http-listen must differ from --listen")
 	case c.Threads < 1 || c.Concurrency < 1:
 		return errors.New("--threads and --concurrency must be at least 1")
 	case c.MaxTextBytes < 1 || c.MaxBatch < 1 || c.MaxMessages < 1 || c.MaxRecvBytes < 1024:

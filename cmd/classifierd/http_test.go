@@ -8,17 +8,18 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
 // startHTTPDaemon runs the daemon with --http-listen on the default
 // catalog and returns the base URL of its HTTP listener.
-func startHTTPDaemon(t *testing.T) string {
+func startHTTPDaemon(t *testing.T) (string, *daemon) {
 	t.Helper()
 	addr := freeAddr(t)
-	startDaemon(t, genIndex(t, defaultCatalog(t)), "--http-listen", addr)
-	return "http://" + addr
+	d, _ := startDaemon(t, genIndex(t, defaultCatalog(t)), "--http-listen", addr)
+	return "http://" + addr, d
 }
 
 // do sends one HTTP request and decodes a JSON object answer.
@@ -71,7 +72,7 @@ func wantKeys(t *testing.T, what string, m any, want ...string) map[string]any {
 }
 
 func TestHTTPConnectJSON(t *testing.T) {
-	base := startHTTPDaemon(t)
+	base, _ := startHTTPDaemon(t)
 	routeURL := base + "/classifier.v1.ClassifierService/Route"
 
 	t.Run("curl-style Route", func(t *testing.T) {
@@ -146,7 +147,7 @@ func TestHTTPConnectJSON(t *testing.T) {
 }
 
 func TestHTTPHubRESTShape(t *testing.T) {
-	base := startHTTPDaemon(t)
+	base, _ := startHTTPDaemon(t)
 	code, _ := do(t, "POST", base+"/tools/metrics/reset", "", "")
 	if code != 200 {
 		t.Fatalf("reset = %d, want 200", code)
@@ -214,7 +215,7 @@ func TestHTTPHubRESTShape(t *testing.T) {
 }
 
 func TestHTTPServesExplainPage(t *testing.T) {
-	base := startHTTPDaemon(t)
+	base, d := startHTTPDaemon(t)
 	for _, tc := range []struct {
 		path, want string
 		code       int
@@ -232,6 +233,23 @@ func TestHTTPServesExplainPage(t *testing.T) {
 		if resp.StatusCode != tc.code || !bytes.Contains(b, []byte(tc.want)) {
 			t.Fatalf("GET %s = %d, want %d containing %q", tc.path, resp.StatusCode, tc.code, tc.want)
 		}
+	}
+	// SIGTERM stops the HTTP listener with the gRPC one, within the one
+	// --shutdown-wait budget.
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-d.done:
+		d.done <- err // for cleanup
+		if err != nil || !strings.Contains(d.stderr.String(), "stopped") {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, d.stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("daemon did not stop within 20s of SIGTERM")
+	}
+	if _, err := http.Get(base + "/"); err == nil {
+		t.Fatal("HTTP still answers after the daemon stopped")
 	}
 }
 

@@ -153,19 +153,20 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down", "wait", cfg.ShutdownWait)
-	hs.Shutdown() // NOT_SERVING for every service, so balancers drain us
+	deadline := time.Now().Add(cfg.ShutdownWait) // one budget for HTTP and gRPC
+	hs.Shutdown()                                // NOT_SERVING for every service, so balancers drain us
 	// End WatchExposure streams (their channels close), or GracefulStop
 	// would wait for them until the deadline.
 	_ = sessions.Close()
 	if hsrv != nil {
 		// Before gs: HTTP calls run on gs, and would be cut by its stop.
-		hsrv.Shutdown(cfg.ShutdownWait)
+		hsrv.Shutdown(time.Until(deadline))
 	}
 	stopped := make(chan struct{})
 	go func() { gs.GracefulStop(); close(stopped) }()
 	select {
 	case <-stopped:
-	case <-time.After(cfg.ShutdownWait):
+	case <-time.After(time.Until(deadline)):
 		log.Warn("graceful stop timed out; closing connections")
 		gs.Stop()
 		<-stopped

@@ -23,6 +23,7 @@ import (
 	"github.com/classifierd/classifierd/classify"
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/route"
 	"github.com/classifierd/classifierd/session"
 )
@@ -125,7 +126,7 @@ func (s *Server) Route(ctx context.Context, req *pb.RouteRequest) (*pb.RouteResp
 	selected := make([]int, 0, len(res.Tools))
 	for _, t := range res.Tools {
 		out.Tools = append(out.Tools, &pb.ScoredTool{Name: t.Name, Server: t.Server, ServerName: s.dom.Index.ServerName(t.Server), Confidence: float32(t.Confidence),
-			Score: float32(t.Score), Category: t.Category, Evidence: t.Evidence})
+			Score: float32(t.Score), Category: t.Category, Evidence: t.Evidence, EvidenceParts: evidenceParts(t.Parts)})
 		selected = append(selected, t.Label)
 	}
 	out.Stats = s.toolStats(res.Candidates, selected)
@@ -217,9 +218,18 @@ func (s *Server) serverLabels(ss []classify.Scored) []*pb.ScoredLabel {
 func scoredLabels(ss []classify.Scored) []*pb.ScoredLabel {
 	out := make([]*pb.ScoredLabel, 0, len(ss))
 	for _, s := range ss {
-		out = append(out, &pb.ScoredLabel{Id: s.ID, Confidence: float32(s.Confidence), Score: float32(s.Score), Evidence: s.Evidence})
+		out = append(out, &pb.ScoredLabel{Id: s.ID, Confidence: float32(s.Confidence), Score: float32(s.Score), Evidence: s.Evidence,
+			EvidenceParts: evidenceParts(s.Parts)})
 	}
 	return out
+}
+
+// evidenceParts is nil when there is no evidence (a keyword-only answer).
+func evidenceParts(p rank.Parts) *pb.EvidenceParts {
+	if p == (rank.Parts{}) {
+		return nil
+	}
+	return &pb.EvidenceParts{Dense: float32(p.Dense), Nearest: p.Nearest, Lexical: p.Lexical, Pattern: p.Pattern, Via: p.Via}
 }
 
 func noMatchFromPB(p pb.NoMatchPolicy, def route.NoMatch) route.NoMatch {

@@ -1,6 +1,6 @@
 // Package web is classifierd's explain page: plain HTML, CSS and JS
 // embedded in the binary and served at / on --http-listen. The page calls
-// the daemon's Connect JSON endpoints (Route, DetectContexts, GetIndexInfo)
+// the daemon's Connect JSON endpoints (Route, GetIndexInfo)
 // from the browser; it needs no build step and loads nothing from elsewhere.
 package web
 

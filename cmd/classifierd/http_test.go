@@ -84,6 +84,11 @@ func TestHTTPConnectJSON(t *testing.T) {
 		if len(servers) == 0 || servers[0].(map[string]any)["id"] != "github" {
 			t.Fatalf("servers = %v, want github first", out["servers"])
 		}
+		cat := out["categories"].([]any)[0].(map[string]any)
+		parts := wantKeys(t, "evidenceParts", cat["evidenceParts"], "dense", "nearest", "lexical", "pattern", "via")
+		if cat["id"] != "github" || parts["lexical"] != `keyword "github"` || parts["dense"].(float64) <= 0 {
+			t.Fatalf("top category %v, want github with its keyword and a dense match", cat)
+		}
 		tools, _ := out["tools"].([]any)
 		if len(tools) == 0 || len(tools) > 3 {
 			t.Fatalf("%d tools, want 1..3 (maxTools)", len(tools))

@@ -39,12 +39,6 @@ function parse(text) {
   return { messages };
 }
 
-function lastUserText(req) {
-  if (req.query) return req.query;
-  const users = req.messages.filter((m) => m.role === 'user');
-  return (users.length ? users[users.length - 1] : req.messages[req.messages.length - 1]).content;
-}
-
 function threshold(target) {
   const c = ((info && info.calibration) || []).find((x) => x.target === target);
   return c ? c.defaultThreshold : 0;
@@ -74,10 +68,7 @@ function fill(tableId, rows, thr) {
     const tr = el('tr', { class: r.confidence >= thr ? 'above' : 'below' },
       el('td', {}, String(i + 1)), el('td', { class: 'name' }, r.name),
       confCell(r.confidence, thr), el('td', {}, r.score.toFixed(3)));
-    const ev = el('td', { class: 'evidence' });
-    if (r.kind) ev.append(el('span', { class: `kind ${r.kind}` }, r.kind));
-    ev.append(r.evidence || '');
-    tr.append(ev);
+    tr.append(evidenceCell(r.parts, r.evidence));
     body.append(tr);
   });
   if (rows.length === 0) {
@@ -85,9 +76,22 @@ function fill(tableId, rows, thr) {
   }
 }
 
-// Evidence kinds as DetectContexts reports them: "semantic" is the dense
-// (embedding) match, "keyword" the lexical one, "pattern" a category pattern.
-const KIND_LABEL = { semantic: 'dense', keyword: 'lexical', pattern: 'pattern' };
+// evidenceCell shows a score's evidence by kind: pattern (a category
+// pattern matched), lexical (a name or keyword), dense (the nearest catalog
+// text by embedding, with its cosine).
+function evidenceCell(parts, sentence) {
+  const td = el('td', { class: 'evidence' });
+  if (!parts) {
+    td.append(sentence || '');
+    return td;
+  }
+  const line = (kind, text) => td.append(el('div', {}, el('span', { class: `kind ${kind}` }, kind), text));
+  if (parts.via) td.append(el('div', { class: 'muted' }, `via ${parts.via}`));
+  if (parts.pattern) line('pattern', parts.pattern);
+  if (parts.lexical) line('lexical', parts.lexical);
+  if (parts.nearest) line('dense', `${parts.dense.toFixed(2)} ${parts.nearest}`);
+  return td;
+}
 
 async function explain() {
   const text = document.getElementById('prompt').value;
@@ -100,22 +104,13 @@ async function explain() {
   status.classList.remove('error');
   const req = parse(text);
   try {
-    const [route, contexts] = await Promise.all([
-      call('Route', { ...req, maxServers: 5, maxTools: 10, onNoMatch: 'NO_MATCH_POLICY_NONE' }),
-      call('DetectContexts', { text: lastUserText(req) }),
-    ]);
-    const kinds = new Map((contexts.contexts || []).map((c) => [c.id, c]));
-    const catThr = threshold('categories_multi');
-    fill('categories', route.categories.map((c) => {
-      const k = kinds.get(c.id);
-      return { name: c.id, confidence: c.confidence, score: c.score,
-        kind: k ? KIND_LABEL[k.evidenceKind] || k.evidenceKind : 'dense',
-        evidence: k && k.evidence ? k.evidence : c.evidence };
-    }), catThr);
+    const route = await call('Route', { ...req, maxServers: 5, maxTools: 10, onNoMatch: 'NO_MATCH_POLICY_NONE' });
+    fill('categories', route.categories.map((c) => ({ name: c.id, confidence: c.confidence, score: c.score,
+      parts: c.evidenceParts, evidence: c.evidence })), threshold('categories_multi'));
     fill('servers', route.servers.map((s) => ({ name: s.name || s.id, confidence: s.confidence,
-      score: s.score, evidence: s.evidence })), threshold('servers'));
+      score: s.score, parts: s.evidenceParts, evidence: s.evidence })), threshold('servers'));
     fill('tools', route.tools.map((t) => ({ name: `${t.server}/${t.name}`, confidence: t.confidence,
-      score: t.score, evidence: t.evidence })), threshold('tools'));
+      score: t.score, parts: t.evidenceParts, evidence: t.evidence })), threshold('tools'));
     const st = route.stats;
     const total = Number(st.tokensTotal);
     const returned = Number(st.tokensReturned);

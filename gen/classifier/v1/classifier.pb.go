@@ -103,7 +103,10 @@ type ScoredLabel struct {
 	Evidence string `protobuf:"bytes,4,opt,name=evidence,proto3" json:"evidence,omitempty"`
 	// name is a server's name as the catalog gives it ("MCP Yahoo Finance"),
 	// when it differs from id (an id derived from the name); else empty.
-	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	// --- Explain page (issue #18). Field 20 leaves room for others.
+	// evidence_parts is evidence by kind (dense, lexical, pattern).
+	EvidenceParts *EvidenceParts `protobuf:"bytes,20,opt,name=evidence_parts,json=evidenceParts,proto3" json:"evidence_parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -173,6 +176,13 @@ func (x *ScoredLabel) GetName() string {
 	return ""
 }
 
+func (x *ScoredLabel) GetEvidenceParts() *EvidenceParts {
+	if x != nil {
+		return x.EvidenceParts
+	}
+	return nil
+}
+
 // ScoredTool is a tool with its server and confidence.
 type ScoredTool struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -185,7 +195,10 @@ type ScoredTool struct {
 	Evidence string `protobuf:"bytes,6,opt,name=evidence,proto3" json:"evidence,omitempty"`
 	// server_name is the server's name as the catalog gives it, when it
 	// differs from server (an id derived from the name); else empty.
-	ServerName    string `protobuf:"bytes,7,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	ServerName string `protobuf:"bytes,7,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	// --- Explain page (issue #18). Field 20 leaves room for others.
+	// evidence_parts is evidence by kind (dense, lexical, pattern).
+	EvidenceParts *EvidenceParts `protobuf:"bytes,20,opt,name=evidence_parts,json=evidenceParts,proto3" json:"evidence_parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -269,6 +282,98 @@ func (x *ScoredTool) GetServerName() string {
 	return ""
 }
 
+func (x *ScoredTool) GetEvidenceParts() *EvidenceParts {
+	if x != nil {
+		return x.EvidenceParts
+	}
+	return nil
+}
+
+// EvidenceParts is a score's evidence by kind; `evidence` says the same in
+// one sentence. (Explain page, issue #18.)
+type EvidenceParts struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dense is the cosine similarity of the nearest catalog text (an
+	// example, a description, a name) to the request.
+	Dense float32 `protobuf:"fixed32,1,opt,name=dense,proto3" json:"dense,omitempty"`
+	// nearest is that text with its source: `example "…"`.
+	Nearest string `protobuf:"bytes,2,opt,name=nearest,proto3" json:"nearest,omitempty"`
+	// lexical is a name or keyword hit (`keyword "github"`), else empty.
+	Lexical string `protobuf:"bytes,3,opt,name=lexical,proto3" json:"lexical,omitempty"`
+	// pattern is a category pattern hit, else empty.
+	Pattern string `protobuf:"bytes,4,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	// via names the label the evidence belongs to when it is another's
+	// (`tool list_notifications` for a server), else empty.
+	Via           string `protobuf:"bytes,5,opt,name=via,proto3" json:"via,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvidenceParts) Reset() {
+	*x = EvidenceParts{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvidenceParts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvidenceParts) ProtoMessage() {}
+
+func (x *EvidenceParts) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvidenceParts.ProtoReflect.Descriptor instead.
+func (*EvidenceParts) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *EvidenceParts) GetDense() float32 {
+	if x != nil {
+		return x.Dense
+	}
+	return 0
+}
+
+func (x *EvidenceParts) GetNearest() string {
+	if x != nil {
+		return x.Nearest
+	}
+	return ""
+}
+
+func (x *EvidenceParts) GetLexical() string {
+	if x != nil {
+		return x.Lexical
+	}
+	return ""
+}
+
+func (x *EvidenceParts) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
+func (x *EvidenceParts) GetVia() string {
+	if x != nil {
+		return x.Via
+	}
+	return ""
+}
+
 // ClassifyRequest asks for the categories of one text.
 type ClassifyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -283,7 +388,7 @@ type ClassifyRequest struct {
 
 func (x *ClassifyRequest) Reset() {
 	*x = ClassifyRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[2]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -295,7 +400,7 @@ func (x *ClassifyRequest) String() string {
 func (*ClassifyRequest) ProtoMessage() {}
 
 func (x *ClassifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[2]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -308,7 +413,7 @@ func (x *ClassifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassifyRequest.ProtoReflect.Descriptor instead.
 func (*ClassifyRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{2}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ClassifyRequest) GetText() string {
@@ -346,7 +451,7 @@ type ClassifyResponse struct {
 
 func (x *ClassifyResponse) Reset() {
 	*x = ClassifyResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[3]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -358,7 +463,7 @@ func (x *ClassifyResponse) String() string {
 func (*ClassifyResponse) ProtoMessage() {}
 
 func (x *ClassifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[3]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -371,7 +476,7 @@ func (x *ClassifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassifyResponse.ProtoReflect.Descriptor instead.
 func (*ClassifyResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{3}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ClassifyResponse) GetCategories() []*ScoredLabel {
@@ -407,7 +512,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[4]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -419,7 +524,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[4]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -432,7 +537,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{4}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Message) GetRole() string {
@@ -472,7 +577,7 @@ type RouteRequest struct {
 
 func (x *RouteRequest) Reset() {
 	*x = RouteRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[5]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +589,7 @@ func (x *RouteRequest) String() string {
 func (*RouteRequest) ProtoMessage() {}
 
 func (x *RouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[5]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +602,7 @@ func (x *RouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteRequest.ProtoReflect.Descriptor instead.
 func (*RouteRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{5}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RouteRequest) GetQuery() string {
@@ -576,7 +681,7 @@ type ToolStats struct {
 
 func (x *ToolStats) Reset() {
 	*x = ToolStats{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[6]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -588,7 +693,7 @@ func (x *ToolStats) String() string {
 func (*ToolStats) ProtoMessage() {}
 
 func (x *ToolStats) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[6]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -601,7 +706,7 @@ func (x *ToolStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolStats.ProtoReflect.Descriptor instead.
 func (*ToolStats) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{6}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ToolStats) GetTotalTools() int32 {
@@ -673,7 +778,7 @@ type RouteResponse struct {
 
 func (x *RouteResponse) Reset() {
 	*x = RouteResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[7]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +790,7 @@ func (x *RouteResponse) String() string {
 func (*RouteResponse) ProtoMessage() {}
 
 func (x *RouteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[7]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +803,7 @@ func (x *RouteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteResponse.ProtoReflect.Descriptor instead.
 func (*RouteResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{7}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RouteResponse) GetServers() []*ScoredLabel {
@@ -767,7 +872,7 @@ type EmbedRequest struct {
 
 func (x *EmbedRequest) Reset() {
 	*x = EmbedRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[8]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +884,7 @@ func (x *EmbedRequest) String() string {
 func (*EmbedRequest) ProtoMessage() {}
 
 func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[8]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +897,7 @@ func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedRequest.ProtoReflect.Descriptor instead.
 func (*EmbedRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{8}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EmbedRequest) GetTexts() []string {
@@ -812,7 +917,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[9]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +929,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[9]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,7 +942,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{9}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Vector) GetValues() []float32 {
@@ -858,7 +963,7 @@ type EmbedResponse struct {
 
 func (x *EmbedResponse) Reset() {
 	*x = EmbedResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[10]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +975,7 @@ func (x *EmbedResponse) String() string {
 func (*EmbedResponse) ProtoMessage() {}
 
 func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[10]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +988,7 @@ func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedResponse.ProtoReflect.Descriptor instead.
 func (*EmbedResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{10}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *EmbedResponse) GetVectors() []*Vector {
@@ -909,7 +1014,7 @@ type GetIndexInfoRequest struct {
 
 func (x *GetIndexInfoRequest) Reset() {
 	*x = GetIndexInfoRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[11]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1026,7 @@ func (x *GetIndexInfoRequest) String() string {
 func (*GetIndexInfoRequest) ProtoMessage() {}
 
 func (x *GetIndexInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[11]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1039,7 @@ func (x *GetIndexInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetIndexInfoRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{11}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{12}
 }
 
 // CalibrationInfo describes one fitted calibration map.
@@ -963,7 +1068,7 @@ type CalibrationInfo struct {
 
 func (x *CalibrationInfo) Reset() {
 	*x = CalibrationInfo{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[12]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1080,7 @@ func (x *CalibrationInfo) String() string {
 func (*CalibrationInfo) ProtoMessage() {}
 
 func (x *CalibrationInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[12]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1093,7 @@ func (x *CalibrationInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalibrationInfo.ProtoReflect.Descriptor instead.
 func (*CalibrationInfo) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{12}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CalibrationInfo) GetTarget() string {
@@ -1065,7 +1170,7 @@ type ReliabilityBin struct {
 
 func (x *ReliabilityBin) Reset() {
 	*x = ReliabilityBin{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[13]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1182,7 @@ func (x *ReliabilityBin) String() string {
 func (*ReliabilityBin) ProtoMessage() {}
 
 func (x *ReliabilityBin) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[13]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1195,7 @@ func (x *ReliabilityBin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReliabilityBin.ProtoReflect.Descriptor instead.
 func (*ReliabilityBin) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{13}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReliabilityBin) GetLo() float32 {
@@ -1142,7 +1247,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[14]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1154,7 +1259,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[14]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1167,7 +1272,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{14}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Limits) GetMaxTextBytes() int32 {
@@ -1228,7 +1333,7 @@ type GetIndexInfoResponse struct {
 
 func (x *GetIndexInfoResponse) Reset() {
 	*x = GetIndexInfoResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1345,7 @@ func (x *GetIndexInfoResponse) String() string {
 func (*GetIndexInfoResponse) ProtoMessage() {}
 
 func (x *GetIndexInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1358,7 @@ func (x *GetIndexInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetIndexInfoResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{15}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetIndexInfoResponse) GetModelName() string {
@@ -1378,7 +1483,7 @@ type FusionInfo struct {
 
 func (x *FusionInfo) Reset() {
 	*x = FusionInfo{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1495,7 @@ func (x *FusionInfo) String() string {
 func (*FusionInfo) ProtoMessage() {}
 
 func (x *FusionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1508,7 @@ func (x *FusionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FusionInfo.ProtoReflect.Descriptor instead.
 func (*FusionInfo) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{16}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FusionInfo) GetPattern() float32 {
@@ -1494,7 +1599,7 @@ type AnalyzePromptRequest struct {
 
 func (x *AnalyzePromptRequest) Reset() {
 	*x = AnalyzePromptRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1611,7 @@ func (x *AnalyzePromptRequest) String() string {
 func (*AnalyzePromptRequest) ProtoMessage() {}
 
 func (x *AnalyzePromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1624,7 @@ func (x *AnalyzePromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzePromptRequest.ProtoReflect.Descriptor instead.
 func (*AnalyzePromptRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{17}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AnalyzePromptRequest) GetPrompt() string {
@@ -1586,7 +1691,7 @@ type AnalyzePromptResponse struct {
 
 func (x *AnalyzePromptResponse) Reset() {
 	*x = AnalyzePromptResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1703,7 @@ func (x *AnalyzePromptResponse) String() string {
 func (*AnalyzePromptResponse) ProtoMessage() {}
 
 func (x *AnalyzePromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1716,7 @@ func (x *AnalyzePromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzePromptResponse.ProtoReflect.Descriptor instead.
 func (*AnalyzePromptResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{18}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AnalyzePromptResponse) GetCategories() []string {
@@ -1708,7 +1813,7 @@ type DetectContextsRequest struct {
 
 func (x *DetectContextsRequest) Reset() {
 	*x = DetectContextsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1825,7 @@ func (x *DetectContextsRequest) String() string {
 func (*DetectContextsRequest) ProtoMessage() {}
 
 func (x *DetectContextsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1838,7 @@ func (x *DetectContextsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectContextsRequest.ProtoReflect.Descriptor instead.
 func (*DetectContextsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{19}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DetectContextsRequest) GetText() string {
@@ -1758,7 +1863,7 @@ type DetectedContext struct {
 
 func (x *DetectedContext) Reset() {
 	*x = DetectedContext{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1770,7 +1875,7 @@ func (x *DetectedContext) String() string {
 func (*DetectedContext) ProtoMessage() {}
 
 func (x *DetectedContext) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1783,7 +1888,7 @@ func (x *DetectedContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectedContext.ProtoReflect.Descriptor instead.
 func (*DetectedContext) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{20}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DetectedContext) GetId() string {
@@ -1826,7 +1931,7 @@ type DetectContextsResponse struct {
 
 func (x *DetectContextsResponse) Reset() {
 	*x = DetectContextsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +1943,7 @@ func (x *DetectContextsResponse) String() string {
 func (*DetectContextsResponse) ProtoMessage() {}
 
 func (x *DetectContextsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +1956,7 @@ func (x *DetectContextsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectContextsResponse.ProtoReflect.Descriptor instead.
 func (*DetectContextsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{21}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DetectContextsResponse) GetContexts() []*DetectedContext {
@@ -1884,7 +1989,7 @@ type ExposureChange struct {
 
 func (x *ExposureChange) Reset() {
 	*x = ExposureChange{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1896,7 +2001,7 @@ func (x *ExposureChange) String() string {
 func (*ExposureChange) ProtoMessage() {}
 
 func (x *ExposureChange) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1909,7 +2014,7 @@ func (x *ExposureChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExposureChange.ProtoReflect.Descriptor instead.
 func (*ExposureChange) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{22}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExposureChange) GetTimestamp() *timestamppb.Timestamp {
@@ -1961,7 +2066,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2078,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2091,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{23}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Session) GetId() string {
@@ -2037,7 +2142,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2154,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2167,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{24}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateSessionRequest) GetSessionId() string {
@@ -2089,7 +2194,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2206,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2219,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{25}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -2134,7 +2239,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2251,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2264,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{26}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -2179,7 +2284,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2296,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2309,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{27}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -2224,7 +2329,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2341,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2354,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{28}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -2268,7 +2373,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2280,7 +2385,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2293,7 +2398,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{29}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{30}
 }
 
 // UpdateExposureRequest changes a session's exposed categories.
@@ -2309,7 +2414,7 @@ type UpdateExposureRequest struct {
 
 func (x *UpdateExposureRequest) Reset() {
 	*x = UpdateExposureRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2426,7 @@ func (x *UpdateExposureRequest) String() string {
 func (*UpdateExposureRequest) ProtoMessage() {}
 
 func (x *UpdateExposureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2439,7 @@ func (x *UpdateExposureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateExposureRequest.ProtoReflect.Descriptor instead.
 func (*UpdateExposureRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{30}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateExposureRequest) GetSessionId() string {
@@ -2372,7 +2477,7 @@ type UpdateExposureResponse struct {
 
 func (x *UpdateExposureResponse) Reset() {
 	*x = UpdateExposureResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2489,7 @@ func (x *UpdateExposureResponse) String() string {
 func (*UpdateExposureResponse) ProtoMessage() {}
 
 func (x *UpdateExposureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2502,7 @@ func (x *UpdateExposureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateExposureResponse.ProtoReflect.Descriptor instead.
 func (*UpdateExposureResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{31}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateExposureResponse) GetAdded() []string {
@@ -2453,7 +2558,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +2570,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +2583,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{32}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Tool) GetName() string {
@@ -2533,7 +2638,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2545,7 +2650,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2558,7 +2663,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{33}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListToolsRequest) GetSessionId() string {
@@ -2580,7 +2685,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2592,7 +2697,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2605,7 +2710,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{34}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -2639,7 +2744,7 @@ type WatchExposureRequest struct {
 
 func (x *WatchExposureRequest) Reset() {
 	*x = WatchExposureRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2651,7 +2756,7 @@ func (x *WatchExposureRequest) String() string {
 func (*WatchExposureRequest) ProtoMessage() {}
 
 func (x *WatchExposureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2664,7 +2769,7 @@ func (x *WatchExposureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchExposureRequest.ProtoReflect.Descriptor instead.
 func (*WatchExposureRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{35}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WatchExposureRequest) GetSessionId() string {
@@ -2686,7 +2791,7 @@ type WatchExposureResponse struct {
 
 func (x *WatchExposureResponse) Reset() {
 	*x = WatchExposureResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2698,7 +2803,7 @@ func (x *WatchExposureResponse) String() string {
 func (*WatchExposureResponse) ProtoMessage() {}
 
 func (x *WatchExposureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2711,7 +2816,7 @@ func (x *WatchExposureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchExposureResponse.ProtoReflect.Descriptor instead.
 func (*WatchExposureResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{36}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WatchExposureResponse) GetSessionId() string {
@@ -2744,7 +2849,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2756,7 +2861,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2769,7 +2874,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{37}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{38}
 }
 
 // GetStatsResponse reports cumulative counters since start.
@@ -2790,7 +2895,7 @@ type GetStatsResponse struct {
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2802,7 +2907,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2815,7 +2920,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{38}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetStatsResponse) GetSince() *timestamppb.Timestamp {
@@ -2897,7 +3002,7 @@ type ListToolsForContextRequest struct {
 
 func (x *ListToolsForContextRequest) Reset() {
 	*x = ListToolsForContextRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +3014,7 @@ func (x *ListToolsForContextRequest) String() string {
 func (*ListToolsForContextRequest) ProtoMessage() {}
 
 func (x *ListToolsForContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +3027,7 @@ func (x *ListToolsForContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsForContextRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsForContextRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{39}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListToolsForContextRequest) GetContext() string {
@@ -2965,7 +3070,7 @@ type HubTool struct {
 
 func (x *HubTool) Reset() {
 	*x = HubTool{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3082,7 @@ func (x *HubTool) String() string {
 func (*HubTool) ProtoMessage() {}
 
 func (x *HubTool) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3095,7 @@ func (x *HubTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HubTool.ProtoReflect.Descriptor instead.
 func (*HubTool) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{40}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *HubTool) GetName() string {
@@ -3055,7 +3160,7 @@ type ToolListMetadata struct {
 
 func (x *ToolListMetadata) Reset() {
 	*x = ToolListMetadata{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3067,7 +3172,7 @@ func (x *ToolListMetadata) String() string {
 func (*ToolListMetadata) ProtoMessage() {}
 
 func (x *ToolListMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3080,7 +3185,7 @@ func (x *ToolListMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolListMetadata.ProtoReflect.Descriptor instead.
 func (*ToolListMetadata) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{41}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ToolListMetadata) GetTimestamp() *timestamppb.Timestamp {
@@ -3145,7 +3250,7 @@ type ListToolsForContextResponse struct {
 
 func (x *ListToolsForContextResponse) Reset() {
 	*x = ListToolsForContextResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3157,7 +3262,7 @@ func (x *ListToolsForContextResponse) String() string {
 func (*ListToolsForContextResponse) ProtoMessage() {}
 
 func (x *ListToolsForContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3170,7 +3275,7 @@ func (x *ListToolsForContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsForContextResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsForContextResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{42}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListToolsForContextResponse) GetTools() []*HubTool {
@@ -3203,7 +3308,7 @@ type GetToolMetricsRequest struct {
 
 func (x *GetToolMetricsRequest) Reset() {
 	*x = GetToolMetricsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3215,7 +3320,7 @@ func (x *GetToolMetricsRequest) String() string {
 func (*GetToolMetricsRequest) ProtoMessage() {}
 
 func (x *GetToolMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3228,7 +3333,7 @@ func (x *GetToolMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolMetricsRequest.ProtoReflect.Descriptor instead.
 func (*GetToolMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{43}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{44}
 }
 
 // TokenMetrics counts tool-list answers and the tokens of their tool definitions.
@@ -3244,7 +3349,7 @@ type TokenMetrics struct {
 
 func (x *TokenMetrics) Reset() {
 	*x = TokenMetrics{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3256,7 +3361,7 @@ func (x *TokenMetrics) String() string {
 func (*TokenMetrics) ProtoMessage() {}
 
 func (x *TokenMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3269,7 +3374,7 @@ func (x *TokenMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenMetrics.ProtoReflect.Descriptor instead.
 func (*TokenMetrics) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{44}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TokenMetrics) GetRequests() float64 {
@@ -3314,7 +3419,7 @@ type GetToolMetricsResponse struct {
 
 func (x *GetToolMetricsResponse) Reset() {
 	*x = GetToolMetricsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3326,7 +3431,7 @@ func (x *GetToolMetricsResponse) String() string {
 func (*GetToolMetricsResponse) ProtoMessage() {}
 
 func (x *GetToolMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3339,7 +3444,7 @@ func (x *GetToolMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolMetricsResponse.ProtoReflect.Descriptor instead.
 func (*GetToolMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{45}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetToolMetricsResponse) GetBaseline() *TokenMetrics {
@@ -3372,7 +3477,7 @@ type ResetToolMetricsRequest struct {
 
 func (x *ResetToolMetricsRequest) Reset() {
 	*x = ResetToolMetricsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3384,7 +3489,7 @@ func (x *ResetToolMetricsRequest) String() string {
 func (*ResetToolMetricsRequest) ProtoMessage() {}
 
 func (x *ResetToolMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3397,7 +3502,7 @@ func (x *ResetToolMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetToolMetricsRequest.ProtoReflect.Descriptor instead.
 func (*ResetToolMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{46}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{47}
 }
 
 // ResetToolMetricsResponse is empty.
@@ -3409,7 +3514,7 @@ type ResetToolMetricsResponse struct {
 
 func (x *ResetToolMetricsResponse) Reset() {
 	*x = ResetToolMetricsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3421,7 +3526,7 @@ func (x *ResetToolMetricsResponse) String() string {
 func (*ResetToolMetricsResponse) ProtoMessage() {}
 
 func (x *ResetToolMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3434,14 +3539,14 @@ func (x *ResetToolMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetToolMetricsResponse.ProtoReflect.Descriptor instead.
 func (*ResetToolMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{47}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{48}
 }
 
 var File_classifier_v1_classifier_proto protoreflect.FileDescriptor
 
 const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\n" +
-	"\x1eclassifier/v1/classifier.proto\x12\rclassifier.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x01\n" +
+	"\x1eclassifier/v1/classifier.proto\x12\rclassifier.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc8\x01\n" +
 	"\vScoredLabel\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1e\n" +
 	"\n" +
@@ -3449,7 +3554,8 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"confidence\x12\x14\n" +
 	"\x05score\x18\x03 \x01(\x02R\x05score\x12\x1a\n" +
 	"\bevidence\x18\x04 \x01(\tR\bevidence\x12\x12\n" +
-	"\x04name\x18\x05 \x01(\tR\x04name\"\xc7\x01\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\x12C\n" +
+	"\x0eevidence_parts\x18\x14 \x01(\v2\x1c.classifier.v1.EvidencePartsR\revidenceParts\"\x8c\x02\n" +
 	"\n" +
 	"ScoredTool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
@@ -3461,7 +3567,14 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\bcategory\x18\x05 \x01(\tR\bcategory\x12\x1a\n" +
 	"\bevidence\x18\x06 \x01(\tR\bevidence\x12\x1f\n" +
 	"\vserver_name\x18\a \x01(\tR\n" +
-	"serverName\"y\n" +
+	"serverName\x12C\n" +
+	"\x0eevidence_parts\x18\x14 \x01(\v2\x1c.classifier.v1.EvidencePartsR\revidenceParts\"\x85\x01\n" +
+	"\rEvidenceParts\x12\x14\n" +
+	"\x05dense\x18\x01 \x01(\x02R\x05dense\x12\x18\n" +
+	"\anearest\x18\x02 \x01(\tR\anearest\x12\x18\n" +
+	"\alexical\x18\x03 \x01(\tR\alexical\x12\x18\n" +
+	"\apattern\x18\x04 \x01(\tR\apattern\x12\x10\n" +
+	"\x03via\x18\x05 \x01(\tR\x03via\"y\n" +
 	"\x0fClassifyRequest\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x13\n" +
 	"\x05top_k\x18\x02 \x01(\x05R\x04topK\x12*\n" +
@@ -3766,133 +3879,136 @@ func file_classifier_v1_classifier_proto_rawDescGZIP() []byte {
 }
 
 var file_classifier_v1_classifier_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_classifier_v1_classifier_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_classifier_v1_classifier_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_classifier_v1_classifier_proto_goTypes = []any{
 	(NoMatchPolicy)(0),                  // 0: classifier.v1.NoMatchPolicy
 	(*ScoredLabel)(nil),                 // 1: classifier.v1.ScoredLabel
 	(*ScoredTool)(nil),                  // 2: classifier.v1.ScoredTool
-	(*ClassifyRequest)(nil),             // 3: classifier.v1.ClassifyRequest
-	(*ClassifyResponse)(nil),            // 4: classifier.v1.ClassifyResponse
-	(*Message)(nil),                     // 5: classifier.v1.Message
-	(*RouteRequest)(nil),                // 6: classifier.v1.RouteRequest
-	(*ToolStats)(nil),                   // 7: classifier.v1.ToolStats
-	(*RouteResponse)(nil),               // 8: classifier.v1.RouteResponse
-	(*EmbedRequest)(nil),                // 9: classifier.v1.EmbedRequest
-	(*Vector)(nil),                      // 10: classifier.v1.Vector
-	(*EmbedResponse)(nil),               // 11: classifier.v1.EmbedResponse
-	(*GetIndexInfoRequest)(nil),         // 12: classifier.v1.GetIndexInfoRequest
-	(*CalibrationInfo)(nil),             // 13: classifier.v1.CalibrationInfo
-	(*ReliabilityBin)(nil),              // 14: classifier.v1.ReliabilityBin
-	(*Limits)(nil),                      // 15: classifier.v1.Limits
-	(*GetIndexInfoResponse)(nil),        // 16: classifier.v1.GetIndexInfoResponse
-	(*FusionInfo)(nil),                  // 17: classifier.v1.FusionInfo
-	(*AnalyzePromptRequest)(nil),        // 18: classifier.v1.AnalyzePromptRequest
-	(*AnalyzePromptResponse)(nil),       // 19: classifier.v1.AnalyzePromptResponse
-	(*DetectContextsRequest)(nil),       // 20: classifier.v1.DetectContextsRequest
-	(*DetectedContext)(nil),             // 21: classifier.v1.DetectedContext
-	(*DetectContextsResponse)(nil),      // 22: classifier.v1.DetectContextsResponse
-	(*ExposureChange)(nil),              // 23: classifier.v1.ExposureChange
-	(*Session)(nil),                     // 24: classifier.v1.Session
-	(*CreateSessionRequest)(nil),        // 25: classifier.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),       // 26: classifier.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),           // 27: classifier.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),          // 28: classifier.v1.GetSessionResponse
-	(*DeleteSessionRequest)(nil),        // 29: classifier.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),       // 30: classifier.v1.DeleteSessionResponse
-	(*UpdateExposureRequest)(nil),       // 31: classifier.v1.UpdateExposureRequest
-	(*UpdateExposureResponse)(nil),      // 32: classifier.v1.UpdateExposureResponse
-	(*Tool)(nil),                        // 33: classifier.v1.Tool
-	(*ListToolsRequest)(nil),            // 34: classifier.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),           // 35: classifier.v1.ListToolsResponse
-	(*WatchExposureRequest)(nil),        // 36: classifier.v1.WatchExposureRequest
-	(*WatchExposureResponse)(nil),       // 37: classifier.v1.WatchExposureResponse
-	(*GetStatsRequest)(nil),             // 38: classifier.v1.GetStatsRequest
-	(*GetStatsResponse)(nil),            // 39: classifier.v1.GetStatsResponse
-	(*ListToolsForContextRequest)(nil),  // 40: classifier.v1.ListToolsForContextRequest
-	(*HubTool)(nil),                     // 41: classifier.v1.HubTool
-	(*ToolListMetadata)(nil),            // 42: classifier.v1.ToolListMetadata
-	(*ListToolsForContextResponse)(nil), // 43: classifier.v1.ListToolsForContextResponse
-	(*GetToolMetricsRequest)(nil),       // 44: classifier.v1.GetToolMetricsRequest
-	(*TokenMetrics)(nil),                // 45: classifier.v1.TokenMetrics
-	(*GetToolMetricsResponse)(nil),      // 46: classifier.v1.GetToolMetricsResponse
-	(*ResetToolMetricsRequest)(nil),     // 47: classifier.v1.ResetToolMetricsRequest
-	(*ResetToolMetricsResponse)(nil),    // 48: classifier.v1.ResetToolMetricsResponse
-	nil,                                 // 49: classifier.v1.GetStatsResponse.RequestsByMethodEntry
-	(*timestamppb.Timestamp)(nil),       // 50: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),             // 51: google.protobuf.Struct
+	(*EvidenceParts)(nil),               // 3: classifier.v1.EvidenceParts
+	(*ClassifyRequest)(nil),             // 4: classifier.v1.ClassifyRequest
+	(*ClassifyResponse)(nil),            // 5: classifier.v1.ClassifyResponse
+	(*Message)(nil),                     // 6: classifier.v1.Message
+	(*RouteRequest)(nil),                // 7: classifier.v1.RouteRequest
+	(*ToolStats)(nil),                   // 8: classifier.v1.ToolStats
+	(*RouteResponse)(nil),               // 9: classifier.v1.RouteResponse
+	(*EmbedRequest)(nil),                // 10: classifier.v1.EmbedRequest
+	(*Vector)(nil),                      // 11: classifier.v1.Vector
+	(*EmbedResponse)(nil),               // 12: classifier.v1.EmbedResponse
+	(*GetIndexInfoRequest)(nil),         // 13: classifier.v1.GetIndexInfoRequest
+	(*CalibrationInfo)(nil),             // 14: classifier.v1.CalibrationInfo
+	(*ReliabilityBin)(nil),              // 15: classifier.v1.ReliabilityBin
+	(*Limits)(nil),                      // 16: classifier.v1.Limits
+	(*GetIndexInfoResponse)(nil),        // 17: classifier.v1.GetIndexInfoResponse
+	(*FusionInfo)(nil),                  // 18: classifier.v1.FusionInfo
+	(*AnalyzePromptRequest)(nil),        // 19: classifier.v1.AnalyzePromptRequest
+	(*AnalyzePromptResponse)(nil),       // 20: classifier.v1.AnalyzePromptResponse
+	(*DetectContextsRequest)(nil),       // 21: classifier.v1.DetectContextsRequest
+	(*DetectedContext)(nil),             // 22: classifier.v1.DetectedContext
+	(*DetectContextsResponse)(nil),      // 23: classifier.v1.DetectContextsResponse
+	(*ExposureChange)(nil),              // 24: classifier.v1.ExposureChange
+	(*Session)(nil),                     // 25: classifier.v1.Session
+	(*CreateSessionRequest)(nil),        // 26: classifier.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),       // 27: classifier.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),           // 28: classifier.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),          // 29: classifier.v1.GetSessionResponse
+	(*DeleteSessionRequest)(nil),        // 30: classifier.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),       // 31: classifier.v1.DeleteSessionResponse
+	(*UpdateExposureRequest)(nil),       // 32: classifier.v1.UpdateExposureRequest
+	(*UpdateExposureResponse)(nil),      // 33: classifier.v1.UpdateExposureResponse
+	(*Tool)(nil),                        // 34: classifier.v1.Tool
+	(*ListToolsRequest)(nil),            // 35: classifier.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),           // 36: classifier.v1.ListToolsResponse
+	(*WatchExposureRequest)(nil),        // 37: classifier.v1.WatchExposureRequest
+	(*WatchExposureResponse)(nil),       // 38: classifier.v1.WatchExposureResponse
+	(*GetStatsRequest)(nil),             // 39: classifier.v1.GetStatsRequest
+	(*GetStatsResponse)(nil),            // 40: classifier.v1.GetStatsResponse
+	(*ListToolsForContextRequest)(nil),  // 41: classifier.v1.ListToolsForContextRequest
+	(*HubTool)(nil),                     // 42: classifier.v1.HubTool
+	(*ToolListMetadata)(nil),            // 43: classifier.v1.ToolListMetadata
+	(*ListToolsForContextResponse)(nil), // 44: classifier.v1.ListToolsForContextResponse
+	(*GetToolMetricsRequest)(nil),       // 45: classifier.v1.GetToolMetricsRequest
+	(*TokenMetrics)(nil),                // 46: classifier.v1.TokenMetrics
+	(*GetToolMetricsResponse)(nil),      // 47: classifier.v1.GetToolMetricsResponse
+	(*ResetToolMetricsRequest)(nil),     // 48: classifier.v1.ResetToolMetricsRequest
+	(*ResetToolMetricsResponse)(nil),    // 49: classifier.v1.ResetToolMetricsResponse
+	nil,                                 // 50: classifier.v1.GetStatsResponse.RequestsByMethodEntry
+	(*timestamppb.Timestamp)(nil),       // 51: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),             // 52: google.protobuf.Struct
 }
 var file_classifier_v1_classifier_proto_depIdxs = []int32{
-	1,  // 0: classifier.v1.ClassifyResponse.categories:type_name -> classifier.v1.ScoredLabel
-	5,  // 1: classifier.v1.RouteRequest.messages:type_name -> classifier.v1.Message
-	0,  // 2: classifier.v1.RouteRequest.on_no_match:type_name -> classifier.v1.NoMatchPolicy
-	1,  // 3: classifier.v1.RouteResponse.servers:type_name -> classifier.v1.ScoredLabel
-	2,  // 4: classifier.v1.RouteResponse.tools:type_name -> classifier.v1.ScoredTool
-	1,  // 5: classifier.v1.RouteResponse.categories:type_name -> classifier.v1.ScoredLabel
-	7,  // 6: classifier.v1.RouteResponse.stats:type_name -> classifier.v1.ToolStats
-	0,  // 7: classifier.v1.RouteResponse.applied_policy:type_name -> classifier.v1.NoMatchPolicy
-	10, // 8: classifier.v1.EmbedResponse.vectors:type_name -> classifier.v1.Vector
-	14, // 9: classifier.v1.CalibrationInfo.reliability:type_name -> classifier.v1.ReliabilityBin
-	50, // 10: classifier.v1.GetIndexInfoResponse.built_at:type_name -> google.protobuf.Timestamp
-	13, // 11: classifier.v1.GetIndexInfoResponse.calibration:type_name -> classifier.v1.CalibrationInfo
-	15, // 12: classifier.v1.GetIndexInfoResponse.limits:type_name -> classifier.v1.Limits
-	17, // 13: classifier.v1.GetIndexInfoResponse.fusion:type_name -> classifier.v1.FusionInfo
-	1,  // 14: classifier.v1.AnalyzePromptResponse.scores:type_name -> classifier.v1.ScoredLabel
-	21, // 15: classifier.v1.DetectContextsResponse.contexts:type_name -> classifier.v1.DetectedContext
-	50, // 16: classifier.v1.ExposureChange.timestamp:type_name -> google.protobuf.Timestamp
-	23, // 17: classifier.v1.Session.history:type_name -> classifier.v1.ExposureChange
-	50, // 18: classifier.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	50, // 19: classifier.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
-	24, // 20: classifier.v1.CreateSessionResponse.session:type_name -> classifier.v1.Session
-	24, // 21: classifier.v1.GetSessionResponse.session:type_name -> classifier.v1.Session
-	33, // 22: classifier.v1.ListToolsResponse.tools:type_name -> classifier.v1.Tool
-	7,  // 23: classifier.v1.ListToolsResponse.stats:type_name -> classifier.v1.ToolStats
-	23, // 24: classifier.v1.WatchExposureResponse.change:type_name -> classifier.v1.ExposureChange
-	50, // 25: classifier.v1.GetStatsResponse.since:type_name -> google.protobuf.Timestamp
-	49, // 26: classifier.v1.GetStatsResponse.requests_by_method:type_name -> classifier.v1.GetStatsResponse.RequestsByMethodEntry
-	51, // 27: classifier.v1.HubTool.input_schema:type_name -> google.protobuf.Struct
-	50, // 28: classifier.v1.ToolListMetadata.timestamp:type_name -> google.protobuf.Timestamp
-	41, // 29: classifier.v1.ListToolsForContextResponse.tools:type_name -> classifier.v1.HubTool
-	42, // 30: classifier.v1.ListToolsForContextResponse.metadata:type_name -> classifier.v1.ToolListMetadata
-	50, // 31: classifier.v1.TokenMetrics.since:type_name -> google.protobuf.Timestamp
-	45, // 32: classifier.v1.GetToolMetricsResponse.baseline:type_name -> classifier.v1.TokenMetrics
-	45, // 33: classifier.v1.GetToolMetricsResponse.filtered:type_name -> classifier.v1.TokenMetrics
-	3,  // 34: classifier.v1.ClassifierService.Classify:input_type -> classifier.v1.ClassifyRequest
-	6,  // 35: classifier.v1.ClassifierService.Route:input_type -> classifier.v1.RouteRequest
-	9,  // 36: classifier.v1.ClassifierService.Embed:input_type -> classifier.v1.EmbedRequest
-	12, // 37: classifier.v1.ClassifierService.GetIndexInfo:input_type -> classifier.v1.GetIndexInfoRequest
-	18, // 38: classifier.v1.ClassifierService.AnalyzePrompt:input_type -> classifier.v1.AnalyzePromptRequest
-	20, // 39: classifier.v1.ClassifierService.DetectContexts:input_type -> classifier.v1.DetectContextsRequest
-	25, // 40: classifier.v1.ClassifierService.CreateSession:input_type -> classifier.v1.CreateSessionRequest
-	27, // 41: classifier.v1.ClassifierService.GetSession:input_type -> classifier.v1.GetSessionRequest
-	29, // 42: classifier.v1.ClassifierService.DeleteSession:input_type -> classifier.v1.DeleteSessionRequest
-	31, // 43: classifier.v1.ClassifierService.UpdateExposure:input_type -> classifier.v1.UpdateExposureRequest
-	34, // 44: classifier.v1.ClassifierService.ListTools:input_type -> classifier.v1.ListToolsRequest
-	36, // 45: classifier.v1.ClassifierService.WatchExposure:input_type -> classifier.v1.WatchExposureRequest
-	38, // 46: classifier.v1.ClassifierService.GetStats:input_type -> classifier.v1.GetStatsRequest
-	40, // 47: classifier.v1.ClassifierService.ListToolsForContext:input_type -> classifier.v1.ListToolsForContextRequest
-	44, // 48: classifier.v1.ClassifierService.GetToolMetrics:input_type -> classifier.v1.GetToolMetricsRequest
-	47, // 49: classifier.v1.ClassifierService.ResetToolMetrics:input_type -> classifier.v1.ResetToolMetricsRequest
-	4,  // 50: classifier.v1.ClassifierService.Classify:output_type -> classifier.v1.ClassifyResponse
-	8,  // 51: classifier.v1.ClassifierService.Route:output_type -> classifier.v1.RouteResponse
-	11, // 52: classifier.v1.ClassifierService.Embed:output_type -> classifier.v1.EmbedResponse
-	16, // 53: classifier.v1.ClassifierService.GetIndexInfo:output_type -> classifier.v1.GetIndexInfoResponse
-	19, // 54: classifier.v1.ClassifierService.AnalyzePrompt:output_type -> classifier.v1.AnalyzePromptResponse
-	22, // 55: classifier.v1.ClassifierService.DetectContexts:output_type -> classifier.v1.DetectContextsResponse
-	26, // 56: classifier.v1.ClassifierService.CreateSession:output_type -> classifier.v1.CreateSessionResponse
-	28, // 57: classifier.v1.ClassifierService.GetSession:output_type -> classifier.v1.GetSessionResponse
-	30, // 58: classifier.v1.ClassifierService.DeleteSession:output_type -> classifier.v1.DeleteSessionResponse
-	32, // 59: classifier.v1.ClassifierService.UpdateExposure:output_type -> classifier.v1.UpdateExposureResponse
-	35, // 60: classifier.v1.ClassifierService.ListTools:output_type -> classifier.v1.ListToolsResponse
-	37, // 61: classifier.v1.ClassifierService.WatchExposure:output_type -> classifier.v1.WatchExposureResponse
-	39, // 62: classifier.v1.ClassifierService.GetStats:output_type -> classifier.v1.GetStatsResponse
-	43, // 63: classifier.v1.ClassifierService.ListToolsForContext:output_type -> classifier.v1.ListToolsForContextResponse
-	46, // 64: classifier.v1.ClassifierService.GetToolMetrics:output_type -> classifier.v1.GetToolMetricsResponse
-	48, // 65: classifier.v1.ClassifierService.ResetToolMetrics:output_type -> classifier.v1.ResetToolMetricsResponse
-	50, // [50:66] is the sub-list for method output_type
-	34, // [34:50] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	3,  // 0: classifier.v1.ScoredLabel.evidence_parts:type_name -> classifier.v1.EvidenceParts
+	3,  // 1: classifier.v1.ScoredTool.evidence_parts:type_name -> classifier.v1.EvidenceParts
+	1,  // 2: classifier.v1.ClassifyResponse.categories:type_name -> classifier.v1.ScoredLabel
+	6,  // 3: classifier.v1.RouteRequest.messages:type_name -> classifier.v1.Message
+	0,  // 4: classifier.v1.RouteRequest.on_no_match:type_name -> classifier.v1.NoMatchPolicy
+	1,  // 5: classifier.v1.RouteResponse.servers:type_name -> classifier.v1.ScoredLabel
+	2,  // 6: classifier.v1.RouteResponse.tools:type_name -> classifier.v1.ScoredTool
+	1,  // 7: classifier.v1.RouteResponse.categories:type_name -> classifier.v1.ScoredLabel
+	8,  // 8: classifier.v1.RouteResponse.stats:type_name -> classifier.v1.ToolStats
+	0,  // 9: classifier.v1.RouteResponse.applied_policy:type_name -> classifier.v1.NoMatchPolicy
+	11, // 10: classifier.v1.EmbedResponse.vectors:type_name -> classifier.v1.Vector
+	15, // 11: classifier.v1.CalibrationInfo.reliability:type_name -> classifier.v1.ReliabilityBin
+	51, // 12: classifier.v1.GetIndexInfoResponse.built_at:type_name -> google.protobuf.Timestamp
+	14, // 13: classifier.v1.GetIndexInfoResponse.calibration:type_name -> classifier.v1.CalibrationInfo
+	16, // 14: classifier.v1.GetIndexInfoResponse.limits:type_name -> classifier.v1.Limits
+	18, // 15: classifier.v1.GetIndexInfoResponse.fusion:type_name -> classifier.v1.FusionInfo
+	1,  // 16: classifier.v1.AnalyzePromptResponse.scores:type_name -> classifier.v1.ScoredLabel
+	22, // 17: classifier.v1.DetectContextsResponse.contexts:type_name -> classifier.v1.DetectedContext
+	51, // 18: classifier.v1.ExposureChange.timestamp:type_name -> google.protobuf.Timestamp
+	24, // 19: classifier.v1.Session.history:type_name -> classifier.v1.ExposureChange
+	51, // 20: classifier.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	51, // 21: classifier.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
+	25, // 22: classifier.v1.CreateSessionResponse.session:type_name -> classifier.v1.Session
+	25, // 23: classifier.v1.GetSessionResponse.session:type_name -> classifier.v1.Session
+	34, // 24: classifier.v1.ListToolsResponse.tools:type_name -> classifier.v1.Tool
+	8,  // 25: classifier.v1.ListToolsResponse.stats:type_name -> classifier.v1.ToolStats
+	24, // 26: classifier.v1.WatchExposureResponse.change:type_name -> classifier.v1.ExposureChange
+	51, // 27: classifier.v1.GetStatsResponse.since:type_name -> google.protobuf.Timestamp
+	50, // 28: classifier.v1.GetStatsResponse.requests_by_method:type_name -> classifier.v1.GetStatsResponse.RequestsByMethodEntry
+	52, // 29: classifier.v1.HubTool.input_schema:type_name -> google.protobuf.Struct
+	51, // 30: classifier.v1.ToolListMetadata.timestamp:type_name -> google.protobuf.Timestamp
+	42, // 31: classifier.v1.ListToolsForContextResponse.tools:type_name -> classifier.v1.HubTool
+	43, // 32: classifier.v1.ListToolsForContextResponse.metadata:type_name -> classifier.v1.ToolListMetadata
+	51, // 33: classifier.v1.TokenMetrics.since:type_name -> google.protobuf.Timestamp
+	46, // 34: classifier.v1.GetToolMetricsResponse.baseline:type_name -> classifier.v1.TokenMetrics
+	46, // 35: classifier.v1.GetToolMetricsResponse.filtered:type_name -> classifier.v1.TokenMetrics
+	4,  // 36: classifier.v1.ClassifierService.Classify:input_type -> classifier.v1.ClassifyRequest
+	7,  // 37: classifier.v1.ClassifierService.Route:input_type -> classifier.v1.RouteRequest
+	10, // 38: classifier.v1.ClassifierService.Embed:input_type -> classifier.v1.EmbedRequest
+	13, // 39: classifier.v1.ClassifierService.GetIndexInfo:input_type -> classifier.v1.GetIndexInfoRequest
+	19, // 40: classifier.v1.ClassifierService.AnalyzePrompt:input_type -> classifier.v1.AnalyzePromptRequest
+	21, // 41: classifier.v1.ClassifierService.DetectContexts:input_type -> classifier.v1.DetectContextsRequest
+	26, // 42: classifier.v1.ClassifierService.CreateSession:input_type -> classifier.v1.CreateSessionRequest
+	28, // 43: classifier.v1.ClassifierService.GetSession:input_type -> classifier.v1.GetSessionRequest
+	30, // 44: classifier.v1.ClassifierService.DeleteSession:input_type -> classifier.v1.DeleteSessionRequest
+	32, // 45: classifier.v1.ClassifierService.UpdateExposure:input_type -> classifier.v1.UpdateExposureRequest
+	35, // 46: classifier.v1.ClassifierService.ListTools:input_type -> classifier.v1.ListToolsRequest
+	37, // 47: classifier.v1.ClassifierService.WatchExposure:input_type -> classifier.v1.WatchExposureRequest
+	39, // 48: classifier.v1.ClassifierService.GetStats:input_type -> classifier.v1.GetStatsRequest
+	41, // 49: classifier.v1.ClassifierService.ListToolsForContext:input_type -> classifier.v1.ListToolsForContextRequest
+	45, // 50: classifier.v1.ClassifierService.GetToolMetrics:input_type -> classifier.v1.GetToolMetricsRequest
+	48, // 51: classifier.v1.ClassifierService.ResetToolMetrics:input_type -> classifier.v1.ResetToolMetricsRequest
+	5,  // 52: classifier.v1.ClassifierService.Classify:output_type -> classifier.v1.ClassifyResponse
+	9,  // 53: classifier.v1.ClassifierService.Route:output_type -> classifier.v1.RouteResponse
+	12, // 54: classifier.v1.ClassifierService.Embed:output_type -> classifier.v1.EmbedResponse
+	17, // 55: classifier.v1.ClassifierService.GetIndexInfo:output_type -> classifier.v1.GetIndexInfoResponse
+	20, // 56: classifier.v1.ClassifierService.AnalyzePrompt:output_type -> classifier.v1.AnalyzePromptResponse
+	23, // 57: classifier.v1.ClassifierService.DetectContexts:output_type -> classifier.v1.DetectContextsResponse
+	27, // 58: classifier.v1.ClassifierService.CreateSession:output_type -> classifier.v1.CreateSessionResponse
+	29, // 59: classifier.v1.ClassifierService.GetSession:output_type -> classifier.v1.GetSessionResponse
+	31, // 60: classifier.v1.ClassifierService.DeleteSession:output_type -> classifier.v1.DeleteSessionResponse
+	33, // 61: classifier.v1.ClassifierService.UpdateExposure:output_type -> classifier.v1.UpdateExposureResponse
+	36, // 62: classifier.v1.ClassifierService.ListTools:output_type -> classifier.v1.ListToolsResponse
+	38, // 63: classifier.v1.ClassifierService.WatchExposure:output_type -> classifier.v1.WatchExposureResponse
+	40, // 64: classifier.v1.ClassifierService.GetStats:output_type -> classifier.v1.GetStatsResponse
+	44, // 65: classifier.v1.ClassifierService.ListToolsForContext:output_type -> classifier.v1.ListToolsForContextResponse
+	47, // 66: classifier.v1.ClassifierService.GetToolMetrics:output_type -> classifier.v1.GetToolMetricsResponse
+	49, // 67: classifier.v1.ClassifierService.ResetToolMetrics:output_type -> classifier.v1.ResetToolMetricsResponse
+	52, // [52:68] is the sub-list for method output_type
+	36, // [36:52] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_classifier_v1_classifier_proto_init() }
@@ -3900,15 +4016,15 @@ func file_classifier_v1_classifier_proto_init() {
 	if File_classifier_v1_classifier_proto != nil {
 		return
 	}
-	file_classifier_v1_classifier_proto_msgTypes[2].OneofWrappers = []any{}
-	file_classifier_v1_classifier_proto_msgTypes[5].OneofWrappers = []any{}
+	file_classifier_v1_classifier_proto_msgTypes[3].OneofWrappers = []any{}
+	file_classifier_v1_classifier_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_classifier_v1_classifier_proto_rawDesc), len(file_classifier_v1_classifier_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   49,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -99,8 +99,9 @@ test('explain page ranks the default catalog and shows evidence, tokens and reli
   const conf = Number((await page.textContent('#categories tbody tr:first-child td.conf')).trim());
   assert.ok(conf > 0.5 && conf <= 1, `top confidence ${conf}`);
   assert.ok(await page.$('#categories tbody tr:first-child .bar i'), 'threshold mark');
-  const kind = await page.textContent('#categories tbody tr:first-child .kind');
-  assert.ok(['dense', 'lexical', 'pattern'].includes(kind), `evidence kind ${kind}`);
+  const kinds = async (table) => page.$$eval(`#${table} tbody tr:first-child .kind`, (ks) => ks.map((k) => k.textContent));
+  assert.deepEqual(await kinds('categories'), ['lexical', 'dense'], 'github: its keyword and its nearest example');
+  assert.ok((await kinds('tools')).includes('dense'), 'a tool shows its dense evidence');
   assert.match(await page.textContent('#tokens'), /^Tokens saved: \d+ of \d+/);
   const bins = await page.$$eval('#reliability svg.diagram rect.bin', (rs) => rs.length);
   assert.ok(bins > 0, 'reliability bins drawn');
@@ -109,6 +110,12 @@ test('explain page ranks the default catalog and shows evidence, tokens and reli
   await page.fill('#prompt', 'user: my container keeps crashing\nassistant: Which one?\nuser: the postgres docker container, show me its logs');
   await page.click('#explain');
   await page.waitForFunction(() => document.querySelector('#categories tbody tr td.name')?.textContent === 'docker');
+
+  // A category pattern is evidence of its own kind.
+  await page.fill('#prompt', 'PROJ-123 is blocked, can you look?');
+  await page.click('#explain');
+  await page.waitForFunction(() => document.querySelector('#categories tbody tr td.name')?.textContent === 'jira');
+  assert.ok((await kinds('categories')).includes('pattern'), 'jira matched by pattern');
 
   await page.fill('#prompt', 'Check my GitHub notifications and open pull requests');
   await page.click('#explain');

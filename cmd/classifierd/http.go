@@ -96,14 +96,16 @@ func (s *httpServer) Shutdown(wait time.Duration) {
 //   - a bodiless JSON POST (curl -X POST with no -d, a hub's POST
 //     /tools/metrics/reset) reads as the empty message {} (the transcoder
 //     would see no request message at all: INTERNAL);
-//   - a query string that is not UTF-8 once decoded answers 400
-//     invalid_argument (a proto string field cannot hold it: UNKNOWN).
+//   - a query string that does not decode, is not UTF-8 once decoded (a
+//     proto string field cannot hold it: UNKNOWN) or has a parameter with
+//     an empty name ("empty field path": UNKNOWN) answers 400
+//     invalid_argument.
 func normalizeRequest(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if q, err := url.ParseQuery(r.URL.RawQuery); err != nil || !validUTF8(q) {
+		if msg := checkQuery(r.URL.RawQuery); msg != "" {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
-			_, _ = io.WriteString(w, `{"code":3,"message":"query string is not valid percent-encoded UTF-8","details":[]}`)
+			_, _ = io.WriteString(w, `{"code":3,"message":"`+msg+`","details":[]}`)
 			return
 		}
 		ct := r.Header.Get("Content-Type")
@@ -116,18 +118,27 @@ func normalizeRequest(next http.Handler) http.Handler {
 	})
 }
 
-func validUTF8(q url.Values) bool {
+// checkQuery says what is wrong with a raw query string, or "" (the
+// message is a constant: it never echoes the request).
+func checkQuery(raw string) string {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return "query string is not valid percent-encoding"
+	}
 	for k, vs := range q {
+		if k == "" {
+			return "query parameter with an empty name"
+		}
 		if !utf8.ValidString(k) {
-			return false
+			return "query string is not valid UTF-8"
 		}
 		for _, v := range vs {
 			if !utf8.ValidString(v) {
-				return false
+				return "query string is not valid UTF-8"
 			}
 		}
 	}
-	return true
+	return ""
 }
 
 // jsonCodec is vanguard's JSON codec (unpopulated fields emitted, so

@@ -127,6 +127,8 @@ func TestHTTPConnectJSON(t *testing.T) {
 		{"text too long", "POST", "/classifier.v1.ClassifierService/Classify", "application/json", `{"text":"` + strings.Repeat("a ", 150<<10) + `"}`},
 		{"query not UTF-8", "GET", "/tools?context=%ff%fe", "", ""},
 		{"unknown category", "GET", "/tools?category=no-such-category", "", ""},
+		{"query param without a name", "GET", "/tools?=x&context=github", "", ""},
+		{"bad percent-encoding", "GET", "/tools?context=%zz", "", ""},
 	} {
 		t.Run("400 "+tc.name, func(t *testing.T) {
 			code, out := do(t, tc.method, base+tc.path, tc.ct, tc.body)

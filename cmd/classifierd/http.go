@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -26,9 +27,11 @@ import (
 // httpServer is --http-listen: every gRPC service registered on gs, over
 // HTTP/JSON, transcoded by vanguard to the same gRPC handlers (and so the
 // same interceptors, limits and error mapping):
-//   - the Connect unary protocol: POST /<package.Service>/<Method> with
-//     Content-Type: application/json (also gRPC-Web and Connect GET);
-//   - REST at the google.api.http routes of the protos (GET /tools,
+//   - POST /<package.Service>/<Method> with a JSON body: the REST rule
+//     each unary RPC carries at its Connect path (plain curl), or the
+//     Connect protocol itself when Connect-Protocol-Version: 1 is sent;
+//     gRPC-Web and Connect streaming too;
+//   - REST at the other google.api.http routes of the protos (GET /tools,
 //     GET /tools/metrics, POST /tools/metrics/reset);
 //   - the explain page (package web) at / for every other path.
 type httpServer struct {
@@ -42,8 +45,8 @@ func newHTTPServer(cfg Config, gs *grpc.Server, log *slog.Logger) (*httpServer, 
 		vanguard.WithCodec(func(res vanguard.TypeResolver) vanguard.Codec { return jsonCodec{vanguard.NewJSONCodec(res)} }),
 		vanguard.WithDefaultServiceOptions(
 			// The request bound the gRPC listener has (--max-recv-bytes):
-			// a larger body answers resource_exhausted before any work.
-			vanguard.WithMaxMessageBufferBytes(uint32(cfg.MaxRecvBytes)),
+			// a larger body answers resource_exhausted (429) before any work.
+			vanguard.WithMaxMessageBufferBytes(uint32(min(cfg.MaxRecvBytes, math.MaxUint32))),
 			// Hubs send query parameters we do not use; ignoring them is
 			// what the REST shape they call did.
 			vanguard.WithRESTUnmarshalOptions(vanguard.RESTUnmarshalOptions{DiscardUnknownQueryParams: true}),

@@ -36,6 +36,7 @@ done
 # not_a_server_error: no 5xx, whatever is sent; response_schema_conformance:
 # every answer (success or google.rpc.Status error) matches the description.
 status=0
+cd "$tmp" # schemathesis keeps state in ./.schemathesis
 "$venv/bin/schemathesis" run "$root/gen/openapi/openapi.yaml" --url "http://$http" \
   --checks not_a_server_error,response_schema_conformance \
   --max-examples "$examples" --seed 18 --phases examples,coverage,fuzzing \

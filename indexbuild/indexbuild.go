@@ -31,6 +31,11 @@ type Options struct {
 	// a catalog too sparse to fit its own (default: the out-of-the-box
 	// catalog, data/catalogs/default.json, compiled in).
 	Reference *catalog.Catalog
+	// ReferencePrior, if set, is the prior ReferencePrior returned for
+	// this model, used instead of embedding the reference catalog again:
+	// a caller that rebuilds indexes (the MCP proxy, as servers' tools
+	// change) computes it once.
+	ReferencePrior *calibrate.Calibration
 }
 
 // Build embeds every label text of cat with emb and fits the calibration
@@ -51,19 +56,24 @@ func Build(ctx context.Context, cat *catalog.Catalog, emb labels.Embedder, m lab
 		return nil, err
 	}
 	if fit.NeedsReference(cal) {
-		ref, err := referencePrior(ctx, emb, m, opts.Reference)
-		if err != nil {
-			return nil, err
+		ref := opts.ReferencePrior
+		if ref == nil {
+			r, err := ReferencePrior(ctx, emb, m, opts.Reference)
+			if err != nil {
+				return nil, err
+			}
+			ref = &r
 		}
-		cal = fit.UseReference(cal, ref)
+		cal = fit.UseReference(cal, *ref)
 	}
 	idx.Calibration = &cal
 	return idx, nil
 }
 
-// referencePrior embeds the reference catalog with the same model and fits
-// fit.ReferencePrior on it.
-func referencePrior(ctx context.Context, emb labels.Embedder, m labels.Model, ref *catalog.Catalog) (calibrate.Calibration, error) {
+// ReferencePrior embeds the reference catalog (nil: the built-in default
+// catalog) with the same model and fits fit.ReferencePrior on it: what
+// Build uses for the maps a sparse catalog cannot fit.
+func ReferencePrior(ctx context.Context, emb labels.Embedder, m labels.Model, ref *catalog.Catalog) (calibrate.Calibration, error) {
 	if ref == nil {
 		var err error
 		if ref, err = catalog.Parse(catalogs.Default, ""); err != nil {

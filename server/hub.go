@@ -16,7 +16,7 @@ func (s *Server) AnalyzePrompt(ctx context.Context, req *pb.AnalyzePromptRequest
 	if err := session.CheckMode(mode); err != nil {
 		return nil, s.status(ctx, "AnalyzePrompt", err)
 	}
-	a, err := s.dom.Analyzer.Analyze(ctx, analyze.AnalyzeQuery{Prompt: req.GetPrompt(), Context: req.GetContext(), Valid: req.GetValidCategories()})
+	a, err := s.current().dom.Analyzer.Analyze(ctx, analyze.AnalyzeQuery{Prompt: req.GetPrompt(), Context: req.GetContext(), Valid: req.GetValidCategories()})
 	if err != nil {
 		return nil, s.status(ctx, "AnalyzePrompt", err)
 	}
@@ -39,7 +39,7 @@ func (s *Server) AnalyzePrompt(ctx context.Context, req *pb.AnalyzePromptRequest
 
 // DetectContexts implements ClassifierService.DetectContexts.
 func (s *Server) DetectContexts(ctx context.Context, req *pb.DetectContextsRequest) (*pb.DetectContextsResponse, error) {
-	cs, err := s.dom.Analyzer.DetectContexts(ctx, req.GetText())
+	cs, err := s.current().dom.Analyzer.DetectContexts(ctx, req.GetText())
 	if err != nil {
 		return nil, s.status(ctx, "DetectContexts", err)
 	}

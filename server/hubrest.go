@@ -28,11 +28,12 @@ import (
 // With neither, or when nothing is detected, tools is empty, filtered is
 // false and reason is "no_context_detected".
 func (s *Server) ListToolsForContext(ctx context.Context, req *pb.ListToolsForContextRequest) (*pb.ListToolsForContextResponse, error) {
-	idx := s.dom.Index
+	cur := s.current()
+	idx := cur.dom.Index
 	var applied []string
 	switch {
 	case req.GetCategory() != "":
-		if err := s.dom.Limits.CheckText("category", req.GetCategory()); err != nil {
+		if err := cur.dom.Limits.CheckText("category", req.GetCategory()); err != nil {
 			return nil, s.status(ctx, "ListToolsForContext", err)
 		}
 		if _, ok := idx.Lookup(index.KindCategory, req.GetCategory()); !ok {
@@ -40,7 +41,7 @@ func (s *Server) ListToolsForContext(ctx context.Context, req *pb.ListToolsForCo
 		}
 		applied = []string{req.GetCategory()}
 	case req.GetContext() != "":
-		cs, err := s.dom.Analyzer.DetectContexts(ctx, req.GetContext())
+		cs, err := cur.dom.Analyzer.DetectContexts(ctx, req.GetContext())
 		if err != nil {
 			return nil, s.status(ctx, "ListToolsForContext", err)
 		}
@@ -66,7 +67,7 @@ func (s *Server) ListToolsForContext(ctx context.Context, req *pb.ListToolsForCo
 		out.Tools = append(out.Tools, &pb.HubTool{Name: l.Name, Description: l.Description, Server: l.Server,
 			InputSchema: schemaStruct(l.InputSchema), Contexts: cats, Categories: cats})
 	}
-	st := s.toolStats(all, selected)
+	st := s.toolStats(cur, all, selected)
 	meta.Filtered = true
 	meta.ReturnedCount = st.GetReturnedCount()
 	meta.ReductionPercent = st.GetReductionPercent()

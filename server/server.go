@@ -45,6 +45,12 @@ type Config struct {
 	Sessions *session.Store
 	// Tokens counts tool-definition tokens; nil falls back to characters/4.
 	Tokens TokenCounter
+	// Source names what the first index was loaded from, for GetIndexInfo
+	// (default "start").
+	Source string
+	// Sources, if set, reports the live tool sources (MCP servers) for
+	// GetIndexInfo.
+	Sources func() []SourceStatus
 }
 
 // TokenCounter counts the LLM tokens of one tool definition.
@@ -56,13 +62,12 @@ type TokenCounter interface {
 type Server struct {
 	pb.UnimplementedClassifierServiceServer
 	errorMapper
-	cfg   Config
-	dom   Domain
-	emb   Embedder
-	log   *slog.Logger
-	stats *Stats
-	// toolTok is the token count of each label's tool definition, by label index.
-	toolTok map[int]int
+	cfg     Config
+	cur     atomic.Pointer[served]
+	reloads reloads
+	emb     Embedder
+	log     *slog.Logger
+	stats   *Stats
 }
 
 var _ pb.ClassifierServiceServer = (*Server)(nil)
@@ -78,8 +83,8 @@ func New(cfg Config, dom Domain, emb Embedder, log *slog.Logger) (*Server, error
 	if cfg.DefaultNoMatch == route.NoMatchDefault {
 		cfg.DefaultNoMatch = route.NoMatchNone
 	}
-	s := &Server{errorMapper: errorMapper{log}, cfg: cfg, dom: dom, emb: emb, log: log, stats: newStats()}
-	s.toolTok = s.countToolTokens()
+	s := &Server{errorMapper: errorMapper{log}, cfg: cfg, emb: emb, log: log, stats: newStats()}
+	s.Swap(dom, cfg.Source, "start")
 	return s, nil
 }
 
@@ -88,7 +93,7 @@ func (s *Server) Stats() *Stats { return s.stats }
 
 // Classify implements ClassifierService.Classify.
 func (s *Server) Classify(ctx context.Context, req *pb.ClassifyRequest) (*pb.ClassifyResponse, error) {
-	res, err := s.dom.Classifier.Classify(ctx, req.GetText(), int(req.GetTopK()), optFloat(req.MinConfidence))
+	res, err := s.current().dom.Classifier.Classify(ctx, req.GetText(), int(req.GetTopK()), optFloat(req.MinConfidence))
 	if err != nil {
 		return nil, s.status(ctx, "Classify", err)
 	}
@@ -111,12 +116,13 @@ func (s *Server) Route(ctx context.Context, req *pb.RouteRequest) (*pb.RouteResp
 	for _, m := range req.GetMessages() {
 		q.Messages = append(q.Messages, route.Message{Role: m.GetRole(), Content: m.GetContent()})
 	}
-	res, err := s.dom.Router.Route(ctx, q)
+	cur := s.current()
+	res, err := cur.dom.Router.Route(ctx, q)
 	if err != nil {
 		return nil, s.status(ctx, "Route", err)
 	}
 	out := &pb.RouteResponse{
-		Servers: s.serverLabels(res.Servers), Categories: scoredLabels(res.Categories),
+		Servers: serverLabels(cur.dom, res.Servers), Categories: scoredLabels(res.Categories),
 		Reasoning: res.Reasoning, Abstained: res.Abstained, PolicyReason: res.PolicyReason,
 	}
 	if res.Abstained {
@@ -125,17 +131,18 @@ func (s *Server) Route(ctx context.Context, req *pb.RouteRequest) (*pb.RouteResp
 	}
 	selected := make([]int, 0, len(res.Tools))
 	for _, t := range res.Tools {
-		out.Tools = append(out.Tools, &pb.ScoredTool{Name: t.Name, Server: t.Server, ServerName: s.dom.Index.ServerName(t.Server), Confidence: float32(t.Confidence),
+		out.Tools = append(out.Tools, &pb.ScoredTool{Name: t.Name, Server: t.Server, ServerName: cur.dom.Index.ServerName(t.Server), Confidence: float32(t.Confidence),
 			Score: float32(t.Score), Category: t.Category, Evidence: t.Evidence, EvidenceParts: evidenceParts(t.Parts)})
 		selected = append(selected, t.Label)
 	}
-	out.Stats = s.toolStats(res.Candidates, selected)
+	out.Stats = s.toolStats(cur, res.Candidates, selected)
 	return out, nil
 }
 
 // Embed implements ClassifierService.Embed.
 func (s *Server) Embed(ctx context.Context, req *pb.EmbedRequest) (*pb.EmbedResponse, error) {
 	texts := req.GetTexts()
+	dom := s.current().dom
 	if len(texts) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "texts is empty")
 	}
@@ -143,7 +150,7 @@ func (s *Server) Embed(ctx context.Context, req *pb.EmbedRequest) (*pb.EmbedResp
 		return nil, status.Errorf(codes.InvalidArgument, "%d texts, limit %d", len(texts), s.cfg.MaxEmbedBatch)
 	}
 	for i, t := range texts {
-		if err := s.dom.Limits.CheckText(fmt.Sprintf("texts[%d]", i), t); err != nil {
+		if err := dom.Limits.CheckText(fmt.Sprintf("texts[%d]", i), t); err != nil {
 			return nil, s.status(ctx, "Embed", err)
 		}
 	}
@@ -151,7 +158,7 @@ func (s *Server) Embed(ctx context.Context, req *pb.EmbedRequest) (*pb.EmbedResp
 	if err != nil {
 		return nil, s.status(ctx, "Embed", err)
 	}
-	out := &pb.EmbedResponse{Dimensions: int32(s.dom.Index.Dims)}
+	out := &pb.EmbedResponse{Dimensions: int32(dom.Index.Dims)}
 	for _, v := range vecs {
 		out.Vectors = append(out.Vectors, &pb.Vector{Values: v})
 	}
@@ -160,9 +167,10 @@ func (s *Server) Embed(ctx context.Context, req *pb.EmbedRequest) (*pb.EmbedResp
 
 // GetIndexInfo implements ClassifierService.GetIndexInfo.
 func (s *Server) GetIndexInfo(ctx context.Context, _ *pb.GetIndexInfoRequest) (*pb.GetIndexInfoResponse, error) {
-	idx := s.dom.Index
-	lim := s.dom.Limits
-	cal := s.dom.Calibration
+	cur := s.current()
+	idx := cur.dom.Index
+	lim := cur.dom.Limits
+	cal := cur.dom.Calibration
 	out := &pb.GetIndexInfoResponse{
 		ModelName: idx.Model, Dimensions: int32(idx.Dims), ModelFingerprint: idx.Fingerprint,
 		Categories: int32(len(idx.LabelsOf(index.KindCategory))), Servers: int32(len(idx.LabelsOf(index.KindServer))),
@@ -180,6 +188,8 @@ func (s *Server) GetIndexInfo(ctx context.Context, _ *pb.GetIndexInfoRequest) (*
 	out.Fusion = &pb.FusionInfo{Pattern: float32(f.Pattern), Name: float32(f.Name), Keyword: float32(f.Keyword),
 		ToolCentroid: float32(f.ToolCentroid), ToolDescription: float32(f.ToolDescription), ToolExactGap: float32(f.ToolExactGap),
 		Bm25: float32(f.BM25), ToolBreadth: float32(f.ToolBreadth), Fitted: cal.FusionFitted, HeadWeight: float32(cal.HeadWeight)}
+	out.Load = s.loadInfo(cur.load)
+	out.McpServers = s.sourceInfo()
 	return out, nil
 }
 
@@ -207,10 +217,10 @@ func optFloat(p *float32) *float32 {
 }
 
 // serverLabels is scoredLabels for servers, with their catalog names.
-func (s *Server) serverLabels(ss []classify.Scored) []*pb.ScoredLabel {
+func serverLabels(dom Domain, ss []classify.Scored) []*pb.ScoredLabel {
 	out := scoredLabels(ss)
 	for _, l := range out {
-		l.Name = s.dom.Index.ServerName(l.Id)
+		l.Name = dom.Index.ServerName(l.Id)
 	}
 	return out
 }

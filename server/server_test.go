@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"io"
 	"log/slog"
@@ -570,5 +571,35 @@ func TestTerminalService(t *testing.T) {
 				t.Fatalf("reason %q, want %q", got, tc.reason)
 			}
 		})
+	}
+}
+
+// TestWatchHeadersMeanRegistered: once a watch's response headers arrived,
+// the very next change is delivered (no retry loop needed).
+func TestWatchHeadersMeanRegistered(t *testing.T) {
+	c := newClassifierClient(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := 0; i < 20; i++ {
+		id := fmt.Sprintf("hdr-%d", i)
+		if _, err := c.CreateSession(ctx, &pb.CreateSessionRequest{SessionId: id, DefaultExposure: "zero"}); err != nil {
+			t.Fatal(err)
+		}
+		wctx, wcancel := context.WithCancel(ctx)
+		watch, err := c.WatchExposure(wctx, &pb.WatchExposureRequest{SessionId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := watch.Header(); err != nil {
+			t.Fatalf("headers: %v", err)
+		}
+		if _, err := c.UpdateExposure(ctx, &pb.UpdateExposureRequest{SessionId: id, Categories: []string{"github"}}); err != nil {
+			t.Fatal(err)
+		}
+		ev, err := watch.Recv()
+		if err != nil || ev.GetSessionId() != id {
+			t.Fatalf("round %d: got %v, %v; want the change made after the headers", i, ev, err)
+		}
+		wcancel()
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -112,7 +113,8 @@ func (s *Server) ListTools(ctx context.Context, req *pb.ListToolsRequest) (*pb.L
 	if err != nil {
 		return nil, s.status(ctx, "ListTools", err)
 	}
-	idx := s.dom.Index
+	cur := s.current()
+	idx := cur.dom.Index
 	selected := session.Tools(idx, exposed)
 	out := &pb.ListToolsResponse{ExposedCategories: exposed}
 	for _, li := range selected {
@@ -120,7 +122,7 @@ func (s *Server) ListTools(ctx context.Context, req *pb.ListToolsRequest) (*pb.L
 		out.Tools = append(out.Tools, &pb.Tool{Name: l.Name, Server: l.Server, ServerName: idx.ServerName(l.Server), Category: l.Category,
 			Description: l.Description, InputSchemaJson: string(l.InputSchema)})
 	}
-	out.Stats = s.toolStats(idx.LabelsOf(index.KindTool), selected)
+	out.Stats = s.toolStats(cur, idx.LabelsOf(index.KindTool), selected)
 	return out, nil
 }
 
@@ -136,6 +138,11 @@ func (s *Server) WatchExposure(req *pb.WatchExposureRequest, stream grpc.ServerS
 	events, err := st.Watch(ctx, req.GetSessionId())
 	if err != nil {
 		return s.status(ctx, "WatchExposure", err)
+	}
+	// The headers tell the client the watch is registered: one that waits
+	// for them misses no change made after (the Python client does).
+	if err := stream.SendHeader(metadata.MD{}); err != nil {
+		return err
 	}
 	for {
 		select {

@@ -78,11 +78,17 @@ func (s *TerminalServer) DetectInputPrompt(ctx context.Context, req *terminalpb.
 			return nil, withReason(codes.InvalidArgument, fmt.Sprintf("text is %d bytes, limit %d (send the tail)", len(req.GetText()), maxTerminalText), reasonTooLarge)
 		}
 		raw, when = []byte(req.GetText()), timestamppb.Now()
+	case req.ReadingInput != nil && req.GetReadingInput():
+		// No text, but the hub says the program is blocked reading the
+		// terminal: a silent waiter.
+		when = timestamppb.Now()
 	default:
 		// No text: nothing is waiting (issue 14).
 		return &terminalpb.DetectInputPromptResponse{}, nil
 	}
-	d, err := s.det.DetectWithHints(ctx, raw, terminal.Hints{CommandLine: req.GetCommandLine(), Program: req.GetProgram()}, minConf)
+	hints := terminal.Hints{CommandLine: req.GetCommandLine(), Program: req.GetProgram(),
+		ReadingInput: req.ReadingInput, EchoOff: req.EchoOff, Canonical: req.CanonicalMode}
+	d, err := s.det.DetectWithHints(ctx, raw, hints, minConf)
 	if err != nil {
 		return nil, s.terminalStatus(ctx, "DetectInputPrompt", req.GetSessionId(), err)
 	}

@@ -8,13 +8,13 @@ import (
 // toolStats is the token accounting for one tool-list answer: how many
 // tools and tokens the client would have sent without routing, and how
 // many it sends now.
-func (s *Server) toolStats(candidates, selected []int) *pb.ToolStats {
+func (s *Server) toolStats(cur *served, candidates, selected []int) *pb.ToolStats {
 	var total, ret int64
 	for _, li := range candidates {
-		total += int64(s.toolTokens(li))
+		total += int64(cur.toolTok[li])
 	}
 	for _, li := range selected {
-		ret += int64(s.toolTokens(li))
+		ret += int64(cur.toolTok[li])
 	}
 	st := &pb.ToolStats{TotalTools: int32(len(candidates)), SelectedTools: int32(len(selected)),
 		OriginalCount: int32(len(candidates)), ReturnedCount: int32(len(selected)),
@@ -29,18 +29,16 @@ func (s *Server) toolStats(candidates, selected []int) *pb.ToolStats {
 	return st
 }
 
-// toolTokens is a tool definition's token count, computed once at start.
-func (s *Server) toolTokens(li int) int { return s.toolTok[li] }
-
 // countToolTokens counts every tool definition of the index with the
-// configured counter, or estimates characters/4 without one.
-func (s *Server) countToolTokens() map[int]int {
-	idx := s.dom.Index
+// configured counter, or estimates characters/4 without one; once per
+// loaded index.
+func countToolTokens(dom Domain, tc TokenCounter) map[int]int {
+	idx := dom.Index
 	out := map[int]int{}
 	for _, li := range idx.LabelsOf(index.KindTool) {
 		l := &idx.Labels[li]
-		if s.cfg.Tokens != nil {
-			out[li] = s.cfg.Tokens.CountTool(l.Name, l.Description, string(l.InputSchema))
+		if tc != nil {
+			out[li] = tc.CountTool(l.Name, l.Description, string(l.InputSchema))
 		} else {
 			out[li] = (len(l.Name) + len(l.Description) + len(l.InputSchema) + 3) / 4
 		}

@@ -55,7 +55,7 @@ var rules = []rule{
 	// [ynW...], [y,n,q,a,d,s,e,?], Y/I/N/O/D/Z.
 	r("choice_letters", TypeChoice, 0.95, `(?i)(\[[a-z]{3,}[?.]+\]|\[[a-z?](,[a-z?]){2,}\]|\([a-z]\)[a-z]*\s*/\s*\([a-z]\)[a-z]*\s*/\s*\S|\b[a-z](/[a-z]){2,}\b)[^\n]{0,60}[?:>]?\s*$`),
 	r("choice_options", TypeChoice, 0.9, `(?i)(\(\w+\)\s+\w+[^:]{0,40}options?|\[\w\]\w+, \[\w\]\w+)[^\n]*[:?]\s*$`),
-	r("yes_no_brackets", TypeYesNo, 0.96, `(?i)([\[(<]\s*(y\s*/\s*n|yes\s*/\s*no(\s*/\s*\[?fingerprint\]?)?|y\s*,\s*n|y or \[?n\]?|\[?y\]? or n|y|n)\s*[\])>]|yes\s*\|\s*esc|= yes\b.*= no\b|type '?yes'?)[^\n]{0,40}[?:]?\s*$`),
+	r("yes_no_brackets", TypeYesNo, 0.96, `(?i)(\?\s*\[(y|n|yes|no)\]\s*:|[\[(<]\s*(y\s*/\s*n|yes\s*/\s*no(\s*/\s*\[?fingerprint\]?)?|y\s*,\s*n|y or \[?n\]?|\[?y\]? or n|y|n)\s*[\])>]|yes\s*\|\s*esc|= yes\b.*= no\b|type '?yes'?)[^\n]{0,40}[?:]?\s*$`),
 	r("yes_no_question", TypeYesNo, 0.9, `(?i)(\b(overwrite|remove|delete|replace|continue|proceed|are you sure|do you want|do you wish|confirm|ok|okay|descend|extract|fix|discard|revert|apply|assume|wipe|format|write|destroy|create|install|uninstall|retry|abort|keep|save|use|trust|accept|allow|enable)\b[^?]{0,200}|^[^?]{0,200}\S\s*\.{3}|^<[^>]*>\s*)\?\s*(\.{3})?\s*$`),
 	r("menu_select", TypeChoice, 0.92, `(?i)(^#\?\s*$|\b(select|choose|pick|enter (your )?(choice|selection|option|number))\b[^:?>]{0,80}[:?>]\s*$)`),
 	r("save_key_path", TypePath, 0.95, `(?i)enter file in which to save[^:]*:\s*$`),
@@ -65,7 +65,7 @@ var rules = []rule{
 	r("command_help", TypeCommand, 0.95, `(?i)^\s*(command|cmd)\b[^:]{0,40}:\s*$`),
 	r("tool_repl", TypeCommand, 0.96, `^(\(gdb\)|sqlite>|mysql>|[a-z_]+=[#>]|irb\([^)]*\):\d+:\d+>|\(Pdb\)|redis[^>]*>|>)\s?$`),
 	// REPL shapes: a short word (or nothing) and a prompt sign, no sentence.
-	r("repl_shape", TypeCommand, 0.9, `^\s*(\S{0,24}\s?)?([>#$%:]|\?-|>>|=>|->|\]|\*)\s?$`),
+	r("repl_shape", TypeCommand, 0.9, `^\s*((\S{0,24}\s?)?([>#$%:]|\?-|>>|=>|->|\]|\*)|\?)\s?$`),
 	r("pager_end", TypeCommand, 0.9, `(?i)(\(END\)|--\s*more\s*--|\(\d+%\)|\blines \d+-\d+\b|^:\s*$|press (return|enter|q)\b|\bq to quit\b)`),
 	r("shell_prompt", TypeCommand, 0.9, `^[^\s]*(@[^\s:]+)?(:[^\s$#]*)?[$#%]\s?$`),
 	r("field_default", TypeText, 0.85, `(?i)\[[^\]]*\]:\s*$`),
@@ -102,12 +102,15 @@ type Detector struct {
 	dims  int         // length of every vector, checked once so vek never panics
 	vecs  [][]float32 // unit-length example vectors
 	label []int       // class index per example vector
-	T     float64
+	// builtin is how many of vecs are the built-in examples (the rest
+	// were learned: the corpus, or a fold's training programs).
+	builtin int
+	T       float64
 }
 
-// NewDetector embeds the built-in examples and fits the semantic
+// newBaseDetector embeds the built-in examples and fits the semantic
 // classifier's temperature by leave-one-out on them.
-func NewDetector(ctx context.Context, emb Embedder) (*Detector, error) {
+func newBaseDetector(ctx context.Context, emb Embedder) (*Detector, error) {
 	d := &Detector{emb: emb}
 	var texts []string
 	for ci, c := range classes {
@@ -129,7 +132,7 @@ func NewDetector(ctx context.Context, emb Embedder) (*Detector, error) {
 			return nil, fmt.Errorf("%w: example vectors of %d and %d dimensions", ErrEmbedding, d.dims, len(v))
 		}
 	}
-	d.vecs = vecs
+	d.vecs, d.builtin = vecs, len(vecs)
 	var scores [][]float64
 	for i := range vecs {
 		scores = append(scores, d.classScores(vecs[i], i))
@@ -170,8 +173,8 @@ type Detection struct {
 // Example is a labelled prompt line for the semantic classifier: Type is
 // a prompt type, or empty for a line that is not a prompt.
 type Example struct {
-	Text string
-	Type string
+	Text string `json:"text"`
+	Type string `json:"type,omitempty"`
 }
 
 // ExampleFrom makes an example of a capture: its candidate prompt line,
@@ -242,12 +245,36 @@ func lastText(lines []Line) int {
 }
 
 // Hints is what the hub may know besides the screen: the command line that
-// started the program ("fdisk disk.img") and the program's name. Either
-// may be empty.
+// started the program ("fdisk disk.img"), the program's name, and its
+// reading of the pty (package ptysignal). Any may be empty or nil.
 type Hints struct {
 	CommandLine string
 	Program     string
+	// ReadingInput: the foreground program is blocked reading the
+	// terminal. True makes a silent program (dc, cat, ed) waiting; false
+	// means nothing is waiting, whatever the screen shows.
+	ReadingInput *bool
+	// EchoOff and Canonical are the terminal's ECHO and ICANON modes.
+	// Echo off in line mode (canonical true or unknown) is how getpass
+	// asks for a secret, whatever the prompt's words; a line editor turns
+	// both off and is not a secret.
+	EchoOff   *bool
+	Canonical *bool
 }
+
+// secretMode reports the getpass signature: echo off, line mode kept.
+func (h Hints) secretMode() bool {
+	return h.EchoOff != nil && *h.EchoOff && (h.Canonical == nil || *h.Canonical)
+}
+
+// readingConfidence is a detection's confidence when the hub says the
+// program is blocked reading the terminal: the kernel's word, not a guess
+// from the screen.
+const readingConfidence = 0.9
+
+// notReadingFactor scales a detection's confidence when the hub says the
+// program is not reading the terminal.
+const notReadingFactor = 0.8
 
 // Limits on hints, checked before any matching.
 const (
@@ -273,6 +300,8 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 	if len(h.CommandLine) > MaxCommandLine || len(h.Program) > MaxProgram {
 		return Detection{}, fmt.Errorf("%w: command_line is at most %d bytes and program %d", ErrBadArgument, MaxCommandLine, MaxProgram)
 	}
+	reading := h.ReadingInput != nil && *h.ReadingInput
+	notReading := h.ReadingInput != nil && !*h.ReadingInput
 	// Only the end matters: the prompt and the lines before it. Cleaning
 	// less keeps the cost flat whatever the tail's size.
 	start := 0
@@ -305,6 +334,9 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 	// editor whose help or status bar is the last line drawn.
 	if fullScreen(raw) || (last >= 0 && editorRE.MatchString(lines[last].Text)) {
 		res.Type, res.MatchedPattern, res.Confidence = TypeCommand, "full_screen", 0.9
+		if h.ReadingInput != nil && !*h.ReadingInput {
+			res.Confidence *= notReadingFactor
+		}
 		if editorRE.MatchString(screenText(lines)) {
 			res.Type, res.MatchedPattern = TypeText, "full_screen_editor"
 		}
@@ -316,11 +348,25 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 	}
 
 	if last < 0 || spinnerRE.MatchString(text) {
-		return Detection{}, nil
+		if !reading {
+			return Detection{}, nil
+		}
+		// Silent, or nothing but a spinner, yet blocked on the terminal:
+		// waiting, for nothing the screen names.
+		res = Detection{Type: TypeUnknown, MatchedPattern: "reading_input", Confidence: readingConfidence, Position: len(raw)}
+		if h.secretMode() {
+			res.Type, res.MatchedPattern = TypePassword, "echo_off"
+		}
+		res.Detected = res.Confidence >= minConf
+		if res.Detected && res.Type != TypePassword {
+			res.Dangerous, res.DangerReason = commandDanger(h)
+		}
+		return res, nil
 	}
 	if last != len(lines)-1 {
 		partial = false
 	}
+	editing, editPrompt := lineEditing(raw)
 	vec, err := d.emb.Embed(ctx, []string{shortWords(text, maxWordBytes)})
 	if err != nil {
 		return Detection{}, fmt.Errorf("terminal: embed prompt: %w", err)
@@ -364,11 +410,38 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 		res.Type, res.MatchedPattern = classes[best], "semantic"
 		res.Confidence = waitFactor * 0.8 * (1 - pNot)
 	}
+	if editing && !h.secretMode() && res.Confidence < readingConfidence {
+		// A line editor is reading; with no prompt of its own the line
+		// before is a banner, and an editor with no prompt reads commands.
+		res.Confidence, res.MatchedPattern = readingConfidence, "line_editor"
+		if !editPrompt {
+			res.Type = TypeCommand
+		}
+	}
+	if h.secretMode() {
+		res.Type, res.MatchedPattern = TypePassword, "echo_off"
+		res.Confidence = max(res.Confidence, 0.95)
+	} else if reading && res.Confidence < readingConfidence {
+		res.Confidence = readingConfidence
+		if res.MatchedPattern == "semantic" {
+			// Waiting by the kernel's word; the type stays the
+			// classifier's best guess (right more often than "unknown"
+			// on the corpus's dev half and test half alike).
+			res.MatchedPattern = "reading_input"
+		}
+	}
+	if notReading {
+		// The kernel says nothing reads the terminal now. The program may
+		// be about to (the hub looked a moment early) or read it in a way
+		// the hub cannot see (a multiplexer's server): a plain prompt
+		// still counts, a doubtful one does not.
+		res.Confidence *= notReadingFactor
+	}
 	res.Confidence = math.Round(res.Confidence*1000) / 1000
 	res.Detected = res.Confidence >= minConf
 	if res.Detected {
 		var ctxLines []string
-		for i := max(0, last-10); i < last; i++ {
+		for i := max(0, last-contextLines); i < last; i++ {
 			ctxLines = append(ctxLines, lines[i].Text)
 		}
 		res.Dangerous, res.DangerReason = Dangerous(res.PromptText, res.Type, ctxLines)
@@ -382,6 +455,10 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 // spinnerRE is a line of nothing but progress glyphs (braille spinners,
 // block and box characters): a busy program, not a prompt.
 var spinnerRE = regexp.MustCompile(`^[\s\x{2800}-\x{28FF}\x{2500}-\x{259F}|/\\.-]+$`)
+
+// contextLines is how many lines before a prompt count as its context for
+// danger: enough for a boxed warning and the lines after it.
+const contextLines = 16
 
 // cleanBytes is how much of the output's end Detect cleans and reads.
 const cleanBytes = 8 << 10
@@ -398,6 +475,21 @@ func fullScreen(raw []byte) bool {
 	return on > off
 }
 
+// lineEditing reports whether the output leaves a line editor reading: its
+// last bracketed-paste switch (ESC[?2004) is on. Readline, libedit and
+// most REPLs turn it on when they start reading a line and off when the
+// line is accepted, so "on" at the end means a line is being read now,
+// whatever the prompt looks like (bc prints no prompt at all). It also
+// reports whether the output after the switch has text: the prompt.
+func lineEditing(raw []byte) (on, prompt bool) {
+	i := bytes.LastIndex(raw, []byte("\x1b[?2004h"))
+	if i < 0 || bytes.LastIndex(raw, []byte("\x1b[?2004l")) > i {
+		return false, false
+	}
+	lines, _ := Clean(raw[i+len("\x1b[?2004h"):])
+	return true, lastText(lines) >= 0
+}
+
 // editorRE is what modeless editors show: a help bar of control keys
 // (^X Exit, Ctrl-K), an Emacs-style mode line, a line/column status.
 var editorRE = regexp.MustCompile(`(?i)(\^[A-Z] ?[A-Z][a-z]+|\bctrl-[a-z]\b|\bemacs\b|\beditor\b|\bL:\s*\d+\s+C:\s*\d+|\(text\)|\bmodified\b)`)
@@ -412,9 +504,13 @@ func screenText(lines []Line) string {
 	return b.String()
 }
 
-var dangerRE = regexp.MustCompile(`(?i)\b(delete[ds]?|deleting|remove[ds]?|removing|overwrite|overwritten|overwriting|replace|replacing|discard|discarding|revert|reverting|format|formatting|drop|dropping|truncate|truncating|force|forcing|reset|wipe|wiping|destroy|destroying|shut ?down|reboot|erase|erasing|purge|purging|fix|repair|irreversible|cannot be undone|permanently|rm|rm -rf|mkfs|partition table|continue connecting|host key|authenticity of host)\b`)
+var dangerRE = regexp.MustCompile(`(?i)\b(delete[ds]?|deleting|remove[ds]?|removing|overwrite|overwritten|overwriting|replace|replacing|discard|discarding|revert|reverting|format|formatting|drop|dropping|truncate|truncating|force|forcing|reset|wipe|wiping|destroy|destroying|shut ?down|reboot|erase|erasing|purge|purging|fix|repair|irreversible|cannot be undone|permanently|rm|rm -rf|mkfs|partition table|continue connecting|host key|authenticity of host|trust (this|these|the) (certificate|key|host|server|site)s?)\b`)
 
-var warnRE = regexp.MustCompile(`(?i)\b(warning|danger|caution)\b.*\b(contains|exist|data|filesystem|file system|lost|destroy)|\bcontains an? \S+ (file ?system|partition table)|\bwill be (lost|erased|destroyed|overwritten)\b`)
+var warnRE = regexp.MustCompile(`(?i)\b(warning|danger|caution)\b.*\b(contains|exist|data|filesystem|file system|lost|destroy)|\bcontains an? \S+ (file ?system|partition table)|\bwill be (lost|erased|destroyed|overwritten)\b|\bmake a backup\b|\bback ?up (your|the|all) (data|files|disk|drive)\b`)
+
+// stagedWriteRE is output saying that changes are held until written: the
+// session's commands rewrite a disk or table once "w" is typed.
+var stagedWriteRE = regexp.MustCompile(`(?i)\bwrite\b[^.]*\b(changes|partition table|to disk)\b|\b(changes|partition table)\b[^.]*\bwrite\b`)
 
 // Dangerous reports whether answering the prompt would delete, overwrite,
 // format, drop, truncate, force, reset, shut down or otherwise destroy,
@@ -426,6 +522,17 @@ func Dangerous(prompt, typ string, context []string) (bool, string) {
 	}
 	if m := dangerRE.FindString(prompt); m != "" {
 		return true, fmt.Sprintf("prompt says %q", strings.ToLower(m))
+	}
+	if typ == TypeCommand {
+		// A command prompt is dangerous when the program said its commands
+		// stage changes that a write command makes real: partition and
+		// disk editors.
+		for i := len(context) - 1; i >= 0; i-- {
+			if stagedWriteRE.MatchString(context[i]) {
+				return true, "a command here can write staged changes: " + clipText(context[i], 80)
+			}
+		}
+		return false, ""
 	}
 	if typ != TypeYesNo && typ != TypeText && typ != TypeChoice {
 		return false, ""
@@ -442,9 +549,10 @@ func Dangerous(prompt, typ string, context []string) (bool, string) {
 }
 
 // destructiveProgramRE is the family of programs whose sessions exist to
-// rewrite disks: partition editors and formatters, by the stems of their
-// names.
-var destructiveProgramRE = regexp.MustCompile(`(?i)^(\S*disk|parted|mkfs(\.\w+)?|mke2fs|mkswap|mkdosfs|wipefs)$`)
+// rewrite disks: partition editors, formatters (mkfs, mke2fs, mkreiserfs,
+// mkdosfs...) and filesystem checkers, whose every question is a repair,
+// by the stems of their names.
+var destructiveProgramRE = regexp.MustCompile(`(?i)^(\S*disk|parted|mk\w*fs(\.\w+)?|mkswap|wipefs|\w*fsck(\.\w+)?)$`)
 
 // destructiveCommandRE is a command line's destructive subcommand or mode:
 // removing software or files, discarding changes interactively, formatting.

@@ -145,3 +145,88 @@ func TestDetectHints(t *testing.T) {
 		t.Fatalf("long command line: got %v, want ErrBadArgument", err)
 	}
 }
+
+func TestDetectPtySignals(t *testing.T) {
+	d := fakeDetector(t)
+	yes, no := true, false
+	cases := []struct {
+		name, out string
+		h         Hints
+		detected  bool
+		typ       string
+		dangerous bool
+	}{
+		{"silent program reading", "", Hints{ReadingInput: &yes}, true, TypeUnknown, false},
+		{"silent partition editor", "", Hints{ReadingInput: &yes, Program: "sfdisk"}, true, TypeUnknown, true},
+		{"count then silence", "6\n", Hints{ReadingInput: &yes}, true, "", false},
+		// Not reading: a plain prompt still counts (the hub may have
+		// looked a moment early), a doubtful line does not.
+		{"plain prompt, not reading", "Password: ", Hints{ReadingInput: &no}, true, TypePassword, false},
+		{"doubtful line, not reading", "6\n", Hints{ReadingInput: &no}, false, "", false},
+		{"getpass wording-free", "Enter the value: ", Hints{EchoOff: &yes}, true, TypePassword, false},
+		{"getpass, line mode said", "Code: ", Hints{EchoOff: &yes, Canonical: &yes, ReadingInput: &yes}, true, TypePassword, false},
+		{"silent getpass", "", Hints{EchoOff: &yes, ReadingInput: &yes}, true, TypePassword, false},
+		{"line editor is not a secret", "$ ", Hints{EchoOff: &yes, Canonical: &no, ReadingInput: &yes}, true, TypeCommand, false},
+		{"secret never dangerous", "Delete everything: ", Hints{EchoOff: &yes, CommandLine: "rm -i x"}, true, TypePassword, false},
+		{"no signals, silence", "", Hints{}, false, "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := d.DetectWithHints(context.Background(), []byte(tc.out), tc.h, 0.7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Detected != tc.detected {
+				t.Fatalf("detected %v, want %v (%+v)", got.Detected, tc.detected, got)
+			}
+			if tc.typ != "" && got.Type != tc.typ {
+				t.Errorf("type %q, want %q (%+v)", got.Type, tc.typ, got)
+			}
+			if got.Dangerous != tc.dangerous || got.Dangerous && got.DangerReason == "" {
+				t.Errorf("dangerous %v (%q), want %v with a reason", got.Dangerous, got.DangerReason, tc.dangerous)
+			}
+			if tc.detected && got.Confidence < 0.9 && (tc.h.ReadingInput == nil || *tc.h.ReadingInput) {
+				t.Errorf("confidence %.3f: the kernel's word should count at least 0.9", got.Confidence)
+			}
+		})
+	}
+}
+
+func TestDetectLineEditor(t *testing.T) {
+	d := fakeDetector(t)
+	cases := []struct {
+		name, out string
+		detected  bool
+		typ       string
+	}{
+		// bc prints a banner, turns bracketed paste on and reads with no prompt.
+		{"banner, editor reading, no prompt", "bc 1.07\nFor details type `warranty'. \n\x1b[?2004h", true, TypeCommand},
+		{"editor reading after a prompt", "\x1b[?2004hYou have: ", true, ""},
+		// The line was accepted (paste mode off): the program is working.
+		{"line accepted", "\x1b[?2004hcalc> 1+1\r\n\x1b[?2004l\r2\n", false, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := d.Detect(context.Background(), []byte(tc.out), 0.7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Detected != tc.detected || tc.typ != "" && got.Type != tc.typ {
+				t.Fatalf("got %+v, want detected %v type %q", got, tc.detected, tc.typ)
+			}
+		})
+	}
+}
+
+func TestStagedWriteCommandPromptIsDangerous(t *testing.T) {
+	d := fakeDetector(t)
+	out := "Welcome to fdisk.\nChanges will remain in memory only, until you decide to write them.\n\nCommand (m for help): "
+	got, err := d.Detect(context.Background(), []byte(out), 0.7)
+	if err != nil || !got.Detected || !got.Dangerous || got.DangerReason == "" {
+		t.Fatalf("staged writes: got %+v, %v, want a dangerous command prompt with a reason", got, err)
+	}
+	got, err = d.Detect(context.Background(), []byte("Build finished.\n(gdb) "), 0.7)
+	if err != nil || !got.Detected || got.Dangerous {
+		t.Fatalf("an ordinary command prompt: got %+v, %v, want not dangerous", got, err)
+	}
+}

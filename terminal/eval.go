@@ -2,6 +2,7 @@ package terminal
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,11 +25,45 @@ type Label struct {
 	Command   string `json:"command"`
 }
 
-// Capture is one labelled capture and its raw bytes.
+// Capture is one labelled capture, its raw bytes and, where the capture
+// tool recorded them (dir/signals.jsonl), its pty's signals.
 type Capture struct {
 	Label
-	Raw []byte
+	Raw     []byte
+	Signals *PtySignals
 }
+
+// PtySignals is what the kernel said about a capture's pty as it ended
+// (package ptysignal), as recorded by tools/capture-prompts.
+type PtySignals struct {
+	Name         string `json:"name"`
+	ReadingInput bool   `json:"reading_input"`
+	EchoOff      bool   `json:"echo_off"`
+	Canonical    bool   `json:"canonical_mode"`
+	Exited       bool   `json:"exited"`
+}
+
+// Hints are the signals as DetectWithHints takes them.
+func (s *PtySignals) hints(h Hints) Hints {
+	if s == nil {
+		return h
+	}
+	reading, echoOff, canonical := s.ReadingInput && !s.Exited, s.EchoOff, s.Canonical
+	h.ReadingInput, h.EchoOff, h.Canonical = &reading, &echoOff, &canonical
+	return h
+}
+
+// Evidence is what leave-program-out passes the detector besides the screen.
+type Evidence int
+
+const (
+	// ScreenOnly: the output alone.
+	ScreenOnly Evidence = iota
+	// WithCommand: the command line and program name as hints.
+	WithCommand
+	// WithPty: those and the pty's signals a hub can read.
+	WithPty
+)
 
 // LoadCaptures reads dir/labels.jsonl and every capture it names.
 func LoadCaptures(dir string) ([]Capture, error) {
@@ -49,7 +84,37 @@ func LoadCaptures(dir string) ([]Capture, error) {
 		}
 		out = append(out, c)
 	}
-	return out, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return out, loadSignals(filepath.Join(dir, "signals.jsonl"), out)
+}
+
+// loadSignals attaches recorded pty signals to caps; a missing file means
+// none were recorded.
+func loadSignals(path string, caps []Capture) error {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	byName := map[string]*PtySignals{}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		s := new(PtySignals)
+		if err := json.Unmarshal(line, s); err != nil {
+			return fmt.Errorf("signals: %w", err)
+		}
+		byName[s.Name] = s
+	}
+	for i := range caps {
+		caps[i].Signals = byName[caps[i].Name]
+	}
+	return nil
 }
 
 // CaseResult is the detector's answer on one capture.
@@ -155,12 +220,12 @@ func DevHalf(program string) bool {
 // LeaveProgramOut evaluates d on caps one program at a time: what is
 // learnable (the candidate prompt lines of captures, as examples for the
 // semantic classifier) is learned from the other programs' captures only,
-// then the held-out program's captures are detected. With useCommand the
-// capture's command line and program name are passed as hints; without,
-// the detector sees the screen only.
-func LeaveProgramOut(ctx context.Context, d *Detector, caps []Capture, minConf float64, useCommand bool) ([]CaseResult, error) {
+// then the held-out program's captures are detected, with the evidence
+// ev: the screen only, the command line and program name too, or those
+// and the pty's recorded signals.
+func LeaveProgramOut(ctx context.Context, d *Detector, caps []Capture, minConf float64, ev Evidence) ([]CaseResult, error) {
 	memo := &memoEmbedder{emb: d.emb, vecs: map[string][]float32{}}
-	base := *d
+	base := d.base()
 	base.emb = memo
 	byProgram := map[string][]int{}
 	var programs []string
@@ -190,8 +255,11 @@ func LeaveProgramOut(ctx context.Context, d *Detector, caps []Capture, minConf f
 		for _, i := range byProgram[p] {
 			c := caps[i]
 			var h Hints
-			if useCommand {
+			if ev >= WithCommand {
 				h = Hints{CommandLine: c.Command, Program: c.Program}
+			}
+			if ev == WithPty {
+				h = c.Signals.hints(h)
 			}
 			got, err := fold.DetectWithHints(ctx, c.Raw, h, minConf)
 			if err != nil {

@@ -243,3 +243,23 @@ func TestStoreRetentionByAge(t *testing.T) {
 		t.Fatalf("got %d events (%v), want the recent one", n, err)
 	}
 }
+
+// TestCorpusExamplesAreCurrent fails when the corpus changed and the
+// examples the daemon ships were not regenerated.
+func TestCorpusExamplesAreCurrent(t *testing.T) {
+	caps, err := LoadCaptures("testdata/corpus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := MarshalCorpusExamples(CorpusExamplesOf(caps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(want) != string(corpusJSON) {
+		t.Fatalf("%s does not match the corpus: run `go run ./tools/terminal-eval -write-examples`", CorpusExamplesFile)
+	}
+	shipped, err := ShippedCorpusExamples()
+	if err != nil || len(shipped) < 300 {
+		t.Fatalf("shipped examples: %d, %v; want the corpus's 300+", len(shipped), err)
+	}
+}

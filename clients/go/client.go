@@ -7,7 +7,10 @@
 // Routing turns on only when the agent has more than Config.MaxTools tools
 // and more than Config.MaxServers servers; with fewer, every tool fits in
 // the prompt anyway. It routes once per conversation and reuses the answer
-// on later turns until Refresh.
+// on later turns until Refresh. ConfigFromEnv reads these settings from the
+// environment variables agents use today (ENABLE_SMART_ROUTING,
+// SMART_ROUTING_MAX_TOOLS, SMART_ROUTING_MAX_SERVERS), as the Python and
+// Node.js clients do.
 package client
 
 import (
@@ -52,8 +55,12 @@ type Event struct {
 	Err             error
 }
 
-// Config tunes a Router. Zero values take the defaults.
+// Config tunes a Router. Zero values take the defaults; ConfigFromEnv
+// builds one from the environment.
 type Config struct {
+	// Disabled turns routing off: FilterTools returns every tool without a
+	// call (ENABLE_SMART_ROUTING=false).
+	Disabled bool
 	// MaxTools: route only when the agent has more tools than this (default 30).
 	MaxTools int
 	// MaxServers: ... and more servers than this (default 4).
@@ -73,7 +80,8 @@ type Result struct {
 	Tools           []Tool
 	RelevantServers []string
 	Reasoning       string
-	// Routed is false when the agent is below the thresholds (all tools returned, no call made).
+	// Routed is false when routing is disabled or the agent is below the
+	// thresholds (all tools returned, no call made).
 	Routed bool
 	// Cached is true when the answer was reused from an earlier turn.
 	Cached bool
@@ -127,7 +135,7 @@ func (r *Router) FilterTools(ctx context.Context, conversationID string, convers
 	for _, t := range tools {
 		servers[t.Server] = true
 	}
-	if len(tools) <= r.cfg.MaxTools || len(servers) <= r.cfg.MaxServers {
+	if r.cfg.Disabled || len(tools) <= r.cfg.MaxTools || len(servers) <= r.cfg.MaxServers {
 		return Result{Tools: tools}, nil
 	}
 	if len(conversation) == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -70,4 +71,22 @@ func ExampleRouter_FilterTools() {
 	// routed 1 of 36 tools, servers [github]
 	// github/list_notifications
 	// cached: true
+}
+
+func ExampleConfigFromEnv() {
+	// An agent's environment, as set today:
+	//   ENABLE_SMART_ROUTING=true SMART_ROUTING_MAX_TOOLS=50 (SMART_ROUTING_MAX_SERVERS unset: 4)
+	os.Setenv(client.EnvEnableSmartRouting, "true")
+	os.Setenv(client.EnvMaxTools, "50")
+	os.Unsetenv(client.EnvMaxServers)
+	defer os.Unsetenv(client.EnvEnableSmartRouting)
+	defer os.Unsetenv(client.EnvMaxTools)
+
+	cfg, err := client.ConfigFromEnv(client.WithMaxServers(2)) // options override the environment
+	if err != nil {
+		panic(err) // names the bad variable, e.g. SMART_ROUTING_MAX_TOOLS="many"
+	}
+	fmt.Println(!cfg.Disabled, cfg.MaxTools, cfg.MaxServers)
+	// In an agent: router := client.New(conn, cfg)
+	// Output: true 50 2
 }

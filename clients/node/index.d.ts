@@ -29,7 +29,7 @@ export interface UpdateExposureResponse { added: string[]; removed: string[]; to
 export class ClassifierClient {
   constructor(address: string, options?: { deadlineMs?: number; credentials?: ChannelCredentials });
   analyzePrompt(req: { prompt: string; context?: string; validCategories?: string[]; sessionId?: string; mode?: 'additive' | 'replacement' | '' }): Promise<AnalyzePromptResponse>;
-  route(req: { query?: string; messages?: Message[]; maxServers?: number; maxTools?: number; onNoMatch?: NoMatchPolicy }): Promise<RouteResponse>;
+  route(req: { query?: string; messages?: Message[]; maxServers?: number; maxTools?: number; onNoMatch?: NoMatchPolicy }, options?: { deadlineMs?: number }): Promise<RouteResponse>;
   createSession(req?: { sessionId?: string; defaultExposure?: 'zero' | 'meta-only' | 'minimal' | 'all' | '' }): Promise<{ session: Session }>;
   updateExposure(req: { sessionId: string; categories: string[]; mode?: 'additive' | 'replacement' | '' }): Promise<UpdateExposureResponse>;
   listTools(sessionId: string): Promise<ListToolsResponse>;
@@ -37,4 +37,21 @@ export class ClassifierClient {
   getStats(): Promise<Record<string, unknown>>;
   watchExposure(sessionId: string, onEvent: (e: WatchExposureEvent) => void, onEnd?: (err: Error | null) => void): { cancel(): void };
   close(): void;
+}
+
+/** Smart-routing settings: ENABLE_SMART_ROUTING, SMART_ROUTING_MAX_TOOLS (30), SMART_ROUTING_MAX_SERVERS (4). */
+export interface RoutingConfig { enabled: boolean; maxTools: number; maxServers: number }
+export class ConfigError extends Error {}
+export function configFromEnv(env?: Record<string, string | undefined>, overrides?: Partial<RoutingConfig>): RoutingConfig;
+export function shouldRoute(tools: { server: string }[], config: RoutingConfig): boolean;
+
+export interface AgentTool { name: string; server: string; [key: string]: unknown }
+export interface FilterResult<T extends AgentTool> {
+  tools: T[]; relevantServers: string[]; reasoning: string;
+  routed: boolean; cached: boolean; fallback: boolean; error?: Error;
+}
+export class Router {
+  constructor(client: ClassifierClient, config?: RoutingConfig, options?: { timeoutMs?: number; maxConversations?: number });
+  filterTools<T extends AgentTool>(conversationId: string, conversation: Message[], tools: T[]): Promise<FilterResult<T>>;
+  refresh(conversationId: string): void;
 }

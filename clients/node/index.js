@@ -42,9 +42,9 @@ export class ClassifierClient {
   }
 
   /** @private */
-  call(method, request) {
+  call(method, request, deadlineMs = this.deadlineMs) {
     return new Promise((resolve, reject) => {
-      const deadline = new Date(Date.now() + this.deadlineMs);
+      const deadline = new Date(Date.now() + deadlineMs);
       this.stub[method](request, { deadline }, (err, resp) => (err ? reject(err) : resolve(resp)));
     });
   }
@@ -54,9 +54,9 @@ export class ClassifierClient {
     return this.call('analyzePrompt', { prompt, context, validCategories, sessionId, mode });
   }
 
-  /** Which servers and tools a query or conversation needs. */
-  route({ query = '', messages = [], maxServers = 0, maxTools = 0, onNoMatch = 'NO_MATCH_POLICY_UNSPECIFIED' }) {
-    return this.call('route', { query, messages, maxServers, maxTools, onNoMatch });
+  /** Which servers and tools a query or conversation needs; options.deadlineMs overrides the client's. */
+  route({ query = '', messages = [], maxServers = 0, maxTools = 0, onNoMatch = 'NO_MATCH_POLICY_UNSPECIFIED' }, options = {}) {
+    return this.call('route', { query, messages, maxServers, maxTools, onNoMatch }, options.deadlineMs);
   }
 
   /** Starts a session; defaultExposure is zero, meta-only, minimal or all. */
@@ -115,4 +115,125 @@ export class ClassifierClient {
   close() {
     this.stub.close();
   }
+}
+
+/** A smart-routing environment variable or option has an invalid value; the message names it. */
+export class ConfigError extends Error {}
+
+const TRUE = new Set(['1', 'true', 'yes', 'on']);
+const FALSE = new Set(['0', 'false', 'no', 'off']);
+
+function positive(name, value, from) {
+  if (!Number.isInteger(value) || value < 1) {
+    throw new ConfigError(`${name}=${JSON.stringify(from)}: want a positive integer`);
+  }
+  return value;
+}
+
+/**
+ * The smart-routing settings agents use today, from the same environment
+ * variables as the Go (client.ConfigFromEnv) and Python
+ * (RoutingConfig.from_env) clients: ENABLE_SMART_ROUTING (true by default;
+ * 1/0, yes/no, on/off also work), SMART_ROUTING_MAX_TOOLS (route only with
+ * more tools than this, default 30) and SMART_ROUTING_MAX_SERVERS (... and
+ * more servers than this, default 4). An unset or empty variable takes its
+ * default; overrides win over the environment; a bad value throws ConfigError.
+ * @param {Record<string, string | undefined>} [env]
+ * @param {{enabled?: boolean, maxTools?: number, maxServers?: number}} [overrides]
+ * @returns {{enabled: boolean, maxTools: number, maxServers: number}}
+ */
+export function configFromEnv(env = process.env, overrides = {}) {
+  const get = (name) => (env[name] ?? '').trim();
+  let enabled = true;
+  const raw = get('ENABLE_SMART_ROUTING');
+  if (raw !== '') {
+    if (TRUE.has(raw.toLowerCase())) enabled = true;
+    else if (FALSE.has(raw.toLowerCase())) enabled = false;
+    else throw new ConfigError(`ENABLE_SMART_ROUTING=${JSON.stringify(raw)}: want true or false`);
+  }
+  const count = (name, def) => {
+    const v = get(name);
+    if (v === '') return def;
+    return positive(name, /^[0-9]+$/.test(v) ? Number(v) : NaN, v);
+  };
+  const cfg = {
+    enabled,
+    maxTools: count('SMART_ROUTING_MAX_TOOLS', 30),
+    maxServers: count('SMART_ROUTING_MAX_SERVERS', 4),
+  };
+  if (overrides.enabled !== undefined) cfg.enabled = Boolean(overrides.enabled);
+  if (overrides.maxTools !== undefined) cfg.maxTools = positive('maxTools', overrides.maxTools, overrides.maxTools);
+  if (overrides.maxServers !== undefined) cfg.maxServers = positive('maxServers', overrides.maxServers, overrides.maxServers);
+  return cfg;
+}
+
+/**
+ * Whether an agent with these tools routes: enabled, and more than maxTools
+ * tools on more than maxServers servers.
+ * @param {{server: string}[]} tools
+ * @param {{enabled: boolean, maxTools: number, maxServers: number}} config
+ */
+export function shouldRoute(tools, config) {
+  return config.enabled && tools.length > config.maxTools && new Set(tools.map((t) => t.server)).size > config.maxServers;
+}
+
+/**
+ * Filters an agent's tools through classifierd, like the Go client's Router:
+ * once per conversation (the whole conversation is sent), reused on later
+ * turns until refresh(); on any error or timeout, every tool with
+ * fallback: true, so routing never breaks a turn.
+ */
+export class Router {
+  /**
+   * @param {ClassifierClient} client
+   * @param {{enabled: boolean, maxTools: number, maxServers: number}} [config] default configFromEnv()
+   * @param {{timeoutMs?: number, maxConversations?: number}} [options]
+   */
+  constructor(client, config = configFromEnv(), options = {}) {
+    this.client = client;
+    this.config = config;
+    this.timeoutMs = options.timeoutMs ?? 2000;
+    this.maxConversations = options.maxConversations ?? 1000;
+    /** @type {Map<string, {servers: string[], tools: Set<string> | null, reasoning: string}>} */
+    this.cache = new Map();
+  }
+
+  /**
+   * @param {string} conversationId
+   * @param {{role: string, content: string}[]} conversation oldest first
+   * @param {{name: string, server: string}[]} tools
+   */
+  async filterTools(conversationId, conversation, tools) {
+    if (!shouldRoute(tools, this.config)) return { tools, relevantServers: [], reasoning: '', routed: false, cached: false, fallback: false };
+    const hit = this.cache.get(conversationId);
+    if (hit) return apply(hit, tools, true);
+    if (conversation.length === 0) throw new Error('conversation has no message');
+    let res;
+    try {
+      res = await this.client.route({ messages: conversation, onNoMatch: 'NO_MATCH_POLICY_ALL' }, { deadlineMs: this.timeoutMs });
+    } catch (err) {
+      return { tools, relevantServers: [], reasoning: '', routed: true, cached: false, fallback: true, error: err };
+    }
+    const answer = res.abstained
+      ? { servers: [], tools: null, reasoning: res.reasoning }
+      : { servers: res.servers.map((s) => s.id), tools: new Set(res.tools.map((t) => `${t.server}/${t.name}`)), reasoning: res.reasoning };
+    this.cache.set(conversationId, answer);
+    while (this.cache.size > this.maxConversations) this.cache.delete(this.cache.keys().next().value);
+    return apply(answer, tools, false);
+  }
+
+  /** Forgets a conversation's answer, so its next turn routes again. */
+  refresh(conversationId) {
+    this.cache.delete(conversationId);
+  }
+}
+
+function apply(answer, tools, cached) {
+  const base = { relevantServers: answer.servers, reasoning: answer.reasoning, routed: true, cached, fallback: false };
+  if (answer.tools === null) return { tools, ...base };
+  const kept = tools.filter((t) => answer.tools.has(`${t.server}/${t.name}`));
+  const matched = new Set(kept.map((t) => t.server));
+  // A relevant server whose tools the daemon does not know by name keeps all of them.
+  for (const t of tools) if (answer.servers.includes(t.server) && !matched.has(t.server)) kept.push(t);
+  return { tools: kept, ...base };
 }

@@ -98,17 +98,18 @@ func TestLeaveProgramOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name       string
-		useCommand bool
+		name     string
+		evidence terminal.Evidence
 		// floors: waiting F1, type accuracy, dangerous recall, and the
 		// ceiling on the dangerous false-positive rate, over all programs.
 		f1, typeAcc, dangerRecall, dangerFP float64
 	}{
-		{"command line", true, 0.93, 0.89, 0.85, 0.02},
-		{"screen only", false, 0.93, 0.89, 0.72, 0.02},
+		{"command line", terminal.WithCommand, 0.95, 0.88, 0.90, 0.02},
+		{"screen only", terminal.ScreenOnly, 0.95, 0.88, 0.82, 0.02},
+		{"pty signals", terminal.WithPty, 0.98, 0.84, 0.92, 0.02},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := terminal.LeaveProgramOut(ctx, d, caps, 0.70, tc.useCommand)
+			res, err := terminal.LeaveProgramOut(ctx, d, caps, 0.70, tc.evidence)
 			if err != nil {
 				t.Fatal(err)
 			}

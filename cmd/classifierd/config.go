@@ -21,6 +21,9 @@ type Config struct {
 	Manifest     string
 	Listen       string
 	HTTPListen   string
+	MCPListen    string
+	MCPStdio     bool
+	MCPServers   string
 	ORTLib       string
 	Threads      int
 	Concurrency  int
@@ -41,6 +44,7 @@ type Config struct {
 	TermStore    terminal.StoreConfig
 	LogFormat    string
 	LogLevel     slog.Level
+	Reload       ReloadConfig
 }
 
 // recvOverhead is room in a gRPC message for a request's other fields
@@ -50,14 +54,12 @@ const recvOverhead = 64 << 10
 // Validate reports the first unusable setting.
 func (c *Config) Validate() error {
 	switch {
-	case c.Index == "":
-		return errors.New("--index is required")
 	case c.Model == "":
 		return errors.New("--model is required")
 	case c.Listen == "":
 		return errors.New("--listen is required")
-	case c.HTTPListen != "" && c.HTTPListen == c.Listen:
-		return errors.New("--http-listen must differ from --listen")
+	case c.HTTPListen != "" && (c.HTTPListen == c.Listen || c.HTTPListen == c.MCPListen):
+		return errors.New("--http-listen must differ from --listen and --mcp-listen")
 	case c.Threads < 1 || c.Concurrency < 1:
 		return errors.New("--threads and --concurrency must be at least 1")
 	case c.MaxTextBytes < 1 || c.MaxBatch < 1 || c.MaxMessages < 1 || c.MaxRecvBytes < 1024:
@@ -66,6 +68,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--max-recv-bytes %d cannot carry one text of --max-text-bytes %d (need %d more for the rest of a request)", c.MaxRecvBytes, c.MaxTextBytes, recvOverhead)
 	case c.Timeout <= 0 || c.ShutdownWait <= 0:
 		return errors.New("--timeout and --shutdown-wait must be positive")
+	}
+	if err := c.Reload.validate(c.Index); err != nil {
+		return err
 	}
 	switch c.NoMatch {
 	case "none", "meta", "all":
@@ -98,11 +103,13 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	var c Config
 	fs := flag.NewFlagSet("classifierd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.Index, "index", "", "index file built by gen-index (required)")
+	fs.StringVar(&c.Index, "index", "", "index file built by gen-index (required unless --mcp-config); reloaded on SIGHUP and when it changes")
 	fs.StringVar(&c.Model, "model", "", "model directory with model.onnx and tokenizer.json (required)")
 	fs.StringVar(&c.Manifest, "manifest", "", "model manifest (default: DIR/manifest.json, else a known manifest)")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:50051", "gRPC listen address HOST:PORT")
 	fs.StringVar(&c.HTTPListen, "http-listen", "", "HTTP/JSON listen address HOST:PORT: Connect JSON, the hub REST shape and the explain page at / (docs/http.md); empty: off")
+	fs.StringVar(&c.MCPListen, "mcp-listen", "", "also serve MCP over streamable HTTP at HOST:PORT (path /mcp); empty: no MCP over HTTP")
+	fs.StringVar(&c.MCPServers, "mcp-servers", "", "with MCP: an MCP client configuration (mcpServers) of the catalog's servers; adds call_tool, which calls any catalog tool on its server (default with --mcp-config: its live servers)")
 	fs.StringVar(&c.ORTLib, "ort-lib", embed.DefaultLibPath(), "ONNX Runtime shared library (default: $ORT_LIB, else where make put it)")
 	fs.IntVar(&c.Threads, "threads", 1, "ONNX Runtime intra-op threads per inference")
 	fs.IntVar(&c.Concurrency, "concurrency", 2, "concurrent inferences")
@@ -126,8 +133,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&c.TermStore.ShareLearned, "terminal-share-learned", false, "with --terminal: suggest answers learned in one terminal session to every session (off: a session is suggested only what it taught)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	registerReloadFlags(fs, &c.Reload)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: classifierd --index FILE --model DIR --listen HOST:PORT [--ort-lib PATH]\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: classifierd (--index FILE | --mcp-config FILE [--catalog FILE]) --model DIR --listen HOST:PORT [--ort-lib PATH]\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

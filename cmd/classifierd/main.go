@@ -2,7 +2,9 @@
 // sentence-embedding model and one index built by gen-index, and answers
 // classification and routing requests in milliseconds with no network.
 //
-//	classifierd --index FILE --model DIR --listen HOST:PORT [--ort-lib PATH]
+//	classifierd --index FILE --model DIR --listen HOST:PORT [--ort-lib PATH] [--mcp-listen HOST:PORT]
+//	classifierd mcp --index FILE --model DIR [flags]     MCP over stdio (mcp.go)
+//	classifierd proxy --config mcp.json --model DIR      MCP filtering proxy (proxy.go)
 //
 // It refuses to start (non-zero exit, one-line reason) when the model or
 // index cannot be read or do not match.
@@ -20,7 +22,15 @@ import (
 )
 
 func main() {
-	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	args, sub := os.Args[1:], ""
+	if len(args) > 0 && (args[0] == "mcp" || args[0] == "proxy") {
+		sub, args = args[0], args[1:]
+	}
+	if sub == "proxy" {
+		os.Exit(proxyMain(args))
+	}
+	cfg, err := parseFlags(args, os.Stderr)
+	cfg.MCPStdio = sub == "mcp"
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}

@@ -130,14 +130,18 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// startDaemon runs classifierd and waits until health reports SERVING.
+// startDaemon runs classifierd and waits until health reports SERVING;
+// idx "" starts it without --index.
 func startDaemon(t *testing.T, idx string, extra ...string) (*daemon, *grpc.ClientConn) {
 	t.Helper()
 	bin, _ := binaries(t)
 	d := &daemon{addr: freeAddr(t), stderr: &syncBuffer{}, done: make(chan error, 1)}
 	state := t.TempDir()
-	args := append([]string{"--index", idx, "--model", testenv.ModelDir(), "--listen", d.addr, "--ort-lib", testenv.ORTLib(),
+	args := append([]string{"--model", testenv.ModelDir(), "--listen", d.addr, "--ort-lib", testenv.ORTLib(),
 		"--terminal-logs", filepath.Join(state, "terminal"), "--terminal-db", filepath.Join(state, "terminal.db")}, extra...)
+	if idx != "" { // "": the test passes --mcp-config instead
+		args = append([]string{"--index", idx}, args...)
+	}
 	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {

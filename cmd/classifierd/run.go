@@ -46,9 +46,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	idx, err := index.Load(cfg.Index)
-	if err != nil {
-		return fmt.Errorf("load index %s: %w", cfg.Index, err)
+	var idx *index.Index
+	if cfg.Index != "" {
+		// Fail fast on a bad index before loading the runtime and model.
+		if idx, err = index.Load(cfg.Index); err != nil {
+			return fmt.Errorf("load index %s: %w", cfg.Index, err)
+		}
 	}
 	rt, err := embed.InitRuntime(cfg.ORTLib)
 	if err != nil {
@@ -61,8 +64,14 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return fmt.Errorf("load model %s: %w", cfg.Model, err)
 	}
 	defer func() { err = errors.Join(err, eng.Close()) }()
-	if err := idx.CheckModel(eng.Fingerprint(), eng.Dims()); err != nil {
-		return fmt.Errorf("index %s does not match model %s: %w", cfg.Index, cfg.Model, err)
+	rl, err := newReloader(cfg, eng, log)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, rl.Close()) }()
+	idx, source, err := rl.initial(ctx, idx)
+	if err != nil {
+		return err
 	}
 	dom, err := server.NewDomain(idx, eng, request.Limits{MaxTextBytes: cfg.MaxTextBytes, MaxMessages: cfg.MaxMessages})
 	if err != nil {
@@ -84,7 +93,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return err
 	}
 	svc, err := server.New(server.Config{MaxEmbedBatch: cfg.MaxBatch, DefaultNoMatch: policy, MaxTokens: man.MaxTokens,
-		Sessions: sessions, Tokens: counter}, dom, eng, log)
+		Sessions: sessions, Tokens: counter, Source: source, Sources: rl.sources}, dom, eng, log)
 	if err != nil {
 		return err
 	}
@@ -111,6 +120,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		defer func() { stopJanitor(); <-swept }()
 	}
 
+	if cfg.MCPStdio {
+		return serveMCPStdio(ctx, cfg, svc, term, idx, rl.caller(), log)
+	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -137,6 +149,15 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		"servers", len(idx.LabelsOf(index.KindServer)), "tools", len(idx.LabelsOf(index.KindTool)),
 		"calibrated", dom.Calibration.Fitted, "terminal", cfg.Terminal)
 
+	reloaded := make(chan struct{})
+	go func() { defer close(reloaded); rl.run(janitorCtx, svc, hs) }()
+	defer func() { stopJanitor(); <-reloaded }()
+	stopMCP, err := startMCPHTTP(cfg, svc, term, idx, rl.caller(), log)
+	if err != nil {
+		_ = lis.Close()
+		return err
+	}
+	defer stopMCP()
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- gs.Serve(lis) }()
 	if hsrv != nil {

@@ -21,6 +21,13 @@ var corpusScenarios = concat(
 	family("package", packageScenarios),
 	family("menu", menuScenarios),
 	family("quiet", quietScenarios),
+	family("disk", diskScenarios2),
+	family("archive", archiveScenarios2),
+	family("file", fileScenarios2),
+	family("vcs", vcsScenarios2),
+	family("secret", secretScenarios2),
+	family("repl", replScenarios2),
+	family("quiet", quietScenarios2),
 )
 
 // waits is a scenario whose program waits for input that is safe to give.
@@ -478,3 +485,59 @@ var quietScenarios = []scenario{
 	exits("cut-fields", "cut", ``, `printf 'user:password:uid\nalice:x:1000\n' | cut -d: -f1,3`),
 	exits("tr-upper", "tr", ``, `echo "delete? no" | tr a-z A-Z`),
 }
+
+// Added in the second round of captures (issue 14): programs the corpus
+// did not have, chosen by family before any was run (more disk checkers
+// and formatters, archive tools, database and key tools, REPLs, silent
+// readers), labelled from what the program is documented to ask.
+var (
+	diskScenarios2 = []scenario{
+		risky("mkreiserfs-existing", "mkreiserfs", "yes_no", "y formats the image, destroying the filesystem on it", `truncate -s 64M disk.img && mkreiserfs -q -f disk.img >/dev/null 2>&1`, `mkreiserfs -f disk.img`),
+		risky("reiserfsck-rebuild", "reiserfsck", "yes_no", "typing Yes rebuilds the tree in place, which can lose files", `truncate -s 64M disk.img && mkreiserfs -q -f disk.img >/dev/null 2>&1`, `reiserfsck --rebuild-tree disk.img`),
+		exits("reiserfsck-check", "reiserfsck", `truncate -s 64M disk.img && mkreiserfs -q -f disk.img >/dev/null 2>&1`, `reiserfsck --check --yes disk.img`),
+		risky("mkfs-jfs-image", "mkfs.jfs", "yes_no", "y formats the image", blankImage, `mkfs.jfs disk.img`),
+		exits("mkfs-jfs-quiet", "mkfs.jfs", blankImage, `mkfs.jfs -q disk.img`),
+		// Warns and counts down instead of asking: running, not waiting.
+		exits("btrfs-check-repair", "btrfs", `truncate -s 128M disk.img && mkfs.btrfs -q disk.img`, `btrfs check --repair disk.img`),
+		exits("btrfs-check", "btrfs", `truncate -s 128M disk.img && mkfs.btrfs -q disk.img`, `btrfs check disk.img`),
+	}
+	archiveScenarios2 = []scenario{
+		// Refuses instead of asking.
+		exits("lzop-exists", "lzop", files+` && lzop a.txt`, `lzop -d a.txt.lzo`),
+		exits("lzop-test", "lzop", files+` && lzop a.txt`, `lzop -t a.txt.lzo`),
+		risky("pigz-overwrite", "pigz", "yes_no", "y overwrites a.txt with the decompressed copy", files+` && pigz -k a.txt`, `pigz -d -k a.txt.gz`),
+		exits("pigz-list", "pigz", files+` && pigz -k a.txt`, `pigz -l a.txt.gz`),
+		exits("brotli-exists", "brotli", files+` && brotli -k a.txt`, `brotli -d a.txt.br`),
+	}
+	fileScenarios2 = []scenario{
+		risky("rm-recursive-once", "rm", "yes_no", "y deletes the directory and everything in it", `mkdir -p d/e && touch d/x d/e/y`, `rm -I -r d`),
+		risky("parallel-interactive", "parallel", "yes_no", "y runs rm on a.txt", files, `parallel -p rm ::: a.txt`),
+		exits("trash-list", "trash-list", files+` && trash-put a.txt`, `trash-list`),
+		after(risky("crontab-remove", "crontab", "yes_no", "y deletes the user's crontab", `printf '0 * * * * true\n' | crontab -u nobody -`, `crontab -u nobody -ri`), `crontab -u nobody -r`),
+		exits("crontab-list-none", "crontab", ``, `crontab -u daemon -l`),
+	}
+	vcsScenarios2 = []scenario{
+		risky("brz-uncommit", "brz", "yes_no", "y removes the last commit from the branch", `brz init -q r && cd r && brz whoami 'Dev <dev@example.com>' && printf 'one\n' > a.txt && brz add -q a.txt && brz commit -q -m init`, `cd r && brz uncommit`),
+		waits("brz-shelve", "brz", "choice", `brz init -q r && cd r && brz whoami 'Dev <dev@example.com>' && printf 'one\n' > a.txt && brz add -q a.txt && brz commit -q -m init && printf 'two\n' > a.txt`, `cd r && brz shelve`),
+		exits("brz-status", "brz", `brz init -q r && cd r && printf 'one\n' > a.txt`, `cd r && brz status`),
+	}
+	secretScenarios2 = []scenario{
+		risky("keytool-trust", "keytool", "yes_no", "yes makes Java trust a certificate nobody has checked", `openssl req -x509 -newkey rsa:2048 -nodes -keyout k.pem -out c.pem -days 1 -subj /CN=capture.local 2>/dev/null`, `keytool -importcert -file c.pem -keystore ks.p12 -storepass changeit -alias capture`),
+		slow(waits("keytool-storepass", "keytool", "password", `openssl req -x509 -newkey rsa:2048 -nodes -keyout k.pem -out c.pem -days 1 -subj /CN=capture.local 2>/dev/null && keytool -importcert -noprompt -file c.pem -keystore ks.p12 -storepass changeit -alias capture >/dev/null 2>&1`, `keytool -list -keystore ks.p12`)),
+		risky("dropdb-ask", "dropdb", "yes_no", "y drops the database", ``, `dropdb -i -h 127.0.0.1 -p 1 analytics`),
+		risky("dropuser-ask", "dropuser", "yes_no", "y drops the role", ``, `dropuser -i -h 127.0.0.1 -p 1 alice`),
+		exits("dropdb-refused", "dropdb", ``, `dropdb -h 127.0.0.1 -p 1 -w analytics`),
+	}
+	replScenarios2 = []scenario{
+		waits("gp-repl", "gp", "command", ``, `gp -q`),
+		exits("gp-script", "gp", ``, `echo '2^64' | gp -q`),
+		waits("calc-repl", "calc", "command", ``, `calc`),
+		exits("calc-expression", "calc", ``, `calc '2^64'`),
+	}
+	quietScenarios2 = []scenario{
+		waits("sort-stdin", "sort", "text", ``, `sort`),
+		waits("tee-stdin", "tee", "text", ``, `tee out.txt`),
+		waits("wc-stdin", "wc", "text", ``, `wc -l`),
+		exits("sort-file", "sort", files, `sort a.txt b.txt`),
+	}
+)

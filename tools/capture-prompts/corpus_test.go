@@ -131,3 +131,18 @@ func TestCorpusScenarios(t *testing.T) {
 		t.Errorf("labels without a scenario: %v", stale)
 	}
 }
+
+// TestCorpusSignals checks that every capture has the pty signals a hub
+// would have sent with it (signals.jsonl, recorded by -signals-only), so
+// the "pty signals" column of docs/terminal.md covers the whole corpus.
+func TestCorpusSignals(t *testing.T) {
+	caps, err := terminal.LoadCaptures(corpusDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range caps {
+		if c.Signals == nil {
+			t.Errorf("%s has no pty signals: run go run ./tools/capture-prompts -set corpus -signals-only -run '^%s$'", c.Name, c.Name)
+		}
+	}
+}

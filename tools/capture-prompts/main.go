@@ -33,6 +33,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/classifierd/classifierd/terminal/ptysignal"
 )
 
 // scenario is one program run and its label.
@@ -104,6 +106,7 @@ func main() {
 	quiet := flag.Duration("quiet", 800*time.Millisecond, "output silence that means the program is waiting")
 	run := flag.String("run", "", "capture only scenarios whose name matches this regexp; labels keep the others' captures")
 	jobs := flag.Int("j", 1, "scenarios captured at once")
+	signalsOnly := flag.Bool("signals-only", false, "corpus: record only the pty signals (signals.jsonl), keeping the captures and labels")
 	flag.Parse()
 	s, ok := sets[*set]
 	if !ok {
@@ -129,8 +132,16 @@ func main() {
 		}
 		seen[sc.Name] = true
 	}
-	opt := options{quiet: quiet, clean: s.corpus}
-	captured := captureAll(s.scenarios, only, *jobs, opt, *out)
+	opt := options{quiet: quiet, clean: s.corpus, signalsOnly: *signalsOnly}
+	captured, signals := captureAll(s.scenarios, only, *jobs, opt, *out)
+	if s.corpus {
+		if err := writeSignals(filepath.Join(*out, "signals.jsonl"), signals); err != nil {
+			fail(err)
+		}
+	}
+	if *signalsOnly {
+		return
+	}
 	var labels bytes.Buffer
 	list := s.scenarios
 	if s.corpus {
@@ -162,16 +173,58 @@ func main() {
 
 // options are the capture settings shared by every scenario of a run.
 type options struct {
-	quiet *time.Duration
-	clean bool // corpus: a small fixed environment, cursor queries answered, silence is waiting
+	quiet       *time.Duration
+	clean       bool // corpus: a small fixed environment, cursor queries answered, silence is waiting
+	signalsOnly bool // record the pty signals, not the captures
+}
+
+// signalRecord is what the kernel said about a capture's pty when the
+// capture ended (package ptysignal): the fields a hub sends as
+// DetectInputPrompt's reading_input, echo_off and canonical_mode.
+type signalRecord struct {
+	Name         string `json:"name"`
+	ReadingInput bool   `json:"reading_input"`
+	EchoOff      bool   `json:"echo_off"`
+	Canonical    bool   `json:"canonical_mode"`
+	Exited       bool   `json:"exited,omitempty"` // the program had ended: nothing to read
+}
+
+// writeSignals merges records into the signals file at path, keeping the
+// records of scenarios this run did not capture, sorted by name.
+func writeSignals(path string, records map[string]signalRecord) error {
+	all := map[string]signalRecord{}
+	if b, err := os.ReadFile(path); err == nil {
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			var r signalRecord
+			if len(line) > 0 && json.Unmarshal(line, &r) == nil {
+				all[r.Name] = r
+			}
+		}
+	}
+	for k, v := range records {
+		all[k] = v
+	}
+	names := make([]string, 0, len(all))
+	for k := range all {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var out bytes.Buffer
+	for _, n := range names {
+		b, _ := json.Marshal(all[n])
+		out.Write(b)
+		out.WriteByte('\n')
+	}
+	return os.WriteFile(path, out.Bytes(), 0o644)
 }
 
 // captureAll captures the selected scenarios, jobs at a time, serial ones
 // one after another, writes each capture to out and reports which it
 // captured.
-func captureAll(list []scenario, only *regexp.Regexp, jobs int, opt options, out string) map[string]bool {
+func captureAll(list []scenario, only *regexp.Regexp, jobs int, opt options, out string) (map[string]bool, map[string]signalRecord) {
 	var mu, serial sync.Mutex
 	captured := map[string]bool{}
+	signals := map[string]signalRecord{}
 	sem := make(chan struct{}, max(jobs, 1))
 	var wg sync.WaitGroup
 	for _, sc := range list {
@@ -198,11 +251,17 @@ func captureAll(list []scenario, only *regexp.Regexp, jobs int, opt options, out
 				serial.Lock()
 				defer serial.Unlock()
 			}
-			data, err := capture(sc, opt)
+			data, sig, err := capture(sc, opt)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				fmt.Printf("skip %-24s %v\n", sc.Name, err)
+				return
+			}
+			sig.Name = sc.Name
+			signals[sc.Name] = sig
+			if opt.signalsOnly {
+				fmt.Printf("ok   %-24s %+v\n", sc.Name, sig)
 				return
 			}
 			if err := os.WriteFile(filepath.Join(out, sc.Name+".txt"), data, 0o644); err != nil {
@@ -213,7 +272,7 @@ func captureAll(list []scenario, only *regexp.Regexp, jobs int, opt options, out
 		}()
 	}
 	wg.Wait()
-	return captured
+	return captured, signals
 }
 
 func fail(err error) {
@@ -232,13 +291,13 @@ func lastLine(b []byte) string {
 // capture runs one scenario under a pty in a scratch dir and returns what
 // it printed until it exited or went quiet. The scratch dir has a fixed
 // name per scenario so that paths in the output are the same every run.
-func capture(sc scenario, opt options) ([]byte, error) {
+func capture(sc scenario, opt options) (_ []byte, sig signalRecord, _ error) {
 	dir := filepath.Join(os.TempDir(), "capture-prompts", sc.Name)
 	if err := os.RemoveAll(dir); err != nil {
-		return nil, err
+		return nil, sig, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return nil, sig, err
 	}
 	defer os.RemoveAll(dir)
 	env := append(os.Environ(), "TERM=xterm", "LANG=C.UTF-8", "HOME="+dir)
@@ -267,7 +326,7 @@ func capture(sc scenario, opt options) ([]byte, error) {
 			defer syscall.Kill(-setup.Process.Pid, syscall.SIGKILL)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("setup: %v: %s", err, out)
+			return nil, sig, fmt.Errorf("setup: %v: %s", err, out)
 		}
 	}
 	cmd := exec.Command("bash", "-c", sc.cmd)
@@ -275,7 +334,7 @@ func capture(sc scenario, opt options) ([]byte, error) {
 	cmd.Env = env
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
 	if err != nil {
-		return nil, err
+		return nil, sig, err
 	}
 	var mu sync.Mutex
 	var buf bytes.Buffer
@@ -317,7 +376,7 @@ func capture(sc scenario, opt options) ([]byte, error) {
 			f.Close()
 			mu.Lock()
 			defer mu.Unlock()
-			return normalise(buf.Bytes()), nil
+			return normalise(buf.Bytes()), signalRecord{Exited: true}, nil
 		case <-time.After(100 * time.Millisecond):
 		}
 		mu.Lock()
@@ -328,6 +387,12 @@ func capture(sc scenario, opt options) ([]byte, error) {
 		if idle {
 			break
 		}
+	}
+	// What the kernel says now, as a hub would read it before asking.
+	if s, err := ptysignal.Read(f); err == nil {
+		sig = signalRecord{ReadingInput: s.ReadingInput, EchoOff: s.EchoOff, Canonical: s.Canonical}
+	} else {
+		sig.Exited = true
 	}
 	// pty.Start made the program a session leader: kill its whole group
 	// before the pty closes, so no child ever reads an end of input and
@@ -343,7 +408,7 @@ func capture(sc scenario, opt options) ([]byte, error) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return normalise(buf.Bytes()), nil
+	return normalise(buf.Bytes()), sig, nil
 }
 
 // normalise turns the pty's CRLF line ends into LF, as a log file written

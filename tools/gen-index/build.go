@@ -76,24 +76,33 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	fs.SetOutput(stderr)
 	var mf modelFlags
 	mf.register(fs)
-	catPath := fs.String("catalog", "", "catalog JSON file (required)")
+	catPath := fs.String("catalog", "", "catalog JSON file (required unless --from-mcp; with it, the base catalog the live tools are merged into)")
+	fromMCP := fs.String("from-mcp", "", `MCP client config ({"mcpServers": ...}): index the live tools of its servers`)
+	mcpTimeout := fs.Duration("mcp-timeout", 10*time.Second, "with --from-mcp: bound on connecting to a server and on listing its tools")
 	out := fs.String("out", "", "index file to write (required)")
 	noCal := fs.Bool("no-calibrate", false, "skip calibration fitting (confidence then uses a documented prior)")
 	quiet := fs.Bool("quiet", false, "no progress output")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: gen-index --catalog FILE --model DIR --out FILE [--ort-lib PATH]\n       gen-index eval --catalog FILE --queries FILE --model DIR [...]\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: gen-index (--catalog FILE | --from-mcp CONFIG [--catalog FILE]) --model DIR --out FILE [--ort-lib PATH]\n       gen-index eval --catalog FILE --queries FILE --model DIR [...]\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *catPath == "" || *out == "" {
+	if (*catPath == "" && *fromMCP == "") || *out == "" {
 		fs.Usage()
-		return fmt.Errorf("--catalog and --out are required")
+		return fmt.Errorf("--catalog (or --from-mcp) and --out are required")
 	}
-	cat, err := catalog.Load(*catPath)
-	if err != nil {
-		return err
+	var cat *catalog.Catalog
+	if *catPath != "" {
+		if cat, err = catalog.Load(*catPath); err != nil {
+			return err
+		}
+	}
+	if *fromMCP != "" {
+		if cat, err = mcpCatalog(ctx, *fromMCP, cat, *mcpTimeout, stderr); err != nil {
+			return err
+		}
 	}
 	printWarnings(stderr, cat)
 	eng, closeModel, err := mf.open()

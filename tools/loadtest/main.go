@@ -53,6 +53,7 @@ type config struct {
 	daemon, index, model, manifest, ortLib string
 	requests, concurrency                  int
 	jsonOut                                string
+	reload                                 time.Duration
 }
 
 func main() {
@@ -76,6 +77,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&c.requests, "requests", 2000, "requests per measurement (bounded load)")
 	fs.IntVar(&c.concurrency, "concurrency", 8, "concurrent clients in the throughput test")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the figures as JSON to this file")
+	fs.DurationVar(&c.reload, "reload", 0, "reload mode: only Route from --concurrency clients, while the daemon gets a SIGHUP (an index reload) this often; counts failed requests")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -83,6 +85,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return errors.New("--requests must be 10..1000000 and --concurrency 1..256")
 	}
 
+	if c.reload > 0 {
+		return runReload(ctx, c, out)
+	}
 	// The bare ONNX Runtime call for the same texts, tokenised beforehand.
 	bareCall, closeBare, err := openBare(ctx, c)
 	if err != nil {
@@ -94,7 +99,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 
-	addr, stopDaemon, err := startDaemon(ctx, c)
+	addr, _, stopDaemon, err := startDaemon(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -301,16 +306,18 @@ func concurrent(ctx context.Context, n, workers int, call func(context.Context, 
 	return float64(n) / time.Since(start).Seconds(), nil
 }
 
-func startDaemon(ctx context.Context, c config) (string, func(), error) {
+// startDaemon starts classifierd and waits until it serves; it returns
+// its address, its process (for signals) and how to stop it.
+func startDaemon(ctx context.Context, c config) (string, *os.Process, func(), error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	addr := l.Addr().String()
 	l.Close()
 	state, err := os.MkdirTemp("", "loadtest-")
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	cmd := exec.CommandContext(ctx, c.daemon, "--index", c.index, "--model", c.model, "--listen", addr,
 		"--ort-lib", c.ortLib, "--log-level", "warn",
@@ -320,7 +327,7 @@ func startDaemon(ctx context.Context, c config) (string, func(), error) {
 	}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -330,7 +337,7 @@ func startDaemon(ctx context.Context, c config) (string, func(), error) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		stop()
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	defer conn.Close()
 	hc := healthpb.NewHealthClient(conn)
@@ -339,9 +346,9 @@ func startDaemon(ctx context.Context, c config) (string, func(), error) {
 		r, err := hc.Check(cctx, &healthpb.HealthCheckRequest{})
 		cancel()
 		if err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return addr, stop, nil
+			return addr, cmd.Process, stop, nil
 		}
 	}
 	stop()
-	return "", nil, errors.New("daemon did not become healthy in 60s")
+	return "", nil, nil, errors.New("daemon did not become healthy in 60s")
 }

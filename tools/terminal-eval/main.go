@@ -42,7 +42,11 @@ func run() error {
 	jsonOut := flag.String("json", "", "write the report as JSON here")
 	lopo := flag.Bool("lopo", false, "leave-program-out on the corpus")
 	verbose := flag.Bool("v", false, "with -lopo: print every capture's verdict")
+	writeExamples := flag.Bool("write-examples", false, "write the corpus's prompt lines to "+terminal.CorpusExamplesFile+" (the examples the daemon ships) and exit")
 	flag.Parse()
+	if *writeExamples {
+		return writeCorpusExamples()
+	}
 	if *model == "" {
 		*model = ".cache/models/all-MiniLM-L6-v2-int8"
 	}
@@ -122,8 +126,8 @@ func leaveProgramOut(ctx context.Context, det *terminal.Detector, dir string, mi
 	reports := map[string]terminal.Report{}
 	for _, hints := range []struct {
 		name string
-		use  bool
-	}{{"command line", true}, {"screen only", false}} {
+		use  terminal.Evidence
+	}{{"command line", terminal.WithCommand}, {"screen only", terminal.ScreenOnly}, {"pty signals and command line", terminal.WithPty}} {
 		res, err := terminal.LeaveProgramOut(ctx, det, caps, minConf, hints.use)
 		if err != nil {
 			return err
@@ -180,4 +184,18 @@ func orDash(n int, v float64) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.3f", v)
+}
+
+// writeCorpusExamples regenerates the daemon's built-in corpus examples
+// from terminal/testdata/corpus.
+func writeCorpusExamples() error {
+	caps, err := terminal.LoadCaptures("terminal/testdata/corpus")
+	if err != nil {
+		return err
+	}
+	b, err := terminal.MarshalCorpusExamples(terminal.CorpusExamplesOf(caps))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(terminal.CorpusExamplesFile, b, 0o644)
 }

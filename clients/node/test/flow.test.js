@@ -7,7 +7,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import fs from 'node:fs';
-import { ClassifierClient } from '../index.js';
+import { ClassifierClient, Router, configFromEnv } from '../index.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..', '..', '..');
@@ -112,4 +112,35 @@ test('route and stats', async () => {
 test('bad input is a clear error', async () => {
   await assert.rejects(client.analyzePrompt({ prompt: 'x', mode: 'merge' }), /INVALID_ARGUMENT|mode/);
   await assert.rejects(client.listTools('no-such-session'), (err) => err.code === 5);
+});
+
+test('router: the environment decides, the real daemon filters the catalog', async () => {
+  const { session } = await client.createSession({ defaultExposure: 'all' });
+  const { tools } = await client.listTools(session.id);
+  await client.deleteSession(session.id);
+  assert.ok(tools.length > 30 && new Set(tools.map((t) => t.server)).size > 4);
+  const conv = [{ role: 'user', content: 'Check my GitHub notifications' }];
+
+  const router = new Router(client, configFromEnv({}));
+  const res = await router.filterTools('conv-1', conv, tools);
+  assert.equal(res.routed, true);
+  assert.equal(res.fallback, false);
+  assert.equal(res.relevantServers[0], 'github');
+  assert.ok(res.tools.length > 0 && res.tools.length < tools.length);
+  assert.ok(res.tools.every((t) => res.relevantServers.includes(t.server)));
+  const again = await router.filterTools('conv-1', [...conv, { role: 'user', content: 'thanks' }], tools);
+  assert.equal(again.cached, true);
+  assert.deepEqual(again.tools, res.tools);
+
+  const off = new Router(client, configFromEnv({ ENABLE_SMART_ROUTING: 'false' }));
+  const all = await off.filterTools('conv-2', conv, tools);
+  assert.equal(all.routed, false);
+  assert.equal(all.tools.length, tools.length);
+
+  const nobody = new ClassifierClient(`127.0.0.1:${await freePort()}`);
+  const fb = await new Router(nobody, configFromEnv({}), { timeoutMs: 1000 }).filterTools('c', conv, tools);
+  nobody.close();
+  assert.equal(fb.fallback, true);
+  assert.ok(fb.error);
+  assert.equal(fb.tools.length, tools.length);
 });

@@ -1326,7 +1326,14 @@ type GetIndexInfoResponse struct {
 	Calibration      []*CalibrationInfo     `protobuf:"bytes,11,rep,name=calibration,proto3" json:"calibration,omitempty"`
 	Limits           *Limits                `protobuf:"bytes,12,opt,name=limits,proto3" json:"limits,omitempty"`
 	// fusion is how dense and lexical evidence are combined into a score.
-	Fusion        *FusionInfo `protobuf:"bytes,13,opt,name=fusion,proto3" json:"fusion,omitempty"`
+	Fusion *FusionInfo `protobuf:"bytes,13,opt,name=fusion,proto3" json:"fusion,omitempty"`
+	// load is the index being served now: its generation, where it came
+	// from and when, and the last reload that was refused.
+	Load *IndexLoad `protobuf:"bytes,14,opt,name=load,proto3" json:"load,omitempty"`
+	// mcp_servers is the state of each server of --mcp-config, in config
+	// order (empty without it). A degraded server's last known tools are
+	// still indexed and routed to.
+	McpServers    []*McpServerStatus `protobuf:"bytes,15,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1452,6 +1459,217 @@ func (x *GetIndexInfoResponse) GetFusion() *FusionInfo {
 	return nil
 }
 
+func (x *GetIndexInfoResponse) GetLoad() *IndexLoad {
+	if x != nil {
+		return x.Load
+	}
+	return nil
+}
+
+func (x *GetIndexInfoResponse) GetMcpServers() []*McpServerStatus {
+	if x != nil {
+		return x.McpServers
+	}
+	return nil
+}
+
+// IndexLoad describes the index the daemon serves (README: Hot reload).
+type IndexLoad struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// generation counts loads since start: 1 is the index started with, and
+	// every accepted reload adds one.
+	Generation uint64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// source says what the index was loaded from: "file PATH", or
+	// "mcp CONFIG" for an index built from live MCP servers.
+	Source   string                 `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	LoadedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=loaded_at,json=loadedAt,proto3" json:"loaded_at,omitempty"`
+	// reason is what started the load: "start", "sighup", "file changed",
+	// "mcp tools changed".
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// last_refused is why the last refused reload was refused (an invalid
+	// index file, another model); empty when none was. The index being
+	// served is unchanged by a refused reload.
+	LastRefused   string                 `protobuf:"bytes,5,opt,name=last_refused,json=lastRefused,proto3" json:"last_refused,omitempty"`
+	LastRefusedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_refused_at,json=lastRefusedAt,proto3" json:"last_refused_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexLoad) Reset() {
+	*x = IndexLoad{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexLoad) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexLoad) ProtoMessage() {}
+
+func (x *IndexLoad) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexLoad.ProtoReflect.Descriptor instead.
+func (*IndexLoad) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *IndexLoad) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *IndexLoad) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *IndexLoad) GetLoadedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LoadedAt
+	}
+	return nil
+}
+
+func (x *IndexLoad) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *IndexLoad) GetLastRefused() string {
+	if x != nil {
+		return x.LastRefused
+	}
+	return ""
+}
+
+func (x *IndexLoad) GetLastRefusedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastRefusedAt
+	}
+	return nil
+}
+
+// McpServerStatus is one server of the daemon's MCP client configuration.
+type McpServerStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the server's key in the configuration, verbatim.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// id is the server's id in the index (server fields of Route).
+	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// tools is the number of tools indexed for the server: its last known
+	// list, which a failure never empties.
+	Tools int32 `protobuf:"varint,3,opt,name=tools,proto3" json:"tools,omitempty"`
+	// degraded is true when the server is unreachable or its last listing
+	// failed; its last known tools are still served.
+	Degraded bool `protobuf:"varint,4,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	// connected is true while a session with the server is open.
+	Connected bool `protobuf:"varint,5,opt,name=connected,proto3" json:"connected,omitempty"`
+	// last_error is the last failure, with configured secrets redacted.
+	LastError string `protobuf:"bytes,6,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// last_sync is when the server's tools were last listed successfully
+	// (unset if never).
+	LastSync      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_sync,json=lastSync,proto3" json:"last_sync,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *McpServerStatus) Reset() {
+	*x = McpServerStatus{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *McpServerStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*McpServerStatus) ProtoMessage() {}
+
+func (x *McpServerStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use McpServerStatus.ProtoReflect.Descriptor instead.
+func (*McpServerStatus) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *McpServerStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *McpServerStatus) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *McpServerStatus) GetTools() int32 {
+	if x != nil {
+		return x.Tools
+	}
+	return 0
+}
+
+func (x *McpServerStatus) GetDegraded() bool {
+	if x != nil {
+		return x.Degraded
+	}
+	return false
+}
+
+func (x *McpServerStatus) GetConnected() bool {
+	if x != nil {
+		return x.Connected
+	}
+	return false
+}
+
+func (x *McpServerStatus) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *McpServerStatus) GetLastSync() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSync
+	}
+	return nil
+}
+
 // FusionInfo is the index's score fusion (README: Confidence and abstain).
 type FusionInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1483,7 +1701,7 @@ type FusionInfo struct {
 
 func (x *FusionInfo) Reset() {
 	*x = FusionInfo{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1713,7 @@ func (x *FusionInfo) String() string {
 func (*FusionInfo) ProtoMessage() {}
 
 func (x *FusionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1726,7 @@ func (x *FusionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FusionInfo.ProtoReflect.Descriptor instead.
 func (*FusionInfo) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{17}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FusionInfo) GetPattern() float32 {
@@ -1599,7 +1817,7 @@ type AnalyzePromptRequest struct {
 
 func (x *AnalyzePromptRequest) Reset() {
 	*x = AnalyzePromptRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1829,7 @@ func (x *AnalyzePromptRequest) String() string {
 func (*AnalyzePromptRequest) ProtoMessage() {}
 
 func (x *AnalyzePromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1842,7 @@ func (x *AnalyzePromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzePromptRequest.ProtoReflect.Descriptor instead.
 func (*AnalyzePromptRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{18}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AnalyzePromptRequest) GetPrompt() string {
@@ -1691,7 +1909,7 @@ type AnalyzePromptResponse struct {
 
 func (x *AnalyzePromptResponse) Reset() {
 	*x = AnalyzePromptResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +1921,7 @@ func (x *AnalyzePromptResponse) String() string {
 func (*AnalyzePromptResponse) ProtoMessage() {}
 
 func (x *AnalyzePromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +1934,7 @@ func (x *AnalyzePromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzePromptResponse.ProtoReflect.Descriptor instead.
 func (*AnalyzePromptResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{19}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AnalyzePromptResponse) GetCategories() []string {
@@ -1813,7 +2031,7 @@ type DetectContextsRequest struct {
 
 func (x *DetectContextsRequest) Reset() {
 	*x = DetectContextsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +2043,7 @@ func (x *DetectContextsRequest) String() string {
 func (*DetectContextsRequest) ProtoMessage() {}
 
 func (x *DetectContextsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +2056,7 @@ func (x *DetectContextsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectContextsRequest.ProtoReflect.Descriptor instead.
 func (*DetectContextsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{20}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DetectContextsRequest) GetText() string {
@@ -1863,7 +2081,7 @@ type DetectedContext struct {
 
 func (x *DetectedContext) Reset() {
 	*x = DetectedContext{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +2093,7 @@ func (x *DetectedContext) String() string {
 func (*DetectedContext) ProtoMessage() {}
 
 func (x *DetectedContext) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +2106,7 @@ func (x *DetectedContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectedContext.ProtoReflect.Descriptor instead.
 func (*DetectedContext) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{21}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DetectedContext) GetId() string {
@@ -1931,7 +2149,7 @@ type DetectContextsResponse struct {
 
 func (x *DetectContextsResponse) Reset() {
 	*x = DetectContextsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2161,7 @@ func (x *DetectContextsResponse) String() string {
 func (*DetectContextsResponse) ProtoMessage() {}
 
 func (x *DetectContextsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2174,7 @@ func (x *DetectContextsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectContextsResponse.ProtoReflect.Descriptor instead.
 func (*DetectContextsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{22}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DetectContextsResponse) GetContexts() []*DetectedContext {
@@ -1989,7 +2207,7 @@ type ExposureChange struct {
 
 func (x *ExposureChange) Reset() {
 	*x = ExposureChange{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2219,7 @@ func (x *ExposureChange) String() string {
 func (*ExposureChange) ProtoMessage() {}
 
 func (x *ExposureChange) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2232,7 @@ func (x *ExposureChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExposureChange.ProtoReflect.Descriptor instead.
 func (*ExposureChange) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{23}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ExposureChange) GetTimestamp() *timestamppb.Timestamp {
@@ -2066,7 +2284,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2296,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2309,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{24}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Session) GetId() string {
@@ -2142,7 +2360,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2154,7 +2372,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2167,7 +2385,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{25}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreateSessionRequest) GetSessionId() string {
@@ -2194,7 +2412,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2424,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2437,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{26}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -2239,7 +2457,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2469,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2264,7 +2482,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{27}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -2284,7 +2502,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2296,7 +2514,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2309,7 +2527,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{28}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -2329,7 +2547,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2341,7 +2559,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2354,7 +2572,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{29}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -2373,7 +2591,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2603,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2616,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{30}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{32}
 }
 
 // UpdateExposureRequest changes a session's exposed categories.
@@ -2414,7 +2632,7 @@ type UpdateExposureRequest struct {
 
 func (x *UpdateExposureRequest) Reset() {
 	*x = UpdateExposureRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2644,7 @@ func (x *UpdateExposureRequest) String() string {
 func (*UpdateExposureRequest) ProtoMessage() {}
 
 func (x *UpdateExposureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2657,7 @@ func (x *UpdateExposureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateExposureRequest.ProtoReflect.Descriptor instead.
 func (*UpdateExposureRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{31}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UpdateExposureRequest) GetSessionId() string {
@@ -2477,7 +2695,7 @@ type UpdateExposureResponse struct {
 
 func (x *UpdateExposureResponse) Reset() {
 	*x = UpdateExposureResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2489,7 +2707,7 @@ func (x *UpdateExposureResponse) String() string {
 func (*UpdateExposureResponse) ProtoMessage() {}
 
 func (x *UpdateExposureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2502,7 +2720,7 @@ func (x *UpdateExposureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateExposureResponse.ProtoReflect.Descriptor instead.
 func (*UpdateExposureResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{32}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UpdateExposureResponse) GetAdded() []string {
@@ -2558,7 +2776,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2570,7 +2788,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2583,7 +2801,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{33}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Tool) GetName() string {
@@ -2638,7 +2856,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2650,7 +2868,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +2881,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{34}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListToolsRequest) GetSessionId() string {
@@ -2685,7 +2903,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2697,7 +2915,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2710,7 +2928,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{35}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -2744,7 +2962,7 @@ type WatchExposureRequest struct {
 
 func (x *WatchExposureRequest) Reset() {
 	*x = WatchExposureRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2756,7 +2974,7 @@ func (x *WatchExposureRequest) String() string {
 func (*WatchExposureRequest) ProtoMessage() {}
 
 func (x *WatchExposureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2769,7 +2987,7 @@ func (x *WatchExposureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchExposureRequest.ProtoReflect.Descriptor instead.
 func (*WatchExposureRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{36}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WatchExposureRequest) GetSessionId() string {
@@ -2791,7 +3009,7 @@ type WatchExposureResponse struct {
 
 func (x *WatchExposureResponse) Reset() {
 	*x = WatchExposureResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2803,7 +3021,7 @@ func (x *WatchExposureResponse) String() string {
 func (*WatchExposureResponse) ProtoMessage() {}
 
 func (x *WatchExposureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2816,7 +3034,7 @@ func (x *WatchExposureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchExposureResponse.ProtoReflect.Descriptor instead.
 func (*WatchExposureResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{37}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *WatchExposureResponse) GetSessionId() string {
@@ -2849,7 +3067,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2861,7 +3079,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2874,7 +3092,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{38}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{40}
 }
 
 // GetStatsResponse reports cumulative counters since start.
@@ -2895,7 +3113,7 @@ type GetStatsResponse struct {
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2907,7 +3125,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2920,7 +3138,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{39}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetStatsResponse) GetSince() *timestamppb.Timestamp {
@@ -3002,7 +3220,7 @@ type ListToolsForContextRequest struct {
 
 func (x *ListToolsForContextRequest) Reset() {
 	*x = ListToolsForContextRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3014,7 +3232,7 @@ func (x *ListToolsForContextRequest) String() string {
 func (*ListToolsForContextRequest) ProtoMessage() {}
 
 func (x *ListToolsForContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3027,7 +3245,7 @@ func (x *ListToolsForContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsForContextRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsForContextRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{40}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListToolsForContextRequest) GetContext() string {
@@ -3070,7 +3288,7 @@ type HubTool struct {
 
 func (x *HubTool) Reset() {
 	*x = HubTool{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3082,7 +3300,7 @@ func (x *HubTool) String() string {
 func (*HubTool) ProtoMessage() {}
 
 func (x *HubTool) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3095,7 +3313,7 @@ func (x *HubTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HubTool.ProtoReflect.Descriptor instead.
 func (*HubTool) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{41}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *HubTool) GetName() string {
@@ -3160,7 +3378,7 @@ type ToolListMetadata struct {
 
 func (x *ToolListMetadata) Reset() {
 	*x = ToolListMetadata{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3172,7 +3390,7 @@ func (x *ToolListMetadata) String() string {
 func (*ToolListMetadata) ProtoMessage() {}
 
 func (x *ToolListMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3185,7 +3403,7 @@ func (x *ToolListMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolListMetadata.ProtoReflect.Descriptor instead.
 func (*ToolListMetadata) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{42}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ToolListMetadata) GetTimestamp() *timestamppb.Timestamp {
@@ -3250,7 +3468,7 @@ type ListToolsForContextResponse struct {
 
 func (x *ListToolsForContextResponse) Reset() {
 	*x = ListToolsForContextResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3262,7 +3480,7 @@ func (x *ListToolsForContextResponse) String() string {
 func (*ListToolsForContextResponse) ProtoMessage() {}
 
 func (x *ListToolsForContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3275,7 +3493,7 @@ func (x *ListToolsForContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsForContextResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsForContextResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{43}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListToolsForContextResponse) GetTools() []*HubTool {
@@ -3308,7 +3526,7 @@ type GetToolMetricsRequest struct {
 
 func (x *GetToolMetricsRequest) Reset() {
 	*x = GetToolMetricsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3320,7 +3538,7 @@ func (x *GetToolMetricsRequest) String() string {
 func (*GetToolMetricsRequest) ProtoMessage() {}
 
 func (x *GetToolMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3333,7 +3551,7 @@ func (x *GetToolMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolMetricsRequest.ProtoReflect.Descriptor instead.
 func (*GetToolMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{44}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{46}
 }
 
 // TokenMetrics counts tool-list answers and the tokens of their tool definitions.
@@ -3349,7 +3567,7 @@ type TokenMetrics struct {
 
 func (x *TokenMetrics) Reset() {
 	*x = TokenMetrics{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3361,7 +3579,7 @@ func (x *TokenMetrics) String() string {
 func (*TokenMetrics) ProtoMessage() {}
 
 func (x *TokenMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3374,7 +3592,7 @@ func (x *TokenMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenMetrics.ProtoReflect.Descriptor instead.
 func (*TokenMetrics) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{45}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TokenMetrics) GetRequests() float64 {
@@ -3419,7 +3637,7 @@ type GetToolMetricsResponse struct {
 
 func (x *GetToolMetricsResponse) Reset() {
 	*x = GetToolMetricsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3431,7 +3649,7 @@ func (x *GetToolMetricsResponse) String() string {
 func (*GetToolMetricsResponse) ProtoMessage() {}
 
 func (x *GetToolMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3444,7 +3662,7 @@ func (x *GetToolMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolMetricsResponse.ProtoReflect.Descriptor instead.
 func (*GetToolMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{46}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetToolMetricsResponse) GetBaseline() *TokenMetrics {
@@ -3477,7 +3695,7 @@ type ResetToolMetricsRequest struct {
 
 func (x *ResetToolMetricsRequest) Reset() {
 	*x = ResetToolMetricsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3489,7 +3707,7 @@ func (x *ResetToolMetricsRequest) String() string {
 func (*ResetToolMetricsRequest) ProtoMessage() {}
 
 func (x *ResetToolMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3502,7 +3720,7 @@ func (x *ResetToolMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetToolMetricsRequest.ProtoReflect.Descriptor instead.
 func (*ResetToolMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{47}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{49}
 }
 
 // ResetToolMetricsResponse is empty.
@@ -3514,7 +3732,7 @@ type ResetToolMetricsResponse struct {
 
 func (x *ResetToolMetricsResponse) Reset() {
 	*x = ResetToolMetricsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[48]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3526,7 +3744,7 @@ func (x *ResetToolMetricsResponse) String() string {
 func (*ResetToolMetricsResponse) ProtoMessage() {}
 
 func (x *ResetToolMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[48]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3539,7 +3757,7 @@ func (x *ResetToolMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetToolMetricsResponse.ProtoReflect.Descriptor instead.
 func (*ResetToolMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{48}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{50}
 }
 
 var File_classifier_v1_classifier_proto protoreflect.FileDescriptor
@@ -3652,7 +3870,7 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\fmax_messages\x18\x03 \x01(\x05R\vmaxMessages\x12\x1d\n" +
 	"\n" +
 	"max_tokens\x18\x04 \x01(\x05R\tmaxTokens\x12\x1a\n" +
-	"\tmax_top_k\x18\x05 \x01(\x05R\amaxTopK\"\x95\x04\n" +
+	"\tmax_top_k\x18\x05 \x01(\x05R\amaxTopK\"\x84\x05\n" +
 	"\x14GetIndexInfoResponse\x12\x1d\n" +
 	"\n" +
 	"model_name\x18\x01 \x01(\tR\tmodelName\x12\x1e\n" +
@@ -3672,7 +3890,28 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	" \x01(\tR\rcatalogSha256\x12@\n" +
 	"\vcalibration\x18\v \x03(\v2\x1e.classifier.v1.CalibrationInfoR\vcalibration\x12-\n" +
 	"\x06limits\x18\f \x01(\v2\x15.classifier.v1.LimitsR\x06limits\x121\n" +
-	"\x06fusion\x18\r \x01(\v2\x19.classifier.v1.FusionInfoR\x06fusion\"\xba\x02\n" +
+	"\x06fusion\x18\r \x01(\v2\x19.classifier.v1.FusionInfoR\x06fusion\x12,\n" +
+	"\x04load\x18\x0e \x01(\v2\x18.classifier.v1.IndexLoadR\x04load\x12?\n" +
+	"\vmcp_servers\x18\x0f \x03(\v2\x1e.classifier.v1.McpServerStatusR\n" +
+	"mcpServers\"\xfb\x01\n" +
+	"\tIndexLoad\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x127\n" +
+	"\tloaded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bloadedAt\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12!\n" +
+	"\flast_refused\x18\x05 \x01(\tR\vlastRefused\x12B\n" +
+	"\x0flast_refused_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rlastRefusedAt\"\xdd\x01\n" +
+	"\x0fMcpServerStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x14\n" +
+	"\x05tools\x18\x03 \x01(\x05R\x05tools\x12\x1a\n" +
+	"\bdegraded\x18\x04 \x01(\bR\bdegraded\x12\x1c\n" +
+	"\tconnected\x18\x05 \x01(\bR\tconnected\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\x127\n" +
+	"\tlast_sync\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\blastSync\"\xba\x02\n" +
 	"\n" +
 	"FusionInfo\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\x02R\apattern\x12\x12\n" +
@@ -3879,7 +4118,7 @@ func file_classifier_v1_classifier_proto_rawDescGZIP() []byte {
 }
 
 var file_classifier_v1_classifier_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_classifier_v1_classifier_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_classifier_v1_classifier_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_classifier_v1_classifier_proto_goTypes = []any{
 	(NoMatchPolicy)(0),                  // 0: classifier.v1.NoMatchPolicy
 	(*ScoredLabel)(nil),                 // 1: classifier.v1.ScoredLabel
@@ -3899,41 +4138,43 @@ var file_classifier_v1_classifier_proto_goTypes = []any{
 	(*ReliabilityBin)(nil),              // 15: classifier.v1.ReliabilityBin
 	(*Limits)(nil),                      // 16: classifier.v1.Limits
 	(*GetIndexInfoResponse)(nil),        // 17: classifier.v1.GetIndexInfoResponse
-	(*FusionInfo)(nil),                  // 18: classifier.v1.FusionInfo
-	(*AnalyzePromptRequest)(nil),        // 19: classifier.v1.AnalyzePromptRequest
-	(*AnalyzePromptResponse)(nil),       // 20: classifier.v1.AnalyzePromptResponse
-	(*DetectContextsRequest)(nil),       // 21: classifier.v1.DetectContextsRequest
-	(*DetectedContext)(nil),             // 22: classifier.v1.DetectedContext
-	(*DetectContextsResponse)(nil),      // 23: classifier.v1.DetectContextsResponse
-	(*ExposureChange)(nil),              // 24: classifier.v1.ExposureChange
-	(*Session)(nil),                     // 25: classifier.v1.Session
-	(*CreateSessionRequest)(nil),        // 26: classifier.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),       // 27: classifier.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),           // 28: classifier.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),          // 29: classifier.v1.GetSessionResponse
-	(*DeleteSessionRequest)(nil),        // 30: classifier.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),       // 31: classifier.v1.DeleteSessionResponse
-	(*UpdateExposureRequest)(nil),       // 32: classifier.v1.UpdateExposureRequest
-	(*UpdateExposureResponse)(nil),      // 33: classifier.v1.UpdateExposureResponse
-	(*Tool)(nil),                        // 34: classifier.v1.Tool
-	(*ListToolsRequest)(nil),            // 35: classifier.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),           // 36: classifier.v1.ListToolsResponse
-	(*WatchExposureRequest)(nil),        // 37: classifier.v1.WatchExposureRequest
-	(*WatchExposureResponse)(nil),       // 38: classifier.v1.WatchExposureResponse
-	(*GetStatsRequest)(nil),             // 39: classifier.v1.GetStatsRequest
-	(*GetStatsResponse)(nil),            // 40: classifier.v1.GetStatsResponse
-	(*ListToolsForContextRequest)(nil),  // 41: classifier.v1.ListToolsForContextRequest
-	(*HubTool)(nil),                     // 42: classifier.v1.HubTool
-	(*ToolListMetadata)(nil),            // 43: classifier.v1.ToolListMetadata
-	(*ListToolsForContextResponse)(nil), // 44: classifier.v1.ListToolsForContextResponse
-	(*GetToolMetricsRequest)(nil),       // 45: classifier.v1.GetToolMetricsRequest
-	(*TokenMetrics)(nil),                // 46: classifier.v1.TokenMetrics
-	(*GetToolMetricsResponse)(nil),      // 47: classifier.v1.GetToolMetricsResponse
-	(*ResetToolMetricsRequest)(nil),     // 48: classifier.v1.ResetToolMetricsRequest
-	(*ResetToolMetricsResponse)(nil),    // 49: classifier.v1.ResetToolMetricsResponse
-	nil,                                 // 50: classifier.v1.GetStatsResponse.RequestsByMethodEntry
-	(*timestamppb.Timestamp)(nil),       // 51: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),             // 52: google.protobuf.Struct
+	(*IndexLoad)(nil),                   // 18: classifier.v1.IndexLoad
+	(*McpServerStatus)(nil),             // 19: classifier.v1.McpServerStatus
+	(*FusionInfo)(nil),                  // 20: classifier.v1.FusionInfo
+	(*AnalyzePromptRequest)(nil),        // 21: classifier.v1.AnalyzePromptRequest
+	(*AnalyzePromptResponse)(nil),       // 22: classifier.v1.AnalyzePromptResponse
+	(*DetectContextsRequest)(nil),       // 23: classifier.v1.DetectContextsRequest
+	(*DetectedContext)(nil),             // 24: classifier.v1.DetectedContext
+	(*DetectContextsResponse)(nil),      // 25: classifier.v1.DetectContextsResponse
+	(*ExposureChange)(nil),              // 26: classifier.v1.ExposureChange
+	(*Session)(nil),                     // 27: classifier.v1.Session
+	(*CreateSessionRequest)(nil),        // 28: classifier.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),       // 29: classifier.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),           // 30: classifier.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),          // 31: classifier.v1.GetSessionResponse
+	(*DeleteSessionRequest)(nil),        // 32: classifier.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),       // 33: classifier.v1.DeleteSessionResponse
+	(*UpdateExposureRequest)(nil),       // 34: classifier.v1.UpdateExposureRequest
+	(*UpdateExposureResponse)(nil),      // 35: classifier.v1.UpdateExposureResponse
+	(*Tool)(nil),                        // 36: classifier.v1.Tool
+	(*ListToolsRequest)(nil),            // 37: classifier.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),           // 38: classifier.v1.ListToolsResponse
+	(*WatchExposureRequest)(nil),        // 39: classifier.v1.WatchExposureRequest
+	(*WatchExposureResponse)(nil),       // 40: classifier.v1.WatchExposureResponse
+	(*GetStatsRequest)(nil),             // 41: classifier.v1.GetStatsRequest
+	(*GetStatsResponse)(nil),            // 42: classifier.v1.GetStatsResponse
+	(*ListToolsForContextRequest)(nil),  // 43: classifier.v1.ListToolsForContextRequest
+	(*HubTool)(nil),                     // 44: classifier.v1.HubTool
+	(*ToolListMetadata)(nil),            // 45: classifier.v1.ToolListMetadata
+	(*ListToolsForContextResponse)(nil), // 46: classifier.v1.ListToolsForContextResponse
+	(*GetToolMetricsRequest)(nil),       // 47: classifier.v1.GetToolMetricsRequest
+	(*TokenMetrics)(nil),                // 48: classifier.v1.TokenMetrics
+	(*GetToolMetricsResponse)(nil),      // 49: classifier.v1.GetToolMetricsResponse
+	(*ResetToolMetricsRequest)(nil),     // 50: classifier.v1.ResetToolMetricsRequest
+	(*ResetToolMetricsResponse)(nil),    // 51: classifier.v1.ResetToolMetricsResponse
+	nil,                                 // 52: classifier.v1.GetStatsResponse.RequestsByMethodEntry
+	(*timestamppb.Timestamp)(nil),       // 53: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),             // 54: google.protobuf.Struct
 }
 var file_classifier_v1_classifier_proto_depIdxs = []int32{
 	3,  // 0: classifier.v1.ScoredLabel.evidence_parts:type_name -> classifier.v1.EvidenceParts
@@ -3948,67 +4189,72 @@ var file_classifier_v1_classifier_proto_depIdxs = []int32{
 	0,  // 9: classifier.v1.RouteResponse.applied_policy:type_name -> classifier.v1.NoMatchPolicy
 	11, // 10: classifier.v1.EmbedResponse.vectors:type_name -> classifier.v1.Vector
 	15, // 11: classifier.v1.CalibrationInfo.reliability:type_name -> classifier.v1.ReliabilityBin
-	51, // 12: classifier.v1.GetIndexInfoResponse.built_at:type_name -> google.protobuf.Timestamp
+	53, // 12: classifier.v1.GetIndexInfoResponse.built_at:type_name -> google.protobuf.Timestamp
 	14, // 13: classifier.v1.GetIndexInfoResponse.calibration:type_name -> classifier.v1.CalibrationInfo
 	16, // 14: classifier.v1.GetIndexInfoResponse.limits:type_name -> classifier.v1.Limits
-	18, // 15: classifier.v1.GetIndexInfoResponse.fusion:type_name -> classifier.v1.FusionInfo
-	1,  // 16: classifier.v1.AnalyzePromptResponse.scores:type_name -> classifier.v1.ScoredLabel
-	22, // 17: classifier.v1.DetectContextsResponse.contexts:type_name -> classifier.v1.DetectedContext
-	51, // 18: classifier.v1.ExposureChange.timestamp:type_name -> google.protobuf.Timestamp
-	24, // 19: classifier.v1.Session.history:type_name -> classifier.v1.ExposureChange
-	51, // 20: classifier.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	51, // 21: classifier.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
-	25, // 22: classifier.v1.CreateSessionResponse.session:type_name -> classifier.v1.Session
-	25, // 23: classifier.v1.GetSessionResponse.session:type_name -> classifier.v1.Session
-	34, // 24: classifier.v1.ListToolsResponse.tools:type_name -> classifier.v1.Tool
-	8,  // 25: classifier.v1.ListToolsResponse.stats:type_name -> classifier.v1.ToolStats
-	24, // 26: classifier.v1.WatchExposureResponse.change:type_name -> classifier.v1.ExposureChange
-	51, // 27: classifier.v1.GetStatsResponse.since:type_name -> google.protobuf.Timestamp
-	50, // 28: classifier.v1.GetStatsResponse.requests_by_method:type_name -> classifier.v1.GetStatsResponse.RequestsByMethodEntry
-	52, // 29: classifier.v1.HubTool.input_schema:type_name -> google.protobuf.Struct
-	51, // 30: classifier.v1.ToolListMetadata.timestamp:type_name -> google.protobuf.Timestamp
-	42, // 31: classifier.v1.ListToolsForContextResponse.tools:type_name -> classifier.v1.HubTool
-	43, // 32: classifier.v1.ListToolsForContextResponse.metadata:type_name -> classifier.v1.ToolListMetadata
-	51, // 33: classifier.v1.TokenMetrics.since:type_name -> google.protobuf.Timestamp
-	46, // 34: classifier.v1.GetToolMetricsResponse.baseline:type_name -> classifier.v1.TokenMetrics
-	46, // 35: classifier.v1.GetToolMetricsResponse.filtered:type_name -> classifier.v1.TokenMetrics
-	4,  // 36: classifier.v1.ClassifierService.Classify:input_type -> classifier.v1.ClassifyRequest
-	7,  // 37: classifier.v1.ClassifierService.Route:input_type -> classifier.v1.RouteRequest
-	10, // 38: classifier.v1.ClassifierService.Embed:input_type -> classifier.v1.EmbedRequest
-	13, // 39: classifier.v1.ClassifierService.GetIndexInfo:input_type -> classifier.v1.GetIndexInfoRequest
-	19, // 40: classifier.v1.ClassifierService.AnalyzePrompt:input_type -> classifier.v1.AnalyzePromptRequest
-	21, // 41: classifier.v1.ClassifierService.DetectContexts:input_type -> classifier.v1.DetectContextsRequest
-	26, // 42: classifier.v1.ClassifierService.CreateSession:input_type -> classifier.v1.CreateSessionRequest
-	28, // 43: classifier.v1.ClassifierService.GetSession:input_type -> classifier.v1.GetSessionRequest
-	30, // 44: classifier.v1.ClassifierService.DeleteSession:input_type -> classifier.v1.DeleteSessionRequest
-	32, // 45: classifier.v1.ClassifierService.UpdateExposure:input_type -> classifier.v1.UpdateExposureRequest
-	35, // 46: classifier.v1.ClassifierService.ListTools:input_type -> classifier.v1.ListToolsRequest
-	37, // 47: classifier.v1.ClassifierService.WatchExposure:input_type -> classifier.v1.WatchExposureRequest
-	39, // 48: classifier.v1.ClassifierService.GetStats:input_type -> classifier.v1.GetStatsRequest
-	41, // 49: classifier.v1.ClassifierService.ListToolsForContext:input_type -> classifier.v1.ListToolsForContextRequest
-	45, // 50: classifier.v1.ClassifierService.GetToolMetrics:input_type -> classifier.v1.GetToolMetricsRequest
-	48, // 51: classifier.v1.ClassifierService.ResetToolMetrics:input_type -> classifier.v1.ResetToolMetricsRequest
-	5,  // 52: classifier.v1.ClassifierService.Classify:output_type -> classifier.v1.ClassifyResponse
-	9,  // 53: classifier.v1.ClassifierService.Route:output_type -> classifier.v1.RouteResponse
-	12, // 54: classifier.v1.ClassifierService.Embed:output_type -> classifier.v1.EmbedResponse
-	17, // 55: classifier.v1.ClassifierService.GetIndexInfo:output_type -> classifier.v1.GetIndexInfoResponse
-	20, // 56: classifier.v1.ClassifierService.AnalyzePrompt:output_type -> classifier.v1.AnalyzePromptResponse
-	23, // 57: classifier.v1.ClassifierService.DetectContexts:output_type -> classifier.v1.DetectContextsResponse
-	27, // 58: classifier.v1.ClassifierService.CreateSession:output_type -> classifier.v1.CreateSessionResponse
-	29, // 59: classifier.v1.ClassifierService.GetSession:output_type -> classifier.v1.GetSessionResponse
-	31, // 60: classifier.v1.ClassifierService.DeleteSession:output_type -> classifier.v1.DeleteSessionResponse
-	33, // 61: classifier.v1.ClassifierService.UpdateExposure:output_type -> classifier.v1.UpdateExposureResponse
-	36, // 62: classifier.v1.ClassifierService.ListTools:output_type -> classifier.v1.ListToolsResponse
-	38, // 63: classifier.v1.ClassifierService.WatchExposure:output_type -> classifier.v1.WatchExposureResponse
-	40, // 64: classifier.v1.ClassifierService.GetStats:output_type -> classifier.v1.GetStatsResponse
-	44, // 65: classifier.v1.ClassifierService.ListToolsForContext:output_type -> classifier.v1.ListToolsForContextResponse
-	47, // 66: classifier.v1.ClassifierService.GetToolMetrics:output_type -> classifier.v1.GetToolMetricsResponse
-	49, // 67: classifier.v1.ClassifierService.ResetToolMetrics:output_type -> classifier.v1.ResetToolMetricsResponse
-	52, // [52:68] is the sub-list for method output_type
-	36, // [36:52] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	20, // 15: classifier.v1.GetIndexInfoResponse.fusion:type_name -> classifier.v1.FusionInfo
+	18, // 16: classifier.v1.GetIndexInfoResponse.load:type_name -> classifier.v1.IndexLoad
+	19, // 17: classifier.v1.GetIndexInfoResponse.mcp_servers:type_name -> classifier.v1.McpServerStatus
+	53, // 18: classifier.v1.IndexLoad.loaded_at:type_name -> google.protobuf.Timestamp
+	53, // 19: classifier.v1.IndexLoad.last_refused_at:type_name -> google.protobuf.Timestamp
+	53, // 20: classifier.v1.McpServerStatus.last_sync:type_name -> google.protobuf.Timestamp
+	1,  // 21: classifier.v1.AnalyzePromptResponse.scores:type_name -> classifier.v1.ScoredLabel
+	24, // 22: classifier.v1.DetectContextsResponse.contexts:type_name -> classifier.v1.DetectedContext
+	53, // 23: classifier.v1.ExposureChange.timestamp:type_name -> google.protobuf.Timestamp
+	26, // 24: classifier.v1.Session.history:type_name -> classifier.v1.ExposureChange
+	53, // 25: classifier.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	53, // 26: classifier.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
+	27, // 27: classifier.v1.CreateSessionResponse.session:type_name -> classifier.v1.Session
+	27, // 28: classifier.v1.GetSessionResponse.session:type_name -> classifier.v1.Session
+	36, // 29: classifier.v1.ListToolsResponse.tools:type_name -> classifier.v1.Tool
+	8,  // 30: classifier.v1.ListToolsResponse.stats:type_name -> classifier.v1.ToolStats
+	26, // 31: classifier.v1.WatchExposureResponse.change:type_name -> classifier.v1.ExposureChange
+	53, // 32: classifier.v1.GetStatsResponse.since:type_name -> google.protobuf.Timestamp
+	52, // 33: classifier.v1.GetStatsResponse.requests_by_method:type_name -> classifier.v1.GetStatsResponse.RequestsByMethodEntry
+	54, // 34: classifier.v1.HubTool.input_schema:type_name -> google.protobuf.Struct
+	53, // 35: classifier.v1.ToolListMetadata.timestamp:type_name -> google.protobuf.Timestamp
+	44, // 36: classifier.v1.ListToolsForContextResponse.tools:type_name -> classifier.v1.HubTool
+	45, // 37: classifier.v1.ListToolsForContextResponse.metadata:type_name -> classifier.v1.ToolListMetadata
+	53, // 38: classifier.v1.TokenMetrics.since:type_name -> google.protobuf.Timestamp
+	48, // 39: classifier.v1.GetToolMetricsResponse.baseline:type_name -> classifier.v1.TokenMetrics
+	48, // 40: classifier.v1.GetToolMetricsResponse.filtered:type_name -> classifier.v1.TokenMetrics
+	4,  // 41: classifier.v1.ClassifierService.Classify:input_type -> classifier.v1.ClassifyRequest
+	7,  // 42: classifier.v1.ClassifierService.Route:input_type -> classifier.v1.RouteRequest
+	10, // 43: classifier.v1.ClassifierService.Embed:input_type -> classifier.v1.EmbedRequest
+	13, // 44: classifier.v1.ClassifierService.GetIndexInfo:input_type -> classifier.v1.GetIndexInfoRequest
+	21, // 45: classifier.v1.ClassifierService.AnalyzePrompt:input_type -> classifier.v1.AnalyzePromptRequest
+	23, // 46: classifier.v1.ClassifierService.DetectContexts:input_type -> classifier.v1.DetectContextsRequest
+	28, // 47: classifier.v1.ClassifierService.CreateSession:input_type -> classifier.v1.CreateSessionRequest
+	30, // 48: classifier.v1.ClassifierService.GetSession:input_type -> classifier.v1.GetSessionRequest
+	32, // 49: classifier.v1.ClassifierService.DeleteSession:input_type -> classifier.v1.DeleteSessionRequest
+	34, // 50: classifier.v1.ClassifierService.UpdateExposure:input_type -> classifier.v1.UpdateExposureRequest
+	37, // 51: classifier.v1.ClassifierService.ListTools:input_type -> classifier.v1.ListToolsRequest
+	39, // 52: classifier.v1.ClassifierService.WatchExposure:input_type -> classifier.v1.WatchExposureRequest
+	41, // 53: classifier.v1.ClassifierService.GetStats:input_type -> classifier.v1.GetStatsRequest
+	43, // 54: classifier.v1.ClassifierService.ListToolsForContext:input_type -> classifier.v1.ListToolsForContextRequest
+	47, // 55: classifier.v1.ClassifierService.GetToolMetrics:input_type -> classifier.v1.GetToolMetricsRequest
+	50, // 56: classifier.v1.ClassifierService.ResetToolMetrics:input_type -> classifier.v1.ResetToolMetricsRequest
+	5,  // 57: classifier.v1.ClassifierService.Classify:output_type -> classifier.v1.ClassifyResponse
+	9,  // 58: classifier.v1.ClassifierService.Route:output_type -> classifier.v1.RouteResponse
+	12, // 59: classifier.v1.ClassifierService.Embed:output_type -> classifier.v1.EmbedResponse
+	17, // 60: classifier.v1.ClassifierService.GetIndexInfo:output_type -> classifier.v1.GetIndexInfoResponse
+	22, // 61: classifier.v1.ClassifierService.AnalyzePrompt:output_type -> classifier.v1.AnalyzePromptResponse
+	25, // 62: classifier.v1.ClassifierService.DetectContexts:output_type -> classifier.v1.DetectContextsResponse
+	29, // 63: classifier.v1.ClassifierService.CreateSession:output_type -> classifier.v1.CreateSessionResponse
+	31, // 64: classifier.v1.ClassifierService.GetSession:output_type -> classifier.v1.GetSessionResponse
+	33, // 65: classifier.v1.ClassifierService.DeleteSession:output_type -> classifier.v1.DeleteSessionResponse
+	35, // 66: classifier.v1.ClassifierService.UpdateExposure:output_type -> classifier.v1.UpdateExposureResponse
+	38, // 67: classifier.v1.ClassifierService.ListTools:output_type -> classifier.v1.ListToolsResponse
+	40, // 68: classifier.v1.ClassifierService.WatchExposure:output_type -> classifier.v1.WatchExposureResponse
+	42, // 69: classifier.v1.ClassifierService.GetStats:output_type -> classifier.v1.GetStatsResponse
+	46, // 70: classifier.v1.ClassifierService.ListToolsForContext:output_type -> classifier.v1.ListToolsForContextResponse
+	49, // 71: classifier.v1.ClassifierService.GetToolMetrics:output_type -> classifier.v1.GetToolMetricsResponse
+	51, // 72: classifier.v1.ClassifierService.ResetToolMetrics:output_type -> classifier.v1.ResetToolMetricsResponse
+	57, // [57:73] is the sub-list for method output_type
+	41, // [41:57] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_classifier_v1_classifier_proto_init() }
@@ -4024,7 +4270,7 @@ func file_classifier_v1_classifier_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_classifier_v1_classifier_proto_rawDesc), len(file_classifier_v1_classifier_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   50,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

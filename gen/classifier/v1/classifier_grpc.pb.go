@@ -79,6 +79,8 @@ type ClassifierServiceClient interface {
 	// ListTools returns the tools of a session's exposed categories (a filtered tools/list).
 	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
 	// WatchExposure streams one event per actual change of a session's exposure.
+	// The response headers are sent once the watch is registered: a client
+	// that waits for them misses no change made after.
 	WatchExposure(ctx context.Context, in *WatchExposureRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchExposureResponse], error)
 	// GetStats reports cumulative request and token-saving counters.
 	GetStats(ctx context.Context, in *GetStatsRequest, opts ...grpc.CallOption) (*GetStatsResponse, error)
@@ -304,6 +306,8 @@ type ClassifierServiceServer interface {
 	// ListTools returns the tools of a session's exposed categories (a filtered tools/list).
 	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
 	// WatchExposure streams one event per actual change of a session's exposure.
+	// The response headers are sent once the watch is registered: a client
+	// that waits for them misses no change made after.
 	WatchExposure(*WatchExposureRequest, grpc.ServerStreamingServer[WatchExposureResponse]) error
 	// GetStats reports cumulative request and token-saving counters.
 	GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error)

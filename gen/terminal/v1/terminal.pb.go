@@ -44,7 +44,21 @@ type DetectInputPromptRequest struct {
 	// for is_dangerous besides the screen.
 	CommandLine string `protobuf:"bytes,4,opt,name=command_line,json=commandLine,proto3" json:"command_line,omitempty"`
 	// program is the running program's name, e.g. "fdisk", when known.
-	Program       string `protobuf:"bytes,5,opt,name=program,proto3" json:"program,omitempty"`
+	Program string `protobuf:"bytes,5,opt,name=program,proto3" json:"program,omitempty"`
+	// reading_input is the hub's reading of the pty: the foreground program
+	// is blocked reading the terminal (Linux: the foreground group's
+	// /proc/<pid>/syscall is a read of the pty, or a poll/select holding it;
+	// Go hubs can call terminal/ptysignal.Read on the pty master). True makes
+	// a program that waits in silence (dc, cat, ed) detected, even with no
+	// text; false means nothing is waiting, whatever the screen shows.
+	ReadingInput *bool `protobuf:"varint,6,opt,name=reading_input,json=readingInput,proto3,oneof" json:"reading_input,omitempty"`
+	// echo_off is the pty's ECHO flag cleared. With canonical_mode true or
+	// unset it is how getpass asks for a secret: the prompt is a password
+	// prompt whatever its words.
+	EchoOff *bool `protobuf:"varint,7,opt,name=echo_off,json=echoOff,proto3,oneof" json:"echo_off,omitempty"`
+	// canonical_mode is the pty's ICANON flag (a line editor clears it and
+	// echo, and is not a secret prompt).
+	CanonicalMode *bool `protobuf:"varint,8,opt,name=canonical_mode,json=canonicalMode,proto3,oneof" json:"canonical_mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -112,6 +126,27 @@ func (x *DetectInputPromptRequest) GetProgram() string {
 		return x.Program
 	}
 	return ""
+}
+
+func (x *DetectInputPromptRequest) GetReadingInput() bool {
+	if x != nil && x.ReadingInput != nil {
+		return *x.ReadingInput
+	}
+	return false
+}
+
+func (x *DetectInputPromptRequest) GetEchoOff() bool {
+	if x != nil && x.EchoOff != nil {
+		return *x.EchoOff
+	}
+	return false
+}
+
+func (x *DetectInputPromptRequest) GetCanonicalMode() bool {
+	if x != nil && x.CanonicalMode != nil {
+		return *x.CanonicalMode
+	}
+	return false
 }
 
 // InputPrompt is a detected input prompt.
@@ -962,15 +997,21 @@ var File_terminal_v1_terminal_proto protoreflect.FileDescriptor
 
 const file_terminal_v1_terminal_proto_rawDesc = "" +
 	"\n" +
-	"\x1aterminal/v1/terminal.proto\x12\vterminal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc9\x01\n" +
+	"\x1aterminal/v1/terminal.proto\x12\vterminal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf1\x02\n" +
 	"\x18DetectInputPromptRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12*\n" +
 	"\x0emin_confidence\x18\x03 \x01(\x02H\x00R\rminConfidence\x88\x01\x01\x12!\n" +
 	"\fcommand_line\x18\x04 \x01(\tR\vcommandLine\x12\x18\n" +
-	"\aprogram\x18\x05 \x01(\tR\aprogramB\x11\n" +
-	"\x0f_min_confidence\"\xbf\x02\n" +
+	"\aprogram\x18\x05 \x01(\tR\aprogram\x12(\n" +
+	"\rreading_input\x18\x06 \x01(\bH\x01R\freadingInput\x88\x01\x01\x12\x1e\n" +
+	"\becho_off\x18\a \x01(\bH\x02R\aechoOff\x88\x01\x01\x12*\n" +
+	"\x0ecanonical_mode\x18\b \x01(\bH\x03R\rcanonicalMode\x88\x01\x01B\x11\n" +
+	"\x0f_min_confidenceB\x10\n" +
+	"\x0e_reading_inputB\v\n" +
+	"\t_echo_offB\x11\n" +
+	"\x0f_canonical_mode\"\xbf\x02\n" +
 	"\vInputPrompt\x12\x1f\n" +
 	"\vprompt_text\x18\x01 \x01(\tR\n" +
 	"promptText\x12\x1e\n" +

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/labels"
+	"github.com/classifierd/classifierd/mcpproxy"
+	"github.com/classifierd/classifierd/mcpsrc"
+	"github.com/classifierd/classifierd/models"
+	"github.com/classifierd/classifierd/request"
+	"github.com/classifierd/classifierd/session"
+)
+
+// ProxyConfig is what classifierd proxy is started with.
+type ProxyConfig struct {
+	MCPConfig   string
+	Model       string
+	Manifest    string
+	ORTLib      string
+	Threads     int
+	Concurrency int
+	MCPListen   string
+	Timeout     time.Duration
+	Connect     time.Duration
+	Wait        time.Duration
+	SessionTTL  time.Duration
+	MaxSessions int
+	Exposure    string
+	LogFormat   string
+	LogLevel    slog.Level
+}
+
+func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
+	var c ProxyConfig
+	fs := flag.NewFlagSet("classifierd proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.MCPConfig, "config", "", "MCP client configuration of the real servers (mcpServers, as Claude Desktop; or VS Code's servers) (required)")
+	fs.StringVar(&c.Model, "model", "", "model directory with model.onnx and tokenizer.json (required)")
+	fs.StringVar(&c.Manifest, "manifest", "", "model manifest (default: DIR/manifest.json, else a known manifest)")
+	fs.StringVar(&c.ORTLib, "ort-lib", embed.DefaultLibPath(), "ONNX Runtime shared library (default: $ORT_LIB, else where make put it)")
+	fs.IntVar(&c.Threads, "threads", 1, "ONNX Runtime intra-op threads per inference")
+	fs.IntVar(&c.Concurrency, "concurrency", 2, "concurrent inferences")
+	fs.StringVar(&c.MCPListen, "mcp-listen", "", "serve agents over streamable HTTP at HOST:PORT (path /mcp) instead of stdio")
+	fs.DurationVar(&c.Timeout, "timeout", 60*time.Second, "deadline of one tool call, forwarded ones included")
+	fs.DurationVar(&c.Connect, "connect-timeout", 10*time.Second, "bound on connecting to one server and listing its tools")
+	fs.DurationVar(&c.Wait, "startup-wait", 30*time.Second, "how long to wait at start for every server's first tools/list")
+	fs.DurationVar(&c.SessionTTL, "session-ttl", 30*time.Minute, "idle time after which an agent session's exposure is forgotten")
+	fs.IntVar(&c.MaxSessions, "max-sessions", 1000, "most concurrent agent sessions")
+	fs.StringVar(&c.Exposure, "default-exposure", "meta-only", "what a new session sees beside the meta tools: meta-only (nothing else) or all")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: classifierd proxy --config mcp.json --model DIR [--mcp-listen HOST:PORT]\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
+		return c, fmt.Errorf("--log-level: %w", err)
+	}
+	switch {
+	case c.MCPConfig == "":
+		return c, errors.New("--config is required")
+	case c.Model == "":
+		return c, errors.New("--model is required")
+	case c.Threads < 1 || c.Concurrency < 1:
+		return c, errors.New("--threads and --concurrency must be at least 1")
+	case c.Timeout <= 0 || c.Connect <= 0 || c.Wait <= 0 || c.SessionTTL <= 0 || c.MaxSessions < 1:
+		return c, errors.New("durations and --max-sessions must be positive")
+	case c.Exposure != "meta-only" && c.Exposure != "all":
+		return c, fmt.Errorf("--default-exposure %q is not meta-only or all", c.Exposure)
+	case c.LogFormat != "text" && c.LogFormat != "json":
+		return c, fmt.Errorf("--log-format %q is not text or json", c.LogFormat)
+	}
+	return c, nil
+}
+
+// proxyMain runs classifierd proxy and returns the exit code.
+func proxyMain(args []string) int {
+	cfg, err := parseProxyFlags(args, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "classifierd proxy:", err)
+		return 2
+	}
+	log := newLogger(cfg.LogFormat, cfg.LogLevel)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := runProxy(ctx, cfg, log); err != nil {
+		log.Error("classifierd proxy stopped", "err", err)
+		fmt.Fprintln(os.Stderr, "classifierd proxy:", err)
+		return 1
+	}
+	return 0
+}
+
+// runProxy connects to the configured servers, indexes their tools with
+// the model and serves the filtered view until ctx ends (or, on stdio,
+// the agent closes the connection).
+func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error) {
+	mcfg, err := mcpsrc.LoadConfig(cfg.MCPConfig)
+	if err != nil {
+		return err
+	}
+	man, err := models.Resolve(cfg.Model, cfg.Manifest)
+	if err != nil {
+		return err
+	}
+	rt, err := embed.InitRuntime(cfg.ORTLib)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, rt.Close()) }()
+	eng, err := embed.Open(rt, embed.Config{ModelDir: cfg.Model, Manifest: man, IntraOpThreads: cfg.Threads,
+		MaxConcurrent: cfg.Concurrency, MaxBatch: 1024})
+	if err != nil {
+		return fmt.Errorf("load model %s: %w", cfg.Model, err)
+	}
+	defer func() { err = errors.Join(err, eng.Close()) }()
+
+	pool := mcpsrc.Open(mcfg, mcpsrc.Options{Timeout: cfg.Connect, Stderr: os.Stderr, ClientName: "classifierd-proxy", ClientVersion: version})
+	defer func() { err = errors.Join(err, pool.Close()) }()
+	var names []string
+	for _, s := range mcfg.Servers {
+		names = append(names, s.Name)
+	}
+	px, err := mcpproxy.New(ctx, mcpproxy.Config{Source: pool, Embedder: eng,
+		Model:  labels.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
+		Limits: request.Limits{}, ServerNames: names, Timeout: cfg.Timeout, Version: version, Logger: log,
+		Sessions: session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, DefaultExposure: session.Exposure(cfg.Exposure)}})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, px.Close()) }()
+	waitCtx, cancel := context.WithTimeout(ctx, cfg.Wait)
+	snap, werr := pool.WaitReady(waitCtx)
+	cancel()
+	if werr != nil {
+		log.Warn("proxy: not every server answered in time; serving what is known", "wait", cfg.Wait)
+	}
+	for _, st := range snap.Servers {
+		if st.Degraded {
+			log.Warn("proxy: server not available", "server", st.Name, "err", st.LastError)
+		}
+	}
+	if err := px.Rebuild(ctx, snap); err != nil {
+		log.Warn("proxy: no tools indexed yet", "err", err)
+	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	go px.Run(runCtx)
+
+	if cfg.MCPListen == "" {
+		s, err := px.NewSessionServer()
+		if err != nil {
+			return err
+		}
+		log.Info("classifierd proxy serving MCP on stdio", "servers", len(names))
+		err = s.Run(ctx, &mcp.StdioTransport{MaxLineLength: proxyMaxMessage})
+		if ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed) {
+			return nil
+		}
+		return err
+	}
+	lis, err := net.Listen("tcp", cfg.MCPListen)
+	if err != nil {
+		return fmt.Errorf("mcp listen: %w", err)
+	}
+	stopHTTP := serveHTTP(lis, proxyHandler(px, cfg, log), 5*time.Second, log)
+	defer stopHTTP()
+	<-ctx.Done()
+	return nil
+}
+
+// proxyMaxMessage bounds one MCP message from an agent (stdio line or
+// HTTP body), as the daemon's default --max-recv-bytes does.
+const proxyMaxMessage = 4 << 20
+
+// sessionServerKey carries a new session's MCP server from proxyHandler
+// to the SDK's getServer.
+type sessionServerKey struct{}
+
+// proxyHandler serves every agent session its own MCP server, so each has
+// its own tool list. The SDK asks getServer for a server on every request
+// but uses it only to start a session (a request without Mcp-Session-Id);
+// only those get a new one.
+func proxyHandler(px *mcpproxy.Proxy, cfg ProxyConfig, log *slog.Logger) http.Handler {
+	// The SDK checks versions against this one on every request.
+	shared := mcp.NewServer(&mcp.Implementation{Name: "classifierd", Version: version},
+		&mcp.ServerOptions{SupportedProtocolVersions: mcpproxy.SessionVersions()})
+	inner := newMCPHandler(func(r *http.Request) *mcp.Server {
+		if s, ok := r.Context().Value(sessionServerKey{}).(*mcp.Server); ok {
+			return s
+		}
+		return shared
+	}, Config{MaxRecvBytes: proxyMaxMessage, SessionTTL: cfg.SessionTTL}, log)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && isInitialize(w, r) {
+			s, err := px.NewSessionServer()
+			if err != nil {
+				http.Error(w, "too many sessions", http.StatusServiceUnavailable)
+				return
+			}
+			r = r.WithContext(context.WithValue(r.Context(), sessionServerKey{}, s))
+		}
+		inner.ServeHTTP(w, r)
+	})
+}
+
+// isInitialize reports whether a POST body is an initialize request (the
+// start of a session), leaving the body for the SDK to read. Only those
+// get a session, so other requests without a session cannot fill the
+// session store.
+func isInitialize(w http.ResponseWriter, r *http.Request) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, proxyMaxMessage))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	var msg struct {
+		Method string `json:"method"`
+	}
+	return json.Unmarshal(body, &msg) == nil && msg.Method == "initialize"
+}

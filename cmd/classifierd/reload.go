@@ -1,0 +1,415 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/classifierd/classifierd/catalog"
+	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/indexbuild"
+	"github.com/classifierd/classifierd/labels"
+	"github.com/classifierd/classifierd/mcpserver"
+	"github.com/classifierd/classifierd/mcpsrc"
+	"github.com/classifierd/classifierd/request"
+	"github.com/classifierd/classifierd/server"
+)
+
+// MCPHealthService is the health service name that reports the MCP
+// servers of --mcp-config: NOT_SERVING while any is degraded. The daemon
+// itself ("" and classifier.v1.ClassifierService) stays SERVING: it still
+// answers, over the degraded servers' last known tools.
+const MCPHealthService = "classifierd.McpServers"
+
+// ReloadConfig is how the daemon follows changes of what it serves.
+type ReloadConfig struct {
+	// MCPConfig is an MCP client configuration; the index is built from
+	// its servers' live tools and rebuilt when they change.
+	MCPConfig string
+	// Catalog is the base catalog merged with the live tools (categories,
+	// descriptions and examples; see mcpsrc.Catalog).
+	Catalog string
+	// Interval is how often the index file (or, with MCPConfig, the
+	// catalog) is checked for a change; 0 checks only on SIGHUP.
+	Interval time.Duration
+	// MCPTimeout bounds connecting to a server and each tools/list.
+	MCPTimeout time.Duration
+	// MCPRefresh, if positive, lists every server's tools at this interval
+	// besides following list_changed.
+	MCPRefresh time.Duration
+	// Debounce gathers changes of several servers into one rebuild.
+	Debounce time.Duration
+}
+
+func registerReloadFlags(fs *flag.FlagSet, c *ReloadConfig) {
+	fs.StringVar(&c.MCPConfig, "mcp-config", "", `MCP client config ({"mcpServers": ...} or VS Code's {"servers": ...}): index the servers' live tools and follow their changes (--index then optional)`)
+	fs.StringVar(&c.Catalog, "catalog", "", "with --mcp-config: catalog whose categories, descriptions and examples are merged with the live tools")
+	fs.DurationVar(&c.Interval, "reload-interval", 2*time.Second, "check the --index file (with --mcp-config: the MCP config and the --catalog file) for changes this often; 0: only on SIGHUP")
+	fs.DurationVar(&c.MCPTimeout, "mcp-timeout", 10*time.Second, "with --mcp-config: bound on connecting to a server and on each tools/list")
+	fs.DurationVar(&c.MCPRefresh, "mcp-refresh", 0, "with --mcp-config: also list every server's tools this often (for servers that send no list_changed); 0: off")
+	fs.DurationVar(&c.Debounce, "mcp-debounce", 100*time.Millisecond, "with --mcp-config: wait this long after a change for others before rebuilding")
+}
+
+func (c *ReloadConfig) validate(index string) error {
+	switch {
+	case index == "" && c.MCPConfig == "":
+		return errors.New("--index or --mcp-config is required")
+	case c.Catalog != "" && c.MCPConfig == "":
+		return errors.New("--catalog needs --mcp-config (without it, build an index with gen-index)")
+	case c.Interval < 0 || c.MCPRefresh < 0 || c.Debounce < 0:
+		return errors.New("--reload-interval, --mcp-refresh and --mcp-debounce must not be negative")
+	case c.MCPConfig != "" && c.MCPTimeout <= 0:
+		return errors.New("--mcp-timeout must be positive")
+	}
+	return nil
+}
+
+// reloader loads the index the daemon serves and replaces it when asked
+// (SIGHUP), when the watched file changes, or when MCP tools change. A
+// new index that cannot be used is refused: the old one keeps serving.
+type reloader struct {
+	cfg    Config
+	eng    *embed.Engine
+	log    *slog.Logger
+	limits request.Limits
+	hup    chan os.Signal
+
+	pool  *mcpsrc.Pool
+	cache *indexbuild.Cache
+	// ids maps MCP server names to their ids in the served index.
+	ids atomic.Pointer[map[string]string]
+	// catSHA is the catalog the served MCP index was built from.
+	catSHA string
+	// watched are the files checked every Interval, with what each was
+	// last: the index, or the catalog and the MCP config.
+	watched map[string]fileStamp
+}
+
+// newReloader starts listening for SIGHUP (so a SIGHUP during start-up
+// does not kill the daemon) and, with --mcp-config, connecting to the
+// servers. Close stops both.
+func newReloader(cfg Config, eng *embed.Engine, log *slog.Logger) (*reloader, error) {
+	r := &reloader{cfg: cfg, eng: eng, log: log, hup: make(chan os.Signal, 1),
+		limits: request.Limits{MaxTextBytes: cfg.MaxTextBytes, MaxMessages: cfg.MaxMessages}}
+	r.watched = map[string]fileStamp{}
+	if cfg.Reload.MCPConfig == "" {
+		r.watched[cfg.Index] = fileStamp{}
+	}
+	if cfg.Reload.MCPConfig != "" {
+		mc, err := mcpsrc.LoadConfig(cfg.Reload.MCPConfig)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range mc.Servers {
+			log.Info("mcp server configured", "server", s)
+		}
+		r.watched[cfg.Reload.MCPConfig] = fileStamp{}
+		if cfg.Reload.Catalog != "" {
+			r.watched[cfg.Reload.Catalog] = fileStamp{}
+		}
+		r.cache = indexbuild.NewCache(eng, eng.Fingerprint())
+		r.pool = mcpsrc.Open(mc, mcpsrc.Options{Timeout: cfg.Reload.MCPTimeout, Refresh: cfg.Reload.MCPRefresh})
+	}
+	for path := range r.watched {
+		r.watched[path], _ = stampFile(path)
+	}
+	signal.Notify(r.hup, syscall.SIGHUP)
+	return r, nil
+}
+
+// Close stops listening for SIGHUP and closes the MCP connections.
+func (r *reloader) Close() error {
+	signal.Stop(r.hup)
+	if r.pool != nil {
+		return r.pool.Close()
+	}
+	return nil
+}
+
+// source names where the index comes from, for GetIndexInfo.
+func (r *reloader) source() string {
+	if r.pool == nil {
+		return "file " + r.cfg.Index
+	}
+	if r.cfg.Reload.Catalog != "" {
+		return "mcp " + r.cfg.Reload.MCPConfig + " + catalog " + r.cfg.Reload.Catalog
+	}
+	return "mcp " + r.cfg.Reload.MCPConfig
+}
+
+// initial is the index the daemon starts with: the --index file (loaded
+// is that file, already read), else one built from the MCP servers once
+// each has been tried.
+func (r *reloader) initial(ctx context.Context, loaded *index.Index) (*index.Index, string, error) {
+	if loaded != nil {
+		if err := loaded.CheckModel(r.eng.Fingerprint(), r.eng.Dims()); err != nil {
+			return nil, "", fmt.Errorf("index %s does not match model %s: %w", r.cfg.Index, r.cfg.Model, err)
+		}
+		return loaded, "file " + r.cfg.Index, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*r.cfg.Reload.MCPTimeout+time.Second)
+	defer cancel()
+	snap, err := r.pool.WaitReady(wctx)
+	if err != nil && ctx.Err() != nil {
+		return nil, "", ctx.Err()
+	}
+	r.logServers(snap)
+	idx, _, err := r.buildMCP(ctx, snap)
+	if err != nil {
+		return nil, "", fmt.Errorf("build the index from %s: %w", r.cfg.Reload.MCPConfig, err)
+	}
+	return idx, r.source(), nil
+}
+
+// loadFile loads the --index file and checks it fits the model.
+func (r *reloader) loadFile() (*index.Index, error) {
+	idx, err := index.Load(r.cfg.Index)
+	if err != nil {
+		return nil, fmt.Errorf("load index %s: %w", r.cfg.Index, err)
+	}
+	if err := idx.CheckModel(r.eng.Fingerprint(), r.eng.Dims()); err != nil {
+		return nil, fmt.Errorf("index %s does not match model %s: %w", r.cfg.Index, r.cfg.Model, err)
+	}
+	return idx, nil
+}
+
+// buildMCP builds an index from the snapshot's tools and the base
+// catalog. Vectors of unchanged texts come from the cache.
+func (r *reloader) buildMCP(ctx context.Context, snap mcpsrc.Snapshot) (*index.Index, *catalog.Catalog, error) {
+	var base *catalog.Catalog
+	if r.cfg.Reload.Catalog != "" {
+		var err error
+		if base, err = catalog.Load(r.cfg.Reload.Catalog); err != nil {
+			return nil, nil, err
+		}
+	}
+	cat, warnings, err := mcpsrc.Catalog(base, snap)
+	for _, w := range warnings {
+		r.log.Warn("mcp tools", "warning", w)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	start := time.Now()
+	man := r.eng.Manifest()
+	idx, err := indexbuild.Build(ctx, cat, r.cache, labels.Model{Name: man.Name, Fingerprint: r.eng.Fingerprint(), Dims: r.eng.Dims()},
+		indexbuild.Options{Embedding: labels.Options{Generator: "classifierd --mcp-config"}})
+	hits, misses := r.cache.Prune()
+	if err != nil {
+		return nil, nil, err
+	}
+	ids := mcpsrc.ServerIDs(cat)
+	r.ids.Store(&ids)
+	r.catSHA = cat.SHA256()
+	r.log.Info("index built from mcp tools", "servers", len(cat.Servers), "tools", len(idx.LabelsOf(index.KindTool)),
+		"embedded", misses, "cached", hits, "took", time.Since(start).Round(time.Millisecond))
+	return idx, cat, nil
+}
+
+// sources reports the MCP servers for GetIndexInfo (nil without --mcp-config).
+func (r *reloader) sources() []server.SourceStatus {
+	if r.pool == nil {
+		return nil
+	}
+	ids := map[string]string{}
+	if p := r.ids.Load(); p != nil {
+		ids = *p
+	}
+	var out []server.SourceStatus
+	for _, st := range r.pool.Snapshot().Servers {
+		out = append(out, server.SourceStatus{Name: st.Name, ID: ids[st.Name], Tools: len(st.Tools), Degraded: st.Degraded,
+			Connected: st.Connected, LastError: st.LastError, LastSync: st.LastSync})
+	}
+	return out
+}
+
+// run follows SIGHUP, the watched file and the MCP servers until ctx ends,
+// swapping each new index into srv. hs, if set, gets MCPHealthService.
+func (r *reloader) run(ctx context.Context, srv *server.Server, hs *health.Server) {
+	var tick <-chan time.Time
+	if r.cfg.Reload.Interval > 0 {
+		t := time.NewTicker(r.cfg.Reload.Interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	var mcpChanged <-chan struct{}
+	if r.pool != nil {
+		snap := r.pool.Snapshot()
+		mcpChanged = snap.Changed
+		r.setHealth(hs, snap)
+		// The index was built from a snapshot at start; what changed since
+		// (a slow server's first listing) is picked up now.
+		r.reload(ctx, srv, "mcp tools changed")
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.hup:
+			r.log.Info("SIGHUP: reloading")
+			r.reload(ctx, srv, "sighup")
+		case <-tick:
+			changed := false
+			for path, seen := range r.watched {
+				if st, err := stampFile(path); err == nil && st != seen {
+					r.watched[path], changed = st, true
+				}
+			}
+			if changed {
+				r.reload(ctx, srv, "file changed")
+			}
+		case <-mcpChanged:
+			// Let changes of several servers (or several notifications of
+			// one) arrive, then rebuild once.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(r.cfg.Reload.Debounce):
+			}
+			snap := r.pool.Snapshot()
+			mcpChanged = snap.Changed
+			r.setHealth(hs, snap)
+			r.reload(ctx, srv, "mcp tools changed")
+		}
+	}
+}
+
+// reload builds or loads the new index and swaps it in, or refuses it and
+// keeps the old one.
+func (r *reloader) reload(ctx context.Context, srv *server.Server, reason string) {
+	var idx *index.Index
+	var err error
+	if r.pool == nil {
+		idx, err = r.loadFile()
+	} else {
+		if reason != "mcp tools changed" {
+			// SIGHUP or a changed file: follow the MCP config's servers
+			// (unchanged ones keep their connections and tools).
+			if err = r.updateServers(); err != nil {
+				r.log.Error("reload refused; the previous index keeps serving", "reason", reason, "err", err)
+				srv.Refused(fmt.Sprintf("%s: %v", reason, err))
+				return
+			}
+		}
+		snap := r.pool.Snapshot()
+		if reason == "mcp tools changed" && (!snap.Ready() || !r.toolsChanged(snap)) {
+			return
+		}
+		r.logServers(snap)
+		idx, _, err = r.buildMCP(ctx, snap)
+	}
+	var dom server.Domain
+	if err == nil {
+		dom, err = server.NewDomain(idx, r.eng, r.limits)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.Error("reload refused; the previous index keeps serving", "reason", reason, "err", err)
+		srv.Refused(fmt.Sprintf("%s: %v", reason, err))
+		return
+	}
+	old := srv.Load()
+	if prev, now := categoryIDs(srv.Index()), categoryIDs(idx); !slices.Equal(prev, now) {
+		r.log.Warn("the new index has other categories; hub sessions keep the categories the daemon started with until it restarts",
+			"before", len(prev), "now", len(now))
+	}
+	l := srv.Swap(dom, r.source(), reason)
+	r.log.Info("index reloaded", "reason", reason, "generation", l.Generation, "previous", old.Generation,
+		"categories", len(idx.LabelsOf(index.KindCategory)), "servers", len(idx.LabelsOf(index.KindServer)),
+		"tools", len(idx.LabelsOf(index.KindTool)))
+}
+
+// updateServers reads the MCP config again and has the pool follow it.
+func (r *reloader) updateServers() error {
+	mc, err := mcpsrc.LoadConfig(r.cfg.Reload.MCPConfig)
+	if err != nil {
+		return err
+	}
+	r.pool.Update(mc)
+	return nil
+}
+
+// toolsChanged reports whether the snapshot's tools (with the base
+// catalog) differ from what the served index was built from.
+func (r *reloader) toolsChanged(snap mcpsrc.Snapshot) bool {
+	var base *catalog.Catalog
+	if r.cfg.Reload.Catalog != "" {
+		var err error
+		if base, err = catalog.Load(r.cfg.Reload.Catalog); err != nil {
+			return true // let the build report it
+		}
+	}
+	cat, _, err := mcpsrc.Catalog(base, snap)
+	return err != nil || cat.SHA256() != r.catSHA
+}
+
+// logServers logs each degraded server once per change.
+func (r *reloader) logServers(snap mcpsrc.Snapshot) {
+	for _, st := range snap.Servers {
+		if st.Degraded {
+			r.log.Warn("mcp server degraded; its last known tools are kept", "server", st.Name, "tools", len(st.Tools), "err", st.LastError)
+		}
+	}
+}
+
+func (r *reloader) setHealth(hs *health.Server, snap mcpsrc.Snapshot) {
+	if hs == nil {
+		return
+	}
+	status := healthpb.HealthCheckResponse_SERVING
+	for _, st := range snap.Servers {
+		if st.Degraded {
+			status = healthpb.HealthCheckResponse_NOT_SERVING
+		}
+	}
+	hs.SetServingStatus(MCPHealthService, status)
+}
+
+// fileStamp is what tells a changed file: its size and modification
+// time. Writers should replace the file with a rename (gen-index --out to
+// a temporary name, then mv); a file caught half-written is refused as
+// invalid and loaded at the next check once its stamp changes again.
+type fileStamp struct {
+	size int64
+	mod  int64
+}
+
+func stampFile(path string) (fileStamp, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}, err
+	}
+	return fileStamp{size: st.Size(), mod: st.ModTime().UnixNano()}, nil
+}
+
+func categoryIDs(idx *index.Index) []string {
+	var out []string
+	for _, li := range idx.LabelsOf(index.KindCategory) {
+		out = append(out, idx.Labels[li].ID)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// caller is what call_tool reaches with --mcp-config: the live servers
+// the index is built from (nil without them).
+func (r *reloader) caller() mcpserver.Caller {
+	if r.pool == nil {
+		return nil
+	}
+	return r.pool
+}

@@ -1,0 +1,351 @@
+// Package mcpproxy is classifierd's MCP filtering proxy. It sits between an
+// agent and the real MCP servers of a hub-style configuration (their live
+// tools come from mcpsrc): each agent session sees the meta tools
+// (search_tools, call_tool, hub__analyze_prompt) plus the tools
+// of the categories (one per server) its exposure holds.
+// hub__analyze_prompt widens or replaces that exposure from a prompt and,
+// only when it changed, the session's tool list changes and the SDK sends
+// notifications/tools/list_changed. search_tools ranks every live tool,
+// exposed or not, and call_tool forwards a call to the right server,
+// so the agent can call what it was not shown.
+//
+// The index over the live tools is rebuilt (indexbuild.Build) whenever a
+// server's tools change; exposures live in a session.Store, and every
+// answer comes from the same server.Server the gRPC API uses.
+package mcpproxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/classifierd/classifierd/calibrate"
+	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/indexbuild"
+	"github.com/classifierd/classifierd/labels"
+	"github.com/classifierd/classifierd/mcpserver"
+	"github.com/classifierd/classifierd/mcpsrc"
+	"github.com/classifierd/classifierd/request"
+	"github.com/classifierd/classifierd/server"
+	"github.com/classifierd/classifierd/session"
+)
+
+// Meta tool names.
+const (
+	ToolSearch  = "search_tools"
+	ToolCall    = "call_tool"
+	ToolAnalyze = "hub__analyze_prompt"
+)
+
+var errNoTools = errors.New("mcpproxy: no server has listed tools yet")
+
+// Source is where the live tools come from and calls go to: an
+// *mcpsrc.Pool.
+type Source interface {
+	Snapshot() mcpsrc.Snapshot
+	CallTool(ctx context.Context, server string, params *mcp.CallToolParams) (*mcp.CallToolResult, error)
+}
+
+// Embedder embeds texts: the model engine.
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
+
+// Config configures a Proxy.
+type Config struct {
+	Source   Source
+	Embedder Embedder
+	Model    labels.Model
+	Limits   request.Limits
+	// Sessions configures the exposure store (TTL, limits, default
+	// exposure); AllCategories is set by the proxy.
+	Sessions session.Config
+	// ServerNames are every configured server's name: the categories a
+	// session can be exposed to.
+	ServerNames []string
+	// Timeout bounds each tool call (0: none); Debounce is how long the
+	// proxy waits for more changes before rebuilding (default 100ms).
+	Timeout, Debounce time.Duration
+	Version           string
+	Logger            *slog.Logger
+}
+
+// Proxy serves the filtered view of its source's tools.
+type Proxy struct {
+	cfg      Config
+	sessions *session.Store
+	prior    calibrate.Calibration
+
+	// buildMu serialises rebuilds, so an older build never replaces a newer.
+	buildMu sync.Mutex
+	mu      sync.Mutex
+	live    *live
+	clients map[*client]bool
+}
+
+// live is one build over the servers' tools; it is never modified.
+type live struct {
+	key     string
+	backend mcpserver.Backend
+	tools   map[string]liveTool
+	// byLabel is each tool label's exposed name.
+	byLabel map[int]string
+}
+
+// New returns a proxy; Run keeps its index in step with the source. It
+// learns the calibration prior for the model once (indexbuild.ReferencePrior).
+func New(ctx context.Context, cfg Config) (*Proxy, error) {
+	if cfg.Source == nil || cfg.Embedder == nil || cfg.Logger == nil {
+		return nil, errors.New("mcpproxy: source, embedder and logger are required")
+	}
+	if cfg.Debounce <= 0 {
+		cfg.Debounce = 100 * time.Millisecond
+	}
+	sc := cfg.Sessions
+	ids, err := serverIDs(cfg.ServerNames)
+	if err != nil {
+		return nil, err
+	}
+	sc.AllCategories = ids
+	st, err := session.NewStore(sc)
+	if err != nil {
+		return nil, err
+	}
+	prior, err := indexbuild.ReferencePrior(ctx, cfg.Embedder, cfg.Model, nil)
+	if err != nil {
+		return nil, errors.Join(err, st.Close())
+	}
+	return &Proxy{cfg: cfg, sessions: st, prior: prior, clients: map[*client]bool{}}, nil
+}
+
+// Close ends the sessions.
+func (p *Proxy) Close() error { return p.sessions.Close() }
+
+// Run rebuilds the index whenever the source's tools change and updates
+// every session's tool list, until ctx ends. The first build happens
+// before it waits.
+func (p *Proxy) Run(ctx context.Context) {
+	go p.sessions.Run(ctx)
+	for {
+		snap := p.cfg.Source.Snapshot()
+		if err := p.Rebuild(ctx, snap); err != nil && !errors.Is(err, errNoTools) && ctx.Err() == nil {
+			p.cfg.Logger.Warn("proxy: live tools not indexed; keeping the previous index", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-snap.Changed:
+		}
+		// Let a burst of changes settle.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(p.cfg.Debounce):
+		}
+	}
+}
+
+// Rebuild indexes snap's tools if they differ from the current build's,
+// then brings every session's tool list in step.
+func (p *Proxy) Rebuild(ctx context.Context, snap mcpsrc.Snapshot) error {
+	p.buildMu.Lock()
+	defer p.buildMu.Unlock()
+	key := toolsKey(snap)
+	p.mu.Lock()
+	cur := p.live
+	p.mu.Unlock()
+	if cur != nil && cur.key == key {
+		return nil
+	}
+	cat, tools, err := buildCatalog(snap)
+	if err != nil {
+		return err
+	}
+	prior := p.prior
+	idx, err := indexbuild.Build(ctx, cat, p.cfg.Embedder, p.cfg.Model, indexbuild.Options{ReferencePrior: &prior,
+		Embedding: labels.Options{Generator: "classifierd proxy"}})
+	if err != nil {
+		return err
+	}
+	dom, err := server.NewDomain(idx, p.cfg.Embedder, p.cfg.Limits)
+	if err != nil {
+		return err
+	}
+	svc, err := server.New(server.Config{Sessions: p.sessions}, dom, p.cfg.Embedder, p.cfg.Logger)
+	if err != nil {
+		return err
+	}
+	l := &live{key: key, backend: mcpserver.Backend{Classifier: svc, Index: idx}, tools: tools, byLabel: map[int]string{}}
+	for _, li := range idx.LabelsOf(index.KindTool) {
+		lb := &idx.Labels[li]
+		l.byLabel[li] = lb.Server + "__" + lb.Name
+	}
+	p.mu.Lock()
+	p.live = l
+	clients := make([]*client, 0, len(p.clients))
+	for c := range p.clients {
+		clients = append(clients, c)
+	}
+	p.mu.Unlock()
+	p.cfg.Logger.Info("proxy: indexed live tools", "servers", len(cat.Servers), "tools", len(tools))
+	for _, c := range clients {
+		c.sync()
+	}
+	return nil
+}
+
+func (p *Proxy) current() (*live, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.live == nil {
+		return nil, errors.New("UNAVAILABLE: no MCP server has listed its tools yet; try again shortly")
+	}
+	return p.live, nil
+}
+
+// client is one agent session: its own MCP server (so its tool list is its
+// own) and its exposure in the session store.
+type client struct {
+	p   *Proxy
+	id  string
+	srv *mcp.Server
+
+	mu    sync.Mutex
+	shown map[string]string // exposed backend tools now on srv: their definitions (toolDef)
+}
+
+// NewSessionServer returns the MCP server for one new agent session, with
+// its own exposure (the default exposure). Serve it on one connection; it
+// is forgotten when that session ends.
+func (p *Proxy) NewSessionServer() (*mcp.Server, error) {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	c := &client{p: p, id: "mcp-" + hex.EncodeToString(b[:]), shown: map[string]string{}}
+	if _, err := p.sessions.Create(c.id, ""); err != nil {
+		return nil, err
+	}
+	c.srv = mcpserver.NewBare(mcpserver.Config{Timeout: p.cfg.Timeout, Version: p.cfg.Version, Logger: p.cfg.Logger,
+		ProtocolVersions: SessionVersions()})
+	// The session's end (any transport) forgets it.
+	c.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		var once sync.Once
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+				once.Do(func() { go func() { _ = ss.Wait(); p.forget(c) }() })
+			}
+			return next(ctx, method, req)
+		}
+	})
+	c.addMetaTools()
+	p.mu.Lock()
+	p.clients[c] = true
+	p.mu.Unlock()
+	c.sync()
+	return c.srv, nil
+}
+
+// SessionVersions are the MCP versions that have sessions (an initialize
+// handshake): a session's own tool list and its tools/list_changed need
+// one, so the proxy serves only these (2026-07-28 is sessionless).
+func SessionVersions() []string {
+	var out []string
+	for _, v := range mcp.SupportedProtocolVersions() {
+		if v < "2026-07-28" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (p *Proxy) forget(c *client) {
+	p.mu.Lock()
+	delete(p.clients, c)
+	p.mu.Unlock()
+	_ = p.sessions.Delete(c.id)
+}
+
+// sync makes the session's tool list the meta tools plus the tools of its
+// exposed categories in the current build. It adds and removes only what
+// differs, so an unchanged exposure sends no list_changed; the SDK sends
+// one (debounced) notification for a change.
+func (c *client) sync() {
+	// The whole sync holds c.mu, so two syncs (a rebuild and an
+	// analyze_prompt) cannot interleave and leave the older state.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l, err := c.p.current()
+	if err != nil {
+		return
+	}
+	exposed, err := c.p.sessions.Exposed(c.id)
+	if err != nil {
+		return // ended or expired
+	}
+	want := map[string]liveTool{}
+	for _, li := range session.Tools(l.backend.Index, exposed) {
+		if lt, ok := l.tools[l.byLabel[li]]; ok {
+			want[lt.Exposed] = lt
+		}
+	}
+	// A tool stays when its definition is unchanged, so a rebuild for
+	// another server's change notifies no session that does not see it.
+	var gone []string
+	for name, def := range c.shown {
+		if lt, ok := want[name]; !ok || toolDef(lt.Tool) != def {
+			gone = append(gone, name)
+			delete(c.shown, name)
+		}
+	}
+	if len(gone) > 0 {
+		c.srv.RemoveTools(gone...)
+	}
+	for name, lt := range want {
+		if _, ok := c.shown[name]; ok {
+			continue
+		}
+		c.srv.AddTool(exposedTool(lt), c.forward(lt.Server, lt.Tool.Name))
+		c.shown[name] = toolDef(lt.Tool)
+	}
+}
+
+// toolDef is a tool's definition as the agent sees it, for comparison.
+func toolDef(t *mcp.Tool) string {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Sprintf("%p", t) // unmarshalable: compare by identity
+	}
+	return string(b)
+}
+
+// exposedTool is a backend tool under its exposed name.
+func exposedTool(lt liveTool) *mcp.Tool {
+	t := *lt.Tool
+	t.Name = lt.Exposed
+	if t.InputSchema == nil {
+		t.InputSchema = map[string]any{"type": "object"}
+	}
+	if t.Title == "" {
+		t.Title = lt.Tool.Name
+	}
+	t.Description = fmt.Sprintf("[%s] %s", lt.Server, lt.Tool.Description)
+	return &t
+}
+
+// forward calls tool on server with the agent's arguments, verbatim.
+func (c *client) forward(server, tool string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return c.p.call(ctx, server, tool, req.Params.Arguments)
+	}
+}
+
+func (p *Proxy) call(ctx context.Context, server, tool string, args any) (*mcp.CallToolResult, error) {
+	return mcpserver.Forward(ctx, p.cfg.Source, server, tool, args), nil
+}

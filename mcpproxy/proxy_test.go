@@ -1,0 +1,244 @@
+package mcpproxy
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/classifierd/classifierd/internal/testindex"
+	"github.com/classifierd/classifierd/labels"
+	"github.com/classifierd/classifierd/mcpsrc"
+	"github.com/classifierd/classifierd/session"
+)
+
+// fakeSource is a Source whose tools the test sets and whose calls it
+// records. The real pool and servers are exercised by cmd/classifierd's
+// proxy tests.
+type fakeSource struct {
+	mu    sync.Mutex
+	snap  mcpsrc.Snapshot
+	calls []string
+}
+
+func (f *fakeSource) Snapshot() mcpsrc.Snapshot {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.snap
+}
+
+func (f *fakeSource) set(servers map[string][]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ss []mcpsrc.ServerState
+	for _, name := range []string{"notes", "weather"} {
+		st := mcpsrc.ServerState{Name: name, Listed: true, Connected: true}
+		for _, tn := range servers[name] {
+			st.Tools = append(st.Tools, &mcp.Tool{Name: tn, Description: name + " tool " + tn,
+				InputSchema: map[string]any{"type": "object"}})
+		}
+		ss = append(ss, st)
+	}
+	f.snap = mcpsrc.Snapshot{Version: f.snap.Version + 1, Servers: ss, Changed: make(chan struct{})}
+}
+
+func (f *fakeSource) CallTool(_ context.Context, server string, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if server != "notes" && server != "weather" {
+		return nil, mcpsrc.ErrUnknownServer
+	}
+	f.calls = append(f.calls, server+"/"+p.Name)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: server + "/" + p.Name}}}, nil
+}
+
+func newTestProxy(t *testing.T) (*Proxy, *fakeSource) {
+	t.Helper()
+	src := &fakeSource{}
+	src.set(map[string][]string{"notes": {"create_note", "search_notes"}, "weather": {"get_weather"}})
+	px, err := New(context.Background(), Config{Source: src, Embedder: testindex.Embedder{Dims: 64},
+		Model: labels.Model{Name: "bow", Fingerprint: "f", Dims: 64}, ServerNames: []string{"notes", "weather"},
+		Sessions: session.Config{DefaultExposure: session.ExposeMetaOnly}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	if err := px.Rebuild(context.Background(), src.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	return px, src
+}
+
+// connect opens an in-memory client session on a new session server.
+func connect(t *testing.T, px *Proxy, changed chan struct{}) *mcp.ClientSession {
+	t.Helper()
+	srv, err := px.NewSessionServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	if _, err := srv.Connect(ctx, st, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}}).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func names(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, tl := range res.Tools {
+		out = append(out, tl.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestSessionExposureAndRebuild(t *testing.T) {
+	px, src := newTestProxy(t)
+	chA, chB := make(chan struct{}, 8), make(chan struct{}, 8)
+	a, b := connect(t, px, chA), connect(t, px, chB)
+	meta := slices.Sorted(slices.Values([]string{ToolAnalyze, ToolCall, ToolSearch}))
+	if got := names(t, a); !slices.Equal(got, meta) {
+		t.Fatalf("new session: %v, want %v", got, meta)
+	}
+	// Expose notes to one of the two sessions, as hub__analyze_prompt
+	// does; which one it is shows in the notifications.
+	var ca *client
+	px.mu.Lock()
+	for c := range px.clients {
+		ca = c
+		break
+	}
+	px.mu.Unlock()
+	if _, _, _, err := px.sessions.Update(ca.id, []string{"notes"}, session.ModeAdditive); err != nil {
+		t.Fatal(err)
+	}
+	ca.sync()
+	shown, other, otherCh := a, b, chB
+	select {
+	case <-chA:
+	case <-chB:
+		shown, other, otherCh = b, a, chA
+	case <-time.After(5 * time.Second):
+		t.Fatal("no list_changed after the exposure changed")
+	}
+	want := append(slices.Clone(meta), "notes__create_note", "notes__search_notes")
+	slices.Sort(want)
+	if got := names(t, shown); !slices.Equal(got, want) {
+		t.Fatalf("exposed session: %v, want %v", got, want)
+	}
+	if got := names(t, other); !slices.Equal(got, meta) {
+		t.Fatalf("other session: %v, want only %v", got, meta)
+	}
+	// A sync that changes nothing sends nothing.
+	ca.sync()
+	select {
+	case <-chA:
+		t.Fatal("list_changed without a change")
+	case <-chB:
+		t.Fatal("list_changed without a change")
+	case <-time.After(200 * time.Millisecond):
+	}
+	// Expose weather to the other session.
+	var cb *client
+	px.mu.Lock()
+	for c := range px.clients {
+		if c != ca {
+			cb = c
+		}
+	}
+	px.mu.Unlock()
+	if _, _, _, err := px.sessions.Update(cb.id, []string{"weather"}, session.ModeAdditive); err != nil {
+		t.Fatal(err)
+	}
+	cb.sync()
+	select {
+	case <-otherCh:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no list_changed after weather was exposed")
+	}
+	// A server's new tool reaches the sessions exposing it, and only them:
+	// the weather session's tools (new values, same definitions) stay.
+	src.set(map[string][]string{"notes": {"create_note", "search_notes", "delete_note"}, "weather": {"get_weather"}})
+	if err := px.Rebuild(context.Background(), src.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, shown); !slices.Contains(got, "notes__delete_note") {
+		t.Fatalf("after the rebuild: %v, want notes__delete_note", got)
+	}
+	select {
+	case <-otherCh:
+		t.Fatal("a session without notes was told its list changed when notes changed")
+	case <-time.After(200 * time.Millisecond):
+	}
+	// Calls forward to the right server under the tool's own name.
+	res, err := shown.CallTool(context.Background(), &mcp.CallToolParams{Name: "notes__delete_note"})
+	if err != nil || res.IsError {
+		t.Fatalf("forwarded call: %v %v", res, err)
+	}
+	res, err = other.CallTool(context.Background(), &mcp.CallToolParams{Name: ToolCall,
+		Arguments: map[string]any{"server": "weather", "tool": "get_weather"}})
+	if err != nil || res.IsError {
+		t.Fatalf("call_tool: %v %v", res, err)
+	}
+	src.mu.Lock()
+	calls := slices.Clone(src.calls)
+	src.mu.Unlock()
+	if !slices.Equal(calls, []string{"notes/delete_note", "weather/get_weather"}) {
+		t.Fatalf("calls = %v", calls)
+	}
+	// A session that ends is forgotten.
+	before := px.sessions.Len()
+	other.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for px.sessions.Len() != before-1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("sessions = %d after one closed, want %d", px.sessions.Len(), before-1)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestBuildCatalogServerIDs(t *testing.T) {
+	snap := mcpsrc.Snapshot{Servers: []mcpsrc.ServerState{
+		{Name: "My Notes", Tools: []*mcp.Tool{{Name: "create", Description: "create a note"}}},
+		{Name: "empty"},
+	}}
+	cat, tools, err := buildCatalog(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := serverIDs([]string{"My Notes", "empty"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cat.Servers) != 1 || cat.Servers[0].ID != ids[0] || cat.Categories[0].ID != ids[0] || cat.Servers[0].Name != "My Notes" {
+		t.Fatalf("servers %+v categories %+v ids %v", cat.Servers, cat.Categories, ids)
+	}
+	lt, ok := tools[ids[0]+"__create"]
+	if !ok || lt.Server != "My Notes" || lt.Tool.Name != "create" {
+		t.Fatalf("tools = %+v", tools)
+	}
+	if _, _, err := buildCatalog(mcpsrc.Snapshot{Servers: []mcpsrc.ServerState{{Name: "empty"}}}); err != errNoTools {
+		t.Fatalf("no tools: err %v, want errNoTools", err)
+	}
+}

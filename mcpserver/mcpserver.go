@@ -1,0 +1,153 @@
+// Package mcpserver is classifierd's MCP boundary: it presents the
+// classifier (search_tools, route, analyze_prompt) and, when enabled, the
+// terminal prompt contract (detect_input_prompt, infer_expected_input,
+// track_input_event) as MCP tools, using the official Go SDK.
+//
+// It holds no behaviour of its own. Every tool converts its typed input to
+// the gRPC request message, calls the same in-process server.Server or
+// server.TerminalServer method the gRPC API calls, and converts the answer
+// back; a gRPC status becomes an MCP tool error (IsError) whose text starts
+// with the contract's reason (SESSION_NOT_FOUND, INVALID_CONFIDENCE, ...)
+// or the code name (INVALID_ARGUMENT, ...). So validation, limits and
+// errors are defined once, in server/ and the domain packages.
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/server"
+)
+
+// Backend is the classifier an MCP tool call answers from: the service and
+// the index it serves. The proxy swaps it when its servers' tools change.
+type Backend struct {
+	Classifier *server.Server
+	Index      *index.Index
+}
+
+// Config configures New.
+type Config struct {
+	// Backend returns the classifier to answer from; it is called once per
+	// tool call, so a caller may swap what it returns.
+	Backend func() Backend
+	// Terminal, if set, adds the terminal prompt tools.
+	Terminal *server.TerminalServer
+	// Timeout bounds each tool call (the daemon's --timeout); 0 means none.
+	Timeout time.Duration
+	// Version is reported in the MCP implementation info.
+	Version string
+	// Logger receives panics and the SDK's own log; never request contents.
+	Logger *slog.Logger
+	// ProtocolVersions, if set, narrows the MCP versions served (see
+	// mcp.ServerOptions.SupportedProtocolVersions).
+	ProtocolVersions []string
+}
+
+// Tool names. The terminal ones are the names hubs call.
+const (
+	ToolSearch            = "search_tools"
+	ToolRoute             = "route"
+	ToolAnalyzePrompt     = "analyze_prompt"
+	ToolDetectInputPrompt = "detect_input_prompt"
+	ToolInferExpected     = "infer_expected_input"
+	ToolTrackInputEvent   = "track_input_event"
+)
+
+// New returns an MCP server with the classifier tools, and the terminal
+// tools when cfg.Terminal is set. Serve it with Server.Run over
+// mcp.StdioTransport, or mcp.NewStreamableHTTPHandler.
+func New(cfg Config) (*mcp.Server, error) {
+	if cfg.Backend == nil || cfg.Logger == nil {
+		return nil, errors.New("mcpserver: backend and logger are required")
+	}
+	s := NewBare(cfg)
+	AddClassifierTools(s, cfg.Backend)
+	if cfg.Terminal != nil {
+		AddTerminalTools(s, cfg.Terminal)
+	}
+	return s, nil
+}
+
+// NewBare returns an MCP server named classifierd with the call guard
+// (deadline, panic recovery) but no tools.
+func NewBare(cfg Config) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "classifierd", Version: cfg.Version},
+		&mcp.ServerOptions{Logger: cfg.Logger, SupportedProtocolVersions: cfg.ProtocolVersions, Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}})
+	s.AddReceivingMiddleware(guard(cfg.Logger, cfg.Timeout))
+	return s
+}
+
+// guard applies the default deadline to tool calls and turns a panic in a
+// handler into an error answer instead of a dead process, as the gRPC
+// interceptors do.
+func guard(log *slog.Logger, timeout time.Duration) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+			if method == "tools/call" && timeout > 0 {
+				if _, ok := ctx.Deadline(); !ok {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, timeout)
+					defer cancel()
+				}
+			}
+			defer func() {
+				if r := recover(); r != nil {
+					log.Error("panic in MCP handler", "method", method, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+					res, err = nil, errors.New("internal error")
+				}
+			}()
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// ToolError turns an error of a server.Server or server.TerminalServer
+// method (a gRPC status) into the error a tool handler returns, which the
+// SDK sends as a tool result with IsError set. Its text is
+// "REASON: message", REASON being the ErrorInfo reason the contract
+// documents (SESSION_NOT_FOUND, INVALID_CONFIDENCE, INPUT_TOO_LARGE, ...)
+// or else the gRPC code in the contract's spelling (INVALID_ARGUMENT,
+// NOT_FOUND, ...).
+func ToolError(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return errors.New("INTERNAL: internal error")
+	}
+	reason := codeName(st.Code())
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() != "" {
+			reason = info.GetReason()
+		}
+	}
+	return fmt.Errorf("%s: %s", reason, st.Message())
+}
+
+// codeName spells a code as the gRPC spec does: NotFound -> NOT_FOUND.
+func codeName(c codes.Code) string {
+	switch c {
+	case codes.OK:
+		return "OK"
+	case codes.Canceled:
+		return "CANCELLED"
+	}
+	var b strings.Builder
+	for i, r := range c.String() {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToUpper(b.String())
+}

@@ -1,0 +1,52 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestToolError(t *testing.T) {
+	withReason := func(c codes.Code, msg, reason string) error {
+		st, err := status.New(c, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: "classifierd"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Err()
+	}
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{withReason(codes.NotFound, "Session s1 not found", "SESSION_NOT_FOUND"), "SESSION_NOT_FOUND: Session s1 not found"},
+		{withReason(codes.InvalidArgument, "min_confidence must be within [0,1]", "INVALID_CONFIDENCE"), "INVALID_CONFIDENCE: min_confidence must be within [0,1]"},
+		{status.Error(codes.InvalidArgument, "text is empty"), "INVALID_ARGUMENT: text is empty"},
+		{status.Error(codes.ResourceExhausted, "too many sessions"), "RESOURCE_EXHAUSTED: too many sessions"},
+		{status.Error(codes.DeadlineExceeded, "late"), "DEADLINE_EXCEEDED: late"},
+		{status.Error(codes.Canceled, "gone"), "CANCELLED: gone"},
+		{status.Error(codes.Unavailable, "server stopping"), "UNAVAILABLE: server stopping"},
+		// Not a status: a bug; nothing of it reaches the client.
+		{errors.New("secret detail"), "INTERNAL: internal error"},
+	}
+	for _, tc := range cases {
+		if got := ToolError(tc.err).Error(); got != tc.want {
+			t.Errorf("ToolError(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestGuardRecoversPanics(t *testing.T) {
+	h := guard(discard(), 0)(func(context.Context, string, mcp.Request) (mcp.Result, error) { panic("boom") })
+	res, err := h(context.Background(), "tools/call", nil)
+	if res != nil || err == nil || err.Error() != "internal error" {
+		t.Fatalf("got %v, %v; want an internal error", res, err)
+	}
+}
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }

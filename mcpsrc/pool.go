@@ -1,0 +1,430 @@
+package mcpsrc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Errors of CallTool.
+var (
+	// ErrUnknownServer: no server of that name is configured.
+	ErrUnknownServer = errors.New("mcpsrc: unknown server")
+	// ErrUnavailable: the server is configured but not connected now.
+	ErrUnavailable = errors.New("mcpsrc: server unavailable")
+)
+
+// MaxTools bounds the tools kept for one server; a server listing more is
+// an error (and keeps its last known tools).
+const MaxTools = 5000
+
+// Options tunes a Pool. The zero value uses the defaults below.
+type Options struct {
+	// Timeout bounds connecting (with initialisation) and each tools/list
+	// (default 10s).
+	Timeout time.Duration
+	// Refresh, if positive, lists every connected server's tools again at
+	// this interval, for servers that do not send list_changed.
+	Refresh time.Duration
+	// RetryMin and RetryMax bound the exponential wait before reconnecting
+	// to a failed server (default 1s and 1m).
+	RetryMin, RetryMax time.Duration
+	// KeepAlive, if positive, pings each server at this interval; a server
+	// that stops answering is marked degraded and reconnected.
+	KeepAlive time.Duration
+	// Stderr receives stdio servers' standard error (default: discarded).
+	Stderr io.Writer
+	// ClientName is the name the pool gives servers (default "classifierd").
+	ClientName, ClientVersion string
+}
+
+func (o Options) withDefaults() Options {
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.RetryMin <= 0 {
+		o.RetryMin = time.Second
+	}
+	if o.RetryMax < o.RetryMin {
+		o.RetryMax = max(time.Minute, o.RetryMin)
+	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
+	}
+	if o.ClientName == "" {
+		o.ClientName = "classifierd"
+	}
+	if o.ClientVersion == "" {
+		o.ClientVersion = "v0"
+	}
+	return o
+}
+
+// ServerState is what the pool knows of one server. Tools are the last
+// list the server returned and are never emptied by a failure.
+type ServerState struct {
+	Name      string
+	Transport string
+	// Tools are the server's tools in the order it listed them; treat them
+	// as read-only.
+	Tools []*mcp.Tool
+	// Listed is true once a tools/list has succeeded.
+	Listed bool
+	// Connected is true while a session is open.
+	Connected bool
+	// Degraded is true when the last attempt to connect or list failed, or
+	// the connection was lost: Tools are then the last known ones.
+	Degraded bool
+	// LastError is the last failure, secrets redacted ("" after a success).
+	LastError string
+	// LastSync is when Tools were last listed successfully.
+	LastSync time.Time
+	// Attempted is true once a first connection attempt has ended.
+	Attempted bool
+}
+
+// Snapshot is an immutable view of every server, in configuration order.
+type Snapshot struct {
+	// Version increases with every change of any server's state.
+	Version uint64
+	Servers []ServerState
+	// Changed is closed when a newer snapshot exists.
+	Changed <-chan struct{}
+}
+
+// Ready reports whether every server has had a first connection attempt.
+func (s Snapshot) Ready() bool {
+	for _, st := range s.Servers {
+		if !st.Attempted {
+			return false
+		}
+	}
+	return true
+}
+
+// Pool keeps a live connection to every configured server.
+type Pool struct {
+	opts   Options
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	servers []*conn // in configuration order
+	version uint64
+	snap    Snapshot
+	changed chan struct{}
+}
+
+// conn is one server's connection, owned by its goroutine.
+type conn struct {
+	cfg    ServerConfig
+	p      *Pool
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	state   ServerState
+	session *mcp.ClientSession
+}
+
+// Open starts connecting to every server of cfg in the background and
+// returns at once; Snapshot tells what is known so far, WaitReady waits for
+// the first attempt on every server. Close stops everything.
+func Open(cfg *Config, opts Options) *Pool {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Pool{opts: opts.withDefaults(), ctx: ctx, cancel: cancel, changed: make(chan struct{})}
+	p.Update(cfg)
+	return p
+}
+
+// Update makes the pool follow a new configuration: a server whose entry
+// is unchanged keeps its connection and its last known tools, a changed
+// or new one is (re)connected, and a removed one is disconnected.
+func (p *Pool) Update(cfg *Config) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := map[string]*conn{}
+	for _, c := range p.servers {
+		old[c.cfg.Name] = c
+	}
+	var next []*conn
+	for _, sc := range cfg.Servers {
+		if c, ok := old[sc.Name]; ok && reflect.DeepEqual(c.cfg, sc) {
+			delete(old, sc.Name)
+			next = append(next, c)
+			continue
+		}
+		ctx, cancel := context.WithCancel(p.ctx)
+		c := &conn{cfg: sc, p: p, cancel: cancel, state: ServerState{Name: sc.Name, Transport: sc.Transport}}
+		next = append(next, c)
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			c.run(ctx)
+		}()
+	}
+	for _, c := range old {
+		c.cancel()
+	}
+	p.servers = next
+	p.publishLocked()
+}
+
+// Snapshot returns the current view of every server.
+func (p *Pool) Snapshot() Snapshot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.snap
+}
+
+// WaitReady waits until every server has had a first connection attempt
+// (successful or not), or ctx ends.
+func (p *Pool) WaitReady(ctx context.Context) (Snapshot, error) {
+	for {
+		s := p.Snapshot()
+		if s.Ready() {
+			return s, nil
+		}
+		select {
+		case <-s.Changed:
+		case <-ctx.Done():
+			return s, ctx.Err()
+		}
+	}
+}
+
+// CallTool calls a tool on the named server over its live session.
+// The error keeps the SDK's error for errors.Is and errors.As, but its
+// message has the server's configured secrets redacted.
+func (p *Pool) CallTool(ctx context.Context, server string, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	p.mu.Lock()
+	var c *conn
+	for _, x := range p.servers {
+		if x.cfg.Name == server {
+			c = x
+		}
+	}
+	p.mu.Unlock()
+	if c == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownServer, server)
+	}
+	c.mu.Lock()
+	cs := c.session
+	c.mu.Unlock()
+	if cs == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnavailable, server)
+	}
+	res, err := cs.CallTool(ctx, params)
+	if err != nil {
+		return nil, &redactedError{msg: c.cfg.redact(err.Error()), err: err}
+	}
+	return res, nil
+}
+
+// redactedError is an error whose message has secrets redacted; Unwrap
+// gives the original for errors.Is and errors.As (whose own message
+// callers must not log).
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// Close stops every connection (stdio servers get their stdin closed, then
+// a signal) and waits for the goroutines to end.
+func (p *Pool) Close() error {
+	p.cancel()
+	p.wg.Wait()
+	return nil
+}
+
+// publish rebuilds the snapshot after a server's state changed.
+func (p *Pool) publish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.publishLocked()
+}
+
+func (p *Pool) publishLocked() {
+	p.version++
+	s := Snapshot{Version: p.version, Changed: make(chan struct{})}
+	for _, c := range p.servers {
+		c.mu.Lock()
+		s.Servers = append(s.Servers, c.state)
+		c.mu.Unlock()
+	}
+	old := p.changed
+	p.changed = make(chan struct{})
+	s.Changed = p.changed
+	p.snap = s
+	close(old)
+}
+
+// update changes the server's state under its lock and publishes.
+func (c *conn) update(f func(*ServerState)) {
+	c.mu.Lock()
+	f(&c.state)
+	c.mu.Unlock()
+	c.p.publish()
+}
+
+func (c *conn) fail(err error) {
+	msg := c.cfg.redact(err.Error())
+	c.update(func(s *ServerState) {
+		s.Degraded, s.Connected, s.Attempted, s.LastError = true, false, true, msg
+	})
+}
+
+// run connects, lists, follows changes and reconnects until ctx ends.
+func (c *conn) run(ctx context.Context) {
+	wait := c.p.opts.RetryMin
+	for ctx.Err() == nil {
+		listed, err := c.session1(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		c.fail(err)
+		if listed {
+			// The server was healthy: reconnect soon.
+			wait = c.p.opts.RetryMin
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, c.p.opts.RetryMax)
+	}
+}
+
+// session1 runs one session: connect, list, then relist on every
+// list_changed (and Refresh tick) until the session ends or ctx does. It
+// returns whether a list succeeded and why the session ended (never nil
+// unless ctx ended).
+func (c *conn) session1(ctx context.Context) (listed bool, _ error) {
+	changed := make(chan struct{}, 1)
+	client := mcp.NewClient(&mcp.Implementation{Name: c.p.opts.ClientName, Version: c.p.opts.ClientVersion},
+		&mcp.ClientOptions{
+			Capabilities: &mcp.ClientCapabilities{},
+			KeepAlive:    c.p.opts.KeepAlive,
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			},
+		})
+	cctx, cancel := context.WithTimeout(ctx, c.p.opts.Timeout)
+	cs, err := client.Connect(cctx, c.transport(), nil)
+	cancel()
+	if err != nil {
+		return false, fmt.Errorf("connect: %w", err)
+	}
+	c.mu.Lock()
+	c.session = cs
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.session = nil
+		c.mu.Unlock()
+		_ = cs.Close()
+	}()
+	ended := make(chan error, 1)
+	go func() { ended <- cs.Wait() }()
+
+	var tick <-chan time.Time
+	if c.p.opts.Refresh > 0 {
+		t := time.NewTicker(c.p.opts.Refresh)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		if err := c.list(ctx, cs); err != nil {
+			return listed, err
+		}
+		listed = true
+		select {
+		case <-ctx.Done():
+			return listed, nil
+		case err := <-ended:
+			if err == nil {
+				err = errors.New("server closed the connection")
+			}
+			return listed, fmt.Errorf("session ended: %w", err)
+		case <-changed:
+		case <-tick:
+		}
+	}
+}
+
+// list lists every page of the server's tools and, on success, replaces
+// its tools and clears its degraded state.
+func (c *conn) list(ctx context.Context, cs *mcp.ClientSession) error {
+	lctx, cancel := context.WithTimeout(ctx, c.p.opts.Timeout)
+	defer cancel()
+	var tools []*mcp.Tool
+	for t, err := range cs.Tools(lctx, nil) {
+		if err != nil {
+			return fmt.Errorf("tools/list: %w", err)
+		}
+		if len(tools) == MaxTools {
+			return fmt.Errorf("tools/list: more than %d tools", MaxTools)
+		}
+		tools = append(tools, t)
+	}
+	now := time.Now()
+	c.update(func(s *ServerState) {
+		s.Tools, s.Listed, s.Connected, s.Degraded, s.LastError, s.LastSync, s.Attempted = tools, true, true, false, "", now, true
+	})
+	return nil
+}
+
+func (c *conn) transport() mcp.Transport {
+	sc := c.cfg
+	switch sc.Transport {
+	case TransportStdio:
+		cmd := exec.Command(sc.Command, sc.Args...)
+		cmd.Env = os.Environ()
+		for _, k := range sortedKeys(sc.Env) {
+			cmd.Env = append(cmd.Env, k+"="+sc.Env[k])
+		}
+		cmd.Dir = sc.Dir
+		cmd.Stderr = c.p.opts.Stderr
+		return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	case TransportSSE:
+		return &mcp.SSEClientTransport{Endpoint: sc.URL, HTTPClient: c.httpClient()}
+	default:
+		return &mcp.StreamableClientTransport{Endpoint: sc.URL, HTTPClient: c.httpClient(), MaxRetries: 2}
+	}
+}
+
+func (c *conn) httpClient() *http.Client {
+	return &http.Client{Transport: headerTransport{headers: c.cfg.Headers, base: http.DefaultTransport}}
+}
+
+// headerTransport adds the configured headers to every request.
+type headerTransport struct {
+	headers map[string]string
+	base    http.RoundTripper
+}
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(h.headers) > 0 {
+		r = r.Clone(r.Context())
+		for k, v := range h.headers {
+			r.Header.Set(k, v)
+		}
+	}
+	return h.base.RoundTrip(r)
+}

@@ -1,0 +1,182 @@
+package mcpsrc_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/classifierd/classifierd/internal/testmcp"
+	"github.com/classifierd/classifierd/mcpsrc"
+)
+
+// waitFor waits until cond holds for a snapshot, or fails after d.
+func waitFor(t *testing.T, p *mcpsrc.Pool, d time.Duration, what string, cond func(mcpsrc.Snapshot) bool) mcpsrc.Snapshot {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		s := p.Snapshot()
+		if cond(s) {
+			return s
+		}
+		select {
+		case <-s.Changed:
+		case <-deadline:
+			t.Fatalf("after %v: %s; last snapshot %+v", d, what, s.Servers)
+		}
+	}
+}
+
+func toolNames(st mcpsrc.ServerState) []string {
+	var out []string
+	for _, t := range st.Tools {
+		out = append(out, t.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestPoolStdioFollowsChangesAndKeepsToolsWhenServerDies(t *testing.T) {
+	bin := testmcp.Binary(t)
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools.json")
+	testmcp.WriteTools(t, tools, []testmcp.Tool{{Name: "get_weather", Description: "Current weather for a city"}})
+	pidFile := filepath.Join(dir, "pid")
+	// A shell wrapper records the server's pid so the test can kill it.
+	script := filepath.Join(dir, "run.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho $$ > "+pidFile+"\nexec "+bin+" --tools "+tools+"\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := mcpsrc.ParseConfig([]byte(`{"mcpServers":{"weather":{"command":"` + script + `","env":{"API_KEY":"secret-value-1"}},` +
+		`"missing":{"command":"` + filepath.Join(dir, "no-such-server") + `"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mcpsrc.Open(cfg, mcpsrc.Options{Timeout: 5 * time.Second, RetryMin: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond})
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	snap, err := p.WaitReady(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := func(s mcpsrc.Snapshot, n string) mcpsrc.ServerState {
+		for _, st := range s.Servers {
+			if st.Name == n {
+				return st
+			}
+		}
+		t.Fatalf("no server %q in %+v", n, s.Servers)
+		return mcpsrc.ServerState{}
+	}
+	missing := byName(snap, "missing")
+	if !missing.Degraded || missing.Listed || len(missing.Tools) != 0 || missing.LastError == "" {
+		t.Errorf("missing server = %+v, want degraded, never listed, with an error", missing)
+	}
+	snap = waitFor(t, p, 10*time.Second, "weather listed", func(s mcpsrc.Snapshot) bool { return byName(s, "weather").Listed })
+	if got := toolNames(byName(snap, "weather")); !slices.Equal(got, []string{"get_weather"}) {
+		t.Fatalf("tools = %v, want [get_weather]", got)
+	}
+	res, err := p.CallTool(ctx, "weather", &mcp.CallToolParams{Name: "get_weather"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if txt := res.Content[0].(*mcp.TextContent).Text; txt != "get_weather" {
+		t.Errorf("CallTool answered %q, want get_weather", txt)
+	}
+	if _, err := p.CallTool(ctx, "nope", &mcp.CallToolParams{Name: "x"}); !errors.Is(err, mcpsrc.ErrUnknownServer) {
+		t.Errorf("CallTool on unknown server: %v, want ErrUnknownServer", err)
+	}
+
+	// The tool list changes: list_changed reaches the pool.
+	testmcp.WriteTools(t, tools, []testmcp.Tool{{Name: "get_weather", Description: "Current weather for a city"},
+		{Name: "get_forecast", Description: "Five-day forecast"}})
+	waitFor(t, p, 5*time.Second, "get_forecast listed", func(s mcpsrc.Snapshot) bool {
+		return slices.Equal(toolNames(byName(s, "weather")), []string{"get_forecast", "get_weather"})
+	})
+
+	// A new configuration without "missing": weather keeps its session
+	// and tools (no reconnect), missing is gone.
+	before := byName(p.Snapshot(), "weather")
+	only, err := mcpsrc.ParseConfig([]byte(`{"mcpServers":{"weather":{"command":"` + script + `","env":{"API_KEY":"secret-value-1"}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Update(only)
+	snap = p.Snapshot()
+	if len(snap.Servers) != 1 {
+		t.Fatalf("after Update, servers %+v, want weather alone", snap.Servers)
+	}
+	if w := snap.Servers[0]; !w.Connected || !w.LastSync.Equal(before.LastSync) || len(w.Tools) != 2 {
+		t.Errorf("after Update weather = %+v, want the same connection and tools", w)
+	}
+
+	// The server dies: its tools stay, it is degraded, and the error says why.
+	pid, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("kill", "-9", strings.TrimSpace(string(pid))).CombinedOutput(); err != nil {
+		t.Fatalf("kill: %v %s", err, out)
+	}
+	// Make restarts fail too, so the degraded state is stable.
+	if err := os.Remove(script); err != nil {
+		t.Fatal(err)
+	}
+	snap = waitFor(t, p, 5*time.Second, "weather degraded", func(s mcpsrc.Snapshot) bool { return byName(s, "weather").Degraded })
+	w := byName(snap, "weather")
+	if got := toolNames(w); !slices.Equal(got, []string{"get_forecast", "get_weather"}) {
+		t.Errorf("after the server died, tools = %v, want the last known two", got)
+	}
+	if w.Connected || w.LastError == "" || w.LastSync.IsZero() {
+		t.Errorf("dead server state = %+v, want disconnected with an error and a last sync time", w)
+	}
+	if strings.Contains(w.LastError, "secret-value-1") {
+		t.Errorf("LastError %q shows an env value", w.LastError)
+	}
+	if _, err := p.CallTool(ctx, "weather", &mcp.CallToolParams{Name: "get_weather"}); err == nil {
+		t.Error("CallTool on a dead server succeeded")
+	}
+}
+
+func TestPoolStreamableHTTP(t *testing.T) {
+	bin := testmcp.Binary(t)
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools.json")
+	urlFile := filepath.Join(dir, "url")
+	testmcp.WriteTools(t, tools, []testmcp.Tool{{Name: "search_issues", Description: "Search Jira issues"}})
+	cmd := exec.Command(bin, "--tools", tools, "--http", "127.0.0.1:0", "--url-file", urlFile)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var url []byte
+	for deadline := time.Now().Add(10 * time.Second); len(url) == 0; {
+		url, _ = os.ReadFile(urlFile)
+		if time.Now().After(deadline) {
+			t.Fatal("test server wrote no URL")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cfg, err := mcpsrc.ParseConfig([]byte(`{"servers":{"jira":{"type":"http","url":"` + string(url) + `","headers":{"Authorization":"Bearer x-123456"}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mcpsrc.Open(cfg, mcpsrc.Options{Timeout: 5 * time.Second})
+	defer p.Close()
+	waitFor(t, p, 10*time.Second, "jira listed", func(s mcpsrc.Snapshot) bool { return s.Servers[0].Listed })
+	testmcp.WriteTools(t, tools, []testmcp.Tool{{Name: "create_issue", Description: "Create a Jira issue"}})
+	snap := waitFor(t, p, 5*time.Second, "create_issue listed", func(s mcpsrc.Snapshot) bool {
+		return slices.Equal(toolNames(s.Servers[0]), []string{"create_issue"})
+	})
+	if snap.Servers[0].Degraded {
+		t.Errorf("healthy server marked degraded: %+v", snap.Servers[0])
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"connectrpc.com/vanguard"
 	"connectrpc.com/vanguard/vanguardgrpc"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -42,7 +43,7 @@ type httpServer struct {
 // newHTTPServer listens on cfg.HTTPListen.
 func newHTTPServer(cfg Config, gs *grpc.Server, log *slog.Logger) (*httpServer, error) {
 	h, err := vanguardgrpc.NewTranscoder(gs,
-		vanguard.WithCodec(func(res vanguard.TypeResolver) vanguard.Codec { return jsonCodec{vanguard.NewJSONCodec(res)} }),
+		vanguard.WithCodec(newJSONCodec),
 		vanguard.WithDefaultServiceOptions(
 			// The request bound the gRPC listener has (--max-recv-bytes):
 			// a larger body answers resource_exhausted (429) before any work.
@@ -144,11 +145,21 @@ func checkQuery(raw string) string {
 	return ""
 }
 
-// jsonCodec is vanguard's JSON codec (unpopulated fields emitted, so
-// "filtered": false and "tools": [] appear; unknown fields ignored) whose
-// decoding errors are the caller's: INVALID_ARGUMENT (HTTP 400), where the
-// transcoder would answer UNKNOWN (HTTP 500).
+// jsonCodec is vanguard's JSON codec whose decoding errors are the
+// caller's: INVALID_ARGUMENT (HTTP 400), where the transcoder would answer
+// UNKNOWN (HTTP 500).
 type jsonCodec struct{ *vanguard.JSONCodec }
+
+// newJSONCodec writes every scalar and list, default or not ("filtered":
+// false, "tools": []), but leaves an unset message out rather than writing
+// null, which the OpenAPI description (and a typed client) would not
+// expect; unknown request fields are ignored.
+func newJSONCodec(res vanguard.TypeResolver) vanguard.Codec {
+	return jsonCodec{&vanguard.JSONCodec{
+		MarshalOptions:   protojson.MarshalOptions{Resolver: res, EmitDefaultValues: true},
+		UnmarshalOptions: protojson.UnmarshalOptions{Resolver: res, DiscardUnknown: true},
+	}}
+}
 
 func (c jsonCodec) Unmarshal(data []byte, msg proto.Message) error {
 	return badRequest(c.JSONCodec.Unmarshal(data, msg))

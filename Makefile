@@ -5,7 +5,7 @@
 # playwright-core (npm) and schemathesis (PyPI) for the HTTP tests.
 #
 #   make run    set everything up and serve the out-of-the-box catalog
-#   make test   every test (Go with -race, real model, Node.js and Python clients)
+#   make test   every test (Go with -race, real model, real redis-server, Node.js and Python clients)
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -53,14 +53,26 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 
 .PHONY: help
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: run
 run: deps build index ## set up, build, index the default catalog and serve gRPC on $(LISTEN), HTTP/JSON and the explain page on $(HTTP_LISTEN)
 	exec $(BIN)/classifierd --index $(INDEX) --model $(MODEL_DIR) --listen $(LISTEN) --http-listen $(HTTP_LISTEN) --ort-lib $(ORT_LIB)
 
 .PHONY: deps
-deps: ort model ## fetch the ONNX Runtime library and check the model
+deps: ort model redis ## fetch the ONNX Runtime library, check the model, install redis-server
+
+# redis-server from Debian's packages, for the tests of --state redis://
+# (session, cmd/classifierd): they start their own on a free port and fail,
+# never skip, without it. Needs root or sudo when it is missing.
+.PHONY: redis
+redis: ## install redis-server (Debian package) if it is not on PATH
+	@command -v redis-server >/dev/null || { \
+	  echo ">> installing redis-server (Debian package)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null; \
+	  command -v redis-server >/dev/null; }
 
 .PHONY: ort
 ort: $(ORT_LIB)
@@ -133,6 +145,7 @@ index: build ort model ## embed $(CATALOG) into $(INDEX)
 .PHONY: test
 test: deps build ## run every test: Go (race detector, real model), the Node.js and Python clients
 	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory k8s-check
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory test-node
 	$(MAKE) --no-print-directory test-python
@@ -247,3 +260,24 @@ breaking: $(BIN)/buf ## check proto/ for wire/JSON breaking changes against main
 .PHONY: clean
 clean: ## remove build outputs (keeps the downloaded runtime)
 	rm -rf $(BIN)/classifierd $(BIN)/gen-index var/
+
+# Dynamic micro-batching and admission control under load (docs/loadtest.md).
+# The daemon runs as deploy/k8s runs it: refusing what it cannot start
+# within 25 ms (its own default queues up to 1,024 texts instead).
+LOADTEST_DAEMON_ARGS ?= --max-queue=64 --max-queue-wait=25ms
+LOADTEST_FLAGS ?=
+.PHONY: loadtest
+loadtest: deps build index ## Route at 1..2000 concurrent clients: throughput, p50/p99, refusals; writes docs/loadtest.png
+	go run ./tools/loadtest --saturation --daemon $(BIN)/classifierd --index $(INDEX) --model $(MODEL_DIR) --ort-lib $(ORT_LIB) \
+	  --queries data/catalogs/default.eval.jsonl --png docs/loadtest.png --json var/loadtest.json --label "$$(nproc) cores" \
+	  --daemon-args "$(LOADTEST_DAEMON_ARGS)" $(LOADTEST_FLAGS)
+
+# Deployment (docs/deploy.md).
+.PHONY: k8s-check
+k8s-check: ## validate deploy/k8s offline: strict decoding into the Kubernetes API types, cross-checks with the daemon and Dockerfile
+	go test -count=1 ./deploy/k8s/
+
+IMAGE ?= classifierd:dev
+.PHONY: docker
+docker: deps ## build the container image $(IMAGE) (needs a Docker daemon and the base images; .cache must be a real directory)
+	docker build -t $(IMAGE) .

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sugarme/tokenizer"
 	"github.com/sugarme/tokenizer/normalizer"
@@ -23,6 +24,7 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 	"golang.org/x/text/unicode/norm"
 
+	"github.com/classifierd/classifierd/embed/batch"
 	"github.com/classifierd/classifierd/embed/embederr"
 	"github.com/classifierd/classifierd/models"
 )
@@ -37,6 +39,9 @@ var (
 	ErrInference = errors.New("embed: inference failed")
 	// ErrClosed reports use of a closed engine.
 	ErrClosed = embederr.ErrClosed
+	// ErrQueueFull reports a call refused because too many texts already
+	// wait for the model (Config.MaxQueue).
+	ErrQueueFull = embederr.ErrQueueFull
 )
 
 // Config configures an Engine. The zero value of each optional field picks a
@@ -55,6 +60,20 @@ type Config struct {
 	ChunkSize int
 	// MaxBatch bounds the texts of one Embed call (default 1024).
 	MaxBatch int
+	// MaxQueue, when positive, sends the texts of concurrent Embed calls
+	// through a micro-batching queue (embed/batch) that holds at most this
+	// many texts waiting for the model: a call finding it full fails at
+	// once with ErrQueueFull. Runs take up to ChunkSize texts (one for a
+	// batch-dependent model) on MaxConcurrent workers. Zero runs each call
+	// on its own, unbounded (what an index build wants).
+	MaxQueue int
+	// BatchWindow is how long a queued run that is not full waits for more
+	// texts, from its oldest text's arrival (with MaxQueue; 0: no wait).
+	BatchWindow time.Duration
+	// MaxQueueWait, with MaxQueue, also refuses a call (ErrQueueFull) whose
+	// texts would wait longer than this for the model, estimated from the
+	// recent time per text (0: only MaxQueue bounds the queue).
+	MaxQueueWait time.Duration
 }
 
 func (c *Config) withDefaults() (Config, error) {
@@ -121,6 +140,10 @@ type Engine struct {
 	wordSplit bool
 	wordsMu   sync.RWMutex
 	words     map[string][]int64
+
+	// queue batches the texts of concurrent calls (Config.MaxQueue); nil
+	// when each call runs its own texts.
+	queue *batch.Batcher[tokenized, []float32]
 }
 
 // maxCachedWords bounds the word cache (about 100k words is a few MiB).
@@ -213,6 +236,10 @@ func Open(rt *Runtime, cfg Config) (*Engine, error) {
 	if _, err := e.Embed(context.Background(), []string{"probe"}); err != nil {
 		_ = sess.Destroy()
 		return nil, fmt.Errorf("%w: probe run: %v", ErrModel, err)
+	}
+	if err := e.openQueue(); err != nil {
+		_ = sess.Destroy()
+		return nil, err
 	}
 	return e, nil
 }
@@ -486,6 +513,11 @@ func (e *Engine) Embed(ctx context.Context, texts []string) ([][]float32, error)
 	if err := ctx.Err(); err != nil {
 		return nil, err // do not tokenise a batch nobody waits for
 	}
+	if e.queue != nil {
+		if err := e.queue.Admit(len(texts)); err != nil {
+			return nil, err // refused: no tokenising either
+		}
+	}
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()
 	if e.closed {
@@ -502,6 +534,13 @@ func (e *Engine) Embed(ctx context.Context, texts []string) ([][]float32, error)
 			return nil, fmt.Errorf("text %d: %w", i, err)
 		}
 		items[i] = item{ids: ids, types: types, pos: i}
+	}
+	if e.queue != nil {
+		queued := make([]tokenized, len(items))
+		for i, it := range items {
+			queued[i] = tokenized{ids: it.ids, types: it.types}
+		}
+		return e.embedQueued(ctx, queued)
 	}
 	// Sort by length so each chunk pads little; results go back in order.
 	sort.SliceStable(items, func(a, b int) bool { return len(items[a].ids) < len(items[b].ids) })
@@ -747,6 +786,11 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
+	if e.queue != nil {
+		// No Embed call is in flight (closeMu is held), so the queue is
+		// empty; Close stops its workers before the session goes.
+		_ = e.queue.Close()
+	}
 	if err := e.sess.Destroy(); err != nil {
 		return fmt.Errorf("embed: destroy session: %w", err)
 	}

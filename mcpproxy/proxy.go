@@ -229,7 +229,7 @@ func (p *Proxy) NewSessionServer() (*mcp.Server, error) {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	c := &client{p: p, id: "mcp-" + hex.EncodeToString(b[:]), shown: map[string]string{}}
-	if _, err := p.sessions.Create(c.id, ""); err != nil {
+	if _, err := p.sessions.Create(context.Background(), c.id, ""); err != nil {
 		return nil, err
 	}
 	c.srv = mcpserver.NewBare(mcpserver.Config{Timeout: p.cfg.Timeout, Version: p.cfg.Version, Logger: p.cfg.Logger,
@@ -269,7 +269,7 @@ func (p *Proxy) forget(c *client) {
 	p.mu.Lock()
 	delete(p.clients, c)
 	p.mu.Unlock()
-	_ = p.sessions.Delete(c.id)
+	_ = p.sessions.Delete(context.Background(), c.id)
 }
 
 // sync makes the session's tool list the meta tools plus the tools of its
@@ -285,7 +285,7 @@ func (c *client) sync() {
 	if err != nil {
 		return
 	}
-	exposed, err := c.p.sessions.Exposed(c.id)
+	exposed, err := c.p.sessions.Exposed(context.Background(), c.id)
 	if err != nil {
 		return // ended or expired
 	}

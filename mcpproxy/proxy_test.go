@@ -129,7 +129,7 @@ func TestSessionExposureAndRebuild(t *testing.T) {
 		break
 	}
 	px.mu.Unlock()
-	if _, _, _, err := px.sessions.Update(ca.id, []string{"notes"}, session.ModeAdditive); err != nil {
+	if _, _, _, err := px.sessions.Update(context.Background(), ca.id, []string{"notes"}, session.ModeAdditive); err != nil {
 		t.Fatal(err)
 	}
 	ca.sync()
@@ -167,7 +167,7 @@ func TestSessionExposureAndRebuild(t *testing.T) {
 		}
 	}
 	px.mu.Unlock()
-	if _, _, _, err := px.sessions.Update(cb.id, []string{"weather"}, session.ModeAdditive); err != nil {
+	if _, _, _, err := px.sessions.Update(context.Background(), cb.id, []string{"weather"}, session.ModeAdditive); err != nil {
 		t.Fatal(err)
 	}
 	cb.sync()
@@ -207,12 +207,19 @@ func TestSessionExposureAndRebuild(t *testing.T) {
 		t.Fatalf("calls = %v", calls)
 	}
 	// A session that ends is forgotten.
-	before := px.sessions.Len()
+	count := func() int {
+		n, err := px.sessions.Len(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := count()
 	other.Close()
 	deadline := time.Now().Add(5 * time.Second)
-	for px.sessions.Len() != before-1 {
+	for count() != before-1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("sessions = %d after one closed, want %d", px.sessions.Len(), before-1)
+			t.Fatalf("sessions = %d after one closed, want %d", count(), before-1)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -61,11 +61,14 @@ var errorCodes = []errorCode{
 	{terminal.ErrSessionNotFound, codes.NotFound, "SESSION_NOT_FOUND"},
 	{session.ErrExists, codes.AlreadyExists, ""},
 	{session.ErrLimit, codes.ResourceExhausted, ""},
+	{embederr.ErrQueueFull, codes.ResourceExhausted, ""},
 	// The daemon's state does not allow the call.
 	{rank.ErrNoLabels, codes.FailedPrecondition, ""},
 	{index.ErrDimMismatch, codes.FailedPrecondition, ""},
 	{index.ErrModel, codes.FailedPrecondition, ""},
 	{session.ErrClosed, codes.Unavailable, ""},
+	{session.ErrUnavailable, codes.Unavailable, "STATE_UNAVAILABLE"},
+	{terminal.ErrUnavailable, codes.Unavailable, "STATE_UNAVAILABLE"},
 	{embederr.ErrClosed, codes.Unavailable, ""},
 }
 
@@ -77,7 +80,10 @@ var messages = map[error]string{
 	terminal.ErrBadSessionID:    "invalid session id: use 1-128 letters, digits, '.', '_' or '-' without '..' or '/'",
 	terminal.ErrBadConfidence:   "min_confidence must be within [0,1]",
 	session.ErrClosed:           "server stopping",
+	session.ErrUnavailable:      "session state unavailable; retry",
+	terminal.ErrUnavailable:     "terminal store unavailable; retry",
 	embederr.ErrClosed:          "server stopping",
+	embederr.ErrQueueFull:       "server busy: too many texts waiting for the model; retry with backoff",
 	terminal.ErrSessionNotFound: "session not found",
 	rank.ErrNoLabels:            "index has no labels of this kind",
 	index.ErrDimMismatch:        "index and model disagree",
@@ -108,6 +114,10 @@ func (m errorMapper) status(ctx context.Context, method string, err error) error
 	for _, ec := range errorCodes {
 		if !errors.Is(err, ec.err) {
 			continue
+		}
+		if ec.code == codes.Unavailable {
+			// The client sees the fixed message; the operator needs the cause.
+			m.log.Warn("request unavailable", "method", method, "err", err)
 		}
 		msg, ok := messages[ec.err]
 		if !ok {

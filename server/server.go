@@ -42,7 +42,7 @@ type Config struct {
 	// MaxTokens is the model's token cap, reported in GetIndexInfo.
 	MaxTokens int
 	// Sessions holds hub sessions; nil disables the session RPCs.
-	Sessions *session.Store
+	Sessions Sessions
 	// Tokens counts tool-definition tokens; nil falls back to characters/4.
 	Tokens TokenCounter
 	// Source names what the first index was loaded from, for GetIndexInfo
@@ -52,6 +52,26 @@ type Config struct {
 	// GetIndexInfo.
 	Sources func() []SourceStatus
 }
+
+// Sessions is the hub session state the session RPCs read and change:
+// a *session.Store in this process's memory, or a *session.RedisStore
+// shared by every replica pointed at one Redis. Errors are the session
+// package's sentinels (session.ErrUnavailable when shared state cannot be
+// reached).
+type Sessions interface {
+	Create(ctx context.Context, id string, exposure session.Exposure) (session.Snapshot, error)
+	Get(ctx context.Context, id string) (session.Snapshot, error)
+	Exposed(ctx context.Context, id string) ([]string, error)
+	Delete(ctx context.Context, id string) error
+	Update(ctx context.Context, id string, categories []string, mode string) (session.Change, session.Snapshot, bool, error)
+	Watch(ctx context.Context, id string) (<-chan session.Event, error)
+	Len(ctx context.Context) (int, error)
+}
+
+var (
+	_ Sessions = (*session.Store)(nil)
+	_ Sessions = (*session.RedisStore)(nil)
+)
 
 // TokenCounter counts the LLM tokens of one tool definition.
 type TokenCounter interface {

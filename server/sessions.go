@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -14,7 +15,7 @@ import (
 	"github.com/classifierd/classifierd/session"
 )
 
-func (s *Server) sessionsOrErr() (*session.Store, error) {
+func (s *Server) sessionsOrErr() (Sessions, error) {
 	if s.cfg.Sessions == nil {
 		return nil, status.Error(codes.FailedPrecondition, "sessions are disabled: the index has no categories")
 	}
@@ -27,7 +28,7 @@ func (s *Server) applyAnalysis(ctx context.Context, id string, cats []string, mo
 	if err != nil {
 		return err
 	}
-	ch, snap, changed, err := st.Update(id, cats, mode)
+	ch, snap, changed, err := st.Update(ctx, id, cats, mode)
 	if err != nil {
 		return s.status(ctx, "AnalyzePrompt", err)
 	}
@@ -55,7 +56,7 @@ func (s *Server) CreateSession(ctx context.Context, req *pb.CreateSessionRequest
 	if err != nil {
 		return nil, err
 	}
-	sn, err := st.Create(req.GetSessionId(), session.Exposure(req.GetDefaultExposure()))
+	sn, err := st.Create(ctx, req.GetSessionId(), session.Exposure(req.GetDefaultExposure()))
 	if err != nil {
 		return nil, s.status(ctx, "CreateSession", err)
 	}
@@ -68,7 +69,7 @@ func (s *Server) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*pb
 	if err != nil {
 		return nil, err
 	}
-	sn, err := st.Get(req.GetSessionId())
+	sn, err := st.Get(ctx, req.GetSessionId())
 	if err != nil {
 		return nil, s.status(ctx, "GetSession", err)
 	}
@@ -81,7 +82,7 @@ func (s *Server) DeleteSession(ctx context.Context, req *pb.DeleteSessionRequest
 	if err != nil {
 		return nil, err
 	}
-	if err := st.Delete(req.GetSessionId()); err != nil {
+	if err := st.Delete(ctx, req.GetSessionId()); err != nil {
 		return nil, s.status(ctx, "DeleteSession", err)
 	}
 	return &pb.DeleteSessionResponse{}, nil
@@ -94,7 +95,7 @@ func (s *Server) UpdateExposure(ctx context.Context, req *pb.UpdateExposureReque
 	if err != nil {
 		return nil, err
 	}
-	ch, sn, changed, err := st.Update(req.GetSessionId(), req.GetCategories(), req.GetMode())
+	ch, sn, changed, err := st.Update(ctx, req.GetSessionId(), req.GetCategories(), req.GetMode())
 	if err != nil {
 		return nil, s.status(ctx, "UpdateExposure", err)
 	}
@@ -109,7 +110,7 @@ func (s *Server) ListTools(ctx context.Context, req *pb.ListToolsRequest) (*pb.L
 	if err != nil {
 		return nil, err
 	}
-	exposed, err := st.Exposed(req.GetSessionId())
+	exposed, err := st.Exposed(ctx, req.GetSessionId())
 	if err != nil {
 		return nil, s.status(ctx, "ListTools", err)
 	}
@@ -128,7 +129,8 @@ func (s *Server) ListTools(ctx context.Context, req *pb.ListToolsRequest) (*pb.L
 
 // WatchExposure implements ClassifierService.WatchExposure: one message per
 // actual change of the session's exposure, until the client goes away or
-// the session ends.
+// the session ends. Response headers are sent as soon as the watch is in
+// place, before any change.
 func (s *Server) WatchExposure(req *pb.WatchExposureRequest, stream grpc.ServerStreamingServer[pb.WatchExposureResponse]) error {
 	st, err := s.sessionsOrErr()
 	if err != nil {
@@ -150,10 +152,10 @@ func (s *Server) WatchExposure(req *pb.WatchExposureRequest, stream grpc.ServerS
 			return status.FromContextError(ctx.Err()).Err()
 		case ev, ok := <-events:
 			if !ok {
-				if _, err := st.Get(req.GetSessionId()); err != nil {
+				if _, err := st.Get(ctx, req.GetSessionId()); errors.Is(err, session.ErrNotFound) {
 					return status.Error(codes.NotFound, "session ended")
 				}
-				return status.Error(codes.Unavailable, "watch closed (client too slow or server stopping); watch again")
+				return status.Error(codes.Unavailable, "watch closed (client too slow, session state unreachable or server stopping); watch again")
 			}
 			if err := stream.Send(&pb.WatchExposureResponse{SessionId: ev.SessionID, Change: changePB(ev.Change),
 				ExposedCategories: ev.Exposed}); err != nil {
@@ -178,7 +180,11 @@ func (s *Server) GetStats(ctx context.Context, _ *pb.GetStatsRequest) (*pb.GetSt
 		out.ReductionPercent = float32(100 * (1 - float64(out.TokensReturned)/float64(out.TokensBaseline)))
 	}
 	if s.cfg.Sessions != nil {
-		out.ActiveSessions = int64(s.cfg.Sessions.Len())
+		n, err := s.cfg.Sessions.Len(ctx)
+		if err != nil {
+			return nil, s.status(ctx, "GetStats", err)
+		}
+		out.ActiveSessions = int64(n)
 	}
 	return out, nil
 }

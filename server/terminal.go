@@ -20,9 +20,24 @@ type TerminalServer struct {
 	errorMapper
 	det   *terminal.Detector
 	logs  terminal.Logs
-	store *terminal.Store
+	store TerminalStore
 	log   *slog.Logger
 }
+
+// TerminalStore keeps the input events TerminalService records and the
+// answers learned from them: a *terminal.Store (SQLite, this replica) or
+// a *terminal.RedisStore (shared by every replica using one Redis).
+type TerminalStore interface {
+	Record(ctx context.Context, e terminal.Event) (terminal.Event, bool, error)
+	Learned(ctx context.Context, prompt, session string) ([]terminal.Learned, error)
+	History(ctx context.Context, session string, limit int) ([]terminal.Event, error)
+	DeleteSession(ctx context.Context, session string) (int64, error)
+}
+
+var (
+	_ TerminalStore = (*terminal.Store)(nil)
+	_ TerminalStore = (*terminal.RedisStore)(nil)
+)
 
 var _ terminalpb.TerminalServiceServer = (*TerminalServer)(nil)
 
@@ -38,7 +53,7 @@ const reasonTooLarge = "INPUT_TOO_LARGE"
 
 // NewTerminalServer serves prompt detection over session logs in logDir,
 // with events and learned patterns in store.
-func NewTerminalServer(det *terminal.Detector, logDir string, store *terminal.Store, log *slog.Logger) (*TerminalServer, error) {
+func NewTerminalServer(det *terminal.Detector, logDir string, store TerminalStore, log *slog.Logger) (*TerminalServer, error) {
 	if det == nil || store == nil || log == nil {
 		return nil, errors.New("server: detector, store and logger are required")
 	}

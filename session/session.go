@@ -1,7 +1,10 @@
 // Package session keeps per-client tool-exposure sessions for hubs: which
 // tool categories each client currently sees, the history of changes, and
 // a change feed so a hub can relay MCP notifications/tools/list_changed.
-// Sessions live in memory, expire when idle, and are bounded in number.
+// Sessions expire when idle and are bounded in number. Store keeps them in
+// this process's memory (the default); RedisStore keeps them in Redis, so
+// that replicas behind one load balancer share them and their change feed.
+// Both check their arguments the same way and return the same errors.
 package session
 
 import (
@@ -10,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -187,23 +191,106 @@ const maxEchoBytes = 64
 
 func clipArg(s string) string { return clip.String(s, maxEchoBytes) }
 
-// Create starts a session. An empty id gets a random one; an empty
-// exposure gets the configured default.
-func (s *Store) Create(id string, exposure Exposure) (Snapshot, error) {
+// prepareCreate checks a Create's arguments the same way for every store:
+// an empty id gets a random one, an empty exposure the configured default.
+// It returns the id and the categories the session starts with.
+func (c Config) prepareCreate(id string, exposure Exposure) (string, []string, error) {
 	if id == "" {
 		var b [16]byte
 		if _, err := rand.Read(b[:]); err != nil {
-			return Snapshot{}, fmt.Errorf("session: random id: %w", err)
+			return "", nil, fmt.Errorf("session: random id: %w", err)
 		}
 		id = hex.EncodeToString(b[:])
 	}
 	if !idRE.MatchString(id) {
-		return Snapshot{}, ErrBadID
+		return "", nil, ErrBadID
 	}
 	if exposure == "" {
-		exposure = s.cfg.DefaultExposure
+		exposure = c.DefaultExposure
 	}
-	cats, err := s.cfg.exposure(exposure)
+	cats, err := c.exposure(exposure)
+	if err != nil {
+		return "", nil, err
+	}
+	return id, cats, nil
+}
+
+// createChange is the first history entry of a session starting with cats.
+func createChange(now time.Time, cats []string) (Change, []string) {
+	exposed := sortedKeys(setOf(cats))
+	return Change{Time: now, Operation: "create", Added: exposed, Total: len(exposed)}, exposed
+}
+
+// prepareUpdate checks an Update's arguments the same way for every
+// store and returns the operation ("additive" for an empty mode).
+func (c Config) prepareUpdate(categories []string, mode string) (string, error) {
+	if err := CheckMode(mode); err != nil {
+		return "", err
+	}
+	op := mode
+	if op == "" {
+		op = ModeAdditive
+	}
+	for _, cat := range categories {
+		if !slices.Contains(c.AllCategories, cat) {
+			return "", fmt.Errorf("%w %q", ErrUnknownCategory, clipArg(cat))
+		}
+	}
+	return op, nil
+}
+
+// applyUpdate computes what op with categories does to a session exposing
+// exposed: the change (Time and Total set, Added and Removed sorted) and
+// the new exposed set, sorted. changed is false for a no-op.
+func applyUpdate(now time.Time, exposed, categories []string, op string) (ch Change, after []string, changed bool) {
+	have := setOf(exposed)
+	want := map[string]bool{}
+	if op == ModeAdditive {
+		maps.Copy(want, have)
+	}
+	for _, c := range categories {
+		want[c] = true
+	}
+	for k := range want {
+		if !have[k] {
+			ch.Added = append(ch.Added, k)
+		}
+	}
+	for k := range have {
+		if !want[k] {
+			ch.Removed = append(ch.Removed, k)
+		}
+	}
+	sort.Strings(ch.Added)
+	sort.Strings(ch.Removed)
+	if len(ch.Added) == 0 && len(ch.Removed) == 0 {
+		return Change{Time: now, Operation: op, Total: len(have)}, sortedKeys(have), false
+	}
+	ch.Time, ch.Operation, ch.Total = now, op, len(want)
+	return ch, sortedKeys(want), true
+}
+
+// appendHistory appends ch and keeps the newest limit entries.
+func appendHistory(h []Change, ch Change, limit int) []Change {
+	h = append(h, ch)
+	if over := len(h) - limit; over > 0 {
+		h = slices.Delete(h, 0, over)
+	}
+	return h
+}
+
+func setOf(xs []string) map[string]bool {
+	m := make(map[string]bool, len(xs))
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
+
+// Create starts a session. An empty id gets a random one; an empty
+// exposure gets the configured default.
+func (s *Store) Create(_ context.Context, id string, exposure Exposure) (Snapshot, error) {
+	id, cats, err := s.cfg.prepareCreate(id, exposure)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -222,11 +309,9 @@ func (s *Store) Create(id string, exposure Exposure) (Snapshot, error) {
 		}
 	}
 	now := s.cfg.Now()
-	ss := &sess{id: id, exposed: map[string]bool{}, created: now, last: now, watchers: map[*watcher]bool{}}
-	for _, c := range cats {
-		ss.exposed[c] = true
-	}
-	ss.history = append(ss.history, Change{Time: now, Operation: "create", Added: sortedKeys(ss.exposed), Total: len(ss.exposed)})
+	ch, exposed := createChange(now, cats)
+	ss := &sess{id: id, exposed: setOf(exposed), created: now, last: now, watchers: map[*watcher]bool{}}
+	ss.history = append(ss.history, ch)
 	s.m[id] = ss
 	return ss.snapshot(), nil
 }
@@ -263,7 +348,7 @@ func (s *Store) get(id string) (*sess, error) {
 }
 
 // Get returns a session's state and marks it active.
-func (s *Store) Get(id string) (Snapshot, error) {
+func (s *Store) Get(_ context.Context, id string) (Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss, err := s.get(id)
@@ -274,7 +359,7 @@ func (s *Store) Get(id string) (Snapshot, error) {
 }
 
 // Exposed returns a session's exposed categories, sorted.
-func (s *Store) Exposed(id string) ([]string, error) {
+func (s *Store) Exposed(_ context.Context, id string) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss, err := s.get(id)
@@ -285,7 +370,7 @@ func (s *Store) Exposed(id string) ([]string, error) {
 }
 
 // Delete ends a session and closes its watchers.
-func (s *Store) Delete(id string) error {
+func (s *Store) Delete(_ context.Context, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss, err := s.get(id)
@@ -316,18 +401,10 @@ func closeWatcher(w *watcher) {
 // Update adds categories (mode "" or additive; Added lists only the new
 // ones) or replaces the set (replacement). changed is false for a no-op,
 // which records no history and notifies no watcher.
-func (s *Store) Update(id string, categories []string, mode string) (Change, Snapshot, bool, error) {
-	if err := CheckMode(mode); err != nil {
+func (s *Store) Update(_ context.Context, id string, categories []string, mode string) (Change, Snapshot, bool, error) {
+	op, err := s.cfg.prepareUpdate(categories, mode)
+	if err != nil {
 		return Change{}, Snapshot{}, false, err
-	}
-	op := mode
-	if op == "" {
-		op = ModeAdditive
-	}
-	for _, c := range categories {
-		if !slices.Contains(s.cfg.AllCategories, c) {
-			return Change{}, Snapshot{}, false, fmt.Errorf("%w %q", ErrUnknownCategory, clipArg(c))
-		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -335,37 +412,12 @@ func (s *Store) Update(id string, categories []string, mode string) (Change, Sna
 	if err != nil {
 		return Change{}, Snapshot{}, false, err
 	}
-	want := map[string]bool{}
-	if op == ModeAdditive {
-		for k := range ss.exposed {
-			want[k] = true
-		}
+	ch, after, changed := applyUpdate(s.cfg.Now(), sortedKeys(ss.exposed), categories, op)
+	if !changed {
+		return ch, ss.snapshot(), false, nil
 	}
-	for _, c := range categories {
-		want[c] = true
-	}
-	var ch Change
-	for k := range want {
-		if !ss.exposed[k] {
-			ch.Added = append(ch.Added, k)
-		}
-	}
-	for k := range ss.exposed {
-		if !want[k] {
-			ch.Removed = append(ch.Removed, k)
-		}
-	}
-	sort.Strings(ch.Added)
-	sort.Strings(ch.Removed)
-	if len(ch.Added) == 0 && len(ch.Removed) == 0 {
-		return Change{Time: s.cfg.Now(), Operation: op, Total: len(ss.exposed)}, ss.snapshot(), false, nil
-	}
-	ss.exposed = want
-	ch.Time, ch.Operation, ch.Total = s.cfg.Now(), op, len(want)
-	ss.history = append(ss.history, ch)
-	if over := len(ss.history) - s.cfg.HistoryLimit; over > 0 {
-		ss.history = slices.Delete(ss.history, 0, over)
-	}
+	ss.exposed = setOf(after)
+	ss.history = appendHistory(ss.history, ch, s.cfg.HistoryLimit)
 	ev := Event{SessionID: ss.id, Change: ch, Exposed: sortedKeys(ss.exposed)}
 	for w := range ss.watchers {
 		select {
@@ -408,10 +460,10 @@ func (s *Store) Watch(ctx context.Context, id string) (<-chan Event, error) {
 }
 
 // Len is the number of sessions held (including idle ones not yet swept).
-func (s *Store) Len() int {
+func (s *Store) Len(context.Context) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.m)
+	return len(s.m), nil
 }
 
 // Sweep removes sessions idle longer than the TTL and returns how many.

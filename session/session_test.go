@@ -24,6 +24,9 @@ func (c *clock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// bg is the context of calls that the test does not cancel.
+var bg = context.Background()
+
 var cats = []string{"github", "filesystem", "jira", "meta"}
 
 func newStore(t *testing.T, mut func(*Config)) (*Store, *clock) {
@@ -42,148 +45,151 @@ func newStore(t *testing.T, mut func(*Config)) (*Store, *clock) {
 }
 
 func TestCreateExposures(t *testing.T) {
-	s, _ := newStore(t, nil)
-	cases := []struct {
-		exp  Exposure
-		want []string
-	}{
-		{"", []string{"meta"}},
-		{ExposeZero, []string{}},
-		{ExposeMetaOnly, []string{"meta"}},
-		{ExposeMinimal, []string{"filesystem", "meta"}},
-		{ExposeAll, []string{"filesystem", "github", "jira", "meta"}},
-	}
-	for i, tc := range cases {
-		t.Run(string(tc.exp), func(t *testing.T) {
-			sn, err := s.Create(fmt.Sprint("s", i), tc.exp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(sn.Exposed, tc.want) {
-				t.Fatalf("got %v, want %v", sn.Exposed, tc.want)
-			}
-			if len(sn.History) != 1 || sn.History[0].Operation != "create" {
-				t.Fatalf("history %+v", sn.History)
-			}
-		})
-	}
-	if _, err := s.Create("x", "everything"); !errors.Is(err, ErrBadExposure) {
-		t.Fatalf("bad exposure: %v", err)
-	}
-	if _, err := s.Create("s0", ""); !errors.Is(err, ErrExists) {
-		t.Fatalf("duplicate: %v", err)
-	}
-	for _, id := range []string{"a b", "../x", "a/b", string(make([]byte, 200))} {
-		if _, err := s.Create(id, ""); !errors.Is(err, ErrBadID) {
-			t.Fatalf("id %q: %v", id, err)
+	forEachStore(t, nil, func(t *testing.T, s store) {
+		cases := []struct {
+			exp  Exposure
+			want []string
+		}{
+			{"", []string{"meta"}},
+			{ExposeZero, []string{}},
+			{ExposeMetaOnly, []string{"meta"}},
+			{ExposeMinimal, []string{"filesystem", "meta"}},
+			{ExposeAll, []string{"filesystem", "github", "jira", "meta"}},
 		}
-	}
-	sn, err := s.Create("", "")
-	if err != nil || len(sn.ID) != 32 {
-		t.Fatalf("generated id %q: %v", sn.ID, err)
-	}
+		for i, tc := range cases {
+			t.Run(string(tc.exp), func(t *testing.T) {
+				sn, err := s.Create(bg, fmt.Sprint("s", i), tc.exp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(sn.Exposed, tc.want) {
+					t.Fatalf("got %v, want %v", sn.Exposed, tc.want)
+				}
+				if len(sn.History) != 1 || sn.History[0].Operation != "create" {
+					t.Fatalf("history %+v", sn.History)
+				}
+			})
+		}
+		if _, err := s.Create(bg, "x", "everything"); !errors.Is(err, ErrBadExposure) {
+			t.Fatalf("bad exposure: %v", err)
+		}
+		if _, err := s.Create(bg, "s0", ""); !errors.Is(err, ErrExists) {
+			t.Fatalf("duplicate: %v", err)
+		}
+		for _, id := range []string{"a b", "../x", "a/b", string(make([]byte, 200))} {
+			if _, err := s.Create(bg, id, ""); !errors.Is(err, ErrBadID) {
+				t.Fatalf("id %q: %v", id, err)
+			}
+		}
+		sn, err := s.Create(bg, "", "")
+		if err != nil || len(sn.ID) != 32 {
+			t.Fatalf("generated id %q: %v", sn.ID, err)
+		}
+	})
 }
 
 func TestUpdateModes(t *testing.T) {
-	s, _ := newStore(t, nil)
-	if _, err := s.Create("a", ExposeMetaOnly); err != nil {
-		t.Fatal(err)
-	}
-	ch, sn, changed, err := s.Update("a", []string{"github", "meta", "github"}, "")
-	if err != nil || !changed || !slices.Equal(ch.Added, []string{"github"}) || ch.Total != 2 || ch.Operation != "additive" {
-		t.Fatalf("additive: %+v %v %v", ch, changed, err)
-	}
-	if !slices.Equal(sn.Exposed, []string{"github", "meta"}) {
-		t.Fatalf("exposed %v", sn.Exposed)
-	}
-	_, _, changed, err = s.Update("a", []string{"github"}, ModeAdditive)
-	if err != nil || changed {
-		t.Fatalf("no-op reported changed=%v err=%v", changed, err)
-	}
-	ch, sn, changed, err = s.Update("a", []string{"jira"}, ModeReplacement)
-	if err != nil || !changed || !slices.Equal(ch.Added, []string{"jira"}) || !slices.Equal(ch.Removed, []string{"github", "meta"}) {
-		t.Fatalf("replacement: %+v %v", ch, err)
-	}
-	if len(sn.History) != 3 {
-		t.Fatalf("history %d entries, want 3 (no-op not recorded)", len(sn.History))
-	}
-	if _, _, _, err := s.Update("a", nil, "merge"); !errors.Is(err, ErrBadMode) {
-		t.Fatalf("bad mode: %v", err)
-	}
-	if _, _, _, err := s.Update("nope", nil, ""); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("unknown session: %v", err)
-	}
+	forEachStore(t, nil, func(t *testing.T, s store) {
+		if _, err := s.Create(bg, "a", ExposeMetaOnly); err != nil {
+			t.Fatal(err)
+		}
+		ch, sn, changed, err := s.Update(bg, "a", []string{"github", "meta", "github"}, "")
+		if err != nil || !changed || !slices.Equal(ch.Added, []string{"github"}) || ch.Total != 2 || ch.Operation != "additive" {
+			t.Fatalf("additive: %+v %v %v", ch, changed, err)
+		}
+		if !slices.Equal(sn.Exposed, []string{"github", "meta"}) {
+			t.Fatalf("exposed %v", sn.Exposed)
+		}
+		_, _, changed, err = s.Update(bg, "a", []string{"github"}, ModeAdditive)
+		if err != nil || changed {
+			t.Fatalf("no-op reported changed=%v err=%v", changed, err)
+		}
+		ch, sn, changed, err = s.Update(bg, "a", []string{"jira"}, ModeReplacement)
+		if err != nil || !changed || !slices.Equal(ch.Added, []string{"jira"}) || !slices.Equal(ch.Removed, []string{"github", "meta"}) {
+			t.Fatalf("replacement: %+v %v", ch, err)
+		}
+		if len(sn.History) != 3 {
+			t.Fatalf("history %d entries, want 3 (no-op not recorded)", len(sn.History))
+		}
+		if _, _, _, err := s.Update(bg, "a", nil, "merge"); !errors.Is(err, ErrBadMode) {
+			t.Fatalf("bad mode: %v", err)
+		}
+		if _, _, _, err := s.Update(bg, "nope", nil, ""); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("unknown session: %v", err)
+		}
+	})
 }
 
 func TestWatchIsolationAndNoOps(t *testing.T) {
-	s, _ := newStore(t, nil)
-	for _, id := range []string{"a", "b"} {
-		if _, err := s.Create(id, ExposeMetaOnly); err != nil {
+	forEachStore(t, nil, func(t *testing.T, s store) {
+		for _, id := range []string{"a", "b"} {
+			if _, err := s.Create(bg, id, ExposeMetaOnly); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		wa, err := s.Watch(ctx, "a")
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	wa, err := s.Watch(ctx, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wb, err := s.Watch(ctx, "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Update("a", []string{"github"}, "")
-	s.Update("a", []string{"github"}, "") // no-op
-	s.Update("a", []string{"jira"}, "")
-	for _, want := range [][]string{{"github"}, {"jira"}} {
+		wb, err := s.Watch(ctx, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Update(bg, "a", []string{"github"}, "")
+		s.Update(bg, "a", []string{"github"}, "") // no-op
+		s.Update(bg, "a", []string{"jira"}, "")
+		for _, want := range [][]string{{"github"}, {"jira"}} {
+			select {
+			case ev := <-wa:
+				if ev.SessionID != "a" || !slices.Equal(ev.Change.Added, want) {
+					t.Fatalf("event %+v, want added %v", ev, want)
+				}
+			case <-time.After(time.Second):
+				t.Fatal("no event")
+			}
+		}
 		select {
 		case ev := <-wa:
-			if ev.SessionID != "a" || !slices.Equal(ev.Change.Added, want) {
-				t.Fatalf("event %+v, want added %v", ev, want)
-			}
-		case <-time.After(time.Second):
-			t.Fatal("no event")
+			t.Fatalf("extra event for a no-op: %+v", ev)
+		case ev := <-wb:
+			t.Fatalf("session b saw a's change: %+v", ev)
+		default:
 		}
-	}
-	select {
-	case ev := <-wa:
-		t.Fatalf("extra event for a no-op: %+v", ev)
-	case ev := <-wb:
-		t.Fatalf("session b saw a's change: %+v", ev)
-	default:
-	}
-	if got, _ := s.Exposed("b"); !slices.Equal(got, []string{"meta"}) {
-		t.Fatalf("b exposed %v", got)
-	}
-	cancel()
-	if _, ok := <-wa; ok {
-		t.Fatal("watch channel not closed after cancel")
-	}
+		if got, _ := s.Exposed(bg, "b"); !slices.Equal(got, []string{"meta"}) {
+			t.Fatalf("b exposed %v", got)
+		}
+		cancel()
+		if _, ok := <-wa; ok {
+			t.Fatal("watch channel not closed after cancel")
+		}
+	})
 }
 
 func TestTTLAndLimit(t *testing.T) {
 	s, clk := newStore(t, func(c *Config) { c.TTL = time.Minute; c.MaxSessions = 2 })
-	s.Create("a", "")
-	s.Create("b", "")
+	s.Create(bg, "a", "")
+	s.Create(bg, "b", "")
 	w, _ := s.Watch(context.Background(), "a")
-	if _, err := s.Create("c", ""); !errors.Is(err, ErrLimit) {
+	if _, err := s.Create(bg, "c", ""); !errors.Is(err, ErrLimit) {
 		t.Fatalf("limit: %v", err)
 	}
 	clk.add(30 * time.Second)
-	if _, err := s.Get("b"); err != nil { // touch b
+	if _, err := s.Get(bg, "b"); err != nil { // touch b
 		t.Fatal(err)
 	}
 	clk.add(45 * time.Second)
 	if n := s.Sweep(); n != 1 {
 		t.Fatalf("swept %d, want 1", n)
 	}
-	if _, err := s.Get("a"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Get(bg, "a"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("expired session: %v", err)
 	}
 	if _, ok := <-w; ok {
 		t.Fatal("watcher of an expired session not closed")
 	}
-	if _, err := s.Create("c", ""); err != nil {
+	if _, err := s.Create(bg, "c", ""); err != nil {
 		t.Fatalf("after expiry: %v", err)
 	}
 }
@@ -198,23 +204,24 @@ func numbered(n int) []string {
 }
 
 func TestHistoryBounded(t *testing.T) {
-	s, _ := newStore(t, func(c *Config) { c.HistoryLimit, c.AllCategories = 5, numbered(20) })
-	s.Create("a", ExposeZero)
-	for i := 0; i < 20; i++ {
-		s.Update("a", []string{fmt.Sprint("c", i)}, ModeReplacement)
-	}
-	sn, _ := s.Get("a")
-	if len(sn.History) != 5 {
-		t.Fatalf("history %d, want 5", len(sn.History))
-	}
+	forEachStore(t, func(c *Config) { c.HistoryLimit, c.AllCategories = 5, numbered(20) }, func(t *testing.T, s store) {
+		s.Create(bg, "a", ExposeZero)
+		for i := 0; i < 20; i++ {
+			s.Update(bg, "a", []string{fmt.Sprint("c", i)}, ModeReplacement)
+		}
+		sn, _ := s.Get(bg, "a")
+		if len(sn.History) != 5 {
+			t.Fatalf("history %d, want 5", len(sn.History))
+		}
+	})
 }
 
 func TestSlowWatcherDropped(t *testing.T) {
 	s, _ := newStore(t, func(c *Config) { c.WatchBuffer, c.AllCategories = 2, numbered(5) })
-	s.Create("a", ExposeZero)
+	s.Create(bg, "a", ExposeZero)
 	w, _ := s.Watch(context.Background(), "a")
 	for i := 0; i < 5; i++ {
-		s.Update("a", []string{fmt.Sprint("c", i)}, ModeReplacement)
+		s.Update(bg, "a", []string{fmt.Sprint("c", i)}, ModeReplacement)
 	}
 	n := 0
 	for range w {
@@ -227,106 +234,108 @@ func TestSlowWatcherDropped(t *testing.T) {
 
 // TestConcurrent exercises 200 sessions at once under the race detector.
 func TestConcurrent(t *testing.T) {
-	s, _ := newStore(t, nil)
-	var wg sync.WaitGroup
-	errs := make(chan error, 200)
-	for i := 0; i < 200; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			id := fmt.Sprint("s", i)
-			if _, err := s.Create(id, ExposeZero); err != nil {
-				errs <- err
-				return
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			w, err := s.Watch(ctx, id)
-			if err != nil {
-				errs <- err
-				return
-			}
-			for j := 0; j < 10; j++ {
-				if _, _, _, err := s.Update(id, []string{cats[j%len(cats)]}, ""); err != nil {
+	forEachStore(t, nil, func(t *testing.T, s store) {
+		var wg sync.WaitGroup
+		errs := make(chan error, 200)
+		for i := 0; i < 200; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				id := fmt.Sprint("s", i)
+				if _, err := s.Create(bg, id, ExposeZero); err != nil {
 					errs <- err
 					return
 				}
-				s.Get(id)
-			}
-			got := 0
-			for got < len(cats) {
-				select {
-				case ev := <-w:
-					if ev.SessionID != id {
-						errs <- fmt.Errorf("session %s got %s's event", id, ev.SessionID)
-						return
-					}
-					got++
-				case <-time.After(5 * time.Second):
-					errs <- fmt.Errorf("session %s: %d events, want %d", id, got, len(cats))
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				w, err := s.Watch(ctx, id)
+				if err != nil {
+					errs <- err
 					return
 				}
-			}
-		}(i)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if s.Len() != 200 {
-		t.Fatalf("%d sessions", s.Len())
-	}
+				for j := 0; j < 10; j++ {
+					if _, _, _, err := s.Update(bg, id, []string{cats[j%len(cats)]}, ""); err != nil {
+						errs <- err
+						return
+					}
+					s.Get(bg, id)
+				}
+				got := 0
+				for got < len(cats) {
+					select {
+					case ev := <-w:
+						if ev.SessionID != id {
+							errs <- fmt.Errorf("session %s got %s's event", id, ev.SessionID)
+							return
+						}
+						got++
+					case <-time.After(5 * time.Second):
+						errs <- fmt.Errorf("session %s: %d events, want %d", id, got, len(cats))
+						return
+					}
+				}
+			}(i)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if n, err := s.Len(bg); err != nil || n != 200 {
+			t.Fatalf("%d sessions (%v)", n, err)
+		}
+	})
 }
 
 func BenchmarkUpdate(b *testing.B) {
 	s, _ := NewStore(Config{AllCategories: cats})
-	s.Create("a", ExposeZero)
+	s.Create(bg, "a", ExposeZero)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		s.Update("a", []string{cats[i%len(cats)]}, ModeReplacement)
+		s.Update(bg, "a", []string{cats[i%len(cats)]}, ModeReplacement)
 	}
 }
 
 func BenchmarkExposed(b *testing.B) {
 	s, _ := NewStore(Config{AllCategories: cats})
-	s.Create("a", ExposeAll)
+	s.Create(bg, "a", ExposeAll)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		s.Exposed("a")
+		s.Exposed(bg, "a")
 	}
 }
 
 func TestUpdateRejectsWhatUpdateCannotApply(t *testing.T) {
-	s, _ := newStore(t, nil)
-	if _, err := s.Create("a", ExposeZero); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name string
-		cats []string
-		mode string
-		want error
-	}{
-		{"unknown mode", []string{"github"}, "merge", ErrBadMode},
-		{"unknown category", []string{"github", "nope"}, "", ErrUnknownCategory},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if _, _, _, err := s.Update("a", tc.cats, tc.mode); !errors.Is(err, tc.want) {
-				t.Fatalf("got %v, want %v", err, tc.want)
-			}
-			if got, _ := s.Exposed("a"); len(got) != 0 {
-				t.Fatalf("exposed %v after a rejected update, want none", got)
-			}
-		})
-	}
-	for _, m := range []string{"", ModeAdditive, ModeReplacement} {
-		if err := CheckMode(m); err != nil {
-			t.Errorf("CheckMode(%q): got %v, want nil", m, err)
+	forEachStore(t, nil, func(t *testing.T, s store) {
+		if _, err := s.Create(bg, "a", ExposeZero); err != nil {
+			t.Fatal(err)
 		}
-	}
-	long := strings.Repeat("é", 40) // 80 bytes: a 64-byte cut would split a rune
-	if err := CheckMode(long); !errors.Is(err, ErrBadMode) || !utf8.ValidString(err.Error()) {
-		t.Fatalf("CheckMode(long): got %q, want ErrBadMode as valid UTF-8", err)
-	}
+		for _, tc := range []struct {
+			name string
+			cats []string
+			mode string
+			want error
+		}{
+			{"unknown mode", []string{"github"}, "merge", ErrBadMode},
+			{"unknown category", []string{"github", "nope"}, "", ErrUnknownCategory},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				if _, _, _, err := s.Update(bg, "a", tc.cats, tc.mode); !errors.Is(err, tc.want) {
+					t.Fatalf("got %v, want %v", err, tc.want)
+				}
+				if got, _ := s.Exposed(bg, "a"); len(got) != 0 {
+					t.Fatalf("exposed %v after a rejected update, want none", got)
+				}
+			})
+		}
+		for _, m := range []string{"", ModeAdditive, ModeReplacement} {
+			if err := CheckMode(m); err != nil {
+				t.Errorf("CheckMode(%q): got %v, want nil", m, err)
+			}
+		}
+		long := strings.Repeat("é", 40) // 80 bytes: a 64-byte cut would split a rune
+		if err := CheckMode(long); !errors.Is(err, ErrBadMode) || !utf8.ValidString(err.Error()) {
+			t.Fatalf("CheckMode(long): got %q, want ErrBadMode as valid UTF-8", err)
+		}
+	})
 }

@@ -274,23 +274,9 @@ func CheckEvent(e Event) error {
 // as Redacted and teaches nothing; the second result reports whether the
 // answer now counts as learned for its prompt's pattern.
 func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
-	if err := CheckEvent(e); err != nil {
-		return Event{}, false, err
-	}
-	secret := IsSecret(e.PromptText, e.PromptType, e.Input, e.TTY)
-	if secret {
-		e.Input = Redacted
-		if e.PromptType != TypePassword && SecretPrompt(e.PromptText) {
-			e.PromptType = TypePassword
-		}
-	}
-	id, err := newID()
+	e, secret, err := prepareRecord(e)
 	if err != nil {
-		return Event{}, false, fmt.Errorf("terminal: event id: %w", err)
-	}
-	e.ID, e.PatternKey = id, PatternKey(e.PromptText)
-	if e.Time.IsZero() {
-		e.Time = time.Now()
+		return Event{}, false, err
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -316,6 +302,32 @@ func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
 		}
 	}
 	return e, e.Success && !secret, nil
+}
+
+// prepareRecord is what every store does to an event before it stores
+// it: check it, redact a secret answer (IsSecret), give it an id, its
+// pattern key and a time. secret reports a redacted answer, which teaches
+// nothing.
+func prepareRecord(e Event) (_ Event, secret bool, _ error) {
+	if err := CheckEvent(e); err != nil {
+		return Event{}, false, err
+	}
+	secret = IsSecret(e.PromptText, e.PromptType, e.Input, e.TTY)
+	if secret {
+		e.Input = Redacted
+		if e.PromptType != TypePassword && SecretPrompt(e.PromptText) {
+			e.PromptType = TypePassword
+		}
+	}
+	id, err := newID()
+	if err != nil {
+		return Event{}, false, fmt.Errorf("terminal: event id: %w", err)
+	}
+	e.ID, e.PatternKey = id, PatternKey(e.PromptText)
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	return e, secret, nil
 }
 
 // Prune deletes events older than MaxAge and the oldest beyond MaxEvents.

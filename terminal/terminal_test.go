@@ -3,7 +3,6 @@ package terminal
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -122,11 +121,10 @@ func TestCheckSessionID(t *testing.T) {
 }
 
 func TestStoreConcurrentWriters(t *testing.T) {
-	s, err := OpenStore(filepath.Join(t.TempDir(), "e.db"), StoreConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	forEachStore(t, StoreConfig{}, testStoreConcurrentWriters)
+}
+
+func testStoreConcurrentWriters(t *testing.T, s store) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 50)
 	for i := 0; i < 50; i++ {
@@ -224,12 +222,11 @@ func TestSecretValue(t *testing.T) {
 }
 
 func TestStoreRetentionByAge(t *testing.T) {
+	forEachStore(t, StoreConfig{MaxAge: time.Hour}, testStoreRetentionByAge)
+}
+
+func testStoreRetentionByAge(t *testing.T, s store) {
 	ctx := context.Background()
-	s, err := OpenStore(filepath.Join(t.TempDir(), "e.db"), StoreConfig{MaxAge: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	for _, when := range []time.Time{time.Now().Add(-2 * time.Hour), time.Now()} {
 		if _, _, err := s.Record(ctx, Event{SessionID: "a", PromptText: "Continue? [y/N]", Input: "y", Success: true,
 			Source: "user_typed", PromptType: TypeYesNo, Time: when}); err != nil {

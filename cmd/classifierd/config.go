@@ -27,6 +27,10 @@ type Config struct {
 	ORTLib       string
 	Threads      int
 	Concurrency  int
+	MaxQueue     int
+	BatchSize    int
+	BatchWindow  time.Duration
+	MaxQueueWait time.Duration
 	MaxTextBytes int
 	MaxBatch     int
 	MaxMessages  int
@@ -36,6 +40,7 @@ type Config struct {
 	NoMatch      string
 	SessionTTL   time.Duration
 	MaxSessions  int
+	State        string // --state: "" (memory) or a Redis URL; may hold a password, never logged
 	Exposure     string
 	Minimal      string
 	Terminal     bool
@@ -62,6 +67,8 @@ func (c *Config) Validate() error {
 		return errors.New("--http-listen must differ from --listen and --mcp-listen")
 	case c.Threads < 1 || c.Concurrency < 1:
 		return errors.New("--threads and --concurrency must be at least 1")
+	case c.MaxQueue < 1 || c.BatchSize < 1 || c.BatchWindow < 0 || c.MaxQueueWait < 0:
+		return errors.New("--max-queue and --batch-size must be at least 1, --batch-window and --max-queue-wait 0 or more")
 	case c.MaxTextBytes < 1 || c.MaxBatch < 1 || c.MaxMessages < 1 || c.MaxRecvBytes < 1024:
 		return errors.New("limits must be positive (--max-recv-bytes at least 1024)")
 	case c.MaxRecvBytes < c.MaxTextBytes+recvOverhead:
@@ -88,6 +95,11 @@ func (c *Config) Validate() error {
 	if c.TermStore.MaxAge <= 0 || c.TermStore.MaxPerSession < 1 || c.TermStore.MaxEvents < 1 {
 		return errors.New("--terminal-retention, --terminal-max-session-events and --terminal-max-events must be positive")
 	}
+	if c.State != "" {
+		if _, err := stateOptions(c.State); err != nil {
+			return err
+		}
+	}
 	if c.SessionTTL <= 0 || c.MaxSessions < 1 {
 		return errors.New("--session-ttl and --max-sessions must be positive")
 	}
@@ -113,6 +125,10 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.ORTLib, "ort-lib", embed.DefaultLibPath(), "ONNX Runtime shared library (default: $ORT_LIB, else where make put it)")
 	fs.IntVar(&c.Threads, "threads", 1, "ONNX Runtime intra-op threads per inference")
 	fs.IntVar(&c.Concurrency, "concurrency", 2, "concurrent inferences")
+	fs.IntVar(&c.MaxQueue, "max-queue", 1024, "most texts waiting for the model; a call that would take the queue past it gets RESOURCE_EXHAUSTED at once")
+	fs.DurationVar(&c.MaxQueueWait, "max-queue-wait", 0, "also RESOURCE_EXHAUSTED when the texts already waiting would keep a call's texts from the model longer than this, from the recent time per text (0: off; e.g. 25ms behind a balancer with replicas to retry on)")
+	fs.IntVar(&c.BatchSize, "batch-size", 32, "most texts of concurrent calls in one model run (a batch-dependent model, such as the default int8 one, always runs texts alone)")
+	fs.DurationVar(&c.BatchWindow, "batch-window", time.Millisecond, "how long a model run that is not full waits for texts of other calls")
 	fs.IntVar(&c.MaxTextBytes, "max-text-bytes", request.DefaultMaxTextBytes, "longest accepted text, prompt or message, in bytes")
 	fs.IntVar(&c.MaxBatch, "max-batch", 64, "most texts in one Embed call")
 	fs.IntVar(&c.MaxMessages, "max-messages", 64, "most messages in one Route call")
@@ -122,11 +138,12 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.NoMatch, "on-no-match", "none", "Route policy when nothing fits and the request does not say: none, meta or all")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 30*time.Minute, "idle time after which a hub session expires")
 	fs.IntVar(&c.MaxSessions, "max-sessions", 10000, "most concurrent hub sessions (RESOURCE_EXHAUSTED past it)")
+	fs.StringVar(&c.State, "state", "", stateUsage)
 	fs.StringVar(&c.Exposure, "default-exposure", "meta-only", "what a new session sees: zero, meta-only, minimal or all")
 	fs.StringVar(&c.Minimal, "minimal-categories", "meta", "comma-separated categories of the minimal exposure")
 	fs.BoolVar(&c.Terminal, "terminal", false, "serve terminal.v1.TerminalService (prompt detection over terminal logs); off, its RPCs answer UNIMPLEMENTED")
 	fs.StringVar(&c.TermLogs, "terminal-logs", "var/terminal", "with --terminal: directory of terminal session logs (<session_id>.log) for DetectInputPrompt")
-	fs.StringVar(&c.TermDB, "terminal-db", "var/terminal.db", "with --terminal: SQLite file for terminal input events and learned patterns (0600; a missing directory is created 0700)")
+	fs.StringVar(&c.TermDB, "terminal-db", "var/terminal.db", "with --terminal: SQLite file for terminal input events and learned patterns (0600; a missing directory is created 0700); unused with --state redis://..., which keeps them in Redis")
 	fs.DurationVar(&c.TermStore.MaxAge, "terminal-retention", terminal.DefaultMaxAge, "with --terminal: delete input events older than this")
 	fs.IntVar(&c.TermStore.MaxPerSession, "terminal-max-session-events", terminal.DefaultMaxPerSession, "with --terminal: keep at most this many input events per terminal session (newest)")
 	fs.IntVar(&c.TermStore.MaxEvents, "terminal-max-events", terminal.DefaultMaxEvents, "with --terminal: keep at most this many input events overall (newest); bounds the database at about 9 KiB per event")

@@ -59,7 +59,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	}
 	defer func() { err = errors.Join(err, rt.Close()) }()
 	eng, err := embed.Open(rt, embed.Config{ModelDir: cfg.Model, Manifest: man,
-		IntraOpThreads: cfg.Threads, MaxConcurrent: cfg.Concurrency, MaxBatch: max(cfg.MaxBatch, 1024)})
+		IntraOpThreads: cfg.Threads, MaxConcurrent: cfg.Concurrency, MaxBatch: max(cfg.MaxBatch, 1024),
+		ChunkSize: cfg.BatchSize, MaxQueue: cfg.MaxQueue, BatchWindow: cfg.BatchWindow, MaxQueueWait: cfg.MaxQueueWait})
 	if err != nil {
 		return fmt.Errorf("load model %s: %w", cfg.Model, err)
 	}
@@ -82,11 +83,13 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	for _, li := range idx.LabelsOf(index.KindCategory) {
 		catIDs = append(catIDs, idx.Labels[li].ID)
 	}
-	sessions, err := session.NewStore(session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions,
-		DefaultExposure: session.Exposure(cfg.Exposure), AllCategories: catIDs, MinimalCategories: splitList(cfg.Minimal)})
+	st, err := openState(ctx, cfg, session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions,
+		DefaultExposure: session.Exposure(cfg.Exposure), AllCategories: catIDs, MinimalCategories: splitList(cfg.Minimal)}, log)
 	if err != nil {
 		return err
 	}
+	defer func() { err = errors.Join(err, st.Close()) }() // after the stores
+	sessions := st.sessions
 	defer func() { err = errors.Join(err, sessions.Close()) }()
 	counter, err := tokens.NewCounter()
 	if err != nil {
@@ -98,9 +101,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return err
 	}
 	var term *server.TerminalServer
-	var store *terminal.Store
+	var store terminalStore
 	if cfg.Terminal {
-		term, store, err = openTerminal(ctx, cfg, eng, log)
+		term, store, err = openTerminal(ctx, cfg, eng, st, log)
 		if err != nil {
 			return err
 		}
@@ -147,7 +150,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	log.Info("classifierd serving", "addr", lis.Addr().String(), "model", man.Name, "dims", eng.Dims(),
 		"ort", rt.Version(), "categories", len(idx.LabelsOf(index.KindCategory)),
 		"servers", len(idx.LabelsOf(index.KindServer)), "tools", len(idx.LabelsOf(index.KindTool)),
-		"calibrated", dom.Calibration.Fitted, "terminal", cfg.Terminal)
+		"calibrated", dom.Calibration.Fitted, "terminal", cfg.Terminal, "state", redactState(cfg.State))
 
 	reloaded := make(chan struct{})
 	go func() { defer close(reloaded); rl.run(janitorCtx, svc, hs) }()
@@ -192,17 +195,19 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		gs.Stop()
 		<-stopped
 	}
-	log.Info("stopped")
+	qs := eng.QueueStats()
+	log.Info("stopped", "model_runs", qs.Runs, "texts_embedded", qs.Items, "calls_refused_queue_full", qs.Rejected)
 	return nil
 }
 
 // openTerminal opens what TerminalService needs (the log directory, the
-// SQLite store, the prompt detector); the caller closes the store.
-func openTerminal(ctx context.Context, cfg Config, eng terminal.Embedder, log *slog.Logger) (_ *server.TerminalServer, _ *terminal.Store, err error) {
+// store: SQLite, or Redis with --state; the prompt detector); the caller
+// closes the store.
+func openTerminal(ctx context.Context, cfg Config, eng terminal.Embedder, st state, log *slog.Logger) (_ *server.TerminalServer, _ terminalStore, err error) {
 	if err := os.MkdirAll(cfg.TermLogs, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("terminal logs: %w", err)
 	}
-	store, err := terminal.OpenStore(cfg.TermDB, cfg.TermStore)
+	store, err := openTerminalStore(cfg, st)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -5,6 +5,12 @@
 // under identical conditions.
 //
 //	loadtest --daemon bin/classifierd --index var/default.idx --model DIR [--ort-lib PATH]
+//
+// With --saturation it instead drives Route at rising numbers of
+// concurrent clients (--steps), prints throughput, p50/p99 of the answered
+// calls and the refused (RESOURCE_EXHAUSTED) and failed calls per step,
+// compares the peak with the bare engine's throughput on the same texts,
+// and draws the curve (--png); `make loadtest` runs this mode.
 package main
 
 import (
@@ -20,6 +26,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -54,6 +61,8 @@ type config struct {
 	requests, concurrency                  int
 	jsonOut                                string
 	reload                                 time.Duration
+	daemonArgs                             []string
+	label                                  string
 }
 
 func main() {
@@ -78,8 +87,39 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&c.concurrency, "concurrency", 8, "concurrent clients in the throughput test")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the figures as JSON to this file")
 	fs.DurationVar(&c.reload, "reload", 0, "reload mode: only Route from --concurrency clients, while the daemon gets a SIGHUP (an index reload) this often; counts failed requests")
+	daemonArgs := fs.String("daemon-args", "", "extra daemon flags, space-separated (e.g. \"--max-queue 64 --batch-window 2ms\")")
+	fs.StringVar(&c.label, "label", "", "what to call this machine or setting in the chart's title")
+	saturation := fs.Bool("saturation", false, "measure the saturation curve of Route instead (see --steps)")
+	var sc satConfig
+	steps := fs.String("steps", "1,2,4,8,16,64,256,1000,2000", "with --saturation: concurrent clients at each step")
+	fs.DurationVar(&sc.stepTime, "step-time", 5*time.Second, "with --saturation: measured time per step (and for the bare engine)")
+	fs.DurationVar(&sc.warmup, "warmup", time.Second, "with --saturation: unmeasured time at the start of each step")
+	fs.DurationVar(&sc.callTimeout, "call-timeout", 5*time.Second, "with --saturation: deadline of each call")
+	fs.DurationVar(&sc.backoff, "backoff", 20*time.Millisecond, "with --saturation: a client's first pause after RESOURCE_EXHAUSTED, doubling per refusal in a row up to 1s (jitter: uniform in [b/2, 3b/2])")
+	fs.IntVar(&sc.conns, "conns", 8, "with --saturation: gRPC connections the clients share")
+	fs.StringVar(&sc.queries, "queries", "", "with --saturation: JSON-lines file whose \"text\" fields are the prompts (default: the built-in ones)")
+	fs.StringVar(&sc.png, "png", "", "with --saturation: write the curve as a PNG chart")
+	replotFrom := fs.String("replot", "", "redraw the chart (--png) from the --json file of an earlier --saturation run, and exit")
+	fs.IntVar(&sc.bareWorkers, "bare-workers", 2, "with --saturation: concurrent runs of the bare engine (the daemon's --concurrency)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	c.daemonArgs = strings.Fields(*daemonArgs)
+	if *replotFrom != "" {
+		if sc.png == "" {
+			return errors.New("--replot needs --png")
+		}
+		return replot(*replotFrom, sc.png, chartTitle(c.label))
+	}
+	if *saturation {
+		var err error
+		if sc.steps, err = parseSteps(*steps); err != nil {
+			return err
+		}
+		if sc.stepTime <= 0 || sc.warmup < 0 || sc.callTimeout <= 0 || sc.backoff <= 0 || sc.conns < 1 || sc.bareWorkers < 1 || c.requests < 10 {
+			return errors.New("--step-time, --call-timeout, --backoff must be positive, --warmup not negative, --conns and --bare-workers at least 1, --requests at least 10")
+		}
+		return runSaturation(ctx, c, sc, out)
 	}
 	if c.requests < 10 || c.requests > 1_000_000 || c.concurrency < 1 || c.concurrency > 256 {
 		return errors.New("--requests must be 10..1000000 and --concurrency 1..256")
@@ -209,6 +249,11 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // single-threaded settings, and returns one bare ONNX Runtime run of the
 // i-th prompt's tokens (tokenised beforehand).
 func openBare(ctx context.Context, c config) (func(context.Context, int) error, func(), error) {
+	return openBareTexts(ctx, c, prompts, 1)
+}
+
+// openBareTexts is openBare over texts, allowing workers concurrent runs.
+func openBareTexts(ctx context.Context, c config, texts []string, workers int) (func(context.Context, int) error, func(), error) {
 	man, err := models.Resolve(c.model, c.manifest)
 	if err != nil {
 		return nil, nil, err
@@ -217,14 +262,14 @@ func openBare(ctx context.Context, c config) (func(context.Context, int) error, 
 	if err != nil {
 		return nil, nil, err
 	}
-	eng, err := embed.Open(rt, embed.Config{ModelDir: c.model, Manifest: man, IntraOpThreads: 1, MaxConcurrent: 1})
+	eng, err := embed.Open(rt, embed.Config{ModelDir: c.model, Manifest: man, IntraOpThreads: 1, MaxConcurrent: workers})
 	if err != nil {
 		_ = rt.Close()
 		return nil, nil, err
 	}
 	closeAll := func() { _ = eng.Close(); _ = rt.Close() }
-	toks := make([][]int64, len(prompts))
-	for i, p := range prompts {
+	toks := make([][]int64, len(texts))
+	for i, p := range texts {
 		if toks[i], err = eng.Tokens(p); err != nil {
 			closeAll()
 			return nil, nil, err
@@ -325,6 +370,7 @@ func startDaemon(ctx context.Context, c config) (string, *os.Process, func(), er
 	if c.manifest != "" {
 		cmd.Args = append(cmd.Args, "--manifest", c.manifest)
 	}
+	cmd.Args = append(cmd.Args, c.daemonArgs...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return "", nil, nil, err

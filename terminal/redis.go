@@ -1,0 +1,319 @@
+package terminal
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrUnavailable reports that the shared terminal store (Redis) could not
+// be reached or answered with an error; the call may succeed when retried.
+var ErrUnavailable = errors.New("terminal: store unavailable")
+
+// DefaultRedisPrefix starts every key RedisStore uses.
+const DefaultRedisPrefix = "classifierd:"
+
+// RedisStore keeps answered prompts in Redis, so that every daemon pointed
+// at one Redis records into and learns from the same events. It applies
+// the same rules as Store: secrets are redacted before they are stored
+// (prepareRecord), learned answers are counted from the retained events
+// (so retention and deletion forget what a session taught), and the same
+// retention bounds hold (per session on every insert, age and overall
+// count every pruneEvery inserts and on Run's ticks).
+//
+// Layout under the prefix P (standalone Redis: the scripts name keys
+// they derive from event fields):
+//
+//	P t:e:<id>                 hash: one event
+//	P t:s:<session>            sorted set: the session's event ids by time (µs)
+//	P t:all                    sorted set: every event id by time (µs)
+//	P t:lp:<sha1(pattern)>     hash: answer -> successes, every session
+//	P t:ls:<sha1(pattern)>:<session>  hash: answer -> successes in one session
+//
+// It does not own the client.
+type RedisStore struct {
+	rdb     *redis.Client
+	prefix  string
+	cfg     StoreConfig
+	inserts atomic.Int64
+}
+
+// NewRedisStore returns a store on rdb whose keys start with prefix
+// (DefaultRedisPrefix when empty).
+func NewRedisStore(rdb *redis.Client, prefix string, cfg StoreConfig) (*RedisStore, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if prefix == "" {
+		prefix = DefaultRedisPrefix
+	}
+	return &RedisStore{rdb: rdb, prefix: prefix, cfg: cfg}, nil
+}
+
+// Close does nothing: the caller closes the client.
+func (s *RedisStore) Close() error { return nil }
+
+// unavailable wraps a Redis or network error as ErrUnavailable; context
+// errors stay what they are.
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// luaRemove deletes one event and takes its answer out of the learned
+// counts; it returns 1 (0 for an id already gone, which it still takes
+// out of the overall set so that pruning always progresses).
+const luaRemove = `
+local function remove(P, id)
+  local k = P .. 't:e:' .. id
+  local f = redis.call('HMGET', k, 'session', 'pattern', 'input', 'learned')
+  redis.call('ZREM', P .. 't:all', id)
+  if not f[1] then return 0 end
+  redis.call('DEL', k)
+  redis.call('ZREM', P .. 't:s:' .. f[1], id)
+  if f[4] == '1' then
+    local h = redis.sha1hex(f[2])
+    for _, lk in ipairs({P .. 't:lp:' .. h, P .. 't:ls:' .. h .. ':' .. f[1]}) do
+      if redis.call('HINCRBY', lk, f[3], -1) <= 0 then redis.call('HDEL', lk, f[3]) end
+    end
+  end
+  return 1
+end
+`
+
+var recordScript = redis.NewScript(luaRemove + `
+local P, id, sess = ARGV[1], ARGV[2], ARGV[3]
+redis.call('HSET', P .. 't:e:' .. id, 'session', sess, 'prompt', ARGV[4], 'input', ARGV[5], 'success', ARGV[6],
+  'source', ARGV[7], 'rt', ARGV[8], 'created', ARGV[9], 'type', ARGV[10], 'pattern', ARGV[11], 'learned', ARGV[12])
+redis.call('ZADD', P .. 't:s:' .. sess, ARGV[13], id)
+redis.call('ZADD', P .. 't:all', ARGV[13], id)
+if ARGV[12] == '1' then
+  local h = redis.sha1hex(ARGV[11])
+  redis.call('HINCRBY', P .. 't:lp:' .. h, ARGV[5], 1)
+  redis.call('HINCRBY', P .. 't:ls:' .. h .. ':' .. sess, ARGV[5], 1)
+end
+local over = redis.call('ZCARD', P .. 't:s:' .. sess) - tonumber(ARGV[14])
+if over > 0 then
+  for _, old in ipairs(redis.call('ZRANGE', P .. 't:s:' .. sess, 0, over - 1)) do remove(P, old) end
+end
+return 0`)
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// Record stores an event like Store.Record: a secret answer is stored as
+// Redacted and teaches nothing; the second result reports whether the
+// answer now counts as learned for its prompt's pattern.
+func (s *RedisStore) Record(ctx context.Context, e Event) (Event, bool, error) {
+	e, secret, err := prepareRecord(e)
+	if err != nil {
+		return Event{}, false, err
+	}
+	learned := e.Success && !secret
+	err = recordScript.Run(ctx, s.rdb, nil, s.prefix, e.ID, e.SessionID, e.PromptText, e.Input, boolArg(e.Success),
+		e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey, boolArg(learned),
+		e.Time.UnixMicro(), s.cfg.MaxPerSession).Err()
+	if err != nil {
+		return Event{}, false, unavailable(err)
+	}
+	if s.inserts.Add(1)%pruneEvery == 0 {
+		if err := s.Prune(ctx); err != nil {
+			return Event{}, false, err
+		}
+	}
+	return e, learned, nil
+}
+
+var pruneScript = redis.NewScript(luaRemove + `
+local P, batch = ARGV[1], tonumber(ARGV[4])
+local n = 0
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 't:all', '-inf', '(' .. ARGV[2], 'LIMIT', 0, batch)) do
+  remove(P, id)
+  n = n + 1
+end
+local over = math.min(redis.call('ZCARD', P .. 't:all') - tonumber(ARGV[3]), batch - n)
+if over > 0 then
+  for _, id in ipairs(redis.call('ZRANGE', P .. 't:all', 0, over - 1)) do
+    remove(P, id)
+    n = n + 1
+  end
+end
+return n`)
+
+// pruneBatch bounds the events one prune script removes, so Redis never
+// runs one long script; Prune repeats it until nothing is left to remove.
+const pruneBatch = 1000
+
+// Prune deletes events older than MaxAge and the oldest beyond MaxEvents.
+func (s *RedisStore) Prune(ctx context.Context) error {
+	cutoff := time.Now().Add(-s.cfg.MaxAge).UnixMicro()
+	for {
+		n, err := pruneScript.Run(ctx, s.rdb, nil, s.prefix, cutoff, s.cfg.MaxEvents, pruneBatch).Int()
+		if err != nil {
+			return unavailable(err)
+		}
+		if n < pruneBatch {
+			return nil
+		}
+	}
+}
+
+// Run prunes every interval until ctx is done, like Store.Run.
+func (s *RedisStore) Run(ctx context.Context, every time.Duration, report func(error)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.Prune(ctx); err != nil && ctx.Err() == nil {
+				report(err)
+			}
+		}
+	}
+}
+
+// Count returns how many events the store holds, overall or for session
+// when it is not empty.
+func (s *RedisStore) Count(ctx context.Context, session string) (int, error) {
+	key := s.prefix + "t:all"
+	if session != "" {
+		key = s.prefix + "t:s:" + session
+	}
+	n, err := s.rdb.ZCard(ctx, key).Result()
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	return int(n), nil
+}
+
+var deleteSessionScript = redis.NewScript(luaRemove + `
+local n = 0
+for _, id in ipairs(redis.call('ZRANGE', ARGV[1] .. 't:s:' .. ARGV[2], 0, -1)) do n = n + remove(ARGV[1], id) end
+redis.call('DEL', ARGV[1] .. 't:s:' .. ARGV[2])
+return n`)
+
+// DeleteSession deletes every event of a session, and so everything it
+// taught; it returns how many events it deleted.
+func (s *RedisStore) DeleteSession(ctx context.Context, session string) (int64, error) {
+	if err := CheckSessionID(session); err != nil {
+		return 0, err
+	}
+	n, err := deleteSessionScript.Run(ctx, s.rdb, nil, s.prefix, session).Int64()
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	return n, nil
+}
+
+// Learned returns what was successfully answered to a prompt's pattern,
+// like Store.Learned: in session, or in every session with ShareLearned;
+// never a secret.
+func (s *RedisStore) Learned(ctx context.Context, prompt, session string) ([]Learned, error) {
+	h := sha1hex(PatternKey(clipEnd(prompt, MaxPromptBytes)))
+	key := s.prefix + "t:lp:" + h
+	switch {
+	case s.cfg.ShareLearned:
+	case session == "":
+		return nil, nil
+	default:
+		if err := CheckSessionID(session); err != nil {
+			return nil, err
+		}
+		key = s.prefix + "t:ls:" + h + ":" + session
+	}
+	m, err := s.rdb.HGetAll(ctx, key).Result()
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	all := make([]Learned, 0, len(m))
+	for input, v := range m {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || input == Redacted {
+			continue
+		}
+		all = append(all, Learned{Input: input, Successes: n})
+	}
+	// Store's order: most successes first, then by answer; the first
+	// maxLearned, without secrets.
+	slices.SortFunc(all, func(a, b Learned) int {
+		return cmp.Or(cmp.Compare(b.Successes, a.Successes), cmp.Compare(a.Input, b.Input))
+	})
+	var out []Learned
+	total := 0
+	for _, l := range all[:min(len(all), maxLearned)] {
+		if SecretValue(l.Input) {
+			continue
+		}
+		total += l.Successes
+		out = append(out, l)
+	}
+	for i := range out {
+		out[i].Total = total
+	}
+	return out, nil
+}
+
+// History returns a session's events, oldest first, at most limit, with
+// Store.History's redaction.
+func (s *RedisStore) History(ctx context.Context, session string, limit int) ([]Event, error) {
+	if err := CheckSessionID(session); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.prefix + "t:s:" + session, Start: 0, Stop: limit - 1, Rev: true}).Result()
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGetAll(ctx, s.prefix+"t:e:"+id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	out := make([]Event, 0, len(ids))
+	for i := len(ids) - 1; i >= 0; i-- {
+		f := cmds[i].Val()
+		if len(f) == 0 {
+			continue // removed between the two reads
+		}
+		ns, _ := strconv.ParseInt(f["created"], 10, 64)
+		rt, _ := strconv.ParseInt(f["rt"], 10, 64)
+		e := Event{ID: ids[i], SessionID: f["session"], PromptText: f["prompt"], Input: f["input"], Success: f["success"] == "1",
+			Source: f["source"], ResponseTimeMs: rt, Time: time.Unix(0, ns), PromptType: f["type"], PatternKey: f["pattern"]}
+		if e.Input != Redacted && IsSecret(e.PromptText, e.PromptType, e.Input, TTYState{}) {
+			e.Input = Redacted
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// sha1hex is Lua's redis.sha1hex: the learned-count keys name a pattern
+// by it, so that any pattern text makes a well-formed key.
+func sha1hex(s string) string {
+	h := sha1.Sum([]byte(s))
+	return hex.EncodeToString(h[:])
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"image/png"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func TestParseSteps(t *testing.T) {
+	got, err := parseSteps("1, 8,2000")
+	if err != nil || !slices.Equal(got, []int{1, 8, 2000}) {
+		t.Fatalf("got %v, %v; want [1 8 2000]", got, err)
+	}
+	for _, bad := range []string{"", "0", "-1", "a", "1,,2", "20000"} {
+		if _, err := parseSteps(bad); err == nil {
+			t.Errorf("parseSteps(%q): no error", bad)
+		}
+	}
+}
+
+func TestLoadQueries(t *testing.T) {
+	q, err := loadQueries("../../data/catalogs/default.eval.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q) < 100 || q[0] == "" {
+		t.Fatalf("%d queries, first %q: want the eval file's texts", len(q), q[0])
+	}
+	dir := t.TempDir()
+	for name, body := range map[string]string{"empty": "", "blank": `{"text": "  "}` + "\n", "broken": "{"} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := loadQueries(p); err == nil {
+			t.Errorf("%s file: no error", name)
+		}
+	}
+}
+
+func TestCPUReaders(t *testing.T) {
+	cpu, err := procCPU(os.Getpid())
+	if err != nil || cpu < 0 {
+		t.Fatalf("procCPU(self) = %v, %v", cpu, err)
+	}
+	busy, total, err := machineCPU()
+	if err != nil || total <= 0 || busy < 0 || busy > total {
+		t.Fatalf("machineCPU = %d busy of %d, %v", busy, total, err)
+	}
+	if _, err := procCPU(-1); err == nil {
+		t.Fatal("procCPU of no process: no error")
+	}
+}
+
+func TestSaturationPNG(t *testing.T) {
+	steps := []step{
+		{Clients: 1, RPS: 400, P50ms: 2, P99ms: 6},
+		{Clients: 8, RPS: 800, P50ms: 9, P99ms: 30, RejectRate: 0.01},
+		{Clients: 2000, RPS: 750, P50ms: 20, P99ms: 48, RejectRate: 0.9},
+		{Clients: 4000}, // nothing answered: drawn without latency points
+	}
+	path := filepath.Join(t.TempDir(), "c.png")
+	if err := writeSaturationPNG(path, "test", steps, 1400); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() != 900 || b.Dy() != 700 {
+		t.Fatalf("image %v, want 900x700", b)
+	}
+	if err := writeSaturationPNG(filepath.Join(t.TempDir(), "no", "dir.png"), "x", steps, 1); err == nil {
+		t.Fatal("writing into a missing directory: no error")
+	}
+	// --replot draws the same chart from a run's JSON.
+	js := filepath.Join(t.TempDir(), "run.json")
+	if err := os.WriteFile(js, []byte(`{"bare_texts_per_s": 1400, "steps": [{"clients": 1, "route_per_s": 400, "p50_ms": 2, "p99_ms": 6}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := replot(js, filepath.Join(t.TempDir(), "r.png"), "t"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(js, []byte(`{"steps": []}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := replot(js, filepath.Join(t.TempDir(), "r.png"), "t"); err == nil {
+		t.Fatal("replot of a run without steps: no error")
+	}
+}

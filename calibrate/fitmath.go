@@ -327,6 +327,7 @@ func ChooseBinaryGap(s, gap []float64, pos []bool, folds int, prior Binary, floo
 	if npos >= minIsotonicPositives && n-npos >= minIsotonicPositives && eI < eP*0.9 {
 		iso := fitIsotonic(s, pos)
 		out.Method, out.Isotonic, out.ECEAfter = "isotonic", &iso, eI
+		out.Reliability = Reliability(heldI, pos, ECEBins)
 		out.Threshold = recallThreshold(heldI, pos, floor)
 		return out
 	}
@@ -338,6 +339,7 @@ func ChooseBinaryGap(s, gap []float64, pos []bool, folds int, prior Binary, floo
 		out.A, out.B = fitPlatt(s, pos)
 		out.Method, out.Isotonic, out.ECEAfter = "platt", nil, eP
 	}
+	out.Reliability = Reliability(heldP, pos, ECEBins)
 	out.Threshold = recallThreshold(heldP, pos, floor)
 	return out
 }

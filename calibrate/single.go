@@ -60,6 +60,7 @@ func FitSingle(scores [][]float64, labels []int, folds int, prior Binary) Single
 		correct = append(correct, best == labels[i])
 	}
 	sl.ECEBefore, sl.ECEAfter, sl.Samples = ECE(confB, correct, ECEBins), ECE(confA, correct, ECEBins), len(scores)
+	sl.Reliability = Reliability(confA, correct, ECEBins)
 	sl.Threshold = pickThreshold(scores, labels, sl)
 	return sl
 }

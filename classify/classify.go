@@ -61,6 +61,8 @@ type Scored struct {
 	Confidence float64
 	Score      float64 // fused raw score
 	Evidence   string
+	// Parts is Evidence by kind.
+	Parts rank.Parts
 }
 
 // Result is a Classify answer.
@@ -138,7 +140,7 @@ func (c *Classifier) rankSingle(cs []rank.Score, k int, thr float64) Result {
 			break
 		}
 		res.Categories = append(res.Categories, Scored{Label: cs[i].Label, ID: c.idx.Labels[cs[i].Label].ID,
-			Confidence: probs[i], Score: cs[i].Score, Evidence: c.rk.Evidence(cs[i])})
+			Confidence: probs[i], Score: cs[i].Score, Evidence: c.rk.Evidence(cs[i]), Parts: c.rk.Parts(cs[i])})
 	}
 	res.Abstained = len(res.Categories) == 0
 	res.InScope = inScope

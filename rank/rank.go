@@ -413,6 +413,39 @@ func (r *Ranker) Evidence(s Score) string {
 	return s.Via + ev
 }
 
+// Parts is a score's evidence by kind, for clients that show the kinds
+// apart (the explain page); Evidence is the same as one sentence.
+type Parts struct {
+	// Dense is the cosine of the nearest catalog text to the request.
+	Dense float64
+	// Nearest is that text with its source: `example "…"`.
+	Nearest string
+	// Lexical is a name or keyword hit (`keyword "github"`), else "".
+	Lexical string
+	// Pattern is a category pattern hit, else "".
+	Pattern string
+	// Via names the label the evidence belongs to when it is another's
+	// (a server's best tool or category), else "".
+	Via string
+}
+
+// Parts splits the evidence of s by kind.
+func (r *Ranker) Parts(s Score) Parts {
+	l := &r.idx.Labels[s.owner]
+	if math.IsInf(s.Score, -1) || s.vec < l.First || s.vec >= l.First+l.Count {
+		return Parts{}
+	}
+	k := s.vec - l.First
+	p := Parts{Dense: s.cos, Nearest: fmt.Sprintf("%s %q", l.Sources[k], Clip(l.Texts[k], 60)),
+		Via: strings.TrimSuffix(s.Via, ": ")}
+	if strings.HasPrefix(s.Lex, "pattern") {
+		p.Pattern = s.Lex
+	} else {
+		p.Lexical = s.Lex
+	}
+	return p
+}
+
 // CategoryScores scores every category for the turns.
 func (r *Ranker) CategoryScores(ts []Turn) []Score { return r.ScoreLabels(r.cats, ts) }
 

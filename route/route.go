@@ -123,6 +123,8 @@ type ToolScore struct {
 	Confidence float64
 	Score      float64
 	Evidence   string
+	// Parts is Evidence by kind.
+	Parts rank.Parts
 }
 
 // RouteResult is a Route answer.
@@ -321,7 +323,7 @@ func (c *Router) route(ts []rank.Turn, allowed map[int]bool, maxS, maxT int, q R
 		delete(keep, s.Label)
 		selected[s.Label] = true
 		res.Servers = append(res.Servers, classify.Scored{Label: s.Label, ID: c.idx.Labels[s.Label].ID,
-			Confidence: p, Score: s.Score, Evidence: ev})
+			Confidence: p, Score: s.Score, Evidence: ev, Parts: c.rk.Parts(s)})
 	}
 	// Tools of the selected servers, best first. Every selected server
 	// contributes at least its best tool: a relevant server with nothing to
@@ -367,7 +369,7 @@ func (c *Router) route(ts []rank.Turn, allowed map[int]bool, maxS, maxT int, q R
 				break
 			}
 			res.Categories = append(res.Categories, classify.Scored{Label: s.Label, ID: c.idx.Labels[s.Label].ID,
-				Confidence: p, Score: s.Score, Evidence: c.rk.Evidence(s)})
+				Confidence: p, Score: s.Score, Evidence: c.rk.Evidence(s), Parts: c.rk.Parts(s)})
 		}
 	}
 	if len(res.Servers) == 0 {
@@ -467,7 +469,7 @@ func needPicks(parts [][]rank.Score, overall []rank.Score, k int, ok func(overal
 func (c *Router) toolScore(s rank.Score, p float64) ToolScore {
 	l := &c.idx.Labels[s.Label]
 	return ToolScore{Label: s.Label, Name: l.Name, Server: l.Server, Category: l.Category,
-		Confidence: p, Score: s.Score, Evidence: c.rk.Evidence(s)}
+		Confidence: p, Score: s.Score, Evidence: c.rk.Evidence(s), Parts: c.rk.Parts(s)}
 }
 
 func (c *Router) applyNoMatch(res *RouteResult, srvS []rank.Score, thr float64, p NoMatch) {

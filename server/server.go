@@ -23,6 +23,7 @@ import (
 	"github.com/classifierd/classifierd/classify"
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/route"
 	"github.com/classifierd/classifierd/session"
 )
@@ -151,7 +152,7 @@ func (s *Server) Route(ctx context.Context, req *pb.RouteRequest) (*pb.RouteResp
 	selected := make([]int, 0, len(res.Tools))
 	for _, t := range res.Tools {
 		out.Tools = append(out.Tools, &pb.ScoredTool{Name: t.Name, Server: t.Server, ServerName: cur.dom.Index.ServerName(t.Server), Confidence: float32(t.Confidence),
-			Score: float32(t.Score), Category: t.Category, Evidence: t.Evidence})
+			Score: float32(t.Score), Category: t.Category, Evidence: t.Evidence, EvidenceParts: evidenceParts(t.Parts)})
 		selected = append(selected, t.Label)
 	}
 	out.Stats = s.toolStats(cur, res.Candidates, selected)
@@ -200,7 +201,8 @@ func (s *Server) GetIndexInfo(ctx context.Context, _ *pb.GetIndexInfoRequest) (*
 	}
 	out.Calibration = append(out.Calibration,
 		&pb.CalibrationInfo{Target: "categories", Method: cal.Categories.Method, EceBefore: float32(cal.Categories.ECEBefore),
-			EceAfter: float32(cal.Categories.ECEAfter), Samples: int32(cal.Categories.Samples), DefaultThreshold: float32(cal.Categories.Threshold)},
+			EceAfter: float32(cal.Categories.ECEAfter), Samples: int32(cal.Categories.Samples), DefaultThreshold: float32(cal.Categories.Threshold),
+			Reliability: reliabilityBins(cal.Categories.Reliability)},
 		binaryInfo("categories_multi", cal.CategoriesMulti), binaryInfo("servers", cal.Servers), binaryInfo("tools", cal.Tools))
 	f := cal.Fusion
 	out.Fusion = &pb.FusionInfo{Pattern: float32(f.Pattern), Name: float32(f.Name), Keyword: float32(f.Keyword),
@@ -213,7 +215,17 @@ func (s *Server) GetIndexInfo(ctx context.Context, _ *pb.GetIndexInfoRequest) (*
 
 func binaryInfo(target string, b calibrate.Binary) *pb.CalibrationInfo {
 	return &pb.CalibrationInfo{Target: target, Method: b.Method, EceBefore: float32(b.ECEBefore), EceAfter: float32(b.ECEAfter),
-		Samples: int32(b.Samples), DefaultThreshold: float32(b.Threshold), SharedFallback: b.SharedFallback}
+		Samples: int32(b.Samples), DefaultThreshold: float32(b.Threshold), SharedFallback: b.SharedFallback,
+		Reliability: reliabilityBins(b.Reliability)}
+}
+
+func reliabilityBins(bs []calibrate.Bin) []*pb.ReliabilityBin {
+	out := make([]*pb.ReliabilityBin, 0, len(bs))
+	for _, b := range bs {
+		out = append(out, &pb.ReliabilityBin{Lo: float32(b.Lo), Hi: float32(b.Hi), Count: int32(b.Count),
+			MeanConfidence: float32(b.MeanConf), Accuracy: float32(b.Accuracy)})
+	}
+	return out
 }
 
 func optFloat(p *float32) *float32 {
@@ -236,9 +248,18 @@ func serverLabels(dom Domain, ss []classify.Scored) []*pb.ScoredLabel {
 func scoredLabels(ss []classify.Scored) []*pb.ScoredLabel {
 	out := make([]*pb.ScoredLabel, 0, len(ss))
 	for _, s := range ss {
-		out = append(out, &pb.ScoredLabel{Id: s.ID, Confidence: float32(s.Confidence), Score: float32(s.Score), Evidence: s.Evidence})
+		out = append(out, &pb.ScoredLabel{Id: s.ID, Confidence: float32(s.Confidence), Score: float32(s.Score), Evidence: s.Evidence,
+			EvidenceParts: evidenceParts(s.Parts)})
 	}
 	return out
+}
+
+// evidenceParts is nil when there is no evidence (a keyword-only answer).
+func evidenceParts(p rank.Parts) *pb.EvidenceParts {
+	if p == (rank.Parts{}) {
+		return nil
+	}
+	return &pb.EvidenceParts{Dense: float32(p.Dense), Nearest: p.Nearest, Lexical: p.Lexical, Pattern: p.Pattern, Via: p.Via}
 }
 
 func noMatchFromPB(p pb.NoMatchPolicy, def route.NoMatch) route.NoMatch {
@@ -275,9 +296,16 @@ type Stats struct {
 	returned    atomic.Int64
 	degraded    atomic.Int64
 	abstained   atomic.Int64
+	// window is GetToolMetrics' resettable view of toolAnswers, baseline and returned.
+	window tokenWindow
 }
 
-func newStats() *Stats { return &Stats{since: time.Now(), byMethod: map[string]int64{}} }
+func newStats() *Stats {
+	now := time.Now()
+	st := &Stats{since: now, byMethod: map[string]int64{}}
+	st.window.since = now
+	return st
+}
 
 func (st *Stats) count(method string) {
 	st.mu.Lock()

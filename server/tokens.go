@@ -25,6 +25,7 @@ func (s *Server) toolStats(cur *served, candidates, selected []int) *pb.ToolStat
 	s.stats.toolAnswers.Add(1)
 	s.stats.baseline.Add(total)
 	s.stats.returned.Add(ret)
+	s.stats.window.add(total, ret)
 	return st
 }
 

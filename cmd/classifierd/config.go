@@ -20,6 +20,7 @@ type Config struct {
 	Model        string
 	Manifest     string
 	Listen       string
+	HTTPListen   string
 	MCPListen    string
 	MCPStdio     bool
 	MCPServers   string
@@ -62,6 +63,8 @@ func (c *Config) Validate() error {
 		return errors.New("--model is required")
 	case c.Listen == "":
 		return errors.New("--listen is required")
+	case c.HTTPListen != "" && (c.HTTPListen == c.Listen || c.HTTPListen == c.MCPListen):
+		return errors.New("--http-listen must differ from --listen and --mcp-listen")
 	case c.Threads < 1 || c.Concurrency < 1:
 		return errors.New("--threads and --concurrency must be at least 1")
 	case c.MaxQueue < 1 || c.BatchSize < 1 || c.BatchWindow < 0 || c.MaxQueueWait < 0:
@@ -116,6 +119,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.Model, "model", "", "model directory with model.onnx and tokenizer.json (required)")
 	fs.StringVar(&c.Manifest, "manifest", "", "model manifest (default: DIR/manifest.json, else a known manifest)")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:50051", "gRPC listen address HOST:PORT")
+	fs.StringVar(&c.HTTPListen, "http-listen", "", "HTTP/JSON listen address HOST:PORT: Connect JSON, the hub REST shape and the explain page at / (docs/http.md); empty: off")
 	fs.StringVar(&c.MCPListen, "mcp-listen", "", "also serve MCP over streamable HTTP at HOST:PORT (path /mcp); empty: no MCP over HTTP")
 	fs.StringVar(&c.MCPServers, "mcp-servers", "", "with MCP: an MCP client configuration (mcpServers) of the catalog's servers; adds call_tool, which calls any catalog tool on its server (default with --mcp-config: its live servers)")
 	fs.StringVar(&c.ORTLib, "ort-lib", embed.DefaultLibPath(), "ONNX Runtime shared library (default: $ORT_LIB, else where make put it)")

@@ -142,6 +142,13 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	)
 	hs := health.NewServer()
 	register(gs, hs, svc, term)
+	var hsrv *httpServer
+	if cfg.HTTPListen != "" {
+		if hsrv, err = newHTTPServer(cfg, gs, log); err != nil {
+			_ = lis.Close()
+			return err
+		}
+	}
 
 	log.Info("classifierd serving", "addr", lis.Addr().String(), "model", man.Name, "dims", eng.Dims(),
 		"ort", rt.Version(), "categories", len(idx.LabelsOf(index.KindCategory)),
@@ -157,23 +164,36 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return err
 	}
 	defer stopMCP()
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- gs.Serve(lis) }()
+	if hsrv != nil {
+		log.Info("classifierd serving HTTP/JSON and the explain page", "addr", hsrv.Addr(), "url", "http://"+hsrv.Addr()+"/")
+		go func() {
+			if err := hsrv.Serve(); err != nil {
+				serveErr <- err
+			}
+		}()
+	}
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down", "wait", cfg.ShutdownWait)
-	hs.Shutdown() // NOT_SERVING for every service, so balancers drain us
+	deadline := time.Now().Add(cfg.ShutdownWait) // one budget for HTTP and gRPC
+	hs.Shutdown()                                // NOT_SERVING for every service, so balancers drain us
 	// End WatchExposure streams (their channels close), or GracefulStop
 	// would wait for them until the deadline.
 	_ = sessions.Close()
+	if hsrv != nil {
+		// Before gs: HTTP calls run on gs, and would be cut by its stop.
+		hsrv.Shutdown(time.Until(deadline))
+	}
 	stopped := make(chan struct{})
 	go func() { gs.GracefulStop(); close(stopped) }()
 	select {
 	case <-stopped:
-	case <-time.After(cfg.ShutdownWait):
+	case <-time.After(time.Until(deadline)):
 		log.Warn("graceful stop timed out; closing connections")
 		gs.Stop()
 		<-stopped

@@ -15,8 +15,10 @@
 package classifierv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -101,7 +103,10 @@ type ScoredLabel struct {
 	Evidence string `protobuf:"bytes,4,opt,name=evidence,proto3" json:"evidence,omitempty"`
 	// name is a server's name as the catalog gives it ("MCP Yahoo Finance"),
 	// when it differs from id (an id derived from the name); else empty.
-	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	// --- Explain page (issue #18). Field 20 leaves room for others.
+	// evidence_parts is evidence by kind (dense, lexical, pattern).
+	EvidenceParts *EvidenceParts `protobuf:"bytes,20,opt,name=evidence_parts,json=evidenceParts,proto3" json:"evidence_parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -171,6 +176,13 @@ func (x *ScoredLabel) GetName() string {
 	return ""
 }
 
+func (x *ScoredLabel) GetEvidenceParts() *EvidenceParts {
+	if x != nil {
+		return x.EvidenceParts
+	}
+	return nil
+}
+
 // ScoredTool is a tool with its server and confidence.
 type ScoredTool struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -183,7 +195,10 @@ type ScoredTool struct {
 	Evidence string `protobuf:"bytes,6,opt,name=evidence,proto3" json:"evidence,omitempty"`
 	// server_name is the server's name as the catalog gives it, when it
 	// differs from server (an id derived from the name); else empty.
-	ServerName    string `protobuf:"bytes,7,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	ServerName string `protobuf:"bytes,7,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	// --- Explain page (issue #18). Field 20 leaves room for others.
+	// evidence_parts is evidence by kind (dense, lexical, pattern).
+	EvidenceParts *EvidenceParts `protobuf:"bytes,20,opt,name=evidence_parts,json=evidenceParts,proto3" json:"evidence_parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -267,6 +282,98 @@ func (x *ScoredTool) GetServerName() string {
 	return ""
 }
 
+func (x *ScoredTool) GetEvidenceParts() *EvidenceParts {
+	if x != nil {
+		return x.EvidenceParts
+	}
+	return nil
+}
+
+// EvidenceParts is a score's evidence by kind; `evidence` says the same in
+// one sentence. (Explain page, issue #18.)
+type EvidenceParts struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dense is the cosine similarity of the nearest catalog text (an
+	// example, a description, a name) to the request.
+	Dense float32 `protobuf:"fixed32,1,opt,name=dense,proto3" json:"dense,omitempty"`
+	// nearest is that text with its source: `example "…"`.
+	Nearest string `protobuf:"bytes,2,opt,name=nearest,proto3" json:"nearest,omitempty"`
+	// lexical is a name or keyword hit (`keyword "github"`), else empty.
+	Lexical string `protobuf:"bytes,3,opt,name=lexical,proto3" json:"lexical,omitempty"`
+	// pattern is a category pattern hit, else empty.
+	Pattern string `protobuf:"bytes,4,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	// via names the label the evidence belongs to when it is another's
+	// (`tool list_notifications` for a server), else empty.
+	Via           string `protobuf:"bytes,5,opt,name=via,proto3" json:"via,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvidenceParts) Reset() {
+	*x = EvidenceParts{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvidenceParts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvidenceParts) ProtoMessage() {}
+
+func (x *EvidenceParts) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvidenceParts.ProtoReflect.Descriptor instead.
+func (*EvidenceParts) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *EvidenceParts) GetDense() float32 {
+	if x != nil {
+		return x.Dense
+	}
+	return 0
+}
+
+func (x *EvidenceParts) GetNearest() string {
+	if x != nil {
+		return x.Nearest
+	}
+	return ""
+}
+
+func (x *EvidenceParts) GetLexical() string {
+	if x != nil {
+		return x.Lexical
+	}
+	return ""
+}
+
+func (x *EvidenceParts) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
+func (x *EvidenceParts) GetVia() string {
+	if x != nil {
+		return x.Via
+	}
+	return ""
+}
+
 // ClassifyRequest asks for the categories of one text.
 type ClassifyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -281,7 +388,7 @@ type ClassifyRequest struct {
 
 func (x *ClassifyRequest) Reset() {
 	*x = ClassifyRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[2]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -293,7 +400,7 @@ func (x *ClassifyRequest) String() string {
 func (*ClassifyRequest) ProtoMessage() {}
 
 func (x *ClassifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[2]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -306,7 +413,7 @@ func (x *ClassifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassifyRequest.ProtoReflect.Descriptor instead.
 func (*ClassifyRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{2}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ClassifyRequest) GetText() string {
@@ -344,7 +451,7 @@ type ClassifyResponse struct {
 
 func (x *ClassifyResponse) Reset() {
 	*x = ClassifyResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[3]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -356,7 +463,7 @@ func (x *ClassifyResponse) String() string {
 func (*ClassifyResponse) ProtoMessage() {}
 
 func (x *ClassifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[3]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -369,7 +476,7 @@ func (x *ClassifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassifyResponse.ProtoReflect.Descriptor instead.
 func (*ClassifyResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{3}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ClassifyResponse) GetCategories() []*ScoredLabel {
@@ -405,7 +512,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[4]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -417,7 +524,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[4]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -430,7 +537,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{4}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Message) GetRole() string {
@@ -470,7 +577,7 @@ type RouteRequest struct {
 
 func (x *RouteRequest) Reset() {
 	*x = RouteRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[5]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +589,7 @@ func (x *RouteRequest) String() string {
 func (*RouteRequest) ProtoMessage() {}
 
 func (x *RouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[5]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +602,7 @@ func (x *RouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteRequest.ProtoReflect.Descriptor instead.
 func (*RouteRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{5}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RouteRequest) GetQuery() string {
@@ -574,7 +681,7 @@ type ToolStats struct {
 
 func (x *ToolStats) Reset() {
 	*x = ToolStats{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[6]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +693,7 @@ func (x *ToolStats) String() string {
 func (*ToolStats) ProtoMessage() {}
 
 func (x *ToolStats) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[6]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +706,7 @@ func (x *ToolStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolStats.ProtoReflect.Descriptor instead.
 func (*ToolStats) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{6}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ToolStats) GetTotalTools() int32 {
@@ -671,7 +778,7 @@ type RouteResponse struct {
 
 func (x *RouteResponse) Reset() {
 	*x = RouteResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[7]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +790,7 @@ func (x *RouteResponse) String() string {
 func (*RouteResponse) ProtoMessage() {}
 
 func (x *RouteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[7]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +803,7 @@ func (x *RouteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteResponse.ProtoReflect.Descriptor instead.
 func (*RouteResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{7}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RouteResponse) GetServers() []*ScoredLabel {
@@ -765,7 +872,7 @@ type EmbedRequest struct {
 
 func (x *EmbedRequest) Reset() {
 	*x = EmbedRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[8]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +884,7 @@ func (x *EmbedRequest) String() string {
 func (*EmbedRequest) ProtoMessage() {}
 
 func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[8]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +897,7 @@ func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedRequest.ProtoReflect.Descriptor instead.
 func (*EmbedRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{8}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EmbedRequest) GetTexts() []string {
@@ -810,7 +917,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[9]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -822,7 +929,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[9]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -835,7 +942,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{9}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Vector) GetValues() []float32 {
@@ -856,7 +963,7 @@ type EmbedResponse struct {
 
 func (x *EmbedResponse) Reset() {
 	*x = EmbedResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[10]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +975,7 @@ func (x *EmbedResponse) String() string {
 func (*EmbedResponse) ProtoMessage() {}
 
 func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[10]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +988,7 @@ func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedResponse.ProtoReflect.Descriptor instead.
 func (*EmbedResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{10}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *EmbedResponse) GetVectors() []*Vector {
@@ -907,7 +1014,7 @@ type GetIndexInfoRequest struct {
 
 func (x *GetIndexInfoRequest) Reset() {
 	*x = GetIndexInfoRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[11]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1026,7 @@ func (x *GetIndexInfoRequest) String() string {
 func (*GetIndexInfoRequest) ProtoMessage() {}
 
 func (x *GetIndexInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[11]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1039,7 @@ func (x *GetIndexInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetIndexInfoRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{11}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{12}
 }
 
 // CalibrationInfo describes one fitted calibration map.
@@ -949,13 +1056,19 @@ type CalibrationInfo struct {
 	SharedFallback []string `protobuf:"bytes,6,rep,name=shared_fallback,json=sharedFallback,proto3" json:"shared_fallback,omitempty"`
 	// default_threshold is the abstain threshold chosen for this target.
 	DefaultThreshold float32 `protobuf:"fixed32,7,opt,name=default_threshold,json=defaultThreshold,proto3" json:"default_threshold,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// --- Explain page (issue #18): the reliability diagram. Field 20 leaves
+	// room for other CalibrationInfo additions.
+	// reliability bins the fitting samples' calibrated confidences into equal
+	// widths with the share that were right (the page's reliability
+	// diagram); empty for indexes built before it was recorded.
+	Reliability   []*ReliabilityBin `protobuf:"bytes,20,rep,name=reliability,proto3" json:"reliability,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CalibrationInfo) Reset() {
 	*x = CalibrationInfo{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[12]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +1080,7 @@ func (x *CalibrationInfo) String() string {
 func (*CalibrationInfo) ProtoMessage() {}
 
 func (x *CalibrationInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[12]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +1093,7 @@ func (x *CalibrationInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalibrationInfo.ProtoReflect.Descriptor instead.
 func (*CalibrationInfo) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{12}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CalibrationInfo) GetTarget() string {
@@ -1032,6 +1145,94 @@ func (x *CalibrationInfo) GetDefaultThreshold() float32 {
 	return 0
 }
 
+func (x *CalibrationInfo) GetReliability() []*ReliabilityBin {
+	if x != nil {
+		return x.Reliability
+	}
+	return nil
+}
+
+// ReliabilityBin is one bin of a reliability diagram.
+type ReliabilityBin struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// lo and hi bound the bin's confidences: [lo, hi).
+	Lo float32 `protobuf:"fixed32,1,opt,name=lo,proto3" json:"lo,omitempty"`
+	Hi float32 `protobuf:"fixed32,2,opt,name=hi,proto3" json:"hi,omitempty"`
+	// count is the number of samples in the bin.
+	Count int32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	// mean_confidence is the bin's average calibrated confidence.
+	MeanConfidence float32 `protobuf:"fixed32,4,opt,name=mean_confidence,json=meanConfidence,proto3" json:"mean_confidence,omitempty"`
+	// accuracy is the share of the bin's samples that were right.
+	Accuracy      float32 `protobuf:"fixed32,5,opt,name=accuracy,proto3" json:"accuracy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReliabilityBin) Reset() {
+	*x = ReliabilityBin{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReliabilityBin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReliabilityBin) ProtoMessage() {}
+
+func (x *ReliabilityBin) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReliabilityBin.ProtoReflect.Descriptor instead.
+func (*ReliabilityBin) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ReliabilityBin) GetLo() float32 {
+	if x != nil {
+		return x.Lo
+	}
+	return 0
+}
+
+func (x *ReliabilityBin) GetHi() float32 {
+	if x != nil {
+		return x.Hi
+	}
+	return 0
+}
+
+func (x *ReliabilityBin) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ReliabilityBin) GetMeanConfidence() float32 {
+	if x != nil {
+		return x.MeanConfidence
+	}
+	return 0
+}
+
+func (x *ReliabilityBin) GetAccuracy() float32 {
+	if x != nil {
+		return x.Accuracy
+	}
+	return 0
+}
+
 // Limits are the daemon's documented input limits.
 type Limits struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1046,7 +1247,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[13]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1259,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[13]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1272,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{13}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Limits) GetMaxTextBytes() int32 {
@@ -1139,7 +1340,7 @@ type GetIndexInfoResponse struct {
 
 func (x *GetIndexInfoResponse) Reset() {
 	*x = GetIndexInfoResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[14]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1352,7 @@ func (x *GetIndexInfoResponse) String() string {
 func (*GetIndexInfoResponse) ProtoMessage() {}
 
 func (x *GetIndexInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[14]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1365,7 @@ func (x *GetIndexInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetIndexInfoResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{14}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetIndexInfoResponse) GetModelName() string {
@@ -1296,7 +1497,7 @@ type IndexLoad struct {
 
 func (x *IndexLoad) Reset() {
 	*x = IndexLoad{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1509,7 @@ func (x *IndexLoad) String() string {
 func (*IndexLoad) ProtoMessage() {}
 
 func (x *IndexLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[15]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1522,7 @@ func (x *IndexLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexLoad.ProtoReflect.Descriptor instead.
 func (*IndexLoad) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{15}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *IndexLoad) GetGeneration() uint64 {
@@ -1392,7 +1593,7 @@ type McpServerStatus struct {
 
 func (x *McpServerStatus) Reset() {
 	*x = McpServerStatus{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1605,7 @@ func (x *McpServerStatus) String() string {
 func (*McpServerStatus) ProtoMessage() {}
 
 func (x *McpServerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[16]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1618,7 @@ func (x *McpServerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServerStatus.ProtoReflect.Descriptor instead.
 func (*McpServerStatus) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{16}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *McpServerStatus) GetName() string {
@@ -1500,7 +1701,7 @@ type FusionInfo struct {
 
 func (x *FusionInfo) Reset() {
 	*x = FusionInfo{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1713,7 @@ func (x *FusionInfo) String() string {
 func (*FusionInfo) ProtoMessage() {}
 
 func (x *FusionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1726,7 @@ func (x *FusionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FusionInfo.ProtoReflect.Descriptor instead.
 func (*FusionInfo) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{17}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FusionInfo) GetPattern() float32 {
@@ -1616,7 +1817,7 @@ type AnalyzePromptRequest struct {
 
 func (x *AnalyzePromptRequest) Reset() {
 	*x = AnalyzePromptRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1829,7 @@ func (x *AnalyzePromptRequest) String() string {
 func (*AnalyzePromptRequest) ProtoMessage() {}
 
 func (x *AnalyzePromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1842,7 @@ func (x *AnalyzePromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzePromptRequest.ProtoReflect.Descriptor instead.
 func (*AnalyzePromptRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{18}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AnalyzePromptRequest) GetPrompt() string {
@@ -1708,7 +1909,7 @@ type AnalyzePromptResponse struct {
 
 func (x *AnalyzePromptResponse) Reset() {
 	*x = AnalyzePromptResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1921,7 @@ func (x *AnalyzePromptResponse) String() string {
 func (*AnalyzePromptResponse) ProtoMessage() {}
 
 func (x *AnalyzePromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1934,7 @@ func (x *AnalyzePromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzePromptResponse.ProtoReflect.Descriptor instead.
 func (*AnalyzePromptResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{19}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AnalyzePromptResponse) GetCategories() []string {
@@ -1830,7 +2031,7 @@ type DetectContextsRequest struct {
 
 func (x *DetectContextsRequest) Reset() {
 	*x = DetectContextsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +2043,7 @@ func (x *DetectContextsRequest) String() string {
 func (*DetectContextsRequest) ProtoMessage() {}
 
 func (x *DetectContextsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +2056,7 @@ func (x *DetectContextsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectContextsRequest.ProtoReflect.Descriptor instead.
 func (*DetectContextsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{20}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DetectContextsRequest) GetText() string {
@@ -1880,7 +2081,7 @@ type DetectedContext struct {
 
 func (x *DetectedContext) Reset() {
 	*x = DetectedContext{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1892,7 +2093,7 @@ func (x *DetectedContext) String() string {
 func (*DetectedContext) ProtoMessage() {}
 
 func (x *DetectedContext) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1905,7 +2106,7 @@ func (x *DetectedContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectedContext.ProtoReflect.Descriptor instead.
 func (*DetectedContext) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{21}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DetectedContext) GetId() string {
@@ -1948,7 +2149,7 @@ type DetectContextsResponse struct {
 
 func (x *DetectContextsResponse) Reset() {
 	*x = DetectContextsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1960,7 +2161,7 @@ func (x *DetectContextsResponse) String() string {
 func (*DetectContextsResponse) ProtoMessage() {}
 
 func (x *DetectContextsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1973,7 +2174,7 @@ func (x *DetectContextsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectContextsResponse.ProtoReflect.Descriptor instead.
 func (*DetectContextsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{22}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DetectContextsResponse) GetContexts() []*DetectedContext {
@@ -2006,7 +2207,7 @@ type ExposureChange struct {
 
 func (x *ExposureChange) Reset() {
 	*x = ExposureChange{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2219,7 @@ func (x *ExposureChange) String() string {
 func (*ExposureChange) ProtoMessage() {}
 
 func (x *ExposureChange) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2232,7 @@ func (x *ExposureChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExposureChange.ProtoReflect.Descriptor instead.
 func (*ExposureChange) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{23}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ExposureChange) GetTimestamp() *timestamppb.Timestamp {
@@ -2083,7 +2284,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2095,7 +2296,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2108,7 +2309,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{24}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Session) GetId() string {
@@ -2159,7 +2360,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2171,7 +2372,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2184,7 +2385,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{25}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreateSessionRequest) GetSessionId() string {
@@ -2211,7 +2412,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2424,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2437,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{26}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -2256,7 +2457,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2469,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2482,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{27}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -2301,7 +2502,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2514,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2527,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{28}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -2346,7 +2547,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2358,7 +2559,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2371,7 +2572,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{29}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -2390,7 +2591,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2402,7 +2603,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2415,7 +2616,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{30}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{32}
 }
 
 // UpdateExposureRequest changes a session's exposed categories.
@@ -2431,7 +2632,7 @@ type UpdateExposureRequest struct {
 
 func (x *UpdateExposureRequest) Reset() {
 	*x = UpdateExposureRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2443,7 +2644,7 @@ func (x *UpdateExposureRequest) String() string {
 func (*UpdateExposureRequest) ProtoMessage() {}
 
 func (x *UpdateExposureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2456,7 +2657,7 @@ func (x *UpdateExposureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateExposureRequest.ProtoReflect.Descriptor instead.
 func (*UpdateExposureRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{31}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UpdateExposureRequest) GetSessionId() string {
@@ -2494,7 +2695,7 @@ type UpdateExposureResponse struct {
 
 func (x *UpdateExposureResponse) Reset() {
 	*x = UpdateExposureResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2707,7 @@ func (x *UpdateExposureResponse) String() string {
 func (*UpdateExposureResponse) ProtoMessage() {}
 
 func (x *UpdateExposureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2720,7 @@ func (x *UpdateExposureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateExposureResponse.ProtoReflect.Descriptor instead.
 func (*UpdateExposureResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{32}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UpdateExposureResponse) GetAdded() []string {
@@ -2575,7 +2776,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2587,7 +2788,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2600,7 +2801,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{33}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Tool) GetName() string {
@@ -2655,7 +2856,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2667,7 +2868,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2680,7 +2881,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{34}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListToolsRequest) GetSessionId() string {
@@ -2702,7 +2903,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2714,7 +2915,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2727,7 +2928,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{35}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -2761,7 +2962,7 @@ type WatchExposureRequest struct {
 
 func (x *WatchExposureRequest) Reset() {
 	*x = WatchExposureRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2773,7 +2974,7 @@ func (x *WatchExposureRequest) String() string {
 func (*WatchExposureRequest) ProtoMessage() {}
 
 func (x *WatchExposureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2786,7 +2987,7 @@ func (x *WatchExposureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchExposureRequest.ProtoReflect.Descriptor instead.
 func (*WatchExposureRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{36}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WatchExposureRequest) GetSessionId() string {
@@ -2808,7 +3009,7 @@ type WatchExposureResponse struct {
 
 func (x *WatchExposureResponse) Reset() {
 	*x = WatchExposureResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2820,7 +3021,7 @@ func (x *WatchExposureResponse) String() string {
 func (*WatchExposureResponse) ProtoMessage() {}
 
 func (x *WatchExposureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2833,7 +3034,7 @@ func (x *WatchExposureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchExposureResponse.ProtoReflect.Descriptor instead.
 func (*WatchExposureResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{37}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *WatchExposureResponse) GetSessionId() string {
@@ -2866,7 +3067,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2878,7 +3079,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2891,7 +3092,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{38}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{40}
 }
 
 // GetStatsResponse reports cumulative counters since start.
@@ -2912,7 +3113,7 @@ type GetStatsResponse struct {
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2924,7 +3125,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2937,7 +3138,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{39}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetStatsResponse) GetSince() *timestamppb.Timestamp {
@@ -3003,11 +3204,567 @@ func (x *GetStatsResponse) GetActiveSessions() int64 {
 	return 0
 }
 
+// ListToolsForContextRequest is GET /tools' query string.
+type ListToolsForContextRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// context is conversation text; its detected contexts (catalog
+	// categories, as DetectContexts finds them) select the tools.
+	Context string `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
+	// category, if set, selects that catalog category's tools instead.
+	Category string `protobuf:"bytes,2,opt,name=category,proto3" json:"category,omitempty"`
+	// user_id is accepted for hubs that send it; it does not change the answer.
+	UserId        string `protobuf:"bytes,3,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListToolsForContextRequest) Reset() {
+	*x = ListToolsForContextRequest{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListToolsForContextRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListToolsForContextRequest) ProtoMessage() {}
+
+func (x *ListToolsForContextRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListToolsForContextRequest.ProtoReflect.Descriptor instead.
+func (*ListToolsForContextRequest) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ListToolsForContextRequest) GetContext() string {
+	if x != nil {
+		return x.Context
+	}
+	return ""
+}
+
+func (x *ListToolsForContextRequest) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
+func (x *ListToolsForContextRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+// HubTool is one tool in /tools' answer.
+type HubTool struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// input_schema is the tool's JSON Schema object.
+	InputSchema *structpb.Struct `protobuf:"bytes,3,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
+	// contexts are the catalog categories the tool is listed under.
+	Contexts []string `protobuf:"bytes,4,rep,name=contexts,proto3" json:"contexts,omitempty"`
+	// categories equals contexts (both names are read by hubs).
+	Categories []string `protobuf:"bytes,5,rep,name=categories,proto3" json:"categories,omitempty"`
+	// server is the tool's server id.
+	Server        string `protobuf:"bytes,6,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HubTool) Reset() {
+	*x = HubTool{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HubTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HubTool) ProtoMessage() {}
+
+func (x *HubTool) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HubTool.ProtoReflect.Descriptor instead.
+func (*HubTool) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *HubTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HubTool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *HubTool) GetInputSchema() *structpb.Struct {
+	if x != nil {
+		return x.InputSchema
+	}
+	return nil
+}
+
+func (x *HubTool) GetContexts() []string {
+	if x != nil {
+		return x.Contexts
+	}
+	return nil
+}
+
+func (x *HubTool) GetCategories() []string {
+	if x != nil {
+		return x.Categories
+	}
+	return nil
+}
+
+func (x *HubTool) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+// ToolListMetadata describes one /tools answer.
+type ToolListMetadata struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Timestamp *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	// request_id is random per answer, for correlating hub and daemon logs.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// filtered is false when no context was found (tools is then empty).
+	Filtered      bool  `protobuf:"varint,3,opt,name=filtered,proto3" json:"filtered,omitempty"`
+	OriginalCount int32 `protobuf:"varint,4,opt,name=original_count,json=originalCount,proto3" json:"original_count,omitempty"`
+	ReturnedCount int32 `protobuf:"varint,5,opt,name=returned_count,json=returnedCount,proto3" json:"returned_count,omitempty"`
+	// reduction_percent is 100 * (1 - returned/original).
+	ReductionPercent float32 `protobuf:"fixed32,6,opt,name=reduction_percent,json=reductionPercent,proto3" json:"reduction_percent,omitempty"`
+	// applied_context lists the categories whose tools were returned.
+	AppliedContext []string `protobuf:"bytes,7,rep,name=applied_context,json=appliedContext,proto3" json:"applied_context,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ToolListMetadata) Reset() {
+	*x = ToolListMetadata{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolListMetadata) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolListMetadata) ProtoMessage() {}
+
+func (x *ToolListMetadata) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolListMetadata.ProtoReflect.Descriptor instead.
+func (*ToolListMetadata) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ToolListMetadata) GetTimestamp() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Timestamp
+	}
+	return nil
+}
+
+func (x *ToolListMetadata) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ToolListMetadata) GetFiltered() bool {
+	if x != nil {
+		return x.Filtered
+	}
+	return false
+}
+
+func (x *ToolListMetadata) GetOriginalCount() int32 {
+	if x != nil {
+		return x.OriginalCount
+	}
+	return 0
+}
+
+func (x *ToolListMetadata) GetReturnedCount() int32 {
+	if x != nil {
+		return x.ReturnedCount
+	}
+	return 0
+}
+
+func (x *ToolListMetadata) GetReductionPercent() float32 {
+	if x != nil {
+		return x.ReductionPercent
+	}
+	return 0
+}
+
+func (x *ToolListMetadata) GetAppliedContext() []string {
+	if x != nil {
+		return x.AppliedContext
+	}
+	return nil
+}
+
+// ListToolsForContextResponse is /tools' answer.
+type ListToolsForContextResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Tools    []*HubTool             `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	Metadata *ToolListMetadata      `protobuf:"bytes,2,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// reason is "no_context_detected" when no context was found, else empty.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListToolsForContextResponse) Reset() {
+	*x = ListToolsForContextResponse{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListToolsForContextResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListToolsForContextResponse) ProtoMessage() {}
+
+func (x *ListToolsForContextResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListToolsForContextResponse.ProtoReflect.Descriptor instead.
+func (*ListToolsForContextResponse) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ListToolsForContextResponse) GetTools() []*HubTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ListToolsForContextResponse) GetMetadata() *ToolListMetadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ListToolsForContextResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// GetToolMetricsRequest is empty.
+type GetToolMetricsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetToolMetricsRequest) Reset() {
+	*x = GetToolMetricsRequest{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetToolMetricsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetToolMetricsRequest) ProtoMessage() {}
+
+func (x *GetToolMetricsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetToolMetricsRequest.ProtoReflect.Descriptor instead.
+func (*GetToolMetricsRequest) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{46}
+}
+
+// TokenMetrics counts tool-list answers and the tokens of their tool definitions.
+type TokenMetrics struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Requests            float64                `protobuf:"fixed64,1,opt,name=requests,proto3" json:"requests,omitempty"`
+	TotalTokens         float64                `protobuf:"fixed64,2,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
+	AvgTokensPerRequest float64                `protobuf:"fixed64,3,opt,name=avg_tokens_per_request,json=avgTokensPerRequest,proto3" json:"avg_tokens_per_request,omitempty"`
+	Since               *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *TokenMetrics) Reset() {
+	*x = TokenMetrics{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenMetrics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenMetrics) ProtoMessage() {}
+
+func (x *TokenMetrics) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenMetrics.ProtoReflect.Descriptor instead.
+func (*TokenMetrics) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *TokenMetrics) GetRequests() float64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *TokenMetrics) GetTotalTokens() float64 {
+	if x != nil {
+		return x.TotalTokens
+	}
+	return 0
+}
+
+func (x *TokenMetrics) GetAvgTokensPerRequest() float64 {
+	if x != nil {
+		return x.AvgTokensPerRequest
+	}
+	return 0
+}
+
+func (x *TokenMetrics) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+// GetToolMetricsResponse compares the tokens clients would have been sent
+// without filtering (baseline) with what they were sent (filtered).
+type GetToolMetricsResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Baseline *TokenMetrics          `protobuf:"bytes,1,opt,name=baseline,proto3" json:"baseline,omitempty"`
+	Filtered *TokenMetrics          `protobuf:"bytes,2,opt,name=filtered,proto3" json:"filtered,omitempty"`
+	// reduction is the token saving as a whole percentage, e.g. "40%".
+	Reduction     string `protobuf:"bytes,3,opt,name=reduction,proto3" json:"reduction,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetToolMetricsResponse) Reset() {
+	*x = GetToolMetricsResponse{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetToolMetricsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetToolMetricsResponse) ProtoMessage() {}
+
+func (x *GetToolMetricsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetToolMetricsResponse.ProtoReflect.Descriptor instead.
+func (*GetToolMetricsResponse) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *GetToolMetricsResponse) GetBaseline() *TokenMetrics {
+	if x != nil {
+		return x.Baseline
+	}
+	return nil
+}
+
+func (x *GetToolMetricsResponse) GetFiltered() *TokenMetrics {
+	if x != nil {
+		return x.Filtered
+	}
+	return nil
+}
+
+func (x *GetToolMetricsResponse) GetReduction() string {
+	if x != nil {
+		return x.Reduction
+	}
+	return ""
+}
+
+// ResetToolMetricsRequest is empty.
+type ResetToolMetricsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetToolMetricsRequest) Reset() {
+	*x = ResetToolMetricsRequest{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetToolMetricsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetToolMetricsRequest) ProtoMessage() {}
+
+func (x *ResetToolMetricsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetToolMetricsRequest.ProtoReflect.Descriptor instead.
+func (*ResetToolMetricsRequest) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{49}
+}
+
+// ResetToolMetricsResponse is empty.
+type ResetToolMetricsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetToolMetricsResponse) Reset() {
+	*x = ResetToolMetricsResponse{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetToolMetricsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetToolMetricsResponse) ProtoMessage() {}
+
+func (x *ResetToolMetricsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetToolMetricsResponse.ProtoReflect.Descriptor instead.
+func (*ResetToolMetricsResponse) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{50}
+}
+
 var File_classifier_v1_classifier_proto protoreflect.FileDescriptor
 
 const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\n" +
-	"\x1eclassifier/v1/classifier.proto\x12\rclassifier.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x01\n" +
+	"\x1eclassifier/v1/classifier.proto\x12\rclassifier.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc8\x01\n" +
 	"\vScoredLabel\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1e\n" +
 	"\n" +
@@ -3015,7 +3772,8 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"confidence\x12\x14\n" +
 	"\x05score\x18\x03 \x01(\x02R\x05score\x12\x1a\n" +
 	"\bevidence\x18\x04 \x01(\tR\bevidence\x12\x12\n" +
-	"\x04name\x18\x05 \x01(\tR\x04name\"\xc7\x01\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\x12C\n" +
+	"\x0eevidence_parts\x18\x14 \x01(\v2\x1c.classifier.v1.EvidencePartsR\revidenceParts\"\x8c\x02\n" +
 	"\n" +
 	"ScoredTool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
@@ -3027,7 +3785,14 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\bcategory\x18\x05 \x01(\tR\bcategory\x12\x1a\n" +
 	"\bevidence\x18\x06 \x01(\tR\bevidence\x12\x1f\n" +
 	"\vserver_name\x18\a \x01(\tR\n" +
-	"serverName\"y\n" +
+	"serverName\x12C\n" +
+	"\x0eevidence_parts\x18\x14 \x01(\v2\x1c.classifier.v1.EvidencePartsR\revidenceParts\"\x85\x01\n" +
+	"\rEvidenceParts\x12\x14\n" +
+	"\x05dense\x18\x01 \x01(\x02R\x05dense\x12\x18\n" +
+	"\anearest\x18\x02 \x01(\tR\anearest\x12\x18\n" +
+	"\alexical\x18\x03 \x01(\tR\alexical\x12\x18\n" +
+	"\apattern\x18\x04 \x01(\tR\apattern\x12\x10\n" +
+	"\x03via\x18\x05 \x01(\tR\x03via\"y\n" +
 	"\x0fClassifyRequest\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x13\n" +
 	"\x05top_k\x18\x02 \x01(\x05R\x04topK\x12*\n" +
@@ -3082,7 +3847,7 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\n" +
 	"dimensions\x18\x02 \x01(\x05R\n" +
 	"dimensions\"\x15\n" +
-	"\x13GetIndexInfoRequest\"\xed\x01\n" +
+	"\x13GetIndexInfoRequest\"\xae\x02\n" +
 	"\x0fCalibrationInfo\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x1d\n" +
@@ -3091,7 +3856,14 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\tece_after\x18\x04 \x01(\x02R\beceAfter\x12\x18\n" +
 	"\asamples\x18\x05 \x01(\x05R\asamples\x12'\n" +
 	"\x0fshared_fallback\x18\x06 \x03(\tR\x0esharedFallback\x12+\n" +
-	"\x11default_threshold\x18\a \x01(\x02R\x10defaultThreshold\"\xa9\x01\n" +
+	"\x11default_threshold\x18\a \x01(\x02R\x10defaultThreshold\x12?\n" +
+	"\vreliability\x18\x14 \x03(\v2\x1d.classifier.v1.ReliabilityBinR\vreliability\"\x8b\x01\n" +
+	"\x0eReliabilityBin\x12\x0e\n" +
+	"\x02lo\x18\x01 \x01(\x02R\x02lo\x12\x0e\n" +
+	"\x02hi\x18\x02 \x01(\x02R\x02hi\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x05R\x05count\x12'\n" +
+	"\x0fmean_confidence\x18\x04 \x01(\x02R\x0emeanConfidence\x12\x1a\n" +
+	"\baccuracy\x18\x05 \x01(\x02R\baccuracy\"\xa9\x01\n" +
 	"\x06Limits\x12$\n" +
 	"\x0emax_text_bytes\x18\x01 \x01(\x05R\fmaxTextBytes\x12\x1b\n" +
 	"\tmax_batch\x18\x02 \x01(\x05R\bmaxBatch\x12!\n" +
@@ -3270,27 +4042,68 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\x0factive_sessions\x18\t \x01(\x03R\x0eactiveSessions\x1aC\n" +
 	"\x15RequestsByMethodEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01*}\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"k\n" +
+	"\x1aListToolsForContextRequest\x12\x18\n" +
+	"\acontext\x18\x01 \x01(\tR\acontext\x12\x1a\n" +
+	"\bcategory\x18\x02 \x01(\tR\bcategory\x12\x17\n" +
+	"\auser_id\x18\x03 \x01(\tR\x06userId\"\xcf\x01\n" +
+	"\aHubTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12:\n" +
+	"\finput_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\vinputSchema\x12\x1a\n" +
+	"\bcontexts\x18\x04 \x03(\tR\bcontexts\x12\x1e\n" +
+	"\n" +
+	"categories\x18\x05 \x03(\tR\n" +
+	"categories\x12\x16\n" +
+	"\x06server\x18\x06 \x01(\tR\x06server\"\xab\x02\n" +
+	"\x10ToolListMetadata\x128\n" +
+	"\ttimestamp\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x1a\n" +
+	"\bfiltered\x18\x03 \x01(\bR\bfiltered\x12%\n" +
+	"\x0eoriginal_count\x18\x04 \x01(\x05R\roriginalCount\x12%\n" +
+	"\x0ereturned_count\x18\x05 \x01(\x05R\rreturnedCount\x12+\n" +
+	"\x11reduction_percent\x18\x06 \x01(\x02R\x10reductionPercent\x12'\n" +
+	"\x0fapplied_context\x18\a \x03(\tR\x0eappliedContext\"\xa0\x01\n" +
+	"\x1bListToolsForContextResponse\x12,\n" +
+	"\x05tools\x18\x01 \x03(\v2\x16.classifier.v1.HubToolR\x05tools\x12;\n" +
+	"\bmetadata\x18\x02 \x01(\v2\x1f.classifier.v1.ToolListMetadataR\bmetadata\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x17\n" +
+	"\x15GetToolMetricsRequest\"\xb4\x01\n" +
+	"\fTokenMetrics\x12\x1a\n" +
+	"\brequests\x18\x01 \x01(\x01R\brequests\x12!\n" +
+	"\ftotal_tokens\x18\x02 \x01(\x01R\vtotalTokens\x123\n" +
+	"\x16avg_tokens_per_request\x18\x03 \x01(\x01R\x13avgTokensPerRequest\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xa8\x01\n" +
+	"\x16GetToolMetricsResponse\x127\n" +
+	"\bbaseline\x18\x01 \x01(\v2\x1b.classifier.v1.TokenMetricsR\bbaseline\x127\n" +
+	"\bfiltered\x18\x02 \x01(\v2\x1b.classifier.v1.TokenMetricsR\bfiltered\x12\x1c\n" +
+	"\treduction\x18\x03 \x01(\tR\treduction\"\x19\n" +
+	"\x17ResetToolMetricsRequest\"\x1a\n" +
+	"\x18ResetToolMetricsResponse*}\n" +
 	"\rNoMatchPolicy\x12\x1f\n" +
 	"\x1bNO_MATCH_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14NO_MATCH_POLICY_NONE\x10\x01\x12\x18\n" +
 	"\x14NO_MATCH_POLICY_META\x10\x02\x12\x17\n" +
-	"\x13NO_MATCH_POLICY_ALL\x10\x032\xe1\b\n" +
-	"\x11ClassifierService\x12K\n" +
-	"\bClassify\x12\x1e.classifier.v1.ClassifyRequest\x1a\x1f.classifier.v1.ClassifyResponse\x12B\n" +
-	"\x05Route\x12\x1b.classifier.v1.RouteRequest\x1a\x1c.classifier.v1.RouteResponse\x12B\n" +
-	"\x05Embed\x12\x1b.classifier.v1.EmbedRequest\x1a\x1c.classifier.v1.EmbedResponse\x12W\n" +
-	"\fGetIndexInfo\x12\".classifier.v1.GetIndexInfoRequest\x1a#.classifier.v1.GetIndexInfoResponse\x12Z\n" +
-	"\rAnalyzePrompt\x12#.classifier.v1.AnalyzePromptRequest\x1a$.classifier.v1.AnalyzePromptResponse\x12]\n" +
-	"\x0eDetectContexts\x12$.classifier.v1.DetectContextsRequest\x1a%.classifier.v1.DetectContextsResponse\x12Z\n" +
-	"\rCreateSession\x12#.classifier.v1.CreateSessionRequest\x1a$.classifier.v1.CreateSessionResponse\x12Q\n" +
+	"\x13NO_MATCH_POLICY_ALL\x10\x032\x8b\x11\n" +
+	"\x11ClassifierService\x12\x81\x01\n" +
+	"\bClassify\x12\x1e.classifier.v1.ClassifyRequest\x1a\x1f.classifier.v1.ClassifyResponse\"4\x82\xd3\xe4\x93\x02.:\x01*\")/classifier.v1.ClassifierService/Classify\x12u\n" +
+	"\x05Route\x12\x1b.classifier.v1.RouteRequest\x1a\x1c.classifier.v1.RouteResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/classifier.v1.ClassifierService/Route\x12u\n" +
+	"\x05Embed\x12\x1b.classifier.v1.EmbedRequest\x1a\x1c.classifier.v1.EmbedResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/classifier.v1.ClassifierService/Embed\x12\x91\x01\n" +
+	"\fGetIndexInfo\x12\".classifier.v1.GetIndexInfoRequest\x1a#.classifier.v1.GetIndexInfoResponse\"8\x82\xd3\xe4\x93\x022:\x01*\"-/classifier.v1.ClassifierService/GetIndexInfo\x12\x95\x01\n" +
+	"\rAnalyzePrompt\x12#.classifier.v1.AnalyzePromptRequest\x1a$.classifier.v1.AnalyzePromptResponse\"9\x82\xd3\xe4\x93\x023:\x01*\"./classifier.v1.ClassifierService/AnalyzePrompt\x12\x99\x01\n" +
+	"\x0eDetectContexts\x12$.classifier.v1.DetectContextsRequest\x1a%.classifier.v1.DetectContextsResponse\":\x82\xd3\xe4\x93\x024:\x01*\"//classifier.v1.ClassifierService/DetectContexts\x12\x95\x01\n" +
+	"\rCreateSession\x12#.classifier.v1.CreateSessionRequest\x1a$.classifier.v1.CreateSessionResponse\"9\x82\xd3\xe4\x93\x023:\x01*\"./classifier.v1.ClassifierService/CreateSession\x12\x89\x01\n" +
 	"\n" +
-	"GetSession\x12 .classifier.v1.GetSessionRequest\x1a!.classifier.v1.GetSessionResponse\x12Z\n" +
-	"\rDeleteSession\x12#.classifier.v1.DeleteSessionRequest\x1a$.classifier.v1.DeleteSessionResponse\x12]\n" +
-	"\x0eUpdateExposure\x12$.classifier.v1.UpdateExposureRequest\x1a%.classifier.v1.UpdateExposureResponse\x12N\n" +
-	"\tListTools\x12\x1f.classifier.v1.ListToolsRequest\x1a .classifier.v1.ListToolsResponse\x12\\\n" +
-	"\rWatchExposure\x12#.classifier.v1.WatchExposureRequest\x1a$.classifier.v1.WatchExposureResponse0\x01\x12K\n" +
-	"\bGetStats\x12\x1e.classifier.v1.GetStatsRequest\x1a\x1f.classifier.v1.GetStatsResponseBCZAgithub.com/classifierd/classifierd/gen/classifier/v1;classifierv1b\x06proto3"
+	"GetSession\x12 .classifier.v1.GetSessionRequest\x1a!.classifier.v1.GetSessionResponse\"6\x82\xd3\xe4\x93\x020:\x01*\"+/classifier.v1.ClassifierService/GetSession\x12\x95\x01\n" +
+	"\rDeleteSession\x12#.classifier.v1.DeleteSessionRequest\x1a$.classifier.v1.DeleteSessionResponse\"9\x82\xd3\xe4\x93\x023:\x01*\"./classifier.v1.ClassifierService/DeleteSession\x12\x99\x01\n" +
+	"\x0eUpdateExposure\x12$.classifier.v1.UpdateExposureRequest\x1a%.classifier.v1.UpdateExposureResponse\":\x82\xd3\xe4\x93\x024:\x01*\"//classifier.v1.ClassifierService/UpdateExposure\x12\x85\x01\n" +
+	"\tListTools\x12\x1f.classifier.v1.ListToolsRequest\x1a .classifier.v1.ListToolsResponse\"5\x82\xd3\xe4\x93\x02/:\x01*\"*/classifier.v1.ClassifierService/ListTools\x12\\\n" +
+	"\rWatchExposure\x12#.classifier.v1.WatchExposureRequest\x1a$.classifier.v1.WatchExposureResponse0\x01\x12\x81\x01\n" +
+	"\bGetStats\x12\x1e.classifier.v1.GetStatsRequest\x1a\x1f.classifier.v1.GetStatsResponse\"4\x82\xd3\xe4\x93\x02.:\x01*\")/classifier.v1.ClassifierService/GetStats\x12|\n" +
+	"\x13ListToolsForContext\x12).classifier.v1.ListToolsForContextRequest\x1a*.classifier.v1.ListToolsForContextResponse\"\x0e\x82\xd3\xe4\x93\x02\b\x12\x06/tools\x12u\n" +
+	"\x0eGetToolMetrics\x12$.classifier.v1.GetToolMetricsRequest\x1a%.classifier.v1.GetToolMetricsResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/tools/metrics\x12\x84\x01\n" +
+	"\x10ResetToolMetrics\x12&.classifier.v1.ResetToolMetricsRequest\x1a'.classifier.v1.ResetToolMetricsResponse\"\x1f\x82\xd3\xe4\x93\x02\x19:\x01*\"\x14/tools/metrics/resetBCZAgithub.com/classifierd/classifierd/gen/classifier/v1;classifierv1b\x06proto3"
 
 var (
 	file_classifier_v1_classifier_proto_rawDescOnce sync.Once
@@ -3305,115 +4118,143 @@ func file_classifier_v1_classifier_proto_rawDescGZIP() []byte {
 }
 
 var file_classifier_v1_classifier_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_classifier_v1_classifier_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_classifier_v1_classifier_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_classifier_v1_classifier_proto_goTypes = []any{
-	(NoMatchPolicy)(0),             // 0: classifier.v1.NoMatchPolicy
-	(*ScoredLabel)(nil),            // 1: classifier.v1.ScoredLabel
-	(*ScoredTool)(nil),             // 2: classifier.v1.ScoredTool
-	(*ClassifyRequest)(nil),        // 3: classifier.v1.ClassifyRequest
-	(*ClassifyResponse)(nil),       // 4: classifier.v1.ClassifyResponse
-	(*Message)(nil),                // 5: classifier.v1.Message
-	(*RouteRequest)(nil),           // 6: classifier.v1.RouteRequest
-	(*ToolStats)(nil),              // 7: classifier.v1.ToolStats
-	(*RouteResponse)(nil),          // 8: classifier.v1.RouteResponse
-	(*EmbedRequest)(nil),           // 9: classifier.v1.EmbedRequest
-	(*Vector)(nil),                 // 10: classifier.v1.Vector
-	(*EmbedResponse)(nil),          // 11: classifier.v1.EmbedResponse
-	(*GetIndexInfoRequest)(nil),    // 12: classifier.v1.GetIndexInfoRequest
-	(*CalibrationInfo)(nil),        // 13: classifier.v1.CalibrationInfo
-	(*Limits)(nil),                 // 14: classifier.v1.Limits
-	(*GetIndexInfoResponse)(nil),   // 15: classifier.v1.GetIndexInfoResponse
-	(*IndexLoad)(nil),              // 16: classifier.v1.IndexLoad
-	(*McpServerStatus)(nil),        // 17: classifier.v1.McpServerStatus
-	(*FusionInfo)(nil),             // 18: classifier.v1.FusionInfo
-	(*AnalyzePromptRequest)(nil),   // 19: classifier.v1.AnalyzePromptRequest
-	(*AnalyzePromptResponse)(nil),  // 20: classifier.v1.AnalyzePromptResponse
-	(*DetectContextsRequest)(nil),  // 21: classifier.v1.DetectContextsRequest
-	(*DetectedContext)(nil),        // 22: classifier.v1.DetectedContext
-	(*DetectContextsResponse)(nil), // 23: classifier.v1.DetectContextsResponse
-	(*ExposureChange)(nil),         // 24: classifier.v1.ExposureChange
-	(*Session)(nil),                // 25: classifier.v1.Session
-	(*CreateSessionRequest)(nil),   // 26: classifier.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),  // 27: classifier.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),      // 28: classifier.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),     // 29: classifier.v1.GetSessionResponse
-	(*DeleteSessionRequest)(nil),   // 30: classifier.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),  // 31: classifier.v1.DeleteSessionResponse
-	(*UpdateExposureRequest)(nil),  // 32: classifier.v1.UpdateExposureRequest
-	(*UpdateExposureResponse)(nil), // 33: classifier.v1.UpdateExposureResponse
-	(*Tool)(nil),                   // 34: classifier.v1.Tool
-	(*ListToolsRequest)(nil),       // 35: classifier.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),      // 36: classifier.v1.ListToolsResponse
-	(*WatchExposureRequest)(nil),   // 37: classifier.v1.WatchExposureRequest
-	(*WatchExposureResponse)(nil),  // 38: classifier.v1.WatchExposureResponse
-	(*GetStatsRequest)(nil),        // 39: classifier.v1.GetStatsRequest
-	(*GetStatsResponse)(nil),       // 40: classifier.v1.GetStatsResponse
-	nil,                            // 41: classifier.v1.GetStatsResponse.RequestsByMethodEntry
-	(*timestamppb.Timestamp)(nil),  // 42: google.protobuf.Timestamp
+	(NoMatchPolicy)(0),                  // 0: classifier.v1.NoMatchPolicy
+	(*ScoredLabel)(nil),                 // 1: classifier.v1.ScoredLabel
+	(*ScoredTool)(nil),                  // 2: classifier.v1.ScoredTool
+	(*EvidenceParts)(nil),               // 3: classifier.v1.EvidenceParts
+	(*ClassifyRequest)(nil),             // 4: classifier.v1.ClassifyRequest
+	(*ClassifyResponse)(nil),            // 5: classifier.v1.ClassifyResponse
+	(*Message)(nil),                     // 6: classifier.v1.Message
+	(*RouteRequest)(nil),                // 7: classifier.v1.RouteRequest
+	(*ToolStats)(nil),                   // 8: classifier.v1.ToolStats
+	(*RouteResponse)(nil),               // 9: classifier.v1.RouteResponse
+	(*EmbedRequest)(nil),                // 10: classifier.v1.EmbedRequest
+	(*Vector)(nil),                      // 11: classifier.v1.Vector
+	(*EmbedResponse)(nil),               // 12: classifier.v1.EmbedResponse
+	(*GetIndexInfoRequest)(nil),         // 13: classifier.v1.GetIndexInfoRequest
+	(*CalibrationInfo)(nil),             // 14: classifier.v1.CalibrationInfo
+	(*ReliabilityBin)(nil),              // 15: classifier.v1.ReliabilityBin
+	(*Limits)(nil),                      // 16: classifier.v1.Limits
+	(*GetIndexInfoResponse)(nil),        // 17: classifier.v1.GetIndexInfoResponse
+	(*IndexLoad)(nil),                   // 18: classifier.v1.IndexLoad
+	(*McpServerStatus)(nil),             // 19: classifier.v1.McpServerStatus
+	(*FusionInfo)(nil),                  // 20: classifier.v1.FusionInfo
+	(*AnalyzePromptRequest)(nil),        // 21: classifier.v1.AnalyzePromptRequest
+	(*AnalyzePromptResponse)(nil),       // 22: classifier.v1.AnalyzePromptResponse
+	(*DetectContextsRequest)(nil),       // 23: classifier.v1.DetectContextsRequest
+	(*DetectedContext)(nil),             // 24: classifier.v1.DetectedContext
+	(*DetectContextsResponse)(nil),      // 25: classifier.v1.DetectContextsResponse
+	(*ExposureChange)(nil),              // 26: classifier.v1.ExposureChange
+	(*Session)(nil),                     // 27: classifier.v1.Session
+	(*CreateSessionRequest)(nil),        // 28: classifier.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),       // 29: classifier.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),           // 30: classifier.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),          // 31: classifier.v1.GetSessionResponse
+	(*DeleteSessionRequest)(nil),        // 32: classifier.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),       // 33: classifier.v1.DeleteSessionResponse
+	(*UpdateExposureRequest)(nil),       // 34: classifier.v1.UpdateExposureRequest
+	(*UpdateExposureResponse)(nil),      // 35: classifier.v1.UpdateExposureResponse
+	(*Tool)(nil),                        // 36: classifier.v1.Tool
+	(*ListToolsRequest)(nil),            // 37: classifier.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),           // 38: classifier.v1.ListToolsResponse
+	(*WatchExposureRequest)(nil),        // 39: classifier.v1.WatchExposureRequest
+	(*WatchExposureResponse)(nil),       // 40: classifier.v1.WatchExposureResponse
+	(*GetStatsRequest)(nil),             // 41: classifier.v1.GetStatsRequest
+	(*GetStatsResponse)(nil),            // 42: classifier.v1.GetStatsResponse
+	(*ListToolsForContextRequest)(nil),  // 43: classifier.v1.ListToolsForContextRequest
+	(*HubTool)(nil),                     // 44: classifier.v1.HubTool
+	(*ToolListMetadata)(nil),            // 45: classifier.v1.ToolListMetadata
+	(*ListToolsForContextResponse)(nil), // 46: classifier.v1.ListToolsForContextResponse
+	(*GetToolMetricsRequest)(nil),       // 47: classifier.v1.GetToolMetricsRequest
+	(*TokenMetrics)(nil),                // 48: classifier.v1.TokenMetrics
+	(*GetToolMetricsResponse)(nil),      // 49: classifier.v1.GetToolMetricsResponse
+	(*ResetToolMetricsRequest)(nil),     // 50: classifier.v1.ResetToolMetricsRequest
+	(*ResetToolMetricsResponse)(nil),    // 51: classifier.v1.ResetToolMetricsResponse
+	nil,                                 // 52: classifier.v1.GetStatsResponse.RequestsByMethodEntry
+	(*timestamppb.Timestamp)(nil),       // 53: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),             // 54: google.protobuf.Struct
 }
 var file_classifier_v1_classifier_proto_depIdxs = []int32{
-	1,  // 0: classifier.v1.ClassifyResponse.categories:type_name -> classifier.v1.ScoredLabel
-	5,  // 1: classifier.v1.RouteRequest.messages:type_name -> classifier.v1.Message
-	0,  // 2: classifier.v1.RouteRequest.on_no_match:type_name -> classifier.v1.NoMatchPolicy
-	1,  // 3: classifier.v1.RouteResponse.servers:type_name -> classifier.v1.ScoredLabel
-	2,  // 4: classifier.v1.RouteResponse.tools:type_name -> classifier.v1.ScoredTool
-	1,  // 5: classifier.v1.RouteResponse.categories:type_name -> classifier.v1.ScoredLabel
-	7,  // 6: classifier.v1.RouteResponse.stats:type_name -> classifier.v1.ToolStats
-	0,  // 7: classifier.v1.RouteResponse.applied_policy:type_name -> classifier.v1.NoMatchPolicy
-	10, // 8: classifier.v1.EmbedResponse.vectors:type_name -> classifier.v1.Vector
-	42, // 9: classifier.v1.GetIndexInfoResponse.built_at:type_name -> google.protobuf.Timestamp
-	13, // 10: classifier.v1.GetIndexInfoResponse.calibration:type_name -> classifier.v1.CalibrationInfo
-	14, // 11: classifier.v1.GetIndexInfoResponse.limits:type_name -> classifier.v1.Limits
-	18, // 12: classifier.v1.GetIndexInfoResponse.fusion:type_name -> classifier.v1.FusionInfo
-	16, // 13: classifier.v1.GetIndexInfoResponse.load:type_name -> classifier.v1.IndexLoad
-	17, // 14: classifier.v1.GetIndexInfoResponse.mcp_servers:type_name -> classifier.v1.McpServerStatus
-	42, // 15: classifier.v1.IndexLoad.loaded_at:type_name -> google.protobuf.Timestamp
-	42, // 16: classifier.v1.IndexLoad.last_refused_at:type_name -> google.protobuf.Timestamp
-	42, // 17: classifier.v1.McpServerStatus.last_sync:type_name -> google.protobuf.Timestamp
-	1,  // 18: classifier.v1.AnalyzePromptResponse.scores:type_name -> classifier.v1.ScoredLabel
-	22, // 19: classifier.v1.DetectContextsResponse.contexts:type_name -> classifier.v1.DetectedContext
-	42, // 20: classifier.v1.ExposureChange.timestamp:type_name -> google.protobuf.Timestamp
-	24, // 21: classifier.v1.Session.history:type_name -> classifier.v1.ExposureChange
-	42, // 22: classifier.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	42, // 23: classifier.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
-	25, // 24: classifier.v1.CreateSessionResponse.session:type_name -> classifier.v1.Session
-	25, // 25: classifier.v1.GetSessionResponse.session:type_name -> classifier.v1.Session
-	34, // 26: classifier.v1.ListToolsResponse.tools:type_name -> classifier.v1.Tool
-	7,  // 27: classifier.v1.ListToolsResponse.stats:type_name -> classifier.v1.ToolStats
-	24, // 28: classifier.v1.WatchExposureResponse.change:type_name -> classifier.v1.ExposureChange
-	42, // 29: classifier.v1.GetStatsResponse.since:type_name -> google.protobuf.Timestamp
-	41, // 30: classifier.v1.GetStatsResponse.requests_by_method:type_name -> classifier.v1.GetStatsResponse.RequestsByMethodEntry
-	3,  // 31: classifier.v1.ClassifierService.Classify:input_type -> classifier.v1.ClassifyRequest
-	6,  // 32: classifier.v1.ClassifierService.Route:input_type -> classifier.v1.RouteRequest
-	9,  // 33: classifier.v1.ClassifierService.Embed:input_type -> classifier.v1.EmbedRequest
-	12, // 34: classifier.v1.ClassifierService.GetIndexInfo:input_type -> classifier.v1.GetIndexInfoRequest
-	19, // 35: classifier.v1.ClassifierService.AnalyzePrompt:input_type -> classifier.v1.AnalyzePromptRequest
-	21, // 36: classifier.v1.ClassifierService.DetectContexts:input_type -> classifier.v1.DetectContextsRequest
-	26, // 37: classifier.v1.ClassifierService.CreateSession:input_type -> classifier.v1.CreateSessionRequest
-	28, // 38: classifier.v1.ClassifierService.GetSession:input_type -> classifier.v1.GetSessionRequest
-	30, // 39: classifier.v1.ClassifierService.DeleteSession:input_type -> classifier.v1.DeleteSessionRequest
-	32, // 40: classifier.v1.ClassifierService.UpdateExposure:input_type -> classifier.v1.UpdateExposureRequest
-	35, // 41: classifier.v1.ClassifierService.ListTools:input_type -> classifier.v1.ListToolsRequest
-	37, // 42: classifier.v1.ClassifierService.WatchExposure:input_type -> classifier.v1.WatchExposureRequest
-	39, // 43: classifier.v1.ClassifierService.GetStats:input_type -> classifier.v1.GetStatsRequest
-	4,  // 44: classifier.v1.ClassifierService.Classify:output_type -> classifier.v1.ClassifyResponse
-	8,  // 45: classifier.v1.ClassifierService.Route:output_type -> classifier.v1.RouteResponse
-	11, // 46: classifier.v1.ClassifierService.Embed:output_type -> classifier.v1.EmbedResponse
-	15, // 47: classifier.v1.ClassifierService.GetIndexInfo:output_type -> classifier.v1.GetIndexInfoResponse
-	20, // 48: classifier.v1.ClassifierService.AnalyzePrompt:output_type -> classifier.v1.AnalyzePromptResponse
-	23, // 49: classifier.v1.ClassifierService.DetectContexts:output_type -> classifier.v1.DetectContextsResponse
-	27, // 50: classifier.v1.ClassifierService.CreateSession:output_type -> classifier.v1.CreateSessionResponse
-	29, // 51: classifier.v1.ClassifierService.GetSession:output_type -> classifier.v1.GetSessionResponse
-	31, // 52: classifier.v1.ClassifierService.DeleteSession:output_type -> classifier.v1.DeleteSessionResponse
-	33, // 53: classifier.v1.ClassifierService.UpdateExposure:output_type -> classifier.v1.UpdateExposureResponse
-	36, // 54: classifier.v1.ClassifierService.ListTools:output_type -> classifier.v1.ListToolsResponse
-	38, // 55: classifier.v1.ClassifierService.WatchExposure:output_type -> classifier.v1.WatchExposureResponse
-	40, // 56: classifier.v1.ClassifierService.GetStats:output_type -> classifier.v1.GetStatsResponse
-	44, // [44:57] is the sub-list for method output_type
-	31, // [31:44] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	3,  // 0: classifier.v1.ScoredLabel.evidence_parts:type_name -> classifier.v1.EvidenceParts
+	3,  // 1: classifier.v1.ScoredTool.evidence_parts:type_name -> classifier.v1.EvidenceParts
+	1,  // 2: classifier.v1.ClassifyResponse.categories:type_name -> classifier.v1.ScoredLabel
+	6,  // 3: classifier.v1.RouteRequest.messages:type_name -> classifier.v1.Message
+	0,  // 4: classifier.v1.RouteRequest.on_no_match:type_name -> classifier.v1.NoMatchPolicy
+	1,  // 5: classifier.v1.RouteResponse.servers:type_name -> classifier.v1.ScoredLabel
+	2,  // 6: classifier.v1.RouteResponse.tools:type_name -> classifier.v1.ScoredTool
+	1,  // 7: classifier.v1.RouteResponse.categories:type_name -> classifier.v1.ScoredLabel
+	8,  // 8: classifier.v1.RouteResponse.stats:type_name -> classifier.v1.ToolStats
+	0,  // 9: classifier.v1.RouteResponse.applied_policy:type_name -> classifier.v1.NoMatchPolicy
+	11, // 10: classifier.v1.EmbedResponse.vectors:type_name -> classifier.v1.Vector
+	15, // 11: classifier.v1.CalibrationInfo.reliability:type_name -> classifier.v1.ReliabilityBin
+	53, // 12: classifier.v1.GetIndexInfoResponse.built_at:type_name -> google.protobuf.Timestamp
+	14, // 13: classifier.v1.GetIndexInfoResponse.calibration:type_name -> classifier.v1.CalibrationInfo
+	16, // 14: classifier.v1.GetIndexInfoResponse.limits:type_name -> classifier.v1.Limits
+	20, // 15: classifier.v1.GetIndexInfoResponse.fusion:type_name -> classifier.v1.FusionInfo
+	18, // 16: classifier.v1.GetIndexInfoResponse.load:type_name -> classifier.v1.IndexLoad
+	19, // 17: classifier.v1.GetIndexInfoResponse.mcp_servers:type_name -> classifier.v1.McpServerStatus
+	53, // 18: classifier.v1.IndexLoad.loaded_at:type_name -> google.protobuf.Timestamp
+	53, // 19: classifier.v1.IndexLoad.last_refused_at:type_name -> google.protobuf.Timestamp
+	53, // 20: classifier.v1.McpServerStatus.last_sync:type_name -> google.protobuf.Timestamp
+	1,  // 21: classifier.v1.AnalyzePromptResponse.scores:type_name -> classifier.v1.ScoredLabel
+	24, // 22: classifier.v1.DetectContextsResponse.contexts:type_name -> classifier.v1.DetectedContext
+	53, // 23: classifier.v1.ExposureChange.timestamp:type_name -> google.protobuf.Timestamp
+	26, // 24: classifier.v1.Session.history:type_name -> classifier.v1.ExposureChange
+	53, // 25: classifier.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	53, // 26: classifier.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
+	27, // 27: classifier.v1.CreateSessionResponse.session:type_name -> classifier.v1.Session
+	27, // 28: classifier.v1.GetSessionResponse.session:type_name -> classifier.v1.Session
+	36, // 29: classifier.v1.ListToolsResponse.tools:type_name -> classifier.v1.Tool
+	8,  // 30: classifier.v1.ListToolsResponse.stats:type_name -> classifier.v1.ToolStats
+	26, // 31: classifier.v1.WatchExposureResponse.change:type_name -> classifier.v1.ExposureChange
+	53, // 32: classifier.v1.GetStatsResponse.since:type_name -> google.protobuf.Timestamp
+	52, // 33: classifier.v1.GetStatsResponse.requests_by_method:type_name -> classifier.v1.GetStatsResponse.RequestsByMethodEntry
+	54, // 34: classifier.v1.HubTool.input_schema:type_name -> google.protobuf.Struct
+	53, // 35: classifier.v1.ToolListMetadata.timestamp:type_name -> google.protobuf.Timestamp
+	44, // 36: classifier.v1.ListToolsForContextResponse.tools:type_name -> classifier.v1.HubTool
+	45, // 37: classifier.v1.ListToolsForContextResponse.metadata:type_name -> classifier.v1.ToolListMetadata
+	53, // 38: classifier.v1.TokenMetrics.since:type_name -> google.protobuf.Timestamp
+	48, // 39: classifier.v1.GetToolMetricsResponse.baseline:type_name -> classifier.v1.TokenMetrics
+	48, // 40: classifier.v1.GetToolMetricsResponse.filtered:type_name -> classifier.v1.TokenMetrics
+	4,  // 41: classifier.v1.ClassifierService.Classify:input_type -> classifier.v1.ClassifyRequest
+	7,  // 42: classifier.v1.ClassifierService.Route:input_type -> classifier.v1.RouteRequest
+	10, // 43: classifier.v1.ClassifierService.Embed:input_type -> classifier.v1.EmbedRequest
+	13, // 44: classifier.v1.ClassifierService.GetIndexInfo:input_type -> classifier.v1.GetIndexInfoRequest
+	21, // 45: classifier.v1.ClassifierService.AnalyzePrompt:input_type -> classifier.v1.AnalyzePromptRequest
+	23, // 46: classifier.v1.ClassifierService.DetectContexts:input_type -> classifier.v1.DetectContextsRequest
+	28, // 47: classifier.v1.ClassifierService.CreateSession:input_type -> classifier.v1.CreateSessionRequest
+	30, // 48: classifier.v1.ClassifierService.GetSession:input_type -> classifier.v1.GetSessionRequest
+	32, // 49: classifier.v1.ClassifierService.DeleteSession:input_type -> classifier.v1.DeleteSessionRequest
+	34, // 50: classifier.v1.ClassifierService.UpdateExposure:input_type -> classifier.v1.UpdateExposureRequest
+	37, // 51: classifier.v1.ClassifierService.ListTools:input_type -> classifier.v1.ListToolsRequest
+	39, // 52: classifier.v1.ClassifierService.WatchExposure:input_type -> classifier.v1.WatchExposureRequest
+	41, // 53: classifier.v1.ClassifierService.GetStats:input_type -> classifier.v1.GetStatsRequest
+	43, // 54: classifier.v1.ClassifierService.ListToolsForContext:input_type -> classifier.v1.ListToolsForContextRequest
+	47, // 55: classifier.v1.ClassifierService.GetToolMetrics:input_type -> classifier.v1.GetToolMetricsRequest
+	50, // 56: classifier.v1.ClassifierService.ResetToolMetrics:input_type -> classifier.v1.ResetToolMetricsRequest
+	5,  // 57: classifier.v1.ClassifierService.Classify:output_type -> classifier.v1.ClassifyResponse
+	9,  // 58: classifier.v1.ClassifierService.Route:output_type -> classifier.v1.RouteResponse
+	12, // 59: classifier.v1.ClassifierService.Embed:output_type -> classifier.v1.EmbedResponse
+	17, // 60: classifier.v1.ClassifierService.GetIndexInfo:output_type -> classifier.v1.GetIndexInfoResponse
+	22, // 61: classifier.v1.ClassifierService.AnalyzePrompt:output_type -> classifier.v1.AnalyzePromptResponse
+	25, // 62: classifier.v1.ClassifierService.DetectContexts:output_type -> classifier.v1.DetectContextsResponse
+	29, // 63: classifier.v1.ClassifierService.CreateSession:output_type -> classifier.v1.CreateSessionResponse
+	31, // 64: classifier.v1.ClassifierService.GetSession:output_type -> classifier.v1.GetSessionResponse
+	33, // 65: classifier.v1.ClassifierService.DeleteSession:output_type -> classifier.v1.DeleteSessionResponse
+	35, // 66: classifier.v1.ClassifierService.UpdateExposure:output_type -> classifier.v1.UpdateExposureResponse
+	38, // 67: classifier.v1.ClassifierService.ListTools:output_type -> classifier.v1.ListToolsResponse
+	40, // 68: classifier.v1.ClassifierService.WatchExposure:output_type -> classifier.v1.WatchExposureResponse
+	42, // 69: classifier.v1.ClassifierService.GetStats:output_type -> classifier.v1.GetStatsResponse
+	46, // 70: classifier.v1.ClassifierService.ListToolsForContext:output_type -> classifier.v1.ListToolsForContextResponse
+	49, // 71: classifier.v1.ClassifierService.GetToolMetrics:output_type -> classifier.v1.GetToolMetricsResponse
+	51, // 72: classifier.v1.ClassifierService.ResetToolMetrics:output_type -> classifier.v1.ResetToolMetricsResponse
+	57, // [57:73] is the sub-list for method output_type
+	41, // [41:57] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_classifier_v1_classifier_proto_init() }
@@ -3421,15 +4262,15 @@ func file_classifier_v1_classifier_proto_init() {
 	if File_classifier_v1_classifier_proto != nil {
 		return
 	}
-	file_classifier_v1_classifier_proto_msgTypes[2].OneofWrappers = []any{}
-	file_classifier_v1_classifier_proto_msgTypes[5].OneofWrappers = []any{}
+	file_classifier_v1_classifier_proto_msgTypes[3].OneofWrappers = []any{}
+	file_classifier_v1_classifier_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_classifier_v1_classifier_proto_rawDesc), len(file_classifier_v1_classifier_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   41,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,19 +27,22 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ClassifierService_Classify_FullMethodName       = "/classifier.v1.ClassifierService/Classify"
-	ClassifierService_Route_FullMethodName          = "/classifier.v1.ClassifierService/Route"
-	ClassifierService_Embed_FullMethodName          = "/classifier.v1.ClassifierService/Embed"
-	ClassifierService_GetIndexInfo_FullMethodName   = "/classifier.v1.ClassifierService/GetIndexInfo"
-	ClassifierService_AnalyzePrompt_FullMethodName  = "/classifier.v1.ClassifierService/AnalyzePrompt"
-	ClassifierService_DetectContexts_FullMethodName = "/classifier.v1.ClassifierService/DetectContexts"
-	ClassifierService_CreateSession_FullMethodName  = "/classifier.v1.ClassifierService/CreateSession"
-	ClassifierService_GetSession_FullMethodName     = "/classifier.v1.ClassifierService/GetSession"
-	ClassifierService_DeleteSession_FullMethodName  = "/classifier.v1.ClassifierService/DeleteSession"
-	ClassifierService_UpdateExposure_FullMethodName = "/classifier.v1.ClassifierService/UpdateExposure"
-	ClassifierService_ListTools_FullMethodName      = "/classifier.v1.ClassifierService/ListTools"
-	ClassifierService_WatchExposure_FullMethodName  = "/classifier.v1.ClassifierService/WatchExposure"
-	ClassifierService_GetStats_FullMethodName       = "/classifier.v1.ClassifierService/GetStats"
+	ClassifierService_Classify_FullMethodName            = "/classifier.v1.ClassifierService/Classify"
+	ClassifierService_Route_FullMethodName               = "/classifier.v1.ClassifierService/Route"
+	ClassifierService_Embed_FullMethodName               = "/classifier.v1.ClassifierService/Embed"
+	ClassifierService_GetIndexInfo_FullMethodName        = "/classifier.v1.ClassifierService/GetIndexInfo"
+	ClassifierService_AnalyzePrompt_FullMethodName       = "/classifier.v1.ClassifierService/AnalyzePrompt"
+	ClassifierService_DetectContexts_FullMethodName      = "/classifier.v1.ClassifierService/DetectContexts"
+	ClassifierService_CreateSession_FullMethodName       = "/classifier.v1.ClassifierService/CreateSession"
+	ClassifierService_GetSession_FullMethodName          = "/classifier.v1.ClassifierService/GetSession"
+	ClassifierService_DeleteSession_FullMethodName       = "/classifier.v1.ClassifierService/DeleteSession"
+	ClassifierService_UpdateExposure_FullMethodName      = "/classifier.v1.ClassifierService/UpdateExposure"
+	ClassifierService_ListTools_FullMethodName           = "/classifier.v1.ClassifierService/ListTools"
+	ClassifierService_WatchExposure_FullMethodName       = "/classifier.v1.ClassifierService/WatchExposure"
+	ClassifierService_GetStats_FullMethodName            = "/classifier.v1.ClassifierService/GetStats"
+	ClassifierService_ListToolsForContext_FullMethodName = "/classifier.v1.ClassifierService/ListToolsForContext"
+	ClassifierService_GetToolMetrics_FullMethodName      = "/classifier.v1.ClassifierService/GetToolMetrics"
+	ClassifierService_ResetToolMetrics_FullMethodName    = "/classifier.v1.ClassifierService/ResetToolMetrics"
 )
 
 // ClassifierServiceClient is the client API for ClassifierService service.
@@ -48,6 +51,10 @@ const (
 //
 // ClassifierService answers "which categories, servers and tools does this
 // prompt need?" from a precomputed index, in milliseconds, with no network.
+// Every unary RPC is also served over HTTP/JSON on --http-listen
+// (docs/http.md): its google.api.http rule is the Connect unary path
+// (POST /classifier.v1.ClassifierService/<Method>, a JSON body), so curl
+// needs no Connect header and the generated OpenAPI describes each route.
 type ClassifierServiceClient interface {
 	// Classify scores a text against the index's categories.
 	Classify(ctx context.Context, in *ClassifyRequest, opts ...grpc.CallOption) (*ClassifyResponse, error)
@@ -77,6 +84,15 @@ type ClassifierServiceClient interface {
 	WatchExposure(ctx context.Context, in *WatchExposureRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchExposureResponse], error)
 	// GetStats reports cumulative request and token-saving counters.
 	GetStats(ctx context.Context, in *GetStatsRequest, opts ...grpc.CallOption) (*GetStatsResponse, error)
+	// ListToolsForContext is GET /tools?context=&category=&userId=: the tools
+	// of the contexts detected in `context` (or of `category`).
+	ListToolsForContext(ctx context.Context, in *ListToolsForContextRequest, opts ...grpc.CallOption) (*ListToolsForContextResponse, error)
+	// GetToolMetrics is GET /tools/metrics: tool-list token counters since
+	// start or the last ResetToolMetrics.
+	GetToolMetrics(ctx context.Context, in *GetToolMetricsRequest, opts ...grpc.CallOption) (*GetToolMetricsResponse, error)
+	// ResetToolMetrics is POST /tools/metrics/reset: zeroes GetToolMetrics'
+	// counters (GetStats keeps counting since start).
+	ResetToolMetrics(ctx context.Context, in *ResetToolMetricsRequest, opts ...grpc.CallOption) (*ResetToolMetricsResponse, error)
 }
 
 type classifierServiceClient struct {
@@ -226,12 +242,46 @@ func (c *classifierServiceClient) GetStats(ctx context.Context, in *GetStatsRequ
 	return out, nil
 }
 
+func (c *classifierServiceClient) ListToolsForContext(ctx context.Context, in *ListToolsForContextRequest, opts ...grpc.CallOption) (*ListToolsForContextResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListToolsForContextResponse)
+	err := c.cc.Invoke(ctx, ClassifierService_ListToolsForContext_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *classifierServiceClient) GetToolMetrics(ctx context.Context, in *GetToolMetricsRequest, opts ...grpc.CallOption) (*GetToolMetricsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetToolMetricsResponse)
+	err := c.cc.Invoke(ctx, ClassifierService_GetToolMetrics_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *classifierServiceClient) ResetToolMetrics(ctx context.Context, in *ResetToolMetricsRequest, opts ...grpc.CallOption) (*ResetToolMetricsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetToolMetricsResponse)
+	err := c.cc.Invoke(ctx, ClassifierService_ResetToolMetrics_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClassifierServiceServer is the server API for ClassifierService service.
 // All implementations must embed UnimplementedClassifierServiceServer
 // for forward compatibility.
 //
 // ClassifierService answers "which categories, servers and tools does this
 // prompt need?" from a precomputed index, in milliseconds, with no network.
+// Every unary RPC is also served over HTTP/JSON on --http-listen
+// (docs/http.md): its google.api.http rule is the Connect unary path
+// (POST /classifier.v1.ClassifierService/<Method>, a JSON body), so curl
+// needs no Connect header and the generated OpenAPI describes each route.
 type ClassifierServiceServer interface {
 	// Classify scores a text against the index's categories.
 	Classify(context.Context, *ClassifyRequest) (*ClassifyResponse, error)
@@ -261,6 +311,15 @@ type ClassifierServiceServer interface {
 	WatchExposure(*WatchExposureRequest, grpc.ServerStreamingServer[WatchExposureResponse]) error
 	// GetStats reports cumulative request and token-saving counters.
 	GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error)
+	// ListToolsForContext is GET /tools?context=&category=&userId=: the tools
+	// of the contexts detected in `context` (or of `category`).
+	ListToolsForContext(context.Context, *ListToolsForContextRequest) (*ListToolsForContextResponse, error)
+	// GetToolMetrics is GET /tools/metrics: tool-list token counters since
+	// start or the last ResetToolMetrics.
+	GetToolMetrics(context.Context, *GetToolMetricsRequest) (*GetToolMetricsResponse, error)
+	// ResetToolMetrics is POST /tools/metrics/reset: zeroes GetToolMetrics'
+	// counters (GetStats keeps counting since start).
+	ResetToolMetrics(context.Context, *ResetToolMetricsRequest) (*ResetToolMetricsResponse, error)
 	mustEmbedUnimplementedClassifierServiceServer()
 }
 
@@ -309,6 +368,15 @@ func (UnimplementedClassifierServiceServer) WatchExposure(*WatchExposureRequest,
 }
 func (UnimplementedClassifierServiceServer) GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetStats not implemented")
+}
+func (UnimplementedClassifierServiceServer) ListToolsForContext(context.Context, *ListToolsForContextRequest) (*ListToolsForContextResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListToolsForContext not implemented")
+}
+func (UnimplementedClassifierServiceServer) GetToolMetrics(context.Context, *GetToolMetricsRequest) (*GetToolMetricsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetToolMetrics not implemented")
+}
+func (UnimplementedClassifierServiceServer) ResetToolMetrics(context.Context, *ResetToolMetricsRequest) (*ResetToolMetricsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetToolMetrics not implemented")
 }
 func (UnimplementedClassifierServiceServer) mustEmbedUnimplementedClassifierServiceServer() {}
 func (UnimplementedClassifierServiceServer) testEmbeddedByValue()                           {}
@@ -558,6 +626,60 @@ func _ClassifierService_GetStats_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClassifierService_ListToolsForContext_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListToolsForContextRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClassifierServiceServer).ListToolsForContext(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClassifierService_ListToolsForContext_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClassifierServiceServer).ListToolsForContext(ctx, req.(*ListToolsForContextRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClassifierService_GetToolMetrics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetToolMetricsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClassifierServiceServer).GetToolMetrics(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClassifierService_GetToolMetrics_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClassifierServiceServer).GetToolMetrics(ctx, req.(*GetToolMetricsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClassifierService_ResetToolMetrics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetToolMetricsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClassifierServiceServer).ResetToolMetrics(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClassifierService_ResetToolMetrics_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClassifierServiceServer).ResetToolMetrics(ctx, req.(*ResetToolMetricsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClassifierService_ServiceDesc is the grpc.ServiceDesc for ClassifierService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -612,6 +734,18 @@ var ClassifierService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetStats",
 			Handler:    _ClassifierService_GetStats_Handler,
+		},
+		{
+			MethodName: "ListToolsForContext",
+			Handler:    _ClassifierService_ListToolsForContext_Handler,
+		},
+		{
+			MethodName: "GetToolMetrics",
+			Handler:    _ClassifierService_GetToolMetrics_Handler,
+		},
+		{
+			MethodName: "ResetToolMetrics",
+			Handler:    _ClassifierService_ResetToolMetrics_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -13,6 +13,7 @@ rejected with INVALID_ARGUMENT, never truncated silently.
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -66,6 +67,7 @@ class ScoredLabel(_message.Message):
     SCORE_FIELD_NUMBER: _builtins.int
     EVIDENCE_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
+    EVIDENCE_PARTS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """id is the catalog id."""
     confidence: _builtins.float
@@ -80,6 +82,12 @@ class ScoredLabel(_message.Message):
     """name is a server's name as the catalog gives it ("MCP Yahoo Finance"),
     when it differs from id (an id derived from the name); else empty.
     """
+    @_builtins.property
+    def evidence_parts(self) -> Global___EvidenceParts:
+        """--- Explain page (issue #18). Field 20 leaves room for others.
+        evidence_parts is evidence by kind (dense, lexical, pattern).
+        """
+
     def __init__(
         self,
         *,
@@ -88,10 +96,11 @@ class ScoredLabel(_message.Message):
         score: _builtins.float = ...,
         evidence: _builtins.str = ...,
         name: _builtins.str = ...,
+        evidence_parts: Global___EvidenceParts | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["evidence_parts", b"evidence_parts"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "evidence", b"evidence", "id", b"id", "name", b"name", "score", b"score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "evidence", b"evidence", "evidence_parts", b"evidence_parts", "id", b"id", "name", b"name", "score", b"score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -110,6 +119,7 @@ class ScoredTool(_message.Message):
     CATEGORY_FIELD_NUMBER: _builtins.int
     EVIDENCE_FIELD_NUMBER: _builtins.int
     SERVER_NAME_FIELD_NUMBER: _builtins.int
+    EVIDENCE_PARTS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     server: _builtins.str
     confidence: _builtins.float
@@ -121,6 +131,12 @@ class ScoredTool(_message.Message):
     """server_name is the server's name as the catalog gives it, when it
     differs from server (an id derived from the name); else empty.
     """
+    @_builtins.property
+    def evidence_parts(self) -> Global___EvidenceParts:
+        """--- Explain page (issue #18). Field 20 leaves room for others.
+        evidence_parts is evidence by kind (dense, lexical, pattern).
+        """
+
     def __init__(
         self,
         *,
@@ -131,14 +147,59 @@ class ScoredTool(_message.Message):
         category: _builtins.str = ...,
         evidence: _builtins.str = ...,
         server_name: _builtins.str = ...,
+        evidence_parts: Global___EvidenceParts | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["evidence_parts", b"evidence_parts"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["category", b"category", "confidence", b"confidence", "evidence", b"evidence", "name", b"name", "score", b"score", "server", b"server", "server_name", b"server_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["category", b"category", "confidence", b"confidence", "evidence", b"evidence", "evidence_parts", b"evidence_parts", "name", b"name", "score", b"score", "server", b"server", "server_name", b"server_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ScoredTool: _TypeAlias = ScoredTool  # noqa: Y015
+
+@_typing.final
+class EvidenceParts(_message.Message):
+    """EvidenceParts is a score's evidence by kind; `evidence` says the same in
+    one sentence. (Explain page, issue #18.)
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DENSE_FIELD_NUMBER: _builtins.int
+    NEAREST_FIELD_NUMBER: _builtins.int
+    LEXICAL_FIELD_NUMBER: _builtins.int
+    PATTERN_FIELD_NUMBER: _builtins.int
+    VIA_FIELD_NUMBER: _builtins.int
+    dense: _builtins.float
+    """dense is the cosine similarity of the nearest catalog text (an
+    example, a description, a name) to the request.
+    """
+    nearest: _builtins.str
+    """nearest is that text with its source: `example "…"`."""
+    lexical: _builtins.str
+    """lexical is a name or keyword hit (`keyword "github"`), else empty."""
+    pattern: _builtins.str
+    """pattern is a category pattern hit, else empty."""
+    via: _builtins.str
+    """via names the label the evidence belongs to when it is another's
+    (`tool list_notifications` for a server), else empty.
+    """
+    def __init__(
+        self,
+        *,
+        dense: _builtins.float = ...,
+        nearest: _builtins.str = ...,
+        lexical: _builtins.str = ...,
+        pattern: _builtins.str = ...,
+        via: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dense", b"dense", "lexical", b"lexical", "nearest", b"nearest", "pattern", b"pattern", "via", b"via"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EvidenceParts: _TypeAlias = EvidenceParts  # noqa: Y015
 
 @_typing.final
 class ClassifyRequest(_message.Message):
@@ -473,6 +534,7 @@ class CalibrationInfo(_message.Message):
     SAMPLES_FIELD_NUMBER: _builtins.int
     SHARED_FALLBACK_FIELD_NUMBER: _builtins.int
     DEFAULT_THRESHOLD_FIELD_NUMBER: _builtins.int
+    RELIABILITY_FIELD_NUMBER: _builtins.int
     target: _builtins.str
     """target is "categories", "servers" or "tools"."""
     method: _builtins.str
@@ -486,6 +548,15 @@ class CalibrationInfo(_message.Message):
     def shared_fallback(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """shared_fallback lists labels with too few examples that use the shared map."""
 
+    @_builtins.property
+    def reliability(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReliabilityBin]:
+        """--- Explain page (issue #18): the reliability diagram. Field 20 leaves
+        room for other CalibrationInfo additions.
+        reliability bins the fitting samples' calibrated confidences into equal
+        widths with the share that were right (the page's reliability
+        diagram); empty for indexes built before it was recorded.
+        """
+
     def __init__(
         self,
         *,
@@ -496,14 +567,52 @@ class CalibrationInfo(_message.Message):
         samples: _builtins.int = ...,
         shared_fallback: _abc.Iterable[_builtins.str] | None = ...,
         default_threshold: _builtins.float = ...,
+        reliability: _abc.Iterable[Global___ReliabilityBin] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_threshold", b"default_threshold", "ece_after", b"ece_after", "ece_before", b"ece_before", "method", b"method", "samples", b"samples", "shared_fallback", b"shared_fallback", "target", b"target"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_threshold", b"default_threshold", "ece_after", b"ece_after", "ece_before", b"ece_before", "method", b"method", "reliability", b"reliability", "samples", b"samples", "shared_fallback", b"shared_fallback", "target", b"target"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CalibrationInfo: _TypeAlias = CalibrationInfo  # noqa: Y015
+
+@_typing.final
+class ReliabilityBin(_message.Message):
+    """ReliabilityBin is one bin of a reliability diagram."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LO_FIELD_NUMBER: _builtins.int
+    HI_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    MEAN_CONFIDENCE_FIELD_NUMBER: _builtins.int
+    ACCURACY_FIELD_NUMBER: _builtins.int
+    lo: _builtins.float
+    """lo and hi bound the bin's confidences: [lo, hi)."""
+    hi: _builtins.float
+    count: _builtins.int
+    """count is the number of samples in the bin."""
+    mean_confidence: _builtins.float
+    """mean_confidence is the bin's average calibrated confidence."""
+    accuracy: _builtins.float
+    """accuracy is the share of the bin's samples that were right."""
+    def __init__(
+        self,
+        *,
+        lo: _builtins.float = ...,
+        hi: _builtins.float = ...,
+        count: _builtins.int = ...,
+        mean_confidence: _builtins.float = ...,
+        accuracy: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accuracy", b"accuracy", "count", b"count", "hi", b"hi", "lo", b"lo", "mean_confidence", b"mean_confidence"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReliabilityBin: _TypeAlias = ReliabilityBin  # noqa: Y015
 
 @_typing.final
 class Limits(_message.Message):
@@ -1467,3 +1576,275 @@ class GetStatsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetStatsResponse: _TypeAlias = GetStatsResponse  # noqa: Y015
+
+@_typing.final
+class ListToolsForContextRequest(_message.Message):
+    """--- Hub REST shape messages (issue #18). JSON names are the ones hubs
+    read; counters are double because proto3 JSON writes int64 as a string.
+
+    ListToolsForContextRequest is GET /tools' query string.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONTEXT_FIELD_NUMBER: _builtins.int
+    CATEGORY_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    context: _builtins.str
+    """context is conversation text; its detected contexts (catalog
+    categories, as DetectContexts finds them) select the tools.
+    """
+    category: _builtins.str
+    """category, if set, selects that catalog category's tools instead."""
+    user_id: _builtins.str
+    """user_id is accepted for hubs that send it; it does not change the answer."""
+    def __init__(
+        self,
+        *,
+        context: _builtins.str = ...,
+        category: _builtins.str = ...,
+        user_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["category", b"category", "context", b"context", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListToolsForContextRequest: _TypeAlias = ListToolsForContextRequest  # noqa: Y015
+
+@_typing.final
+class HubTool(_message.Message):
+    """HubTool is one tool in /tools' answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    INPUT_SCHEMA_FIELD_NUMBER: _builtins.int
+    CONTEXTS_FIELD_NUMBER: _builtins.int
+    CATEGORIES_FIELD_NUMBER: _builtins.int
+    SERVER_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    description: _builtins.str
+    server: _builtins.str
+    """server is the tool's server id."""
+    @_builtins.property
+    def input_schema(self) -> _struct_pb2.Struct:
+        """input_schema is the tool's JSON Schema object."""
+
+    @_builtins.property
+    def contexts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """contexts are the catalog categories the tool is listed under."""
+
+    @_builtins.property
+    def categories(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """categories equals contexts (both names are read by hubs)."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        description: _builtins.str = ...,
+        input_schema: _struct_pb2.Struct | None = ...,
+        contexts: _abc.Iterable[_builtins.str] | None = ...,
+        categories: _abc.Iterable[_builtins.str] | None = ...,
+        server: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["input_schema", b"input_schema"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["categories", b"categories", "contexts", b"contexts", "description", b"description", "input_schema", b"input_schema", "name", b"name", "server", b"server"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HubTool: _TypeAlias = HubTool  # noqa: Y015
+
+@_typing.final
+class ToolListMetadata(_message.Message):
+    """ToolListMetadata describes one /tools answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TIMESTAMP_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    FILTERED_FIELD_NUMBER: _builtins.int
+    ORIGINAL_COUNT_FIELD_NUMBER: _builtins.int
+    RETURNED_COUNT_FIELD_NUMBER: _builtins.int
+    REDUCTION_PERCENT_FIELD_NUMBER: _builtins.int
+    APPLIED_CONTEXT_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """request_id is random per answer, for correlating hub and daemon logs."""
+    filtered: _builtins.bool
+    """filtered is false when no context was found (tools is then empty)."""
+    original_count: _builtins.int
+    returned_count: _builtins.int
+    reduction_percent: _builtins.float
+    """reduction_percent is 100 * (1 - returned/original)."""
+    @_builtins.property
+    def timestamp(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def applied_context(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """applied_context lists the categories whose tools were returned."""
+
+    def __init__(
+        self,
+        *,
+        timestamp: _timestamp_pb2.Timestamp | None = ...,
+        request_id: _builtins.str = ...,
+        filtered: _builtins.bool = ...,
+        original_count: _builtins.int = ...,
+        returned_count: _builtins.int = ...,
+        reduction_percent: _builtins.float = ...,
+        applied_context: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["timestamp", b"timestamp"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_context", b"applied_context", "filtered", b"filtered", "original_count", b"original_count", "reduction_percent", b"reduction_percent", "request_id", b"request_id", "returned_count", b"returned_count", "timestamp", b"timestamp"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolListMetadata: _TypeAlias = ToolListMetadata  # noqa: Y015
+
+@_typing.final
+class ListToolsForContextResponse(_message.Message):
+    """ListToolsForContextResponse is /tools' answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOLS_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    """reason is "no_context_detected" when no context was found, else empty."""
+    @_builtins.property
+    def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___HubTool]: ...
+    @_builtins.property
+    def metadata(self) -> Global___ToolListMetadata: ...
+    def __init__(
+        self,
+        *,
+        tools: _abc.Iterable[Global___HubTool] | None = ...,
+        metadata: Global___ToolListMetadata | None = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "reason", b"reason", "tools", b"tools"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListToolsForContextResponse: _TypeAlias = ListToolsForContextResponse  # noqa: Y015
+
+@_typing.final
+class GetToolMetricsRequest(_message.Message):
+    """GetToolMetricsRequest is empty."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetToolMetricsRequest: _TypeAlias = GetToolMetricsRequest  # noqa: Y015
+
+@_typing.final
+class TokenMetrics(_message.Message):
+    """TokenMetrics counts tool-list answers and the tokens of their tool definitions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    TOTAL_TOKENS_FIELD_NUMBER: _builtins.int
+    AVG_TOKENS_PER_REQUEST_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    requests: _builtins.float
+    total_tokens: _builtins.float
+    avg_tokens_per_request: _builtins.float
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        requests: _builtins.float = ...,
+        total_tokens: _builtins.float = ...,
+        avg_tokens_per_request: _builtins.float = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["avg_tokens_per_request", b"avg_tokens_per_request", "requests", b"requests", "since", b"since", "total_tokens", b"total_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TokenMetrics: _TypeAlias = TokenMetrics  # noqa: Y015
+
+@_typing.final
+class GetToolMetricsResponse(_message.Message):
+    """GetToolMetricsResponse compares the tokens clients would have been sent
+    without filtering (baseline) with what they were sent (filtered).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BASELINE_FIELD_NUMBER: _builtins.int
+    FILTERED_FIELD_NUMBER: _builtins.int
+    REDUCTION_FIELD_NUMBER: _builtins.int
+    reduction: _builtins.str
+    """reduction is the token saving as a whole percentage, e.g. "40%"."""
+    @_builtins.property
+    def baseline(self) -> Global___TokenMetrics: ...
+    @_builtins.property
+    def filtered(self) -> Global___TokenMetrics: ...
+    def __init__(
+        self,
+        *,
+        baseline: Global___TokenMetrics | None = ...,
+        filtered: Global___TokenMetrics | None = ...,
+        reduction: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["baseline", b"baseline", "filtered", b"filtered"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["baseline", b"baseline", "filtered", b"filtered", "reduction", b"reduction"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetToolMetricsResponse: _TypeAlias = GetToolMetricsResponse  # noqa: Y015
+
+@_typing.final
+class ResetToolMetricsRequest(_message.Message):
+    """ResetToolMetricsRequest is empty."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetToolMetricsRequest: _TypeAlias = ResetToolMetricsRequest  # noqa: Y015
+
+@_typing.final
+class ResetToolMetricsResponse(_message.Message):
+    """ResetToolMetricsResponse is empty."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetToolMetricsResponse: _TypeAlias = ResetToolMetricsResponse  # noqa: Y015

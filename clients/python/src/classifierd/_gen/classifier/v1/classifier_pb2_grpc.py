@@ -28,6 +28,10 @@ if _version_not_supported:
 class ClassifierServiceStub:
     """ClassifierService answers "which categories, servers and tools does this
     prompt need?" from a precomputed index, in milliseconds, with no network.
+    Every unary RPC is also served over HTTP/JSON on --http-listen
+    (docs/http.md): its google.api.http rule is the Connect unary path
+    (POST /classifier.v1.ClassifierService/<Method>, a JSON body), so curl
+    needs no Connect header and the generated OpenAPI describes each route.
     """
 
     def __init__(self, channel):
@@ -101,11 +105,30 @@ class ClassifierServiceStub:
                 request_serializer=classifier_dot_v1_dot_classifier__pb2.GetStatsRequest.SerializeToString,
                 response_deserializer=classifier_dot_v1_dot_classifier__pb2.GetStatsResponse.FromString,
                 _registered_method=True)
+        self.ListToolsForContext = channel.unary_unary(
+                '/classifier.v1.ClassifierService/ListToolsForContext',
+                request_serializer=classifier_dot_v1_dot_classifier__pb2.ListToolsForContextRequest.SerializeToString,
+                response_deserializer=classifier_dot_v1_dot_classifier__pb2.ListToolsForContextResponse.FromString,
+                _registered_method=True)
+        self.GetToolMetrics = channel.unary_unary(
+                '/classifier.v1.ClassifierService/GetToolMetrics',
+                request_serializer=classifier_dot_v1_dot_classifier__pb2.GetToolMetricsRequest.SerializeToString,
+                response_deserializer=classifier_dot_v1_dot_classifier__pb2.GetToolMetricsResponse.FromString,
+                _registered_method=True)
+        self.ResetToolMetrics = channel.unary_unary(
+                '/classifier.v1.ClassifierService/ResetToolMetrics',
+                request_serializer=classifier_dot_v1_dot_classifier__pb2.ResetToolMetricsRequest.SerializeToString,
+                response_deserializer=classifier_dot_v1_dot_classifier__pb2.ResetToolMetricsResponse.FromString,
+                _registered_method=True)
 
 
 class ClassifierServiceServicer:
     """ClassifierService answers "which categories, servers and tools does this
     prompt need?" from a precomputed index, in milliseconds, with no network.
+    Every unary RPC is also served over HTTP/JSON on --http-listen
+    (docs/http.md): its google.api.http rule is the Connect unary path
+    (POST /classifier.v1.ClassifierService/<Method>, a JSON body), so curl
+    needs no Connect header and the generated OpenAPI describes each route.
     """
 
     def Classify(self, request, context):
@@ -201,6 +224,35 @@ class ClassifierServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListToolsForContext(self, request, context):
+        """--- Hub REST shape (issue #18, docs/http.md). Served over HTTP/JSON by
+        the --http-listen transcoder at the paths of the google.api.http
+        annotations, in the JSON shape hubs already call; over gRPC and
+        Connect like every other RPC.
+
+        ListToolsForContext is GET /tools?context=&category=&userId=: the tools
+        of the contexts detected in `context` (or of `category`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetToolMetrics(self, request, context):
+        """GetToolMetrics is GET /tools/metrics: tool-list token counters since
+        start or the last ResetToolMetrics.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResetToolMetrics(self, request, context):
+        """ResetToolMetrics is POST /tools/metrics/reset: zeroes GetToolMetrics'
+        counters (GetStats keeps counting since start).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClassifierServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -269,6 +321,21 @@ def add_ClassifierServiceServicer_to_server(servicer, server):
                     request_deserializer=classifier_dot_v1_dot_classifier__pb2.GetStatsRequest.FromString,
                     response_serializer=classifier_dot_v1_dot_classifier__pb2.GetStatsResponse.SerializeToString,
             ),
+            'ListToolsForContext': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListToolsForContext,
+                    request_deserializer=classifier_dot_v1_dot_classifier__pb2.ListToolsForContextRequest.FromString,
+                    response_serializer=classifier_dot_v1_dot_classifier__pb2.ListToolsForContextResponse.SerializeToString,
+            ),
+            'GetToolMetrics': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetToolMetrics,
+                    request_deserializer=classifier_dot_v1_dot_classifier__pb2.GetToolMetricsRequest.FromString,
+                    response_serializer=classifier_dot_v1_dot_classifier__pb2.GetToolMetricsResponse.SerializeToString,
+            ),
+            'ResetToolMetrics': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetToolMetrics,
+                    request_deserializer=classifier_dot_v1_dot_classifier__pb2.ResetToolMetricsRequest.FromString,
+                    response_serializer=classifier_dot_v1_dot_classifier__pb2.ResetToolMetricsResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'classifier.v1.ClassifierService', rpc_method_handlers)
@@ -280,6 +347,10 @@ def add_ClassifierServiceServicer_to_server(servicer, server):
 class ClassifierService:
     """ClassifierService answers "which categories, servers and tools does this
     prompt need?" from a precomputed index, in milliseconds, with no network.
+    Every unary RPC is also served over HTTP/JSON on --http-listen
+    (docs/http.md): its google.api.http rule is the Connect unary path
+    (POST /classifier.v1.ClassifierService/<Method>, a JSON body), so curl
+    needs no Connect header and the generated OpenAPI describes each route.
     """
 
     @staticmethod
@@ -623,6 +694,87 @@ class ClassifierService:
             '/classifier.v1.ClassifierService/GetStats',
             classifier_dot_v1_dot_classifier__pb2.GetStatsRequest.SerializeToString,
             classifier_dot_v1_dot_classifier__pb2.GetStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListToolsForContext(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/classifier.v1.ClassifierService/ListToolsForContext',
+            classifier_dot_v1_dot_classifier__pb2.ListToolsForContextRequest.SerializeToString,
+            classifier_dot_v1_dot_classifier__pb2.ListToolsForContextResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetToolMetrics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/classifier.v1.ClassifierService/GetToolMetrics',
+            classifier_dot_v1_dot_classifier__pb2.GetToolMetricsRequest.SerializeToString,
+            classifier_dot_v1_dot_classifier__pb2.GetToolMetricsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetToolMetrics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/classifier.v1.ClassifierService/ResetToolMetrics',
+            classifier_dot_v1_dot_classifier__pb2.ResetToolMetricsRequest.SerializeToString,
+            classifier_dot_v1_dot_classifier__pb2.ResetToolMetricsResponse.FromString,
             options,
             channel_credentials,
             insecure,

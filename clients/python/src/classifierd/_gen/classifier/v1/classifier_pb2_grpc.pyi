@@ -36,6 +36,10 @@ GRPC_VERSION: str
 class ClassifierServiceStub:
     """ClassifierService answers "which categories, servers and tools does this
     prompt need?" from a precomputed index, in milliseconds, with no network.
+    Every unary RPC is also served over HTTP/JSON on --http-listen
+    (docs/http.md): its google.api.http rule is the Connect unary path
+    (POST /classifier.v1.ClassifierService/<Method>, a JSON body), so curl
+    needs no Connect header and the generated OpenAPI describes each route.
     """
 
     @_typing.overload
@@ -71,11 +75,32 @@ class ClassifierServiceStub:
     """
     GetStats: _grpc.UnaryUnaryMultiCallable[_classifier_pb2.GetStatsRequest, _classifier_pb2.GetStatsResponse]
     """GetStats reports cumulative request and token-saving counters."""
+    ListToolsForContext: _grpc.UnaryUnaryMultiCallable[_classifier_pb2.ListToolsForContextRequest, _classifier_pb2.ListToolsForContextResponse]
+    """--- Hub REST shape (issue #18, docs/http.md). Served over HTTP/JSON by
+    the --http-listen transcoder at the paths of the google.api.http
+    annotations, in the JSON shape hubs already call; over gRPC and
+    Connect like every other RPC.
+
+    ListToolsForContext is GET /tools?context=&category=&userId=: the tools
+    of the contexts detected in `context` (or of `category`).
+    """
+    GetToolMetrics: _grpc.UnaryUnaryMultiCallable[_classifier_pb2.GetToolMetricsRequest, _classifier_pb2.GetToolMetricsResponse]
+    """GetToolMetrics is GET /tools/metrics: tool-list token counters since
+    start or the last ResetToolMetrics.
+    """
+    ResetToolMetrics: _grpc.UnaryUnaryMultiCallable[_classifier_pb2.ResetToolMetricsRequest, _classifier_pb2.ResetToolMetricsResponse]
+    """ResetToolMetrics is POST /tools/metrics/reset: zeroes GetToolMetrics'
+    counters (GetStats keeps counting since start).
+    """
 
 @_typing.type_check_only
 class ClassifierServiceAsyncStub(ClassifierServiceStub):
     """ClassifierService answers "which categories, servers and tools does this
     prompt need?" from a precomputed index, in milliseconds, with no network.
+    Every unary RPC is also served over HTTP/JSON on --http-listen
+    (docs/http.md): its google.api.http rule is the Connect unary path
+    (POST /classifier.v1.ClassifierService/<Method>, a JSON body), so curl
+    needs no Connect header and the generated OpenAPI describes each route.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -108,10 +133,31 @@ class ClassifierServiceAsyncStub(ClassifierServiceStub):
     """
     GetStats: _aio.UnaryUnaryMultiCallable[_classifier_pb2.GetStatsRequest, _classifier_pb2.GetStatsResponse]  # type: ignore[assignment]
     """GetStats reports cumulative request and token-saving counters."""
+    ListToolsForContext: _aio.UnaryUnaryMultiCallable[_classifier_pb2.ListToolsForContextRequest, _classifier_pb2.ListToolsForContextResponse]  # type: ignore[assignment]
+    """--- Hub REST shape (issue #18, docs/http.md). Served over HTTP/JSON by
+    the --http-listen transcoder at the paths of the google.api.http
+    annotations, in the JSON shape hubs already call; over gRPC and
+    Connect like every other RPC.
+
+    ListToolsForContext is GET /tools?context=&category=&userId=: the tools
+    of the contexts detected in `context` (or of `category`).
+    """
+    GetToolMetrics: _aio.UnaryUnaryMultiCallable[_classifier_pb2.GetToolMetricsRequest, _classifier_pb2.GetToolMetricsResponse]  # type: ignore[assignment]
+    """GetToolMetrics is GET /tools/metrics: tool-list token counters since
+    start or the last ResetToolMetrics.
+    """
+    ResetToolMetrics: _aio.UnaryUnaryMultiCallable[_classifier_pb2.ResetToolMetricsRequest, _classifier_pb2.ResetToolMetricsResponse]  # type: ignore[assignment]
+    """ResetToolMetrics is POST /tools/metrics/reset: zeroes GetToolMetrics'
+    counters (GetStats keeps counting since start).
+    """
 
 class ClassifierServiceServicer(metaclass=_abc_1.ABCMeta):
     """ClassifierService answers "which categories, servers and tools does this
     prompt need?" from a precomputed index, in milliseconds, with no network.
+    Every unary RPC is also served over HTTP/JSON on --http-listen
+    (docs/http.md): its google.api.http rule is the Connect unary path
+    (POST /classifier.v1.ClassifierService/<Method>, a JSON body), so curl
+    needs no Connect header and the generated OpenAPI describes each route.
     """
 
     @_abc_1.abstractmethod
@@ -220,5 +266,40 @@ class ClassifierServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_classifier_pb2.GetStatsResponse, _abc.Awaitable[_classifier_pb2.GetStatsResponse]]:
         """GetStats reports cumulative request and token-saving counters."""
+
+    @_abc_1.abstractmethod
+    def ListToolsForContext(
+        self,
+        request: _classifier_pb2.ListToolsForContextRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_classifier_pb2.ListToolsForContextResponse, _abc.Awaitable[_classifier_pb2.ListToolsForContextResponse]]:
+        """--- Hub REST shape (issue #18, docs/http.md). Served over HTTP/JSON by
+        the --http-listen transcoder at the paths of the google.api.http
+        annotations, in the JSON shape hubs already call; over gRPC and
+        Connect like every other RPC.
+
+        ListToolsForContext is GET /tools?context=&category=&userId=: the tools
+        of the contexts detected in `context` (or of `category`).
+        """
+
+    @_abc_1.abstractmethod
+    def GetToolMetrics(
+        self,
+        request: _classifier_pb2.GetToolMetricsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_classifier_pb2.GetToolMetricsResponse, _abc.Awaitable[_classifier_pb2.GetToolMetricsResponse]]:
+        """GetToolMetrics is GET /tools/metrics: tool-list token counters since
+        start or the last ResetToolMetrics.
+        """
+
+    @_abc_1.abstractmethod
+    def ResetToolMetrics(
+        self,
+        request: _classifier_pb2.ResetToolMetricsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_classifier_pb2.ResetToolMetricsResponse, _abc.Awaitable[_classifier_pb2.ResetToolMetricsResponse]]:
+        """ResetToolMetrics is POST /tools/metrics/reset: zeroes GetToolMetrics'
+        counters (GetStats keeps counting since start).
+        """
 
 def add_ClassifierServiceServicer_to_server(servicer: ClassifierServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

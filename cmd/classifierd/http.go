@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/vanguard"
+	"connectrpc.com/vanguard/vanguardgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/classifierd/classifierd/web"
+)
+
+// httpServer is --http-listen: every gRPC service registered on gs, over
+// HTTP/JSON, transcoded by vanguard to the same gRPC handlers (and so the
+// same interceptors, limits and error mapping):
+//   - POST /<package.Service>/<Method> with a JSON body: the REST rule
+//     each unary RPC carries at its Connect path (plain curl), or the
+//     Connect protocol itself when Connect-Protocol-Version: 1 is sent;
+//     gRPC-Web and Connect streaming too;
+//   - REST at the other google.api.http routes of the protos (GET /tools,
+//     GET /tools/metrics, POST /tools/metrics/reset);
+//   - the explain page (package web) at / for every other path.
+type httpServer struct {
+	srv *http.Server
+	lis net.Listener
+}
+
+// newHTTPServer listens on cfg.HTTPListen.
+func newHTTPServer(cfg Config, gs *grpc.Server, log *slog.Logger) (*httpServer, error) {
+	h, err := vanguardgrpc.NewTranscoder(gs,
+		vanguard.WithCodec(newJSONCodec),
+		vanguard.WithDefaultServiceOptions(
+			// The request bound the gRPC listener has (--max-recv-bytes):
+			// a larger body answers resource_exhausted (429) before any work.
+			vanguard.WithMaxMessageBufferBytes(uint32(min(cfg.MaxRecvBytes, math.MaxUint32))),
+			// Hubs send query parameters we do not use; ignoring them is
+			// what the REST shape they call did.
+			vanguard.WithRESTUnmarshalOptions(vanguard.RESTUnmarshalOptions{DiscardUnknownQueryParams: true}),
+		),
+		vanguard.WithUnknownHandler(web.Handler()),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("http transcoder: %w", err)
+	}
+	lis, err := net.Listen("tcp", cfg.HTTPListen)
+	if err != nil {
+		return nil, fmt.Errorf("http listen: %w", err)
+	}
+	srv := &http.Server{
+		// Bodies past the limit are cut by the transcoder's buffer bound;
+		// MaxBytesHandler also stops a client streaming a huge body.
+		Handler:           http.MaxBytesHandler(normalizeRequest(h), int64(cfg.MaxRecvBytes)+recvOverhead),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       cfg.Timeout + 10*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return &httpServer{srv: srv, lis: lis}, nil
+}
+
+// Addr is the address the server listens on.
+func (s *httpServer) Addr() string { return s.lis.Addr().String() }
+
+// Serve serves until Shutdown; a clean shutdown returns nil.
+func (s *httpServer) Serve() error {
+	if err := s.srv.Serve(s.lis); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops accepting, waits up to wait for requests in flight, then
+// closes what is left.
+func (s *httpServer) Shutdown(wait time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		_ = s.srv.Close()
+	}
+}
+
+// normalizeRequest fixes up two requests the transcoder would answer
+// with a 5xx although the fault is the caller's:
+//   - a bodiless JSON POST (curl -X POST with no -d, a hub's POST
+//     /tools/metrics/reset) reads as the empty message {} (the transcoder
+//     would see no request message at all: INTERNAL);
+//   - a query string that does not decode, is not UTF-8 once decoded (a
+//     proto string field cannot hold it: UNKNOWN) or has a parameter with
+//     an empty name ("empty field path": UNKNOWN) answers 400
+//     invalid_argument.
+func normalizeRequest(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if msg := checkQuery(r.URL.RawQuery); msg != "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"code":3,"message":"`+msg+`","details":[]}`)
+			return
+		}
+		ct := r.Header.Get("Content-Type")
+		if r.Method == http.MethodPost && r.ContentLength == 0 && (ct == "" || ct == "application/json") {
+			r.Body = io.NopCloser(strings.NewReader("{}"))
+			r.ContentLength = 2
+			r.Header.Set("Content-Type", "application/json")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkQuery says what is wrong with a raw query string, or "" (the
+// message is a constant: it never echoes the request).
+func checkQuery(raw string) string {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return "query string is not valid percent-encoding"
+	}
+	for k, vs := range q {
+		if k == "" {
+			return "query parameter with an empty name"
+		}
+		if !utf8.ValidString(k) {
+			return "query string is not valid UTF-8"
+		}
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				return "query string is not valid UTF-8"
+			}
+		}
+	}
+	return ""
+}
+
+// jsonCodec is vanguard's JSON codec whose decoding errors are the
+// caller's: INVALID_ARGUMENT (HTTP 400), where the transcoder would answer
+// UNKNOWN (HTTP 500).
+type jsonCodec struct{ *vanguard.JSONCodec }
+
+// newJSONCodec writes every scalar and list, default or not ("filtered":
+// false, "tools": []), but leaves an unset message out rather than writing
+// null, which the OpenAPI description (and a typed client) would not
+// expect; unknown request fields are ignored.
+func newJSONCodec(res vanguard.TypeResolver) vanguard.Codec {
+	return jsonCodec{&vanguard.JSONCodec{
+		MarshalOptions:   protojson.MarshalOptions{Resolver: res, EmitDefaultValues: true},
+		UnmarshalOptions: protojson.UnmarshalOptions{Resolver: res, DiscardUnknown: true},
+	}}
+}
+
+func (c jsonCodec) Unmarshal(data []byte, msg proto.Message) error {
+	return badRequest(c.JSONCodec.Unmarshal(data, msg))
+}
+
+func (c jsonCodec) UnmarshalField(data []byte, msg proto.Message, field protoreflect.FieldDescriptor) error {
+	return badRequest(c.JSONCodec.UnmarshalField(data, msg, field))
+}
+
+func badRequest(err error) error {
+	if err == nil {
+		return nil
+	}
+	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("request body: %w", err))
+}

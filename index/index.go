@@ -257,11 +257,42 @@ func (x *Index) WriteFile(path string) (err error) {
 	return nil
 }
 
-// Load reads and validates the index file at path.
-func Load(path string) (*Index, error) {
-	data, err := os.ReadFile(path)
+// DefaultMaxFileBytes is the largest index file Load accepts.
+const DefaultMaxFileBytes = 1 << 30
+
+// ErrFile reports an index path that is not a regular file or is too large.
+var ErrFile = errors.New("index: unusable file")
+
+// Load reads and validates the index file at path, at most
+// DefaultMaxFileBytes of it.
+func Load(path string) (*Index, error) { return LoadLimit(path, DefaultMaxFileBytes) }
+
+// LoadLimit is Load for files of at most maxBytes. It checks the opened
+// file is regular and small enough before reading, and reads no more than
+// maxBytes even if the file grows meanwhile, so a device (/dev/zero) or a
+// huge file is refused instead of read until memory runs out.
+func LoadLimit(path string, maxBytes int64) (*Index, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("index: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("index: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrFile, path)
+	}
+	if st.Size() > maxBytes {
+		return nil, fmt.Errorf("%w: %s is %d bytes, limit %d", ErrFile, path, st.Size(), maxBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("index: %w", err)
+	}
+	if int64(len(data)) > maxBytes {
+		return nil, fmt.Errorf("%w: %s grew past %d bytes while read", ErrFile, path, maxBytes)
 	}
 	return Decode(data)
 }

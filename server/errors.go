@@ -61,6 +61,7 @@ var errorCodes = []errorCode{
 	{terminal.ErrSessionNotFound, codes.NotFound, "SESSION_NOT_FOUND"},
 	{session.ErrExists, codes.AlreadyExists, ""},
 	{session.ErrLimit, codes.ResourceExhausted, ""},
+	{session.ErrOwnerLimit, codes.ResourceExhausted, ""},
 	// The daemon's state does not allow the call.
 	{rank.ErrNoLabels, codes.FailedPrecondition, ""},
 	{index.ErrDimMismatch, codes.FailedPrecondition, ""},
@@ -74,6 +75,7 @@ var messages = map[error]string{
 	session.ErrNotFound:         "session not found",
 	session.ErrExists:           "session already exists",
 	session.ErrLimit:            "too many sessions",
+	session.ErrOwnerLimit:       "too many sessions for this client",
 	terminal.ErrBadSessionID:    "invalid session id: use 1-128 letters, digits, '.', '_' or '-' without '..' or '/'",
 	terminal.ErrBadConfidence:   "min_confidence must be within [0,1]",
 	session.ErrClosed:           "server stopping",

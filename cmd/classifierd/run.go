@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
@@ -46,7 +44,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	idx, err := index.Load(cfg.Index)
+	op, err := openOps(cfg.Ops, log)
+	if err != nil {
+		return err
+	}
+	idx, err := index.LoadLimit(cfg.Index, cfg.Ops.MaxIndexBytes)
 	if err != nil {
 		return fmt.Errorf("load index %s: %w", cfg.Index, err)
 	}
@@ -64,7 +66,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err := idx.CheckModel(eng.Fingerprint(), eng.Dims()); err != nil {
 		return fmt.Errorf("index %s does not match model %s: %w", cfg.Index, cfg.Model, err)
 	}
-	dom, err := server.NewDomain(idx, eng, request.Limits{MaxTextBytes: cfg.MaxTextBytes, MaxMessages: cfg.MaxMessages})
+	op.indexLoaded(idx, cfg.Index, 1)
+	emb := op.embedder(eng)
+	dom, err := server.NewDomain(idx, emb, request.Limits{MaxTextBytes: cfg.MaxTextBytes, MaxMessages: cfg.MaxMessages})
 	if err != nil {
 		return err
 	}
@@ -73,25 +77,28 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	for _, li := range idx.LabelsOf(index.KindCategory) {
 		catIDs = append(catIDs, idx.Labels[li].ID)
 	}
-	sessions, err := session.NewStore(session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions,
+	sessions, err := session.NewStore(session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: op.sessionOwnerLimit(),
 		DefaultExposure: session.Exposure(cfg.Exposure), AllCategories: catIDs, MinimalCategories: splitList(cfg.Minimal)})
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, sessions.Close()) }()
+	if err := op.watchSessions(sessions); err != nil {
+		return err
+	}
 	counter, err := tokens.NewCounter()
 	if err != nil {
 		return err
 	}
 	svc, err := server.New(server.Config{MaxEmbedBatch: cfg.MaxBatch, DefaultNoMatch: policy, MaxTokens: man.MaxTokens,
-		Sessions: sessions, Tokens: counter}, dom, eng, log)
+		Sessions: sessions, Tokens: counter}, dom, emb, log)
 	if err != nil {
 		return err
 	}
 	var term *server.TerminalServer
 	var store *terminal.Store
 	if cfg.Terminal {
-		term, store, err = openTerminal(ctx, cfg, eng, log)
+		term, store, err = openTerminal(ctx, cfg, emb, log)
 		if err != nil {
 			return err
 		}
@@ -111,19 +118,24 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		defer func() { stopJanitor(); <-swept }()
 	}
 
-	lis, err := net.Listen("tcp", cfg.Listen)
+	lis, err := listen(cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	unary, stream := server.Interceptors(log, svc.Stats(), cfg.Timeout)
-	gs := grpc.NewServer(
+	gs := grpc.NewServer(append(op.serverOptions(log, svc.Stats(), cfg.Timeout),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
-		grpc.ChainUnaryInterceptor(unary),
-		grpc.ChainStreamInterceptor(stream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	)
-	hs := health.NewServer()
+	)...)
+	hs := server.NewHealth()
 	register(gs, hs, svc, term)
+	opsCtx, stopOps := context.WithCancel(context.Background())
+	waitMetrics, err := op.serveMetrics(opsCtx)
+	if err != nil {
+		stopOps()
+		return err
+	}
+	waitReloads := reloadOnHUP(opsCtx, log, op.reloaders)
+	defer func() { stopOps(); waitReloads(); waitMetrics() }()
 
 	log.Info("classifierd serving", "addr", lis.Addr().String(), "model", man.Name, "dims", eng.Dims(),
 		"ort", rt.Version(), "categories", len(idx.LabelsOf(index.KindCategory)),
@@ -138,7 +150,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down", "wait", cfg.ShutdownWait)
-	hs.Shutdown() // NOT_SERVING for every service, so balancers drain us
+	hs.Shutdown() // NOT_SERVING for every service, so balancers drain us; ends health watches
 	// End WatchExposure streams (their channels close), or GracefulStop
 	// would wait for them until the deadline.
 	_ = sessions.Close()
@@ -180,7 +192,7 @@ func openTerminal(ctx context.Context, cfg Config, eng terminal.Embedder, log *s
 // is registered only when term is set (--terminal): an unregistered service
 // answers UNIMPLEMENTED, which is what a client of a daemon without it
 // should see.
-func register(gs *grpc.Server, hs *health.Server, svc *server.Server, term *server.TerminalServer) {
+func register(gs *grpc.Server, hs *server.Health, svc *server.Server, term *server.TerminalServer) {
 	pb.RegisterClassifierServiceServer(gs, svc)
 	if term != nil {
 		terminalpb.RegisterTerminalServiceServer(gs, term)

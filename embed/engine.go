@@ -122,6 +122,7 @@ type Engine struct {
 	wordsMu    sync.RWMutex
 	words      map[string][]int64
 	wordsBytes int // what words holds, by wordCost
+	wordsMax   int // bound of wordsBytes: maxWordCacheBytes (tests lower it)
 }
 
 // The word cache is bounded in bytes, not words: unique long words (logs,
@@ -204,6 +205,7 @@ func Open(rt *Runtime, cfg Config) (*Engine, error) {
 		sem:         make(chan struct{}, c.MaxConcurrent),
 		fingerprint: fp,
 		words:       map[string][]int64{},
+		wordsMax:    maxWordCacheBytes,
 	}
 	switch n := tok.GetNormalizer().(type) {
 	case *normalizer.NFKC:
@@ -395,7 +397,7 @@ func (e *Engine) cacheWord(w string, ids []int64) {
 	if _, ok := e.words[w]; ok {
 		return
 	}
-	if e.wordsBytes+cost > maxWordCacheBytes {
+	if e.wordsBytes+cost > e.wordsMax {
 		e.words, e.wordsBytes = map[string][]int64{}, 0
 	}
 	e.words[strings.Clone(w)] = ids

@@ -330,3 +330,43 @@ func TestUpdateRejectsWhatUpdateCannotApply(t *testing.T) {
 		t.Fatalf("CheckMode(long): got %q, want ErrBadMode as valid UTF-8", err)
 	}
 }
+
+func TestOwnerQuotaAndOwner(t *testing.T) {
+	now := time.Unix(1000, 0)
+	st, err := NewStore(Config{MaxSessions: 10, MaxPerOwner: 2, AllCategories: []string{"meta"}, TTL: time.Minute,
+		Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, bob := Owner{ID: "alice", Quota: "alice"}, Owner{ID: "bob", Quota: "bob"}
+	a1, err := st.CreateFor(alice, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateFor(alice, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateFor(alice, "", ""); !errors.Is(err, ErrOwnerLimit) {
+		t.Fatalf("third session of alice: %v, want ErrOwnerLimit", err)
+	}
+	if _, err := st.CreateFor(bob, "", ""); err != nil {
+		t.Fatalf("bob limited by alice: %v", err)
+	}
+	if got, err := st.Owner(a1.ID); err != nil || got != "alice" || a1.Owner != "alice" {
+		t.Fatalf("Owner = %q %v (snapshot %q), want alice", got, err, a1.Owner)
+	}
+	// Deleting and expiring give the quota back.
+	if err := st.Delete(a1.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateFor(alice, "", ""); err != nil {
+		t.Fatalf("after delete: %v", err)
+	}
+	now = now.Add(2 * time.Minute)
+	if _, err := st.CreateFor(alice, "", ""); err != nil {
+		t.Fatalf("after expiry: %v", err)
+	}
+	if _, err := st.Owner("nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Owner of unknown: %v", err)
+	}
+}

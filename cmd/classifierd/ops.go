@@ -53,7 +53,7 @@ func (c *OpsConfig) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TokenFile, "auth-token-file", "", "require bearer tokens from this file (lines: NAME SCOPES TOKEN; mode 0600); reloaded on SIGHUP")
 	fs.IntVar(&c.MaxSessionsPerClient, "max-sessions-per-client", 1000, "most hub sessions one caller (identity, or peer address when anonymous) may hold")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", 0, "model calls admitted at once (default: 2 x --concurrency)")
-	fs.IntVar(&c.MaxQueue, "max-queue", 0, "model calls that may wait for a place; more get RESOURCE_EXHAUSTED at once (default: 8 x --concurrency)")
+	fs.IntVar(&c.MaxQueue, "max-queue", 0, "model calls that may wait for a place; more get RESOURCE_EXHAUSTED at once (default: 64 x --concurrency)")
 	fs.DurationVar(&c.MinDeadline, "min-deadline", 2*time.Millisecond, "refuse model calls with less than this left of their deadline (DEADLINE_EXCEEDED) before any work")
 	fs.Int64Var(&c.MaxIndexBytes, "max-index-bytes", index.DefaultMaxFileBytes, "largest index file accepted, in bytes")
 }
@@ -72,7 +72,7 @@ func (c *OpsConfig) validate(concurrency int) error {
 		c.MaxInFlight = 2 * concurrency
 	}
 	if c.MaxQueue == 0 {
-		c.MaxQueue = 8 * concurrency
+		c.MaxQueue = 64 * concurrency
 	}
 	return nil
 }

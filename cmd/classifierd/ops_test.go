@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -188,6 +189,26 @@ func TestOpsMetricsAndStatusCodes(t *testing.T) {
 	for _, s := range []string{"classifierd_admission_queue_depth", "classifierd_admission_in_flight", "classifierd_sessions_active"} {
 		if _, ok := m[s]; !ok {
 			t.Errorf("%s missing", s)
+		}
+	}
+	// Every series the Grafana dashboard plots exists. Labelled counters
+	// appear once first counted; this run counts no rejection or denial.
+	dash, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "grafana", "classifierd.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{"classifierd_admission_rejected_total": true, "classifierd_auth_denied_total": true, "classifierd_abstained_total": true}
+	for series := range m {
+		name, _, _ := strings.Cut(series, "{")
+		names[name] = true
+	}
+	used := regexp.MustCompile(`(?:classifierd|process)_[a-z_]+`).FindAllString(string(dash), -1)
+	if len(used) < 10 {
+		t.Fatalf("dashboard names %d series, want the metrics it plots", len(used))
+	}
+	for _, u := range used {
+		if !names[u] {
+			t.Errorf("dashboard plots %s, which /metrics does not export", u)
 		}
 	}
 }

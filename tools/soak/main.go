@@ -14,7 +14,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -44,8 +46,10 @@ func run() error {
 	maxCalls := flag.Int64("calls", 0, "stop after this many calls (0: no limit)")
 	workers := flag.Int("workers", 4, "concurrent callers")
 	words := flag.Int("words", 20, "unique words per request")
+	textBytes := flag.Int("text-bytes", 0, "make each request at least this long, in unique words (long pastes)")
 	every := flag.Duration("every", 30*time.Second, "how often to print RSS")
 	token := flag.String("token", "", "bearer token, if the daemon requires one")
+	metricsURL := flag.String("metrics", "", "the daemon's /metrics URL, to print its Go heap beside RSS (native memory is RSS minus heap)")
 	flag.Parse()
 	if *pid <= 0 {
 		return errors.New("--pid is required")
@@ -73,7 +77,7 @@ func run() error {
 					return
 				}
 				sb.Reset()
-				for i := range *words {
+				for i := 0; i < *words || sb.Len() < *textBytes; i++ {
 					if i > 0 {
 						sb.WriteByte(' ')
 					}
@@ -93,11 +97,11 @@ func run() error {
 	}
 	start := time.Now()
 	first, peak := rssKiB(*pid), int64(0)
-	fmt.Printf("%8s %10s %12s %10s\n", "elapsed", "calls", "unique_words", "rss_mib")
+	fmt.Printf("%8s %10s %12s %10s %14s\n", "elapsed", "calls", "unique_words", "rss_mib", "go_heap_mib")
 	report := func() int64 {
 		r := rssKiB(*pid)
 		peak = max(peak, r)
-		fmt.Printf("%8s %10d %12d %10.1f\n", time.Since(start).Round(time.Second), calls.Load(), uniq.Load(), float64(r)/1024)
+		fmt.Printf("%8s %10d %12d %10.1f %14s\n", time.Since(start).Round(time.Second), calls.Load(), uniq.Load(), float64(r)/1024, goHeapMiB(*metricsURL))
 		return r
 	}
 	report()
@@ -152,4 +156,31 @@ func rssKiB(pid int) int64 {
 
 func withToken(ctx context.Context, token string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+}
+
+// goHeapMiB reads go_memstats_heap_inuse_bytes from the daemon's metrics,
+// or "-" without them.
+func goHeapMiB(url string) string {
+	if url == "" {
+		return "-"
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		return "?"
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "go_memstats_heap_inuse_bytes "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return "?"
+			}
+			return strconv.FormatFloat(f/(1<<20), 'f', 1, 64)
+		}
+	}
+	return "?"
 }

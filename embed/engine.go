@@ -165,10 +165,12 @@ func Open(rt *Runtime, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	tok, err := pretrained.FromFile(filepath.Join(c.ModelDir, models.TokenizerFile))
+	tokPath := filepath.Join(c.ModelDir, models.TokenizerFile)
+	tok, err := pretrained.FromFile(tokPath)
 	if err != nil {
 		return nil, fmt.Errorf("%w: tokenizer: %v", ErrModel, err)
 	}
+	boundUnigramCache(tok, tokPath, unigramCacheBudget) // see unigram.go
 	// The engine truncates (manifest max_tokens) and pads per batch itself.
 	// Hugging Face exports often ship a fixed padding of 128 and their own
 	// truncation; kept, they would make every short text cost 128 tokens.

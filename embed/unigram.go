@@ -19,8 +19,9 @@ import (
 // cache is dropped whole (go-cache's finalizer stops its janitor).
 
 // unigramCacheBudget bounds, by unigramCost, the text a Unigram model
-// holds in its cache.
-const unigramCacheBudget = 16 << 20
+// holds in its cache. Small: for ASCII text the engine's word cache sits in
+// front of it, and whole non-ASCII texts rarely repeat.
+const unigramCacheBudget = 4 << 20
 
 // unigramCost is about what caching seq costs: the key, its tokens
 // (strings of about the same bytes) and the entry.

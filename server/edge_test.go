@@ -126,3 +126,85 @@ func TestEdgeWatchExposureUnavailableWhenStoreCloses(t *testing.T) {
 	}
 	wantCode(t, rerr, codes.Unavailable)
 }
+
+// blockingEmbedder holds every call until release is closed.
+type blockingEmbedder struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b blockingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	b.started <- struct{}{}
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return bagOfWords{}.Embed(ctx, texts)
+}
+
+// TestEdgeRejectsAtOnceWhenFull holds the only place and the only queue
+// slot with calls the model does not finish, then times refused calls:
+// RESOURCE_EXHAUSTED comes back without waiting (figures logged, not
+// asserted), and health-like cheap calls (GetIndexInfo) still answer.
+func TestEdgeRejectsAtOnceWhenFull(t *testing.T) {
+	idx := testIndex(t)
+	emb := blockingEmbedder{started: make(chan struct{}, 8), release: make(chan struct{})}
+	dom, err := NewDomain(idx, emb, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := New(Config{}, dom, emb, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := NewAdmission(AdmissionConfig{MaxInFlight: 1, MaxQueue: 1})
+	gs := grpc.NewServer(Edge{Log: log, Stats: srv.Stats(), Timeout: 30 * time.Second, Admission: adm}.ServerOptions()...)
+	pb.RegisterClassifierServiceServer(gs, srv)
+	lis := bufconn.Listen(1 << 20)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := pb.NewClassifierServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	held := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := c.Classify(ctx, &pb.ClassifyRequest{Text: "list github notifications"})
+			held <- err
+		}()
+	}
+	<-emb.started // one runs
+	for adm.Queued() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	var worst time.Duration
+	const probes = 50
+	var total time.Duration
+	for range probes {
+		start := time.Now()
+		_, err := c.Classify(ctx, &pb.ClassifyRequest{Text: "list github notifications"})
+		took := time.Since(start)
+		wantCode(t, err, codes.ResourceExhausted)
+		total += took
+		worst = max(worst, took)
+	}
+	if _, err := c.GetIndexInfo(ctx, &pb.GetIndexInfoRequest{}); err != nil {
+		t.Fatalf("GetIndexInfo while the model is saturated: %v", err)
+	}
+	t.Logf("%d refused calls while full: mean %v, max %v (bufconn round trip included)", probes, total/probes, worst)
+	close(emb.release)
+	for range 2 {
+		if err := <-held; err != nil {
+			t.Fatalf("held call: %v", err)
+		}
+	}
+}

@@ -13,10 +13,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"unicode"
 	"unicode/utf8"
 )
@@ -125,15 +127,56 @@ func Load(path string) (*Catalog, error) {
 	return Parse(data, filepath.Dir(path))
 }
 
+// readLimited reads a regular file of at most MaxFileBytes: the opened
+// file is checked (not the path, which could change meanwhile), and no
+// more than the limit is read even if it grows, so /dev/zero or a FIFO is
+// refused instead of read until memory runs out.
 func readLimited(path string) ([]byte, error) {
-	st, err := os.Stat(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
 	if st.Size() > MaxFileBytes {
 		return nil, fmt.Errorf("%s is %d bytes, limit %d", path, st.Size(), MaxFileBytes)
 	}
-	return os.ReadFile(path)
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("%s grew past %d bytes while read", path, MaxFileBytes)
+	}
+	return data, nil
+}
+
+// toolsFilePath resolves a tools_file entry inside baseDir: it must be a
+// relative path that stays in the catalog's folder, also after symlinks
+// are resolved, so a catalog cannot make gen-index read files elsewhere.
+func toolsFilePath(baseDir, name string) (string, error) {
+	if !filepath.IsLocal(name) {
+		return "", fmt.Errorf("must be a relative path inside the catalog's folder")
+	}
+	p := filepath.Join(baseDir, name)
+	root, err := filepath.EvalSymlinks(baseDir)
+	if err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", err
+	}
+	if rel, err := filepath.Rel(root, real); err != nil || !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("leads outside the catalog's folder")
+	}
+	return real, nil
 }
 
 // Parse parses and validates catalog JSON. baseDir resolves tools_file
@@ -155,9 +198,9 @@ func Parse(data []byte, baseDir string) (*Catalog, error) {
 		if baseDir == "" {
 			return nil, fmt.Errorf("%w: servers[%d] %q: tools_file is not allowed here", ErrInvalid, i, s.ID)
 		}
-		p := s.ToolsFile
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(baseDir, p)
+		p, err := toolsFilePath(baseDir, s.ToolsFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: servers[%d] %q: tools_file %s: %v", ErrInvalid, i, s.ID, s.ToolsFile, err)
 		}
 		tools, err := readToolsList(p)
 		if err != nil {

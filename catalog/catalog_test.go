@@ -289,3 +289,43 @@ func TestWarnings(t *testing.T) {
 		}
 	}
 }
+
+func TestToolsFileConfinedToCatalogFolder(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "cat")
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tools := `{"tools": [{"name": "t1", "description": "a tool"}]}`
+	for _, p := range []string{filepath.Join(root, "outside.json"), filepath.Join(dir, "sub", "inside.json")} {
+		if err := os.WriteFile(p, []byte(tools), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(root, "outside.json"), filepath.Join(dir, "link.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", filepath.Join(dir, "zero.json")); err != nil {
+		t.Fatal(err)
+	}
+	catalogWith := func(toolsFile string) []byte {
+		return []byte(`{"categories": [{"id": "c", "description": "things"}],
+ "servers": [{"id": "s", "description": "a server", "categories": ["c"], "tools_file": "` + toolsFile + `"}]}`)
+	}
+	if _, err := Parse(catalogWith("sub/inside.json"), dir); err != nil {
+		t.Fatalf("tools_file inside the folder: %v", err)
+	}
+	for _, bad := range []string{"../outside.json", filepath.Join(root, "outside.json"), "link.json", "zero.json"} {
+		if _, err := Parse(catalogWith(bad), dir); !errors.Is(err, ErrInvalid) {
+			t.Errorf("tools_file %s: err = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func TestLoadRefusesDevices(t *testing.T) {
+	done := make(chan error, 1)
+	go func() { _, err := Load("/dev/zero"); done <- err }()
+	if err := <-done; !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("Load(/dev/zero) = %v, want ErrInvalid: not a regular file", err)
+	}
+}

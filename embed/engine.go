@@ -137,17 +137,31 @@ type Engine struct {
 	// words caches the token ids of single words when the tokenizer is
 	// word-separable (checked at Open), which removes most tokenisation
 	// cost from the request path. Bounded; reset when full.
-	wordSplit bool
-	wordsMu   sync.RWMutex
-	words     map[string][]int64
+	wordSplit  bool
+	wordsMu    sync.RWMutex
+	words      map[string][]int64
+	wordsBytes int // what words holds, by wordCost
+	wordsMax   int // bound of wordsBytes: maxWordCacheBytes (tests lower it)
 
 	// queue batches the texts of concurrent calls (Config.MaxQueue); nil
 	// when each call runs its own texts.
 	queue *batch.Batcher[tokenized, []float32]
 }
 
-// maxCachedWords bounds the word cache (about 100k words is a few MiB).
-const maxCachedWords = 100_000
+// The word cache is bounded in bytes, not words: unique long words (logs,
+// hashes, base64) would otherwise grow it by their length each. Words
+// longer than maxCachedWordBytes are not cached (they rarely repeat), and
+// the cache is reset when it would pass maxWordCacheBytes.
+const (
+	maxWordCacheBytes  = 8 << 20
+	maxCachedWordBytes = 64
+	// wordEntryOverhead is a map entry's cost beside its key and ids:
+	// string and slice headers, bucket slot.
+	wordEntryOverhead = 64
+)
+
+// wordCost is what caching w with ids costs in memory, roughly.
+func wordCost(w string, ids []int64) int { return len(w) + 8*cap(ids) + wordEntryOverhead }
 
 // wordProbes are sentences used at Open to check that tokenising word by
 // word gives exactly what tokenising the whole text gives.
@@ -174,10 +188,12 @@ func Open(rt *Runtime, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	tok, err := pretrained.FromFile(filepath.Join(c.ModelDir, models.TokenizerFile))
+	tokPath := filepath.Join(c.ModelDir, models.TokenizerFile)
+	tok, err := pretrained.FromFile(tokPath)
 	if err != nil {
 		return nil, fmt.Errorf("%w: tokenizer: %v", ErrModel, err)
 	}
+	boundUnigramCache(tok, tokPath, unigramCacheBudget) // see unigram.go
 	// The engine truncates (manifest max_tokens) and pads per batch itself.
 	// Hugging Face exports often ship a fixed padding of 128 and their own
 	// truncation; kept, they would make every short text cost 128 tokens.
@@ -214,6 +230,7 @@ func Open(rt *Runtime, cfg Config) (*Engine, error) {
 		sem:         make(chan struct{}, c.MaxConcurrent),
 		fingerprint: fp,
 		words:       map[string][]int64{},
+		wordsMax:    maxWordCacheBytes,
 	}
 	switch n := tok.GetNormalizer().(type) {
 	case *normalizer.NFKC:
@@ -389,12 +406,9 @@ func (e *Engine) encodeWords(norm string) ([]int64, error) {
 			if cached, err = e.tokenize(w); err != nil {
 				return nil, err
 			}
-			e.wordsMu.Lock()
-			if len(e.words) >= maxCachedWords {
-				e.words = map[string][]int64{}
+			if len(w) <= maxCachedWordBytes {
+				e.cacheWord(w, cached)
 			}
-			e.words[w] = cached
-			e.wordsMu.Unlock()
 		}
 		ids = append(ids, cached...)
 		if len(ids) >= e.man.MaxTokens {
@@ -402,6 +416,28 @@ func (e *Engine) encodeWords(norm string) ([]int64, error) {
 		}
 	}
 	return ids, nil
+}
+
+// cacheWord adds w to the word cache, resetting it when full.
+func (e *Engine) cacheWord(w string, ids []int64) {
+	cost := wordCost(w, ids)
+	e.wordsMu.Lock()
+	defer e.wordsMu.Unlock()
+	if _, ok := e.words[w]; ok {
+		return
+	}
+	if e.wordsBytes+cost > e.wordsMax {
+		e.words, e.wordsBytes = map[string][]int64{}, 0
+	}
+	e.words[strings.Clone(w)] = ids
+	e.wordsBytes += cost
+}
+
+// wordCacheBytes is the word cache's size by wordCost (for tests).
+func (e *Engine) wordCacheBytes() int {
+	e.wordsMu.RLock()
+	defer e.wordsMu.RUnlock()
+	return e.wordsBytes
 }
 
 func isASCII(s string) bool {

@@ -137,7 +137,7 @@ type Index struct {
 	count  int
 	byKind map[Kind][]int
 	byID   map[Kind]map[string]int
-	// mapped is set when vecs is a memory-mapped file (Load).
+	// mapped is set when vecs is a memory-mapped file (LoadWith, Mmap).
 	mapped bool
 }
 
@@ -293,34 +293,97 @@ func (x *Index) WriteFile(path string) (err error) {
 	return nil
 }
 
-// Load reads and validates the index file at path. Where the platform
-// allows it the file is memory-mapped and the index scores from the
-// mapping (unmapped once the Index is unreachable); vectors returned by
-// Vector are valid while the Index is. The whole file is still read once
-// at load, for its checksum and the vectors' norms.
-func Load(path string) (*Index, error) {
-	data, unmap, err := mapFile(path)
+// DefaultMaxFileBytes is the largest index file Load accepts.
+const DefaultMaxFileBytes = 1 << 30
+
+// ErrFile reports an index path that is not a regular file or is too large.
+var ErrFile = errors.New("index: unusable file")
+
+// LoadOptions says how LoadWith reads an index file.
+type LoadOptions struct {
+	// MaxBytes is the largest file accepted (0: DefaultMaxFileBytes).
+	MaxBytes int64
+	// Mmap scores from a read-only mapping of the file instead of a copy
+	// in memory: less resident memory for large indexes, shared between
+	// processes. Only for files replaced by rename, as gen-index writes
+	// them: a mapped file truncated or rewritten in place (cp over it)
+	// changes under the daemon or kills it with SIGBUS, so it is off by
+	// default.
+	Mmap bool
+}
+
+// Load reads and validates the index file at path, at most
+// DefaultMaxFileBytes of it, into memory.
+func Load(path string) (*Index, error) { return LoadWith(path, LoadOptions{}) }
+
+// LoadLimit is Load for files of at most maxBytes.
+func LoadLimit(path string, maxBytes int64) (*Index, error) {
+	return LoadWith(path, LoadOptions{MaxBytes: maxBytes})
+}
+
+// LoadWith reads and validates the index file at path. It checks the
+// opened file is regular and small enough before reading, and reads no
+// more than the limit even if the file grows meanwhile, so a device
+// (/dev/zero) or a huge file is refused instead of read until memory runs
+// out. The vectors are read straight into the index's matrix (format 2),
+// or mapped with o.Mmap; either way the whole file is read once, for its
+// checksum and the vectors' norms.
+func LoadWith(path string, o LoadOptions) (*Index, error) {
+	maxBytes := o.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxFileBytes
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("index: %w", err)
 	}
-	x, err := decode(data, unmap != nil)
+	defer f.Close()
+	st, err := f.Stat()
 	if err != nil {
-		if unmap != nil {
-			_ = unmap()
+		return nil, fmt.Errorf("index: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrFile, path)
+	}
+	size := st.Size()
+	if size > maxBytes {
+		return nil, fmt.Errorf("%w: %s is %d bytes, limit %d", ErrFile, path, size, maxBytes)
+	}
+	if o.Mmap && size > 0 {
+		if data, unmap, err := mapOpen(f, size); err == nil {
+			x, err := decode(data, true)
+			if err != nil {
+				_ = unmap()
+				return nil, err
+			}
+			if x.mapped {
+				runtime.AddCleanup(x, func(unmap func() error) { _ = unmap() }, unmap)
+			} else {
+				_ = unmap() // the vectors were copied (a version 1 file)
+			}
+			return x, nil
 		}
+		// A file system without mmap: read it.
+	}
+	data := make([]byte, size)
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, fmt.Errorf("index: read %s: %w", path, err)
+	}
+	if n, _ := f.Read(make([]byte, 1)); n > 0 {
+		return nil, fmt.Errorf("%w: %s grew while it was read", ErrFile, path)
+	}
+	// The index keeps data as its matrix (no second copy); it is ordinary
+	// memory, not a mapping.
+	x, err := decode(data, true)
+	if err != nil {
 		return nil, err
 	}
-	if unmap != nil {
-		if x.mapped {
-			runtime.AddCleanup(x, func(unmap func() error) { _ = unmap() }, unmap)
-		} else {
-			_ = unmap() // the vectors were copied (a version 1 file)
-		}
-	}
+	x.mapped = false
 	return x, nil
 }
 
-// Mapped reports whether the index scores from a memory-mapped file.
+// Mapped reports whether the index scores from a memory-mapped file
+// (LoadOptions.Mmap).
 func (x *Index) Mapped() bool { return x.mapped }
 
 // Decode validates and decodes an index from its bytes; the Index does

@@ -140,15 +140,22 @@ func TestLoadMapsAlignedMatrixAndReadsVersion1(t *testing.T) {
 			if err := os.WriteFile(path, tc.data, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			got, err := Load(path)
+			got, err := LoadWith(path, LoadOptions{Mmap: true})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got.Mapped() != tc.wantMapped {
 				t.Errorf("mapped %v, want %v", got.Mapped(), tc.wantMapped)
 			}
+			read, err := Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if read.Mapped() {
+				t.Error("Load mapped the file; only LoadOptions.Mmap does")
+			}
 			for i := range v {
-				if !slices.Equal(got.Vector(i), v[i]) {
+				if !slices.Equal(got.Vector(i), v[i]) || !slices.Equal(read.Vector(i), v[i]) {
 					t.Fatalf("vector %d differs", i)
 				}
 			}
@@ -158,6 +165,14 @@ func TestLoadMapsAlignedMatrixAndReadsVersion1(t *testing.T) {
 			}
 			if !slices.Equal(got.Vector(3), v[3]) {
 				t.Fatal("vector changed after the file was replaced")
+			}
+			// Rewritten in place (cp over it): a loaded (not mapped)
+			// index keeps what it read.
+			if err := os.WriteFile(path, []byte("garbage"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(read.Vector(3), v[3]) {
+				t.Fatal("a loaded index changed when its file was rewritten in place")
 			}
 		})
 	}

@@ -2,10 +2,12 @@
 
 package index
 
-import "os"
+import (
+	"errors"
+	"os"
+)
 
-// mapFile reads the file at path: this platform maps no files.
-func mapFile(path string) ([]byte, func() error, error) {
-	data, err := os.ReadFile(path)
-	return data, nil, err
+// mapOpen fails: this platform maps no files, so LoadWith reads them.
+func mapOpen(*os.File, int64) ([]byte, func() error, error) {
+	return nil, nil, errors.New("index: no mmap on this platform")
 }

@@ -62,6 +62,7 @@ var errorCodes = []errorCode{
 	{session.ErrExists, codes.AlreadyExists, ""},
 	{session.ErrLimit, codes.ResourceExhausted, ""},
 	{embederr.ErrQueueFull, codes.ResourceExhausted, ""},
+	{session.ErrOwnerLimit, codes.ResourceExhausted, ""},
 	// The daemon's state does not allow the call.
 	{rank.ErrNoLabels, codes.FailedPrecondition, ""},
 	{index.ErrDimMismatch, codes.FailedPrecondition, ""},
@@ -77,6 +78,7 @@ var messages = map[error]string{
 	session.ErrNotFound:         "session not found",
 	session.ErrExists:           "session already exists",
 	session.ErrLimit:            "too many sessions",
+	session.ErrOwnerLimit:       "too many sessions for this client",
 	terminal.ErrBadSessionID:    "invalid session id: use 1-128 letters, digits, '.', '_' or '-' without '..' or '/'",
 	terminal.ErrBadConfidence:   "min_confidence must be within [0,1]",
 	session.ErrClosed:           "server stopping",

@@ -59,7 +59,10 @@ type Config struct {
 // package's sentinels (session.ErrUnavailable when shared state cannot be
 // reached).
 type Sessions interface {
-	Create(ctx context.Context, id string, exposure session.Exposure) (session.Snapshot, error)
+	// CreateFor starts a session that belongs to owner (and counts
+	// against owner.Quota's share); Owner says whose a session is.
+	CreateFor(ctx context.Context, owner session.Owner, id string, exposure session.Exposure) (session.Snapshot, error)
+	Owner(ctx context.Context, id string) (string, error)
 	Get(ctx context.Context, id string) (session.Snapshot, error)
 	Exposed(ctx context.Context, id string) ([]string, error)
 	Delete(ctx context.Context, id string) error

@@ -22,9 +22,27 @@ func (s *Server) sessionsOrErr() (Sessions, error) {
 	return s.cfg.Sessions, nil
 }
 
+// ownedSession returns the store when the caller of ctx owns session id:
+// a session belongs to the identity that created it, and any other caller
+// gets PermissionDenied (NotFound when it does not exist).
+func (s *Server) ownedSession(ctx context.Context, method, id string) (Sessions, error) {
+	st, err := s.sessionsOrErr()
+	if err != nil {
+		return nil, err
+	}
+	owner, err := st.Owner(ctx, id)
+	if err != nil {
+		return nil, s.status(ctx, method, err)
+	}
+	if owner != CallerFrom(ctx).Name {
+		return nil, status.Error(codes.PermissionDenied, "session belongs to another client")
+	}
+	return st, nil
+}
+
 // applyAnalysis applies analyze_prompt's categories to a session.
 func (s *Server) applyAnalysis(ctx context.Context, id string, cats []string, mode string, out *pb.AnalyzePromptResponse) error {
-	st, err := s.sessionsOrErr()
+	st, err := s.ownedSession(ctx, "AnalyzePrompt", id)
 	if err != nil {
 		return err
 	}
@@ -56,7 +74,8 @@ func (s *Server) CreateSession(ctx context.Context, req *pb.CreateSessionRequest
 	if err != nil {
 		return nil, err
 	}
-	sn, err := st.Create(ctx, req.GetSessionId(), session.Exposure(req.GetDefaultExposure()))
+	c := CallerFrom(ctx)
+	sn, err := st.CreateFor(ctx, session.Owner{ID: c.Name, Quota: c.Quota}, req.GetSessionId(), session.Exposure(req.GetDefaultExposure()))
 	if err != nil {
 		return nil, s.status(ctx, "CreateSession", err)
 	}
@@ -65,7 +84,7 @@ func (s *Server) CreateSession(ctx context.Context, req *pb.CreateSessionRequest
 
 // GetSession implements ClassifierService.GetSession.
 func (s *Server) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*pb.GetSessionResponse, error) {
-	st, err := s.sessionsOrErr()
+	st, err := s.ownedSession(ctx, "GetSession", req.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +97,7 @@ func (s *Server) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*pb
 
 // DeleteSession implements ClassifierService.DeleteSession.
 func (s *Server) DeleteSession(ctx context.Context, req *pb.DeleteSessionRequest) (*pb.DeleteSessionResponse, error) {
-	st, err := s.sessionsOrErr()
+	st, err := s.ownedSession(ctx, "DeleteSession", req.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +110,7 @@ func (s *Server) DeleteSession(ctx context.Context, req *pb.DeleteSessionRequest
 // UpdateExposure implements ClassifierService.UpdateExposure. Unknown
 // category ids and modes are InvalidArgument (session.Store.Update checks).
 func (s *Server) UpdateExposure(ctx context.Context, req *pb.UpdateExposureRequest) (*pb.UpdateExposureResponse, error) {
-	st, err := s.sessionsOrErr()
+	st, err := s.ownedSession(ctx, "UpdateExposure", req.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +125,7 @@ func (s *Server) UpdateExposure(ctx context.Context, req *pb.UpdateExposureReque
 // ListTools implements ClassifierService.ListTools: the tools of the
 // session's exposed categories, with token accounting.
 func (s *Server) ListTools(ctx context.Context, req *pb.ListToolsRequest) (*pb.ListToolsResponse, error) {
-	st, err := s.sessionsOrErr()
+	st, err := s.ownedSession(ctx, "ListTools", req.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
@@ -132,11 +151,11 @@ func (s *Server) ListTools(ctx context.Context, req *pb.ListToolsRequest) (*pb.L
 // the session ends. Response headers are sent as soon as the watch is in
 // place, before any change.
 func (s *Server) WatchExposure(req *pb.WatchExposureRequest, stream grpc.ServerStreamingServer[pb.WatchExposureResponse]) error {
-	st, err := s.sessionsOrErr()
+	ctx := stream.Context()
+	st, err := s.ownedSession(ctx, "WatchExposure", req.GetSessionId())
 	if err != nil {
 		return err
 	}
-	ctx := stream.Context()
 	events, err := st.Watch(ctx, req.GetSessionId())
 	if err != nil {
 		return s.status(ctx, "WatchExposure", err)
@@ -152,8 +171,12 @@ func (s *Server) WatchExposure(req *pb.WatchExposureRequest, stream grpc.ServerS
 			return status.FromContextError(ctx.Err()).Err()
 		case ev, ok := <-events:
 			if !ok {
+				// At shutdown the store is closed: Unavailable (watch
+				// another replica), not NotFound.
 				if _, err := st.Get(ctx, req.GetSessionId()); errors.Is(err, session.ErrNotFound) {
 					return status.Error(codes.NotFound, "session ended")
+				} else if err != nil {
+					return s.status(ctx, "WatchExposure", err)
 				}
 				return status.Error(codes.Unavailable, "watch closed (client too slow, session state unreachable or server stopping); watch again")
 			}

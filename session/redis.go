@@ -33,6 +33,8 @@ const DefaultRedisPrefix = "classifierd:"
 //	           HistoryLimit; both keys expire TTL after the last activity
 //	           (PEXPIRE)
 //	P live     sorted set: id -> expiry (unix ms), the global session count
+//	P q:<quota> sorted set: id -> expiry, the sessions one Owner.Quota holds
+//	           (the hash's quota field names it)
 //	P events   pub/sub channel: one JSON message per change or deletion
 //
 // Each write is one Lua script, so it is atomic across daemons: Create
@@ -139,9 +141,13 @@ func (s *RedisStore) checkOpen() error {
 
 var createScript = redis.NewScript(`
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[4])
 if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return -2 end
-redis.call('HSET', KEYS[1], 'rec', ARGV[1], 'last', ARGV[2], 'seq', 0)
+if redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[8]) then return -3 end
+redis.call('HSET', KEYS[1], 'rec', ARGV[1], 'last', ARGV[2], 'seq', 0, 'quota', KEYS[4])
+redis.call('ZADD', KEYS[4], tonumber(ARGV[4]) + tonumber(ARGV[3]), ARGV[6])
+redis.call('PEXPIRE', KEYS[4], ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('DEL', KEYS[3])
 redis.call('RPUSH', KEYS[3], ARGV[7])
@@ -149,9 +155,18 @@ redis.call('PEXPIRE', KEYS[3], ARGV[3])
 redis.call('ZADD', KEYS[2], tonumber(ARGV[4]) + tonumber(ARGV[3]), ARGV[6])
 return 0`)
 
-// Create starts a session, like Store.Create; MaxSessions counts the
-// sessions of every daemon sharing the Redis.
+// Create starts a session owned by nobody, like Store.Create;
+// MaxSessions counts the sessions of every daemon sharing the Redis.
 func (s *RedisStore) Create(ctx context.Context, id string, exposure Exposure) (Snapshot, error) {
+	return s.CreateFor(ctx, Owner{}, id, exposure)
+}
+
+// quota is the key of the sorted set counting one Owner.Quota's sessions.
+func (s *RedisStore) quota(q string) string { return s.prefix + "q:" + q }
+
+// CreateFor is Create for an owner, who may hold at most
+// Config.MaxPerOwner sessions across every daemon (ErrOwnerLimit past it).
+func (s *RedisStore) CreateFor(ctx context.Context, owner Owner, id string, exposure Exposure) (Snapshot, error) {
 	id, cats, err := s.cfg.prepareCreate(id, exposure)
 	if err != nil {
 		return Snapshot{}, err
@@ -161,7 +176,7 @@ func (s *RedisStore) Create(ctx context.Context, id string, exposure Exposure) (
 	}
 	now := s.cfg.Now()
 	ch, exposed := createChange(now, cats)
-	rec := record{Exposed: exposed, History: []Change{ch}, Created: now}
+	rec := record{Owner: owner.ID, Exposed: exposed, History: []Change{ch}, Created: now}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("session: encode: %w", err)
@@ -170,8 +185,8 @@ func (s *RedisStore) Create(ctx context.Context, id string, exposure Exposure) (
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("session: encode: %w", err)
 	}
-	n, err := createScript.Run(ctx, s.rdb, s.keys(id),
-		b, now.UnixNano(), s.cfg.TTL.Milliseconds(), now.UnixMilli(), s.cfg.MaxSessions, id, hb).Int()
+	n, err := createScript.Run(ctx, s.rdb, append(s.keys(id), s.quota(owner.Quota)),
+		b, now.UnixNano(), s.cfg.TTL.Milliseconds(), now.UnixMilli(), s.cfg.MaxSessions, id, hb, s.cfg.MaxPerOwner).Int()
 	switch {
 	case err != nil:
 		return Snapshot{}, unavailable(err)
@@ -179,12 +194,14 @@ func (s *RedisStore) Create(ctx context.Context, id string, exposure Exposure) (
 		return Snapshot{}, ErrExists
 	case n == -2:
 		return Snapshot{}, fmt.Errorf("%w (limit %d)", ErrLimit, s.cfg.MaxSessions)
+	case n == -3:
+		return Snapshot{}, fmt.Errorf("%w (limit %d)", ErrOwnerLimit, s.cfg.MaxPerOwner)
 	}
 	return rec.snapshot(id, now), nil
 }
 
 func (r record) snapshot(id string, last time.Time) Snapshot {
-	return Snapshot{ID: id, Exposed: r.Exposed, History: r.History, Created: r.Created, LastActivity: last}
+	return Snapshot{ID: id, Owner: r.Owner, Exposed: r.Exposed, History: r.History, Created: r.Created, LastActivity: last}
 }
 
 var touchScript = redis.NewScript(`
@@ -194,6 +211,11 @@ redis.call('HSET', KEYS[1], 'last', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[3], ARGV[2])
 redis.call('ZADD', KEYS[2], tonumber(ARGV[3]) + tonumber(ARGV[2]), ARGV[4])
+local q = redis.call('HGET', KEYS[1], 'quota')
+if q then
+  redis.call('ZADD', q, tonumber(ARGV[3]) + tonumber(ARGV[2]), ARGV[4])
+  redis.call('PEXPIRE', q, ARGV[2])
+end
 if ARGV[5] == '1' then
   for _, c in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do v[#v + 1] = c end
 end
@@ -257,6 +279,28 @@ func decodeHistory(entries []string) ([]Change, error) {
 	return out, nil
 }
 
+// Owner returns the ID of the session's owner without marking it active.
+func (s *RedisStore) Owner(ctx context.Context, id string) (string, error) {
+	if err := s.checkOpen(); err != nil {
+		return "", err
+	}
+	if !idRE.MatchString(id) {
+		return "", ErrNotFound
+	}
+	v, err := s.rdb.HGet(ctx, s.key(id), "rec").Result()
+	if errors.Is(err, redis.Nil) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", unavailable(err)
+	}
+	var rec record
+	if err := json.Unmarshal([]byte(v), &rec); err != nil {
+		return "", fmt.Errorf("session: redis record %q: %w", clipArg(id), err)
+	}
+	return rec.Owner, nil
+}
+
 // Get returns a session's state and marks it active.
 func (s *RedisStore) Get(ctx context.Context, id string) (Snapshot, error) {
 	rec, _, now, err := s.touch(ctx, id, true)
@@ -276,6 +320,8 @@ func (s *RedisStore) Exposed(ctx context.Context, id string) ([]string, error) {
 }
 
 var deleteScript = redis.NewScript(`
+local q = redis.call('HGET', KEYS[1], 'quota')
+if q then redis.call('ZREM', q, ARGV[1]) end
 local n = redis.call('DEL', KEYS[1])
 redis.call('DEL', KEYS[3])
 redis.call('ZREM', KEYS[2], ARGV[1])

@@ -18,6 +18,8 @@ import (
 // run against both stores check.
 type store interface {
 	Create(ctx context.Context, id string, exposure Exposure) (Snapshot, error)
+	CreateFor(ctx context.Context, owner Owner, id string, exposure Exposure) (Snapshot, error)
+	Owner(ctx context.Context, id string) (string, error)
 	Get(ctx context.Context, id string) (Snapshot, error)
 	Exposed(ctx context.Context, id string) ([]string, error)
 	Delete(ctx context.Context, id string) error

@@ -25,9 +25,12 @@ import (
 
 // Errors returned by the store.
 var (
-	ErrNotFound    = errors.New("session: not found")
-	ErrExists      = errors.New("session: already exists")
-	ErrLimit       = errors.New("session: too many sessions")
+	ErrNotFound = errors.New("session: not found")
+	ErrExists   = errors.New("session: already exists")
+	ErrLimit    = errors.New("session: too many sessions")
+	// ErrOwnerLimit reports that one client (Owner.Quota) holds
+	// Config.MaxPerOwner sessions already.
+	ErrOwnerLimit  = errors.New("session: too many sessions for this client")
 	ErrBadMode     = errors.New("session: mode must be additive or replacement")
 	ErrBadExposure = errors.New("session: exposure must be zero, meta-only, minimal or all")
 	ErrBadID       = errors.New("session: id must be 1-128 characters of letters, digits and ._:-")
@@ -57,6 +60,7 @@ const (
 type Config struct {
 	TTL               time.Duration // idle expiry (default 30m)
 	MaxSessions       int           // default 10000
+	MaxPerOwner       int           // most sessions one Owner.Quota may hold (0: MaxSessions)
 	DefaultExposure   Exposure      // default meta-only
 	AllCategories     []string      // every catalog category
 	MetaCategory      string        // default "meta"
@@ -73,6 +77,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.MaxSessions <= 0 {
 		out.MaxSessions = 10000
+	}
+	if out.MaxPerOwner <= 0 || out.MaxPerOwner > out.MaxSessions {
+		out.MaxPerOwner = out.MaxSessions
 	}
 	if out.DefaultExposure == "" {
 		out.DefaultExposure = ExposeMetaOnly
@@ -141,6 +148,7 @@ type Change struct {
 // Snapshot is a copy of a session's state.
 type Snapshot struct {
 	ID           string
+	Owner        string   // the identity that created the session ("" for none)
 	Exposed      []string // sorted
 	History      []Change
 	Created      time.Time
@@ -161,6 +169,7 @@ type watcher struct {
 
 type sess struct {
 	id       string
+	owner    Owner
 	exposed  map[string]bool
 	history  []Change
 	created  time.Time
@@ -173,7 +182,16 @@ type Store struct {
 	cfg    Config
 	mu     sync.Mutex
 	m      map[string]*sess
+	owned  map[string]int // sessions held per Owner.Quota
 	closed bool
+}
+
+// Owner is who creates a session: ID may use it later, and Quota is the
+// key its share of sessions is counted under (the identity itself, or the
+// peer address when every client shares one anonymous identity).
+type Owner struct {
+	ID    string
+	Quota string
 }
 
 // NewStore returns an empty store.
@@ -181,7 +199,7 @@ func NewStore(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Store{cfg: cfg.withDefaults(), m: map[string]*sess{}}, nil
+	return &Store{cfg: cfg.withDefaults(), m: map[string]*sess{}, owned: map[string]int{}}, nil
 }
 
 var idRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
@@ -287,9 +305,15 @@ func setOf(xs []string) map[string]bool {
 	return m
 }
 
-// Create starts a session. An empty id gets a random one; an empty
-// exposure gets the configured default.
-func (s *Store) Create(_ context.Context, id string, exposure Exposure) (Snapshot, error) {
+// Create starts a session owned by nobody. An empty id gets a random one;
+// an empty exposure gets the configured default.
+func (s *Store) Create(ctx context.Context, id string, exposure Exposure) (Snapshot, error) {
+	return s.CreateFor(ctx, Owner{}, id, exposure)
+}
+
+// CreateFor is Create for an owner, who may hold at most
+// Config.MaxPerOwner sessions (ErrOwnerLimit past it).
+func (s *Store) CreateFor(_ context.Context, owner Owner, id string, exposure Exposure) (Snapshot, error) {
 	id, cats, err := s.cfg.prepareCreate(id, exposure)
 	if err != nil {
 		return Snapshot{}, err
@@ -308,9 +332,16 @@ func (s *Store) Create(_ context.Context, id string, exposure Exposure) (Snapsho
 			return Snapshot{}, fmt.Errorf("%w (limit %d)", ErrLimit, s.cfg.MaxSessions)
 		}
 	}
+	if s.owned[owner.Quota] >= s.cfg.MaxPerOwner {
+		s.sweepLocked()
+		if s.owned[owner.Quota] >= s.cfg.MaxPerOwner {
+			return Snapshot{}, fmt.Errorf("%w (limit %d)", ErrOwnerLimit, s.cfg.MaxPerOwner)
+		}
+	}
+	s.owned[owner.Quota]++
 	now := s.cfg.Now()
 	ch, exposed := createChange(now, cats)
-	ss := &sess{id: id, exposed: setOf(exposed), created: now, last: now, watchers: map[*watcher]bool{}}
+	ss := &sess{id: id, owner: owner, exposed: setOf(exposed), created: now, last: now, watchers: map[*watcher]bool{}}
 	ss.history = append(ss.history, ch)
 	s.m[id] = ss
 	return ss.snapshot(), nil
@@ -326,7 +357,7 @@ func sortedKeys(m map[string]bool) []string {
 }
 
 func (ss *sess) snapshot() Snapshot {
-	return Snapshot{ID: ss.id, Exposed: sortedKeys(ss.exposed), History: slices.Clone(ss.history), Created: ss.created, LastActivity: ss.last}
+	return Snapshot{ID: ss.id, Owner: ss.owner.ID, Exposed: sortedKeys(ss.exposed), History: slices.Clone(ss.history), Created: ss.created, LastActivity: ss.last}
 }
 
 // get returns a live session and touches it; callers hold mu.
@@ -358,6 +389,20 @@ func (s *Store) Get(_ context.Context, id string) (Snapshot, error) {
 	return ss.snapshot(), nil
 }
 
+// Owner returns the ID of the session's owner without marking it active.
+func (s *Store) Owner(_ context.Context, id string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return "", ErrClosed
+	}
+	ss, ok := s.m[id]
+	if !ok || s.cfg.Now().Sub(ss.last) > s.cfg.TTL {
+		return "", ErrNotFound
+	}
+	return ss.owner.ID, nil
+}
+
 // Exposed returns a session's exposed categories, sorted.
 func (s *Store) Exposed(_ context.Context, id string) ([]string, error) {
 	s.mu.Lock()
@@ -387,6 +432,9 @@ func (s *Store) removeLocked(ss *sess) {
 	}
 	ss.watchers = nil
 	delete(s.m, ss.id)
+	if s.owned[ss.owner.Quota]--; s.owned[ss.owner.Quota] <= 0 {
+		delete(s.owned, ss.owner.Quota)
+	}
 }
 
 func closeWatcher(w *watcher) {

@@ -339,3 +339,60 @@ func TestUpdateRejectsWhatUpdateCannotApply(t *testing.T) {
 		}
 	})
 }
+
+func TestOwnerQuotaAndOwner(t *testing.T) {
+	ctx := context.Background()
+	forEachStore(t, func(c *Config) { c.MaxSessions, c.MaxPerOwner = 10, 2 }, func(t *testing.T, st store) {
+		alice, bob := Owner{ID: "alice", Quota: "alice"}, Owner{ID: "bob", Quota: "bob"}
+		a1, err := st.CreateFor(ctx, alice, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.CreateFor(ctx, alice, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.CreateFor(ctx, alice, "", ""); !errors.Is(err, ErrOwnerLimit) {
+			t.Fatalf("third session of alice: %v, want ErrOwnerLimit", err)
+		}
+		if _, err := st.CreateFor(ctx, bob, "", ""); err != nil {
+			t.Fatalf("bob limited by alice: %v", err)
+		}
+		if got, err := st.Owner(ctx, a1.ID); err != nil || got != "alice" || a1.Owner != "alice" {
+			t.Fatalf("Owner = %q %v (snapshot %q), want alice", got, err, a1.Owner)
+		}
+		if got, err := st.Get(ctx, a1.ID); err != nil || got.Owner != "alice" {
+			t.Fatalf("Get: owner %q %v, want alice", got.Owner, err)
+		}
+		// Deleting gives the quota back.
+		if err := st.Delete(ctx, a1.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.CreateFor(ctx, alice, "", ""); err != nil {
+			t.Fatalf("after delete: %v", err)
+		}
+		if _, err := st.Owner(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Owner of unknown: %v", err)
+		}
+	})
+}
+
+func TestOwnerQuotaExpires(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1000, 0)
+	st, err := NewStore(Config{MaxSessions: 10, MaxPerOwner: 1, AllCategories: []string{"meta"}, TTL: time.Minute,
+		Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := Owner{ID: "alice", Quota: "alice"}
+	if _, err := st.CreateFor(ctx, alice, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateFor(ctx, alice, "", ""); !errors.Is(err, ErrOwnerLimit) {
+		t.Fatalf("second session: %v, want ErrOwnerLimit", err)
+	}
+	now = now.Add(2 * time.Minute)
+	if _, err := st.CreateFor(ctx, alice, "", ""); err != nil {
+		t.Fatalf("after expiry: %v", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/classifierd/classifierd/internal/clip"
@@ -131,8 +132,11 @@ func (l Logs) ReadTail(id string) (Tail, error) {
 	if err := CheckSessionID(id); err != nil {
 		return Tail{}, err
 	}
-	f, err := os.Open(filepath.Join(l.Dir, id+".log"))
-	if errors.Is(err, os.ErrNotExist) {
+	// O_NOFOLLOW: a symlink planted in the log directory is not followed
+	// to another file; O_NONBLOCK: opening a FIFO does not wait for a
+	// writer (the regular-file check below then refuses it).
+	f, err := os.OpenFile(filepath.Join(l.Dir, id+".log"), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ELOOP) {
 		return Tail{}, fmt.Errorf("%w: %s", ErrSessionNotFound, id)
 	}
 	if err != nil {

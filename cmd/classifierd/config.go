@@ -50,6 +50,7 @@ type Config struct {
 	LogFormat    string
 	LogLevel     slog.Level
 	Reload       ReloadConfig
+	Ops          OpsConfig // metrics, TLS, auth, admission, file limits (ops.go)
 }
 
 // recvOverhead is room in a gRPC message for a request's other fields
@@ -108,7 +109,7 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("--log-format %q is not text or json", c.LogFormat)
 	}
-	return nil
+	return c.Ops.validate(c.Concurrency)
 }
 
 func parseFlags(args []string, stderr io.Writer) (Config, error) {
@@ -149,6 +150,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&c.TermStore.MaxEvents, "terminal-max-events", terminal.DefaultMaxEvents, "with --terminal: keep at most this many input events overall (newest); bounds the database at about 9 KiB per event")
 	fs.BoolVar(&c.TermStore.ShareLearned, "terminal-share-learned", false, "with --terminal: suggest answers learned in one terminal session to every session (off: a session is suggested only what it taught)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	c.Ops.addFlags(fs)
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	registerReloadFlags(fs, &c.Reload)
 	fs.Usage = func() {

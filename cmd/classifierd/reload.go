@@ -88,6 +88,10 @@ type reloader struct {
 
 	pool  *mcpsrc.Pool
 	cache *indexbuild.Cache
+	// emb is what served domains embed with (the engine, measured by the
+	// metrics); onLoad, if set, hears of every swapped-in index.
+	emb    server.Embedder
+	onLoad func(idx *index.Index, path string, generation uint64)
 	// ids maps MCP server names to their ids in the served index.
 	ids atomic.Pointer[map[string]string]
 	// catSHA is the catalog the served MCP index was built from.
@@ -175,7 +179,7 @@ func (r *reloader) initial(ctx context.Context, loaded *index.Index) (*index.Ind
 
 // loadFile loads the --index file and checks it fits the model.
 func (r *reloader) loadFile() (*index.Index, error) {
-	idx, err := index.Load(r.cfg.Index)
+	idx, err := index.LoadWith(r.cfg.Index, r.cfg.Ops.indexLoad())
 	if err != nil {
 		return nil, fmt.Errorf("load index %s: %w", r.cfg.Index, err)
 	}
@@ -312,7 +316,11 @@ func (r *reloader) reload(ctx context.Context, srv *server.Server, reason string
 	}
 	var dom server.Domain
 	if err == nil {
-		dom, err = server.NewDomain(idx, r.eng, r.limits)
+		emb := r.emb
+		if emb == nil {
+			emb = r.eng
+		}
+		dom, err = server.NewDomain(idx, emb, r.limits)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -328,6 +336,13 @@ func (r *reloader) reload(ctx context.Context, srv *server.Server, reason string
 			"before", len(prev), "now", len(now))
 	}
 	l := srv.Swap(dom, r.source(), reason)
+	if r.onLoad != nil {
+		path := r.cfg.Index
+		if r.pool != nil {
+			path = "" // built from live tools: no file
+		}
+		r.onLoad(idx, path, l.Generation)
+	}
 	r.log.Info("index reloaded", "reason", reason, "generation", l.Generation, "previous", old.Generation,
 		"categories", len(idx.LabelsOf(index.KindCategory)), "servers", len(idx.LabelsOf(index.KindServer)),
 		"tools", len(idx.LabelsOf(index.KindTool)))

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
@@ -46,11 +44,15 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
+	op, err := openOps(cfg.Ops, log)
+	if err != nil {
+		return err
+	}
 	var idx *index.Index
 	if cfg.Index != "" {
 		// Fail fast on a bad index before loading the runtime and model.
 		loadStart := time.Now()
-		if idx, err = index.Load(cfg.Index); err != nil {
+		if idx, err = index.LoadWith(cfg.Index, cfg.Ops.indexLoad()); err != nil {
 			return fmt.Errorf("load index %s: %w", cfg.Index, err)
 		}
 		log.Info("index loaded", "path", cfg.Index, "vectors", idx.NumVectors(), "mapped", idx.Mapped(),
@@ -77,7 +79,14 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	dom, err := server.NewDomain(idx, eng, request.Limits{MaxTextBytes: cfg.MaxTextBytes, MaxMessages: cfg.MaxMessages})
+	emb := op.embedder(eng)
+	indexPath := cfg.Index
+	if cfg.Reload.MCPConfig != "" {
+		indexPath = "" // built from live tools: no file
+	}
+	op.indexLoaded(idx, indexPath, 1)
+	rl.emb, rl.onLoad = emb, op.indexLoaded
+	dom, err := server.NewDomain(idx, emb, request.Limits{MaxTextBytes: cfg.MaxTextBytes, MaxMessages: cfg.MaxMessages})
 	if err != nil {
 		return err
 	}
@@ -86,7 +95,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	for _, li := range idx.LabelsOf(index.KindCategory) {
 		catIDs = append(catIDs, idx.Labels[li].ID)
 	}
-	st, err := openState(ctx, cfg, session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions,
+	st, err := openState(ctx, cfg, session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: op.sessionOwnerLimit(),
 		DefaultExposure: session.Exposure(cfg.Exposure), AllCategories: catIDs, MinimalCategories: splitList(cfg.Minimal)}, log)
 	if err != nil {
 		return err
@@ -94,19 +103,22 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	defer func() { err = errors.Join(err, st.Close()) }() // after the stores
 	sessions := st.sessions
 	defer func() { err = errors.Join(err, sessions.Close()) }()
+	if err := op.watchSessions(sessions); err != nil {
+		return err
+	}
 	counter, err := tokens.NewCounter()
 	if err != nil {
 		return err
 	}
 	svc, err := server.New(server.Config{MaxEmbedBatch: cfg.MaxBatch, DefaultNoMatch: policy, MaxTokens: man.MaxTokens,
-		Sessions: sessions, Tokens: counter, Source: source, Sources: rl.sources}, dom, eng, log)
+		Sessions: sessions, Tokens: counter, Source: source, Sources: rl.sources}, dom, emb, log)
 	if err != nil {
 		return err
 	}
 	var term *server.TerminalServer
 	var store terminalStore
 	if cfg.Terminal {
-		term, store, err = openTerminal(ctx, cfg, eng, st, log)
+		term, store, err = openTerminal(ctx, cfg, emb, st, log)
 		if err != nil {
 			return err
 		}
@@ -129,18 +141,15 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if cfg.MCPStdio {
 		return serveMCPStdio(ctx, cfg, svc, term, idx, rl.caller(), log)
 	}
-	lis, err := net.Listen("tcp", cfg.Listen)
+	lis, err := listen(cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	unary, stream := server.Interceptors(log, svc.Stats(), cfg.Timeout)
-	gs := grpc.NewServer(
+	gs := grpc.NewServer(append(op.serverOptions(log, svc.Stats(), cfg.Timeout),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
-		grpc.ChainUnaryInterceptor(unary),
-		grpc.ChainStreamInterceptor(stream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	)
-	hs := health.NewServer()
+	)...)
+	hs := server.NewHealth()
 	register(gs, hs, svc, term)
 	var hsrv *httpServer
 	if cfg.HTTPListen != "" {
@@ -149,6 +158,15 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 			return err
 		}
 	}
+	opsCtx, stopOps := context.WithCancel(context.Background())
+	waitMetrics, err := op.serveMetrics(opsCtx)
+	if err != nil {
+		stopOps()
+		_ = lis.Close()
+		return err
+	}
+	waitReloads := reloadOnHUP(opsCtx, log, op.reloaders)
+	defer func() { stopOps(); waitReloads(); waitMetrics() }()
 
 	log.Info("classifierd serving", "addr", lis.Addr().String(), "model", man.Name, "dims", eng.Dims(),
 		"ort", rt.Version(), "categories", len(idx.LabelsOf(index.KindCategory)),
@@ -156,7 +174,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		"calibrated", dom.Calibration.Fitted, "terminal", cfg.Terminal, "state", redactState(cfg.State))
 
 	reloaded := make(chan struct{})
-	go func() { defer close(reloaded); rl.run(janitorCtx, svc, hs) }()
+	go func() { defer close(reloaded); rl.run(janitorCtx, svc, hs.Server) }()
 	defer func() { stopJanitor(); <-reloaded }()
 	stopMCP, err := startMCPHTTP(cfg, svc, term, idx, rl.caller(), log)
 	if err != nil {
@@ -181,7 +199,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	}
 	log.Info("shutting down", "wait", cfg.ShutdownWait)
 	deadline := time.Now().Add(cfg.ShutdownWait) // one budget for HTTP and gRPC
-	hs.Shutdown()                                // NOT_SERVING for every service, so balancers drain us
+	hs.Shutdown()                                // NOT_SERVING for every service, so balancers drain us; ends health watches
 	// End WatchExposure streams (their channels close), or GracefulStop
 	// would wait for them until the deadline.
 	_ = sessions.Close()
@@ -229,7 +247,7 @@ func openTerminal(ctx context.Context, cfg Config, eng terminal.Embedder, st sta
 // is registered only when term is set (--terminal): an unregistered service
 // answers UNIMPLEMENTED, which is what a client of a daemon without it
 // should see.
-func register(gs *grpc.Server, hs *health.Server, svc *server.Server, term *server.TerminalServer) {
+func register(gs *grpc.Server, hs *server.Health, svc *server.Server, term *server.TerminalServer) {
 	pb.RegisterClassifierServiceServer(gs, svc)
 	if term != nil {
 		terminalpb.RegisterTerminalServiceServer(gs, term)

@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/server"
+	"github.com/classifierd/classifierd/server/auth"
+)
+
+// OpsConfig is the operational side of the daemon: metrics, TLS,
+// authentication, admission and file limits (docs/operations.md).
+type OpsConfig struct {
+	MetricsListen        string
+	TLSCert              string
+	TLSKey               string
+	TLSClientCA          string
+	TokenFile            string
+	MaxSessionsPerClient int
+	MaxInFlight          int
+	MaxQueue             int
+	MinDeadline          time.Duration
+	MaxIndexBytes        int64
+	IndexMmap            bool
+}
+
+// indexLoad is how index files are read, at start and on every reload.
+func (c *OpsConfig) indexLoad() index.LoadOptions {
+	return index.LoadOptions{MaxBytes: c.MaxIndexBytes, Mmap: c.IndexMmap}
+}
+
+func (c *OpsConfig) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on HOST:PORT/metrics (off when empty)")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve TLS with this PEM certificate chain (with --tls-key); reloaded on SIGHUP")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&c.TLSClientCA, "tls-client-ca", "", "require client certificates signed by this PEM CA bundle (mTLS); the subject CN is the caller")
+	fs.StringVar(&c.TokenFile, "auth-token-file", "", "require bearer tokens from this file (lines: NAME SCOPES TOKEN; mode 0600); reloaded on SIGHUP")
+	fs.IntVar(&c.MaxSessionsPerClient, "max-sessions-per-client", 1000, "most hub sessions one caller (identity, or peer address when anonymous) may hold")
+	fs.IntVar(&c.MaxInFlight, "max-inflight", 0, "model calls admitted at once (default: 2 x --concurrency)")
+	fs.IntVar(&c.MaxQueue, "max-waiting", 0, "model calls that may wait for a place; more get RESOURCE_EXHAUSTED at once (default: 64 x --concurrency)")
+	fs.DurationVar(&c.MinDeadline, "min-deadline", 2*time.Millisecond, "refuse model calls with less than this left of their deadline (DEADLINE_EXCEEDED) before any work")
+	fs.Int64Var(&c.MaxIndexBytes, "max-index-bytes", index.DefaultMaxFileBytes, "largest index file accepted, in bytes")
+	fs.BoolVar(&c.IndexMmap, "index-mmap", false, "score from a read-only mapping of the index file instead of a copy in memory (large indexes); only if the file is replaced by rename, as gen-index does: a mapped file rewritten in place (cp over it) kills the daemon")
+}
+
+func (c *OpsConfig) validate(concurrency int) error {
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	if c.TLSClientCA != "" && c.TLSCert == "" {
+		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+	}
+	if c.MaxSessionsPerClient < 1 || c.MaxInFlight < 0 || c.MaxQueue < 0 || c.MinDeadline < 0 || c.MaxIndexBytes < 1 {
+		return errors.New("--max-sessions-per-client and --max-index-bytes must be positive; --max-inflight, --max-waiting and --min-deadline not negative")
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 2 * concurrency
+	}
+	if c.MaxQueue == 0 {
+		c.MaxQueue = 64 * concurrency
+	}
+	return nil
+}
+
+// ops is what OpsConfig opens: the metrics registry, tokens, TLS, and the
+// reloaders SIGHUP runs.
+type ops struct {
+	cfg       OpsConfig
+	log       *slog.Logger
+	reg       *prometheus.Registry
+	metrics   *server.Metrics
+	tokens    *auth.Tokens
+	tlsConf   *tls.Config
+	admission *server.Admission
+	reloaders []hupReloader
+}
+
+// reloader is one thing SIGHUP reloads. Other parts of the daemon (the
+// index) add theirs to the same list.
+type hupReloader struct {
+	name   string
+	reload func() error
+}
+
+func openOps(cfg OpsConfig, log *slog.Logger) (*ops, error) {
+	o := &ops{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	o.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var err error
+	if o.metrics, err = server.NewMetrics(o.reg); err != nil {
+		return nil, err
+	}
+	if cfg.TokenFile != "" {
+		if o.tokens, err = auth.Load(cfg.TokenFile); err != nil {
+			return nil, err
+		}
+		o.reloaders = append(o.reloaders, hupReloader{"auth tokens", o.tokens.Reload})
+	}
+	if cfg.TLSCert != "" {
+		if o.tlsConf, err = o.openTLS(); err != nil {
+			return nil, err
+		}
+	}
+	o.admission = server.NewAdmission(server.AdmissionConfig{MaxInFlight: cfg.MaxInFlight, MaxQueue: cfg.MaxQueue, MinDeadline: cfg.MinDeadline})
+	if err := o.metrics.Gauge("classifierd_admission_queue_depth", "Model calls waiting for a place.",
+		func() float64 { return float64(o.admission.Queued()) }); err != nil {
+		return nil, err
+	}
+	if err := o.metrics.Gauge("classifierd_admission_in_flight", "Model calls admitted and running.",
+		func() float64 { return float64(o.admission.InFlight()) }); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// openTLS loads the certificate (swapped on SIGHUP) and the client CA.
+func (o *ops) openTLS() (*tls.Config, error) {
+	var cert atomic.Pointer[tls.Certificate]
+	load := func() error {
+		c, err := tls.LoadX509KeyPair(o.cfg.TLSCert, o.cfg.TLSKey)
+		if err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		cert.Store(&c)
+		return nil
+	}
+	if err := load(); err != nil {
+		return nil, err
+	}
+	o.reloaders = append(o.reloaders, hupReloader{"TLS certificate", load})
+	conf := &tls.Config{MinVersion: tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert.Load(), nil }}
+	if o.cfg.TLSClientCA != "" {
+		pem, err := os.ReadFile(o.cfg.TLSClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-client-ca %s: no PEM certificates", o.cfg.TLSClientCA)
+		}
+		conf.ClientCAs, conf.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return conf, nil
+}
+
+// sessionOwnerLimit is the per-caller session quota for session.Config.
+func (o *ops) sessionOwnerLimit() int { return o.cfg.MaxSessionsPerClient }
+
+// embedder wraps the model so its calls are measured.
+func (o *ops) embedder(e server.Embedder) server.Embedder { return o.metrics.Embedder(e) }
+
+// indexLoaded records the index in use for the metrics.
+func (o *ops) indexLoaded(idx *index.Index, path string, generation uint64) {
+	var size int64
+	if st, err := os.Stat(path); err == nil {
+		size = st.Size()
+	}
+	o.metrics.SetIndex(idx, size, generation)
+}
+
+// watchSessions exports the number of sessions held.
+func (o *ops) watchSessions(st interface {
+	Len(context.Context) (int, error)
+}) error {
+	return o.metrics.Gauge("classifierd_sessions_active", "Hub sessions held.", func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		n, err := st.Len(ctx)
+		if err != nil {
+			return math.NaN() // the shared store is unreachable: no figure, not a false zero
+		}
+		return float64(n)
+	})
+}
+
+// serverOptions are the gRPC server's transport credentials, codec and
+// interceptors.
+func (o *ops) serverOptions(log *slog.Logger, st *server.Stats, timeout time.Duration) []grpc.ServerOption {
+	edge := server.Edge{Log: log, Stats: st, Timeout: timeout, Metrics: o.metrics, Admission: o.admission,
+		Auth: server.AuthConfig{Tokens: o.tokens, ClientCerts: o.tlsConf != nil && o.tlsConf.ClientCAs != nil}}
+	opts := edge.ServerOptions()
+	if o.tlsConf != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(o.tlsConf)))
+	}
+	return opts
+}
+
+// listen opens addr: HOST:PORT, or unix:///path for a Unix socket that
+// only the daemon's user may connect to (created 0600; a stale socket
+// left by a crash is replaced, any other file is not).
+func listen(addr string) (net.Listener, error) {
+	path, ok := strings.CutPrefix(addr, "unix://")
+	if !ok {
+		return net.Listen("tcp", addr)
+	}
+	if path == "" {
+		return nil, errors.New("--listen unix:// needs a path")
+	}
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode().Type() != os.ModeSocket {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		if c, err := net.Dial("unix", path); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("%s: another daemon is listening", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	// The socket is created with the umask's mode: make it 0600 from the
+	// start rather than chmod it after clients could connect.
+	old := syscall.Umask(0o177)
+	lis, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		lis.Close()
+		return nil, err
+	}
+	return lis, nil
+}
+
+// serveMetrics serves /metrics until ctx ends; the returned func waits
+// for it to stop.
+func (o *ops) serveMetrics(ctx context.Context) (func(), error) {
+	if o.cfg.MetricsListen == "" {
+		return func() {}, nil
+	}
+	lis, err := net.Listen("tcp", o.cfg.MetricsListen)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{Registry: o.reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			o.log.Error("metrics server stopped", "err", err)
+		}
+	})
+	wg.Go(func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+	o.log.Info("metrics serving", "addr", lis.Addr().String())
+	return wg.Wait, nil
+}
+
+// reloadOnHUP runs every reloader on each SIGHUP until ctx ends; the
+// returned func waits for it to stop. A failed reload is logged and leaves
+// the old value in use.
+func reloadOnHUP(ctx context.Context, log *slog.Logger, rs []hupReloader) (wait func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer signal.Stop(hup)
+		reloadLoop(ctx, log, hup, rs)
+	}()
+	return func() { <-done }
+}
+
+func reloadLoop(ctx context.Context, log *slog.Logger, hup <-chan os.Signal, rs []hupReloader) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			for _, r := range rs {
+				if err := r.reload(); err != nil {
+					log.Error("reload failed; keeping the previous one", "what", r.name, "err", err)
+				} else {
+					log.Info("reloaded", "what", r.name)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,49 @@
+package server
+
+import (
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+)
+
+// Edge is everything between the socket and the services: metrics,
+// recovery and default deadlines (Interceptors), request decoding errors,
+// authentication and admission, in that order.
+type Edge struct {
+	Log       *slog.Logger
+	Stats     *Stats
+	Timeout   time.Duration // default deadline of calls that carry none
+	Metrics   *Metrics      // nil: no metrics
+	Auth      AuthConfig
+	Admission *Admission // nil: no admission control
+}
+
+// ServerOptions returns the codec and interceptor chains of e.
+func (e Edge) ServerOptions() []grpc.ServerOption {
+	codec := newRequestCodec()
+	var unary []grpc.UnaryServerInterceptor
+	var stream []grpc.StreamServerInterceptor
+	denied := func(string, codes.Code) {}
+	if e.Metrics != nil {
+		u, s := e.Metrics.interceptors()
+		unary, stream = append(unary, u), append(stream, s)
+		denied = e.Metrics.denied
+		if e.Admission != nil {
+			e.Admission.rejected = func(method string) { e.Metrics.rejected.WithLabelValues(method).Inc() }
+		}
+	}
+	u, s := Interceptors(e.Log, e.Stats, e.Timeout)
+	unary, stream = append(unary, u), append(stream, s)
+	u, s = codec.interceptors()
+	unary, stream = append(unary, u), append(stream, s)
+	u, s = e.Auth.interceptors(denied)
+	unary, stream = append(unary, u), append(stream, s)
+	unary = append(unary, e.Admission.unary())
+	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(codec),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+	}
+}

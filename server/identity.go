@@ -1,0 +1,217 @@
+package server
+
+import (
+	"context"
+	"crypto/x509"
+	"net"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/server/auth"
+)
+
+// Anonymous is the identity of every call when the daemon runs without a
+// token file or client CA: all clients share it, as before authentication
+// existed.
+const Anonymous = "anonymous"
+
+// Caller is who a call comes from: Name owns the sessions it creates;
+// Quota is the key its share of sessions is counted under (Name when
+// authenticated, else the peer's address, so one anonymous client cannot
+// take every session).
+type Caller struct {
+	Name   string
+	Quota  string
+	Scopes []string
+}
+
+type callerKey struct{}
+
+// CallerFrom returns the caller the auth interceptor put in ctx; without
+// one (tests that skip the interceptor) it is an unnamed caller, which
+// owns and may use only unnamed sessions.
+func CallerFrom(ctx context.Context) Caller {
+	c, _ := ctx.Value(callerKey{}).(Caller)
+	return c
+}
+
+// WithCaller returns ctx carrying c.
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// AuthConfig says how calls are authenticated.
+type AuthConfig struct {
+	// Tokens, when set, makes a bearer token (authorization: Bearer T)
+	// required on every call but health checks; its name is the caller
+	// and its scopes what it may call.
+	Tokens *auth.Tokens
+	// ClientCerts is set when the TLS layer requires and verifies client
+	// certificates (mTLS): without Tokens, the certificate's subject
+	// common name is the caller, with every scope.
+	ClientCerts bool
+}
+
+// methodScopes maps full method names and service prefixes to the scope
+// they need; health needs none, reflection any authenticated caller, and
+// anything unlisted admin.
+var methodScopes = map[string]string{
+	"/classifier.v1.ClassifierService/Classify":       auth.ScopeRoute,
+	"/classifier.v1.ClassifierService/Route":          auth.ScopeRoute,
+	"/classifier.v1.ClassifierService/Embed":          auth.ScopeRoute,
+	"/classifier.v1.ClassifierService/GetIndexInfo":   auth.ScopeRoute,
+	"/classifier.v1.ClassifierService/AnalyzePrompt":  auth.ScopeRoute,
+	"/classifier.v1.ClassifierService/DetectContexts": auth.ScopeRoute,
+	"/classifier.v1.ClassifierService/CreateSession":  auth.ScopeSessions,
+	"/classifier.v1.ClassifierService/GetSession":     auth.ScopeSessions,
+	"/classifier.v1.ClassifierService/DeleteSession":  auth.ScopeSessions,
+	"/classifier.v1.ClassifierService/UpdateExposure": auth.ScopeSessions,
+	"/classifier.v1.ClassifierService/ListTools":      auth.ScopeSessions,
+	"/classifier.v1.ClassifierService/WatchExposure":  auth.ScopeSessions,
+	"/classifier.v1.ClassifierService/GetStats":       auth.ScopeAdmin,
+	"/terminal.v1.TerminalService/":                   auth.ScopeTerminal,
+	"/grpc.health.v1.Health/":                         scopeNone,
+	"/grpc.reflection.v1.ServerReflection/":           scopeAny,
+	"/grpc.reflection.v1alpha.ServerReflection/":      scopeAny,
+}
+
+const (
+	scopeNone = "-" // no authentication at all
+	scopeAny  = "*" // any authenticated caller
+)
+
+func scopeOf(method string) string {
+	if s, ok := methodScopes[method]; ok {
+		return s
+	}
+	if i := strings.LastIndexByte(method, '/'); i >= 0 {
+		if s, ok := methodScopes[method[:i+1]]; ok {
+			return s
+		}
+	}
+	return auth.ScopeAdmin
+}
+
+// authenticate finds the caller of ctx and checks it may call method.
+func (a AuthConfig) authenticate(ctx context.Context, method string) (Caller, error) {
+	need := scopeOf(method)
+	p, _ := peer.FromContext(ctx)
+	if a.Tokens == nil && !a.ClientCerts {
+		return Caller{Name: Anonymous, Quota: "peer:" + peerHost(p), Scopes: auth.AllScopes}, nil
+	}
+	if need == scopeNone {
+		return Caller{Name: Anonymous, Quota: "peer:" + peerHost(p)}, nil
+	}
+	var c Caller
+	if a.Tokens != nil {
+		tok, ok := bearer(ctx)
+		if !ok {
+			return c, status.Error(codes.Unauthenticated, "missing bearer token (authorization: Bearer TOKEN)")
+		}
+		id, ok := a.Tokens.Lookup(tok)
+		if !ok {
+			return c, status.Error(codes.Unauthenticated, "unknown bearer token")
+		}
+		c = Caller{Name: id.Name, Quota: "token:" + id.Name, Scopes: id.Scopes}
+	} else {
+		cert := verifiedCert(p)
+		if cert == nil {
+			return c, status.Error(codes.Unauthenticated, "client certificate required")
+		}
+		name := "cert:" + cert.Subject.CommonName
+		c = Caller{Name: name, Quota: name, Scopes: auth.AllScopes}
+	}
+	if need != scopeAny && !hasScope(c.Scopes, need) {
+		return c, status.Errorf(codes.PermissionDenied, "%s needs scope %q", shortMethod(method), need)
+	}
+	return c, nil
+}
+
+func hasScope(scopes []string, s string) bool {
+	for _, x := range scopes {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func bearer(ctx context.Context) (string, bool) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+			return strings.TrimSpace(v[7:]), true
+		}
+	}
+	return "", false
+}
+
+func verifiedCert(p *peer.Peer) *x509.Certificate {
+	if p == nil {
+		return nil
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
+		return nil
+	}
+	return ti.State.VerifiedChains[0][0]
+}
+
+// peerHost is the host part of a peer's address: a client's share of
+// sessions should not grow with the ports it opens. Unix socket peers
+// share "unix".
+func peerHost(p *peer.Peer) string {
+	if p == nil || p.Addr == nil {
+		return "unknown"
+	}
+	if p.Addr.Network() == "unix" {
+		return "unix"
+	}
+	if h, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
+		return h
+	}
+	return p.Addr.String()
+}
+
+// authInterceptors authenticate every call and put its Caller in the
+// context. AnalyzePrompt with a session_id changes a session, so it also
+// needs the sessions scope.
+func (a AuthConfig) interceptors(onDenied func(method string, code codes.Code)) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		c, err := a.authenticate(ctx, info.FullMethod)
+		if err == nil {
+			if ap, ok := req.(*pb.AnalyzePromptRequest); ok && ap.GetSessionId() != "" && !hasScope(c.Scopes, auth.ScopeSessions) {
+				err = status.Error(codes.PermissionDenied, "AnalyzePrompt with a session_id needs scope \"sessions\"")
+			}
+		}
+		if err != nil {
+			onDenied(info.FullMethod, status.Code(err))
+			return nil, err
+		}
+		return h(WithCaller(ctx, c), req)
+	}
+	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		c, err := a.authenticate(ss.Context(), info.FullMethod)
+		if err != nil {
+			onDenied(info.FullMethod, status.Code(err))
+			return err
+		}
+		return h(srv, &ctxStream{ServerStream: ss, ctx: WithCaller(ss.Context(), c)})
+	}
+	return unary, stream
+}
+
+// ctxStream is a ServerStream with another context.
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *ctxStream) Context() context.Context { return s.ctx }

@@ -229,7 +229,9 @@ func (p *Proxy) NewSessionServer() (*mcp.Server, error) {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	c := &client{p: p, id: "mcp-" + hex.EncodeToString(b[:]), shown: map[string]string{}}
-	if _, err := p.sessions.Create(context.Background(), c.id, ""); err != nil {
+	// The session is the agent's; its tool calls reach the classifier as
+	// server.Anonymous (mcpserver), so that is who owns it.
+	if _, err := p.sessions.CreateFor(context.Background(), session.Owner{ID: server.Anonymous, Quota: "mcp"}, c.id, ""); err != nil {
 		return nil, err
 	}
 	c.srv = mcpserver.NewBare(mcpserver.Config{Timeout: p.cfg.Timeout, Version: p.cfg.Version, Logger: p.cfg.Logger,

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/server"
+	"github.com/classifierd/classifierd/server/auth"
 )
 
 // Backend is the classifier an MCP tool call answers from: the service and
@@ -53,6 +55,13 @@ type Config struct {
 	// ProtocolVersions, if set, narrows the MCP versions served (see
 	// mcp.ServerOptions.SupportedProtocolVersions).
 	ProtocolVersions []string
+	// Caller says who makes a tool call, from the HTTP request's header
+	// (nil over stdio), and whether it may call the tool: the daemon
+	// checks bearer tokens and scopes here as its gRPC interceptors do.
+	// Nil: every call is server.Anonymous, as an unauthenticated daemon
+	// treats gRPC calls, so sessions created over either are the same
+	// client's.
+	Caller func(tool string, header http.Header) (server.Caller, error)
 }
 
 // Tool names. The terminal ones are the names hubs call.
@@ -85,16 +94,33 @@ func New(cfg Config) (*mcp.Server, error) {
 func NewBare(cfg Config) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "classifierd", Version: cfg.Version},
 		&mcp.ServerOptions{Logger: cfg.Logger, SupportedProtocolVersions: cfg.ProtocolVersions, Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}})
-	s.AddReceivingMiddleware(guard(cfg.Logger, cfg.Timeout))
+	s.AddReceivingMiddleware(guard(cfg.Logger, cfg.Timeout, cfg.Caller))
 	return s
 }
 
 // guard applies the default deadline to tool calls and turns a panic in a
 // handler into an error answer instead of a dead process, as the gRPC
 // interceptors do.
-func guard(log *slog.Logger, timeout time.Duration) mcp.Middleware {
+func guard(log *slog.Logger, timeout time.Duration, caller func(string, http.Header) (server.Caller, error)) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+			if method == "tools/call" {
+				c := server.Caller{Name: server.Anonymous, Quota: "mcp", Scopes: auth.AllScopes}
+				if caller != nil {
+					var tool string
+					var header http.Header
+					if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil {
+						tool = r.Params.Name
+					}
+					if x := req.GetExtra(); x != nil {
+						header = x.Header
+					}
+					if c, err = caller(tool, header); err != nil {
+						return nil, ToolError(err)
+					}
+				}
+				ctx = server.WithCaller(ctx, c)
+			}
 			if method == "tools/call" && timeout > 0 {
 				if _, ok := ctx.Deadline(); !ok {
 					var cancel context.CancelFunc

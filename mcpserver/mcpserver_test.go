@@ -42,7 +42,7 @@ func TestToolError(t *testing.T) {
 }
 
 func TestGuardRecoversPanics(t *testing.T) {
-	h := guard(discard(), 0)(func(context.Context, string, mcp.Request) (mcp.Result, error) { panic("boom") })
+	h := guard(discard(), 0, nil)(func(context.Context, string, mcp.Request) (mcp.Result, error) { panic("boom") })
 	res, err := h(context.Background(), "tools/call", nil)
 	if res != nil || err == nil || err.Error() != "internal error" {
 		t.Fatalf("got %v, %v; want an internal error", res, err)

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
 	"github.com/classifierd/classifierd/embed"
 	"github.com/classifierd/classifierd/request"
+	"github.com/classifierd/classifierd/server"
 	"github.com/classifierd/classifierd/terminal"
 )
 
@@ -51,6 +53,9 @@ type Config struct {
 	LogLevel     slog.Level
 	Reload       ReloadConfig
 	Ops          OpsConfig // metrics, TLS, auth, admission, file limits (ops.go)
+	// mcpAuth checks MCP tool calls as the gRPC edge checks calls (set by
+	// run from the token file; nil: anonymous).
+	mcpAuth func(tool string, header http.Header) (server.Caller, error)
 }
 
 // recvOverhead is room in a gRPC message for a request's other fields

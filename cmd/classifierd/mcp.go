@@ -31,7 +31,8 @@ func newMCPServer(cfg Config, svc *server.Server, term *server.TerminalServer, i
 	// The served index is read per call: hot reloads and live MCP tools
 	// swap it under the daemon (server.Server.Swap).
 	backend := func() mcpserver.Backend { return mcpserver.Backend{Classifier: svc, Index: svc.Index()} }
-	s, err := mcpserver.New(mcpserver.Config{Backend: backend, Terminal: term, Timeout: cfg.Timeout, Version: version, Logger: log})
+	s, err := mcpserver.New(mcpserver.Config{Backend: backend, Terminal: term, Timeout: cfg.Timeout, Version: version, Logger: log,
+		Caller: cfg.mcpAuth})
 	if err != nil {
 		return nil, err
 	}

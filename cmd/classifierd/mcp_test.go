@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -342,4 +344,76 @@ func BenchmarkMCPSearchToolsStdio(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/call")
+}
+
+// bearerTransport adds a bearer token to every request.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestMCPHTTPNeedsTheDaemonsTokens checks that --mcp-listen is no side
+// door around --auth-token-file: a tool call over MCP needs a bearer token
+// of the file with the tool's scope, and sessions stay their creator's
+// whichever protocol touches them.
+func TestMCPHTTPNeedsTheDaemonsTokens(t *testing.T) {
+	idx := genIndex(t, "testdata/mini.json")
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("alice route,sessions "+aliceToken+"\nbob route,sessions "+bobToken+"\nterm terminal "+routerToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mcpAddr := freeAddr(t)
+	_, conn := startDaemon(t, idx, "--mcp-listen", mcpAddr, "--auth-token-file", tokens)
+	endpoint := "http://" + mcpAddr + mcpPath
+	client := func(token string) *mcp.ClientSession {
+		tr := &mcp.StreamableClientTransport{Endpoint: endpoint}
+		if token != "" {
+			tr.HTTPClient = &http.Client{Transport: bearerTransport{token}}
+		}
+		return mcpClient(t, tr, nil)
+	}
+	query := map[string]any{"query": "show my unread GitHub notifications", "k": 1}
+	callErr := func(cs *mcp.ClientSession, tool string, args any) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err == nil && res.IsError {
+			err = errors.New(resultText(res))
+		}
+		return err
+	}
+	for _, tc := range []struct{ name, token, want string }{
+		{"no token", "", "UNAUTHENTICATED"},
+		{"unknown token", "nobody-0123456789abcdef", "UNAUTHENTICATED"},
+		{"token without the route scope", routerToken, "PERMISSION_DENIED"},
+	} {
+		if err := callErr(client(tc.token), "search_tools", query); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %s", tc.name, err, tc.want)
+		}
+	}
+	alice, bob := client(aliceToken), client(bobToken)
+	var out mcpserver.SearchToolsOutput
+	callTool(t, alice, "search_tools", query, &out)
+	if len(out.Tools) != 1 {
+		t.Fatalf("alice's search: %+v", out)
+	}
+	// A session alice made over gRPC is hers over MCP too, and not bob's.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := pb.NewClassifierServiceClient(conn)
+	if _, err := c.CreateSession(bearerCtx(ctx, aliceToken), &pb.CreateSessionRequest{SessionId: "alice-1"}); err != nil {
+		t.Fatal(err)
+	}
+	prompt := map[string]any{"prompt": "write the report to disk as report.md", "session_id": "alice-1"}
+	if err := callErr(bob, "analyze_prompt", prompt); err == nil || !strings.Contains(err.Error(), "PERMISSION_DENIED") {
+		t.Errorf("bob analyzing alice's session: got %v, want PERMISSION_DENIED", err)
+	}
+	var an mcpserver.AnalyzePromptOutput
+	callTool(t, alice, "analyze_prompt", prompt, &an)
+	if !an.Changed {
+		t.Errorf("alice's own session: got %+v, want a change", an)
+	}
 }

@@ -23,7 +23,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/server"
@@ -163,6 +165,39 @@ func (o *ops) openTLS() (*tls.Config, error) {
 		conf.ClientCAs, conf.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return conf, nil
+}
+
+// mcpCaller is who makes an MCP tool call and whether it may: without a
+// token file or client CA every call is anonymous, as on gRPC; with them,
+// a call over stdio comes from the local process that started the daemon
+// (trusted as its owner), and a call over HTTP needs a bearer token of
+// the file with the tool's scope (the MCP listener has no TLS, so client
+// certificates cannot be checked there).
+func (o *ops) mcpCaller(tool string, h http.Header) (server.Caller, error) {
+	anon := server.Caller{Name: server.Anonymous, Quota: "mcp", Scopes: auth.AllScopes}
+	certs := o.tlsConf != nil && o.tlsConf.ClientCAs != nil
+	if (o.tokens == nil && !certs) || h == nil {
+		return anon, nil
+	}
+	if o.tokens == nil {
+		return server.Caller{}, status.Error(codes.Unauthenticated, "MCP over HTTP cannot check client certificates; use --auth-token-file")
+	}
+	tok, ok := strings.CutPrefix(h.Get("Authorization"), "Bearer ")
+	if !ok || tok == "" {
+		return server.Caller{}, status.Error(codes.Unauthenticated, "missing bearer token (Authorization: Bearer TOKEN)")
+	}
+	id, ok := o.tokens.Lookup(tok)
+	if !ok {
+		return server.Caller{}, status.Error(codes.Unauthenticated, "unknown bearer token")
+	}
+	scope := auth.ScopeRoute
+	if strings.Contains(tool, "input") { // detect_input_prompt, infer_expected_input, track_input_event
+		scope = auth.ScopeTerminal
+	}
+	if !id.Has(scope) {
+		return server.Caller{}, status.Errorf(codes.PermissionDenied, "%s needs scope %q", tool, scope)
+	}
+	return server.Caller{Name: id.Name, Quota: "token:" + id.Name, Scopes: id.Scopes}, nil
 }
 
 // sessionOwnerLimit is the per-caller session quota for session.Config.

@@ -48,6 +48,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
+	cfg.mcpAuth = op.mcpCaller
 	var idx *index.Index
 	if cfg.Index != "" {
 		// Fail fast on a bad index before loading the runtime and model.

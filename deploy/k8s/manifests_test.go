@@ -277,16 +277,25 @@ func dockerfileUser(t *testing.T) int64 {
 }
 
 // daemonFlags are the flag names classifierd defines (read from its
-// source: the test cannot import package main).
+// source files: the test cannot import package main).
 func daemonFlags(t *testing.T) map[string]bool {
 	t.Helper()
-	data, err := os.ReadFile("../../cmd/classifierd/config.go")
+	files, err := filepath.Glob("../../cmd/classifierd/*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	known := map[string]bool{}
-	for _, m := range regexp.MustCompile(`fs\.\w+\([^"]*"([a-z][a-z0-9-]*)"`).FindAllSubmatch(data, -1) {
-		known[string(m[1])] = true
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`fs\.\w+\([^"]*"([a-z][a-z0-9-]*)"`).FindAllSubmatch(data, -1) {
+			known[string(m[1])] = true
+		}
 	}
 	if !known["listen"] || !known["index"] {
 		t.Fatalf("read %d flag names from config.go, not --listen and --index: the pattern is stale", len(known))

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,6 +69,28 @@ func (s *TerminalServer) terminalStatus(ctx context.Context, method, session str
 		return withReason(codes.NotFound, "Session "+session+" not found", "SESSION_NOT_FOUND")
 	}
 	return s.status(ctx, method, err)
+}
+
+// storeSession is the key a terminal session's events and learned answers
+// are stored under: the session id itself for anonymous callers (without
+// tokens or client certificates every client is one identity, as before),
+// the caller's identity and the id otherwise, so that one identity never
+// reads, learns from or deletes another's history by naming the same
+// session id. The key passes terminal.CheckSessionID: "u", 12 hex digits
+// of the identity's SHA-256, ".", then the id (or, past 128 bytes, "h"
+// and 32 hex digits of its SHA-256).
+func storeSession(ctx context.Context, id string) string {
+	c := CallerFrom(ctx)
+	if id == "" || c.Name == "" || c.Name == Anonymous {
+		return id
+	}
+	who := sha256.Sum256([]byte(c.Name))
+	key := "u" + hex.EncodeToString(who[:6]) + "." + id
+	if len(key) > 128 {
+		sum := sha256.Sum256([]byte(id))
+		key = "u" + hex.EncodeToString(who[:6]) + ".h" + hex.EncodeToString(sum[:16])
+	}
+	return key
 }
 
 // DetectInputPrompt implements TerminalService.DetectInputPrompt.
@@ -154,7 +178,7 @@ func (s *TerminalServer) InferExpectedInput(ctx context.Context, req *terminalpb
 	if err != nil {
 		return nil, err
 	}
-	learned, err := s.store.Learned(ctx, req.GetPromptText(), req.GetSessionId())
+	learned, err := s.store.Learned(ctx, req.GetPromptText(), storeSession(ctx, req.GetSessionId()))
 	if err != nil {
 		return nil, s.terminalStatus(ctx, "InferExpectedInput", "", err)
 	}
@@ -190,6 +214,7 @@ func (s *TerminalServer) TrackInputEvent(ctx context.Context, req *terminalpb.Tr
 		return nil, err
 	}
 	ev.PromptType = typ
+	ev.SessionID = storeSession(ctx, ev.SessionID)
 	e, updated, err := s.store.Record(ctx, ev)
 	if err != nil {
 		return nil, s.terminalStatus(ctx, "TrackInputEvent", req.GetSessionId(), err)
@@ -206,13 +231,16 @@ func (s *TerminalServer) GetSessionHistory(ctx context.Context, req *terminalpb.
 	if limit == 0 {
 		limit = 100
 	}
-	evs, err := s.store.History(ctx, req.GetSessionId(), limit)
+	if err := terminal.CheckSessionID(req.GetSessionId()); err != nil {
+		return nil, s.terminalStatus(ctx, "GetSessionHistory", "", err)
+	}
+	evs, err := s.store.History(ctx, storeSession(ctx, req.GetSessionId()), limit)
 	if err != nil {
 		return nil, s.terminalStatus(ctx, "GetSessionHistory", req.GetSessionId(), err)
 	}
 	out := &terminalpb.GetSessionHistoryResponse{}
 	for _, e := range evs {
-		out.Events = append(out.Events, &terminalpb.InputEvent{EventId: e.ID, SessionId: e.SessionID, PromptText: e.PromptText,
+		out.Events = append(out.Events, &terminalpb.InputEvent{EventId: e.ID, SessionId: req.GetSessionId(), PromptText: e.PromptText,
 			InputText: e.Input, Success: e.Success, InputSource: e.Source, ResponseTimeMs: e.ResponseTimeMs,
 			Timestamp: timestamppb.New(e.Time), PromptType: e.PromptType, PatternKey: e.PatternKey})
 	}
@@ -221,7 +249,10 @@ func (s *TerminalServer) GetSessionHistory(ctx context.Context, req *terminalpb.
 
 // DeleteSessionHistory implements TerminalService.DeleteSessionHistory.
 func (s *TerminalServer) DeleteSessionHistory(ctx context.Context, req *terminalpb.DeleteSessionHistoryRequest) (*terminalpb.DeleteSessionHistoryResponse, error) {
-	n, err := s.store.DeleteSession(ctx, req.GetSessionId())
+	if err := terminal.CheckSessionID(req.GetSessionId()); err != nil {
+		return nil, s.terminalStatus(ctx, "DeleteSessionHistory", "", err)
+	}
+	n, err := s.store.DeleteSession(ctx, storeSession(ctx, req.GetSessionId()))
 	if err != nil {
 		return nil, s.terminalStatus(ctx, "DeleteSessionHistory", "", err)
 	}

@@ -719,3 +719,56 @@ func TestOpsTerminalLogsNoSymlinkNoFIFO(t *testing.T) {
 		t.Fatalf("plain log: %v %v", r, err)
 	}
 }
+
+// TestTerminalHistoryBelongsToItsIdentity checks, through the real daemon
+// with a token file, that a terminal session id is no shared key: bob,
+// naming alice's session id, neither reads her history nor is suggested
+// what she taught, nor deletes it; alice sees her events under the id she
+// used.
+func TestTerminalHistoryBelongsToItsIdentity(t *testing.T) {
+	idx := genIndex(t, "testdata/mini.json")
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("alice terminal "+aliceToken+"\nbob terminal "+bobToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, conn := startDaemon(t, idx, "--terminal", "--auth-token-file", tokens)
+	c := terminalpb.NewTerminalServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	alice, bob := bearerCtx(ctx, aliceToken), bearerCtx(ctx, bobToken)
+	const prompt = "Overwrite existing backup? (y/n)"
+	for i := 0; i < 5; i++ {
+		if _, err := c.TrackInputEvent(alice, &terminalpb.TrackInputEventRequest{SessionId: "shared-name", PromptText: prompt,
+			InputText: "n", Success: true, InputSource: "user_typed", PromptType: "yes_no"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	learnedBy := func(ctx context.Context) bool {
+		r, err := c.InferExpectedInput(ctx, &terminalpb.InferExpectedInputRequest{PromptText: prompt, PromptType: "yes_no", SessionId: "shared-name"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range r.GetSuggestions() {
+			if s.GetSource() == "pattern_learning" {
+				return true
+			}
+		}
+		return false
+	}
+	if !learnedBy(alice) {
+		t.Fatal("alice is not suggested what she taught")
+	}
+	if learnedBy(bob) {
+		t.Error("bob is suggested what alice taught under the same session id")
+	}
+	if h, err := c.GetSessionHistory(bob, &terminalpb.GetSessionHistoryRequest{SessionId: "shared-name"}); err != nil || len(h.GetEvents()) != 0 {
+		t.Errorf("bob reads alice's history: %d events, %v", len(h.GetEvents()), err)
+	}
+	if d, err := c.DeleteSessionHistory(bob, &terminalpb.DeleteSessionHistoryRequest{SessionId: "shared-name"}); err != nil || d.GetDeletedEvents() != 0 {
+		t.Errorf("bob deletes alice's history: %v, %v", d, err)
+	}
+	h, err := c.GetSessionHistory(alice, &terminalpb.GetSessionHistoryRequest{SessionId: "shared-name"})
+	if err != nil || len(h.GetEvents()) != 5 || h.GetEvents()[0].GetSessionId() != "shared-name" {
+		t.Fatalf("alice's history: %v, %v; want her 5 events under the id she used", h, err)
+	}
+}

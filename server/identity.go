@@ -111,15 +111,11 @@ func (a AuthConfig) authenticate(ctx context.Context, method string) (Caller, er
 	}
 	var c Caller
 	if a.Tokens != nil {
-		tok, ok := bearer(ctx)
-		if !ok {
-			return c, status.Error(codes.Unauthenticated, "missing bearer token (authorization: Bearer TOKEN)")
+		md, _ := metadata.FromIncomingContext(ctx)
+		var err error
+		if c, err = TokenCaller(a.Tokens, md.Get("authorization")); err != nil {
+			return c, err
 		}
-		id, ok := a.Tokens.Lookup(tok)
-		if !ok {
-			return c, status.Error(codes.Unauthenticated, "unknown bearer token")
-		}
-		c = Caller{Name: id.Name, Quota: "token:" + id.Name, Scopes: id.Scopes}
 	} else {
 		cert := verifiedCert(p)
 		if cert == nil {
@@ -143,9 +139,24 @@ func hasScope(scopes []string, s string) bool {
 	return false
 }
 
-func bearer(ctx context.Context) (string, bool) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
+// TokenCaller is the caller whose bearer token is among authorization
+// (the values of an "authorization" header or metadata key), checked
+// against tokens: UNAUTHENTICATED when there is none or it is unknown.
+// gRPC, HTTP/JSON and MCP over HTTP all authenticate with it.
+func TokenCaller(tokens *auth.Tokens, authorization []string) (Caller, error) {
+	tok, ok := bearer(authorization)
+	if !ok {
+		return Caller{}, status.Error(codes.Unauthenticated, "missing bearer token (authorization: Bearer TOKEN)")
+	}
+	id, ok := tokens.Lookup(tok)
+	if !ok {
+		return Caller{}, status.Error(codes.Unauthenticated, "unknown bearer token")
+	}
+	return Caller{Name: id.Name, Quota: "token:" + id.Name, Scopes: id.Scopes}, nil
+}
+
+func bearer(authorization []string) (string, bool) {
+	for _, v := range authorization {
 		if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
 			return strings.TrimSpace(v[7:]), true
 		}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -182,22 +183,18 @@ func (o *ops) mcpCaller(tool string, h http.Header) (server.Caller, error) {
 	if o.tokens == nil {
 		return server.Caller{}, status.Error(codes.Unauthenticated, "MCP over HTTP cannot check client certificates; use --auth-token-file")
 	}
-	tok, ok := strings.CutPrefix(h.Get("Authorization"), "Bearer ")
-	if !ok || tok == "" {
-		return server.Caller{}, status.Error(codes.Unauthenticated, "missing bearer token (Authorization: Bearer TOKEN)")
-	}
-	id, ok := o.tokens.Lookup(tok)
-	if !ok {
-		return server.Caller{}, status.Error(codes.Unauthenticated, "unknown bearer token")
+	c, err := server.TokenCaller(o.tokens, h.Values("Authorization"))
+	if err != nil {
+		return c, err
 	}
 	scope := auth.ScopeRoute
 	if strings.Contains(tool, "input") { // detect_input_prompt, infer_expected_input, track_input_event
 		scope = auth.ScopeTerminal
 	}
-	if !id.Has(scope) {
+	if !slices.Contains(c.Scopes, scope) {
 		return server.Caller{}, status.Errorf(codes.PermissionDenied, "%s needs scope %q", tool, scope)
 	}
-	return server.Caller{Name: id.Name, Quota: "token:" + id.Name, Scopes: id.Scopes}, nil
+	return c, nil
 }
 
 // sessionOwnerLimit is the per-caller session quota for session.Config.

@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
-
 	pb "github.com/classifierd/classifierd/gen/terminal/v1"
+	"github.com/classifierd/classifierd/internal/testpty"
 	"github.com/classifierd/classifierd/terminal/ptysignal"
 )
 
@@ -36,7 +32,7 @@ func TestPtySignalsThroughTheDaemon(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ptmx, screen := runOnPty(t, tc.command, tc.marker)
+			ptmx, screen := testpty.Run(t, tc.command, tc.marker)
 			var sig ptysignal.Signals
 			for deadline := time.Now().Add(5 * time.Second); ; {
 				var err error
@@ -84,38 +80,4 @@ func TestPtySignalsThroughTheDaemon(t *testing.T) {
 			t.Errorf("reading_input %v: got %v, %v, want detected %v", tc.reading, r, err, tc.want)
 		}
 	}
-}
-
-// runOnPty starts command under bash on a new pty, waits for marker in its
-// output, and returns the master and a function giving the output so far.
-func runOnPty(t *testing.T, command, marker string) (*os.File, func() string) {
-	t.Helper()
-	cmd := exec.Command("bash", "-c", command)
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "TERM=dumb", "HOME=" + t.TempDir()}
-	ptmx, err := pty.Start(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = ptmx.Close() })
-	out := make(chan string, 1)
-	out <- ""
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := ptmx.Read(buf)
-			s := <-out
-			out <- s + string(buf[:n])
-			if err != nil {
-				return
-			}
-		}
-	}()
-	screen := func() string { s := <-out; out <- s; return s }
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(screen(), marker); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%q never printed %q (got %q)", command, marker, screen())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return ptmx, screen
 }

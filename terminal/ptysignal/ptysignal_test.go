@@ -6,53 +6,18 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
-
+	"github.com/classifierd/classifierd/internal/testpty"
 	"github.com/classifierd/classifierd/terminal/ptysignal"
 )
 
-// start runs a shell command on a new pty and returns its master once the
-// program has printed marker (or, for an empty marker, after it started),
-// reading its output in the background so it never blocks on a full pty.
+// start runs command on a new pty and returns its master once the
+// program has printed marker.
 func start(t *testing.T, command, marker string) *os.File {
 	t.Helper()
-	cmd := exec.Command("bash", "-c", command)
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "TERM=dumb", "HOME=" + t.TempDir()}
-	ptmx, err := pty.Start(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = ptmx.Close() })
-	seen := make(chan struct{})
-	go func() {
-		var out strings.Builder
-		buf := make([]byte, 4096)
-		closed := false
-		for {
-			n, err := ptmx.Read(buf)
-			out.Write(buf[:n])
-			if !closed && strings.Contains(out.String(), marker) {
-				close(seen)
-				closed = true
-			}
-			if err != nil {
-				if !closed {
-					close(seen)
-				}
-				return
-			}
-		}
-	}()
-	select {
-	case <-seen:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%q never printed %q", command, marker)
-	}
+	ptmx, _ := testpty.Run(t, command, marker)
 	return ptmx
 }
 

@@ -6,7 +6,7 @@ import (
 )
 
 // RouteScores computes the fused server and tool scores for the allowed
-// servers, best first. Fit uses it too, so calibration sees exactly what
+// servers (nil: every server), best first. Fit uses it too, so calibration sees exactly what
 // Route ranks.
 func (r *Ranker) RouteScores(ts []Turn, allowed map[int]bool) (srvS, toolS, catS []Score, cand []int) {
 	all, _ := r.RouteScoresParts(ts, allowed, nil)
@@ -16,34 +16,50 @@ func (r *Ranker) RouteScores(ts []Turn, allowed map[int]bool) (srvS, toolS, catS
 // Routed is RouteScores' answer for one set of turns.
 type Routed struct {
 	Servers, Tools, Categories []Score
-	Candidates                 []int
+	// Candidates are the allowed tools, scored or not (read-only).
+	Candidates []int
 }
 
 // RouteScoresParts is RouteScores for ts and, for each i in parts, for
 // ts[i] alone (the needs of a compound request), with every label scored
 // once per turn: a part's ranking reuses the scores of the first pass.
 func (r *Ranker) RouteScoresParts(ts []Turn, allowed map[int]bool, parts []int) (Routed, []Routed) {
-	ok := make([]bool, len(r.idx.Labels)) // allowed, by label
-	for li := range allowed {
-		ok[li] = true
-	}
-	var cand, srvLs []int
-	for _, li := range r.tools {
-		if ok[r.serverOf[li]] {
-			cand = append(cand, li)
+	cand, srvLs := r.tools, r.srvs
+	var ok []bool // allowed, by label; nil: every server
+	if allowed != nil {
+		ok = make([]bool, len(r.idx.Labels))
+		for li := range allowed {
+			ok[li] = true
+		}
+		cand, srvLs = nil, nil
+		for _, li := range r.tools {
+			if ok[r.serverOf[li]] {
+				cand = append(cand, li)
+			}
+		}
+		for _, li := range r.srvs {
+			if ok[li] {
+				srvLs = append(srvLs, li)
+			}
 		}
 	}
-	for _, li := range r.srvs {
-		if ok[li] {
-			srvLs = append(srvLs, li)
-		}
+	// With a shortlist, only its labels are scored (the others would
+	// all be unscored); every allowed tool stays a candidate.
+	var sl *shortlisted
+	if len(ts) > 0 {
+		sl = ts[0].sl
 	}
-	toolRows, srvRows, catRows := r.scoreRows(cand, ts), r.scoreRows(srvLs, ts), r.scoreRows(r.cats, ts)
-	all := r.route(bestOfRows(toolRows, len(cand)), bestOfRows(srvRows, len(srvLs)), bestOfRows(catRows, len(r.cats)), cand)
+	scored := cand
+	if sl != nil {
+		scored = filter(sl.tools, func(li int) bool { return ok == nil || ok[r.serverOf[li]] })
+		srvLs = filter(sl.servers, func(li int) bool { return ok == nil || ok[li] })
+	}
+	toolRows, srvRows, catRows := r.scoreRows(scored, ts), r.scoreRows(srvLs, ts), r.scoreRows(r.cats, ts)
+	all := r.route(bestOfRows(toolRows, len(scored)), bestOfRows(srvRows, len(srvLs)), bestOfRows(catRows, len(r.cats)), cand)
 	var out []Routed
 	for _, ti := range parts {
 		row := func(rows []Score, n int) []Score { return slices.Clone(rows[ti*n : (ti+1)*n]) }
-		out = append(out, r.route(row(toolRows, len(cand)), row(srvRows, len(srvLs)), row(catRows, len(r.cats)), cand))
+		out = append(out, r.route(row(toolRows, len(scored)), row(srvRows, len(srvLs)), row(catRows, len(r.cats)), cand))
 	}
 	return all, out
 }
@@ -52,7 +68,10 @@ func (r *Ranker) RouteScoresParts(ts []Turn, allowed map[int]bool, parts []int) 
 // by their server, and sorts both; it owns the slices it is given.
 func (r *Ranker) route(toolS, srvS, catS []Score, cand []int) Routed {
 	f := r.fusion
-	bestTool := make([]int, len(r.idx.Labels)) // server label -> 1 + position in toolS of its best tool
+	// Maps, not slices by label: at 100,000 tools a shortlisted request
+	// scores a few thousand labels, and two slices of every label cost
+	// more to clear than the maps cost to fill.
+	bestTool := make(map[int]int, len(srvS)) // server label -> 1 + position in toolS of its best tool
 	for i, s := range toolS {
 		si := r.serverOf[s.Label]
 		if b := bestTool[si]; b == 0 || s.Score > toolS[b-1].Score {
@@ -67,7 +86,7 @@ func (r *Ranker) route(toolS, srvS, catS []Score, cand []int) Routed {
 			catScore[r.idx.Labels[cs.Label].ID] = cs
 		}
 	}
-	srvScore := make([]float64, len(r.idx.Labels))
+	srvScore := make(map[int]float64, len(srvS))
 	for i, s := range srvS {
 		if b := bestTool[s.Label]; b > 0 && f.ServerFromTools*toolS[b-1].Score > srvS[i].Score {
 			bt := toolS[b-1]

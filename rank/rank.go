@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -35,6 +36,10 @@ type Options struct {
 	// every tool centroid, as if the catalog had no examples at all
 	// (fit.ReferencePrior learns a description-only catalog's maps so).
 	DescriptionsOnly bool
+	// ShortlistFrom is the number of server and tool vectors from which
+	// embedded turns are scored against a shortlist of labels instead of
+	// every label (shortlist.go; DefaultShortlistFrom); 0 never shortlists.
+	ShortlistFrom int
 }
 
 // Ranker scores texts against one index. It is immutable after New and
@@ -64,6 +69,9 @@ type Ranker struct {
 	exBM exampleBM25
 	// breadth measures how spread out each tool's examples are.
 	breadth *breadth
+	// short finds the labels near a turn when the catalog is large enough
+	// to shortlist (Options.ShortlistFrom), else nil.
+	short *shortlister
 }
 
 // New prepares a ranker over idx; emb embeds requests (nil when only
@@ -92,8 +100,43 @@ func New(idx *index.Index, emb Embedder, opts Options) (*Ranker, error) {
 		return nil, err
 	}
 	r.lx = lx
+	if opts.ShortlistFrom > 0 && !opts.DescriptionsOnly {
+		var vs []int32
+		for _, li := range append(slices.Clip(r.srvs), r.tools...) {
+			l := &idx.Labels[li]
+			for v := l.First; v < l.First+l.Count; v++ {
+				vs = append(vs, int32(v))
+			}
+		}
+		if len(vs) >= opts.ShortlistFrom {
+			r.short = newShortlister(idx, vs)
+		}
+	}
 	return r, nil
 }
+
+// Shortlists reports whether embedded turns are scored against a
+// shortlist of labels (Options.ShortlistFrom) and, if so, the number of
+// inverted-file cells. The cells are built in the background after New
+// (seconds at 100,000 tools): until ShortlistReady is closed every label
+// is scored.
+func (r *Ranker) Shortlists() (bool, int) {
+	if f := r.short.get(); f != nil {
+		return true, len(f.cells)
+	}
+	return false, 0
+}
+
+// ShortlistReady is closed once the ranker shortlists, or at once when
+// it never will.
+func (r *Ranker) ShortlistReady() <-chan struct{} {
+	if r.short == nil {
+		return closed
+	}
+	return r.short.ready
+}
+
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // WithFusion returns a ranker that fuses evidence with f, sharing r's
 // (read-only) indexes.
@@ -168,6 +211,9 @@ type Turn struct {
 	// calibration time: heldVec is left out of its label's centroid.
 	held    bool
 	heldVec int
+	// sl is the request's shortlist: dots are set only for its labels'
+	// vectors, and other labels are unscored (nil: every label).
+	sl *shortlisted
 }
 
 // Embed embeds all turns (see embedSplit) and scores each against
@@ -184,15 +230,10 @@ func (r *Ranker) Embed(ctx context.Context, ts []Turn) ([]Turn, error) {
 	if len(vecs) != len(ts) {
 		return nil, fmt.Errorf("rank: embedder returned %d vectors for %d texts", len(vecs), len(ts))
 	}
-	dots := make([][]float32, len(ts))
 	for i := range ts {
-		dots[i] = make([]float32, r.idx.NumVectors())
-	}
-	if err := r.idx.DotMany(vecs, dots); err != nil {
-		return nil, err
-	}
-	for i := range ts {
-		ts[i].dots = dots[i]
+		if len(vecs[i]) != r.idx.Dims {
+			return nil, fmt.Errorf("rank: embedder returned a vector of %d dims, index has %d", len(vecs[i]), r.idx.Dims)
+		}
 		ts[i].prepare()
 		ts[i].vec = vecs[i]
 		if r.fusion.BM25 > 0 || r.fusion.ExampleBM25 > 0 {
@@ -204,6 +245,23 @@ func (r *Ranker) Embed(ctx context.Context, ts []Turn) ([]Turn, error) {
 				ts[i].exBM = r.exBM.scoreDense(words, -1, len(r.idx.Labels))
 			}
 		}
+	}
+	if f := r.short.get(); f != nil {
+		sl := r.shortlist(f, ts, vecs)
+		for i := range ts {
+			ts[i].sl = sl
+		}
+		return ts, nil
+	}
+	dots := make([][]float32, len(ts))
+	for i := range ts {
+		dots[i] = make([]float32, r.idx.NumVectors())
+	}
+	if err := r.idx.DotMany(vecs, dots); err != nil {
+		return nil, err
+	}
+	for i := range ts {
+		ts[i].dots = dots[i]
 	}
 	return ts, nil
 }
@@ -270,6 +328,12 @@ func (r *Ranker) scoreRows(ls []int, ts []Turn) []Score {
 	out := make([]Score, len(ls)*len(ts))
 	for j, li := range ls {
 		l := &r.idx.Labels[li]
+		if !ts[0].sl.has(li) {
+			for ti := range ts {
+				out[ti*len(ls)+j] = unscored(li, l)
+			}
+			continue
+		}
 		for ti := range ts {
 			t := &ts[ti]
 			d := t.dots[l.First : l.First+l.Count]

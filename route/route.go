@@ -63,6 +63,14 @@ func New(rk *rank.Ranker, cal calibrate.Calibration, cfg Config) *Router {
 // Index returns the index the Router serves.
 func (c *Router) Index() *index.Index { return c.idx }
 
+// Shortlists reports whether requests are scored against a shortlist of
+// labels and, if so, over how many inverted-file cells (rank.Ranker.Shortlists).
+func (c *Router) Shortlists() (bool, int) { return c.rk.Shortlists() }
+
+// ShortlistReady is closed once the router shortlists, or at once when it
+// never will (rank.Ranker.ShortlistReady).
+func (c *Router) ShortlistReady() <-chan struct{} { return c.rk.ShortlistReady() }
+
 // Limits returns the enforced input limits.
 func (c *Router) Limits() request.Limits { return c.cfg.Limits }
 
@@ -263,8 +271,13 @@ func (c *Router) weighContext(ts []rank.Turn, allowed map[int]bool) {
 	}
 }
 
+// allowedServers is the set of servers a request allows, nil for every
+// server (a catalog of 10,000 servers is not copied into a set per request).
 func (c *Router) allowedServers(include, exclude []string) (map[int]bool, error) {
 	var allowed map[int]bool
+	if len(include) == 0 && len(exclude) == 0 {
+		return nil, nil
+	}
 	if len(include) == 0 {
 		allowed = c.rk.AllServers()
 	} else {

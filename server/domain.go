@@ -21,12 +21,31 @@ type Domain struct {
 	Analyzer    *analyze.Analyzer
 }
 
-// NewDomain builds the classifier, router and analyzer over idx with the
-// index's calibration; emb embeds requests. It fails if the index's
-// calibration section or patterns cannot be used.
+// DomainConfig tunes NewDomainConfig.
+type DomainConfig struct {
+	Limits request.Limits
+	// ShortlistFrom is the number of server and tool vectors from which
+	// requests are scored against a shortlist of labels (rank.Options);
+	// 0 takes rank.DefaultShortlistFrom, a negative value never shortlists.
+	ShortlistFrom int
+}
+
+// NewDomain is NewDomainConfig with limits lim and the default shortlist.
 func NewDomain(idx *index.Index, emb rank.Embedder, lim request.Limits) (Domain, error) {
+	return NewDomainConfig(idx, emb, DomainConfig{Limits: lim})
+}
+
+// NewDomainConfig builds the classifier, router and analyzer over idx
+// with the index's calibration; emb embeds requests. It fails if the
+// index's calibration section or patterns cannot be used.
+func NewDomainConfig(idx *index.Index, emb rank.Embedder, cfg DomainConfig) (Domain, error) {
 	cal := calibrate.OrDefault(idx.Calibration)
-	rk, err := rank.New(idx, emb, rank.Options{Fusion: cal.Fusion})
+	from := cfg.ShortlistFrom
+	if from == 0 {
+		from = rank.DefaultShortlistFrom
+	}
+	lim := cfg.Limits
+	rk, err := rank.New(idx, emb, rank.Options{Fusion: cal.Fusion, ShortlistFrom: max(0, from)})
 	if err != nil {
 		return Domain{}, err
 	}

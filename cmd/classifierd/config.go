@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/request"
 	"github.com/classifierd/classifierd/server"
 	"github.com/classifierd/classifierd/terminal"
@@ -36,6 +37,7 @@ type Config struct {
 	MaxTextBytes int
 	MaxBatch     int
 	MaxMessages  int
+	Shortlist    int // --shortlist-from
 	MaxRecvBytes int
 	Timeout      time.Duration
 	ShutdownWait time.Duration
@@ -77,6 +79,8 @@ func (c *Config) Validate() error {
 		return errors.New("--max-queue and --batch-size must be at least 1, --batch-window and --max-queue-wait 0 or more")
 	case c.MaxTextBytes < 1 || c.MaxBatch < 1 || c.MaxMessages < 1 || c.MaxRecvBytes < 1024:
 		return errors.New("limits must be positive (--max-recv-bytes at least 1024)")
+	case c.Shortlist < 0:
+		return errors.New("--shortlist-from must be 0 (never) or more")
 	case c.MaxRecvBytes < c.MaxTextBytes+recvOverhead:
 		return fmt.Errorf("--max-recv-bytes %d cannot carry one text of --max-text-bytes %d (need %d more for the rest of a request)", c.MaxRecvBytes, c.MaxTextBytes, recvOverhead)
 	case c.Timeout <= 0 || c.ShutdownWait <= 0:
@@ -138,6 +142,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&c.MaxTextBytes, "max-text-bytes", request.DefaultMaxTextBytes, "longest accepted text, prompt or message, in bytes")
 	fs.IntVar(&c.MaxBatch, "max-batch", 64, "most texts in one Embed call")
 	fs.IntVar(&c.MaxMessages, "max-messages", 64, "most messages in one Route call")
+	fs.IntVar(&c.Shortlist, "shortlist-from", rank.DefaultShortlistFrom, "server and tool vectors from which a request is scored against a shortlist of labels (nearest inverted-file cells, lexical and BM25 hits) instead of every label; 0: always score every label (docs/scale.md)")
 	fs.IntVar(&c.MaxRecvBytes, "max-recv-bytes", 4<<20, "largest accepted gRPC message, in bytes")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Second, "deadline applied to calls that carry none")
 	fs.DurationVar(&c.ShutdownWait, "shutdown-wait", 10*time.Second, "how long graceful shutdown waits before closing connections")
@@ -172,4 +177,13 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return c, fmt.Errorf("--log-level: %w", err)
 	}
 	return c, c.Validate()
+}
+
+// domain is the configuration of the classifier, router and analyzer.
+func (c Config) domain() server.DomainConfig {
+	from := c.Shortlist
+	if from == 0 {
+		from = -1 // the flag's 0 is "never"
+	}
+	return server.DomainConfig{Limits: request.Limits{MaxTextBytes: c.MaxTextBytes, MaxMessages: c.MaxMessages}, ShortlistFrom: from}
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/classifierd/classifierd/labels"
 	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/mcpsrc"
-	"github.com/classifierd/classifierd/request"
 	"github.com/classifierd/classifierd/server"
 )
 
@@ -83,7 +82,7 @@ type reloader struct {
 	cfg    Config
 	eng    *embed.Engine
 	log    *slog.Logger
-	limits request.Limits
+	domain server.DomainConfig
 	hup    chan os.Signal
 
 	pool  *mcpsrc.Pool
@@ -106,7 +105,7 @@ type reloader struct {
 // servers. Close stops both.
 func newReloader(cfg Config, eng *embed.Engine, log *slog.Logger) (*reloader, error) {
 	r := &reloader{cfg: cfg, eng: eng, log: log, hup: make(chan os.Signal, 1),
-		limits: request.Limits{MaxTextBytes: cfg.MaxTextBytes, MaxMessages: cfg.MaxMessages}}
+		domain: cfg.domain()}
 	r.watched = map[string]fileStamp{}
 	if cfg.Reload.MCPConfig == "" {
 		r.watched[cfg.Index] = fileStamp{}
@@ -320,7 +319,7 @@ func (r *reloader) reload(ctx context.Context, srv *server.Server, reason string
 		if emb == nil {
 			emb = r.eng
 		}
-		dom, err = server.NewDomain(idx, emb, r.limits)
+		dom, err = server.NewDomainConfig(idx, emb, r.domain)
 	}
 	if err != nil {
 		if ctx.Err() != nil {

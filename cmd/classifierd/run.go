@@ -19,7 +19,6 @@ import (
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/models"
-	"github.com/classifierd/classifierd/request"
 	"github.com/classifierd/classifierd/route"
 	"github.com/classifierd/classifierd/server"
 	"github.com/classifierd/classifierd/session"
@@ -87,7 +86,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	}
 	op.indexLoaded(idx, indexPath, 1)
 	rl.emb, rl.onLoad = emb, op.indexLoaded
-	dom, err := server.NewDomain(idx, emb, request.Limits{MaxTextBytes: cfg.MaxTextBytes, MaxMessages: cfg.MaxMessages})
+	dom, err := server.NewDomainConfig(idx, emb, cfg.domain())
 	if err != nil {
 		return err
 	}

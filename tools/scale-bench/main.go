@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,7 +33,6 @@ import (
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/models"
 	"github.com/classifierd/classifierd/rank"
-	"github.com/classifierd/classifierd/request"
 	"github.com/classifierd/classifierd/route"
 	"github.com/classifierd/classifierd/server"
 )
@@ -109,8 +109,15 @@ type row struct {
 	size                     int64
 	load                     time.Duration
 	loadHeap                 uint64
+	domain                   time.Duration // server.NewDomainConfig: ranker, lexicon, BM25
+	shortlist                time.Duration // then until the shortlist's cells are built (in the background)
+	cells                    int           // inverted-file cells, 0 when every label is scored
 	p50, p99                 time.Duration
 	cpu50                    time.Duration // Route's CPU time (its thread), p50
+	// With a shortlist: the exact scoring's p50, and how much of the
+	// exact answer the shortlisted one keeps (recall.go).
+	exact50 time.Duration
+	agree   agreement
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -127,6 +134,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	seed := fs.Uint64("seed", 1, "random seed of the catalogs")
 	reuse := fs.Bool("reuse", false, "keep an index already in --dir (load and scoring only; gen-index columns read -)")
 	distinct := fs.Int("distinct", defaultDistinct, "distinct tools at most; larger catalogs repeat them on more servers")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of Route's scoring at the last size to this file")
+	shortlistFrom := fs.Int("shortlist-from", rank.DefaultShortlistFrom, "server and tool vectors from which Route scores a shortlist (the daemon's --shortlist-from)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -170,8 +179,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		emb[t] = vecs[i]
 	}
 	var rows []row
-	for _, n := range ns {
-		r, err := measure(ctx, src, n, *distinct, *seed, *dir, *genIndex, *model, *ortLib, qs, emb, *reuse, stderr)
+	for i, n := range ns {
+		var prof string
+		if i == len(ns)-1 {
+			prof = *cpuProfile
+		}
+		r, err := measure(ctx, src, n, *distinct, *seed, *dir, *genIndex, *model, *ortLib, qs, emb, *reuse, *shortlistFrom, prof, stderr)
 		if err != nil {
 			return fmt.Errorf("%d tools: %w", n, err)
 		}
@@ -182,7 +195,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func measure(ctx context.Context, src *sources, n, distinct int, seed uint64, dir, genIndex, model, ortLib string,
-	qs []string, emb lookupEmbedder, reuse bool, stderr io.Writer) (row, error) {
+	qs []string, emb lookupEmbedder, reuse bool, shortlistFrom int, profile string, stderr io.Writer) (row, error) {
 	r := row{tools: n}
 	catPath := filepath.Join(dir, fmt.Sprintf("synth-%d.catalog.json", n))
 	idxPath := filepath.Join(dir, fmt.Sprintf("synth-%d.idx", n))
@@ -207,11 +220,36 @@ func measure(ctx context.Context, src *sources, n, distinct int, seed uint64, di
 		return r, err
 	}
 	r.vectors = idx.NumVectors()
-	dom, err := server.NewDomain(idx, emb, request.Limits{})
+	if shortlistFrom == 0 {
+		shortlistFrom = -1 // as the daemon's flag: 0 never shortlists
+	}
+	start := time.Now()
+	dom, err := server.NewDomainConfig(idx, emb, server.DomainConfig{ShortlistFrom: shortlistFrom})
 	if err != nil {
 		return r, err
 	}
-	return r, scoreRoute(ctx, &r, dom, qs)
+	r.domain = time.Since(start)
+	<-dom.Router.ShortlistReady()
+	r.shortlist = time.Since(start) - r.domain
+	lat, cpu, err := scoreRoute(ctx, dom, qs, profile)
+	if err != nil {
+		return r, err
+	}
+	r.p50, r.p99, r.cpu50 = lat[len(lat)/2], lat[len(lat)*99/100], cpu[len(cpu)/2]
+	if _, r.cells = dom.Router.Shortlists(); r.cells == 0 {
+		return r, nil
+	}
+	fmt.Fprintf(stderr, ">> %d tools: exact scoring and recall (%d cells)\n", n, r.cells)
+	exact, err := server.NewDomainConfig(idx, emb, server.DomainConfig{ShortlistFrom: -1})
+	if err != nil {
+		return r, err
+	}
+	if lat, _, err = scoreRoute(ctx, exact, qs, ""); err != nil {
+		return r, err
+	}
+	r.exact50 = lat[len(lat)/2]
+	r.agree, err = compare(ctx, exact.Router, dom.Router, qs)
+	return r, err
 }
 
 // build writes the catalog and runs gen-index on it, measuring it.
@@ -235,19 +273,31 @@ func build(ctx context.Context, r *row, src *sources, n, distinct int, seed uint
 	return nil
 }
 
-// scoreRoute measures Route's scoring on the requests.
-func scoreRoute(ctx context.Context, r *row, dom server.Domain, qs []string) error {
+// scoreRoute measures Route's scoring on the requests: wall time and
+// the CPU time of the measuring thread, each sorted. With a profile path,
+// the measured rounds are CPU-profiled into it.
+func scoreRoute(ctx context.Context, dom server.Domain, qs []string, profile string) (lat, cpu []time.Duration, err error) {
 	// Wall time, and the CPU time of the measuring thread: on a shared
 	// machine the second is the steadier figure.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	var lat, cpu []time.Duration
 	for round := 0; round < 3; round++ { // the first round warms caches up
+		if round == 1 && profile != "" {
+			f, err := os.Create(profile)
+			if err != nil {
+				return nil, nil, err
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return nil, nil, err
+			}
+			defer pprof.StopCPUProfile()
+		}
 		for _, q := range qs {
 			c0 := threadCPU()
 			t := time.Now()
 			if _, err := dom.Router.Route(ctx, route.RouteQuery{Query: q}); err != nil {
-				return err
+				return nil, nil, err
 			}
 			if round > 0 {
 				lat = append(lat, time.Since(t))
@@ -257,8 +307,7 @@ func scoreRoute(ctx context.Context, r *row, dom server.Domain, qs []string) err
 	}
 	slices.Sort(lat)
 	slices.Sort(cpu)
-	r.p50, r.p99, r.cpu50 = lat[len(lat)/2], lat[len(lat)*99/100], cpu[len(cpu)/2]
-	return nil
+	return lat, cpu, nil
 }
 
 // threadCPU is the CPU time of the calling OS thread (Linux
@@ -326,13 +375,22 @@ func (l lookupEmbedder) Embed(_ context.Context, texts []string) ([][]float32, e
 }
 
 func printTable(w io.Writer, rows []row) {
-	fmt.Fprintln(w, "| tools | distinct tools | vectors | gen-index time | gen-index CPU | gen-index peak RSS | index size | load time | load heap | Route scoring p50 | p99 | CPU p50 |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| tools | distinct tools | vectors | gen-index time | gen-index CPU | gen-index peak RSS | index size | load time | load heap | ranker build | shortlist build | scoring | Route scoring p50 | p99 | CPU p50 | exact p50 | tools kept | servers kept | same answer |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.tools, r.distinct, r.vectors,
+		scoring, exact, tools, servers, same, build := "exact", "-", "-", "-", "-", "-"
+		if r.cells > 0 {
+			build = r.shortlist.Round(time.Millisecond).String()
+			scoring = fmt.Sprintf("shortlist, %d cells", r.cells)
+			exact = ms(r.exact50)
+			tools, servers = fmt.Sprintf("%.4f", r.agree.tools()), fmt.Sprintf("%.4f", r.agree.servers())
+			same = fmt.Sprintf("%d/%d", r.agree.same, r.agree.queries)
+		}
+		fmt.Fprintf(w, "| %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.tools, r.distinct, r.vectors,
 			orDash(r.build, r.build.Round(100*time.Millisecond).String()), orDash(r.build, r.buildCPU.Round(100*time.Millisecond).String()),
 			orDash(r.build, mib(uint64(r.buildRSS))), mib(uint64(r.size)),
-			r.load.Round(time.Millisecond), mib(r.loadHeap), ms(r.p50), ms(r.p99), ms(r.cpu50))
+			r.load.Round(time.Millisecond), mib(r.loadHeap), r.domain.Round(time.Millisecond), build, scoring,
+			ms(r.p50), ms(r.p99), ms(r.cpu50), exact, tools, servers, same)
 	}
 }
 

@@ -63,7 +63,7 @@ func TestRunSmall(t *testing.T) {
 	}
 	root := testenv.RepoRoot()
 	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), []string{"run", "--sizes", "40,120", "--distinct", "40", "--queries", "10",
+	err := run(context.Background(), []string{"run", "--sizes", "40,120", "--distinct", "40", "--queries", "10", "--shortlist-from", "100",
 		"--gen-index", filepath.Join(bin, "gen-index"), "--model", testenv.ModelDir(), "--ort-lib", testenv.ORTLib(),
 		"--default-catalog", filepath.Join(root, "data/catalogs/default.json"),
 		"--metatool", filepath.Join(root, "../shared/datasets/metatool.json"), "--dir", t.TempDir()}, &stdout, &stderr)
@@ -72,6 +72,11 @@ func TestRunSmall(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	if len(lines) != 4 || !strings.HasPrefix(lines[2], "| 40 | 40 |") || !strings.HasPrefix(lines[3], "| 120 | 40 |") {
+		t.Fatalf("table:\n%s", stdout.String())
+	}
+	// 44 vectors are scored exactly, 132 against a shortlist (--shortlist-from 100), whose
+	// agreement with the exact answers is measured.
+	if !strings.Contains(lines[2], "| exact |") || !strings.Contains(lines[3], "| shortlist, ") || !strings.Contains(lines[3], "/10 |") {
 		t.Fatalf("table:\n%s", stdout.String())
 	}
 	if _, err := os.Stat(filepath.Join(bin, "gen-index")); err != nil {

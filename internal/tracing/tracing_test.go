@@ -57,3 +57,18 @@ func BenchmarkStartOff(b *testing.B) {
 		sp.End()
 	}
 }
+
+// BenchmarkStartOn is the cost of one recorded child span (started, given
+// two attributes, ended and queued to the SDK's batch processor).
+func BenchmarkStartOn(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	ctx, parent := tp.Tracer("bench").Start(context.Background(), "rpc")
+	defer parent.End()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, sp := Start(ctx, Score)
+		sp.SetAttributes(KeyTurns.Int(3), KeyVectors.Int(1000))
+		sp.End()
+	}
+}

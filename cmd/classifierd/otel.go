@@ -156,12 +156,9 @@ func (t *tracer) mcpMiddleware() mcp.Middleware {
 			ctx, sp := tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 			defer sp.End()
 			res, err := next(ctx, method, req)
-			switch r := res.(type) {
-			case *mcp.CallToolResult:
-				if r != nil && r.IsError {
-					sp.SetAttributes(attribute.String("error.type", "tool_error"))
-					sp.SetStatus(codes.Error, "tool error")
-				}
+			if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
+				sp.SetAttributes(attribute.String("error.type", "tool_error"))
+				sp.SetStatus(codes.Error, "tool error") // the result's text may quote the request: not recorded
 			}
 			if err != nil {
 				sp.SetStatus(codes.Error, "mcp error")

@@ -15,6 +15,7 @@ import (
 	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/internal/tracing"
 	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/request"
 )
@@ -116,10 +117,12 @@ func (c *Analyzer) Analyze(ctx context.Context, q AnalyzeQuery) (Analysis, error
 		ts = append(ts, rank.Turn{Text: q.Context, Weight: contextWeight, Context: true})
 	}
 	var a Analysis
-	scored, err := c.rk.Embed(ctx, ts)
+	cs, err := c.score(ctx, ts)
 	switch {
 	case err == nil:
-		a = c.analyzeDense(scored, valid)
+		_, sp := tracing.Start(ctx, tracing.Calibrate)
+		a = c.analyzeDense(cs, valid)
+		sp.End()
 	case ctx.Err() != nil:
 		return Analysis{}, ctx.Err()
 	default:
@@ -173,11 +176,29 @@ func (c *Analyzer) validCategories(names []string) (map[int]bool, []string) {
 	return valid, ignored
 }
 
+// score embeds the turns (the embed spans) and scores every category
+// against them (the score span).
+func (c *Analyzer) score(ctx context.Context, ts []rank.Turn) ([]rank.Score, error) {
+	vecs, err := c.rk.Vectors(ctx, ts)
+	if err != nil {
+		return nil, err
+	}
+	_, sp := tracing.Start(ctx, tracing.Score)
+	defer sp.End()
+	if ts, err = c.rk.Dense(ts, vecs); err != nil {
+		return nil, err
+	}
+	cs := c.rk.CategoryScores(ts)
+	if sp.IsRecording() {
+		sp.SetAttributes(tracing.KeyTurns.Int(len(ts)), tracing.KeyVectors.Int(c.idx.NumVectors()), tracing.KeyLabels.Int(len(cs)))
+	}
+	return cs, nil
+}
+
 // analyzeDense picks every valid category whose calibrated relevance
 // reaches the multi-label threshold (several needs give several), best
 // first.
-func (c *Analyzer) analyzeDense(ts []rank.Turn, valid map[int]bool) Analysis {
-	cs := c.rk.CategoryScores(ts)
+func (c *Analyzer) analyzeDense(cs []rank.Score, valid map[int]bool) Analysis {
 	cs = rank.SortedByScore(cs)
 	thr := c.cal.CategoriesMulti.Threshold
 	var a Analysis
@@ -318,11 +339,10 @@ func (c *Analyzer) DetectContexts(ctx context.Context, text string) ([]Context, 
 	if err := c.cfg.Limits.CheckText("text", text); err != nil {
 		return nil, err
 	}
-	ts, err := c.rk.Embed(ctx, rank.Needs(text))
+	cs, err := c.score(ctx, rank.Needs(text))
 	if err != nil {
 		return nil, err
 	}
-	cs := c.rk.CategoryScores(ts)
 	cs = rank.SortedByScore(cs)
 	thr := c.cal.CategoriesMulti.Threshold
 	var out []Context

@@ -12,6 +12,7 @@ import (
 
 	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/internal/tracing"
 	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/request"
 )
@@ -91,17 +92,31 @@ func (c *Classifier) Classify(ctx context.Context, text string, topK int, minCon
 	if len(c.rk.Categories()) == 0 {
 		return Result{}, fmt.Errorf("%w: no categories (the catalog had none)", rank.ErrNoLabels)
 	}
-	turns, err := c.rk.Embed(ctx, []rank.Turn{{Text: text, Weight: 1}})
+	turns := []rank.Turn{{Text: text, Weight: 1}}
+	vecs, err := c.rk.Vectors(ctx, turns)
 	if err != nil {
+		return Result{}, err
+	}
+	_, sp := tracing.Start(ctx, tracing.Score)
+	turns, err = c.rk.Dense(turns, vecs)
+	if err != nil {
+		sp.End()
 		return Result{}, err
 	}
 	cs := c.rk.CategoryScores(turns)
 	c.addHead(cs, turns[0].Vec())
+	if sp.IsRecording() {
+		sp.SetAttributes(tracing.KeyTurns.Int(len(turns)), tracing.KeyVectors.Int(c.idx.NumVectors()), tracing.KeyLabels.Int(len(cs)))
+	}
+	sp.End()
 	thr := c.cal.Categories.Threshold
 	if minConf != nil {
 		thr = float64(*minConf)
 	}
-	return c.rankSingle(cs, k, thr), nil
+	_, sp = tracing.Start(ctx, tracing.Calibrate)
+	res := c.rankSingle(cs, k, thr)
+	sp.End()
+	return res, nil
 }
 
 // addHead adds the linear head's weighted log-probabilities to category

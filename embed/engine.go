@@ -22,10 +22,13 @@ import (
 	"github.com/sugarme/tokenizer/normalizer"
 	"github.com/sugarme/tokenizer/pretrained"
 	ort "github.com/yalue/onnxruntime_go"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/classifierd/classifierd/embed/batch"
 	"github.com/classifierd/classifierd/embed/embederr"
+	"github.com/classifierd/classifierd/internal/tracing"
 	"github.com/classifierd/classifierd/models"
 )
 
@@ -539,10 +542,12 @@ func bertStripsAccents(path string) (bool, error) {
 
 // Embed returns one unit-length (if the manifest normalises) vector per
 // text, in order. Blank texts fail with ErrEmptyText before the model runs.
-func (e *Engine) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+func (e *Engine) Embed(ctx context.Context, texts []string) (_ [][]float32, err error) {
 	if len(texts) == 0 {
 		return nil, nil
 	}
+	ctx, sp := tracing.Start(ctx, tracing.Embed)
+	defer func() { endSpan(sp, err) }()
 	if len(texts) > e.cfg.MaxBatch {
 		return nil, fmt.Errorf("%w: %d texts, limit %d", ErrTooMany, len(texts), e.cfg.MaxBatch)
 	}
@@ -570,6 +575,13 @@ func (e *Engine) Embed(ctx context.Context, texts []string) ([][]float32, error)
 			return nil, fmt.Errorf("text %d: %w", i, err)
 		}
 		items[i] = item{ids: ids, types: types, pos: i}
+	}
+	if sp.IsRecording() {
+		tokens := 0
+		for _, it := range items {
+			tokens += len(it.ids)
+		}
+		sp.SetAttributes(tracing.KeyModel.String(e.man.Name), tracing.KeyTexts.Int(len(texts)), tracing.KeyTokens.Int(tokens))
 	}
 	if e.queue != nil {
 		queued := make([]tokenized, len(items))
@@ -631,6 +643,34 @@ func (e *Engine) Embed(ctx context.Context, texts []string) ([][]float32, error)
 		return nil, firstErr
 	}
 	return out, nil
+}
+
+// endSpan ends an embed span, marking it failed with the error's kind
+// only: an error message may quote the text.
+func endSpan(sp trace.Span, err error) {
+	if err != nil && sp.IsRecording() {
+		sp.SetStatus(codes.Error, errKind(err))
+	}
+	sp.End()
+}
+
+// errKind names an embedding error for a span without its message.
+func errKind(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline exceeded"
+	case errors.Is(err, ErrQueueFull):
+		return "queue full"
+	case errors.Is(err, ErrEmptyText):
+		return "empty text"
+	case errors.Is(err, ErrTooMany):
+		return "too many texts"
+	case errors.Is(err, ErrClosed):
+		return "engine closed"
+	}
+	return "model error"
 }
 
 // Infer runs the model on already-tokenised texts: the bare ONNX Runtime

@@ -2,8 +2,12 @@ package embed
 
 import (
 	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/classifierd/classifierd/embed/batch"
+	"github.com/classifierd/classifierd/internal/tracing"
 )
 
 // tokenized is one text as the model sees it.
@@ -24,12 +28,25 @@ func (e *Engine) openQueue() error {
 		MaxQueue: e.cfg.MaxQueue,
 		Workers:  e.cfg.MaxConcurrent,
 		MaxWait:  e.cfg.MaxQueueWait,
+		OnRun:    traceRun,
 	}, e.runTokenized)
 	if err != nil {
 		return err
 	}
 	e.queue = q
 	return nil
+}
+
+// traceRun records one model run a call's texts went into on the call's
+// embed span (if it records): how long they waited, how many texts the run
+// held.
+func traceRun(ctx context.Context, waited time.Duration, items int) {
+	sp := trace.SpanFromContext(ctx)
+	if !sp.IsRecording() {
+		return
+	}
+	sp.AddEvent("model run", trace.WithAttributes(
+		tracing.KeyQueueWait.Float64(float64(waited.Microseconds())/1000), tracing.KeyBatchItems.Int(items)))
 }
 
 // runTokenized is the queue's run function: one padded model run.

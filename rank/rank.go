@@ -217,16 +217,30 @@ type Turn struct {
 }
 
 // Embed embeds all turns (see embedSplit) and scores each against
-// every index vector.
+// every index vector: Vectors, then Dense.
 func (r *Ranker) Embed(ctx context.Context, ts []Turn) ([]Turn, error) {
+	vecs, err := r.Vectors(ctx, ts)
+	if err != nil {
+		return nil, err
+	}
+	return r.Dense(ts, vecs)
+}
+
+// Vectors embeds the turns' texts, one vector per turn (see embedSplit).
+// The policies call it and Dense apart, so a trace shows the model call
+// (the embed spans) apart from the scoring.
+func (r *Ranker) Vectors(ctx context.Context, ts []Turn) ([][]float32, error) {
 	texts := make([]string, len(ts))
 	for i, t := range ts {
 		texts[i] = embedText(t.Text)
 	}
-	vecs, err := r.embedSplit(ctx, texts)
-	if err != nil {
-		return nil, err
-	}
+	return r.embedSplit(ctx, texts)
+}
+
+// Dense scores each turn, with its vector from Vectors, against every
+// index vector (and BM25 when the fusion uses it); the turns are ready for
+// the label scores (ScoreLabels, RouteScores...).
+func (r *Ranker) Dense(ts []Turn, vecs [][]float32) ([]Turn, error) {
 	if len(vecs) != len(ts) {
 		return nil, fmt.Errorf("rank: embedder returned %d vectors for %d texts", len(vecs), len(ts))
 	}

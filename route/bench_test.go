@@ -6,6 +6,9 @@ import (
 	"os"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/classifierd/classifierd/catalog"
 )
 
@@ -48,4 +51,43 @@ func benchSizes() []int {
 		return []int{100, 1000, 10_000, 100_000}
 	}
 	return []int{100, 1000}
+}
+
+// BenchmarkRouteTracing is Route without the model with tracing off (no
+// span in the context: what every call pays when --otel-endpoint is
+// unset) and on (a recording server span per call, as otelgrpc starts, and
+// the SDK's batch processor exporting to nowhere): the CPU and allocations
+// the spans add. The model's embed spans come on top, one or two per call.
+func BenchmarkRouteTracing(b *testing.B) {
+	cat := &catalog.Catalog{Categories: []catalog.Category{{ID: "meta", Description: "meta tools help"}}}
+	for s := 0; s < 10; s++ {
+		srv := catalog.Server{ID: fmt.Sprintf("srv%d", s), Description: fmt.Sprintf("server %d does things number %d", s, s)}
+		for t := 0; t < 10; t++ {
+			srv.Tools = append(srv.Tools, catalog.Tool{Name: fmt.Sprintf("tool_%d", t), Description: fmt.Sprintf("tool %d of server %d reads writes lists", t, s)})
+		}
+		cat.Servers = append(cat.Servers, srv)
+	}
+	c := bowRouter(b, cat, 512)
+	q := RouteQuery{Query: "please run tool 3 on server 7 and then list what tool 5 of server 12 reads"}
+	b.Run("off", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := c.Route(context.Background(), q); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("on", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+		defer func() { _ = tp.Shutdown(context.Background()) }()
+		tr := tp.Tracer("bench")
+		b.ReportAllocs()
+		for b.Loop() {
+			ctx, sp := tr.Start(context.Background(), "classifier.v1.ClassifierService/Route")
+			if _, err := c.Route(ctx, q); err != nil {
+				b.Fatal(err)
+			}
+			sp.End()
+		}
+	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/internal/tracing"
 	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/request"
 )
@@ -177,12 +178,28 @@ func (c *Router) Route(ctx context.Context, q RouteQuery) (RouteResult, error) {
 	if err != nil {
 		return RouteResult{}, err
 	}
-	ts, err = c.rk.Embed(ctx, ts)
+	vecs, err := c.rk.Vectors(ctx, ts)
 	if err != nil {
 		return RouteResult{}, err
 	}
+	_, sp := tracing.Start(ctx, tracing.Score)
+	if ts, err = c.rk.Dense(ts, vecs); err != nil {
+		sp.End()
+		return RouteResult{}, err
+	}
 	c.weighContext(ts, allowed)
-	return c.route(ts, allowed, maxS, maxT, q), nil
+	// The parts of a compound request are needs of their own (see route);
+	// each part's ranking comes from the same pass.
+	all, partRes := c.rk.RouteScoresParts(ts, allowed, needTurns(ts))
+	if sp.IsRecording() {
+		sp.SetAttributes(tracing.KeyTurns.Int(len(ts)), tracing.KeyVectors.Int(c.idx.NumVectors()),
+			tracing.KeyLabels.Int(len(all.Servers)+len(all.Tools)+len(all.Categories)))
+	}
+	sp.End()
+	_, sp = tracing.Start(ctx, tracing.Calibrate)
+	res := c.route(all, partRes, maxS, maxT, q)
+	sp.End()
+	return res, nil
 }
 
 // routeTurns builds the weighted turns: the query (or the last user
@@ -300,7 +317,7 @@ func (c *Router) allowedServers(include, exclude []string) (map[int]bool, error)
 	return allowed, nil
 }
 
-func (c *Router) route(ts []rank.Turn, allowed map[int]bool, maxS, maxT int, q RouteQuery) RouteResult {
+func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q RouteQuery) RouteResult {
 	srvThr, toolThr, catThr := c.cal.Servers.Threshold, c.cal.Tools.Threshold, c.cal.CategoriesMulti.Threshold
 	if q.MinConfidence != nil {
 		srvThr, toolThr, catThr = float64(*q.MinConfidence), float64(*q.MinConfidence), float64(*q.MinConfidence)
@@ -310,8 +327,8 @@ func (c *Router) route(ts []rank.Turn, allowed map[int]bool, maxS, maxT int, q R
 	// confidence is the best of its confidence in the whole prompt and in
 	// each part alone, so a request for the filesystem and GitHub gets both
 	// above the threshold although GitHub ranks well below the filesystem
-	// in the whole prompt. Each part's ranking comes from the same pass.
-	all, partRes := c.rk.RouteScoresParts(ts, allowed, needTurns(ts))
+	// in the whole prompt. all and partRes are the whole prompt's and the
+	// parts' rankings (RouteScoresParts).
 	srvS, toolS, cs := all.Servers, all.Tools, all.Categories
 	res.Candidates = all.Candidates
 	var partSrv, partTool [][]rank.Score

@@ -16,7 +16,8 @@ func (s *Server) AnalyzePrompt(ctx context.Context, req *pb.AnalyzePromptRequest
 	if err := session.CheckMode(mode); err != nil {
 		return nil, s.status(ctx, "AnalyzePrompt", err)
 	}
-	a, err := s.current().dom.Analyzer.Analyze(ctx, analyze.AnalyzeQuery{Prompt: req.GetPrompt(), Context: req.GetContext(), Valid: req.GetValidCategories()})
+	cur := s.current()
+	a, err := cur.dom.Analyzer.Analyze(ctx, analyze.AnalyzeQuery{Prompt: req.GetPrompt(), Context: req.GetContext(), Valid: req.GetValidCategories()})
 	if err != nil {
 		return nil, s.status(ctx, "AnalyzePrompt", err)
 	}
@@ -29,6 +30,8 @@ func (s *Server) AnalyzePrompt(ctx context.Context, req *pb.AnalyzePromptRequest
 		Warning: a.Warning, Suggestion: a.Suggestion, NextStep: a.NextStep, Degraded: a.Degraded,
 		IgnoredCategories: a.Ignored, Scores: scoredLabels(a.Scores),
 	}
+	traceAnswer(ctx, cur, answerTrace{textBytes: len(req.GetPrompt()) + len(req.GetContext()), results: len(a.Categories),
+		abstained: len(a.Categories) == 0, degraded: a.Degraded, top: float32(a.Confidence)})
 	if req.GetSessionId() != "" {
 		if err := s.applyAnalysis(ctx, req.GetSessionId(), a.Categories, mode, out); err != nil {
 			return nil, err

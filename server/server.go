@@ -116,14 +116,21 @@ func (s *Server) Stats() *Stats { return s.stats }
 
 // Classify implements ClassifierService.Classify.
 func (s *Server) Classify(ctx context.Context, req *pb.ClassifyRequest) (*pb.ClassifyResponse, error) {
-	res, err := s.current().dom.Classifier.Classify(ctx, req.GetText(), int(req.GetTopK()), optFloat(req.MinConfidence))
+	cur := s.current()
+	res, err := cur.dom.Classifier.Classify(ctx, req.GetText(), int(req.GetTopK()), optFloat(req.MinConfidence))
 	if err != nil {
 		return nil, s.status(ctx, "Classify", err)
 	}
 	if res.Abstained {
 		s.stats.abstained.Add(1)
 	}
-	return &pb.ClassifyResponse{Categories: scoredLabels(res.Categories), Abstained: res.Abstained, Reasoning: res.Reasoning}, nil
+	out := &pb.ClassifyResponse{Categories: scoredLabels(res.Categories), Abstained: res.Abstained, Reasoning: res.Reasoning}
+	at := answerTrace{textBytes: len(req.GetText()), results: len(out.Categories), abstained: res.Abstained}
+	if len(out.Categories) > 0 {
+		at.top = out.Categories[0].GetConfidence()
+	}
+	traceAnswer(ctx, cur, at)
+	return out, nil
 }
 
 // Route implements ClassifierService.Route.
@@ -159,6 +166,14 @@ func (s *Server) Route(ctx context.Context, req *pb.RouteRequest) (*pb.RouteResp
 		selected = append(selected, t.Label)
 	}
 	out.Stats = s.toolStats(cur, res.Candidates, selected)
+	at := answerTrace{textBytes: len(q.Query), messages: len(q.Messages), results: len(out.Servers), tools: len(out.Tools), abstained: res.Abstained}
+	for _, m := range q.Messages {
+		at.textBytes += len(m.Content)
+	}
+	if len(out.Servers) > 0 {
+		at.top = out.Servers[0].GetConfidence()
+	}
+	traceAnswer(ctx, cur, at)
 	return out, nil
 }
 

@@ -54,10 +54,14 @@ type Config struct {
 	LogFormat    string
 	LogLevel     slog.Level
 	Reload       ReloadConfig
-	Ops          OpsConfig // metrics, TLS, auth, admission, file limits (ops.go)
+	Ops          OpsConfig  // metrics, TLS, auth, admission, file limits (ops.go)
+	OTel         OTelConfig // OpenTelemetry tracing (otel.go)
 	// mcpAuth checks MCP tool calls as the gRPC edge checks calls (set by
 	// run from the token file; nil: anonymous).
 	mcpAuth func(tool string, header http.Header) (server.Caller, error)
+	// tracer traces MCP calls as the gRPC server traces its calls (set by
+	// run from --otel-endpoint; nil: off).
+	tracer *tracer
 }
 
 // recvOverhead is room in a gRPC message for a request's other fields
@@ -118,6 +122,9 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("--log-format %q is not text or json", c.LogFormat)
 	}
+	if err := c.OTel.validate(); err != nil {
+		return err
+	}
 	return c.Ops.validate(c.Concurrency)
 }
 
@@ -161,6 +168,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&c.TermStore.ShareLearned, "terminal-share-learned", false, "with --terminal: suggest answers learned in one terminal session to every session (off: a session is suggested only what it taught)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	c.Ops.addFlags(fs)
+	c.OTel.addFlags(fs)
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	registerReloadFlags(fs, &c.Reload)
 	fs.Usage = func() {

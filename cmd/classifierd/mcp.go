@@ -39,6 +39,9 @@ func newMCPServer(cfg Config, svc *server.Server, term *server.TerminalServer, i
 	if caller != nil {
 		mcpserver.AddCallTool(s, backend, caller)
 	}
+	if cfg.tracer != nil {
+		s.AddReceivingMiddleware(cfg.tracer.mcpMiddleware())
+	}
 	return s, nil
 }
 

@@ -48,6 +48,16 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return err
 	}
 	cfg.mcpAuth = op.mcpCaller
+	if cfg.tracer, err = openTracer(ctx, cfg.OTel, log); err != nil {
+		return err
+	}
+	defer func() {
+		// Last: every span has ended. A collector that is down is no
+		// reason to fail the exit.
+		if err := cfg.tracer.shutdown(min(cfg.ShutdownWait, otelFlushWait)); err != nil {
+			log.Warn("tracing: spans lost at exit", "err", err)
+		}
+	}()
 	var idx *index.Index
 	if cfg.Index != "" {
 		// Fail fast on a bad index before loading the runtime and model.
@@ -145,7 +155,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	gs := grpc.NewServer(append(op.serverOptions(log, svc.Stats(), cfg.Timeout),
+	gs := grpc.NewServer(append(append(op.serverOptions(log, svc.Stats(), cfg.Timeout), cfg.tracer.serverOptions()...),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	)...)

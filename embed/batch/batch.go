@@ -50,6 +50,11 @@ type Config struct {
 	// of the calls that are admitted on a machine of any speed, where
 	// MaxQueue bounds memory.
 	MaxWait time.Duration
+	// OnRun, if set, is called as a run starts, once for each call with
+	// items in it: with that call's context, how long its oldest item in
+	// the run waited in the queue, and the run's item count. It must be
+	// quick and must not block (embed records a trace event with it).
+	OnRun func(ctx context.Context, waited time.Duration, items int)
 }
 
 // Validate reports a setting out of range.
@@ -371,6 +376,9 @@ func (b *Batcher[In, Out]) runBatch(tasks []task[In, Out]) {
 			continue
 		}
 		seen[t.c] = true
+		if b.cfg.OnRun != nil {
+			b.cfg.OnRun(t.c.ctx, time.Since(t.when), len(tasks)) // tasks are in queue order: t is the call's oldest
+		}
 		waiting.Add(1)
 		stop := context.AfterFunc(t.c.ctx, func() {
 			if waiting.Add(-1) == 0 {

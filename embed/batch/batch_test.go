@@ -467,3 +467,45 @@ func TestMaxWait(t *testing.T) {
 		t.Fatalf("rejected %d, want 2", st.Rejected)
 	}
 }
+
+func TestOnRunReportsEachCallOnce(t *testing.T) {
+	type key struct{}
+	var mu sync.Mutex
+	got := map[string][]int{} // call -> run sizes
+	b, err := New(Config{MaxBatch: 4, Window: 20 * time.Millisecond, MaxQueue: 16, Workers: 1,
+		OnRun: func(ctx context.Context, waited time.Duration, items int) {
+			if waited < 0 {
+				t.Errorf("waited %v", waited)
+			}
+			mu.Lock()
+			got[ctx.Value(key{}).(string)] = append(got[ctx.Value(key{}).(string)], items)
+			mu.Unlock()
+		}}, func(_ context.Context, in []int) ([]int, error) { return in, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var wg sync.WaitGroup
+	for _, name := range []string{"a", "b"} {
+		wg.Go(func() {
+			ctx := context.WithValue(context.Background(), key{}, name)
+			if _, err := b.Do(ctx, []int{1, 2, 3}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	total := 0
+	for name, runs := range got {
+		for _, n := range runs {
+			if n < 1 || n > 4 {
+				t.Errorf("call %s: run of %d items, want 1 to 4", name, n)
+			}
+			total++
+		}
+	}
+	// 6 items in runs of at most 4: at least 2 runs, each call in 1 or 2.
+	if len(got) != 2 || len(got["a"]) < 1 || len(got["a"]) > 2 || len(got["b"]) < 1 || len(got["b"]) > 2 || total < 3 {
+		t.Fatalf("OnRun calls by call: %v, want each call once per run it is in", got)
+	}
+}

@@ -238,8 +238,9 @@ func (r *Ranker) Vectors(ctx context.Context, ts []Turn) ([][]float32, error) {
 }
 
 // Dense scores each turn, with its vector from Vectors, against every
-// index vector (and BM25 when the fusion uses it); the turns are ready for
-// the label scores (ScoreLabels, RouteScores...).
+// index vector, or only its shortlist's when the ranker shortlists (and
+// BM25 when the fusion uses it); the turns are ready for the label scores
+// (ScoreLabels, RouteScores...).
 func (r *Ranker) Dense(ts []Turn, vecs [][]float32) ([]Turn, error) {
 	if len(vecs) != len(ts) {
 		return nil, fmt.Errorf("rank: embedder returned %d vectors for %d texts", len(vecs), len(ts))

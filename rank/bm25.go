@@ -124,7 +124,9 @@ func (b *bm25) scoreWords(words []string) map[int]float64 {
 // label, and at 100,000 tools a map of every matching document cost more
 // than the ranking around it. Sums are taken in the same order as
 // scoreWords, so the values are the same.
-func (b *bm25) scoreDense(words []string, n int) []float64 {
+//
+// alloc returns a zeroed slice of n (nil: make).
+func (b *bm25) scoreDense(words []string, n int, alloc func(int) []float64) []float64 {
 	var out []float64
 	for _, w := range words {
 		ps := b.postings[w]
@@ -132,7 +134,7 @@ func (b *bm25) scoreDense(words []string, n int) []float64 {
 			continue
 		}
 		if out == nil {
-			out = make([]float64, n)
+			out = zeroed(n, alloc)
 		}
 		idf := b.idf[w]
 		for _, p := range ps {
@@ -233,12 +235,12 @@ func (e *exampleBM25) scoreWords(words []string, held int) map[int]float64 {
 
 // scoreDense is scoreWords as a slice indexed by label (labels of them,
 // nil when no example shares a word), for a turn (see bm25.scoreDense).
-func (e *exampleBM25) scoreDense(words []string, held, labels int) []float64 {
-	per := e.bm.scoreDense(words, len(e.owner))
+func (e *exampleBM25) scoreDense(words []string, held, labels int, alloc func(int) []float64) []float64 {
+	per := e.bm.scoreDense(words, len(e.owner), nil)
 	if per == nil {
 		return nil
 	}
-	out := make([]float64, labels)
+	out := zeroed(labels, alloc)
 	for v, s := range per {
 		if s == 0 || v == held {
 			continue
@@ -248,6 +250,14 @@ func (e *exampleBM25) scoreDense(words []string, held, labels int) []float64 {
 		}
 	}
 	return out
+}
+
+// zeroed returns alloc(n), or a new slice of n without alloc.
+func zeroed(n int, alloc func(int) []float64) []float64 {
+	if alloc == nil {
+		return make([]float64, n)
+	}
+	return alloc(n)
 }
 
 // stem reduces a lower-case word to its Snowball (Porter2) English stem,

@@ -86,8 +86,8 @@ func TestScoreDenseMatchesMaps(t *testing.T) {
 	for _, text := range []string{"show the jira ticket comments", "list my open pull requests on github", "zzz qqq", "read the file notes.txt"} {
 		words := distinctLexWords(text)
 		for name, pair := range map[string][2]any{
-			"bm25":         {c.bm.score(text), c.bm.scoreDense(words, n)},
-			"example bm25": {c.exBM.score(text, -1), c.exBM.scoreDense(words, -1, n)},
+			"bm25":         {c.bm.score(text), c.bm.scoreDense(words, n, nil)},
+			"example bm25": {c.exBM.score(text, -1), c.exBM.scoreDense(words, -1, n, nil)},
 		} {
 			m, d := pair[0].(map[int]float64), pair[1].([]float64)
 			if (len(m) == 0) != (d == nil) {

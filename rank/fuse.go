@@ -43,16 +43,17 @@ func (r *Ranker) RouteScoresParts(ts []Turn, allowed map[int]bool, parts []int) 
 			}
 		}
 	}
-	// With a shortlist, only its labels are scored (the others would
-	// all be unscored); every allowed tool stays a candidate.
+	// With a shortlist, only the labels of its turns' sets are scored
+	// (the others would all be unscored); every allowed tool stays a
+	// candidate.
 	var sl *shortlisted
 	if len(ts) > 0 {
 		sl = ts[0].sl
 	}
 	scored := cand
 	if sl != nil {
-		scored = filter(sl.tools, func(li int) bool { return ok == nil || ok[r.serverOf[li]] })
-		srvLs = filter(sl.servers, func(li int) bool { return ok == nil || ok[li] })
+		scored = filter(sl.u.tools, func(li int) bool { return ok == nil || ok[r.serverOf[li]] })
+		srvLs = filter(sl.u.servers, func(li int) bool { return ok == nil || ok[li] })
 	}
 	toolRows, srvRows, catRows := r.scoreRows(scored, ts), r.scoreRows(srvLs, ts), r.scoreRows(r.cats, ts)
 	all := r.route(bestOfRows(toolRows, len(scored)), bestOfRows(srvRows, len(srvLs)), bestOfRows(catRows, len(r.cats)), cand)
@@ -91,7 +92,7 @@ func (r *Ranker) route(toolS, srvS, catS []Score, cand []int) Routed {
 		if b := bestTool[s.Label]; b > 0 && f.ServerFromTools*toolS[b-1].Score > srvS[i].Score {
 			bt := toolS[b-1]
 			bt.Score = f.ServerFromTools * bt.Score
-			bt.Via = "tool " + r.idx.Labels[bt.Label].Name + ": "
+			bt.via = bt.Label + 1
 			bt.Label = s.Label
 			srvS[i] = bt
 		}
@@ -103,7 +104,7 @@ func (r *Ranker) route(toolS, srvS, catS []Score, cand []int) Routed {
 				v := f.ServerFromCategory*cs.Score + (1-f.ServerFromCategory)*own
 				if v > srvS[i].Score {
 					cs.Score = v
-					cs.Via = "category " + cat + ": "
+					cs.via = cs.Label + 1
 					cs.Label = s.Label
 					srvS[i] = cs
 				}
@@ -126,7 +127,8 @@ func SortedByScore(ls []Score) []Score {
 	for i := range order {
 		order[i] = int32(i)
 	}
-	slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(ls[b].Score, ls[a].Score) })
+	// Ties by position: as stable as a stable sort, without its merges.
+	slices.SortFunc(order, func(a, b int32) int { return cmp.Or(cmp.Compare(ls[b].Score, ls[a].Score), cmp.Compare(a, b)) })
 	out := make([]Score, len(ls))
 	for i, j := range order {
 		out[i] = ls[j]

@@ -55,10 +55,10 @@ func (r *Ranker) HeldOut(ex Example, dots []float32, maskLabel bool) Turn {
 	if r.fusion.BM25 > 0 || r.fusion.ExampleBM25 > 0 {
 		words := distinctLexWords(text)
 		if r.fusion.BM25 > 0 {
-			t.bm = r.bm.scoreDense(words, len(r.idx.Labels)) // examples are not in the BM25 documents
+			t.bm = r.bm.scoreDense(words, len(r.idx.Labels), nil) // examples are not in the BM25 documents
 		}
 		if r.fusion.ExampleBM25 > 0 {
-			t.exBM = r.exBM.scoreDense(words, ex.Vector, len(r.idx.Labels))
+			t.exBM = r.exBM.scoreDense(words, ex.Vector, len(r.idx.Labels), nil)
 		}
 	}
 	return t
@@ -67,6 +67,6 @@ func (r *Ranker) HeldOut(ex Example, dots []float32, maskLabel bool) Turn {
 // WithExampleBM25 returns t (a HeldOut turn of ex) with its example BM25
 // scores computed whatever the fusion weight, for fitting that weight.
 func (r *Ranker) WithExampleBM25(t Turn, ex Example) Turn {
-	t.exBM = r.exBM.scoreDense(distinctLexWords(t.Text), ex.Vector, len(r.idx.Labels))
+	t.exBM = r.exBM.scoreDense(distinctLexWords(t.Text), ex.Vector, len(r.idx.Labels), nil)
 	return t
 }

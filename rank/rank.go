@@ -72,6 +72,8 @@ type Ranker struct {
 	// short finds the labels near a turn when the catalog is large enough
 	// to shortlist (Options.ShortlistFrom), else nil.
 	short *shortlister
+	// bufs recycles the large per-turn slices of released requests.
+	bufs *buffers
 }
 
 // New prepares a ranker over idx; emb embeds requests (nil when only
@@ -80,7 +82,7 @@ type Ranker struct {
 func New(idx *index.Index, emb Embedder, opts Options) (*Ranker, error) {
 	r := &Ranker{idx: idx, emb: emb, fusion: opts.Fusion,
 		cats: idx.LabelsOf(index.KindCategory), srvs: idx.LabelsOf(index.KindServer),
-		tools: idx.LabelsOf(index.KindTool), serverOf: make([]int, len(idx.Labels))}
+		tools: idx.LabelsOf(index.KindTool), serverOf: make([]int, len(idx.Labels)), bufs: &buffers{}}
 	for i := range r.serverOf {
 		r.serverOf[i] = -1
 	}
@@ -211,8 +213,8 @@ type Turn struct {
 	// calibration time: heldVec is left out of its label's centroid.
 	held    bool
 	heldVec int
-	// sl is the request's shortlist: dots are set only for its labels'
-	// vectors, and other labels are unscored (nil: every label).
+	// sl is the turn's shortlist: dots are set only for its labels'
+	// vectors, and other labels are unscored in it (nil: every label).
 	sl *shortlisted
 }
 
@@ -254,23 +256,20 @@ func (r *Ranker) Dense(ts []Turn, vecs [][]float32) ([]Turn, error) {
 		if r.fusion.BM25 > 0 || r.fusion.ExampleBM25 > 0 {
 			words := distinctLexWords(ts[i].Text)
 			if r.fusion.BM25 > 0 {
-				ts[i].bm = r.bm.scoreDense(words, len(r.idx.Labels))
+				ts[i].bm = r.bm.scoreDense(words, len(r.idx.Labels), r.bufs.f64)
 			}
 			if r.fusion.ExampleBM25 > 0 {
-				ts[i].exBM = r.exBM.scoreDense(words, -1, len(r.idx.Labels))
+				ts[i].exBM = r.exBM.scoreDense(words, -1, len(r.idx.Labels), r.bufs.f64)
 			}
 		}
 	}
 	if f := r.short.get(); f != nil {
-		sl := r.shortlist(f, ts, vecs)
-		for i := range ts {
-			ts[i].sl = sl
-		}
+		r.shortlist(f, ts, vecs)
 		return ts, nil
 	}
 	dots := make([][]float32, len(ts))
 	for i := range ts {
-		dots[i] = make([]float32, r.idx.NumVectors())
+		dots[i] = r.bufs.f32(r.idx.NumVectors())
 	}
 	if err := r.idx.DotMany(vecs, dots); err != nil {
 		return nil, err
@@ -316,7 +315,22 @@ type Score struct {
 	owner int     // label that owns vec (differs from label when via is set)
 	ctx   bool    // the best vector matched an earlier conversation turn
 	Lex   string  // lexical evidence, if any
-	Via   string  // set when the score came from another label (a server's best tool)
+	// via is 1 + the label the score came from when it is another's (a
+	// server's best tool or category), else 0; the evidence names it.
+	via int
+}
+
+// viaText is the start of the evidence of a score that came from another
+// label: "tool list_issues: ", "category code: ".
+func (r *Ranker) viaText(s Score) string {
+	if s.via == 0 {
+		return ""
+	}
+	l := &r.idx.Labels[s.via-1]
+	if l.Kind == index.KindTool {
+		return "tool " + l.Name + ": "
+	}
+	return string(l.Kind) + " " + l.ID + ": "
 }
 
 // ScoreLabels fuses, for each label in ls, the dense similarity (best
@@ -343,14 +357,12 @@ func (r *Ranker) scoreRows(ls []int, ts []Turn) []Score {
 	out := make([]Score, len(ls)*len(ts))
 	for j, li := range ls {
 		l := &r.idx.Labels[li]
-		if !ts[0].sl.has(li) {
-			for ti := range ts {
-				out[ti*len(ls)+j] = unscored(li, l)
-			}
-			continue
-		}
 		for ti := range ts {
 			t := &ts[ti]
+			if !t.sl.has(li) {
+				out[ti*len(ls)+j] = unscored(li, l)
+				continue
+			}
 			d := t.dots[l.First : l.First+l.Count]
 			v, s := 0, d[0]
 			for x := 1; x < len(d); x++ {
@@ -489,7 +501,7 @@ func (r *Ranker) Evidence(s Score) string {
 	if s.ctx {
 		ev += " from earlier conversation"
 	}
-	return s.Via + ev
+	return r.viaText(s) + ev
 }
 
 // Parts is a score's evidence by kind, for clients that show the kinds
@@ -516,7 +528,7 @@ func (r *Ranker) Parts(s Score) Parts {
 	}
 	k := s.vec - l.First
 	p := Parts{Dense: s.cos, Nearest: fmt.Sprintf("%s %q", l.Sources[k], Clip(l.Texts[k], 60)),
-		Via: strings.TrimSuffix(s.Via, ": ")}
+		Via: strings.TrimSuffix(r.viaText(s), ": ")}
 	if strings.HasPrefix(s.Lex, "pattern") {
 		p.Pattern = s.Lex
 	} else {

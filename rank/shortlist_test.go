@@ -107,8 +107,8 @@ func TestShortlistScoresItsLabelsExactly(t *testing.T) {
 	q := "w10 w20 w30 w40 w50"
 	tsE, tsS := embedTurns(t, exact, q), embedTurns(t, short, q)
 	sl := tsS[0].sl
-	if sl == nil || len(sl.labels) >= len(exact.idx.Labels)/2 {
-		t.Fatalf("shortlist of %d labels out of %d", len(sl.labels), len(exact.idx.Labels))
+	if sl == nil || len(sl.u.labels) >= len(exact.idx.Labels)/2 {
+		t.Fatalf("shortlist of %d labels out of %d", len(sl.u.labels), len(exact.idx.Labels))
 	}
 	e, s := exact.ScoreLabels(exact.tools, tsE), short.ScoreLabels(short.tools, tsS)
 	on := 0
@@ -163,12 +163,12 @@ func TestIVFListsEveryVectorOnce(t *testing.T) {
 	cells := a.probe(q, 50)
 	n := 0
 	for _, c := range cells {
-		n += len(c)
+		n += len(a.cells[c])
 	}
-	if n < 50 || n-len(cells[len(cells)-1]) >= 50 {
+	if n < 50 || n-len(a.cells[cells[len(cells)-1]]) >= 50 {
 		t.Fatalf("probe for 50 vectors took %d cells holding %d", len(cells), n)
 	}
-	if !slices.Contains(cells[0], vs[17]) && !slices.ContainsFunc(cells, func(c []int32) bool { return slices.Contains(c, vs[17]) }) {
+	if !slices.ContainsFunc(cells, func(c int) bool { return slices.Contains(a.cells[c], vs[17]) }) {
 		t.Fatal("a vector's own cell is not probed for it")
 	}
 }
@@ -220,5 +220,24 @@ func TestShortlistNotReadyScoresEveryLabel(t *testing.T) {
 	_, toolB, _, _ := building.RouteScores(ts, nil)
 	if len(toolE) != len(toolB) || toolE[0] != toolB[0] {
 		t.Fatal("a ranker still building its cells ranks otherwise than the exact one")
+	}
+}
+
+// Released turns' slices serve later requests, zeroed: answers do not
+// depend on what was asked before.
+func TestReleasedBuffersDoNotLeakIntoLaterRequests(t *testing.T) {
+	exact, short := shortlistRankers(t, bigCatalog(1200))
+	for _, r := range []*Ranker{exact, short} {
+		first := embedTurns(t, r, "w10 w20 w30 w40")
+		_, want, _, _ := r.RouteScores(first, nil)
+		r.Release(first)
+		for _, q := range []string{"w1 w2 w3 and then w11 w12 w13 w14 w15", "w10 w20 w30 w40"} {
+			ts := embedTurns(t, r, q)
+			_, got, _, _ := r.RouteScores(ts, nil)
+			r.Release(ts)
+			if q == "w10 w20 w30 w40" && (len(got) != len(want) || got[0] != want[0] || got[len(got)-1] != want[len(want)-1]) {
+				t.Fatalf("the same request ranks otherwise after others were released")
+			}
+		}
 	}
 }

@@ -187,6 +187,9 @@ func (c *Router) Route(ctx context.Context, q RouteQuery) (RouteResult, error) {
 		sp.End()
 		return RouteResult{}, err
 	}
+	// Nothing in the answer refers to the turns' slices: they serve the
+	// next request.
+	defer c.rk.Release(ts)
 	c.weighContext(ts, allowed)
 	// The parts of a compound request are needs of their own (see route);
 	// each part's ranking comes from the same pass.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -306,7 +307,7 @@ func TestAdmissionBoundsOnlyAStandingQueue(t *testing.T) {
 	queue("w1")
 	serve("r0", "w1") // one place per 10 ms
 	// A burst into an idle daemon queues past the time bound (5 × 10 ms):
-	// it is not overload yet.
+	// it is not overload yet, and it would drain within StandingAfter.
 	queue("w2", "w3", "w4", "w5", "w6")
 	if h.a.Overloaded() {
 		t.Fatal("overloaded by a burst that has waited 0ms")
@@ -330,8 +331,25 @@ func TestAdmissionBoundsOnlyAStandingQueue(t *testing.T) {
 		t.Fatal("still overloaded after the queue was empty for 1s")
 	}
 	queue("z1", "z2", "z3", "z4")
-	serve("y1", "z1", "z2", "z3", "z4", "")
-	if want := []string{"x1", "y2"}; !slices.Equal(h.refused, want) {
+	// but no more of it than would drain within StandingAfter.
+	var burst []string
+	for i := 5; len(h.refused) == 2; i++ {
+		if i > 50 {
+			t.Fatalf("a burst of %d queued with %v expected wait (bound 100ms before overload)", i, h.a.ExpectedWait())
+		}
+		n := fmt.Sprintf("z%d", i)
+		if h.call(ctx, n) {
+			burst = append(burst, n)
+		}
+	}
+	// The refused call would have waited past 100 ms, the last one queued
+	// (one service interval less) not.
+	next, q := h.a.ExpectedWait(), h.a.Queued()
+	if last := next - next/time.Duration(q+1); next <= 100*time.Millisecond || last > 100*time.Millisecond {
+		t.Fatalf("burst refused at %v expected wait (last admitted: %v) with %d waiting, want the 100ms bound between", next, last, q)
+	}
+	serve("y1", append([]string{"z1", "z2", "z3", "z4"}, append(burst, "")...)...)
+	if want := []string{"x1", "y2", fmt.Sprintf("z%d", len(burst)+5)}; !slices.Equal(h.refused, want) {
 		t.Fatalf("refused %v, want %v", h.refused, want)
 	}
 }

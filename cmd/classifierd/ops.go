@@ -138,7 +138,22 @@ func openOps(cfg OpsConfig, log *slog.Logger) (*ops, error) {
 		func() float64 { return float64(o.admission.InFlight()) }); err != nil {
 		return nil, err
 	}
+	if err := o.metrics.Gauge("classifierd_admission_overloaded", "1 while the admission holds waiting calls to --max-waiting-time (a standing queue), else 0.",
+		func() float64 { return b2f(o.admission.Overloaded()) }); err != nil {
+		return nil, err
+	}
+	if err := o.metrics.Gauge("classifierd_admission_expected_wait_seconds", "How long a model call that found every place taken would wait now, estimated.",
+		func() float64 { return o.admission.ExpectedWait().Seconds() }); err != nil {
+		return nil, err
+	}
 	return o, nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // openTLS loads the certificate (swapped on SIGHUP) and the client CA.

@@ -188,7 +188,8 @@ func TestOpsMetricsAndStatusCodes(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want at least %v", ck.series, got, ok, ck.min)
 		}
 	}
-	for _, s := range []string{"classifierd_admission_queue_depth", "classifierd_admission_in_flight", "classifierd_sessions_active"} {
+	for _, s := range []string{"classifierd_admission_queue_depth", "classifierd_admission_in_flight", "classifierd_admission_overloaded",
+		"classifierd_admission_expected_wait_seconds", "classifierd_sessions_active"} {
 		if _, ok := m[s]; !ok {
 			t.Errorf("%s missing", s)
 		}

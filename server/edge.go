@@ -32,6 +32,8 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 		denied = e.Metrics.denied
 		if e.Admission != nil {
 			e.Admission.rejected = func(method string) { e.Metrics.rejected.WithLabelValues(method).Inc() }
+			e.Admission.waited = func(d time.Duration) { e.Metrics.admitWait.Observe(d.Seconds()) }
+			e.Admission.answered = func(d time.Duration) { e.Metrics.admitted.Observe(d.Seconds()) }
 		}
 	}
 	u, s := Interceptors(e.Log, e.Stats, e.Timeout)

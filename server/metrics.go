@@ -23,6 +23,8 @@ type Metrics struct {
 	embedBatch    prometheus.Histogram
 	embedErrors   prometheus.Counter
 	rejected      *prometheus.CounterVec
+	admitWait     prometheus.Histogram
+	admitted      prometheus.Histogram
 	authDenied    *prometheus.CounterVec
 	indexLabels   *prometheus.GaugeVec
 	indexVectors  prometheus.Gauge
@@ -52,6 +54,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Embedding calls that failed (including cancelled ones)."}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "classifierd_admission_rejected_total",
 			Help: "Calls refused with RESOURCE_EXHAUSTED because the admission queue was full, by method."}, []string{"method"}),
+		admitWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "classifierd_admission_wait_seconds",
+			Help: "Time an admitted model call waited for a place.", Buckets: admissionBuckets}),
+		admitted: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "classifierd_admitted_call_seconds",
+			Help: "Time of an admitted model call from its arrival at admission to its answer (waiting and running): the server-side latency of the calls not refused.", Buckets: admissionBuckets}),
 		authDenied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "classifierd_auth_denied_total",
 			Help: "Calls refused by authentication or authorisation, by method and code."}, []string{"method", "code"}),
 		indexLabels: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "classifierd_index_labels",
@@ -68,7 +74,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Confidence of the best label of each answer, by method: a shift of this distribution is input drift.",
 			Buckets: prometheus.LinearBuckets(0.05, 0.05, 20)}, []string{"method"}),
 	}
-	for _, c := range []prometheus.Collector{m.rpcs, m.rpcSeconds, m.embedSeconds, m.embedBatch, m.embedErrors, m.rejected,
+	for _, c := range []prometheus.Collector{m.rpcs, m.rpcSeconds, m.embedSeconds, m.embedBatch, m.embedErrors, m.rejected, m.admitWait, m.admitted,
 		m.authDenied, m.indexLabels, m.indexVectors, m.indexBytes, m.indexGen, m.answers, m.abstained, m.topConfidence} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -76,6 +82,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	return m, nil
 }
+
+// admissionBuckets resolve the tens of milliseconds a latency target
+// of admitted calls is set in.
+var admissionBuckets = []float64{.001, .0025, .005, .01, .015, .02, .025, .03, .04, .05, .075, .1, .25, .5, 1, 2.5, 5}
 
 // Gauge registers a gauge whose value f reads at scrape time (queue depth,
 // sessions).

@@ -44,6 +44,7 @@ type OpsConfig struct {
 	MaxSessionsPerClient int
 	MaxInFlight          int
 	MaxQueue             int
+	MaxWaitingTime       time.Duration
 	MinDeadline          time.Duration
 	MaxIndexBytes        int64
 	IndexMmap            bool
@@ -63,6 +64,7 @@ func (c *OpsConfig) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxSessionsPerClient, "max-sessions-per-client", 1000, "most hub sessions one caller (identity, or peer address when anonymous) may hold")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", 0, "model calls admitted at once (default: 2 x --concurrency)")
 	fs.IntVar(&c.MaxQueue, "max-waiting", 0, "model calls that may wait for a place; more get RESOURCE_EXHAUSTED at once (default: 64 x --concurrency)")
+	fs.DurationVar(&c.MaxWaitingTime, "max-waiting-time", server.DefaultAdmissionMaxWait, "refuse a model call at once (RESOURCE_EXHAUSTED) when the calls ahead of it would keep it from a place longer than this, from the recent rate places came free; applies once calls have waited without a break for 100ms, until the queue has been empty for 1s (before: a burst may queue up to 100ms of waiting) (0: --max-waiting only)")
 	fs.DurationVar(&c.MinDeadline, "min-deadline", 2*time.Millisecond, "refuse model calls with less than this left of their deadline (DEADLINE_EXCEEDED) before any work")
 	fs.Int64Var(&c.MaxIndexBytes, "max-index-bytes", index.DefaultMaxFileBytes, "largest index file accepted, in bytes")
 	fs.BoolVar(&c.IndexMmap, "index-mmap", false, "score from a read-only mapping of the index file instead of a copy in memory (large indexes); only if the file is replaced by rename, as gen-index does: a mapped file rewritten in place (cp over it) kills the daemon")
@@ -75,8 +77,8 @@ func (c *OpsConfig) validate(concurrency int) error {
 	if c.TLSClientCA != "" && c.TLSCert == "" {
 		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
 	}
-	if c.MaxSessionsPerClient < 1 || c.MaxInFlight < 0 || c.MaxQueue < 0 || c.MinDeadline < 0 || c.MaxIndexBytes < 1 {
-		return errors.New("--max-sessions-per-client and --max-index-bytes must be positive; --max-inflight, --max-waiting and --min-deadline not negative")
+	if c.MaxSessionsPerClient < 1 || c.MaxInFlight < 0 || c.MaxQueue < 0 || c.MaxWaitingTime < 0 || c.MinDeadline < 0 || c.MaxIndexBytes < 1 {
+		return errors.New("--max-sessions-per-client and --max-index-bytes must be positive; --max-inflight, --max-waiting, --max-waiting-time and --min-deadline not negative")
 	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = 2 * concurrency
@@ -125,7 +127,9 @@ func openOps(cfg OpsConfig, log *slog.Logger) (*ops, error) {
 			return nil, err
 		}
 	}
-	o.admission = server.NewAdmission(server.AdmissionConfig{MaxInFlight: cfg.MaxInFlight, MaxQueue: cfg.MaxQueue, MinDeadline: cfg.MinDeadline})
+	o.admission = server.NewAdmission(server.AdmissionConfig{MaxInFlight: cfg.MaxInFlight, MaxQueue: cfg.MaxQueue,
+		MaxWait: cfg.MaxWaitingTime, StandingAfter: server.DefaultAdmissionStandingAfter, IdleAfter: server.DefaultAdmissionIdleAfter,
+		MinDeadline: cfg.MinDeadline})
 	if err := o.metrics.Gauge("classifierd_admission_queue_depth", "Model calls waiting for a place.",
 		func() float64 { return float64(o.admission.Queued()) }); err != nil {
 		return nil, err
@@ -134,7 +138,22 @@ func openOps(cfg OpsConfig, log *slog.Logger) (*ops, error) {
 		func() float64 { return float64(o.admission.InFlight()) }); err != nil {
 		return nil, err
 	}
+	if err := o.metrics.Gauge("classifierd_admission_overloaded", "1 while the admission holds waiting calls to --max-waiting-time (a standing queue), else 0.",
+		func() float64 { return b2f(o.admission.Overloaded()) }); err != nil {
+		return nil, err
+	}
+	if err := o.metrics.Gauge("classifierd_admission_expected_wait_seconds", "How long a model call that found every place taken would wait now, estimated.",
+		func() float64 { return o.admission.ExpectedWait().Seconds() }); err != nil {
+		return nil, err
+	}
 	return o, nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // openTLS loads the certificate (swapped on SIGHUP) and the client CA.

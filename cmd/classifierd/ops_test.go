@@ -171,6 +171,8 @@ func TestOpsMetricsAndStatusCodes(t *testing.T) {
 		{`classifierd_rpc_requests_total{code="InvalidArgument",method="/classifier.v1.ClassifierService/Classify"}`, 1},
 		{`classifierd_rpc_duration_seconds_count{method="/classifier.v1.ClassifierService/Route"}`, 1},
 		{`classifierd_embed_duration_seconds_count`, calls + 2},
+		{`classifierd_admitted_call_seconds_count`, calls + 2},
+		{`classifierd_admission_wait_seconds_count`, calls + 2},
 		{`classifierd_embed_batch_texts_count`, calls + 2},
 		{`classifierd_answers_total{method="Classify"}`, calls + 1},
 		{`classifierd_top_confidence_count{method="Classify"}`, calls + 1},
@@ -186,7 +188,8 @@ func TestOpsMetricsAndStatusCodes(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want at least %v", ck.series, got, ok, ck.min)
 		}
 	}
-	for _, s := range []string{"classifierd_admission_queue_depth", "classifierd_admission_in_flight", "classifierd_sessions_active"} {
+	for _, s := range []string{"classifierd_admission_queue_depth", "classifierd_admission_in_flight", "classifierd_admission_overloaded",
+		"classifierd_admission_expected_wait_seconds", "classifierd_sessions_active"} {
 		if _, ok := m[s]; !ok {
 			t.Errorf("%s missing", s)
 		}

@@ -63,6 +63,7 @@ type config struct {
 	reload                                 time.Duration
 	daemonArgs                             []string
 	label                                  string
+	metricsAddr                            string // --metrics-listen of the daemon (empty: none)
 }
 
 func main() {
@@ -354,12 +355,10 @@ func concurrent(ctx context.Context, n, workers int, call func(context.Context, 
 // startDaemon starts classifierd and waits until it serves; it returns
 // its address, its process (for signals) and how to stop it.
 func startDaemon(ctx context.Context, c config) (string, *os.Process, func(), error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeAddr()
 	if err != nil {
 		return "", nil, nil, err
 	}
-	addr := l.Addr().String()
-	l.Close()
 	state, err := os.MkdirTemp("", "loadtest-")
 	if err != nil {
 		return "", nil, nil, err
@@ -369,6 +368,9 @@ func startDaemon(ctx context.Context, c config) (string, *os.Process, func(), er
 		"--terminal-logs", filepath.Join(state, "terminal"), "--terminal-db", filepath.Join(state, "terminal.db"))
 	if c.manifest != "" {
 		cmd.Args = append(cmd.Args, "--manifest", c.manifest)
+	}
+	if c.metricsAddr != "" {
+		cmd.Args = append(cmd.Args, "--metrics-listen", c.metricsAddr)
 	}
 	cmd.Args = append(cmd.Args, c.daemonArgs...)
 	cmd.Stderr = os.Stderr
@@ -397,4 +399,14 @@ func startDaemon(ctx context.Context, c config) (string, *os.Process, func(), er
 	}
 	stop()
 	return "", nil, nil, errors.New("daemon did not become healthy in 60s")
+}
+
+// freeAddr is a loopback address with a port free now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }

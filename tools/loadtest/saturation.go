@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -59,7 +60,22 @@ type step struct {
 	// ClientCores is the CPU this load generator used, in cores: taken
 	// from the daemon when both run on one machine.
 	ClientCores float64 `json:"client_cores"`
+	// SrvP99ms is the p99 of the admitted calls' time in the daemon, from
+	// arrival at admission to the answer (its
+	// classifierd_admitted_call_seconds histogram over the measured time,
+	// interpolated within a bucket): the latency without the network and
+	// this load generator's own scheduling. WaitP99ms is the p99 of their
+	// wait for a place (classifierd_admission_wait_seconds). 0 when the
+	// daemon does not export them.
+	SrvP99ms  float64 `json:"server_p99_ms,omitempty"`
+	WaitP99ms float64 `json:"admission_wait_p99_ms,omitempty"`
 }
+
+// Histograms the daemon exports about admitted calls.
+const (
+	admittedHist = "classifierd_admitted_call_seconds"
+	waitHist     = "classifierd_admission_wait_seconds"
+)
 
 // procCPU is a process's user plus system CPU time (/proc/PID/stat).
 func procCPU(pid int) (time.Duration, error) {
@@ -194,7 +210,7 @@ func bareThroughput(ctx context.Context, d time.Duration, workers, n int, call f
 // policy does (sc.backoff, doubling per refusal in a row, at most 1 s;
 // without it refused clients would spin and the refusals alone would fill
 // the machine); only calls started after the step's warm-up count.
-func saturate(ctx context.Context, addr string, pid int, sc satConfig, queries []string, out io.Writer) ([]step, error) {
+func saturate(ctx context.Context, addr, metricsAddr string, pid int, sc satConfig, queries []string, out io.Writer) ([]step, error) {
 	conns := make([]*grpc.ClientConn, sc.conns)
 	clients := make([]pb.ClassifierServiceClient, sc.conns)
 	for i := range conns {
@@ -205,7 +221,7 @@ func saturate(ctx context.Context, addr string, pid int, sc satConfig, queries [
 		defer c.Close()
 		conns[i], clients[i] = c, pb.NewClassifierServiceClient(c)
 	}
-	fmt.Fprintf(out, "%8s %10s %9s %9s %9s %9s %9s %12s %8s %8s  %s\n", "clients", "Route/s", "p50 ms", "p99 ms", "max ms", "ok", "refused", "daemon cpu", "client", "machine", "errors")
+	fmt.Fprintf(out, "%8s %10s %9s %9s %9s %9s %9s %9s %9s %12s %8s %8s  %s\n", "clients", "Route/s", "p50 ms", "p99 ms", "max ms", "srv p99", "wait p99", "ok", "refused", "daemon cpu", "client", "machine", "errors")
 	var steps []step
 	for _, n := range sc.steps {
 		if err := ctx.Err(); err != nil {
@@ -215,7 +231,7 @@ func saturate(ctx context.Context, addr string, pid int, sc satConfig, queries [
 		self0, selfErr := procCPU(os.Getpid())
 		busy0, total0, statErr := machineCPU()
 		began := time.Now()
-		st := runStep(ctx, clients, n, sc, queries)
+		st := runStep(ctx, clients, n, sc, queries, metricsAddr)
 		cpu1, cpuErr1 := procCPU(pid)
 		self1, selfErr1 := procCPU(os.Getpid())
 		busy1, total1, statErr1 := machineCPU()
@@ -236,17 +252,38 @@ func saturate(ctx context.Context, addr string, pid int, sc satConfig, queries [
 			errs = append(errs, fmt.Sprintf("%s:%d", k, v))
 		}
 		slices.Sort(errs)
-		fmt.Fprintf(out, "%8d %10.0f %9.2f %9.2f %9.2f %9d %9d %9.2f ms %5.2f cr %7.0f%%  %s\n", st.Clients, st.RPS, st.P50ms, st.P99ms, st.MaxMs, st.OK, st.Rejected, st.DaemonCPUms, st.ClientCores, 100*st.MachineBusy, strings.Join(errs, " "))
+		fmt.Fprintf(out, "%8d %10.0f %9.2f %9.2f %9.2f %9s %9s %9d %9d %9.2f ms %5.2f cr %7.0f%%  %s\n", st.Clients, st.RPS, st.P50ms, st.P99ms, st.MaxMs,
+			msOrDash(st.SrvP99ms), msOrDash(st.WaitP99ms), st.OK, st.Rejected, st.DaemonCPUms, st.ClientCores, 100*st.MachineBusy, strings.Join(errs, " "))
 	}
 	return steps, nil
 }
 
-func runStep(ctx context.Context, clients []pb.ClassifierServiceClient, n int, sc satConfig, queries []string) step {
+func runStep(ctx context.Context, clients []pb.ClassifierServiceClient, n int, sc satConfig, queries []string, metricsAddr string) step {
 	stepCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	start := time.Now()
 	measureFrom := start.Add(sc.warmup)
 	measureTo := measureFrom.Add(sc.stepTime)
+	// The daemon's own histograms, read when the measured time starts and
+	// when it ends.
+	var hists [2]map[string]histogram
+	var scrapes sync.WaitGroup
+	if metricsAddr != "" {
+		scrapes.Go(func() {
+			for i, at := range []time.Time{measureFrom, measureTo} {
+				select {
+				case <-time.After(time.Until(at)):
+				case <-stepCtx.Done():
+					return
+				}
+				h, err := scrapeHistograms(stepCtx, metricsAddr, admittedHist, waitHist)
+				if err != nil {
+					return
+				}
+				hists[i] = h
+			}
+		})
+	}
 	type tally struct {
 		lat      []time.Duration
 		rejected int
@@ -302,7 +339,12 @@ func runStep(ctx context.Context, clients []pb.ClassifierServiceClient, n int, s
 		}()
 	}
 	wg.Wait()
+	scrapes.Wait()
 	st := step{Clients: n, Seconds: sc.stepTime.Seconds(), Errors: map[string]int{}}
+	if hists[0] != nil && hists[1] != nil {
+		st.SrvP99ms = histP99ms(hists[1][admittedHist], hists[0][admittedHist])
+		st.WaitP99ms = histP99ms(hists[1][waitHist], hists[0][waitHist])
+	}
 	var all []time.Duration
 	for _, t := range tallies {
 		all = append(all, t.lat...)
@@ -368,6 +410,10 @@ func runSaturation(ctx context.Context, c config, sc satConfig, out io.Writer) e
 		closeBare()
 		return fmt.Errorf("bare: %w", err)
 	}
+	if c.metricsAddr, err = freeAddr(); err != nil {
+		closeBare()
+		return err
+	}
 	addr, pid, stopDaemon, err := startDaemon(ctx, c)
 	if err != nil {
 		closeBare()
@@ -402,7 +448,7 @@ func runSaturation(ctx context.Context, c config, sc satConfig, out io.Writer) e
 	fmt.Fprintf(out, "bare ONNX Runtime (embed engine alone, same texts, %d workers): %.0f texts/s\n", sc.bareWorkers, bareRate)
 	fmt.Fprintf(out, "one client, interleaved: bare p50 %.3f ms, Route p50 %.3f ms, ratio %.2f\n", ms(pb50), ms(pr50), float64(pr50)/float64(pb50))
 
-	steps, err := saturate(ctx, addr, pid.Pid, sc, queries, out)
+	steps, err := saturate(ctx, addr, c.metricsAddr, pid.Pid, sc, queries, out)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
@@ -449,4 +495,25 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
+}
+
+// histP99ms is the p99 in milliseconds of the observations between two
+// readings of a histogram; 0 if either is missing.
+func histP99ms(later, earlier histogram) float64 {
+	d, ok := later.sub(earlier)
+	if !ok {
+		return 0
+	}
+	q := d.quantile(0.99)
+	if math.IsNaN(q) {
+		return 0
+	}
+	return 1000 * q
+}
+
+func msOrDash(v float64) string {
+	if v <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -93,5 +96,52 @@ func TestSaturationPNG(t *testing.T) {
 	}
 	if err := replot(js, filepath.Join(t.TempDir(), "r.png"), "t"); err == nil {
 		t.Fatal("replot of a run without steps: no error")
+	}
+}
+
+func TestHistogramQuantile(t *testing.T) {
+	page := func(c1, c2, c3 int) string {
+		return fmt.Sprintf(`# HELP h x
+# TYPE h histogram
+h_bucket{le="0.01"} %d
+h_bucket{le="0.05"} %d
+h_bucket{le="+Inf"} %d
+h_sum 1
+h_count %d
+other_bucket{le="0.01"} 7
+`, c1, c2, c3, c3)
+	}
+	before, err := parseHistograms(strings.NewReader(page(10, 10, 10)), "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := parseHistograms(strings.NewReader(page(60, 110, 110)), "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := after["other"]; ok {
+		t.Fatal("parsed a histogram that was not asked for")
+	}
+	d, ok := after["h"].sub(before["h"])
+	if !ok {
+		t.Fatal("same buckets reported as different")
+	}
+	// 100 new observations: 50 up to 10 ms, 50 in (10, 50] ms.
+	for _, c := range []struct{ q, want float64 }{{0.5, 0.01}, {0.99, 0.01 + 0.04*49/50}, {0.25, 0.005}} {
+		if got := d.quantile(c.q); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("quantile(%v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if got := histP99ms(after["h"], before["h"]); math.Abs(got-1000*(0.01+0.04*49/50)) > 1e-9 {
+		t.Errorf("histP99ms = %v ms", got)
+	}
+	if got := histP99ms(before["h"], before["h"]); got != 0 {
+		t.Errorf("p99 of no observations = %v, want 0", got)
+	}
+	if got := histP99ms(histogram{}, histogram{}); got != 0 {
+		t.Errorf("p99 of a missing histogram = %v, want 0", got)
+	}
+	if _, err := parseHistograms(strings.NewReader(`h_bucket{le="0.05"} 1`+"\n"+`h_bucket{le="0.01"} 1`), "h"); err == nil {
+		t.Error("buckets out of order and without +Inf: no error")
 	}
 }

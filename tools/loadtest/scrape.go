@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// histogram is one Prometheus histogram read from a /metrics page: its
+// cumulative bucket counts by upper bound, ascending, +Inf last.
+type histogram struct {
+	le  []float64
+	cum []float64
+}
+
+// parseHistograms reads the _bucket series of the named histograms (no
+// other labels than le) from a Prometheus text exposition.
+func parseHistograms(r io.Reader, names ...string) (map[string]histogram, error) {
+	out := map[string]histogram{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		for _, name := range names {
+			rest, ok := strings.CutPrefix(line, name+`_bucket{le="`)
+			if !ok {
+				continue
+			}
+			bound, value, ok := strings.Cut(rest, `"} `)
+			if !ok {
+				return nil, fmt.Errorf("metrics: bad line %q", line)
+			}
+			le, err1 := strconv.ParseFloat(bound, 64)
+			v, err2 := strconv.ParseFloat(strings.TrimSpace(value), 64)
+			if err1 != nil || err2 != nil {
+				return nil, fmt.Errorf("metrics: bad line %q", line)
+			}
+			h := out[name]
+			h.le, h.cum = append(h.le, le), append(h.cum, v)
+			out[name] = h
+		}
+	}
+	for name, h := range out {
+		if !slices.IsSorted(h.le) || !math.IsInf(h.le[len(h.le)-1], 1) {
+			return nil, fmt.Errorf("metrics: %s buckets out of order or without +Inf", name)
+		}
+	}
+	return out, sc.Err()
+}
+
+// sub is h minus an earlier reading of the same histogram (the
+// observations between the two), or false if their buckets differ.
+func (h histogram) sub(earlier histogram) (histogram, bool) {
+	if !slices.Equal(h.le, earlier.le) {
+		return histogram{}, false
+	}
+	d := histogram{le: h.le, cum: make([]float64, len(h.cum))}
+	for i := range h.cum {
+		d.cum[i] = h.cum[i] - earlier.cum[i]
+	}
+	return d, true
+}
+
+// quantile is the q-quantile of h by linear interpolation inside the
+// bucket that holds it (as Prometheus' histogram_quantile), NaN when h is
+// empty; a quantile in the +Inf bucket is the last finite bound.
+func (h histogram) quantile(q float64) float64 {
+	if len(h.cum) == 0 || h.cum[len(h.cum)-1] <= 0 {
+		return math.NaN()
+	}
+	rank := q * h.cum[len(h.cum)-1]
+	lo, below := 0.0, 0.0
+	for i, c := range h.cum {
+		if c >= rank {
+			if math.IsInf(h.le[i], 1) {
+				return lo
+			}
+			if c == below {
+				return h.le[i]
+			}
+			return lo + (h.le[i]-lo)*(rank-below)/(c-below)
+		}
+		lo, below = h.le[i], c
+	}
+	return lo
+}
+
+// scrapeHistograms reads the named histograms from a daemon's /metrics.
+func scrapeHistograms(ctx context.Context, addr string, names ...string) (map[string]histogram, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics: %s", resp.Status)
+	}
+	return parseHistograms(resp.Body, names...)
+}

@@ -57,6 +57,7 @@ type shortlister struct {
 	ivf     atomic.Pointer[ivf]
 	ready   chan struct{}
 	labelOf []int32 // vector -> label
+	repeats bool    // some shortlisted label has several vectors
 }
 
 func newShortlister(idx *index.Index, vs []int32) *shortlister {
@@ -65,6 +66,7 @@ func newShortlister(idx *index.Index, vs []int32) *shortlister {
 		for v := l.First; v < l.First+l.Count; v++ {
 			s.labelOf[v] = int32(li)
 		}
+		s.repeats = s.repeats || l.Count > 1 && l.Kind != index.KindCategory
 	}
 	go func() {
 		s.ivf.Store(newIVF(idx, vs))
@@ -257,7 +259,7 @@ func (r *Ranker) shortlist(f *ivf, ts []Turn, vecs [][]float32) {
 		if i > 0 { // parts and earlier turns: their neighbours mostly are the request's
 			scan = max(1, scan/shortlistOtherTurns)
 		}
-		near := newTopK(shortlistNearest)
+		near := newTopK(shortlistNearest, r.short.repeats)
 		for _, c := range f.probe(vecs[i], scan) {
 			for j, v := range f.cells[c] {
 				off := (f.start[c] + j) * f.dims
@@ -321,12 +323,18 @@ type labelScore struct {
 	score float32
 }
 
-func newTopK(k int) *topK {
-	return &topK{k: k, heap: make([]labelScore, 0, k), pos: make(map[int32]int, k)}
+// newTopK keeps k labels; repeats says whether a label may be pushed
+// more than once.
+func newTopK(k int, repeats bool) *topK {
+	h := &topK{k: k, heap: make([]labelScore, 0, k)}
+	if repeats {
+		h.pos = make(map[int32]int, k)
+	}
+	return h
 }
 
 func (h *topK) push(label int32, score float32) {
-	if i, ok := h.pos[label]; ok {
+	if i, ok := h.pos[label]; ok { // never with a nil pos
 		if score > h.heap[i].score {
 			h.heap[i].score = score
 			h.down(i)
@@ -335,22 +343,28 @@ func (h *topK) push(label int32, score float32) {
 	}
 	if len(h.heap) < h.k {
 		h.heap = append(h.heap, labelScore{label, score})
-		h.pos[label] = len(h.heap) - 1
+		if h.pos != nil {
+			h.pos[label] = len(h.heap) - 1
+		}
 		h.up(len(h.heap) - 1)
 		return
 	}
 	if score <= h.heap[0].score {
 		return
 	}
-	delete(h.pos, h.heap[0].label)
+	if h.pos != nil {
+		delete(h.pos, h.heap[0].label)
+		h.pos[label] = 0
+	}
 	h.heap[0] = labelScore{label, score}
-	h.pos[label] = 0
 	h.down(0)
 }
 
 func (h *topK) swap(i, j int) {
 	h.heap[i], h.heap[j] = h.heap[j], h.heap[i]
-	h.pos[h.heap[i].label], h.pos[h.heap[j].label] = i, j
+	if h.pos != nil {
+		h.pos[h.heap[i].label], h.pos[h.heap[j].label] = i, j
+	}
 }
 
 func (h *topK) up(i int) {

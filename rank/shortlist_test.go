@@ -175,8 +175,11 @@ func TestIVFListsEveryVectorOnce(t *testing.T) {
 
 func TestTopKKeepsTheBest(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, k := range []int{1, 5, 64} {
-		h := newTopK(k)
+	for _, c := range []struct {
+		k       int
+		repeats bool
+	}{{1, false}, {5, true}, {64, false}, {64, true}} {
+		k, h := c.k, newTopK(c.k, c.repeats)
 		var all []labelScore
 		for i := 0; i < 500; i++ {
 			x := labelScore{int32(i), rng.Float32()}
@@ -193,7 +196,7 @@ func TestTopKKeepsTheBest(t *testing.T) {
 		}
 	}
 	// A label pushed again keeps its best score and one place.
-	h := newTopK(2)
+	h := newTopK(2, true)
 	h.push(1, 0.1)
 	h.push(2, 0.5)
 	h.push(1, 0.9)

@@ -319,7 +319,10 @@ func (r *reloader) reload(ctx context.Context, srv *server.Server, reason string
 		if emb == nil {
 			emb = r.eng
 		}
-		dom, err = server.NewDomainConfig(idx, emb, r.domain)
+		start := time.Now()
+		if dom, err = server.NewDomainConfig(idx, emb, r.domain); err == nil {
+			logShortlist(r.log, dom, start)
+		}
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -426,4 +429,16 @@ func (r *reloader) caller() mcpserver.Caller {
 		return nil
 	}
 	return r.pool
+}
+
+// logShortlist logs, once the domain's router shortlists (its inverted
+// file is built in the background after a load), how many cells it has and
+// how long the build took; nothing for catalogs under --shortlist-from.
+func logShortlist(log *slog.Logger, dom server.Domain, start time.Time) {
+	go func() {
+		<-dom.Router.ShortlistReady()
+		if on, cells := dom.Router.Shortlists(); on {
+			log.Info("shortlist ready", "cells", cells, "took", time.Since(start).Round(time.Millisecond))
+		}
+	}()
 }

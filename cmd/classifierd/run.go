@@ -96,10 +96,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	}
 	op.indexLoaded(idx, indexPath, 1)
 	rl.emb, rl.onLoad = emb, op.indexLoaded
+	domStart := time.Now()
 	dom, err := server.NewDomainConfig(idx, emb, cfg.domain())
 	if err != nil {
 		return err
 	}
+	logShortlist(log, dom, domStart)
 	policy := map[string]route.NoMatch{"none": route.NoMatchNone, "meta": route.NoMatchMeta, "all": route.NoMatchAll}[cfg.NoMatch]
 	var catIDs []string
 	for _, li := range idx.LabelsOf(index.KindCategory) {

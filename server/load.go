@@ -17,9 +17,23 @@ import (
 // and new ones use the new. A served value is never modified.
 type served struct {
 	dom Domain
-	// toolTok is the token count of each label's tool definition, by label index.
+	// toolTok is the token count of each label's tool definition, by label
+	// index; allTok their sum over every tool, and tools how many there are
+	// (a request that allows every tool reads the sum, not 100,000 entries).
 	toolTok map[int]int
+	allTok  int64
+	tools   int
 	load    Load
+}
+
+// setToolTokens counts the tool definitions' tokens of sv's index.
+func (sv *served) setToolTokens(tc TokenCounter) {
+	sv.toolTok = countToolTokens(sv.dom, tc)
+	sv.allTok, sv.tools = 0, 0
+	for _, n := range sv.toolTok {
+		sv.allTok += int64(n)
+	}
+	sv.tools = len(sv.dom.Index.LabelsOf(index.KindTool))
 }
 
 // Load says which index the server serves and where it came from.
@@ -63,7 +77,7 @@ func (s *Server) current() *served { return s.cur.Load() }
 // the model is the caller's job, before Swap.
 func (s *Server) Swap(dom Domain, source, reason string) Load {
 	sv := &served{dom: dom, load: Load{Generation: s.reloads.generation.Add(1), Source: source, Reason: reason, LoadedAt: time.Now()}}
-	sv.toolTok = countToolTokens(dom, s.cfg.Tokens)
+	sv.setToolTokens(s.cfg.Tokens)
 	s.cur.Store(sv)
 	return sv.load
 }

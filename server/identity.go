@@ -121,8 +121,7 @@ func (a AuthConfig) authenticate(ctx context.Context, method string) (Caller, er
 		if cert == nil {
 			return c, status.Error(codes.Unauthenticated, "client certificate required")
 		}
-		name := "cert:" + cert.Subject.CommonName
-		c = Caller{Name: name, Quota: name, Scopes: auth.AllScopes}
+		c = CertCaller(cert.Subject.CommonName)
 	}
 	if need != scopeAny && !hasScope(c.Scopes, need) {
 		return c, status.Errorf(codes.PermissionDenied, "%s needs scope %q", shortMethod(method), need)
@@ -153,6 +152,15 @@ func TokenCaller(tokens *auth.Tokens, authorization []string) (Caller, error) {
 		return Caller{}, status.Error(codes.Unauthenticated, "unknown bearer token")
 	}
 	return Caller{Name: id.Name, Quota: "token:" + id.Name, Scopes: id.Scopes}, nil
+}
+
+// CertCaller is the caller a verified client certificate with subject
+// common name cn makes when there is no token file: "cert:" + cn, with
+// every scope. gRPC, HTTP/JSON and MCP over HTTP all name certificate
+// callers with it.
+func CertCaller(cn string) Caller {
+	name := "cert:" + cn
+	return Caller{Name: name, Quota: name, Scopes: auth.AllScopes}
 }
 
 func bearer(authorization []string) (string, bool) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -59,6 +60,9 @@ type Config struct {
 	// mcpAuth checks MCP tool calls as the gRPC edge checks calls (set by
 	// run from the token file; nil: anonymous).
 	mcpAuth func(tool string, header http.Header) (server.Caller, error)
+	// httpTLS and mcpTLS are the TLS of --http-listen and --mcp-listen
+	// (set by run from --tls-cert and --plaintext-listeners; nil: plain).
+	httpTLS, mcpTLS *tls.Config
 	// tracer traces MCP calls as the gRPC server traces its calls (set by
 	// run from --otel-endpoint; nil: off).
 	tracer *tracer

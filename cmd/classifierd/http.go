@@ -40,7 +40,10 @@ type httpServer struct {
 	lis net.Listener
 }
 
-// newHTTPServer listens on cfg.HTTPListen.
+// newHTTPServer listens on cfg.HTTPListen, over TLS when cfg.httpTLS is
+// set (HTTP/2 and HTTP/1.1 offered by ALPN; a client certificate the TLS
+// layer verified reaches the gRPC interceptors through grpc.Server's
+// ServeHTTP, as on --listen).
 func newHTTPServer(cfg Config, gs *grpc.Server, log *slog.Logger) (*httpServer, error) {
 	h, err := vanguardgrpc.NewTranscoder(gs,
 		vanguard.WithCodec(newJSONCodec),
@@ -70,6 +73,7 @@ func newHTTPServer(cfg Config, gs *grpc.Server, log *slog.Logger) (*httpServer, 
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		TLSConfig:         cfg.httpTLS,
 	}
 	return &httpServer{srv: srv, lis: lis}, nil
 }
@@ -77,9 +81,23 @@ func newHTTPServer(cfg Config, gs *grpc.Server, log *slog.Logger) (*httpServer, 
 // Addr is the address the server listens on.
 func (s *httpServer) Addr() string { return s.lis.Addr().String() }
 
+// URL is the explain page's address.
+func (s *httpServer) URL() string {
+	if s.srv.TLSConfig != nil {
+		return "https://" + s.Addr() + "/"
+	}
+	return "http://" + s.Addr() + "/"
+}
+
 // Serve serves until Shutdown; a clean shutdown returns nil.
 func (s *httpServer) Serve() error {
-	if err := s.srv.Serve(s.lis); !errors.Is(err, http.ErrServerClosed) {
+	var err error
+	if s.srv.TLSConfig != nil {
+		err = s.srv.ServeTLS(s.lis, "", "") // the certificate is the config's (GetCertificate)
+	} else {
+		err = s.srv.Serve(s.lis)
+	}
+	if !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("http: %w", err)
 	}
 	return nil

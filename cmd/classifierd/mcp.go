@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -117,7 +118,8 @@ func startMCPHTTPWith(cfg Config, svc *server.Server, term *server.TerminalServe
 	if err != nil {
 		return nil, fmt.Errorf("mcp listen: %w", err)
 	}
-	return serveHTTP(lis, newMCPHandler(func(*http.Request) *mcp.Server { return s }, cfg, log), cfg.ShutdownWait, log), nil
+	h := mcpClientCert(newMCPHandler(func(*http.Request) *mcp.Server { return s }, cfg, log))
+	return serveHTTP(lis, cfg.mcpTLS, h, cfg.ShutdownWait, log), nil
 }
 
 // newMCPHandler is the streamable HTTP handler at mcpPath. Request bodies
@@ -131,18 +133,26 @@ func newMCPHandler(getServer func(*http.Request) *mcp.Server, cfg Config, log *s
 	return mux
 }
 
-// serveHTTP serves h on lis in the background; the returned stop shuts the
-// server down, closing what is still open after wait.
-func serveHTTP(lis net.Listener, h http.Handler, wait time.Duration, log *slog.Logger) (stop func()) {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+// serveHTTP serves h on lis in the background, over TLS when tlsConf is
+// set; the returned stop shuts the server down, closing what is still open
+// after wait.
+func serveHTTP(lis net.Listener, tlsConf *tls.Config, h http.Handler, wait time.Duration, log *slog.Logger) (stop func()) {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConf,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if tlsConf != nil {
+			err = hs.ServeTLS(lis, "", "") // the certificate is the config's (GetCertificate)
+		} else {
+			err = hs.Serve(lis)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("MCP HTTP server failed", "err", err)
 		}
 	}()
-	log.Info("classifierd serving MCP over streamable HTTP", "addr", lis.Addr().String(), "path", mcpPath)
+	log.Info("classifierd serving MCP over streamable HTTP", "addr", lis.Addr().String(), "path", mcpPath, "tls", tlsConf != nil)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()

@@ -40,6 +40,7 @@ type OpsConfig struct {
 	TLSCert              string
 	TLSKey               string
 	TLSClientCA          string
+	PlaintextListeners   string // --plaintext-listeners: http, mcp
 	TokenFile            string
 	MaxSessionsPerClient int
 	MaxInFlight          int
@@ -48,6 +49,10 @@ type OpsConfig struct {
 	MinDeadline          time.Duration
 	MaxIndexBytes        int64
 	IndexMmap            bool
+
+	// plainHTTP and plainMCP are what validate read from
+	// PlaintextListeners.
+	plainHTTP, plainMCP bool
 }
 
 // indexLoad is how index files are read, at start and on every reload.
@@ -57,9 +62,10 @@ func (c *OpsConfig) indexLoad() index.LoadOptions {
 
 func (c *OpsConfig) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on HOST:PORT/metrics (off when empty)")
-	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve TLS with this PEM certificate chain (with --tls-key); reloaded on SIGHUP")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve TLS with this PEM certificate chain (with --tls-key) on every listener: --listen, --http-listen and --mcp-listen (not --metrics-listen); reloaded on SIGHUP")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
-	fs.StringVar(&c.TLSClientCA, "tls-client-ca", "", "require client certificates signed by this PEM CA bundle (mTLS); the subject CN is the caller")
+	fs.StringVar(&c.TLSClientCA, "tls-client-ca", "", "require client certificates signed by this PEM CA bundle (mTLS) on every TLS listener; without --auth-token-file the subject CN is the caller")
+	fs.StringVar(&c.PlaintextListeners, "plaintext-listeners", "", "with --tls-cert: serve these listeners in plain text all the same (comma-separated: http, mcp), for a TLS-terminating proxy in front of them; client certificates cannot be checked there (default: none, TLS on every listener)")
 	fs.StringVar(&c.TokenFile, "auth-token-file", "", "require bearer tokens from this file (lines: NAME SCOPES TOKEN; mode 0600); reloaded on SIGHUP")
 	fs.IntVar(&c.MaxSessionsPerClient, "max-sessions-per-client", 1000, "most hub sessions one caller (identity, or peer address when anonymous) may hold")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", 0, "model calls admitted at once (default: 2 x --concurrency)")
@@ -76,6 +82,20 @@ func (c *OpsConfig) validate(concurrency int) error {
 	}
 	if c.TLSClientCA != "" && c.TLSCert == "" {
 		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+	}
+	c.plainHTTP, c.plainMCP = false, false
+	for _, l := range splitList(c.PlaintextListeners) {
+		switch l {
+		case "http":
+			c.plainHTTP = true
+		case "mcp":
+			c.plainMCP = true
+		default:
+			return fmt.Errorf("--plaintext-listeners: %q is not http or mcp (the gRPC listener has no opt-out)", l)
+		}
+	}
+	if (c.plainHTTP || c.plainMCP) && c.TLSCert == "" {
+		return errors.New("--plaintext-listeners needs --tls-cert and --tls-key (without them every listener is plain text)")
 	}
 	if c.MaxSessionsPerClient < 1 || c.MaxInFlight < 0 || c.MaxQueue < 0 || c.MaxWaitingTime < 0 || c.MinDeadline < 0 || c.MaxIndexBytes < 1 {
 		return errors.New("--max-sessions-per-client and --max-index-bytes must be positive; --max-inflight, --max-waiting, --max-waiting-time and --min-deadline not negative")
@@ -187,24 +207,95 @@ func (o *ops) openTLS() (*tls.Config, error) {
 	return conf, nil
 }
 
-// mcpCaller is who makes an MCP tool call and whether it may: without a
-// token file or client CA every call is anonymous, as on gRPC; with them,
-// a call over stdio comes from the local process that started the daemon
-// (trusted as its owner), and a call over HTTP needs a bearer token of
-// the file with the tool's scope (the MCP listener has no TLS, so client
-// certificates cannot be checked there).
+// listenerTLS is the TLS configuration of the HTTP/JSON or MCP listener
+// (plain: --plaintext-listeners names it): a copy of the gRPC listener's,
+// so the same certificate (swapped on SIGHUP) and client CA; nil without
+// --tls-cert or when plain. Each listener gets its own copy, as an HTTP
+// server adds its protocols (h2, http/1.1) to the one it is given.
+func (o *ops) listenerTLS(plain bool) *tls.Config {
+	if o.tlsConf == nil || plain {
+		return nil
+	}
+	return o.tlsConf.Clone()
+}
+
+// logTLS says at start which listeners serve TLS and which plain text.
+func (o *ops) logTLS(log *slog.Logger, cfg Config) {
+	var on, off []string
+	add := func(name string, used, tls bool) {
+		switch {
+		case !used:
+		case tls:
+			on = append(on, name)
+		default:
+			off = append(off, name)
+		}
+	}
+	add("grpc", !cfg.MCPStdio, o.tlsConf != nil)
+	add("http", cfg.HTTPListen != "" && !cfg.MCPStdio, cfg.httpTLS != nil)
+	add("mcp", cfg.MCPListen != "", cfg.mcpTLS != nil)
+	if o.tlsConf == nil {
+		log.Info("listeners in plain text (no --tls-cert)", "plaintext", strings.Join(off, ","))
+		return
+	}
+	log.Info("listeners serving TLS", "tls", strings.Join(on, ","), "plaintext", strings.Join(off, ","),
+		"client_certificates", o.tlsConf.ClientCAs != nil)
+	if len(off) > 0 && o.tlsConf.ClientCAs != nil && o.tokens == nil {
+		log.Warn("no call on a plain text listener can authenticate: it carries no client certificate (add --auth-token-file)",
+			"plaintext", strings.Join(off, ","))
+	}
+}
+
+// mcpCertHeader carries the subject common name of the verified client
+// certificate of an MCP request over HTTP from mcpClientCert to
+// mcpCaller: the MCP SDK hands a tool call only its request's header.
+// mcpClientCert deletes whatever value a client sent, so only the TLS
+// layer sets it.
+var mcpCertHeader = http.CanonicalHeaderKey("X-Classifierd-Client-Cert-CN")
+
+// mcpClientCert is the middleware of the MCP listener that puts the
+// request's verified client certificate into mcpCertHeader, and removes
+// that header from every other request (plain text, TLS without a client
+// certificate).
+func mcpClientCert(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = r.Clone(r.Context()) // a handler does not change the request it was given
+		r.Header.Del(mcpCertHeader)
+		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+			r.Header.Set(mcpCertHeader, r.TLS.VerifiedChains[0][0].Subject.CommonName)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// mcpCaller is who makes an MCP tool call and whether it may, by the
+// rules of the gRPC edge (server.AuthConfig): without a token file or
+// client CA every call is anonymous; with a token file a call over HTTP
+// needs a bearer token of the file with the tool's scope (a client
+// certificate is only the transport's then); with only a client CA the
+// caller is the verified client certificate of the request (mcpCertHeader,
+// which only mcpClientCert sets), and a request without one, as on a
+// listener of --plaintext-listeners, is UNAUTHENTICATED. A call over
+// stdio comes from the local process that started the daemon, trusted as
+// its owner.
 func (o *ops) mcpCaller(tool string, h http.Header) (server.Caller, error) {
 	anon := server.Caller{Name: server.Anonymous, Quota: "mcp", Scopes: auth.AllScopes}
 	certs := o.tlsConf != nil && o.tlsConf.ClientCAs != nil
 	if (o.tokens == nil && !certs) || h == nil {
 		return anon, nil
 	}
-	if o.tokens == nil {
-		return server.Caller{}, status.Error(codes.Unauthenticated, "MCP over HTTP cannot check client certificates; use --auth-token-file")
-	}
-	c, err := server.TokenCaller(o.tokens, h.Values("Authorization"))
-	if err != nil {
-		return c, err
+	var c server.Caller
+	if o.tokens != nil {
+		var err error
+		if c, err = server.TokenCaller(o.tokens, h.Values("Authorization")); err != nil {
+			return c, err
+		}
+	} else {
+		cn, ok := h[mcpCertHeader]
+		if !ok || len(cn) != 1 {
+			return server.Caller{}, status.Error(codes.Unauthenticated, "client certificate required")
+		}
+		c = server.CertCaller(cn[0])
 	}
 	scope := auth.ScopeRoute
 	if strings.Contains(tool, "input") { // detect_input_prompt, infer_expected_input, track_input_event

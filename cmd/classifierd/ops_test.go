@@ -328,10 +328,10 @@ func TestOpsTLSTokensAndSessionOwners(t *testing.T) {
 		}
 	}
 	writeTokens("")
-	addr := freeAddr(t)
+	addr, httpAddr, mcpAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	d, conn := opsDaemon(t, addr, pki.dial(&hubCert), "--index", idx,
 		"--tls-cert", serverCert, "--tls-key", serverCert+".key", "--tls-client-ca", filepath.Join(pki.dir, "ca.pem"),
-		"--auth-token-file", tokens, "--max-sessions-per-client", "2")
+		"--auth-token-file", tokens, "--max-sessions-per-client", "2", "--http-listen", httpAddr, "--mcp-listen", mcpAddr)
 	c := pb.NewClassifierServiceClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -378,6 +378,46 @@ func TestOpsTLSTokensAndSessionOwners(t *testing.T) {
 		hr, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 		if err != nil || hr.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 			t.Fatalf("health without token: %v %v", hr, err)
+		}
+	})
+	t.Run("HTTP/JSON and MCP over mTLS need a token too", func(t *testing.T) {
+		// As on gRPC: with a token file the token is the caller, and a
+		// client certificate only opens the connection.
+		waitFor(t, d, "classifierd serving HTTP/JSON")
+		hub := pki.httpsClient(&hubCert)
+		route := "https://" + httpAddr + "/classifier.v1.ClassifierService/Route"
+		for _, tc := range []struct {
+			name   string
+			header http.Header
+			want   int
+		}{
+			{"certificate only", nil, http.StatusUnauthorized},
+			{"certificate and identity header", spoofed, http.StatusUnauthorized},
+			{"certificate and token", http.Header{"Authorization": {"Bearer " + routerToken}}, http.StatusOK},
+		} {
+			if code, _, out, err := postJSON(t, hub, route, `{"query":"check github"}`, tc.header); err != nil || code != tc.want {
+				t.Errorf("HTTP/JSON, %s: %d %v %v, want %d", tc.name, code, out, err, tc.want)
+			}
+		}
+		endpoint := "https://" + mcpAddr + mcpPath
+		query := map[string]any{"query": "check github", "k": 1}
+		for _, tc := range []struct {
+			name   string
+			header http.Header
+			want   string // "" for success
+		}{
+			{"certificate only", nil, "UNAUTHENTICATED"},
+			{"certificate and identity header", spoofed, "UNAUTHENTICATED"},
+			{"certificate and token", http.Header{"Authorization": {"Bearer " + routerToken}}, ""},
+		} {
+			cs, err := mcpConnect(t, endpoint, &http.Client{Transport: withHeader{hub.Transport, tc.header}})
+			if err != nil {
+				t.Fatalf("MCP over HTTPS, %s: %v", tc.name, err)
+			}
+			err = mcpCallErr(cs, "search_tools", query)
+			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("MCP, %s: %v, want %q", tc.name, err, tc.want)
+			}
 		}
 	})
 	t.Run("sessions belong to their creator", func(t *testing.T) {

@@ -189,7 +189,7 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 	if err != nil {
 		return fmt.Errorf("mcp listen: %w", err)
 	}
-	stopHTTP := serveHTTP(lis, proxyHandler(px, cfg, log), 5*time.Second, log)
+	stopHTTP := serveHTTP(lis, nil, proxyHandler(px, cfg, log), 5*time.Second, log)
 	defer stopHTTP()
 	<-ctx.Done()
 	return nil

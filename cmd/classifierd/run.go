@@ -48,6 +48,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return err
 	}
 	cfg.mcpAuth = op.mcpCaller
+	cfg.httpTLS, cfg.mcpTLS = op.listenerTLS(cfg.Ops.plainHTTP), op.listenerTLS(cfg.Ops.plainMCP)
+	op.logTLS(log, cfg)
 	if cfg.tracer, err = openTracer(ctx, cfg.OTel, log); err != nil {
 		return err
 	}
@@ -197,7 +199,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- gs.Serve(lis) }()
 	if hsrv != nil {
-		log.Info("classifierd serving HTTP/JSON and the explain page", "addr", hsrv.Addr(), "url", "http://"+hsrv.Addr()+"/")
+		log.Info("classifierd serving HTTP/JSON and the explain page", "addr", hsrv.Addr(), "url", hsrv.URL(), "tls", cfg.httpTLS != nil)
 		go func() {
 			if err := hsrv.Serve(); err != nil {
 				serveErr <- err

@@ -2,6 +2,7 @@ package rank
 
 import (
 	"cmp"
+	"math"
 	"slices"
 )
 
@@ -121,17 +122,45 @@ func (r *Ranker) route(toolS, srvS, catS []Score, cand []int) Routed {
 }
 
 // SortedByScore returns ls ordered by score, best first, ties in their
-// original order. It sorts positions rather than the (large) structs.
+// original order. It sorts 64-bit keys (the score rounded to float32,
+// then the position) rather than the large structs, with no comparison
+// function; scores that round to the same float32 are then put in their
+// exact order (rounding keeps order, so only such runs can be out of it).
 func SortedByScore(ls []Score) []Score {
-	order := make([]int32, len(ls))
-	for i := range order {
-		order[i] = int32(i)
+	keys := make([]uint64, len(ls))
+	for i, s := range ls {
+		keys[i] = uint64(descending32(s.Score))<<32 | uint64(i)
 	}
-	// Ties by position: as stable as a stable sort, without its merges.
-	slices.SortFunc(order, func(a, b int32) int { return cmp.Or(cmp.Compare(ls[b].Score, ls[a].Score), cmp.Compare(a, b)) })
+	slices.Sort(keys)
 	out := make([]Score, len(ls))
-	for i, j := range order {
-		out[i] = ls[j]
+	for i, k := range keys {
+		out[i] = ls[uint32(k)]
+	}
+	for i := 0; i < len(keys); {
+		j := i + 1
+		for j < len(keys) && keys[j]>>32 == keys[i]>>32 {
+			j++
+		}
+		if j-i > 1 {
+			// In position order already: a stable sort keeps it for ties.
+			slices.SortStableFunc(out[i:j], func(a, b Score) int { return cmp.Compare(b.Score, a.Score) })
+		}
+		i = j
 	}
 	return out
+}
+
+// descending32 maps a score to a key that orders as cmp.Compare orders
+// scores, reversed (best first, NaN last), at float32 precision.
+func descending32(v float64) uint32 {
+	if v != v {
+		return math.MaxUint32 // NaN: below every number, as cmp.Compare has it
+	}
+	b := math.Float32bits(float32(v) + 0) // + 0: -0 is +0, as they compare equal
+	if b>>31 == 0 {
+		b |= 1 << 31 // positive: above every negative
+	} else {
+		b = ^b // negative: the larger magnitude, the lower
+	}
+	return ^b
 }

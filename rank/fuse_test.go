@@ -1,14 +1,18 @@
 package rank
 
 import (
+	"cmp"
 	"context"
-	"github.com/classifierd/classifierd/catalog"
-	"github.com/classifierd/classifierd/internal/testenv"
+	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/classifierd/classifierd/catalog"
+	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/internal/testindex"
 )
 
@@ -103,4 +107,58 @@ func TestLexiconScanMatchesEveryLabel(t *testing.T) {
 	if hits < 4 {
 		t.Errorf("%d lexical hits over the texts; the test needs some to compare", hits)
 	}
+}
+
+// sortedByScoreReference is SortedByScore's meaning: a stable sort by
+// score, best first.
+func sortedByScoreReference(ls []Score) []Score {
+	out := slices.Clone(ls)
+	slices.SortStableFunc(out, func(a, b Score) int { return cmp.Compare(b.Score, a.Score) })
+	return out
+}
+
+func TestSortedByScoreIsAStableSortByScore(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	special := []float64{0, math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.NaN(), 1, -1,
+		1 + 1e-12, 1 - 1e-12, -1 - 1e-12, math.SmallestNonzeroFloat64, -math.SmallestNonzeroFloat64, math.MaxFloat64, -math.MaxFloat64}
+	for trial := range 500 {
+		n := rng.IntN(200)
+		ls := make([]Score, n)
+		for i := range ls {
+			switch rng.IntN(3) {
+			case 0:
+				ls[i].Score = special[rng.IntN(len(special))]
+			case 1: // near-ties that round to one float32
+				ls[i].Score = 0.5 + float64(rng.IntN(5))*1e-11
+			default:
+				ls[i].Score = rng.NormFloat64()
+			}
+			ls[i].Label = i
+		}
+		got, want := SortedByScore(ls), sortedByScoreReference(ls)
+		for i := range want {
+			if got[i].Label != want[i].Label {
+				t.Fatalf("trial %d: position %d holds label %d (score %v), want label %d (score %v)",
+					trial, i, got[i].Label, got[i].Score, want[i].Label, want[i].Score)
+			}
+		}
+	}
+}
+
+func BenchmarkSortedByScore(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	ls := make([]Score, 3000)
+	for i := range ls {
+		ls[i] = Score{Label: i, Score: rng.NormFloat64()}
+	}
+	b.Run("keys", func(b *testing.B) {
+		for b.Loop() {
+			SortedByScore(ls)
+		}
+	})
+	b.Run("reference", func(b *testing.B) {
+		for b.Loop() {
+			sortedByScoreReference(ls)
+		}
+	})
 }

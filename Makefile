@@ -227,7 +227,7 @@ bench: deps build index ## Go benchmarks and the end-to-end load test (latency, 
 bench-scale: deps build ## gen-index time and memory, index load and Route scoring at 1k, 10k and 100k tools (slow; docs/scale.md)
 	go build -o $(BIN)/scale-bench ./tools/scale-bench
 	$(BIN)/scale-bench run --gen-index $(BIN)/gen-index --model $(MODEL_DIR) --ort-lib $(ORT_LIB) \
-	  --metatool $(DATASETS)/metatool.json --dir var/scale $(if $(SIZES),--sizes $(SIZES))
+	  --metatool $(DATASETS)/metatool.json --dir var/scale$(if $(DISTINCT),-distinct) $(if $(SIZES),--sizes $(SIZES)) $(if $(DISTINCT),--distinct $(DISTINCT))
 
 .PHONY: eval
 eval: deps build ## accuracy and calibration figures on the development datasets

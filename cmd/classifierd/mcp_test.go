@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -376,21 +375,12 @@ func TestMCPHTTPNeedsTheDaemonsTokens(t *testing.T) {
 		return mcpClient(t, tr, nil)
 	}
 	query := map[string]any{"query": "show my unread GitHub notifications", "k": 1}
-	callErr := func(cs *mcp.ClientSession, tool string, args any) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-		if err == nil && res.IsError {
-			err = errors.New(resultText(res))
-		}
-		return err
-	}
 	for _, tc := range []struct{ name, token, want string }{
 		{"no token", "", "UNAUTHENTICATED"},
 		{"unknown token", "nobody-0123456789abcdef", "UNAUTHENTICATED"},
 		{"token without the route scope", routerToken, "PERMISSION_DENIED"},
 	} {
-		if err := callErr(client(tc.token), "search_tools", query); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := mcpCallErr(client(tc.token), "search_tools", query); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %s", tc.name, err, tc.want)
 		}
 	}
@@ -408,7 +398,7 @@ func TestMCPHTTPNeedsTheDaemonsTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	prompt := map[string]any{"prompt": "write the report to disk as report.md", "session_id": "alice-1"}
-	if err := callErr(bob, "analyze_prompt", prompt); err == nil || !strings.Contains(err.Error(), "PERMISSION_DENIED") {
+	if err := mcpCallErr(bob, "analyze_prompt", prompt); err == nil || !strings.Contains(err.Error(), "PERMISSION_DENIED") {
 		t.Errorf("bob analyzing alice's session: got %v, want PERMISSION_DENIED", err)
 	}
 	var an mcpserver.AnalyzePromptOutput

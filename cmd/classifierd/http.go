@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"math"
 	"net"
@@ -72,10 +73,30 @@ func newHTTPServer(cfg Config, gs *grpc.Server, log *slog.Logger) (*httpServer, 
 		ReadTimeout:       cfg.Timeout + 10*time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:          serverErrorLog(log),
 		TLSConfig:         cfg.httpTLS,
 	}
 	return &httpServer{srv: srv, lis: lis}, nil
+}
+
+// serverErrorLog is an HTTP server's ErrorLog: what net/http reports, at
+// warning level, except failed TLS handshakes (a port scan, a load
+// balancer's TCP check, a client speaking plain HTTP to a TLS port), at
+// debug level so they do not flood the log.
+func serverErrorLog(log *slog.Logger) *stdlog.Logger {
+	return stdlog.New(errorLogWriter{log}, "", 0)
+}
+
+type errorLogWriter struct{ log *slog.Logger }
+
+func (w errorLogWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSuffix(string(p), "\n")
+	level := slog.LevelWarn
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		level = slog.LevelDebug
+	}
+	w.log.Log(context.Background(), level, msg)
+	return len(p), nil
 }
 
 // Addr is the address the server listens on.

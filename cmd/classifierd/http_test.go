@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -274,4 +277,39 @@ func toStrings(v any) []string {
 		out = append(out, x.(string))
 	}
 	return out
+}
+
+// TestServerErrorLogQuietsHandshakeFailures speaks plain HTTP to a real
+// TLS listener: the failed handshake is logged at debug level, anything
+// else net/http reports at warning level.
+func TestServerErrorLogQuietsHandshakeFailures(t *testing.T) {
+	var buf syncBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.Config.ErrorLog = serverErrorLog(log)
+	srv.StartTLS()
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(conn, "GET / HTTP/1.0\r\n\r\n")
+	_, _ = io.ReadAll(conn) // the server answers 400 and closes
+	conn.Close()
+	srv.Config.ErrorLog.Print("http: something else went wrong")
+	var levels = map[string]string{}
+	for deadline := time.Now().Add(5 * time.Second); len(levels) < 2 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			var rec struct{ Level, Msg string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg != "" {
+				levels[strings.Fields(rec.Msg)[1]] = rec.Level
+			}
+		}
+	}
+	if got := levels["TLS"]; got != "DEBUG" {
+		t.Errorf("handshake failure logged at %q, want DEBUG (log: %s)", got, buf.String())
+	}
+	if got := levels["something"]; got != "WARN" {
+		t.Errorf("other server error logged at %q, want WARN (log: %s)", got, buf.String())
+	}
 }

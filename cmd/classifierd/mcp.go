@@ -138,7 +138,7 @@ func newMCPHandler(getServer func(*http.Request) *mcp.Server, cfg Config, log *s
 // after wait.
 func serveHTTP(lis net.Listener, tlsConf *tls.Config, h http.Handler, wait time.Duration, log *slog.Logger) (stop func()) {
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConf,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		ErrorLog: serverErrorLog(log)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

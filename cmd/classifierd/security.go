@@ -1,16 +1,21 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
 
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -39,6 +44,10 @@ func (c SecurityConfig) validate() error {
 	}
 	return nil
 }
+
+// identifies reports whether callers are identified (by a token or a
+// client certificate) rather than all anonymous.
+func (c SecurityConfig) identifies() bool { return c.TokenFile != "" || c.TLSClientCA != "" }
 
 // security is what SecurityConfig opens: the tokens, the TLS
 // configuration, and their reloaders for SIGHUP.
@@ -197,4 +206,101 @@ func daemonToolScope(tool string) string {
 		return auth.ScopeTerminal
 	}
 	return auth.ScopeRoute
+}
+
+// mcpGate authenticates every request to an MCP listener before the MCP
+// SDK reads it, by mcpIdentity's rules, and puts its caller in the
+// request's context (server.CallerFrom). A request without a valid token
+// (or, with only a client CA, a client certificate) is answered 401, one
+// whose caller holds none of the scopes anyOf 403; both carry a JSON-RPC
+// error saying why, which the SDK's client reports.
+//
+// When callers are identified, the caller also reaches the SDK as an
+// auth.TokenInfo whose UserID is its name: the SDK binds a new session to
+// that user and answers any other caller's request for the session (by
+// its Mcp-Session-Id) 403 "session user mismatch". Only the SDK's
+// RequireBearerToken puts a TokenInfo in a request, and only from a
+// bearer token, so a certificate caller's request reaches it with a
+// placeholder token (mcpIdentity reads no token without a token file).
+func (s *security) mcpGate(next http.Handler, anyOf ...string) http.Handler {
+	bound := sdkauth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*sdkauth.TokenInfo, error) {
+		c := server.CallerFrom(ctx)
+		return &sdkauth.TokenInfo{UserID: c.Name, Scopes: c.Scopes}, nil
+	}, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
+	return mcpClientCert(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := s.mcpIdentity(r.Header)
+		if err != nil {
+			if s.tokens != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="classifierd"`)
+			}
+			writeMCPError(w, r, http.StatusUnauthorized, mcpCodeUnauthenticated, err)
+			return
+		}
+		if !slices.ContainsFunc(anyOf, func(scope string) bool { return slices.Contains(c.Scopes, scope) }) {
+			writeMCPError(w, r, http.StatusForbidden, mcpCodePermissionDenied,
+				status.Errorf(codes.PermissionDenied, "%s holds none of the scopes %s", c.Name, strings.Join(anyOf, ", ")))
+			return
+		}
+		r = r.WithContext(server.WithCaller(r.Context(), c))
+		if !s.cfg.identifies() {
+			next.ServeHTTP(w, r) // everyone is anonymous: nothing to bind a session to
+			return
+		}
+		if s.tokens == nil {
+			r.Header.Set("Authorization", "Bearer client-certificate") // r is mcpClientCert's copy
+		}
+		bound.ServeHTTP(w, r)
+	}))
+}
+
+// JSON-RPC error codes of mcpGate's answers, in the range JSON-RPC leaves
+// to implementations.
+const (
+	mcpCodeUnauthenticated  = -32001
+	mcpCodePermissionDenied = -32003
+)
+
+// writeMCPError answers r with the HTTP status and a JSON-RPC error whose
+// message is err in mcpserver.ToolError's spelling ("UNAUTHENTICATED:
+// missing bearer token ..."), under the id of the request in r's body
+// when it has one, so the client can match it to its call.
+func writeMCPError(w http.ResponseWriter, r *http.Request, code int, rpcCode int64, err error) {
+	var id jsonrpc.ID
+	if r.Method == http.MethodPost && r.Body != nil {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+		if req, ok := decodeRequest(body); ok {
+			id = req.ID
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	if data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: rpcCode, Message: mcpserver.ToolError(err).Error()}}); err == nil {
+		_, _ = w.Write(data)
+	}
+}
+
+func decodeRequest(body []byte) (*jsonrpc.Request, bool) {
+	msg, err := jsonrpc.DecodeMessage(body)
+	if err != nil {
+		return nil, false
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	return req, ok && req.ID.IsValid()
+}
+
+// loopbackListen reports whether a listen address HOST:PORT serves only
+// this host: HOST is an IP literal of the loopback range (127.0.0.0/8,
+// ::1) or "localhost". An empty host, 0.0.0.0 or :: and any other name
+// (not resolved: the check is on what the operator wrote) count as
+// reachable from elsewhere.
+func loopbackListen(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
 }

@@ -111,7 +111,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 
 // errOpenListen is the refusal to serve every tool of the servers to
 // anyone who reaches a non-loopback address.
-var errOpenListen = errors.New("proxy: unauthenticated listener beyond loopback")
+var errOpenListen = errors.New("unauthenticated listener beyond loopback")
 
 // validateListen checks the security flags against --mcp-listen: they
 // apply to it only, and a listener beyond loopback must identify its

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -35,6 +36,7 @@ import (
 	"github.com/classifierd/classifierd/mcpsrc"
 	"github.com/classifierd/classifierd/request"
 	"github.com/classifierd/classifierd/server"
+	"github.com/classifierd/classifierd/server/auth"
 	"github.com/classifierd/classifierd/session"
 )
 
@@ -46,6 +48,19 @@ const (
 )
 
 var errNoTools = errors.New("mcpproxy: no server has listed tools yet")
+
+// ToolScope is the token scope (server/auth) a call of tool needs: route
+// to rank tools and change one's own tool list (search_tools,
+// hub__analyze_prompt); call for call_tool and every server tool the proxy
+// shows, which do whatever the real tools do. A name it does not know
+// needs call.
+func ToolScope(tool string) string {
+	switch tool {
+	case ToolSearch, ToolAnalyze:
+		return auth.ScopeRoute
+	}
+	return auth.ScopeCall
+}
 
 // Source is where the live tools come from and calls go to: an
 // *mcpsrc.Pool.
@@ -76,6 +91,11 @@ type Config struct {
 	Timeout, Debounce time.Duration
 	Version           string
 	Logger            *slog.Logger
+	// Caller says who makes a tool call and whether it may, from the HTTP
+	// request's header (nil over stdio), as mcpserver.Config.Caller; the
+	// scope a tool needs is ToolScope's. Nil: every call is
+	// server.Anonymous.
+	Caller func(tool string, header http.Header) (server.Caller, error)
 }
 
 // Proxy serves the filtered view of its source's tools.
@@ -222,20 +242,21 @@ type client struct {
 	shown map[string]string // exposed backend tools now on srv: their definitions (toolDef)
 }
 
-// NewSessionServer returns the MCP server for one new agent session, with
-// its own exposure (the default exposure). Serve it on one connection; it
-// is forgotten when that session ends.
-func (p *Proxy) NewSessionServer() (*mcp.Server, error) {
+// NewSessionServer returns the MCP server for one new agent session of
+// owner, with its own exposure (the default exposure). Serve it on one
+// connection; it is forgotten when that session ends. The session's
+// exposure is owner's: hub__analyze_prompt changes it only for a tool call
+// whose caller (Config.Caller; server.Anonymous without one) has owner's
+// name.
+func (p *Proxy) NewSessionServer(owner server.Caller) (*mcp.Server, error) {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	c := &client{p: p, id: "mcp-" + hex.EncodeToString(b[:]), shown: map[string]string{}}
-	// The session is the agent's; its tool calls reach the classifier as
-	// server.Anonymous (mcpserver), so that is who owns it.
-	if _, err := p.sessions.CreateFor(context.Background(), session.Owner{ID: server.Anonymous, Quota: "mcp"}, c.id, ""); err != nil {
+	if _, err := p.sessions.CreateFor(context.Background(), session.Owner{ID: owner.Name, Quota: owner.Quota}, c.id, ""); err != nil {
 		return nil, err
 	}
 	c.srv = mcpserver.NewBare(mcpserver.Config{Timeout: p.cfg.Timeout, Version: p.cfg.Version, Logger: p.cfg.Logger,
-		ProtocolVersions: SessionVersions()})
+		ProtocolVersions: SessionVersions(), Caller: p.cfg.Caller})
 	// The session's end (any transport) forgets it.
 	c.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		var once sync.Once

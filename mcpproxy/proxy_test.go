@@ -3,16 +3,22 @@ package mcpproxy
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/classifierd/classifierd/internal/testindex"
 	"github.com/classifierd/classifierd/labels"
 	"github.com/classifierd/classifierd/mcpsrc"
+	"github.com/classifierd/classifierd/server"
+	"github.com/classifierd/classifierd/server/auth"
 	"github.com/classifierd/classifierd/session"
 )
 
@@ -58,11 +64,17 @@ func (f *fakeSource) CallTool(_ context.Context, server string, p *mcp.CallToolP
 
 func newTestProxy(t *testing.T) (*Proxy, *fakeSource) {
 	t.Helper()
+	return newTestProxyWith(t, nil)
+}
+
+// newTestProxyWith is newTestProxy with caller as Config.Caller.
+func newTestProxyWith(t *testing.T, caller func(string, http.Header) (server.Caller, error)) (*Proxy, *fakeSource) {
+	t.Helper()
 	src := &fakeSource{}
 	src.set(map[string][]string{"notes": {"create_note", "search_notes"}, "weather": {"get_weather"}})
 	px, err := New(context.Background(), Config{Source: src, Embedder: testindex.Embedder{Dims: 64},
 		Model: labels.Model{Name: "bow", Fingerprint: "f", Dims: 64}, ServerNames: []string{"notes", "weather"},
-		Sessions: session.Config{DefaultExposure: session.ExposeMetaOnly}, Logger: slog.New(slog.DiscardHandler)})
+		Sessions: session.Config{DefaultExposure: session.ExposeMetaOnly}, Logger: slog.New(slog.DiscardHandler), Caller: caller})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,10 +85,18 @@ func newTestProxy(t *testing.T) (*Proxy, *fakeSource) {
 	return px, src
 }
 
-// connect opens an in-memory client session on a new session server.
+// connect opens an in-memory client session on a new session server of
+// an anonymous agent.
 func connect(t *testing.T, px *Proxy, changed chan struct{}) *mcp.ClientSession {
 	t.Helper()
-	srv, err := px.NewSessionServer()
+	return connectAs(t, px, server.Caller{Name: server.Anonymous, Quota: "mcp"}, changed)
+}
+
+// connectAs opens an in-memory client session on a new session server
+// owned by owner.
+func connectAs(t *testing.T, px *Proxy, owner server.Caller, changed chan struct{}) *mcp.ClientSession {
+	t.Helper()
+	srv, err := px.NewSessionServer(owner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,6 +242,104 @@ func TestSessionExposureAndRebuild(t *testing.T) {
 			t.Fatalf("sessions = %d after one closed, want %d", count(), before-1)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestToolScope(t *testing.T) {
+	for _, tc := range []struct{ tool, want string }{
+		{ToolSearch, auth.ScopeRoute},
+		{ToolAnalyze, auth.ScopeRoute},
+		{ToolCall, auth.ScopeCall},
+		{"notes__create_note", auth.ScopeCall},
+		{"", auth.ScopeCall},
+	} {
+		if got := ToolScope(tc.tool); got != tc.want {
+			t.Errorf("ToolScope(%q) = %q, want %q", tc.tool, got, tc.want)
+		}
+	}
+}
+
+// TestCallerAndOwner checks that Config.Caller decides every tool call of
+// a session and that a session's exposure is its owner's: the caller here
+// is whoever the test says, with the scopes it says, checked as the
+// daemon checks them.
+func TestCallerAndOwner(t *testing.T) {
+	var mu sync.Mutex
+	var who server.Caller
+	as := func(c server.Caller) {
+		mu.Lock()
+		who = c
+		mu.Unlock()
+	}
+	px, src := newTestProxyWith(t, func(tool string, _ http.Header) (server.Caller, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Contains(who.Scopes, ToolScope(tool)) {
+			return server.Caller{}, status.Errorf(codes.PermissionDenied, "%s needs scope %q", tool, ToolScope(tool))
+		}
+		return who, nil
+	})
+	alice := server.Caller{Name: "alice", Quota: "token:alice", Scopes: []string{auth.ScopeRoute, auth.ScopeCall}}
+	reader := server.Caller{Name: "alice", Quota: "token:alice", Scopes: []string{auth.ScopeRoute}}
+	bob := server.Caller{Name: "bob", Quota: "token:bob", Scopes: auth.AllScopes}
+	cs := connectAs(t, px, alice, make(chan struct{}, 8))
+	// call returns a tool's text and whether it failed: a refused caller
+	// is a protocol error (mcpserver's guard), a refusal of the tool a
+	// tool error.
+	call := func(name string, args map[string]any) (string, bool) {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			return err.Error(), true
+		}
+		var text string
+		if len(res.Content) > 0 {
+			if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+				text = tc.Text
+			}
+		}
+		return text, res.IsError
+	}
+	analyze := map[string]any{"prompt": "create a note in my notebook"}
+	callTool := map[string]any{"server": "weather", "tool": "get_weather"}
+	for _, tc := range []struct {
+		name   string
+		caller server.Caller
+		tool   string
+		args   map[string]any
+		want   string // in the error; "" for success
+	}{
+		{"another identity may not change the owner's exposure", bob, ToolAnalyze, analyze, "PERMISSION_DENIED"},
+		{"route may search", reader, ToolSearch, map[string]any{"query": "weather"}, ""},
+		{"route may not call_tool", reader, ToolCall, callTool, "PERMISSION_DENIED"},
+		{"the owner changes its exposure", alice, ToolAnalyze, analyze, ""},
+		{"call may call_tool", alice, ToolCall, callTool, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			as(tc.caller)
+			text, isErr := call(tc.tool, tc.args)
+			if isErr != (tc.want != "") || !strings.Contains(text, tc.want) {
+				t.Fatalf("%s: error %v %q, want error %q", tc.tool, isErr, text, tc.want)
+			}
+		})
+	}
+	// The exposure alice's analyze_prompt added shows the notes tools;
+	// calling one needs call as call_tool does.
+	if got := names(t, cs); !slices.Contains(got, "notes__create_note") {
+		t.Fatalf("tools = %v, want notes__create_note after alice's analyze_prompt", got)
+	}
+	as(reader)
+	if text, isErr := call("notes__create_note", nil); !isErr || !strings.Contains(text, "PERMISSION_DENIED") {
+		t.Fatalf("notes__create_note with route only: error %v %q, want PERMISSION_DENIED", isErr, text)
+	}
+	as(alice)
+	if text, isErr := call("notes__create_note", nil); isErr {
+		t.Fatalf("notes__create_note with call: %q", text)
+	}
+	src.mu.Lock()
+	calls := slices.Clone(src.calls)
+	src.mu.Unlock()
+	if !slices.Equal(calls, []string{"weather/get_weather", "notes/create_note"}) {
+		t.Fatalf("calls = %v, want only those allowed", calls)
 	}
 }
 

@@ -142,7 +142,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:50051", "gRPC listen address HOST:PORT")
 	fs.StringVar(&c.HTTPListen, "http-listen", "", "HTTP/JSON listen address HOST:PORT: Connect JSON, the hub REST shape and the explain page at / (docs/http.md); empty: off")
 	fs.StringVar(&c.MCPListen, "mcp-listen", "", "also serve MCP over streamable HTTP at HOST:PORT (path /mcp); empty: no MCP over HTTP")
-	fs.StringVar(&c.MCPServers, "mcp-servers", "", "with MCP: an MCP client configuration (mcpServers) of the catalog's servers; adds call_tool, which calls any catalog tool on its server (default with --mcp-config: its live servers)")
+	fs.StringVar(&c.MCPServers, "mcp-servers", "", "with MCP: an MCP client configuration (mcpServers) of the catalog's servers; adds call_tool, which calls any catalog tool on its server and with --auth-token-file needs scope call (default with --mcp-config: its live servers)")
 	fs.StringVar(&c.ORTLib, "ort-lib", embed.DefaultLibPath(), "ONNX Runtime shared library (default: $ORT_LIB, else where make put it)")
 	fs.IntVar(&c.Threads, "threads", 1, "ONNX Runtime intra-op threads per inference")
 	fs.IntVar(&c.Concurrency, "concurrency", 2, "concurrent inferences")

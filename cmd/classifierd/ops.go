@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,10 +11,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,24 +20,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/status"
 
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/server"
-	"github.com/classifierd/classifierd/server/auth"
 )
 
 // OpsConfig is the operational side of the daemon: metrics, TLS,
 // authentication, admission and file limits (docs/operations.md).
 type OpsConfig struct {
+	SecurityConfig       // --tls-cert, --tls-key, --tls-client-ca, --auth-token-file (security.go)
 	MetricsListen        string
-	TLSCert              string
-	TLSKey               string
-	TLSClientCA          string
 	PlaintextListeners   string // --plaintext-listeners: http, mcp
-	TokenFile            string
 	MaxSessionsPerClient int
 	MaxInFlight          int
 	MaxQueue             int
@@ -77,11 +67,8 @@ func (c *OpsConfig) addFlags(fs *flag.FlagSet) {
 }
 
 func (c *OpsConfig) validate(concurrency int) error {
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return errors.New("--tls-cert and --tls-key go together")
-	}
-	if c.TLSClientCA != "" && c.TLSCert == "" {
-		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+	if err := c.SecurityConfig.validate(); err != nil {
+		return err
 	}
 	c.plainHTTP, c.plainMCP = false, false
 	for _, l := range splitList(c.PlaintextListeners) {
@@ -110,42 +97,25 @@ func (c *OpsConfig) validate(concurrency int) error {
 }
 
 // ops is what OpsConfig opens: the metrics registry, tokens, TLS, and the
-// reloaders SIGHUP runs.
+// reloaders SIGHUP runs (security's).
 type ops struct {
+	*security
 	cfg       OpsConfig
 	log       *slog.Logger
 	reg       *prometheus.Registry
 	metrics   *server.Metrics
-	tokens    *auth.Tokens
-	tlsConf   *tls.Config
 	admission *server.Admission
-	reloaders []hupReloader
-}
-
-// reloader is one thing SIGHUP reloads. Other parts of the daemon (the
-// index) add theirs to the same list.
-type hupReloader struct {
-	name   string
-	reload func() error
 }
 
 func openOps(cfg OpsConfig, log *slog.Logger) (*ops, error) {
-	o := &ops{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
-	o.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var err error
-	if o.metrics, err = server.NewMetrics(o.reg); err != nil {
+	sec, err := openSecurity(cfg.SecurityConfig)
+	if err != nil {
 		return nil, err
 	}
-	if cfg.TokenFile != "" {
-		if o.tokens, err = auth.Load(cfg.TokenFile); err != nil {
-			return nil, err
-		}
-		o.reloaders = append(o.reloaders, hupReloader{"auth tokens", o.tokens.Reload})
-	}
-	if cfg.TLSCert != "" {
-		if o.tlsConf, err = o.openTLS(); err != nil {
-			return nil, err
-		}
+	o := &ops{security: sec, cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	o.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if o.metrics, err = server.NewMetrics(o.reg); err != nil {
+		return nil, err
 	}
 	o.admission = server.NewAdmission(server.AdmissionConfig{MaxInFlight: cfg.MaxInFlight, MaxQueue: cfg.MaxQueue,
 		MaxWait: cfg.MaxWaitingTime, StandingAfter: server.DefaultAdmissionStandingAfter, IdleAfter: server.DefaultAdmissionIdleAfter,
@@ -176,49 +146,6 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// openTLS loads the certificate (swapped on SIGHUP) and the client CA.
-func (o *ops) openTLS() (*tls.Config, error) {
-	var cert atomic.Pointer[tls.Certificate]
-	load := func() error {
-		c, err := tls.LoadX509KeyPair(o.cfg.TLSCert, o.cfg.TLSKey)
-		if err != nil {
-			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
-		}
-		cert.Store(&c)
-		return nil
-	}
-	if err := load(); err != nil {
-		return nil, err
-	}
-	o.reloaders = append(o.reloaders, hupReloader{"TLS certificate", load})
-	conf := &tls.Config{MinVersion: tls.VersionTLS12,
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert.Load(), nil }}
-	if o.cfg.TLSClientCA != "" {
-		pem, err := os.ReadFile(o.cfg.TLSClientCA)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-client-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-client-ca %s: no PEM certificates", o.cfg.TLSClientCA)
-		}
-		conf.ClientCAs, conf.ClientAuth = pool, tls.RequireAndVerifyClientCert
-	}
-	return conf, nil
-}
-
-// listenerTLS is the TLS configuration of the HTTP/JSON or MCP listener
-// (plain: --plaintext-listeners names it): a copy of the gRPC listener's,
-// so the same certificate (swapped on SIGHUP) and client CA; nil without
-// --tls-cert or when plain. Each listener gets its own copy, as an HTTP
-// server adds its protocols (h2, http/1.1) to the one it is given.
-func (o *ops) listenerTLS(plain bool) *tls.Config {
-	if o.tlsConf == nil || plain {
-		return nil
-	}
-	return o.tlsConf.Clone()
-}
-
 // logTLS says at start which listeners serve TLS and which plain text.
 func (o *ops) logTLS(log *slog.Logger, cfg Config) {
 	var on, off []string
@@ -244,67 +171,6 @@ func (o *ops) logTLS(log *slog.Logger, cfg Config) {
 		log.Warn("no call on a plain text listener can authenticate: it carries no client certificate (add --auth-token-file)",
 			"plaintext", strings.Join(off, ","))
 	}
-}
-
-// mcpCertHeader carries the subject common name of the verified client
-// certificate of an MCP request over HTTP from mcpClientCert to
-// mcpCaller: the MCP SDK hands a tool call only its request's header.
-// mcpClientCert deletes whatever value a client sent, so only the TLS
-// layer sets it.
-var mcpCertHeader = http.CanonicalHeaderKey("X-Classifierd-Client-Cert-CN")
-
-// mcpClientCert is the middleware of the MCP listener that puts the
-// request's verified client certificate into mcpCertHeader, and removes
-// that header from every other request (plain text, TLS without a client
-// certificate).
-func mcpClientCert(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r = r.Clone(r.Context()) // a handler does not change the request it was given
-		r.Header.Del(mcpCertHeader)
-		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
-			r.Header.Set(mcpCertHeader, r.TLS.VerifiedChains[0][0].Subject.CommonName)
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// mcpCaller is who makes an MCP tool call and whether it may, by the
-// rules of the gRPC edge (server.AuthConfig): without a token file or
-// client CA every call is anonymous; with a token file a call over HTTP
-// needs a bearer token of the file with the tool's scope (a client
-// certificate is only the transport's then); with only a client CA the
-// caller is the verified client certificate of the request (mcpCertHeader,
-// which only mcpClientCert sets), and a request without one, as on a
-// listener of --plaintext-listeners, is UNAUTHENTICATED. A call over
-// stdio comes from the local process that started the daemon, trusted as
-// its owner.
-func (o *ops) mcpCaller(tool string, h http.Header) (server.Caller, error) {
-	anon := server.Caller{Name: server.Anonymous, Quota: "mcp", Scopes: auth.AllScopes}
-	certs := o.tlsConf != nil && o.tlsConf.ClientCAs != nil
-	if (o.tokens == nil && !certs) || h == nil {
-		return anon, nil
-	}
-	var c server.Caller
-	if o.tokens != nil {
-		var err error
-		if c, err = server.TokenCaller(o.tokens, h.Values("Authorization")); err != nil {
-			return c, err
-		}
-	} else {
-		cn, ok := h[mcpCertHeader]
-		if !ok || len(cn) != 1 {
-			return server.Caller{}, status.Error(codes.Unauthenticated, "client certificate required")
-		}
-		c = server.CertCaller(cn[0])
-	}
-	scope := auth.ScopeRoute
-	if strings.Contains(tool, "input") { // detect_input_prompt, infer_expected_input, track_input_event
-		scope = auth.ScopeTerminal
-	}
-	if !slices.Contains(c.Scopes, scope) {
-		return server.Caller{}, status.Errorf(codes.PermissionDenied, "%s needs scope %q", tool, scope)
-	}
-	return c, nil
 }
 
 // sessionOwnerLimit is the per-caller session quota for session.Config.
@@ -341,7 +207,7 @@ func (o *ops) watchSessions(st interface {
 // interceptors.
 func (o *ops) serverOptions(log *slog.Logger, st *server.Stats, timeout time.Duration) []grpc.ServerOption {
 	edge := server.Edge{Log: log, Stats: st, Timeout: timeout, Metrics: o.metrics, Admission: o.admission,
-		Auth: server.AuthConfig{Tokens: o.tokens, ClientCerts: o.tlsConf != nil && o.tlsConf.ClientCAs != nil}}
+		Auth: server.AuthConfig{Tokens: o.tokens, ClientCerts: o.clientCerts()}}
 	opts := edge.ServerOptions()
 	if o.tlsConf != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.tlsConf)))

@@ -25,6 +25,8 @@ import (
 	"github.com/classifierd/classifierd/mcpsrc"
 	"github.com/classifierd/classifierd/models"
 	"github.com/classifierd/classifierd/request"
+	"github.com/classifierd/classifierd/server"
+	"github.com/classifierd/classifierd/server/auth"
 	"github.com/classifierd/classifierd/session"
 )
 
@@ -45,6 +47,12 @@ type ProxyConfig struct {
 	Exposure    string
 	LogFormat   string
 	LogLevel    slog.Level
+	// Security is --tls-cert, --tls-key, --tls-client-ca and
+	// --auth-token-file, applied to --mcp-listen as the daemon applies them.
+	Security SecurityConfig
+	// InsecureListen lets --mcp-listen serve a non-loopback address with
+	// no one identified (--insecure-listen).
+	InsecureListen bool
 }
 
 func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
@@ -65,9 +73,14 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 	fs.IntVar(&c.MaxSessions, "max-sessions", 1000, "most concurrent agent sessions")
 	fs.StringVar(&c.Exposure, "default-exposure", "meta-only", "what a new session sees beside the meta tools: meta-only (nothing else) or all")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.Security.TLSCert, "tls-cert", "", "serve --mcp-listen over TLS with this PEM certificate chain (with --tls-key); reloaded on SIGHUP")
+	fs.StringVar(&c.Security.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&c.Security.TLSClientCA, "tls-client-ca", "", "require client certificates signed by this PEM CA bundle (mTLS) on --mcp-listen; without --auth-token-file the subject CN is the caller, with every scope")
+	fs.StringVar(&c.Security.TokenFile, "auth-token-file", "", "require a bearer token from this file on every --mcp-listen request (lines: NAME SCOPES TOKEN; mode 0600): scope route for search_tools and hub__analyze_prompt, call for call_tool and the servers' tools; reloaded on SIGHUP")
+	fs.BoolVar(&c.InsecureListen, "insecure-listen", false, "let --mcp-listen serve a non-loopback address without --auth-token-file or --tls-client-ca, so anyone who reaches it may call every tool of the servers (only in a container whose port is published on loopback, or behind a proxy that authenticates)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: classifierd proxy --config mcp.json --model DIR [--mcp-listen HOST:PORT]\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: classifierd proxy --config mcp.json --model DIR [--mcp-listen HOST:PORT [--auth-token-file FILE] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]]\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -93,7 +106,37 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return c, fmt.Errorf("--log-format %q is not text or json", c.LogFormat)
 	}
-	return c, nil
+	return c, c.validateListen()
+}
+
+// errOpenListen is the refusal to serve every tool of the servers to
+// anyone who reaches a non-loopback address.
+var errOpenListen = errors.New("unauthenticated listener beyond loopback")
+
+// validateListen checks the security flags against --mcp-listen: they
+// apply to it only, and a listener beyond loopback must identify its
+// callers (a token file or a client CA) unless --insecure-listen says
+// otherwise.
+func (c *ProxyConfig) validateListen() error {
+	if err := c.Security.validate(); err != nil {
+		return err
+	}
+	if c.MCPListen == "" {
+		if c.Security != (SecurityConfig{}) || c.InsecureListen {
+			return errors.New("--tls-cert, --tls-client-ca, --auth-token-file and --insecure-listen apply to --mcp-listen; over stdio the proxy serves the process that started it")
+		}
+		return nil
+	}
+	loopback, err := loopbackListen(c.MCPListen)
+	if err != nil {
+		return fmt.Errorf("--mcp-listen %q: %w", c.MCPListen, err)
+	}
+	if !loopback && !c.Security.identifies() && !c.InsecureListen {
+		return fmt.Errorf("%w: --mcp-listen %s would let anyone who reaches it call every tool of the servers; "+
+			"add --auth-token-file (with --tls-cert and --tls-key) or --tls-client-ca, or listen on 127.0.0.1; "+
+			"--insecure-listen serves it unauthenticated all the same", errOpenListen, c.MCPListen)
+	}
+	return nil
 }
 
 // proxyMain runs classifierd proxy and returns the exit code.
@@ -125,6 +168,17 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 	if err != nil {
 		return err
 	}
+	// The token file and certificates are read first: a bad one fails
+	// before the model loads.
+	sec, err := openSecurity(cfg.Security)
+	if err != nil {
+		return err
+	}
+	if len(sec.reloaders) > 0 {
+		hupCtx, stopHUP := context.WithCancel(ctx)
+		waitHUP := reloadOnHUP(hupCtx, log, sec.reloaders)
+		defer func() { stopHUP(); waitHUP() }()
+	}
 	man, err := models.Resolve(cfg.Model, cfg.Manifest)
 	if err != nil {
 		return err
@@ -150,7 +204,8 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 	px, err := mcpproxy.New(ctx, mcpproxy.Config{Source: pool, Embedder: eng,
 		Model:  labels.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
 		Limits: request.Limits{}, ServerNames: names, Timeout: cfg.Timeout, Version: version, Logger: log,
-		Sessions: session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, DefaultExposure: session.Exposure(cfg.Exposure)}})
+		Sessions: session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, DefaultExposure: session.Exposure(cfg.Exposure)},
+		Caller:   sec.toolCaller(mcpproxy.ToolScope)})
 	if err != nil {
 		return err
 	}
@@ -174,7 +229,8 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 	go px.Run(runCtx)
 
 	if cfg.MCPListen == "" {
-		s, err := px.NewSessionServer()
+		owner, _ := sec.mcpIdentity(nil) // the process that started the proxy
+		s, err := px.NewSessionServer(owner)
 		if err != nil {
 			return err
 		}
@@ -189,10 +245,34 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 	if err != nil {
 		return fmt.Errorf("mcp listen: %w", err)
 	}
-	stopHTTP := serveHTTP(lis, nil, proxyHandler(px, cfg, log), 5*time.Second, log)
+	logProxyListen(log, cfg, sec)
+	stopHTTP := serveHTTP(lis, sec.listenerTLS(false), sec.mcpGate(proxyHandler(px, cfg, log), auth.ScopeRoute, auth.ScopeCall), 5*time.Second, log)
 	defer stopHTTP()
 	<-ctx.Done()
 	return nil
+}
+
+// logProxyListen says at start who may use --mcp-listen, and warns when
+// that is anyone who reaches it or when tokens cross the network in clear.
+func logProxyListen(log *slog.Logger, cfg ProxyConfig, sec *security) {
+	loopback, _ := loopbackListen(cfg.MCPListen) // validated by parseProxyFlags
+	switch {
+	case !cfg.Security.identifies() && !loopback:
+		log.Warn("--insecure-listen: MCP listener beyond loopback WITHOUT authentication: anyone who reaches it may call every tool of the servers; "+
+			"add --auth-token-file or --tls-client-ca unless a proxy in front authenticates", "addr", cfg.MCPListen)
+	case !cfg.Security.identifies():
+		log.Warn("MCP listener without authentication: every local process may call every tool of the servers (add --auth-token-file or --tls-client-ca)",
+			"addr", cfg.MCPListen)
+	case sec.tokens != nil && sec.tlsConf == nil && !loopback:
+		log.Warn("bearer tokens cross the network in clear: add --tls-cert and --tls-key", "addr", cfg.MCPListen)
+	}
+	if cfg.Security.identifies() {
+		by := "tokens"
+		if sec.tokens == nil {
+			by = "client certificates"
+		}
+		log.Info("MCP listener authenticates callers", "by", by, "tls", sec.tlsConf != nil)
+	}
 }
 
 // proxyMaxMessage bounds one MCP message from an agent (stdio line or
@@ -204,9 +284,10 @@ const proxyMaxMessage = 4 << 20
 type sessionServerKey struct{}
 
 // proxyHandler serves every agent session its own MCP server, so each has
-// its own tool list. The SDK asks getServer for a server on every request
-// but uses it only to start a session (a request without Mcp-Session-Id);
-// only those get a new one.
+// its own tool list, owned by the caller mcpGate (in front of it) found.
+// The SDK asks getServer for a server on every request but uses it only to
+// start a session (a request without Mcp-Session-Id); only those get a
+// new one.
 func proxyHandler(px *mcpproxy.Proxy, cfg ProxyConfig, log *slog.Logger) http.Handler {
 	// The SDK checks versions against this one on every request.
 	shared := mcp.NewServer(&mcp.Implementation{Name: "classifierd", Version: version},
@@ -219,7 +300,7 @@ func proxyHandler(px *mcpproxy.Proxy, cfg ProxyConfig, log *slog.Logger) http.Ha
 	}, Config{MaxRecvBytes: proxyMaxMessage, SessionTTL: cfg.SessionTTL}, log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && isInitialize(w, r) {
-			s, err := px.NewSessionServer()
+			s, err := px.NewSessionServer(server.CallerFrom(r.Context())) // mcpGate's
 			if err != nil {
 				http.Error(w, "too many sessions", http.StatusServiceUnavailable)
 				return

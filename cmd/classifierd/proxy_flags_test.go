@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -27,5 +29,63 @@ func TestParseProxyFlags(t *testing.T) {
 		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 			t.Errorf("parseProxyFlags(%v) = %v, want %q", tc.args, err, tc.wantErr)
 		}
+	}
+}
+
+// TestParseProxyListenSecurity checks the security flags of the proxy:
+// they go together as the daemon's do, apply to --mcp-listen only, and a
+// listener beyond loopback needs a token file or a client CA unless
+// --insecure-listen says otherwise.
+func TestParseProxyListenSecurity(t *testing.T) {
+	base := []string{"--config", "mcp.json", "--model", "m"}
+	tokens := []string{"--auth-token-file", "tokens"}
+	tlsArgs := []string{"--tls-cert", "c.pem", "--tls-key", "c.key"}
+	mtls := append(slices.Clone(tlsArgs), "--tls-client-ca", "ca.pem")
+	listen := func(addr string, extra ...string) []string { return append([]string{"--mcp-listen", addr}, extra...) }
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		wantErr string // "" for none; errOpenListen's cases say "open"
+	}{
+		{"loopback IPv4, no auth", listen("127.0.0.1:8765"), ""},
+		{"loopback range", listen("127.1.2.3:8765"), ""},
+		{"loopback IPv6", listen("[::1]:8765"), ""},
+		{"localhost", listen("localhost:8765"), ""},
+		{"LOCALHOST", listen("LOCALHOST:8765"), ""},
+		{"all interfaces", listen("0.0.0.0:8765"), "open"},
+		{"all interfaces, IPv6", listen("[::]:8765"), "open"},
+		{"empty host", listen(":8765"), "open"},
+		{"another address", listen("192.0.2.10:8765"), "open"},
+		{"a host name is not resolved", listen("proxy.example:8765"), "open"},
+		{"all interfaces, tokens", listen("0.0.0.0:8765", tokens...), ""},
+		{"all interfaces, tokens and TLS", listen("0.0.0.0:8765", append(slices.Clone(tokens), tlsArgs...)...), ""},
+		{"all interfaces, mTLS", listen("0.0.0.0:8765", mtls...), ""},
+		{"all interfaces, TLS is no authentication", listen("0.0.0.0:8765", tlsArgs...), "open"},
+		{"all interfaces, --insecure-listen", listen("0.0.0.0:8765", "--insecure-listen"), ""},
+		{"loopback, --insecure-listen", listen("127.0.0.1:8765", "--insecure-listen"), ""},
+		{"no port", listen("127.0.0.1"), "--mcp-listen"},
+		{"certificate without key", listen("127.0.0.1:8765", "--tls-cert", "c.pem"), "--tls-cert and --tls-key go together"},
+		{"client CA without certificate", listen("127.0.0.1:8765", "--tls-client-ca", "ca.pem"), "--tls-client-ca needs --tls-cert"},
+		{"stdio with tokens", tokens, "apply to --mcp-listen"},
+		{"stdio with TLS", tlsArgs, "apply to --mcp-listen"},
+		{"stdio with --insecure-listen", []string{"--insecure-listen"}, "apply to --mcp-listen"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseProxyFlags(append(slices.Clone(base), tc.args...), io.Discard)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("got %v, want no error", err)
+			case tc.wantErr == "open" && !errors.Is(err, errOpenListen):
+				t.Fatalf("got %v, want errOpenListen", err)
+			case tc.wantErr == "open":
+				for _, s := range []string{"--auth-token-file", "--tls-client-ca", "--insecure-listen", "127.0.0.1"} {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error %q does not tell the operator about %s", err, s)
+					}
+				}
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("got %v, want an error with %q", err, tc.wantErr)
+			}
+		})
 	}
 }

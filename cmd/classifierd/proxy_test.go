@@ -190,37 +190,45 @@ func TestProxyStdio(t *testing.T) {
 	})
 }
 
-func TestProxyHTTPSessionsAreIsolated(t *testing.T) {
+// startProxyHTTP runs classifierd proxy with --mcp-listen addr and extra
+// flags, and waits until it listens.
+func startProxyHTTP(t *testing.T, config, addr string, extra ...string) *daemon {
+	t.Helper()
 	bin, _ := binaries(t)
-	config, _ := proxySetup(t)
-	addr := freeAddr(t)
-	cmd := exec.Command(bin, proxyArgs(config, "--mcp-listen", addr)...)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
+	d := &daemon{addr: addr, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	d.cmd = exec.Command(bin, proxyArgs(config, append([]string{"--mcp-listen", addr}, extra...)...)...)
+	d.cmd.Stderr = d.stderr
+	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(func() { _ = d.cmd.Process.Kill(); <-d.done })
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			break
+			return d
 		}
 		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("proxy exited: %v\n%s", err, stderr.String())
+		case err := <-d.done:
+			d.done <- err
+			t.Fatalf("proxy exited: %v\n%s", err, d.stderr.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("proxy not listening after 60s\n%s", stderr.String())
+			t.Fatalf("proxy not listening after 60s\n%s", d.stderr.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+func TestProxyHTTPSessionsAreIsolated(t *testing.T) {
+	config, _ := proxySetup(t)
+	addr := freeAddr(t)
+	d := startProxyHTTP(t, config, addr)
+	stderr := d.stderr
+	waitFor(t, d, "MCP listener without authentication") // loopback: allowed, and said
 	endpoint := "http://" + addr + mcpPath
 	chA, chB := make(chan struct{}, 16), make(chan struct{}, 16)
 	a := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: endpoint}, listChangedClient(chA))

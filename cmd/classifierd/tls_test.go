@@ -112,7 +112,7 @@ func TestMCPClientCertHeader(t *testing.T) {
 // caller only without tokens, stdio is the owner.
 func TestMCPCallerFollowsGRPCRules(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(file, []byte("alice route,sessions "+aliceToken+"\nterm terminal "+routerToken+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte("alice route,sessions "+aliceToken+"\nterm terminal "+routerToken+"\ncaller route,call "+carolToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tokens, err := auth.Load(file)
@@ -122,28 +122,32 @@ func TestMCPCallerFollowsGRPCRules(t *testing.T) {
 	mtls := &tls.Config{ClientCAs: x509.NewCertPool()}
 	cert := http.Header{mcpCertHeader: {"hub"}}
 	bearerAlice := http.Header{"Authorization": {"Bearer " + aliceToken}}
+	bearerCaller := http.Header{"Authorization": {"Bearer " + carolToken}}
 	both := http.Header{"Authorization": {"Bearer " + aliceToken}, mcpCertHeader: {"hub"}}
 	for _, tc := range []struct {
 		name     string
-		op       *ops
+		op       *security
 		header   http.Header
 		tool     string
 		want     string
 		wantCode codes.Code
 	}{
-		{"anonymous daemon", &ops{}, http.Header{}, "route", "anonymous", codes.OK},
-		{"server TLS only, certificate header ignored", &ops{tlsConf: &tls.Config{}}, cert, "route", "anonymous", codes.OK},
-		{"mTLS: certificate", &ops{tlsConf: mtls}, cert, "route", "cert:hub", codes.OK},
-		{"mTLS: certificate, terminal tool", &ops{tlsConf: mtls}, cert, "track_input_event", "cert:hub", codes.OK},
-		{"mTLS: empty common name", &ops{tlsConf: mtls}, http.Header{mcpCertHeader: {""}}, "route", "cert:", codes.OK},
-		{"mTLS: no certificate", &ops{tlsConf: mtls}, http.Header{}, "route", "", codes.Unauthenticated},
-		{"mTLS: a bearer token is no certificate", &ops{tlsConf: mtls}, bearerAlice, "route", "", codes.Unauthenticated},
-		{"mTLS: stdio", &ops{tlsConf: mtls}, nil, "route", "anonymous", codes.OK},
-		{"tokens: token", &ops{tokens: tokens}, bearerAlice, "route", "alice", codes.OK},
-		{"tokens: no token", &ops{tokens: tokens}, http.Header{}, "route", "", codes.Unauthenticated},
-		{"tokens and mTLS: the token wins", &ops{tokens: tokens, tlsConf: mtls}, both, "route", "alice", codes.OK},
-		{"tokens and mTLS: a certificate is no token", &ops{tokens: tokens, tlsConf: mtls}, cert, "route", "", codes.Unauthenticated},
-		{"tokens and mTLS: scope", &ops{tokens: tokens, tlsConf: mtls}, both, "track_input_event", "", codes.PermissionDenied},
+		{"anonymous daemon", &security{}, http.Header{}, "route", "anonymous", codes.OK},
+		{"server TLS only, certificate header ignored", &security{tlsConf: &tls.Config{}}, cert, "route", "anonymous", codes.OK},
+		{"mTLS: certificate", &security{tlsConf: mtls}, cert, "route", "cert:hub", codes.OK},
+		{"mTLS: certificate, terminal tool", &security{tlsConf: mtls}, cert, "track_input_event", "cert:hub", codes.OK},
+		{"mTLS: empty common name", &security{tlsConf: mtls}, http.Header{mcpCertHeader: {""}}, "route", "cert:", codes.OK},
+		{"mTLS: no certificate", &security{tlsConf: mtls}, http.Header{}, "route", "", codes.Unauthenticated},
+		{"mTLS: a bearer token is no certificate", &security{tlsConf: mtls}, bearerAlice, "route", "", codes.Unauthenticated},
+		{"mTLS: stdio", &security{tlsConf: mtls}, nil, "route", "anonymous", codes.OK},
+		{"tokens: token", &security{tokens: tokens}, bearerAlice, "route", "alice", codes.OK},
+		{"tokens: no token", &security{tokens: tokens}, http.Header{}, "route", "", codes.Unauthenticated},
+		{"tokens and mTLS: the token wins", &security{tokens: tokens, tlsConf: mtls}, both, "route", "alice", codes.OK},
+		{"tokens and mTLS: a certificate is no token", &security{tokens: tokens, tlsConf: mtls}, cert, "route", "", codes.Unauthenticated},
+		{"tokens and mTLS: scope", &security{tokens: tokens, tlsConf: mtls}, both, "track_input_event", "", codes.PermissionDenied},
+		{"tokens: call_tool needs the call scope", &security{tokens: tokens}, bearerAlice, "call_tool", "", codes.PermissionDenied},
+		{"tokens: call_tool with the call scope", &security{tokens: tokens}, bearerCaller, "call_tool", "caller", codes.OK},
+		{"mTLS: a certificate may call_tool", &security{tlsConf: mtls}, cert, "call_tool", "cert:hub", codes.OK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := tc.op.mcpCaller(tc.tool, tc.header)

@@ -22,11 +22,16 @@ const (
 	ScopeRoute    = "route"    // Classify, Route, Embed, AnalyzePrompt, DetectContexts, GetIndexInfo
 	ScopeSessions = "sessions" // hub sessions: CreateSession ... WatchExposure, AnalyzePrompt with a session
 	ScopeTerminal = "terminal" // terminal.v1.TerminalService
-	ScopeAdmin    = "admin"    // GetStats and anything not listed
+	// ScopeCall calls tools of the real MCP servers behind classifierd:
+	// call_tool (the daemon's and the proxy's) and the servers' tools the
+	// proxy shows. It is apart from route, which only ranks tools, as it
+	// can do whatever those tools do (write files, open issues).
+	ScopeCall  = "call"
+	ScopeAdmin = "admin" // GetStats and anything not listed
 )
 
 // AllScopes lists every scope; "*" in a token file grants them all.
-var AllScopes = []string{ScopeRoute, ScopeSessions, ScopeTerminal, ScopeAdmin}
+var AllScopes = []string{ScopeRoute, ScopeSessions, ScopeTerminal, ScopeCall, ScopeAdmin}
 
 // MaxFileBytes bounds a token file.
 const MaxFileBytes = 1 << 20
@@ -58,8 +63,9 @@ type Tokens struct {
 
 // Load reads the token file at path. Each non-empty line not starting
 // with '#' is "NAME SCOPES TOKEN": SCOPES is a comma-separated list of
-// route, sessions, terminal, admin, or "*". The file must be a regular file
-// that only its owner may read (0600 or 0400): it holds secrets.
+// route, sessions, terminal, call, admin, or "*". The file must be a
+// regular file that only its owner may read (0600 or 0400): it holds
+// secrets.
 func Load(path string) (*Tokens, error) {
 	t := &Tokens{path: path}
 	if err := t.Reload(); err != nil {

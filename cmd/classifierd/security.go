@@ -1,0 +1,306 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/classifierd/classifierd/mcpserver"
+	"github.com/classifierd/classifierd/server"
+	"github.com/classifierd/classifierd/server/auth"
+)
+
+// SecurityConfig is who may use a listener and how it is reached: TLS,
+// client certificates (mTLS) and bearer tokens. The daemon (OpsConfig)
+// and classifierd proxy (ProxyConfig) share it, each with its own flag
+// help.
+type SecurityConfig struct {
+	TLSCert     string
+	TLSKey      string
+	TLSClientCA string
+	TokenFile   string
+}
+
+func (c SecurityConfig) validate() error {
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	if c.TLSClientCA != "" && c.TLSCert == "" {
+		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+	}
+	return nil
+}
+
+// identifies reports whether callers are identified (by a token or a
+// client certificate) rather than all anonymous.
+func (c SecurityConfig) identifies() bool { return c.TokenFile != "" || c.TLSClientCA != "" }
+
+// security is what SecurityConfig opens: the tokens, the TLS
+// configuration, and their reloaders for SIGHUP.
+type security struct {
+	cfg       SecurityConfig
+	tokens    *auth.Tokens
+	tlsConf   *tls.Config
+	reloaders []hupReloader
+}
+
+// hupReloader is one thing SIGHUP reloads (reloadOnHUP).
+type hupReloader struct {
+	name   string
+	reload func() error
+}
+
+func openSecurity(cfg SecurityConfig) (*security, error) {
+	s := &security{cfg: cfg}
+	var err error
+	if cfg.TokenFile != "" {
+		if s.tokens, err = auth.Load(cfg.TokenFile); err != nil {
+			return nil, err
+		}
+		s.reloaders = append(s.reloaders, hupReloader{"auth tokens", s.tokens.Reload})
+	}
+	if cfg.TLSCert != "" {
+		if s.tlsConf, err = s.openTLS(); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// openTLS loads the certificate (swapped on SIGHUP) and the client CA.
+func (s *security) openTLS() (*tls.Config, error) {
+	var cert atomic.Pointer[tls.Certificate]
+	load := func() error {
+		c, err := tls.LoadX509KeyPair(s.cfg.TLSCert, s.cfg.TLSKey)
+		if err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		cert.Store(&c)
+		return nil
+	}
+	if err := load(); err != nil {
+		return nil, err
+	}
+	s.reloaders = append(s.reloaders, hupReloader{"TLS certificate", load})
+	conf := &tls.Config{MinVersion: tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert.Load(), nil }}
+	if s.cfg.TLSClientCA != "" {
+		pem, err := os.ReadFile(s.cfg.TLSClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-client-ca %s: no PEM certificates", s.cfg.TLSClientCA)
+		}
+		conf.ClientCAs, conf.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return conf, nil
+}
+
+// listenerTLS is the TLS configuration of the HTTP/JSON or MCP listener
+// (plain: --plaintext-listeners names it): a copy of the gRPC listener's,
+// so the same certificate (swapped on SIGHUP) and client CA; nil without
+// --tls-cert or when plain. Each listener gets its own copy, as an HTTP
+// server adds its protocols (h2, http/1.1) to the one it is given.
+func (s *security) listenerTLS(plain bool) *tls.Config {
+	if s.tlsConf == nil || plain {
+		return nil
+	}
+	return s.tlsConf.Clone()
+}
+
+// clientCerts reports whether the TLS layer requires and verifies client
+// certificates.
+func (s *security) clientCerts() bool { return s.tlsConf != nil && s.tlsConf.ClientCAs != nil }
+
+// mcpCertHeader carries the subject common name of the verified client
+// certificate of an MCP request over HTTP from mcpClientCert to
+// mcpIdentity: the MCP SDK hands a tool call only its request's header.
+// mcpClientCert deletes whatever value a client sent, so only the TLS
+// layer sets it.
+var mcpCertHeader = http.CanonicalHeaderKey("X-Classifierd-Client-Cert-CN")
+
+// mcpClientCert is the middleware of the MCP listener that puts the
+// request's verified client certificate into mcpCertHeader, and removes
+// that header from every other request (plain text, TLS without a client
+// certificate).
+func mcpClientCert(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = r.Clone(r.Context()) // a handler does not change the request it was given
+		r.Header.Del(mcpCertHeader)
+		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+			r.Header.Set(mcpCertHeader, r.TLS.VerifiedChains[0][0].Subject.CommonName)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// mcpIdentity is who makes an MCP request over HTTP, by the rules of the
+// gRPC edge (server.AuthConfig): without a token file or client CA every
+// request is anonymous; with a token file it needs a bearer token of the
+// file (a client certificate is only the transport's then); with only a
+// client CA the caller is the verified client certificate of the request
+// (mcpCertHeader, which only mcpClientCert sets), and a request without
+// one, as on a listener of --plaintext-listeners, is UNAUTHENTICATED. A
+// request over stdio (h nil) comes from the local process that started
+// classifierd, trusted as its owner.
+func (s *security) mcpIdentity(h http.Header) (server.Caller, error) {
+	anon := server.Caller{Name: server.Anonymous, Quota: "mcp", Scopes: auth.AllScopes}
+	if (s.tokens == nil && !s.clientCerts()) || h == nil {
+		return anon, nil
+	}
+	if s.tokens != nil {
+		return server.TokenCaller(s.tokens, h.Values("Authorization"))
+	}
+	cn, ok := h[mcpCertHeader]
+	if !ok || len(cn) != 1 {
+		return server.Caller{}, status.Error(codes.Unauthenticated, "client certificate required")
+	}
+	return server.CertCaller(cn[0]), nil
+}
+
+// toolCaller returns the check of an MCP server's tool calls
+// (mcpserver.Config.Caller): the caller is mcpIdentity's, and it must
+// hold the scope scopeOf gives the tool, else PERMISSION_DENIED.
+func (s *security) toolCaller(scopeOf func(tool string) string) func(string, http.Header) (server.Caller, error) {
+	return func(tool string, h http.Header) (server.Caller, error) {
+		c, err := s.mcpIdentity(h)
+		if err != nil {
+			return c, err
+		}
+		if scope := scopeOf(tool); !slices.Contains(c.Scopes, scope) {
+			return server.Caller{}, status.Errorf(codes.PermissionDenied, "%s needs scope %q", tool, scope)
+		}
+		return c, nil
+	}
+}
+
+// mcpCaller checks a tool call of the daemon's MCP server.
+func (s *security) mcpCaller(tool string, h http.Header) (server.Caller, error) {
+	return s.toolCaller(daemonToolScope)(tool, h)
+}
+
+// daemonToolScope is the scope a tool of the daemon's MCP server needs:
+// call for call_tool, which calls tools of the real servers; terminal for
+// the terminal tools; route for the rest.
+func daemonToolScope(tool string) string {
+	switch {
+	case tool == mcpserver.ToolCall:
+		return auth.ScopeCall
+	case strings.Contains(tool, "input"): // detect_input_prompt, infer_expected_input, track_input_event
+		return auth.ScopeTerminal
+	}
+	return auth.ScopeRoute
+}
+
+// mcpGate authenticates every request to an MCP listener before the MCP
+// SDK reads it, by mcpIdentity's rules, and puts its caller in the
+// request's context (server.CallerFrom). A request without a valid token
+// (or, with only a client CA, a client certificate) is answered 401, one
+// whose caller holds none of the scopes anyOf 403; both carry a JSON-RPC
+// error saying why, which the SDK's client reports.
+//
+// When callers are identified, the caller also reaches the SDK as an
+// auth.TokenInfo whose UserID is its name: the SDK binds a new session to
+// that user and answers any other caller's request for the session (by
+// its Mcp-Session-Id) 403 "session user mismatch". Only the SDK's
+// RequireBearerToken puts a TokenInfo in a request, and only from a
+// bearer token, so a certificate caller's request reaches it with a
+// placeholder token (mcpIdentity reads no token without a token file).
+func (s *security) mcpGate(next http.Handler, anyOf ...string) http.Handler {
+	bound := sdkauth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*sdkauth.TokenInfo, error) {
+		c := server.CallerFrom(ctx)
+		return &sdkauth.TokenInfo{UserID: c.Name, Scopes: c.Scopes}, nil
+	}, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
+	return mcpClientCert(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := s.mcpIdentity(r.Header)
+		if err != nil {
+			if s.tokens != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="classifierd"`)
+			}
+			writeMCPError(w, r, http.StatusUnauthorized, mcpCodeUnauthenticated, err)
+			return
+		}
+		if !slices.ContainsFunc(anyOf, func(scope string) bool { return slices.Contains(c.Scopes, scope) }) {
+			writeMCPError(w, r, http.StatusForbidden, mcpCodePermissionDenied,
+				status.Errorf(codes.PermissionDenied, "%s holds none of the scopes %s", c.Name, strings.Join(anyOf, ", ")))
+			return
+		}
+		r = r.WithContext(server.WithCaller(r.Context(), c))
+		if !s.cfg.identifies() {
+			next.ServeHTTP(w, r) // everyone is anonymous: nothing to bind a session to
+			return
+		}
+		if s.tokens == nil {
+			r.Header.Set("Authorization", "Bearer client-certificate") // r is mcpClientCert's copy
+		}
+		bound.ServeHTTP(w, r)
+	}))
+}
+
+// JSON-RPC error codes of mcpGate's answers, in the range JSON-RPC leaves
+// to implementations.
+const (
+	mcpCodeUnauthenticated  = -32001
+	mcpCodePermissionDenied = -32003
+)
+
+// writeMCPError answers r with the HTTP status and a JSON-RPC error whose
+// message is err in mcpserver.ToolError's spelling ("UNAUTHENTICATED:
+// missing bearer token ..."), under the id of the request in r's body
+// when it has one, so the client can match it to its call.
+func writeMCPError(w http.ResponseWriter, r *http.Request, code int, rpcCode int64, err error) {
+	var id jsonrpc.ID
+	if r.Method == http.MethodPost && r.Body != nil {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+		if req, ok := decodeRequest(body); ok {
+			id = req.ID
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	if data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: rpcCode, Message: mcpserver.ToolError(err).Error()}}); err == nil {
+		_, _ = w.Write(data)
+	}
+}
+
+func decodeRequest(body []byte) (*jsonrpc.Request, bool) {
+	msg, err := jsonrpc.DecodeMessage(body)
+	if err != nil {
+		return nil, false
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	return req, ok && req.ID.IsValid()
+}
+
+// loopbackListen reports whether a listen address HOST:PORT serves only
+// this host: HOST is an IP literal of the loopback range (127.0.0.0/8,
+// ::1) or "localhost". An empty host, 0.0.0.0 or :: and any other name
+// (not resolved: the check is on what the operator wrote) count as
+// reachable from elsewhere.
+func loopbackListen(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}

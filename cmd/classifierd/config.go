@@ -60,6 +60,11 @@ type Config struct {
 	// mcpAuth checks MCP tool calls as the gRPC edge checks calls (set by
 	// run from the token file; nil: anonymous).
 	mcpAuth func(tool string, header http.Header) (server.Caller, error)
+	// mcpGate authenticates every request to --mcp-listen before the MCP
+	// SDK reads it and binds each MCP session to its caller (set by run;
+	// nil: only the client-certificate header is set, as in tests that
+	// build the handler alone).
+	mcpGate func(http.Handler) http.Handler
 	// httpTLS and mcpTLS are the TLS of --http-listen and --mcp-listen
 	// (set by run from --tls-cert and --plaintext-listeners; nil: plain).
 	httpTLS, mcpTLS *tls.Config

@@ -118,7 +118,12 @@ func startMCPHTTPWith(cfg Config, svc *server.Server, term *server.TerminalServe
 	if err != nil {
 		return nil, fmt.Errorf("mcp listen: %w", err)
 	}
-	h := mcpClientCert(newMCPHandler(func(*http.Request) *mcp.Server { return s }, cfg, log))
+	h := newMCPHandler(func(*http.Request) *mcp.Server { return s }, cfg, log)
+	if cfg.mcpGate != nil {
+		h = cfg.mcpGate(h)
+	} else {
+		h = mcpClientCert(h)
+	}
 	return serveHTTP(lis, cfg.mcpTLS, h, cfg.ShutdownWait, log), nil
 }
 

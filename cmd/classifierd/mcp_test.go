@@ -361,7 +361,7 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestMCPHTTPNeedsTheDaemonsTokens(t *testing.T) {
 	idx := genIndex(t, "testdata/mini.json")
 	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte("alice route,sessions "+aliceToken+"\nbob route,sessions "+bobToken+"\nterm terminal "+routerToken+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("alice route,sessions "+aliceToken+"\nbob route,sessions "+bobToken+"\nterm terminal "+routerToken+"\nadmin sessions,admin "+carolToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	mcpAddr := freeAddr(t)
@@ -374,15 +374,25 @@ func TestMCPHTTPNeedsTheDaemonsTokens(t *testing.T) {
 		}
 		return mcpClient(t, tr, nil)
 	}
-	query := map[string]any{"query": "show my unread GitHub notifications", "k": 1}
+	// Every request is checked before the MCP SDK reads it: no session
+	// opens without a token holding a scope of some daemon tool.
 	for _, tc := range []struct{ name, token, want string }{
 		{"no token", "", "UNAUTHENTICATED"},
 		{"unknown token", "nobody-0123456789abcdef", "UNAUTHENTICATED"},
-		{"token without the route scope", routerToken, "PERMISSION_DENIED"},
+		{"token of no MCP tool's scope", carolToken, "PERMISSION_DENIED"},
 	} {
-		if err := mcpCallErr(client(tc.token), "search_tools", query); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: got %v, want %s", tc.name, err, tc.want)
+		var hc *http.Client
+		if tc.token != "" {
+			hc = &http.Client{Transport: bearerTransport{tc.token}}
 		}
+		if _, err := mcpConnect(t, endpoint, hc); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: connecting got %v, want %s", tc.name, err, tc.want)
+		}
+	}
+	// Each tool call checks its own scope.
+	query := map[string]any{"query": "show my unread GitHub notifications", "k": 1}
+	if err := mcpCallErr(client(routerToken), "search_tools", query); err == nil || !strings.Contains(err.Error(), "PERMISSION_DENIED") {
+		t.Errorf("token without the route scope: got %v, want PERMISSION_DENIED", err)
 	}
 	alice, bob := client(aliceToken), client(bobToken)
 	var out mcpserver.SearchToolsOutput
@@ -405,5 +415,14 @@ func TestMCPHTTPNeedsTheDaemonsTokens(t *testing.T) {
 	callTool(t, alice, "analyze_prompt", prompt, &an)
 	if !an.Changed {
 		t.Errorf("alice's own session: got %+v, want a change", an)
+	}
+	// An MCP session is its opener's: bob's token on alice's session id
+	// is refused by the SDK before any tool runs.
+	list := `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`
+	if code, body := rawMCP(t, http.DefaultClient, http.MethodPost, endpoint, list, sessionHeader(alice, bearer(bobToken))); code != http.StatusForbidden || !strings.Contains(body, "session user mismatch") {
+		t.Errorf("bob on alice's MCP session: %d %q, want 403 session user mismatch", code, body)
+	}
+	if code, body := rawMCP(t, http.DefaultClient, http.MethodPost, endpoint, list, sessionHeader(alice, bearer(aliceToken))); code != http.StatusOK {
+		t.Errorf("alice on her MCP session: %d %q, want 200", code, body)
 	}
 }

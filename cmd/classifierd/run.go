@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/classifierd/classifierd/models"
 	"github.com/classifierd/classifierd/route"
 	"github.com/classifierd/classifierd/server"
+	"github.com/classifierd/classifierd/server/auth"
 	"github.com/classifierd/classifierd/session"
 	"github.com/classifierd/classifierd/terminal"
 	"github.com/classifierd/classifierd/tokens"
@@ -48,6 +50,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return err
 	}
 	cfg.mcpAuth = op.mcpCaller
+	cfg.mcpGate = func(h http.Handler) http.Handler {
+		// Any scope of a daemon MCP tool opens a session; each tool call
+		// then checks its own (daemonToolScope).
+		return op.mcpGate(h, auth.ScopeRoute, auth.ScopeTerminal, auth.ScopeCall)
+	}
 	cfg.httpTLS, cfg.mcpTLS = op.listenerTLS(cfg.Ops.plainHTTP), op.listenerTLS(cfg.Ops.plainMCP)
 	op.logTLS(log, cfg)
 	if cfg.tracer, err = openTracer(ctx, cfg.OTel, log); err != nil {

@@ -230,10 +230,11 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 
 	if cfg.MCPListen == "" {
 		owner, _ := sec.mcpIdentity(nil) // the process that started the proxy
-		s, err := px.NewSessionServer(owner)
+		s, served, err := px.NewSessionServer(owner)
 		if err != nil {
 			return err
 		}
+		defer served()
 		log.Info("classifierd proxy serving MCP on stdio", "servers", len(names))
 		err = s.Run(ctx, &mcp.StdioTransport{MaxLineLength: proxyMaxMessage})
 		if ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed) {
@@ -299,13 +300,20 @@ func proxyHandler(px *mcpproxy.Proxy, cfg ProxyConfig, log *slog.Logger) http.Ha
 		return shared
 	}, Config{MaxRecvBytes: proxyMaxMessage, SessionTTL: cfg.SessionTTL}, log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && isInitialize(w, r) {
-			s, err := px.NewSessionServer(server.CallerFrom(r.Context())) // mcpGate's
+		id := r.Header.Get("Mcp-Session-Id")
+		switch {
+		case r.Method == http.MethodPost && id == "" && isInitialize(w, r):
+			s, served, err := px.NewSessionServer(server.CallerFrom(r.Context())) // mcpGate's
 			if err != nil {
 				http.Error(w, "too many sessions", http.StatusServiceUnavailable)
 				return
 			}
+			defer served() // after the SDK has started the session, or not
 			r = r.WithContext(context.WithValue(r.Context(), sessionServerKey{}, s))
+		case r.Method == http.MethodDelete && id != "":
+			// Go's HTTP server sends the answer when the handler returns:
+			// the session's place is free by then.
+			defer px.Ended(id)
 		}
 		inner.ServeHTTP(w, r)
 	})

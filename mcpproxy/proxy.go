@@ -81,7 +81,10 @@ type Config struct {
 	Model    labels.Model
 	Limits   request.Limits
 	// Sessions configures the exposure store (TTL, limits, default
-	// exposure); AllCategories is set by the proxy.
+	// exposure); AllCategories is set by the proxy. Its MaxSessions and
+	// MaxPerOwner also bound the live agent sessions, in all and per
+	// owner (server.Caller.Quota), counted from a session's start to its
+	// end (NewSessionServer).
 	Sessions session.Config
 	// ServerNames are every configured server's name: the categories a
 	// session can be exposed to.
@@ -109,6 +112,10 @@ type Proxy struct {
 	mu      sync.Mutex
 	live    *live
 	clients map[*client]bool
+	// bySession is the clients whose MCP session has an id (streamable
+	// HTTP), by that id.
+	bySession map[string]*client
+	places    *places
 }
 
 // live is one build over the servers' tools; it is never modified.
@@ -143,7 +150,8 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, errors.Join(err, st.Close())
 	}
-	return &Proxy{cfg: cfg, sessions: st, prior: prior, clients: map[*client]bool{}}, nil
+	return &Proxy{cfg: cfg, sessions: st, prior: prior, clients: map[*client]bool{}, bySession: map[string]*client{},
+		places: newPlaces(sc.Limits())}, nil
 }
 
 // Close ends the sessions.
@@ -234,45 +242,85 @@ func (p *Proxy) current() (*live, error) {
 // client is one agent session: its own MCP server (so its tool list is its
 // own) and its exposure in the session store.
 type client struct {
-	p   *Proxy
-	id  string
-	srv *mcp.Server
+	p     *Proxy
+	id    string
+	quota string // the owner's server.Caller.Quota: whose place it holds
+	srv   *mcp.Server
+	end   sync.Once
+	mcpID string // the MCP session's id, once served; "" for none (stdio, in memory)
 
 	mu    sync.Mutex
 	shown map[string]string // exposed backend tools now on srv: their definitions (toolDef)
 }
 
 // NewSessionServer returns the MCP server for one new agent session of
-// owner, with its own exposure (the default exposure). Serve it on one
-// connection; it is forgotten when that session ends. The session's
+// owner, with its own exposure (the default exposure). The session's
 // exposure is owner's: hub__analyze_prompt changes it only for a tool call
 // whose caller (Config.Caller; server.Anonymous without one) has owner's
 // name.
-func (p *Proxy) NewSessionServer(owner server.Caller) (*mcp.Server, error) {
+//
+// The session takes one of the places Config.Sessions allows, in all
+// (session.ErrLimit when none is free) and for owner.Quota
+// (session.ErrOwnerLimit), before anything is made. Serve the server on
+// one connection, then call served once the request or connection that
+// was to start its session has been served, whatever came of it: the
+// place is given back when the session ends (a DELETE, the transport's
+// idle timeout, the connection's end), or at once if none started (the
+// SDK refused the request).
+func (p *Proxy) NewSessionServer(owner server.Caller) (srv *mcp.Server, served func(), err error) {
+	if err := p.places.take(owner.Quota); err != nil {
+		return nil, nil, err
+	}
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	c := &client{p: p, id: "mcp-" + hex.EncodeToString(b[:]), shown: map[string]string{}}
+	c := &client{p: p, id: "mcp-" + hex.EncodeToString(b[:]), quota: owner.Quota, shown: map[string]string{}}
 	if _, err := p.sessions.CreateFor(context.Background(), session.Owner{ID: owner.Name, Quota: owner.Quota}, c.id, ""); err != nil {
-		return nil, err
+		p.places.give(owner.Quota)
+		return nil, nil, err
 	}
 	c.srv = mcpserver.NewBare(mcpserver.Config{Timeout: p.cfg.Timeout, Version: p.cfg.Version, Logger: p.cfg.Logger,
 		ProtocolVersions: SessionVersions(), Caller: p.cfg.Caller})
-	// The session's end (any transport) forgets it.
-	c.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		var once sync.Once
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-				once.Do(func() { go func() { _ = ss.Wait(); p.forget(c) }() })
-			}
-			return next(ctx, method, req)
-		}
-	})
 	c.addMetaTools()
 	p.mu.Lock()
 	p.clients[c] = true
 	p.mu.Unlock()
 	c.sync()
-	return c.srv, nil
+	return c.srv, c.served, nil
+}
+
+// served watches the session of c's server, which serves one: its end
+// forgets c. Without one (never connected, or ended already) c is
+// forgotten now.
+func (c *client) served() {
+	for ss := range c.srv.Sessions() {
+		if id := ss.ID(); id != "" {
+			c.p.mu.Lock()
+			c.mcpID = id
+			c.p.bySession[id] = c
+			c.p.mu.Unlock()
+		}
+		go func() { _ = ss.Wait(); c.p.forget(c) }()
+		return
+	}
+	c.p.forget(c)
+}
+
+// Ended forgets the session whose MCP session id is id now if it has
+// ended, as once a DELETE for it has been served, rather than when the
+// goroutine awaiting its end runs: its place is free before the DELETE is
+// answered, so its client can start another at once. A session that is
+// still live (a DELETE refused) or unknown is left alone.
+func (p *Proxy) Ended(id string) {
+	p.mu.Lock()
+	c, ok := p.bySession[id]
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	for range c.srv.Sessions() {
+		return // live
+	}
+	p.forget(c)
 }
 
 // SessionVersions are the MCP versions that have sessions (an initialize
@@ -288,11 +336,19 @@ func SessionVersions() []string {
 	return out
 }
 
+// forget drops c's exposure and gives its place back, once. The store's
+// entry goes first, so the store never holds more than the places count.
 func (p *Proxy) forget(c *client) {
-	p.mu.Lock()
-	delete(p.clients, c)
-	p.mu.Unlock()
-	_ = p.sessions.Delete(context.Background(), c.id)
+	c.end.Do(func() {
+		p.mu.Lock()
+		delete(p.clients, c)
+		if c.mcpID != "" {
+			delete(p.bySession, c.mcpID)
+		}
+		p.mu.Unlock()
+		_ = p.sessions.Delete(context.Background(), c.id)
+		p.places.give(c.quota)
+	})
 }
 
 // sync makes the session's tool list the meta tools plus the tools of its

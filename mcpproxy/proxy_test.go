@@ -70,11 +70,17 @@ func newTestProxy(t *testing.T) (*Proxy, *fakeSource) {
 // newTestProxyWith is newTestProxy with caller as Config.Caller.
 func newTestProxyWith(t *testing.T, caller func(string, http.Header) (server.Caller, error)) (*Proxy, *fakeSource) {
 	t.Helper()
+	return newTestProxyConfig(t, caller, session.Config{DefaultExposure: session.ExposeMetaOnly})
+}
+
+// newTestProxyConfig is newTestProxyWith with sessions as Config.Sessions.
+func newTestProxyConfig(t *testing.T, caller func(string, http.Header) (server.Caller, error), sessions session.Config) (*Proxy, *fakeSource) {
+	t.Helper()
 	src := &fakeSource{}
 	src.set(map[string][]string{"notes": {"create_note", "search_notes"}, "weather": {"get_weather"}})
 	px, err := New(context.Background(), Config{Source: src, Embedder: testindex.Embedder{Dims: 64},
 		Model: labels.Model{Name: "bow", Fingerprint: "f", Dims: 64}, ServerNames: []string{"notes", "weather"},
-		Sessions: session.Config{DefaultExposure: session.ExposeMetaOnly}, Logger: slog.New(slog.DiscardHandler), Caller: caller})
+		Sessions: sessions, Logger: slog.New(slog.DiscardHandler), Caller: caller})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +102,7 @@ func connect(t *testing.T, px *Proxy, changed chan struct{}) *mcp.ClientSession 
 // owned by owner.
 func connectAs(t *testing.T, px *Proxy, owner server.Caller, changed chan struct{}) *mcp.ClientSession {
 	t.Helper()
-	srv, err := px.NewSessionServer(owner)
+	srv, served, err := px.NewSessionServer(owner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +111,7 @@ func connectAs(t *testing.T, px *Proxy, owner server.Caller, changed chan struct
 	if _, err := srv.Connect(ctx, st, nil); err != nil {
 		t.Fatal(err)
 	}
+	served()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 		select {
 		case changed <- struct{}{}:

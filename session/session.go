@@ -102,6 +102,13 @@ func (c *Config) withDefaults() Config {
 	return out
 }
 
+// Limits are the most sessions a store with c holds, in all and per
+// Owner.Quota, defaults applied.
+func (c Config) Limits() (sessions, perOwner int) {
+	d := c.withDefaults()
+	return d.MaxSessions, d.MaxPerOwner
+}
+
 // Validate reports the first unusable setting.
 func (c Config) Validate() error {
 	d := c.withDefaults()

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/classifierd/classifierd/embed"
 	"github.com/classifierd/classifierd/labels"
@@ -44,9 +46,12 @@ type ProxyConfig struct {
 	Wait        time.Duration
 	SessionTTL  time.Duration
 	MaxSessions int
-	Exposure    string
-	LogFormat   string
-	LogLevel    slog.Level
+	// MaxSessionsPerClient is the most sessions one caller may hold
+	// (--max-sessions-per-client).
+	MaxSessionsPerClient int
+	Exposure             string
+	LogFormat            string
+	LogLevel             slog.Level
 	// Security is --tls-cert, --tls-key, --tls-client-ca and
 	// --auth-token-file, applied to --mcp-listen as the daemon applies them.
 	Security SecurityConfig
@@ -69,8 +74,11 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 	fs.DurationVar(&c.Timeout, "timeout", 60*time.Second, "deadline of one tool call, forwarded ones included")
 	fs.DurationVar(&c.Connect, "connect-timeout", 10*time.Second, "bound on connecting to one server and listing its tools")
 	fs.DurationVar(&c.Wait, "startup-wait", 30*time.Second, "how long to wait at start for every server's first tools/list")
-	fs.DurationVar(&c.SessionTTL, "session-ttl", 30*time.Minute, "idle time after which an agent session's exposure is forgotten")
-	fs.IntVar(&c.MaxSessions, "max-sessions", 1000, "most concurrent agent sessions")
+	fs.DurationVar(&c.SessionTTL, "session-ttl", 30*time.Minute, "idle time after which an agent session's exposure is forgotten and, over --mcp-listen, the session ends (its place given back)")
+	fs.IntVar(&c.MaxSessions, "max-sessions", 1000, "most concurrent agent sessions; more get HTTP 503 RESOURCE_EXHAUSTED")
+	fs.IntVar(&c.MaxSessionsPerClient, "max-sessions-per-client", defaultProxySessionsPerClient,
+		"most agent sessions one caller (a token's name or a client certificate; anonymous callers by address) may hold at once; more get HTTP 429 RESOURCE_EXHAUSTED. "+
+			"At most --max-sessions; if unset, the smaller of 100 and --max-sessions: a tenth of the default --max-sessions, as the daemon's 1000 of 10000, so one caller cannot lock the others out")
 	fs.StringVar(&c.Exposure, "default-exposure", "meta-only", "what a new session sees beside the meta tools: meta-only (nothing else) or all")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.Security.TLSCert, "tls-cert", "", "serve --mcp-listen over TLS with this PEM certificate chain (with --tls-key); reloaded on SIGHUP")
@@ -92,6 +100,13 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		return c, fmt.Errorf("--log-level: %w", err)
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["max-sessions-per-client"] {
+		c.MaxSessionsPerClient = min(c.MaxSessionsPerClient, c.MaxSessions)
+	} else if c.MaxSessionsPerClient > c.MaxSessions {
+		return c, fmt.Errorf("--max-sessions-per-client %d is more than --max-sessions %d", c.MaxSessionsPerClient, c.MaxSessions)
+	}
 	switch {
 	case c.MCPConfig == "":
 		return c, errors.New("--config is required")
@@ -99,8 +114,8 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 		return c, errors.New("--model is required")
 	case c.Threads < 1 || c.Concurrency < 1:
 		return c, errors.New("--threads and --concurrency must be at least 1")
-	case c.Timeout <= 0 || c.Connect <= 0 || c.Wait <= 0 || c.SessionTTL <= 0 || c.MaxSessions < 1:
-		return c, errors.New("durations and --max-sessions must be positive")
+	case c.Timeout <= 0 || c.Connect <= 0 || c.Wait <= 0 || c.SessionTTL <= 0 || c.MaxSessions < 1 || c.MaxSessionsPerClient < 1:
+		return c, errors.New("durations, --max-sessions and --max-sessions-per-client must be positive")
 	case c.Exposure != "meta-only" && c.Exposure != "all":
 		return c, fmt.Errorf("--default-exposure %q is not meta-only or all", c.Exposure)
 	case c.LogFormat != "text" && c.LogFormat != "json":
@@ -108,6 +123,10 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 	}
 	return c, c.validateListen()
 }
+
+// defaultProxySessionsPerClient is --max-sessions-per-client's default: a
+// tenth of --max-sessions' default, as the daemon's 1000 of 10000.
+const defaultProxySessionsPerClient = 100
 
 // errOpenListen is the refusal to serve every tool of the servers to
 // anyone who reaches a non-loopback address.
@@ -204,8 +223,9 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 	px, err := mcpproxy.New(ctx, mcpproxy.Config{Source: pool, Embedder: eng,
 		Model:  labels.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
 		Limits: request.Limits{}, ServerNames: names, Timeout: cfg.Timeout, Version: version, Logger: log,
-		Sessions: session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, DefaultExposure: session.Exposure(cfg.Exposure)},
-		Caller:   sec.toolCaller(mcpproxy.ToolScope)})
+		Sessions: session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: cfg.MaxSessionsPerClient,
+			DefaultExposure: session.Exposure(cfg.Exposure)},
+		Caller: sec.toolCaller(mcpproxy.ToolScope)})
 	if err != nil {
 		return err
 	}
@@ -230,10 +250,11 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 
 	if cfg.MCPListen == "" {
 		owner, _ := sec.mcpIdentity(nil) // the process that started the proxy
-		s, err := px.NewSessionServer(owner)
+		s, served, err := px.NewSessionServer(owner)
 		if err != nil {
 			return err
 		}
+		defer served()
 		log.Info("classifierd proxy serving MCP on stdio", "servers", len(names))
 		err = s.Run(ctx, &mcp.StdioTransport{MaxLineLength: proxyMaxMessage})
 		if ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed) {
@@ -287,7 +308,9 @@ type sessionServerKey struct{}
 // its own tool list, owned by the caller mcpGate (in front of it) found.
 // The SDK asks getServer for a server on every request but uses it only to
 // start a session (a request without Mcp-Session-Id); only those get a
-// new one.
+// new one, and only while the caller's share of sessions
+// (--max-sessions-per-client, else 429) and the proxy's (--max-sessions,
+// else 503) have room: a refused session costs nothing.
 func proxyHandler(px *mcpproxy.Proxy, cfg ProxyConfig, log *slog.Logger) http.Handler {
 	// The SDK checks versions against this one on every request.
 	shared := mcp.NewServer(&mcp.Implementation{Name: "classifierd", Version: version},
@@ -299,16 +322,46 @@ func proxyHandler(px *mcpproxy.Proxy, cfg ProxyConfig, log *slog.Logger) http.Ha
 		return shared
 	}, Config{MaxRecvBytes: proxyMaxMessage, SessionTTL: cfg.SessionTTL}, log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && isInitialize(w, r) {
-			s, err := px.NewSessionServer(server.CallerFrom(r.Context())) // mcpGate's
+		id := r.Header.Get("Mcp-Session-Id")
+		switch {
+		case r.Method == http.MethodPost && id == "" && isInitialize(w, r):
+			s, served, err := px.NewSessionServer(server.CallerFrom(r.Context())) // mcpGate's
 			if err != nil {
-				http.Error(w, "too many sessions", http.StatusServiceUnavailable)
+				refuseSession(w, r, err, cfg, log)
 				return
 			}
+			defer served() // after the SDK has started the session, or not
 			r = r.WithContext(context.WithValue(r.Context(), sessionServerKey{}, s))
+		case r.Method == http.MethodDelete && id != "":
+			// Go's HTTP server sends the answer when the handler returns:
+			// the session's place is free by then.
+			defer px.Ended(id)
 		}
 		inner.ServeHTTP(w, r)
 	})
+}
+
+// refuseSession answers an initialize for which NewSessionServer failed:
+// 429 when the caller holds --max-sessions-per-client sessions already,
+// 503 when the proxy holds --max-sessions, both RESOURCE_EXHAUSTED as the
+// daemon's CreateSession says it; 503 UNAVAILABLE when the proxy is
+// stopping. Refusals are the client's to see (a caller at its limit could
+// fill the log), so the log has them at debug only.
+func refuseSession(w http.ResponseWriter, r *http.Request, err error, cfg ProxyConfig, log *slog.Logger) {
+	switch {
+	case errors.Is(err, session.ErrOwnerLimit):
+		log.Debug("proxy: session refused: the caller holds --max-sessions-per-client sessions",
+			"caller", server.CallerFrom(r.Context()).Name, "limit", cfg.MaxSessionsPerClient)
+		writeMCPError(w, r, http.StatusTooManyRequests, mcpCodeResourceExhausted, status.Errorf(codes.ResourceExhausted,
+			"too many sessions for this client (limit %d): end one (DELETE) or let an idle one expire", cfg.MaxSessionsPerClient))
+	case errors.Is(err, session.ErrLimit):
+		log.Debug("proxy: session refused: --max-sessions sessions are open", "limit", cfg.MaxSessions)
+		writeMCPError(w, r, http.StatusServiceUnavailable, mcpCodeResourceExhausted, status.Errorf(codes.ResourceExhausted,
+			"too many sessions (limit %d): retry later", cfg.MaxSessions))
+	default:
+		log.Warn("proxy: session refused", "err", err)
+		writeMCPError(w, r, http.StatusServiceUnavailable, mcpCodeUnavailable, status.Error(codes.Unavailable, "server stopping"))
+	}
 }
 
 // isInitialize reports whether a POST body is an initialize request (the

@@ -32,6 +32,40 @@ func TestParseProxyFlags(t *testing.T) {
 	}
 }
 
+// TestParseProxySessionsPerClient checks --max-sessions-per-client: a
+// tenth of --max-sessions' default unless set, never more than
+// --max-sessions.
+func TestParseProxySessionsPerClient(t *testing.T) {
+	base := []string{"--config", "mcp.json", "--model", "m"}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    int
+		wantErr string
+	}{
+		{"default", nil, 100, ""},
+		{"default under a smaller --max-sessions", []string{"--max-sessions", "20"}, 20, ""},
+		{"default under a larger --max-sessions", []string{"--max-sessions", "5000"}, 100, ""},
+		{"set", []string{"--max-sessions-per-client", "7"}, 7, ""},
+		{"set to --max-sessions", []string{"--max-sessions", "20", "--max-sessions-per-client", "20"}, 20, ""},
+		{"more than --max-sessions", []string{"--max-sessions", "20", "--max-sessions-per-client", "21"}, 0, "--max-sessions-per-client 21 is more than --max-sessions 20"},
+		{"zero", []string{"--max-sessions-per-client", "0"}, 0, "must be positive"},
+		{"negative", []string{"--max-sessions-per-client", "-1"}, 0, "must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseProxyFlags(append(slices.Clone(base), tc.args...), io.Discard)
+			switch {
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("got %v, want an error with %q", err, tc.wantErr)
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("got %v, want no error", err)
+			case tc.wantErr == "" && c.MaxSessionsPerClient != tc.want:
+				t.Fatalf("--max-sessions-per-client = %d, want %d", c.MaxSessionsPerClient, tc.want)
+			}
+		})
+	}
+}
+
 // TestParseProxyListenSecurity checks the security flags of the proxy:
 // they go together as the daemon's do, apply to --mcp-listen only, and a
 // listener beyond loopback needs a token file or a client CA unless

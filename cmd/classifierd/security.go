@@ -210,7 +210,9 @@ func daemonToolScope(tool string) string {
 
 // mcpGate authenticates every request to an MCP listener before the MCP
 // SDK reads it, by mcpIdentity's rules, and puts its caller in the
-// request's context (server.CallerFrom). A request without a valid token
+// request's context (server.CallerFrom), an anonymous one with its peer
+// address as its Quota (whose share of sessions it counts against). A
+// request without a valid token
 // (or, with only a client CA, a client certificate) is answered 401, one
 // whose caller holds none of the scopes anyOf 403; both carry a JSON-RPC
 // error saying why, which the SDK's client reports.
@@ -241,11 +243,16 @@ func (s *security) mcpGate(next http.Handler, anyOf ...string) http.Handler {
 				status.Errorf(codes.PermissionDenied, "%s holds none of the scopes %s", c.Name, strings.Join(anyOf, ", ")))
 			return
 		}
-		r = r.WithContext(server.WithCaller(r.Context(), c))
 		if !s.cfg.identifies() {
-			next.ServeHTTP(w, r) // everyone is anonymous: nothing to bind a session to
+			// Everyone is anonymous: nothing to bind a session to. Their
+			// share of sessions is counted by address, as the gRPC edge
+			// counts anonymous callers (server.AuthConfig), so one
+			// client cannot take every session.
+			c.Quota = "peer:" + remoteHost(r)
+			next.ServeHTTP(w, r.WithContext(server.WithCaller(r.Context(), c)))
 			return
 		}
+		r = r.WithContext(server.WithCaller(r.Context(), c))
 		if s.tokens == nil {
 			r.Header.Set("Authorization", "Bearer client-certificate") // r is mcpClientCert's copy
 		}
@@ -253,11 +260,23 @@ func (s *security) mcpGate(next http.Handler, anyOf ...string) http.Handler {
 	}))
 }
 
-// JSON-RPC error codes of mcpGate's answers, in the range JSON-RPC leaves
-// to implementations.
+// remoteHost is the host of r's peer address, as server.AuthConfig names
+// an anonymous gRPC caller's.
+func remoteHost(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
+}
+
+// JSON-RPC error codes of mcpGate's answers and of refused sessions
+// (refuseSession), in the range JSON-RPC leaves to implementations; the
+// last digits echo the HTTP status (401, 403, 429, 503).
 const (
-	mcpCodeUnauthenticated  = -32001
-	mcpCodePermissionDenied = -32003
+	mcpCodeUnauthenticated   = -32001
+	mcpCodePermissionDenied  = -32003
+	mcpCodeResourceExhausted = -32029
+	mcpCodeUnavailable       = -32053
 )
 
 // writeMCPError answers r with the HTTP status and a JSON-RPC error whose

@@ -281,6 +281,16 @@ func (p *Proxy) NewSessionServer(owner server.Caller) (srv *mcp.Server, served f
 	c.srv = mcpserver.NewBare(mcpserver.Config{Timeout: p.cfg.Timeout, Version: p.cfg.Version, Logger: p.cfg.Logger,
 		ProtocolVersions: SessionVersions(), Caller: p.cfg.Caller})
 	c.addMetaTools()
+	// Every request of the session keeps its exposure alive: the
+	// transport counts any request as activity, the store only exposure
+	// reads and changes, so an agent that only called tools lost its
+	// exposure at the TTL while its MCP session lived on.
+	c.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			_, _ = p.sessions.Get(ctx, c.id)
+			return next(ctx, method, req)
+		}
+	})
 	p.mu.Lock()
 	p.clients[c] = true
 	p.mu.Unlock()

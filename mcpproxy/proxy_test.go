@@ -2,6 +2,7 @@ package mcpproxy
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -372,5 +373,38 @@ func TestBuildCatalogServerIDs(t *testing.T) {
 	}
 	if _, _, err := buildCatalog(mcpsrc.Snapshot{Servers: []mcpsrc.ServerState{{Name: "empty"}}}); err != errNoTools {
 		t.Fatalf("no tools: err %v, want errNoTools", err)
+	}
+}
+
+// TestToolCallsKeepTheExposure has an agent that only calls tools for
+// longer than the TTL: its exposure lives as long as it is active.
+func TestToolCallsKeepTheExposure(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	px, _ := newTestProxyConfig(t, nil, session.Config{DefaultExposure: session.ExposeAll, TTL: time.Minute, Now: clock})
+	cs := connect(t, px, nil)
+	px.mu.Lock()
+	var id string
+	for c := range px.clients {
+		id = c.id
+	}
+	px.mu.Unlock()
+	for range 3 { // 120 s in all, twice the TTL, a call every 40 s
+		advance(40 * time.Second)
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: ToolCall,
+			Arguments: map[string]any{"server": "weather", "tool": "get_weather"}})
+		if err != nil || res.IsError {
+			t.Fatalf("call_tool: %v %+v", err, res)
+		}
+	}
+	if _, err := px.sessions.Exposed(context.Background(), id); err != nil {
+		t.Fatalf("exposure of an agent active every 40 s with a TTL of 1 min: %v", err)
+	}
+	// An idle one still expires.
+	advance(2 * time.Minute)
+	if _, err := px.sessions.Exposed(context.Background(), id); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("exposure after 2 min idle: %v, want ErrNotFound", err)
 	}
 }

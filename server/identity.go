@@ -121,7 +121,10 @@ func (a AuthConfig) authenticate(ctx context.Context, method string) (Caller, er
 		if cert == nil {
 			return c, status.Error(codes.Unauthenticated, "client certificate required")
 		}
-		c = CertCaller(cert.Subject.CommonName)
+		var err error
+		if c, err = CertCaller(cert.Subject.CommonName); err != nil {
+			return c, err
+		}
 	}
 	if need != scopeAny && !hasScope(c.Scopes, need) {
 		return c, status.Errorf(codes.PermissionDenied, "%s needs scope %q", shortMethod(method), need)
@@ -157,10 +160,17 @@ func TokenCaller(tokens *auth.Tokens, authorization []string) (Caller, error) {
 // CertCaller is the caller a verified client certificate with subject
 // common name cn makes when there is no token file: "cert:" + cn, with
 // every scope. gRPC, HTTP/JSON and MCP over HTTP all name certificate
-// callers with it.
-func CertCaller(cn string) Caller {
+// callers with it. A certificate without a common name (one that names
+// its holder only in its subject alternative names, as SPIFFE
+// certificates do) names no one: it is UNAUTHENTICATED, as otherwise every
+// such certificate would be the one caller "cert:" and could use the
+// others' sessions.
+func CertCaller(cn string) (Caller, error) {
+	if cn == "" {
+		return Caller{}, status.Error(codes.Unauthenticated, "client certificate has no subject common name to name the caller")
+	}
 	name := "cert:" + cn
-	return Caller{Name: name, Quota: name, Scopes: auth.AllScopes}
+	return Caller{Name: name, Quota: name, Scopes: auth.AllScopes}, nil
 }
 
 func bearer(authorization []string) (string, bool) {

@@ -156,7 +156,8 @@ func mcpClientCert(next http.Handler) http.Handler {
 // file (a client certificate is only the transport's then); with only a
 // client CA the caller is the verified client certificate of the request
 // (mcpCertHeader, which only mcpClientCert sets), and a request without
-// one, as on a listener of --plaintext-listeners, is UNAUTHENTICATED. A
+// one, as on a listener of --plaintext-listeners, or whose certificate has
+// no common name (server.CertCaller), is UNAUTHENTICATED. A
 // request over stdio (h nil) comes from the local process that started
 // classifierd, trusted as its owner.
 func (s *security) mcpIdentity(h http.Header) (server.Caller, error) {
@@ -171,7 +172,7 @@ func (s *security) mcpIdentity(h http.Header) (server.Caller, error) {
 	if !ok || len(cn) != 1 {
 		return server.Caller{}, status.Error(codes.Unauthenticated, "client certificate required")
 	}
-	return server.CertCaller(cn[0]), nil
+	return server.CertCaller(cn[0])
 }
 
 // toolCaller returns the check of an MCP server's tool calls

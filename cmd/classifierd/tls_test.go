@@ -136,7 +136,7 @@ func TestMCPCallerFollowsGRPCRules(t *testing.T) {
 		{"server TLS only, certificate header ignored", &security{tlsConf: &tls.Config{}}, cert, "route", "anonymous", codes.OK},
 		{"mTLS: certificate", &security{tlsConf: mtls}, cert, "route", "cert:hub", codes.OK},
 		{"mTLS: certificate, terminal tool", &security{tlsConf: mtls}, cert, "track_input_event", "cert:hub", codes.OK},
-		{"mTLS: empty common name", &security{tlsConf: mtls}, http.Header{mcpCertHeader: {""}}, "route", "cert:", codes.OK},
+		{"mTLS: empty common name names no one", &security{tlsConf: mtls}, http.Header{mcpCertHeader: {""}}, "route", "", codes.Unauthenticated},
 		{"mTLS: no certificate", &security{tlsConf: mtls}, http.Header{}, "route", "", codes.Unauthenticated},
 		{"mTLS: a bearer token is no certificate", &security{tlsConf: mtls}, bearerAlice, "route", "", codes.Unauthenticated},
 		{"mTLS: stdio", &security{tlsConf: mtls}, nil, "route", "anonymous", codes.OK},
@@ -291,6 +291,31 @@ func TestTLSOnEveryListener(t *testing.T) {
 		spoof := &http.Client{Transport: withHeader{noCert.Transport, spoofed}}
 		if _, err := mcpConnect(t, endpoint, spoof); err == nil {
 			t.Error("an MCP client without a client certificate but with the identity header connected")
+		}
+	})
+	t.Run("a client certificate without a common name names no one", func(t *testing.T) {
+		// Were it "cert:", every such certificate (SPIFFE's name their
+		// holder only in a URI SAN) would be one caller, sharing sessions.
+		cert, key := pki.issue(t, "", pki.ca, pki.caKey, false)
+		p := pki.write(t, "no-cn.pem", cert, key)
+		noCN, err := tls.LoadX509KeyPair(p, p+".key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc, err := grpc.NewClient(addr, pki.dial(&noCN)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err = pb.NewClassifierServiceClient(cc).CreateSession(ctx, &pb.CreateSessionRequest{})
+		wantCode(t, "gRPC with a certificate without a common name", err, codes.Unauthenticated)
+		if code, _, out, err := postJSON(t, pki.httpsClient(&noCN), api+"Route", route, nil); err != nil || code != http.StatusUnauthorized {
+			t.Errorf("HTTP/JSON with a certificate without a common name: %d %v %v, want 401", code, out, err)
+		}
+		if _, err := mcpConnect(t, endpoint, pki.httpsClient(&noCN)); err == nil || !strings.Contains(err.Error(), "UNAUTHENTICATED") {
+			t.Errorf("MCP with a certificate without a common name: %v, want UNAUTHENTICATED", err)
 		}
 	})
 	t.Run("HTTP/JSON over HTTPS", func(t *testing.T) {

@@ -142,7 +142,10 @@ func newMCPHandler(getServer func(*http.Request) *mcp.Server, cfg Config, log *s
 // set; the returned stop shuts the server down, closing what is still open
 // after wait.
 func serveHTTP(lis net.Listener, tlsConf *tls.Config, h http.Handler, wait time.Duration, log *slog.Logger) (stop func()) {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConf,
+	// No ReadTimeout: it would end event streams (GET) and long tool
+	// calls. IdleTimeout closes keep-alive connections no request uses,
+	// as --http-listen does; mcpGate bounds the bodies it refuses.
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, TLSConfig: tlsConf,
 		ErrorLog: serverErrorLog(log)}
 	done := make(chan struct{})
 	go func() {

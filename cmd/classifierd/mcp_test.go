@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -424,5 +427,25 @@ func TestMCPHTTPNeedsTheDaemonsTokens(t *testing.T) {
 	}
 	if code, body := rawMCP(t, http.DefaultClient, http.MethodPost, endpoint, list, sessionHeader(alice, bearer(aliceToken))); code != http.StatusOK {
 		t.Errorf("alice on her MCP session: %d %q, want 200", code, body)
+	}
+	// A refused request whose body never ends is answered all the same
+	// (mcpRefusalReadWait), rather than holding its connection for good.
+	raw, err := net.Dial("tcp", mcpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := io.WriteString(raw, "POST "+mcpPath+" HTTP/1.1\r\nHost: "+mcpAddr+"\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":"); err != nil {
+		t.Fatal(err)
+	}
+	_ = raw.SetReadDeadline(time.Now().Add(time.Minute)) // the test's bound, far past the daemon's
+	resp, err := http.ReadResponse(bufio.NewReader(raw), nil)
+	if err != nil {
+		t.Fatalf("unauthenticated request with an endless body: no answer: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("unauthenticated request with an endless body: %s, want 401", resp.Status)
 	}
 }

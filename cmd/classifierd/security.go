@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -261,6 +262,10 @@ func (s *security) mcpGate(next http.Handler, anyOf ...string) http.Handler {
 	}))
 }
 
+// mcpRefusalReadWait bounds how long writeMCPError reads the body of a
+// request it refuses, for the request's id.
+const mcpRefusalReadWait = 5 * time.Second
+
 // remoteHost is the host of r's peer address, as server.AuthConfig names
 // an anonymous gRPC caller's.
 func remoteHost(r *http.Request) string {
@@ -284,9 +289,12 @@ const (
 // message is err in mcpserver.ToolError's spelling ("UNAUTHENTICATED:
 // missing bearer token ..."), under the id of the request in r's body
 // when it has one, so the client can match it to its call.
+// The body is read for at most mcpRefusalReadWait: a refused client that
+// sends it slowly, or never ends it, does not hold its connection.
 func writeMCPError(w http.ResponseWriter, r *http.Request, code int, rpcCode int64, err error) {
 	var id jsonrpc.ID
 	if r.Method == http.MethodPost && r.Body != nil {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(mcpRefusalReadWait))
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
 		if req, ok := decodeRequest(body); ok {
 			id = req.ID

@@ -312,9 +312,18 @@ type sessionServerKey struct{}
 // (--max-sessions-per-client, else 429) and the proxy's (--max-sessions,
 // else 503) have room: a refused session costs nothing.
 func proxyHandler(px *mcpproxy.Proxy, cfg ProxyConfig, log *slog.Logger) http.Handler {
-	// The SDK checks versions against this one on every request.
+	// The SDK checks versions against this one on every request. It
+	// serves no session: one the SDK starts on it (a request without a
+	// session that isInitialize did not take for an initialize, such as a
+	// batch holding one) is refused, so it neither lingers uncounted by
+	// --max-sessions nor serves a tool list that is no one's.
 	shared := mcp.NewServer(&mcp.Implementation{Name: "classifierd", Version: version},
 		&mcp.ServerOptions{SupportedProtocolVersions: mcpproxy.SessionVersions()})
+	shared.AddReceivingMiddleware(func(mcp.MethodHandler) mcp.MethodHandler {
+		return func(context.Context, string, mcp.Request) (mcp.Result, error) {
+			return nil, errNoSession
+		}
+	})
 	inner := newMCPHandler(func(r *http.Request) *mcp.Server {
 		if s, ok := r.Context().Value(sessionServerKey{}).(*mcp.Server); ok {
 			return s
@@ -340,6 +349,9 @@ func proxyHandler(px *mcpproxy.Proxy, cfg ProxyConfig, log *slog.Logger) http.Ha
 		inner.ServeHTTP(w, r)
 	})
 }
+
+// errNoSession answers a message that reached no session's server.
+var errNoSession = errors.New("start a session with a single initialize request (no batch)")
 
 // refuseSession answers an initialize for which NewSessionServer failed:
 // 429 when the caller holds --max-sessions-per-client sessions already,

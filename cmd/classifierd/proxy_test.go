@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -257,5 +260,78 @@ func TestProxyHTTPSessionsAreIsolated(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), "panic") {
 		t.Fatalf("proxy log has a panic:\n%s", stderr.String())
+	}
+}
+
+// TestProxyRefusedInitializesKeepNoPlace sends the loopback proxy
+// initialize requests its MCP transport refuses (a web page's cross-site
+// text/plain POST, which needs no CORS preflight; a DNS-rebinding Host;
+// no text/event-stream in Accept; a key the SDK does not read as method)
+// and a batch holding an initialize. None may take one of --max-sessions'
+// places, or any page the user opened could lock the agent out for
+// --session-ttl; a batch starts no session with a tool list.
+func TestProxyRefusedInitializesKeepNoPlace(t *testing.T) {
+	config, _ := proxySetup(t)
+	addr := freeAddr(t)
+	const places = 2
+	d := startProxyHTTP(t, config, addr, "--max-sessions", strconv.Itoa(places))
+	endpoint := "http://" + addr + mcpPath
+	send := func(host, contentType, accept, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if host != "" {
+			req.Host = host
+		}
+		req.Header.Set("Content-Type", contentType)
+		req.Header.Set("Accept", accept)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return resp.StatusCode, string(b)
+	}
+	const both = "application/json, text/event-stream"
+	for _, tc := range []struct {
+		name, host, contentType, accept, body string
+		want                                  int
+	}{
+		{"cross-site text/plain", "", "text/plain;charset=UTF-8", "*/*", `{"method":"initialize"}`, http.StatusUnsupportedMediaType},
+		{"DNS rebinding", "attacker.example:80", "application/json", both, initializeBody, http.StatusForbidden},
+		{"no event stream accepted", "", "application/json", "application/json", initializeBody, http.StatusBadRequest},
+		{"METHOD for method", "", "application/json", both, `{"jsonrpc":"2.0","id":1,"METHOD":"initialize"}`, http.StatusAccepted},
+	} {
+		for range places + 1 {
+			if code, body := send(tc.host, tc.contentType, tc.accept, tc.body); code != tc.want {
+				t.Fatalf("%s: %d %q, want %d", tc.name, code, body, tc.want)
+			}
+		}
+	}
+	batch := "[" + strings.Replace(initializeBody, "2025-06-18", "2025-03-26", 1) + "]" // batches predate 2025-06-18
+	for range places + 1 {
+		if code, body := send("", "application/json", both, batch); code != http.StatusOK || !strings.Contains(body, errNoSession.Error()) {
+			t.Fatalf("batch initialize: %d %q, want a JSON-RPC error saying %q", code, body, errNoSession)
+		}
+	}
+	for i := range places {
+		cs, err := mcpConnect(t, endpoint, &http.Client{Timeout: 30 * time.Second})
+		if err != nil {
+			t.Fatalf("session %d of %d after the refused requests: %v", i+1, places, err)
+		}
+		if got := listToolNames(t, cs); !slices.Equal(got, metaTools) {
+			t.Fatalf("session %d tools = %v, want %v", i+1, got, metaTools)
+		}
+	}
+	if _, err := mcpConnect(t, endpoint, &http.Client{Timeout: 30 * time.Second}); err == nil {
+		t.Fatalf("session %d connected, want --max-sessions %d to hold", places+1, places)
+	}
+	if strings.Contains(d.stderr.String(), "panic") {
+		t.Fatalf("proxy log has a panic:\n%s", d.stderr.String())
 	}
 }

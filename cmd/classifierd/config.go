@@ -20,43 +20,46 @@ import (
 
 // Config is everything the daemon is started with.
 type Config struct {
-	Index        string
-	Model        string
-	Manifest     string
-	Listen       string
-	HTTPListen   string
-	MCPListen    string
-	MCPStdio     bool
-	MCPServers   string
-	ORTLib       string
-	Threads      int
-	Concurrency  int
-	MaxQueue     int
-	BatchSize    int
-	BatchWindow  time.Duration
-	MaxQueueWait time.Duration
-	MaxTextBytes int
-	MaxBatch     int
-	MaxMessages  int
-	Shortlist    int // --shortlist-from
-	MaxRecvBytes int
-	Timeout      time.Duration
-	ShutdownWait time.Duration
-	NoMatch      string
-	SessionTTL   time.Duration
-	MaxSessions  int
-	State        string // --state: "" (memory) or a Redis URL; may hold a password, never logged
-	Exposure     string
-	Minimal      string
-	Terminal     bool
-	TermLogs     string
-	TermDB       string
-	TermStore    terminal.StoreConfig
-	LogFormat    string
-	LogLevel     slog.Level
-	Reload       ReloadConfig
-	Ops          OpsConfig  // metrics, TLS, auth, admission, file limits (ops.go)
-	OTel         OTelConfig // OpenTelemetry tracing (otel.go)
+	Index      string
+	Model      string
+	Manifest   string
+	Listen     string
+	HTTPListen string
+	MCPListen  string
+	MCPStdio   bool
+	MCPServers string
+	// InsecureMCPListen lets --mcp-listen offer call_tool beyond loopback
+	// with no caller identified (--insecure-mcp-listen).
+	InsecureMCPListen bool
+	ORTLib            string
+	Threads           int
+	Concurrency       int
+	MaxQueue          int
+	BatchSize         int
+	BatchWindow       time.Duration
+	MaxQueueWait      time.Duration
+	MaxTextBytes      int
+	MaxBatch          int
+	MaxMessages       int
+	Shortlist         int // --shortlist-from
+	MaxRecvBytes      int
+	Timeout           time.Duration
+	ShutdownWait      time.Duration
+	NoMatch           string
+	SessionTTL        time.Duration
+	MaxSessions       int
+	State             string // --state: "" (memory) or a Redis URL; may hold a password, never logged
+	Exposure          string
+	Minimal           string
+	Terminal          bool
+	TermLogs          string
+	TermDB            string
+	TermStore         terminal.StoreConfig
+	LogFormat         string
+	LogLevel          slog.Level
+	Reload            ReloadConfig
+	Ops               OpsConfig  // metrics, TLS, auth, admission, file limits (ops.go)
+	OTel              OTelConfig // OpenTelemetry tracing (otel.go)
 	// mcpAuth checks MCP tool calls as the gRPC edge checks calls (set by
 	// run from the token file; nil: anonymous).
 	mcpAuth func(tool string, header http.Header) (server.Caller, error)
@@ -134,7 +137,30 @@ func (c *Config) Validate() error {
 	if err := c.OTel.validate(); err != nil {
 		return err
 	}
-	return c.Ops.validate(c.Concurrency)
+	if err := c.Ops.validate(c.Concurrency); err != nil {
+		return err
+	}
+	return c.checkOpenMCP()
+}
+
+// checkOpenMCP refuses what classifierd proxy refuses: an MCP listener
+// beyond loopback that offers call_tool (--mcp-servers or --mcp-config)
+// and identifies no caller, so anyone who reaches it could call every
+// tool of the servers, unless --insecure-mcp-listen says otherwise.
+func (c *Config) checkOpenMCP() error {
+	if c.MCPListen == "" || (c.MCPServers == "" && c.Reload.MCPConfig == "") || c.Ops.identifies() || c.InsecureMCPListen {
+		return nil
+	}
+	loopback, err := loopbackListen(c.MCPListen)
+	if err != nil {
+		return fmt.Errorf("--mcp-listen %q: %w", c.MCPListen, err)
+	}
+	if !loopback {
+		return fmt.Errorf("%w: --mcp-listen %s would let anyone who reaches it call every tool of the servers (call_tool); "+
+			"add --auth-token-file (with --tls-cert and --tls-key) or --tls-client-ca, or listen on 127.0.0.1; "+
+			"--insecure-mcp-listen serves it unauthenticated all the same", errOpenListen, c.MCPListen)
+	}
+	return nil
 }
 
 func parseFlags(args []string, stderr io.Writer) (Config, error) {
@@ -147,6 +173,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:50051", "gRPC listen address HOST:PORT")
 	fs.StringVar(&c.HTTPListen, "http-listen", "", "HTTP/JSON listen address HOST:PORT: Connect JSON, the hub REST shape and the explain page at / (docs/http.md); empty: off")
 	fs.StringVar(&c.MCPListen, "mcp-listen", "", "also serve MCP over streamable HTTP at HOST:PORT (path /mcp); empty: no MCP over HTTP")
+	fs.BoolVar(&c.InsecureMCPListen, "insecure-mcp-listen", false, "let --mcp-listen offer call_tool (--mcp-servers or --mcp-config) on a non-loopback address without --auth-token-file or --tls-client-ca, so anyone who reaches it may call every tool of the servers (only behind a proxy that authenticates, or a container port published on loopback)")
 	fs.StringVar(&c.MCPServers, "mcp-servers", "", "with MCP: an MCP client configuration (mcpServers) of the catalog's servers; adds call_tool, which calls any catalog tool on its server and with --auth-token-file needs scope call (default with --mcp-config: its live servers)")
 	fs.StringVar(&c.ORTLib, "ort-lib", embed.DefaultLibPath(), "ONNX Runtime shared library (default: $ORT_LIB, else where make put it)")
 	fs.IntVar(&c.Threads, "threads", 1, "ONNX Runtime intra-op threads per inference")

@@ -123,3 +123,30 @@ func TestParseProxyListenSecurity(t *testing.T) {
 		})
 	}
 }
+
+// TestParseFlagsOpenMCPListen: the daemon refuses what the proxy refuses,
+// an MCP listener beyond loopback that offers call_tool to callers it
+// cannot identify.
+func TestParseFlagsOpenMCPListen(t *testing.T) {
+	base := []string{"--index", "x.idx", "--model", "m"}
+	calls := []string{"--mcp-servers", "mcp.json"}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		wantErr bool // errOpenListen
+	}{
+		{"all interfaces with call_tool", append([]string{"--mcp-listen", "0.0.0.0:8765"}, calls...), true},
+		{"another address with live servers", []string{"--mcp-listen", "192.0.2.10:8765", "--mcp-config", "mcp.json"}, true},
+		{"all interfaces, no call_tool", []string{"--mcp-listen", "0.0.0.0:8765"}, false},
+		{"loopback with call_tool", append([]string{"--mcp-listen", "127.0.0.1:8765"}, calls...), false},
+		{"all interfaces with call_tool and tokens", append([]string{"--mcp-listen", "0.0.0.0:8765", "--auth-token-file", "tokens"}, calls...), false},
+		{"all interfaces with call_tool, --insecure-mcp-listen", append([]string{"--mcp-listen", "0.0.0.0:8765", "--insecure-mcp-listen"}, calls...), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseFlags(append(slices.Clone(base), tc.args...), io.Discard)
+			if got := errors.Is(err, errOpenListen); got != tc.wantErr {
+				t.Fatalf("got %v, want errOpenListen %v", err, tc.wantErr)
+			}
+		})
+	}
+}

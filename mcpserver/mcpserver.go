@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -116,7 +117,11 @@ func guard(log *slog.Logger, timeout time.Duration, caller func(string, http.Hea
 						header = x.Header
 					}
 					if c, err = caller(tool, header); err != nil {
-						return nil, ToolError(err)
+						// A tool result with IsError, as every refusal of
+						// the contract: a middleware's error would be a
+						// JSON-RPC error without a valid code.
+						return &mcp.CallToolResult{IsError: true,
+							Content: []mcp.Content{&mcp.TextContent{Text: ToolError(err).Error()}}}, nil
 					}
 				}
 				ctx = server.WithCaller(ctx, c)
@@ -131,7 +136,7 @@ func guard(log *slog.Logger, timeout time.Duration, caller func(string, http.Hea
 			defer func() {
 				if r := recover(); r != nil {
 					log.Error("panic in MCP handler", "method", method, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-					res, err = nil, errors.New("internal error")
+					res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
 				}
 			}()
 			return next(ctx, method, req)

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/classifierd/classifierd/server"
 )
 
 func TestToolError(t *testing.T) {
@@ -44,8 +48,32 @@ func TestToolError(t *testing.T) {
 func TestGuardRecoversPanics(t *testing.T) {
 	h := guard(discard(), 0, nil)(func(context.Context, string, mcp.Request) (mcp.Result, error) { panic("boom") })
 	res, err := h(context.Background(), "tools/call", nil)
-	if res != nil || err == nil || err.Error() != "internal error" {
-		t.Fatalf("got %v, %v; want an internal error", res, err)
+	var we *jsonrpc.Error
+	if res != nil || !errors.As(err, &we) || we.Code != jsonrpc.CodeInternalError || we.Message != "internal error" {
+		t.Fatalf("got %v, %v; want a JSON-RPC internal error (%d)", res, err, jsonrpc.CodeInternalError)
+	}
+}
+
+// TestGuardRefusesAsToolResult: a caller the guard refuses gets a tool
+// result with IsError and the contract's "REASON: message" text, not a
+// JSON-RPC error (which would carry no valid code), and the tool never
+// runs.
+func TestGuardRefusesAsToolResult(t *testing.T) {
+	refuse := func(string, http.Header) (server.Caller, error) {
+		return server.Caller{}, status.Error(codes.PermissionDenied, "search_tools needs scope \"route\"")
+	}
+	ran := false
+	h := guard(discard(), 0, refuse)(func(context.Context, string, mcp.Request) (mcp.Result, error) { ran = true; return nil, nil })
+	res, err := h(context.Background(), "tools/call", &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "search_tools"}})
+	r, ok := res.(*mcp.CallToolResult)
+	if err != nil || !ok || !r.IsError || len(r.Content) != 1 {
+		t.Fatalf("got %v, %v; want a tool result with IsError", res, err)
+	}
+	if text := r.Content[0].(*mcp.TextContent).Text; text != `PERMISSION_DENIED: search_tools needs scope "route"` {
+		t.Errorf("text %q", text)
+	}
+	if ran {
+		t.Error("the refused tool ran")
 	}
 }
 

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/classifierd/classifierd/mcpserver"
+	"github.com/classifierd/classifierd/server"
+)
+
+// testOwner names the caller of a request to startCounted's listener,
+// as mcpGate would find it.
+const testOwner = "X-Test-Owner"
+
+// startCounted serves one bare SDK server over streamable HTTP with its
+// sessions counted by mcpSessions, as --mcp-listen does, behind a fake
+// gate that takes the caller's quota key from testOwner.
+func startCounted(t *testing.T, max, perClient int, ttl time.Duration) (*mcpSessions, string) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv := mcpserver.NewBare(mcpserver.Config{Version: "test", Logger: log})
+	count := newMCPSessions(srv, max, perClient, log)
+	h := newMCPHandler(func(*http.Request) *mcp.Server { return srv }, Config{MaxRecvBytes: 1 << 20, SessionTTL: ttl}, log, count.handler)
+	gate := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		owner := r.Header.Get(testOwner)
+		h.ServeHTTP(w, r.WithContext(server.WithCaller(r.Context(), server.Caller{Name: owner, Quota: owner})))
+	})
+	ts := httptest.NewServer(gate)
+	t.Cleanup(ts.Close)
+	return count, ts.URL + mcpPath
+}
+
+func ownerClient(owner string) *http.Client {
+	return &http.Client{Transport: withHeader{http.DefaultTransport, http.Header{testOwner: {owner}}}}
+}
+
+// wantCount checks the places taken, in all and by owner.
+func wantCount(t *testing.T, m *mcpSessions, owner string, total, held int) {
+	t.Helper()
+	if gotTotal, gotHeld := m.places.Count(owner); gotTotal != total || gotHeld != held {
+		t.Fatalf("places: %d in all, %d of %s; want %d, %d", gotTotal, gotHeld, owner, total, held)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.held) > total {
+		t.Fatalf("%d sessions held for %d places", len(m.held), total)
+	}
+}
+
+func TestMCPSessionsCount(t *testing.T) {
+	m, endpoint := startCounted(t, 3, 2, time.Hour)
+	connect := func(owner string) *mcp.ClientSession {
+		t.Helper()
+		cs, err := mcpConnect(t, endpoint, ownerClient(owner))
+		if err != nil {
+			t.Fatalf("%s connects: %v", owner, err)
+		}
+		return cs
+	}
+	refused := func(owner string, code int, want string) {
+		t.Helper()
+		got, body := rawMCP(t, http.DefaultClient, http.MethodPost, endpoint, initializeBody, http.Header{testOwner: {owner}})
+		if id, msg := rpcError(t, body); got != code || id != 7 || !strings.HasPrefix(msg, want) {
+			t.Fatalf("%s's initialize: %d %s, want %d %q", owner, got, body, code, want)
+		}
+	}
+	a1, a2 := connect("alice"), connect("alice")
+	wantCount(t, m, "alice", 2, 2)
+	refused("alice", http.StatusTooManyRequests, "RESOURCE_EXHAUSTED: too many sessions for this client (limit 2)")
+	wantCount(t, m, "alice", 2, 2)
+	b1 := connect("bob")
+	refused("carol", http.StatusServiceUnavailable, "RESOURCE_EXHAUSTED: too many sessions (limit 3)")
+	wantCount(t, m, "carol", 3, 0)
+
+	// A DELETE gives the place back before it is answered.
+	if err := a1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantCount(t, m, "alice", 2, 1)
+	for _, cs := range []*mcp.ClientSession{a2, b1} {
+		_ = cs.Close()
+	}
+	wantCount(t, m, "alice", 0, 0)
+
+	// Requests that start no session hold no place, even past a share.
+	for _, tc := range []struct {
+		name, body string
+		header     http.Header
+	}{
+		{"not an initialize", `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`, nil},
+		{"bad parameters", `{"jsonrpc":"2.0","id":7,"method":"initialize","params":"none"}`, nil},
+		{"an unknown protocol version", initializeBody, http.Header{"Mcp-Protocol-Version": {"1999-01-01"}}},
+		{"no event stream accepted", initializeBody, http.Header{"Accept": {"application/json"}}},
+		{"not JSON", `{`, nil},
+	} {
+		h := http.Header{testOwner: {"alice"}}
+		for k, v := range tc.header {
+			h[k] = v
+		}
+		for range 3 {
+			if code, body := rawMCP(t, http.DefaultClient, http.MethodPost, endpoint, tc.body, h); code == http.StatusOK && !strings.Contains(body, `"error"`) {
+				t.Fatalf("%s: %d %q, want a refusal", tc.name, code, body)
+			}
+			wantCount(t, m, "alice", 0, 0)
+		}
+	}
+}
+
+// TestMCPSessionsChurn opens and closes sessions of two owners at once
+// (run with -race): refused past the limits, they try again; when all are
+// closed every place is back, at once.
+func TestMCPSessionsChurn(t *testing.T) {
+	m, endpoint := startCounted(t, 3, 2, time.Hour)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		owner := []string{"alice", "bob"}[w%2]
+		wg.Go(func() {
+			for opened := 0; opened < 5; {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				cs, err := mcp.NewClient(&mcp.Implementation{Name: "churn", Version: "1"}, nil).
+					Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: ownerClient(owner), MaxRetries: -1}, nil)
+				if err != nil {
+					cancel()
+					if !strings.Contains(err.Error(), http.StatusText(http.StatusTooManyRequests)) &&
+						!strings.Contains(err.Error(), http.StatusText(http.StatusServiceUnavailable)) {
+						errs <- err
+						return
+					}
+					time.Sleep(time.Millisecond) // another's session ends soon
+					continue
+				}
+				_, err = cs.ListTools(ctx, nil)
+				cancel()
+				if err := errors.Join(err, cs.Close()); err != nil {
+					errs <- err
+					return
+				}
+				opened++
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	wantCount(t, m, "alice", 0, 0)
+}
+
+// TestMCPSessionsIdle checks that a session left idle gives its place back
+// when the SDK ends it (--session-ttl).
+func TestMCPSessionsIdle(t *testing.T) {
+	m, endpoint := startCounted(t, 3, 1, 200*time.Millisecond)
+	if code, body := rawMCP(t, http.DefaultClient, http.MethodPost, endpoint, initializeBody, http.Header{testOwner: {"alice"}}); code != http.StatusOK {
+		t.Fatalf("initialize: %d %q", code, body)
+	}
+	wantCount(t, m, "alice", 1, 1)
+	// Wait for the expiry, not for a time.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if total, _ := m.places.Count("alice"); total == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the idle session's place is not back 20s after its --session-ttl")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	wantCount(t, m, "alice", 0, 0)
+}

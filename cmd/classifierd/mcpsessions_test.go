@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -178,4 +180,80 @@ func TestMCPSessionsIdle(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	wantCount(t, m, "alice", 0, 0)
+}
+
+// TestMCPHTTPSessionLimits runs the daemon with tokens, two MCP sessions
+// per caller and three in all: a caller at its share is refused 429
+// RESOURCE_EXHAUSTED while another is served, a full daemon answers 503,
+// a closed session's place is free at once, another caller cannot free
+// it, and the log has no session ids.
+func TestMCPHTTPSessionLimits(t *testing.T) {
+	idx := genIndex(t, "testdata/mini.json")
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("alice route "+aliceToken+"\nbob route "+bobToken+"\ncarol route "+carolToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mcpAddr := freeAddr(t)
+	d, _ := startDaemon(t, idx, "--mcp-listen", mcpAddr, "--auth-token-file", tokens, "--max-sessions", "3", "--max-sessions-per-client", "2")
+	endpoint := "http://" + mcpAddr + mcpPath
+	as := func(token string) *http.Client {
+		return &http.Client{Transport: withHeader{http.DefaultTransport, bearer(token)}}
+	}
+	connect := func(token string) *mcp.ClientSession {
+		t.Helper()
+		cs, err := mcpConnect(t, endpoint, as(token))
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		return cs
+	}
+	// The SDK's client reports a 429 or 503 by its status text alone:
+	// the body is checked over plain HTTP.
+	refused := func(token string, code int, want string) {
+		t.Helper()
+		got, body := rawMCP(t, http.DefaultClient, http.MethodPost, endpoint, initializeBody, bearer(token))
+		if id, msg := rpcError(t, body); got != code || id != 7 || !strings.HasPrefix(msg, want) {
+			t.Fatalf("initialize: %d %s, want %d and a JSON-RPC error for id 7 starting %q", got, body, code, want)
+		}
+		if _, err := mcpConnect(t, endpoint, as(token)); err == nil || !strings.Contains(err.Error(), http.StatusText(code)) {
+			t.Fatalf("SDK client: %v, want an error with %q", err, http.StatusText(code))
+		}
+	}
+	const aliceFull = "RESOURCE_EXHAUSTED: too many sessions for this client (limit 2)"
+	query := map[string]any{"query": "show my unread GitHub notifications", "k": 1}
+
+	a1, a2 := connect(aliceToken), connect(aliceToken)
+	refused(aliceToken, http.StatusTooManyRequests, aliceFull)
+	var out mcpserver.SearchToolsOutput
+	callTool(t, a1, "search_tools", query, &out) // her sessions are served all the same
+	b1 := connect(bobToken)
+	callTool(t, b1, "search_tools", query, &out)
+	refused(carolToken, http.StatusServiceUnavailable, "RESOURCE_EXHAUSTED: too many sessions (limit 3)")
+
+	// Bob cannot end alice's session (the SDK binds it to her), so it
+	// frees nothing.
+	if code, body := rawMCP(t, http.DefaultClient, http.MethodDelete, endpoint, "", sessionHeader(a2, bearer(bobToken))); code != http.StatusForbidden {
+		t.Fatalf("bob deletes alice's session: %d %q, want 403", code, body)
+	}
+	refused(aliceToken, http.StatusTooManyRequests, aliceFull)
+	// Her own DELETE frees its place before it is answered.
+	if err := a1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a3 := connect(aliceToken)
+	callTool(t, a3, "search_tools", query, &out)
+	refused(aliceToken, http.StatusTooManyRequests, aliceFull)
+	for _, cs := range []*mcp.ClientSession{a2, a3, b1} {
+		if err := cs.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	connect(carolToken)
+	connect(carolToken)
+	connect(aliceToken)
+
+	if log := d.stderr.String(); strings.Contains(log, "session_id") || strings.Contains(log, "server session") ||
+		strings.Contains(log, a2.ID()) || strings.Contains(log, aliceToken) {
+		t.Fatalf("daemon log has SDK session lines, a session id or a token:\n%s", log)
+	}
 }

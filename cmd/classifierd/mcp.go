@@ -156,7 +156,7 @@ const mcpSessionHeader = "Mcp-Session-Id"
 // session for every POST without an Mcp-Session-Id, so each such request
 // takes a place before the SDK reads it. The place is the session's, known
 // by the id the SDK answers an initialize with, until the session ends (a
-// DELETE, the idle timeout of --session-ttl, the connection's end); an
+// DELETE, or the idle timeout of --session-ttl); an
 // answer without one gives it back (the SDK ends a session that no
 // initialize started with its request).
 type mcpSessions struct {

@@ -115,7 +115,7 @@ type Proxy struct {
 	// bySession is the clients whose MCP session has an id (streamable
 	// HTTP), by that id.
 	bySession map[string]*client
-	places    *places
+	places    *session.Places
 }
 
 // live is one build over the servers' tools; it is never modified.
@@ -151,7 +151,7 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		return nil, errors.Join(err, st.Close())
 	}
 	return &Proxy{cfg: cfg, sessions: st, prior: prior, clients: map[*client]bool{}, bySession: map[string]*client{},
-		places: newPlaces(sc.Limits())}, nil
+		places: session.NewPlaces(sc.Limits())}, nil
 }
 
 // Close ends the sessions.
@@ -268,14 +268,14 @@ type client struct {
 // idle timeout, the connection's end), or at once if none started (the
 // SDK refused the request).
 func (p *Proxy) NewSessionServer(owner server.Caller) (srv *mcp.Server, served func(), err error) {
-	if err := p.places.take(owner.Quota); err != nil {
+	if err := p.places.Take(owner.Quota); err != nil {
 		return nil, nil, err
 	}
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	c := &client{p: p, id: "mcp-" + hex.EncodeToString(b[:]), quota: owner.Quota, shown: map[string]string{}}
 	if _, err := p.sessions.CreateFor(context.Background(), session.Owner{ID: owner.Name, Quota: owner.Quota}, c.id, ""); err != nil {
-		p.places.give(owner.Quota)
+		p.places.Give(owner.Quota)
 		return nil, nil, err
 	}
 	c.srv = mcpserver.NewBare(mcpserver.Config{Timeout: p.cfg.Timeout, Version: p.cfg.Version, Logger: p.cfg.Logger,
@@ -357,7 +357,7 @@ func (p *Proxy) forget(c *client) {
 		}
 		p.mu.Unlock()
 		_ = p.sessions.Delete(context.Background(), c.id)
-		p.places.give(c.quota)
+		p.places.Give(c.quota)
 	})
 }
 

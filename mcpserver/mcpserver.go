@@ -51,7 +51,8 @@ type Config struct {
 	Timeout time.Duration
 	// Version is reported in the MCP implementation info.
 	Version string
-	// Logger receives panics and the SDK's own log; never request contents.
+	// Logger receives panics and the SDK's own log (its INFO lines at
+	// DEBUG, session ids hashed: sdkLog); never request contents.
 	Logger *slog.Logger
 	// ProtocolVersions, if set, narrows the MCP versions served (see
 	// mcp.ServerOptions.SupportedProtocolVersions).
@@ -94,7 +95,7 @@ func New(cfg Config) (*mcp.Server, error) {
 // (deadline, panic recovery) but no tools.
 func NewBare(cfg Config) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "classifierd", Version: cfg.Version},
-		&mcp.ServerOptions{Logger: cfg.Logger, SupportedProtocolVersions: cfg.ProtocolVersions, Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}})
+		&mcp.ServerOptions{Logger: sdkLog(cfg.Logger), SupportedProtocolVersions: cfg.ProtocolVersions, Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}})
 	s.AddReceivingMiddleware(guard(cfg.Logger, cfg.Timeout, cfg.Caller))
 	return s
 }

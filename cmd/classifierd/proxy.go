@@ -329,14 +329,14 @@ func proxyHandler(px *mcpproxy.Proxy, cfg ProxyConfig, log *slog.Logger) http.Ha
 			return s
 		}
 		return shared
-	}, Config{MaxRecvBytes: proxyMaxMessage, SessionTTL: cfg.SessionTTL}, log)
+	}, Config{MaxRecvBytes: proxyMaxMessage, SessionTTL: cfg.SessionTTL}, log, nil)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("Mcp-Session-Id")
 		switch {
 		case r.Method == http.MethodPost && id == "" && isInitialize(w, r):
 			s, served, err := px.NewSessionServer(server.CallerFrom(r.Context())) // mcpGate's
 			if err != nil {
-				refuseSession(w, r, err, cfg, log)
+				refuseSession(w, r, err, cfg.MaxSessions, cfg.MaxSessionsPerClient, log)
 				return
 			}
 			defer served() // after the SDK has started the session, or not
@@ -353,25 +353,26 @@ func proxyHandler(px *mcpproxy.Proxy, cfg ProxyConfig, log *slog.Logger) http.Ha
 // errNoSession answers a message that reached no session's server.
 var errNoSession = errors.New("start a session with a single initialize request (no batch)")
 
-// refuseSession answers an initialize for which NewSessionServer failed:
-// 429 when the caller holds --max-sessions-per-client sessions already,
-// 503 when the proxy holds --max-sessions, both RESOURCE_EXHAUSTED as the
-// daemon's CreateSession says it; 503 UNAVAILABLE when the proxy is
-// stopping. Refusals are the client's to see (a caller at its limit could
-// fill the log), so the log has them at debug only.
-func refuseSession(w http.ResponseWriter, r *http.Request, err error, cfg ProxyConfig, log *slog.Logger) {
+// refuseSession answers a request that would start an MCP session past a
+// limit (the proxy's NewSessionServer, the daemon's mcpSessions): 429 when
+// the caller holds perClient sessions already (--max-sessions-per-client),
+// 503 when max are open (--max-sessions), both RESOURCE_EXHAUSTED as the
+// daemon's CreateSession says it; 503 UNAVAILABLE for anything else (the
+// proxy stopping). Refusals are the client's to see (a caller at its limit
+// could fill the log), so the log has them at debug only.
+func refuseSession(w http.ResponseWriter, r *http.Request, err error, max, perClient int, log *slog.Logger) {
 	switch {
 	case errors.Is(err, session.ErrOwnerLimit):
-		log.Debug("proxy: session refused: the caller holds --max-sessions-per-client sessions",
-			"caller", server.CallerFrom(r.Context()).Name, "limit", cfg.MaxSessionsPerClient)
+		log.Debug("MCP session refused: the caller holds --max-sessions-per-client sessions",
+			"caller", server.CallerFrom(r.Context()).Name, "limit", perClient)
 		writeMCPError(w, r, http.StatusTooManyRequests, mcpCodeResourceExhausted, status.Errorf(codes.ResourceExhausted,
-			"too many sessions for this client (limit %d): end one (DELETE) or let an idle one expire", cfg.MaxSessionsPerClient))
+			"too many sessions for this client (limit %d): end one (DELETE) or let an idle one expire", perClient))
 	case errors.Is(err, session.ErrLimit):
-		log.Debug("proxy: session refused: --max-sessions sessions are open", "limit", cfg.MaxSessions)
+		log.Debug("MCP session refused: --max-sessions sessions are open", "limit", max)
 		writeMCPError(w, r, http.StatusServiceUnavailable, mcpCodeResourceExhausted, status.Errorf(codes.ResourceExhausted,
-			"too many sessions (limit %d): retry later", cfg.MaxSessions))
+			"too many sessions (limit %d): retry later", max))
 	default:
-		log.Warn("proxy: session refused", "err", err)
+		log.Warn("MCP session refused", "err", err)
 		writeMCPError(w, r, http.StatusServiceUnavailable, mcpCodeUnavailable, status.Error(codes.Unavailable, "server stopping"))
 	}
 }

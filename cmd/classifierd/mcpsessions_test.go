@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/classifierd/classifierd/mcpserver"
+	"github.com/classifierd/classifierd/server"
+)
+
+// testOwner names the caller of a request to startCounted's listener,
+// as mcpGate would find it.
+const testOwner = "X-Test-Owner"
+
+// startCounted serves one bare SDK server over streamable HTTP with its
+// sessions counted by mcpSessions, as --mcp-listen does, behind a fake
+// gate that takes the caller's quota key from testOwner.
+func startCounted(t *testing.T, max, perClient int, ttl time.Duration) (*mcpSessions, string) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv := mcpserver.NewBare(mcpserver.Config{Version: "test", Logger: log})
+	count := newMCPSessions(srv, max, perClient, log)
+	h := newMCPHandler(func(*http.Request) *mcp.Server { return srv }, Config{MaxRecvBytes: 1 << 20, SessionTTL: ttl}, log, count.handler)
+	gate := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		owner := r.Header.Get(testOwner)
+		h.ServeHTTP(w, r.WithContext(server.WithCaller(r.Context(), server.Caller{Name: owner, Quota: owner})))
+	})
+	ts := httptest.NewServer(gate)
+	t.Cleanup(ts.Close)
+	return count, ts.URL + mcpPath
+}
+
+func ownerClient(owner string) *http.Client {
+	return &http.Client{Transport: withHeader{http.DefaultTransport, http.Header{testOwner: {owner}}}}
+}
+
+// wantCount checks the places taken, in all and by owner.
+func wantCount(t *testing.T, m *mcpSessions, owner string, total, held int) {
+	t.Helper()
+	if gotTotal, gotHeld := m.places.Count(owner); gotTotal != total || gotHeld != held {
+		t.Fatalf("places: %d in all, %d of %s; want %d, %d", gotTotal, gotHeld, owner, total, held)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.held) > total {
+		t.Fatalf("%d sessions held for %d places", len(m.held), total)
+	}
+}
+
+func TestMCPSessionsCount(t *testing.T) {
+	m, endpoint := startCounted(t, 3, 2, time.Hour)
+	connect := func(owner string) *mcp.ClientSession {
+		t.Helper()
+		cs, err := mcpConnect(t, endpoint, ownerClient(owner))
+		if err != nil {
+			t.Fatalf("%s connects: %v", owner, err)
+		}
+		return cs
+	}
+	refused := func(owner string, code int, want string) {
+		t.Helper()
+		got, body := rawMCP(t, http.DefaultClient, http.MethodPost, endpoint, initializeBody, http.Header{testOwner: {owner}})
+		if id, msg := rpcError(t, body); got != code || id != 7 || !strings.HasPrefix(msg, want) {
+			t.Fatalf("%s's initialize: %d %s, want %d %q", owner, got, body, code, want)
+		}
+	}
+	a1, a2 := connect("alice"), connect("alice")
+	wantCount(t, m, "alice", 2, 2)
+	refused("alice", http.StatusTooManyRequests, "RESOURCE_EXHAUSTED: too many sessions for this client (limit 2)")
+	wantCount(t, m, "alice", 2, 2)
+	b1 := connect("bob")
+	refused("carol", http.StatusServiceUnavailable, "RESOURCE_EXHAUSTED: too many sessions (limit 3)")
+	wantCount(t, m, "carol", 3, 0)
+
+	// A DELETE gives the place back before it is answered.
+	if err := a1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantCount(t, m, "alice", 2, 1)
+	for _, cs := range []*mcp.ClientSession{a2, b1} {
+		_ = cs.Close()
+	}
+	wantCount(t, m, "alice", 0, 0)
+
+	// Requests that start no session hold no place, even past a share.
+	for _, tc := range []struct {
+		name, body string
+		header     http.Header
+	}{
+		{"not an initialize", `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`, nil},
+		{"bad parameters", `{"jsonrpc":"2.0","id":7,"method":"initialize","params":"none"}`, nil},
+		{"an unknown protocol version", initializeBody, http.Header{"Mcp-Protocol-Version": {"1999-01-01"}}},
+		{"no event stream accepted", initializeBody, http.Header{"Accept": {"application/json"}}},
+		{"not JSON", `{`, nil},
+	} {
+		h := http.Header{testOwner: {"alice"}}
+		for k, v := range tc.header {
+			h[k] = v
+		}
+		for range 3 {
+			if code, body := rawMCP(t, http.DefaultClient, http.MethodPost, endpoint, tc.body, h); code == http.StatusOK && !strings.Contains(body, `"error"`) {
+				t.Fatalf("%s: %d %q, want a refusal", tc.name, code, body)
+			}
+			wantCount(t, m, "alice", 0, 0)
+		}
+	}
+}
+
+// TestMCPSessionsChurn opens and closes sessions of two owners at once
+// (run with -race): refused past the limits, they try again; when all are
+// closed every place is back, at once.
+func TestMCPSessionsChurn(t *testing.T) {
+	m, endpoint := startCounted(t, 3, 2, time.Hour)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		owner := []string{"alice", "bob"}[w%2]
+		wg.Go(func() {
+			for opened := 0; opened < 5; {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				cs, err := mcp.NewClient(&mcp.Implementation{Name: "churn", Version: "1"}, nil).
+					Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: ownerClient(owner), MaxRetries: -1}, nil)
+				if err != nil {
+					cancel()
+					if !strings.Contains(err.Error(), http.StatusText(http.StatusTooManyRequests)) &&
+						!strings.Contains(err.Error(), http.StatusText(http.StatusServiceUnavailable)) {
+						errs <- err
+						return
+					}
+					time.Sleep(time.Millisecond) // another's session ends soon
+					continue
+				}
+				_, err = cs.ListTools(ctx, nil)
+				cancel()
+				if err := errors.Join(err, cs.Close()); err != nil {
+					errs <- err
+					return
+				}
+				opened++
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	wantCount(t, m, "alice", 0, 0)
+}
+
+// TestMCPSessionsIdle checks that a session left idle gives its place back
+// when the SDK ends it (--session-ttl).
+func TestMCPSessionsIdle(t *testing.T) {
+	m, endpoint := startCounted(t, 3, 1, 200*time.Millisecond)
+	if code, body := rawMCP(t, http.DefaultClient, http.MethodPost, endpoint, initializeBody, http.Header{testOwner: {"alice"}}); code != http.StatusOK {
+		t.Fatalf("initialize: %d %q", code, body)
+	}
+	wantCount(t, m, "alice", 1, 1)
+	// Wait for the expiry, not for a time.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if total, _ := m.places.Count("alice"); total == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the idle session's place is not back 20s after its --session-ttl")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	wantCount(t, m, "alice", 0, 0)
+}
+
+// TestMCPHTTPSessionLimits runs the daemon with tokens, two MCP sessions
+// per caller and three in all: a caller at its share is refused 429
+// RESOURCE_EXHAUSTED while another is served, a full daemon answers 503,
+// a closed session's place is free at once, another caller cannot free
+// it, and the log has no session ids.
+func TestMCPHTTPSessionLimits(t *testing.T) {
+	idx := genIndex(t, "testdata/mini.json")
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("alice route "+aliceToken+"\nbob route "+bobToken+"\ncarol route "+carolToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mcpAddr := freeAddr(t)
+	d, _ := startDaemon(t, idx, "--mcp-listen", mcpAddr, "--auth-token-file", tokens, "--max-sessions", "3", "--max-sessions-per-client", "2")
+	endpoint := "http://" + mcpAddr + mcpPath
+	as := func(token string) *http.Client {
+		return &http.Client{Transport: withHeader{http.DefaultTransport, bearer(token)}}
+	}
+	connect := func(token string) *mcp.ClientSession {
+		t.Helper()
+		cs, err := mcpConnect(t, endpoint, as(token))
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		return cs
+	}
+	// The SDK's client reports a 429 or 503 by its status text alone:
+	// the body is checked over plain HTTP.
+	refused := func(token string, code int, want string) {
+		t.Helper()
+		got, body := rawMCP(t, http.DefaultClient, http.MethodPost, endpoint, initializeBody, bearer(token))
+		if id, msg := rpcError(t, body); got != code || id != 7 || !strings.HasPrefix(msg, want) {
+			t.Fatalf("initialize: %d %s, want %d and a JSON-RPC error for id 7 starting %q", got, body, code, want)
+		}
+		if _, err := mcpConnect(t, endpoint, as(token)); err == nil || !strings.Contains(err.Error(), http.StatusText(code)) {
+			t.Fatalf("SDK client: %v, want an error with %q", err, http.StatusText(code))
+		}
+	}
+	const aliceFull = "RESOURCE_EXHAUSTED: too many sessions for this client (limit 2)"
+	query := map[string]any{"query": "show my unread GitHub notifications", "k": 1}
+
+	a1, a2 := connect(aliceToken), connect(aliceToken)
+	refused(aliceToken, http.StatusTooManyRequests, aliceFull)
+	var out mcpserver.SearchToolsOutput
+	callTool(t, a1, "search_tools", query, &out) // her sessions are served all the same
+	b1 := connect(bobToken)
+	callTool(t, b1, "search_tools", query, &out)
+	refused(carolToken, http.StatusServiceUnavailable, "RESOURCE_EXHAUSTED: too many sessions (limit 3)")
+
+	// Bob cannot end alice's session (the SDK binds it to her), so it
+	// frees nothing.
+	if code, body := rawMCP(t, http.DefaultClient, http.MethodDelete, endpoint, "", sessionHeader(a2, bearer(bobToken))); code != http.StatusForbidden {
+		t.Fatalf("bob deletes alice's session: %d %q, want 403", code, body)
+	}
+	refused(aliceToken, http.StatusTooManyRequests, aliceFull)
+	// Her own DELETE frees its place before it is answered.
+	if err := a1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a3 := connect(aliceToken)
+	callTool(t, a3, "search_tools", query, &out)
+	refused(aliceToken, http.StatusTooManyRequests, aliceFull)
+	for _, cs := range []*mcp.ClientSession{a2, a3, b1} {
+		if err := cs.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	connect(carolToken)
+	connect(carolToken)
+	connect(aliceToken)
+
+	if log := d.stderr.String(); strings.Contains(log, "session_id") || strings.Contains(log, "server session") ||
+		strings.Contains(log, a2.ID()) || strings.Contains(log, aliceToken) {
+		t.Fatalf("daemon log has SDK session lines, a session id or a token:\n%s", log)
+	}
+}

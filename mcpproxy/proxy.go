@@ -265,8 +265,8 @@ type client struct {
 // one connection, then call served once the request or connection that
 // was to start its session has been served, whatever came of it: the
 // place is given back when the session ends (a DELETE, the transport's
-// idle timeout, the connection's end), or at once if none started (the
-// SDK refused the request).
+// idle timeout; a dropped connection does not end a streamable HTTP
+// session), or at once if none started (the SDK refused the request).
 func (p *Proxy) NewSessionServer(owner server.Caller) (srv *mcp.Server, served func(), err error) {
 	if err := p.places.Take(owner.Quota); err != nil {
 		return nil, nil, err

@@ -196,17 +196,8 @@ func TestMCPHTTPSessionLimits(t *testing.T) {
 	mcpAddr := freeAddr(t)
 	d, _ := startDaemon(t, idx, "--mcp-listen", mcpAddr, "--auth-token-file", tokens, "--max-sessions", "3", "--max-sessions-per-client", "2")
 	endpoint := "http://" + mcpAddr + mcpPath
-	as := func(token string) *http.Client {
-		return &http.Client{Transport: withHeader{http.DefaultTransport, bearer(token)}}
-	}
-	connect := func(token string) *mcp.ClientSession {
-		t.Helper()
-		cs, err := mcpConnect(t, endpoint, as(token))
-		if err != nil {
-			t.Fatalf("connect: %v", err)
-		}
-		return cs
-	}
+	as := bearerClient
+	connect := func(token string) *mcp.ClientSession { return mustConnect(t, endpoint, as(token)) }
 	// The SDK's client reports a 429 or 503 by its status text alone:
 	// the body is checked over plain HTTP.
 	refused := func(token string, code int, want string) {

@@ -82,17 +82,8 @@ func TestProxyTokens(t *testing.T) {
 	waitFor(t, d, `msg="MCP listener authenticates callers" by=tokens tls=false`)
 	endpoint := "http://" + addr + mcpPath
 	plain := &http.Client{Timeout: 30 * time.Second}
-	as := func(token string) *http.Client {
-		return &http.Client{Transport: withHeader{http.DefaultTransport, bearer(token)}}
-	}
-	connect := func(token string) *mcp.ClientSession {
-		t.Helper()
-		cs, err := mcpConnect(t, endpoint, as(token))
-		if err != nil {
-			t.Fatalf("connect: %v", err)
-		}
-		return cs
-	}
+	as := bearerClient
+	connect := func(token string) *mcp.ClientSession { return mustConnect(t, endpoint, as(token)) }
 	callArgs := map[string]any{"server": "weather", "tool": "get_weather", "arguments": map[string]any{"city": "Oslo"}}
 
 	t.Run("no or an unknown token is 401 with a reason", func(t *testing.T) {

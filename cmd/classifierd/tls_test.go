@@ -214,6 +214,21 @@ func (h withHeader) RoundTrip(r *http.Request) (*http.Response, error) {
 	return h.base.RoundTrip(r)
 }
 
+// bearerClient sends token as a bearer token with every request.
+func bearerClient(token string) *http.Client {
+	return &http.Client{Transport: withHeader{http.DefaultTransport, bearer(token)}}
+}
+
+// mustConnect is mcpConnect for a session the test needs.
+func mustConnect(t *testing.T, endpoint string, hc *http.Client) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcpConnect(t, endpoint, hc)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	return cs
+}
+
 // mcpConnect opens an MCP session with the SDK's streamable client.
 func mcpConnect(t *testing.T, endpoint string, hc *http.Client) (*mcp.ClientSession, error) {
 	t.Helper()

@@ -33,6 +33,7 @@ type Metrics struct {
 	answers       *prometheus.CounterVec
 	abstained     *prometheus.CounterVec
 	topConfidence *prometheus.HistogramVec
+	mcpRefused    *prometheus.CounterVec
 	reg           prometheus.Registerer
 }
 
@@ -73,9 +74,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		topConfidence: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "classifierd_top_confidence",
 			Help:    "Confidence of the best label of each answer, by method: a shift of this distribution is input drift.",
 			Buckets: prometheus.LinearBuckets(0.05, 0.05, 20)}, []string{"method"}),
+		mcpRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "classifierd_mcp_sessions_refused_total",
+			Help: "MCP sessions --mcp-listen refused with RESOURCE_EXHAUSTED, by the limit reached: per_client (--max-sessions-per-client) or total (--max-sessions)."}, []string{"limit"}),
 	}
 	for _, c := range []prometheus.Collector{m.rpcs, m.rpcSeconds, m.embedSeconds, m.embedBatch, m.embedErrors, m.rejected, m.admitWait, m.admitted,
-		m.authDenied, m.indexLabels, m.indexVectors, m.indexBytes, m.indexGen, m.answers, m.abstained, m.topConfidence} {
+		m.authDenied, m.indexLabels, m.indexVectors, m.indexBytes, m.indexGen, m.answers, m.abstained, m.topConfidence, m.mcpRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -92,6 +95,10 @@ var admissionBuckets = []float64{.001, .0025, .005, .01, .015, .02, .025, .03, .
 func (m *Metrics) Gauge(name, help string, f func() float64) error {
 	return m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 }
+
+// MCPSessionRefused counts an MCP session refused at limit (per_client
+// or total).
+func (m *Metrics) MCPSessionRefused(limit string) { m.mcpRefused.WithLabelValues(limit).Inc() }
 
 // SetIndex records the index in use: call it at start and after each
 // reload with the generation it got.

@@ -68,6 +68,10 @@ type Config struct {
 	// nil: only the client-certificate header is set, as in tests that
 	// build the handler alone).
 	mcpGate func(http.Handler) http.Handler
+	// mcpObserve exports the live MCP sessions of --mcp-listen (live, read
+	// at scrape time) and returns what counts a refused one (set by run
+	// from the metrics; nil: not exported).
+	mcpObserve func(live func() float64) (refused func(limit string))
 	// httpTLS and mcpTLS are the TLS of --http-listen and --mcp-listen
 	// (set by run from --tls-cert and --plaintext-listeners; nil: plain).
 	httpTLS, mcpTLS *tls.Config

@@ -121,6 +121,9 @@ func startMCPHTTPWith(cfg Config, svc *server.Server, term *server.TerminalServe
 		return nil, fmt.Errorf("mcp listen: %w", err)
 	}
 	count := newMCPSessions(s, cfg.MaxSessions, cfg.Ops.MaxSessionsPerClient, log)
+	if cfg.mcpObserve != nil {
+		count.refused = cfg.mcpObserve(func() float64 { n, _ := count.places.Count(""); return float64(n) })
+	}
 	h := newMCPHandler(func(*http.Request) *mcp.Server { return s }, cfg, log, count.handler)
 	if cfg.mcpGate != nil {
 		h = cfg.mcpGate(h)
@@ -164,6 +167,9 @@ type mcpSessions struct {
 	places         *session.Places
 	max, perClient int
 	log            *slog.Logger
+	// refused counts a refusal by the limit reached ("per_client",
+	// "total"); nil: not counted.
+	refused func(limit string)
 
 	mu   sync.Mutex
 	held map[string]*mcpPlace // by MCP session id
@@ -190,6 +196,14 @@ func (m *mcpSessions) handler(next http.Handler) http.Handler {
 		case r.Method == http.MethodPost && id == "":
 			quota := server.CallerFrom(r.Context()).Quota // mcpGate's
 			if err := m.places.Take(quota); err != nil {
+				if m.refused != nil {
+					switch {
+					case errors.Is(err, session.ErrOwnerLimit):
+						m.refused("per_client")
+					case errors.Is(err, session.ErrLimit):
+						m.refused("total")
+					}
+				}
 				refuseSession(w, r, err, m.max, m.perClient, m.log)
 				return
 			}

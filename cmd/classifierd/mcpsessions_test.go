@@ -194,7 +194,9 @@ func TestMCPHTTPSessionLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	mcpAddr := freeAddr(t)
-	d, _ := startDaemon(t, idx, "--mcp-listen", mcpAddr, "--auth-token-file", tokens, "--max-sessions", "3", "--max-sessions-per-client", "2")
+	metricsAddr := freeAddr(t)
+	d, _ := startDaemon(t, idx, "--mcp-listen", mcpAddr, "--auth-token-file", tokens, "--max-sessions", "3", "--max-sessions-per-client", "2",
+		"--metrics-listen", metricsAddr)
 	endpoint := "http://" + mcpAddr + mcpPath
 	as := bearerClient
 	connect := func(token string) *mcp.ClientSession { return mustConnect(t, endpoint, as(token)) }
@@ -242,6 +244,19 @@ func TestMCPHTTPSessionLimits(t *testing.T) {
 	connect(carolToken)
 	connect(carolToken)
 	connect(aliceToken)
+
+	// The operator sees the sessions held and the refusals by limit (each
+	// refused call above asked at least twice: raw, then the SDK client).
+	m := scrape(t, metricsAddr)
+	if got := m["classifierd_mcp_sessions"]; got != 3 {
+		t.Errorf("classifierd_mcp_sessions = %v, want 3", got)
+	}
+	if got := m[`classifierd_mcp_sessions_refused_total{limit="per_client"}`]; got < 6 {
+		t.Errorf("refused per client = %v, want at least 6", got)
+	}
+	if got := m[`classifierd_mcp_sessions_refused_total{limit="total"}`]; got < 2 {
+		t.Errorf("refused in total = %v, want at least 2", got)
+	}
 
 	if log := d.stderr.String(); strings.Contains(log, "session_id") || strings.Contains(log, "server session") ||
 		strings.Contains(log, a2.ID()) || strings.Contains(log, aliceToken) {

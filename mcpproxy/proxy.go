@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/index"
@@ -99,6 +100,9 @@ type Config struct {
 	// scope a tool needs is ToolScope's. Nil: every call is
 	// server.Anonymous.
 	Caller func(tool string, header http.Header) (server.Caller, error)
+	// Metrics, when set, gets the proxy's series (metrics.go): live
+	// sessions, sessions refused, forwarded tool calls.
+	Metrics prometheus.Registerer
 }
 
 // Proxy serves the filtered view of its source's tools.
@@ -116,6 +120,7 @@ type Proxy struct {
 	// HTTP), by that id.
 	bySession map[string]*client
 	places    *session.Places
+	metrics   *metrics // nil without Config.Metrics
 }
 
 // live is one build over the servers' tools; it is never modified.
@@ -150,8 +155,17 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, errors.Join(err, st.Close())
 	}
-	return &Proxy{cfg: cfg, sessions: st, prior: prior, clients: map[*client]bool{}, bySession: map[string]*client{},
-		places: session.NewPlaces(sc.Limits())}, nil
+	p := &Proxy{cfg: cfg, sessions: st, prior: prior, clients: map[*client]bool{}, bySession: map[string]*client{},
+		places: session.NewPlaces(sc.Limits())}
+	if cfg.Metrics != nil {
+		if p.metrics, err = newMetrics(cfg.Metrics, cfg.ServerNames, func() float64 {
+			n, _ := p.places.Count("")
+			return float64(n)
+		}); err != nil {
+			return nil, errors.Join(err, st.Close())
+		}
+	}
+	return p, nil
 }
 
 // Close ends the sessions.
@@ -269,6 +283,7 @@ type client struct {
 // session), or at once if none started (the SDK refused the request).
 func (p *Proxy) NewSessionServer(owner server.Caller) (srv *mcp.Server, served func(), err error) {
 	if err := p.places.Take(owner.Quota); err != nil {
+		p.metrics.sessionRefused(err)
 		return nil, nil, err
 	}
 	var b [12]byte
@@ -436,5 +451,8 @@ func (c *client) forward(server, tool string) mcp.ToolHandler {
 }
 
 func (p *Proxy) call(ctx context.Context, server, tool string, args any) (*mcp.CallToolResult, error) {
-	return mcpserver.Forward(ctx, p.cfg.Source, server, tool, args), nil
+	start := time.Now()
+	res := mcpserver.Forward(ctx, p.cfg.Source, server, tool, args)
+	p.metrics.call(server, start, res == nil || res.IsError)
+	return res, nil
 }

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 )
@@ -66,4 +67,17 @@ func (q *Places) Count(owner string) (total, held int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.total, q.held[owner]
+}
+
+// LimitReached names the limit a refused Take reached, as the
+// sessions_refused_total metrics label it: "per_client" (ErrOwnerLimit),
+// "total" (ErrLimit), or "" for any other error.
+func LimitReached(err error) string {
+	switch {
+	case errors.Is(err, ErrOwnerLimit):
+		return "per_client"
+	case errors.Is(err, ErrLimit):
+		return "total"
+	}
+	return ""
 }

@@ -196,13 +196,8 @@ func (m *mcpSessions) handler(next http.Handler) http.Handler {
 		case r.Method == http.MethodPost && id == "":
 			quota := server.CallerFrom(r.Context()).Quota // mcpGate's
 			if err := m.places.Take(quota); err != nil {
-				if m.refused != nil {
-					switch {
-					case errors.Is(err, session.ErrOwnerLimit):
-						m.refused("per_client")
-					case errors.Is(err, session.ErrLimit):
-						m.refused("total")
-					}
+				if limit := session.LimitReached(err); m.refused != nil && limit != "" {
+					m.refused(limit)
 				}
 				refuseSession(w, r, err, m.max, m.perClient, m.log)
 				return

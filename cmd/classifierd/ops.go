@@ -112,8 +112,7 @@ func openOps(cfg OpsConfig, log *slog.Logger) (*ops, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &ops{security: sec, cfg: cfg, log: log, reg: prometheus.NewRegistry()}
-	o.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	o := &ops{security: sec, cfg: cfg, log: log, reg: newRegistry()}
 	if o.metrics, err = server.NewMetrics(o.reg); err != nil {
 		return nil, err
 	}
@@ -253,23 +252,38 @@ func listen(addr string) (net.Listener, error) {
 	return lis, nil
 }
 
+// newRegistry returns a metrics registry holding the Go runtime and
+// process collectors; the daemon and the proxy register theirs on it.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
 // serveMetrics serves /metrics until ctx ends; the returned func waits
 // for it to stop.
 func (o *ops) serveMetrics(ctx context.Context) (func(), error) {
-	if o.cfg.MetricsListen == "" {
+	return serveMetrics(ctx, o.cfg.MetricsListen, o.reg, o.log)
+}
+
+// serveMetrics serves reg at addr/metrics in plain HTTP (--metrics-listen)
+// until ctx ends; the returned func waits for it to stop. An empty addr
+// serves nothing.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
+	if addr == "" {
 		return func() {}, nil
 	}
-	lis, err := net.Listen("tcp", o.cfg.MetricsListen)
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-listen: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{Registry: o.reg}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			o.log.Error("metrics server stopped", "err", err)
+			log.Error("metrics server stopped", "err", err)
 		}
 	})
 	wg.Go(func() {
@@ -278,7 +292,7 @@ func (o *ops) serveMetrics(ctx context.Context) (func(), error) {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	})
-	o.log.Info("metrics serving", "addr", lis.Addr().String())
+	log.Info("metrics serving", "addr", lis.Addr().String())
 	return wg.Wait, nil
 }
 

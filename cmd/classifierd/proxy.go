@@ -58,6 +58,9 @@ type ProxyConfig struct {
 	// InsecureListen lets --mcp-listen serve a non-loopback address with
 	// no one identified (--insecure-listen).
 	InsecureListen bool
+	// MetricsListen serves Prometheus metrics at HOST:PORT/metrics in
+	// plain HTTP, as the daemon's --metrics-listen (off when empty).
+	MetricsListen string
 }
 
 func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
@@ -71,6 +74,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 	fs.IntVar(&c.Threads, "threads", 1, "ONNX Runtime intra-op threads per inference")
 	fs.IntVar(&c.Concurrency, "concurrency", 2, "concurrent inferences")
 	fs.StringVar(&c.MCPListen, "mcp-listen", "", "serve agents over streamable HTTP at HOST:PORT (path /mcp) instead of stdio")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on HOST:PORT/metrics in plain HTTP, with or without --mcp-listen: sessions, sessions refused, forwarded tool calls by server (off when empty; bind it to an address only your scraper reaches)")
 	fs.DurationVar(&c.Timeout, "timeout", 60*time.Second, "deadline of one tool call, forwarded ones included")
 	fs.DurationVar(&c.Connect, "connect-timeout", 10*time.Second, "bound on connecting to one server and listing its tools")
 	fs.DurationVar(&c.Wait, "startup-wait", 30*time.Second, "how long to wait at start for every server's first tools/list")
@@ -88,7 +92,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 	fs.BoolVar(&c.InsecureListen, "insecure-listen", false, "let --mcp-listen serve a non-loopback address without --auth-token-file or --tls-client-ca, so anyone who reaches it may call every tool of the servers (only in a container whose port is published on loopback, or behind a proxy that authenticates)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: classifierd proxy --config mcp.json --model DIR [--mcp-listen HOST:PORT [--auth-token-file FILE] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]]\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: classifierd proxy --config mcp.json --model DIR [--mcp-listen HOST:PORT [--auth-token-file FILE] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]] [--metrics-listen HOST:PORT]\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -220,16 +224,24 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 	for _, s := range mcfg.Servers {
 		names = append(names, s.Name)
 	}
+	reg := newRegistry()
 	px, err := mcpproxy.New(ctx, mcpproxy.Config{Source: pool, Embedder: eng,
 		Model:  labels.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
 		Limits: request.Limits{}, ServerNames: names, Timeout: cfg.Timeout, Version: version, Logger: log,
 		Sessions: session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: cfg.MaxSessionsPerClient,
 			DefaultExposure: session.Exposure(cfg.Exposure)},
-		Caller: sec.toolCaller(mcpproxy.ToolScope)})
+		Caller: sec.toolCaller(mcpproxy.ToolScope), Metrics: reg})
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, px.Close()) }()
+	metricsCtx, stopMetrics := context.WithCancel(context.Background())
+	waitMetrics, err := serveMetrics(metricsCtx, cfg.MetricsListen, reg, log)
+	if err != nil {
+		stopMetrics()
+		return err
+	}
+	defer func() { stopMetrics(); waitMetrics() }()
 	waitCtx, cancel := context.WithTimeout(ctx, cfg.Wait)
 	snap, werr := pool.WaitReady(waitCtx)
 	cancel()

@@ -16,6 +16,8 @@ import (
 type Tool struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
+	// Fail makes every call of the tool answer a tool error (isError).
+	Fail bool `json:"fail,omitempty"`
 }
 
 // Binary builds the test server into t.TempDir() and returns its path

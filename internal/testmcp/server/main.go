@@ -27,6 +27,7 @@ import (
 type toolDef struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
+	Fail        bool   `json:"fail"` // every call answers isError
 }
 
 func main() {
@@ -58,10 +59,10 @@ func run(ctx context.Context, toolsPath, httpAddr, urlFile string) error {
 		var names []string
 		for _, d := range defs {
 			names = append(names, d.Name)
-			name := d.Name
+			name, fail := d.Name, d.Fail
 			srv.AddTool(&mcp.Tool{Name: d.Name, Description: d.Description, InputSchema: json.RawMessage(`{"type":"object"}`)},
 				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name}}}, nil
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name}}, IsError: fail}, nil
 				})
 		}
 		var gone []string

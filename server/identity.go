@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"net"
 	"strings"
@@ -187,10 +188,20 @@ func verifiedCert(p *peer.Peer) *x509.Certificate {
 		return nil
 	}
 	ti, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
+	if !ok {
 		return nil
 	}
-	return ti.State.VerifiedChains[0][0]
+	return VerifiedCert(&ti.State)
+}
+
+// VerifiedCert is the client certificate the TLS layer verified on a
+// connection in state cs, or nil (no TLS, no verified chain). gRPC and
+// the MCP listeners over HTTP read the caller's certificate with it.
+func VerifiedCert(cs *tls.ConnectionState) *x509.Certificate {
+	if cs == nil || len(cs.VerifiedChains) == 0 || len(cs.VerifiedChains[0]) == 0 {
+		return nil
+	}
+	return cs.VerifiedChains[0][0]
 }
 
 // peerHost is the host part of a peer's address: a client's share of
@@ -203,10 +214,17 @@ func peerHost(p *peer.Peer) string {
 	if p.Addr.Network() == "unix" {
 		return "unix"
 	}
-	if h, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
+	return AddrHost(p.Addr.String())
+}
+
+// AddrHost is the host part of a peer's "host:port" address (the whole
+// address when it has no port): anonymous callers are counted by it, on
+// gRPC and on the MCP listeners alike.
+func AddrHost(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
 		return h
 	}
-	return p.Addr.String()
+	return addr
 }
 
 // authInterceptors authenticate every call and put its Caller in the

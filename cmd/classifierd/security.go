@@ -144,8 +144,8 @@ func mcpClientCert(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r = r.Clone(r.Context()) // a handler does not change the request it was given
 		r.Header.Del(mcpCertHeader)
-		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
-			r.Header.Set(mcpCertHeader, r.TLS.VerifiedChains[0][0].Subject.CommonName)
+		if cert := server.VerifiedCert(r.TLS); cert != nil {
+			r.Header.Set(mcpCertHeader, cert.Subject.CommonName)
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -250,7 +250,7 @@ func (s *security) mcpGate(next http.Handler, anyOf ...string) http.Handler {
 			// share of sessions is counted by address, as the gRPC edge
 			// counts anonymous callers (server.AuthConfig), so one
 			// client cannot take every session.
-			c.Quota = "peer:" + remoteHost(r)
+			c.Quota = "peer:" + server.AddrHost(r.RemoteAddr)
 			next.ServeHTTP(w, r.WithContext(server.WithCaller(r.Context(), c)))
 			return
 		}
@@ -265,15 +265,6 @@ func (s *security) mcpGate(next http.Handler, anyOf ...string) http.Handler {
 // mcpRefusalReadWait bounds how long writeMCPError reads the body of a
 // request it refuses, for the request's id.
 const mcpRefusalReadWait = 5 * time.Second
-
-// remoteHost is the host of r's peer address, as server.AuthConfig names
-// an anonymous gRPC caller's.
-func remoteHost(r *http.Request) string {
-	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return h
-	}
-	return r.RemoteAddr
-}
 
 // JSON-RPC error codes of mcpGate's answers and of refused sessions
 // (refuseSession), in the range JSON-RPC leaves to implementations; the

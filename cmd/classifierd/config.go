@@ -20,46 +20,48 @@ import (
 
 // Config is everything the daemon is started with.
 type Config struct {
-	Index      string
-	Model      string
-	Manifest   string
-	Listen     string
-	HTTPListen string
-	MCPListen  string
-	MCPStdio   bool
-	MCPServers string
+	Index        string
+	Model        string
+	Manifest     string
+	Listen       string
+	HTTPListen   string
+	MCPListen    string
+	MCPStdio     bool
+	MCPServers   string
+	ORTLib       string
+	Threads      int
+	Concurrency  int
+	MaxQueue     int
+	BatchSize    int
+	BatchWindow  time.Duration
+	MaxQueueWait time.Duration
+	MaxTextBytes int
+	MaxBatch     int
+	MaxMessages  int
+	Shortlist    int // --shortlist-from
+	MaxRecvBytes int
+	Timeout      time.Duration
+	ShutdownWait time.Duration
+	NoMatch      string
+	SessionTTL   time.Duration
+	MaxSessions  int
+	State        string // --state: "" (memory) or a Redis URL; may hold a password, never logged
+	Exposure     string
+	Minimal      string
+	Terminal     bool
+	TermLogs     string
+	TermDB       string
+	TermStore    terminal.StoreConfig
+	LogFormat    string
+	LogLevel     slog.Level
+	Reload       ReloadConfig
+	Ops          OpsConfig  // metrics, TLS, auth, admission, file limits (ops.go)
+	OTel         OTelConfig // OpenTelemetry tracing (otel.go)
+
 	// InsecureMCPListen lets --mcp-listen offer call_tool beyond loopback
 	// with no caller identified (--insecure-mcp-listen).
 	InsecureMCPListen bool
-	ORTLib            string
-	Threads           int
-	Concurrency       int
-	MaxQueue          int
-	BatchSize         int
-	BatchWindow       time.Duration
-	MaxQueueWait      time.Duration
-	MaxTextBytes      int
-	MaxBatch          int
-	MaxMessages       int
-	Shortlist         int // --shortlist-from
-	MaxRecvBytes      int
-	Timeout           time.Duration
-	ShutdownWait      time.Duration
-	NoMatch           string
-	SessionTTL        time.Duration
-	MaxSessions       int
-	State             string // --state: "" (memory) or a Redis URL; may hold a password, never logged
-	Exposure          string
-	Minimal           string
-	Terminal          bool
-	TermLogs          string
-	TermDB            string
-	TermStore         terminal.StoreConfig
-	LogFormat         string
-	LogLevel          slog.Level
-	Reload            ReloadConfig
-	Ops               OpsConfig  // metrics, TLS, auth, admission, file limits (ops.go)
-	OTel              OTelConfig // OpenTelemetry tracing (otel.go)
+
 	// mcpAuth checks MCP tool calls as the gRPC edge checks calls (set by
 	// run from the token file; nil: anonymous).
 	mcpAuth func(tool string, header http.Header) (server.Caller, error)
@@ -148,24 +150,19 @@ func (c *Config) Validate() error {
 }
 
 // checkOpenMCP refuses what classifierd proxy refuses: an MCP listener
-// beyond loopback that offers call_tool (--mcp-servers or --mcp-config)
-// and identifies no caller, so anyone who reaches it could call every
-// tool of the servers, unless --insecure-mcp-listen says otherwise.
+// beyond loopback that offers call_tool and identifies no caller, so
+// anyone who reaches it could call every tool of the servers, unless
+// --insecure-mcp-listen says otherwise.
 func (c *Config) checkOpenMCP() error {
-	if c.MCPListen == "" || (c.MCPServers == "" && c.Reload.MCPConfig == "") || c.Ops.identifies() || c.InsecureMCPListen {
+	if c.MCPListen == "" || !c.offersCallTool() {
 		return nil
 	}
-	loopback, err := loopbackListen(c.MCPListen)
-	if err != nil {
-		return fmt.Errorf("--mcp-listen %q: %w", c.MCPListen, err)
-	}
-	if !loopback {
-		return fmt.Errorf("%w: --mcp-listen %s would let anyone who reaches it call every tool of the servers (call_tool); "+
-			"add --auth-token-file (with --tls-cert and --tls-key) or --tls-client-ca, or listen on 127.0.0.1; "+
-			"--insecure-mcp-listen serves it unauthenticated all the same", errOpenListen, c.MCPListen)
-	}
-	return nil
+	return checkOpenListen(c.MCPListen, c.Ops.SecurityConfig, "--insecure-mcp-listen", c.InsecureMCPListen)
 }
+
+// offersCallTool reports whether the MCP server has call_tool: servers to
+// call, from --mcp-servers or the live ones of --mcp-config.
+func (c *Config) offersCallTool() bool { return c.MCPServers != "" || c.Reload.MCPConfig != "" }
 
 func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	var c Config

@@ -132,10 +132,6 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 // tenth of --max-sessions' default, as the daemon's 1000 of 10000.
 const defaultProxySessionsPerClient = 100
 
-// errOpenListen is the refusal to serve every tool of the servers to
-// anyone who reaches a non-loopback address.
-var errOpenListen = errors.New("unauthenticated listener beyond loopback")
-
 // validateListen checks the security flags against --mcp-listen: they
 // apply to it only, and a listener beyond loopback must identify its
 // callers (a token file or a client CA) unless --insecure-listen says
@@ -150,16 +146,7 @@ func (c *ProxyConfig) validateListen() error {
 		}
 		return nil
 	}
-	loopback, err := loopbackListen(c.MCPListen)
-	if err != nil {
-		return fmt.Errorf("--mcp-listen %q: %w", c.MCPListen, err)
-	}
-	if !loopback && !c.Security.identifies() && !c.InsecureListen {
-		return fmt.Errorf("%w: --mcp-listen %s would let anyone who reaches it call every tool of the servers; "+
-			"add --auth-token-file (with --tls-cert and --tls-key) or --tls-client-ca, or listen on 127.0.0.1; "+
-			"--insecure-listen serves it unauthenticated all the same", errOpenListen, c.MCPListen)
-	}
-	return nil
+	return checkOpenListen(c.MCPListen, c.Security, "--insecure-listen", c.InsecureListen)
 }
 
 // proxyMain runs classifierd proxy and returns the exit code.
@@ -291,8 +278,7 @@ func logProxyListen(log *slog.Logger, cfg ProxyConfig, sec *security) {
 	loopback, _ := loopbackListen(cfg.MCPListen) // validated by parseProxyFlags
 	switch {
 	case !cfg.Security.identifies() && !loopback:
-		log.Warn("--insecure-listen: MCP listener beyond loopback WITHOUT authentication: anyone who reaches it may call every tool of the servers; "+
-			"add --auth-token-file or --tls-client-ca unless a proxy in front authenticates", "addr", cfg.MCPListen)
+		warnOpenListen(log, cfg.MCPListen, "--insecure-listen")
 	case !cfg.Security.identifies():
 		log.Warn("MCP listener without authentication: every local process may call every tool of the servers (add --auth-token-file or --tls-client-ca)",
 			"addr", cfg.MCPListen)
@@ -343,7 +329,7 @@ func proxyHandler(px *mcpproxy.Proxy, cfg ProxyConfig, log *slog.Logger) http.Ha
 		return shared
 	}, Config{MaxRecvBytes: proxyMaxMessage, SessionTTL: cfg.SessionTTL}, log, nil)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("Mcp-Session-Id")
+		id := r.Header.Get(mcpSessionHeader)
 		switch {
 		case r.Method == http.MethodPost && id == "" && isInitialize(w, r):
 			s, served, err := px.NewSessionServer(server.CallerFrom(r.Context())) // mcpGate's

@@ -63,10 +63,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	}
 	cfg.httpTLS, cfg.mcpTLS = op.listenerTLS(cfg.Ops.plainHTTP), op.listenerTLS(cfg.Ops.plainMCP)
 	op.logTLS(log, cfg)
-	if loopback, _ := loopbackListen(cfg.MCPListen); cfg.InsecureMCPListen && !loopback && !cfg.Ops.identifies() &&
-		(cfg.MCPServers != "" || cfg.Reload.MCPConfig != "") {
-		log.Warn("--insecure-mcp-listen: MCP listener beyond loopback WITHOUT authentication: anyone who reaches it may call every tool of the servers; "+
-			"add --auth-token-file or --tls-client-ca unless a proxy in front authenticates", "addr", cfg.MCPListen)
+	if cfg.MCPListen != "" && cfg.offersCallTool() {
+		if open, _ := openListen(cfg.MCPListen, cfg.Ops.SecurityConfig); open { // Validate refused it without --insecure-mcp-listen
+			warnOpenListen(log, cfg.MCPListen, "--insecure-mcp-listen")
+		}
 	}
 	if cfg.tracer, err = openTracer(ctx, cfg.OTel, log); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -305,6 +306,41 @@ func decodeRequest(body []byte) (*jsonrpc.Request, bool) {
 	}
 	req, ok := msg.(*jsonrpc.Request)
 	return req, ok && req.ID.IsValid()
+}
+
+// errOpenListen is the refusal to serve every tool of the servers to
+// anyone who reaches a non-loopback address.
+var errOpenListen = errors.New("unauthenticated listener beyond loopback")
+
+// openListen reports whether an MCP listener at addr that can call every
+// tool of the servers would serve anyone who reaches it: beyond loopback,
+// with no caller identified by sec.
+func openListen(addr string, sec SecurityConfig) (bool, error) {
+	loopback, err := loopbackListen(addr)
+	if err != nil {
+		return false, fmt.Errorf("--mcp-listen %q: %w", addr, err)
+	}
+	return !loopback && !sec.identifies(), nil
+}
+
+// checkOpenListen refuses such a listener (openListen) unless the flag
+// optOut (--insecure-listen, --insecure-mcp-listen) is set, as optedOut
+// says.
+func checkOpenListen(addr string, sec SecurityConfig, optOut string, optedOut bool) error {
+	open, err := openListen(addr, sec)
+	if err != nil || !open || optedOut {
+		return err
+	}
+	return fmt.Errorf("%w: --mcp-listen %s would let anyone who reaches it call every tool of the servers; "+
+		"add --auth-token-file (with --tls-cert and --tls-key) or --tls-client-ca, or listen on 127.0.0.1; "+
+		"%s serves it unauthenticated all the same", errOpenListen, addr, optOut)
+}
+
+// warnOpenListen says, at every start, that the listener at addr serves
+// anyone who reaches it because optOut says so.
+func warnOpenListen(log *slog.Logger, addr, optOut string) {
+	log.Warn(optOut+": MCP listener beyond loopback WITHOUT authentication: anyone who reaches it may call every tool of the servers; "+
+		"add --auth-token-file or --tls-client-ca unless a proxy in front authenticates", "addr", addr)
 }
 
 // loopbackListen reports whether a listen address HOST:PORT serves only

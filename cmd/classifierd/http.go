@@ -112,16 +112,19 @@ func (s *httpServer) URL() string {
 
 // Serve serves until Shutdown; a clean shutdown returns nil.
 func (s *httpServer) Serve() error {
-	var err error
-	if s.srv.TLSConfig != nil {
-		err = s.srv.ServeTLS(s.lis, "", "") // the certificate is the config's (GetCertificate)
-	} else {
-		err = s.srv.Serve(s.lis)
-	}
-	if !errors.Is(err, http.ErrServerClosed) {
+	if err := serveOn(s.srv, s.lis); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("http: %w", err)
 	}
 	return nil
+}
+
+// serveOn serves hs on lis until it is shut down, over TLS when hs has a
+// TLSConfig (whose GetCertificate gives the certificate).
+func serveOn(hs *http.Server, lis net.Listener) error {
+	if hs.TLSConfig != nil {
+		return hs.ServeTLS(lis, "", "")
+	}
+	return hs.Serve(lis)
 }
 
 // Shutdown stops accepting, waits up to wait for requests in flight, then

@@ -322,13 +322,7 @@ func serveHTTP(lis net.Listener, tlsConf *tls.Config, h http.Handler, wait time.
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		var err error
-		if tlsConf != nil {
-			err = hs.ServeTLS(lis, "", "") // the certificate is the config's (GetCertificate)
-		} else {
-			err = hs.Serve(lis)
-		}
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serveOn(hs, lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("MCP HTTP server failed", "err", err)
 		}
 	}()

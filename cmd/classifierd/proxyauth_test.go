@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -283,16 +281,7 @@ func TestProxyMTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, d, `msg=reloaded what="TLS certificate"`)
-		conf := hub.Transport.(*http.Transport).TLSClientConfig.Clone()
-		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, conf)
-		if err != nil {
-			t.Fatalf("TLS after SIGHUP: %v", err)
-		}
-		got := c.ConnectionState().PeerCertificates[0].SerialNumber
-		c.Close()
-		if got.Cmp(renewed.Leaf.SerialNumber) != 0 {
-			t.Errorf("serves certificate %v after SIGHUP, want the new one %v", got, renewed.Leaf.SerialNumber)
-		}
+		wantServedCert(t, addr, hub.Transport.(*http.Transport).TLSClientConfig.Clone(), renewed.Leaf)
 		if res := callToolResult(t, hubMCP, mcpproxy.ToolCall, callArgs); res.IsError {
 			t.Fatalf("hub's session after SIGHUP: %q", resultText(res))
 		}

@@ -214,6 +214,21 @@ func (h withHeader) RoundTrip(r *http.Request) (*http.Response, error) {
 	return h.base.RoundTrip(r)
 }
 
+// wantServedCert fails the test unless the TLS listener at addr serves
+// want (dialled with conf).
+func wantServedCert(t *testing.T, addr string, conf *tls.Config, want *x509.Certificate) {
+	t.Helper()
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, conf)
+	if err != nil {
+		t.Fatalf("TLS to %s after SIGHUP: %v", addr, err)
+	}
+	got := c.ConnectionState().PeerCertificates[0].SerialNumber
+	c.Close()
+	if got.Cmp(want.SerialNumber) != 0 {
+		t.Errorf("%s serves certificate %v after SIGHUP, want the new one %v", addr, got, want.SerialNumber)
+	}
+}
+
 // bearerClient sends token as a bearer token with every request.
 func bearerClient(token string) *http.Client {
 	return &http.Client{Transport: withHeader{http.DefaultTransport, bearer(token)}}
@@ -413,15 +428,7 @@ func TestTLSOnEveryListener(t *testing.T) {
 		conf := hub.Transport.(*http.Transport).TLSClientConfig.Clone()
 		conf.NextProtos = []string{"h2"} // gRPC's listener requires ALPN h2
 		for _, a := range []string{addr, httpAddr, mcpAddr} {
-			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", a, conf)
-			if err != nil {
-				t.Fatalf("TLS to %s after SIGHUP: %v", a, err)
-			}
-			got := c.ConnectionState().PeerCertificates[0].SerialNumber
-			c.Close()
-			if got.Cmp(renewed.Leaf.SerialNumber) != 0 {
-				t.Errorf("%s serves certificate %v after SIGHUP, want the new one %v", a, got, renewed.Leaf.SerialNumber)
-			}
+			wantServedCert(t, a, conf, renewed.Leaf)
 		}
 	})
 	if strings.Contains(d.stderr.String(), "panic") {

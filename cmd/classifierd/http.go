@@ -211,9 +211,13 @@ func (c jsonCodec) UnmarshalField(data []byte, msg proto.Message, field protoref
 	return badRequest(c.JSONCodec.UnmarshalField(data, msg, field))
 }
 
+// badRequest is an unmarshal error as INVALID_ARGUMENT. Its message may
+// quote the body, which need not be UTF-8: such bytes become U+FFFD, or the
+// error itself could not be written as JSON (the answer was a 400 whose
+// body said code 13, "failed to marshal end error").
 func badRequest(err error) error {
 	if err == nil {
 		return nil
 	}
-	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("request body: %w", err))
+	return connect.NewError(connect.CodeInvalidArgument, errors.New("request body: "+strings.ToValidUTF8(err.Error(), "\uFFFD")))
 }

@@ -129,6 +129,8 @@ func TestHTTPConnectJSON(t *testing.T) {
 		{"unknown policy", "POST", "/classifier.v1.ClassifierService/Route", "application/json", `{"query":"x","onNoMatch":99}`},
 		{"text too long", "POST", "/classifier.v1.ClassifierService/Classify", "application/json", `{"text":"` + strings.Repeat("a ", 150<<10) + `"}`},
 		{"query not UTF-8", "GET", "/tools?context=%ff%fe", "", ""},
+		{"body not UTF-8", "POST", "/classifier.v1.ClassifierService/Route", "application/json", "\xff\xfe"},
+		{"string not UTF-8", "POST", "/classifier.v1.ClassifierService/Route", "application/json", "{\"query\":\"\xff\"}"},
 		{"unknown category", "GET", "/tools?category=no-such-category", "", ""},
 		{"query param without a name", "GET", "/tools?=x&context=github", "", ""},
 		{"bad percent-encoding", "GET", "/tools?context=%zz", "", ""},

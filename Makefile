@@ -289,6 +289,36 @@ loadtest: deps build index ## Route at 1..2000 concurrent clients: throughput, p
 k8s-check: ## validate deploy/k8s offline: strict decoding into the Kubernetes API types, cross-checks with the daemon and Dockerfile
 	go test -count=1 ./deploy/k8s/
 
+# The OCI image without a Docker daemon (docs/deploy.md): mmdebstrap
+# extracts the runtime libraries from Debian's archive, buildah assembles
+# the image from scratch, committed with SOURCE_DATE_EPOCH (the last
+# commit's time) so the same inputs give the same digest; tools/image
+# writes the SPDX SBOM. image-test runs it with runc (podman and crun need
+# setrlimit, which this sandbox refuses): read-only root, uid 65532, a
+# network namespace with loopback only; health, Route and metrics.
+IMAGE_OUT := $(ROOT)/var/image
+.PHONY: image-tools
+image-tools: ## install mmdebstrap, buildah, skopeo, umoci and runc (Debian packages) if missing
+	@$(call debian-install,mmdebstrap,mmdebstrap)
+	@$(call debian-install,buildah,buildah)
+	@$(call debian-install,skopeo,skopeo)
+	@$(call debian-install,umoci,umoci)
+	@$(call debian-install,runc,runc)
+
+.PHONY: image
+image: ort model image-tools ## build the OCI image $(IMAGE_OUT)/classifierd.oci.tar reproducibly, with its SBOM (no Docker daemon)
+	OUT=$(IMAGE_OUT) deploy/image/build.sh
+
+.PHONY: image-test
+image-test: image-tools ## run the built image with runc (read-only root, non-root, loopback only) and check health, Route and metrics
+	OUT=$(IMAGE_OUT) deploy/image/test.sh
+
+.PHONY: image-pin
+image-pin: ## name the image `make image` built by its digest in deploy/k8s/deployment.yaml
+	@test -f $(IMAGE_OUT)/digest || { echo "no $(IMAGE_OUT)/digest: run make image first"; exit 1; }
+	sed -i -E "s|^(\s+image: classifierd)[:@].*$$|\1@$$(cat $(IMAGE_OUT)/digest)|" deploy/k8s/deployment.yaml
+	@grep -n 'image: classifierd@' deploy/k8s/deployment.yaml
+
 IMAGE ?= classifierd:dev
 .PHONY: docker
 docker: deps ## build the container image $(IMAGE) (needs a Docker daemon and the base images; .cache must be a real directory)

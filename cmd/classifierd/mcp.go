@@ -83,7 +83,9 @@ func serveMCPStdio(ctx context.Context, cfg Config, svc *server.Server, term *se
 	}
 	defer stop()
 	log.Info("classifierd serving MCP on stdio", "tools", len(idx.LabelsOf(index.KindTool)), "terminal", term != nil)
-	err = s.Run(ctx, &mcp.StdioTransport{MaxLineLength: cfg.MaxRecvBytes}) // a message over --max-recv-bytes is refused before any work
+	// A message over --max-recv-bytes, or one that is not JSON-RPC, is
+	// answered with an error before any work, and the next one is read.
+	err = s.Run(ctx, mcpserver.StdioTransport(os.Stdin, os.Stdout, cfg.MaxRecvBytes, log))
 	if ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed) {
 		return nil // a signal, or the client went away: a normal end
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/classifierd/classifierd/embed"
 	"github.com/classifierd/classifierd/labels"
 	"github.com/classifierd/classifierd/mcpproxy"
+	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/mcpsrc"
 	"github.com/classifierd/classifierd/models"
 	"github.com/classifierd/classifierd/request"
@@ -255,7 +256,7 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 		}
 		defer served()
 		log.Info("classifierd proxy serving MCP on stdio", "servers", len(names))
-		err = s.Run(ctx, &mcp.StdioTransport{MaxLineLength: proxyMaxMessage})
+		err = s.Run(ctx, mcpserver.StdioTransport(os.Stdin, os.Stdout, proxyMaxMessage, log))
 		if ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed) {
 			return nil
 		}

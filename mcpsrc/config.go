@@ -8,7 +8,9 @@
 //
 // A Pool runs one goroutine per server. Snapshot returns an immutable view
 // with a channel that is closed when a newer view exists; CallTool calls a
-// tool on a named server. The package does not log: errors are kept in each
+// tool on a named server. An Isolated calls the servers marked
+// per-identity on backends of each calling identity's own, bounded and
+// stopped when idle. The package does not log: errors are kept in each
 // server's state, with every secret of the configuration (env values,
 // headers, URL credentials and query) redacted.
 package mcpsrc

@@ -79,9 +79,17 @@ redis: ## install redis-server (Debian package) if it is not on PATH
 # (terminal/ptysignal, cmd/classifierd): quiet REPLs that wait without a
 # prompt. Not every Debian image has them.
 .PHONY: test-programs
-test-programs: ## install dc and ed (Debian packages) if they are not on PATH
+test-programs: .cache/mcp-memory/node_modules/.package-lock.json ## install dc and ed (Debian packages) if they are not on PATH, and the MCP memory server (npm)
 	@$(call debian-install,dc,dc)
 	@$(call debian-install,ed,ed)
+
+# The reference MCP memory server, pinned with its integrity hash, for the
+# proxy's isolation test (internal/testmcp.MemoryServer installs it the
+# same way when a test needs it first).
+.cache/mcp-memory/node_modules/.package-lock.json: internal/testmcp/memory/package.json internal/testmcp/memory/package-lock.json
+	mkdir -p .cache/mcp-memory
+	cp internal/testmcp/memory/package.json internal/testmcp/memory/package-lock.json .cache/mcp-memory/
+	cd .cache/mcp-memory && npm ci --no-audit --no-fund --silent
 
 .PHONY: ort
 ort: $(ORT_LIB)

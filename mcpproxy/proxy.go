@@ -265,6 +265,9 @@ type client struct {
 
 	mu    sync.Mutex
 	shown map[string]string // exposed backend tools now on srv: their definitions (toolDef)
+	// changes counts the syncs that changed srv's tools; notified is its
+	// value when the session was last told so (notifyChanged).
+	changes, notified uint64
 }
 
 // NewSessionServer returns the MCP server for one new agent session of
@@ -296,6 +299,7 @@ func (p *Proxy) NewSessionServer(owner server.Caller) (srv *mcp.Server, served f
 	c.srv = mcpserver.NewBare(mcpserver.Config{Timeout: p.cfg.Timeout, Version: p.cfg.Version, Logger: p.cfg.Logger,
 		ProtocolVersions: SessionVersions(), Caller: p.cfg.Caller})
 	c.addMetaTools()
+	c.srv.AddSendingMiddleware(c.listChanged)
 	// Every request of the session keeps its exposure alive: the
 	// transport counts any request as activity, the store only exposure
 	// reads and changes, so an agent that only called tools lost its
@@ -377,10 +381,11 @@ func (p *Proxy) forget(c *client) {
 }
 
 // sync makes the session's tool list the meta tools plus the tools of its
-// exposed categories in the current build. It adds and removes only what
-// differs, so an unchanged exposure sends no list_changed; the SDK sends
-// one (debounced) notification for a change.
-func (c *client) sync() {
+// exposed categories in the current build, and reports whether it
+// changed. It adds and removes only what differs, so an unchanged exposure
+// sends no list_changed; the SDK sends one (debounced, 10ms later) for a
+// change, unless notifyChanged told the session first.
+func (c *client) sync() (changed bool) {
 	// The whole sync holds c.mu, so two syncs (a rebuild and an
 	// analyze_prompt) cannot interleave and leave the older state.
 	c.mu.Lock()
@@ -410,6 +415,7 @@ func (c *client) sync() {
 	}
 	if len(gone) > 0 {
 		c.srv.RemoveTools(gone...)
+		changed = true
 	}
 	for name, lt := range want {
 		if _, ok := c.shown[name]; ok {
@@ -417,6 +423,58 @@ func (c *client) sync() {
 		}
 		c.srv.AddTool(exposedTool(lt), c.forward(lt.Server, lt.Tool.Name))
 		c.shown[name] = toolDef(lt.Tool)
+		changed = true
+	}
+	if changed {
+		c.changes++
+	}
+	return changed
+}
+
+// notifyChangedKey marks the context of notifyChanged's notification.
+type notifyChangedKey struct{}
+
+// notifyChanged sends the session notifications/tools/list_changed now,
+// in the context of the tool call ctx belongs to, before that call's
+// result: a host invalidates its tool list before it acts on the answer
+// of the call that changed it (hub__analyze_prompt), as the hub flow this
+// replaces did. Over stdio the two share one stream; over streamable HTTP
+// the notification goes on the call's own event stream, ahead of its
+// response, where the SDK's own would go to the standalone stream 10ms
+// later. The SDK has no call to send it, so it sends a progress
+// notification that listChanged turns into this one.
+func (c *client) notifyChanged(ctx context.Context, ss *mcp.ServerSession) {
+	if ss == nil {
+		return
+	}
+	c.mu.Lock()
+	c.notified = c.changes
+	c.mu.Unlock()
+	if err := ss.NotifyProgress(context.WithValue(ctx, notifyChangedKey{}, true), &mcp.ProgressNotificationParams{}); err != nil {
+		c.p.cfg.Logger.Debug("proxy: tools/list_changed not sent", "err", err)
+	}
+}
+
+// listChanged is the session server's sending middleware: it sends
+// notifyChanged's notification as tools/list_changed, and drops the SDK's
+// own debounced one when notifyChanged has sent one since the last
+// change, so a change is announced once.
+func (c *client) listChanged(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch {
+		case method == "notifications/progress" && ctx.Value(notifyChangedKey{}) != nil:
+			ss, _ := req.GetSession().(*mcp.ServerSession)
+			return next(ctx, "notifications/tools/list_changed",
+				&mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss, Params: &mcp.ToolListChangedParams{}})
+		case method == "notifications/tools/list_changed":
+			c.mu.Lock()
+			told := c.notified == c.changes
+			c.mu.Unlock()
+			if told {
+				return nil, nil
+			}
+		}
+		return next(ctx, method, req)
 	}
 }
 

@@ -149,13 +149,20 @@ func (s *Server) ListTools(ctx context.Context, req *pb.ListToolsRequest) (*pb.L
 // WatchExposure implements ClassifierService.WatchExposure: one message per
 // actual change of the session's exposure, until the client goes away or
 // the session ends. Response headers are sent as soon as the watch is in
-// place, before any change.
+// place, before any change. A watch takes a place of Config.Watches (per
+// session, per caller, in all) for as long as its stream lasts: past a
+// limit it is RESOURCE_EXHAUSTED before the store is asked.
 func (s *Server) WatchExposure(req *pb.WatchExposureRequest, stream grpc.ServerStreamingServer[pb.WatchExposureResponse]) error {
 	ctx := stream.Context()
 	st, err := s.ownedSession(ctx, "WatchExposure", req.GetSessionId())
 	if err != nil {
 		return err
 	}
+	quota := CallerFrom(ctx).Quota
+	if err := s.cfg.Watches.Take(quota, req.GetSessionId()); err != nil {
+		return s.status(ctx, "WatchExposure", err)
+	}
+	defer s.cfg.Watches.Give(quota, req.GetSessionId())
 	events, err := st.Watch(ctx, req.GetSessionId())
 	if err != nil {
 		return s.status(ctx, "WatchExposure", err)

@@ -454,15 +454,13 @@ func (s *RedisStore) Watch(ctx context.Context, id string) (<-chan Event, error)
 		s.watchers[id] = map[*redisWatcher]bool{}
 	}
 	s.watchers[id][w] = true
-	go func() {
-		select {
-		case <-ctx.Done():
-			s.mu.Lock()
-			s.dropLocked(id, w)
-			s.mu.Unlock()
-		case <-w.done:
-		}
-	}()
+	// No goroutine waits for ctx: a watch costs its caller's goroutine
+	// only.
+	context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.dropLocked(id, w)
+		s.mu.Unlock()
+	})
 	return w.ch, nil
 }
 

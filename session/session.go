@@ -499,18 +499,16 @@ func (s *Store) Watch(ctx context.Context, id string) (<-chan Event, error) {
 	}
 	w := &watcher{ch: make(chan Event, s.cfg.WatchBuffer), done: make(chan struct{})}
 	ss.watchers[w] = true
-	go func() {
-		select {
-		case <-ctx.Done():
-			s.mu.Lock()
-			if ss.watchers != nil {
-				delete(ss.watchers, w)
-			}
-			closeWatcher(w)
-			s.mu.Unlock()
-		case <-w.done:
+	// No goroutine waits for ctx: a watch costs its caller's goroutine
+	// only.
+	context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		if ss.watchers != nil {
+			delete(ss.watchers, w)
 		}
-	}()
+		closeWatcher(w)
+		s.mu.Unlock()
+	})
 	return w.ch, nil
 }
 

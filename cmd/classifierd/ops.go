@@ -24,6 +24,7 @@ import (
 
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/server"
+	"github.com/classifierd/classifierd/session"
 )
 
 // OpsConfig is the operational side of the daemon: metrics, TLS,
@@ -39,6 +40,10 @@ type OpsConfig struct {
 	MinDeadline          time.Duration
 	MaxIndexBytes        int64
 	IndexMmap            bool
+
+	// MaxWatches, MaxWatchesPerClient and MaxWatchesPerSession bound the
+	// WatchExposure streams open at once (--max-watches...).
+	MaxWatches, MaxWatchesPerClient, MaxWatchesPerSession int
 
 	// plainHTTP and plainMCP are what validate read from
 	// PlaintextListeners.
@@ -58,6 +63,9 @@ func (c *OpsConfig) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PlaintextListeners, "plaintext-listeners", "", "with --tls-cert: serve these listeners in plain text all the same (comma-separated: http, mcp), for a TLS-terminating proxy in front of them; client certificates cannot be checked there (default: none, TLS on every listener)")
 	fs.StringVar(&c.TokenFile, "auth-token-file", "", "require bearer tokens from this file (lines: NAME SCOPES TOKEN; mode 0600); reloaded on SIGHUP")
 	fs.IntVar(&c.MaxSessionsPerClient, "max-sessions-per-client", 1000, "most hub sessions one caller (identity, or peer address when anonymous) may hold; with --mcp-listen, also the most MCP sessions it may hold there, counted apart (HTTP 429 past it)")
+	fs.IntVar(&c.MaxWatches, "max-watches", server.DefaultMaxWatches, "most WatchExposure streams open at once; more get RESOURCE_EXHAUSTED (each costs a goroutine and its buffers)")
+	fs.IntVar(&c.MaxWatchesPerClient, "max-watches-per-client", server.DefaultMaxWatchesPerClient, "most WatchExposure streams one caller (identity, or peer address when anonymous) may hold open; more get RESOURCE_EXHAUSTED")
+	fs.IntVar(&c.MaxWatchesPerSession, "max-watches-per-session", server.DefaultMaxWatchesPerSession, "most WatchExposure streams open on one session; more get RESOURCE_EXHAUSTED (a hub needs one, and a moment's overlap when it reconnects)")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", 0, "model calls admitted at once (default: 2 x --concurrency)")
 	fs.IntVar(&c.MaxQueue, "max-waiting", 0, "model calls that may wait for a place; more get RESOURCE_EXHAUSTED at once (default: 64 x --concurrency)")
 	fs.DurationVar(&c.MaxWaitingTime, "max-waiting-time", server.DefaultAdmissionMaxWait, "refuse a model call at once (RESOURCE_EXHAUSTED) when the calls ahead of it would keep it from a place longer than this, from the recent rate places came free; applies once calls have waited without a break for 100ms, until the queue has been empty for 1s (before: a burst may queue up to 100ms of waiting) (0: --max-waiting only)")
@@ -86,6 +94,9 @@ func (c *OpsConfig) validate(concurrency int) error {
 	}
 	if c.MaxSessionsPerClient < 1 || c.MaxInFlight < 0 || c.MaxQueue < 0 || c.MaxWaitingTime < 0 || c.MinDeadline < 0 || c.MaxIndexBytes < 1 {
 		return errors.New("--max-sessions-per-client and --max-index-bytes must be positive; --max-inflight, --max-waiting, --max-waiting-time and --min-deadline not negative")
+	}
+	if c.MaxWatches < 1 || c.MaxWatchesPerClient < 1 || c.MaxWatchesPerSession < 1 {
+		return errors.New("--max-watches, --max-watches-per-client and --max-watches-per-session must be positive")
 	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = 2 * concurrency
@@ -170,6 +181,17 @@ func (o *ops) logTLS(log *slog.Logger, cfg Config) {
 		log.Warn("no call on a plain text listener can authenticate: it carries no client certificate (add --auth-token-file)",
 			"plaintext", strings.Join(off, ","))
 	}
+}
+
+// watches is the count of WatchExposure streams (--max-watches...),
+// exported as classifierd_exposure_watches.
+func (o *ops) watches() (*session.Watches, error) {
+	w := session.NewWatches(o.cfg.MaxWatches, o.cfg.MaxWatchesPerClient, o.cfg.MaxWatchesPerSession)
+	err := o.metrics.Gauge("classifierd_exposure_watches", "WatchExposure streams open.", func() float64 {
+		n, _, _ := w.Count("", "")
+		return float64(n)
+	})
+	return w, err
 }
 
 // sessionOwnerLimit is the per-caller session quota for session.Config.

@@ -142,8 +142,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
+	watches, err := op.watches()
+	if err != nil {
+		return err
+	}
 	svc, err := server.New(server.Config{MaxEmbedBatch: cfg.MaxBatch, DefaultNoMatch: policy, MaxTokens: man.MaxTokens,
-		Sessions: sessions, Tokens: counter, Source: source, Sources: rl.sources}, dom, emb, log)
+		Sessions: sessions, Tokens: counter, Source: source, Sources: rl.sources, Watches: watches}, dom, emb, log)
 	if err != nil {
 		return err
 	}

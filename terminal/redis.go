@@ -1,13 +1,11 @@
 package terminal
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -33,7 +31,7 @@ const DefaultRedisPrefix = "classifierd:"
 // Layout under the prefix P (standalone Redis: the scripts name keys
 // they derive from event fields):
 //
-//	P t:e:<id>                 hash: one event
+//	P t:e:<id>                 hash: one event (a secret answer: input [REDACTED], ilen, imac)
 //	P t:s:<session>            sorted set: the session's event ids by time (µs)
 //	P t:all                    sorted set: every event id by time (µs)
 //	P t:lp:<sha1(pattern)>     hash: answer -> successes, every session
@@ -44,11 +42,14 @@ type RedisStore struct {
 	rdb     *redis.Client
 	prefix  string
 	cfg     StoreConfig
+	key     *secretKey
 	inserts atomic.Int64
 }
 
 // NewRedisStore returns a store on rdb whose keys start with prefix
-// (DefaultRedisPrefix when empty).
+// (DefaultRedisPrefix when empty). The key of the hashes kept of secret
+// answers is read from (or made in) cfg.KeyFile, a local file: it never
+// goes to Redis, so the hashes there cannot be tried against guesses.
 func NewRedisStore(rdb *redis.Client, prefix string, cfg StoreConfig) (*RedisStore, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -56,7 +57,14 @@ func NewRedisStore(rdb *redis.Client, prefix string, cfg StoreConfig) (*RedisSto
 	if prefix == "" {
 		prefix = DefaultRedisPrefix
 	}
-	return &RedisStore{rdb: rdb, prefix: prefix, cfg: cfg}, nil
+	key, err := newSecretKey()
+	if cfg.KeyFile != "" {
+		key, err = loadSecretKey(cfg.KeyFile)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &RedisStore{rdb: rdb, prefix: prefix, cfg: cfg, key: key}, nil
 }
 
 // Close does nothing: the caller closes the client.
@@ -95,7 +103,8 @@ end
 var recordScript = redis.NewScript(luaRemove + `
 local P, id, sess = ARGV[1], ARGV[2], ARGV[3]
 redis.call('HSET', P .. 't:e:' .. id, 'session', sess, 'prompt', ARGV[4], 'input', ARGV[5], 'success', ARGV[6],
-  'source', ARGV[7], 'rt', ARGV[8], 'created', ARGV[9], 'type', ARGV[10], 'pattern', ARGV[11], 'learned', ARGV[12])
+  'source', ARGV[7], 'rt', ARGV[8], 'created', ARGV[9], 'type', ARGV[10], 'pattern', ARGV[11], 'learned', ARGV[12],
+  'ilen', ARGV[15], 'imac', ARGV[16])
 redis.call('ZADD', P .. 't:s:' .. sess, ARGV[13], id)
 redis.call('ZADD', P .. 't:all', ARGV[13], id)
 if ARGV[12] == '1' then
@@ -120,14 +129,14 @@ func boolArg(b bool) string {
 // Redacted and teaches nothing; the second result reports whether the
 // answer now counts as learned for its prompt's pattern.
 func (s *RedisStore) Record(ctx context.Context, e Event) (Event, bool, error) {
-	e, secret, err := prepareRecord(e)
+	e, secret, err := prepareRecord(e, s.key)
 	if err != nil {
 		return Event{}, false, err
 	}
 	learned := e.Success && !secret
 	err = recordScript.Run(ctx, s.rdb, nil, s.prefix, e.ID, e.SessionID, e.PromptText, e.Input, boolArg(e.Success),
 		e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey, boolArg(learned),
-		e.Time.UnixMicro(), s.cfg.MaxPerSession).Err()
+		e.Time.UnixMicro(), s.cfg.MaxPerSession, e.SecretLen, e.SecretMAC).Err()
 	if err != nil {
 		return Event{}, false, unavailable(err)
 	}
@@ -250,24 +259,7 @@ func (s *RedisStore) Learned(ctx context.Context, prompt, session string) ([]Lea
 		}
 		all = append(all, Learned{Input: input, Successes: n})
 	}
-	// Store's order: most successes first, then by answer; the first
-	// maxLearned, without secrets.
-	slices.SortFunc(all, func(a, b Learned) int {
-		return cmp.Or(cmp.Compare(b.Successes, a.Successes), cmp.Compare(a.Input, b.Input))
-	})
-	var out []Learned
-	total := 0
-	for _, l := range all[:min(len(all), maxLearned)] {
-		if SecretValue(l.Input) {
-			continue
-		}
-		total += l.Successes
-		out = append(out, l)
-	}
-	for i := range out {
-		out[i].Total = total
-	}
-	return out, nil
+	return suggestable(prompt, all), nil
 }
 
 // History returns a session's events, oldest first, at most limit, with
@@ -301,12 +293,11 @@ func (s *RedisStore) History(ctx context.Context, session string, limit int) ([]
 		}
 		ns, _ := strconv.ParseInt(f["created"], 10, 64)
 		rt, _ := strconv.ParseInt(f["rt"], 10, 64)
+		n, _ := strconv.Atoi(f["ilen"])
 		e := Event{ID: ids[i], SessionID: f["session"], PromptText: f["prompt"], Input: f["input"], Success: f["success"] == "1",
-			Source: f["source"], ResponseTimeMs: rt, Time: time.Unix(0, ns), PromptType: f["type"], PatternKey: f["pattern"]}
-		if e.Input != Redacted && IsSecret(e.PromptText, e.PromptType, e.Input, TTYState{}) {
-			e.Input = Redacted
-		}
-		out = append(out, e)
+			Source: f["source"], ResponseTimeMs: rt, Time: time.Unix(0, ns), PromptType: f["type"], PatternKey: f["pattern"],
+			SecretLen: n, SecretMAC: f["imac"]}
+		out = append(out, redactStored(e, s.key))
 	}
 	return out, nil
 }

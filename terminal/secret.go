@@ -124,12 +124,14 @@ func highEntropy(w string) bool {
 	switch {
 	case n >= 20:
 		return charClasses(w) >= 2 && entropy(w) >= 3.5
+	case fileOrVersionRE.MatchString(w):
+		return false
 	case n >= 12:
 		return charClasses(w) >= 4 && entropy(w) >= 3.2
 	case n >= 8:
 		// A short word with all four classes is how password rules make
 		// passwords ("Tr0ub4dor&3", "P@ssw0rd!").
-		return charClasses(w) >= 4 && !strings.ContainsAny(w, ".")
+		return charClasses(w) >= 4
 	}
 	return false
 }

@@ -27,6 +27,9 @@ var foldRunes = map[rune]string{
 // The marks of other scripts (Indic vowel signs, Japanese voicing marks)
 // are part of their letters and stay.
 func fold(s string) string {
+	if isASCII(s) {
+		return strings.ToLower(s)
+	}
 	s = strings.ToLower(norm.NFKC.String(s))
 	var b strings.Builder
 	b.Grow(len(s))
@@ -49,6 +52,15 @@ func fold(s string) string {
 		b.WriteRune(r)
 	}
 	return norm.NFC.String(b.String())
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // stripsMarks reports whether the combining marks after base are accents
@@ -80,19 +92,23 @@ func newPromptDoc(s string) promptDoc {
 	raw := strings.FieldsFunc(s, func(r rune) bool {
 		return !(unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) || unicode.Is(unicode.Cf, r))
 	})
+	folded := map[string][]string{} // a repeated word is split and folded once
 	for _, tok := range raw {
-		parts := splitIdentifier(tok)
-		for _, p := range parts {
-			f := fold(p)
-			if f == "" {
-				continue
+		fs, ok := folded[tok]
+		if !ok {
+			parts := splitIdentifier(tok)
+			for _, p := range parts {
+				if f := fold(p); f != "" {
+					fs = append(fs, f)
+					d.words[f] = true
+				}
 			}
-			d.parts = append(d.parts, f)
-			d.words[f] = true
+			if len(parts) > 1 {
+				d.words[fold(tok)] = true
+			}
+			folded[tok] = fs
 		}
-		if len(parts) > 1 {
-			d.words[fold(tok)] = true
-		}
+		d.parts = append(d.parts, fs...)
 	}
 	d.text = strings.Join(strings.Fields(fold(s)), "")
 	return d

@@ -51,12 +51,12 @@ func TestFold(t *testing.T) {
 
 func TestSplitIdentifier(t *testing.T) {
 	for in, want := range map[string][]string{
-		"adminPwd":    {"admin", "Pwd"},
-		"DBPassword":  {"DB", "Password"},
-		"Password1":   {"Password", "1"},
-		"PIN码":        {"PIN", "码"},
-		"2fa":         {"2", "fa"},
-		"パスワード":       {"パスワード"},
+		"adminPwd":   {"admin", "Pwd"},
+		"DBPassword": {"DB", "Password"},
+		"Password1":  {"Password", "1"},
+		"PIN码":       {"PIN", "码"},
+		"2fa":        {"2", "fa"},
+		"パスワード":      {"パスワード"},
 	} {
 		if got := splitIdentifier(in); !slices.Equal(got, want) {
 			t.Errorf("splitIdentifier(%q) = %q, want %q", in, got, want)

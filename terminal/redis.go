@@ -36,6 +36,7 @@ const DefaultRedisPrefix = "classifierd:"
 //	P t:all                    sorted set: every event id by time (µs)
 //	P t:lp:<sha1(pattern)>     hash: answer -> successes, every session
 //	P t:ls:<sha1(pattern)>:<session>  hash: answer -> successes in one session
+//	P t:rules                  string: the secret rules the events follow (Scrub)
 //
 // It does not own the client.
 type RedisStore struct {
@@ -182,11 +183,21 @@ func (s *RedisStore) Prune(ctx context.Context) error {
 	}
 }
 
-// Run prunes every interval until ctx is done, like Store.Run.
+// Run prunes every interval until ctx is done, like Store.Run. First,
+// and on every tick until it has succeeded, it redacts what older versions
+// stored in clear (Scrub).
 func (s *RedisStore) Run(ctx context.Context, every time.Duration, report func(error)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	scrubbed := false
 	for {
+		if !scrubbed {
+			err := s.Scrub(ctx)
+			scrubbed = err == nil
+			if err != nil && ctx.Err() == nil {
+				report(err)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -196,6 +207,87 @@ func (s *RedisStore) Run(ctx context.Context, every time.Duration, report func(e
 			}
 		}
 	}
+}
+
+// secretRulesVersion names the secret rules (IsSecret) whose verdicts the
+// events in Redis follow; Scrub brings older events up to them once.
+// Version 2: the multilingual rules of issue 27.
+const secretRulesVersion = "2"
+
+// scrubScript redacts one event whose answer is still what the caller
+// read (ARGV[3]), keeping its length and keyed hash, and takes the answer
+// out of the learned counts.
+var scrubScript = redis.NewScript(`
+local P, id = ARGV[1], ARGV[2]
+local k = P .. 't:e:' .. id
+local f = redis.call('HMGET', k, 'session', 'pattern', 'input', 'learned')
+if not f[1] or f[3] ~= ARGV[3] then return 0 end
+if f[4] == '1' then
+  local h = redis.sha1hex(f[2])
+  for _, lk in ipairs({P .. 't:lp:' .. h, P .. 't:ls:' .. h .. ':' .. f[1]}) do
+    if redis.call('HINCRBY', lk, f[3], -1) <= 0 then redis.call('HDEL', lk, f[3]) end
+  end
+end
+redis.call('HSET', k, 'input', ARGV[4], 'learned', '0', 'ilen', ARGV[5], 'imac', ARGV[6])
+return 1`)
+
+// scrubBatch is how many events Scrub reads at a time.
+const scrubBatch = 500
+
+// Scrub redacts the answers events written by an older version kept in
+// clear and the current rules judge secret, and takes them out of the
+// learned counts, unless the events already follow these rules (a key
+// P t:rules says so; replicas scrubbing at once do no harm). It reads the
+// events about scrubBatch at a time and redacts each with its own short
+// script, so Redis never runs a long one.
+func (s *RedisStore) Scrub(ctx context.Context) error {
+	rules := s.prefix + "t:rules"
+	v, err := s.rdb.Get(ctx, rules).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return unavailable(err)
+	}
+	if v == secretRulesVersion {
+		return nil
+	}
+	// ZSCAN returns every event present from the first call to the last,
+	// whatever is added or pruned meanwhile.
+	var cursor uint64
+	for {
+		kv, next, err := s.rdb.ZScan(ctx, s.prefix+"t:all", cursor, "", scrubBatch).Result()
+		if err != nil {
+			return unavailable(err)
+		}
+		var ids []string
+		for i := 0; i < len(kv); i += 2 { // member, score
+			ids = append(ids, kv[i])
+		}
+		cmds := make([]*redis.SliceCmd, len(ids))
+		if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range ids {
+				cmds[i] = p.HMGet(ctx, s.prefix+"t:e:"+id, "prompt", "type", "input")
+			}
+			return nil
+		}); err != nil {
+			return unavailable(err)
+		}
+		for i, c := range cmds {
+			f := c.Val()
+			prompt, _ := f[0].(string)
+			typ, _ := f[1].(string)
+			input, ok := f[2].(string)
+			if !ok || input == Redacted || !IsSecret(prompt, typ, input, TTYState{}) {
+				continue
+			}
+			n, mac := s.key.seal(input)
+			if err := scrubScript.Run(ctx, s.rdb, nil, s.prefix, ids[i], input, Redacted, n, mac).Err(); err != nil {
+				return unavailable(err)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	return unavailable(s.rdb.Set(ctx, rules, secretRulesVersion, 0).Err())
 }
 
 // Count returns how many events the store holds, overall or for session

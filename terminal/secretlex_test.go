@@ -7,11 +7,13 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSecretLanguages: the lexicon covers at least the 20 most spoken
@@ -337,5 +339,63 @@ func BenchmarkSecretPrompt(b *testing.B) {
 				SecretPrompt(bc.prompt)
 			}
 		})
+	}
+}
+
+// TestRedisScrubOldSecrets writes events as an older version did (an
+// answer to "Passwort:" in clear and counted as learned) and checks that
+// Run's Scrub redacts it, keeps its length and keyed hash, takes it out of
+// the learned counts and of every key and value, and leaves ordinary
+// answers alone.
+func TestRedisScrubOldSecrets(t *testing.T) {
+	_, rdb := startRedis(t)
+	s, err := NewRedisStore(rdb, "", StoreConfig{ShareLearned: true, KeyFile: filepath.Join(t.TempDir(), "k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now()
+	old := map[string]string{"Passwort:": "qZold1", "Enter the admin pwd:": "qZold2", "Name:": "qZkept"}
+	i := 0
+	for prompt, input := range old {
+		i++
+		if err := recordScript.Run(ctx, rdb, nil, s.prefix, fmt.Sprint("old", i), "s", prompt, input, "1", "user_typed", 0,
+			now.UnixNano(), TypeText, PatternKey(prompt), "1", now.UnixMicro(), 1000, 0, "").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !strings.Contains(string(storeBytes(t, s)), "qZold1") {
+		t.Fatal("the old answer is not in Redis: the test would test nothing")
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { s.Run(runCtx, time.Hour, func(err error) { t.Error(err) }); close(done) }()
+	for deadline := time.Now().Add(10 * time.Second); rdb.Get(ctx, s.prefix+"t:rules").Val() != secretRulesVersion; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not scrub in 10s")
+		}
+	}
+	stop()
+	<-done
+	raw := string(storeBytes(t, s))
+	for prompt, input := range old {
+		if strings.Contains(raw, input) != (prompt == "Name:") {
+			t.Errorf("after Scrub, the answer to %q in Redis: %v", prompt, strings.Contains(raw, input))
+		}
+	}
+	h, err := s.History(ctx, "s", 10)
+	if err != nil || len(h) != 3 {
+		t.Fatal(h, err)
+	}
+	for _, e := range h {
+		if secret := e.PromptText != "Name:"; secret != (e.Input == Redacted && e.SecretLen == 6 && e.SecretMAC != "") {
+			t.Errorf("after Scrub %q: %+v", e.PromptText, e)
+		}
+	}
+	if l, err := s.Learned(ctx, "Name:", "other"); err != nil || !learnedHas(l, "qZkept") {
+		t.Errorf("Learned(Name:) after Scrub: %+v %v", l, err)
+	}
+	if err := s.Scrub(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

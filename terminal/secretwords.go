@@ -17,7 +17,8 @@ type secretLanguage struct {
 	strong, weak, benign []string
 }
 
-// secretLanguages are the languages whose secret words are known: the most
+// secretLanguages are the languages whose secret words are known (written
+// without zero-width joiners, which fold drops from prompts): the most
 // spoken languages and more. Scripts written without spaces between words
 // (Chinese, Japanese, Thai) and scripts whose words take attached particles
 // (Korean, Arabic, the Indic scripts) are matched as substrings, never with
@@ -116,7 +117,7 @@ var secretLanguages = []secretLanguage{
 		weak:   []string{"किल्ली", "कोड"},
 		benign: []string{"नाव", "फाईल"}},
 	{code: "te", name: "Telugu",
-		strong: []string{"పాస్‌వర్డ్", "సంకేతపదం", "రహస్య", "ఓటీపీ", "ధృవీకరణ కోడ్"},
+		strong: []string{"పాస్వర్డ్", "సంకేతపదం", "రహస్య", "ఓటీపీ", "ధృవీకరణ కోడ్"},
 		weak:   []string{"పిన్", "టోకెన్", "కోడ్"},
 		benign: []string{"పేరు", "ఫైల్"}},
 	{code: "tr", name: "Turkish",
@@ -201,8 +202,8 @@ var secretLanguages = []secretLanguage{
 		benign: []string{"nimi", "tiedosto*", "polku", "tyyppi"}},
 	{code: "gu", name: "Gujarati", strong: []string{"પાસવર્ડ", "ગુપ્ત"}},
 	{code: "pa", name: "Punjabi", strong: []string{"ਪਾਸਵਰਡ", "ਗੁਪਤ"}},
-	{code: "kn", name: "Kannada", strong: []string{"ಪಾಸ್‌ವರ್ಡ್", "ಗುಪ್ತಪದ", "ರಹಸ್ಯ"}},
-	{code: "ml", name: "Malayalam", strong: []string{"പാസ്‌വേഡ്", "രഹസ്യ"}},
+	{code: "kn", name: "Kannada", strong: []string{"ಪಾಸ್ವರ್ಡ್", "ಗುಪ್ತಪದ", "ರಹಸ್ಯ"}},
+	{code: "ml", name: "Malayalam", strong: []string{"പാസ്വേഡ്", "രഹസ്യ"}},
 	{code: "ka", name: "Georgian", strong: []string{"პაროლი"}},
 	{code: "hy", name: "Armenian", strong: []string{"գաղտնաբառ"}},
 	{code: "kk", name: "Kazakh", strong: []string{"құпия*"}},

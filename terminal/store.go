@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,12 @@ type Event struct {
 	PatternKey     string
 	// TTY is what the hub read from the pty; it is evidence, not stored.
 	TTY TTYState
+	// SecretLen and SecretMAC are what is kept of a secret answer (Input
+	// is then Redacted): its length in characters and the hex of its
+	// HMAC-SHA256 under the store's key (the first 16 bytes). They are
+	// never returned by the API.
+	SecretLen int
+	SecretMAC string
 }
 
 // Default retention (StoreConfig's zero values).
@@ -59,6 +66,12 @@ type StoreConfig struct {
 	// every session. Off, a session is suggested only what it taught, so
 	// one client cannot teach another to answer "y" to a dangerous prompt.
 	ShareLearned bool
+	// KeyFile holds the key of the hashes kept of secret answers (32
+	// random bytes, made 0600 on first use). Empty: Store uses its
+	// database's path with ".key" appended; RedisStore makes a key that
+	// lives in this process only (its hashes cannot be compared after a
+	// restart). The key never goes to Redis or into the database.
+	KeyFile string
 }
 
 func (c *StoreConfig) validate() error {
@@ -94,10 +107,14 @@ type Store struct {
 	db      *sql.DB
 	path    string
 	cfg     StoreConfig
+	key     *secretKey
 	inserts atomic.Int64
 }
 
-const schemaVersion = 2
+// schemaVersion 3 keeps a secret answer's length and keyed hash
+// (input_len, input_mac) and redacts what the multilingual rules judge
+// secret.
+const schemaVersion = 3
 
 const schema = `
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -126,13 +143,21 @@ func dbFiles(path string) []string {
 // OpenStore opens (creating if needed) the database at path. A missing
 // directory is created 0700; the database and its -wal and -shm files are
 // 0600 whatever the umask (SQLite gives the side files the database's
-// mode, and existing files are tightened).
+// mode, and existing files are tightened), and so is the key file
+// (cfg.KeyFile, by default path+".key").
 func OpenStore(path string, cfg StoreConfig) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("terminal: store directory: %w", err)
+	}
+	if cfg.KeyFile == "" {
+		cfg.KeyFile = path + ".key"
+	}
+	key, err := loadSecretKey(cfg.KeyFile)
+	if err != nil {
+		return nil, err
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -154,7 +179,7 @@ func OpenStore(path string, cfg StoreConfig) (*Store, error) {
 	// One writer connection serialises writes inside the process; WAL and
 	// busy_timeout cover other processes.
 	db.SetMaxOpenConns(1)
-	s := &Store{db: db, path: path, cfg: cfg}
+	s := &Store{db: db, path: path, cfg: cfg, key: key}
 	if err := s.migrate(); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
@@ -181,8 +206,11 @@ func tighten(path string) error {
 // migrate creates the schema and brings an older one up to date.
 // Version 1 kept learned answers in a table shared by every client and
 // stored secrets typed at prompts not worded "password": version 2 drops
-// the table (answers are counted from events, per session) and redacts
-// what the current rules judge secret.
+// the table (answers are counted from events, per session). Version 2
+// stored secrets typed at prompts not worded in English: version 3 adds
+// input_len and input_mac. Every migration redacts what the current rules
+// judge secret, keeping its length and keyed hash, and truncates the WAL
+// so the old values leave it too.
 func (s *Store) migrate() error {
 	if _, err := s.db.Exec(schema); err != nil {
 		return fmt.Errorf("terminal: create schema: %w", err)
@@ -202,11 +230,21 @@ func (s *Store) migrate() error {
 	if _, err := tx.Exec(`DROP TABLE IF EXISTS patterns`); err != nil {
 		return fmt.Errorf("terminal: migrate: %w", err)
 	}
+	for _, col := range []string{`input_len INTEGER NOT NULL DEFAULT 0`, `input_mac TEXT NOT NULL DEFAULT ''`} {
+		if _, err := tx.Exec(`ALTER TABLE events ADD COLUMN ` + col); err != nil && !strings.Contains(err.Error(), "duplicate column") {
+			return fmt.Errorf("terminal: migrate: %w", err)
+		}
+	}
 	rows, err := tx.Query(`SELECT id, prompt_text, input_text, prompt_type FROM events WHERE input_text != ?`, Redacted)
 	if err != nil {
 		return fmt.Errorf("terminal: migrate: %w", err)
 	}
-	var secret []string
+	type sealed struct {
+		id  string
+		n   int
+		mac string
+	}
+	var secret []sealed
 	for rows.Next() {
 		var id, prompt, input, typ string
 		if err := rows.Scan(&id, &prompt, &input, &typ); err != nil {
@@ -214,14 +252,15 @@ func (s *Store) migrate() error {
 			return fmt.Errorf("terminal: migrate: %w", err)
 		}
 		if IsSecret(prompt, typ, input, TTYState{}) {
-			secret = append(secret, id)
+			n, mac := s.key.seal(input)
+			secret = append(secret, sealed{id, n, mac})
 		}
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return fmt.Errorf("terminal: migrate: %w", err)
 	}
-	for _, id := range secret {
-		if _, err := tx.Exec(`UPDATE events SET input_text = ? WHERE id = ?`, Redacted, id); err != nil {
+	for _, e := range secret {
+		if _, err := tx.Exec(`UPDATE events SET input_text = ?, input_len = ?, input_mac = ? WHERE id = ?`, Redacted, e.n, e.mac, e.id); err != nil {
 			return fmt.Errorf("terminal: migrate: %w", err)
 		}
 	}
@@ -232,6 +271,11 @@ func (s *Store) migrate() error {
 		return fmt.Errorf("terminal: migrate: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("terminal: migrate: %w", err)
+	}
+	// The redacted rows' old pages are in the WAL: copy the new ones
+	// back and empty it.
+	if _, err := s.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 		return fmt.Errorf("terminal: migrate: %w", err)
 	}
 	return nil
@@ -274,7 +318,7 @@ func CheckEvent(e Event) error {
 // as Redacted and teaches nothing; the second result reports whether the
 // answer now counts as learned for its prompt's pattern.
 func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
-	e, secret, err := prepareRecord(e)
+	e, secret, err := prepareRecord(e, s.key)
 	if err != nil {
 		return Event{}, false, err
 	}
@@ -283,8 +327,9 @@ func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
 		return Event{}, false, fmt.Errorf("terminal: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO events(id, session_id, prompt_text, input_text, success, input_source, response_time_ms, created_at, prompt_type, pattern_key)
-		VALUES (?,?,?,?,?,?,?,?,?,?)`, e.ID, e.SessionID, e.PromptText, e.Input, e.Success, e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO events(id, session_id, prompt_text, input_text, success, input_source, response_time_ms, created_at, prompt_type, pattern_key, input_len, input_mac)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`, e.ID, e.SessionID, e.PromptText, e.Input, e.Success, e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey,
+		e.SecretLen, e.SecretMAC); err != nil {
 		return Event{}, false, fmt.Errorf("terminal: insert event: %w", err)
 	}
 	// The session's bound, on every insert: the index on (session_id,
@@ -305,15 +350,17 @@ func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
 }
 
 // prepareRecord is what every store does to an event before it stores
-// it: check it, redact a secret answer (IsSecret), give it an id, its
-// pattern key and a time. secret reports a redacted answer, which teaches
-// nothing.
-func prepareRecord(e Event) (_ Event, secret bool, _ error) {
+// it: check it, redact a secret answer (IsSecret) keeping only its length
+// and keyed hash, give it an id, its pattern key and a time. secret
+// reports a redacted answer, which teaches nothing.
+func prepareRecord(e Event, key *secretKey) (_ Event, secret bool, _ error) {
 	if err := CheckEvent(e); err != nil {
 		return Event{}, false, err
 	}
+	e.SecretLen, e.SecretMAC = 0, ""
 	secret = IsSecret(e.PromptText, e.PromptType, e.Input, e.TTY)
 	if secret {
+		e.SecretLen, e.SecretMAC = key.seal(e.Input)
 		e.Input = Redacted
 		if e.PromptType != TypePassword && SecretPrompt(e.PromptText) {
 			e.PromptType = TypePassword
@@ -427,23 +474,18 @@ func (s *Store) Learned(ctx context.Context, prompt, session string) ([]Learned,
 		return nil, fmt.Errorf("terminal: learned: %w", err)
 	}
 	defer rows.Close()
-	var out []Learned
-	total := 0
+	var all []Learned
 	for rows.Next() {
 		var l Learned
 		if err := rows.Scan(&l.Input, &l.Successes); err != nil {
 			return nil, fmt.Errorf("terminal: learned: %w", err)
 		}
-		if SecretValue(l.Input) {
-			continue
-		}
-		total += l.Successes
-		out = append(out, l)
+		all = append(all, l)
 	}
-	for i := range out {
-		out[i].Total = total
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("terminal: learned: %w", err)
 	}
-	return out, rows.Err()
+	return suggestable(prompt, all), nil
 }
 
 // History returns a session's events, oldest first, at most limit. An
@@ -453,7 +495,7 @@ func (s *Store) History(ctx context.Context, session string, limit int) ([]Event
 	if err := CheckSessionID(session); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, session_id, prompt_text, input_text, success, input_source, response_time_ms, created_at, prompt_type, pattern_key
+	rows, err := s.db.QueryContext(ctx, `SELECT id, session_id, prompt_text, input_text, success, input_source, response_time_ms, created_at, prompt_type, pattern_key, input_len, input_mac
 		FROM (SELECT * FROM events WHERE session_id = ? ORDER BY created_at DESC LIMIT ?) ORDER BY created_at`, session, limit)
 	if err != nil {
 		return nil, fmt.Errorf("terminal: history: %w", err)
@@ -463,12 +505,11 @@ func (s *Store) History(ctx context.Context, session string, limit int) ([]Event
 	for rows.Next() {
 		var e Event
 		var ns int64
-		if err := rows.Scan(&e.ID, &e.SessionID, &e.PromptText, &e.Input, &e.Success, &e.Source, &e.ResponseTimeMs, &ns, &e.PromptType, &e.PatternKey); err != nil {
+		if err := rows.Scan(&e.ID, &e.SessionID, &e.PromptText, &e.Input, &e.Success, &e.Source, &e.ResponseTimeMs, &ns, &e.PromptType, &e.PatternKey,
+			&e.SecretLen, &e.SecretMAC); err != nil {
 			return nil, fmt.Errorf("terminal: history: %w", err)
 		}
-		if e.Input != Redacted && IsSecret(e.PromptText, e.PromptType, e.Input, TTYState{}) {
-			e.Input = Redacted
-		}
+		e = redactStored(e, s.key)
 		e.Time = time.Unix(0, ns)
 		out = append(out, e)
 	}

@@ -59,7 +59,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	cfg.mcpGate = func(h http.Handler) http.Handler {
 		// Any scope of a daemon MCP tool opens a session; each tool call
 		// then checks its own (daemonToolScope).
-		return op.mcpGate(h, auth.ScopeRoute, auth.ScopeTerminal, auth.ScopeCall)
+		return op.mcpGate(h, int64(cfg.MaxRecvBytes), auth.ScopeRoute, auth.ScopeTerminal, auth.ScopeCall)
 	}
 	cfg.httpTLS, cfg.mcpTLS = op.listenerTLS(cfg.Ops.plainHTTP), op.listenerTLS(cfg.Ops.plainMCP)
 	op.logTLS(log, cfg)
@@ -185,7 +185,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	register(gs, hs, svc, term)
 	var hsrv *httpServer
 	if cfg.HTTPListen != "" {
-		if hsrv, err = newHTTPServer(cfg, gs, log); err != nil {
+		if hsrv, err = newHTTPServer(cfg, gs, op.rpcGuard(int64(cfg.MaxRecvBytes)), log); err != nil {
 			_ = lis.Close()
 			return err
 		}

@@ -427,26 +427,39 @@ func TestOpsTLSTokensAndSessionOwners(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := s.GetSession().GetId()
+		// Session ids are per caller: to bob, alice's id names no
+		// session, exactly as an id no one uses.
 		if _, err := c.GetSession(alice, &pb.GetSessionRequest{SessionId: id}); err != nil {
 			t.Fatalf("owner GetSession: %v", err)
 		}
 		_, err = c.GetSession(bob, &pb.GetSessionRequest{SessionId: id})
-		wantCode(t, "GetSession by another", err, codes.PermissionDenied)
+		wantCode(t, "GetSession by another", err, codes.NotFound)
 		_, err = c.UpdateExposure(bob, &pb.UpdateExposureRequest{SessionId: id, Categories: []string{"github"}})
-		wantCode(t, "UpdateExposure by another", err, codes.PermissionDenied)
+		wantCode(t, "UpdateExposure by another", err, codes.NotFound)
 		_, err = c.ListTools(bob, &pb.ListToolsRequest{SessionId: id})
-		wantCode(t, "ListTools by another", err, codes.PermissionDenied)
+		wantCode(t, "ListTools by another", err, codes.NotFound)
 		_, err = c.DeleteSession(bob, &pb.DeleteSessionRequest{SessionId: id})
-		wantCode(t, "DeleteSession by another", err, codes.PermissionDenied)
+		wantCode(t, "DeleteSession by another", err, codes.NotFound)
 		_, err = c.AnalyzePrompt(bob, &pb.AnalyzePromptRequest{Prompt: "check github", SessionId: id})
-		wantCode(t, "AnalyzePrompt on another's session", err, codes.PermissionDenied)
+		wantCode(t, "AnalyzePrompt on another's session", err, codes.NotFound)
 		w, err := c.WatchExposure(bob, &pb.WatchExposureRequest{SessionId: id})
 		if err == nil {
 			_, err = w.Recv()
 		}
-		wantCode(t, "WatchExposure by another", err, codes.PermissionDenied)
+		wantCode(t, "WatchExposure by another", err, codes.NotFound)
 		if _, err := c.GetSession(alice, &pb.GetSessionRequest{SessionId: id}); err != nil {
 			t.Fatalf("owner's session changed by others' attempts: %v", err)
+		}
+		// CreateSession cannot probe ids either: bob's "alice-1" is a
+		// session of his own, and ALREADY_EXISTS is only ever the
+		// caller's own session.
+		if bs, err := c.CreateSession(bob, &pb.CreateSessionRequest{SessionId: id, DefaultExposure: "all"}); err != nil || bs.GetSession().GetId() != id {
+			t.Fatalf("bob's CreateSession with alice's id: %v %v, want a session of his own with that id", bs, err)
+		}
+		_, err = c.CreateSession(alice, &pb.CreateSessionRequest{SessionId: id})
+		wantCode(t, "alice's CreateSession with her own id", err, codes.AlreadyExists)
+		if as, err := c.GetSession(alice, &pb.GetSessionRequest{SessionId: id}); err != nil || slices.Contains(as.GetSession().GetExposedCategories(), "github") {
+			t.Fatalf("alice's session after bob made his: %v %v, want hers unchanged (meta-only)", as, err)
 		}
 	})
 	t.Run("per-client session quota", func(t *testing.T) {

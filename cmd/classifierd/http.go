@@ -72,7 +72,7 @@ func newHTTPServer(cfg Config, gs *grpc.Server, g guard, log *slog.Logger) (*htt
 		Handler:           g.wrap(normalizeRequest(h)),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       cfg.Timeout + 10*time.Second, // bounds the time a body takes
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       cfg.Ops.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          serverErrorLog(log),
 		TLSConfig:         cfg.httpTLS,

@@ -180,6 +180,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	gs := grpc.NewServer(append(append(op.serverOptions(log, svc.Stats(), cfg.Timeout), cfg.tracer.serverOptions()...),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// A connection with no call in flight for --idle-timeout gets a
+		// GOAWAY and is closed (its client reconnects when it next
+		// calls): idle connections cannot pile up, each holding its
+		// buffers and a file descriptor. Pings do not count as use.
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: cfg.Ops.IdleTimeout}),
 	)...)
 	hs := server.NewHealth()
 	register(gs, hs, svc, term)

@@ -104,7 +104,7 @@ func (c *client) addMetaTools() {
 				c.sync()
 			}
 			out := AnalyzeOutput{AnalyzePromptOutput: a}
-			out.Exposed, _ = p.sessions.Exposed(ctx, c.id)
+			out.Exposed, _ = p.sessions.Exposed(ctx, c.key)
 			sort.Strings(out.Exposed)
 			c.mu.Lock()
 			out.Tools = len(c.shown)

@@ -228,7 +228,7 @@ func (s hostileSurface) request(token string, body []byte, declare int64, extra 
 // hostileSetup runs the daemon (HTTP/JSON, MCP) and the proxy (MCP), each
 // with a token file, and returns their surfaces and the daemon's gRPC
 // connection.
-func hostileSetup(t *testing.T) (rest, mcpd, proxy hostileSurface, conn *grpc.ClientConn) {
+func hostileSetup(t *testing.T) (rest, mcpd, proxy hostileSurface, conn *grpc.ClientConn, metrics string) {
 	t.Helper()
 	dir := t.TempDir()
 	daemonTokens, proxyTokens := filepath.Join(dir, "daemon-tokens"), filepath.Join(dir, "proxy-tokens")
@@ -242,9 +242,9 @@ func hostileSetup(t *testing.T) (rest, mcpd, proxy hostileSurface, conn *grpc.Cl
 		"\nterm terminal,sessions,admin "+carolToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	httpAddr, mcpAddr, proxyAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	httpAddr, mcpAddr, proxyAddr, metrics := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	d, conn := startDaemon(t, genIndex(t, "testdata/mini.json"), "--auth-token-file", daemonTokens,
-		"--http-listen", httpAddr, "--mcp-listen", mcpAddr)
+		"--http-listen", httpAddr, "--mcp-listen", mcpAddr, "--metrics-listen", metrics)
 	waitFor(t, d, "classifierd serving HTTP/JSON")
 	config, _ := proxySetup(t)
 	px := startProxyHTTP(t, config, proxyAddr, "--auth-token-file", proxyTokens)
@@ -254,7 +254,7 @@ func hostileSetup(t *testing.T) (rest, mcpd, proxy hostileSurface, conn *grpc.Cl
 		good: []byte(initializeBody), token: aliceToken, pid: d.cmd.Process.Pid}
 	proxy = hostileSurface{name: "proxy MCP", addr: proxyAddr, path: mcpPath, contentType: "application/json",
 		good: []byte(initializeBody), token: aliceToken, pid: px.cmd.Process.Pid}
-	return rest, mcpd, proxy, conn
+	return rest, mcpd, proxy, conn, metrics
 }
 
 // TestHostileHTTPBodies: on every HTTP surface a request is authenticated
@@ -265,7 +265,7 @@ func hostileSetup(t *testing.T) (rest, mcpd, proxy hostileSurface, conn *grpc.Cl
 // token, raise the memory of the daemon and of the proxy by at most 50 MB
 // while another client's small Route is answered.
 func TestHostileHTTPBodies(t *testing.T) {
-	rest, mcpd, proxy, conn := hostileSetup(t)
+	rest, mcpd, proxy, conn, metrics := hostileSetup(t)
 	bomb := gzipBomb(t)
 	t.Logf("gzip bomb: %d KB inflating to 200 MB", len(bomb)>>10)
 	big := append(append([]byte(`{"query":"`), bytes.Repeat([]byte("a"), hostileLimit+(1<<20))...), '"', '}')
@@ -327,6 +327,17 @@ func TestHostileHTTPBodies(t *testing.T) {
 					t.Errorf("got %d %.300q, want %d with %q", code, body, tc.want, tc.body)
 				}
 			})
+		}
+		// The HTTP/JSON refusals are counted as the gRPC edge counts its
+		// own, under the method the path names.
+		m := scrape(t, metrics)
+		for series, want := range map[string]float64{
+			`classifierd_auth_denied_total{code="Unauthenticated",method="/classifier.v1.ClassifierService/Route"}`:  5,
+			`classifierd_auth_denied_total{code="PermissionDenied",method="/classifier.v1.ClassifierService/Route"}`: 1,
+		} {
+			if got := m[series]; got != want {
+				t.Errorf("%s = %v, want %v", series, got, want)
+			}
 		}
 	})
 

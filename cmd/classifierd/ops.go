@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/server"
@@ -222,6 +223,34 @@ func (o *ops) serverOptions(log *slog.Logger, st *server.Stats, timeout time.Dur
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.tlsConf)))
 	}
 	return opts
+}
+
+// httpGuard is the guard of --http-listen (rpcGuard) counting the callers
+// it refuses in classifierd_auth_denied_total, as the gRPC edge counts
+// its own, under the method the path names when served is serving it,
+// else "unknown" (a client cannot mint label values).
+func (o *ops) httpGuard(maxBody int64, served map[string]grpc.ServiceInfo) guard {
+	g := o.rpcGuard(maxBody)
+	refuse := g.refuse
+	g.refuse = func(w http.ResponseWriter, r *http.Request, code int, err error) {
+		if code == http.StatusUnauthorized || code == http.StatusForbidden {
+			o.metrics.Denied(servedMethod(r.URL.Path, served), status.Code(err))
+		}
+		refuse(w, r, code, err)
+	}
+	return g
+}
+
+// servedMethod is path when it names a method of served
+// ("/pkg.Service/Method"), else "unknown".
+func servedMethod(path string, served map[string]grpc.ServiceInfo) string {
+	svc, name, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	for _, m := range served[svc].Methods {
+		if m.Name == name {
+			return path
+		}
+	}
+	return "unknown"
 }
 
 // listen opens addr: HOST:PORT, or unix:///path for a Unix socket that

@@ -190,7 +190,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	register(gs, hs, svc, term)
 	var hsrv *httpServer
 	if cfg.HTTPListen != "" {
-		if hsrv, err = newHTTPServer(cfg, gs, op.rpcGuard(int64(cfg.MaxRecvBytes)), log); err != nil {
+		if hsrv, err = newHTTPServer(cfg, gs, op.httpGuard(int64(cfg.MaxRecvBytes), gs.GetServiceInfo()), log); err != nil {
 			_ = lis.Close()
 			return err
 		}

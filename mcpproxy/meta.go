@@ -105,7 +105,7 @@ func (c *client) addMetaTools() {
 				c.notifyChanged(ctx, req.Session)
 			}
 			out := AnalyzeOutput{AnalyzePromptOutput: a}
-			out.Exposed, _ = p.sessions.Exposed(ctx, c.id)
+			out.Exposed, _ = p.sessions.Exposed(ctx, c.key)
 			sort.Strings(out.Exposed)
 			c.mu.Lock()
 			out.Tools = len(c.shown)

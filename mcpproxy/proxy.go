@@ -256,8 +256,11 @@ func (p *Proxy) current() (*live, error) {
 // client is one agent session: its own MCP server (so its tool list is its
 // own) and its exposure in the session store.
 type client struct {
-	p     *Proxy
-	id    string
+	p  *Proxy
+	id string
+	// key is the session's id in the store: session.ScopedID(owner, id),
+	// where server.Server looks up the owner's session id.
+	key   string
 	quota string // the owner's server.Caller.Quota: whose place it holds
 	srv   *mcp.Server
 	end   sync.Once
@@ -292,7 +295,8 @@ func (p *Proxy) NewSessionServer(owner server.Caller) (srv *mcp.Server, served f
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	c := &client{p: p, id: "mcp-" + hex.EncodeToString(b[:]), quota: owner.Quota, shown: map[string]string{}}
-	if _, err := p.sessions.CreateFor(context.Background(), session.Owner{ID: owner.Name, Quota: owner.Quota}, c.id, ""); err != nil {
+	c.key = session.ScopedID(owner.Name, c.id)
+	if _, err := p.sessions.CreateFor(context.Background(), session.Owner{ID: owner.Name, Quota: owner.Quota}, c.key, ""); err != nil {
 		p.places.Give(owner.Quota)
 		return nil, nil, err
 	}
@@ -306,7 +310,7 @@ func (p *Proxy) NewSessionServer(owner server.Caller) (srv *mcp.Server, served f
 	// exposure at the TTL while its MCP session lived on.
 	c.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			_, _ = p.sessions.Get(ctx, c.id)
+			_, _ = p.sessions.Get(ctx, c.key)
 			return next(ctx, method, req)
 		}
 	})
@@ -375,7 +379,7 @@ func (p *Proxy) forget(c *client) {
 			delete(p.bySession, c.mcpID)
 		}
 		p.mu.Unlock()
-		_ = p.sessions.Delete(context.Background(), c.id)
+		_ = p.sessions.Delete(context.Background(), c.key)
 		p.places.Give(c.quota)
 	})
 }
@@ -394,7 +398,7 @@ func (c *client) sync() (changed bool) {
 	if err != nil {
 		return
 	}
-	exposed, err := c.p.sessions.Exposed(context.Background(), c.id)
+	exposed, err := c.p.sessions.Exposed(context.Background(), c.key)
 	if err != nil {
 		return // ended or expired
 	}

@@ -149,9 +149,9 @@ func startMCPHTTPWith(cfg Config, svc *server.Server, term *server.TerminalServe
 	if cfg.mcpGate != nil {
 		h = cfg.mcpGate(h)
 	} else {
-		h = mcpClientCert(h)
+		h = mcpClientCert(plainMCPGuard(int64(cfg.MaxRecvBytes)).wrap(h))
 	}
-	return serveHTTP(lis, cfg.mcpTLS, h, cfg.ShutdownWait, log), nil
+	return serveHTTP(lis, cfg.mcpTLS, h, cfg.ShutdownWait, cfg.Ops.IdleTimeout, log), nil
 }
 
 // newMCPHandler is the streamable HTTP handler at mcpPath. Request bodies
@@ -334,11 +334,12 @@ func (w *sessionIDWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter
 // serveHTTP serves h on lis in the background, over TLS when tlsConf is
 // set; the returned stop shuts the server down, closing what is still open
 // after wait.
-func serveHTTP(lis net.Listener, tlsConf *tls.Config, h http.Handler, wait time.Duration, log *slog.Logger) (stop func()) {
+func serveHTTP(lis net.Listener, tlsConf *tls.Config, h http.Handler, wait, idle time.Duration, log *slog.Logger) (stop func()) {
 	// No ReadTimeout: it would end event streams (GET) and long tool
-	// calls. IdleTimeout closes keep-alive connections no request uses,
-	// as --http-listen does; mcpGate bounds the bodies it refuses.
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, TLSConfig: tlsConf,
+	// calls; the guard in h (mcpGate) bounds the time a body takes.
+	// IdleTimeout closes keep-alive connections no request uses, as
+	// --http-listen does.
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idle, TLSConfig: tlsConf,
 		ErrorLog: serverErrorLog(log)}
 	done := make(chan struct{})
 	go func() {

@@ -307,7 +307,7 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 		return fmt.Errorf("mcp listen: %w", err)
 	}
 	logProxyListen(log, cfg, sec)
-	stopHTTP := serveHTTP(lis, sec.listenerTLS(false), sec.mcpGate(proxyHandler(px, cfg, log), auth.ScopeRoute, auth.ScopeCall), 5*time.Second, log)
+	stopHTTP := serveHTTP(lis, sec.listenerTLS(false), sec.mcpGate(proxyHandler(px, cfg, log), proxyMaxMessage, auth.ScopeRoute, auth.ScopeCall), 5*time.Second, defaultIdleTimeout, log)
 	defer stopHTTP()
 	<-ctx.Done()
 	return nil

@@ -262,7 +262,7 @@ func TestMCPGateAnonymousQuota(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got server.Caller
-			h := tc.sec.mcpGate(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = server.CallerFrom(r.Context()) }), "route")
+			h := tc.sec.mcpGate(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = server.CallerFrom(r.Context()) }), 1<<20, "route")
 			r := httptest.NewRequest(http.MethodPost, mcpPath, strings.NewReader(initializeBody))
 			r.RemoteAddr = tc.remote
 			for k, v := range tc.header {

@@ -49,7 +49,7 @@ func TestProxyIsolation(t *testing.T) {
 			}
 			config := writeConfig(t, dir, map[string]any{"memory": entry})
 			addr := freeAddr(t)
-			d := startProxyHTTP(t, config, addr, "--auth-token-file", tokens, "--max-backends", "2", "--backend-idle-timeout", "3s")
+			d := startProxyHTTP(t, config, addr, "--auth-token-file", tokens, "--max-backends", "2", "--backend-idle-timeout", "15s")
 			endpoint := "http://" + addr + mcpPath
 			alice := mustConnect(t, endpoint, bearerClient(aliceToken))
 			bob := mustConnect(t, endpoint, bearerClient(bobToken))
@@ -105,10 +105,10 @@ func TestProxyIsolation(t *testing.T) {
 }
 
 // eventually calls call_tool with args until it is not refused
-// RESOURCE_EXHAUSTED, for 20s; the answer must not be another error.
+// RESOURCE_EXHAUSTED, for 60s; the answer must not be another error.
 func eventually(t *testing.T, cs *mcp.ClientSession, args any) *mcp.CallToolResult {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		res := callToolResult(t, cs, mcpproxy.ToolCall, args)
 		switch {

@@ -128,7 +128,10 @@ func TestDetectHints(t *testing.T) {
 		{"removing a package", "Do you want to continue? [Y/n] ", Hints{CommandLine: "apt-get remove nano"}, true},
 		{"installing one", "Do you want to continue? [Y/n] ", Hints{CommandLine: "apt-get install cowsay"}, false},
 		{"screen only", "Command (m for help): ", Hints{}, false},
-		{"password", "Password: ", Hints{CommandLine: "cryptsetup luksFormat disk.img"}, false},
+		{"password", "Password: ", Hints{CommandLine: "ssh alice@example.com"}, false},
+		// A secret asked for by a command that deletes: typing it
+		// confirms the deletion (keytool -delete, cryptsetup luksRemoveKey).
+		{"secret confirming a deletion", "Enter keystore password:  ", Hints{CommandLine: "keytool -delete -alias web -keystore ks.p12"}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -167,7 +170,7 @@ func TestDetectPtySignals(t *testing.T) {
 		{"getpass, line mode said", "Code: ", Hints{EchoOff: &yes, Canonical: &yes, ReadingInput: &yes}, true, TypePassword, false},
 		{"silent getpass", "", Hints{EchoOff: &yes, ReadingInput: &yes}, true, TypePassword, false},
 		{"line editor is not a secret", "$ ", Hints{EchoOff: &yes, Canonical: &no, ReadingInput: &yes}, true, TypeCommand, false},
-		{"secret never dangerous", "Delete everything: ", Hints{EchoOff: &yes, CommandLine: "rm -i x"}, true, TypePassword, false},
+		{"secret of a harmless command", "Delete everything: ", Hints{EchoOff: &yes, CommandLine: "ssh alice@example.com"}, true, TypePassword, false},
 		{"no signals, silence", "", Hints{}, false, "", false},
 	}
 	for _, tc := range cases {

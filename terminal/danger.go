@@ -134,6 +134,13 @@ type dangerInput struct {
 	Program     string
 }
 
+// keyRE is an answer's key marked inside its word: (O)pen, [D]elete, o)verwrite.
+var keyRE = regexp.MustCompile(`[\[(]?(\w)[\])](\w)`)
+
+// unkey joins keyed answers back into their words, so "(D)elete it" and
+// "o)verwrite" say delete and overwrite.
+func unkey(s string) string { return keyRE.ReplaceAllString(s, "$1$2") }
+
 // features are the model's inputs for in: 0 or 1 per evidence, and the
 // text that matched, for the reason.
 func (in dangerInput) features() ([]float64, []string) {
@@ -148,7 +155,12 @@ func (in dangerInput) features() ([]float64, []string) {
 		}
 		panic("terminal: unknown danger evidence " + name)
 	}
-	prompt := in.Prompt
+	prompt := unkey(in.Prompt)
+	context := make([]string, len(in.Context))
+	for i, c := range in.Context {
+		context[i] = unkey(c)
+	}
+	in.Context = context
 	for _, f := range []struct {
 		name string
 		re   *regexp.Regexp

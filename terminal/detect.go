@@ -57,6 +57,9 @@ var rules = []rule{
 	// Answers listed as words or keys: [<no>, yes, all, none, quit],
 	// (y, n, !, ., q), [nyae]?, a numbered range [0..3].
 	r("choice_words", TypeChoice, 0.93, `(?i)(\[\s*<?[\w!.]+>?(\s*,\s*<?[\w!.]+>?){2,}\s*\]|\(\s*[\w!.]\s*(,\s*[^,()]{1,10}){2,}\)|\[[a-z]{3,}\]\s*\?|\[\d+\s*(\.\.|-)\s*\d+\])\s*[?:]?\s*(\\c)?\s*$`),
+	// Options marked by their key: (O)pen read-only, (E)dit anyway,
+	// (R)ecover; o)verwrite O)verwrite-all s)kip.
+	r("choice_keyed", TypeChoice, 0.93, `([\[(]\w[\])]\w*[^,\n]{0,30},\s*){2,}[\[(]?\w[\])]\w*|(\b\w\)\w[\w-]*[,\s]+){2,}\w\)\w`),
 	r("choice_options", TypeChoice, 0.9, `(?i)(\(\w+\)\s+\w+[^:]{0,40}options?|\[\w\]\w+, \[\w\]\w+)[^\n]*[:?]\s*$`),
 	r("yes_no_brackets", TypeYesNo, 0.96, `(?i)(\?\s*\[(y|n|yes|no)\]\s*:|[\[(<]\s*(y\s*/\s*n|n\s*/\s*y|yn|ny|yes\s*/\s*no(\s*/\s*\[?fingerprint\]?)?|y\s*,\s*n|y(es)? or \[?n(o)?\]?|\[?y\]? or n|y|n)\s*[\])>]|yes\s*\|\s*esc|= yes\b.*= no\b|type '?yes'?)[^\n]{0,40}[?:]?\s*$`),
 	// A command shown for confirmation before it runs (xargs -p, parallel -p).
@@ -536,7 +539,7 @@ func promptEvidence(raw []byte, typ string, h Hints) dangerInput {
 // screenRules are the rules that name a question when they match the row
 // a full-screen program left its cursor on; the rest (REPL and shell
 // shapes, a colon at the end) would match any row of text.
-var screenRules = map[string]bool{"sudo_password": true, "password_colon": true, "choice_letters": true, "choice_options": true, "choice_words": true,
+var screenRules = map[string]bool{"sudo_password": true, "password_colon": true, "choice_letters": true, "choice_options": true, "choice_words": true, "choice_keyed": true,
 	"yes_no_brackets": true, "yes_no_question": true, "save_key_path": true, "rename_path": true}
 
 func screenRule(row string) *rule {

@@ -30,7 +30,7 @@ type evidence struct {
 
 // The words of destruction, grouped by what they say will happen.
 var (
-	destroyWords     = `delete[ds]?|deleting|deletion|remove[ds]?|removing|erase[ds]?|erasing|wipe[ds]?|wiping|destroy\w*|purg\w+|kill\w*|obliterat\w+|shred\w*|drop\w*|truncat\w+|zap\w*|uncommit|rm|clean\w*`
+	destroyWords     = `reset|delete[ds]?|deleting|deletion|remove[ds]?|removing|erase[ds]?|erasing|wipe[ds]?|wiping|destroy\w*|purg\w+|kill\w*|obliterat\w+|shred\w*|drop\w*|truncat\w+|zap\w*|uncommit|rm|clean\w*`
 	overwriteWords   = `overwrit\w+|replac\w+|clobber\w*|already exists?|exists|supersede`
 	loseWords        = `discard\w*|lose|los[ti]ng?|lost|without saving|not been saved|haven't been saved|not saved|unsaved|modified buffers?|buffer \S+ modified|abandon\w*|revert\w*|reverse\w*`
 	formatWords      = `format\w*|fix\w*|repair\w*|rebuild\w*|salvage|mkfs|partition table|wipe out|label type|new label|disk ?label|reformat\w*|luksformat|unusable`
@@ -77,7 +77,7 @@ var (
 	// checkers, volume managers, filesystem debuggers.
 	diskToolRE  = regexp.MustCompile(`(?i)^(\S*disk|parted|mk\w*fs(\.\w+)?|mkswap|mkntfs|wipefs|\w*fsck(\.\w+)?|lvm|pv\w+|vg\w+|lv\w+|xfs_\w+|debugfs|cryptsetup|mdadm|\w*fs_db)$`)
 	answerYesRE = regexp.MustCompile(`(\[Y/n\]|\(Y/n\)|\[Yn|\[yes\]|\(yes\)|\[Y\]|<Y>|\(default:? y(es)?\))`)
-	answerNoRE  = regexp.MustCompile(`(\[y/N\]|\(y/N\)|\[n/y\]|\[<?no>?[,\]]|\(n\)|\[N\]|\(N\)|<no>|\(default:? n(o)?\))`)
+	answerNoRE  = regexp.MustCompile(`(\[y/N\]|\(y/N\)|\(y,N\)|\[n/y\]|\[<?no>?[,\]]|\(n\)|\[N\]|\(N\)|<no>|\(default:? n(o)?\))`)
 )
 
 // dangerEvidence are the model's features, in the order of its weights.
@@ -180,15 +180,7 @@ func (in dangerInput) features() ([]float64, []string) {
 			}
 		}
 	}
-	saysDestroy, afterDestroy := false, false
-	for i, e := range dangerEvidence {
-		if x[i] != 0 && strings.HasPrefix(e.name, "prompt_") && e.prior > 1.2 {
-			saysDestroy = true
-		}
-		if x[i] != 0 && strings.HasPrefix(e.name, "context_") && e.prior > 0 {
-			afterDestroy = true
-		}
-	}
+
 	if m := sureRE.FindString(prompt); m != "" {
 		set("prompt_sure", strings.ToLower(m))
 	}
@@ -260,6 +252,17 @@ func (in dangerInput) features() ([]float64, []string) {
 		set("program_disk_tool", prog)
 	}
 
+	// Whether the question, or the output just before it, says it
+	// destroys: any prompt_ or context_ evidence of destruction.
+	saysDestroy, afterDestroy := false, false
+	for i, e := range dangerEvidence {
+		if x[i] != 0 && strings.HasPrefix(e.name, "prompt_") && e.prior > 1.2 {
+			saysDestroy = true
+		}
+		if x[i] != 0 && strings.HasPrefix(e.name, "context_") && e.prior > 0 {
+			afterDestroy = true
+		}
+	}
 	switch in.Type {
 	case TypePassword:
 		set("type_password", "")

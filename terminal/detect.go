@@ -7,6 +7,7 @@ import (
 	"math"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/viterin/vek/vek32"
 
@@ -622,77 +623,29 @@ func screenText(lines []Line) string {
 	return b.String()
 }
 
-var dangerRE = regexp.MustCompile(`(?i)\b(delete[ds]?|deleting|remove[ds]?|removing|overwrite|overwritten|overwriting|replace|replacing|discard|discarding|revert|reverting|format|formatting|drop|dropping|truncate|truncating|force|forcing|reset|wipe|wiping|destroy|destroying|shut ?down|reboot|erase|erasing|purge|purging|fix|repair|irreversible|cannot be undone|permanently|rm|rm -rf|mkfs|partition table|continue connecting|host key|authenticity of host|trust (this|these|the) (certificate|key|host|server|site)s?)\b`)
-
 var warnRE = regexp.MustCompile(`(?i)\b(warning|danger|caution)\b.*\b(contains|exist|data|filesystem|file system|lost|destroy)|\bcontains an? \S+ (file ?system|partition table)|\bwill be (lost|erased|destroyed|overwritten)\b|\bmake a backup\b|\bback ?up (your|the|all) (data|files|disk|drive)\b`)
 
 // stagedWriteRE is output saying that changes are held until written: the
 // session's commands rewrite a disk or table once "w" is typed.
 var stagedWriteRE = regexp.MustCompile(`(?i)\bwrite\b[^.]*\b(changes|partition table|to disk)\b|\b(changes|partition table)\b[^.]*\bwrite\b`)
 
-// Dangerous reports whether answering the prompt would delete, overwrite,
-// format, drop, truncate, force, reset, shut down or otherwise destroy,
-// judging by the prompt and the lines before it. Password prompts are
-// never dangerous: typing a password destroys nothing.
+// Dangerous reports whether answering the prompt would destroy data or
+// weaken security, judging by the prompt, its type and the lines before it
+// alone, with the danger model the daemon ships (InferExpectedInput has no
+// command line). It says why, naming the evidence.
 func Dangerous(prompt, typ string, context []string) (bool, string) {
-	if typ == TypePassword {
-		return false, ""
+	m, err := shippedDanger()
+	if err != nil {
+		// The same file failed NewDetector at start, so a daemon never
+		// serves without it; a library caller gets the prior.
+		m = priorModel()
 	}
-	if m := dangerRE.FindString(prompt); m != "" {
-		return true, fmt.Sprintf("prompt says %q", strings.ToLower(m))
-	}
-	if typ == TypeCommand {
-		// A command prompt is dangerous when the program said its commands
-		// stage changes that a write command makes real: partition and
-		// disk editors.
-		for i := len(context) - 1; i >= 0; i-- {
-			if stagedWriteRE.MatchString(context[i]) {
-				return true, "a command here can write staged changes: " + clipText(context[i], 80)
-			}
-		}
-		return false, ""
-	}
-	if typ != TypeYesNo && typ != TypeText && typ != TypeChoice {
-		return false, ""
-	}
-	for i := len(context) - 1; i >= 0; i-- {
-		if warnRE.MatchString(context[i]) {
-			return true, "follows a warning: " + clipText(context[i], 80)
-		}
-		if m := dangerRE.FindString(context[i]); m != "" {
-			return true, fmt.Sprintf("preceding output says %q", strings.ToLower(m))
-		}
-	}
-	return false, ""
+	ok, _, why := m.judge(dangerInput{Prompt: prompt, Type: typ, Context: context})
+	return ok, why
 }
 
-// destructiveProgramRE is the family of programs whose sessions exist to
-// rewrite disks: partition editors, formatters (mkfs, mke2fs, mkreiserfs,
-// mkdosfs...) and filesystem checkers, whose every question is a repair,
-// by the stems of their names.
-var destructiveProgramRE = regexp.MustCompile(`(?i)^(\S*disk|parted|mk\w*fs(\.\w+)?|mkswap|wipefs|\w*fsck(\.\w+)?)$`)
-
-// destructiveCommandRE is a command line's destructive subcommand or mode:
-// removing software or files, discarding changes interactively, formatting.
-var destructiveCommandRE = regexp.MustCompile(`(?i)(^|\s)(remove|uninstall|purge|erase|delete|revert|restore|clean|rm|luksformat|format|wipe|checkout\s+(-p|--patch))(\s|$)`)
-
-// commandDanger judges a program by what started it: its name and command
-// line. It says why, naming the evidence.
-func commandDanger(h Hints) (bool, string) {
-	prog := h.Program
-	fields := strings.Fields(h.CommandLine)
-	if prog == "" && len(fields) > 0 {
-		prog = fields[0]
-	}
-	prog = prog[strings.LastIndexByte(prog, '/')+1:]
-	if prog != "" && destructiveProgramRE.MatchString(prog) {
-		return true, fmt.Sprintf("program %q rewrites disks", clipText(prog, 40))
-	}
-	if m := destructiveCommandRE.FindString(h.CommandLine); m != "" {
-		return true, fmt.Sprintf("command line says %q", strings.ToLower(strings.TrimSpace(m)))
-	}
-	return false, ""
-}
+// shippedDanger is ShippedDangerModel, parsed once.
+var shippedDanger = sync.OnceValues(ShippedDangerModel)
 
 // clipText trims s and shortens it to n bytes on a rune boundary: a reason
 // cut inside a character would not be valid UTF-8, and the response

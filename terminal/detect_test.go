@@ -34,6 +34,11 @@ func TestDetect(t *testing.T) {
 		{"more answers", "(enter ? for help) [Ynesfdaq?] ", true, TypeChoice, false},
 		{"fix", "Inode 2 ref count is 7, should be 3.  Fix<y>? ", true, TypeYesNo, true},
 		{"token", "API token: ", true, TypePassword, false},
+		// Shells' own confirmations (tcsh's rmstar, zsh's rm *).
+		{"shell's confirmation", "# rm *\nDo you really want to delete all files? [n/y] ", true, TypeYesNo, true},
+		{"zsh's confirmation", "zsh: sure you want to delete all 3 files in /tmp/x [yn]? ", true, TypeYesNo, true},
+		{"zsh's correction", "zsh: correct 'sl' to 'ls' [nyae]? ", true, TypeChoice, false},
+		{"confirming a command", "rm old.log?...", true, TypeYesNo, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -195,7 +195,10 @@ func renderScreen(raw []byte) *screen {
 			s.col = 0
 			i++
 		case c == '\n':
+			// Logs store the pty's CRLF as LF: a new line starts at
+			// the first column.
 			s.newline()
+			s.col = 0
 			i++
 		case c == '\b':
 			s.col = max(0, s.col-1)

@@ -44,7 +44,8 @@ var (
 	destroyCmdWords  = destroyWords + `|revert|discard|uninstall|format|luks\w*format|restore|release|reset|removekey|killslot|-delete|--delete\S*|--rebuild\S*`
 )
 
-func wordsRE(w string) *regexp.Regexp { return regexp.MustCompile(`(?i)\b(` + w + `)\b`) }
+// wordsRE matches whole words of w in lower-cased text.
+func wordsRE(w string) *regexp.Regexp { return regexp.MustCompile(`\b(` + w + `)\b`) }
 
 var (
 	destroyRE      = wordsRE(destroyWords)
@@ -155,58 +156,50 @@ func (in dangerInput) features() ([]float64, []string) {
 		}
 		panic("terminal: unknown danger evidence " + name)
 	}
-	prompt := unkey(in.Prompt)
-	context := make([]string, len(in.Context))
-	for i, c := range in.Context {
-		context[i] = unkey(c)
-	}
-	in.Context = context
+	// Words are matched once, lower-cased, on the prompt and on the
+	// lines before it joined: the cost is a few regexp scans whatever the
+	// context's length.
+	keyed := unkey(in.Prompt)
+	prompt := strings.ToLower(keyed)
+	context := strings.ToLower(unkey(strings.Join(in.Context, "\n")))
 	for _, f := range []struct {
 		name string
 		re   *regexp.Regexp
 	}{{"destroy", destroyRE}, {"overwrite", overwriteRE}, {"lose", loseRE}, {"format", formatRE}, {"irreversible", irreversibleRE}, {"trust", trustRE}, {"recover", recoverRE}} {
 		if m := f.re.FindString(prompt); m != "" {
-			set("prompt_"+f.name, strings.ToLower(m))
+			set("prompt_"+f.name, m)
 		}
 		if f.name == "recover" {
 			// A recovery tool's banner says "recovery"; only a question
 			// about recovering counts.
 			continue
 		}
-		for i := len(in.Context) - 1; i >= 0; i-- {
-			if m := f.re.FindString(in.Context[i]); m != "" {
-				set("context_"+f.name, strings.ToLower(m))
-				break
-			}
+		if m := f.re.FindString(context); m != "" {
+			set("context_"+f.name, m)
 		}
 	}
-
 	if m := sureRE.FindString(prompt); m != "" {
-		set("prompt_sure", strings.ToLower(m))
+		set("prompt_sure", m)
 	}
 	if m := saveRE.FindString(prompt); m != "" {
-		set("prompt_save", strings.ToLower(m))
+		set("prompt_save", m)
 	}
 	if m := benignRE.FindString(prompt); m != "" {
-		set("prompt_benign", strings.ToLower(m))
+		set("prompt_benign", m)
 	}
-	for i := len(in.Context) - 1; i >= 0; i-- {
-		if warnRE.MatchString(in.Context[i]) || warnRE2.MatchString(in.Context[i]) {
-			set("context_warning", in.Context[i])
-			break
-		}
+	if m := warnRE.FindString(context); m != "" {
+		set("context_warning", m)
+	} else if m := warnRE2.FindString(context); m != "" {
+		set("context_warning", m)
 	}
 	staged := false
-	for i := len(in.Context) - 1; i >= 0; i-- {
-		if stagedWriteRE.MatchString(in.Context[i]) {
-			set("context_staged_write", in.Context[i])
-			staged = true
-			break
-		}
+	if m := stagedWriteRE.FindString(context); m != "" {
+		set("context_staged_write", m)
+		staged = true
 	}
-	if m := answerYesRE.FindString(prompt); m != "" {
+	if m := answerYesRE.FindString(keyed); m != "" {
 		set("default_yes", m)
-	} else if m := answerNoRE.FindString(prompt); m != "" {
+	} else if m := answerNoRE.FindString(keyed); m != "" {
 		set("default_no", m)
 	}
 
@@ -227,7 +220,7 @@ func (in dangerInput) features() ([]float64, []string) {
 	if m := destroyCmdRE.FindStringSubmatch(args); m != nil {
 		set("command_destroy", m[2])
 		destroyCmd = true
-	} else if prog != "" && wordsRE(destroyWords).MatchString(prog) {
+	} else if prog != "" && destroyRE.MatchString(strings.ToLower(prog)) {
 		set("command_destroy", prog)
 		destroyCmd = true
 	}

@@ -586,12 +586,27 @@ const cleanBytes = 8 << 10
 // alternate screen: its last switch (ESC[?1049, 1047 or 47) is on (h), not
 // off (l).
 func fullScreen(raw []byte) bool {
-	on, off := -1, -1
-	for _, mode := range []string{"\x1b[?1049", "\x1b[?1047", "\x1b[?47"} {
-		on = max(on, bytes.LastIndex(raw, []byte(mode+"h")))
-		off = max(off, bytes.LastIndex(raw, []byte(mode+"l")))
+	// From the end, the last private mode switch of the alternate screen
+	// decides: one backwards scan for ESC [ ?, not one per mode.
+	end := len(raw)
+	for {
+		i := bytes.LastIndex(raw[:end], []byte("\x1b[?"))
+		if i < 0 {
+			return false
+		}
+		rest := raw[i+3:]
+		for _, mode := range []string{"1049", "1047", "47"} {
+			if bytes.HasPrefix(rest, []byte(mode)) && len(rest) > len(mode) {
+				switch rest[len(mode)] {
+				case 'h':
+					return true
+				case 'l':
+					return false
+				}
+			}
+		}
+		end = i
 	}
-	return on > off
 }
 
 // lineEditing reports whether the output leaves a line editor reading: its
@@ -627,7 +642,7 @@ var warnRE = regexp.MustCompile(`(?i)\b(warning|danger|caution)\b.*\b(contains|e
 
 // stagedWriteRE is output saying that changes are held until written: the
 // session's commands rewrite a disk or table once "w" is typed.
-var stagedWriteRE = regexp.MustCompile(`(?i)\bwrite\b[^.]*\b(changes|partition table|to disk)\b|\b(changes|partition table)\b[^.]*\bwrite\b`)
+var stagedWriteRE = regexp.MustCompile(`(?i)\bwrite\b[^.\n]*\b(changes|partition table|to disk)\b|\b(changes|partition table)\b[^.\n]*\bwrite\b`)
 
 // Dangerous reports whether answering the prompt would destroy data or
 // weaken security, judging by the prompt, its type and the lines before it

@@ -2,7 +2,6 @@ package terminal
 
 import (
 	"bytes"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -13,11 +12,13 @@ import (
 // context. Clean reads output as lines, which for a painted screen is a
 // jumble; renderScreen plays the output on a small terminal model instead.
 
-// Screen bounds: rows beyond maxRows scroll off, columns beyond
-// MaxLineBytes are dropped, so a hostile stream costs at most that much.
+// Screen bounds: rows beyond maxRows scroll off, columns beyond maxCols
+// are dropped (terminals past 60x256 are rare, and their prompt rows are
+// short), so a hostile stream costs at most that much, and the screen's
+// text that the rules and the danger model read is at most 15 KiB.
 const (
-	maxRows = 100
-	maxCols = MaxLineBytes
+	maxRows = 60
+	maxCols = 256
 )
 
 // screen is the text a terminal would show and where its cursor is.
@@ -90,13 +91,22 @@ var decGraphics = map[rune]rune{'q': '─', 'x': '│', 'l': '┌', 'k': '┐', 
 func renderScreen(raw []byte) *screen {
 	s := &screen{}
 	lineDrawing := false
+	// params parses up to four numeric parameters without allocating.
+	var ps [4]int
 	params := func(p []byte) []int {
-		var out []int
-		for _, f := range bytes.Split(bytes.TrimLeft(p, "?>="), []byte(";")) {
-			n, _ := strconv.Atoi(string(f))
-			out = append(out, n)
+		n := 0
+		ps = [4]int{}
+		for _, c := range p {
+			switch {
+			case c >= '0' && c <= '9':
+				if n < len(ps) && ps[n] < 1<<20 {
+					ps[n] = ps[n]*10 + int(c-'0')
+				}
+			case c == ';':
+				n++
+			}
 		}
-		return out
+		return ps[:min(n+1, len(ps))]
 	}
 	arg := func(ps []int, i, def int) int {
 		if i < len(ps) && ps[i] > 0 {
@@ -249,15 +259,21 @@ const minPaint = 8
 // (or alternate-screen switch) is included when it is in the tail, and
 // the cost stays bounded by the tail's size otherwise.
 func paintStart(raw []byte) int {
-	best := -1
-	for _, m := range [][]byte{[]byte("\x1b[2J"), []byte("\x1b[H\x1b[J"), []byte("\x1b[?1049h"), []byte("\x1b[?1047h"), []byte("\x1bc")} {
-		best = max(best, bytes.LastIndex(raw, m))
+	for i := len(raw) - 1; i >= 0; i-- {
+		if raw[i] != 0x1b {
+			continue
+		}
+		for _, m := range clears {
+			if bytes.HasPrefix(raw[i:], m) {
+				return i
+			}
+		}
 	}
-	if best < 0 {
-		return 0
-	}
-	return best
+	return 0
 }
+
+// clears are the sequences that start a screen afresh.
+var clears = [][]byte{[]byte("\x1b[2J"), []byte("\x1b[H\x1b[J"), []byte("\x1b[?1049h"), []byte("\x1b[?1047h"), []byte("\x1bc")}
 
 // all is every row of the screen, joined.
 func (s *screen) all() string {

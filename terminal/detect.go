@@ -628,16 +628,6 @@ func lineEditing(raw []byte) (on, prompt bool) {
 // (^X Exit, Ctrl-K), an Emacs-style mode line, a line/column status.
 var editorRE = regexp.MustCompile(`(?i)(\^[A-Z] ?[A-Z][a-z]+|\bctrl-[a-z]\b|\bemacs\b|\beditor\b|\bL:\s*\d+\s+C:\s*\d+|\(text\)|\bmodified\b)`)
 
-// screenText is every cleaned line of the output, joined.
-func screenText(lines []Line) string {
-	var b strings.Builder
-	for _, l := range lines {
-		b.WriteString(l.Text)
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
-
 var warnRE = regexp.MustCompile(`(?i)\b(warning|danger|caution)\b.*\b(contains|exist|data|filesystem|file system|lost|destroy)|\bcontains an? \S+ (file ?system|partition table)|\bwill be (lost|erased|destroyed|overwritten)\b|\bmake a backup\b|\bback ?up (your|the|all) (data|files|disk|drive)\b`)
 
 // stagedWriteRE is output saying that changes are held until written: the

@@ -60,7 +60,9 @@ var (
 	benignRE       = wordsRE(benignWords)
 	warnRE2        = wordsRE(warnWords)
 	// destroyCmdRE is a destructive subcommand, mode or flag on a command
-	// line: "remove", "luksRemoveKey", "-delete", "release -d".
+	// line: "remove", "luksRemoveKey", "-delete", "release -d". A reason
+	// names only the destructive word, never the rest of its token (which
+	// may carry a value such as a key).
 	destroyCmdRE = regexp.MustCompile(`(?i)(^|[\s/])(\S*(` + destroyCmdWords + `)\S*)`)
 	// writeModeRE is a flag that opens a tool for writing, in expert mode
 	// or forced: -w, -x (an inspector's expert mode), --write, --rw,
@@ -218,7 +220,7 @@ func (in dangerInput) features() ([]float64, []string) {
 	}
 	destroyCmd := false
 	if m := destroyCmdRE.FindStringSubmatch(args); m != nil {
-		set("command_destroy", m[2])
+		set("command_destroy", strings.ToLower(m[3]))
 		destroyCmd = true
 	} else if prog != "" && destroyRE.MatchString(strings.ToLower(prog)) {
 		set("command_destroy", prog)

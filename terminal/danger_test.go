@@ -223,3 +223,18 @@ func TestDangerConfidence(t *testing.T) {
 		}
 	}
 }
+
+// TestDangerReasonNamesOnlyTheWord: the reason quotes the destructive word
+// of a command-line token, not the token, which may carry a secret.
+func TestDangerReasonNamesOnlyTheWord(t *testing.T) {
+	in := dangerInput{Prompt: "Password: ", Type: TypePassword, CommandLine: "vault --delete-key=s3cr3t-Value-123 prod"}
+	_, why := in.features()
+	for _, w := range why {
+		if bytes.Contains([]byte(w), []byte("s3cr3t")) {
+			t.Fatalf("reason %q carries the token's value", w)
+		}
+	}
+	if !slices.Contains(why, "delete") {
+		t.Fatalf("reasons %q, want the word delete", why)
+	}
+}

@@ -83,8 +83,10 @@ func TestCapturedPrompts(t *testing.T) {
 }
 
 // TestHeldOutCorpus is the corpus evaluation of docs/terminal.md: each
-// family (or program) is detected by a detector whose examples and danger
-// model were learned only from the other families' (programs') captures.
+// family is detected by a detector whose examples and danger model were
+// learned only from the other families' captures. (Leave-program-out,
+// 283 folds each choosing its danger model's prior, is terminal-eval's:
+// under the race detector it would not fit the suite's time.)
 // The floors are today's figures, rounded down: the test fails when
 // detection gets worse on kinds of programs it has not seen. They are
 // below issue 24's targets where the detector still is (dangerous recall
@@ -110,7 +112,6 @@ func TestHeldOutCorpus(t *testing.T) {
 		{"families held out, command line", terminal.LeaveFamilyOut, terminal.WithCommand, 0.95, 0.88, 0.91, 0.025},
 		{"families held out, screen only", terminal.LeaveFamilyOut, terminal.ScreenOnly, 0.95, 0.88, 0.82, 0.015},
 		{"families held out, pty signals", terminal.LeaveFamilyOut, terminal.WithPty, 0.99, 0.84, 0.90, 0.025},
-		{"programs held out, command line", terminal.LeaveProgramOut, terminal.WithCommand, 0.96, 0.88, 0.91, 0.025},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := tc.run(ctx, d, caps, 0.70, tc.evidence)

@@ -114,7 +114,7 @@ var dangerEvidence = []evidence{
 	{"type_command", "a console%.0s", -1.5},
 	{"type_free_text", "free text is asked%.0s", -1.5},
 	{"console_writing", "a console opened in a writing mode%.0s", 3.5},
-	{"console_disk_tool", "the console of a disk tool%.0s", 3.0},
+	{"console_disk_tool", "the console of %q, a program that rewrites disks", 3.0},
 	{"command_read_only", "the command line opens read-only: %q", -1.5},
 	{"secret_for_destruction", "a secret asked by a destructive command%.0s", 4.5},
 	{"question_destructive_command", "a question of a destructive command%.0s", 1.0},
@@ -271,7 +271,7 @@ func (in dangerInput) features() ([]float64, []string) {
 			set("console_writing", "")
 		}
 		if diskTool && !readOnly {
-			set("console_disk_tool", "")
+			set("console_disk_tool", prog)
 		}
 	case TypeText, TypePath:
 		set("type_free_text", "")

@@ -22,13 +22,17 @@ const (
 
 // dataset holds the converted catalogs and query sets of one run.
 type dataset struct {
-	Banking77Catalog, Banking77Test    string
-	MetaDescCatalog, MetaEx5Catalog    string
-	MetaTest                           string
-	LargeCatalog                       string
-	DefaultCatalog                     string
-	ShortQueries, LongQueries          []string
-	Banking77N, MetaN, MetaMulti       int
+	Banking77Catalog, Banking77Test string
+	MetaDescCatalog, MetaEx5Catalog string
+	MetaTest                        string
+	LargeCatalog                    string
+	DefaultCatalog                  string
+	ShortQueries, LongQueries       []string
+	Banking77N, MetaN, MetaMulti    int
+	// HWU64 (intents-dev/hwu64.json, when present) and the multilingual
+	// check (hass-intents, with --hass-intents); empty when not measured.
+	HWUCatalog, HWUTest                string
+	HassCatalog, HassTest              string
 	LargeTools, LargeServers, LongWord int
 }
 
@@ -44,6 +48,13 @@ func prepareData(ctx context.Context, c *config, dir string) (*dataset, error) {
 		{"-in", filepath.Join(c.datasets, "banking77.json"), "-format", "banking77", "-out", raw},
 		{"-in", filepath.Join(c.datasets, "metatool.json"), "-format", "metatool", "-examples-per-tool", "5", "-out", raw},
 	}
+	hwu := filepath.Join(c.datasets, "intents-dev", "hwu64.json")
+	if _, err := os.Stat(hwu); err == nil {
+		conv = append(conv, []string{"-in", hwu, "-format", "banking77", "-out", filepath.Join(raw, "hwu64")})
+	}
+	if c.hassWheel != "" {
+		conv = append(conv, []string{"-in", c.hassWheel, "-format", "hass-intents", "-out", raw})
+	}
 	for _, args := range conv {
 		cmd := exec.CommandContext(ctx, "go", append([]string{"run", "./tools/datasets"}, args...)...)
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -58,12 +69,27 @@ func prepareData(ctx context.Context, c *config, dir string) (*dataset, error) {
 		MetaTest:         filepath.Join(raw, "metatool.test.jsonl"),
 		DefaultCatalog:   c.catalog,
 	}
+	if _, err := os.Stat(hwu); err == nil {
+		d.HWUCatalog = filepath.Join(raw, "hwu64", "banking77.catalog.json")
+		d.HWUTest = filepath.Join(raw, "hwu64", "banking77.test.jsonl")
+	}
+	if c.hassWheel != "" {
+		d.HassCatalog = filepath.Join(raw, "hass-intents.catalog.json")
+		d.HassTest = filepath.Join(raw, "hass-intents.test.jsonl")
+	}
+	var err error
 	if c.quick {
 		if err := quickSubsets(d, dir); err != nil {
 			return nil, err
 		}
+		for _, q := range []*string{&d.HWUTest, &d.HassTest} {
+			if *q != "" {
+				if *q, err = subsetQueries(*q, filepath.Join(dir, "quick-"+filepath.Base(*q)), quickB77, 0); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
-	var err error
 	if d.Banking77N, _, err = countQueries(d.Banking77Test); err != nil {
 		return nil, err
 	}

@@ -62,11 +62,10 @@ type Manifest struct {
 	MaxTokens int `json:"max_tokens"`
 	// Prefix is the older name of QueryPrefix; a manifest sets one of them.
 	Prefix string `json:"prefix,omitempty"`
-	// QueryPrefix is prepended to every text the engine embeds (e5-style
-	// "query: "). classifierd compares a request with catalog examples and
-	// descriptions alike, as a symmetric similarity task, so every text is
-	// embedded as a query: that is what e5 and bge advise for
-	// classification and clustering.
+	// QueryPrefix is prepended to every request text the engine embeds
+	// (e5-style "query: "), and to label texts unless PassageLabels is set:
+	// comparing a request with catalog examples is a symmetric similarity
+	// task, for which e5 and bge advise the query prefix on both sides.
 	QueryPrefix string `json:"query_prefix,omitempty"`
 	// PassagePrefix is what the model's authors prepend to documents in
 	// asymmetric retrieval ("passage: "). The engine prepends it to label

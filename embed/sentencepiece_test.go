@@ -24,7 +24,7 @@ func writeUnigram(t *testing.T, vocab [][2]any, unk int) string {
 
 // TestSentencePieceViterbi: the best segmentation by the pieces' scores
 // alone (no length bonus), pieces longer than 20 bytes found, and one unk
-// per unknown character.
+// per run of unknown characters.
 func TestSentencePieceViterbi(t *testing.T) {
 	long := "▁বৃষ্টি" // 21 bytes: the tokenizer library never tried it
 	sp, err := readSentencePiece(writeUnigram(t, [][2]any{
@@ -44,7 +44,8 @@ func TestSentencePieceViterbi(t *testing.T) {
 		{"▁ab", []int{5}},
 		{long, []int{6}}, // -14 beats -9-5-4 = -18
 		{"▁ax", []int{1, 2, 0}},
-		{"xy", []int{0, 0}}, // not fused
+		{"xy", []int{0}}, // fused, as SentencePiece does
+		{"xay", []int{0, 2, 0}},
 		{"", nil},
 	}
 	for _, tc := range cases {

@@ -82,8 +82,8 @@ type Config struct {
 	// LabelEmbedder embeds the live tools' label texts at index time
 	// (embed.Engine.Labels: a model's passage prefix); nil: Embedder.
 	LabelEmbedder Embedder
-	Model    labels.Model
-	Limits   request.Limits
+	Model         labels.Model
+	Limits        request.Limits
 	// Sessions configures the exposure store (TTL, limits, default
 	// exposure); AllCategories is set by the proxy. Its MaxSessions and
 	// MaxPerOwner also bound the live agent sessions, in all and per

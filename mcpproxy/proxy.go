@@ -79,8 +79,11 @@ type Embedder interface {
 type Config struct {
 	Source   Source
 	Embedder Embedder
-	Model    labels.Model
-	Limits   request.Limits
+	// LabelEmbedder embeds the live tools' label texts at index time
+	// (embed.Engine.Labels: a model's passage prefix); nil: Embedder.
+	LabelEmbedder Embedder
+	Model         labels.Model
+	Limits        request.Limits
 	// Sessions configures the exposure store (TTL, limits, default
 	// exposure); AllCategories is set by the proxy. Its MaxSessions and
 	// MaxPerOwner also bound the live agent sessions, in all and per
@@ -151,7 +154,10 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	prior, err := indexbuild.ReferencePrior(ctx, cfg.Embedder, cfg.Model, nil)
+	if cfg.LabelEmbedder == nil {
+		cfg.LabelEmbedder = cfg.Embedder
+	}
+	prior, err := indexbuild.ReferencePrior(ctx, cfg.LabelEmbedder, cfg.Model, nil)
 	if err != nil {
 		return nil, errors.Join(err, st.Close())
 	}
@@ -212,7 +218,7 @@ func (p *Proxy) Rebuild(ctx context.Context, snap mcpsrc.Snapshot) error {
 		return err
 	}
 	prior := p.prior
-	idx, err := indexbuild.Build(ctx, cat, p.cfg.Embedder, p.cfg.Model, indexbuild.Options{ReferencePrior: &prior,
+	idx, err := indexbuild.Build(ctx, cat, p.cfg.LabelEmbedder, p.cfg.Model, indexbuild.Options{ReferencePrior: &prior,
 		Embedding: labels.Options{Generator: "classifierd proxy"}})
 	if err != nil {
 		return err

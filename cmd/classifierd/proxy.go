@@ -253,7 +253,7 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 		return err
 	}
 	defer closeSrc() // before the pool
-	px, err := mcpproxy.New(ctx, mcpproxy.Config{Source: src, Embedder: eng,
+	px, err := mcpproxy.New(ctx, mcpproxy.Config{Source: src, Embedder: eng, LabelEmbedder: eng.Labels(),
 		Model:  labels.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
 		Limits: request.Limits{}, ServerNames: names, Timeout: cfg.Timeout, Version: version, Logger: log,
 		Sessions: session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: cfg.MaxSessionsPerClient,

@@ -125,7 +125,7 @@ func newReloader(cfg Config, eng *embed.Engine, log *slog.Logger) (*reloader, er
 		if cfg.Reload.Catalog != "" {
 			r.watched[cfg.Reload.Catalog] = fileStamp{}
 		}
-		r.cache = indexbuild.NewCache(eng, eng.Fingerprint())
+		r.cache = indexbuild.NewCache(eng.Labels(), eng.Fingerprint())
 		r.pool = mcpsrc.Open(mc, mcpsrc.Options{Timeout: cfg.Reload.MCPTimeout, Refresh: cfg.Reload.MCPRefresh})
 	}
 	for path := range r.watched {

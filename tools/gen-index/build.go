@@ -68,7 +68,7 @@ func buildIndex(ctx context.Context, cat *catalog.Catalog, eng *embed.Engine, ge
 	man := eng.Manifest()
 	ep := newProgress(stderr, "embedding", quiet)
 	fp := newProgress(stderr, "calibrating", quiet)
-	idx, err := indexbuild.Build(ctx, cat, eng, labels.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
+	idx, err := indexbuild.Build(ctx, cat, eng.Labels(), labels.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
 		indexbuild.Options{Embedding: labels.Options{Progress: ep.updateThenDone, Generator: generator, Now: now}, NoCalibrate: noCal,
 			FitProgress: fp.update})
 	ep.done()

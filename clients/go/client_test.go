@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"slices"
 	"sync"
@@ -15,10 +14,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/internal/testdaemon"
+	"github.com/classifierd/classifierd/internal/testgrpc"
 )
 
 // fakeServer is a scripted ClassifierService for unit tests.
@@ -50,18 +49,9 @@ func (f *fakeServer) Route(ctx context.Context, req *pb.RouteRequest) (*pb.Route
 
 func startFake(t testing.TB, f *fakeServer) *grpc.ClientConn {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
 	s := grpc.NewServer()
 	pb.RegisterClassifierServiceServer(s, f)
-	go s.Serve(lis)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(); s.Stop() })
-	return conn
+	return testgrpc.Serve(t, s)
 }
 
 // agentTools is 6 servers x 6 tools = 36 tools: above both default thresholds.

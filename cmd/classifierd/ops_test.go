@@ -37,6 +37,7 @@ import (
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/internal/testdaemon"
 	"github.com/classifierd/classifierd/internal/testenv"
+	"github.com/classifierd/classifierd/internal/testgrpc"
 )
 
 // These tests cover issue #17 (operations) through the real daemon on a
@@ -607,21 +608,7 @@ func TestOpsShutdownEndsStreams(t *testing.T) {
 	}
 	// The watch is registered some time after the call returns: change
 	// the exposure until the watch sees a change.
-	seen := make(chan struct{})
-	go func() {
-		for i := 0; ; i++ {
-			cats := []string{"github", "filesystem"}[i%2 : i%2+1]
-			_, _ = c.UpdateExposure(ctx, &pb.UpdateExposureRequest{SessionId: s.GetSession().GetId(), Categories: cats, Mode: "replacement"})
-			select {
-			case <-seen:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	_, err = ew.Recv()
-	close(seen)
-	if err != nil {
+	if _, err := testgrpc.FirstChange(ctx, c, s.GetSession().GetId(), ew, 100*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

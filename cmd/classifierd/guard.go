@@ -64,6 +64,9 @@ type guard struct {
 	// server-wide ReadTimeout (the MCP listeners, whose event streams
 	// must outlive one); 0: the server's ReadTimeout bounds it.
 	readWait time.Duration
+	// checkBody, if set, checks a body read whole before the handler
+	// sees it (an INVALID_ARGUMENT status error: 400).
+	checkBody func(body []byte) error
 	// refuse answers a refused request in the listener's protocol.
 	refuse func(w http.ResponseWriter, r *http.Request, httpCode int, err error)
 }
@@ -136,6 +139,12 @@ func (g guard) wrap(next http.Handler) http.Handler {
 		if enveloped(r.Header.Get("Content-Type")) {
 			if err := checkEnvelopes(body); err != nil {
 				refuse(w, r, http.StatusBadRequest, status.Error(codes.InvalidArgument, err.Error()))
+				return
+			}
+		}
+		if g.checkBody != nil {
+			if err := g.checkBody(body); err != nil {
+				refuse(w, r, http.StatusBadRequest, err)
 				return
 			}
 		}
@@ -299,8 +308,9 @@ func (s *security) mcpGuard(maxBody int64, anyOf ...string) guard {
 			}
 			return c, nil
 		},
-		maxBody:  maxBody,
-		readWait: bodyReadWait,
+		maxBody:   maxBody,
+		readWait:  bodyReadWait,
+		checkBody: checkMCPBatch,
 		refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
 			if code == http.StatusUnauthorized && s.tokens != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="classifierd"`)
@@ -313,7 +323,34 @@ func (s *security) mcpGuard(maxBody int64, anyOf ...string) guard {
 // plainMCPGuard bounds the bodies of an MCP listener that checks no
 // caller.
 func plainMCPGuard(maxBody int64) guard {
-	return guard{maxBody: maxBody, readWait: bodyReadWait, refuse: refuseMCP}
+	return guard{maxBody: maxBody, readWait: bodyReadWait, checkBody: checkMCPBatch, refuse: refuseMCP}
+}
+
+// maxMCPBatch is the most messages one JSON-RPC batch may hold on an MCP
+// listener (protocol versions before 2025-06-18 allow batches; the SDK
+// serves every message of one). Without a bound one POST of 4 MiB held
+// about 25,000 tool calls: the hostile pass's 3.3 MB batch of 20,000
+// search_tools ran for 53 s, raised the daemon's peak memory by 280 MB
+// and made another client's small Routes time out. As many as an Embed
+// call may carry texts (--max-batch's default).
+const maxMCPBatch = 64
+
+// checkMCPBatch refuses a JSON-RPC batch (a body that is a JSON array) of
+// more than maxMCPBatch messages; any other body passes to the SDK, which
+// parses it.
+func checkMCPBatch(body []byte) error {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	if len(b) == 0 || b[0] != '[' {
+		return nil
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(b, &msgs); err != nil {
+		return nil // not a batch the SDK can read either: it answers the parse error
+	}
+	if len(msgs) > maxMCPBatch {
+		return status.Errorf(codes.InvalidArgument, "a JSON-RPC batch of %d messages: at most %d per request", len(msgs), maxMCPBatch)
+	}
+	return nil
 }
 
 // refuseMCP answers a request the guard refuses with a JSON-RPC error:

@@ -266,7 +266,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 // store: SQLite, or Redis with --state; the prompt detector); the caller
 // closes the store.
 func openTerminal(ctx context.Context, cfg Config, eng terminal.Embedder, st state, log *slog.Logger) (_ *server.TerminalServer, _ terminalStore, err error) {
-	if err := os.MkdirAll(cfg.TermLogs, 0o755); err != nil {
+	// 0700: the logs are whole terminal sessions, named by session id.
+	if err := os.MkdirAll(cfg.TermLogs, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("terminal logs: %w", err)
 	}
 	store, err := openTerminalStore(cfg, st)

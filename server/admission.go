@@ -3,29 +3,40 @@ package server
 import (
 	"container/list"
 	"context"
+	"fmt"
+	"math"
+	"strconv"
 	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/classifierd/classifierd/embed/batch"
 )
 
 // AdmissionConfig bounds the calls that run the model at once and the
-// calls that may wait for one of those places. Calls past the bounds are
+// calls that may wait for one of those places, and shares both between
+// the callers (identities) that want them. Calls past the bounds are
 // refused at once with ResourceExhausted, so a saturated daemon answers
 // in microseconds instead of queueing clients into their deadlines.
 type AdmissionConfig struct {
 	MaxInFlight int // model calls running at once (0: no admission control)
-	MaxQueue    int // calls waiting for a place; more are refused
-	// MaxWait, when positive, bounds the waiting in time as well as in
-	// number while the daemon is overloaded: a call that finds every
-	// place taken is then refused at once if it would wait longer than
-	// this for one, estimated from the calls ahead of it and the recent
-	// rate at which places came free to waiting calls. So admitted calls
-	// wait about MaxWait at most on a machine of any speed and under any
-	// other load, where MaxQueue alone makes them wait MaxQueue ÷ the
-	// service rate. A call into an empty queue is always admitted.
+	MaxQueue    int // calls waiting for a place, all identities together
+	// MaxQueueBytes bounds the request bytes of the waiting calls (0: no
+	// bound): MaxQueue calls of the largest message would otherwise hold
+	// MaxQueue × 4 MiB.
+	MaxQueueBytes int64
+	// MaxWait bounds the waiting of calls that carry no deadline of their
+	// own (the daemon's --timeout does not count as one) while the daemon
+	// is overloaded: such a call that finds every place taken is refused
+	// at once if it would wait longer than this for one, estimated from
+	// the work ahead of it. A call into an empty queue is always admitted.
 	MaxWait time.Duration
 	// The daemon is overloaded once calls have been waiting without a
 	// break for StandingAfter (CoDel's interval: a queue that does not
@@ -39,6 +50,15 @@ type AdmissionConfig struct {
 	// MinDeadline: a call with less time left than this is refused with
 	// DeadlineExceeded before any work (it could not finish anyway).
 	MinDeadline time.Duration
+	// DeadlineShare: a call with a deadline of its own is admitted to wait
+	// only when its expected wait plus its expected service fit in this
+	// share of the time it has left, and is refused at once otherwise; the
+	// rest of its time is the margin for the estimate's error (default
+	// DefaultAdmissionDeadlineShare).
+	DeadlineShare float64
+	// Weights are the identities' weights in the fair shares, by caller
+	// name (a token's name, "cert:CN", "anonymous"); 1 when absent.
+	Weights map[string]float64
 }
 
 // DefaultAdmissionMaxWait is the default of AdmissionConfig.MaxWait
@@ -49,15 +69,40 @@ type AdmissionConfig struct {
 // waiting gets 10 ms.
 const DefaultAdmissionMaxWait = 10 * time.Millisecond
 
+// DefaultAdmissionDeadlineShare is the default of
+// AdmissionConfig.DeadlineShare (--deadline-share): a call with 50 ms
+// left may be expected to wait and run for 20 ms of it, leaving the
+// estimate 30 ms of error, what the 10 ms bound of calls without a
+// deadline needed (docs/loadtest.md).
+const DefaultAdmissionDeadlineShare = 0.4
+
 // Defaults of AdmissionConfig.StandingAfter and IdleAfter.
 const (
 	DefaultAdmissionStandingAfter = 100 * time.Millisecond
 	DefaultAdmissionIdleAfter     = time.Second
 )
 
-// drainWeight is the weight of the newest interval in the mean interval
-// between places coming free (about the last 20 intervals count).
-const drainWeight = 0.05
+// DefaultAdmissionMaxQueueBytes is the default of
+// AdmissionConfig.MaxQueueBytes (--max-waiting-bytes).
+const DefaultAdmissionMaxQueueBytes = 64 << 20
+
+const (
+	// burstFactor: a caller below its share of the places may start a
+	// call while up to burstFactor × MaxInFlight run, so a caller that
+	// arrives when another holds every place does not wait for one of
+	// those calls to end; the model itself runs no more at once (its own
+	// queue, embed/batch, shares its runs the same way).
+	burstFactor = 2
+	// maxAttemptsPriority caps the attempt count a retried call is
+	// ordered by among its own identity's calls.
+	maxAttemptsPriority = 10
+	// previousAttemptsKey is the metadata gRPC's retry policy sets on a
+	// retried call: how many attempts went before it.
+	previousAttemptsKey = "grpc-previous-rpc-attempts"
+	// retryPushbackKey is the trailer gRPC clients with a retry policy
+	// read as the time to wait before retrying.
+	retryPushbackKey = "grpc-retry-pushback-ms"
+)
 
 // admittedMethods run the model; the rest (sessions, index info, stats,
 // health) are cheap and never wait behind them.
@@ -71,23 +116,43 @@ var admittedMethods = map[string]bool{
 	"/terminal.v1.TerminalService/InferExpectedInput": true,
 }
 
-// Admission is the bounded admission of model calls: MaxInFlight places,
-// and a first-in first-out queue for them bounded in number (MaxQueue)
-// and, while overloaded, in expected waiting time (MaxWait). A place that
-// is given back goes straight to the oldest waiting call.
+// Admission is the fair, deadline-aware admission of model calls.
+//
+// MaxInFlight places run calls. Each identity (Caller.Quota: a token, a
+// certificate, or an anonymous peer's host) is a flow with its own
+// first-in first-out queue; a retried call (grpc-previous-rpc-attempts)
+// goes ahead of its identity's calls with fewer attempts. A place that
+// comes free goes to the waiting flow that has received the least service
+// per weight (start-time fair queuing by cost: a call is charged its
+// expected service time when it starts and corrected to the time it
+// really held its place when it ends, so a caller of large requests is
+// charged for them). While another flow holds the places, a flow below its
+// weighted share of them may start a call at once, up to burstFactor ×
+// MaxInFlight running. When the queue is full, the flow holding the most
+// waiting work per weight gives up its newest call.
+//
+// A call that must wait is refused at once when it would not finish in
+// time: when its own deadline does not leave room for its expected wait
+// plus service (DeadlineShare), or, with no deadline of its own, when the
+// daemon is overloaded and the wait would pass MaxWait. The expected
+// service time of a call is learnt from the calls that ended, as a linear
+// function of the request's size.
 type Admission struct {
 	cfg AdmissionConfig
 	now func() time.Time
 
 	mu       sync.Mutex
 	inFlight int
-	waiters  list.List // of *waiter, oldest first
-	// drain is the weighted mean time, in nanoseconds, between places
-	// coming free while calls wait (0 until one has): the queue's
-	// service interval. lastFree is when a place last came free or the
-	// queue last formed, whichever is later.
-	drain    float64
-	lastFree time.Time
+	queued   int   // waiting calls, all flows
+	qBytes   int64 // their request bytes
+	// running sums the requests of the calls in flight, for their
+	// expected remaining work.
+	runningBytes int64
+	flows        map[string]*flow // flows with calls waiting or in flight
+	weights      float64          // the sum of their weights
+	flowSeq      uint64
+	enqueued     uint64 // calls that have joined the queue since start
+	cost         costModel
 	// busySince is when the queue last formed, idleSince when it last
 	// emptied; overloadedLocked keeps overloaded from them.
 	busySince, idleSince time.Time
@@ -100,10 +165,30 @@ type Admission struct {
 	waited, answered func(time.Duration)
 }
 
-// waiter is one call waiting for a place; ready is closed when it has one.
+// flow is one identity's share: its waiting calls in order and the
+// service it has received.
+type flow struct {
+	key    string
+	weight float64
+	seq    uint64 // when it became active, to break ties in order
+	// vtime is the service received ÷ weight, in nanoseconds of a place.
+	vtime    float64
+	inFlight int
+	waiting  list.List // of *waiter: more attempts first, then oldest first
+	qBytes   int64     // request bytes of the waiting calls
+}
+
+// waiter is one call waiting for a place; ready is closed when it has
+// one (granted) or has been pushed out of the queue (err).
 type waiter struct {
-	ready   chan struct{}
-	granted bool // guarded by Admission.mu
+	f        *flow
+	el       *list.Element
+	ready    chan struct{}
+	bytes    int64
+	attempts int
+	granted  bool  // guarded by Admission.mu
+	err      error // guarded by Admission.mu
+	charged  float64
 }
 
 // NewAdmission returns the admission control of cfg; nil when
@@ -112,7 +197,10 @@ func NewAdmission(cfg AdmissionConfig) *Admission {
 	if cfg.MaxInFlight <= 0 {
 		return nil
 	}
-	return &Admission{cfg: cfg, now: time.Now, rejected: func(string) {},
+	if cfg.DeadlineShare <= 0 || cfg.DeadlineShare > 1 {
+		cfg.DeadlineShare = DefaultAdmissionDeadlineShare
+	}
+	return &Admission{cfg: cfg, now: time.Now, flows: map[string]*flow{}, rejected: func(string) {},
 		waited: func(time.Duration) {}, answered: func(time.Duration) {}}
 }
 
@@ -120,7 +208,7 @@ func NewAdmission(cfg AdmissionConfig) *Admission {
 func (a *Admission) Queued() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return int64(a.waiters.Len())
+	return int64(a.queued)
 }
 
 // InFlight is the number of admitted calls running.
@@ -130,47 +218,26 @@ func (a *Admission) InFlight() int64 {
 	return int64(a.inFlight)
 }
 
-// ExpectedWait is how long a call that found every place taken would
-// wait for one now: one service interval for each call ahead of it and
-// one for itself. 0 until the queue has been served once.
+// Flows is the number of identities with calls waiting or running.
+func (a *Admission) Flows() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return int64(len(a.flows))
+}
+
+// ExpectedWait is how long a small call of a new identity that found every
+// place taken would wait for one now, estimated; 0 until a call has
+// ended. The gauge of the queue as a whole: a call of an identity with
+// calls already waiting waits longer, one of an identity below its share
+// not at all.
 func (a *Admission) ExpectedWait() time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.expectedWaitLocked()
-}
-
-func (a *Admission) expectedWaitLocked() time.Duration {
-	return time.Duration(float64(a.waiters.Len()+1) * a.drain)
-}
-
-// overloadedLocked updates the overload state at now and reports it. It
-// is called before the queue forms or empties, so the state sees every
-// busy and idle period whole.
-func (a *Admission) overloadedLocked(now time.Time) bool {
-	if a.waiters.Len() > 0 {
-		if now.Sub(a.busySince) >= a.cfg.StandingAfter {
-			a.overloaded = true
-		}
-	} else if now.Sub(a.idleSince) >= a.cfg.IdleAfter {
-		a.overloaded = false
+	f := a.flows[""]
+	if f == nil {
+		f = &flow{weight: 1, vtime: a.minVtimeLocked()}
 	}
-	return a.overloaded
-}
-
-// refuseLocked reports whether a call that found every place taken at now
-// may not wait.
-func (a *Admission) refuseLocked(now time.Time) bool {
-	switch {
-	case a.waiters.Len() >= a.cfg.MaxQueue:
-		return true
-	case a.waiters.Len() == 0 || a.cfg.MaxWait <= 0:
-		return false
-	}
-	bound := a.cfg.MaxWait
-	if !a.overloadedLocked(now) {
-		bound = max(bound, a.cfg.StandingAfter)
-	}
-	return a.expectedWaitLocked() > bound
+	return a.expectedWaitLocked(f, 0)
 }
 
 // Overloaded reports whether MaxWait applies now.
@@ -180,51 +247,359 @@ func (a *Admission) Overloaded() bool {
 	return a.overloadedLocked(a.now())
 }
 
-// admit takes a place for one call, waiting in the bounded queue if
-// needed; the returned func gives it back.
-func (a *Admission) admit(ctx context.Context, method string) (func(), error) {
+// overloadedLocked updates the overload state at now and reports it. It
+// is called before the queue forms or empties, so the state sees every
+// busy and idle period whole.
+func (a *Admission) overloadedLocked(now time.Time) bool {
+	if a.queued > 0 {
+		if now.Sub(a.busySince) >= a.cfg.StandingAfter {
+			a.overloaded = true
+		}
+	} else if now.Sub(a.idleSince) >= a.cfg.IdleAfter {
+		a.overloaded = false
+	}
+	return a.overloaded
+}
+
+// flowLocked returns the active flow of key, making it active if it was
+// not: a flow that becomes active starts at the least service of the
+// active ones, so time spent idle earns it no credit.
+func (a *Admission) flowLocked(key string, weight float64) *flow {
+	if f := a.flows[key]; f != nil {
+		return f
+	}
+	a.flowSeq++
+	f := &flow{key: key, weight: weight, seq: a.flowSeq, vtime: a.minVtimeLocked()}
+	a.flows[key] = f
+	a.weights += weight
+	return f
+}
+
+func (a *Admission) minVtimeLocked() float64 {
+	m, any := 0.0, false
+	for _, f := range a.flows {
+		if !any || f.vtime < m {
+			m, any = f.vtime, true
+		}
+	}
+	return m
+}
+
+// idleLocked forgets f once it has nothing waiting or running.
+func (a *Admission) idleLocked(f *flow) {
+	if f.inFlight == 0 && f.waiting.Len() == 0 && a.flows[f.key] == f {
+		delete(a.flows, f.key)
+		a.weights -= f.weight
+		if len(a.flows) == 0 {
+			a.weights = 0 // no drift from float sums
+		}
+	}
+}
+
+// mayStartLocked reports whether f may start a call now: any flow while
+// fewer than MaxInFlight run, a flow below its weighted share of them
+// while fewer than burstFactor × MaxInFlight run.
+func (a *Admission) mayStartLocked(f *flow) bool {
+	if a.inFlight < a.cfg.MaxInFlight {
+		return true
+	}
+	if a.inFlight >= burstFactor*a.cfg.MaxInFlight {
+		return false
+	}
+	share := math.Max(1, math.Floor(float64(a.cfg.MaxInFlight)*f.weight/a.weights))
+	return float64(f.inFlight) < share
+}
+
+// startLocked gives f a place for a call of the given size and charges
+// f its expected service; it returns the charge.
+func (a *Admission) startLocked(f *flow, bytes int64) float64 {
+	a.inFlight++
+	f.inFlight++
+	a.runningBytes += bytes
+	c := a.cost.predict(float64(bytes))
+	f.vtime += c / f.weight
+	return c
+}
+
+// dispatchLocked starts waiting calls while a flow with waiting calls may
+// start one: the one with the least service per weight first.
+func (a *Admission) dispatchLocked(now time.Time) {
+	for a.queued > 0 {
+		var pick *flow
+		for _, f := range a.flows {
+			if f.waiting.Len() == 0 || !a.mayStartLocked(f) {
+				continue
+			}
+			if pick == nil || f.vtime < pick.vtime || (f.vtime == pick.vtime && f.seq < pick.seq) {
+				pick = f
+			}
+		}
+		if pick == nil {
+			return
+		}
+		w := a.removeLocked(pick.waiting.Front().Value.(*waiter), now)
+		w.charged = a.startLocked(pick, w.bytes)
+		w.granted = true
+		close(w.ready)
+	}
+}
+
+// removeLocked takes w out of the queue at now.
+func (a *Admission) removeLocked(w *waiter, now time.Time) *waiter {
+	if a.queued == 1 {
+		a.overloadedLocked(now) // a busy period ends
+		a.idleSince = now
+	}
+	w.f.waiting.Remove(w.el)
+	w.f.qBytes -= w.bytes
+	a.queued--
+	a.qBytes -= w.bytes
+	return w
+}
+
+// enqueueLocked puts w in its flow's queue: behind the calls with as
+// many attempts or more, ahead of those with fewer.
+func (a *Admission) enqueueLocked(w *waiter, now time.Time) {
+	if a.queued == 0 {
+		a.overloadedLocked(now) // an idle period ends
+		a.busySince = now
+	}
+	f := w.f
+	at := f.waiting.Back()
+	for at != nil && at.Value.(*waiter).attempts < w.attempts {
+		at = at.Prev()
+	}
+	if at == nil {
+		w.el = f.waiting.PushFront(w)
+	} else {
+		w.el = f.waiting.InsertAfter(w, at)
+	}
+	f.qBytes += w.bytes
+	a.queued++
+	a.qBytes += w.bytes
+	a.enqueued++
+}
+
+// expectedWaitLocked estimates how long a call of f with attempts earlier
+// attempts would wait for a place if it queued now:
+// the work that starts before it (f's calls ahead of it, and each other
+// flow's waiting work until that flow has received as much service per
+// weight as f will have by then, as weighted fair queuing serves them),
+// plus a place coming free, at MaxInFlight places. 0 before any call has
+// ended.
+func (a *Admission) expectedWaitLocked(f *flow, attempts int) time.Duration {
+	if !a.cost.trained() {
+		return 0
+	}
+	var n int
+	var b int64
+	for el := f.waiting.Front(); el != nil; el = el.Next() {
+		w := el.Value.(*waiter)
+		if w.attempts < attempts {
+			break
+		}
+		n++
+		b += w.bytes
+	}
+	ahead := a.cost.total(n, b)
+	start := f.vtime + ahead/f.weight
+	work := ahead
+	for _, g := range a.flows {
+		if g == f || g.waiting.Len() == 0 {
+			continue
+		}
+		queued := a.cost.total(g.waiting.Len(), g.qBytes)
+		work += math.Min(queued, math.Max(0, (start-g.vtime)*g.weight))
+	}
+	// A place comes free after about the mean running call ÷ places.
+	if a.inFlight > 0 {
+		work += a.cost.total(a.inFlight, a.runningBytes) / float64(a.inFlight)
+	}
+	return time.Duration(work / float64(a.cfg.MaxInFlight))
+}
+
+// refusal is a RESOURCE_EXHAUSTED that says when to come back.
+func refusal(why string, after time.Duration) error {
+	after = min(max(after, time.Millisecond), 10*time.Second)
+	st := status.New(codes.ResourceExhausted, fmt.Sprintf("server overloaded: %s; retry with backoff (in about %v)", why, after.Round(time.Millisecond)))
+	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(after)}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// retryAfter is the retry delay a refusal carries (0 if none).
+func retryAfter(err error) time.Duration {
+	for _, d := range status.Convert(err).Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return 0
+}
+
+// refuseLocked reports why a call of f with the given expected wait and
+// service may not wait, or "" if it may.
+func (a *Admission) refuseLocked(ctx context.Context, now time.Time, wait, service time.Duration) (string, time.Duration) {
+	if !a.cost.trained() {
+		return "", 0 // only the count bounds the queue until a call has ended
+	}
+	if dl, own := ownDeadline(ctx); own {
+		budget := time.Duration(a.cfg.DeadlineShare * float64(dl.Sub(now)))
+		if wait+service > budget {
+			return fmt.Sprintf("expected wait %v and service %v do not fit in the call's deadline", wait.Round(time.Millisecond),
+				service.Round(time.Millisecond)), wait + service - budget
+		}
+		return "", 0
+	}
+	if a.queued == 0 || a.cfg.MaxWait <= 0 {
+		return "", 0
+	}
+	bound := a.cfg.MaxWait
+	if !a.overloadedLocked(now) {
+		bound = max(bound, a.cfg.StandingAfter)
+	}
+	if wait > bound {
+		return fmt.Sprintf("expected wait %v, limit %v", wait.Round(time.Millisecond), bound), wait - bound
+	}
+	return "", 0
+}
+
+// pushOutLocked makes room in a full queue for a call of f with bytes of
+// request and attempts earlier attempts: it takes the newest call of the
+// flow holding the most waiting work per weight (counting the newcomer),
+// if that is another flow's, or one of f's own with fewer attempts. It
+// reports false when nothing may give way: the newcomer is refused.
+func (a *Admission) pushOutLocked(f *flow, bytes int64, attempts int, now time.Time) bool {
+	var victim *flow
+	worst := -1.0
+	for _, g := range a.flows {
+		n, b := g.waiting.Len(), g.qBytes
+		if g == f {
+			n, b = n+1, b+bytes
+		}
+		if n == 0 {
+			continue
+		}
+		load := a.cost.total(n, b) / g.weight
+		if !a.cost.trained() {
+			load = float64(n) / g.weight
+		}
+		if load > worst || (load == worst && g == f) {
+			victim, worst = g, load
+		}
+	}
+	if victim == nil || victim.waiting.Len() == 0 {
+		return false
+	}
+	last := victim.waiting.Back().Value.(*waiter)
+	if victim == f && last.attempts >= attempts {
+		return false
+	}
+	a.removeLocked(last, now)
+	last.err = refusal("pushed out of the full queue by a call with a better claim", a.expectedWaitLocked(victim, 0))
+	close(last.ready)
+	return true
+}
+
+// fullLocked reports whether a call of bytes has no room in the queue.
+func (a *Admission) fullLocked(bytes int64) bool {
+	return a.queued >= a.cfg.MaxQueue || (a.cfg.MaxQueueBytes > 0 && a.queued > 0 && a.qBytes+bytes > a.cfg.MaxQueueBytes)
+}
+
+// callerFlow is the flow key and weight of ctx's caller.
+func (a *Admission) callerFlow(ctx context.Context) (string, float64) {
+	c := CallerFrom(ctx)
+	w := 1.0
+	if v, ok := a.cfg.Weights[c.Name]; ok && v > 0 {
+		w = v
+	}
+	return c.Quota, w
+}
+
+// previousAttempts is the grpc-previous-rpc-attempts of ctx's call,
+// capped.
+func previousAttempts(ctx context.Context) int {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get(previousAttemptsKey)
+	if len(v) == 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(v[0])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return min(n, maxAttemptsPriority)
+}
+
+// requestBytes is the encoded size of a request message (0 for anything
+// else).
+func requestBytes(req any) int64 {
+	if m, ok := req.(proto.Message); ok {
+		return int64(proto.Size(m))
+	}
+	return 0
+}
+
+// admit takes a place for one call of req, waiting in its identity's
+// queue if needed; the returned func gives it back.
+func (a *Admission) admit(ctx context.Context, method string, req any) (func(), error) {
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < a.cfg.MinDeadline {
 		return nil, status.Errorf(codes.DeadlineExceeded, "less than %v left of the call's deadline", a.cfg.MinDeadline)
 	}
+	key, weight := a.callerFlow(ctx)
+	bytes := requestBytes(req)
+	attempts := previousAttempts(ctx)
 	arrived := a.now()
 	a.mu.Lock()
-	if a.inFlight < a.cfg.MaxInFlight && a.waiters.Len() == 0 {
-		a.inFlight++
+	f := a.flowLocked(key, weight)
+	if f.waiting.Len() == 0 && a.mayStartLocked(f) {
+		charged := a.startLocked(f, bytes)
 		a.mu.Unlock()
-		return a.placed(arrived, arrived), nil
+		return a.placed(f, bytes, charged, arrived, arrived), nil
 	}
-	if a.refuseLocked(arrived) {
+	wait := a.expectedWaitLocked(f, attempts)
+	why, after := a.refuseLocked(ctx, arrived, wait, time.Duration(a.cost.predict(float64(bytes))))
+	if why == "" && a.fullLocked(bytes) && !a.pushOutLocked(f, bytes, attempts, arrived) {
+		why, after = fmt.Sprintf("%d calls waiting, limit %d", a.queued, a.cfg.MaxQueue), wait
+		if a.queued < a.cfg.MaxQueue {
+			why = fmt.Sprintf("%d bytes of requests waiting, limit %d", a.qBytes, a.cfg.MaxQueueBytes)
+		}
+	}
+	if why != "" {
+		a.idleLocked(f)
 		a.mu.Unlock()
 		a.rejected(method)
-		return nil, status.Error(codes.ResourceExhausted, "server overloaded: retry with backoff")
+		return nil, refusal(why, after)
 	}
-	w := &waiter{ready: make(chan struct{})}
-	if a.waiters.Len() == 0 {
-		a.overloadedLocked(arrived) // an idle period ends
-		a.busySince = arrived
-		a.lastFree = arrived // the queue's first interval starts now
-	}
-	el := a.waiters.PushBack(w)
+	w := &waiter{f: f, ready: make(chan struct{}), bytes: bytes, attempts: attempts}
+	a.enqueueLocked(w, arrived)
 	a.mu.Unlock()
 
 	select {
 	case <-w.ready:
 	case <-ctx.Done():
 		a.mu.Lock()
-		granted := w.granted
-		if !granted {
-			a.removeLocked(el, a.now())
+		granted, pushed := w.granted, w.err != nil
+		if !granted && !pushed {
+			a.removeLocked(w, a.now())
+			a.idleLocked(f)
+			a.dispatchLocked(a.now()) // shares may have changed
 		}
 		a.mu.Unlock()
-		if granted { // a place came at the same time: pass it on
-			a.free(false)
+		if granted { // a place came at the same time: give it back
+			a.done(f, bytes, w.charged, 0, a.now())
 		}
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
-	release := a.placed(arrived, a.now())
+	if w.err != nil {
+		a.rejected(method)
+		return nil, w.err
+	}
+	release := a.placed(f, bytes, w.charged, arrived, a.now())
 	// Time spent queueing may have used up the deadline: check again
 	// before the model runs.
 	if err := ctx.Err(); err != nil {
@@ -234,53 +609,36 @@ func (a *Admission) admit(ctx context.Context, method string) (func(), error) {
 	return release, nil
 }
 
-// placed is the release func of a call that arrived at arrived and got
-// its place at got.
-func (a *Admission) placed(arrived, got time.Time) func() {
+// placed is the release func of a call of f that arrived at arrived and
+// got its place at got, charged charged.
+func (a *Admission) placed(f *flow, bytes int64, charged float64, arrived, got time.Time) func() {
 	a.waited(got.Sub(arrived))
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			a.answered(a.now().Sub(arrived))
-			a.free(true)
+			now := a.now()
+			a.answered(now.Sub(arrived))
+			a.done(f, bytes, charged, now.Sub(got), now)
 		})
 	}
 }
 
-// free gives a place that has come free to the oldest waiting call, or
-// back to the pool; timed: a call has finished with it, which times the
-// queue's service interval (not so for a place passed on by a call that
-// gave up as it got it).
-func (a *Admission) free(timed bool) {
-	now := a.now()
+// done gives back the place of a call of f with bytes of request that
+// held it for served (0: it never ran), corrects f's charge from the
+// expected service to served, learns the service time, and gives the
+// place to the next waiting call.
+func (a *Admission) done(f *flow, bytes int64, charged float64, served time.Duration, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	el := a.waiters.Front()
-	if el == nil {
-		a.inFlight--
-		return
+	a.inFlight--
+	f.inFlight--
+	a.runningBytes -= bytes
+	f.vtime += (float64(served) - charged) / f.weight
+	if served > 0 {
+		a.cost.observe(float64(bytes), float64(served))
 	}
-	if timed {
-		d := float64(now.Sub(a.lastFree))
-		if a.drain == 0 {
-			a.drain = d
-		} else {
-			a.drain += drainWeight * (d - a.drain)
-		}
-		a.lastFree = now
-	}
-	w := a.removeLocked(el, now)
-	w.granted = true
-	close(w.ready)
-}
-
-// removeLocked takes el out of the queue at now.
-func (a *Admission) removeLocked(el *list.Element, now time.Time) *waiter {
-	if a.waiters.Len() == 1 {
-		a.overloadedLocked(now) // a busy period ends
-		a.idleSince = now
-	}
-	return a.waiters.Remove(el).(*waiter)
+	a.idleLocked(f)
+	a.dispatchLocked(now)
 }
 
 func (a *Admission) unary() grpc.UnaryServerInterceptor {
@@ -288,11 +646,87 @@ func (a *Admission) unary() grpc.UnaryServerInterceptor {
 		if a == nil || !admittedMethods[info.FullMethod] {
 			return h(ctx, req)
 		}
-		release, err := a.admit(ctx, info.FullMethod)
+		release, err := a.admit(ctx, info.FullMethod, req)
 		if err != nil {
+			if d := retryAfter(err); d > 0 {
+				_ = grpc.SetTrailer(ctx, metadata.Pairs(retryPushbackKey, strconv.FormatInt(d.Milliseconds(), 10)))
+			}
 			return nil, err
 		}
 		defer release()
-		return h(ctx, req)
+		key, weight := a.callerFlow(ctx)
+		return h(batch.WithFlow(ctx, key, weight), req)
 	}
 }
+
+// defaultDeadlineKey marks a context whose deadline is the daemon's
+// --timeout, not the caller's.
+type defaultDeadlineKey struct{}
+
+// withDefaultDeadline returns ctx with the daemon's default timeout d,
+// marked as not the caller's own.
+func withDefaultDeadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	return context.WithValue(ctx, defaultDeadlineKey{}, true), cancel
+}
+
+// ownDeadline is the deadline the caller set on ctx's call, if it set one.
+func ownDeadline(ctx context.Context) (time.Time, bool) {
+	dl, ok := ctx.Deadline()
+	if !ok || ctx.Value(defaultDeadlineKey{}) != nil {
+		return time.Time{}, false
+	}
+	return dl, true
+}
+
+// costModel learns a call's service time (how long it holds its place,
+// in nanoseconds) as a + b × its request's bytes, by least squares over
+// exponentially weighted sums: large requests (a 240 KB Route embeds
+// several long texts) cost more than small ones, and the estimate
+// follows the machine's speed and load. Guarded by Admission.mu.
+type costModel struct {
+	n, x, y, xx, xy float64
+	a, b            float64
+}
+
+const (
+	// costDecay is the weight of the past at each observation: about
+	// the last 20 calls count.
+	costDecay = 0.95
+	// minSpread is the spread of request sizes (standard deviation, in
+	// bytes) below which no per-byte cost is fitted: calls of nearly one
+	// size say nothing of what a larger one costs.
+	minSpread = 1024
+)
+
+func (m *costModel) trained() bool { return m.n > 0 }
+
+// observe adds a call of x bytes that held its place y nanoseconds. The
+// first observation counts as if seen 1 ÷ (1 - costDecay) times, so one
+// early outlier does not make the estimate.
+func (m *costModel) observe(x, y float64) {
+	if m.n == 0 {
+		w := 1 / (1 - costDecay)
+		m.n, m.x, m.y, m.xx, m.xy = w, w*x, w*y, w*x*x, w*x*y
+	} else {
+		d := costDecay
+		m.n, m.x, m.y, m.xx, m.xy = d*m.n+1, d*m.x+x, d*m.y+y, d*m.xx+x*x, d*m.xy+x*y
+	}
+	mx, my := m.x/m.n, m.y/m.n
+	vx := m.xx/m.n - mx*mx
+	m.a, m.b = my, 0
+	if vx > minSpread*minSpread {
+		if b := (m.xy/m.n - mx*my) / vx; b > 0 {
+			m.a, m.b = my-b*mx, b
+		}
+	}
+	if m.a < 0 {
+		m.a = 0
+	}
+}
+
+// predict is the expected service of a call of x bytes.
+func (m *costModel) predict(x float64) float64 { return m.a + m.b*x }
+
+// total is the expected service of n calls of b bytes together.
+func (m *costModel) total(n int, b int64) float64 { return m.a*float64(n) + m.b*float64(b) }

@@ -12,6 +12,12 @@
 // started are dropped from the queue, and a batch that has started is
 // cancelled only when every caller it serves has gone.
 //
+// Calls may belong to flows (WithFlow: the daemon's callers): when more
+// than one flow has items waiting, a run takes the items of the flow that
+// has had the least model time per weight so far (fair queuing by measured
+// run time, first in first out within a flow), so one caller's long texts
+// do not hold another's short ones behind them.
+//
 // The package is pure Go and knows nothing of models: embed uses it with
 // tokenised texts as items and vectors as results, its tests with a fake
 // run function.
@@ -78,8 +84,41 @@ func (c Config) Validate() error {
 // ends only when every caller the batch serves has gone.
 type RunFunc[In, Out any] func(ctx context.Context, items []In) ([]Out, error)
 
+// flowKey is the context key of a call's flow.
+type flowKey struct{}
+
+// flowID names a flow and weighs it.
+type flowID struct {
+	key    string
+	weight float64
+}
+
+// WithFlow returns ctx marking the calls made with it as flow key's, of
+// the given weight (at least a small positive one) in the fair sharing
+// of model runs. Calls without a flow share the flow "".
+func WithFlow(ctx context.Context, key string, weight float64) context.Context {
+	return context.WithValue(ctx, flowKey{}, flowID{key: key, weight: max(weight, 1e-3)})
+}
+
+func flowOf(ctx context.Context) flowID {
+	if f, ok := ctx.Value(flowKey{}).(flowID); ok {
+		return f
+	}
+	return flowID{weight: 1}
+}
+
+// flow is the model time a flow with calls under way has had, per weight
+// (nanoseconds), and how many of its calls are under way.
+type flow struct {
+	key    string
+	weight float64
+	vtime  float64
+	calls  int
+}
+
 // call is one Do: its items, where their results go, and how it ended.
 type call[Out any] struct {
+	flow    *flow // guarded by Batcher.mu
 	ctx     context.Context
 	results []Out
 	left    int   // items not yet answered; guarded by Batcher.mu
@@ -89,10 +128,11 @@ type call[Out any] struct {
 
 // task is one item of a call, queued.
 type task[In, Out any] struct {
-	c    *call[Out]
-	pos  int
-	in   In
-	when time.Time // when it was queued
+	c       *call[Out]
+	pos     int
+	in      In
+	when    time.Time // when it was queued
+	charged float64   // model time charged to its flow when it was taken
 }
 
 // Batcher collects items from concurrent calls into batches. It is safe for
@@ -103,6 +143,7 @@ type Batcher[In, Out any] struct {
 
 	mu     sync.Mutex
 	queue  []task[In, Out]
+	flows  map[string]*flow // flows with calls under way
 	closed bool
 	// wake is signalled (without blocking) when items arrive; only the one
 	// collecting worker waits on it. quit is closed by Close.
@@ -126,7 +167,7 @@ func New[In, Out any](cfg Config, run RunFunc[In, Out]) (*Batcher[In, Out], erro
 	if run == nil {
 		return nil, errors.New("batch: nil run function")
 	}
-	b := &Batcher[In, Out]{cfg: cfg, run: run, wake: make(chan struct{}, 1), quit: make(chan struct{})}
+	b := &Batcher[In, Out]{cfg: cfg, run: run, flows: map[string]*flow{}, wake: make(chan struct{}, 1), quit: make(chan struct{})}
 	b.workers.Add(cfg.Workers)
 	for range cfg.Workers {
 		go b.work()
@@ -176,11 +217,13 @@ func (b *Batcher[In, Out]) Do(ctx context.Context, items []In) ([]Out, error) {
 		b.rejected.Add(1)
 		return nil, err
 	}
+	c.flow = b.joinLocked(flowOf(ctx))
 	for i, in := range items {
 		b.queue = append(b.queue, task[In, Out]{c: c, pos: i, in: in, when: now})
 	}
 	b.mu.Unlock()
 	b.signal()
+	defer b.leave(c.flow)
 
 	select {
 	case <-c.done:
@@ -228,6 +271,89 @@ func (b *Batcher[In, Out]) admitLocked(n int) error {
 		}
 	}
 	return nil
+}
+
+// joinLocked counts a call of flow id under way; a flow that was idle
+// starts at the least model time of the flows under way, so idling earns
+// it no credit.
+func (b *Batcher[In, Out]) joinLocked(id flowID) *flow {
+	f := b.flows[id.key]
+	if f == nil {
+		f = &flow{key: id.key, weight: id.weight}
+		first := true
+		for _, g := range b.flows {
+			if first || g.vtime < f.vtime {
+				f.vtime, first = g.vtime, false
+			}
+		}
+		b.flows[id.key] = f
+	}
+	f.calls++
+	return f
+}
+
+// leave counts a call of f as over.
+func (b *Batcher[In, Out]) leave(f *flow) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f.calls--
+	if f.calls == 0 && b.flows[f.key] == f {
+		delete(b.flows, f.key)
+	}
+}
+
+// takeLocked takes up to k items off the queue for one run: the oldest
+// ones while they belong to one flow, else, item by item, the oldest of
+// the flow with the least model time per weight, charging each flow the
+// expected time of its items.
+func (b *Batcher[In, Out]) takeLocked(k int) []task[In, Out] {
+	est := b.perItem
+	if est == 0 {
+		est = 1
+	}
+	one := true
+	for _, t := range b.queue[1:] {
+		if t.c.flow != b.queue[0].c.flow {
+			one = false
+			break
+		}
+	}
+	tasks := make([]task[In, Out], 0, k)
+	if one {
+		tasks = append(tasks, b.queue[:k]...)
+		clear(b.queue[:k])
+		b.queue = b.queue[k:]
+	} else {
+		taken := make([]bool, len(b.queue))
+		for len(tasks) < k {
+			best := -1
+			for i, t := range b.queue {
+				if !taken[i] && (best < 0 || t.c.flow.vtime < b.queue[best].c.flow.vtime) {
+					best = i
+				}
+			}
+			taken[best] = true
+			tasks = append(tasks, b.queue[best])
+			b.queue[best].c.flow.vtime += est / b.queue[best].c.flow.weight
+		}
+		kept := b.queue[:0]
+		for i, t := range b.queue {
+			if !taken[i] {
+				kept = append(kept, t)
+			}
+		}
+		clear(b.queue[len(kept):])
+		b.queue = kept
+		for i := range tasks {
+			tasks[i].charged = est
+		}
+		return tasks
+	}
+	for i := range tasks {
+		tasks[i].charged = est
+		tasks[i].c.flow.vtime += est / tasks[i].c.flow.weight
+	}
+	return tasks
 }
 
 // queueFull is a refusal: it is embederr.ErrQueueFull (errors.Is), says
@@ -317,11 +443,7 @@ func (b *Batcher[In, Out]) gather() []task[In, Out] {
 		if n := len(b.queue); n > 0 {
 			wait = b.cfg.Window - time.Since(b.queue[0].when)
 			if n >= b.cfg.MaxBatch || wait <= 0 {
-				k := min(n, b.cfg.MaxBatch)
-				tasks := make([]task[In, Out], k)
-				copy(tasks, b.queue)
-				clear(b.queue[:k])
-				b.queue = b.queue[k:]
+				tasks := b.takeLocked(min(n, b.cfg.MaxBatch))
 				more := len(b.queue) > 0
 				b.mu.Unlock()
 				if more {
@@ -401,6 +523,9 @@ func (b *Batcher[In, Out]) runBatch(tasks []task[In, Out]) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	for _, t := range tasks { // each flow pays the run's time its items took
+		t.c.flow.vtime += (float64(took)/float64(len(tasks)) - t.charged) / t.c.flow.weight
+	}
 	if err == nil {
 		per := float64(took) / float64(len(ins))
 		if b.perItem == 0 {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,6 +37,9 @@ type OpsConfig struct {
 	MaxInFlight          int
 	MaxQueue             int
 	MaxWaitingTime       time.Duration
+	MaxWaitingBytes      int64
+	DeadlineShare        float64
+	AdmissionWeights     string // --admission-weights: NAME=WEIGHT,...
 	MinDeadline          time.Duration
 	MaxIndexBytes        int64
 	IndexMmap            bool
@@ -43,6 +47,8 @@ type OpsConfig struct {
 	// plainHTTP and plainMCP are what validate read from
 	// PlaintextListeners.
 	plainHTTP, plainMCP bool
+	// weights is what validate read from AdmissionWeights.
+	weights map[string]float64
 }
 
 // indexLoad is how index files are read, at start and on every reload.
@@ -59,8 +65,11 @@ func (c *OpsConfig) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TokenFile, "auth-token-file", "", "require bearer tokens from this file (lines: NAME SCOPES TOKEN; mode 0600); reloaded on SIGHUP")
 	fs.IntVar(&c.MaxSessionsPerClient, "max-sessions-per-client", 1000, "most hub sessions one caller (identity, or peer address when anonymous) may hold; with --mcp-listen, also the most MCP sessions it may hold there, counted apart (HTTP 429 past it)")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", 0, "model calls admitted at once (default: 2 x --concurrency)")
-	fs.IntVar(&c.MaxQueue, "max-waiting", 0, "model calls that may wait for a place; more get RESOURCE_EXHAUSTED at once (default: 64 x --concurrency)")
-	fs.DurationVar(&c.MaxWaitingTime, "max-waiting-time", server.DefaultAdmissionMaxWait, "refuse a model call at once (RESOURCE_EXHAUSTED) when the calls ahead of it would keep it from a place longer than this, from the recent rate places came free; applies once calls have waited without a break for 100ms, until the queue has been empty for 1s (before: a burst may queue up to 100ms of waiting) (0: --max-waiting only)")
+	fs.IntVar(&c.MaxQueue, "max-waiting", defaultMaxWaiting, "model calls that may wait for a place, all callers together; past it the caller holding the most waiting work gives up its newest call (RESOURCE_EXHAUSTED)")
+	fs.Int64Var(&c.MaxWaitingBytes, "max-waiting-bytes", server.DefaultAdmissionMaxQueueBytes, "request bytes the waiting model calls may hold, all callers together (0: no bound but --max-waiting)")
+	fs.DurationVar(&c.MaxWaitingTime, "max-waiting-time", server.DefaultAdmissionMaxWait, "for a model call without a deadline of its own: refuse it at once (RESOURCE_EXHAUSTED) when the work ahead of it would keep it from a place longer than this; applies once calls have waited without a break for 100ms, until the queue has been empty for 1s (before: a burst may queue up to 100ms of waiting) (0: --max-waiting only)")
+	fs.Float64Var(&c.DeadlineShare, "deadline-share", server.DefaultAdmissionDeadlineShare, "a model call with a deadline waits only if its expected wait plus service fit in this share of the time it has left; else RESOURCE_EXHAUSTED at once, with a retry delay (0 < share <= 1)")
+	fs.StringVar(&c.AdmissionWeights, "admission-weights", "", "weights of callers in the fair shares of the model when busy, NAME=WEIGHT,... by token name, cert:CN or anonymous (default 1 each)")
 	fs.DurationVar(&c.MinDeadline, "min-deadline", 2*time.Millisecond, "refuse model calls with less than this left of their deadline (DEADLINE_EXCEEDED) before any work")
 	fs.Int64Var(&c.MaxIndexBytes, "max-index-bytes", index.DefaultMaxFileBytes, "largest index file accepted, in bytes")
 	fs.BoolVar(&c.IndexMmap, "index-mmap", false, "score from a read-only mapping of the index file instead of a copy in memory (large indexes); only if the file is replaced by rename, as gen-index does: a mapped file rewritten in place (cp over it) kills the daemon")
@@ -87,14 +96,35 @@ func (c *OpsConfig) validate(concurrency int) error {
 	if c.MaxSessionsPerClient < 1 || c.MaxInFlight < 0 || c.MaxQueue < 0 || c.MaxWaitingTime < 0 || c.MinDeadline < 0 || c.MaxIndexBytes < 1 {
 		return errors.New("--max-sessions-per-client and --max-index-bytes must be positive; --max-inflight, --max-waiting, --max-waiting-time and --min-deadline not negative")
 	}
+	if c.DeadlineShare <= 0 || c.DeadlineShare > 1 || c.MaxWaitingBytes < 0 {
+		return errors.New("--deadline-share must be in (0, 1], --max-waiting-bytes not negative")
+	}
+	c.weights = nil
+	for _, kv := range splitList(c.AdmissionWeights) {
+		name, v, ok := strings.Cut(kv, "=")
+		w, err := strconv.ParseFloat(v, 64)
+		if !ok || name == "" || err != nil || !(w > 0) || math.IsInf(w, 0) {
+			return fmt.Errorf("--admission-weights: %q is not NAME=WEIGHT with a positive weight", kv)
+		}
+		if c.weights == nil {
+			c.weights = map[string]float64{}
+		}
+		c.weights[name] = w
+	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = 2 * concurrency
 	}
 	if c.MaxQueue == 0 {
-		c.MaxQueue = 64 * concurrency
+		c.MaxQueue = defaultMaxWaiting
 	}
 	return nil
 }
+
+// defaultMaxWaiting is --max-waiting's default: a bound on memory (a
+// goroutine and a request each, with --max-waiting-bytes), not on
+// waiting time, which the calls' deadlines and --max-waiting-time bound;
+// room for 400 clients with long deadlines to wait rather than retry.
+const defaultMaxWaiting = 1024
 
 // ops is what OpsConfig opens: the metrics registry, tokens, TLS, and the
 // reloaders SIGHUP runs (security's).
@@ -117,14 +147,18 @@ func openOps(cfg OpsConfig, log *slog.Logger) (*ops, error) {
 		return nil, err
 	}
 	o.admission = server.NewAdmission(server.AdmissionConfig{MaxInFlight: cfg.MaxInFlight, MaxQueue: cfg.MaxQueue,
-		MaxWait: cfg.MaxWaitingTime, StandingAfter: server.DefaultAdmissionStandingAfter, IdleAfter: server.DefaultAdmissionIdleAfter,
-		MinDeadline: cfg.MinDeadline})
+		MaxQueueBytes: cfg.MaxWaitingBytes, MaxWait: cfg.MaxWaitingTime, StandingAfter: server.DefaultAdmissionStandingAfter,
+		IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: cfg.MinDeadline, DeadlineShare: cfg.DeadlineShare, Weights: cfg.weights})
 	if err := o.metrics.Gauge("classifierd_admission_queue_depth", "Model calls waiting for a place.",
 		func() float64 { return float64(o.admission.Queued()) }); err != nil {
 		return nil, err
 	}
 	if err := o.metrics.Gauge("classifierd_admission_in_flight", "Model calls admitted and running.",
 		func() float64 { return float64(o.admission.InFlight()) }); err != nil {
+		return nil, err
+	}
+	if err := o.metrics.Gauge("classifierd_admission_callers", "Callers (identities) with model calls waiting or running: the fair shares are among them.",
+		func() float64 { return float64(o.admission.Flows()) }); err != nil {
 		return nil, err
 	}
 	if err := o.metrics.Gauge("classifierd_admission_overloaded", "1 while the admission holds waiting calls to --max-waiting-time (a standing queue), else 0.",

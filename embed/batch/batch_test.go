@@ -509,3 +509,59 @@ func TestOnRunReportsEachCallOnce(t *testing.T) {
 		t.Fatalf("OnRun calls by call: %v, want each call once per run it is in", got)
 	}
 }
+
+// Items of two flows: the later flow's item runs after the run under
+// way, not behind every item the first flow queued before it; within a
+// flow, first in first out.
+func TestFlowsShareRuns(t *testing.T) {
+	f := &fake{started: make(chan []int, 20), gate: make(chan struct{})}
+	b := newBatcher(t, Config{MaxBatch: 1, MaxQueue: 100, Workers: 1}, f)
+	released := false
+	t.Cleanup(func() { // before Close, which waits for the runs
+		if !released {
+			close(f.gate)
+		}
+	})
+	ctx := context.Background()
+	hog := doAsync(WithFlow(ctx, "hog", 1), b, 1, 2, 3, 4, 5, 6)
+	if got := <-f.started; got[0] != 1 {
+		t.Fatalf("first run %v, want [1]", got)
+	}
+	waitQueued(t, b, 5)
+	small := doAsync(WithFlow(ctx, "small", 1), b, 100, 101)
+	waitQueued(t, b, 7)
+	var order []int
+	for range 8 {
+		f.gate <- struct{}{} // the run under way answers
+		if len(order) < 7 {
+			order = append(order, (<-f.started)[0])
+		}
+	}
+	// Each of the hog's runs charges it a run's time: the small flow's
+	// two items go before the hog's second run and right after it.
+	if order[0] != 100 || !slices.Contains(order[:3], 101) {
+		t.Fatalf("runs after the hog's first: %v, want 100 first and 101 among the next two", order)
+	}
+	var hogOrder []int
+	for _, x := range order {
+		if x < 100 {
+			hogOrder = append(hogOrder, x)
+		}
+	}
+	released = true
+	close(f.gate)
+	if !slices.Equal(hogOrder, []int{2, 3, 4, 5, 6}) {
+		t.Fatalf("hog's items ran in order %v, want first in first out", hogOrder)
+	}
+	for _, ch := range []chan answer{hog, small} {
+		if got := <-ch; got.err != nil {
+			t.Fatal(got.err)
+		}
+	}
+	b.mu.Lock()
+	n := len(b.flows)
+	b.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d flows held after every call ended, want 0", n)
+	}
+}

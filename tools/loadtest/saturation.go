@@ -34,8 +34,10 @@ type satConfig struct {
 	backoff     time.Duration
 	conns       int
 	queries     string
-	png         string
-	bareWorkers int
+	png           string
+	bareWorkers   int
+	scenarios     []string
+	scenarioCalls int
 }
 
 // step is what one concurrency level measured.
@@ -377,8 +379,9 @@ func replot(jsonPath, pngPath, title string) error {
 		return err
 	}
 	var res struct {
-		Bare  float64 `json:"bare_texts_per_s"`
-		Steps []step  `json:"steps"`
+		Bare      float64    `json:"bare_texts_per_s"`
+		Steps     []step     `json:"steps"`
+		Scenarios []scenario `json:"scenarios"`
 	}
 	if err := json.Unmarshal(data, &res); err != nil {
 		return fmt.Errorf("%s: %w", jsonPath, err)
@@ -386,7 +389,7 @@ func replot(jsonPath, pngPath, title string) error {
 	if len(res.Steps) == 0 {
 		return fmt.Errorf("%s: no steps", jsonPath)
 	}
-	return writeSaturationPNG(pngPath, title, res.Steps, res.Bare)
+	return writeSaturationPNG(pngPath, title, res.Steps, res.Bare, res.Scenarios)
 }
 
 // runSaturation is the --saturation mode: the bare engine's throughput and
@@ -452,6 +455,16 @@ func runSaturation(ctx context.Context, c config, sc satConfig, out io.Writer) e
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
+	stopDaemon() // the scenarios start their own, with a token file
+	var scens []scenario
+	if len(sc.scenarios) > 0 {
+		if scens, err = runScenarios(ctx, c, sc.scenarios, sc.scenarioCalls, queries, out); err != nil {
+			return fmt.Errorf("scenarios: %w", err)
+		}
+		for _, l := range doneWhen(scens) {
+			fmt.Fprintln(out, l)
+		}
+	}
 	var best step
 	for _, s := range steps {
 		if s.RPS > best.RPS {
@@ -468,7 +481,7 @@ func runSaturation(ctx context.Context, c config, sc satConfig, out io.Writer) e
 		}
 	}
 	if sc.png != "" {
-		if err := writeSaturationPNG(sc.png, chartTitle(c.label), steps, bareRate); err != nil {
+		if err := writeSaturationPNG(sc.png, chartTitle(c.label), steps, bareRate, scens); err != nil {
 			return fmt.Errorf("png: %w", err)
 		}
 		fmt.Fprintf(out, "wrote %s\n", sc.png)
@@ -477,6 +490,7 @@ func runSaturation(ctx context.Context, c config, sc satConfig, out io.Writer) e
 		res := map[string]any{
 			"bare_texts_per_s": bareRate, "paired_bare_p50_ms": ms(pb50), "paired_route_p50_ms": ms(pr50),
 			"route_over_bare_p50": float64(pr50) / float64(pb50), "steps": steps, "queries": len(queries),
+			"scenarios": scens, "done_when": doneWhen(scens),
 		}
 		b, _ := json.MarshalIndent(res, "", "  ")
 		if err := os.WriteFile(c.jsonOut, b, 0o644); err != nil {

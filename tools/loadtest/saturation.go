@@ -27,13 +27,13 @@ import (
 
 // satConfig is the saturation mode's part of the command line.
 type satConfig struct {
-	steps       []int
-	stepTime    time.Duration
-	warmup      time.Duration
-	callTimeout time.Duration
-	backoff     time.Duration
-	conns       int
-	queries     string
+	steps         []int
+	stepTime      time.Duration
+	warmup        time.Duration
+	callTimeout   time.Duration
+	backoff       time.Duration
+	conns         int
+	queries       string
 	png           string
 	bareWorkers   int
 	scenarios     []string

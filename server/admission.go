@@ -153,6 +153,13 @@ type Admission struct {
 	flowSeq      uint64
 	enqueued     uint64 // calls that have joined the queue since start
 	cost         costModel
+	// waitScale is the weighted mean of admitted calls' actual wait ÷
+	// the wait expected when they queued, at least 1: the expected wait
+	// is multiplied by it, so an estimate that proves too short (a
+	// machine slowed by other work, thousands of clients' streams on the
+	// same cores) tightens admission instead of letting callers wait
+	// into their deadlines.
+	waitScale float64
 	// busySince is when the queue last formed, idleSince when it last
 	// emptied; overloadedLocked keeps overloaded from them.
 	busySince, idleSince time.Time
@@ -189,6 +196,7 @@ type waiter struct {
 	granted  bool  // guarded by Admission.mu
 	err      error // guarded by Admission.mu
 	charged  float64
+	expected time.Duration // the wait expected when it queued
 }
 
 // NewAdmission returns the admission control of cfg; nil when
@@ -200,7 +208,7 @@ func NewAdmission(cfg AdmissionConfig) *Admission {
 	if cfg.DeadlineShare <= 0 || cfg.DeadlineShare > 1 {
 		cfg.DeadlineShare = DefaultAdmissionDeadlineShare
 	}
-	return &Admission{cfg: cfg, now: time.Now, flows: map[string]*flow{}, rejected: func(string) {},
+	return &Admission{cfg: cfg, now: time.Now, flows: map[string]*flow{}, waitScale: 1, rejected: func(string) {},
 		waited: func(time.Duration) {}, answered: func(time.Duration) {}}
 }
 
@@ -415,8 +423,21 @@ func (a *Admission) expectedWaitLocked(f *flow, attempts int) time.Duration {
 	if a.inFlight > 0 {
 		work += a.cost.total(a.inFlight, a.runningBytes) / float64(a.inFlight)
 	}
-	return time.Duration(work / float64(a.cfg.MaxInFlight))
+	return time.Duration(a.waitScale * work / float64(a.cfg.MaxInFlight))
 }
+
+// waitedLocked learns from a call that expected to wait expected and
+// waited waited; estimates under a millisecond say too little.
+func (a *Admission) waitedLocked(expected, waited time.Duration) {
+	if expected < time.Millisecond {
+		return
+	}
+	r := min(float64(waited)/float64(expected)*a.waitScale, 20)
+	a.waitScale = max(1, a.waitScale+waitScaleWeight*(r-a.waitScale))
+}
+
+// waitScaleWeight is the weight of the newest admitted call in waitScale.
+const waitScaleWeight = 0.05
 
 // refusal is a RESOURCE_EXHAUSTED that says when to come back.
 func refusal(why string, after time.Duration) error {
@@ -575,7 +596,7 @@ func (a *Admission) admit(ctx context.Context, method string, req any) (func(), 
 		a.rejected(method)
 		return nil, refusal(why, after)
 	}
-	w := &waiter{f: f, ready: make(chan struct{}), bytes: bytes, attempts: attempts}
+	w := &waiter{f: f, ready: make(chan struct{}), bytes: bytes, attempts: attempts, expected: wait}
 	a.enqueueLocked(w, arrived)
 	a.mu.Unlock()
 
@@ -599,7 +620,11 @@ func (a *Admission) admit(ctx context.Context, method string, req any) (func(), 
 		a.rejected(method)
 		return nil, w.err
 	}
-	release := a.placed(f, bytes, w.charged, arrived, a.now())
+	got := a.now()
+	a.mu.Lock()
+	a.waitedLocked(w.expected, got.Sub(arrived))
+	a.mu.Unlock()
+	release := a.placed(f, bytes, w.charged, arrived, got)
 	// Time spent queueing may have used up the deadline: check again
 	// before the model runs.
 	if err := ctx.Err(); err != nil {

@@ -387,3 +387,25 @@ func TestAdmissionBoundedMemory(t *testing.T) {
 		t.Fatalf("%d identities, %d waiting after every call ended; want 0", n, h.a.Queued())
 	}
 }
+
+// Waits longer than expected (a machine slowed by other work) make the
+// expected wait longer, so admission tightens instead of letting callers
+// wait into their deadlines.
+func TestAdmissionLearnsFromLongWaits(t *testing.T) {
+	h := newFairHarness(t, AdmissionConfig{MaxInFlight: 1, MaxQueue: 100})
+	c := spec{caller: "c", bytes: 100}
+	h.train(c, 3, 10*time.Millisecond)
+	h.must("started", "r", c)
+	h.must("queued", "w0", c)
+	before := h.a.ExpectedWait()
+	// The running call takes 10ms as expected, but the place comes 200ms
+	// after w0 queued (expected: 10ms).
+	h.clk.Advance(190 * time.Millisecond)
+	if got := h.release("r", 10*time.Millisecond); got != "w0" {
+		t.Fatalf("r's place went to %q, want w0", got)
+	}
+	h.must("queued", "w1", c)
+	if after := h.a.ExpectedWait(); after <= before {
+		t.Fatalf("expected wait with one call waiting: %v after a wait 20× too long, %v before; want it longer", after, before)
+	}
+}

@@ -77,8 +77,9 @@ func TestSaturationPNG(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := img.Bounds(); b.Dx() != 900 || b.Dy() != 700 {
-		t.Fatalf("image %v, want 900x700", b)
+	// 700 for the curve, 40 + 16 a line for one scenario and its target.
+	if b := img.Bounds(); b.Dx() != 900 || b.Dy() != 700+40+2*16 {
+		t.Fatalf("image %v, want 900x772", b)
 	}
 	if err := writeSaturationPNG(filepath.Join(t.TempDir(), "no", "dir.png"), "x", steps, 1, nil); err == nil {
 		t.Fatal("writing into a missing directory: no error")

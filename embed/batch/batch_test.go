@@ -565,3 +565,113 @@ func TestFlowsShareRuns(t *testing.T) {
 		t.Fatalf("%d flows held after every call ended, want 0", n)
 	}
 }
+
+// gated is a run function of one item at a time that waits until that
+// item is let go (or its context ends).
+type gated struct {
+	mu      sync.Mutex
+	gates   map[int]chan struct{}
+	started chan int
+}
+
+func newGated() *gated { return &gated{gates: map[int]chan struct{}{}, started: make(chan int, 100)} }
+
+func (g *gated) gate(x int) chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gates[x] == nil {
+		g.gates[x] = make(chan struct{})
+	}
+	return g.gates[x]
+}
+
+func (g *gated) run(ctx context.Context, items []int) ([]int, error) {
+	g.started <- items[0]
+	select {
+	case <-g.gate(items[0]):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return []int{2 * items[0]}, nil
+}
+
+// A flow that was active less than ActiveFor ago keeps its share of the
+// workers: with two workers, a hog with many items runs one at a time
+// while a small flow is active, so the small flow's next item starts at
+// once beside the hog's run instead of waiting for it; without
+// ActiveFor the hog takes both workers; once the small flow has been idle
+// for ActiveFor the hog takes both again.
+func TestActiveFlowKeepsItsWorker(t *testing.T) {
+	for _, active := range []time.Duration{0, 50 * time.Millisecond} {
+		t.Run(fmt.Sprint(active), func(t *testing.T) {
+			g := newGated()
+			b, err := New(Config{MaxBatch: 1, MaxQueue: 100, Workers: 2, ActiveFor: active}, g.run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				for x := range 200 {
+					select {
+					case <-g.gate(x):
+					default:
+						close(g.gate(x))
+					}
+				}
+				_ = b.Close()
+			})
+			ctx := context.Background()
+			small := WithFlow(ctx, "small", 1)
+			first := doAsync(small, b, 100)
+			<-g.started
+			close(g.gate(100))
+			if got := <-first; got.err != nil {
+				t.Fatal(got.err)
+			}
+			hog := doAsync(WithFlow(ctx, "hog", 1), b, 1, 2, 3, 4)
+			if got := <-g.started; got != 1 {
+				t.Fatalf("hog's first run [%d], want [1]", got)
+			}
+			if active == 0 {
+				// Nothing keeps the second worker: the hog takes it.
+				if got := <-g.started; got != 2 {
+					t.Fatalf("hog's second run [%d], want [2]", got)
+				}
+				return
+			}
+			waitQueued(t, b, 3)
+			next := doAsync(small, b, 101)
+			// The small flow's item starts while the hog's run still holds
+			// its worker: the other worker was kept for it.
+			if got := <-g.started; got != 101 {
+				t.Fatalf("run beside the hog's: [%d], want the small flow's [101]", got)
+			}
+			close(g.gate(101))
+			if got := <-next; got.err != nil {
+				t.Fatal(got.err)
+			}
+			close(g.gate(1)) // the hog's next item takes its one worker
+			if got := <-g.started; got != 2 {
+				t.Fatalf("hog's next run [%d], want [2]", got)
+			}
+			b.mu.Lock()
+			running := b.flows["hog"].running
+			b.mu.Unlock()
+			if running != 1 {
+				t.Fatalf("hog has %d runs while the small flow is active, want its share, 1", running)
+			}
+			// Once the small flow has been idle for ActiveFor, the hog's
+			// next run end lets it take both workers.
+			time.Sleep(active)
+			close(g.gate(2))
+			a, c := <-g.started, <-g.started
+			if a == c || a < 3 || c < 3 {
+				t.Fatalf("runs after the small flow left: [%d] and [%d], want the hog's 3 and 4", a, c)
+			}
+			close(g.gate(3))
+			close(g.gate(4))
+			if got := <-hog; got.err != nil || !slices.Equal(got.out, []int{2, 4, 6, 8}) {
+				t.Fatalf("hog's answer %v, %v", got.out, got.err)
+			}
+		})
+	}
+}

@@ -59,7 +59,19 @@ type AdmissionConfig struct {
 	// Weights are the identities' weights in the fair shares, by caller
 	// name (a token's name, "cert:CN", "anonymous"); 1 when absent.
 	Weights map[string]float64
+	// ActiveFor is how long an identity keeps its share of the places
+	// after its last call ended (0: DefaultAdmissionActiveFor; negative:
+	// not at all): a caller that sends one call at a time is idle between
+	// them, and without it another caller would take back every place in
+	// that gap and make each of its calls wait for one to end.
+	ActiveFor time.Duration
 }
+
+// DefaultAdmissionActiveFor is the default of AdmissionConfig.ActiveFor,
+// and embed/batch's for its model runs: long enough for a client's next
+// call after an answer, short enough that a caller who has gone holds
+// places back from a busy one only briefly.
+const DefaultAdmissionActiveFor = batch.DefaultActiveFor
 
 // DefaultAdmissionMaxWait is the default of AdmissionConfig.MaxWait
 // (cmd/classifierd's --max-waiting-time). The 50 ms p99 target of
@@ -87,12 +99,10 @@ const (
 const DefaultAdmissionMaxQueueBytes = 64 << 20
 
 const (
-	// burstFactor: a caller below its share of the places may start a
-	// call while up to burstFactor × MaxInFlight run, so a caller that
-	// arrives when another holds every place does not wait for one of
-	// those calls to end; the model itself runs no more at once (its own
-	// queue, embed/batch, shares its runs the same way).
-	burstFactor = 2
+	// maxIdleFlows bounds the identities kept active after their last
+	// call (ActiveFor): past it the one idle longest is forgotten, so
+	// many callers cannot grow the state.
+	maxIdleFlows = 4096
 	// maxAttemptsPriority caps the attempt count a retried call is
 	// ordered by among its own identity's calls.
 	maxAttemptsPriority = 10
@@ -118,25 +128,36 @@ var admittedMethods = map[string]bool{
 
 // Admission is the fair, deadline-aware admission of model calls.
 //
-// MaxInFlight places run calls. Each identity (Caller.Quota: a token, a
-// certificate, or an anonymous peer's host) is a flow with its own
-// first-in first-out queue; a retried call (grpc-previous-rpc-attempts)
-// goes ahead of its identity's calls with fewer attempts. A place that
-// comes free goes to the waiting flow that has received the least service
-// per weight (start-time fair queuing by cost: a call is charged its
-// expected service time when it starts and corrected to the time it
-// really held its place when it ends, so a caller of large requests is
-// charged for them). While another flow holds the places, a flow below its
-// weighted share of them may start a call at once, up to burstFactor ×
-// MaxInFlight running. When the queue is full, the flow holding the most
-// waiting work per weight gives up its newest call.
+// MaxInFlight places run calls; no more run at once, ever. Each identity
+// (Caller.Quota: a token, a certificate, or an anonymous peer's host) is
+// a flow with its own first-in first-out queue; a retried call
+// (grpc-previous-rpc-attempts) goes ahead of its identity's calls with
+// fewer attempts.
+//
+// Shares: a flow is active while it has calls waiting or running and for
+// ActiveFor after its last one ended. Each active flow's share is
+// MaxInFlight × its weight ÷ the active flows' weights, rounded down, at
+// least one place. A flow below its share may always take a free place;
+// a flow at or above it only a place that is not kept for another active
+// flow below its own share. So while another identity is active a hog
+// holds no more than its share, and the places it leaves are free when
+// the other's next call comes; a newcomer that finds every place taken
+// waits for the first call to end, whose place is kept for it. Between
+// flows that may start, a free place goes to the one that has received
+// the least service per weight (start-time fair queuing by cost: a call
+// is charged its expected service time when it starts and corrected to
+// the time it really held its place when it ends, so a caller of large
+// requests is charged for them). When the queue is full, the flow holding
+// the most waiting work per weight gives up its newest call.
 //
 // A call that must wait is refused at once when it would not finish in
 // time: when its own deadline does not leave room for its expected wait
 // plus service (DeadlineShare), or, with no deadline of its own, when the
 // daemon is overloaded and the wait would pass MaxWait. The expected
 // service time of a call is learnt from the calls that ended, as a linear
-// function of the request's size.
+// function of the request's size; the expected wait from the work ahead
+// of the call, without walking the queue (per flow, the waiting work is
+// kept by attempt count), so a refusal costs the same however many wait.
 type Admission struct {
 	cfg AdmissionConfig
 	now func() time.Time
@@ -145,14 +166,22 @@ type Admission struct {
 	inFlight int
 	queued   int   // waiting calls, all flows
 	qBytes   int64 // their request bytes
-	// running sums the requests of the calls in flight, for their
+	// runningBytes sums the requests of the calls in flight, for their
 	// expected remaining work.
 	runningBytes int64
-	flows        map[string]*flow // flows with calls waiting or in flight
-	weights      float64          // the sum of their weights
-	flowSeq      uint64
-	enqueued     uint64 // calls that have joined the queue since start
-	cost         costModel
+	// flows are the active flows: with calls waiting or in flight, or
+	// idle for less than ActiveFor (those also in idle, oldest first).
+	flows    map[string]*flow
+	idle     list.List // of *flow
+	flowSeq  uint64
+	enqueued uint64 // calls that have joined the queue since start
+	// vnow is the virtual time: the service per weight at which the
+	// latest call started (start-time fair queuing's). A flow that
+	// becomes busy starts at it at least, so time spent idle earns no
+	// credit, and a newcomer goes before the calls of flows that have had
+	// more.
+	vnow float64
+	cost costModel
 	// waitScale is the weighted mean of admitted calls' actual wait ÷
 	// the wait expected when they queued, at least 1: the expected wait
 	// is multiplied by it, so an estimate that proves too short (a
@@ -181,8 +210,41 @@ type flow struct {
 	// vtime is the service received ÷ weight, in nanoseconds of a place.
 	vtime    float64
 	inFlight int
-	waiting  list.List // of *waiter: more attempts first, then oldest first
-	qBytes   int64     // request bytes of the waiting calls
+	// waiting holds the waiting calls by attempt count (capped at
+	// maxAttemptsPriority), each list oldest first: the next call is the
+	// oldest of the most attempts.
+	waiting [maxAttemptsPriority + 1]list.List // of *waiter
+	nWait   [maxAttemptsPriority + 1]int64     // calls in each
+	bWait   [maxAttemptsPriority + 1]int64     // their request bytes
+	queued  int
+	qBytes  int64
+	// idleEl is f's element of Admission.idle while it has nothing
+	// waiting or running, idleAt when that began.
+	idleEl *list.Element
+	idleAt time.Time
+}
+
+func (f *flow) busy() bool { return f.inFlight > 0 || f.queued > 0 }
+
+// next is f's waiting call that gets its next place (nil: none).
+func (f *flow) next() *waiter {
+	for k := maxAttemptsPriority; k >= 0; k-- {
+		if el := f.waiting[k].Front(); el != nil {
+			return el.Value.(*waiter)
+		}
+	}
+	return nil
+}
+
+// newest is f's waiting call with the weakest claim: the newest of the
+// fewest attempts (nil: none).
+func (f *flow) newest() *waiter {
+	for k := range f.waiting {
+		if el := f.waiting[k].Back(); el != nil {
+			return el.Value.(*waiter)
+		}
+	}
+	return nil
 }
 
 // waiter is one call waiting for a place; ready is closed when it has
@@ -208,6 +270,9 @@ func NewAdmission(cfg AdmissionConfig) *Admission {
 	if cfg.DeadlineShare <= 0 || cfg.DeadlineShare > 1 {
 		cfg.DeadlineShare = DefaultAdmissionDeadlineShare
 	}
+	if cfg.ActiveFor == 0 {
+		cfg.ActiveFor = DefaultAdmissionActiveFor
+	}
 	return &Admission{cfg: cfg, now: time.Now, flows: map[string]*flow{}, waitScale: 1, rejected: func(string) {},
 		waited: func(time.Duration) {}, answered: func(time.Duration) {}}
 }
@@ -226,10 +291,13 @@ func (a *Admission) InFlight() int64 {
 	return int64(a.inFlight)
 }
 
-// Flows is the number of identities with calls waiting or running.
+// Flows is the number of active identities: with calls waiting or
+// running, or whose last call ended less than ActiveFor ago. The shares
+// are among them.
 func (a *Admission) Flows() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.forgetLocked(a.now())
 	return int64(len(a.flows))
 }
 
@@ -241,9 +309,10 @@ func (a *Admission) Flows() int64 {
 func (a *Admission) ExpectedWait() time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	f := a.flows[""]
+	a.forgetLocked(a.now())
+	f := a.flows[""] // calls without a caller (tests) are that flow
 	if f == nil {
-		f = &flow{weight: 1, vtime: a.minVtimeLocked()}
+		f = &flow{weight: 1, vtime: a.vnow}
 	}
 	return a.expectedWaitLocked(f, 0)
 }
@@ -269,53 +338,98 @@ func (a *Admission) overloadedLocked(now time.Time) bool {
 	return a.overloaded
 }
 
-// flowLocked returns the active flow of key, making it active if it was
-// not: a flow that becomes active starts at the least service of the
-// active ones, so time spent idle earns it no credit.
+// flowLocked returns the flow of key, busy from now on: a flow that was
+// idle or new starts at the virtual time at least, so time spent idle
+// earns it no credit.
 func (a *Admission) flowLocked(key string, weight float64) *flow {
-	if f := a.flows[key]; f != nil {
+	f := a.flows[key]
+	if f != nil && f.busy() {
 		return f
 	}
-	a.flowSeq++
-	f := &flow{key: key, weight: weight, seq: a.flowSeq, vtime: a.minVtimeLocked()}
-	a.flows[key] = f
-	a.weights += weight
+	v := a.vnow
+	if f == nil {
+		a.flowSeq++
+		f = &flow{key: key, weight: weight, seq: a.flowSeq, vtime: v}
+		a.flows[key] = f
+		return f
+	}
+	if f.idleEl != nil {
+		a.idle.Remove(f.idleEl)
+		f.idleEl = nil
+	}
+	f.weight = weight
+	f.vtime = max(f.vtime, v)
 	return f
 }
 
-func (a *Admission) minVtimeLocked() float64 {
-	m, any := 0.0, false
-	for _, f := range a.flows {
-		if !any || f.vtime < m {
-			m, any = f.vtime, true
-		}
+// idleLocked marks f idle at now once it has nothing waiting or running:
+// it keeps its share for ActiveFor, unless that is off.
+func (a *Admission) idleLocked(f *flow, now time.Time) {
+	if f.busy() || f.idleEl != nil || a.flows[f.key] != f {
+		return
 	}
-	return m
-}
-
-// idleLocked forgets f once it has nothing waiting or running.
-func (a *Admission) idleLocked(f *flow) {
-	if f.inFlight == 0 && f.waiting.Len() == 0 && a.flows[f.key] == f {
+	if a.cfg.ActiveFor < 0 {
 		delete(a.flows, f.key)
-		a.weights -= f.weight
-		if len(a.flows) == 0 {
-			a.weights = 0 // no drift from float sums
+		return
+	}
+	f.idleAt = now
+	f.idleEl = a.idle.PushBack(f)
+	a.forgetLocked(now)
+}
+
+// forgetLocked forgets the flows idle for ActiveFor or longer at now,
+// and the longest idle past maxIdleFlows.
+func (a *Admission) forgetLocked(now time.Time) {
+	for el := a.idle.Front(); el != nil; el = a.idle.Front() {
+		f := el.Value.(*flow)
+		if a.idle.Len() <= maxIdleFlows && now.Sub(f.idleAt) < a.cfg.ActiveFor {
+			return
 		}
+		a.idle.Remove(el)
+		f.idleEl = nil
+		delete(a.flows, f.key)
 	}
 }
 
-// mayStartLocked reports whether f may start a call now: any flow while
-// fewer than MaxInFlight run, a flow below its weighted share of them
-// while fewer than burstFactor × MaxInFlight run.
-func (a *Admission) mayStartLocked(f *flow) bool {
-	if a.inFlight < a.cfg.MaxInFlight {
-		return true
+// shares is the active flows' weights and the places kept for flows
+// below their shares, for mayStartLocked.
+type shares struct {
+	weights float64
+	kept    int
+}
+
+// sharesLocked sums the active flows' weights and the places each of
+// them below its share has kept.
+func (a *Admission) sharesLocked() shares {
+	var s shares
+	for _, f := range a.flows {
+		s.weights += f.weight
 	}
-	if a.inFlight >= burstFactor*a.cfg.MaxInFlight {
+	for _, f := range a.flows {
+		s.kept += max(0, a.shareLocked(f, s.weights)-f.inFlight)
+	}
+	return s
+}
+
+// shareLocked is f's share of the places among active flows of total
+// weight w: at least one place.
+func (a *Admission) shareLocked(f *flow, w float64) int {
+	if w <= 0 {
+		return a.cfg.MaxInFlight
+	}
+	return max(1, int(math.Floor(float64(a.cfg.MaxInFlight)*f.weight/w+1e-9)))
+}
+
+// mayStartLocked reports whether f may start a call now: a place is free
+// and f is below its share, or the free places outnumber those kept for
+// the other flows below theirs.
+func (a *Admission) mayStartLocked(f *flow, s shares) bool {
+	free := a.cfg.MaxInFlight - a.inFlight
+	if free <= 0 {
 		return false
 	}
-	share := math.Max(1, math.Floor(float64(a.cfg.MaxInFlight)*f.weight/a.weights))
-	return float64(f.inFlight) < share
+	own := a.shareLocked(f, s.weights) - f.inFlight
+	return own > 0 || free > s.kept
 }
 
 // startLocked gives f a place for a call of the given size and charges
@@ -324,6 +438,7 @@ func (a *Admission) startLocked(f *flow, bytes int64) float64 {
 	a.inFlight++
 	f.inFlight++
 	a.runningBytes += bytes
+	a.vnow = max(a.vnow, f.vtime) // the call's start tag
 	c := a.cost.predict(float64(bytes))
 	f.vtime += c / f.weight
 	return c
@@ -332,10 +447,11 @@ func (a *Admission) startLocked(f *flow, bytes int64) float64 {
 // dispatchLocked starts waiting calls while a flow with waiting calls may
 // start one: the one with the least service per weight first.
 func (a *Admission) dispatchLocked(now time.Time) {
-	for a.queued > 0 {
+	for a.queued > 0 && a.inFlight < a.cfg.MaxInFlight {
+		s := a.sharesLocked()
 		var pick *flow
 		for _, f := range a.flows {
-			if f.waiting.Len() == 0 || !a.mayStartLocked(f) {
+			if f.queued == 0 || !a.mayStartLocked(f, s) {
 				continue
 			}
 			if pick == nil || f.vtime < pick.vtime || (f.vtime == pick.vtime && f.seq < pick.seq) {
@@ -345,7 +461,7 @@ func (a *Admission) dispatchLocked(now time.Time) {
 		if pick == nil {
 			return
 		}
-		w := a.removeLocked(pick.waiting.Front().Value.(*waiter), now)
+		w := a.removeLocked(pick.next(), now)
 		w.charged = a.startLocked(pick, w.bytes)
 		w.granted = true
 		close(w.ready)
@@ -358,8 +474,12 @@ func (a *Admission) removeLocked(w *waiter, now time.Time) *waiter {
 		a.overloadedLocked(now) // a busy period ends
 		a.idleSince = now
 	}
-	w.f.waiting.Remove(w.el)
-	w.f.qBytes -= w.bytes
+	f, k := w.f, w.attempts
+	f.waiting[k].Remove(w.el)
+	f.nWait[k]--
+	f.bWait[k] -= w.bytes
+	f.queued--
+	f.qBytes -= w.bytes
 	a.queued--
 	a.qBytes -= w.bytes
 	return w
@@ -372,16 +492,11 @@ func (a *Admission) enqueueLocked(w *waiter, now time.Time) {
 		a.overloadedLocked(now) // an idle period ends
 		a.busySince = now
 	}
-	f := w.f
-	at := f.waiting.Back()
-	for at != nil && at.Value.(*waiter).attempts < w.attempts {
-		at = at.Prev()
-	}
-	if at == nil {
-		w.el = f.waiting.PushFront(w)
-	} else {
-		w.el = f.waiting.InsertAfter(w, at)
-	}
+	f, k := w.f, w.attempts
+	w.el = f.waiting[k].PushBack(w)
+	f.nWait[k]++
+	f.bWait[k] += w.bytes
+	f.queued++
 	f.qBytes += w.bytes
 	a.queued++
 	a.qBytes += w.bytes
@@ -389,41 +504,51 @@ func (a *Admission) enqueueLocked(w *waiter, now time.Time) {
 }
 
 // expectedWaitLocked estimates how long a call of f with attempts earlier
-// attempts would wait for a place if it queued now:
-// the work that starts before it (f's calls ahead of it, and each other
-// flow's waiting work until that flow has received as much service per
-// weight as f will have by then, as weighted fair queuing serves them),
-// plus a place coming free, at MaxInFlight places. 0 before any call has
-// ended.
+// attempts would wait for a place if it queued now: f's calls ahead of
+// it, on the places f may use (all but those kept for other flows below
+// their shares); and, when other flows have calls waiting too, each one's
+// waiting work until it has received as much service per weight as f
+// will have by then (as weighted fair queuing serves them), on all the
+// places; plus a place coming free. 0 before any call has ended. It does
+// not walk the queue: f's waiting work is kept by attempt count.
 func (a *Admission) expectedWaitLocked(f *flow, attempts int) time.Duration {
 	if !a.cost.trained() {
 		return 0
 	}
-	var n int
-	var b int64
-	for el := f.waiting.Front(); el != nil; el = el.Next() {
-		w := el.Value.(*waiter)
-		if w.attempts < attempts {
-			break
-		}
-		n++
-		b += w.bytes
+	var n, b int64
+	for k := attempts; k <= maxAttemptsPriority; k++ {
+		n, b = n+f.nWait[k], b+f.bWait[k]
 	}
-	ahead := a.cost.total(n, b)
+	ahead := a.cost.total(int(n), b)
 	start := f.vtime + ahead/f.weight
 	work := ahead
+	var weights float64
 	for _, g := range a.flows {
-		if g == f || g.waiting.Len() == 0 {
+		weights += g.weight
+	}
+	if a.flows[f.key] != f {
+		weights += f.weight
+	}
+	kept := 0
+	for _, g := range a.flows {
+		if g == f {
 			continue
 		}
-		queued := a.cost.total(g.waiting.Len(), g.qBytes)
-		work += math.Min(queued, math.Max(0, (start-g.vtime)*g.weight))
+		kept += max(0, a.shareLocked(g, weights)-g.inFlight)
+		if g.queued > 0 {
+			queued := a.cost.total(g.queued, g.qBytes)
+			work += math.Min(queued, math.Max(0, (start-g.vtime)*g.weight))
+		}
 	}
 	// A place comes free after about the mean running call ÷ places.
+	var free float64
 	if a.inFlight > 0 {
-		work += a.cost.total(a.inFlight, a.runningBytes) / float64(a.inFlight)
+		free = a.cost.total(a.inFlight, a.runningBytes) / float64(a.inFlight)
 	}
-	return time.Duration(a.waitScale * work / float64(a.cfg.MaxInFlight))
+	places := float64(a.cfg.MaxInFlight)
+	mine := math.Max(1, places-float64(kept))
+	wait := math.Max((ahead+free)/mine, (work+free)/places)
+	return time.Duration(a.waitScale * wait)
 }
 
 // waitedLocked learns from a call that expected to wait expected and
@@ -495,7 +620,7 @@ func (a *Admission) pushOutLocked(f *flow, bytes int64, attempts int, now time.T
 	var victim *flow
 	worst := -1.0
 	for _, g := range a.flows {
-		n, b := g.waiting.Len(), g.qBytes
+		n, b := g.queued, g.qBytes
 		if g == f {
 			n, b = n+1, b+bytes
 		}
@@ -510,16 +635,17 @@ func (a *Admission) pushOutLocked(f *flow, bytes int64, attempts int, now time.T
 			victim, worst = g, load
 		}
 	}
-	if victim == nil || victim.waiting.Len() == 0 {
+	if victim == nil || victim.queued == 0 {
 		return false
 	}
-	last := victim.waiting.Back().Value.(*waiter)
+	last := victim.newest()
 	if victim == f && last.attempts >= attempts {
 		return false
 	}
 	a.removeLocked(last, now)
 	last.err = refusal("pushed out of the full queue by a call with a better claim", a.expectedWaitLocked(victim, 0))
 	close(last.ready)
+	a.idleLocked(victim, now)
 	return true
 }
 
@@ -562,9 +688,28 @@ func requestBytes(req any) int64 {
 	return 0
 }
 
-// admit takes a place for one call of req, waiting in its identity's
-// queue if needed; the returned func gives it back.
-func (a *Admission) admit(ctx context.Context, method string, req any) (func(), error) {
+// Admit takes a place for one model call that reaches the domain other
+// than through the gRPC server (an MCP tool call) under the same shares
+// as gRPC calls: its caller is CallerFrom(ctx), method names it in the
+// refusals' metric, bytes is its request's size. It returns ctx marked
+// with the caller's flow for the model's queue (embed/batch) and the
+// func that gives the place back; or a RESOURCE_EXHAUSTED (with a retry
+// delay) or DEADLINE_EXCEEDED status. A nil Admission admits every call.
+func (a *Admission) Admit(ctx context.Context, method string, bytes int64) (context.Context, func(), error) {
+	if a == nil {
+		return ctx, func() {}, nil
+	}
+	release, err := a.admit(ctx, method, bytes)
+	if err != nil {
+		return ctx, nil, err
+	}
+	key, weight := a.callerFlow(ctx)
+	return batch.WithFlow(ctx, key, weight), release, nil
+}
+
+// admit takes a place for one call of bytes of request, waiting in its
+// identity's queue if needed; the returned func gives it back.
+func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func(), error) {
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
@@ -572,12 +717,12 @@ func (a *Admission) admit(ctx context.Context, method string, req any) (func(), 
 		return nil, status.Errorf(codes.DeadlineExceeded, "less than %v left of the call's deadline", a.cfg.MinDeadline)
 	}
 	key, weight := a.callerFlow(ctx)
-	bytes := requestBytes(req)
 	attempts := previousAttempts(ctx)
 	arrived := a.now()
 	a.mu.Lock()
+	a.forgetLocked(arrived)
 	f := a.flowLocked(key, weight)
-	if f.waiting.Len() == 0 && a.mayStartLocked(f) {
+	if f.queued == 0 && a.mayStartLocked(f, a.sharesLocked()) {
 		charged := a.startLocked(f, bytes)
 		a.mu.Unlock()
 		return a.placed(f, bytes, charged, arrived, arrived), nil
@@ -591,7 +736,7 @@ func (a *Admission) admit(ctx context.Context, method string, req any) (func(), 
 		}
 	}
 	if why != "" {
-		a.idleLocked(f)
+		a.idleLocked(f, arrived)
 		a.mu.Unlock()
 		a.rejected(method)
 		return nil, refusal(why, after)
@@ -606,9 +751,10 @@ func (a *Admission) admit(ctx context.Context, method string, req any) (func(), 
 		a.mu.Lock()
 		granted, pushed := w.granted, w.err != nil
 		if !granted && !pushed {
-			a.removeLocked(w, a.now())
-			a.idleLocked(f)
-			a.dispatchLocked(a.now()) // shares may have changed
+			now := a.now()
+			a.removeLocked(w, now)
+			a.idleLocked(f, now)
+			a.dispatchLocked(now) // shares may have changed
 		}
 		a.mu.Unlock()
 		if granted { // a place came at the same time: give it back
@@ -662,7 +808,8 @@ func (a *Admission) done(f *flow, bytes int64, charged float64, served time.Dura
 	if served > 0 {
 		a.cost.observe(float64(bytes), float64(served))
 	}
-	a.idleLocked(f)
+	a.forgetLocked(now)
+	a.idleLocked(f, now)
 	a.dispatchLocked(now)
 }
 
@@ -671,7 +818,7 @@ func (a *Admission) unary() grpc.UnaryServerInterceptor {
 		if a == nil || !admittedMethods[info.FullMethod] {
 			return h(ctx, req)
 		}
-		release, err := a.admit(ctx, info.FullMethod, req)
+		ctx, release, err := a.Admit(ctx, info.FullMethod, requestBytes(req))
 		if err != nil {
 			if d := retryAfter(err); d > 0 {
 				_ = grpc.SetTrailer(ctx, metadata.Pairs(retryPushbackKey, strconv.FormatInt(d.Milliseconds(), 10)))
@@ -679,14 +826,21 @@ func (a *Admission) unary() grpc.UnaryServerInterceptor {
 			return nil, err
 		}
 		defer release()
-		key, weight := a.callerFlow(ctx)
-		return h(batch.WithFlow(ctx, key, weight), req)
+		return h(ctx, req)
 	}
 }
 
 // defaultDeadlineKey marks a context whose deadline is the daemon's
 // --timeout, not the caller's.
 type defaultDeadlineKey struct{}
+
+// WithDefaultTimeout returns ctx with the daemon's default timeout d
+// (--timeout), marked as not the caller's own deadline: admission then
+// bounds the call's waiting by MaxWait, not by a share of d. The MCP
+// listeners give their tool calls their deadline with it.
+func WithDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return withDefaultDeadline(ctx, d)
+}
 
 // withDefaultDeadline returns ctx with the daemon's default timeout d,
 // marked as not the caller's own.

@@ -82,7 +82,7 @@ func (h *fairHarness) submit(name string, s spec) string {
 	refused := make(chan error, 1)
 	req := &pb.ClassifyRequest{Text: strings.Repeat("x", max(s.bytes-3, 1))}
 	go func() {
-		r, err := h.a.admit(h.ctx(s), "m", req)
+		r, err := h.a.admit(h.ctx(s), "m", requestBytes(req))
 		// One call is submitted at a time: the queue grew for this one.
 		h.a.mu.Lock()
 		queuedBefore := h.a.enqueued > before
@@ -193,10 +193,10 @@ func (h *fairHarness) train(s spec, n int, d time.Duration) {
 }
 
 // A hog's large calls and another identity's small ones, both with more
-// calls waiting than places: the places go by the service each has had,
-// not by the number of calls, so the small caller gets several calls
-// for each large one; and a small caller below its share starts at once
-// while the hog holds every place.
+// calls waiting than places: each holds its share of the places, so the
+// service each gets is the same while the small caller gets several calls
+// for each large one; and a small caller that arrives while the hog holds
+// every place waits for the first of the hog's calls to end, not longer.
 func TestAdmissionFairSharesByCost(t *testing.T) {
 	h := newFairHarness(t, AdmissionConfig{MaxInFlight: 2, MaxQueue: 100})
 	hog := spec{caller: "hog", bytes: 200_000}
@@ -209,17 +209,20 @@ func TestAdmissionFairSharesByCost(t *testing.T) {
 	if p := time.Duration(h.a.cost.predict(100)); p < 3*time.Millisecond || p > 7*time.Millisecond {
 		t.Fatalf("expected service of a 100 B call %v, want about 5ms", p)
 	}
+	h.clk.Advance(time.Second) // small is no longer active
 	h.must("started", "h0", hog)
 	h.must("started", "h1", hog)
 	for i := 2; i < 12; i++ {
 		h.must("queued", fmt.Sprintf("h%d", i), hog)
 	}
-	// The hog holds both places and ten calls wait; a small call starts
-	// at once (a third place, as small is below its share of 1 of 2).
-	h.must("started", "s0", small)
-	// Its next call waits: small holds its share.
+	// The hog holds both places and ten calls wait; a small call waits
+	// for the first of the hog's calls to end, and gets its place.
+	h.must("queued", "s0", small)
 	for i := 1; i < 60; i++ {
 		h.must("queued", fmt.Sprintf("s%d", i), small)
+	}
+	if got := h.release("h0", 50*time.Millisecond); got != "s0" {
+		t.Fatalf("h0's place went to %q, want s0 (the small caller is below its share)", got)
 	}
 	// Serve: each call holds its place for its cost; the one due first
 	// ends first. Count who gets the places while both have calls
@@ -230,13 +233,13 @@ func TestAdmissionFairSharesByCost(t *testing.T) {
 		}
 		return 5 * time.Millisecond
 	}
-	ends := map[string]time.Time{}
-	for _, n := range []string{"h0", "h1", "s0"} {
-		ends[n] = h.clk.Now().Add(cost(n))
-	}
-	served := map[byte]time.Duration{'h': 100 * time.Millisecond, 's': 5 * time.Millisecond} // h0, h1, s0
-	count := map[byte]int{'h': 2, 's': 1}
-	for len(h.a.flows) == 2 && h.a.flows["token:hog"].waiting.Len() > 0 && h.a.flows["token:small"].waiting.Len() > 0 {
+	ends := map[string]time.Time{"h1": h.clk.Now(), "s0": h.clk.Now().Add(cost("s0"))}
+	served := map[byte]time.Duration{}
+	count := map[byte]int{}
+	for h.a.flows["token:hog"].queued > 0 && h.a.flows["token:small"].queued > 0 {
+		if h.a.InFlight() > 2 {
+			t.Fatalf("%d calls in flight, places 2", h.a.InFlight())
+		}
 		name := ""
 		for n, e := range ends {
 			if name == "" || e.Before(ends[name]) || (e.Equal(ends[name]) && n < name) {
@@ -260,16 +263,98 @@ func TestAdmissionFairSharesByCost(t *testing.T) {
 	}
 }
 
+// The fair-share bound of issue 27: a hog saturating every place with
+// many calls waiting, and another identity that sends one small call at a
+// time. Its first call waits for the first of the hog's calls to end (at
+// most one of the hog's service times); while it stays active (ActiveFor
+// after each call) the hog holds no more than its share, so each next
+// call starts at once whatever the hog has waiting; and once it has gone,
+// the hog takes every place again. Never more calls run than places.
+func TestAdmissionSmallCallerWaitsOneServiceAtMost(t *testing.T) {
+	const places = 4
+	h := newFairHarness(t, AdmissionConfig{MaxInFlight: places, MaxQueue: 1000, ActiveFor: 100 * time.Millisecond})
+	hog := spec{caller: "hog", bytes: 240_000, deadline: time.Hour}
+	small := spec{caller: "small", bytes: 100, deadline: time.Hour}
+	h.train(hog, 3, 40*time.Millisecond)
+	h.clk.Advance(time.Second)
+	// The hog's four calls started 10ms apart: they end 10ms apart.
+	running := []string{}
+	for i := range places {
+		n := fmt.Sprintf("h%d", i)
+		h.must("started", n, hog)
+		running = append(running, n)
+		h.clk.Advance(10 * time.Millisecond)
+	}
+	for i := places; i < 40; i++ {
+		h.must("queued", fmt.Sprintf("h%d", i), hog)
+	}
+	h.must("queued", "s0", small)
+	// h0 ends 10ms later (40ms after it started): its place is s0's.
+	if got := h.release("h0", 0); got != "s0" {
+		t.Fatalf("h0's place went to %q, want s0", got)
+	}
+	running = running[1:]
+	// Serve for a while: the small caller's calls take 2ms each, with
+	// 1ms between them; the hog's 40ms. The small caller never waits.
+	hogEnds := map[string]time.Time{}
+	for i, n := range running {
+		hogEnds[n] = h.clk.Now().Add(time.Duration(10*(i+1)) * time.Millisecond)
+	}
+	for i := 1; i <= 100; i++ {
+		h.clk.Advance(2 * time.Millisecond)
+		if got := h.releaseAll(fmt.Sprintf("s%d", i-1), 0); len(got) != 0 {
+			t.Fatalf("s%d's end started %v: the hog took the small caller's place", i-1, got)
+		}
+		h.clk.Advance(time.Millisecond)
+		for n, e := range hogEnds { // the hog's calls due by now end
+			if e.After(h.clk.Now()) {
+				continue
+			}
+			delete(hogEnds, n)
+			for _, g := range h.releaseAll(n, 0) {
+				if g[0] != 'h' {
+					t.Fatalf("%s's place went to %s", n, g)
+				}
+				hogEnds[g] = h.clk.Now().Add(40 * time.Millisecond)
+				// The hog had more than its share when the small caller
+				// came; it starts calls only to refill its share.
+				if n := h.a.flows["token:hog"].inFlight; n > places/2 {
+					t.Fatalf("the hog started %s, holding %d places while the small caller is active, share %d", g, n, places/2)
+				}
+			}
+		}
+		h.must("started", fmt.Sprintf("s%d", i), small)
+		if h.a.InFlight() > places {
+			t.Fatalf("%d calls in flight, places %d", h.a.InFlight(), places)
+		}
+	}
+	if n := h.a.flows["token:hog"].inFlight; n != places/2 {
+		t.Fatalf("the hog holds %d places beside the small caller, want its share, %d", n, places/2)
+	}
+	h.release("s100", 2*time.Millisecond)
+	// The small caller has gone: after ActiveFor the hog's next end gives
+	// it every free place.
+	h.clk.Advance(100 * time.Millisecond)
+	var first string
+	for n := range hogEnds {
+		first = n
+		break
+	}
+	if got := h.releaseAll(first, 0); len(got) != places-len(hogEnds)+1 {
+		t.Fatalf("after the small caller left, %s's end started %v; want %d of the hog's calls (every free place)", first, got, places-len(hogEnds)+1)
+	}
+}
+
 // A full queue holding only the hog's calls: another identity's call
 // pushes out the hog's newest (RESOURCE_EXHAUSTED with a retry delay),
-// never the reverse; a hog's newcomer is refused.
+// never the reverse; a hog's newcomer is refused; and the other identity's
+// call gets a place before the hog's older waiting calls.
 func TestAdmissionHogCannotRefuseOthers(t *testing.T) {
 	h := newFairHarness(t, AdmissionConfig{MaxInFlight: 1, MaxQueue: 4})
 	hog := spec{caller: "hog", bytes: 50_000}
 	small := spec{caller: "small", bytes: 100}
 	h.train(hog, 3, 20*time.Millisecond)
-	h.must("started", "s0", small)
-	h.must("started", "h0", hog) // hog below its share: a second place
+	h.must("started", "h0", hog)
 	for i := 1; i <= 4; i++ {
 		h.must("queued", fmt.Sprintf("h%d", i), hog)
 	}
@@ -282,24 +367,23 @@ func TestAdmissionHogCannotRefuseOthers(t *testing.T) {
 	if status.Code(err) != codes.ResourceExhausted || retryAfter(err) <= 0 {
 		t.Fatalf("pushed-out call: %v (retry after %v), want RESOURCE_EXHAUSTED with a retry delay", err, retryAfter(err))
 	}
-	// The small caller's call gets the place small gives back, not the
-	// hog's older waiting calls; the hog keeps its own share of one.
-	if got := h.release("s0", time.Millisecond); got != "s1" {
-		t.Fatalf("s0's place went to %q, want s1", got)
+	// The place h0 gives back is s1's: the small caller is below its
+	// share, the hog at it.
+	if got := h.release("h0", 20*time.Millisecond); got != "s1" {
+		t.Fatalf("h0's place went to %q, want s1", got)
 	}
-	if got := h.release("h0", 20*time.Millisecond); got != "h1" {
-		t.Fatalf("h0's place went to %q, want h1", got)
-	}
-	if got := h.release("s1", time.Millisecond); got != "" {
-		t.Fatalf("s1's place went to %q, want nobody (the hog holds its one place)", got)
-	}
-	for _, want := range []string{"h2", "h3"} {
-		prev := map[string]string{"h2": "h1", "h3": "h2"}[want]
-		if got := h.release(prev, 20*time.Millisecond); got != want {
-			t.Fatalf("%s's place went to %q, want %s", prev, got, want)
+	prev := "s1"
+	for _, want := range []string{"h1", "h2", "h3", ""} {
+		d := 20 * time.Millisecond
+		if prev == "s1" {
+			d = time.Millisecond
 		}
+		if got := h.release(prev, d); got != want {
+			t.Fatalf("%s's place went to %q, want %q", prev, got, want)
+		}
+		prev = want
 	}
-	h.release("h3", 20*time.Millisecond)
+	h.clk.Advance(time.Second)
 	if h.a.InFlight() != 0 || h.a.Queued() != 0 || h.a.Flows() != 0 {
 		t.Fatalf("after all calls: in flight %d, queued %d, flows %d; want 0", h.a.InFlight(), h.a.Queued(), h.a.Flows())
 	}
@@ -367,8 +451,8 @@ func TestAdmissionRetryKeepsPriority(t *testing.T) {
 }
 
 // The queue is bounded in requests' bytes as well as in number, and
-// identities are forgotten once idle: state does not grow with the
-// callers seen.
+// identities are forgotten once idle for ActiveFor, or sooner past
+// maxIdleFlows: state does not grow with the callers seen.
 func TestAdmissionBoundedMemory(t *testing.T) {
 	h := newFairHarness(t, AdmissionConfig{MaxInFlight: 1, MaxQueue: 1000, MaxQueueBytes: 1 << 20})
 	h.must("started", "r", spec{caller: "a", bytes: 100})
@@ -378,13 +462,20 @@ func TestAdmissionBoundedMemory(t *testing.T) {
 	h.release("r", time.Millisecond)
 	h.release("big0", time.Millisecond)
 	h.release("small", time.Millisecond)
-	for i := range 500 {
+	for i := range maxIdleFlows + 500 { // all within ActiveFor: the clock stands
 		n := fmt.Sprintf("c%d", i)
 		h.must("started", n, spec{caller: fmt.Sprintf("id%d", i), bytes: 100})
-		h.release(n, time.Millisecond)
+		h.release(n, 0)
 	}
+	if n := h.a.Flows(); n > maxIdleFlows {
+		t.Fatalf("%d identities kept after their calls ended, bound %d", n, maxIdleFlows)
+	}
+	h.clk.Advance(DefaultAdmissionActiveFor)
 	if n := h.a.Flows(); n != 0 || h.a.Queued() != 0 {
-		t.Fatalf("%d identities, %d waiting after every call ended; want 0", n, h.a.Queued())
+		t.Fatalf("%d identities, %d waiting after every call ended and ActiveFor passed; want 0", n, h.a.Queued())
+	}
+	if h.a.idle.Len() != 0 {
+		t.Fatalf("%d idle flows listed, want 0", h.a.idle.Len())
 	}
 }
 
@@ -407,5 +498,57 @@ func TestAdmissionLearnsFromLongWaits(t *testing.T) {
 	h.must("queued", "w1", c)
 	if after := h.a.ExpectedWait(); after <= before {
 		t.Fatalf("expected wait with one call waiting: %v after a wait 20× too long, %v before; want it longer", after, before)
+	}
+}
+
+// BenchmarkAdmissionRefusal is the cost of refusing a call whose deadline
+// cannot be met, with 10 and 1,000 calls waiting of one identity and of
+// 100 identities: the estimate does not walk the queue, so it does not
+// grow with the waiting calls (only with the active identities).
+func BenchmarkAdmissionRefusal(b *testing.B) {
+	for _, c := range []struct{ waiting, callers int }{{10, 1}, {1000, 1}, {1000, 100}} {
+		b.Run(fmt.Sprintf("waiting=%d/callers=%d", c.waiting, c.callers), func(b *testing.B) {
+			a := NewAdmission(AdmissionConfig{MaxInFlight: 1, MaxQueue: 10_000})
+			ctx := WithCaller(context.Background(), Caller{Name: "c", Quota: "token:c"})
+			r, err := a.admit(ctx, "m", 100)
+			if err != nil {
+				b.Fatal(err)
+			}
+			clk := &fakeClock{t: time.Now()}
+			a.now = clk.Now
+			clk.Advance(10 * time.Millisecond)
+			r() // trained: 10ms a call
+			r, _ = a.admit(ctx, "m", 100)
+			stop, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			for i := range c.waiting {
+				cctx := WithCaller(stop, Caller{Name: "c", Quota: fmt.Sprintf("token:c%d", i%c.callers)})
+				wg.Go(func() {
+					if r, err := a.admit(cctx, "m", 100); err == nil {
+						r()
+					}
+				})
+			}
+			for a.Queued() != int64(c.waiting) {
+				runtime.Gosched()
+			}
+			// 50ms left on the admission's clock (an hour on the real one,
+			// so the context does not end during the benchmark): the
+			// expected wait of 10 calls of 10ms does not fit in 40% of it.
+			dl := time.Now().Add(time.Hour)
+			clk.Advance(dl.Add(-50 * time.Millisecond).Sub(clk.Now()))
+			short, cancelShort := context.WithDeadline(ctx, dl)
+			defer cancelShort()
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := a.admit(short, "m", 100); status.Code(err) != codes.ResourceExhausted {
+					b.Fatalf("%v, want ResourceExhausted", err)
+				}
+			}
+			b.StopTimer()
+			cancel()
+			r()
+			wg.Wait()
+		})
 	}
 }

@@ -16,13 +16,13 @@ import (
 func TestAdmissionRejectsWhenFull(t *testing.T) {
 	a := NewAdmission(AdmissionConfig{MaxInFlight: 1, MaxQueue: 1, MinDeadline: 10 * time.Millisecond})
 	ctx := context.Background()
-	release, err := a.admit(ctx, "m", nil)
+	release, err := a.admit(ctx, "m", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	queued := make(chan error, 1)
 	go func() {
-		r, err := a.admit(ctx, "m", nil)
+		r, err := a.admit(ctx, "m", 0)
 		if err == nil {
 			r()
 		}
@@ -31,7 +31,7 @@ func TestAdmissionRejectsWhenFull(t *testing.T) {
 	for a.Queued() != 1 {
 		time.Sleep(time.Millisecond)
 	}
-	if _, err := a.admit(ctx, "m", nil); status.Code(err) != codes.ResourceExhausted {
+	if _, err := a.admit(ctx, "m", 0); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("third call with 1 in flight and 1 queued: %v, want ResourceExhausted", err)
 	}
 	release()
@@ -40,7 +40,7 @@ func TestAdmissionRejectsWhenFull(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, time.Millisecond)
 	defer cancel()
-	if _, err := a.admit(short, "m", nil); status.Code(err) != codes.DeadlineExceeded {
+	if _, err := a.admit(short, "m", 0); status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("call with 1ms left: %v, want DeadlineExceeded", err)
 	}
 	if a.InFlight() != 0 || a.Queued() != 0 {
@@ -89,7 +89,7 @@ func newAdmissionHarness(t *testing.T, cfg AdmissionConfig) *admissionHarness {
 // take admits name, which must get a place at once.
 func (h *admissionHarness) take(name string) {
 	h.t.Helper()
-	r, err := h.a.admit(context.Background(), "m", nil)
+	r, err := h.a.admit(context.Background(), "m", 0)
 	if err != nil {
 		h.t.Fatalf("%s with a place free: %v", name, err)
 	}
@@ -104,7 +104,7 @@ func (h *admissionHarness) call(ctx context.Context, name string) bool {
 	before := h.a.Queued()
 	refused := make(chan error, 1)
 	go func() {
-		r, err := h.a.admit(ctx, "m", nil)
+		r, err := h.a.admit(ctx, "m", 0)
 		if err != nil {
 			refused <- err
 			return

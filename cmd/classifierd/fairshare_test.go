@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -100,5 +101,42 @@ func TestHogCannotRefuseAnotherIdentity(t *testing.T) {
 	t.Logf("small: %d of %d answered; hog: %d answered, %d refused", answered, calls, hogCodes[codes.OK], hogCodes[codes.ResourceExhausted])
 	if hogCodes[codes.OK] == 0 {
 		t.Fatal("the hog's Routes were never answered: the test did not load the daemon")
+	}
+}
+
+// TestMCPToolCallsAreAdmitted: the daemon's MCP tool calls that run the
+// model pass the same admission as its gRPC calls (the admitted-call
+// histogram counts them), and the ones that do not (listing tools) do
+// not. Before, the MCP listeners called the domain directly and a hostile
+// MCP client escaped the fair shares.
+func TestMCPToolCallsAreAdmitted(t *testing.T) {
+	idx := genIndex(t, "testdata/mini.json")
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("alice route "+aliceToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mcpAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	startDaemon(t, idx, "--mcp-listen", mcpAddr, "--auth-token-file", tokens, "--metrics-listen", metricsAddr)
+	const admitted = "classifierd_admitted_call_seconds_count"
+	before := scrape(t, metricsAddr)[admitted]
+	cs := mustConnect(t, "http://"+mcpAddr+mcpPath, bearerClient(aliceToken))
+	ctx := context.Background()
+	for _, tool := range []string{"route", "search_tools", "analyze_prompt"} {
+		args := map[string]any{"query": "list the open pull requests on github", "prompt": "list the open pull requests on github"}
+		if tool == "analyze_prompt" {
+			delete(args, "query")
+		} else {
+			delete(args, "prompt")
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %v", tool, res, err)
+		}
+	}
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := scrape(t, metricsAddr)[admitted] - before; got != 3 {
+		t.Fatalf("admitted model calls grew by %v over three MCP tool calls, want 3", got)
 	}
 }

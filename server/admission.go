@@ -175,6 +175,12 @@ type Admission struct {
 	idle     list.List // of *flow
 	flowSeq  uint64
 	enqueued uint64 // calls that have joined the queue since start
+	// arrivals numbers the calls in order of arrival; maxStarted is the
+	// greatest number of a call that has started: a waiting call with a
+	// smaller number than maxStarted was overtaken (a retry of its
+	// identity, another identity's call), so its wait says nothing of
+	// the estimate's error.
+	arrivals, maxStarted uint64
 	// vnow is the virtual time: the service per weight at which the
 	// latest call started (start-time fair queuing's). A flow that
 	// becomes busy starts at it at least, so time spent idle earns no
@@ -259,6 +265,9 @@ type waiter struct {
 	err      error // guarded by Admission.mu
 	charged  float64
 	expected time.Duration // the wait expected when it queued
+	seq      uint64        // its arrival number
+	// overtaken: a call that arrived after it started first.
+	overtaken bool
 }
 
 // NewAdmission returns the admission control of cfg; nil when
@@ -338,20 +347,20 @@ func (a *Admission) overloadedLocked(now time.Time) bool {
 	return a.overloaded
 }
 
-// flowLocked returns the flow of key, busy from now on: a flow that was
-// idle or new starts at the virtual time at least, so time spent idle
-// earns it no credit.
-func (a *Admission) flowLocked(key string, weight float64) *flow {
+// flowLocked returns the flow of key, busy from now on, and whether it
+// is new (was not active): a flow that was idle or new starts at the
+// virtual time at least, so time spent idle earns it no credit.
+func (a *Admission) flowLocked(key string, weight float64) (*flow, bool) {
 	f := a.flows[key]
 	if f != nil && f.busy() {
-		return f
+		return f, false
 	}
 	v := a.vnow
 	if f == nil {
 		a.flowSeq++
 		f = &flow{key: key, weight: weight, seq: a.flowSeq, vtime: v}
 		a.flows[key] = f
-		return f
+		return f, true
 	}
 	if f.idleEl != nil {
 		a.idle.Remove(f.idleEl)
@@ -359,7 +368,7 @@ func (a *Admission) flowLocked(key string, weight float64) *flow {
 	}
 	f.weight = weight
 	f.vtime = max(f.vtime, v)
-	return f
+	return f, false
 }
 
 // idleLocked marks f idle at now once it has nothing waiting or running:
@@ -434,7 +443,8 @@ func (a *Admission) mayStartLocked(f *flow, s shares) bool {
 
 // startLocked gives f a place for a call of the given size and charges
 // f its expected service; it returns the charge.
-func (a *Admission) startLocked(f *flow, bytes int64) float64 {
+func (a *Admission) startLocked(f *flow, bytes int64, seq uint64) float64 {
+	a.maxStarted = max(a.maxStarted, seq)
 	a.inFlight++
 	f.inFlight++
 	a.runningBytes += bytes
@@ -462,7 +472,8 @@ func (a *Admission) dispatchLocked(now time.Time) {
 			return
 		}
 		w := a.removeLocked(pick.next(), now)
-		w.charged = a.startLocked(pick, w.bytes)
+		w.overtaken = a.maxStarted > w.seq
+		w.charged = a.startLocked(pick, w.bytes, w.seq)
 		w.granted = true
 		close(w.ready)
 	}
@@ -552,7 +563,13 @@ func (a *Admission) expectedWaitLocked(f *flow, attempts int) time.Duration {
 }
 
 // waitedLocked learns from a call that expected to wait expected and
-// waited waited; estimates under a millisecond say too little.
+// waited waited; estimates under a millisecond say too little. Only
+// calls nobody overtook count: the estimate is of the work ahead when a
+// call queues, and a retry or another identity's call that goes ahead
+// later is the fair order, not the estimate's error (learnt from, the
+// calls of 400 clients retrying, all overtaken by retries, inflated the
+// estimate, which refused more calls, which retried: 94-98 % of their
+// calls answered instead of 100 %).
 func (a *Admission) waitedLocked(expected, waited time.Duration) {
 	if expected < time.Millisecond {
 		return
@@ -720,10 +737,12 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 	attempts := previousAttempts(ctx)
 	arrived := a.now()
 	a.mu.Lock()
+	a.arrivals++
+	seq := a.arrivals
 	a.forgetLocked(arrived)
-	f := a.flowLocked(key, weight)
+	f, fresh := a.flowLocked(key, weight)
 	if f.queued == 0 && a.mayStartLocked(f, a.sharesLocked()) {
-		charged := a.startLocked(f, bytes)
+		charged := a.startLocked(f, bytes, seq)
 		a.mu.Unlock()
 		return a.placed(f, bytes, charged, arrived, arrived), nil
 	}
@@ -736,12 +755,16 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 		}
 	}
 	if why != "" {
-		a.idleLocked(f, arrived)
+		if fresh && !f.busy() { // refused at once: no share kept for it
+			delete(a.flows, key)
+		} else {
+			a.idleLocked(f, arrived)
+		}
 		a.mu.Unlock()
 		a.rejected(method)
 		return nil, refusal(why, after)
 	}
-	w := &waiter{f: f, ready: make(chan struct{}), bytes: bytes, attempts: attempts, expected: wait}
+	w := &waiter{f: f, ready: make(chan struct{}), bytes: bytes, attempts: attempts, expected: wait, seq: seq}
 	a.enqueueLocked(w, arrived)
 	a.mu.Unlock()
 
@@ -768,7 +791,9 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 	}
 	got := a.now()
 	a.mu.Lock()
-	a.waitedLocked(w.expected, got.Sub(arrived))
+	if !w.overtaken {
+		a.waitedLocked(w.expected, got.Sub(arrived))
+	}
 	a.mu.Unlock()
 	release := a.placed(f, bytes, w.charged, arrived, got)
 	// Time spent queueing may have used up the deadline: check again

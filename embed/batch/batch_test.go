@@ -675,3 +675,22 @@ func TestActiveFlowKeepsItsWorker(t *testing.T) {
 		})
 	}
 }
+
+// The flows kept active after their calls are bounded: past
+// maxIdleFlows the one idle longest is forgotten.
+func TestIdleFlowsBounded(t *testing.T) {
+	f := &fake{}
+	b := newBatcher(t, Config{MaxBatch: 1, MaxQueue: 10, Workers: 1, ActiveFor: time.Hour}, f)
+	ctx := context.Background()
+	for i := range maxIdleFlows + 100 {
+		if _, err := b.Do(WithFlow(ctx, fmt.Sprint(i), 1), []int{i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.mu.Lock()
+	n := len(b.flows)
+	b.mu.Unlock()
+	if n > maxIdleFlows {
+		t.Fatalf("%d flows kept, bound %d", n, maxIdleFlows)
+	}
+}

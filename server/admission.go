@@ -188,13 +188,16 @@ type Admission struct {
 	// more.
 	vnow float64
 	cost costModel
-	// waitScale is the weighted mean of admitted calls' actual wait ÷
-	// the wait expected when they queued, at least 1: the expected wait
-	// is multiplied by it, so an estimate that proves too short (a
+	// waitScale is admitted calls' actual waits ÷ the waits expected
+	// when they queued (before scaling), as exponentially weighted sums
+	// (waitedSum, expectedSum), between 1 and maxWaitScale: the expected
+	// wait is multiplied by it, so an estimate that proves too short (a
 	// machine slowed by other work, thousands of clients' streams on the
 	// same cores) tightens admission instead of letting callers wait
-	// into their deadlines.
-	waitScale float64
+	// into their deadlines. A ratio of sums, not a mean of ratios: a call
+	// expected to wait 1 ms that waited 50 ms (a scheduling hiccup on a
+	// busy machine) weighs as 1 ms of estimate, not as a 50-fold error.
+	waitScale, waitedSum, expectedSum float64
 	// busySince is when the queue last formed, idleSince when it last
 	// emptied; overloadedLocked keeps overloaded from them.
 	busySince, idleSince time.Time
@@ -264,7 +267,7 @@ type waiter struct {
 	granted  bool  // guarded by Admission.mu
 	err      error // guarded by Admission.mu
 	charged  float64
-	expected time.Duration // the wait expected when it queued
+	expected time.Duration // the wait expected when it queued, unscaled
 	seq      uint64        // its arrival number
 	// overtaken: a call that arrived after it started first.
 	overtaken bool
@@ -574,12 +577,22 @@ func (a *Admission) waitedLocked(expected, waited time.Duration) {
 	if expected < time.Millisecond {
 		return
 	}
-	r := min(float64(waited)/float64(expected)*a.waitScale, 20)
-	a.waitScale = max(1, a.waitScale+waitScaleWeight*(r-a.waitScale))
+	e, w := float64(expected), min(float64(waited), maxWaitScale*float64(expected))
+	if a.expectedSum == 0 { // as if the last calls had waited as expected
+		a.expectedSum, a.waitedSum = e/(1-waitScaleDecay), e/(1-waitScaleDecay)
+	}
+	a.expectedSum = waitScaleDecay*a.expectedSum + e
+	a.waitedSum = waitScaleDecay*a.waitedSum + w
+	a.waitScale = min(max(1, a.waitedSum/a.expectedSum), maxWaitScale)
 }
 
-// waitScaleWeight is the weight of the newest admitted call in waitScale.
-const waitScaleWeight = 0.05
+const (
+	// waitScaleDecay is the weight of the past in waitScale's sums at
+	// each admitted call: about the last 20 count.
+	waitScaleDecay = 0.95
+	// maxWaitScale bounds waitScale.
+	maxWaitScale = 20
+)
 
 // refusal is a RESOURCE_EXHAUSTED that says when to come back.
 func refusal(why string, after time.Duration) error {
@@ -764,7 +777,7 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 		a.rejected(method)
 		return nil, refusal(why, after)
 	}
-	w := &waiter{f: f, ready: make(chan struct{}), bytes: bytes, attempts: attempts, expected: wait, seq: seq}
+	w := &waiter{f: f, ready: make(chan struct{}), bytes: bytes, attempts: attempts, expected: time.Duration(float64(wait) / a.waitScale), seq: seq}
 	a.enqueueLocked(w, arrived)
 	a.mu.Unlock()
 

@@ -587,3 +587,24 @@ func TestAdmissionOvertakenWaitsTeachNothing(t *testing.T) {
 		t.Fatalf("wait scale %v after an overtaken call's long wait, want 1", scale)
 	}
 }
+
+// The wait scale is a ratio of weighted sums: a call expected to wait
+// 1 ms that waited 50 ms (a hiccup of a busy machine) barely moves it
+// after calls expected to wait a second waited as long, while waits
+// twice as long as expected, sustained, bring it to 2.
+func TestAdmissionWaitScaleWeighsByEstimate(t *testing.T) {
+	a := NewAdmission(AdmissionConfig{MaxInFlight: 1, MaxQueue: 1})
+	for range 40 {
+		a.waitedLocked(time.Second, time.Second)
+	}
+	a.waitedLocked(time.Millisecond, 50*time.Millisecond)
+	if a.waitScale > 1.01 {
+		t.Fatalf("wait scale %v after one 1ms estimate 50 times too short, want about 1", a.waitScale)
+	}
+	for range 200 {
+		a.waitedLocked(100*time.Millisecond, 200*time.Millisecond)
+	}
+	if a.waitScale < 1.95 || a.waitScale > 2.05 {
+		t.Fatalf("wait scale %v after waits twice the estimates, want 2", a.waitScale)
+	}
+}

@@ -329,6 +329,14 @@ func (a *Admission) ExpectedWait() time.Duration {
 	return a.expectedWaitLocked(f, 0)
 }
 
+// WaitScale is what the expected waits are multiplied by: recent admitted
+// calls' waits ÷ the waits estimated for them (at least 1).
+func (a *Admission) WaitScale() float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.waitScale
+}
+
 // Overloaded reports whether MaxWait applies now.
 func (a *Admission) Overloaded() bool {
 	a.mu.Lock()

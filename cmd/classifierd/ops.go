@@ -157,7 +157,7 @@ func openOps(cfg OpsConfig, log *slog.Logger) (*ops, error) {
 		func() float64 { return float64(o.admission.InFlight()) }); err != nil {
 		return nil, err
 	}
-	if err := o.metrics.Gauge("classifierd_admission_callers", "Callers (identities) with model calls waiting or running: the fair shares are among them.",
+	if err := o.metrics.Gauge("classifierd_admission_callers", "Active callers (identities): with model calls waiting or running, or one ended in the last 250ms; the fair shares are among them.",
 		func() float64 { return float64(o.admission.Flows()) }); err != nil {
 		return nil, err
 	}
@@ -167,6 +167,10 @@ func openOps(cfg OpsConfig, log *slog.Logger) (*ops, error) {
 	}
 	if err := o.metrics.Gauge("classifierd_admission_expected_wait_seconds", "How long a model call that found every place taken would wait now, estimated.",
 		func() float64 { return o.admission.ExpectedWait().Seconds() }); err != nil {
+		return nil, err
+	}
+	if err := o.metrics.Gauge("classifierd_admission_wait_scale", "Admitted calls' waits divided by the waits estimated when they queued (calls nobody overtook, recent ones weighted most; at least 1): the estimates are multiplied by it.",
+		func() float64 { return o.admission.WaitScale() }); err != nil {
 		return nil, err
 	}
 	return o, nil

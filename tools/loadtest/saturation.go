@@ -27,14 +27,14 @@ import (
 
 // satConfig is the saturation mode's part of the command line.
 type satConfig struct {
-	steps         []int
-	stepTime      time.Duration
-	warmup        time.Duration
-	callTimeout   time.Duration
+	steps       []int
+	stepTime    time.Duration
+	warmup      time.Duration
+	callTimeout time.Duration
 	// sendDeadline sends callTimeout to the daemon as the calls' own
 	// deadline; by default the curve's clients keep it to themselves
 	// (see curveCall).
-	sendDeadline bool
+	sendDeadline  bool
 	backoff       time.Duration
 	conns         int
 	queries       string

@@ -398,17 +398,21 @@ func (a *Admission) idleLocked(f *flow, now time.Time) {
 }
 
 // forgetLocked forgets the flows idle for ActiveFor or longer at now,
-// and the longest idle past maxIdleFlows.
-func (a *Admission) forgetLocked(now time.Time) {
+// and the longest idle past maxIdleFlows; it reports whether it forgot
+// any (the places they kept are free for others).
+func (a *Admission) forgetLocked(now time.Time) bool {
+	forgot := false
 	for el := a.idle.Front(); el != nil; el = a.idle.Front() {
 		f := el.Value.(*flow)
 		if a.idle.Len() <= maxIdleFlows && now.Sub(f.idleAt) < a.cfg.ActiveFor {
-			return
+			break
 		}
 		a.idle.Remove(el)
 		f.idleEl = nil
 		delete(a.flows, f.key)
+		forgot = true
 	}
+	return forgot
 }
 
 // shares is the active flows' weights and the places kept for flows
@@ -760,7 +764,9 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 	a.mu.Lock()
 	a.arrivals++
 	seq := a.arrivals
-	a.forgetLocked(arrived)
+	if a.forgetLocked(arrived) {
+		a.dispatchLocked(arrived) // places kept for the forgotten are free
+	}
 	f, fresh := a.flowLocked(key, weight)
 	if f.queued == 0 && a.mayStartLocked(f, a.sharesLocked()) {
 		charged := a.startLocked(f, bytes, seq)

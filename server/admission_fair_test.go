@@ -608,3 +608,28 @@ func TestAdmissionWaitScaleWeighsByEstimate(t *testing.T) {
 		t.Fatalf("wait scale %v after waits twice the estimates, want 2", a.waitScale)
 	}
 }
+
+// The place kept for a caller that has gone is free as soon as anything
+// happens after ActiveFor: here the hog's next arrival, with none of its
+// running calls ending, gives its waiting call the place.
+func TestAdmissionForgottenCallerFreesItsPlace(t *testing.T) {
+	h := newFairHarness(t, AdmissionConfig{MaxInFlight: 2, MaxQueue: 100, ActiveFor: 100 * time.Millisecond})
+	hog := spec{caller: "hog", bytes: 100}
+	h.must("started", "s0", spec{caller: "small", bytes: 100})
+	h.release("s0", time.Millisecond)
+	h.must("started", "h0", hog)
+	h.must("queued", "h1", hog) // the other place is kept for small
+	h.clk.Advance(100 * time.Millisecond)
+	h.must("queued", "h2", hog)
+	select {
+	case got := <-h.granted:
+		if got != "h1" {
+			t.Fatalf("granted %s, want h1", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("h1 still waits for the place kept for a caller gone for ActiveFor")
+	}
+	if h.a.InFlight() != 2 || h.a.Queued() != 1 {
+		t.Fatalf("in flight %d, waiting %d; want 2 and 1", h.a.InFlight(), h.a.Queued())
+	}
+}

@@ -309,7 +309,9 @@ func (a *Admission) InFlight() int64 {
 func (a *Admission) Flows() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.forgetLocked(a.now())
+	if now := a.now(); a.forgetLocked(now) {
+		a.dispatchLocked(now)
+	}
 	return int64(len(a.flows))
 }
 
@@ -321,7 +323,9 @@ func (a *Admission) Flows() int64 {
 func (a *Admission) ExpectedWait() time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.forgetLocked(a.now())
+	if now := a.now(); a.forgetLocked(now) {
+		a.dispatchLocked(now)
+	}
 	f := a.flows[""] // calls without a caller (tests) are that flow
 	if f == nil {
 		f = &flow{weight: 1, vtime: a.vnow}
@@ -383,18 +387,19 @@ func (a *Admission) flowLocked(key string, weight float64) (*flow, bool) {
 }
 
 // idleLocked marks f idle at now once it has nothing waiting or running:
-// it keeps its share for ActiveFor, unless that is off.
-func (a *Admission) idleLocked(f *flow, now time.Time) {
+// it keeps its share for ActiveFor, unless that is off. It reports
+// whether a flow was forgotten (its kept places are free: dispatch).
+func (a *Admission) idleLocked(f *flow, now time.Time) bool {
 	if f.busy() || f.idleEl != nil || a.flows[f.key] != f {
-		return
+		return false
 	}
 	if a.cfg.ActiveFor < 0 {
 		delete(a.flows, f.key)
-		return
+		return true
 	}
 	f.idleAt = now
 	f.idleEl = a.idle.PushBack(f)
-	a.forgetLocked(now)
+	return a.forgetLocked(now)
 }
 
 // forgetLocked forgets the flows idle for ActiveFor or longer at now,
@@ -784,8 +789,8 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 	if why != "" {
 		if fresh && !f.busy() { // refused at once: no share kept for it
 			delete(a.flows, key)
-		} else {
-			a.idleLocked(f, arrived)
+		} else if a.idleLocked(f, arrived) {
+			a.dispatchLocked(arrived)
 		}
 		a.mu.Unlock()
 		a.rejected(method)
@@ -793,6 +798,7 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 	}
 	w := &waiter{f: f, ready: make(chan struct{}), bytes: bytes, attempts: attempts, expected: time.Duration(float64(wait) / a.waitScale), seq: seq}
 	a.enqueueLocked(w, arrived)
+	a.dispatchLocked(arrived) // a push-out may have forgotten a flow and freed its places
 	a.mu.Unlock()
 
 	select {

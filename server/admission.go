@@ -631,9 +631,13 @@ func retryAfter(err error) time.Duration {
 	return 0
 }
 
-// refuseLocked reports why a call of f with the given expected wait and
-// service may not wait, or "" if it may.
-func (a *Admission) refuseLocked(ctx context.Context, now time.Time, wait, service time.Duration) (string, time.Duration) {
+// refuseLocked reports why a call with the given expected wait and
+// service may not wait, or "" if it may. first: the call's caller is
+// below its share with nothing waiting, so the call takes the next place
+// that comes free (at most one running call away), and MaxWait, the
+// bound of waiting behind a standing queue, does not apply to it (its
+// own deadline does).
+func (a *Admission) refuseLocked(ctx context.Context, now time.Time, wait, service time.Duration, first bool) (string, time.Duration) {
 	if !a.cost.trained() {
 		return "", 0 // only the count bounds the queue until a call has ended
 	}
@@ -645,7 +649,7 @@ func (a *Admission) refuseLocked(ctx context.Context, now time.Time, wait, servi
 		}
 		return "", 0
 	}
-	if a.queued == 0 || a.cfg.MaxWait <= 0 {
+	if a.queued == 0 || a.cfg.MaxWait <= 0 || first {
 		return "", 0
 	}
 	bound := a.cfg.MaxWait
@@ -773,13 +777,15 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 		a.dispatchLocked(arrived) // places kept for the forgotten are free
 	}
 	f, fresh := a.flowLocked(key, weight)
-	if f.queued == 0 && a.mayStartLocked(f, a.sharesLocked()) {
+	s := a.sharesLocked()
+	if f.queued == 0 && a.mayStartLocked(f, s) {
 		charged := a.startLocked(f, bytes, seq)
 		a.mu.Unlock()
 		return a.placed(f, bytes, charged, arrived, arrived), nil
 	}
+	first := f.queued == 0 && a.shareLocked(f, s.weights) > f.inFlight
 	wait := a.expectedWaitLocked(f, attempts)
-	why, after := a.refuseLocked(ctx, arrived, wait, time.Duration(a.cost.predict(float64(bytes))))
+	why, after := a.refuseLocked(ctx, arrived, wait, time.Duration(a.cost.predict(float64(bytes))), first)
 	if why == "" && a.fullLocked(bytes) && !a.pushOutLocked(f, bytes, attempts, arrived) {
 		why, after = fmt.Sprintf("%d calls waiting, limit %d", a.queued, a.cfg.MaxQueue), wait
 		if a.queued < a.cfg.MaxQueue {

@@ -633,3 +633,24 @@ func TestAdmissionForgottenCallerFreesItsPlace(t *testing.T) {
 		t.Fatalf("in flight %d, waiting %d; want 2 and 1", h.a.InFlight(), h.a.Queued())
 	}
 }
+
+// Under overload a call without a deadline of its own is refused when it
+// would wait behind the queue longer than MaxWait, but not the first call
+// of a caller below its share: it takes the next place that comes free,
+// so its wait is one running call at most, and issue 27 wants another
+// caller's small calls answered beside a hog, not refused.
+func TestAdmissionNewcomerWithoutDeadlineIsNotRefused(t *testing.T) {
+	h := newFairHarness(t, AdmissionConfig{MaxInFlight: 2, MaxQueue: 100, MaxWait: time.Millisecond})
+	hog := spec{caller: "hog", bytes: 100_000}
+	h.train(hog, 3, 30*time.Millisecond)
+	h.clk.Advance(time.Second)
+	h.must("started", "h0", hog)
+	h.must("started", "h1", hog)
+	h.must("queued", "h2", spec{caller: "hog", bytes: 100_000, deadline: time.Hour})
+	h.must("refused", "h3", hog) // behind the hog's queue: past MaxWait (overloaded at once)
+	h.must("queued", "s0", spec{caller: "small", bytes: 100})
+	h.must("refused", "s1", spec{caller: "small", bytes: 100}) // behind s0: the bound applies
+	if got := h.release("h0", 30*time.Millisecond); got != "s0" {
+		t.Fatalf("h0's place went to %q, want s0", got)
+	}
+}

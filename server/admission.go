@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"sync"
 	"time"
@@ -166,9 +167,9 @@ type Admission struct {
 	inFlight int
 	queued   int   // waiting calls, all flows
 	qBytes   int64 // their request bytes
-	// runningBytes sums the requests of the calls in flight, for their
-	// expected remaining work.
-	runningBytes int64
+	// runningCost sums the expected service of the calls in flight, for
+	// their expected remaining work.
+	runningCost float64
 	// flows are the active flows: with calls waiting or in flight, or
 	// idle for less than ActiveFor (those also in idle, oldest first).
 	flows    map[string]*flow
@@ -223,10 +224,10 @@ type flow struct {
 	// maxAttemptsPriority), each list oldest first: the next call is the
 	// oldest of the most attempts.
 	waiting [maxAttemptsPriority + 1]list.List // of *waiter
-	nWait   [maxAttemptsPriority + 1]int64     // calls in each
-	bWait   [maxAttemptsPriority + 1]int64     // their request bytes
+	cWait   [maxAttemptsPriority + 1]float64   // their expected service
 	queued  int
-	qBytes  int64
+	qBytes  int64   // request bytes of the waiting calls
+	qCost   float64 // their expected service
 	// idleEl is f's element of Admission.idle while it has nothing
 	// waiting or running, idleAt when that began.
 	idleEl *list.Element
@@ -263,6 +264,7 @@ type waiter struct {
 	el       *list.Element
 	ready    chan struct{}
 	bytes    int64
+	cost     float64 // expected service, when it queued
 	attempts int
 	granted  bool  // guarded by Admission.mu
 	err      error // guarded by Admission.mu
@@ -467,9 +469,9 @@ func (a *Admission) startLocked(f *flow, bytes int64, seq uint64) float64 {
 	a.maxStarted = max(a.maxStarted, seq)
 	a.inFlight++
 	f.inFlight++
-	a.runningBytes += bytes
 	a.vnow = max(a.vnow, f.vtime) // the call's start tag
 	c := a.cost.predict(float64(bytes))
+	a.runningCost += c
 	f.vtime += c / f.weight
 	return c
 }
@@ -507,10 +509,13 @@ func (a *Admission) removeLocked(w *waiter, now time.Time) *waiter {
 	}
 	f, k := w.f, w.attempts
 	f.waiting[k].Remove(w.el)
-	f.nWait[k]--
-	f.bWait[k] -= w.bytes
+	f.cWait[k] -= w.cost
 	f.queued--
 	f.qBytes -= w.bytes
+	f.qCost -= w.cost
+	if f.queued == 0 { // no drift from float sums
+		f.cWait, f.qCost = [maxAttemptsPriority + 1]float64{}, 0
+	}
 	a.queued--
 	a.qBytes -= w.bytes
 	return w
@@ -525,10 +530,10 @@ func (a *Admission) enqueueLocked(w *waiter, now time.Time) {
 	}
 	f, k := w.f, w.attempts
 	w.el = f.waiting[k].PushBack(w)
-	f.nWait[k]++
-	f.bWait[k] += w.bytes
+	f.cWait[k] += w.cost
 	f.queued++
 	f.qBytes += w.bytes
+	f.qCost += w.cost
 	a.queued++
 	a.qBytes += w.bytes
 	a.enqueued++
@@ -546,11 +551,10 @@ func (a *Admission) expectedWaitLocked(f *flow, attempts int) time.Duration {
 	if !a.cost.trained() {
 		return 0
 	}
-	var n, b int64
+	var ahead float64
 	for k := attempts; k <= maxAttemptsPriority; k++ {
-		n, b = n+f.nWait[k], b+f.bWait[k]
+		ahead += f.cWait[k]
 	}
-	ahead := a.cost.total(int(n), b)
 	start := f.vtime + ahead/f.weight
 	work := ahead
 	var weights float64
@@ -567,14 +571,13 @@ func (a *Admission) expectedWaitLocked(f *flow, attempts int) time.Duration {
 		}
 		kept += max(0, a.shareLocked(g, weights)-g.inFlight)
 		if g.queued > 0 {
-			queued := a.cost.total(g.queued, g.qBytes)
-			work += math.Min(queued, math.Max(0, (start-g.vtime)*g.weight))
+			work += math.Min(g.qCost, math.Max(0, (start-g.vtime)*g.weight))
 		}
 	}
 	// A place comes free after about the mean running call ÷ places.
 	var free float64
 	if a.inFlight > 0 {
-		free = a.cost.total(a.inFlight, a.runningBytes) / float64(a.inFlight)
+		free = a.runningCost / float64(a.inFlight)
 	}
 	places := float64(a.cfg.MaxInFlight)
 	mine := math.Max(1, places-float64(kept))
@@ -671,14 +674,14 @@ func (a *Admission) pushOutLocked(f *flow, bytes int64, attempts int, now time.T
 	var victim *flow
 	worst := -1.0
 	for _, g := range a.flows {
-		n, b := g.queued, g.qBytes
+		n, c := g.queued, g.qCost
 		if g == f {
-			n, b = n+1, b+bytes
+			n, c = n+1, c+a.cost.predict(float64(bytes))
 		}
 		if n == 0 {
 			continue
 		}
-		load := a.cost.total(n, b) / g.weight
+		load := c / g.weight
 		if !a.cost.trained() {
 			load = float64(n) / g.weight
 		}
@@ -781,7 +784,7 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 	if f.queued == 0 && a.mayStartLocked(f, s) {
 		charged := a.startLocked(f, bytes, seq)
 		a.mu.Unlock()
-		return a.placed(f, bytes, charged, arrived, arrived), nil
+		return a.placed(ctx, f, bytes, charged, arrived, arrived), nil
 	}
 	first := f.queued == 0 && a.shareLocked(f, s.weights) > f.inFlight
 	wait := a.expectedWaitLocked(f, attempts)
@@ -802,7 +805,8 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 		a.rejected(method)
 		return nil, refusal(why, after)
 	}
-	w := &waiter{f: f, ready: make(chan struct{}), bytes: bytes, attempts: attempts, expected: time.Duration(float64(wait) / a.waitScale), seq: seq}
+	w := &waiter{f: f, ready: make(chan struct{}), bytes: bytes, cost: a.cost.predict(float64(bytes)), attempts: attempts,
+		expected: time.Duration(float64(wait) / a.waitScale), seq: seq}
 	a.enqueueLocked(w, arrived)
 	a.dispatchLocked(arrived) // a push-out may have forgotten a flow and freed its places
 	a.mu.Unlock()
@@ -820,7 +824,7 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 		}
 		a.mu.Unlock()
 		if granted { // a place came at the same time: give it back
-			a.done(f, bytes, w.charged, 0, a.now())
+			a.done(f, bytes, w.charged, 0, false, a.now())
 		}
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
@@ -834,7 +838,7 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 		a.waitedLocked(w.expected, got.Sub(arrived))
 	}
 	a.mu.Unlock()
-	release := a.placed(f, bytes, w.charged, arrived, got)
+	release := a.placed(ctx, f, bytes, w.charged, arrived, got)
 	// Time spent queueing may have used up the deadline: check again
 	// before the model runs.
 	if err := ctx.Err(); err != nil {
@@ -844,37 +848,68 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 	return release, nil
 }
 
-// placed is the release func of a call of f that arrived at arrived and
-// got its place at got, charged charged.
-func (a *Admission) placed(f *flow, bytes int64, charged float64, arrived, got time.Time) func() {
+// placed is the release func of a call of f with context ctx that
+// arrived at arrived and got its place at got, charged charged.
+func (a *Admission) placed(ctx context.Context, f *flow, bytes int64, charged float64, arrived, got time.Time) func() {
 	a.waited(got.Sub(arrived))
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			now := a.now()
 			a.answered(now.Sub(arrived))
-			a.done(f, bytes, charged, now.Sub(got), now)
+			served := now.Sub(got)
+			// A call cut short by its caller or deadline held its place
+			// for less than its work: it is charged what it held, but it
+			// does not teach the cost model (16 cancelled 240 KB calls
+			// made it expect them ten times faster, or, by the fit's
+			// slope, ten times slower).
+			a.done(f, bytes, charged, served, ctx.Err() == nil, now)
 		})
 	}
 }
 
 // done gives back the place of a call of f with bytes of request that
 // held it for served (0: it never ran), corrects f's charge from the
-// expected service to served, learns the service time, and gives the
-// place to the next waiting call.
-func (a *Admission) done(f *flow, bytes int64, charged float64, served time.Duration, now time.Time) {
+// expected service to served, learns the service time if learn, and
+// gives the place to the next waiting call.
+func (a *Admission) done(f *flow, bytes int64, charged float64, served time.Duration, learn bool, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.inFlight--
 	f.inFlight--
-	a.runningBytes -= bytes
+	a.runningCost -= charged
+	if a.inFlight == 0 {
+		a.runningCost = 0 // no drift from float sums
+	}
 	f.vtime += (float64(served) - charged) / f.weight
-	if served > 0 {
+	if served > 0 && learn {
+		first := !a.cost.trained()
 		a.cost.observe(float64(bytes), float64(served))
+		if first {
+			a.repriceLocked()
+		}
 	}
 	a.forgetLocked(now)
 	a.idleLocked(f, now)
 	a.dispatchLocked(now)
+}
+
+// repriceLocked sets the expected service of every waiting call from the
+// cost model: once, when it learns its first call, as the calls that
+// queued before were priced at nothing.
+func (a *Admission) repriceLocked() {
+	for _, f := range a.flows {
+		f.qCost = 0
+		for k := range f.waiting {
+			f.cWait[k] = 0
+			for el := f.waiting[k].Front(); el != nil; el = el.Next() {
+				w := el.Value.(*waiter)
+				w.cost = a.cost.predict(float64(w.bytes))
+				f.cWait[k] += w.cost
+				f.qCost += w.cost
+			}
+		}
+	}
 }
 
 func (a *Admission) unary() grpc.UnaryServerInterceptor {
@@ -923,53 +958,75 @@ func ownDeadline(ctx context.Context) (time.Time, bool) {
 }
 
 // costModel learns a call's service time (how long it holds its place,
-// in nanoseconds) as a + b × its request's bytes, by least squares over
-// exponentially weighted sums: large requests (a 240 KB Route embeds
-// several long texts) cost more than small ones, and the estimate
-// follows the machine's speed and load. Guarded by Admission.mu.
+// in nanoseconds) by the size of its request: an exponentially weighted
+// mean per size class (powers of 4 bytes), so large requests (a 240 KB
+// Route embeds several long texts and scans the whole text) cost more
+// than small ones, each class remembers its own recent calls however
+// many calls of other sizes come between, and the estimate follows the
+// machine's speed and load. (A least-squares line over all calls, before
+// it, let a caller's many small calls wash out the few large ones: its
+// slope put a 240 KB call anywhere from 70 ms to 1.3 s within a minute.)
+// Guarded by Admission.mu.
 type costModel struct {
-	n, x, y, xx, xy float64
-	a, b            float64
+	mean, size [costClasses]float64 // per class: service and request size (0: none seen)
+	any        bool
 }
 
 const (
-	// costDecay is the weight of the past at each observation: about
-	// the last 20 calls count.
-	costDecay = 0.95
-	// minSpread is the spread of request sizes (standard deviation, in
-	// bytes) below which no per-byte cost is fitted: calls of nearly one
-	// size say nothing of what a larger one costs.
-	minSpread = 1024
+	// costClasses: class k holds requests of [4^k/2, 4^(k+1)/2) bytes
+	// (about), the last everything larger (up to the 4 MiB message).
+	costClasses = 12
+	// costWeight is the weight of the newest call in its class's means:
+	// about the last 10 count.
+	costWeight = 0.1
 )
 
-func (m *costModel) trained() bool { return m.n > 0 }
-
-// observe adds a call of x bytes that held its place y nanoseconds. The
-// first observation counts as if seen 1 ÷ (1 - costDecay) times, so one
-// early outlier does not make the estimate.
-func (m *costModel) observe(x, y float64) {
-	if m.n == 0 {
-		w := 1 / (1 - costDecay)
-		m.n, m.x, m.y, m.xx, m.xy = w, w*x, w*y, w*x*x, w*x*y
-	} else {
-		d := costDecay
-		m.n, m.x, m.y, m.xx, m.xy = d*m.n+1, d*m.x+x, d*m.y+y, d*m.xx+x*x, d*m.xy+x*y
-	}
-	mx, my := m.x/m.n, m.y/m.n
-	vx := m.xx/m.n - mx*mx
-	m.a, m.b = my, 0
-	if vx > minSpread*minSpread {
-		if b := (m.xy/m.n - mx*my) / vx; b > 0 {
-			m.a, m.b = my-b*mx, b
-		}
-	}
-	if m.a < 0 {
-		m.a = 0
-	}
+func costClass(x float64) int {
+	return min(bits.Len64(uint64(max(x, 0)))/2, costClasses-1)
 }
 
-// predict is the expected service of a call of x bytes.
-func (m *costModel) predict(x float64) float64 { return m.a + m.b*x }
+func (m *costModel) trained() bool { return m.any }
 
-// total is the expected service of n calls of b bytes together.
-func (m *costModel) total(n int, b int64) float64 { return m.a*float64(n) + m.b*float64(b) }
+// observe adds a call of x bytes that held its place y nanoseconds.
+func (m *costModel) observe(x, y float64) {
+	c := costClass(x)
+	if m.mean[c] == 0 {
+		m.mean[c], m.size[c] = y, max(x, 1)
+	} else {
+		m.mean[c] += costWeight * (y - m.mean[c])
+		m.size[c] += costWeight * (max(x, 1) - m.size[c])
+	}
+	m.any = true
+}
+
+// predict is the expected service of a call of x bytes: its class's
+// mean; for a class not seen yet, interpolated by size between the
+// nearest classes seen, or the nearest one's mean (no extrapolation: a
+// first large call is not refused on a guess, and teaches its class).
+func (m *costModel) predict(x float64) float64 {
+	c := costClass(x)
+	if m.mean[c] > 0 || !m.any {
+		return m.mean[c]
+	}
+	lo, hi := -1, -1
+	for k := c - 1; k >= 0; k-- {
+		if m.mean[k] > 0 {
+			lo = k
+			break
+		}
+	}
+	for k := c + 1; k < costClasses; k++ {
+		if m.mean[k] > 0 {
+			hi = k
+			break
+		}
+	}
+	switch {
+	case lo < 0:
+		return m.mean[hi]
+	case hi < 0:
+		return m.mean[lo]
+	}
+	t := min(max((x-m.size[lo])/(m.size[hi]-m.size[lo]), 0), 1)
+	return m.mean[lo] + t*(m.mean[hi]-m.mean[lo])
+}

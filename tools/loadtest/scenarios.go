@@ -284,13 +284,12 @@ func bigQuery() string {
 }
 
 // smallSequence makes n small Routes one after another with token and
-// returns their p50 and p99 and the refusals.
-func smallSequence(ctx context.Context, cl pb.ClassifierServiceClient, token string, queries []string, n int) (time.Duration, time.Duration, int, map[string]int) {
+// returns the answered calls' latencies and the refusals.
+func smallSequence(ctx context.Context, cl pb.ClassifierServiceClient, token string, queries []string, from, n int, errs map[string]int) ([]time.Duration, int) {
 	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
 	var d []time.Duration
 	refused := 0
-	errs := map[string]int{}
-	for i := range n {
+	for i := from; i < from+n; i++ {
 		start := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := cl.Route(cctx, &pb.RouteRequest{Query: queries[i%len(queries)]})
@@ -304,11 +303,16 @@ func smallSequence(ctx context.Context, cl pb.ClassifierServiceClient, token str
 			errs[status.Code(err).String()]++
 		}
 	}
+	return d, refused
+}
+
+// quantile is the q quantile of d, sorted in place (0 when empty).
+func quantile(d []time.Duration, q float64) time.Duration {
 	if len(d) == 0 {
-		return 0, 0, refused, errs
+		return 0
 	}
 	slices.Sort(d)
-	return d[len(d)/2], d[min(len(d)-1, len(d)*99/100)], refused, errs
+	return d[min(len(d)-1, int(float64(len(d))*q))]
 }
 
 // runScenarios starts a daemon with a token file and runs the named
@@ -434,52 +438,65 @@ func runScenarios(ctx context.Context, c config, names []string, calls int, quer
 	return res, nil
 }
 
-// fairScenario measures one token's small Routes alone, then beside
-// another token's 16 concurrent 240 KB Routes.
+// fairScenario measures one token's small Routes alone and beside
+// another token's 16 concurrent 240 KB Routes, in fairRounds alternating
+// rounds of fairCalls ÷ fairRounds calls each, so that the machine's other
+// load, which drifts over seconds on a shared machine, weighs on both
+// figures alike.
 func fairScenario(ctx context.Context, cls []pb.ClassifierServiceClient, queries []string) (scenario, error) {
-	const n = 300
+	const (
+		fairCalls  = 300
+		fairRounds = 3
+		per        = fairCalls / fairRounds
+	)
 	load := loadavg()
-	idle, _, refusedIdle, _ := smallSequence(ctx, cls[0], smallToken, queries, n)
-	if refusedIdle > 0 || idle == 0 {
-		return scenario{}, errors.New("fair: small Routes refused or failed with nothing else running")
-	}
 	big := bigQuery()
-	hctx, stop := context.WithCancel(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+hogToken))
+	var idle, loaded []time.Duration
 	var hog tally
-	var wg sync.WaitGroup
-	for w := range 16 {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 16))
-			for hctx.Err() == nil {
-				call(hctx, cls[1+w%(len(cls)-1)], &pb.RouteRequest{Query: big}, 5*time.Second, true, rng, &hog)
-			}
-		})
+	refused := 0
+	errs := map[string]int{}
+	var took time.Duration
+	for r := range fairRounds {
+		d, ref := smallSequence(ctx, cls[0], smallToken, queries, 2*r*per, per, map[string]int{})
+		if ref > 0 || len(d) < per {
+			return scenario{}, errors.New("fair: small Routes refused or failed with nothing else running")
+		}
+		idle = append(idle, d...)
+		hctx, stop := context.WithCancel(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+hogToken))
+		var wg sync.WaitGroup
+		for w := range 16 {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(w), uint64(16+r)))
+				for hctx.Err() == nil {
+					call(hctx, cls[1+w%(len(cls)-1)], &pb.RouteRequest{Query: big}, 5*time.Second, true, rng, &hog)
+				}
+			})
+		}
+		time.Sleep(time.Second) // the hog takes the places and fills the queue
+		start := time.Now()
+		d, ref = smallSequence(ctx, cls[0], smallToken, queries, (2*r+1)*per, per, errs)
+		took += time.Since(start)
+		loaded = append(loaded, d...)
+		refused += ref
+		stop()
+		wg.Wait()
+		time.Sleep(500 * time.Millisecond) // the hog's calls end and it stops being active
 	}
-	time.Sleep(time.Second) // the hog takes the places and fills the queue
-	start := time.Now()
-	loaded, loaded99, refused, errs := smallSequence(ctx, cls[0], smallToken, queries, n)
-	took := time.Since(start)
-	stop()
-	wg.Wait()
-	s := scenario{Name: "fair", Clients: 1, Deadline: "5s", Calls: n, OK: n - refused, Refused: refused, Seconds: took.Seconds(),
-		P50ms: ms(loaded), IdleP50: ms(idle), Load: load, Errors: errs}
-	for _, v := range errs {
-		s.OK -= v
-	}
-	s.OKShare = float64(s.OK) / n
+	loaded99 := quantile(loaded, 0.99)
+	idle50, loaded50 := quantile(idle, 0.5), quantile(loaded, 0.5)
+	s := scenario{Name: "fair", Clients: 1, Deadline: "5s", Calls: fairCalls, OK: len(loaded), Refused: refused, Seconds: took.Seconds(),
+		P50ms: ms(loaded50), P99ms: ms(loaded99), IdleP50: ms(idle50), Errors: errs}
+	s.OKShare = float64(s.OK) / fairCalls
 	s.Goodput = float64(s.OK) / took.Seconds()
-	if idle > 0 {
-		s.Ratio = float64(loaded) / float64(idle)
+	if idle50 > 0 {
+		s.Ratio = float64(loaded50) / float64(idle50)
 	}
 	if len(s.Errors) == 0 {
 		s.Errors = nil
 	}
 	hr := hog.result("hog", 16, 5*time.Second, 0, took)
-	s.P99ms = ms(loaded99)
-	s.RefusedP99ms = 0
-	fmtHog := fmt.Sprintf("idle p50 %.2f ms, beside the hog %.2f ms (hog: %d answered = %.1f/s, %d refused attempts)", ms(idle), ms(loaded), hr.OK, hr.Goodput, hr.Refused)
-	s.Deadline = "5s"
-	s.Load = load + "; " + fmtHog
+	s.Load = fmt.Sprintf("%s; idle p50 %.2f ms, beside the hog %.2f ms, %d rounds alternating (hog: %d answered = %.1f/s, %d refused attempts)",
+		load, ms(idle50), ms(loaded50), fairRounds, hr.OK, hr.Goodput, hr.Refused)
 	return s, nil
 }
 

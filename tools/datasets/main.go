@@ -5,6 +5,7 @@
 //
 //	datasets -in banking77.json -format banking77 -out DIR [-holdout 0.2] [-seed 1]
 //	datasets -in metatool.json  -format metatool  -out DIR [-examples-per-tool 5] [-test-size 3000] [-dev-size 3000] [-dev-multi 500]
+//	datasets -in home_assistant_intents-*.whl -format hass-intents -out DIR [-examples-per-intent 5] [-queries-per-intent 6] [-languages de,ja,...]
 package main
 
 import (
@@ -34,13 +35,19 @@ type options struct {
 	seed                       int64
 	examplesPerTool, test, dev int
 	devMulti                   int
+	// hass-intents (hass.go)
+	examplesPerIntent, queriesPerIntent int
+	languages                           string
 }
 
 func run(args []string, stdout io.Writer) error {
 	var o options
 	fs := flag.NewFlagSet("datasets", flag.ContinueOnError)
 	fs.StringVar(&o.in, "in", "", "dataset file (banking77.json or metatool.json)")
-	fs.StringVar(&o.format, "format", "", "banking77 or metatool")
+	fs.StringVar(&o.format, "format", "", "banking77, metatool or hass-intents")
+	fs.IntVar(&o.examplesPerIntent, "examples-per-intent", 5, "hass-intents: English example sentences per intent in the catalog")
+	fs.IntVar(&o.queriesPerIntent, "queries-per-intent", 6, "hass-intents: test sentences per intent and language")
+	fs.StringVar(&o.languages, "languages", "", "hass-intents: comma-separated language codes to keep besides English (default: all)")
 	fs.StringVar(&o.out, "out", "", "output directory")
 	fs.Float64Var(&o.holdout, "holdout", 0, "banking77: fraction of intents held out of the catalog (their queries become out-of-scope)")
 	fs.Int64Var(&o.seed, "seed", 1, "random seed")
@@ -65,8 +72,13 @@ func run(args []string, stdout io.Writer) error {
 		return banking77(o, stdout)
 	case "metatool":
 		return metatool(o, stdout)
+	case "hass-intents":
+		if o.examplesPerIntent < 1 || o.queriesPerIntent < 1 {
+			return errors.New("-examples-per-intent and -queries-per-intent must be positive")
+		}
+		return hassIntents(o, stdout)
 	}
-	return fmt.Errorf("-format %q is not banking77 or metatool", o.format)
+	return fmt.Errorf("-format %q is not banking77, metatool or hass-intents", o.format)
 }
 
 type category struct {

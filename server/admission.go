@@ -155,8 +155,8 @@ var admittedMethods = map[string]bool{
 // time: when its own deadline does not leave room for its expected wait
 // plus service (DeadlineShare), or, with no deadline of its own, when the
 // daemon is overloaded and the wait would pass MaxWait. The expected
-// service time of a call is learnt from the calls that ended, as a linear
-// function of the request's size; the expected wait from the work ahead
+// service time of a call is learnt from the calls that ended, by the
+// request's size class (costModel); the expected wait from the work ahead
 // of the call, without walking the queue (per flow, the waiting work is
 // kept by attempt count), so a refusal costs the same however many wait.
 type Admission struct {

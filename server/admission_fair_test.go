@@ -654,3 +654,55 @@ func TestAdmissionNewcomerWithoutDeadlineIsNotRefused(t *testing.T) {
 		t.Fatalf("h0's place went to %q, want s0", got)
 	}
 }
+
+// The cost model keeps each request size's own cost: many small calls
+// after a few large ones do not wash out what a large one costs (a single
+// line fitted over all calls did), a size between two seen is
+// interpolated, and one larger than any seen is not extrapolated.
+func TestCostModelKeepsEachSizesCost(t *testing.T) {
+	var m costModel
+	for range 5 {
+		m.observe(200_000, float64(50*time.Millisecond))
+	}
+	for range 200 {
+		m.observe(100, float64(2*time.Millisecond))
+	}
+	tests := []struct {
+		bytes    float64
+		min, max time.Duration
+	}{
+		{100, 2 * time.Millisecond, 2 * time.Millisecond},
+		{200_000, 50 * time.Millisecond, 50 * time.Millisecond},
+		{20_000, 3 * time.Millisecond, 49 * time.Millisecond},
+		{4 << 20, 50 * time.Millisecond, 50 * time.Millisecond},
+		{0, 2 * time.Millisecond, 2 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		if p := time.Duration(m.predict(tt.bytes)); p < tt.min || p > tt.max {
+			t.Errorf("predict(%v) = %v, want %v..%v", tt.bytes, p, tt.min, tt.max)
+		}
+	}
+}
+
+// A call its caller cancels while it runs is charged the time it held
+// its place but teaches the cost model nothing: 16 large calls cut short
+// after 1 ms leave a large call's expected service where the ones that
+// finished put it.
+func TestAdmissionCancelledCallTeachesNothing(t *testing.T) {
+	h := newFairHarness(t, AdmissionConfig{MaxInFlight: 32, MaxQueue: 10})
+	big := spec{caller: "a", bytes: 200_000}
+	h.train(big, 5, 50*time.Millisecond)
+	for range 16 {
+		ctx, cancel := context.WithCancel(h.ctx(big))
+		release, err := h.a.admit(ctx, "m", 200_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.clk.Advance(time.Millisecond)
+		cancel()
+		release()
+	}
+	if p := time.Duration(h.a.cost.predict(200_000)); p < 45*time.Millisecond || p > 55*time.Millisecond {
+		t.Fatalf("expected service of a 200 KB call after 16 cancelled ones %v, want about 50ms", p)
+	}
+}

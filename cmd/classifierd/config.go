@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -65,6 +66,10 @@ type Config struct {
 	// mcpAuth checks MCP tool calls as the gRPC edge checks calls (set by
 	// run from the token file; nil: anonymous).
 	mcpAuth func(tool string, header http.Header) (server.Caller, error)
+	// mcpAdmit admits MCP tool calls that run the model under the gRPC
+	// calls' admission (set by run; nil: none, as in tests that build the
+	// MCP server alone).
+	mcpAdmit func(ctx context.Context, tool string, size int) (context.Context, func(), error)
 	// mcpGate authenticates every request to --mcp-listen before the MCP
 	// SDK reads it and binds each MCP session to its caller (set by run;
 	// nil: only the client-certificate header is set, as in tests that

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/mcpproxy"
 	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/mcpsrc"
 	"github.com/classifierd/classifierd/server"
@@ -35,7 +36,7 @@ func newMCPServer(cfg Config, svc *server.Server, term *server.TerminalServer, i
 	// swap it under the daemon (server.Server.Swap).
 	backend := func() mcpserver.Backend { return mcpserver.Backend{Classifier: svc, Index: svc.Index()} }
 	s, err := mcpserver.New(mcpserver.Config{Backend: backend, Terminal: term, Timeout: cfg.Timeout, Version: version, Logger: log,
-		Caller: cfg.mcpAuth})
+		Caller: cfg.mcpAuth, Admit: cfg.mcpAdmit})
 	if err != nil {
 		return nil, err
 	}
@@ -46,6 +47,29 @@ func newMCPServer(cfg Config, svc *server.Server, term *server.TerminalServer, i
 		s.AddReceivingMiddleware(cfg.tracer.mcpMiddleware())
 	}
 	return s, nil
+}
+
+// modelTools are the MCP tools of the daemon and the proxy that run the
+// model: they are admitted as the gRPC methods they call are (the others
+// read sessions or forward to other servers).
+var modelTools = map[string]bool{
+	mcpserver.ToolSearch: true, mcpserver.ToolRoute: true, mcpserver.ToolAnalyzePrompt: true,
+	mcpserver.ToolDetectInputPrompt: true, mcpserver.ToolInferExpected: true, mcpproxy.ToolAnalyze: true,
+}
+
+// mcpAdmit is the admission of MCP tool calls (mcpserver.Config.Admit):
+// the model's tools by a, under the caller the MCP server put in ctx,
+// so an MCP caller has the same share as over gRPC; nil without a.
+func mcpAdmit(a *server.Admission) func(context.Context, string, int) (context.Context, func(), error) {
+	if a == nil {
+		return nil
+	}
+	return func(ctx context.Context, tool string, size int) (context.Context, func(), error) {
+		if !modelTools[tool] {
+			return ctx, func() {}, nil
+		}
+		return a.Admit(ctx, "mcp/"+tool, int64(size))
+	}
 }
 
 // openCaller connects to the servers of --mcp-servers. Without it, the

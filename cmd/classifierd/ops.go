@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,6 +39,9 @@ type OpsConfig struct {
 	MaxInFlight          int
 	MaxQueue             int
 	MaxWaitingTime       time.Duration
+	MaxWaitingBytes      int64
+	DeadlineShare        float64
+	AdmissionWeights     string // --admission-weights: NAME=WEIGHT,...
 	MinDeadline          time.Duration
 	MaxIndexBytes        int64
 	IndexMmap            bool
@@ -52,6 +56,8 @@ type OpsConfig struct {
 	// plainHTTP and plainMCP are what validate read from
 	// PlaintextListeners.
 	plainHTTP, plainMCP bool
+	// weights is what validate read from AdmissionWeights.
+	weights map[string]float64
 }
 
 // defaultIdleTimeout is --idle-timeout's default, and the proxy's: what
@@ -77,8 +83,11 @@ func (c *OpsConfig) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxWatchesPerClient, "max-watches-per-client", server.DefaultMaxWatchesPerClient, "most WatchExposure streams one caller (identity, or peer address when anonymous) may hold open; more get RESOURCE_EXHAUSTED")
 	fs.IntVar(&c.MaxWatchesPerSession, "max-watches-per-session", server.DefaultMaxWatchesPerSession, "most WatchExposure streams open on one session; more get RESOURCE_EXHAUSTED (a hub needs one, and a moment's overlap when it reconnects)")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", 0, "model calls admitted at once (default: 2 x --concurrency)")
-	fs.IntVar(&c.MaxQueue, "max-waiting", 0, "model calls that may wait for a place; more get RESOURCE_EXHAUSTED at once (default: 64 x --concurrency)")
-	fs.DurationVar(&c.MaxWaitingTime, "max-waiting-time", server.DefaultAdmissionMaxWait, "refuse a model call at once (RESOURCE_EXHAUSTED) when the calls ahead of it would keep it from a place longer than this, from the recent rate places came free; applies once calls have waited without a break for 100ms, until the queue has been empty for 1s (before: a burst may queue up to 100ms of waiting) (0: --max-waiting only)")
+	fs.IntVar(&c.MaxQueue, "max-waiting", defaultMaxWaiting, "model calls that may wait for a place, all callers together; past it the caller holding the most waiting work gives up its newest call (RESOURCE_EXHAUSTED)")
+	fs.Int64Var(&c.MaxWaitingBytes, "max-waiting-bytes", server.DefaultAdmissionMaxQueueBytes, "request bytes the waiting model calls may hold, all callers together (0: no bound but --max-waiting)")
+	fs.DurationVar(&c.MaxWaitingTime, "max-waiting-time", server.DefaultAdmissionMaxWait, "for a model call without a deadline of its own: refuse it at once (RESOURCE_EXHAUSTED) when the work ahead of it would keep it from a place longer than this; applies once calls have waited without a break for 100ms, until the queue has been empty for 1s (before: a burst may queue up to 100ms of waiting) (0: --max-waiting only)")
+	fs.Float64Var(&c.DeadlineShare, "deadline-share", server.DefaultAdmissionDeadlineShare, "a model call with a deadline waits only if its expected wait plus service fit in this share of the time it has left; else RESOURCE_EXHAUSTED at once, with a retry delay (0 < share <= 1)")
+	fs.StringVar(&c.AdmissionWeights, "admission-weights", "", "weights of callers in the fair shares of the model when busy, NAME=WEIGHT,... by token name, cert:CN or anonymous (default 1 each)")
 	fs.DurationVar(&c.MinDeadline, "min-deadline", 2*time.Millisecond, "refuse model calls with less than this left of their deadline (DEADLINE_EXCEEDED) before any work")
 	fs.Int64Var(&c.MaxIndexBytes, "max-index-bytes", index.DefaultMaxFileBytes, "largest index file accepted, in bytes")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", defaultIdleTimeout, "close a connection that has had no call in flight (gRPC) or no request (HTTP/JSON, MCP) for this long; its client reconnects when it next calls")
@@ -109,14 +118,35 @@ func (c *OpsConfig) validate(concurrency int) error {
 	if c.MaxWatches < 1 || c.MaxWatchesPerClient < 1 || c.MaxWatchesPerSession < 1 {
 		return errors.New("--max-watches, --max-watches-per-client and --max-watches-per-session must be positive")
 	}
+	if c.DeadlineShare <= 0 || c.DeadlineShare > 1 || c.MaxWaitingBytes < 0 {
+		return errors.New("--deadline-share must be in (0, 1], --max-waiting-bytes not negative")
+	}
+	c.weights = nil
+	for _, kv := range splitList(c.AdmissionWeights) {
+		name, v, ok := strings.Cut(kv, "=")
+		w, err := strconv.ParseFloat(v, 64)
+		if !ok || name == "" || err != nil || !(w > 0) || math.IsInf(w, 0) {
+			return fmt.Errorf("--admission-weights: %q is not NAME=WEIGHT with a positive weight", kv)
+		}
+		if c.weights == nil {
+			c.weights = map[string]float64{}
+		}
+		c.weights[name] = w
+	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = 2 * concurrency
 	}
 	if c.MaxQueue == 0 {
-		c.MaxQueue = 64 * concurrency
+		c.MaxQueue = defaultMaxWaiting
 	}
 	return nil
 }
+
+// defaultMaxWaiting is --max-waiting's default: a bound on memory (a
+// goroutine and a request each, with --max-waiting-bytes), not on
+// waiting time, which the calls' deadlines and --max-waiting-time bound;
+// room for 400 clients with long deadlines to wait rather than retry.
+const defaultMaxWaiting = 1024
 
 // ops is what OpsConfig opens: the metrics registry, tokens, TLS, and the
 // reloaders SIGHUP runs (security's).
@@ -139,8 +169,8 @@ func openOps(cfg OpsConfig, log *slog.Logger) (*ops, error) {
 		return nil, err
 	}
 	o.admission = server.NewAdmission(server.AdmissionConfig{MaxInFlight: cfg.MaxInFlight, MaxQueue: cfg.MaxQueue,
-		MaxWait: cfg.MaxWaitingTime, StandingAfter: server.DefaultAdmissionStandingAfter, IdleAfter: server.DefaultAdmissionIdleAfter,
-		MinDeadline: cfg.MinDeadline})
+		MaxQueueBytes: cfg.MaxWaitingBytes, MaxWait: cfg.MaxWaitingTime, StandingAfter: server.DefaultAdmissionStandingAfter,
+		IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: cfg.MinDeadline, DeadlineShare: cfg.DeadlineShare, Weights: cfg.weights})
 	if err := o.metrics.Gauge("classifierd_admission_queue_depth", "Model calls waiting for a place.",
 		func() float64 { return float64(o.admission.Queued()) }); err != nil {
 		return nil, err
@@ -149,12 +179,20 @@ func openOps(cfg OpsConfig, log *slog.Logger) (*ops, error) {
 		func() float64 { return float64(o.admission.InFlight()) }); err != nil {
 		return nil, err
 	}
+	if err := o.metrics.Gauge("classifierd_admission_callers", "Active callers (identities): with model calls waiting or running, or one ended in the last 250ms; the fair shares are among them.",
+		func() float64 { return float64(o.admission.Flows()) }); err != nil {
+		return nil, err
+	}
 	if err := o.metrics.Gauge("classifierd_admission_overloaded", "1 while the admission holds waiting calls to --max-waiting-time (a standing queue), else 0.",
 		func() float64 { return b2f(o.admission.Overloaded()) }); err != nil {
 		return nil, err
 	}
 	if err := o.metrics.Gauge("classifierd_admission_expected_wait_seconds", "How long a model call that found every place taken would wait now, estimated.",
 		func() float64 { return o.admission.ExpectedWait().Seconds() }); err != nil {
+		return nil, err
+	}
+	if err := o.metrics.Gauge("classifierd_admission_wait_scale", "Admitted calls' waits divided by the waits estimated when they queued (calls nobody overtook, recent ones weighted most; at least 1): the estimates are multiplied by it.",
+		func() float64 { return o.admission.WaitScale() }); err != nil {
 		return nil, err
 	}
 	return o, nil

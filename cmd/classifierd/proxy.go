@@ -248,6 +248,11 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 		names = append(names, s.Name)
 	}
 	reg := newRegistry()
+	// The tools that run the model (search_tools, hub__analyze_prompt)
+	// share it by caller as the daemon's do, with the daemon's defaults.
+	adm := server.NewAdmission(server.AdmissionConfig{MaxInFlight: 2 * cfg.Concurrency, MaxQueue: defaultMaxWaiting,
+		MaxQueueBytes: server.DefaultAdmissionMaxQueueBytes, MaxWait: server.DefaultAdmissionMaxWait,
+		StandingAfter: server.DefaultAdmissionStandingAfter, IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: 2 * time.Millisecond})
 	src, closeSrc, err := isolate(pool, perIdentity, cfg, poolOpts, reg, log)
 	if err != nil {
 		return err
@@ -258,7 +263,7 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 		Limits: request.Limits{}, ServerNames: names, Timeout: cfg.Timeout, Version: version, Logger: log,
 		Sessions: session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: cfg.MaxSessionsPerClient,
 			DefaultExposure: session.Exposure(cfg.Exposure)},
-		Caller: sec.toolCaller(mcpproxy.ToolScope), Metrics: reg})
+		Caller: sec.toolCaller(mcpproxy.ToolScope), Admit: mcpAdmit(adm), Metrics: reg})
 	if err != nil {
 		return err
 	}

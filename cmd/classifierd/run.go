@@ -50,6 +50,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return err
 	}
 	cfg.mcpAuth = op.mcpCaller
+	cfg.mcpAdmit = mcpAdmit(op.admission)
 	cfg.mcpObserve = func(live func() float64) func(string) {
 		if err := op.metrics.Gauge("classifierd_mcp_sessions", "MCP sessions held on --mcp-listen.", live); err != nil {
 			log.Warn("metrics: MCP sessions not exported", "err", err)

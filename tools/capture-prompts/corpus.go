@@ -29,6 +29,7 @@ var corpusScenarios = concat(
 	family("repl", replScenarios2),
 	family("quiet", quietScenarios2),
 	round3,
+	round4,
 )
 
 // waits is a scenario whose program waits for input that is safe to give.

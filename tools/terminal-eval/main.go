@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -52,6 +53,7 @@ func run() error {
 	evidence := flag.String("evidence", "command,screen,pty", "what the detector is given besides the screen, comma-separated: command (the command line), screen (nothing), pty (the pty signals and the command line)")
 	schemes := flag.String("schemes", "family,program", "held-out schemes, comma-separated: family (leave-one-family-out), program (leave-program-out)")
 	fitDanger := flag.Bool("fit-danger", false, "fit the danger model on the whole corpus, write it to "+terminal.DangerModelFile+" and exit")
+	priorCurve := flag.Bool("prior", false, "print the danger model's held-out log loss for each prior strength (by family and by program) and the weights the data move most, and exit")
 	writeExamples := flag.Bool("write-examples", false, "write the corpus's prompt lines to "+terminal.CorpusExamplesFile+" (the examples the daemon ships) and exit")
 	flag.Parse()
 	if *writeExamples {
@@ -59,6 +61,9 @@ func run() error {
 	}
 	if *fitDanger {
 		return writeDangerModel()
+	}
+	if *priorCurve {
+		return printPriorCurve()
 	}
 	lopo := !*captured
 	if *model == "" {
@@ -264,4 +269,49 @@ func writeCorpusExamples() error {
 		return err
 	}
 	return os.WriteFile(terminal.CorpusExamplesFile, b, 0o644)
+}
+
+// printPriorCurve prints how the held-out log loss of the danger model
+// varies with its prior's strength, held out by family (as the shipped
+// model is chosen) and by program, over a wider range than the choice
+// uses; then, at the chosen strength and at a weak one, the weights the
+// data move furthest from their priors.
+func printPriorCurve() error {
+	caps, err := terminal.LoadCaptures("terminal/testdata/corpus")
+	if err != nil {
+		return err
+	}
+	lambdas := []float64{0.03, 0.1, 0.3, 1, 3, 10, 30, 100, 300, 1000, 3000}
+	fmt.Printf("danger model: mean held-out log loss per waiting capture by prior strength (the choice uses %v)\n\n", terminal.DangerLambdas())
+	fmt.Println("| lambda | leave-one-family-out | leave-program-out |")
+	fmt.Println("|---:|---:|---:|")
+	var bySample [2][]terminal.DangerSample
+	for _, c := range caps {
+		bySample[0] = append(bySample[0], terminal.DangerSampleOf(c, c.Family))
+		bySample[1] = append(bySample[1], terminal.DangerSampleOf(c, c.Program))
+	}
+	var curves [2][]float64
+	for k := range bySample {
+		if curves[k], err = terminal.DangerPriorCurve(bySample[k], lambdas); err != nil {
+			return err
+		}
+	}
+	for i, l := range lambdas {
+		fmt.Printf("| %g | %.4f | %.4f |\n", l, curves[0][i], curves[1][i])
+	}
+	for _, l := range []float64{100, 1} {
+		m, err := terminal.FitDanger(bySample[0], l, terminal.DangerThreshold)
+		if err != nil {
+			return err
+		}
+		ws := append([]terminal.Weight(nil), m.Weights...)
+		sort.Slice(ws, func(i, j int) bool {
+			return math.Abs(ws[i].Weight-ws[i].Prior) > math.Abs(ws[j].Weight-ws[j].Prior)
+		})
+		fmt.Printf("\nfitted on the whole corpus at lambda %g, the weights furthest from their priors:\n", l)
+		for _, w := range ws[:8] {
+			fmt.Printf("  %-30s prior %+.2f fitted %+.2f\n", w.Feature, w.Prior, w.Weight)
+		}
+	}
+	return nil
 }

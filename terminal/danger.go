@@ -41,10 +41,10 @@ var (
 	saveWords        = `save\w*|write out|write (the )?changes`
 	// keepWords ask which of several to keep: the others go (a duplicate
 	// finder's "preserve files [1 - 2, all]", "keep which files?").
-	keepWords = `keep which|which (\w+ )?(to keep|to preserve|should be kept)|preserve (files?|which|one)|(files?|ones?|copies) to (keep|preserve)`
-	benignWords      = `install\w*|creat\w+|download\w*|enable\w*|continue|proceed|upgrade\w*|possibilities|correct|keep|restore|select|choose`
-	warnWords        = `warning|caution|danger\w*|destructive|!!!`
-	destroyCmdWords  = destroyWords + `|revert|discard|uninstall|format|luks\w*format|restore|release|reset|removekey|killslot|-delete|--delete\S*|--rebuild\S*`
+	keepWords       = `keep which|which (\w+ )?(to keep|to preserve|should be kept)|preserve (files?|which|one)|(files?|ones?|copies) to (keep|preserve)`
+	benignWords     = `install\w*|creat\w+|download\w*|enable\w*|continue|proceed|upgrade\w*|possibilities|correct|keep|restore|select|choose`
+	warnWords       = `warning|caution|danger\w*|destructive|!!!`
+	destroyCmdWords = destroyWords + `|revert|discard|uninstall|format|luks\w*format|restore|release|reset|removekey|killslot|-delete|--delete\S*|--rebuild\S*`
 )
 
 // wordsRE matches whole words of w in lower-cased text.
@@ -65,8 +65,8 @@ var (
 	// last one is the question itself ("Buffer a.txt not saved. Save
 	// it?").
 	sentenceEndRE = regexp.MustCompile(`[.;!]\s+`)
-	benignRE       = wordsRE(benignWords)
-	warnRE2        = wordsRE(warnWords)
+	benignRE      = wordsRE(benignWords)
+	warnRE2       = wordsRE(warnWords)
 	// destroyCmdRE is a destructive subcommand, mode or flag on a command
 	// line: "remove", "luksRemoveKey", "-delete", "release -d". A reason
 	// names only the destructive word, never the rest of its token (which

@@ -54,6 +54,7 @@ func run() error {
 	schemes := flag.String("schemes", "family,program", "held-out schemes, comma-separated: family (leave-one-family-out), program (leave-program-out)")
 	fitDanger := flag.Bool("fit-danger", false, "fit the danger model on the whole corpus, write it to "+terminal.DangerModelFile+" and exit")
 	priorCurve := flag.Bool("prior", false, "print the danger model's held-out log loss for each prior strength (by family and by program) and the weights the data move most, and exit")
+	only := flag.String("only", "", "score only the captures named in this file (one name a line; held out as usual, the learners still see the rest) and add a row for the programs the rest of the corpus lacks")
 	writeExamples := flag.Bool("write-examples", false, "write the corpus's prompt lines to "+terminal.CorpusExamplesFile+" (the examples the daemon ships) and exit")
 	flag.Parse()
 	if *writeExamples {
@@ -98,7 +99,7 @@ func run() error {
 		return err
 	}
 	if lopo {
-		return heldOut(ctx, det, *dir, *minConf, *verbose, *jsonOut, *evidence, *schemes)
+		return heldOut(ctx, det, *dir, *minConf, *verbose, *jsonOut, *evidence, *schemes, *only)
 	}
 	rep, cases, err := terminal.Evaluate(ctx, det, *dir, *minConf)
 	if err != nil {
@@ -133,8 +134,12 @@ func writeJSON(path string, v any) error {
 }
 
 // heldOut prints the leave-one-family-out and leave-program-out tables.
-func heldOut(ctx context.Context, det *terminal.Detector, dir string, minConf float64, verbose bool, jsonOut, evidence, schemes string) error {
+func heldOut(ctx context.Context, det *terminal.Detector, dir string, minConf float64, verbose bool, jsonOut, evidence, schemes, only string) error {
 	caps, err := terminal.LoadCaptures(dir)
+	if err != nil {
+		return err
+	}
+	scored, newPrograms, err := onlySet(only, caps)
 	if err != nil {
 		return err
 	}
@@ -174,7 +179,13 @@ func heldOut(ctx context.Context, det *terminal.Detector, dir string, minConf fl
 			groups := map[string][]terminal.CaseResult{}
 			var fams []string
 			for _, c := range res {
+				if scored != nil && !scored[c.Name] {
+					continue
+				}
 				keys := []string{"all", "family " + c.Family}
+				if newPrograms[c.Program] {
+					keys = append(keys, "new programs")
+				}
 				if terminal.DevHalf(c.Program) {
 					keys = append(keys, "dev half")
 				} else {
@@ -188,10 +199,16 @@ func heldOut(ctx context.Context, det *terminal.Detector, dir string, minConf fl
 				}
 			}
 			sort.Strings(fams)
-			fmt.Printf("\n%s, %s: %d captures of %d programs in %d families, min_confidence %.2f\n\n", scheme.name, titles[ev], len(caps), len(programs), len(families), minConf)
+			fmt.Printf("\n%s, %s: %d captures of %d programs in %d families, min_confidence %.2f\n", scheme.name, titles[ev], len(caps), len(programs), len(families), minConf)
+			rows := []string{"all", "dev half", "test half"}
+			if scored != nil {
+				fmt.Printf("scored: the %d captures named in %s (new programs: the %d of their programs no other capture has)\n", len(groups["all"]), only, len(newPrograms))
+				rows = append(rows, "new programs")
+			}
+			fmt.Println()
 			fmt.Println("| set | captures | waiting P | waiting R | waiting F1 | type acc. | dangerous | dangerous recall | dangerous FP |")
 			fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-			for _, k := range append([]string{"all", "dev half", "test half"}, fams...) {
+			for _, k := range append(rows, fams...) {
 				r := terminal.Summarise(groups[k])
 				reports[scheme.name+"/"+ev+"/"+k] = r
 				name := k
@@ -202,7 +219,13 @@ func heldOut(ctx context.Context, det *terminal.Detector, dir string, minConf fl
 					orDash(r.Waiting, r.Precision), orDash(r.Waiting, r.Recall), orDash(r.Waiting, r.F1), orDash(r.Waiting, r.TypeAccuracy),
 					r.Dangerous, orDash(r.Dangerous, r.DangerousRecall), r.DangerousFP, 100*r.DangerousFPRate)
 			}
-			brier, ece, n := terminal.Calibration(res)
+			var calib []terminal.CaseResult
+			for _, c := range res {
+				if scored == nil || scored[c.Name] {
+					calib = append(calib, c)
+				}
+			}
+			brier, ece, n := terminal.Calibration(calib)
 			fmt.Printf("\ndanger_confidence on the %d detected captures: Brier %.3f, expected calibration error %.3f (bins of 0.1)\n", n, brier, ece)
 		}
 	}
@@ -210,6 +233,45 @@ func heldOut(ctx context.Context, det *terminal.Detector, dir string, minConf fl
 		return writeJSON(jsonOut, reports)
 	}
 	return nil
+}
+
+// onlySet reads the names of the captures to score from path (none: score
+// all) and finds the programs among them that no other capture has.
+func onlySet(path string, caps []terminal.Capture) (scored, newPrograms map[string]bool, err error) {
+	if path == "" {
+		return nil, nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	scored = map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if name := strings.TrimSpace(line); name != "" && !strings.HasPrefix(name, "#") {
+			scored[name] = true
+		}
+	}
+	known := map[string]bool{}
+	for _, c := range caps {
+		known[c.Name] = true
+	}
+	for name := range scored {
+		if !known[name] {
+			return nil, nil, fmt.Errorf("%s names %q, which is not a capture", path, name)
+		}
+	}
+	newPrograms, seen := map[string]bool{}, map[string]bool{}
+	for _, c := range caps {
+		if scored[c.Name] {
+			newPrograms[c.Program] = true
+		} else {
+			seen[c.Program] = true
+		}
+	}
+	for p := range seen {
+		delete(newPrograms, p)
+	}
+	return scored, newPrograms, nil
 }
 
 // writeDangerModel fits the danger model on the whole corpus (its

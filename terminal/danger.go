@@ -81,6 +81,11 @@ var (
 	// readOnlyRE is a flag that opens a tool read-only or only to list.
 	readOnlyRE    = regexp.MustCompile(`(^|\s)(-r|-n|-l|--read-?only|--dry-run|--list|--check|--no-act)(\s|$)`)
 	interactiveRE = regexp.MustCompile(`(^|\s)(-i|-I|-ri|-ir|-si|-p|-ok|--interactive)(\s|$)`)
+	// extractRE is a command line that extracts files into place: a first
+	// argument in tar's bundled style with x (-xwf, xvf), an extract
+	// subcommand (x, e, extract), or --extract anywhere. A question such a
+	// command asks of each file is whether to write it over what is there.
+	extractRE = regexp.MustCompile(`^(-[a-wyzA-Z]*x[a-zA-Z]*|[vwzjfkp]*x[vwzjfkp]*|e|extract)(\s|$)|(^|\s)--extract(\s|=|$)`)
 	// deviceRE is a target that is a disk: a block device or an image.
 	deviceRE = regexp.MustCompile(`(?i)(^|[\s=:])(/dev/(sd|hd|vd|xvd|nvme|mmcblk|loop|md|mapper/|dm-)\S*|\S+\.(img|iso|raw|qcow2?|vhdx?|vmdk|dd))(\s|$)`)
 	// diskToolRE is the family of programs that exist to rewrite disks,
@@ -130,6 +135,7 @@ var dangerEvidence = []evidence{
 	{"question_says_destroy", "a question that says it destroys%.0s", 2.0},
 	{"question_after_destroy", "a question after output that says it destroys%.0s", 2.0},
 	{"question_of_disk_tool", "a question of a program that rewrites disks%.0s", 1.0},
+	{"question_of_extraction", "a question of a command that extracts files in place: %q", 2.5},
 	{"question_asks_save", "the question asks to save%.0s", -3.0},
 }
 
@@ -306,6 +312,9 @@ func (in dangerInput) features() ([]float64, []string) {
 		}
 		if diskTool && !readOnly {
 			set("question_of_disk_tool", "")
+		}
+		if m := extractRE.FindStringSubmatch(args); m != nil {
+			set("question_of_extraction", strings.TrimSpace(m[0]))
 		}
 		if asksSave {
 			set("question_asks_save", "")

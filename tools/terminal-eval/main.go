@@ -55,6 +55,8 @@ func run() error {
 	fitDanger := flag.Bool("fit-danger", false, "fit the danger model on the whole corpus, write it to "+terminal.DangerModelFile+" and exit")
 	priorCurve := flag.Bool("prior", false, "print the danger model's held-out log loss for each prior strength (by family and by program) and the weights the data move most, and exit")
 	only := flag.String("only", "", "score only the captures named in this file (one name a line; held out as usual, the learners still see the rest) and add a row for the programs the rest of the corpus lacks")
+	half := flag.String("half", "all", "with -prior: the programs to fit on, all, dev (looked at while writing rules) or test")
+	exclude := flag.String("exclude", "", "with -prior: leave out the captures named in this file (one name a line), e.g. a round kept for a held-out check")
 	writeExamples := flag.Bool("write-examples", false, "write the corpus's prompt lines to "+terminal.CorpusExamplesFile+" (the examples the daemon ships) and exit")
 	flag.Parse()
 	if *writeExamples {
@@ -64,7 +66,7 @@ func run() error {
 		return writeDangerModel()
 	}
 	if *priorCurve {
-		return printPriorCurve()
+		return printPriorCurve(*half, *exclude)
 	}
 	lopo := !*captured
 	if *model == "" {
@@ -338,11 +340,30 @@ func writeCorpusExamples() error {
 // model is chosen) and by program, over a wider range than the choice
 // uses; then, at the chosen strength and at a weak one, the weights the
 // data move furthest from their priors.
-func printPriorCurve() error {
-	caps, err := terminal.LoadCaptures("terminal/testdata/corpus")
+func printPriorCurve(half, exclude string) error {
+	all, err := terminal.LoadCaptures("terminal/testdata/corpus")
 	if err != nil {
 		return err
 	}
+	if half != "all" && half != "dev" && half != "test" {
+		return fmt.Errorf("-half %q: all, dev or test", half)
+	}
+	skip, _, err := onlySet(exclude, all)
+	if err != nil {
+		return err
+	}
+	var caps []terminal.Capture
+	for _, c := range all {
+		if skip[c.Name] || half == "dev" && !terminal.DevHalf(c.Program) || half == "test" && terminal.DevHalf(c.Program) {
+			continue
+		}
+		caps = append(caps, c)
+	}
+	fmt.Printf("%d captures (%s half", len(caps), half)
+	if exclude != "" {
+		fmt.Printf(", less those named in %s", exclude)
+	}
+	fmt.Print(")\n")
 	lambdas := []float64{0.03, 0.1, 0.3, 1, 3, 10, 30, 100, 300, 1000, 3000}
 	fmt.Printf("danger model: mean held-out log loss per waiting capture by prior strength (the choice uses %v)\n\n", terminal.DangerLambdas())
 	fmt.Println("| lambda | leave-one-family-out | leave-program-out |")
@@ -370,7 +391,7 @@ func printPriorCurve() error {
 		sort.Slice(ws, func(i, j int) bool {
 			return math.Abs(ws[i].Weight-ws[i].Prior) > math.Abs(ws[j].Weight-ws[j].Prior)
 		})
-		fmt.Printf("\nfitted on the whole corpus at lambda %g, the weights furthest from their priors:\n", l)
+		fmt.Printf("\nfitted on these captures at lambda %g, the weights furthest from their priors:\n", l)
 		for _, w := range ws[:8] {
 			fmt.Printf("  %-30s prior %+.2f fitted %+.2f\n", w.Feature, w.Prior, w.Weight)
 		}

@@ -196,7 +196,7 @@ type Record struct {
 	Key string `json:"key"`
 	// Identity is who reported it: the caller's quota key ("token:hub",
 	// "cert:cn", "peer:host").
-	Identity string `json:"identity"`
+	Identity string    `json:"identity"`
 	At       time.Time `json:"at"`
 	// Vec is the request's unit embedding, quantised to int8 (×127).
 	Vec []int8 `json:"vec"`

@@ -369,9 +369,9 @@ type Info struct {
 	// Reports, Identities, Servers and Tools are counted under the
 	// view's key; AllReports under every key.
 	Reports, Identities, Servers, Tools, AllReports int
-	Pending                                          int
-	Last                                             time.Time
-	HalfLife                                         time.Duration
+	Pending                                         int
+	Last                                            time.Time
+	HalfLife                                        time.Duration
 	// Stored, Ignored and Refused count reports since start: stored,
 	// ignored (every name unknown), refused (an error).
 	Stored, Ignored, Refused int64
@@ -604,5 +604,3 @@ func (ls *limiters) allow(identity string) bool {
 	x.used = now
 	return x.lim.AllowN(now, 1)
 }
-
-

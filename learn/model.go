@@ -59,7 +59,9 @@ func (m *model) intern(s string) int {
 
 // toolKey is a tool's name in the model: its server, name and hash, so a
 // changed tool is another name.
-func toolKey(server, name, hash string) string { return "\x00" + server + "\x00" + name + "\x00" + hash }
+func toolKey(server, name, hash string) string {
+	return "\x00" + server + "\x00" + name + "\x00" + hash
+}
 
 // put adds r, replacing a record with its id; it returns the ids of the
 // records dropped to stay within the bounds.

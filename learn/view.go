@@ -172,9 +172,11 @@ func (r *Request) Server(li int, pd float64) Evidence {
 		if a == id && ok {
 			continue
 		}
+		// Shrunk to the base rate by coPrior tasks: one task calling
+		// both is not a habit.
 		c := 0.0
 		if ok {
-			c = t.co[a][id] / (t.coN[a] + 2)
+			c = (t.co[a][id] + coPrior*e.Base) / (t.coN[a] + coPrior)
 		}
 		if c > e.Co {
 			e.Co, e.CoWith = c, r.m.list[a]
@@ -227,6 +229,9 @@ func (r *Request) Tool(li int, pd float64) Evidence {
 	e.Text = r.text(e, n)
 	return e
 }
+
+// coPrior is how many tasks the base rate weighs in a co-use rate.
+const coPrior = 4
 
 // excess is how far rate p is above base rate b, as a share of what is
 // above b: 0 at or below b, p when b is 0.

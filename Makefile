@@ -63,7 +63,7 @@ help: ## list targets
 
 .PHONY: run
 run: deps build index ## set up, build, index the default catalog and serve gRPC on $(LISTEN), HTTP/JSON and the explain page on $(HTTP_LISTEN)
-	exec $(BIN)/classifierd --index $(INDEX) --model $(MODEL_DIR) --listen $(LISTEN) --http-listen $(HTTP_LISTEN) --ort-lib $(ORT_LIB)
+	exec $(BIN)/classifierd --index $(INDEX) --model $(MODEL_DIR) --listen $(LISTEN) --http-listen $(HTTP_LISTEN) --ort-lib $(ORT_LIB) --learn-db var/learn.db
 
 .PHONY: deps
 deps: ort model redis ## fetch the ONNX Runtime library, check the model, install redis-server

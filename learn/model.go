@@ -230,17 +230,44 @@ func (m *model) tally(q []float32, now time.Time, cfg Config, caller string, cho
 	}
 	w := m.weights(now, cfg, caller)
 	kern := cfg.Weigh.Kernel
+	ks := make([]float64, len(m.recs))
+	local := make([]float64, len(m.ids))
+	cosines := make([]float64, len(m.recs))
+	for i, x := range m.recs {
+		cos := float64(vek32.Dot(q, x.vec))
+		cosines[i] = cos
+		if cos > kern {
+			k := (cos - kern) / (1 - kern)
+			ks[i] = k * k
+			local[x.identity] += w[i] * ks[i]
+		}
+	}
+	// Unless shared, another identity's weight among the tasks like this
+	// one is capped too, at ForeignRatio × (the caller's own there +
+	// Local): a hostile identity that reported the very requests a caller
+	// makes holds at most ForeignRatio/(1+ForeignRatio) of their weight.
+	if !cfg.Share {
+		own, isOwn := m.ids[caller]
+		ownLocal := 0.0
+		if isOwn {
+			ownLocal = local[own]
+		}
+		limit := cfg.ForeignRatio * (ownLocal + cfg.Weigh.Local)
+		for i, x := range m.recs {
+			if isOwn && x.identity == own {
+				continue
+			}
+			if lm := local[x.identity]; lm > limit {
+				ks[i] *= limit / lm
+			}
+		}
+	}
 	for i, x := range m.recs {
 		wi := w[i]
 		if wi == 0 {
 			continue
 		}
-		cos := float64(vek32.Dot(q, x.vec))
-		k := 0.0
-		if cos > kern {
-			k = (cos - kern) / (1 - kern)
-			k *= k
-		}
+		cos, k := cosines[i], ks[i]
 		t.total += wi
 		t.similar += wi * k
 		if x.shown == nil {

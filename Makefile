@@ -278,6 +278,11 @@ $(BIN)/grpcurl:
 $(BIN)/staticcheck:
 	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
+.PHONY: replay
+replay: build ## learning-from-use curves, half/half and poisoning on the dev sets (tools/replay)
+	go build -o $(BIN)/replay ./tools/replay
+	nice -n 10 $(BIN)/replay --model $(MODEL_DIR) --ort-lib $(ORT_LIB) --datasets $(DATASETS)
+
 .PHONY: generate
 generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-openapi ## regenerate gen/ (Go code, gen/openapi/openapi.yaml) and the Python client's stubs from proto/
 	buf lint

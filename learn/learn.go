@@ -43,6 +43,9 @@ var (
 
 // Limits of one report.
 const (
+	// MaxDescribed bounds the servers whose description-based
+	// probability a record keeps (the first by it).
+	MaxDescribed = 16
 	// MaxNames bounds the servers, tools and shown servers of one report.
 	MaxNames = 64
 	// MaxNameBytes bounds one server or tool name.
@@ -84,42 +87,20 @@ type Config struct {
 	Burst int
 	// PendingTTL is how long a routed request's id can be reported on
 	// (default 1 hour); MaxPending bounds the requests held (default
-	// 50,000, about 20 MB) and MaxPendingPerIdentity one identity's share
+	// 50,000, about 45 MB: a vector and 16 probabilities each) and
+	// MaxPendingPerIdentity one identity's share
 	// (default 10,000).
 	PendingTTL            time.Duration
 	MaxPending            int
 	MaxPendingPerIdentity int
-	// Weigh tunes how the evidence is combined (DefaultWeights).
-	Weigh Weights
+	// Combine, when set, turns a candidate's learned evidence into its
+	// probability of being needed in place of the Bayesian update
+	// (Evidence.Bayes, docs/learning.md): a map fitted across catalogs
+	// takes Evidence's fields as its features.
+	Combine func(Evidence) float64
 	// Scope keeps deployments that share one store apart (Key).
 	Scope string
 }
-
-// Weights tune how learned evidence is combined with the descriptions'.
-// They were chosen on the MCP-Bench dev set (tools/replay).
-type Weights struct {
-	// Kernel is the similarity from which a past request counts as a
-	// task like this one: its weight rises from 0 at Kernel to 1 for the
-	// same request, as ((cos-Kernel)/(1-Kernel))².
-	Kernel float64
-	// Local is how many tasks like this one the description-based prior
-	// is worth: the answer is (uses + Local·prior)/(tasks + Local).
-	Local float64
-	// Global is how many reports it takes for base rates to count half.
-	Global float64
-	// CoFrom is the description confidence from which a server counts as
-	// chosen for the co-use evidence, and CoTop how many of the best such
-	// servers do.
-	CoFrom float64
-	CoTop  int
-	// PromoteOnly keeps the tasks like this one from lowering a
-	// confidence below the description's and base rates' (replay
-	// --promote-only).
-	PromoteOnly bool
-}
-
-// DefaultWeights are the weights a zero Config takes.
-var DefaultWeights = Weights{Kernel: 0.45, Local: 2, Global: 5, CoFrom: 0.5, CoTop: 2}
 
 // WithDefaults is c with its zero values set to the defaults.
 func (c Config) WithDefaults() Config {
@@ -158,9 +139,6 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxPendingPerIdentity <= 0 {
 		c.MaxPendingPerIdentity = 10000
-	}
-	if c.Weigh == (Weights{}) {
-		c.Weigh = DefaultWeights
 	}
 	return c
 }
@@ -206,6 +184,16 @@ type Record struct {
 	Servers []string  `json:"servers"`
 	Tools   []ToolUse `json:"tools,omitempty"`
 	Shown   []string  `json:"shown,omitempty"`
+	// Described are the servers the descriptions ranked first for the
+	// request (at most MaxDescribed) with their description-based
+	// probabilities: what is learned is what the reports add to them.
+	Described []Prob `json:"described,omitempty"`
+}
+
+// Prob is a server's description-based probability of being needed.
+type Prob struct {
+	Server string  `json:"s"`
+	P      float64 `json:"p"`
 }
 
 // Quantize turns a unit vector into the int8 form records keep.

@@ -3,6 +3,7 @@ package learn_test
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"reflect"
 	"strings"
@@ -40,18 +41,26 @@ func newFixture(t *testing.T, cfg learn.Config, st learn.Store) *fixture {
 	return &fixture{idx: rk.Index(), l: l, view: v, rt: route.New(rk, cal, route.Config{Learned: v}), bare: route.New(rk, cal, route.Config{})}
 }
 
-func (f *fixture) vec(t *testing.T, text string) []float32 {
+// describe is text's vector and the servers its descriptions rank first.
+func (f *fixture) describe(t *testing.T, text string) ([]float32, []learn.Prob) {
 	t.Helper()
-	v, err := f.rt.QueryVector(context.Background(), text)
+	v, d, err := f.rt.Describe(context.Background(), text)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return v, d
+}
+
+func (f *fixture) vec(t *testing.T, text string) []float32 {
+	t.Helper()
+	v, _ := f.describe(t, text)
 	return v
 }
 
 func (f *fixture) report(t *testing.T, identity, text string, servers ...string) learn.Result {
 	t.Helper()
-	res, err := f.view.Report(context.Background(), learn.Use{Vec: f.vec(t, text), Identity: identity, Servers: servers})
+	vec, described := f.describe(t, text)
+	res, err := f.view.Report(context.Background(), learn.Use{Vec: vec, Described: described, Identity: identity, Servers: servers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +80,7 @@ func answers(t *testing.T, rt *route.Router, caller string) []route.RouteResult 
 			if err != nil {
 				t.Fatal(err)
 			}
-			res.Vector = nil
+			res.Vector, res.Described = nil, nil
 			out = append(out, res)
 		}
 	}
@@ -137,8 +146,8 @@ func TestLearnsACoUsedServer(t *testing.T) {
 func TestReportRules(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, learn.Config{Rate: 1e-9, Burst: 4}, nil)
-	vec := f.vec(t, "check github notifications")
-	id := f.view.Observe("hub", vec)
+	vec, described := f.describe(t, "check github notifications")
+	id := f.view.Observe("hub", vec, described)
 	many := make([]string, learn.MaxNames+1)
 	for i := range many {
 		many[i] = "github"
@@ -191,32 +200,41 @@ func TestReportRules(t *testing.T) {
 	}
 }
 
-// A hostile identity's reports weigh at most max(ForeignFloor,
-// ForeignRatio × own) in another caller's answers, however many it makes.
+// A hostile identity's reports move another caller's confidences by at
+// most their weight, max(ForeignFloor, ForeignRatio × own) against the
+// caller's own reports: a fifth for a caller with 40, however many the
+// hostile one makes. Sharing every report alike has no such bound.
 func TestHostileIdentityBounded(t *testing.T) {
-	f := newFixture(t, learn.Config{Rate: 1e9, Burst: 1 << 30}, nil)
-	for i := 0; i < 40; i++ {
-		f.report(t, "hub", queries[i%3], "github")
-	}
-	clean := answers(t, f.rt, "hub")
-	for i := 0; i < 1000; i++ {
-		f.report(t, "hostile", queries[i%len(queries)], "jira")
-	}
-	dirty := answers(t, f.rt, "hub")
-	for i := range clean {
-		for j, s := range clean[i].Servers {
-			for _, d := range dirty[i].Servers {
-				// A fifth of each rate's weight at most: the base rate and
-				// the tasks-like-this rate each move by 0.2 at most.
-				if d.ID == s.ID && d.Confidence-s.Confidence > 0.36 {
-					t.Errorf("%q: %s %.3f -> %.3f, more than the bound", queries[i/2], s.ID, clean[i].Servers[j].Confidence, d.Confidence)
+	moved := func(cfg learn.Config) float64 {
+		f := newFixture(t, cfg, nil)
+		for i := 0; i < 40; i++ {
+			f.report(t, "hub", queries[i%3], "github")
+		}
+		clean := answers(t, f.rt, "hub")
+		for i := 0; i < 1000; i++ {
+			f.report(t, "hostile", queries[i%len(queries)], "jira")
+		}
+		dirty := answers(t, f.rt, "hub")
+		worst := 0.0
+		for i := range clean {
+			for _, s := range clean[i].Servers {
+				for _, d := range dirty[i].Servers {
+					if d.ID == s.ID {
+						worst = max(worst, math.Abs(d.Confidence-s.Confidence))
+					}
 				}
 			}
 		}
+		if shared := answers(t, f.rt, "hostile"); reflect.DeepEqual(shared, dirty) {
+			t.Errorf("the hostile identity's own answers ignore its reports")
+		}
+		return worst
 	}
-	shared := answers(t, f.rt, "hostile")
-	if reflect.DeepEqual(shared, dirty) {
-		t.Errorf("the hostile identity's own answers ignore its reports")
+	if worst := moved(learn.Config{Rate: 1e9, Burst: 1 << 30}); worst > 0.2+1e-9 {
+		t.Errorf("a hostile identity moved a confidence by %.3f, more than the bound 0.2", worst)
+	}
+	if worst := moved(learn.Config{Rate: 1e9, Burst: 1 << 30, Share: true}); worst <= 0.2 {
+		t.Errorf("shared, the hostile identity moved a confidence by %.3f only: the test cannot tell", worst)
 	}
 }
 

@@ -105,22 +105,43 @@ func (l *Learner) reload(ctx context.Context) error {
 	return nil
 }
 
-// Observe remembers a routed request — its unit vector q, the caller's
-// identity and the view's key — for reports by request id, and returns
-// the id. Nothing is kept when the view is nil (learning off).
-func (v *View) Observe(identity string, q []float32) string {
+// Observe remembers a routed request — its unit vector q, the servers
+// the descriptions ranked first with their probabilities (the route's
+// Described), the caller's identity and the view's key — for reports by
+// request id, and returns the id. Nothing is kept when the view is nil
+// (learning off).
+func (v *View) Observe(identity string, q []float32, described []Prob) string {
 	if v == nil || len(q) == 0 {
 		return ""
 	}
-	return v.l.pending.put(pendingReq{key: v.key, identity: identity, vec: Quantize(q)})
+	return v.l.pending.put(pendingReq{key: v.key, identity: identity, vec: Quantize(q), described: v.described(described)})
+}
+
+// described is d limited to the view's servers, MaxDescribed of them,
+// probabilities within [0, 1].
+func (v *View) described(d []Prob) []Prob {
+	var out []Prob
+	for _, p := range d {
+		if len(out) == MaxDescribed {
+			break
+		}
+		li, ok := v.srvOf[p.Server]
+		if !ok || p.P != p.P {
+			continue
+		}
+		out = append(out, Prob{Server: v.idx.Labels[li].ID, P: min(max(p.P, 0), 1)})
+	}
+	return out
 }
 
 // Use is one report: what the agent called for a request.
 type Use struct {
 	// RequestID is a routed request's id (Observe); empty for a report
-	// by query, whose vector is Vec.
+	// by query, whose vector is Vec and whose description-based
+	// probabilities are Described (route.RouteResult's).
 	RequestID string
 	Vec       []float32
+	Described []Prob
 	// Identity is the reporting caller's (server.Caller.Quota): a
 	// request id is found only for the identity that routed it.
 	Identity string
@@ -169,16 +190,16 @@ func (v *View) Report(ctx context.Context, u Use) (Result, error) {
 			l.refused.Add(1)
 			return Result{}, fmt.Errorf("%w: %q", ErrUnknownRequest, clipID(id))
 		}
-		return v.store(ctx, u, id, p.key, p.vec)
+		return v.store(ctx, u, id, p.key, p.vec, p.described)
 	}
 	if len(vec) == 0 {
 		return Result{}, fmt.Errorf("%w: request_id or query is required", ErrBadReport)
 	}
 	id = newID("rp-")
-	return v.store(ctx, u, id, key, Quantize(vec))
+	return v.store(ctx, u, id, key, Quantize(vec), v.described(u.Described))
 }
 
-func (v *View) store(ctx context.Context, u Use, id, key string, vec []int8) (Result, error) {
+func (v *View) store(ctx context.Context, u Use, id, key string, vec []int8, described []Prob) (Result, error) {
 	l := v.l
 	res := Result{ID: id}
 	srv := map[string]bool{}
@@ -223,7 +244,7 @@ func (v *View) store(ctx context.Context, u Use, id, key string, vec []int8) (Re
 		l.ignored.Add(1)
 		return res, nil
 	}
-	r := Record{ID: id, Key: key, Identity: u.Identity, At: time.Now().UTC(), Vec: vec, Tools: tools}
+	r := Record{ID: id, Key: key, Identity: u.Identity, At: time.Now().UTC(), Vec: vec, Tools: tools, Described: described}
 	for s := range srv {
 		r.Servers = append(r.Servers, s)
 	}
@@ -472,11 +493,12 @@ func (Memory) Close() error { return nil }
 
 // pendingReq is a routed request waiting for its report.
 type pendingReq struct {
-	id       string
-	key      string
-	identity string
-	vec      []int8
-	at       time.Time
+	id        string
+	key       string
+	identity  string
+	vec       []int8
+	described []Prob
+	at        time.Time
 }
 
 // pending holds routed requests by id, oldest first, bounded in all and

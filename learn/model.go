@@ -36,7 +36,36 @@ type rec struct {
 	tools    []int // toolKey ids
 	toolSrv  []int // each tool's server id
 	shown    []int // nil: not known
+	// descIDs and descP are the description-based probabilities the
+	// record keeps (Record.Described), dmin the least of them: what a
+	// server it does not list is taken to have had, at most.
+	descIDs []int
+	descP   []float64
+	dmin    float64
 }
+
+// pd is the description-based probability of server id for x's request.
+func (x *rec) pd(id int) float64 {
+	for j, s := range x.descIDs {
+		if s == id {
+			return x.descP[j]
+		}
+	}
+	return x.dmin
+}
+
+// counts says whether x counts for or against server id: it does unless
+// it says what was shown and id was not.
+func (x *rec) counts(id int) bool {
+	return x.shown == nil || slices.Contains(x.shown, id)
+}
+
+// usable says whether x has the description-based probabilities its
+// calls are weighed against.
+func (x *rec) usable() bool { return x.dmin >= 0 }
+
+// calls says whether x called server id.
+func (x *rec) calls(id int) bool { return slices.Contains(x.servers, id) }
 
 type usageCache struct {
 	version uint64
@@ -93,6 +122,19 @@ func (m *model) put(r Record, cfg Config) (dropped []string) {
 		for _, s := range r.Shown {
 			x.shown = append(x.shown, m.intern(s))
 		}
+	}
+	x.dmin = 1
+	for _, d := range r.Described {
+		if len(x.descIDs) == MaxDescribed {
+			break
+		}
+		p := min(max(d.P, probFloor), 1-probFloor)
+		x.descIDs = append(x.descIDs, m.intern(d.Server))
+		x.descP = append(x.descP, p)
+		x.dmin = min(x.dmin, p)
+	}
+	if len(x.descIDs) == 0 {
+		x.dmin = -1 // nothing to weigh the calls against: not used (usable)
 	}
 	// Keep oldest first: a report is usually the newest.
 	i := len(m.recs)
@@ -159,15 +201,18 @@ func (m *model) remove(drop func(*rec) bool) []string {
 	return ids
 }
 
-// weights are each record's weight now for a request of caller: faded by
-// age, then scaled so no identity weighs more than cfg.IdentityCap
-// reports and, unless cfg.Share, no other identity than caller's more
-// than max(cfg.ForeignFloor, cfg.ForeignRatio × caller's own weight): one
-// identity's reports move another's answers only so far.
-func (m *model) weights(now time.Time, cfg Config, caller string) []float64 {
-	w := make([]float64, len(m.recs))
+// weights are each record's weight now: faded by age, then scaled so no
+// identity weighs more than cfg.IdentityCap reports; with only set, the
+// records of other identities weigh 0. It returns the weights and the
+// weight of only's records (0 without only).
+func (m *model) weights(now time.Time, cfg Config, only string) (w []float64, ownMass float64) {
+	w = make([]float64, len(m.recs))
 	mass := make([]float64, len(m.ids))
+	own, isOwn := m.ids[only]
 	for i, x := range m.recs {
+		if only != "" && (!isOwn || x.identity != own) {
+			continue
+		}
 		w[i] = 1
 		if cfg.HalfLife > 0 {
 			if age := now.Sub(x.r.At); age > 0 {
@@ -176,136 +221,15 @@ func (m *model) weights(now time.Time, cfg Config, caller string) []float64 {
 		}
 		mass[x.identity] += w[i]
 	}
-	own, isOwn := m.ids[caller]
-	foreign := cfg.IdentityCap
-	if !cfg.Share {
-		ownMass := 0.0
-		if isOwn {
-			ownMass = min(mass[own], cfg.IdentityCap)
-		}
-		foreign = min(foreign, max(cfg.ForeignFloor, cfg.ForeignRatio*ownMass))
-	}
 	for i, x := range m.recs {
-		limit := foreign
-		if isOwn && x.identity == own {
-			limit = cfg.IdentityCap
-		}
-		if mm := mass[x.identity]; mm > limit {
-			w[i] *= limit / mm
+		if mm := mass[x.identity]; mm > cfg.IdentityCap {
+			w[i] *= cfg.IdentityCap / mm
 		}
 	}
-	return w
-}
-
-// tally is what the reports say about one request: by name id, how much
-// weight used it (n, and u among the tasks like it), out of how much
-// could have (den, wden); for tools the same within their server's tasks.
-type tally struct {
-	// Over all reports (base rates) and over the tasks like this one.
-	n, den, u, wden []float64
-	// total is the weight of all reports; similar of the tasks like this.
-	total, similar float64
-	// den0 and wden0 are the part of den and wden every name has: the
-	// reports that do not say what was shown.
-	den0, wden0 float64
-	// tden and twden: the weight of the reports with tools that used each
-	// server (the denominators of its tools' rates).
-	tden, twden []float64
-	// co[a][s] is the weight of reports that used chosen server a and s;
-	// coN[a] of those that used a.
-	co  map[int][]float64
-	coN map[int]float64
-	// usage[s] is Σ w·cos(request, report) over the reports using s.
-	usage []float64
-}
-
-// tally counts the reports for query q; chosen are the server ids whose
-// co-use is wanted.
-func (m *model) tally(q []float32, now time.Time, cfg Config, caller string, chosen []int) *tally {
-	n := len(m.list)
-	t := &tally{n: make([]float64, n), den: make([]float64, n), u: make([]float64, n), wden: make([]float64, n),
-		tden: make([]float64, n), twden: make([]float64, n), co: map[int][]float64{}, coN: map[int]float64{}, usage: make([]float64, n)}
-	for _, a := range chosen {
-		t.co[a] = make([]float64, n)
+	if isOwn {
+		ownMass = min(mass[own], cfg.IdentityCap)
 	}
-	w := m.weights(now, cfg, caller)
-	kern := cfg.Weigh.Kernel
-	ks := make([]float64, len(m.recs))
-	local := make([]float64, len(m.ids))
-	cosines := make([]float64, len(m.recs))
-	for i, x := range m.recs {
-		cos := float64(vek32.Dot(q, x.vec))
-		cosines[i] = cos
-		if cos > kern {
-			k := (cos - kern) / (1 - kern)
-			ks[i] = k * k
-			local[x.identity] += w[i] * ks[i]
-		}
-	}
-	// Unless shared, another identity's weight among the tasks like this
-	// one is capped too, at ForeignRatio × (the caller's own there +
-	// Local): a hostile identity that reported the very requests a caller
-	// makes holds at most ForeignRatio/(1+ForeignRatio) of their weight.
-	if !cfg.Share {
-		own, isOwn := m.ids[caller]
-		ownLocal := 0.0
-		if isOwn {
-			ownLocal = local[own]
-		}
-		limit := cfg.ForeignRatio * (ownLocal + cfg.Weigh.Local)
-		for i, x := range m.recs {
-			if isOwn && x.identity == own {
-				continue
-			}
-			if lm := local[x.identity]; lm > limit {
-				ks[i] *= limit / lm
-			}
-		}
-	}
-	for i, x := range m.recs {
-		wi := w[i]
-		if wi == 0 {
-			continue
-		}
-		cos, k := cosines[i], ks[i]
-		t.total += wi
-		t.similar += wi * k
-		if x.shown == nil {
-			t.den0 += wi
-			t.wden0 += wi * k
-		} else {
-			for _, s := range x.shown {
-				t.den[s] += wi
-				t.wden[s] += wi * k
-			}
-		}
-		for _, s := range x.servers {
-			t.n[s] += wi
-			t.u[s] += wi * k
-			t.usage[s] += wi * cos
-			if len(x.tools) > 0 {
-				t.tden[s] += wi
-				t.twden[s] += wi * k
-			}
-		}
-		for _, tl := range x.tools {
-			t.n[tl] += wi
-			t.u[tl] += wi * k
-		}
-		for _, a := range chosen {
-			if slices.Contains(x.servers, a) {
-				t.coN[a] += wi
-				for _, s := range x.servers {
-					t.co[a][s] += wi
-				}
-			}
-		}
-	}
-	for i := range t.den {
-		t.den[i] += t.den0
-		t.wden[i] += t.wden0
-	}
-	return t
+	return w, ownMass
 }
 
 // usageNorms are the norms of each server's vector sum (its usage
@@ -315,9 +239,7 @@ func (m *model) usageNorms(now time.Time, cfg Config) map[int]float64 {
 	if m.usage.norm != nil && m.usage.version == m.version && now.Sub(m.usage.at) < time.Hour {
 		return m.usage.norm
 	}
-	shared := cfg
-	shared.Share = true
-	w := m.weights(now, shared, "")
+	w, _ := m.weights(now, cfg, "")
 	sums := map[int][]float32{}
 	for i, x := range m.recs {
 		for _, s := range x.servers {

@@ -33,11 +33,13 @@ CREATE TABLE IF NOT EXISTS reports (
 CREATE INDEX IF NOT EXISTS reports_identity ON reports(identity);
 `
 
-// uses is the JSON of a record's ids: what was called and shown.
+// uses is the JSON of a record's ids: what was called and shown, and the
+// description-based probabilities of the servers ranked first.
 type uses struct {
-	Servers []string  `json:"servers"`
-	Tools   []ToolUse `json:"tools,omitempty"`
-	Shown   []string  `json:"shown,omitempty"`
+	Servers   []string  `json:"servers"`
+	Tools     []ToolUse `json:"tools,omitempty"`
+	Shown     []string  `json:"shown,omitempty"`
+	Described []Prob    `json:"described,omitempty"`
 }
 
 // OpenSQLite opens (creating) the database at path; a missing directory
@@ -83,7 +85,7 @@ func tighten(path string) error {
 
 // Put implements Store.
 func (s *SQLite) Put(ctx context.Context, r Record) error {
-	u, err := json.Marshal(uses{Servers: r.Servers, Tools: r.Tools, Shown: r.Shown})
+	u, err := json.Marshal(uses{Servers: r.Servers, Tools: r.Tools, Shown: r.Shown, Described: r.Described})
 	if err != nil {
 		return err
 	}
@@ -154,7 +156,7 @@ func (s *SQLite) Load(ctx context.Context) ([]Record, error) {
 		for i, b := range vec {
 			r.Vec[i] = int8(b)
 		}
-		r.Servers, r.Tools, r.Shown = us.Servers, us.Tools, us.Shown
+		r.Servers, r.Tools, r.Shown, r.Described = us.Servers, us.Tools, us.Shown, us.Described
 		out = append(out, r)
 	}
 	return out, rows.Err()

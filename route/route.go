@@ -131,6 +131,8 @@ type RouteQuery struct {
 	// Caller is who asks (learn.Use.Identity): what it reported weighs
 	// most in its answers.
 	Caller string
+	// describe asks only for the description-based answer (Describe).
+	describe bool
 }
 
 // ToolScore is one ranked tool.
@@ -157,9 +159,13 @@ type RouteResult struct {
 	Abstained     bool
 	AppliedPolicy NoMatch
 	PolicyReason  string
-	// Vector is the request's unit embedding (its first turn), for
-	// learning from what is then called (learn.View.Observe).
-	Vector []float32
+	// Vector is the request's unit embedding (its first turn) and
+	// Described the servers the descriptions rank first
+	// (learn.MaxDescribed of them) with their probabilities before any
+	// learned evidence, for learning from what is then called
+	// (learn.View.Observe).
+	Vector    []float32
+	Described []learn.Prob
 }
 
 var validRoles = map[string]bool{"user": true, "assistant": true, "system": true, "tool": true, "": true}
@@ -334,17 +340,16 @@ func (c *Router) allowedServers(include, exclude []string) (map[int]bool, error)
 	return allowed, nil
 }
 
-// QueryVector is the unit embedding of query as Route embeds a request's
-// first turn: a report by query text is learned from it.
-func (c *Router) QueryVector(ctx context.Context, query string) ([]float32, error) {
-	if err := c.cfg.Limits.CheckText("query", query); err != nil {
-		return nil, err
-	}
-	vecs, err := c.rk.Vectors(ctx, []rank.Turn{{Text: query, Weight: 1}})
+// Describe is what a report of query is learned from: its unit
+// embedding and the servers the descriptions rank first for it, as Route
+// gives them (RouteResult.Vector and Described).
+func (c *Router) Describe(ctx context.Context, query string) ([]float32, []learn.Prob, error) {
+	zero := float32(0)
+	res, err := c.Route(ctx, RouteQuery{Query: query, MaxServers: 1, MaxTools: 1, MinConfidence: &zero, OnNoMatch: NoMatchNone, describe: true})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return vecs[0], nil
+	return res.Vector, res.Described, nil
 }
 
 func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q RouteQuery, vec []float32) RouteResult {
@@ -366,9 +371,15 @@ func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q
 		partSrv, partTool = append(partSrv, p.Servers), append(partTool, p.Tools)
 	}
 	srvP := needProbs(srvS, partSrv, c.cal.Servers.ProbAt)
+	if c.cfg.Learned != nil {
+		res.Described = described(c.idx, srvS, srvP)
+	}
 	// Learned evidence (package learn) moves the confidences, and the
 	// order follows; with no reports lr is nil and nothing changes.
-	lr := c.learned(q.Caller, vec, srvS, srvP)
+	var lr *learn.Request
+	if !q.describe {
+		lr = c.learned(q.Caller, vec, srvS, srvP)
+	}
 	var learnedSrv map[int]learn.Evidence
 	if lr != nil {
 		srvS, learnedSrv = learnServers(lr, srvS, srvP)
@@ -480,6 +491,17 @@ func (c *Router) learned(caller string, vec []float32, srvS []rank.Score, srvP m
 		probs[i] = srvP[li]
 	}
 	return c.cfg.Learned.Request(caller, vec, ranked, probs)
+}
+
+// described are the learn.MaxDescribed servers of srvS with the highest
+// description-based probabilities, best first.
+func described(idx *index.Index, srvS []rank.Score, srvP map[int]float64) []learn.Prob {
+	out := make([]learn.Prob, 0, min(len(srvS), learn.MaxDescribed))
+	for _, s := range srvS {
+		out = append(out, learn.Prob{Server: idx.Labels[s.Label].ID, P: srvP[s.Label]})
+	}
+	slices.SortStableFunc(out, func(a, b learn.Prob) int { return cmp.Compare(b.P, a.P) })
+	return out[:min(len(out), learn.MaxDescribed)]
 }
 
 // learnServers sets each server's confidence in srvP to the learned one

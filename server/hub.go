@@ -31,11 +31,11 @@ func (s *Server) AnalyzePrompt(ctx context.Context, req *pb.AnalyzePromptRequest
 		IgnoredCategories: a.Ignored, Scores: scoredLabels(a.Scores),
 	}
 	if cur.dom.Learned != nil && !a.Degraded {
-		// The prompt's vector, for a report of what it led to. The
-		// analyzer does not hand its own out; a failure here costs only
-		// the request id.
-		if vec, err := cur.dom.Router.QueryVector(ctx, req.GetPrompt()); err == nil {
-			out.RequestId = s.observe(ctx, cur, vec)
+		// The prompt's vector and the servers its description ranks
+		// first, for a report of what it led to. The analyzer does not
+		// hand its own out; a failure here costs only the request id.
+		if vec, described, err := cur.dom.Router.Describe(ctx, req.GetPrompt()); err == nil {
+			out.RequestId = s.observe(ctx, cur, vec, described)
 		}
 	}
 	traceAnswer(ctx, cur, answerTrace{textBytes: len(req.GetPrompt()) + len(req.GetContext()), results: len(a.Categories),

@@ -39,11 +39,11 @@ func (s *Server) ReportUse(ctx context.Context, req *pb.ReportUseRequest) (*pb.R
 		if len(u.Servers) > learn.MaxNames || len(u.Tools) > learn.MaxNames || len(u.Shown) > learn.MaxNames {
 			return nil, status.Errorf(codes.InvalidArgument, "at most %d servers, tools and shown_servers each", learn.MaxNames)
 		}
-		vec, err := cur.dom.Router.QueryVector(ctx, req.GetQuery())
+		vec, described, err := cur.dom.Router.Describe(ctx, req.GetQuery())
 		if err != nil {
 			return nil, s.status(ctx, "ReportUse", err)
 		}
-		u.Vec = vec
+		u.Vec, u.Described = vec, described
 	}
 	res, err := v.Report(ctx, u)
 	if err != nil {
@@ -100,9 +100,9 @@ func (s *Server) ResetLearning(ctx context.Context, req *pb.ResetLearningRequest
 }
 
 // observe gives a routed request its id for ReportUse ("" with learning
-// off).
-func (s *Server) observe(ctx context.Context, cur *served, vec []float32) string {
-	return cur.dom.Learned.Observe(CallerFrom(ctx).Quota, vec)
+// off): its vector and the servers the descriptions ranked first.
+func (s *Server) observe(ctx context.Context, cur *served, vec []float32, described []learn.Prob) string {
+	return cur.dom.Learned.Observe(CallerFrom(ctx).Quota, vec, described)
 }
 
 func learningInfo(v *learn.View) *pb.LearningInfo {

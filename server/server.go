@@ -186,7 +186,7 @@ func (s *Server) Route(ctx context.Context, req *pb.RouteRequest) (*pb.RouteResp
 	out := &pb.RouteResponse{
 		Servers: serverLabels(cur.dom, res.Servers), Categories: scoredLabels(res.Categories),
 		Reasoning: res.Reasoning, Abstained: res.Abstained, PolicyReason: res.PolicyReason,
-		RequestId: s.observe(ctx, cur, res.Vector),
+		RequestId: s.observe(ctx, cur, res.Vector, res.Described),
 	}
 	if res.Abstained {
 		out.AppliedPolicy = noMatchToPB(res.AppliedPolicy)

@@ -39,16 +39,20 @@ type dataset struct {
 // rawSet is the shared dev sets' format (mcp-routing-dev/README.md) and
 // the learn-probe catalog's.
 type rawSet struct {
-	Servers []struct {
-		ID          string `json:"id"`
-		Description string `json:"description"`
-		Tools       []struct {
-			Name        string          `json:"name"`
-			Description string          `json:"description"`
-			InputSchema json.RawMessage `json:"input_schema,omitempty"`
-		} `json:"tools"`
-	} `json:"servers"`
-	Queries []rawTask `json:"queries"`
+	Servers []rawServer `json:"servers"`
+	Queries []rawTask   `json:"queries"`
+}
+
+type rawServer struct {
+	ID          string    `json:"id"`
+	Description string    `json:"description"`
+	Tools       []rawTool `json:"tools"`
+}
+
+type rawTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
 }
 
 type rawTask struct {
@@ -58,20 +62,28 @@ type rawTask struct {
 	ServerSteps [][]string `json:"server_steps"`
 }
 
-// source is where a dev set is: its catalog file and, when apart, its
-// tasks (JSON lines).
-type source struct{ name, catalog, tasks string }
+// source is where a set is: its catalog file and, when apart, its tasks
+// (JSON lines); or, for toolret-train, the source family (prefix of its
+// "source") whose pairs make a catalog of their own.
+type source struct{ name, catalog, tasks, toolret string }
 
 func sources(datasets, probe string) []source {
 	dev := filepath.Join(datasets, "mcp-routing-dev")
-	return []source{
-		{"learn-probe", filepath.Join(probe, "catalog.json"), filepath.Join(probe, "tasks.jsonl")},
-		{"mcp-bench", filepath.Join(dev, "mcp_bench.json"), ""},
-		{"msc-bench", filepath.Join(dev, "msc_bench.json"), ""},
+	out := []source{
+		{name: "learn-probe", catalog: filepath.Join(probe, "catalog.json"), tasks: filepath.Join(probe, "tasks.jsonl")},
+		{name: "mcp-bench", catalog: filepath.Join(dev, "mcp_bench.json")},
+		{name: "msc-bench", catalog: filepath.Join(dev, "msc_bench.json")},
 	}
+	for _, fam := range toolretFamilies {
+		out = append(out, source{name: "toolret-" + fam, catalog: filepath.Join(datasets, "toolret-train", "pairs.jsonl.gz"), toolret: fam})
+	}
+	return out
 }
 
 func load(s source) (*dataset, error) {
+	if s.toolret != "" {
+		return loadToolret(s)
+	}
 	data, err := os.ReadFile(s.catalog)
 	if err != nil {
 		return nil, err
@@ -80,6 +92,10 @@ func load(s source) (*dataset, error) {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("%s: %w", s.catalog, err)
 	}
+	return parse(s, raw)
+}
+
+func parse(s source, raw rawSet) (*dataset, error) {
 	if s.tasks != "" {
 		f, err := os.ReadFile(s.tasks)
 		if err != nil {

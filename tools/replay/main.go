@@ -5,6 +5,13 @@
 //
 //	replay --model DIR [--datasets ../shared/datasets] [--probe data/learn-probe] [--sets a,b] [--seed 1]
 //
+// The sets are the dev sets (learn-probe, mcp-bench, msc-bench, the
+// default) and toolret-train's source families as catalogs of their own
+// (toolret-seal-tools, toolret-bfcl, toolret-apibench, toolret-api-bank,
+// toolret-toolalpaca: training data). Nothing in package learn is tuned
+// on any of them: it weighs each kind of evidence by what the
+// deployment's own reports say of it (learn.View.Fitted, printed).
+//
 // For each set it prints:
 //   - the learning curve: recall@5 of needed servers, the default
 //     answer's set F1 and the per-server ECE of the first five, over the
@@ -64,7 +71,6 @@ type options struct {
 	sets                                []string
 	seed                                int64
 	splits, poison, maxTasks, threads   int
-	weights                             learn.Weights
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -76,19 +82,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.datasets, "datasets", "../shared/datasets", "the shared dev datasets")
 	fs.StringVar(&o.probe, "probe", "data/learn-probe", "the learn-probe set's directory")
 	fs.StringVar(&o.out, "out", "var/replay", "where the embedding cache goes")
-	sets := fs.String("sets", "learn-probe,mcp-bench,msc-bench", "comma-separated sets")
+	sets := fs.String("sets", "learn-probe,mcp-bench,msc-bench", "comma-separated sets: learn-probe, mcp-bench, msc-bench (dev); toolret-seal-tools, toolret-bfcl, toolret-apibench, toolret-api-bank, toolret-toolalpaca (training)")
 	fs.Int64Var(&o.seed, "seed", 1, "seed of the task orders")
 	fs.IntVar(&o.splits, "splits", 5, "half/half: orders averaged")
 	fs.IntVar(&o.poison, "poison", 1000, "poisoning: requests the hostile identity reports (0: skip)")
 	fs.IntVar(&o.maxTasks, "max-tasks", 600, "at most this many tasks of a set (a seeded sample; 0: all)")
 	fs.IntVar(&o.threads, "threads", 2, "ONNX Runtime intra-op threads")
-	o.weights = learn.DefaultWeights
-	fs.Float64Var(&o.weights.Kernel, "kernel", o.weights.Kernel, "learn.Weights.Kernel")
-	fs.Float64Var(&o.weights.Local, "local", o.weights.Local, "learn.Weights.Local")
-	fs.Float64Var(&o.weights.Global, "global", o.weights.Global, "learn.Weights.Global")
-	fs.Float64Var(&o.weights.CoFrom, "co-from", o.weights.CoFrom, "learn.Weights.CoFrom")
-	fs.IntVar(&o.weights.CoTop, "co-top", o.weights.CoTop, "learn.Weights.CoTop")
-	fs.BoolVar(&o.weights.PromoteOnly, "promote-only", o.weights.PromoteOnly, "learn.Weights.PromoteOnly")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -123,7 +122,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "replay: model %s; weights %+v; seed %d; load %s\n", man.Name, o.weights, o.seed, loadavg())
+	fmt.Fprintf(stdout, "replay: model %s; seed %d; load %s\n", man.Name, o.seed, loadavg())
 	for _, s := range sources(o.datasets, o.probe) {
 		if !slices.Contains(o.sets, s.name) {
 			continue
@@ -186,7 +185,7 @@ func (r *replayer) deploy(ctx context.Context) (*deployment, error) {
 // cfg is the learner's configuration: the daemon's defaults, no fading
 // (a replay takes seconds) and no rate limit.
 func (r *replayer) cfg() learn.Config {
-	return learn.Config{HalfLife: -1, Rate: 1e9, Burst: 1 << 30, Weigh: r.o.weights}
+	return learn.Config{HalfLife: -1, Rate: 1e9, Burst: 1 << 30}
 }
 
 // bound is the largest share of the weight a hostile identity holds in
@@ -204,15 +203,22 @@ type answer struct {
 	def  []string
 }
 
-func (dp *deployment) route(ctx context.Context, text string) (answer, []float32, error) {
+// seen is a routed request as a report of it needs it: its vector and
+// the servers the descriptions ranked first.
+type seen struct {
+	vec       []float32
+	described []learn.Prob
+}
+
+func (dp *deployment) route(ctx context.Context, text string) (answer, seen, error) {
 	zero := float32(0)
 	ranked, err := dp.rt.Route(ctx, route.RouteQuery{Query: text, MaxServers: 5, MaxTools: 5, MinConfidence: &zero, Caller: "hub"})
 	if err != nil {
-		return answer{}, nil, err
+		return answer{}, seen{}, err
 	}
 	def, err := dp.rt.Route(ctx, route.RouteQuery{Query: text, OnNoMatch: route.NoMatchNone, Caller: "hub"})
 	if err != nil {
-		return answer{}, nil, err
+		return answer{}, seen{}, err
 	}
 	var a answer
 	for _, s := range ranked.Servers {
@@ -221,11 +227,11 @@ func (dp *deployment) route(ctx context.Context, text string) (answer, []float32
 	for _, s := range def.Servers {
 		a.def = append(a.def, s.ID)
 	}
-	return a, ranked.Vector, nil
+	return a, seen{ranked.Vector, ranked.Described}, nil
 }
 
-func (dp *deployment) report(ctx context.Context, identity string, vec []float32, servers []string) error {
-	_, err := dp.view.Report(ctx, learn.Use{Vec: vec, Identity: identity, Servers: servers})
+func (dp *deployment) report(ctx context.Context, identity string, q seen, servers []string) error {
+	_, err := dp.view.Report(ctx, learn.Use{Vec: q.vec, Described: q.described, Identity: identity, Servers: servers})
 	return err
 }
 
@@ -284,19 +290,31 @@ func (r *replayer) curve(ctx context.Context, w io.Writer) error {
 			flush(bounds[win+1])
 			win++
 		}
-		a, vec, err := dp.route(ctx, t.Text)
+		a, q, err := dp.route(ctx, t.Text)
 		if err != nil {
 			return err
 		}
 		m.add(t, a)
 		total.add(t, a)
-		if err := dp.report(ctx, "hub", vec, gold(t)); err != nil {
+		if err := dp.report(ctx, "hub", q, gold(t)); err != nil {
 			return err
 		}
 	}
 	flush(len(ts) + 1)
 	fmt.Fprintf(w, "  %-11s %6d %10.3f %8.3f %8.3f\n", "all", total.tasks, total.recall(), total.f1(), total.ece())
+	printFit(w, dp.view.Fitted("hub"), len(ts))
 	return nil
+}
+
+// printFit prints what the reports said of their own trust.
+func printFit(w io.Writer, f learn.Fitted, reports int) {
+	fmt.Fprintf(w, "  fitted on %d reports: tau %.2g (servers' offsets, log-odds), tau co-use %.2g, tools' kappa %.3g; rho by cosine", reports, f.Tau, f.TauCo, f.KappaTool)
+	for i, r := range f.Rho {
+		if i%2 == 1 {
+			fmt.Fprintf(w, " %.2f:%.2f", float64(i+1)/float64(len(f.Rho)), r)
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 // halves: feedback on the first half of an order, the second half routed
@@ -318,11 +336,11 @@ func (r *replayer) halves(ctx context.Context, w io.Writer) error {
 			before.add(t, a)
 		}
 		for _, t := range ts[:h] {
-			_, vec, err := dp.route(ctx, t.Text)
+			_, q, err := dp.route(ctx, t.Text)
 			if err != nil {
 				return err
 			}
-			if err := dp.report(ctx, "hub", vec, gold(t)); err != nil {
+			if err := dp.report(ctx, "hub", q, gold(t)); err != nil {
 				return err
 			}
 		}
@@ -358,7 +376,7 @@ func (r *replayer) poisoning(ctx context.Context, w io.Writer) error {
 		if hostile {
 			for i := 0; i < r.o.poison; i++ {
 				t := r.d.Tasks[rng.Intn(len(r.d.Tasks))]
-				vec, err := dp.rt.QueryVector(ctx, t.Text)
+				vec, described, err := dp.rt.Describe(ctx, t.Text)
 				if err != nil {
 					return nil, err
 				}
@@ -366,17 +384,17 @@ func (r *replayer) poisoning(ctx context.Context, w io.Writer) error {
 				for n := 1 + rng.Intn(3); n > 0; n-- {
 					bad = append(bad, r.idx.Labels[srvs[rng.Intn(len(srvs))]].ID)
 				}
-				if err := dp.report(ctx, "hostile", vec, bad); err != nil {
+				if err := dp.report(ctx, "hostile", seen{vec, described}, bad); err != nil {
 					return nil, err
 				}
 			}
 		}
 		for _, t := range ts[:h] {
-			_, vec, err := dp.route(ctx, t.Text)
+			_, q, err := dp.route(ctx, t.Text)
 			if err != nil {
 				return nil, err
 			}
-			if err := dp.report(ctx, "hub", vec, gold(t)); err != nil {
+			if err := dp.report(ctx, "hub", q, gold(t)); err != nil {
 				return nil, err
 			}
 		}

@@ -51,12 +51,6 @@ func (f *fixture) describe(t *testing.T, text string) ([]float32, []learn.Prob) 
 	return v, d
 }
 
-func (f *fixture) vec(t *testing.T, text string) []float32 {
-	t.Helper()
-	v, _ := f.describe(t, text)
-	return v
-}
-
 func (f *fixture) report(t *testing.T, identity, text string, servers ...string) learn.Result {
 	t.Helper()
 	vec, described := f.describe(t, text)

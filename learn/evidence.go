@@ -35,6 +35,9 @@ type Evidence struct {
 	// that called it, Residual their mean residual, Credibility
 	// Similar/(Similar+1).
 	Similar, Rate, Residual, Credibility float64
+	// Near is the weight of the reports counted among the tasks like
+	// this one (each counts once, however close).
+	Near float64
 	// Usage is the cosine of the request with the usage vector (the
 	// weighted mean of the requests that called it); 0 if never called.
 	Usage float64
@@ -83,6 +86,7 @@ type part struct {
 	// say what was shown, plus kShown), and their weighted calls and
 	// residuals.
 	kAll   float64
+	near   float64
 	kShown map[int]float64
 	calls  map[int]float64
 	resid  map[int]float64
@@ -96,6 +100,7 @@ type part struct {
 	// tool key id, the weight and credibility weight of those that
 	// called it.
 	tden, tk, tcalls map[int]float64
+	tnear            map[int]float64
 	tn, tu           map[int]float64
 	usage, norms     map[int]float64
 }
@@ -148,7 +153,7 @@ func (v *View) Request(caller string, q []float32, ranked []int, probs []float64
 func (v *View) part(m *model, w []float64, key string, q []float32, ranked []int, probs []float64, now time.Time, norms map[int]float64) *part {
 	f := v.cachedFit(m, w, key, now)
 	r := &part{v: v, m: m, f: f, kShown: map[int]float64{}, calls: map[int]float64{}, resid: map[int]float64{},
-		tden: map[int]float64{}, tk: map[int]float64{}, tn: map[int]float64{}, tu: map[int]float64{}, tcalls: map[int]float64{},
+		tden: map[int]float64{}, tk: map[int]float64{}, tn: map[int]float64{}, tu: map[int]float64{}, tcalls: map[int]float64{}, tnear: map[int]float64{},
 		usage: map[int]float64{}, norms: norms, chosen: [2]int{-1, -1}}
 	for k := 0; k < 2 && k < len(ranked); k++ {
 		if id, ok := m.names[v.idx.Labels[ranked[k]].ID]; ok {
@@ -174,6 +179,9 @@ func (v *View) part(m *model, w []float64, key string, q []float32, ranked []int
 				seen[s] = true
 				r.tden[s] += wi
 				r.tk[s] += k
+				if k > 0 {
+					r.tnear[s] += wi
+				}
 			}
 			r.tn[t] += wi
 			r.tu[t] += k
@@ -195,6 +203,7 @@ func (v *View) part(m *model, w []float64, key string, q []float32, ranked []int
 		if k == 0 {
 			continue
 		}
+		r.near += wi
 		if x.shown == nil {
 			r.kAll += k
 		} else {
@@ -324,7 +333,7 @@ func (p *part) server(li int, pd float64) Evidence {
 			e.CoWith, e.CoChosen, e.CoTasks, e.CoRate = p.m.list[a], c, in.n, in.o/in.n
 		}
 	}
-	e.Similar = p.kAll
+	e.Similar, e.Near = p.kAll, p.near
 	if ok {
 		e.Similar += p.kShown[id]
 	}
@@ -360,7 +369,7 @@ func (p *part) tool(li int, pd float64) Evidence {
 	e.Global = sigmoid(logit(pd) + e.Offset)
 	e.Co = e.Global
 	if k := p.tk[sid]; k > 0 {
-		e.Similar, e.Credibility = k, k/(k+1)
+		e.Similar, e.Credibility, e.Near = k, k/(k+1), p.tnear[sid]
 		e.Rate = u / k
 		e.Residual = e.Rate - base
 	}
@@ -371,7 +380,7 @@ func (p *part) tool(li int, pd float64) Evidence {
 func (e Evidence) text() string {
 	switch {
 	case e.Credibility >= 0.5:
-		return fmt.Sprintf("called in %.0f%% of tasks like this (%.1f similar of %.0f reported)", 100*e.Rate, e.Similar, e.Reports)
+		return fmt.Sprintf("called in %.0f%% of tasks like this (%.0f such of %.0f reported)", 100*e.Rate, max(e.Near, 1), e.Reports)
 	case e.CoWith != "" && abs(e.Co-e.Global) >= abs(e.Global-e.PD):
 		return fmt.Sprintf("called with %s in %.0f%% of its %.0f tasks", e.CoWith, 100*e.CoRate, e.CoTasks)
 	case e.Base > 0 && e.Reports > 0:

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+)
+
+// learnQueries are requests about GitHub; the agents of this deployment
+// always post to Slack as well, which the descriptions do not say.
+var learnQueries = []string{
+	"list the open pull requests on my github repository",
+	"which github issues were opened this week",
+	"review the latest pull request in the repo",
+	"close the stale github issues in our repository",
+	"show me the failing checks on my pull request",
+	"find the github issue about the login bug",
+}
+
+// learnProbe is the request whose answer the reports should change: a
+// GitHub request no report was made of.
+const learnProbe = "summarise the pull requests merged on github today"
+
+// rankOf is server id's place (0 first) and confidence in a Route answer
+// of every server, and its learned evidence; -1 when absent.
+func rankOf(t *testing.T, c pb.ClassifierServiceClient, id string) (int, float32, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	zero := float32(0)
+	resp, err := c.Route(ctx, &pb.RouteRequest{Query: learnProbe, MaxServers: 50, MinConfidence: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range resp.GetServers() {
+		if s.GetId() == id {
+			return i, s.GetConfidence(), s.GetEvidenceParts().GetLearned()
+		}
+	}
+	return -1, 0, ""
+}
+
+// TestLearningDaemon runs the daemon with --learn-db and --http-listen:
+// reports over gRPC (by request id) and HTTP/JSON (by query) move Slack
+// up for a GitHub request nobody reported; the reports are exported
+// without their text, survive a restart in a 0600 SQLite file, and
+// ResetLearning gives back the answers of before.
+func TestLearningDaemon(t *testing.T) {
+	idx := genIndex(t, defaultCatalog(t))
+	db := filepath.Join(t.TempDir(), "state", "learn.db")
+	httpAddr := freeAddr(t)
+	d, conn := startDaemon(t, idx, "--learn-db", db, "--http-listen", httpAddr)
+	c := pb.NewClassifierServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	before, beforeConf, part := rankOf(t, c, "slack")
+	if before <= 0 || part != "" {
+		t.Fatalf("before any report slack is at %d with learned %q, want below first and nothing learned", before, part)
+	}
+
+	// gRPC, by request id: the agent called GitHub and Slack.
+	for _, q := range learnQueries {
+		rt, err := c.Route(ctx, &pb.RouteRequest{Query: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rt.GetRequestId() == "" {
+			t.Fatal("Route returned no request_id with learning on")
+		}
+		rep, err := c.ReportUse(ctx, &pb.ReportUseRequest{RequestId: rt.GetRequestId(), Servers: []string{"github", "slack"},
+			Tools: []*pb.ToolRef{{Server: "github", Name: "list_pull_requests"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.GetStored() || rep.GetServers() != 2 {
+			t.Fatalf("ReportUse = %v, want stored with 2 servers", rep)
+		}
+	}
+	// HTTP/JSON, by query.
+	for _, q := range learnQueries {
+		body, _ := json.Marshal(map[string]any{"query": q + " please", "servers": []string{"github", "slack"}})
+		code, out := do(t, "POST", "http://"+httpAddr+"/classifier.v1.ClassifierService/ReportUse", "application/json", string(body))
+		if code != 200 || out["stored"] != true {
+			t.Fatalf("HTTP ReportUse: %d %v", code, out)
+		}
+	}
+	code, out := do(t, "POST", "http://"+httpAddr+"/classifier.v1.ClassifierService/ReportUse", "application/json",
+		`{"request_id": "rq-unknown", "servers": ["github"]}`)
+	if code != 404 {
+		t.Fatalf("HTTP ReportUse of an unknown request id: %d %v, want 404", code, out)
+	}
+
+	after, afterConf, part := rankOf(t, c, "slack")
+	if after >= before || afterConf <= beforeConf || part == "" {
+		t.Fatalf("after 12 reports slack is at %d (%.3f, learned %q), was %d (%.3f): want it higher, with its learned evidence",
+			after, afterConf, part, before, beforeConf)
+	}
+	t.Logf("slack for %q: place %d (%.3f) -> %d (%.3f): %s", learnProbe, before, beforeConf, after, afterConf, part)
+
+	info, err := c.GetIndexInfo(ctx, &pb.GetIndexInfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := info.GetLearning(); !l.GetEnabled() || l.GetReports() != int32(2*len(learnQueries)) {
+		t.Fatalf("GetIndexInfo.learning = %v, want %d reports", l, 2*len(learnQueries))
+	}
+	exp, err := c.ExportLearning(ctx, &pb.ExportLearningRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exp.GetTotal() != int32(2*len(learnQueries)) || len(exp.GetReports()) != 2*len(learnQueries) {
+		t.Fatalf("ExportLearning: total %d, %d reports", exp.GetTotal(), len(exp.GetReports()))
+	}
+	for _, r := range exp.GetReports() {
+		if !slices.Equal(r.GetServers(), []string{"github", "slack"}) && !slices.Equal(r.GetServers(), []string{"slack", "github"}) || len(r.GetVector()) == 0 {
+			t.Fatalf("exported report %v", r)
+		}
+	}
+
+	// The reports survive a restart, in a file only the daemon's user reads;
+	// the text of the requests is nowhere in it.
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-d.done:
+		d.done <- err
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, d.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("daemon did not stop within 30s of SIGTERM")
+	}
+	for _, f := range []string{db, db + "-wal", db + "-shm"} {
+		st, err := os.Stat(f)
+		if err != nil {
+			if f != db && os.IsNotExist(err) {
+				continue
+			}
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != 0o600 {
+			t.Errorf("%s is %v, want 0600", f, st.Mode().Perm())
+		}
+	}
+	raw, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range learnQueries {
+		if strings.Contains(string(raw), q) {
+			t.Fatalf("the request text %q is in %s", q, db)
+		}
+	}
+
+	_, conn = startDaemon(t, idx, "--learn-db", db)
+	c = pb.NewClassifierServiceClient(conn)
+	restarted, restartedConf, _ := rankOf(t, c, "slack")
+	if restarted != after || fmt.Sprintf("%.4f", restartedConf) != fmt.Sprintf("%.4f", afterConf) {
+		t.Fatalf("after a restart slack is at %d (%.4f), was %d (%.4f) before it", restarted, restartedConf, after, afterConf)
+	}
+
+	res, err := c.ResetLearning(ctx, &pb.ResetLearningRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GetDeleted() != int32(2*len(learnQueries)) {
+		t.Fatalf("ResetLearning deleted %d, want %d", res.GetDeleted(), 2*len(learnQueries))
+	}
+	reset, resetConf, part := rankOf(t, c, "slack")
+	if reset != before || resetConf != beforeConf || part != "" {
+		t.Fatalf("after ResetLearning slack is at %d (%.4f, learned %q), want %d (%.4f) as before any report", reset, resetConf, part, before, beforeConf)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/classifierd/classifierd/learn"
 )
 
@@ -59,29 +61,29 @@ func (c LearnConfig) config() learn.Config {
 }
 
 // openLearner opens the learner --learn asks for: nil when off; its
-// reports in Redis when --state names one, else in --learn-db.
-func openLearner(ctx context.Context, cfg Config, st state, log *slog.Logger) (*learn.Learner, error) {
-	if cfg.Learn.Mode == "off" {
+// reports in Redis when --state names one (rdb), else in --learn-db.
+func openLearner(ctx context.Context, lc LearnConfig, rdb *redis.Client, log *slog.Logger) (*learn.Learner, error) {
+	if lc.Mode == "off" {
 		return nil, nil
 	}
 	var store learn.Store = learn.Memory{}
 	where := "memory"
 	switch {
-	case st.rdb != nil:
-		store, where = learn.NewRedis(st.rdb, ""), "redis"
-	case cfg.Learn.DB != "":
-		where = cfg.Learn.DB
-		s, err := learn.OpenSQLite(cfg.Learn.DB)
+	case rdb != nil:
+		store, where = learn.NewRedis(rdb, ""), "redis"
+	case lc.DB != "":
+		where = lc.DB
+		s, err := learn.OpenSQLite(lc.DB)
 		if err != nil {
 			return nil, err
 		}
 		store = s
 	}
-	l, err := learn.New(ctx, cfg.Learn.config(), store)
+	l, err := learn.New(ctx, lc.config(), store)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("learning store: %w", err), store.Close())
 	}
 	log.Info("learning from use", "store", where,
-		"reports", len(l.Export("")), "half_life", cfg.Learn.HalfLife)
+		"reports", len(l.Export("")), "half_life", lc.HalfLife)
 	return l, nil
 }

@@ -12,7 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/learn"
+	"github.com/classifierd/classifierd/mcpproxy"
 )
 
 // learnQueries are requests about GitHub; the agents of this deployment
@@ -180,5 +184,60 @@ func TestLearningDaemon(t *testing.T) {
 	reset, resetConf, part := rankOf(t, c, "slack")
 	if reset != before || resetConf != beforeConf || part != "" {
 		t.Fatalf("after ResetLearning slack is at %d (%.4f, learned %q), want %d (%.4f) as before any report", reset, resetConf, part, before, beforeConf)
+	}
+}
+
+// TestProxyLearnsFromItsCalls runs classifierd proxy over two real MCP
+// servers with --learn-db: the calls it forwards after a prompt are
+// reported for that prompt by the proxy itself, with no hub code, and
+// are in the file when it stops.
+func TestProxyLearnsFromItsCalls(t *testing.T) {
+	config, _ := proxySetup(t)
+	addr := freeAddr(t)
+	db := filepath.Join(t.TempDir(), "learn.db")
+	d := startProxyHTTP(t, config, addr, "--learn-db", db)
+	cs := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + mcpPath}, nil)
+	var out mcpproxy.AnalyzeOutput
+	callTool(t, cs, mcpproxy.ToolAnalyze, map[string]any{"prompt": "search my notes for the meeting agenda"}, &out)
+	if out.RequestID == "" {
+		t.Fatalf("hub__analyze_prompt gave no request id with learning on: %+v", out)
+	}
+	for _, c := range [][2]string{{"notes", "search_notes"}, {"weather", "get_forecast"}} {
+		res := callToolResult(t, cs, mcpproxy.ToolCall, map[string]any{"server": c[0], "tool": c[1]})
+		if res.IsError || resultText(res) != c[1] {
+			t.Fatalf("call_tool %v: %v %q", c, res.IsError, resultText(res))
+		}
+	}
+	cs.Close()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-d.done:
+		d.done <- err
+	case <-time.After(30 * time.Second):
+		t.Fatal("proxy did not stop within 30s of SIGTERM")
+	}
+	st, err := learn.OpenSQLite(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	recs, err := st.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 {
+		t.Fatalf("%d reports in %s, want the one of the prompt", len(recs), db)
+	}
+	servers := slices.Sorted(slices.Values(recs[0].Servers))
+	var tools []string
+	for _, tl := range recs[0].Tools {
+		tools = append(tools, tl.Server+"/"+tl.Name)
+	}
+	slices.Sort(tools)
+	if !slices.Equal(servers, []string{"notes", "weather"}) || !slices.Equal(tools, []string{"notes/search_notes", "weather/get_forecast"}) ||
+		recs[0].ID != out.RequestID || len(recs[0].Vec) == 0 {
+		t.Fatalf("report %+v, want request %s with notes and weather and their two tools", recs[0], out.RequestID)
 	}
 }

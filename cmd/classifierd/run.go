@@ -133,7 +133,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, st.Close()) }() // after the stores
-	learner, err := openLearner(ctx, cfg, st, log)
+	learner, err := openLearner(ctx, cfg.Learn, st.rdb, log)
 	if err != nil {
 		return err
 	}

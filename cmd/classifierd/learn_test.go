@@ -98,7 +98,17 @@ func TestLearningDaemon(t *testing.T) {
 			t.Fatalf("HTTP ReportUse: %d %v", code, out)
 		}
 	}
-	code, out := do(t, "POST", "http://"+httpAddr+"/classifier.v1.ClassifierService/ReportUse", "application/json",
+	// A secret in a report's text or names is neither stored nor logged:
+	// the text is embedded and dropped, a name the catalog lacks ignored.
+	secretQuery := "open a pull request on github with the key AKIAQ7EXAMPLEK3YSECRET in the config"
+	secretName := "ghp_R4nd0mT0kenValue0123456789abcdefABCD"
+	body, _ := json.Marshal(map[string]any{"query": secretQuery, "servers": []string{"github", "slack", secretName}})
+	code, out := do(t, "POST", "http://"+httpAddr+"/classifier.v1.ClassifierService/ReportUse", "application/json", string(body))
+	if code != 200 || out["stored"] != true || !slices.Equal(toStrings(out["ignoredServers"]), []string{secretName}) {
+		t.Fatalf("HTTP ReportUse with a secret: %d %v, want stored with the unknown name ignored", code, out)
+	}
+	reports := int32(2*len(learnQueries) + 1)
+	code, out = do(t, "POST", "http://"+httpAddr+"/classifier.v1.ClassifierService/ReportUse", "application/json",
 		`{"request_id": "rq-unknown", "servers": ["github"]}`)
 	if code != 404 {
 		t.Fatalf("HTTP ReportUse of an unknown request id: %d %v, want 404", code, out)
@@ -106,7 +116,7 @@ func TestLearningDaemon(t *testing.T) {
 
 	after, afterConf, part := rankOf(t, c, "slack")
 	if after >= before || afterConf <= beforeConf || part == "" {
-		t.Fatalf("after 12 reports slack is at %d (%.3f, learned %q), was %d (%.3f): want it higher, with its learned evidence",
+		t.Fatalf("after the reports slack is at %d (%.3f, learned %q), was %d (%.3f): want it higher, with its learned evidence",
 			after, afterConf, part, before, beforeConf)
 	}
 	t.Logf("slack for %q: place %d (%.3f) -> %d (%.3f): %s", learnProbe, before, beforeConf, after, afterConf, part)
@@ -115,14 +125,14 @@ func TestLearningDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := info.GetLearning(); !l.GetEnabled() || l.GetReports() != int32(2*len(learnQueries)) {
-		t.Fatalf("GetIndexInfo.learning = %v, want %d reports", l, 2*len(learnQueries))
+	if l := info.GetLearning(); !l.GetEnabled() || l.GetReports() != reports {
+		t.Fatalf("GetIndexInfo.learning = %v, want %d reports", l, reports)
 	}
 	exp, err := c.ExportLearning(ctx, &pb.ExportLearningRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if exp.GetTotal() != int32(2*len(learnQueries)) || len(exp.GetReports()) != 2*len(learnQueries) {
+	if exp.GetTotal() != reports || len(exp.GetReports()) != int(reports) {
 		t.Fatalf("ExportLearning: total %d, %d reports", exp.GetTotal(), len(exp.GetReports()))
 	}
 	for _, r := range exp.GetReports() {
@@ -161,9 +171,12 @@ func TestLearningDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range learnQueries {
+	for _, q := range append(learnQueries, secretQuery, "AKIAQ7EXAMPLEK3YSECRET", secretName) {
 		if strings.Contains(string(raw), q) {
 			t.Fatalf("the request text %q is in %s", q, db)
+		}
+		if strings.Contains(d.stderr.String(), q) {
+			t.Fatalf("the request text %q is in the daemon's log", q)
 		}
 	}
 
@@ -178,8 +191,8 @@ func TestLearningDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.GetDeleted() != int32(2*len(learnQueries)) {
-		t.Fatalf("ResetLearning deleted %d, want %d", res.GetDeleted(), 2*len(learnQueries))
+	if res.GetDeleted() != reports {
+		t.Fatalf("ResetLearning deleted %d, want %d", res.GetDeleted(), reports)
 	}
 	reset, resetConf, part := rankOf(t, c, "slack")
 	if reset != before || resetConf != beforeConf || part != "" {

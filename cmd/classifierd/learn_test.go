@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/internal/testredis"
 	"github.com/classifierd/classifierd/learn"
 	"github.com/classifierd/classifierd/mcpproxy"
 )
@@ -253,4 +254,50 @@ func TestProxyLearnsFromItsCalls(t *testing.T) {
 		recs[0].ID != out.RequestID || len(recs[0].Vec) == 0 {
 		t.Fatalf("report %+v, want request %s with notes and weather and their two tools", recs[0], out.RequestID)
 	}
+}
+
+// TestLearningSharedByTwoDaemons runs two daemons on one Redis (--state):
+// reports made to one change the other's answers within seconds, and a
+// reset on the other gives both the answers of before.
+func TestLearningSharedByTwoDaemons(t *testing.T) {
+	srv := testredis.Start(t, "--requirepass", statePassword)
+	t.Setenv(statePasswordEnv, statePassword)
+	idx := genIndex(t, defaultCatalog(t))
+	_, connA := startDaemon(t, idx, "--state", srv.URL(0))
+	_, connB := startDaemon(t, idx, "--state", srv.URL(0))
+	a, b := pb.NewClassifierServiceClient(connA), pb.NewClassifierServiceClient(connB)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	before, beforeConf, _ := rankOf(t, b, "slack")
+	if got, _, _ := rankOf(t, a, "slack"); got != before {
+		t.Fatalf("the two daemons differ before any report: %d and %d", got, before)
+	}
+	for _, q := range learnQueries {
+		rep, err := a.ReportUse(ctx, &pb.ReportUseRequest{Query: q, Servers: []string{"github", "slack"}})
+		if err != nil || !rep.GetStored() {
+			t.Fatalf("ReportUse on A: %v %v", rep, err)
+		}
+	}
+	// until polls f every 100 ms for up to 15 s.
+	until := func(what string, f func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); !f(); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 15 s", what)
+			}
+		}
+	}
+	until("B follows A's reports", func() bool {
+		after, _, part := rankOf(t, b, "slack")
+		return after < before && part != ""
+	})
+	res, err := b.ResetLearning(ctx, &pb.ResetLearningRequest{})
+	if err != nil || res.GetDeleted() != int32(len(learnQueries)) {
+		t.Fatalf("ResetLearning on B: %v %v, want %d deleted", res, err, len(learnQueries))
+	}
+	until("A follows B's reset", func() bool {
+		got, conf, part := rankOf(t, a, "slack")
+		return got == before && conf == beforeConf && part == ""
+	})
 }

@@ -63,7 +63,7 @@ help: ## list targets
 
 .PHONY: run
 run: deps build index ## set up, build, index the default catalog and serve gRPC on $(LISTEN), HTTP/JSON and the explain page on $(HTTP_LISTEN)
-	exec $(BIN)/classifierd --index $(INDEX) --model $(MODEL_DIR) --listen $(LISTEN) --http-listen $(HTTP_LISTEN) --ort-lib $(ORT_LIB)
+	exec $(BIN)/classifierd --index $(INDEX) --model $(MODEL_DIR) --listen $(LISTEN) --http-listen $(HTTP_LISTEN) --ort-lib $(ORT_LIB) --learn-db var/learn.db
 
 .PHONY: deps
 deps: ort model redis ## fetch the ONNX Runtime library, check the model, install redis-server
@@ -277,6 +277,11 @@ $(BIN)/grpcurl:
 	GOBIN=$(BIN) go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 $(BIN)/staticcheck:
 	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+.PHONY: replay
+replay: build ## learning-from-use curves, half/half and poisoning on the dev sets (tools/replay)
+	go build -o $(BIN)/replay ./tools/replay
+	nice -n 10 $(BIN)/replay --model $(MODEL_DIR) --ort-lib $(ORT_LIB) --datasets $(DATASETS)
 
 .PHONY: generate
 generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-openapi ## regenerate gen/ (Go code, gen/openapi/openapi.yaml) and the Python client's stubs from proto/

@@ -62,6 +62,7 @@ func (c *client) addMetaTools() {
 			if err != nil {
 				return nil, SearchOutput{}, err
 			}
+			c.startTask(res.RequestID, false)
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			out := SearchOutput{Tools: []FoundTool{}}
@@ -84,7 +85,7 @@ func (c *client) addMetaTools() {
 				return nil, nil, errors.New("NOT_FOUND: no tool " + clip.String(in.Tool, 128) + " on server " + clip.String(in.Server, 128) +
 					"; find one with search_tools")
 			}
-			res, err := p.call(ctx, lt.Server, lt.Tool.Name, in.Arguments)
+			res, err := c.call(ctx, lt.Server, lt.Tool.Name, in.Arguments)
 			return res, nil, err
 		})
 	mcp.AddTool(c.srv, &mcp.Tool{Name: ToolAnalyze, Description: "Analyze the user's prompt and add the tools it needs to your tool list " +
@@ -100,6 +101,7 @@ func (c *client) addMetaTools() {
 			if err != nil {
 				return nil, AnalyzeOutput{}, err
 			}
+			c.startTask(a.RequestID, true)
 			// The notification goes before this result (notifyChanged).
 			if a.Changed && c.sync() {
 				c.notifyChanged(ctx, req.Session)

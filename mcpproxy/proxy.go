@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,9 +31,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/classifierd/classifierd/calibrate"
+	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/indexbuild"
 	"github.com/classifierd/classifierd/labels"
+	"github.com/classifierd/classifierd/learn"
 	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/mcpsrc"
 	"github.com/classifierd/classifierd/request"
@@ -110,6 +113,12 @@ type Config struct {
 	// Metrics, when set, gets the proxy's series (metrics.go): live
 	// sessions, sessions refused, forwarded tool calls.
 	Metrics prometheus.Registerer
+	// Learner, when set, learns from the calls the proxy forwards: each
+	// session's calls since its last hub__analyze_prompt (or, before
+	// one, its first search_tools) are reported for that request
+	// (learn.View.Report; a later call replaces the report with one
+	// naming every call so far). Nil: no learning.
+	Learner *learn.Learner
 }
 
 // Proxy serves the filtered view of its source's tools.
@@ -227,11 +236,11 @@ func (p *Proxy) Rebuild(ctx context.Context, snap mcpsrc.Snapshot) error {
 	if err != nil {
 		return err
 	}
-	dom, err := server.NewDomain(idx, p.cfg.Embedder, p.cfg.Limits)
+	dom, err := server.NewDomainConfig(idx, p.cfg.Embedder, server.DomainConfig{Limits: p.cfg.Limits, Learned: p.cfg.Learner.View(idx)})
 	if err != nil {
 		return err
 	}
-	svc, err := server.New(server.Config{Sessions: p.sessions}, dom, p.cfg.Embedder, p.cfg.Logger)
+	svc, err := server.New(server.Config{Sessions: p.sessions, Learner: p.cfg.Learner}, dom, p.cfg.Embedder, p.cfg.Logger)
 	if err != nil {
 		return err
 	}
@@ -281,6 +290,12 @@ type client struct {
 	// changes counts the syncs that changed srv's tools; notified is its
 	// value when the session was last told so (notifyChanged).
 	changes, notified uint64
+	// task is the request id the session's calls are reported for
+	// (Config.Learner); called and calledTools are the calls forwarded
+	// since.
+	task        string
+	called      []string
+	calledTools []*pb.ToolRef
 }
 
 // NewSessionServer returns the MCP server for one new agent session of
@@ -518,7 +533,61 @@ func exposedTool(lt liveTool) *mcp.Tool {
 // forward calls tool on server with the agent's arguments, verbatim.
 func (c *client) forward(server, tool string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return c.p.call(ctx, server, tool, req.Params.Arguments)
+		return c.call(ctx, server, tool, req.Params.Arguments)
+	}
+}
+
+// call forwards a tool call and reports it for the session's task.
+func (c *client) call(ctx context.Context, server, tool string, args any) (*mcp.CallToolResult, error) {
+	res, err := c.p.call(ctx, server, tool, args)
+	c.report(ctx, server, tool)
+	return res, err
+}
+
+// startTask makes request id the one later calls are reported for: a
+// hub__analyze_prompt's always (a new prompt, a new task), a
+// search_tools' only before any.
+func (c *client) startTask(id string, byAnalyze bool) {
+	if id == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !byAnalyze && c.task != "" {
+		return
+	}
+	c.task, c.called, c.calledTools = id, nil, nil
+}
+
+// report reports the session's calls so far, with server's tool, for
+// its task (none: nothing). A failed report costs only the learning.
+func (c *client) report(ctx context.Context, server, tool string) {
+	if c.p.cfg.Learner == nil {
+		return
+	}
+	c.mu.Lock()
+	if c.task == "" {
+		c.mu.Unlock()
+		return
+	}
+	if !slices.Contains(c.called, server) {
+		c.called = append(c.called, server)
+	}
+	if !slices.ContainsFunc(c.calledTools, func(t *pb.ToolRef) bool { return t.GetServer() == server && t.GetName() == tool }) &&
+		len(c.calledTools) < learn.MaxNames {
+		c.calledTools = append(c.calledTools, &pb.ToolRef{Server: server, Name: tool})
+	}
+	req := &pb.ReportUseRequest{RequestId: c.task, Servers: slices.Clone(c.called), Tools: slices.Clone(c.calledTools)}
+	c.mu.Unlock()
+	if len(req.Servers) > learn.MaxNames {
+		return
+	}
+	l, err := c.p.current()
+	if err == nil {
+		_, err = l.backend.Classifier.ReportUse(ctx, req)
+	}
+	if err != nil {
+		c.p.cfg.Logger.Debug("proxy: report of a forwarded call not kept", "server", server, "err", err)
 	}
 }
 

@@ -33,6 +33,8 @@ type FoundTool struct {
 // SearchToolsOutput is search_tools' answer.
 type SearchToolsOutput struct {
 	Tools []FoundTool `json:"tools"`
+	// RequestID names the search for report_use (empty with learning off).
+	RequestID string `json:"request_id,omitempty" jsonschema:"report what you then called with report_use and this id"`
 }
 
 // Message is one conversation turn.
@@ -73,6 +75,7 @@ type RouteOutput struct {
 	PolicyReason  string      `json:"policy_reason,omitempty"`
 	// TokensSaved is the share of tool-definition tokens not sent, in percent.
 	TokensSaved float32 `json:"tokens_saved_percent" jsonschema:"share of the catalog's tool-definition tokens this answer saves"`
+	RequestID   string  `json:"request_id,omitempty" jsonschema:"report what you then called with report_use and this id"`
 }
 
 // AnalyzePromptInput is analyze_prompt's input: AnalyzePromptRequest's fields.
@@ -98,9 +101,37 @@ type AnalyzePromptOutput struct {
 	Degraded          bool     `json:"degraded" jsonschema:"answered from keywords because inference failed"`
 	IgnoredCategories []string `json:"ignored_categories,omitempty"`
 	Scores            []Scored `json:"scores"`
+	RequestID         string   `json:"request_id,omitempty" jsonschema:"report what you then called with report_use and this id"`
 }
 
-// AddClassifierTools adds search_tools, route and analyze_prompt to s.
+// ToolRef names a tool of a server.
+type ToolRef struct {
+	Server string `json:"server" jsonschema:"the server's id or name"`
+	Name   string `json:"name" jsonschema:"the tool's name on that server"`
+}
+
+// ReportUseInput is report_use's input: ReportUseRequest's fields.
+type ReportUseInput struct {
+	RequestID    string    `json:"request_id,omitempty" jsonschema:"the request_id of the route, search_tools or analyze_prompt answer the calls were for (or give query)"`
+	Query        string    `json:"query,omitempty" jsonschema:"the request's text, when there is no request_id; embedded and discarded, never stored"`
+	Servers      []string  `json:"servers,omitempty" jsonschema:"the servers the agent called (ids or names)"`
+	Tools        []ToolRef `json:"tools,omitempty" jsonschema:"the tools the agent called; their servers count as called"`
+	ShownServers []string  `json:"shown_servers,omitempty" jsonschema:"the servers the agent could call, if known"`
+}
+
+// ReportUseOutput is report_use's answer: ReportUseResponse's fields.
+type ReportUseOutput struct {
+	RequestID           string    `json:"request_id" jsonschema:"the stored report's id"`
+	Stored              bool      `json:"stored" jsonschema:"false when every name was unknown: nothing was stored"`
+	Servers             int32     `json:"servers"`
+	Tools               int32     `json:"tools"`
+	IgnoredServers      []string  `json:"ignored_servers,omitempty" jsonschema:"names the served catalog does not have: not stored"`
+	IgnoredTools        []ToolRef `json:"ignored_tools,omitempty"`
+	IgnoredShownServers []string  `json:"ignored_shown_servers,omitempty"`
+}
+
+// AddClassifierTools adds search_tools, route, analyze_prompt and
+// report_use to s.
 func AddClassifierTools(s *mcp.Server, backend func() Backend) {
 	mcp.AddTool(s, &mcp.Tool{Name: ToolSearch, Description: "Find the tools that fit a need among every tool of every MCP server in the catalog, " +
 		"including tools not shown to you, ranked best first with their server, description, calibrated confidence and evidence.",
@@ -110,6 +141,28 @@ func AddClassifierTools(s *mcp.Server, backend func() Backend) {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, routeTool(backend))
 	mcp.AddTool(s, &mcp.Tool{Name: ToolAnalyzePrompt, Description: "Analyze a prompt into the tool categories it needs; " +
 		"with session_id, widen (additive) or replace that hub session's exposed categories."}, AnalyzePrompt(backend))
+	mcp.AddTool(s, &mcp.Tool{Name: ToolReportUse, Description: "Report which servers and tools the agent actually called for a request " +
+		"(by the request_id of a route, search_tools or analyze_prompt answer, or by its text), so later answers weigh what this " +
+		"deployment's agents call. Needs scopes report and route."}, reportUse(backend))
+}
+
+func reportUse(backend func() Backend) mcp.ToolHandlerFor[ReportUseInput, ReportUseOutput] {
+	return func(ctx context.Context, _ *mcp.CallToolRequest, in ReportUseInput) (*mcp.CallToolResult, ReportUseOutput, error) {
+		req := &pb.ReportUseRequest{RequestId: in.RequestID, Query: in.Query, Servers: in.Servers, ShownServers: in.ShownServers}
+		for _, t := range in.Tools {
+			req.Tools = append(req.Tools, &pb.ToolRef{Server: t.Server, Name: t.Name})
+		}
+		resp, err := backend().Classifier.ReportUse(ctx, req)
+		if err != nil {
+			return nil, ReportUseOutput{}, ToolError(err)
+		}
+		out := ReportUseOutput{RequestID: resp.GetRequestId(), Stored: resp.GetStored(), Servers: resp.GetServers(), Tools: resp.GetTools(),
+			IgnoredServers: resp.GetIgnoredServers(), IgnoredShownServers: resp.GetIgnoredShownServers()}
+		for _, t := range resp.GetIgnoredTools() {
+			out.IgnoredTools = append(out.IgnoredTools, ToolRef{Server: t.GetServer(), Name: t.GetName()})
+		}
+		return nil, out, nil
+	}
 }
 
 func searchTools(backend func() Backend) mcp.ToolHandlerFor[SearchToolsInput, SearchToolsOutput] {
@@ -140,7 +193,7 @@ func Search(ctx context.Context, b Backend, in SearchToolsInput) (SearchToolsOut
 	if err != nil {
 		return SearchToolsOutput{}, ToolError(err)
 	}
-	return SearchToolsOutput{Tools: foundTools(b.Index, resp.GetTools())}, nil
+	return SearchToolsOutput{Tools: foundTools(b.Index, resp.GetTools()), RequestID: resp.GetRequestId()}, nil
 }
 
 // maxServers is every server of the index, within Route's limit, so a
@@ -193,7 +246,7 @@ func routeTool(backend func() Backend) mcp.ToolHandlerFor[RouteInput, RouteOutpu
 		return nil, RouteOutput{Servers: scored(resp.GetServers()), Tools: foundTools(b.Index, resp.GetTools()),
 			Categories: scored(resp.GetCategories()), Reasoning: resp.GetReasoning(), Abstained: resp.GetAbstained(),
 			AppliedPolicy: noMatchName[resp.GetAppliedPolicy()], PolicyReason: resp.GetPolicyReason(),
-			TokensSaved: resp.GetStats().GetReductionPercent()}, nil
+			TokensSaved: resp.GetStats().GetReductionPercent(), RequestID: resp.GetRequestId()}, nil
 	}
 }
 
@@ -209,7 +262,7 @@ func AnalyzePrompt(backend func() Backend) mcp.ToolHandlerFor[AnalyzePromptInput
 		return nil, AnalyzePromptOutput{Categories: resp.GetCategories(), Confidence: resp.GetConfidence(), Reasoning: resp.GetReasoning(),
 			Added: resp.GetAdded(), Total: resp.GetTotal(), Changed: resp.GetChanged(), Warning: resp.GetWarning(),
 			Suggestion: resp.GetSuggestion(), NextStep: resp.GetNextStep(), Degraded: resp.GetDegraded(),
-			IgnoredCategories: resp.GetIgnoredCategories(), Scores: scored(resp.GetScores())}, nil
+			IgnoredCategories: resp.GetIgnoredCategories(), Scores: scored(resp.GetScores()), RequestID: resp.GetRequestId()}, nil
 	}
 }
 

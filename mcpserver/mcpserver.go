@@ -1,5 +1,5 @@
 // Package mcpserver is classifierd's MCP boundary: it presents the
-// classifier (search_tools, route, analyze_prompt) and, when enabled, the
+// classifier (search_tools, route, analyze_prompt, report_use) and, when enabled, the
 // terminal prompt contract (detect_input_prompt, infer_expected_input,
 // track_input_event) as MCP tools, using the official Go SDK.
 //
@@ -79,6 +79,7 @@ const (
 	ToolSearch            = "search_tools"
 	ToolRoute             = "route"
 	ToolAnalyzePrompt     = "analyze_prompt"
+	ToolReportUse         = "report_use"
 	ToolDetectInputPrompt = "detect_input_prompt"
 	ToolInferExpected     = "infer_expected_input"
 	ToolTrackInputEvent   = "track_input_event"

@@ -6,16 +6,19 @@
 package route
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/internal/tracing"
+	"github.com/classifierd/classifierd/learn"
 	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/request"
 )
@@ -31,6 +34,10 @@ type Config struct {
 	DefaultMaxTools   int // default 20
 	// MetaCategory names the category of meta tools (default "meta").
 	MetaCategory string
+	// Learned is the evidence learned from use for this index (package
+	// learn); nil routes from the descriptions alone, and so does a view
+	// with no reports.
+	Learned *learn.View
 }
 
 func (c Config) withDefaults() Config {
@@ -121,6 +128,11 @@ type RouteQuery struct {
 	Include       []string
 	Exclude       []string
 	OnNoMatch     NoMatch
+	// Caller is who asks (learn.Use.Identity): what it reported weighs
+	// most in its answers.
+	Caller string
+	// describe asks only for the description-based answer (Describe).
+	describe bool
 }
 
 // ToolScore is one ranked tool.
@@ -147,6 +159,13 @@ type RouteResult struct {
 	Abstained     bool
 	AppliedPolicy NoMatch
 	PolicyReason  string
+	// Vector is the request's unit embedding (its first turn) and
+	// Described the servers the descriptions rank first
+	// (learn.MaxDescribed of them) with their probabilities before any
+	// learned evidence, for learning from what is then called
+	// (learn.View.Observe).
+	Vector    []float32
+	Described []learn.Prob
 }
 
 var validRoles = map[string]bool{"user": true, "assistant": true, "system": true, "tool": true, "": true}
@@ -200,8 +219,9 @@ func (c *Router) Route(ctx context.Context, q RouteQuery) (RouteResult, error) {
 	}
 	sp.End()
 	_, sp = tracing.Start(ctx, tracing.Calibrate)
-	res := c.route(all, partRes, maxS, maxT, q)
+	res := c.route(all, partRes, maxS, maxT, q, vecs[0])
 	sp.End()
+	res.Vector = vecs[0]
 	return res, nil
 }
 
@@ -320,7 +340,19 @@ func (c *Router) allowedServers(include, exclude []string) (map[int]bool, error)
 	return allowed, nil
 }
 
-func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q RouteQuery) RouteResult {
+// Describe is what a report of query is learned from: its unit
+// embedding and the servers the descriptions rank first for it, as Route
+// gives them (RouteResult.Vector and Described).
+func (c *Router) Describe(ctx context.Context, query string) ([]float32, []learn.Prob, error) {
+	zero := float32(0)
+	res, err := c.Route(ctx, RouteQuery{Query: query, MaxServers: 1, MaxTools: 1, MinConfidence: &zero, OnNoMatch: NoMatchNone, describe: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	return res.Vector, res.Described, nil
+}
+
+func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q RouteQuery, vec []float32) RouteResult {
 	srvThr, toolThr, catThr := c.cal.Servers.Threshold, c.cal.Tools.Threshold, c.cal.CategoriesMulti.Threshold
 	if q.MinConfidence != nil {
 		srvThr, toolThr, catThr = float64(*q.MinConfidence), float64(*q.MinConfidence), float64(*q.MinConfidence)
@@ -339,6 +371,19 @@ func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q
 		partSrv, partTool = append(partSrv, p.Servers), append(partTool, p.Tools)
 	}
 	srvP := needProbs(srvS, partSrv, c.cal.Servers.ProbAt)
+	if c.cfg.Learned != nil {
+		res.Described = described(c.idx, srvS, srvP)
+	}
+	// Learned evidence (package learn) moves the confidences, and the
+	// order follows; with no reports lr is nil and nothing changes.
+	var lr *learn.Request
+	if !q.describe {
+		lr = c.learned(q.Caller, vec, srvS, srvP)
+	}
+	var learnedSrv map[int]learn.Evidence
+	if lr != nil {
+		srvS, learnedSrv = learnServers(lr, srvS, srvP)
+	}
 	keep := needPicks(partSrv, srvS, maxS, func(s rank.Score) bool { return srvP[s.Label] >= srvThr })
 	selected := map[int]bool{}
 	for i, s := range srvS {
@@ -349,14 +394,17 @@ func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q
 		if p < srvThr || len(res.Servers)+len(keep) >= maxS && !keep[s.Label] {
 			continue
 		}
-		ev := c.rk.Evidence(s)
+		ev, parts := c.rk.Evidence(s), c.rk.Parts(s)
+		if e, ok := learnedSrv[s.Label]; ok {
+			ev, parts.Learned = "learned: "+e.Text+"; "+ev, e.Text
+		}
 		if keep[s.Label] && i >= maxS {
 			ev = keptNeed + ev
 		}
 		delete(keep, s.Label)
 		selected[s.Label] = true
 		res.Servers = append(res.Servers, classify.Scored{Label: s.Label, ID: c.idx.Labels[s.Label].ID,
-			Confidence: p, Score: s.Score, Evidence: ev, Parts: c.rk.Parts(s)})
+			Confidence: p, Score: s.Score, Evidence: ev, Parts: parts})
 	}
 	// Tools of the selected servers, best first. Every selected server
 	// contributes at least its best tool: a relevant server with nothing to
@@ -369,6 +417,17 @@ func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q
 	// single request, "the keyword is fashion", have confident bests too).
 	// It is computed only for the tools looked at.
 	toolP := func(s rank.Score) float64 { return c.cal.Tools.ProbAt(s.Score, toolS[0].Score-s.Score) }
+	var learnedTool map[int]learn.Evidence
+	if lr != nil && len(toolS) > 0 {
+		toolS, learnedTool = learnTools(lr, toolS, selected, c.rk.ServerOf, toolP)
+		descP := toolP
+		toolP = func(s rank.Score) float64 {
+			if e, ok := learnedTool[s.Label]; ok {
+				return e.P
+			}
+			return descP(s)
+		}
+	}
 	keepT := needPicks(partTool, toolS, maxT, func(s rank.Score) bool { return selected[c.rk.ServerOf(s.Label)] && toolP(s) >= toolThr })
 	for i, s := range toolS {
 		if len(res.Tools) >= maxT {
@@ -386,6 +445,9 @@ func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q
 			continue
 		}
 		tl := c.toolScore(s, p)
+		if e, ok := learnedTool[s.Label]; ok && e.Reports > 0 {
+			tl.Evidence, tl.Parts.Learned = "learned: "+e.Text+"; "+tl.Evidence, e.Text
+		}
 		if keepT[s.Label] && i >= maxT {
 			tl.Evidence = keptNeed + tl.Evidence
 		}
@@ -409,8 +471,91 @@ func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q
 		c.applyNoMatch(&res, srvS, srvThr, q.OnNoMatch)
 		return res
 	}
-	res.Reasoning = c.routeReason(res, srvS)
+	res.Reasoning = c.routeReason(res, srvS, srvP, lr != nil)
 	return res
+}
+
+// learned is the learned evidence for a request with vector vec, whose
+// servers srvS have description confidences srvP; nil without any.
+func (c *Router) learned(caller string, vec []float32, srvS []rank.Score, srvP map[int]float64) *learn.Request {
+	if c.cfg.Learned == nil || len(vec) == 0 || len(srvS) == 0 {
+		return nil
+	}
+	ranked := make([]int, len(srvS))
+	for i, s := range srvS {
+		ranked[i] = s.Label
+	}
+	slices.SortStableFunc(ranked, func(a, b int) int { return cmp.Compare(srvP[b], srvP[a]) })
+	probs := make([]float64, len(ranked))
+	for i, li := range ranked {
+		probs[i] = srvP[li]
+	}
+	return c.cfg.Learned.Request(caller, vec, ranked, probs)
+}
+
+// described are the learn.MaxDescribed servers of srvS with the highest
+// description-based probabilities, best first.
+func described(idx *index.Index, srvS []rank.Score, srvP map[int]float64) []learn.Prob {
+	out := make([]learn.Prob, 0, min(len(srvS), learn.MaxDescribed))
+	for _, s := range srvS {
+		out = append(out, learn.Prob{Server: idx.Labels[s.Label].ID, P: srvP[s.Label]})
+	}
+	slices.SortStableFunc(out, func(a, b learn.Prob) int { return cmp.Compare(b.P, a.P) })
+	return out[:min(len(out), learn.MaxDescribed)]
+}
+
+// learnServers sets each server's confidence in srvP to the learned one
+// and returns the servers reordered by what the learned evidence adds:
+// each server's key is its place in today's order (srvS, by score, as a
+// log-odds made monotone along it) moved by the log of the odds ratio the
+// learned evidence brings. With evidence that changes nothing the order
+// is today's, even where a compound request's parts make the
+// confidences disagree with the scores. It returns the evidence by label.
+func learnServers(lr *learn.Request, srvS []rank.Score, srvP map[int]float64) ([]rank.Score, map[int]learn.Evidence) {
+	ev := make(map[int]learn.Evidence, len(srvS))
+	key := make(map[int]float64, len(srvS))
+	along := math.Inf(1)
+	for _, s := range srvS {
+		pd := srvP[s.Label]
+		e := lr.Server(s.Label, pd)
+		ev[s.Label] = e
+		along = math.Min(math.Nextafter(along, math.Inf(-1)), logit(pd))
+		key[s.Label] = along + logit(e.P) - logit(pd)
+		srvP[s.Label] = e.P
+	}
+	out := slices.Clone(srvS)
+	slices.SortStableFunc(out, func(a, b rank.Score) int { return cmp.Compare(key[b.Label], key[a.Label]) })
+	return out, ev
+}
+
+// logit is the log-odds of p, kept finite.
+func logit(p float64) float64 {
+	p = math.Min(math.Max(p, 1e-6), 1-1e-6)
+	return math.Log(p / (1 - p))
+}
+
+// learnTools is learnServers for the tools of the selected servers: they
+// are reordered as servers are, the others keep their places after them.
+func learnTools(lr *learn.Request, toolS []rank.Score, selected map[int]bool, serverOf func(int) int,
+	toolP func(rank.Score) float64) ([]rank.Score, map[int]learn.Evidence) {
+	ev := map[int]learn.Evidence{}
+	key := map[int]float64{}
+	var in, out []rank.Score
+	along := math.Inf(1)
+	for _, s := range toolS {
+		if !selected[serverOf(s.Label)] {
+			out = append(out, s)
+			continue
+		}
+		pd := toolP(s)
+		e := lr.Tool(s.Label, pd)
+		ev[s.Label] = e
+		along = math.Min(math.Nextafter(along, math.Inf(-1)), logit(pd))
+		key[s.Label] = along + logit(e.P) - logit(pd)
+		in = append(in, s)
+	}
+	slices.SortStableFunc(in, func(a, b rank.Score) int { return cmp.Compare(key[b.Label], key[a.Label]) })
+	return append(in, out...), ev
 }
 
 // Needs of a compound request. A prompt that asks for two things ("the
@@ -536,13 +681,16 @@ func (c *Router) applyNoMatch(res *RouteResult, srvS []rank.Score, thr float64, 
 	res.Reasoning = "abstained: " + res.PolicyReason
 }
 
-func (c *Router) routeReason(res RouteResult, srvS []rank.Score) string {
+func (c *Router) routeReason(res RouteResult, srvS []rank.Score, srvP map[int]float64, learned bool) string {
 	top := res.Servers[0]
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %.2f: %s", top.ID, top.Confidence, top.Evidence)
 	if len(srvS) > 1 {
 		r := srvS[1]
 		p := c.cal.Servers.ProbAt(r.Score, srvS[0].Score-r.Score)
+		if learned {
+			p = srvP[r.Label]
+		}
 		fmt.Fprintf(&b, "; runner-up %s %.2f (margin %.2f)", c.idx.Labels[r.Label].ID, p, top.Confidence-p)
 	}
 	return b.String()

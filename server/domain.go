@@ -5,6 +5,7 @@ import (
 	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/learn"
 	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/request"
 	"github.com/classifierd/classifierd/route"
@@ -19,6 +20,8 @@ type Domain struct {
 	Classifier  *classify.Classifier
 	Router      *route.Router
 	Analyzer    *analyze.Analyzer
+	// Learned is the router's learned evidence (nil: learning off).
+	Learned *learn.View
 }
 
 // DomainConfig tunes NewDomainConfig.
@@ -28,6 +31,9 @@ type DomainConfig struct {
 	// requests are scored against a shortlist of labels (rank.Options);
 	// 0 takes rank.DefaultShortlistFrom, a negative value never shortlists.
 	ShortlistFrom int
+	// Learned is what has been learned from use for this index (nil:
+	// learning off; learn.Learner.View makes it).
+	Learned *learn.View
 }
 
 // NewDomain is NewDomainConfig with limits lim and the default shortlist.
@@ -52,6 +58,6 @@ func NewDomainConfig(idx *index.Index, emb rank.Embedder, cfg DomainConfig) (Dom
 	lim = lim.WithDefaults()
 	return Domain{Index: idx, Limits: lim, Calibration: cal,
 		Classifier: classify.New(rk, cal, classify.Config{Limits: lim}),
-		Router:     route.New(rk, cal, route.Config{Limits: lim}),
-		Analyzer:   analyze.New(rk, cal, analyze.Config{Limits: lim})}, nil
+		Router:     route.New(rk, cal, route.Config{Limits: lim, Learned: cfg.Learned}),
+		Analyzer:   analyze.New(rk, cal, analyze.Config{Limits: lim}), Learned: cfg.Learned}, nil
 }

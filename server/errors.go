@@ -13,6 +13,7 @@ import (
 	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/embed/embederr"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/learn"
 	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/request"
 	"github.com/classifierd/classifierd/route"
@@ -56,10 +57,13 @@ var errorCodes = []errorCode{
 	{terminal.ErrBadArgument, codes.InvalidArgument, ""},
 	{terminal.ErrTooLarge, codes.InvalidArgument, "INPUT_TOO_LARGE"},
 	{catalog.ErrInvalid, codes.InvalidArgument, ""},
+	{learn.ErrBadReport, codes.InvalidArgument, ""},
 	// Missing things.
 	{session.ErrNotFound, codes.NotFound, ""},
 	{terminal.ErrSessionNotFound, codes.NotFound, "SESSION_NOT_FOUND"},
+	{learn.ErrUnknownRequest, codes.NotFound, "UNKNOWN_REQUEST"},
 	{session.ErrExists, codes.AlreadyExists, ""},
+	{learn.ErrRateLimited, codes.ResourceExhausted, ""},
 	{session.ErrLimit, codes.ResourceExhausted, ""},
 	{embederr.ErrQueueFull, codes.ResourceExhausted, ""},
 	{session.ErrOwnerLimit, codes.ResourceExhausted, ""},
@@ -70,7 +74,9 @@ var errorCodes = []errorCode{
 	{rank.ErrNoLabels, codes.FailedPrecondition, ""},
 	{index.ErrDimMismatch, codes.FailedPrecondition, ""},
 	{index.ErrModel, codes.FailedPrecondition, ""},
+	{learn.ErrOff, codes.FailedPrecondition, "LEARNING_OFF"},
 	{session.ErrClosed, codes.Unavailable, ""},
+	{learn.ErrUnavailable, codes.Unavailable, "STATE_UNAVAILABLE"},
 	{session.ErrUnavailable, codes.Unavailable, "STATE_UNAVAILABLE"},
 	{terminal.ErrUnavailable, codes.Unavailable, "STATE_UNAVAILABLE"},
 	{embederr.ErrClosed, codes.Unavailable, ""},
@@ -93,6 +99,8 @@ var messages = map[error]string{
 	rank.ErrNoLabels:            "index has no labels of this kind",
 	index.ErrDimMismatch:        "index and model disagree",
 	index.ErrModel:              "index and model disagree",
+	learn.ErrUnknownRequest:     "unknown request_id: not issued to this caller, or expired",
+	learn.ErrUnavailable:        "learning store unavailable; retry",
 }
 
 // errorMapper turns errors into gRPC statuses for every service.
@@ -140,7 +148,7 @@ func (m errorMapper) status(ctx context.Context, method string, err error) error
 // packagePrefixes are the "pkg: " prefixes the domain packages' errors
 // carry; clients see the message without them.
 var packagePrefixes = []string{"request: ", "route: ", "rank: ", "classify: ", "analyze: ", "calibrate: ", "fit: ",
-	"embed: ", "session: ", "terminal: ", "catalog: ", "index: ", "models: ", "labels: ", "indexbuild: "}
+	"embed: ", "session: ", "terminal: ", "learn: ", "catalog: ", "index: ", "models: ", "labels: ", "indexbuild: "}
 
 // withoutPackage drops the "pkg: " prefix sentinel errors carry.
 func withoutPackage(msg string) string {

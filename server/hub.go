@@ -30,6 +30,14 @@ func (s *Server) AnalyzePrompt(ctx context.Context, req *pb.AnalyzePromptRequest
 		Warning: a.Warning, Suggestion: a.Suggestion, NextStep: a.NextStep, Degraded: a.Degraded,
 		IgnoredCategories: a.Ignored, Scores: scoredLabels(a.Scores),
 	}
+	if cur.dom.Learned != nil && !a.Degraded {
+		// The prompt's vector and the servers its description ranks
+		// first, for a report of what it led to. The analyzer does not
+		// hand its own out; a failure here costs only the request id.
+		if vec, described, err := cur.dom.Router.Describe(ctx, req.GetPrompt()); err == nil {
+			out.RequestId = s.observe(ctx, cur, vec, described)
+		}
+	}
 	traceAnswer(ctx, cur, answerTrace{textBytes: len(req.GetPrompt()) + len(req.GetContext()), results: len(a.Categories),
 		abstained: len(a.Categories) == 0, degraded: a.Degraded, top: float32(a.Confidence)})
 	if req.GetSessionId() != "" {

@@ -80,6 +80,9 @@ var methodScopes = map[string]string{
 	"/classifier.v1.ClassifierService/ListTools":      auth.ScopeSessions,
 	"/classifier.v1.ClassifierService/WatchExposure":  auth.ScopeSessions,
 	"/classifier.v1.ClassifierService/GetStats":       auth.ScopeAdmin,
+	"/classifier.v1.ClassifierService/ReportUse":      auth.ScopeReport,
+	"/classifier.v1.ClassifierService/ExportLearning": auth.ScopeAdmin,
+	"/classifier.v1.ClassifierService/ResetLearning":  auth.ScopeAdmin,
 	"/terminal.v1.TerminalService/":                   auth.ScopeTerminal,
 	"/grpc.health.v1.Health/":                         scopeNone,
 	"/grpc.reflection.v1.ServerReflection/":           scopeAny,
@@ -264,13 +267,17 @@ func AddrHost(addr string) string {
 
 // authInterceptors authenticate every call and put its Caller in the
 // context. AnalyzePrompt with a session_id changes a session, so it also
-// needs the sessions scope.
+// needs the sessions scope; ReportUse needs route as well as report.
 func (a AuthConfig) interceptors(onDenied func(method string, code codes.Code)) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		c, err := a.authenticate(ctx, info.FullMethod)
 		if err == nil {
 			if ap, ok := req.(*pb.AnalyzePromptRequest); ok && ap.GetSessionId() != "" && !hasScope(c.Scopes, auth.ScopeSessions) {
 				err = status.Error(codes.PermissionDenied, "AnalyzePrompt with a session_id needs scope \"sessions\"")
+			}
+			// A report is about a routed request: its caller routes too.
+			if _, ok := req.(*pb.ReportUseRequest); ok && !hasScope(c.Scopes, auth.ScopeRoute) {
+				err = status.Error(codes.PermissionDenied, "ReportUse needs scope \"route\" as well as \"report\"")
 			}
 		}
 		if err != nil {

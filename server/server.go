@@ -23,6 +23,7 @@ import (
 	"github.com/classifierd/classifierd/classify"
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/learn"
 	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/route"
 	"github.com/classifierd/classifierd/session"
@@ -54,6 +55,9 @@ type Config struct {
 	// Watches bounds the WatchExposure streams served at once, per
 	// session, per caller (Caller.Quota) and in all; nil: DefaultWatches.
 	Watches *session.Watches
+	// Learner keeps what agents reported calling (ReportUse); nil is
+	// learning off. The Domain's Learned view must be its view.
+	Learner *learn.Learner
 }
 
 // Default bounds of WatchExposure streams (the daemon's --max-watches,
@@ -166,7 +170,7 @@ func (s *Server) Route(ctx context.Context, req *pb.RouteRequest) (*pb.RouteResp
 	q := route.RouteQuery{
 		Query: req.GetQuery(), MaxServers: int(req.GetMaxServers()), MaxTools: int(req.GetMaxTools()),
 		MinConfidence: optFloat(req.MinConfidence), Include: req.GetIncludeServers(), Exclude: req.GetExcludeServers(),
-		OnNoMatch: noMatchFromPB(req.GetOnNoMatch(), s.cfg.DefaultNoMatch),
+		OnNoMatch: noMatchFromPB(req.GetOnNoMatch(), s.cfg.DefaultNoMatch), Caller: CallerFrom(ctx).Quota,
 	}
 	if int(req.GetOnNoMatch()) < 0 || int(req.GetOnNoMatch()) > int(pb.NoMatchPolicy_NO_MATCH_POLICY_ALL) {
 		return nil, status.Errorf(codes.InvalidArgument, "on_no_match %d is not a known policy", req.GetOnNoMatch())
@@ -182,6 +186,7 @@ func (s *Server) Route(ctx context.Context, req *pb.RouteRequest) (*pb.RouteResp
 	out := &pb.RouteResponse{
 		Servers: serverLabels(cur.dom, res.Servers), Categories: scoredLabels(res.Categories),
 		Reasoning: res.Reasoning, Abstained: res.Abstained, PolicyReason: res.PolicyReason,
+		RequestId: s.observe(ctx, cur, res.Vector, res.Described),
 	}
 	if res.Abstained {
 		out.AppliedPolicy = noMatchToPB(res.AppliedPolicy)
@@ -256,6 +261,7 @@ func (s *Server) GetIndexInfo(ctx context.Context, _ *pb.GetIndexInfoRequest) (*
 		Bm25: float32(f.BM25), ToolBreadth: float32(f.ToolBreadth), Fitted: cal.FusionFitted, HeadWeight: float32(cal.HeadWeight)}
 	out.Load = s.loadInfo(cur.load)
 	out.McpServers = s.sourceInfo()
+	out.Learning = learningInfo(cur.dom.Learned)
 	return out, nil
 }
 
@@ -305,7 +311,7 @@ func evidenceParts(p rank.Parts) *pb.EvidenceParts {
 	if p == (rank.Parts{}) {
 		return nil
 	}
-	return &pb.EvidenceParts{Dense: float32(p.Dense), Nearest: p.Nearest, Lexical: p.Lexical, Pattern: p.Pattern, Via: p.Via}
+	return &pb.EvidenceParts{Dense: float32(p.Dense), Nearest: p.Nearest, Lexical: p.Lexical, Pattern: p.Pattern, Via: p.Via, Learned: p.Learned}
 }
 
 func noMatchFromPB(p pb.NoMatchPolicy, def route.NoMatch) route.NoMatch {

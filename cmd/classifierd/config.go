@@ -56,8 +56,9 @@ type Config struct {
 	LogFormat    string
 	LogLevel     slog.Level
 	Reload       ReloadConfig
-	Ops          OpsConfig  // metrics, TLS, auth, admission, file limits (ops.go)
-	OTel         OTelConfig // OpenTelemetry tracing (otel.go)
+	Learn        LearnConfig // learning from use (learn.go)
+	Ops          OpsConfig   // metrics, TLS, auth, admission, file limits (ops.go)
+	OTel         OTelConfig  // OpenTelemetry tracing (otel.go)
 
 	// InsecureMCPListen lets --mcp-listen offer call_tool beyond loopback
 	// with no caller identified (--insecure-mcp-listen).
@@ -114,6 +115,9 @@ func (c *Config) Validate() error {
 		return errors.New("--timeout and --shutdown-wait must be positive")
 	}
 	if err := c.Reload.validate(c.Index); err != nil {
+		return err
+	}
+	if err := c.Learn.validate(); err != nil {
 		return err
 	}
 	switch c.NoMatch {
@@ -210,6 +214,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&c.TermStore.ShareLearned, "terminal-share-learned", false, "with --terminal: suggest answers learned in one terminal session to every session (off: a session is suggested only what it taught)")
 	fs.StringVar(&c.TermStore.KeyFile, "terminal-key", "", "with --terminal: file holding the key of the hashes kept of secret answers (32 random bytes, made 0600 if missing; default --terminal-db with .key appended, also with --state redis://..., so the key stays on this host)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	c.Learn.addFlags(fs)
 	c.Ops.addFlags(fs)
 	c.OTel.addFlags(fs)
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")

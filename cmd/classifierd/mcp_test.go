@@ -146,7 +146,7 @@ func TestMCPStdio(t *testing.T) {
 			}
 		}
 		slices.Sort(names)
-		want := []string{"analyze_prompt", "call_tool", "detect_input_prompt", "infer_expected_input", "route", "search_tools", "track_input_event"}
+		want := []string{"analyze_prompt", "call_tool", "detect_input_prompt", "infer_expected_input", "report_use", "route", "search_tools", "track_input_event"}
 		if !slices.Equal(names, want) {
 			t.Fatalf("tools = %v, want %v", names, want)
 		}
@@ -294,7 +294,7 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	a := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
 	b := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
 
-	if got := listToolNames(t, a); !slices.Equal(got, []string{"analyze_prompt", "route", "search_tools"}) {
+	if got := listToolNames(t, a); !slices.Equal(got, []string{"analyze_prompt", "report_use", "route", "search_tools"}) {
 		t.Fatalf("tools without --terminal = %v, want the classifier tools only", got)
 	}
 	var out mcpserver.SearchToolsOutput

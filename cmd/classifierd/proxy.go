@@ -36,6 +36,9 @@ import (
 
 // ProxyConfig is what classifierd proxy is started with.
 type ProxyConfig struct {
+	// Learn is the --learn flags: the proxy learns from the calls it
+	// forwards (learn.go; no --state, so --learn-db or memory).
+	Learn       LearnConfig
 	MCPConfig   string
 	Model       string
 	Manifest    string
@@ -100,6 +103,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 	fs.StringVar(&c.Security.TLSClientCA, "tls-client-ca", "", "require client certificates signed by this PEM CA bundle (mTLS) on --mcp-listen; without --auth-token-file the subject CN is the caller, with every scope")
 	fs.StringVar(&c.Security.TokenFile, "auth-token-file", "", "require a bearer token from this file on every --mcp-listen request (lines: NAME SCOPES TOKEN; mode 0600): scope route for search_tools and hub__analyze_prompt, call for call_tool and the servers' tools; reloaded on SIGHUP")
 	fs.BoolVar(&c.InsecureListen, "insecure-listen", false, "let --mcp-listen serve a non-loopback address without --auth-token-file or --tls-client-ca, so anyone who reaches it may call every tool of the servers (only in a container whose port is published on loopback, or behind a proxy that authenticates)")
+	c.Learn.addFlags(fs)
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: classifierd proxy --config mcp.json --model DIR [--mcp-listen HOST:PORT [--auth-token-file FILE] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]] [--metrics-listen HOST:PORT]\n\nFlags:\n")
@@ -136,6 +140,9 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 		return c, fmt.Errorf("--default-exposure %q is not meta-only or all", c.Exposure)
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return c, fmt.Errorf("--log-format %q is not text or json", c.LogFormat)
+	}
+	if err := c.Learn.validate(); err != nil {
+		return c, err
 	}
 	return c, c.validateListen()
 }
@@ -240,6 +247,12 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 	}
 	defer func() { err = errors.Join(err, eng.Close()) }()
 
+	learner, err := openLearner(ctx, cfg.Learn, nil, log)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, learner.Close()) }()
+
 	poolOpts := mcpsrc.Options{Timeout: cfg.Connect, Stderr: os.Stderr, ClientName: "classifierd-proxy", ClientVersion: version}
 	pool := mcpsrc.Open(listing, poolOpts)
 	defer func() { err = errors.Join(err, pool.Close()) }()
@@ -263,7 +276,7 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 		Limits: request.Limits{}, ServerNames: names, Timeout: cfg.Timeout, Version: version, Logger: log,
 		Sessions: session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: cfg.MaxSessionsPerClient,
 			DefaultExposure: session.Exposure(cfg.Exposure)},
-		Caller: sec.toolCaller(mcpproxy.ToolScope), Admit: mcpAdmit(adm), Metrics: reg})
+		Caller: sec.toolCaller(mcpproxy.ToolScope), Admit: mcpAdmit(adm), Metrics: reg, Learner: learner})
 	if err != nil {
 		return err
 	}

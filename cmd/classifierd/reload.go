@@ -21,6 +21,7 @@ import (
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/indexbuild"
 	"github.com/classifierd/classifierd/labels"
+	"github.com/classifierd/classifierd/learn"
 	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/mcpsrc"
 	"github.com/classifierd/classifierd/server"
@@ -83,7 +84,10 @@ type reloader struct {
 	eng    *embed.Engine
 	log    *slog.Logger
 	domain server.DomainConfig
-	hup    chan os.Signal
+	// learner gives each new index its view of what was learned (nil:
+	// learning off).
+	learner *learn.Learner
+	hup     chan os.Signal
 
 	pool  *mcpsrc.Pool
 	cache *indexbuild.Cache
@@ -323,7 +327,9 @@ func (r *reloader) reload(ctx context.Context, srv *server.Server, reason string
 			emb = r.eng
 		}
 		start := time.Now()
-		if dom, err = server.NewDomainConfig(idx, emb, r.domain); err == nil {
+		dcfg := r.domain
+		dcfg.Learned = r.learner.View(idx)
+		if dom, err = server.NewDomainConfig(idx, emb, dcfg); err == nil {
 			logShortlist(r.log, dom, start)
 		}
 	}

@@ -38,6 +38,15 @@ func splitList(s string) []string {
 	return out
 }
 
+// indexCategories are the ids of idx's categories, in index order.
+func indexCategories(idx *index.Index) []string {
+	var ids []string
+	for _, li := range idx.LabelsOf(index.KindCategory) {
+		ids = append(ids, idx.Labels[li].ID)
+	}
+	return ids
+}
+
 // run loads the model and index, serves until ctx ends, then shuts down
 // gracefully within cfg.ShutdownWait.
 func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
@@ -118,22 +127,26 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	op.indexLoaded(idx, indexPath, 1)
 	rl.emb, rl.onLoad = emb, op.indexLoaded
 	domStart := time.Now()
-	dom, err := server.NewDomainConfig(idx, emb, cfg.domain())
+	dcfg := cfg.domain()
+	st, err := openState(ctx, cfg, session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: op.sessionOwnerLimit(),
+		DefaultExposure: session.Exposure(cfg.Exposure), AllCategories: indexCategories(idx), MinimalCategories: splitList(cfg.Minimal)}, log)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, st.Close()) }() // after the stores
+	learner, err := openLearner(ctx, cfg.Learn, st.rdb, log)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, learner.Close()) }()
+	rl.learner = learner
+	dcfg.Learned = learner.View(idx)
+	dom, err := server.NewDomainConfig(idx, emb, dcfg)
 	if err != nil {
 		return err
 	}
 	logShortlist(log, dom, domStart)
 	policy := map[string]route.NoMatch{"none": route.NoMatchNone, "meta": route.NoMatchMeta, "all": route.NoMatchAll}[cfg.NoMatch]
-	var catIDs []string
-	for _, li := range idx.LabelsOf(index.KindCategory) {
-		catIDs = append(catIDs, idx.Labels[li].ID)
-	}
-	st, err := openState(ctx, cfg, session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: op.sessionOwnerLimit(),
-		DefaultExposure: session.Exposure(cfg.Exposure), AllCategories: catIDs, MinimalCategories: splitList(cfg.Minimal)}, log)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, st.Close()) }() // after the stores
 	sessions := st.sessions
 	defer func() { err = errors.Join(err, sessions.Close()) }()
 	if err := op.watchSessions(sessions); err != nil {
@@ -148,8 +161,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return err
 	}
 	svc, err := server.New(server.Config{MaxEmbedBatch: cfg.MaxBatch, DefaultNoMatch: policy, MaxTokens: man.MaxTokens,
-		Sessions: sessions, Tokens: counter, Source: source, Sources: rl.sources, Watches: watches}, dom, emb, log)
+		Sessions: sessions, Tokens: counter, Source: source, Sources: rl.sources, Watches: watches, Learner: learner}, dom, emb, log)
 	if err != nil {
+		return err
+	}
+	if err := svc.RegisterLearningMetrics(op.reg); err != nil {
 		return err
 	}
 	var term *server.TerminalServer
@@ -164,6 +180,14 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	janitorCtx, stopJanitor := context.WithCancel(ctx)
 	defer stopJanitor()
 	go sessions.Run(janitorCtx)
+	if learner != nil {
+		synced := make(chan struct{})
+		go func() {
+			defer close(synced)
+			learner.Sync(janitorCtx, time.Second, func(err error) { log.Warn("learning store sync failed", "err", err) })
+		}()
+		defer func() { stopJanitor(); <-synced }()
+	}
 	if store != nil {
 		// Retention by age for an idle store; the store is closed only
 		// after the sweep has returned.

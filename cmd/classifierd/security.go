@@ -189,6 +189,11 @@ func (s *security) toolCaller(scopeOf func(tool string) string) func(string, htt
 		if scope := scopeOf(tool); !slices.Contains(c.Scopes, scope) {
 			return server.Caller{}, status.Errorf(codes.PermissionDenied, "%s needs scope %q", tool, scope)
 		}
+		// A report is about a routed request: its caller routes too, as
+		// for ReportUse over gRPC.
+		if tool == mcpserver.ToolReportUse && !slices.Contains(c.Scopes, auth.ScopeRoute) {
+			return server.Caller{}, status.Errorf(codes.PermissionDenied, "%s needs scope %q as well as %q", tool, auth.ScopeRoute, auth.ScopeReport)
+		}
 		return c, nil
 	}
 }
@@ -199,12 +204,15 @@ func (s *security) mcpCaller(tool string, h http.Header) (server.Caller, error) 
 }
 
 // daemonToolScope is the scope a tool of the daemon's MCP server needs:
-// call for call_tool, which calls tools of the real servers; terminal for
-// the terminal tools; route for the rest.
+// call for call_tool, which calls tools of the real servers; report for
+// report_use (with route, toolCaller); terminal for the terminal tools;
+// route for the rest.
 func daemonToolScope(tool string) string {
 	switch {
 	case tool == mcpserver.ToolCall:
 		return auth.ScopeCall
+	case tool == mcpserver.ToolReportUse:
+		return auth.ScopeReport
 	case strings.Contains(tool, "input"): // detect_input_prompt, infer_expected_input, track_input_event
 		return auth.ScopeTerminal
 	}

@@ -26,12 +26,16 @@ const (
 	// call_tool (the daemon's and the proxy's) and the servers' tools the
 	// proxy shows. It is apart from route, which only ranks tools, as it
 	// can do whatever those tools do (write files, open issues).
-	ScopeCall  = "call"
-	ScopeAdmin = "admin" // GetStats and anything not listed
+	ScopeCall = "call"
+	// ScopeReport reports what agents called (ReportUse), which changes
+	// every later answer: only trusted reporters (the hub, the proxy)
+	// should hold it. ReportUse needs route too.
+	ScopeReport = "report"
+	ScopeAdmin  = "admin" // GetStats, ExportLearning, ResetLearning and anything not listed
 )
 
 // AllScopes lists every scope; "*" in a token file grants them all.
-var AllScopes = []string{ScopeRoute, ScopeSessions, ScopeTerminal, ScopeCall, ScopeAdmin}
+var AllScopes = []string{ScopeRoute, ScopeSessions, ScopeTerminal, ScopeCall, ScopeReport, ScopeAdmin}
 
 // MaxFileBytes bounds a token file.
 const MaxFileBytes = 1 << 20
@@ -63,7 +67,7 @@ type Tokens struct {
 
 // Load reads the token file at path. Each non-empty line not starting
 // with '#' is "NAME SCOPES TOKEN": SCOPES is a comma-separated list of
-// route, sessions, terminal, call, admin, or "*". The file must be a
+// route, sessions, terminal, call, report, admin, or "*". The file must be a
 // regular file that only its owner may read (0600 or 0400): it holds
 // secrets.
 func Load(path string) (*Tokens, error) {

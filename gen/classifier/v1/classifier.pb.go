@@ -304,7 +304,10 @@ type EvidenceParts struct {
 	Pattern string `protobuf:"bytes,4,opt,name=pattern,proto3" json:"pattern,omitempty"`
 	// via names the label the evidence belongs to when it is another's
 	// (`tool list_notifications` for a server), else empty.
-	Via           string `protobuf:"bytes,5,opt,name=via,proto3" json:"via,omitempty"`
+	Via string `protobuf:"bytes,5,opt,name=via,proto3" json:"via,omitempty"`
+	// learned is the evidence learned from use (ReportUse): "called in 38%
+	// of tasks like this (…)", else empty.
+	Learned       string `protobuf:"bytes,6,opt,name=learned,proto3" json:"learned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -370,6 +373,13 @@ func (x *EvidenceParts) GetPattern() string {
 func (x *EvidenceParts) GetVia() string {
 	if x != nil {
 		return x.Via
+	}
+	return ""
+}
+
+func (x *EvidenceParts) GetLearned() string {
+	if x != nil {
+		return x.Learned
 	}
 	return ""
 }
@@ -771,7 +781,9 @@ type RouteResponse struct {
 	// applied_policy is set when abstained: which no-match policy produced the tool list.
 	AppliedPolicy NoMatchPolicy `protobuf:"varint,7,opt,name=applied_policy,json=appliedPolicy,proto3,enum=classifier.v1.NoMatchPolicy" json:"applied_policy,omitempty"`
 	// policy_reason explains why the policy applied.
-	PolicyReason  string `protobuf:"bytes,8,opt,name=policy_reason,json=policyReason,proto3" json:"policy_reason,omitempty"`
+	PolicyReason string `protobuf:"bytes,8,opt,name=policy_reason,json=policyReason,proto3" json:"policy_reason,omitempty"`
+	// request_id names this request for ReportUse (empty with learning off).
+	RequestId     string `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -858,6 +870,13 @@ func (x *RouteResponse) GetAppliedPolicy() NoMatchPolicy {
 func (x *RouteResponse) GetPolicyReason() string {
 	if x != nil {
 		return x.PolicyReason
+	}
+	return ""
+}
+
+func (x *RouteResponse) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -1333,7 +1352,9 @@ type GetIndexInfoResponse struct {
 	// mcp_servers is the state of each server of --mcp-config, in config
 	// order (empty without it). A degraded server's last known tools are
 	// still indexed and routed to.
-	McpServers    []*McpServerStatus `protobuf:"bytes,15,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
+	McpServers []*McpServerStatus `protobuf:"bytes,15,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
+	// learning is how much has been learned from use (ReportUse).
+	Learning      *LearningInfo `protobuf:"bytes,16,opt,name=learning,proto3" json:"learning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1473,6 +1494,684 @@ func (x *GetIndexInfoResponse) GetMcpServers() []*McpServerStatus {
 	return nil
 }
 
+func (x *GetIndexInfoResponse) GetLearning() *LearningInfo {
+	if x != nil {
+		return x.Learning
+	}
+	return nil
+}
+
+// LearningInfo describes what has been learned from use.
+type LearningInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// enabled is false with --learn=off.
+	Enabled bool `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	// key is what the reports for this index are kept under (the model's
+	// fingerprint and --learn-scope, hashed).
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// reports, identities, servers and tools are counted under key.
+	Reports    int32 `protobuf:"varint,3,opt,name=reports,proto3" json:"reports,omitempty"`
+	Identities int32 `protobuf:"varint,4,opt,name=identities,proto3" json:"identities,omitempty"`
+	Servers    int32 `protobuf:"varint,5,opt,name=servers,proto3" json:"servers,omitempty"`
+	Tools      int32 `protobuf:"varint,6,opt,name=tools,proto3" json:"tools,omitempty"`
+	// all_reports is counted under every key.
+	AllReports int32 `protobuf:"varint,7,opt,name=all_reports,json=allReports,proto3" json:"all_reports,omitempty"`
+	// pending is the routed requests waiting for a report.
+	Pending    int32                  `protobuf:"varint,8,opt,name=pending,proto3" json:"pending,omitempty"`
+	LastReport *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_report,json=lastReport,proto3" json:"last_report,omitempty"`
+	// half_life_hours is how fast reports fade (0: never).
+	HalfLifeHours float64 `protobuf:"fixed64,10,opt,name=half_life_hours,json=halfLifeHours,proto3" json:"half_life_hours,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LearningInfo) Reset() {
+	*x = LearningInfo{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LearningInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LearningInfo) ProtoMessage() {}
+
+func (x *LearningInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LearningInfo.ProtoReflect.Descriptor instead.
+func (*LearningInfo) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *LearningInfo) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *LearningInfo) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *LearningInfo) GetReports() int32 {
+	if x != nil {
+		return x.Reports
+	}
+	return 0
+}
+
+func (x *LearningInfo) GetIdentities() int32 {
+	if x != nil {
+		return x.Identities
+	}
+	return 0
+}
+
+func (x *LearningInfo) GetServers() int32 {
+	if x != nil {
+		return x.Servers
+	}
+	return 0
+}
+
+func (x *LearningInfo) GetTools() int32 {
+	if x != nil {
+		return x.Tools
+	}
+	return 0
+}
+
+func (x *LearningInfo) GetAllReports() int32 {
+	if x != nil {
+		return x.AllReports
+	}
+	return 0
+}
+
+func (x *LearningInfo) GetPending() int32 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *LearningInfo) GetLastReport() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastReport
+	}
+	return nil
+}
+
+func (x *LearningInfo) GetHalfLifeHours() float64 {
+	if x != nil {
+		return x.HalfLifeHours
+	}
+	return 0
+}
+
+// ToolRef names a tool of a server.
+type ToolRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Server        string                 `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolRef) Reset() {
+	*x = ToolRef{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolRef) ProtoMessage() {}
+
+func (x *ToolRef) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolRef.ProtoReflect.Descriptor instead.
+func (*ToolRef) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ToolRef) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ToolRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// ReportUseRequest is what an agent called for one request. Give
+// request_id or query, not both.
+type ReportUseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// request_id is a Route or AnalyzePrompt answer's; a second report of
+	// one request replaces the first.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// query is the request's text, when there is no request_id: it is
+	// embedded and discarded, never stored.
+	Query string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	// servers the agent called (ids or catalog names).
+	Servers []string `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`
+	// tools the agent called; their servers count as called.
+	Tools []*ToolRef `protobuf:"bytes,4,rep,name=tools,proto3" json:"tools,omitempty"`
+	// shown_servers, if set, are the servers the agent could call: one not
+	// shown does not count against being called.
+	ShownServers  []string `protobuf:"bytes,5,rep,name=shown_servers,json=shownServers,proto3" json:"shown_servers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportUseRequest) Reset() {
+	*x = ReportUseRequest{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportUseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportUseRequest) ProtoMessage() {}
+
+func (x *ReportUseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportUseRequest.ProtoReflect.Descriptor instead.
+func (*ReportUseRequest) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReportUseRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ReportUseRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *ReportUseRequest) GetServers() []string {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+func (x *ReportUseRequest) GetTools() []*ToolRef {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ReportUseRequest) GetShownServers() []string {
+	if x != nil {
+		return x.ShownServers
+	}
+	return nil
+}
+
+// ReportUseResponse says what was stored.
+type ReportUseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// request_id is the stored report's id (made for a report by query).
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// stored is false when every name was unknown (nothing was stored).
+	Stored  bool  `protobuf:"varint,2,opt,name=stored,proto3" json:"stored,omitempty"`
+	Servers int32 `protobuf:"varint,3,opt,name=servers,proto3" json:"servers,omitempty"`
+	Tools   int32 `protobuf:"varint,4,opt,name=tools,proto3" json:"tools,omitempty"`
+	// ignored_* are names the served catalog does not have: not stored.
+	IgnoredServers      []string   `protobuf:"bytes,5,rep,name=ignored_servers,json=ignoredServers,proto3" json:"ignored_servers,omitempty"`
+	IgnoredTools        []*ToolRef `protobuf:"bytes,6,rep,name=ignored_tools,json=ignoredTools,proto3" json:"ignored_tools,omitempty"`
+	IgnoredShownServers []string   `protobuf:"bytes,7,rep,name=ignored_shown_servers,json=ignoredShownServers,proto3" json:"ignored_shown_servers,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *ReportUseResponse) Reset() {
+	*x = ReportUseResponse{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportUseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportUseResponse) ProtoMessage() {}
+
+func (x *ReportUseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportUseResponse.ProtoReflect.Descriptor instead.
+func (*ReportUseResponse) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ReportUseResponse) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ReportUseResponse) GetStored() bool {
+	if x != nil {
+		return x.Stored
+	}
+	return false
+}
+
+func (x *ReportUseResponse) GetServers() int32 {
+	if x != nil {
+		return x.Servers
+	}
+	return 0
+}
+
+func (x *ReportUseResponse) GetTools() int32 {
+	if x != nil {
+		return x.Tools
+	}
+	return 0
+}
+
+func (x *ReportUseResponse) GetIgnoredServers() []string {
+	if x != nil {
+		return x.IgnoredServers
+	}
+	return nil
+}
+
+func (x *ReportUseResponse) GetIgnoredTools() []*ToolRef {
+	if x != nil {
+		return x.IgnoredTools
+	}
+	return nil
+}
+
+func (x *ReportUseResponse) GetIgnoredShownServers() []string {
+	if x != nil {
+		return x.IgnoredShownServers
+	}
+	return nil
+}
+
+// ExportLearningRequest selects the reports to export.
+type ExportLearningRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// identity selects one identity's reports ("token:NAME", "cert:CN",
+	// "peer:HOST"); empty for all.
+	Identity string `protobuf:"bytes,1,opt,name=identity,proto3" json:"identity,omitempty"`
+	// limit caps the reports returned (default and maximum 1000); offset
+	// skips that many, oldest first.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Offset        int32 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportLearningRequest) Reset() {
+	*x = ExportLearningRequest{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportLearningRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportLearningRequest) ProtoMessage() {}
+
+func (x *ExportLearningRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportLearningRequest.ProtoReflect.Descriptor instead.
+func (*ExportLearningRequest) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ExportLearningRequest) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *ExportLearningRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ExportLearningRequest) GetOffset() int32 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+// LearnedReport is one stored report: ids, time, vector; no text.
+type LearnedReport struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	RequestId    string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Key          string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Identity     string                 `protobuf:"bytes,3,opt,name=identity,proto3" json:"identity,omitempty"`
+	At           *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	Servers      []string               `protobuf:"bytes,5,rep,name=servers,proto3" json:"servers,omitempty"`
+	Tools        []*ToolRef             `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
+	ShownServers []string               `protobuf:"bytes,7,rep,name=shown_servers,json=shownServers,proto3" json:"shown_servers,omitempty"`
+	// vector is the request's embedding as stored (int8 / 127).
+	Vector        []float32 `protobuf:"fixed32,8,rep,packed,name=vector,proto3" json:"vector,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LearnedReport) Reset() {
+	*x = LearnedReport{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LearnedReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LearnedReport) ProtoMessage() {}
+
+func (x *LearnedReport) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LearnedReport.ProtoReflect.Descriptor instead.
+func (*LearnedReport) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *LearnedReport) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *LearnedReport) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *LearnedReport) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *LearnedReport) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *LearnedReport) GetServers() []string {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+func (x *LearnedReport) GetTools() []*ToolRef {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *LearnedReport) GetShownServers() []string {
+	if x != nil {
+		return x.ShownServers
+	}
+	return nil
+}
+
+func (x *LearnedReport) GetVector() []float32 {
+	if x != nil {
+		return x.Vector
+	}
+	return nil
+}
+
+// ExportLearningResponse is one page of reports.
+type ExportLearningResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Reports []*LearnedReport       `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
+	// total is the number of reports selected, over all pages.
+	Total         int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportLearningResponse) Reset() {
+	*x = ExportLearningResponse{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportLearningResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportLearningResponse) ProtoMessage() {}
+
+func (x *ExportLearningResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportLearningResponse.ProtoReflect.Descriptor instead.
+func (*ExportLearningResponse) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ExportLearningResponse) GetReports() []*LearnedReport {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
+func (x *ExportLearningResponse) GetTotal() int32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+// ResetLearningRequest selects what to delete.
+type ResetLearningRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// identity deletes one identity's reports; empty deletes every report.
+	Identity      string `protobuf:"bytes,1,opt,name=identity,proto3" json:"identity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetLearningRequest) Reset() {
+	*x = ResetLearningRequest{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetLearningRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetLearningRequest) ProtoMessage() {}
+
+func (x *ResetLearningRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetLearningRequest.ProtoReflect.Descriptor instead.
+func (*ResetLearningRequest) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ResetLearningRequest) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+// ResetLearningResponse says how many reports were deleted.
+type ResetLearningResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deleted       int32                  `protobuf:"varint,1,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetLearningResponse) Reset() {
+	*x = ResetLearningResponse{}
+	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetLearningResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetLearningResponse) ProtoMessage() {}
+
+func (x *ResetLearningResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetLearningResponse.ProtoReflect.Descriptor instead.
+func (*ResetLearningResponse) Descriptor() ([]byte, []int) {
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ResetLearningResponse) GetDeleted() int32 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
 // IndexLoad describes the index the daemon serves (README: Hot reload).
 type IndexLoad struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1497,7 +2196,7 @@ type IndexLoad struct {
 
 func (x *IndexLoad) Reset() {
 	*x = IndexLoad{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +2208,7 @@ func (x *IndexLoad) String() string {
 func (*IndexLoad) ProtoMessage() {}
 
 func (x *IndexLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[17]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +2221,7 @@ func (x *IndexLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexLoad.ProtoReflect.Descriptor instead.
 func (*IndexLoad) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{17}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *IndexLoad) GetGeneration() uint64 {
@@ -1593,7 +2292,7 @@ type McpServerStatus struct {
 
 func (x *McpServerStatus) Reset() {
 	*x = McpServerStatus{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +2304,7 @@ func (x *McpServerStatus) String() string {
 func (*McpServerStatus) ProtoMessage() {}
 
 func (x *McpServerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[18]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1618,7 +2317,7 @@ func (x *McpServerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServerStatus.ProtoReflect.Descriptor instead.
 func (*McpServerStatus) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{18}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *McpServerStatus) GetName() string {
@@ -1701,7 +2400,7 @@ type FusionInfo struct {
 
 func (x *FusionInfo) Reset() {
 	*x = FusionInfo{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +2412,7 @@ func (x *FusionInfo) String() string {
 func (*FusionInfo) ProtoMessage() {}
 
 func (x *FusionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[19]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +2425,7 @@ func (x *FusionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FusionInfo.ProtoReflect.Descriptor instead.
 func (*FusionInfo) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{19}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FusionInfo) GetPattern() float32 {
@@ -1817,7 +2516,7 @@ type AnalyzePromptRequest struct {
 
 func (x *AnalyzePromptRequest) Reset() {
 	*x = AnalyzePromptRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +2528,7 @@ func (x *AnalyzePromptRequest) String() string {
 func (*AnalyzePromptRequest) ProtoMessage() {}
 
 func (x *AnalyzePromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[20]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +2541,7 @@ func (x *AnalyzePromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzePromptRequest.ProtoReflect.Descriptor instead.
 func (*AnalyzePromptRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{20}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AnalyzePromptRequest) GetPrompt() string {
@@ -1902,14 +2601,16 @@ type AnalyzePromptResponse struct {
 	// ignored_categories are names in valid_categories that the catalog does not have.
 	IgnoredCategories []string `protobuf:"bytes,11,rep,name=ignored_categories,json=ignoredCategories,proto3" json:"ignored_categories,omitempty"`
 	// scores are the per-category confidences behind the answer.
-	Scores        []*ScoredLabel `protobuf:"bytes,12,rep,name=scores,proto3" json:"scores,omitempty"`
+	Scores []*ScoredLabel `protobuf:"bytes,12,rep,name=scores,proto3" json:"scores,omitempty"`
+	// request_id names this request for ReportUse (empty with learning off).
+	RequestId     string `protobuf:"bytes,13,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AnalyzePromptResponse) Reset() {
 	*x = AnalyzePromptResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +2622,7 @@ func (x *AnalyzePromptResponse) String() string {
 func (*AnalyzePromptResponse) ProtoMessage() {}
 
 func (x *AnalyzePromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[21]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +2635,7 @@ func (x *AnalyzePromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzePromptResponse.ProtoReflect.Descriptor instead.
 func (*AnalyzePromptResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{21}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AnalyzePromptResponse) GetCategories() []string {
@@ -2021,6 +2722,13 @@ func (x *AnalyzePromptResponse) GetScores() []*ScoredLabel {
 	return nil
 }
 
+func (x *AnalyzePromptResponse) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 // DetectContextsRequest carries one message.
 type DetectContextsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2031,7 +2739,7 @@ type DetectContextsRequest struct {
 
 func (x *DetectContextsRequest) Reset() {
 	*x = DetectContextsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2751,7 @@ func (x *DetectContextsRequest) String() string {
 func (*DetectContextsRequest) ProtoMessage() {}
 
 func (x *DetectContextsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[22]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2764,7 @@ func (x *DetectContextsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectContextsRequest.ProtoReflect.Descriptor instead.
 func (*DetectContextsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{22}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DetectContextsRequest) GetText() string {
@@ -2081,7 +2789,7 @@ type DetectedContext struct {
 
 func (x *DetectedContext) Reset() {
 	*x = DetectedContext{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2093,7 +2801,7 @@ func (x *DetectedContext) String() string {
 func (*DetectedContext) ProtoMessage() {}
 
 func (x *DetectedContext) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[23]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2106,7 +2814,7 @@ func (x *DetectedContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectedContext.ProtoReflect.Descriptor instead.
 func (*DetectedContext) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{23}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DetectedContext) GetId() string {
@@ -2149,7 +2857,7 @@ type DetectContextsResponse struct {
 
 func (x *DetectContextsResponse) Reset() {
 	*x = DetectContextsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2161,7 +2869,7 @@ func (x *DetectContextsResponse) String() string {
 func (*DetectContextsResponse) ProtoMessage() {}
 
 func (x *DetectContextsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[24]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2174,7 +2882,7 @@ func (x *DetectContextsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetectContextsResponse.ProtoReflect.Descriptor instead.
 func (*DetectContextsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{24}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DetectContextsResponse) GetContexts() []*DetectedContext {
@@ -2207,7 +2915,7 @@ type ExposureChange struct {
 
 func (x *ExposureChange) Reset() {
 	*x = ExposureChange{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2219,7 +2927,7 @@ func (x *ExposureChange) String() string {
 func (*ExposureChange) ProtoMessage() {}
 
 func (x *ExposureChange) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[25]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2232,7 +2940,7 @@ func (x *ExposureChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExposureChange.ProtoReflect.Descriptor instead.
 func (*ExposureChange) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{25}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ExposureChange) GetTimestamp() *timestamppb.Timestamp {
@@ -2284,7 +2992,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2296,7 +3004,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[26]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2309,7 +3017,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{26}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Session) GetId() string {
@@ -2360,7 +3068,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2372,7 +3080,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[27]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2385,7 +3093,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{27}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateSessionRequest) GetSessionId() string {
@@ -2412,7 +3120,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2424,7 +3132,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[28]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2437,7 +3145,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{28}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -2457,7 +3165,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2469,7 +3177,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[29]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2482,7 +3190,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{29}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -2502,7 +3210,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +3222,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[30]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2527,7 +3235,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{30}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -2547,7 +3255,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2559,7 +3267,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[31]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2572,7 +3280,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{31}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -2591,7 +3299,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +3311,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[32]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +3324,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{32}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{41}
 }
 
 // UpdateExposureRequest changes a session's exposed categories.
@@ -2632,7 +3340,7 @@ type UpdateExposureRequest struct {
 
 func (x *UpdateExposureRequest) Reset() {
 	*x = UpdateExposureRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2644,7 +3352,7 @@ func (x *UpdateExposureRequest) String() string {
 func (*UpdateExposureRequest) ProtoMessage() {}
 
 func (x *UpdateExposureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[33]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2657,7 +3365,7 @@ func (x *UpdateExposureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateExposureRequest.ProtoReflect.Descriptor instead.
 func (*UpdateExposureRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{33}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UpdateExposureRequest) GetSessionId() string {
@@ -2695,7 +3403,7 @@ type UpdateExposureResponse struct {
 
 func (x *UpdateExposureResponse) Reset() {
 	*x = UpdateExposureResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2707,7 +3415,7 @@ func (x *UpdateExposureResponse) String() string {
 func (*UpdateExposureResponse) ProtoMessage() {}
 
 func (x *UpdateExposureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[34]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2720,7 +3428,7 @@ func (x *UpdateExposureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateExposureResponse.ProtoReflect.Descriptor instead.
 func (*UpdateExposureResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{34}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UpdateExposureResponse) GetAdded() []string {
@@ -2776,7 +3484,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +3496,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[35]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +3509,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{35}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Tool) GetName() string {
@@ -2856,7 +3564,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2868,7 +3576,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[36]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2881,7 +3589,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{36}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListToolsRequest) GetSessionId() string {
@@ -2903,7 +3611,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2915,7 +3623,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[37]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2928,7 +3636,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{37}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -2962,7 +3670,7 @@ type WatchExposureRequest struct {
 
 func (x *WatchExposureRequest) Reset() {
 	*x = WatchExposureRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2974,7 +3682,7 @@ func (x *WatchExposureRequest) String() string {
 func (*WatchExposureRequest) ProtoMessage() {}
 
 func (x *WatchExposureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[38]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2987,7 +3695,7 @@ func (x *WatchExposureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchExposureRequest.ProtoReflect.Descriptor instead.
 func (*WatchExposureRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{38}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *WatchExposureRequest) GetSessionId() string {
@@ -3009,7 +3717,7 @@ type WatchExposureResponse struct {
 
 func (x *WatchExposureResponse) Reset() {
 	*x = WatchExposureResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3021,7 +3729,7 @@ func (x *WatchExposureResponse) String() string {
 func (*WatchExposureResponse) ProtoMessage() {}
 
 func (x *WatchExposureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[39]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3034,7 +3742,7 @@ func (x *WatchExposureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchExposureResponse.ProtoReflect.Descriptor instead.
 func (*WatchExposureResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{39}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WatchExposureResponse) GetSessionId() string {
@@ -3067,7 +3775,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3079,7 +3787,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[40]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3092,7 +3800,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{40}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{49}
 }
 
 // GetStatsResponse reports cumulative counters since start.
@@ -3113,7 +3821,7 @@ type GetStatsResponse struct {
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3833,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[41]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3846,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{41}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetStatsResponse) GetSince() *timestamppb.Timestamp {
@@ -3220,7 +3928,7 @@ type ListToolsForContextRequest struct {
 
 func (x *ListToolsForContextRequest) Reset() {
 	*x = ListToolsForContextRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3232,7 +3940,7 @@ func (x *ListToolsForContextRequest) String() string {
 func (*ListToolsForContextRequest) ProtoMessage() {}
 
 func (x *ListToolsForContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[42]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3245,7 +3953,7 @@ func (x *ListToolsForContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsForContextRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsForContextRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{42}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListToolsForContextRequest) GetContext() string {
@@ -3288,7 +3996,7 @@ type HubTool struct {
 
 func (x *HubTool) Reset() {
 	*x = HubTool{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3300,7 +4008,7 @@ func (x *HubTool) String() string {
 func (*HubTool) ProtoMessage() {}
 
 func (x *HubTool) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[43]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3313,7 +4021,7 @@ func (x *HubTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HubTool.ProtoReflect.Descriptor instead.
 func (*HubTool) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{43}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *HubTool) GetName() string {
@@ -3378,7 +4086,7 @@ type ToolListMetadata struct {
 
 func (x *ToolListMetadata) Reset() {
 	*x = ToolListMetadata{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3390,7 +4098,7 @@ func (x *ToolListMetadata) String() string {
 func (*ToolListMetadata) ProtoMessage() {}
 
 func (x *ToolListMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[44]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3403,7 +4111,7 @@ func (x *ToolListMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolListMetadata.ProtoReflect.Descriptor instead.
 func (*ToolListMetadata) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{44}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ToolListMetadata) GetTimestamp() *timestamppb.Timestamp {
@@ -3468,7 +4176,7 @@ type ListToolsForContextResponse struct {
 
 func (x *ListToolsForContextResponse) Reset() {
 	*x = ListToolsForContextResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3480,7 +4188,7 @@ func (x *ListToolsForContextResponse) String() string {
 func (*ListToolsForContextResponse) ProtoMessage() {}
 
 func (x *ListToolsForContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[45]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3493,7 +4201,7 @@ func (x *ListToolsForContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsForContextResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsForContextResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{45}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListToolsForContextResponse) GetTools() []*HubTool {
@@ -3526,7 +4234,7 @@ type GetToolMetricsRequest struct {
 
 func (x *GetToolMetricsRequest) Reset() {
 	*x = GetToolMetricsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3538,7 +4246,7 @@ func (x *GetToolMetricsRequest) String() string {
 func (*GetToolMetricsRequest) ProtoMessage() {}
 
 func (x *GetToolMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[46]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3551,7 +4259,7 @@ func (x *GetToolMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolMetricsRequest.ProtoReflect.Descriptor instead.
 func (*GetToolMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{46}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{55}
 }
 
 // TokenMetrics counts tool-list answers and the tokens of their tool definitions.
@@ -3567,7 +4275,7 @@ type TokenMetrics struct {
 
 func (x *TokenMetrics) Reset() {
 	*x = TokenMetrics{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3579,7 +4287,7 @@ func (x *TokenMetrics) String() string {
 func (*TokenMetrics) ProtoMessage() {}
 
 func (x *TokenMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[47]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3592,7 +4300,7 @@ func (x *TokenMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenMetrics.ProtoReflect.Descriptor instead.
 func (*TokenMetrics) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{47}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TokenMetrics) GetRequests() float64 {
@@ -3637,7 +4345,7 @@ type GetToolMetricsResponse struct {
 
 func (x *GetToolMetricsResponse) Reset() {
 	*x = GetToolMetricsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[48]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3649,7 +4357,7 @@ func (x *GetToolMetricsResponse) String() string {
 func (*GetToolMetricsResponse) ProtoMessage() {}
 
 func (x *GetToolMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[48]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3662,7 +4370,7 @@ func (x *GetToolMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolMetricsResponse.ProtoReflect.Descriptor instead.
 func (*GetToolMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{48}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetToolMetricsResponse) GetBaseline() *TokenMetrics {
@@ -3695,7 +4403,7 @@ type ResetToolMetricsRequest struct {
 
 func (x *ResetToolMetricsRequest) Reset() {
 	*x = ResetToolMetricsRequest{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[49]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3707,7 +4415,7 @@ func (x *ResetToolMetricsRequest) String() string {
 func (*ResetToolMetricsRequest) ProtoMessage() {}
 
 func (x *ResetToolMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[49]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3720,7 +4428,7 @@ func (x *ResetToolMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetToolMetricsRequest.ProtoReflect.Descriptor instead.
 func (*ResetToolMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{49}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{58}
 }
 
 // ResetToolMetricsResponse is empty.
@@ -3732,7 +4440,7 @@ type ResetToolMetricsResponse struct {
 
 func (x *ResetToolMetricsResponse) Reset() {
 	*x = ResetToolMetricsResponse{}
-	mi := &file_classifier_v1_classifier_proto_msgTypes[50]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3744,7 +4452,7 @@ func (x *ResetToolMetricsResponse) String() string {
 func (*ResetToolMetricsResponse) ProtoMessage() {}
 
 func (x *ResetToolMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_classifier_v1_classifier_proto_msgTypes[50]
+	mi := &file_classifier_v1_classifier_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3757,7 +4465,7 @@ func (x *ResetToolMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetToolMetricsResponse.ProtoReflect.Descriptor instead.
 func (*ResetToolMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{50}
+	return file_classifier_v1_classifier_proto_rawDescGZIP(), []int{59}
 }
 
 var File_classifier_v1_classifier_proto protoreflect.FileDescriptor
@@ -3786,13 +4494,14 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\bevidence\x18\x06 \x01(\tR\bevidence\x12\x1f\n" +
 	"\vserver_name\x18\a \x01(\tR\n" +
 	"serverName\x12C\n" +
-	"\x0eevidence_parts\x18\x14 \x01(\v2\x1c.classifier.v1.EvidencePartsR\revidenceParts\"\x85\x01\n" +
+	"\x0eevidence_parts\x18\x14 \x01(\v2\x1c.classifier.v1.EvidencePartsR\revidenceParts\"\x9f\x01\n" +
 	"\rEvidenceParts\x12\x14\n" +
 	"\x05dense\x18\x01 \x01(\x02R\x05dense\x12\x18\n" +
 	"\anearest\x18\x02 \x01(\tR\anearest\x12\x18\n" +
 	"\alexical\x18\x03 \x01(\tR\alexical\x12\x18\n" +
 	"\apattern\x18\x04 \x01(\tR\apattern\x12\x10\n" +
-	"\x03via\x18\x05 \x01(\tR\x03via\"y\n" +
+	"\x03via\x18\x05 \x01(\tR\x03via\x12\x18\n" +
+	"\alearned\x18\x06 \x01(\tR\alearned\"y\n" +
 	"\x0fClassifyRequest\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x13\n" +
 	"\x05top_k\x18\x02 \x01(\x05R\x04topK\x12*\n" +
@@ -3826,7 +4535,7 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\x0eoriginal_count\x18\x04 \x01(\x05R\roriginalCount\x12%\n" +
 	"\x0ereturned_count\x18\x05 \x01(\x05R\rreturnedCount\x12!\n" +
 	"\ftokens_total\x18\x06 \x01(\x03R\vtokensTotal\x12'\n" +
-	"\x0ftokens_returned\x18\a \x01(\x03R\x0etokensReturned\"\x88\x03\n" +
+	"\x0ftokens_returned\x18\a \x01(\x03R\x0etokensReturned\"\xa7\x03\n" +
 	"\rRouteResponse\x124\n" +
 	"\aservers\x18\x01 \x03(\v2\x1a.classifier.v1.ScoredLabelR\aservers\x12/\n" +
 	"\x05tools\x18\x02 \x03(\v2\x19.classifier.v1.ScoredToolR\x05tools\x12:\n" +
@@ -3837,7 +4546,9 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\x05stats\x18\x05 \x01(\v2\x18.classifier.v1.ToolStatsR\x05stats\x12\x1c\n" +
 	"\tabstained\x18\x06 \x01(\bR\tabstained\x12C\n" +
 	"\x0eapplied_policy\x18\a \x01(\x0e2\x1c.classifier.v1.NoMatchPolicyR\rappliedPolicy\x12#\n" +
-	"\rpolicy_reason\x18\b \x01(\tR\fpolicyReason\"$\n" +
+	"\rpolicy_reason\x18\b \x01(\tR\fpolicyReason\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\t \x01(\tR\trequestId\"$\n" +
 	"\fEmbedRequest\x12\x14\n" +
 	"\x05texts\x18\x01 \x03(\tR\x05texts\" \n" +
 	"\x06Vector\x12\x16\n" +
@@ -3870,7 +4581,7 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\fmax_messages\x18\x03 \x01(\x05R\vmaxMessages\x12\x1d\n" +
 	"\n" +
 	"max_tokens\x18\x04 \x01(\x05R\tmaxTokens\x12\x1a\n" +
-	"\tmax_top_k\x18\x05 \x01(\x05R\amaxTopK\"\x84\x05\n" +
+	"\tmax_top_k\x18\x05 \x01(\x05R\amaxTopK\"\xbd\x05\n" +
 	"\x14GetIndexInfoResponse\x12\x1d\n" +
 	"\n" +
 	"model_name\x18\x01 \x01(\tR\tmodelName\x12\x1e\n" +
@@ -3893,7 +4604,64 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\x06fusion\x18\r \x01(\v2\x19.classifier.v1.FusionInfoR\x06fusion\x12,\n" +
 	"\x04load\x18\x0e \x01(\v2\x18.classifier.v1.IndexLoadR\x04load\x12?\n" +
 	"\vmcp_servers\x18\x0f \x03(\v2\x1e.classifier.v1.McpServerStatusR\n" +
-	"mcpServers\"\xfb\x01\n" +
+	"mcpServers\x127\n" +
+	"\blearning\x18\x10 \x01(\v2\x1b.classifier.v1.LearningInfoR\blearning\"\xc4\x02\n" +
+	"\fLearningInfo\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x18\n" +
+	"\areports\x18\x03 \x01(\x05R\areports\x12\x1e\n" +
+	"\n" +
+	"identities\x18\x04 \x01(\x05R\n" +
+	"identities\x12\x18\n" +
+	"\aservers\x18\x05 \x01(\x05R\aservers\x12\x14\n" +
+	"\x05tools\x18\x06 \x01(\x05R\x05tools\x12\x1f\n" +
+	"\vall_reports\x18\a \x01(\x05R\n" +
+	"allReports\x12\x18\n" +
+	"\apending\x18\b \x01(\x05R\apending\x12;\n" +
+	"\vlast_report\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"lastReport\x12&\n" +
+	"\x0fhalf_life_hours\x18\n" +
+	" \x01(\x01R\rhalfLifeHours\"5\n" +
+	"\aToolRef\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xb4\x01\n" +
+	"\x10ReportUseRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
+	"\x05query\x18\x02 \x01(\tR\x05query\x12\x18\n" +
+	"\aservers\x18\x03 \x03(\tR\aservers\x12,\n" +
+	"\x05tools\x18\x04 \x03(\v2\x16.classifier.v1.ToolRefR\x05tools\x12#\n" +
+	"\rshown_servers\x18\x05 \x03(\tR\fshownServers\"\x94\x02\n" +
+	"\x11ReportUseResponse\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
+	"\x06stored\x18\x02 \x01(\bR\x06stored\x12\x18\n" +
+	"\aservers\x18\x03 \x01(\x05R\aservers\x12\x14\n" +
+	"\x05tools\x18\x04 \x01(\x05R\x05tools\x12'\n" +
+	"\x0fignored_servers\x18\x05 \x03(\tR\x0eignoredServers\x12;\n" +
+	"\rignored_tools\x18\x06 \x03(\v2\x16.classifier.v1.ToolRefR\fignoredTools\x122\n" +
+	"\x15ignored_shown_servers\x18\a \x03(\tR\x13ignoredShownServers\"a\n" +
+	"\x15ExportLearningRequest\x12\x1a\n" +
+	"\bidentity\x18\x01 \x01(\tR\bidentity\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x05R\x06offset\"\x8d\x02\n" +
+	"\rLearnedReport\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1a\n" +
+	"\bidentity\x18\x03 \x01(\tR\bidentity\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x18\n" +
+	"\aservers\x18\x05 \x03(\tR\aservers\x12,\n" +
+	"\x05tools\x18\x06 \x03(\v2\x16.classifier.v1.ToolRefR\x05tools\x12#\n" +
+	"\rshown_servers\x18\a \x03(\tR\fshownServers\x12\x16\n" +
+	"\x06vector\x18\b \x03(\x02R\x06vector\"f\n" +
+	"\x16ExportLearningResponse\x126\n" +
+	"\areports\x18\x01 \x03(\v2\x1c.classifier.v1.LearnedReportR\areports\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x05R\x05total\"2\n" +
+	"\x14ResetLearningRequest\x12\x1a\n" +
+	"\bidentity\x18\x01 \x01(\tR\bidentity\"1\n" +
+	"\x15ResetLearningResponse\x12\x18\n" +
+	"\adeleted\x18\x01 \x01(\x05R\adeleted\"\xfb\x01\n" +
 	"\tIndexLoad\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -3932,7 +4700,7 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\x10valid_categories\x18\x03 \x03(\tR\x0fvalidCategories\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x04 \x01(\tR\tsessionId\x12\x12\n" +
-	"\x04mode\x18\x05 \x01(\tR\x04mode\"\x91\x03\n" +
+	"\x04mode\x18\x05 \x01(\tR\x04mode\"\xb0\x03\n" +
 	"\x15AnalyzePromptResponse\x12\x1e\n" +
 	"\n" +
 	"categories\x18\x01 \x03(\tR\n" +
@@ -3952,7 +4720,9 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\bdegraded\x18\n" +
 	" \x01(\bR\bdegraded\x12-\n" +
 	"\x12ignored_categories\x18\v \x03(\tR\x11ignoredCategories\x122\n" +
-	"\x06scores\x18\f \x03(\v2\x1a.classifier.v1.ScoredLabelR\x06scores\"+\n" +
+	"\x06scores\x18\f \x03(\v2\x1a.classifier.v1.ScoredLabelR\x06scores\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\r \x01(\tR\trequestId\"+\n" +
 	"\x15DetectContextsRequest\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\"\x82\x01\n" +
 	"\x0fDetectedContext\x12\x0e\n" +
@@ -4085,7 +4855,7 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\x1bNO_MATCH_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14NO_MATCH_POLICY_NONE\x10\x01\x12\x18\n" +
 	"\x14NO_MATCH_POLICY_META\x10\x02\x12\x17\n" +
-	"\x13NO_MATCH_POLICY_ALL\x10\x032\x8b\x11\n" +
+	"\x13NO_MATCH_POLICY_ALL\x10\x032\xc7\x14\n" +
 	"\x11ClassifierService\x12\x81\x01\n" +
 	"\bClassify\x12\x1e.classifier.v1.ClassifyRequest\x1a\x1f.classifier.v1.ClassifyResponse\"4\x82\xd3\xe4\x93\x02.:\x01*\")/classifier.v1.ClassifierService/Classify\x12u\n" +
 	"\x05Route\x12\x1b.classifier.v1.RouteRequest\x1a\x1c.classifier.v1.RouteResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/classifier.v1.ClassifierService/Route\x12u\n" +
@@ -4100,7 +4870,10 @@ const file_classifier_v1_classifier_proto_rawDesc = "" +
 	"\x0eUpdateExposure\x12$.classifier.v1.UpdateExposureRequest\x1a%.classifier.v1.UpdateExposureResponse\":\x82\xd3\xe4\x93\x024:\x01*\"//classifier.v1.ClassifierService/UpdateExposure\x12\x85\x01\n" +
 	"\tListTools\x12\x1f.classifier.v1.ListToolsRequest\x1a .classifier.v1.ListToolsResponse\"5\x82\xd3\xe4\x93\x02/:\x01*\"*/classifier.v1.ClassifierService/ListTools\x12\\\n" +
 	"\rWatchExposure\x12#.classifier.v1.WatchExposureRequest\x1a$.classifier.v1.WatchExposureResponse0\x01\x12\x81\x01\n" +
-	"\bGetStats\x12\x1e.classifier.v1.GetStatsRequest\x1a\x1f.classifier.v1.GetStatsResponse\"4\x82\xd3\xe4\x93\x02.:\x01*\")/classifier.v1.ClassifierService/GetStats\x12|\n" +
+	"\bGetStats\x12\x1e.classifier.v1.GetStatsRequest\x1a\x1f.classifier.v1.GetStatsResponse\"4\x82\xd3\xe4\x93\x02.:\x01*\")/classifier.v1.ClassifierService/GetStats\x12\x85\x01\n" +
+	"\tReportUse\x12\x1f.classifier.v1.ReportUseRequest\x1a .classifier.v1.ReportUseResponse\"5\x82\xd3\xe4\x93\x02/:\x01*\"*/classifier.v1.ClassifierService/ReportUse\x12\x99\x01\n" +
+	"\x0eExportLearning\x12$.classifier.v1.ExportLearningRequest\x1a%.classifier.v1.ExportLearningResponse\":\x82\xd3\xe4\x93\x024:\x01*\"//classifier.v1.ClassifierService/ExportLearning\x12\x95\x01\n" +
+	"\rResetLearning\x12#.classifier.v1.ResetLearningRequest\x1a$.classifier.v1.ResetLearningResponse\"9\x82\xd3\xe4\x93\x023:\x01*\"./classifier.v1.ClassifierService/ResetLearning\x12|\n" +
 	"\x13ListToolsForContext\x12).classifier.v1.ListToolsForContextRequest\x1a*.classifier.v1.ListToolsForContextResponse\"\x0e\x82\xd3\xe4\x93\x02\b\x12\x06/tools\x12u\n" +
 	"\x0eGetToolMetrics\x12$.classifier.v1.GetToolMetricsRequest\x1a%.classifier.v1.GetToolMetricsResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/tools/metrics\x12\x84\x01\n" +
 	"\x10ResetToolMetrics\x12&.classifier.v1.ResetToolMetricsRequest\x1a'.classifier.v1.ResetToolMetricsResponse\"\x1f\x82\xd3\xe4\x93\x02\x19:\x01*\"\x14/tools/metrics/resetBCZAgithub.com/classifierd/classifierd/gen/classifier/v1;classifierv1b\x06proto3"
@@ -4118,7 +4891,7 @@ func file_classifier_v1_classifier_proto_rawDescGZIP() []byte {
 }
 
 var file_classifier_v1_classifier_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_classifier_v1_classifier_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_classifier_v1_classifier_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_classifier_v1_classifier_proto_goTypes = []any{
 	(NoMatchPolicy)(0),                  // 0: classifier.v1.NoMatchPolicy
 	(*ScoredLabel)(nil),                 // 1: classifier.v1.ScoredLabel
@@ -4138,43 +4911,52 @@ var file_classifier_v1_classifier_proto_goTypes = []any{
 	(*ReliabilityBin)(nil),              // 15: classifier.v1.ReliabilityBin
 	(*Limits)(nil),                      // 16: classifier.v1.Limits
 	(*GetIndexInfoResponse)(nil),        // 17: classifier.v1.GetIndexInfoResponse
-	(*IndexLoad)(nil),                   // 18: classifier.v1.IndexLoad
-	(*McpServerStatus)(nil),             // 19: classifier.v1.McpServerStatus
-	(*FusionInfo)(nil),                  // 20: classifier.v1.FusionInfo
-	(*AnalyzePromptRequest)(nil),        // 21: classifier.v1.AnalyzePromptRequest
-	(*AnalyzePromptResponse)(nil),       // 22: classifier.v1.AnalyzePromptResponse
-	(*DetectContextsRequest)(nil),       // 23: classifier.v1.DetectContextsRequest
-	(*DetectedContext)(nil),             // 24: classifier.v1.DetectedContext
-	(*DetectContextsResponse)(nil),      // 25: classifier.v1.DetectContextsResponse
-	(*ExposureChange)(nil),              // 26: classifier.v1.ExposureChange
-	(*Session)(nil),                     // 27: classifier.v1.Session
-	(*CreateSessionRequest)(nil),        // 28: classifier.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),       // 29: classifier.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),           // 30: classifier.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),          // 31: classifier.v1.GetSessionResponse
-	(*DeleteSessionRequest)(nil),        // 32: classifier.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),       // 33: classifier.v1.DeleteSessionResponse
-	(*UpdateExposureRequest)(nil),       // 34: classifier.v1.UpdateExposureRequest
-	(*UpdateExposureResponse)(nil),      // 35: classifier.v1.UpdateExposureResponse
-	(*Tool)(nil),                        // 36: classifier.v1.Tool
-	(*ListToolsRequest)(nil),            // 37: classifier.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),           // 38: classifier.v1.ListToolsResponse
-	(*WatchExposureRequest)(nil),        // 39: classifier.v1.WatchExposureRequest
-	(*WatchExposureResponse)(nil),       // 40: classifier.v1.WatchExposureResponse
-	(*GetStatsRequest)(nil),             // 41: classifier.v1.GetStatsRequest
-	(*GetStatsResponse)(nil),            // 42: classifier.v1.GetStatsResponse
-	(*ListToolsForContextRequest)(nil),  // 43: classifier.v1.ListToolsForContextRequest
-	(*HubTool)(nil),                     // 44: classifier.v1.HubTool
-	(*ToolListMetadata)(nil),            // 45: classifier.v1.ToolListMetadata
-	(*ListToolsForContextResponse)(nil), // 46: classifier.v1.ListToolsForContextResponse
-	(*GetToolMetricsRequest)(nil),       // 47: classifier.v1.GetToolMetricsRequest
-	(*TokenMetrics)(nil),                // 48: classifier.v1.TokenMetrics
-	(*GetToolMetricsResponse)(nil),      // 49: classifier.v1.GetToolMetricsResponse
-	(*ResetToolMetricsRequest)(nil),     // 50: classifier.v1.ResetToolMetricsRequest
-	(*ResetToolMetricsResponse)(nil),    // 51: classifier.v1.ResetToolMetricsResponse
-	nil,                                 // 52: classifier.v1.GetStatsResponse.RequestsByMethodEntry
-	(*timestamppb.Timestamp)(nil),       // 53: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),             // 54: google.protobuf.Struct
+	(*LearningInfo)(nil),                // 18: classifier.v1.LearningInfo
+	(*ToolRef)(nil),                     // 19: classifier.v1.ToolRef
+	(*ReportUseRequest)(nil),            // 20: classifier.v1.ReportUseRequest
+	(*ReportUseResponse)(nil),           // 21: classifier.v1.ReportUseResponse
+	(*ExportLearningRequest)(nil),       // 22: classifier.v1.ExportLearningRequest
+	(*LearnedReport)(nil),               // 23: classifier.v1.LearnedReport
+	(*ExportLearningResponse)(nil),      // 24: classifier.v1.ExportLearningResponse
+	(*ResetLearningRequest)(nil),        // 25: classifier.v1.ResetLearningRequest
+	(*ResetLearningResponse)(nil),       // 26: classifier.v1.ResetLearningResponse
+	(*IndexLoad)(nil),                   // 27: classifier.v1.IndexLoad
+	(*McpServerStatus)(nil),             // 28: classifier.v1.McpServerStatus
+	(*FusionInfo)(nil),                  // 29: classifier.v1.FusionInfo
+	(*AnalyzePromptRequest)(nil),        // 30: classifier.v1.AnalyzePromptRequest
+	(*AnalyzePromptResponse)(nil),       // 31: classifier.v1.AnalyzePromptResponse
+	(*DetectContextsRequest)(nil),       // 32: classifier.v1.DetectContextsRequest
+	(*DetectedContext)(nil),             // 33: classifier.v1.DetectedContext
+	(*DetectContextsResponse)(nil),      // 34: classifier.v1.DetectContextsResponse
+	(*ExposureChange)(nil),              // 35: classifier.v1.ExposureChange
+	(*Session)(nil),                     // 36: classifier.v1.Session
+	(*CreateSessionRequest)(nil),        // 37: classifier.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),       // 38: classifier.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),           // 39: classifier.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),          // 40: classifier.v1.GetSessionResponse
+	(*DeleteSessionRequest)(nil),        // 41: classifier.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),       // 42: classifier.v1.DeleteSessionResponse
+	(*UpdateExposureRequest)(nil),       // 43: classifier.v1.UpdateExposureRequest
+	(*UpdateExposureResponse)(nil),      // 44: classifier.v1.UpdateExposureResponse
+	(*Tool)(nil),                        // 45: classifier.v1.Tool
+	(*ListToolsRequest)(nil),            // 46: classifier.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),           // 47: classifier.v1.ListToolsResponse
+	(*WatchExposureRequest)(nil),        // 48: classifier.v1.WatchExposureRequest
+	(*WatchExposureResponse)(nil),       // 49: classifier.v1.WatchExposureResponse
+	(*GetStatsRequest)(nil),             // 50: classifier.v1.GetStatsRequest
+	(*GetStatsResponse)(nil),            // 51: classifier.v1.GetStatsResponse
+	(*ListToolsForContextRequest)(nil),  // 52: classifier.v1.ListToolsForContextRequest
+	(*HubTool)(nil),                     // 53: classifier.v1.HubTool
+	(*ToolListMetadata)(nil),            // 54: classifier.v1.ToolListMetadata
+	(*ListToolsForContextResponse)(nil), // 55: classifier.v1.ListToolsForContextResponse
+	(*GetToolMetricsRequest)(nil),       // 56: classifier.v1.GetToolMetricsRequest
+	(*TokenMetrics)(nil),                // 57: classifier.v1.TokenMetrics
+	(*GetToolMetricsResponse)(nil),      // 58: classifier.v1.GetToolMetricsResponse
+	(*ResetToolMetricsRequest)(nil),     // 59: classifier.v1.ResetToolMetricsRequest
+	(*ResetToolMetricsResponse)(nil),    // 60: classifier.v1.ResetToolMetricsResponse
+	nil,                                 // 61: classifier.v1.GetStatsResponse.RequestsByMethodEntry
+	(*timestamppb.Timestamp)(nil),       // 62: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),             // 63: google.protobuf.Struct
 }
 var file_classifier_v1_classifier_proto_depIdxs = []int32{
 	3,  // 0: classifier.v1.ScoredLabel.evidence_parts:type_name -> classifier.v1.EvidenceParts
@@ -4189,72 +4971,85 @@ var file_classifier_v1_classifier_proto_depIdxs = []int32{
 	0,  // 9: classifier.v1.RouteResponse.applied_policy:type_name -> classifier.v1.NoMatchPolicy
 	11, // 10: classifier.v1.EmbedResponse.vectors:type_name -> classifier.v1.Vector
 	15, // 11: classifier.v1.CalibrationInfo.reliability:type_name -> classifier.v1.ReliabilityBin
-	53, // 12: classifier.v1.GetIndexInfoResponse.built_at:type_name -> google.protobuf.Timestamp
+	62, // 12: classifier.v1.GetIndexInfoResponse.built_at:type_name -> google.protobuf.Timestamp
 	14, // 13: classifier.v1.GetIndexInfoResponse.calibration:type_name -> classifier.v1.CalibrationInfo
 	16, // 14: classifier.v1.GetIndexInfoResponse.limits:type_name -> classifier.v1.Limits
-	20, // 15: classifier.v1.GetIndexInfoResponse.fusion:type_name -> classifier.v1.FusionInfo
-	18, // 16: classifier.v1.GetIndexInfoResponse.load:type_name -> classifier.v1.IndexLoad
-	19, // 17: classifier.v1.GetIndexInfoResponse.mcp_servers:type_name -> classifier.v1.McpServerStatus
-	53, // 18: classifier.v1.IndexLoad.loaded_at:type_name -> google.protobuf.Timestamp
-	53, // 19: classifier.v1.IndexLoad.last_refused_at:type_name -> google.protobuf.Timestamp
-	53, // 20: classifier.v1.McpServerStatus.last_sync:type_name -> google.protobuf.Timestamp
-	1,  // 21: classifier.v1.AnalyzePromptResponse.scores:type_name -> classifier.v1.ScoredLabel
-	24, // 22: classifier.v1.DetectContextsResponse.contexts:type_name -> classifier.v1.DetectedContext
-	53, // 23: classifier.v1.ExposureChange.timestamp:type_name -> google.protobuf.Timestamp
-	26, // 24: classifier.v1.Session.history:type_name -> classifier.v1.ExposureChange
-	53, // 25: classifier.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	53, // 26: classifier.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
-	27, // 27: classifier.v1.CreateSessionResponse.session:type_name -> classifier.v1.Session
-	27, // 28: classifier.v1.GetSessionResponse.session:type_name -> classifier.v1.Session
-	36, // 29: classifier.v1.ListToolsResponse.tools:type_name -> classifier.v1.Tool
-	8,  // 30: classifier.v1.ListToolsResponse.stats:type_name -> classifier.v1.ToolStats
-	26, // 31: classifier.v1.WatchExposureResponse.change:type_name -> classifier.v1.ExposureChange
-	53, // 32: classifier.v1.GetStatsResponse.since:type_name -> google.protobuf.Timestamp
-	52, // 33: classifier.v1.GetStatsResponse.requests_by_method:type_name -> classifier.v1.GetStatsResponse.RequestsByMethodEntry
-	54, // 34: classifier.v1.HubTool.input_schema:type_name -> google.protobuf.Struct
-	53, // 35: classifier.v1.ToolListMetadata.timestamp:type_name -> google.protobuf.Timestamp
-	44, // 36: classifier.v1.ListToolsForContextResponse.tools:type_name -> classifier.v1.HubTool
-	45, // 37: classifier.v1.ListToolsForContextResponse.metadata:type_name -> classifier.v1.ToolListMetadata
-	53, // 38: classifier.v1.TokenMetrics.since:type_name -> google.protobuf.Timestamp
-	48, // 39: classifier.v1.GetToolMetricsResponse.baseline:type_name -> classifier.v1.TokenMetrics
-	48, // 40: classifier.v1.GetToolMetricsResponse.filtered:type_name -> classifier.v1.TokenMetrics
-	4,  // 41: classifier.v1.ClassifierService.Classify:input_type -> classifier.v1.ClassifyRequest
-	7,  // 42: classifier.v1.ClassifierService.Route:input_type -> classifier.v1.RouteRequest
-	10, // 43: classifier.v1.ClassifierService.Embed:input_type -> classifier.v1.EmbedRequest
-	13, // 44: classifier.v1.ClassifierService.GetIndexInfo:input_type -> classifier.v1.GetIndexInfoRequest
-	21, // 45: classifier.v1.ClassifierService.AnalyzePrompt:input_type -> classifier.v1.AnalyzePromptRequest
-	23, // 46: classifier.v1.ClassifierService.DetectContexts:input_type -> classifier.v1.DetectContextsRequest
-	28, // 47: classifier.v1.ClassifierService.CreateSession:input_type -> classifier.v1.CreateSessionRequest
-	30, // 48: classifier.v1.ClassifierService.GetSession:input_type -> classifier.v1.GetSessionRequest
-	32, // 49: classifier.v1.ClassifierService.DeleteSession:input_type -> classifier.v1.DeleteSessionRequest
-	34, // 50: classifier.v1.ClassifierService.UpdateExposure:input_type -> classifier.v1.UpdateExposureRequest
-	37, // 51: classifier.v1.ClassifierService.ListTools:input_type -> classifier.v1.ListToolsRequest
-	39, // 52: classifier.v1.ClassifierService.WatchExposure:input_type -> classifier.v1.WatchExposureRequest
-	41, // 53: classifier.v1.ClassifierService.GetStats:input_type -> classifier.v1.GetStatsRequest
-	43, // 54: classifier.v1.ClassifierService.ListToolsForContext:input_type -> classifier.v1.ListToolsForContextRequest
-	47, // 55: classifier.v1.ClassifierService.GetToolMetrics:input_type -> classifier.v1.GetToolMetricsRequest
-	50, // 56: classifier.v1.ClassifierService.ResetToolMetrics:input_type -> classifier.v1.ResetToolMetricsRequest
-	5,  // 57: classifier.v1.ClassifierService.Classify:output_type -> classifier.v1.ClassifyResponse
-	9,  // 58: classifier.v1.ClassifierService.Route:output_type -> classifier.v1.RouteResponse
-	12, // 59: classifier.v1.ClassifierService.Embed:output_type -> classifier.v1.EmbedResponse
-	17, // 60: classifier.v1.ClassifierService.GetIndexInfo:output_type -> classifier.v1.GetIndexInfoResponse
-	22, // 61: classifier.v1.ClassifierService.AnalyzePrompt:output_type -> classifier.v1.AnalyzePromptResponse
-	25, // 62: classifier.v1.ClassifierService.DetectContexts:output_type -> classifier.v1.DetectContextsResponse
-	29, // 63: classifier.v1.ClassifierService.CreateSession:output_type -> classifier.v1.CreateSessionResponse
-	31, // 64: classifier.v1.ClassifierService.GetSession:output_type -> classifier.v1.GetSessionResponse
-	33, // 65: classifier.v1.ClassifierService.DeleteSession:output_type -> classifier.v1.DeleteSessionResponse
-	35, // 66: classifier.v1.ClassifierService.UpdateExposure:output_type -> classifier.v1.UpdateExposureResponse
-	38, // 67: classifier.v1.ClassifierService.ListTools:output_type -> classifier.v1.ListToolsResponse
-	40, // 68: classifier.v1.ClassifierService.WatchExposure:output_type -> classifier.v1.WatchExposureResponse
-	42, // 69: classifier.v1.ClassifierService.GetStats:output_type -> classifier.v1.GetStatsResponse
-	46, // 70: classifier.v1.ClassifierService.ListToolsForContext:output_type -> classifier.v1.ListToolsForContextResponse
-	49, // 71: classifier.v1.ClassifierService.GetToolMetrics:output_type -> classifier.v1.GetToolMetricsResponse
-	51, // 72: classifier.v1.ClassifierService.ResetToolMetrics:output_type -> classifier.v1.ResetToolMetricsResponse
-	57, // [57:73] is the sub-list for method output_type
-	41, // [41:57] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	29, // 15: classifier.v1.GetIndexInfoResponse.fusion:type_name -> classifier.v1.FusionInfo
+	27, // 16: classifier.v1.GetIndexInfoResponse.load:type_name -> classifier.v1.IndexLoad
+	28, // 17: classifier.v1.GetIndexInfoResponse.mcp_servers:type_name -> classifier.v1.McpServerStatus
+	18, // 18: classifier.v1.GetIndexInfoResponse.learning:type_name -> classifier.v1.LearningInfo
+	62, // 19: classifier.v1.LearningInfo.last_report:type_name -> google.protobuf.Timestamp
+	19, // 20: classifier.v1.ReportUseRequest.tools:type_name -> classifier.v1.ToolRef
+	19, // 21: classifier.v1.ReportUseResponse.ignored_tools:type_name -> classifier.v1.ToolRef
+	62, // 22: classifier.v1.LearnedReport.at:type_name -> google.protobuf.Timestamp
+	19, // 23: classifier.v1.LearnedReport.tools:type_name -> classifier.v1.ToolRef
+	23, // 24: classifier.v1.ExportLearningResponse.reports:type_name -> classifier.v1.LearnedReport
+	62, // 25: classifier.v1.IndexLoad.loaded_at:type_name -> google.protobuf.Timestamp
+	62, // 26: classifier.v1.IndexLoad.last_refused_at:type_name -> google.protobuf.Timestamp
+	62, // 27: classifier.v1.McpServerStatus.last_sync:type_name -> google.protobuf.Timestamp
+	1,  // 28: classifier.v1.AnalyzePromptResponse.scores:type_name -> classifier.v1.ScoredLabel
+	33, // 29: classifier.v1.DetectContextsResponse.contexts:type_name -> classifier.v1.DetectedContext
+	62, // 30: classifier.v1.ExposureChange.timestamp:type_name -> google.protobuf.Timestamp
+	35, // 31: classifier.v1.Session.history:type_name -> classifier.v1.ExposureChange
+	62, // 32: classifier.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	62, // 33: classifier.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
+	36, // 34: classifier.v1.CreateSessionResponse.session:type_name -> classifier.v1.Session
+	36, // 35: classifier.v1.GetSessionResponse.session:type_name -> classifier.v1.Session
+	45, // 36: classifier.v1.ListToolsResponse.tools:type_name -> classifier.v1.Tool
+	8,  // 37: classifier.v1.ListToolsResponse.stats:type_name -> classifier.v1.ToolStats
+	35, // 38: classifier.v1.WatchExposureResponse.change:type_name -> classifier.v1.ExposureChange
+	62, // 39: classifier.v1.GetStatsResponse.since:type_name -> google.protobuf.Timestamp
+	61, // 40: classifier.v1.GetStatsResponse.requests_by_method:type_name -> classifier.v1.GetStatsResponse.RequestsByMethodEntry
+	63, // 41: classifier.v1.HubTool.input_schema:type_name -> google.protobuf.Struct
+	62, // 42: classifier.v1.ToolListMetadata.timestamp:type_name -> google.protobuf.Timestamp
+	53, // 43: classifier.v1.ListToolsForContextResponse.tools:type_name -> classifier.v1.HubTool
+	54, // 44: classifier.v1.ListToolsForContextResponse.metadata:type_name -> classifier.v1.ToolListMetadata
+	62, // 45: classifier.v1.TokenMetrics.since:type_name -> google.protobuf.Timestamp
+	57, // 46: classifier.v1.GetToolMetricsResponse.baseline:type_name -> classifier.v1.TokenMetrics
+	57, // 47: classifier.v1.GetToolMetricsResponse.filtered:type_name -> classifier.v1.TokenMetrics
+	4,  // 48: classifier.v1.ClassifierService.Classify:input_type -> classifier.v1.ClassifyRequest
+	7,  // 49: classifier.v1.ClassifierService.Route:input_type -> classifier.v1.RouteRequest
+	10, // 50: classifier.v1.ClassifierService.Embed:input_type -> classifier.v1.EmbedRequest
+	13, // 51: classifier.v1.ClassifierService.GetIndexInfo:input_type -> classifier.v1.GetIndexInfoRequest
+	30, // 52: classifier.v1.ClassifierService.AnalyzePrompt:input_type -> classifier.v1.AnalyzePromptRequest
+	32, // 53: classifier.v1.ClassifierService.DetectContexts:input_type -> classifier.v1.DetectContextsRequest
+	37, // 54: classifier.v1.ClassifierService.CreateSession:input_type -> classifier.v1.CreateSessionRequest
+	39, // 55: classifier.v1.ClassifierService.GetSession:input_type -> classifier.v1.GetSessionRequest
+	41, // 56: classifier.v1.ClassifierService.DeleteSession:input_type -> classifier.v1.DeleteSessionRequest
+	43, // 57: classifier.v1.ClassifierService.UpdateExposure:input_type -> classifier.v1.UpdateExposureRequest
+	46, // 58: classifier.v1.ClassifierService.ListTools:input_type -> classifier.v1.ListToolsRequest
+	48, // 59: classifier.v1.ClassifierService.WatchExposure:input_type -> classifier.v1.WatchExposureRequest
+	50, // 60: classifier.v1.ClassifierService.GetStats:input_type -> classifier.v1.GetStatsRequest
+	20, // 61: classifier.v1.ClassifierService.ReportUse:input_type -> classifier.v1.ReportUseRequest
+	22, // 62: classifier.v1.ClassifierService.ExportLearning:input_type -> classifier.v1.ExportLearningRequest
+	25, // 63: classifier.v1.ClassifierService.ResetLearning:input_type -> classifier.v1.ResetLearningRequest
+	52, // 64: classifier.v1.ClassifierService.ListToolsForContext:input_type -> classifier.v1.ListToolsForContextRequest
+	56, // 65: classifier.v1.ClassifierService.GetToolMetrics:input_type -> classifier.v1.GetToolMetricsRequest
+	59, // 66: classifier.v1.ClassifierService.ResetToolMetrics:input_type -> classifier.v1.ResetToolMetricsRequest
+	5,  // 67: classifier.v1.ClassifierService.Classify:output_type -> classifier.v1.ClassifyResponse
+	9,  // 68: classifier.v1.ClassifierService.Route:output_type -> classifier.v1.RouteResponse
+	12, // 69: classifier.v1.ClassifierService.Embed:output_type -> classifier.v1.EmbedResponse
+	17, // 70: classifier.v1.ClassifierService.GetIndexInfo:output_type -> classifier.v1.GetIndexInfoResponse
+	31, // 71: classifier.v1.ClassifierService.AnalyzePrompt:output_type -> classifier.v1.AnalyzePromptResponse
+	34, // 72: classifier.v1.ClassifierService.DetectContexts:output_type -> classifier.v1.DetectContextsResponse
+	38, // 73: classifier.v1.ClassifierService.CreateSession:output_type -> classifier.v1.CreateSessionResponse
+	40, // 74: classifier.v1.ClassifierService.GetSession:output_type -> classifier.v1.GetSessionResponse
+	42, // 75: classifier.v1.ClassifierService.DeleteSession:output_type -> classifier.v1.DeleteSessionResponse
+	44, // 76: classifier.v1.ClassifierService.UpdateExposure:output_type -> classifier.v1.UpdateExposureResponse
+	47, // 77: classifier.v1.ClassifierService.ListTools:output_type -> classifier.v1.ListToolsResponse
+	49, // 78: classifier.v1.ClassifierService.WatchExposure:output_type -> classifier.v1.WatchExposureResponse
+	51, // 79: classifier.v1.ClassifierService.GetStats:output_type -> classifier.v1.GetStatsResponse
+	21, // 80: classifier.v1.ClassifierService.ReportUse:output_type -> classifier.v1.ReportUseResponse
+	24, // 81: classifier.v1.ClassifierService.ExportLearning:output_type -> classifier.v1.ExportLearningResponse
+	26, // 82: classifier.v1.ClassifierService.ResetLearning:output_type -> classifier.v1.ResetLearningResponse
+	55, // 83: classifier.v1.ClassifierService.ListToolsForContext:output_type -> classifier.v1.ListToolsForContextResponse
+	58, // 84: classifier.v1.ClassifierService.GetToolMetrics:output_type -> classifier.v1.GetToolMetricsResponse
+	60, // 85: classifier.v1.ClassifierService.ResetToolMetrics:output_type -> classifier.v1.ResetToolMetricsResponse
+	67, // [67:86] is the sub-list for method output_type
+	48, // [48:67] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_classifier_v1_classifier_proto_init() }
@@ -4270,7 +5065,7 @@ func file_classifier_v1_classifier_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_classifier_v1_classifier_proto_rawDesc), len(file_classifier_v1_classifier_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   52,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -40,6 +40,9 @@ const (
 	ClassifierService_ListTools_FullMethodName           = "/classifier.v1.ClassifierService/ListTools"
 	ClassifierService_WatchExposure_FullMethodName       = "/classifier.v1.ClassifierService/WatchExposure"
 	ClassifierService_GetStats_FullMethodName            = "/classifier.v1.ClassifierService/GetStats"
+	ClassifierService_ReportUse_FullMethodName           = "/classifier.v1.ClassifierService/ReportUse"
+	ClassifierService_ExportLearning_FullMethodName      = "/classifier.v1.ClassifierService/ExportLearning"
+	ClassifierService_ResetLearning_FullMethodName       = "/classifier.v1.ClassifierService/ResetLearning"
 	ClassifierService_ListToolsForContext_FullMethodName = "/classifier.v1.ClassifierService/ListToolsForContext"
 	ClassifierService_GetToolMetrics_FullMethodName      = "/classifier.v1.ClassifierService/GetToolMetrics"
 	ClassifierService_ResetToolMetrics_FullMethodName    = "/classifier.v1.ClassifierService/ResetToolMetrics"
@@ -84,6 +87,17 @@ type ClassifierServiceClient interface {
 	WatchExposure(ctx context.Context, in *WatchExposureRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchExposureResponse], error)
 	// GetStats reports cumulative request and token-saving counters.
 	GetStats(ctx context.Context, in *GetStatsRequest, opts ...grpc.CallOption) (*GetStatsResponse, error)
+	// ReportUse tells which servers and tools an agent called for a routed
+	// request (by the request_id Route and AnalyzePrompt return) or for a
+	// query text (embedded and discarded); later answers learn from it.
+	// Needs the scopes route and report.
+	ReportUse(ctx context.Context, in *ReportUseRequest, opts ...grpc.CallOption) (*ReportUseResponse, error)
+	// ExportLearning returns what has been learned (vectors, ids, counts;
+	// never text), of one identity or all. Needs the admin scope.
+	ExportLearning(ctx context.Context, in *ExportLearningRequest, opts ...grpc.CallOption) (*ExportLearningResponse, error)
+	// ResetLearning deletes what has been learned, of one identity or all.
+	// Needs the admin scope.
+	ResetLearning(ctx context.Context, in *ResetLearningRequest, opts ...grpc.CallOption) (*ResetLearningResponse, error)
 	// ListToolsForContext is GET /tools?context=&category=&userId=: the tools
 	// of the contexts detected in `context` (or of `category`).
 	ListToolsForContext(ctx context.Context, in *ListToolsForContextRequest, opts ...grpc.CallOption) (*ListToolsForContextResponse, error)
@@ -242,6 +256,36 @@ func (c *classifierServiceClient) GetStats(ctx context.Context, in *GetStatsRequ
 	return out, nil
 }
 
+func (c *classifierServiceClient) ReportUse(ctx context.Context, in *ReportUseRequest, opts ...grpc.CallOption) (*ReportUseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportUseResponse)
+	err := c.cc.Invoke(ctx, ClassifierService_ReportUse_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *classifierServiceClient) ExportLearning(ctx context.Context, in *ExportLearningRequest, opts ...grpc.CallOption) (*ExportLearningResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExportLearningResponse)
+	err := c.cc.Invoke(ctx, ClassifierService_ExportLearning_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *classifierServiceClient) ResetLearning(ctx context.Context, in *ResetLearningRequest, opts ...grpc.CallOption) (*ResetLearningResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetLearningResponse)
+	err := c.cc.Invoke(ctx, ClassifierService_ResetLearning_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *classifierServiceClient) ListToolsForContext(ctx context.Context, in *ListToolsForContextRequest, opts ...grpc.CallOption) (*ListToolsForContextResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListToolsForContextResponse)
@@ -311,6 +355,17 @@ type ClassifierServiceServer interface {
 	WatchExposure(*WatchExposureRequest, grpc.ServerStreamingServer[WatchExposureResponse]) error
 	// GetStats reports cumulative request and token-saving counters.
 	GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error)
+	// ReportUse tells which servers and tools an agent called for a routed
+	// request (by the request_id Route and AnalyzePrompt return) or for a
+	// query text (embedded and discarded); later answers learn from it.
+	// Needs the scopes route and report.
+	ReportUse(context.Context, *ReportUseRequest) (*ReportUseResponse, error)
+	// ExportLearning returns what has been learned (vectors, ids, counts;
+	// never text), of one identity or all. Needs the admin scope.
+	ExportLearning(context.Context, *ExportLearningRequest) (*ExportLearningResponse, error)
+	// ResetLearning deletes what has been learned, of one identity or all.
+	// Needs the admin scope.
+	ResetLearning(context.Context, *ResetLearningRequest) (*ResetLearningResponse, error)
 	// ListToolsForContext is GET /tools?context=&category=&userId=: the tools
 	// of the contexts detected in `context` (or of `category`).
 	ListToolsForContext(context.Context, *ListToolsForContextRequest) (*ListToolsForContextResponse, error)
@@ -368,6 +423,15 @@ func (UnimplementedClassifierServiceServer) WatchExposure(*WatchExposureRequest,
 }
 func (UnimplementedClassifierServiceServer) GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetStats not implemented")
+}
+func (UnimplementedClassifierServiceServer) ReportUse(context.Context, *ReportUseRequest) (*ReportUseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportUse not implemented")
+}
+func (UnimplementedClassifierServiceServer) ExportLearning(context.Context, *ExportLearningRequest) (*ExportLearningResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ExportLearning not implemented")
+}
+func (UnimplementedClassifierServiceServer) ResetLearning(context.Context, *ResetLearningRequest) (*ResetLearningResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetLearning not implemented")
 }
 func (UnimplementedClassifierServiceServer) ListToolsForContext(context.Context, *ListToolsForContextRequest) (*ListToolsForContextResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListToolsForContext not implemented")
@@ -626,6 +690,60 @@ func _ClassifierService_GetStats_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClassifierService_ReportUse_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportUseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClassifierServiceServer).ReportUse(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClassifierService_ReportUse_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClassifierServiceServer).ReportUse(ctx, req.(*ReportUseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClassifierService_ExportLearning_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExportLearningRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClassifierServiceServer).ExportLearning(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClassifierService_ExportLearning_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClassifierServiceServer).ExportLearning(ctx, req.(*ExportLearningRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClassifierService_ResetLearning_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetLearningRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClassifierServiceServer).ResetLearning(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClassifierService_ResetLearning_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClassifierServiceServer).ResetLearning(ctx, req.(*ResetLearningRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ClassifierService_ListToolsForContext_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListToolsForContextRequest)
 	if err := dec(in); err != nil {
@@ -734,6 +852,18 @@ var ClassifierService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetStats",
 			Handler:    _ClassifierService_GetStats_Handler,
+		},
+		{
+			MethodName: "ReportUse",
+			Handler:    _ClassifierService_ReportUse_Handler,
+		},
+		{
+			MethodName: "ExportLearning",
+			Handler:    _ClassifierService_ExportLearning_Handler,
+		},
+		{
+			MethodName: "ResetLearning",
+			Handler:    _ClassifierService_ResetLearning_Handler,
 		},
 		{
 			MethodName: "ListToolsForContext",

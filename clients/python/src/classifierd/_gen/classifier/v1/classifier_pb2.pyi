@@ -170,6 +170,7 @@ class EvidenceParts(_message.Message):
     LEXICAL_FIELD_NUMBER: _builtins.int
     PATTERN_FIELD_NUMBER: _builtins.int
     VIA_FIELD_NUMBER: _builtins.int
+    LEARNED_FIELD_NUMBER: _builtins.int
     dense: _builtins.float
     """dense is the cosine similarity of the nearest catalog text (an
     example, a description, a name) to the request.
@@ -184,6 +185,10 @@ class EvidenceParts(_message.Message):
     """via names the label the evidence belongs to when it is another's
     (`tool list_notifications` for a server), else empty.
     """
+    learned: _builtins.str
+    """learned is the evidence learned from use (ReportUse): "called in 38%
+    of tasks like this (…)", else empty.
+    """
     def __init__(
         self,
         *,
@@ -192,10 +197,11 @@ class EvidenceParts(_message.Message):
         lexical: _builtins.str = ...,
         pattern: _builtins.str = ...,
         via: _builtins.str = ...,
+        learned: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dense", b"dense", "lexical", b"lexical", "nearest", b"nearest", "pattern", b"pattern", "via", b"via"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dense", b"dense", "learned", b"learned", "lexical", b"lexical", "nearest", b"nearest", "pattern", b"pattern", "via", b"via"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -400,6 +406,7 @@ class RouteResponse(_message.Message):
     ABSTAINED_FIELD_NUMBER: _builtins.int
     APPLIED_POLICY_FIELD_NUMBER: _builtins.int
     POLICY_REASON_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     reasoning: _builtins.str
     abstained: _builtins.bool
     """abstained is true when nothing reached min_confidence."""
@@ -407,6 +414,8 @@ class RouteResponse(_message.Message):
     """applied_policy is set when abstained: which no-match policy produced the tool list."""
     policy_reason: _builtins.str
     """policy_reason explains why the policy applied."""
+    request_id: _builtins.str
+    """request_id names this request for ReportUse (empty with learning off)."""
     @_builtins.property
     def servers(self) -> _containers.RepeatedCompositeFieldContainer[Global___ScoredLabel]: ...
     @_builtins.property
@@ -426,10 +435,11 @@ class RouteResponse(_message.Message):
         abstained: _builtins.bool = ...,
         applied_policy: Global___NoMatchPolicy.ValueType = ...,
         policy_reason: _builtins.str = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["stats", b"stats"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["abstained", b"abstained", "applied_policy", b"applied_policy", "categories", b"categories", "policy_reason", b"policy_reason", "reasoning", b"reasoning", "servers", b"servers", "stats", b"stats", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["abstained", b"abstained", "applied_policy", b"applied_policy", "categories", b"categories", "policy_reason", b"policy_reason", "reasoning", b"reasoning", "request_id", b"request_id", "servers", b"servers", "stats", b"stats", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -668,6 +678,7 @@ class GetIndexInfoResponse(_message.Message):
     FUSION_FIELD_NUMBER: _builtins.int
     LOAD_FIELD_NUMBER: _builtins.int
     MCP_SERVERS_FIELD_NUMBER: _builtins.int
+    LEARNING_FIELD_NUMBER: _builtins.int
     model_name: _builtins.str
     dimensions: _builtins.int
     model_fingerprint: _builtins.str
@@ -700,6 +711,10 @@ class GetIndexInfoResponse(_message.Message):
         still indexed and routed to.
         """
 
+    @_builtins.property
+    def learning(self) -> Global___LearningInfo:
+        """learning is how much has been learned from use (ReportUse)."""
+
     def __init__(
         self,
         *,
@@ -718,14 +733,345 @@ class GetIndexInfoResponse(_message.Message):
         fusion: Global___FusionInfo | None = ...,
         load: Global___IndexLoad | None = ...,
         mcp_servers: _abc.Iterable[Global___McpServerStatus] | None = ...,
+        learning: Global___LearningInfo | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["built_at", b"built_at", "fusion", b"fusion", "limits", b"limits", "load", b"load"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["built_at", b"built_at", "fusion", b"fusion", "learning", b"learning", "limits", b"limits", "load", b"load"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["built_at", b"built_at", "calibration", b"calibration", "catalog_sha256", b"catalog_sha256", "categories", b"categories", "dimensions", b"dimensions", "format_version", b"format_version", "fusion", b"fusion", "limits", b"limits", "load", b"load", "mcp_servers", b"mcp_servers", "model_fingerprint", b"model_fingerprint", "model_name", b"model_name", "servers", b"servers", "tools", b"tools", "vectors", b"vectors"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["built_at", b"built_at", "calibration", b"calibration", "catalog_sha256", b"catalog_sha256", "categories", b"categories", "dimensions", b"dimensions", "format_version", b"format_version", "fusion", b"fusion", "learning", b"learning", "limits", b"limits", "load", b"load", "mcp_servers", b"mcp_servers", "model_fingerprint", b"model_fingerprint", "model_name", b"model_name", "servers", b"servers", "tools", b"tools", "vectors", b"vectors"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetIndexInfoResponse: _TypeAlias = GetIndexInfoResponse  # noqa: Y015
+
+@_typing.final
+class LearningInfo(_message.Message):
+    """LearningInfo describes what has been learned from use."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENABLED_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    REPORTS_FIELD_NUMBER: _builtins.int
+    IDENTITIES_FIELD_NUMBER: _builtins.int
+    SERVERS_FIELD_NUMBER: _builtins.int
+    TOOLS_FIELD_NUMBER: _builtins.int
+    ALL_REPORTS_FIELD_NUMBER: _builtins.int
+    PENDING_FIELD_NUMBER: _builtins.int
+    LAST_REPORT_FIELD_NUMBER: _builtins.int
+    HALF_LIFE_HOURS_FIELD_NUMBER: _builtins.int
+    enabled: _builtins.bool
+    """enabled is false with --learn=off."""
+    key: _builtins.str
+    """key is what the reports for this index are kept under (the model's
+    fingerprint and --learn-scope, hashed).
+    """
+    reports: _builtins.int
+    """reports, identities, servers and tools are counted under key."""
+    identities: _builtins.int
+    servers: _builtins.int
+    tools: _builtins.int
+    all_reports: _builtins.int
+    """all_reports is counted under every key."""
+    pending: _builtins.int
+    """pending is the routed requests waiting for a report."""
+    half_life_hours: _builtins.float
+    """half_life_hours is how fast reports fade (0: never)."""
+    @_builtins.property
+    def last_report(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        enabled: _builtins.bool = ...,
+        key: _builtins.str = ...,
+        reports: _builtins.int = ...,
+        identities: _builtins.int = ...,
+        servers: _builtins.int = ...,
+        tools: _builtins.int = ...,
+        all_reports: _builtins.int = ...,
+        pending: _builtins.int = ...,
+        last_report: _timestamp_pb2.Timestamp | None = ...,
+        half_life_hours: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_report", b"last_report"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_reports", b"all_reports", "enabled", b"enabled", "half_life_hours", b"half_life_hours", "identities", b"identities", "key", b"key", "last_report", b"last_report", "pending", b"pending", "reports", b"reports", "servers", b"servers", "tools", b"tools"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LearningInfo: _TypeAlias = LearningInfo  # noqa: Y015
+
+@_typing.final
+class ToolRef(_message.Message):
+    """ToolRef names a tool of a server."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SERVER_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    server: _builtins.str
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        server: _builtins.str = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "server", b"server"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolRef: _TypeAlias = ToolRef  # noqa: Y015
+
+@_typing.final
+class ReportUseRequest(_message.Message):
+    """ReportUseRequest is what an agent called for one request. Give
+    request_id or query, not both.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
+    SERVERS_FIELD_NUMBER: _builtins.int
+    TOOLS_FIELD_NUMBER: _builtins.int
+    SHOWN_SERVERS_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """request_id is a Route or AnalyzePrompt answer's; a second report of
+    one request replaces the first.
+    """
+    query: _builtins.str
+    """query is the request's text, when there is no request_id: it is
+    embedded and discarded, never stored.
+    """
+    @_builtins.property
+    def servers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """servers the agent called (ids or catalog names)."""
+
+    @_builtins.property
+    def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolRef]:
+        """tools the agent called; their servers count as called."""
+
+    @_builtins.property
+    def shown_servers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """shown_servers, if set, are the servers the agent could call: one not
+        shown does not count against being called.
+        """
+
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        query: _builtins.str = ...,
+        servers: _abc.Iterable[_builtins.str] | None = ...,
+        tools: _abc.Iterable[Global___ToolRef] | None = ...,
+        shown_servers: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["query", b"query", "request_id", b"request_id", "servers", b"servers", "shown_servers", b"shown_servers", "tools", b"tools"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReportUseRequest: _TypeAlias = ReportUseRequest  # noqa: Y015
+
+@_typing.final
+class ReportUseResponse(_message.Message):
+    """ReportUseResponse says what was stored."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    STORED_FIELD_NUMBER: _builtins.int
+    SERVERS_FIELD_NUMBER: _builtins.int
+    TOOLS_FIELD_NUMBER: _builtins.int
+    IGNORED_SERVERS_FIELD_NUMBER: _builtins.int
+    IGNORED_TOOLS_FIELD_NUMBER: _builtins.int
+    IGNORED_SHOWN_SERVERS_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """request_id is the stored report's id (made for a report by query)."""
+    stored: _builtins.bool
+    """stored is false when every name was unknown (nothing was stored)."""
+    servers: _builtins.int
+    tools: _builtins.int
+    @_builtins.property
+    def ignored_servers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """ignored_* are names the served catalog does not have: not stored."""
+
+    @_builtins.property
+    def ignored_tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolRef]: ...
+    @_builtins.property
+    def ignored_shown_servers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        stored: _builtins.bool = ...,
+        servers: _builtins.int = ...,
+        tools: _builtins.int = ...,
+        ignored_servers: _abc.Iterable[_builtins.str] | None = ...,
+        ignored_tools: _abc.Iterable[Global___ToolRef] | None = ...,
+        ignored_shown_servers: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ignored_servers", b"ignored_servers", "ignored_shown_servers", b"ignored_shown_servers", "ignored_tools", b"ignored_tools", "request_id", b"request_id", "servers", b"servers", "stored", b"stored", "tools", b"tools"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReportUseResponse: _TypeAlias = ReportUseResponse  # noqa: Y015
+
+@_typing.final
+class ExportLearningRequest(_message.Message):
+    """ExportLearningRequest selects the reports to export."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    IDENTITY_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    identity: _builtins.str
+    """identity selects one identity's reports ("token:NAME", "cert:CN",
+    "peer:HOST"); empty for all.
+    """
+    limit: _builtins.int
+    """limit caps the reports returned (default and maximum 1000); offset
+    skips that many, oldest first.
+    """
+    offset: _builtins.int
+    def __init__(
+        self,
+        *,
+        identity: _builtins.str = ...,
+        limit: _builtins.int = ...,
+        offset: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["identity", b"identity", "limit", b"limit", "offset", b"offset"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportLearningRequest: _TypeAlias = ExportLearningRequest  # noqa: Y015
+
+@_typing.final
+class LearnedReport(_message.Message):
+    """LearnedReport is one stored report: ids, time, vector; no text."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    IDENTITY_FIELD_NUMBER: _builtins.int
+    AT_FIELD_NUMBER: _builtins.int
+    SERVERS_FIELD_NUMBER: _builtins.int
+    TOOLS_FIELD_NUMBER: _builtins.int
+    SHOWN_SERVERS_FIELD_NUMBER: _builtins.int
+    VECTOR_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    key: _builtins.str
+    identity: _builtins.str
+    @_builtins.property
+    def at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def servers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolRef]: ...
+    @_builtins.property
+    def shown_servers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def vector(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """vector is the request's embedding as stored (int8 / 127)."""
+
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        key: _builtins.str = ...,
+        identity: _builtins.str = ...,
+        at: _timestamp_pb2.Timestamp | None = ...,
+        servers: _abc.Iterable[_builtins.str] | None = ...,
+        tools: _abc.Iterable[Global___ToolRef] | None = ...,
+        shown_servers: _abc.Iterable[_builtins.str] | None = ...,
+        vector: _abc.Iterable[_builtins.float] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["at", b"at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "identity", b"identity", "key", b"key", "request_id", b"request_id", "servers", b"servers", "shown_servers", b"shown_servers", "tools", b"tools", "vector", b"vector"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LearnedReport: _TypeAlias = LearnedReport  # noqa: Y015
+
+@_typing.final
+class ExportLearningResponse(_message.Message):
+    """ExportLearningResponse is one page of reports."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPORTS_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    total: _builtins.int
+    """total is the number of reports selected, over all pages."""
+    @_builtins.property
+    def reports(self) -> _containers.RepeatedCompositeFieldContainer[Global___LearnedReport]: ...
+    def __init__(
+        self,
+        *,
+        reports: _abc.Iterable[Global___LearnedReport] | None = ...,
+        total: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reports", b"reports", "total", b"total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportLearningResponse: _TypeAlias = ExportLearningResponse  # noqa: Y015
+
+@_typing.final
+class ResetLearningRequest(_message.Message):
+    """ResetLearningRequest selects what to delete."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    IDENTITY_FIELD_NUMBER: _builtins.int
+    identity: _builtins.str
+    """identity deletes one identity's reports; empty deletes every report."""
+    def __init__(
+        self,
+        *,
+        identity: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["identity", b"identity"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetLearningRequest: _TypeAlias = ResetLearningRequest  # noqa: Y015
+
+@_typing.final
+class ResetLearningResponse(_message.Message):
+    """ResetLearningResponse says how many reports were deleted."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELETED_FIELD_NUMBER: _builtins.int
+    deleted: _builtins.int
+    def __init__(
+        self,
+        *,
+        deleted: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted", b"deleted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetLearningResponse: _TypeAlias = ResetLearningResponse  # noqa: Y015
 
 @_typing.final
 class IndexLoad(_message.Message):
@@ -953,6 +1299,7 @@ class AnalyzePromptResponse(_message.Message):
     DEGRADED_FIELD_NUMBER: _builtins.int
     IGNORED_CATEGORIES_FIELD_NUMBER: _builtins.int
     SCORES_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     confidence: _builtins.float
     reasoning: _builtins.str
     total: _builtins.int
@@ -966,6 +1313,8 @@ class AnalyzePromptResponse(_message.Message):
     """next_step is guidance by confidence band."""
     degraded: _builtins.bool
     """degraded is true when the answer came from keyword matching because inference failed."""
+    request_id: _builtins.str
+    """request_id names this request for ReportUse (empty with learning off)."""
     @_builtins.property
     def categories(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -995,10 +1344,11 @@ class AnalyzePromptResponse(_message.Message):
         degraded: _builtins.bool = ...,
         ignored_categories: _abc.Iterable[_builtins.str] | None = ...,
         scores: _abc.Iterable[Global___ScoredLabel] | None = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["added", b"added", "categories", b"categories", "changed", b"changed", "confidence", b"confidence", "degraded", b"degraded", "ignored_categories", b"ignored_categories", "next_step", b"next_step", "reasoning", b"reasoning", "scores", b"scores", "suggestion", b"suggestion", "total", b"total", "warning", b"warning"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["added", b"added", "categories", b"categories", "changed", b"changed", "confidence", b"confidence", "degraded", b"degraded", "ignored_categories", b"ignored_categories", "next_step", b"next_step", "reasoning", b"reasoning", "request_id", b"request_id", "scores", b"scores", "suggestion", b"suggestion", "total", b"total", "warning", b"warning"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

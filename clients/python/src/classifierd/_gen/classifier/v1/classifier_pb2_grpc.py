@@ -105,6 +105,21 @@ class ClassifierServiceStub:
                 request_serializer=classifier_dot_v1_dot_classifier__pb2.GetStatsRequest.SerializeToString,
                 response_deserializer=classifier_dot_v1_dot_classifier__pb2.GetStatsResponse.FromString,
                 _registered_method=True)
+        self.ReportUse = channel.unary_unary(
+                '/classifier.v1.ClassifierService/ReportUse',
+                request_serializer=classifier_dot_v1_dot_classifier__pb2.ReportUseRequest.SerializeToString,
+                response_deserializer=classifier_dot_v1_dot_classifier__pb2.ReportUseResponse.FromString,
+                _registered_method=True)
+        self.ExportLearning = channel.unary_unary(
+                '/classifier.v1.ClassifierService/ExportLearning',
+                request_serializer=classifier_dot_v1_dot_classifier__pb2.ExportLearningRequest.SerializeToString,
+                response_deserializer=classifier_dot_v1_dot_classifier__pb2.ExportLearningResponse.FromString,
+                _registered_method=True)
+        self.ResetLearning = channel.unary_unary(
+                '/classifier.v1.ClassifierService/ResetLearning',
+                request_serializer=classifier_dot_v1_dot_classifier__pb2.ResetLearningRequest.SerializeToString,
+                response_deserializer=classifier_dot_v1_dot_classifier__pb2.ResetLearningResponse.FromString,
+                _registered_method=True)
         self.ListToolsForContext = channel.unary_unary(
                 '/classifier.v1.ClassifierService/ListToolsForContext',
                 request_serializer=classifier_dot_v1_dot_classifier__pb2.ListToolsForContextRequest.SerializeToString,
@@ -224,6 +239,34 @@ class ClassifierServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportUse(self, request, context):
+        """--- Learning from use (issue #30, docs/learning.md).
+
+        ReportUse tells which servers and tools an agent called for a routed
+        request (by the request_id Route and AnalyzePrompt return) or for a
+        query text (embedded and discarded); later answers learn from it.
+        Needs the scopes route and report.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportLearning(self, request, context):
+        """ExportLearning returns what has been learned (vectors, ids, counts;
+        never text), of one identity or all. Needs the admin scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResetLearning(self, request, context):
+        """ResetLearning deletes what has been learned, of one identity or all.
+        Needs the admin scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListToolsForContext(self, request, context):
         """--- Hub REST shape (issue #18, docs/http.md). Served over HTTP/JSON by
         the --http-listen transcoder at the paths of the google.api.http
@@ -320,6 +363,21 @@ def add_ClassifierServiceServicer_to_server(servicer, server):
                     servicer.GetStats,
                     request_deserializer=classifier_dot_v1_dot_classifier__pb2.GetStatsRequest.FromString,
                     response_serializer=classifier_dot_v1_dot_classifier__pb2.GetStatsResponse.SerializeToString,
+            ),
+            'ReportUse': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportUse,
+                    request_deserializer=classifier_dot_v1_dot_classifier__pb2.ReportUseRequest.FromString,
+                    response_serializer=classifier_dot_v1_dot_classifier__pb2.ReportUseResponse.SerializeToString,
+            ),
+            'ExportLearning': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExportLearning,
+                    request_deserializer=classifier_dot_v1_dot_classifier__pb2.ExportLearningRequest.FromString,
+                    response_serializer=classifier_dot_v1_dot_classifier__pb2.ExportLearningResponse.SerializeToString,
+            ),
+            'ResetLearning': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetLearning,
+                    request_deserializer=classifier_dot_v1_dot_classifier__pb2.ResetLearningRequest.FromString,
+                    response_serializer=classifier_dot_v1_dot_classifier__pb2.ResetLearningResponse.SerializeToString,
             ),
             'ListToolsForContext': grpc.unary_unary_rpc_method_handler(
                     servicer.ListToolsForContext,
@@ -694,6 +752,87 @@ class ClassifierService:
             '/classifier.v1.ClassifierService/GetStats',
             classifier_dot_v1_dot_classifier__pb2.GetStatsRequest.SerializeToString,
             classifier_dot_v1_dot_classifier__pb2.GetStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportUse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/classifier.v1.ClassifierService/ReportUse',
+            classifier_dot_v1_dot_classifier__pb2.ReportUseRequest.SerializeToString,
+            classifier_dot_v1_dot_classifier__pb2.ReportUseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportLearning(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/classifier.v1.ClassifierService/ExportLearning',
+            classifier_dot_v1_dot_classifier__pb2.ExportLearningRequest.SerializeToString,
+            classifier_dot_v1_dot_classifier__pb2.ExportLearningResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetLearning(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/classifier.v1.ClassifierService/ResetLearning',
+            classifier_dot_v1_dot_classifier__pb2.ResetLearningRequest.SerializeToString,
+            classifier_dot_v1_dot_classifier__pb2.ResetLearningResponse.FromString,
             options,
             channel_credentials,
             insecure,

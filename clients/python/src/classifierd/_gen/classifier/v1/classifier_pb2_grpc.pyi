@@ -75,6 +75,22 @@ class ClassifierServiceStub:
     """
     GetStats: _grpc.UnaryUnaryMultiCallable[_classifier_pb2.GetStatsRequest, _classifier_pb2.GetStatsResponse]
     """GetStats reports cumulative request and token-saving counters."""
+    ReportUse: _grpc.UnaryUnaryMultiCallable[_classifier_pb2.ReportUseRequest, _classifier_pb2.ReportUseResponse]
+    """--- Learning from use (issue #30, docs/learning.md).
+
+    ReportUse tells which servers and tools an agent called for a routed
+    request (by the request_id Route and AnalyzePrompt return) or for a
+    query text (embedded and discarded); later answers learn from it.
+    Needs the scopes route and report.
+    """
+    ExportLearning: _grpc.UnaryUnaryMultiCallable[_classifier_pb2.ExportLearningRequest, _classifier_pb2.ExportLearningResponse]
+    """ExportLearning returns what has been learned (vectors, ids, counts;
+    never text), of one identity or all. Needs the admin scope.
+    """
+    ResetLearning: _grpc.UnaryUnaryMultiCallable[_classifier_pb2.ResetLearningRequest, _classifier_pb2.ResetLearningResponse]
+    """ResetLearning deletes what has been learned, of one identity or all.
+    Needs the admin scope.
+    """
     ListToolsForContext: _grpc.UnaryUnaryMultiCallable[_classifier_pb2.ListToolsForContextRequest, _classifier_pb2.ListToolsForContextResponse]
     """--- Hub REST shape (issue #18, docs/http.md). Served over HTTP/JSON by
     the --http-listen transcoder at the paths of the google.api.http
@@ -133,6 +149,22 @@ class ClassifierServiceAsyncStub(ClassifierServiceStub):
     """
     GetStats: _aio.UnaryUnaryMultiCallable[_classifier_pb2.GetStatsRequest, _classifier_pb2.GetStatsResponse]  # type: ignore[assignment]
     """GetStats reports cumulative request and token-saving counters."""
+    ReportUse: _aio.UnaryUnaryMultiCallable[_classifier_pb2.ReportUseRequest, _classifier_pb2.ReportUseResponse]  # type: ignore[assignment]
+    """--- Learning from use (issue #30, docs/learning.md).
+
+    ReportUse tells which servers and tools an agent called for a routed
+    request (by the request_id Route and AnalyzePrompt return) or for a
+    query text (embedded and discarded); later answers learn from it.
+    Needs the scopes route and report.
+    """
+    ExportLearning: _aio.UnaryUnaryMultiCallable[_classifier_pb2.ExportLearningRequest, _classifier_pb2.ExportLearningResponse]  # type: ignore[assignment]
+    """ExportLearning returns what has been learned (vectors, ids, counts;
+    never text), of one identity or all. Needs the admin scope.
+    """
+    ResetLearning: _aio.UnaryUnaryMultiCallable[_classifier_pb2.ResetLearningRequest, _classifier_pb2.ResetLearningResponse]  # type: ignore[assignment]
+    """ResetLearning deletes what has been learned, of one identity or all.
+    Needs the admin scope.
+    """
     ListToolsForContext: _aio.UnaryUnaryMultiCallable[_classifier_pb2.ListToolsForContextRequest, _classifier_pb2.ListToolsForContextResponse]  # type: ignore[assignment]
     """--- Hub REST shape (issue #18, docs/http.md). Served over HTTP/JSON by
     the --http-listen transcoder at the paths of the google.api.http
@@ -266,6 +298,40 @@ class ClassifierServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_classifier_pb2.GetStatsResponse, _abc.Awaitable[_classifier_pb2.GetStatsResponse]]:
         """GetStats reports cumulative request and token-saving counters."""
+
+    @_abc_1.abstractmethod
+    def ReportUse(
+        self,
+        request: _classifier_pb2.ReportUseRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_classifier_pb2.ReportUseResponse, _abc.Awaitable[_classifier_pb2.ReportUseResponse]]:
+        """--- Learning from use (issue #30, docs/learning.md).
+
+        ReportUse tells which servers and tools an agent called for a routed
+        request (by the request_id Route and AnalyzePrompt return) or for a
+        query text (embedded and discarded); later answers learn from it.
+        Needs the scopes route and report.
+        """
+
+    @_abc_1.abstractmethod
+    def ExportLearning(
+        self,
+        request: _classifier_pb2.ExportLearningRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_classifier_pb2.ExportLearningResponse, _abc.Awaitable[_classifier_pb2.ExportLearningResponse]]:
+        """ExportLearning returns what has been learned (vectors, ids, counts;
+        never text), of one identity or all. Needs the admin scope.
+        """
+
+    @_abc_1.abstractmethod
+    def ResetLearning(
+        self,
+        request: _classifier_pb2.ResetLearningRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_classifier_pb2.ResetLearningResponse, _abc.Awaitable[_classifier_pb2.ResetLearningResponse]]:
+        """ResetLearning deletes what has been learned, of one identity or all.
+        Needs the admin scope.
+        """
 
     @_abc_1.abstractmethod
     def ListToolsForContext(

@@ -1,0 +1,431 @@
+package learn
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/viterin/vek/vek32"
+)
+
+// Evidence is what the reports say about one server or tool for one
+// request, and the probability that results. Its fields are the features
+// a probability map fitted across catalogs (Config.Combine) would take;
+// Bayes is the update used without one.
+type Evidence struct {
+	// P is the probability of being needed with the learned evidence;
+	// PD the descriptions' alone.
+	P, PD float64
+	// Offset is the shift of log-odds the reports make of the
+	// descriptions' probability for this server (for a tool: its base
+	// rate within its server's tasks against an average tool's); Base is
+	// the rate the reports observed (shrunk), Expected the one the
+	// descriptions gave the same reports, Reports their weight.
+	Offset, Base, Expected, Reports float64
+	// Global is PD shifted by Offset.
+	Global float64
+	// Co is the probability with co-use: the chance that CoWith (the
+	// server chosen first for this request) is needed, CoChosen, mixes
+	// the rates within the tasks that called it (CoRate of CoTasks) and
+	// within the rest. Co is Global when there is no co-use evidence.
+	Co, CoChosen, CoRate, CoTasks float64
+	CoWith                        string
+	// Similar is how many times the prior the tasks like this one count
+	// (the sum of their credibility weights); Rate is the share of them
+	// that called it, Residual their mean residual, Credibility
+	// Similar/(Similar+1).
+	Similar, Rate, Residual, Credibility float64
+	// Near is the weight of the reports counted among the tasks like
+	// this one (each counts once, however close).
+	Near float64
+	// Usage is the cosine of the request with the usage vector (the
+	// weighted mean of the requests that called it); 0 if never called.
+	Usage float64
+	// Foreign is the weight of other identities' reports in P (Request).
+	Foreign float64
+	// Text says it in one phrase: "called in 38% of tasks like this".
+	Text string
+}
+
+// Bayes is the update from the evidence (docs/learning.md): the
+// credibility-weighted mean of the tasks like this one's estimate (the
+// global probability plus their mean residual) and the co-use one.
+func (e Evidence) Bayes() float64 {
+	p := e.Co
+	if e.Similar > 0 {
+		p = (1-e.Credibility)*e.Co + e.Credibility*(e.Global+e.Residual)
+	}
+	return clampP(p)
+}
+
+// Request is the learned evidence for one request: made by View.Request,
+// read by Server and Tool. Nil when nothing is learned (Server and Tool
+// then answer the description's confidence unchanged).
+//
+// Unless the learner shares every report alike (Config.Share), the
+// evidence of the caller's own reports and that of every identity's are
+// weighed apart and mixed: the others' weigh Foreign, at most
+// max(ForeignFloor, ForeignRatio × the caller's own) reports against
+// the caller's own, so another identity moves a probability by at most
+// Foreign (a fifth for a caller with 40 reports or more).
+type Request struct {
+	v        *View
+	m        *model
+	own, all *part
+	foreign  float64
+	combine  func(Evidence) float64
+}
+
+// part is the evidence of one weighting of the reports.
+type part struct {
+	v *View
+	m *model
+	f *fit
+	// Per server name id, over the tasks like this one: the credibility
+	// weights of the records that count for it (kAll: those that do not
+	// say what was shown, plus kShown), and their weighted calls and
+	// residuals.
+	kAll   float64
+	near   float64
+	kShown map[int]float64
+	calls  map[int]float64
+	resid  map[int]float64
+	// The chosen servers (the first and second by the descriptions, name
+	// ids or -1), their probabilities, and their groups and the rest.
+	chosen   [2]int
+	pChosen  [2]float64
+	in, rest [2]*group
+	// Tools: per server name id, the weight and credibility weight of
+	// the records that called it with tools, and its tool calls; per
+	// tool key id, the weight and credibility weight of those that
+	// called it.
+	tden, tk, tcalls map[int]float64
+	tnear            map[int]float64
+	tn, tu           map[int]float64
+	usage, norms     map[int]float64
+}
+
+// Request tallies the reports for a request of caller (its identity, as
+// in Use) with unit vector q. ranked are the server labels best first by
+// description probability (probs): the first is the chosen server whose
+// co-use counts (the second for the first itself). It returns nil when
+// the view's key has no reports.
+func (v *View) Request(caller string, q []float32, ranked []int, probs []float64) *Request {
+	if v == nil || len(q) == 0 {
+		return nil
+	}
+	l := v.l
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	m := l.models[v.key]
+	if m == nil || len(m.recs) == 0 || m.dims != len(q) {
+		return nil
+	}
+	now := time.Now()
+	r := &Request{v: v, m: m, combine: l.cfg.Combine}
+	l.usageMu.Lock()
+	norms := m.usageNorms(now, l.cfg)
+	l.usageMu.Unlock()
+	wAll, _ := m.weights(now, l.cfg, "")
+	if !l.cfg.Share && caller != "" {
+		wOwn, own := m.weights(now, l.cfg, caller)
+		var total float64
+		for _, x := range wAll {
+			total += x
+		}
+		if foreign := total - own; foreign > 1e-9 {
+			f := min(foreign, max(l.cfg.ForeignFloor, l.cfg.ForeignRatio*own))
+			r.foreign = f / (own + f)
+		}
+		if own > 0 {
+			r.own = v.part(m, wOwn, caller, q, ranked, probs, now, norms)
+		}
+	} else {
+		r.foreign = 1
+	}
+	if r.foreign > 0 {
+		r.all = v.part(m, wAll, "", q, ranked, probs, now, norms)
+	}
+	return r
+}
+
+// part tallies the reports weighed w (fitted as key's) for request q.
+func (v *View) part(m *model, w []float64, key string, q []float32, ranked []int, probs []float64, now time.Time, norms map[int]float64) *part {
+	f := v.cachedFit(m, w, key, now)
+	r := &part{v: v, m: m, f: f, kShown: map[int]float64{}, calls: map[int]float64{}, resid: map[int]float64{},
+		tden: map[int]float64{}, tk: map[int]float64{}, tn: map[int]float64{}, tu: map[int]float64{}, tcalls: map[int]float64{}, tnear: map[int]float64{},
+		usage: map[int]float64{}, norms: norms, chosen: [2]int{-1, -1}}
+	for k := 0; k < 2 && k < len(ranked); k++ {
+		if id, ok := m.names[v.idx.Labels[ranked[k]].ID]; ok {
+			r.chosen[k] = id
+			r.pChosen[k] = sigmoid(logit(probs[k]) + f.server(id).off)
+			r.in[k], r.rest[k] = newGroup(), newGroup()
+		}
+	}
+	for i, x := range m.recs {
+		wi := w[i]
+		if wi == 0 {
+			continue
+		}
+		cos := float64(vek32.Dot(q, x.vec))
+		for _, s := range x.servers {
+			r.usage[s] += wi * cos
+		}
+		k := wi * f.kernel(cos)
+		seen := map[int]bool{}
+		for j, t := range x.tools {
+			s := x.toolSrv[j]
+			if !seen[s] {
+				seen[s] = true
+				r.tden[s] += wi
+				r.tk[s] += k
+				if k > 0 {
+					r.tnear[s] += wi
+				}
+			}
+			r.tn[t] += wi
+			r.tu[t] += k
+			r.tcalls[s] += wi
+		}
+		if !x.usable() {
+			continue
+		}
+		for c, a := range r.chosen {
+			if a < 0 {
+				continue
+			}
+			if x.calls(a) {
+				r.in[c].add(x, wi)
+			} else {
+				r.rest[c].add(x, wi)
+			}
+		}
+		if k == 0 {
+			continue
+		}
+		r.near += wi
+		if x.shown == nil {
+			r.kAll += k
+		} else {
+			for _, s := range x.shown {
+				r.kShown[s] += k
+			}
+		}
+		for _, s := range x.servers {
+			r.calls[s] += k
+		}
+		res := f.residuals(x)
+		for j, s := range res.ids {
+			r.resid[s] += k * res.r[j]
+		}
+	}
+	return r
+}
+
+// cachedFit is the fit of m weighed w under key (a caller, or "" for
+// every identity's reports), refitted when enough has changed: a
+// hundredth of the records (at least one) since, another model, or an
+// hour (reports fade).
+func (v *View) cachedFit(m *model, w []float64, key string, now time.Time) *fit {
+	v.fitMu.Lock()
+	defer v.fitMu.Unlock()
+	f := v.fits[key]
+	if f != nil && f.model == m && now.Sub(f.at) < refitAfter {
+		changed := m.version - f.version
+		if changed == 0 || changed < uint64(max(1, len(m.recs)/100)) {
+			return f
+		}
+	}
+	f = v.fitFor(m, w, now)
+	if len(v.fits) >= maxFits {
+		for k := range v.fits {
+			delete(v.fits, k)
+			break
+		}
+	}
+	v.fits[key] = f
+	return f
+}
+
+// Server is the evidence for server label li whose description-based
+// probability is pd.
+func (r *Request) Server(li int, pd float64) Evidence {
+	if r == nil {
+		return Evidence{P: pd, PD: pd}
+	}
+	return r.mix(pd, func(p *part) Evidence { return p.server(li, pd) })
+}
+
+// Tool is the evidence for tool label li whose description-based
+// probability is pd: how often it is called in the tasks that call its
+// server with tools, against an average tool of that server.
+func (r *Request) Tool(li int, pd float64) Evidence {
+	if r == nil {
+		return Evidence{P: pd, PD: pd}
+	}
+	return r.mix(pd, func(p *part) Evidence { return p.tool(li, pd) })
+}
+
+// mix is the caller's own evidence and every identity's, mixed by the
+// weight of the others (Request).
+func (r *Request) mix(pd float64, of func(*part) Evidence) Evidence {
+	own := Evidence{P: pd, PD: pd}
+	if r.own != nil {
+		own = r.finish(of(r.own))
+	}
+	if r.all == nil {
+		return own
+	}
+	all := r.finish(of(r.all))
+	if r.foreign >= 1 {
+		all.Foreign = 1
+		return all
+	}
+	out := own
+	if r.foreign > 0.5 || r.own == nil {
+		out = all
+	}
+	out.P = (1-r.foreign)*own.P + r.foreign*all.P
+	out.Foreign = r.foreign
+	return out
+}
+
+func (r *Request) finish(e Evidence) Evidence {
+	if e.Reports == 0 && e.Similar == 0 {
+		return e
+	}
+	e.P = e.Bayes()
+	if r.combine != nil {
+		e.P = clampP(r.combine(e))
+	}
+	e.Text = e.text()
+	return e
+}
+
+// server is the evidence of p for server label li.
+func (p *part) server(li int, pd float64) Evidence {
+	f := p.f
+	id, ok := p.m.names[p.v.idx.Labels[li].ID]
+	if !ok {
+		id = -1
+	}
+	g := f.server(id)
+	e := Evidence{PD: pd, P: pd, Offset: g.off, Reports: g.n}
+	if g.n > 0 {
+		e.Expected = g.e / g.n
+		e.Base = sigmoid(logit(e.Expected) + g.off)
+	}
+	lp := logit(pd)
+	e.Global = sigmoid(lp + g.off)
+	e.Co = e.Global
+	// Co-use: with the first chosen server, or the second for the first.
+	k := 0
+	if p.chosen[0] == id && id >= 0 {
+		k = 1
+	}
+	if a := p.chosen[k]; a >= 0 && a != id && id >= 0 && p.in[k].base.n > 0 {
+		if _, named := p.in[k].stat(id); named {
+			offIn := coOffset(p.in[k], id, g.off, f.tauCo)
+			offRest := coOffset(p.rest[k], id, g.off, f.tauCo)
+			c := p.pChosen[k]
+			e.Co = c*sigmoid(lp+offIn) + (1-c)*sigmoid(lp+offRest)
+			in, _ := p.in[k].stat(id)
+			e.CoWith, e.CoChosen, e.CoTasks, e.CoRate = p.m.list[a], c, in.n, in.o/in.n
+		}
+	}
+	e.Similar, e.Near = p.kAll, p.near
+	if ok {
+		e.Similar += p.kShown[id]
+	}
+	if e.Similar > 0 {
+		e.Credibility = e.Similar / (e.Similar + 1)
+		if ok {
+			e.Rate = p.calls[id] / e.Similar
+			e.Residual = p.resid[id] / e.Similar
+		}
+	}
+	if ok && p.norms[id] > 0 {
+		e.Usage = p.usage[id] / p.norms[id]
+	}
+	return e
+}
+
+// tool is the evidence of p for tool label li.
+func (p *part) tool(li int, pd float64) Evidence {
+	lb := &p.v.idx.Labels[li]
+	sid, ok := p.m.names[lb.Server]
+	if !ok || p.tden[sid] == 0 {
+		return Evidence{P: pd, PD: pd}
+	}
+	tden, nt := p.tden[sid], float64(max(p.v.toolCount[lb.Server], 1))
+	avg := clampP(p.tcalls[sid] / (tden * nt))
+	var n, u float64
+	if id, ok := p.m.names[toolKey(lb.Server, lb.Name, p.v.hash[li])]; ok {
+		n, u = p.tn[id], p.tu[id]
+	}
+	kappa := p.f.kappaTool
+	base := clampP((n + kappa*avg) / (tden + kappa))
+	e := Evidence{PD: pd, P: pd, Reports: tden, Base: base, Expected: avg, Offset: logit(base) - logit(avg)}
+	e.Global = sigmoid(logit(pd) + e.Offset)
+	e.Co = e.Global
+	if k := p.tk[sid]; k > 0 {
+		e.Similar, e.Credibility, e.Near = k, k/(k+1), p.tnear[sid]
+		e.Rate = u / k
+		e.Residual = e.Rate - base
+	}
+	return e
+}
+
+// text is the evidence in one phrase, from the part that weighs most.
+func (e Evidence) text() string {
+	switch {
+	case e.Credibility >= 0.5:
+		return fmt.Sprintf("called in %.0f%% of tasks like this (%.0f such of %.0f reported)", 100*e.Rate, max(e.Near, 1), e.Reports)
+	case e.CoWith != "" && abs(e.Co-e.Global) >= abs(e.Global-e.PD):
+		return fmt.Sprintf("called with %s in %.0f%% of its %.0f tasks", e.CoWith, 100*e.CoRate, e.CoTasks)
+	case e.Base > 0 && e.Reports > 0:
+		return fmt.Sprintf("called in %.0f%% of %.0f reported tasks where the descriptions expected %.0f%%", 100*e.Base, e.Reports, 100*e.Expected)
+	}
+	return fmt.Sprintf("not called in %.0f reported tasks", e.Reports)
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// Fitted is what a view's reports say about their own trust, for
+// caller's own reports (every identity's with Config.Share;
+// docs/learning.md): the spread of servers' offsets (Tau, log-odds) and
+// of co-use offsets about them (TauCo), the tools' beta-binomial
+// strength, and the correlation of two reports' residuals by cosine
+// (Rho, bins of 1/len(Rho) from 0) measured on pairs of total weight
+// Pairs.
+type Fitted struct {
+	Tau, TauCo, KappaTool, Pairs float64
+	Rho                          []float64
+}
+
+// Fitted is the fit Request uses for caller now; zero without reports.
+func (v *View) Fitted(caller string) Fitted {
+	if v == nil {
+		return Fitted{}
+	}
+	l := v.l
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	m := l.models[v.key]
+	if m == nil || len(m.recs) == 0 {
+		return Fitted{}
+	}
+	now := time.Now()
+	key := caller
+	if l.cfg.Share {
+		key = ""
+	}
+	w, _ := m.weights(now, l.cfg, key)
+	f := v.cachedFit(m, w, key, now)
+	return Fitted{Tau: f.tau, TauCo: f.tauCo, KappaTool: f.kappaTool, Pairs: f.pairs, Rho: slices.Clone(f.rho[:])}
+}

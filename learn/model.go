@@ -1,0 +1,291 @@
+package learn
+
+import (
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/viterin/vek/vek32"
+)
+
+func sqrt(x float64) float64 { return math.Sqrt(x) }
+
+// model is the reports of one key, in memory, with the names they use
+// interned. Callers hold the Learner's lock.
+type model struct {
+	key   string
+	dims  int
+	names map[string]int // server ids and tool keys (toolKey) -> id
+	list  []string
+	ids   map[string]int // identity -> id
+	recs  []*rec         // oldest first
+	byID  map[string]*rec
+	// version grows with every change, so views know when their cached
+	// name maps and usage norms are stale.
+	version uint64
+	usage   usageCache
+}
+
+// rec is a Record as the model uses it.
+type rec struct {
+	r        Record
+	identity int
+	vec      []float32
+	servers  []int
+	tools    []int // toolKey ids
+	toolSrv  []int // each tool's server id
+	shown    []int // nil: not known
+	// descIDs and descP are the description-based probabilities the
+	// record keeps (Record.Described), dmin the least of them: what a
+	// server it does not list is taken to have had, at most.
+	descIDs []int
+	descP   []float64
+	dmin    float64
+}
+
+// pd is the description-based probability of server id for x's request.
+func (x *rec) pd(id int) float64 {
+	for j, s := range x.descIDs {
+		if s == id {
+			return x.descP[j]
+		}
+	}
+	return x.dmin
+}
+
+// counts says whether x counts for or against server id: it does unless
+// it says what was shown and id was not.
+func (x *rec) counts(id int) bool {
+	return x.shown == nil || slices.Contains(x.shown, id)
+}
+
+// usable says whether x has the description-based probabilities its
+// calls are weighed against.
+func (x *rec) usable() bool { return x.dmin >= 0 }
+
+// calls says whether x called server id.
+func (x *rec) calls(id int) bool { return slices.Contains(x.servers, id) }
+
+type usageCache struct {
+	version uint64
+	at      time.Time
+	norm    map[int]float64 // server id -> norm of its weighted vector sum
+}
+
+func newModel(key string) *model {
+	return &model{key: key, names: map[string]int{}, ids: map[string]int{}, byID: map[string]*rec{}}
+}
+
+func (m *model) intern(s string) int {
+	if i, ok := m.names[s]; ok {
+		return i
+	}
+	m.names[s] = len(m.list)
+	m.list = append(m.list, s)
+	return len(m.list) - 1
+}
+
+// toolKey is a tool's name in the model: its server, name and hash, so a
+// changed tool is another name.
+func toolKey(server, name, hash string) string {
+	return "\x00" + server + "\x00" + name + "\x00" + hash
+}
+
+// put adds r, replacing a record with its id; it returns the ids of the
+// records dropped to stay within the bounds.
+func (m *model) put(r Record, cfg Config) (dropped []string) {
+	if old, ok := m.byID[r.ID]; ok {
+		m.remove(func(x *rec) bool { return x == old })
+	}
+	vec := Dequantize(r.Vec)
+	if m.dims == 0 {
+		m.dims = len(vec)
+	}
+	if len(vec) != m.dims {
+		return nil // another model's vector under this key: never used together
+	}
+	id, ok := m.ids[r.Identity]
+	if !ok {
+		id = len(m.ids)
+		m.ids[r.Identity] = id
+	}
+	x := &rec{r: r, identity: id, vec: vec}
+	for _, s := range r.Servers {
+		x.servers = append(x.servers, m.intern(s))
+	}
+	for _, t := range r.Tools {
+		x.tools = append(x.tools, m.intern(toolKey(t.Server, t.Name, t.Hash)))
+		x.toolSrv = append(x.toolSrv, m.intern(t.Server))
+	}
+	if len(r.Shown) > 0 {
+		for _, s := range r.Shown {
+			x.shown = append(x.shown, m.intern(s))
+		}
+	}
+	x.dmin = 1
+	for _, d := range r.Described {
+		if len(x.descIDs) == MaxDescribed {
+			break
+		}
+		p := min(max(d.P, probFloor), 1-probFloor)
+		x.descIDs = append(x.descIDs, m.intern(d.Server))
+		x.descP = append(x.descP, p)
+		x.dmin = min(x.dmin, p)
+	}
+	if len(x.descIDs) == 0 {
+		x.dmin = -1 // nothing to weigh the calls against: not used (usable)
+	}
+	// Keep oldest first: a report is usually the newest.
+	i := len(m.recs)
+	for i > 0 && m.recs[i-1].r.At.After(r.At) {
+		i--
+	}
+	m.recs = slices.Insert(m.recs, i, x)
+	m.byID[r.ID] = x
+	m.version++
+	// Bounds: the identity's oldest beyond MaxPerIdentity, then the
+	// oldest beyond MaxReports, then anything past MaxAge.
+	mine := 0
+	for _, y := range m.recs {
+		if y.identity == id {
+			mine++
+		}
+	}
+	if mine > cfg.MaxPerIdentity {
+		over := mine - cfg.MaxPerIdentity
+		dropped = append(dropped, m.remove(func(y *rec) bool {
+			if over > 0 && y.identity == id {
+				over--
+				return true
+			}
+			return false
+		})...)
+	}
+	if over := len(m.recs) - cfg.MaxReports; over > 0 {
+		dropped = append(dropped, m.remove(func(*rec) bool {
+			over--
+			return over >= 0
+		})...)
+	}
+	return append(dropped, m.expire(time.Now(), cfg.MaxAge)...)
+}
+
+// expire drops the records older than maxAge.
+func (m *model) expire(now time.Time, maxAge time.Duration) []string {
+	cut := now.Add(-maxAge)
+	if len(m.recs) == 0 || !m.recs[0].r.At.Before(cut) {
+		return nil
+	}
+	return m.remove(func(y *rec) bool { return y.r.At.Before(cut) })
+}
+
+// remove drops the records drop selects (called oldest first) and
+// returns their ids.
+func (m *model) remove(drop func(*rec) bool) []string {
+	var ids []string
+	kept := m.recs[:0]
+	for _, y := range m.recs {
+		if drop(y) {
+			ids = append(ids, y.r.ID)
+			delete(m.byID, y.r.ID)
+			continue
+		}
+		kept = append(kept, y)
+	}
+	clear(m.recs[len(kept):])
+	m.recs = kept
+	if len(ids) > 0 {
+		m.version++
+	}
+	return ids
+}
+
+// weights are each record's weight now: faded by age, then scaled so no
+// identity weighs more than cfg.IdentityCap reports; with only set, the
+// records of other identities weigh 0. It returns the weights and the
+// weight of only's records (0 without only).
+func (m *model) weights(now time.Time, cfg Config, only string) (w []float64, ownMass float64) {
+	w = make([]float64, len(m.recs))
+	mass := make([]float64, len(m.ids))
+	own, isOwn := m.ids[only]
+	for i, x := range m.recs {
+		if only != "" && (!isOwn || x.identity != own) {
+			continue
+		}
+		w[i] = 1
+		if cfg.HalfLife > 0 {
+			if age := now.Sub(x.r.At); age > 0 {
+				w[i] = math.Exp2(-float64(age) / float64(cfg.HalfLife))
+			}
+		}
+		mass[x.identity] += w[i]
+	}
+	for i, x := range m.recs {
+		if mm := mass[x.identity]; mm > cfg.IdentityCap {
+			w[i] *= cfg.IdentityCap / mm
+		}
+	}
+	if isOwn {
+		ownMass = min(mass[own], cfg.IdentityCap)
+	}
+	return w, ownMass
+}
+
+// usageNorms are the norms of each server's vector sum (its usage
+// vector, every report weighing as for a caller sharing every report),
+// recomputed when the records change or an hour passes.
+func (m *model) usageNorms(now time.Time, cfg Config) map[int]float64 {
+	if m.usage.norm != nil && m.usage.version == m.version && now.Sub(m.usage.at) < time.Hour {
+		return m.usage.norm
+	}
+	w, _ := m.weights(now, cfg, "")
+	sums := map[int][]float32{}
+	for i, x := range m.recs {
+		for _, s := range x.servers {
+			sum := sums[s]
+			if sum == nil {
+				sum = make([]float32, m.dims)
+				sums[s] = sum
+			}
+			vek32.Add_Inplace(sum, vek32.MulNumber(x.vec, float32(w[i])))
+		}
+	}
+	norm := make(map[int]float64, len(sums))
+	for s, sum := range sums {
+		norm[s] = math.Sqrt(float64(vek32.Dot(sum, sum)))
+	}
+	m.usage = usageCache{version: m.version, at: now, norm: norm}
+	return norm
+}
+
+// summary counts what the model has learned.
+func (m *model) summary() (reports, identities, servers, tools int, last time.Time) {
+	srv, tl := map[int]bool{}, map[int]bool{}
+	idn := map[int]bool{}
+	for _, x := range m.recs {
+		idn[x.identity] = true
+		for _, s := range x.servers {
+			srv[s] = true
+		}
+		for _, t := range x.tools {
+			tl[t] = true
+		}
+		if x.r.At.After(last) {
+			last = x.r.At
+		}
+	}
+	return len(m.recs), len(idn), len(srv), len(tl), last
+}
+
+// records returns the records, oldest first, of identity (all if "").
+func (m *model) records(identity string) []Record {
+	var out []Record
+	for _, x := range m.recs {
+		if identity == "" || x.r.Identity == identity {
+			out = append(out, x.r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out
+}

@@ -5,6 +5,9 @@
 //
 //	datasets -in banking77.json -format banking77 -out DIR [-holdout 0.2] [-seed 1]
 //	datasets -in metatool.json  -format metatool  -out DIR [-examples-per-tool 5] [-test-size 3000] [-dev-size 3000] [-dev-multi 500]
+//	datasets -in mcp-routing-dev/msc_bench.json -format msc -out DIR
+//	datasets -in mcp-routing-dev/mcp_bench.json -format mcpbench -out DIR
+//	datasets -in toolret-train/pairs.jsonl.gz -format toolret -out DIR [-max-queries 600]
 package main
 
 import (
@@ -34,13 +37,14 @@ type options struct {
 	seed                       int64
 	examplesPerTool, test, dev int
 	devMulti                   int
+	maxQueries                 int
 }
 
 func run(args []string, stdout io.Writer) error {
 	var o options
 	fs := flag.NewFlagSet("datasets", flag.ContinueOnError)
 	fs.StringVar(&o.in, "in", "", "dataset file (banking77.json or metatool.json)")
-	fs.StringVar(&o.format, "format", "", "banking77 or metatool")
+	fs.StringVar(&o.format, "format", "", "banking77, metatool, msc, mcpbench or toolret")
 	fs.StringVar(&o.out, "out", "", "output directory")
 	fs.Float64Var(&o.holdout, "holdout", 0, "banking77: fraction of intents held out of the catalog (their queries become out-of-scope)")
 	fs.Int64Var(&o.seed, "seed", 1, "random seed")
@@ -48,6 +52,7 @@ func run(args []string, stdout io.Writer) error {
 	fs.IntVar(&o.test, "test-size", 3000, "metatool: single-tool test queries sampled (all multi-tool queries are kept)")
 	fs.IntVar(&o.dev, "dev-size", 3000, "metatool: single-tool dev queries for tuning, disjoint from the test queries")
 	fs.IntVar(&o.devMulti, "dev-multi", 500, "metatool: two-need dev prompts made by joining pairs of dev queries")
+	fs.IntVar(&o.maxQueries, "max-queries", 600, "toolret: queries kept per source (an even sample)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -65,8 +70,15 @@ func run(args []string, stdout io.Writer) error {
 		return banking77(o, stdout)
 	case "metatool":
 		return metatool(o, stdout)
+	case "msc":
+		return msc(o, stdout)
+	case "mcpbench":
+		return mcpbench(o, stdout)
+	case "toolret":
+		o.test = o.maxQueries
+		return toolret(o, stdout)
 	}
-	return fmt.Errorf("-format %q is not banking77 or metatool", o.format)
+	return fmt.Errorf("-format %q is not banking77, metatool, msc, mcpbench or toolret", o.format)
 }
 
 type category struct {

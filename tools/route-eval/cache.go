@@ -18,7 +18,9 @@ import (
 // text is embedded alone by the engine (the default model is batch
 // dependent), so a cached vector is the vector a lone call gives.
 type diskCache struct {
-	emb  interface{ Embed(context.Context, []string) ([][]float32, error) }
+	emb interface {
+		Embed(context.Context, []string) ([][]float32, error)
+	}
 	fp   string
 	dims int
 	path string

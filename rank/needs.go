@@ -88,3 +88,89 @@ func needParts(prompt string) []string {
 
 // needWeight is the weight of one part of a compound request.
 const needWeight = 1
+
+// Clauses is the prompt as one turn plus one turn per clause that reads as
+// a request of its own, for a router that weighs each need's evidence
+// (route's evidence path). Unlike Needs it splits at line breaks and
+// bullets too, joins a fragment of fewer than clauseMinWords words (a
+// discourse marker such as "After that" or "Finally") to the clause after
+// it, and keeps up to maxClauses clauses (the longest, in their order).
+// A long prompt is split as Needs splits it: its tail only.
+func Clauses(prompt string) []Turn {
+	ts := []Turn{{Text: prompt, Weight: 1}}
+	src := prompt
+	if isLong(prompt) {
+		src = tail(prompt, PieceBytes)
+		if i := strings.LastIndexByte(strings.TrimRight(src, "\n\r\t "), '\n'); i >= 0 && len(strings.Fields(src[i+1:])) >= 3 {
+			src = strings.TrimSpace(src[i+1:])
+		}
+		ts = append(ts, Turn{Text: src, Weight: 1})
+	}
+	parts := clauseParts(src)
+	if len(parts) < 2 {
+		return ts
+	}
+	if len(parts) > maxClauses {
+		// Keep the longest clauses, in order: short ones are mostly
+		// details of a request ("the keyword is fashion").
+		idx := make([]int, len(parts))
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortStableFunc(idx, func(a, b int) int { return len(strings.Fields(parts[b])) - len(strings.Fields(parts[a])) })
+		idx = idx[:maxClauses]
+		slices.Sort(idx)
+		kept := make([]string, len(idx))
+		for i, j := range idx {
+			kept[i] = parts[j]
+		}
+		parts = kept
+	}
+	for _, p := range parts {
+		ts = append(ts, Turn{Text: p, Weight: needWeight, Part: true})
+	}
+	return ts
+}
+
+// Clause bounds: a clause has at least clauseMinWords words, and a prompt
+// gives at most maxClauses.
+const (
+	clauseMinWords = 3
+	maxClauses     = 6
+)
+
+// clauseBreak splits a prompt into lines and bullet items before sentences.
+var clauseBreak = regexp.MustCompile(`\s*(?:\n+|•|·|\s[-*]\s|^\s*\d+[.)]\s)\s*`)
+
+// clauseParts splits a prompt at line breaks and bullets, then each piece
+// into sentences and at needSplit, joining fragments shorter than
+// clauseMinWords words to the next one.
+func clauseParts(prompt string) []string {
+	var frags []string
+	for _, piece := range clauseBreak.Split(prompt, -1) {
+		if strings.TrimSpace(piece) != "" {
+			frags = append(frags, needParts(piece)...)
+		}
+	}
+	var out []string
+	carry := ""
+	for _, f := range frags {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if carry != "" {
+			f = carry + " " + f
+			carry = ""
+		}
+		if len(strings.Fields(f)) < clauseMinWords {
+			carry = f
+			continue
+		}
+		out = append(out, f)
+	}
+	if carry != "" && len(out) > 0 && len(strings.Fields(carry)) >= 2 {
+		out[len(out)-1] += " " + carry
+	}
+	return out
+}

@@ -203,6 +203,10 @@ type Turn struct {
 	Context bool
 	// Part marks one need of a compound request (see Needs).
 	Part bool
+	// Cue is set on a turn that stands for a cue of the request (see
+	// Cues): its text is the capability, not the user's words, so it is
+	// ranked on its own and never counts towards a label's best score.
+	Cue *Cue
 	// Penalty is subtracted from every score of this turn: earlier turns
 	// count, but less than the current one, and less the clearer it is.
 	Penalty float64
@@ -344,10 +348,10 @@ func (r *Ranker) ScoreLabels(ls []int, ts []Turn) []Score {
 		}
 		return out
 	}
-	if len(ts) == 1 {
+	if len(ts) == 1 && ts[0].Cue == nil {
 		return r.scoreRows(ls, ts)
 	}
-	return bestOfRows(r.scoreRows(ls, ts), len(ls))
+	return bestOfRows(r.scoreRows(ls, ts), len(ls), ts)
 }
 
 // scoreRows scores each label of ls in each turn alone: row ti (out[ti*len(ls):])
@@ -401,19 +405,32 @@ func unscored(li int, l *index.Label) Score {
 	return Score{Label: li, owner: li, Score: math.Inf(-1), vec: l.First}
 }
 
-// bestOfRows is, for each of n labels, its best score over the rows
-// (the first row wins ties).
-func bestOfRows(rows []Score, n int) []Score {
+// bestOfRows is, for each of n labels, its best score over the rows of
+// the turns ts that are not cues (the first row wins ties).
+func bestOfRows(rows []Score, n int, ts []Turn) []Score {
 	out := make([]Score, n)
 	if n == 0 {
 		return out
 	}
-	copy(out, rows[:n])
-	for off := n; off < len(rows); off += n {
+	first := true
+	for ti, off := 0, 0; off < len(rows); ti, off = ti+1, off+n {
+		if ts[ti].Cue != nil {
+			continue
+		}
+		if first {
+			copy(out, rows[off:off+n])
+			first = false
+			continue
+		}
 		for j, s := range rows[off : off+n] {
 			if s.Score > out[j].Score {
 				out[j] = s
 			}
+		}
+	}
+	if first {
+		for j := range out {
+			out[j] = Score{Label: rows[j].Label, owner: rows[j].owner, Score: math.Inf(-1), vec: rows[j].vec}
 		}
 	}
 	return out

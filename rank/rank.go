@@ -203,6 +203,10 @@ type Turn struct {
 	Context bool
 	// Part marks one need of a compound request (see Needs).
 	Part bool
+	// Span, when not zero, is where a part is in the prompt (the first
+	// turn's text), in bytes: its vector can then be pooled from the
+	// prompt's own model run (SpanEmbedder).
+	Span [2]int
 	// Cue is set on a turn that stands for a cue of the request (see
 	// Cues): its text is the capability, not the user's words, so it is
 	// ranked on its own and never counts towards a label's best score.
@@ -230,17 +234,6 @@ func (r *Ranker) Embed(ctx context.Context, ts []Turn) ([]Turn, error) {
 		return nil, err
 	}
 	return r.Dense(ts, vecs)
-}
-
-// Vectors embeds the turns' texts, one vector per turn (see embedSplit).
-// The policies call it and Dense apart, so a trace shows the model call
-// (the embed spans) apart from the scoring.
-func (r *Ranker) Vectors(ctx context.Context, ts []Turn) ([][]float32, error) {
-	texts := make([]string, len(ts))
-	for i, t := range ts {
-		texts[i] = embedText(t.Text)
-	}
-	return r.embedSplit(ctx, texts)
 }
 
 // Dense scores each turn, with its vector from Vectors, against every

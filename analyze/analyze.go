@@ -68,7 +68,9 @@ type Analysis struct {
 	Warning    string
 	Suggestion string
 	NextStep   string
-	// Ignored lists names in the request's valid categories that the catalog lacks.
+	// Ignored lists names in the request's valid categories that the
+	// catalog lacks: each once, at most MaxIgnored of them, each clipped
+	// to 64 bytes (Warning says how many more there were).
 	Ignored []string
 	// Degraded is true when inference failed and keywords decided.
 	Degraded bool
@@ -100,11 +102,14 @@ const EmptyPromptReasoning = "Empty or invalid prompt"
 // the meta category with confidence 0. If the model fails at run time the
 // answer comes from keyword matching with Degraded set.
 func (c *Analyzer) Analyze(ctx context.Context, q AnalyzeQuery) (Analysis, error) {
+	if err := request.CheckNames("valid_categories", len(q.Valid)); err != nil {
+		return Analysis{}, err
+	}
 	valid, ignored := c.validCategories(q.Valid)
 	meta := c.cfg.MetaCategory
 	if request.Blank(q.Prompt) {
-		return Analysis{Categories: []string{meta}, Reasoning: EmptyPromptReasoning, Ignored: ignored,
-			Warning: ignoredWarning(ignored), NextStep: nextStep(0)}, nil
+		return Analysis{Categories: []string{meta}, Reasoning: EmptyPromptReasoning, Ignored: ignored.names,
+			Warning: ignored.warning(), NextStep: nextStep(0)}, nil
 	}
 	if err := c.cfg.Limits.CheckText("prompt", q.Prompt); err != nil {
 		return Analysis{}, err
@@ -130,9 +135,9 @@ func (c *Analyzer) Analyze(ctx context.Context, q AnalyzeQuery) (Analysis, error
 		a.Degraded = true
 		a.Reasoning = fmt.Sprintf("degraded: model unavailable (%s); %s", errorKind(err), a.Reasoning)
 	}
-	a.Ignored = ignored
+	a.Ignored = ignored.names
 	c.applyBands(&a)
-	if w := ignoredWarning(ignored); w != "" {
+	if w := ignored.warning(); w != "" {
 		if a.Warning != "" {
 			a.Warning += "; "
 		}
@@ -151,21 +156,47 @@ func errorKind(err error) string {
 	return "inference error"
 }
 
-func ignoredWarning(ignored []string) string {
-	if len(ignored) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("ignored unknown categories: %s", strings.Join(ignored, ", "))
+// MaxIgnored is how many unknown valid_categories an answer repeats: a
+// hub needs to see that its list and the catalog disagree, and a few
+// names show how; a request of many unknown names is not echoed back
+// whole (100,000 of them made a 2 MB answer).
+const MaxIgnored = 16
+
+// ignored is the unknown names of a request: the first MaxIgnored
+// distinct ones (clipped), and how many more distinct ones there were.
+type ignored struct {
+	names []string
+	more  int
 }
 
-func (c *Analyzer) validCategories(names []string) (map[int]bool, []string) {
+func (ig ignored) warning() string {
+	if len(ig.names) == 0 {
+		return ""
+	}
+	w := fmt.Sprintf("ignored unknown categories: %s", strings.Join(ig.names, ", "))
+	if ig.more > 0 {
+		w += fmt.Sprintf(" and %d more", ig.more)
+	}
+	return w
+}
+
+func (c *Analyzer) validCategories(names []string) (map[int]bool, ignored) {
 	valid := map[int]bool{}
-	var ignored []string
+	var ig ignored
+	seen := map[string]bool{}
 	for _, n := range names {
 		if li, ok := c.idx.Lookup(index.KindCategory, n); ok {
 			valid[li] = true
+			continue
+		}
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		if len(ig.names) < MaxIgnored {
+			ig.names = append(ig.names, rank.Clip(n, 64))
 		} else {
-			ignored = append(ignored, rank.Clip(n, 64))
+			ig.more++
 		}
 	}
 	if len(valid) == 0 {
@@ -173,7 +204,7 @@ func (c *Analyzer) validCategories(names []string) (map[int]bool, []string) {
 			valid[li] = true
 		}
 	}
-	return valid, ignored
+	return valid, ig
 }
 
 // score embeds the turns (the embed spans) and scores every category

@@ -3,12 +3,14 @@ package analyze
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/classifierd/classifierd/internal/testindex"
 	"github.com/classifierd/classifierd/internal/testrank"
 	"github.com/classifierd/classifierd/rank"
+	"github.com/classifierd/classifierd/request"
 )
 
 func newTestAnalyzer(t testing.TB, emb rank.Embedder) *Analyzer {
@@ -63,6 +65,27 @@ func TestAnalyze(t *testing.T) {
 		}
 		if contains(a.Categories, "github") || !contains(a.Ignored, "bogus") || !strings.Contains(a.Warning, "bogus") {
 			t.Fatalf("got %+v", a)
+		}
+	})
+	t.Run("too many valid categories are refused before any work", func(t *testing.T) {
+		_, err := c.Analyze(ctx, AnalyzeQuery{Prompt: "check github notifications", Valid: make([]string, request.MaxNames+1)})
+		if !errors.Is(err, request.ErrBadArgument) || !strings.Contains(err.Error(), "valid_categories has 1025 names, limit 1024") {
+			t.Fatalf("got %v, want ErrBadArgument naming the limit", err)
+		}
+	})
+	t.Run("unknown names are repeated once each, at most MaxIgnored", func(t *testing.T) {
+		var valid []string
+		for i := range 40 {
+			valid = append(valid, fmt.Sprintf("nope-%02d", i), fmt.Sprintf("nope-%02d", i))
+		}
+		for _, prompt := range []string{"check github notifications", " "} {
+			a, err := c.Analyze(ctx, AnalyzeQuery{Prompt: prompt, Valid: append(valid, strings.Repeat("x", 100))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(a.Ignored) != MaxIgnored || a.Ignored[0] != "nope-00" || a.Ignored[1] != "nope-01" || !strings.HasSuffix(a.Warning, "nope-15 and 25 more") {
+				t.Fatalf("%q: ignored %v, warning %q; want nope-00..nope-15 and 25 more", prompt, a.Ignored, a.Warning)
+			}
 		}
 	})
 	t.Run("degraded on inference failure", func(t *testing.T) {

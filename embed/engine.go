@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sugarme/tokenizer"
+	"github.com/sugarme/tokenizer/model/unigram"
 	"github.com/sugarme/tokenizer/normalizer"
 	"github.com/sugarme/tokenizer/pretrained"
 	ort "github.com/yalue/onnxruntime_go"
@@ -133,6 +134,9 @@ type Engine struct {
 	// tokenizers library does. The Go library reads null as false and
 	// turned "café" into [UNK]; the engine strips accents itself.
 	bertStrip bool
+	// ownNorm, when set, is the tokenizer.json's normaliser (a Sequence of
+	// replacements and NFKC) applied by the engine instead of the library.
+	ownNorm *textNormalizer
 
 	closeMu sync.RWMutex
 	closed  bool
@@ -196,7 +200,20 @@ func Open(rt *Runtime, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: tokenizer: %v", ErrModel, err)
 	}
-	boundUnigramCache(tok, tokPath, unigramCacheBudget) // see unigram.go
+	ownNorm, err := readSequenceNormalizer(tokPath) // see normalize.go
+	if err != nil {
+		return nil, err
+	}
+	if ownNorm != nil {
+		tok.WithNormalizer(nil)
+	}
+	if _, ok := tok.GetModel().(*unigram.Unigram); ok {
+		sp, err := readSentencePiece(tokPath) // see sentencepiece.go
+		if err != nil {
+			return nil, err
+		}
+		tok.WithModel(sp)
+	}
 	// The engine truncates (manifest max_tokens) and pads per batch itself.
 	// Hugging Face exports often ship a fixed padding of 128 and their own
 	// truncation; kept, they would make every short text cost 128 tokens.
@@ -234,6 +251,7 @@ func Open(rt *Runtime, cfg Config) (*Engine, error) {
 		fingerprint: fp,
 		words:       map[string][]int64{},
 		wordsMax:    maxWordCacheBytes,
+		ownNorm:     ownNorm,
 	}
 	switch n := tok.GetNormalizer().(type) {
 	case *normalizer.NFKC:
@@ -327,7 +345,7 @@ func (e *Engine) MaxBatch() int { return e.cfg.MaxBatch }
 // Tokens returns the token ids the model would see for text, after
 // normalisation and truncation.
 func (e *Engine) Tokens(text string) ([]int64, error) {
-	ids, _, err := e.encode(text)
+	ids, _, err := e.encode(text, false)
 	return ids, err
 }
 
@@ -373,7 +391,9 @@ func (e *Engine) encodeRaw(text string) (*tokenizer.Encoding, error) {
 }
 
 func (e *Engine) encodeWith(text string, special bool) (enc *tokenizer.Encoding, err error) {
-	if e.nfkc {
+	if e.ownNorm != nil {
+		text = e.ownNorm.apply(text)
+	} else if e.nfkc {
 		text = norm.NFKC.String(text)
 	}
 	e.tokMu.Lock()
@@ -461,7 +481,9 @@ func isASCII(s string) bool {
 	return true
 }
 
-func (e *Engine) encode(text string) (ids, types []int64, err error) {
+// encode tokenises one text as a request (the manifest's query prefix) or,
+// with label set, as a label text at index time (its LabelPrefix).
+func (e *Engine) encode(text string, label bool) (ids, types []int64, err error) {
 	// The tokenizer library mis-handles invalid UTF-8 (it panics on some), so
 	// the engine sees only valid text: each invalid byte becomes U+FFFD.
 	text = strings.ToValidUTF8(text, "\uFFFD")
@@ -471,7 +493,11 @@ func (e *Engine) encode(text string) (ids, types []int64, err error) {
 	if e.bertStrip {
 		text = stripAccents(text)
 	}
-	norm := firstWords(e.man.NormalizeText(text), e.man.MaxTokens)
+	normalize := e.man.NormalizeText
+	if label {
+		normalize = e.man.NormalizeLabel
+	}
+	norm := firstWords(normalize(text), e.man.MaxTokens)
 	if IsBlank(norm) || IsBlank(text) {
 		return nil, nil, ErrEmptyText
 	}
@@ -551,7 +577,31 @@ func bertStripsAccents(path string) (bool, error) {
 
 // Embed returns one unit-length (if the manifest normalises) vector per
 // text, in order. Blank texts fail with ErrEmptyText before the model runs.
-func (e *Engine) Embed(ctx context.Context, texts []string) (_ [][]float32, err error) {
+// Texts are embedded as requests (the manifest's query prefix).
+func (e *Engine) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	return e.embed(ctx, texts, false)
+}
+
+// EmbedLabels is Embed for label texts at index time: each text gets the
+// manifest's LabelPrefix ("passage: " for a model whose manifest sets
+// passage_labels) instead of the query prefix.
+func (e *Engine) EmbedLabels(ctx context.Context, texts []string) ([][]float32, error) {
+	return e.embed(ctx, texts, true)
+}
+
+// Labels returns the engine as an embedder of label texts (EmbedLabels),
+// for the index builders (indexbuild, labels).
+func (e *Engine) Labels() LabelEmbedder { return LabelEmbedder{e} }
+
+// LabelEmbedder embeds label texts with its engine's EmbedLabels.
+type LabelEmbedder struct{ e *Engine }
+
+// Embed implements the index builders' Embedder with EmbedLabels.
+func (l LabelEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	return l.e.EmbedLabels(ctx, texts)
+}
+
+func (e *Engine) embed(ctx context.Context, texts []string, label bool) (_ [][]float32, err error) {
 	if len(texts) == 0 {
 		return nil, nil
 	}
@@ -579,7 +629,7 @@ func (e *Engine) Embed(ctx context.Context, texts []string) (_ [][]float32, err 
 	}
 	items := make([]item, len(texts))
 	for i, t := range texts {
-		ids, types, err := e.encode(t)
+		ids, types, err := e.encode(t, label)
 		if err != nil {
 			return nil, fmt.Errorf("text %d: %w", i, err)
 		}

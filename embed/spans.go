@@ -38,7 +38,7 @@ func (e *Engine) EmbedSpans(ctx context.Context, text string, spans [][2]int) (_
 	if e.closed {
 		return nil, nil, ErrClosed
 	}
-	ids, types, err := e.encode(text)
+	ids, types, err := e.encode(text, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -85,6 +85,15 @@ func (e *Engine) tokenSpans(text string, spans [][2]int, ids []int64) [][2]int {
 		return nil
 	}
 	full := slices.Clone(pre)
+	if p := e.man.TextPrefix(); p != "" {
+		t, err := e.encodeRaw(p)
+		if err != nil {
+			return nil
+		}
+		for _, x := range t.GetIds() {
+			full = append(full, int64(x))
+		}
+	}
 	out := make([][2]int, len(spans))
 	at := 0
 	piece := func(s string) bool {
@@ -145,7 +154,8 @@ func (e *Engine) rawTokens(s string) ([]int64, error) {
 	if e.bertStrip {
 		s = stripAccents(s)
 	}
-	norm := e.man.NormalizeText(s)
+	// The manifest's query prefix is a piece of its own (tokenSpans).
+	norm := strings.TrimPrefix(e.man.NormalizeText(s), e.man.TextPrefix())
 	if IsBlank(norm) {
 		return nil, nil
 	}

@@ -85,7 +85,7 @@ func TestEmbedSpans(t *testing.T) {
 		})
 	}
 	t.Run("tokens of each span", func(t *testing.T) {
-		ids, _, err := direct.encode(text)
+		ids, _, err := direct.encode(text, false)
 		if err != nil {
 			t.Fatal(err)
 		}

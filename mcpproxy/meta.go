@@ -90,7 +90,7 @@ func (c *client) addMetaTools() {
 	mcp.AddTool(c.srv, &mcp.Tool{Name: ToolAnalyze, Description: "Analyze the user's prompt and add the tools it needs to your tool list " +
 		"(mode additive, the default) or replace it (mode replacement); your tool list changes (tools/list_changed) only when " +
 		"what you see changes."},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in AnalyzeInput) (*mcp.CallToolResult, AnalyzeOutput, error) {
+		func(ctx context.Context, req *mcp.CallToolRequest, in AnalyzeInput) (*mcp.CallToolResult, AnalyzeOutput, error) {
 			l, err := p.current()
 			if err != nil {
 				return nil, AnalyzeOutput{}, err
@@ -100,11 +100,12 @@ func (c *client) addMetaTools() {
 			if err != nil {
 				return nil, AnalyzeOutput{}, err
 			}
-			if a.Changed {
-				c.sync()
+			// The notification goes before this result (notifyChanged).
+			if a.Changed && c.sync() {
+				c.notifyChanged(ctx, req.Session)
 			}
 			out := AnalyzeOutput{AnalyzePromptOutput: a}
-			out.Exposed, _ = p.sessions.Exposed(ctx, c.id)
+			out.Exposed, _ = p.sessions.Exposed(ctx, c.key)
 			sort.Strings(out.Exposed)
 			c.mu.Lock()
 			out.Tools = len(c.shown)

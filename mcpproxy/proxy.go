@@ -79,8 +79,11 @@ type Embedder interface {
 type Config struct {
 	Source   Source
 	Embedder Embedder
-	Model    labels.Model
-	Limits   request.Limits
+	// LabelEmbedder embeds the live tools' label texts at index time
+	// (embed.Engine.Labels: a model's passage prefix); nil: Embedder.
+	LabelEmbedder Embedder
+	Model         labels.Model
+	Limits        request.Limits
 	// Sessions configures the exposure store (TTL, limits, default
 	// exposure); AllCategories is set by the proxy. Its MaxSessions and
 	// MaxPerOwner also bound the live agent sessions, in all and per
@@ -151,7 +154,10 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	prior, err := indexbuild.ReferencePrior(ctx, cfg.Embedder, cfg.Model, nil)
+	if cfg.LabelEmbedder == nil {
+		cfg.LabelEmbedder = cfg.Embedder
+	}
+	prior, err := indexbuild.ReferencePrior(ctx, cfg.LabelEmbedder, cfg.Model, nil)
 	if err != nil {
 		return nil, errors.Join(err, st.Close())
 	}
@@ -212,7 +218,7 @@ func (p *Proxy) Rebuild(ctx context.Context, snap mcpsrc.Snapshot) error {
 		return err
 	}
 	prior := p.prior
-	idx, err := indexbuild.Build(ctx, cat, p.cfg.Embedder, p.cfg.Model, indexbuild.Options{ReferencePrior: &prior,
+	idx, err := indexbuild.Build(ctx, cat, p.cfg.LabelEmbedder, p.cfg.Model, indexbuild.Options{ReferencePrior: &prior,
 		Embedding: labels.Options{Generator: "classifierd proxy"}})
 	if err != nil {
 		return err
@@ -256,8 +262,11 @@ func (p *Proxy) current() (*live, error) {
 // client is one agent session: its own MCP server (so its tool list is its
 // own) and its exposure in the session store.
 type client struct {
-	p     *Proxy
-	id    string
+	p  *Proxy
+	id string
+	// key is the session's id in the store: session.ScopedID(owner, id),
+	// where server.Server looks up the owner's session id.
+	key   string
 	quota string // the owner's server.Caller.Quota: whose place it holds
 	srv   *mcp.Server
 	end   sync.Once
@@ -265,6 +274,9 @@ type client struct {
 
 	mu    sync.Mutex
 	shown map[string]string // exposed backend tools now on srv: their definitions (toolDef)
+	// changes counts the syncs that changed srv's tools; notified is its
+	// value when the session was last told so (notifyChanged).
+	changes, notified uint64
 }
 
 // NewSessionServer returns the MCP server for one new agent session of
@@ -289,20 +301,22 @@ func (p *Proxy) NewSessionServer(owner server.Caller) (srv *mcp.Server, served f
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	c := &client{p: p, id: "mcp-" + hex.EncodeToString(b[:]), quota: owner.Quota, shown: map[string]string{}}
-	if _, err := p.sessions.CreateFor(context.Background(), session.Owner{ID: owner.Name, Quota: owner.Quota}, c.id, ""); err != nil {
+	c.key = session.ScopedID(owner.Name, c.id)
+	if _, err := p.sessions.CreateFor(context.Background(), session.Owner{ID: owner.Name, Quota: owner.Quota}, c.key, ""); err != nil {
 		p.places.Give(owner.Quota)
 		return nil, nil, err
 	}
 	c.srv = mcpserver.NewBare(mcpserver.Config{Timeout: p.cfg.Timeout, Version: p.cfg.Version, Logger: p.cfg.Logger,
 		ProtocolVersions: SessionVersions(), Caller: p.cfg.Caller})
 	c.addMetaTools()
+	c.srv.AddSendingMiddleware(c.listChanged)
 	// Every request of the session keeps its exposure alive: the
 	// transport counts any request as activity, the store only exposure
 	// reads and changes, so an agent that only called tools lost its
 	// exposure at the TTL while its MCP session lived on.
 	c.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			_, _ = p.sessions.Get(ctx, c.id)
+			_, _ = p.sessions.Get(ctx, c.key)
 			return next(ctx, method, req)
 		}
 	})
@@ -371,16 +385,17 @@ func (p *Proxy) forget(c *client) {
 			delete(p.bySession, c.mcpID)
 		}
 		p.mu.Unlock()
-		_ = p.sessions.Delete(context.Background(), c.id)
+		_ = p.sessions.Delete(context.Background(), c.key)
 		p.places.Give(c.quota)
 	})
 }
 
 // sync makes the session's tool list the meta tools plus the tools of its
-// exposed categories in the current build. It adds and removes only what
-// differs, so an unchanged exposure sends no list_changed; the SDK sends
-// one (debounced) notification for a change.
-func (c *client) sync() {
+// exposed categories in the current build, and reports whether it
+// changed. It adds and removes only what differs, so an unchanged exposure
+// sends no list_changed; the SDK sends one (debounced, 10ms later) for a
+// change, unless notifyChanged told the session first.
+func (c *client) sync() (changed bool) {
 	// The whole sync holds c.mu, so two syncs (a rebuild and an
 	// analyze_prompt) cannot interleave and leave the older state.
 	c.mu.Lock()
@@ -389,7 +404,7 @@ func (c *client) sync() {
 	if err != nil {
 		return
 	}
-	exposed, err := c.p.sessions.Exposed(context.Background(), c.id)
+	exposed, err := c.p.sessions.Exposed(context.Background(), c.key)
 	if err != nil {
 		return // ended or expired
 	}
@@ -410,6 +425,7 @@ func (c *client) sync() {
 	}
 	if len(gone) > 0 {
 		c.srv.RemoveTools(gone...)
+		changed = true
 	}
 	for name, lt := range want {
 		if _, ok := c.shown[name]; ok {
@@ -417,6 +433,58 @@ func (c *client) sync() {
 		}
 		c.srv.AddTool(exposedTool(lt), c.forward(lt.Server, lt.Tool.Name))
 		c.shown[name] = toolDef(lt.Tool)
+		changed = true
+	}
+	if changed {
+		c.changes++
+	}
+	return changed
+}
+
+// notifyChangedKey marks the context of notifyChanged's notification.
+type notifyChangedKey struct{}
+
+// notifyChanged sends the session notifications/tools/list_changed now,
+// in the context of the tool call ctx belongs to, before that call's
+// result: a host invalidates its tool list before it acts on the answer
+// of the call that changed it (hub__analyze_prompt), as the hub flow this
+// replaces did. Over stdio the two share one stream; over streamable HTTP
+// the notification goes on the call's own event stream, ahead of its
+// response, where the SDK's own would go to the standalone stream 10ms
+// later. The SDK has no call to send it, so it sends a progress
+// notification that listChanged turns into this one.
+func (c *client) notifyChanged(ctx context.Context, ss *mcp.ServerSession) {
+	if ss == nil {
+		return
+	}
+	c.mu.Lock()
+	c.notified = c.changes
+	c.mu.Unlock()
+	if err := ss.NotifyProgress(context.WithValue(ctx, notifyChangedKey{}, true), &mcp.ProgressNotificationParams{}); err != nil {
+		c.p.cfg.Logger.Debug("proxy: tools/list_changed not sent", "err", err)
+	}
+}
+
+// listChanged is the session server's sending middleware: it sends
+// notifyChanged's notification as tools/list_changed, and drops the SDK's
+// own debounced one when notifyChanged has sent one since the last
+// change, so a change is announced once.
+func (c *client) listChanged(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch {
+		case method == "notifications/progress" && ctx.Value(notifyChangedKey{}) != nil:
+			ss, _ := req.GetSession().(*mcp.ServerSession)
+			return next(ctx, "notifications/tools/list_changed",
+				&mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss, Params: &mcp.ToolListChangedParams{}})
+		case method == "notifications/tools/list_changed":
+			c.mu.Lock()
+			told := c.notified == c.changes
+			c.mu.Unlock()
+			if told {
+				return nil, nil
+			}
+		}
+		return next(ctx, method, req)
 	}
 }
 

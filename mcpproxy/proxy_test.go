@@ -157,7 +157,7 @@ func TestSessionExposureAndRebuild(t *testing.T) {
 		break
 	}
 	px.mu.Unlock()
-	if _, _, _, err := px.sessions.Update(context.Background(), ca.id, []string{"notes"}, session.ModeAdditive); err != nil {
+	if _, _, _, err := px.sessions.Update(context.Background(), ca.key, []string{"notes"}, session.ModeAdditive); err != nil {
 		t.Fatal(err)
 	}
 	ca.sync()
@@ -195,7 +195,7 @@ func TestSessionExposureAndRebuild(t *testing.T) {
 		}
 	}
 	px.mu.Unlock()
-	if _, _, _, err := px.sessions.Update(context.Background(), cb.id, []string{"weather"}, session.ModeAdditive); err != nil {
+	if _, _, _, err := px.sessions.Update(context.Background(), cb.key, []string{"weather"}, session.ModeAdditive); err != nil {
 		t.Fatal(err)
 	}
 	cb.sync()
@@ -316,7 +316,9 @@ func TestCallerAndOwner(t *testing.T) {
 		args   map[string]any
 		want   string // in the error; "" for success
 	}{
-		{"another identity may not change the owner's exposure", bob, ToolAnalyze, analyze, "PERMISSION_DENIED"},
+		// Session ids are per caller (session.ScopedID): to bob, alice's
+		// session is not found.
+		{"another identity may not change the owner's exposure", bob, ToolAnalyze, analyze, "NOT_FOUND"},
 		{"route may search", reader, ToolSearch, map[string]any{"query": "weather"}, ""},
 		{"route may not call_tool", reader, ToolCall, callTool, "PERMISSION_DENIED"},
 		{"the owner changes its exposure", alice, ToolAnalyze, analyze, ""},
@@ -388,7 +390,7 @@ func TestToolCallsKeepTheExposure(t *testing.T) {
 	px.mu.Lock()
 	var id string
 	for c := range px.clients {
-		id = c.id
+		id = c.key // the store's id of the session
 	}
 	px.mu.Unlock()
 	for range 3 { // 120 s in all, twice the TTL, a call every 40 s

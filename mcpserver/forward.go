@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -73,6 +74,8 @@ func Forward(ctx context.Context, c Caller, server, tool string, args any) *mcp.
 		r.SetError(fmt.Errorf("NOT_FOUND: no server %q is configured", name))
 	case errors.Is(err, mcpsrc.ErrUnavailable):
 		r.SetError(fmt.Errorf("UNAVAILABLE: server %q is not connected now", name))
+	case errors.Is(err, mcpsrc.ErrTooManyBackends):
+		r.SetError(fmt.Errorf("RESOURCE_EXHAUSTED: server %q: %s", name, strings.TrimPrefix(err.Error(), "mcpsrc: ")))
 	case ctx.Err() != nil:
 		r.SetError(fmt.Errorf("DEADLINE_EXCEEDED: server %q did not answer in time", name))
 	default:

@@ -32,6 +32,8 @@ type InputPrompt struct {
 	Timestamp      string  `json:"timestamp" jsonschema:"RFC 3339 time of the log's last write"`
 	IsDangerous    bool    `json:"is_dangerous"`
 	DangerReason   string  `json:"danger_reason,omitempty"`
+	// DangerConfidence is the danger model's calibrated probability.
+	DangerConfidence float32 `json:"danger_confidence" jsonschema:"probability that answering is dangerous; is_dangerous is danger_confidence >= 1/3"`
 }
 
 // DetectInputPromptOutput is detect_input_prompt's answer.
@@ -100,7 +102,8 @@ func AddTerminalTools(s *mcp.Server, term *server.TerminalServer) {
 			if p := resp.GetPrompt(); p != nil {
 				out.Prompt = &InputPrompt{PromptText: p.GetPromptText(), Confidence: p.GetConfidence(), PromptType: p.GetPromptType(),
 					MatchedPattern: p.GetMatchedPattern(), FilePosition: p.GetFilePosition(),
-					Timestamp: p.GetTimestamp().AsTime().UTC().Format(time.RFC3339Nano), IsDangerous: p.GetIsDangerous(), DangerReason: p.GetDangerReason()}
+					Timestamp: p.GetTimestamp().AsTime().UTC().Format(time.RFC3339Nano), IsDangerous: p.GetIsDangerous(), DangerReason: p.GetDangerReason(),
+					DangerConfidence: p.GetDangerConfidence()}
 			}
 			return nil, out, nil
 		})

@@ -8,12 +8,16 @@
 //
 // A Pool runs one goroutine per server. Snapshot returns an immutable view
 // with a channel that is closed when a newer view exists; CallTool calls a
-// tool on a named server. The package does not log: errors are kept in each
+// tool on a named server. An Isolated calls the servers marked
+// per-identity on backends of each calling identity's own, bounded and
+// stopped when idle. The package does not log: errors are kept in each
 // server's state, with every secret of the configuration (env values,
 // headers, URL credentials and query) redacted.
 package mcpsrc
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,6 +64,120 @@ type ServerConfig struct {
 	// URL and Headers reach an HTTP or SSE server.
 	URL     string
 	Headers map[string]string
+	// Isolation is the entry's "isolation": IsolationShared,
+	// IsolationPerIdentity, or "" when it sets none (the consumer's
+	// default applies).
+	Isolation string
+}
+
+// Isolations of a ServerConfig: whether the callers of a server's tools
+// share one connection to it (one process, for a stdio server) or each
+// identity gets its own (Isolated).
+const (
+	IsolationShared      = "shared"
+	IsolationPerIdentity = "per-identity"
+)
+
+// IdentityPlaceholder, in a per-identity server's args, env values,
+// working directory or header values, is replaced by the identity's
+// IdentityKey: a server that keeps its data in a file (the memory server's
+// MEMORY_FILE_PATH) needs one file per identity, or its processes share
+// the data all the same.
+const IdentityPlaceholder = "${identity}"
+
+// UsesIdentity reports whether s's args, env, working directory or
+// headers hold IdentityPlaceholder.
+func (s ServerConfig) UsesIdentity() bool {
+	has := func(v string) bool { return strings.Contains(v, IdentityPlaceholder) }
+	if has(s.Dir) || slices.ContainsFunc(s.Args, has) {
+		return true
+	}
+	for _, m := range []map[string]string{s.Env, s.Headers} {
+		for _, v := range m {
+			if has(v) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ForIdentity returns a copy of s with IdentityPlaceholder replaced by key
+// (an IdentityKey) in its args, env values, working directory and header
+// values.
+func (s ServerConfig) ForIdentity(key string) ServerConfig {
+	r := func(v string) string { return strings.ReplaceAll(v, IdentityPlaceholder, key) }
+	out := s
+	out.Dir = r(s.Dir)
+	if s.Args != nil {
+		out.Args = make([]string, len(s.Args))
+		for i, a := range s.Args {
+			out.Args[i] = r(a)
+		}
+	}
+	rm := func(m map[string]string) map[string]string {
+		if m == nil {
+			return nil
+		}
+		o := make(map[string]string, len(m))
+		for k, v := range m {
+			o[k] = r(v)
+		}
+		return o
+	}
+	out.Env, out.Headers = rm(s.Env), rm(s.Headers)
+	return out
+}
+
+// Isolate applies def (IsolationShared or IsolationPerIdentity) to the
+// servers that set no isolation and splits c: listing is c with every
+// per-identity server's IdentityPlaceholder expanded to "catalog", for
+// the one connection that lists its tools (an IdentityKey always ends in
+// a hash, so no identity shares it); perIdentity are the per-identity
+// servers as configured, for Isolated. A shared server that uses
+// IdentityPlaceholder is an error: it has no identity to expand it to.
+func (c *Config) Isolate(def string) (listing *Config, perIdentity []ServerConfig, err error) {
+	if def != IsolationShared && def != IsolationPerIdentity {
+		return nil, nil, fmt.Errorf("%w: isolation %q (want %s or %s)", ErrConfig, def, IsolationShared, IsolationPerIdentity)
+	}
+	listing = &Config{}
+	for _, sc := range c.Servers {
+		if sc.Isolation == "" {
+			sc.Isolation = def
+		}
+		switch {
+		case sc.Isolation == IsolationPerIdentity:
+			perIdentity = append(perIdentity, sc)
+			listing.Servers = append(listing.Servers, sc.ForIdentity("catalog"))
+		case sc.UsesIdentity():
+			return nil, nil, fmt.Errorf("%w: server %q uses %s but is shared (isolation %q): set \"isolation\": %q", ErrConfig, sc.Name,
+				IdentityPlaceholder, sc.Isolation, IsolationPerIdentity)
+		default:
+			listing.Servers = append(listing.Servers, sc)
+		}
+	}
+	return listing, perIdentity, nil
+}
+
+// IdentityKey is the form of an identity's name that IdentityPlaceholder
+// expands to: up to 32 of its letters, digits, '-' and '_' (others become
+// '_'), then '-' and 12 hex digits of its SHA-256, so two names never
+// share a key and no key is a path ("..", "/") whatever the name.
+func IdentityKey(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if b.Len() == 32 {
+			break
+		}
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	sum := sha256.Sum256([]byte(name))
+	return b.String() + "-" + hex.EncodeToString(sum[:6])
 }
 
 // LogValue implements slog.LogValuer: the name, transport, command or URL
@@ -161,6 +279,7 @@ type serverJSON struct {
 	ServerURL string            `json:"serverUrl"` // Windsurf
 	Headers   map[string]string `json:"headers"`
 	Disabled  bool              `json:"disabled"`
+	Isolation string            `json:"isolation"` // classifierd's own: IsolationShared or IsolationPerIdentity
 }
 
 // LoadConfig reads and parses the configuration at path.
@@ -244,7 +363,12 @@ func (e serverJSON) server(name string) (ServerConfig, error) {
 	if u == "" {
 		u = e.ServerURL
 	}
-	sc := ServerConfig{Name: name, Command: e.Command, Args: e.Args, Env: e.Env, Dir: e.Cwd, URL: u, Headers: e.Headers}
+	sc := ServerConfig{Name: name, Command: e.Command, Args: e.Args, Env: e.Env, Dir: e.Cwd, URL: u, Headers: e.Headers, Isolation: e.Isolation}
+	switch e.Isolation {
+	case "", IsolationShared, IsolationPerIdentity:
+	default:
+		return sc, fmt.Errorf("%w: server %q has isolation %q (want %s or %s)", ErrConfig, name, e.Isolation, IsolationShared, IsolationPerIdentity)
+	}
 	switch strings.ToLower(e.Type) {
 	case "":
 		switch {

@@ -62,16 +62,21 @@ type Manifest struct {
 	MaxTokens int `json:"max_tokens"`
 	// Prefix is the older name of QueryPrefix; a manifest sets one of them.
 	Prefix string `json:"prefix,omitempty"`
-	// QueryPrefix is prepended to every text the engine embeds (e5-style
-	// "query: "). classifierd compares a request with catalog examples and
-	// descriptions alike, as a symmetric similarity task, so every text is
-	// embedded as a query: that is what e5 and bge advise for
-	// classification and clustering.
+	// QueryPrefix is prepended to every request text the engine embeds
+	// (e5-style "query: "), and to label texts unless PassageLabels is set:
+	// comparing a request with catalog examples is a symmetric similarity
+	// task, for which e5 and bge advise the query prefix on both sides.
 	QueryPrefix string `json:"query_prefix,omitempty"`
 	// PassagePrefix is what the model's authors prepend to documents in
-	// asymmetric retrieval ("passage: "). Recorded for tools that index
-	// documents; the engine itself does not use it (see QueryPrefix).
+	// asymmetric retrieval ("passage: "). The engine prepends it to label
+	// texts at index time when PassageLabels is set (see LabelPrefix).
 	PassagePrefix string `json:"passage_prefix,omitempty"`
+	// PassageLabels embeds label texts (descriptions, examples, tool
+	// names) at index time with PassagePrefix, as documents, while requests
+	// keep QueryPrefix: asymmetric retrieval. Unset, label texts are
+	// embedded as queries too (symmetric, what e5 advises for
+	// classification). Which suits a model is measured (docs/models.md).
+	PassageLabels bool `json:"passage_labels,omitempty"`
 	// License names the licence of the weights, for GetIndexInfo and the docs.
 	License string `json:"license,omitempty"`
 	// Source says where the weights came from (package, version, hash),
@@ -115,6 +120,15 @@ func (m *Manifest) TextPrefix() string {
 	return m.Prefix
 }
 
+// LabelPrefix is what the engine prepends to label texts at index time:
+// PassagePrefix when PassageLabels is set, else TextPrefix.
+func (m *Manifest) LabelPrefix() string {
+	if m.PassageLabels {
+		return m.PassagePrefix
+	}
+	return m.TextPrefix()
+}
+
 // Validate reports the first problem that would stop the model from running.
 func (m *Manifest) Validate() error {
 	switch {
@@ -130,6 +144,8 @@ func (m *Manifest) Validate() error {
 		return fmt.Errorf("%w: max_tokens %d out of range (1..8192)", ErrBadManifest, m.MaxTokens)
 	case m.PadID < 0:
 		return fmt.Errorf("%w: pad_id %d is negative", ErrBadManifest, m.PadID)
+	case m.PassageLabels && m.PassagePrefix == "":
+		return fmt.Errorf("%w: passage_labels needs a passage_prefix", ErrBadManifest)
 	case m.Prefix != "" && m.QueryPrefix != "" && m.Prefix != m.QueryPrefix:
 		return fmt.Errorf("%w: prefix %q and query_prefix %q disagree (set one)", ErrBadManifest, m.Prefix, m.QueryPrefix)
 	}
@@ -167,13 +183,23 @@ func ReadManifest(dir string) (*Manifest, error) {
 // NormalizeText applies a manifest's text rules (whitespace collapsing,
 // lower-casing, prefix) to one text. It is what the engine feeds the tokenizer.
 func (m *Manifest) NormalizeText(s string) string {
+	return m.TextPrefix() + m.normalizeBody(s)
+}
+
+// NormalizeLabel is NormalizeText for a label text embedded at index
+// time: the same rules, with LabelPrefix.
+func (m *Manifest) NormalizeLabel(s string) string {
+	return m.LabelPrefix() + m.normalizeBody(s)
+}
+
+func (m *Manifest) normalizeBody(s string) string {
 	if m.CollapseWhitespace {
 		s = collapseSpace(s)
 	}
 	if m.Lowercase {
 		s = strings.ToLower(s)
 	}
-	return m.TextPrefix() + s
+	return s
 }
 
 // collapseSpace turns every run of Unicode whitespace into one ASCII space

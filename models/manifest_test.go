@@ -146,3 +146,36 @@ func FuzzParseManifest(f *testing.F) {
 		}
 	})
 }
+
+// TestLabelPrefix: label texts get the passage prefix only with
+// passage_labels; requests always get the query prefix.
+func TestLabelPrefix(t *testing.T) {
+	cases := []struct {
+		name             string
+		m                Manifest
+		request, label   string
+		wantValidateFail bool
+	}{
+		{"e5, symmetric", Manifest{QueryPrefix: "query: ", PassagePrefix: "passage: "}, "query: a b", "query: a b", false},
+		{"e5, passage labels", Manifest{QueryPrefix: "query: ", PassagePrefix: "passage: ", PassageLabels: true}, "query: a b", "passage: a b", false},
+		{"older prefix field", Manifest{Prefix: "query: "}, "query: a b", "query: a b", false},
+		{"no prefixes", Manifest{}, "a b", "a b", false},
+		{"passage labels without a passage prefix", Manifest{QueryPrefix: "query: ", PassageLabels: true}, "query: a b", "a b", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := tc.m
+			m.Name, m.Inputs, m.Output, m.Pooling, m.Dims, m.MaxTokens = "x", Inputs{InputIDs: "i", AttentionMask: "m"}, "o", PoolMean, 8, 8
+			m.CollapseWhitespace = true
+			if got := m.NormalizeText("  a \t b "); got != tc.request {
+				t.Errorf("NormalizeText = %q, want %q", got, tc.request)
+			}
+			if got := m.NormalizeLabel("a  b"); got != tc.label {
+				t.Errorf("NormalizeLabel = %q, want %q", got, tc.label)
+			}
+			if err := m.Validate(); (err != nil) != tc.wantValidateFail {
+				t.Errorf("Validate() = %v, want failure %v", err, tc.wantValidateFail)
+			}
+		})
+	}
+}

@@ -45,6 +45,21 @@ const DefaultMetaCategory = "meta"
 // the tools it is shown.
 const MaxCategories = 5
 
+// MaxNames is how many names one list field of a request may hold
+// (AnalyzePrompt's valid_categories): sixty times the categories of the
+// default catalog, more than a hub with any real catalog sends, while a
+// request that names more is refused before any work rather than looked
+// up name by name.
+const MaxNames = 1024
+
+// CheckNames validates the count of a list field of names.
+func CheckNames(field string, n int) error {
+	if n > MaxNames {
+		return fmt.Errorf("%w: %s has %d names, limit %d", ErrBadArgument, field, n, MaxNames)
+	}
+	return nil
+}
+
 // WithDefaults returns l with zero limits set to their defaults.
 func (l Limits) WithDefaults() Limits {
 	if l.MaxTextBytes <= 0 {

@@ -63,6 +63,9 @@ var errorCodes = []errorCode{
 	{session.ErrLimit, codes.ResourceExhausted, ""},
 	{embederr.ErrQueueFull, codes.ResourceExhausted, ""},
 	{session.ErrOwnerLimit, codes.ResourceExhausted, ""},
+	{session.ErrWatchLimit, codes.ResourceExhausted, ""},
+	{session.ErrOwnerWatchLimit, codes.ResourceExhausted, ""},
+	{session.ErrSessionWatchLimit, codes.ResourceExhausted, ""},
 	// The daemon's state does not allow the call.
 	{rank.ErrNoLabels, codes.FailedPrecondition, ""},
 	{index.ErrDimMismatch, codes.FailedPrecondition, ""},

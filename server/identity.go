@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net"
+	"net/http"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -105,28 +106,60 @@ func scopeOf(method string) string {
 
 // authenticate finds the caller of ctx and checks it may call method.
 func (a AuthConfig) authenticate(ctx context.Context, method string) (Caller, error) {
-	need := scopeOf(method)
 	p, _ := peer.FromContext(ctx)
+	md, _ := metadata.FromIncomingContext(ctx)
+	return a.caller(method, scopeOf(method), md.Get("authorization"), func() *x509.Certificate { return verifiedCert(p) }, peerHost(p))
+}
+
+// HTTPCaller is the caller of an HTTP request to path by authenticate's
+// rules: the bearer token of its Authorization header, or the client
+// certificate the TLS layer verified (cs), and the scope the gRPC method
+// path names ("/pkg.Service/Method", as Connect, gRPC-Web and the REST
+// rules of our protos spell it); a path that names no method (the hub
+// REST shape's /tools..., any other) needs only an authenticated caller,
+// and the gRPC edge checks the scope of the call it becomes. The HTTP/JSON
+// listener calls it before it reads a request's body, so a caller who may
+// not make the call is refused (UNAUTHENTICATED, PERMISSION_DENIED) before
+// the body costs anything.
+func (a AuthConfig) HTTPCaller(path string, h http.Header, cs *tls.ConnectionState, remoteAddr string) (Caller, error) {
+	need := scopeAny
+	if methodPath(path) {
+		need = scopeOf(path)
+	}
+	return a.caller(path, need, h.Values("Authorization"), func() *x509.Certificate { return VerifiedCert(cs) }, AddrHost(remoteAddr))
+}
+
+// methodPath reports whether an HTTP path names a gRPC method:
+// "/pkg.Service/Method".
+func methodPath(path string) bool {
+	svc, m, ok := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	return ok && strings.Contains(svc, ".") && m != "" && !strings.Contains(m, "/")
+}
+
+// caller is authenticate's rule for a call to method that needs scope
+// need, made with the authorization values, by the client certificate
+// cert returns (nil: none), from host (anonymous callers are counted by
+// it).
+func (a AuthConfig) caller(method, need string, authorization []string, cert func() *x509.Certificate, host string) (Caller, error) {
 	if a.Tokens == nil && !a.ClientCerts {
-		return Caller{Name: Anonymous, Quota: "peer:" + peerHost(p), Scopes: auth.AllScopes}, nil
+		return Caller{Name: Anonymous, Quota: "peer:" + host, Scopes: auth.AllScopes}, nil
 	}
 	if need == scopeNone {
-		return Caller{Name: Anonymous, Quota: "peer:" + peerHost(p)}, nil
+		return Caller{Name: Anonymous, Quota: "peer:" + host}, nil
 	}
 	var c Caller
 	if a.Tokens != nil {
-		md, _ := metadata.FromIncomingContext(ctx)
 		var err error
-		if c, err = TokenCaller(a.Tokens, md.Get("authorization")); err != nil {
+		if c, err = TokenCaller(a.Tokens, authorization); err != nil {
 			return c, err
 		}
 	} else {
-		cert := verifiedCert(p)
-		if cert == nil {
+		crt := cert()
+		if crt == nil {
 			return c, status.Error(codes.Unauthenticated, "client certificate required")
 		}
 		var err error
-		if c, err = CertCaller(cert.Subject.CommonName); err != nil {
+		if c, err = CertCaller(crt.Subject.CommonName); err != nil {
 			return c, err
 		}
 	}

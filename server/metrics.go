@@ -207,6 +207,11 @@ func (m *Metrics) interceptors() (grpc.UnaryServerInterceptor, grpc.StreamServer
 	return unary, stream
 }
 
+// Denied counts a call refused by authentication or authorisation
+// (classifierd_auth_denied_total); the gRPC edge counts its own, and the
+// HTTP listeners, which refuse callers before a call exists, theirs.
+func (m *Metrics) Denied(method string, code codes.Code) { m.denied(method, code) }
+
 func (m *Metrics) denied(method string, code codes.Code) {
 	m.authDenied.WithLabelValues(method, code.String()).Inc()
 }

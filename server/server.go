@@ -51,6 +51,31 @@ type Config struct {
 	// Sources, if set, reports the live tool sources (MCP servers) for
 	// GetIndexInfo.
 	Sources func() []SourceStatus
+	// Watches bounds the WatchExposure streams served at once, per
+	// session, per caller (Caller.Quota) and in all; nil: DefaultWatches.
+	Watches *session.Watches
+}
+
+// Default bounds of WatchExposure streams (the daemon's --max-watches,
+// --max-watches-per-client and --max-watches-per-session). A hub watches
+// each of its sessions once, and a reconnecting one may hold the old
+// stream a moment longer: 8 per session. Per client and in all, as many as
+// the default session limits (--max-sessions-per-client 1000,
+// --max-sessions 10000), so every session can be watched once. An open
+// watch costs its stream's goroutine and about 7.5 KB of heap, 15 KB of
+// RSS in all (20,000 on one session: +20,000 goroutines, +149 MB heap,
+// +311 MB RSS), so one client's share is about 15 MB and the whole limit
+// about 150 MB. Unbounded, 20,000 watches of one session cost 40,000
+// goroutines and made UpdateExposure take 0.5 s.
+const (
+	DefaultMaxWatches           = 10000
+	DefaultMaxWatchesPerClient  = 1000
+	DefaultMaxWatchesPerSession = 8
+)
+
+// DefaultWatches is the count a Server uses when Config.Watches is nil.
+func DefaultWatches() *session.Watches {
+	return session.NewWatches(DefaultMaxWatches, DefaultMaxWatchesPerClient, DefaultMaxWatchesPerSession)
 }
 
 // Sessions is the hub session state the session RPCs read and change:
@@ -102,6 +127,9 @@ func New(cfg Config, dom Domain, emb Embedder, log *slog.Logger) (*Server, error
 	}
 	if cfg.MaxEmbedBatch <= 0 {
 		cfg.MaxEmbedBatch = 64
+	}
+	if cfg.Watches == nil {
+		cfg.Watches = DefaultWatches()
 	}
 	if cfg.DefaultNoMatch == route.NoMatchDefault {
 		cfg.DefaultNoMatch = route.NoMatchNone

@@ -22,31 +22,35 @@ func (s *Server) sessionsOrErr() (Sessions, error) {
 	return s.cfg.Sessions, nil
 }
 
-// ownedSession returns the store when the caller of ctx owns session id:
-// a session belongs to the identity that created it, and any other caller
-// gets PermissionDenied (NotFound when it does not exist).
-func (s *Server) ownedSession(ctx context.Context, method, id string) (Sessions, error) {
+// ownedSession returns the store and the key (session.ScopedID) of the
+// caller's session id: session ids are per caller, so another caller's
+// session of the same id is not this caller's to find, and a caller
+// learns nothing of others' ids (NotFound either way). The owner check
+// stays behind the key as a second lock.
+func (s *Server) ownedSession(ctx context.Context, method, id string) (Sessions, string, error) {
 	st, err := s.sessionsOrErr()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	owner, err := st.Owner(ctx, id)
+	name := CallerFrom(ctx).Name
+	key := session.ScopedID(name, id)
+	owner, err := st.Owner(ctx, key)
+	if err == nil && owner != name {
+		err = session.ErrNotFound
+	}
 	if err != nil {
-		return nil, s.status(ctx, method, err)
+		return nil, "", s.status(ctx, method, err)
 	}
-	if owner != CallerFrom(ctx).Name {
-		return nil, status.Error(codes.PermissionDenied, "session belongs to another client")
-	}
-	return st, nil
+	return st, key, nil
 }
 
 // applyAnalysis applies analyze_prompt's categories to a session.
 func (s *Server) applyAnalysis(ctx context.Context, id string, cats []string, mode string, out *pb.AnalyzePromptResponse) error {
-	st, err := s.ownedSession(ctx, "AnalyzePrompt", id)
+	st, key, err := s.ownedSession(ctx, "AnalyzePrompt", id)
 	if err != nil {
 		return err
 	}
-	ch, snap, changed, err := st.Update(ctx, id, cats, mode)
+	ch, snap, changed, err := st.Update(ctx, key, cats, mode)
 	if err != nil {
 		return s.status(ctx, "AnalyzePrompt", err)
 	}
@@ -54,8 +58,9 @@ func (s *Server) applyAnalysis(ctx context.Context, id string, cats []string, mo
 	return nil
 }
 
-func sessionPB(sn session.Snapshot) *pb.Session {
-	out := &pb.Session{Id: sn.ID, ExposedCategories: sn.Exposed,
+// sessionPB is snapshot sn of the session the caller calls id.
+func sessionPB(id string, sn session.Snapshot) *pb.Session {
+	out := &pb.Session{Id: id, ExposedCategories: sn.Exposed,
 		CreatedAt: timestamppb.New(sn.Created), LastActivity: timestamppb.New(sn.LastActivity)}
 	for _, c := range sn.History {
 		out.History = append(out.History, changePB(c))
@@ -68,40 +73,51 @@ func changePB(c session.Change) *pb.ExposureChange {
 		Added: c.Added, Removed: c.Removed, Total: int32(c.Total)}
 }
 
-// CreateSession implements ClassifierService.CreateSession.
+// CreateSession implements ClassifierService.CreateSession. The id is the
+// caller's (session.ScopedID): ALREADY_EXISTS means the caller itself has
+// a session of that id, never that another caller has.
 func (s *Server) CreateSession(ctx context.Context, req *pb.CreateSessionRequest) (*pb.CreateSessionResponse, error) {
 	st, err := s.sessionsOrErr()
 	if err != nil {
 		return nil, err
 	}
-	c := CallerFrom(ctx)
-	sn, err := st.CreateFor(ctx, session.Owner{ID: c.Name, Quota: c.Quota}, req.GetSessionId(), session.Exposure(req.GetDefaultExposure()))
+	id := req.GetSessionId()
+	if id == "" {
+		id, err = session.NewID()
+	} else {
+		err = session.CheckID(id)
+	}
 	if err != nil {
 		return nil, s.status(ctx, "CreateSession", err)
 	}
-	return &pb.CreateSessionResponse{Session: sessionPB(sn)}, nil
+	c := CallerFrom(ctx)
+	sn, err := st.CreateFor(ctx, session.Owner{ID: c.Name, Quota: c.Quota}, session.ScopedID(c.Name, id), session.Exposure(req.GetDefaultExposure()))
+	if err != nil {
+		return nil, s.status(ctx, "CreateSession", err)
+	}
+	return &pb.CreateSessionResponse{Session: sessionPB(id, sn)}, nil
 }
 
 // GetSession implements ClassifierService.GetSession.
 func (s *Server) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*pb.GetSessionResponse, error) {
-	st, err := s.ownedSession(ctx, "GetSession", req.GetSessionId())
+	st, key, err := s.ownedSession(ctx, "GetSession", req.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
-	sn, err := st.Get(ctx, req.GetSessionId())
+	sn, err := st.Get(ctx, key)
 	if err != nil {
 		return nil, s.status(ctx, "GetSession", err)
 	}
-	return &pb.GetSessionResponse{Session: sessionPB(sn)}, nil
+	return &pb.GetSessionResponse{Session: sessionPB(req.GetSessionId(), sn)}, nil
 }
 
 // DeleteSession implements ClassifierService.DeleteSession.
 func (s *Server) DeleteSession(ctx context.Context, req *pb.DeleteSessionRequest) (*pb.DeleteSessionResponse, error) {
-	st, err := s.ownedSession(ctx, "DeleteSession", req.GetSessionId())
+	st, key, err := s.ownedSession(ctx, "DeleteSession", req.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
-	if err := st.Delete(ctx, req.GetSessionId()); err != nil {
+	if err := st.Delete(ctx, key); err != nil {
 		return nil, s.status(ctx, "DeleteSession", err)
 	}
 	return &pb.DeleteSessionResponse{}, nil
@@ -110,11 +126,11 @@ func (s *Server) DeleteSession(ctx context.Context, req *pb.DeleteSessionRequest
 // UpdateExposure implements ClassifierService.UpdateExposure. Unknown
 // category ids and modes are InvalidArgument (session.Store.Update checks).
 func (s *Server) UpdateExposure(ctx context.Context, req *pb.UpdateExposureRequest) (*pb.UpdateExposureResponse, error) {
-	st, err := s.ownedSession(ctx, "UpdateExposure", req.GetSessionId())
+	st, key, err := s.ownedSession(ctx, "UpdateExposure", req.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
-	ch, sn, changed, err := st.Update(ctx, req.GetSessionId(), req.GetCategories(), req.GetMode())
+	ch, sn, changed, err := st.Update(ctx, key, req.GetCategories(), req.GetMode())
 	if err != nil {
 		return nil, s.status(ctx, "UpdateExposure", err)
 	}
@@ -125,11 +141,11 @@ func (s *Server) UpdateExposure(ctx context.Context, req *pb.UpdateExposureReque
 // ListTools implements ClassifierService.ListTools: the tools of the
 // session's exposed categories, with token accounting.
 func (s *Server) ListTools(ctx context.Context, req *pb.ListToolsRequest) (*pb.ListToolsResponse, error) {
-	st, err := s.ownedSession(ctx, "ListTools", req.GetSessionId())
+	st, key, err := s.ownedSession(ctx, "ListTools", req.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
-	exposed, err := st.Exposed(ctx, req.GetSessionId())
+	exposed, err := st.Exposed(ctx, key)
 	if err != nil {
 		return nil, s.status(ctx, "ListTools", err)
 	}
@@ -149,14 +165,21 @@ func (s *Server) ListTools(ctx context.Context, req *pb.ListToolsRequest) (*pb.L
 // WatchExposure implements ClassifierService.WatchExposure: one message per
 // actual change of the session's exposure, until the client goes away or
 // the session ends. Response headers are sent as soon as the watch is in
-// place, before any change.
+// place, before any change. A watch takes a place of Config.Watches (per
+// session, per caller, in all) for as long as its stream lasts: past a
+// limit it is RESOURCE_EXHAUSTED before the store is asked.
 func (s *Server) WatchExposure(req *pb.WatchExposureRequest, stream grpc.ServerStreamingServer[pb.WatchExposureResponse]) error {
 	ctx := stream.Context()
-	st, err := s.ownedSession(ctx, "WatchExposure", req.GetSessionId())
+	st, key, err := s.ownedSession(ctx, "WatchExposure", req.GetSessionId())
 	if err != nil {
 		return err
 	}
-	events, err := st.Watch(ctx, req.GetSessionId())
+	quota := CallerFrom(ctx).Quota
+	if err := s.cfg.Watches.Take(quota, key); err != nil {
+		return s.status(ctx, "WatchExposure", err)
+	}
+	defer s.cfg.Watches.Give(quota, key)
+	events, err := st.Watch(ctx, key)
 	if err != nil {
 		return s.status(ctx, "WatchExposure", err)
 	}
@@ -173,14 +196,14 @@ func (s *Server) WatchExposure(req *pb.WatchExposureRequest, stream grpc.ServerS
 			if !ok {
 				// At shutdown the store is closed: Unavailable (watch
 				// another replica), not NotFound.
-				if _, err := st.Get(ctx, req.GetSessionId()); errors.Is(err, session.ErrNotFound) {
+				if _, err := st.Get(ctx, key); errors.Is(err, session.ErrNotFound) {
 					return status.Error(codes.NotFound, "session ended")
 				} else if err != nil {
 					return s.status(ctx, "WatchExposure", err)
 				}
 				return status.Error(codes.Unavailable, "watch closed (client too slow, session state unreachable or server stopping); watch again")
 			}
-			if err := stream.Send(&pb.WatchExposureResponse{SessionId: ev.SessionID, Change: changePB(ev.Change),
+			if err := stream.Send(&pb.WatchExposureResponse{SessionId: req.GetSessionId(), Change: changePB(ev.Change),
 				ExposedCategories: ev.Exposed}); err != nil {
 				return err
 			}

@@ -135,7 +135,7 @@ func (s *TerminalServer) DetectInputPrompt(ctx context.Context, req *terminalpb.
 	if d.Detected {
 		out.Prompt = &terminalpb.InputPrompt{PromptText: d.PromptText, Confidence: float32(d.Confidence), PromptType: d.Type,
 			MatchedPattern: d.MatchedPattern, FilePosition: base + int64(d.Position), Timestamp: when,
-			IsDangerous: d.Dangerous, DangerReason: d.DangerReason}
+			IsDangerous: d.Dangerous, DangerReason: d.DangerReason, DangerConfidence: float32(d.DangerConfidence)}
 	}
 	return out, nil
 }

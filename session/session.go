@@ -10,6 +10,7 @@ package session
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/classifierd/classifierd/internal/clip"
+	"github.com/classifierd/classifierd/internal/sweep"
 )
 
 // Errors returned by the store.
@@ -211,6 +213,37 @@ func NewStore(cfg Config) (*Store, error) {
 
 var idRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
+// NewID is a random session id (128 bits, in hex).
+func NewID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("session: random id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// CheckID reports whether id is a usable session id (ErrBadID if not).
+func CheckID(id string) error {
+	if !idRE.MatchString(id) {
+		return ErrBadID
+	}
+	return nil
+}
+
+// ScopedID is the id under which a store keeps the session an owner
+// (Owner.ID) calls id: session ids are per owner, so an id says nothing
+// about another owner's sessions. The hub API keys its sessions so: a
+// caller who creates a session with an id another caller uses gets a
+// session of its own, and one who asks for another's session by its id
+// finds none (NOT_FOUND), exactly as for an id no one uses; it can
+// neither probe which ids exist nor take an id from their owner. It is a
+// hash (a valid id of fixed length), so the owner's name and the id
+// reach the store only as such.
+func ScopedID(owner, id string) string {
+	h := sha256.Sum256([]byte(owner + "\x00" + id))
+	return "o" + hex.EncodeToString(h[:16])
+}
+
 // maxEchoBytes bounds how much of a bad argument an error message repeats.
 const maxEchoBytes = 64
 
@@ -221,14 +254,13 @@ func clipArg(s string) string { return clip.String(s, maxEchoBytes) }
 // It returns the id and the categories the session starts with.
 func (c Config) prepareCreate(id string, exposure Exposure) (string, []string, error) {
 	if id == "" {
-		var b [16]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return "", nil, fmt.Errorf("session: random id: %w", err)
+		var err error
+		if id, err = NewID(); err != nil {
+			return "", nil, err
 		}
-		id = hex.EncodeToString(b[:])
 	}
-	if !idRE.MatchString(id) {
-		return "", nil, ErrBadID
+	if err := CheckID(id); err != nil {
+		return "", nil, err
 	}
 	if exposure == "" {
 		exposure = c.DefaultExposure
@@ -499,18 +531,16 @@ func (s *Store) Watch(ctx context.Context, id string) (<-chan Event, error) {
 	}
 	w := &watcher{ch: make(chan Event, s.cfg.WatchBuffer), done: make(chan struct{})}
 	ss.watchers[w] = true
-	go func() {
-		select {
-		case <-ctx.Done():
-			s.mu.Lock()
-			if ss.watchers != nil {
-				delete(ss.watchers, w)
-			}
-			closeWatcher(w)
-			s.mu.Unlock()
-		case <-w.done:
+	// No goroutine waits for ctx: a watch costs its caller's goroutine
+	// only.
+	context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		if ss.watchers != nil {
+			delete(ss.watchers, w)
 		}
-	}()
+		closeWatcher(w)
+		s.mu.Unlock()
+	})
 	return w.ch, nil
 }
 
@@ -542,17 +572,10 @@ func (s *Store) sweepLocked() int {
 
 // Run sweeps idle sessions every TTL/4 (clamped to 1s..1m) until ctx ends.
 func (s *Store) Run(ctx context.Context) {
-	every := min(max(s.cfg.TTL/4, time.Second), time.Minute)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.Sweep()
-		}
-	}
+	sweep.Every(ctx, sweep.Interval(s.cfg.TTL), func(context.Context) error {
+		s.Sweep()
+		return nil
+	}, nil)
 }
 
 // Close ends every session and closes all watchers.

@@ -396,3 +396,21 @@ func TestOwnerQuotaExpires(t *testing.T) {
 		t.Fatalf("after expiry: %v", err)
 	}
 }
+
+// TestScopedID: a session id is keyed per owner, as a valid id of fixed
+// length, the same every time.
+func TestScopedID(t *testing.T) {
+	a, b := ScopedID("alice", "s1"), ScopedID("bob", "s1")
+	if a == b || a != ScopedID("alice", "s1") {
+		t.Fatalf("alice's s1 %q, bob's s1 %q: want distinct keys, each stable", a, b)
+	}
+	// The owner and id are not run together: ("a", "b.c") is not ("a.b", "c").
+	if ScopedID("a", "b.c") == ScopedID("a.b", "c") {
+		t.Fatal("owner and id run together")
+	}
+	for _, k := range []string{a, b, ScopedID("cert:CN with spaces/and slashes", strings.Repeat("x", 128))} {
+		if err := CheckID(k); err != nil || len(k) != 33 {
+			t.Errorf("key %q: %v, len %d; want a valid id of 33 characters", k, err, len(k))
+		}
+	}
+}

@@ -77,3 +77,27 @@ func BenchmarkDetectBySize(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDetectPaintedScreen is the worst case of the screen model: a
+// 64 KiB tail (the most DetectInputPrompt takes) of a curses program
+// repainting its screen with cursor moves since one clear, played whole.
+func BenchmarkDetectPaintedScreen(b *testing.B) {
+	d := fakeDetector(b)
+	var raw bytes.Buffer
+	raw.WriteString("\x1b[?1049h\x1b[H\x1b[2J")
+	for raw.Len() < TailBytes-200 {
+		fmt.Fprintf(&raw, "\x1b[%d;%dH%s", raw.Len()%40+1, raw.Len()%80+1, "│ item of the menu │")
+	}
+	raw.WriteString("\x1b[40;1HModified buffers exist; exit anyway? (yes or no) ")
+	data := raw.Bytes()[:min(raw.Len(), TailBytes)]
+	ctx := context.Background()
+	h := Hints{CommandLine: "editor notes.txt"}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for i := 0; i < b.N; i++ {
+		r, err := d.DetectWithHints(ctx, data, h, 0.7)
+		if err != nil || !r.Detected {
+			b.Fatalf("%v %v", r, err)
+		}
+	}
+}

@@ -82,6 +82,13 @@ func NewDetector(ctx context.Context, emb Embedder) (*Detector, error) {
 	for i, c := range corpus {
 		ex[i] = c.Example
 	}
+	danger, err := ShippedDangerModel()
+	if err != nil {
+		return nil, err
+	}
+	if d, err = d.WithDangerModel(danger); err != nil {
+		return nil, err
+	}
 	return d.WithExamples(ctx, ex)
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/viterin/vek/vek32"
 
@@ -54,8 +55,16 @@ var rules = []rule{
 	// More than two answers offered: (Y)es / (N)o / (A)lways, [ynesfdaq?],
 	// [ynW...], [y,n,q,a,d,s,e,?], Y/I/N/O/D/Z.
 	r("choice_letters", TypeChoice, 0.95, `(?i)(\[[a-z]{3,}[?.]+\]|\[[a-z?](,[a-z?]){2,}\]|\([a-z]\)[a-z]*\s*/\s*\([a-z]\)[a-z]*\s*/\s*\S|\b[a-z](/[a-z]){2,}\b)[^\n]{0,60}[?:>]?\s*$`),
+	// Answers listed as words or keys: [<no>, yes, all, none, quit],
+	// (y, n, !, ., q), [nyae]?, a numbered range [0..3].
+	r("choice_words", TypeChoice, 0.93, `(?i)(\[\s*<?[\w!.]+>?(\s*,\s*<?[\w!.]+>?){2,}\s*\]|\(\s*[\w!.]\s*(,\s*[^,()]{1,10}){2,}\)|\[[a-z]{3,}\]\s*\?|\[\d+\s*(\.\.|-)\s*\d+\])\s*[?:]?\s*(\\c)?\s*$`),
+	// Options marked by their key: (O)pen read-only, (E)dit anyway,
+	// (R)ecover; o)verwrite O)verwrite-all s)kip.
+	r("choice_keyed", TypeChoice, 0.93, `([\[(]\w[\])]\w*[^,\n]{0,30},\s*){2,}[\[(]?\w[\])]\w*|(\b\w\)\w[\w-]*[,\s]+){2,}\w\)\w`),
 	r("choice_options", TypeChoice, 0.9, `(?i)(\(\w+\)\s+\w+[^:]{0,40}options?|\[\w\]\w+, \[\w\]\w+)[^\n]*[:?]\s*$`),
-	r("yes_no_brackets", TypeYesNo, 0.96, `(?i)(\?\s*\[(y|n|yes|no)\]\s*:|[\[(<]\s*(y\s*/\s*n|yes\s*/\s*no(\s*/\s*\[?fingerprint\]?)?|y\s*,\s*n|y or \[?n\]?|\[?y\]? or n|y|n)\s*[\])>]|yes\s*\|\s*esc|= yes\b.*= no\b|type '?yes'?)[^\n]{0,40}[?:]?\s*$`),
+	r("yes_no_brackets", TypeYesNo, 0.96, `(?i)(\?\s*\[(y|n|yes|no)\]\s*:|[\[(<]\s*(y\s*/\s*n|n\s*/\s*y|yn|ny|yes\s*/\s*no(\s*/\s*\[?fingerprint\]?)?|y\s*,\s*n|y(es)? or \[?n(o)?\]?|\[?y\]? or n|y|n)\s*[\])>]|yes\s*\|\s*esc|= yes\b.*= no\b|type '?yes'?)[^\n]{0,40}[?:]?\s*$`),
+	// A command shown for confirmation before it runs (xargs -p, parallel -p).
+	r("confirm_command", TypeYesNo, 0.9, `\S\?\.{3}\s*$`),
 	r("yes_no_question", TypeYesNo, 0.9, `(?i)(\b(overwrite|remove|delete|replace|continue|proceed|are you sure|do you want|do you wish|confirm|ok|okay|descend|extract|fix|discard|revert|apply|assume|wipe|format|write|destroy|create|install|uninstall|retry|abort|keep|save|use|trust|accept|allow|enable)\b[^?]{0,200}|^[^?]{0,200}\S\s*\.{3}|^<[^>]*>\s*)\?\s*(\.{3})?\s*$`),
 	r("menu_select", TypeChoice, 0.92, `(?i)(^#\?\s*$|\b(select|choose|pick|enter (your )?(choice|selection|option|number))\b[^:?>]{0,80}[:?>]\s*$)`),
 	r("save_key_path", TypePath, 0.95, `(?i)enter file in which to save[^:]*:\s*$`),
@@ -106,12 +115,13 @@ type Detector struct {
 	// were learned: the corpus, or a fold's training programs).
 	builtin int
 	T       float64
+	danger  *DangerModel
 }
 
 // newBaseDetector embeds the built-in examples and fits the semantic
 // classifier's temperature by leave-one-out on them.
 func newBaseDetector(ctx context.Context, emb Embedder) (*Detector, error) {
-	d := &Detector{emb: emb}
+	d := &Detector{emb: emb, danger: priorModel()}
 	var texts []string
 	for ci, c := range classes {
 		for _, e := range examples[c] {
@@ -167,7 +177,11 @@ type Detection struct {
 	MatchedPattern string
 	Position       int // byte offset of the prompt's line in the input
 	Dangerous      bool
-	DangerReason   string
+	// DangerConfidence is the danger model's probability that answering
+	// is dangerous; Dangerous is DangerConfidence at or above the model's
+	// threshold.
+	DangerConfidence float64
+	DangerReason     string
 }
 
 // Example is a labelled prompt line for the semantic classifier: Type is
@@ -302,25 +316,11 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 	}
 	reading := h.ReadingInput != nil && *h.ReadingInput
 	notReading := h.ReadingInput != nil && !*h.ReadingInput
-	// Only the end matters: the prompt and the lines before it. Cleaning
-	// less keeps the cost flat whatever the tail's size.
-	start := 0
-	if len(raw) > cleanBytes {
-		start = len(raw) - cleanBytes
-		if i := bytes.IndexByte(raw[start:], '\n'); i >= 0 {
-			start += i + 1
-		}
-	}
-	lines, partial := LastLines(raw[start:])
-	for i := range lines {
-		lines[i].Pos += start
-	}
+	v := viewOf(raw)
 	if err := ctx.Err(); err != nil {
 		return Detection{}, err
 	}
-	// The candidate is the last line with text; trailing empty lines mean
-	// the program printed a newline after its last output.
-	last := lastText(lines)
+	lines, last, partial := v.lines, v.last, v.partial
 	cand := Line{}
 	if last >= 0 {
 		cand = lines[last]
@@ -328,21 +328,33 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 	text := strings.TrimRight(cand.Text, " \t")
 	res := Detection{PromptText: strings.TrimSpace(cand.Text), Position: cand.Pos, Type: TypeUnknown}
 
-	// A program that switched to the alternate screen and has not switched
-	// back holds the whole terminal: an editor, pager, browser or menu,
-	// waiting for keys. Its last line is whatever it drew last. So is an
-	// editor whose help or status bar is the last line drawn.
-	if fullScreen(raw) || (last >= 0 && editorRE.MatchString(lines[last].Text)) {
-		res.Type, res.MatchedPattern, res.Confidence = TypeCommand, "full_screen", 0.9
-		if h.ReadingInput != nil && !*h.ReadingInput {
-			res.Confidence *= notReadingFactor
-		}
-		if editorRE.MatchString(screenText(lines)) {
+	// A program that holds the whole terminal (the alternate screen, or a
+	// screen painted by cursor moves) is an editor, pager, browser or
+	// menu, waiting for keys. Its question, if it asks one, is on the row
+	// where it left the cursor.
+	if v.scr != nil {
+		row := strings.TrimSpace(v.scr.text(v.scr.row))
+		res = Detection{PromptText: row, Position: len(raw), Type: TypeCommand, MatchedPattern: "full_screen", Confidence: 0.9}
+		if r := screenRule(row); r != nil {
+			res.Type, res.MatchedPattern = r.typ, "screen_"+r.name
+		} else if t, name := screenButtons(v.scr); t != "" {
+			res.Type, res.MatchedPattern = t, name
+		} else if v.scr.emptyRows() >= 3 {
+			// Rows of "~" mark the empty lines of a vi-family (modal)
+			// editor: its keys are commands.
+			res.MatchedPattern = "modal_editor"
+		} else if editorRE.MatchString(v.scr.all()) {
 			res.Type, res.MatchedPattern = TypeText, "full_screen_editor"
+		}
+		if h.secretMode() {
+			res.Type, res.MatchedPattern = TypePassword, "echo_off"
+		}
+		if notReading {
+			res.Confidence *= notReadingFactor
 		}
 		res.Detected = res.Confidence >= minConf
 		if res.Detected {
-			res.Dangerous, res.DangerReason = commandDanger(h)
+			d.judgeDanger(&res, v, h)
 		}
 		return res, nil
 	}
@@ -358,13 +370,10 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 			res.Type, res.MatchedPattern = TypePassword, "echo_off"
 		}
 		res.Detected = res.Confidence >= minConf
-		if res.Detected && res.Type != TypePassword {
-			res.Dangerous, res.DangerReason = commandDanger(h)
+		if res.Detected {
+			d.judgeDanger(&res, v, h)
 		}
 		return res, nil
-	}
-	if last != len(lines)-1 {
-		partial = false
 	}
 	editing, editPrompt := lineEditing(raw)
 	vec, err := d.emb.Embed(ctx, []string{shortWords(text, maxWordBytes)})
@@ -440,16 +449,126 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 	res.Confidence = math.Round(res.Confidence*1000) / 1000
 	res.Detected = res.Confidence >= minConf
 	if res.Detected {
-		var ctxLines []string
-		for i := max(0, last-contextLines); i < last; i++ {
-			ctxLines = append(ctxLines, lines[i].Text)
-		}
-		res.Dangerous, res.DangerReason = Dangerous(res.PromptText, res.Type, ctxLines)
-		if !res.Dangerous && res.Type != TypePassword {
-			res.Dangerous, res.DangerReason = commandDanger(h)
-		}
+		d.judgeDanger(&res, v, h)
 	}
 	return res, nil
+}
+
+// judgeDanger sets res's danger from the model: the prompt, its type, what
+// came before it on the screen and the command line.
+func (d *Detector) judgeDanger(res *Detection, v view, h Hints) {
+	in := v.evidence(res.Type, h)
+	in.Prompt = res.PromptText
+	res.Dangerous, res.DangerConfidence, res.DangerReason = d.danger.judge(in)
+}
+
+// view is what Detect reads of a tail: its last cleaned lines and, when a
+// program holds the terminal, the screen it painted.
+type view struct {
+	lines   []Line
+	last    int // the last line with text, or -1
+	partial bool
+	scr     *screen // nil unless a full-screen program holds the terminal
+}
+
+// viewOf reads raw. Only the end matters: the prompt and the lines before
+// it. Cleaning the last 8 KiB keeps the cost flat whatever the tail's
+// size; a painted screen is played from its last clear, within the tail.
+func viewOf(raw []byte) view {
+	start := 0
+	if len(raw) > cleanBytes {
+		start = len(raw) - cleanBytes
+		if i := bytes.IndexByte(raw[start:], '\n'); i >= 0 {
+			start += i + 1
+		}
+	}
+	var v view
+	v.lines, v.partial = LastLines(raw[start:])
+	for i := range v.lines {
+		v.lines[i].Pos += start
+	}
+	v.last = lastText(v.lines)
+	if v.last != len(v.lines)-1 {
+		v.partial = false
+	}
+	full := fullScreen(raw) || (v.last >= 0 && editorRE.MatchString(v.lines[v.last].Text))
+	if full || len(addressRE.FindAllIndex(raw[start:], minPaint)) == minPaint {
+		scr := renderScreen(raw[paintStart(raw):])
+		if full || (scr.isPainted() && len(raw) > 0 && raw[len(raw)-1] != '\n') {
+			v.scr = scr
+		}
+	}
+	return v
+}
+
+// addressRE is a cursor addressing sequence (CUP or VPA).
+var addressRE = regexp.MustCompile(`\x1b\[\d*(;\d*)?[Hfd]`)
+
+// evidence is the danger model's input for a prompt of type typ: the
+// candidate prompt, the lines before it (a screen's other rows) and the
+// command line.
+func (v view) evidence(typ string, h Hints) dangerInput {
+	in := dangerInput{Type: typ, CommandLine: h.CommandLine, Program: h.Program}
+	if v.scr != nil {
+		in.Prompt = strings.TrimSpace(v.scr.text(v.scr.row))
+		for r := range v.scr.rows {
+			if t := strings.TrimSpace(v.scr.text(r)); t != "" && r != v.scr.row {
+				in.Context = append(in.Context, t)
+			}
+		}
+		return in
+	}
+	if v.last < 0 {
+		return in
+	}
+	in.Prompt = strings.TrimSpace(v.lines[v.last].Text)
+	for i := max(0, v.last-contextLines); i < v.last; i++ {
+		in.Context = append(in.Context, v.lines[i].Text)
+	}
+	return in
+}
+
+// promptEvidence is the danger model's input for a capture, found as
+// Detect finds it.
+func promptEvidence(raw []byte, typ string, h Hints) dangerInput {
+	if len(raw) > TailBytes {
+		raw = raw[len(raw)-TailBytes:]
+	}
+	return viewOf(raw).evidence(typ, h)
+}
+
+// screenRules are the rules that name a question when they match the row
+// a full-screen program left its cursor on; the rest (REPL and shell
+// shapes, a colon at the end) would match any row of text.
+var screenRules = map[string]bool{"sudo_password": true, "password_colon": true, "choice_letters": true, "choice_options": true, "choice_words": true, "choice_keyed": true,
+	"yes_no_brackets": true, "yes_no_question": true, "save_key_path": true, "rename_path": true}
+
+func screenRule(row string) *rule {
+	for i := range rules {
+		if screenRules[rules[i].name] && rules[i].re.MatchString(row) {
+			return &rules[i]
+		}
+	}
+	return nil
+}
+
+// Buttons of a dialog box: < Yes > < No >, <Ok> <Cancel>, [ Quit ].
+var (
+	yesNoButtonsRE = regexp.MustCompile(`(?i)<\s*yes\s*>.*<\s*no\s*>`)
+	buttonsRE      = regexp.MustCompile(`(?i)(<\s*(ok|cancel|select|exit|back)\s*>|\[\s*(ok|cancel|quit|proceed|close|select|exit|back|write|delete)\s*\])`)
+)
+
+// screenButtons types a painted screen by its buttons: Yes and No make a
+// confirmation, other buttons a choice among the screen's items.
+func screenButtons(s *screen) (string, string) {
+	all := s.all()
+	if yesNoButtonsRE.MatchString(all) {
+		return TypeYesNo, "dialog_yes_no"
+	}
+	if len(buttonsRE.FindAllStringIndex(all, 2)) == 2 {
+		return TypeChoice, "dialog_buttons"
+	}
+	return "", ""
 }
 
 // spinnerRE is a line of nothing but progress glyphs (braille spinners,
@@ -467,12 +586,27 @@ const cleanBytes = 8 << 10
 // alternate screen: its last switch (ESC[?1049, 1047 or 47) is on (h), not
 // off (l).
 func fullScreen(raw []byte) bool {
-	on, off := -1, -1
-	for _, mode := range []string{"\x1b[?1049", "\x1b[?1047", "\x1b[?47"} {
-		on = max(on, bytes.LastIndex(raw, []byte(mode+"h")))
-		off = max(off, bytes.LastIndex(raw, []byte(mode+"l")))
+	// From the end, the last private mode switch of the alternate screen
+	// decides: one backwards scan for ESC [ ?, not one per mode.
+	end := len(raw)
+	for {
+		i := bytes.LastIndex(raw[:end], []byte("\x1b[?"))
+		if i < 0 {
+			return false
+		}
+		rest := raw[i+3:]
+		for _, mode := range []string{"1049", "1047", "47"} {
+			if bytes.HasPrefix(rest, []byte(mode)) && len(rest) > len(mode) {
+				switch rest[len(mode)] {
+				case 'h':
+					return true
+				case 'l':
+					return false
+				}
+			}
+		}
+		end = i
 	}
-	return on > off
 }
 
 // lineEditing reports whether the output leaves a line editor reading: its
@@ -494,87 +628,29 @@ func lineEditing(raw []byte) (on, prompt bool) {
 // (^X Exit, Ctrl-K), an Emacs-style mode line, a line/column status.
 var editorRE = regexp.MustCompile(`(?i)(\^[A-Z] ?[A-Z][a-z]+|\bctrl-[a-z]\b|\bemacs\b|\beditor\b|\bL:\s*\d+\s+C:\s*\d+|\(text\)|\bmodified\b)`)
 
-// screenText is every cleaned line of the output, joined.
-func screenText(lines []Line) string {
-	var b strings.Builder
-	for _, l := range lines {
-		b.WriteString(l.Text)
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
-
-var dangerRE = regexp.MustCompile(`(?i)\b(delete[ds]?|deleting|remove[ds]?|removing|overwrite|overwritten|overwriting|replace|replacing|discard|discarding|revert|reverting|format|formatting|drop|dropping|truncate|truncating|force|forcing|reset|wipe|wiping|destroy|destroying|shut ?down|reboot|erase|erasing|purge|purging|fix|repair|irreversible|cannot be undone|permanently|rm|rm -rf|mkfs|partition table|continue connecting|host key|authenticity of host|trust (this|these|the) (certificate|key|host|server|site)s?)\b`)
-
 var warnRE = regexp.MustCompile(`(?i)\b(warning|danger|caution)\b.*\b(contains|exist|data|filesystem|file system|lost|destroy)|\bcontains an? \S+ (file ?system|partition table)|\bwill be (lost|erased|destroyed|overwritten)\b|\bmake a backup\b|\bback ?up (your|the|all) (data|files|disk|drive)\b`)
 
 // stagedWriteRE is output saying that changes are held until written: the
 // session's commands rewrite a disk or table once "w" is typed.
-var stagedWriteRE = regexp.MustCompile(`(?i)\bwrite\b[^.]*\b(changes|partition table|to disk)\b|\b(changes|partition table)\b[^.]*\bwrite\b`)
+var stagedWriteRE = regexp.MustCompile(`(?i)\bwrite\b[^.\n]*\b(changes|partition table|to disk)\b|\b(changes|partition table)\b[^.\n]*\bwrite\b`)
 
-// Dangerous reports whether answering the prompt would delete, overwrite,
-// format, drop, truncate, force, reset, shut down or otherwise destroy,
-// judging by the prompt and the lines before it. Password prompts are
-// never dangerous: typing a password destroys nothing.
+// Dangerous reports whether answering the prompt would destroy data or
+// weaken security, judging by the prompt, its type and the lines before it
+// alone, with the danger model the daemon ships (InferExpectedInput has no
+// command line). It says why, naming the evidence.
 func Dangerous(prompt, typ string, context []string) (bool, string) {
-	if typ == TypePassword {
-		return false, ""
+	m, err := shippedDanger()
+	if err != nil {
+		// The same file failed NewDetector at start, so a daemon never
+		// serves without it; a library caller gets the prior.
+		m = priorModel()
 	}
-	if m := dangerRE.FindString(prompt); m != "" {
-		return true, fmt.Sprintf("prompt says %q", strings.ToLower(m))
-	}
-	if typ == TypeCommand {
-		// A command prompt is dangerous when the program said its commands
-		// stage changes that a write command makes real: partition and
-		// disk editors.
-		for i := len(context) - 1; i >= 0; i-- {
-			if stagedWriteRE.MatchString(context[i]) {
-				return true, "a command here can write staged changes: " + clipText(context[i], 80)
-			}
-		}
-		return false, ""
-	}
-	if typ != TypeYesNo && typ != TypeText && typ != TypeChoice {
-		return false, ""
-	}
-	for i := len(context) - 1; i >= 0; i-- {
-		if warnRE.MatchString(context[i]) {
-			return true, "follows a warning: " + clipText(context[i], 80)
-		}
-		if m := dangerRE.FindString(context[i]); m != "" {
-			return true, fmt.Sprintf("preceding output says %q", strings.ToLower(m))
-		}
-	}
-	return false, ""
+	ok, _, why := m.judge(dangerInput{Prompt: prompt, Type: typ, Context: context})
+	return ok, why
 }
 
-// destructiveProgramRE is the family of programs whose sessions exist to
-// rewrite disks: partition editors, formatters (mkfs, mke2fs, mkreiserfs,
-// mkdosfs...) and filesystem checkers, whose every question is a repair,
-// by the stems of their names.
-var destructiveProgramRE = regexp.MustCompile(`(?i)^(\S*disk|parted|mk\w*fs(\.\w+)?|mkswap|wipefs|\w*fsck(\.\w+)?)$`)
-
-// destructiveCommandRE is a command line's destructive subcommand or mode:
-// removing software or files, discarding changes interactively, formatting.
-var destructiveCommandRE = regexp.MustCompile(`(?i)(^|\s)(remove|uninstall|purge|erase|delete|revert|restore|clean|rm|luksformat|format|wipe|checkout\s+(-p|--patch))(\s|$)`)
-
-// commandDanger judges a program by what started it: its name and command
-// line. It says why, naming the evidence.
-func commandDanger(h Hints) (bool, string) {
-	prog := h.Program
-	fields := strings.Fields(h.CommandLine)
-	if prog == "" && len(fields) > 0 {
-		prog = fields[0]
-	}
-	prog = prog[strings.LastIndexByte(prog, '/')+1:]
-	if prog != "" && destructiveProgramRE.MatchString(prog) {
-		return true, fmt.Sprintf("program %q rewrites disks", clipText(prog, 40))
-	}
-	if m := destructiveCommandRE.FindString(h.CommandLine); m != "" {
-		return true, fmt.Sprintf("command line says %q", strings.ToLower(strings.TrimSpace(m)))
-	}
-	return false, ""
-}
+// shippedDanger is ShippedDangerModel, parsed once.
+var shippedDanger = sync.OnceValues(ShippedDangerModel)
 
 // clipText trims s and shortens it to n bytes on a rune boundary: a reason
 // cut inside a character would not be valid UTF-8, and the response

@@ -34,6 +34,11 @@ func TestDetect(t *testing.T) {
 		{"more answers", "(enter ? for help) [Ynesfdaq?] ", true, TypeChoice, false},
 		{"fix", "Inode 2 ref count is 7, should be 3.  Fix<y>? ", true, TypeYesNo, true},
 		{"token", "API token: ", true, TypePassword, false},
+		// Shells' own confirmations (tcsh's rmstar, zsh's rm *).
+		{"shell's confirmation", "# rm *\nDo you really want to delete all files? [n/y] ", true, TypeYesNo, true},
+		{"zsh's confirmation", "zsh: sure you want to delete all 3 files in /tmp/x [yn]? ", true, TypeYesNo, true},
+		{"zsh's correction", "zsh: correct 'sl' to 'ls' [nyae]? ", true, TypeChoice, false},
+		{"confirming a command", "rm old.log?...", true, TypeYesNo, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,7 +133,10 @@ func TestDetectHints(t *testing.T) {
 		{"removing a package", "Do you want to continue? [Y/n] ", Hints{CommandLine: "apt-get remove nano"}, true},
 		{"installing one", "Do you want to continue? [Y/n] ", Hints{CommandLine: "apt-get install cowsay"}, false},
 		{"screen only", "Command (m for help): ", Hints{}, false},
-		{"password", "Password: ", Hints{CommandLine: "cryptsetup luksFormat disk.img"}, false},
+		{"password", "Password: ", Hints{CommandLine: "ssh alice@example.com"}, false},
+		// A secret asked for by a command that deletes: typing it
+		// confirms the deletion (keytool -delete, cryptsetup luksRemoveKey).
+		{"secret confirming a deletion", "Enter keystore password:  ", Hints{CommandLine: "keytool -delete -alias web -keystore ks.p12"}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -167,7 +175,7 @@ func TestDetectPtySignals(t *testing.T) {
 		{"getpass, line mode said", "Code: ", Hints{EchoOff: &yes, Canonical: &yes, ReadingInput: &yes}, true, TypePassword, false},
 		{"silent getpass", "", Hints{EchoOff: &yes, ReadingInput: &yes}, true, TypePassword, false},
 		{"line editor is not a secret", "$ ", Hints{EchoOff: &yes, Canonical: &no, ReadingInput: &yes}, true, TypeCommand, false},
-		{"secret never dangerous", "Delete everything: ", Hints{EchoOff: &yes, CommandLine: "rm -i x"}, true, TypePassword, false},
+		{"secret of a harmless command", "Delete everything: ", Hints{EchoOff: &yes, CommandLine: "ssh alice@example.com"}, true, TypePassword, false},
 		{"no signals, silence", "", Hints{}, false, "", false},
 	}
 	for _, tc := range cases {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -219,40 +220,75 @@ func DevHalf(program string) bool {
 
 // LeaveProgramOut evaluates d on caps one program at a time: what is
 // learnable (the candidate prompt lines of captures, as examples for the
-// semantic classifier) is learned from the other programs' captures only,
-// then the held-out program's captures are detected, with the evidence
-// ev: the screen only, the command line and program name too, or those
-// and the pty's recorded signals.
+// semantic classifier, and the danger model) is learned from the other
+// programs' captures only, then the held-out program's captures are
+// detected, with the evidence ev: the screen only, the command line and
+// program name too, or those and the pty's recorded signals.
 func LeaveProgramOut(ctx context.Context, d *Detector, caps []Capture, minConf float64, ev Evidence) ([]CaseResult, error) {
+	return LeaveGroupOut(ctx, d, caps, minConf, ev, func(c Capture) string { return c.Program })
+}
+
+// LeaveFamilyOut is LeaveProgramOut one family at a time: nothing learned
+// for a family's captures saw that family, nor any capture of a program
+// the family has.
+func LeaveFamilyOut(ctx context.Context, d *Detector, caps []Capture, minConf float64, ev Evidence) ([]CaseResult, error) {
+	return LeaveGroupOut(ctx, d, caps, minConf, ev, func(c Capture) string { return c.Family })
+}
+
+// LeaveGroupOut evaluates d on caps one group at a time (group names a
+// capture's group). For each group the detector learns its examples and
+// its danger model from the captures of the other groups, less those of
+// any program the group has; the danger model's settings are chosen by
+// leave-one-family-out within those captures alone.
+func LeaveGroupOut(ctx context.Context, d *Detector, caps []Capture, minConf float64, ev Evidence, group func(Capture) string) ([]CaseResult, error) {
 	memo := &memoEmbedder{emb: d.emb, vecs: map[string][]float32{}}
 	base := d.base()
 	base.emb = memo
-	byProgram := map[string][]int{}
-	var programs []string
+	byGroup := map[string][]int{}
+	var groups []string
 	for i, c := range caps {
-		if _, ok := byProgram[c.Program]; !ok {
-			programs = append(programs, c.Program)
+		g := group(c)
+		if _, ok := byGroup[g]; !ok {
+			groups = append(groups, g)
 		}
-		byProgram[c.Program] = append(byProgram[c.Program], i)
+		byGroup[g] = append(byGroup[g], i)
 	}
-	sort.Strings(programs)
+	sort.Strings(groups)
 	examples := make([]Example, len(caps))
+	samples := make([]DangerSample, len(caps))
 	for i, c := range caps {
 		examples[i] = ExampleFrom(c.Raw, c.Waiting, c.Type)
+		samples[i] = DangerSampleOf(c, c.Family)
 	}
 	out := make([]CaseResult, len(caps))
-	for _, p := range programs {
+	for _, g := range groups {
+		held := map[string]bool{}
+		for _, i := range byGroup[g] {
+			held[caps[i].Program] = true
+		}
 		var train []Example
+		var trainDanger []DangerSample
 		for i, c := range caps {
-			if c.Program != p && examples[i].Text != "" {
+			if group(c) == g || held[c.Program] {
+				continue
+			}
+			if examples[i].Text != "" {
 				train = append(train, examples[i])
 			}
+			trainDanger = append(trainDanger, samples[i])
+		}
+		danger, err := FitDangerHeldOut(trainDanger)
+		if err != nil {
+			return nil, err
 		}
 		fold, err := base.WithExamples(ctx, train)
 		if err != nil {
 			return nil, err
 		}
-		for _, i := range byProgram[p] {
+		if fold, err = fold.WithDangerModel(danger); err != nil {
+			return nil, err
+		}
+		for _, i := range byGroup[g] {
 			c := caps[i]
 			var h Hints
 			if ev >= WithCommand {
@@ -269,6 +305,38 @@ func LeaveProgramOut(ctx context.Context, d *Detector, caps []Capture, minConf f
 		}
 	}
 	return out, nil
+}
+
+// Calibration is how far danger_confidence means what it says on results:
+// the Brier score and the expected calibration error over bins of width
+// 0.1, among the detected captures.
+func Calibration(results []CaseResult) (brier, ece float64, n int) {
+	var bins [10]struct{ n, sumP, pos float64 }
+	for _, c := range results {
+		if !c.Got.Detected {
+			continue
+		}
+		p := c.Got.DangerConfidence
+		y := 0.0
+		if c.Label.Dangerous {
+			y = 1
+		}
+		brier += (p - y) * (p - y)
+		b := min(int(p*10), 9)
+		bins[b].n++
+		bins[b].sumP += p
+		bins[b].pos += y
+		n++
+	}
+	if n == 0 {
+		return 0, 0, 0
+	}
+	for _, b := range bins {
+		if b.n > 0 {
+			ece += b.n / float64(n) * math.Abs(b.sumP/b.n-b.pos/b.n)
+		}
+	}
+	return brier / float64(n), ece, n
 }
 
 // memoEmbedder remembers vectors by text: leave-program-out embeds the

@@ -1,18 +1,17 @@
 package terminal
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/classifierd/classifierd/internal/sweep"
 )
 
 // ErrUnavailable reports that the shared terminal store (Redis) could not
@@ -24,8 +23,8 @@ const DefaultRedisPrefix = "classifierd:"
 
 // RedisStore keeps answered prompts in Redis, so that every daemon pointed
 // at one Redis records into and learns from the same events. It applies
-// the same rules as Store: secrets are redacted before they are stored
-// (prepareRecord), learned answers are counted from the retained events
+// the same rules as Store (storeCore): secrets are redacted before they
+// are stored (prepare), learned answers are counted from the retained events
 // (so retention and deletion forget what a session taught), and the same
 // retention bounds hold (per session on every insert, age and overall
 // count every pruneEvery inserts and on Run's ticks).
@@ -33,30 +32,33 @@ const DefaultRedisPrefix = "classifierd:"
 // Layout under the prefix P (standalone Redis: the scripts name keys
 // they derive from event fields):
 //
-//	P t:e:<id>                 hash: one event
+//	P t:e:<id>                 hash: one event (a secret answer: input [REDACTED], ilen, imac)
 //	P t:s:<session>            sorted set: the session's event ids by time (µs)
 //	P t:all                    sorted set: every event id by time (µs)
 //	P t:lp:<sha1(pattern)>     hash: answer -> successes, every session
 //	P t:ls:<sha1(pattern)>:<session>  hash: answer -> successes in one session
+//	P t:rules                  string: the secret rules the events follow (Scrub)
 //
 // It does not own the client.
 type RedisStore struct {
-	rdb     *redis.Client
-	prefix  string
-	cfg     StoreConfig
-	inserts atomic.Int64
+	*storeCore
+	rdb    *redis.Client
+	prefix string
 }
 
 // NewRedisStore returns a store on rdb whose keys start with prefix
-// (DefaultRedisPrefix when empty).
+// (DefaultRedisPrefix when empty). The key of the hashes kept of secret
+// answers is read from (or made in) cfg.KeyFile, a local file: it never
+// goes to Redis, so the hashes there cannot be tried against guesses.
 func NewRedisStore(rdb *redis.Client, prefix string, cfg StoreConfig) (*RedisStore, error) {
-	if err := cfg.validate(); err != nil {
+	core, err := newStoreCore(cfg)
+	if err != nil {
 		return nil, err
 	}
 	if prefix == "" {
 		prefix = DefaultRedisPrefix
 	}
-	return &RedisStore{rdb: rdb, prefix: prefix, cfg: cfg}, nil
+	return &RedisStore{storeCore: core, rdb: rdb, prefix: prefix}, nil
 }
 
 // Close does nothing: the caller closes the client.
@@ -71,10 +73,23 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
+// luaUnlearn takes one event's answer out of the learned counts, given
+// the event's fields session, pattern, input and learned (as HMGET reads
+// them); an answer that never counted ('learned' not '1') is left alone.
+const luaUnlearn = `
+local function unlearn(P, f)
+  if f[4] ~= '1' then return end
+  local h = redis.sha1hex(f[2])
+  for _, lk in ipairs({P .. 't:lp:' .. h, P .. 't:ls:' .. h .. ':' .. f[1]}) do
+    if redis.call('HINCRBY', lk, f[3], -1) <= 0 then redis.call('HDEL', lk, f[3]) end
+  end
+end
+`
+
 // luaRemove deletes one event and takes its answer out of the learned
 // counts; it returns 1 (0 for an id already gone, which it still takes
 // out of the overall set so that pruning always progresses).
-const luaRemove = `
+const luaRemove = luaUnlearn + `
 local function remove(P, id)
   local k = P .. 't:e:' .. id
   local f = redis.call('HMGET', k, 'session', 'pattern', 'input', 'learned')
@@ -82,12 +97,7 @@ local function remove(P, id)
   if not f[1] then return 0 end
   redis.call('DEL', k)
   redis.call('ZREM', P .. 't:s:' .. f[1], id)
-  if f[4] == '1' then
-    local h = redis.sha1hex(f[2])
-    for _, lk in ipairs({P .. 't:lp:' .. h, P .. 't:ls:' .. h .. ':' .. f[1]}) do
-      if redis.call('HINCRBY', lk, f[3], -1) <= 0 then redis.call('HDEL', lk, f[3]) end
-    end
-  end
+  unlearn(P, f)
   return 1
 end
 `
@@ -95,7 +105,8 @@ end
 var recordScript = redis.NewScript(luaRemove + `
 local P, id, sess = ARGV[1], ARGV[2], ARGV[3]
 redis.call('HSET', P .. 't:e:' .. id, 'session', sess, 'prompt', ARGV[4], 'input', ARGV[5], 'success', ARGV[6],
-  'source', ARGV[7], 'rt', ARGV[8], 'created', ARGV[9], 'type', ARGV[10], 'pattern', ARGV[11], 'learned', ARGV[12])
+  'source', ARGV[7], 'rt', ARGV[8], 'created', ARGV[9], 'type', ARGV[10], 'pattern', ARGV[11], 'learned', ARGV[12],
+  'ilen', ARGV[15], 'imac', ARGV[16])
 redis.call('ZADD', P .. 't:s:' .. sess, ARGV[13], id)
 redis.call('ZADD', P .. 't:all', ARGV[13], id)
 if ARGV[12] == '1' then
@@ -120,18 +131,17 @@ func boolArg(b bool) string {
 // Redacted and teaches nothing; the second result reports whether the
 // answer now counts as learned for its prompt's pattern.
 func (s *RedisStore) Record(ctx context.Context, e Event) (Event, bool, error) {
-	e, secret, err := prepareRecord(e)
+	e, learned, err := s.prepare(e)
 	if err != nil {
 		return Event{}, false, err
 	}
-	learned := e.Success && !secret
 	err = recordScript.Run(ctx, s.rdb, nil, s.prefix, e.ID, e.SessionID, e.PromptText, e.Input, boolArg(e.Success),
 		e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey, boolArg(learned),
-		e.Time.UnixMicro(), s.cfg.MaxPerSession).Err()
+		e.Time.UnixMicro(), s.cfg.MaxPerSession, e.SecretLen, e.SecretMAC).Err()
 	if err != nil {
 		return Event{}, false, unavailable(err)
 	}
-	if s.inserts.Add(1)%pruneEvery == 0 {
+	if s.pruneDue() {
 		if err := s.Prune(ctx); err != nil {
 			return Event{}, false, err
 		}
@@ -173,20 +183,103 @@ func (s *RedisStore) Prune(ctx context.Context) error {
 	}
 }
 
-// Run prunes every interval until ctx is done, like Store.Run.
+// Run prunes every interval until ctx is done, like Store.Run. First,
+// and on every tick until it has succeeded, it redacts what older versions
+// stored in clear (Scrub).
 func (s *RedisStore) Run(ctx context.Context, every time.Duration, report func(error)) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.Prune(ctx); err != nil && ctx.Err() == nil {
-				report(err)
-			}
+	scrubbed := false
+	scrub := func(ctx context.Context) {
+		if !scrubbed {
+			err := s.Scrub(ctx)
+			scrubbed = err == nil
+			sweep.Report(ctx, err, report)
 		}
 	}
+	scrub(ctx)
+	sweep.Every(ctx, every, func(ctx context.Context) error {
+		sweep.Report(ctx, s.Prune(ctx), report)
+		scrub(ctx)
+		return nil
+	}, nil)
+}
+
+// secretRulesVersion names the secret rules (IsSecret) whose verdicts the
+// events in Redis follow; Scrub brings older events up to them once.
+// Version 2: the multilingual rules of issue 27.
+const secretRulesVersion = "2"
+
+// scrubScript redacts one event whose answer is still what the caller
+// read (ARGV[3]), keeping its length and keyed hash, and takes the answer
+// out of the learned counts.
+var scrubScript = redis.NewScript(luaUnlearn + `
+local P, id = ARGV[1], ARGV[2]
+local k = P .. 't:e:' .. id
+local f = redis.call('HMGET', k, 'session', 'pattern', 'input', 'learned')
+if not f[1] or f[3] ~= ARGV[3] then return 0 end
+unlearn(P, f)
+redis.call('HSET', k, 'input', ARGV[4], 'learned', '0', 'ilen', ARGV[5], 'imac', ARGV[6])
+return 1`)
+
+// scrubBatch is how many events Scrub reads at a time.
+const scrubBatch = 500
+
+// Scrub redacts the answers events written by an older version kept in
+// clear and the current rules judge secret, and takes them out of the
+// learned counts, unless the events already follow these rules (a key
+// P t:rules says so; replicas scrubbing at once do no harm). It reads the
+// events about scrubBatch at a time and redacts each with its own short
+// script, so Redis never runs a long one.
+func (s *RedisStore) Scrub(ctx context.Context) error {
+	rules := s.prefix + "t:rules"
+	v, err := s.rdb.Get(ctx, rules).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return unavailable(err)
+	}
+	if v == secretRulesVersion {
+		return nil
+	}
+	// ZSCAN returns every event present from the first call to the last,
+	// whatever is added or pruned meanwhile.
+	var cursor uint64
+	for {
+		kv, next, err := s.rdb.ZScan(ctx, s.prefix+"t:all", cursor, "", scrubBatch).Result()
+		if err != nil {
+			return unavailable(err)
+		}
+		var ids []string
+		for i := 0; i < len(kv); i += 2 { // member, score
+			ids = append(ids, kv[i])
+		}
+		cmds := make([]*redis.SliceCmd, len(ids))
+		if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range ids {
+				cmds[i] = p.HMGet(ctx, s.prefix+"t:e:"+id, "prompt", "type", "input")
+			}
+			return nil
+		}); err != nil {
+			return unavailable(err)
+		}
+		for i, c := range cmds {
+			f := c.Val()
+			prompt, _ := f[0].(string)
+			typ, _ := f[1].(string)
+			input, ok := f[2].(string)
+			if !ok {
+				continue // removed between the two reads
+			}
+			n, mac, secret := s.reseal(prompt, typ, input)
+			if !secret {
+				continue
+			}
+			if err := scrubScript.Run(ctx, s.rdb, nil, s.prefix, ids[i], input, Redacted, n, mac).Err(); err != nil {
+				return unavailable(err)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	return unavailable(s.rdb.Set(ctx, rules, secretRulesVersion, 0).Err())
 }
 
 // Count returns how many events the store holds, overall or for session
@@ -226,17 +319,14 @@ func (s *RedisStore) DeleteSession(ctx context.Context, session string) (int64, 
 // like Store.Learned: in session, or in every session with ShareLearned;
 // never a secret.
 func (s *RedisStore) Learned(ctx context.Context, prompt, session string) ([]Learned, error) {
-	h := sha1hex(PatternKey(clipEnd(prompt, MaxPromptBytes)))
+	scope, ok, err := s.learnedFor(prompt, session)
+	if !ok {
+		return nil, err
+	}
+	h := sha1hex(scope.pattern)
 	key := s.prefix + "t:lp:" + h
-	switch {
-	case s.cfg.ShareLearned:
-	case session == "":
-		return nil, nil
-	default:
-		if err := CheckSessionID(session); err != nil {
-			return nil, err
-		}
-		key = s.prefix + "t:ls:" + h + ":" + session
+	if scope.session != "" {
+		key = s.prefix + "t:ls:" + h + ":" + scope.session
 	}
 	m, err := s.rdb.HGetAll(ctx, key).Result()
 	if err != nil {
@@ -250,24 +340,7 @@ func (s *RedisStore) Learned(ctx context.Context, prompt, session string) ([]Lea
 		}
 		all = append(all, Learned{Input: input, Successes: n})
 	}
-	// Store's order: most successes first, then by answer; the first
-	// maxLearned, without secrets.
-	slices.SortFunc(all, func(a, b Learned) int {
-		return cmp.Or(cmp.Compare(b.Successes, a.Successes), cmp.Compare(a.Input, b.Input))
-	})
-	var out []Learned
-	total := 0
-	for _, l := range all[:min(len(all), maxLearned)] {
-		if SecretValue(l.Input) {
-			continue
-		}
-		total += l.Successes
-		out = append(out, l)
-	}
-	for i := range out {
-		out[i].Total = total
-	}
-	return out, nil
+	return suggestable(prompt, all), nil
 }
 
 // History returns a session's events, oldest first, at most limit, with
@@ -301,12 +374,11 @@ func (s *RedisStore) History(ctx context.Context, session string, limit int) ([]
 		}
 		ns, _ := strconv.ParseInt(f["created"], 10, 64)
 		rt, _ := strconv.ParseInt(f["rt"], 10, 64)
+		n, _ := strconv.Atoi(f["ilen"])
 		e := Event{ID: ids[i], SessionID: f["session"], PromptText: f["prompt"], Input: f["input"], Success: f["success"] == "1",
-			Source: f["source"], ResponseTimeMs: rt, Time: time.Unix(0, ns), PromptType: f["type"], PatternKey: f["pattern"]}
-		if e.Input != Redacted && IsSecret(e.PromptText, e.PromptType, e.Input, TTYState{}) {
-			e.Input = Redacted
-		}
-		out = append(out, e)
+			Source: f["source"], ResponseTimeMs: rt, Time: time.Unix(0, ns), PromptType: f["type"], PatternKey: f["pattern"],
+			SecretLen: n, SecretMAC: f["imac"]}
+		out = append(out, s.redact(e))
 	}
 	return out, nil
 }

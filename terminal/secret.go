@@ -1,29 +1,26 @@
 package terminal
 
 import (
+	"cmp"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 )
 
-// secretPromptRE matches prompts that ask for a secret, however worded:
-// passwords and passphrases, PINs, tokens and keys, one-time and
-// verification codes, two-factor prompts. It is judged on the prompt
-// itself, so a client's prompt_type can add redaction but never remove it.
-var secretPromptRE = regexp.MustCompile(`(?i)\b(` +
-	`pass(word|wd|phrase|code)|pass ?phrase|pin( code| number)?|` +
-	`secret|token|api[ _-]?key|access[ _-]?key|private[ _-]?key|secret[ _-]?key|auth(entication|orization)?[ _-]?(code|key|token)|` +
-	`credentials?|otp|totp|hotp|one[ -]?time|2fa|mfa|two[ -]?factor|multi[ -]?factor|` +
-	`verification[ _-]?code|security[ _-]?code|confirmation[ _-]?code|recovery[ _-]?code|backup[ _-]?code|` +
-	`authenticator|yubikey|pinentry` +
-	`)\b`)
-
-// SecretPrompt reports whether a prompt asks for a secret, from its text:
-// "Password for 'https://user@host':", "API token:", "Enter passphrase
-// for key", "Secret access key", "Verification code", "Enter PIN", a 2FA
-// or one-time code, "[sudo] password for alice:".
+// SecretPrompt reports whether a prompt asks for a secret, from its
+// words in any of the languages of secretLanguages: "Password:",
+// "Passwort:", "Пароль:", "パスワード:", "密码：", "Mot de passe :",
+// "Enter DB_PASSWORD:", "adminPwd:", "Enter vault unseal key:", "Enter
+// PIN:", a one-time or verification code. A strong word (password, PIN
+// code, secret, credentials, unseal...) is enough; a weak one (key, code,
+// token, PIN, pass) is enough unless a benign word says what else is
+// meant ("Enter file in which to save the key", "Country code", "Max
+// tokens") or the prompt offers yes/no answers ("Pin the version? [y/N]").
+// It is judged on the prompt itself, so a client's prompt_type can add
+// redaction but never remove it.
 func SecretPrompt(prompt string) bool {
-	return secretPromptRE.MatchString(clipEnd(prompt, MaxLineBytes))
+	return secretPromptLabel(prompt) != ""
 }
 
 // secretValueREs are formats of credentials that are secret wherever they
@@ -39,7 +36,44 @@ var secretValueREs = []*regexp.Regexp{
 	regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*`), // JWT
 	regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----`),            // PEM / PGP private keys
 	regexp.MustCompile(`\b[0-9a-fA-F]{32,}\b`),                                      // long hex runs (keys, hashes of secrets)
+	regexp.MustCompile(`\b[rs]k_(live|test)_[0-9A-Za-z]{10,}`),                      // Stripe secret and restricted keys
+	regexp.MustCompile(`\bhf_[A-Za-z0-9]{30,}`),                                     // Hugging Face
+	regexp.MustCompile(`\bnpm_[A-Za-z0-9]{30,}`),                                    // npm
+	regexp.MustCompile(`\bpypi-[A-Za-z0-9_-]{30,}`),                                 // PyPI
+	regexp.MustCompile(`\bhvs\.[A-Za-z0-9_-]{20,}`),                                 // Vault service token
+	regexp.MustCompile(`\bya29\.[0-9A-Za-z_-]{20,}`),                                // Google OAuth access token
+	regexp.MustCompile(`\bSG\.[\w-]{16,}\.[\w-]{16,}`),                              // SendGrid
+	regexp.MustCompile(`\bshp(at|ca|pa|ss)_[a-fA-F0-9]{32}`),                        // Shopify
+	regexp.MustCompile(`\bgl(ptt|dt|rt|cbt)-[A-Za-z0-9_-]{16,}`),                    // GitLab trigger, deploy, runner tokens
+	regexp.MustCompile(`\bAGE-SECRET-KEY-1[0-9A-Z]{50,}`),                           // age identity
+	regexp.MustCompile(`(?i)\b(AccountKey|SharedAccessKey)=[^;\s]{16,}`),            // Azure connection strings
+	regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.-]*://[^\s/:@]*:[^\s/@]+@`),             // URL with a password (postgres://u:pw@host)
+	regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}`),             // Authorization header values
 }
+
+// assignmentREs find NAME=VALUE, NAME: VALUE and --name VALUE in a typed
+// line; secretAssignment judges the name.
+var assignmentREs = []*regexp.Regexp{
+	regexp.MustCompile(`(?:^|[\s;&|(])([\pL_][\pL\pN_.-]*)\s*[=:]\s*['"]?[^\s'"]`),
+	regexp.MustCompile(`(?:^|\s)--?([\pL][\pL\pN_-]*)(?:=|\s+)['"]?[^\s'"-]`),
+}
+
+// secretAssignment reports whether v sets a variable, option or field
+// whose name asks for a secret (PGPASSWORD=…, --token …, "api_key: …").
+func secretAssignment(v string) bool {
+	for _, re := range assignmentREs {
+		for _, m := range re.FindAllStringSubmatch(v, 64) {
+			if secretPromptLabel(m[1]) != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fileOrVersionRE matches words that are file names or versions, which
+// mix cases, digits and symbols without being secrets.
+var fileOrVersionRE = regexp.MustCompile(`^v?\d+(\.\d+)+|\.[A-Za-z][A-Za-z0-9]{0,4}$`)
 
 // base64RunRE finds long base64 or base64url runs (keyMaterial judges
 // them).
@@ -47,7 +81,11 @@ var base64RunRE = regexp.MustCompile(`[A-Za-z0-9+/_-]{32,}={0,2}`)
 
 // SecretValue reports whether a typed value looks like a secret whatever
 // the prompt said: a known credential format (AWS, GitHub, GitLab, Slack,
-// JWT, PEM private key), a long hex or base64 run, or a high-entropy word.
+// Stripe, Hugging Face, npm, PyPI, Vault, Google, SendGrid, Shopify, age,
+// Azure, JWT, PEM private key), a URL with a password, an Authorization
+// value, a long hex or base64 run, a high-entropy word, a short word with
+// lower and upper case letters, digits and symbols, or an assignment to a
+// name that asks for a secret (PGPASSWORD=…, --token …).
 // It errs on the side of redacting: a false positive costs one learned
 // answer, a false negative leaks a credential.
 func SecretValue(v string) bool {
@@ -67,7 +105,7 @@ func SecretValue(v string) bool {
 			return true
 		}
 	}
-	return false
+	return secretAssignment(v)
 }
 
 // highEntropy judges one word: long enough, varied in character classes
@@ -86,8 +124,14 @@ func highEntropy(w string) bool {
 	switch {
 	case n >= 20:
 		return charClasses(w) >= 2 && entropy(w) >= 3.5
+	case fileOrVersionRE.MatchString(w):
+		return false
 	case n >= 12:
 		return charClasses(w) >= 4 && entropy(w) >= 3.2
+	case n >= 8:
+		// A short word with all four classes is how password rules make
+		// passwords ("Tr0ub4dor&3", "P@ssw0rd!").
+		return charClasses(w) >= 4
 	}
 	return false
 }
@@ -145,11 +189,42 @@ func (t TTYState) secretTTY() bool {
 }
 
 // IsSecret decides whether an answer is secret: the prompt type says
-// password (the client's hint or the detector's verdict), the prompt's
-// wording asks for a secret, the pty had echo off, or the value looks like
-// a credential. Any one is enough.
+// password (the client's hint or the detector's verdict), the pty had echo
+// off, the prompt's words ask for a secret in any language (SecretPrompt),
+// or the value looks like a credential (SecretValue). Any one is enough:
+// when in doubt, the answer is not stored. Both stores decide with it
+// before they write (storeCore.prepare) and again when they read
+// (storeCore.redact), and the suggestion path with SecretPrompt and
+// SecretValue (suggestable, Infer).
 func IsSecret(prompt, typ, input string, tty TTYState) bool {
-	return typ == TypePassword || SecretPrompt(prompt) || tty.secretTTY() || SecretValue(input)
+	return typ == TypePassword || tty.secretTTY() || SecretPrompt(prompt) || SecretValue(input)
+}
+
+// suggestable is what a store may offer as learned answers to prompt, from
+// the answers counted for its pattern: nothing when the prompt asks for a
+// secret (whatever an older version stored), never a redacted or
+// secret-looking answer; the most successful first (then by answer), at
+// most maxLearned, each with the total of those offered.
+func suggestable(prompt string, counted []Learned) []Learned {
+	if SecretPrompt(prompt) {
+		return nil
+	}
+	slices.SortFunc(counted, func(a, b Learned) int {
+		return cmp.Or(cmp.Compare(b.Successes, a.Successes), cmp.Compare(a.Input, b.Input))
+	})
+	var out []Learned
+	total := 0
+	for _, l := range counted[:min(len(counted), maxLearned)] {
+		if l.Successes <= 0 || l.Input == Redacted || SecretValue(l.Input) {
+			continue
+		}
+		total += l.Successes
+		out = append(out, l)
+	}
+	for i := range out {
+		out[i].Total = total
+	}
+	return out
 }
 
 // keyMaterial judges a long base64-alphabet run: letters of both cases

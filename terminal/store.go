@@ -2,24 +2,21 @@ package terminal
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync/atomic"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite driver
+
+	"github.com/classifierd/classifierd/internal/sweep"
 )
 
 // Redacted replaces a secret answer, in storage and everywhere else.
 const Redacted = "[REDACTED]"
-
-// Input sources.
-var inputSources = map[string]bool{"user_typed": true, "ai_suggested": true, "auto_injected": true}
 
 // Event is one recorded answer to a prompt.
 type Event struct {
@@ -35,46 +32,12 @@ type Event struct {
 	PatternKey     string
 	// TTY is what the hub read from the pty; it is evidence, not stored.
 	TTY TTYState
-}
-
-// Default retention (StoreConfig's zero values).
-const (
-	DefaultMaxAge        = 30 * 24 * time.Hour
-	DefaultMaxPerSession = 1000
-	DefaultMaxEvents     = 100_000
-)
-
-// StoreConfig bounds what the store keeps and says who learns from whom.
-// Zero values take the defaults above.
-type StoreConfig struct {
-	// MaxAge: events older than this are deleted.
-	MaxAge time.Duration
-	// MaxPerSession: a session keeps its newest MaxPerSession events.
-	MaxPerSession int
-	// MaxEvents: the store keeps the newest MaxEvents events overall
-	// (enforced every pruneEvery inserts, so it may briefly hold
-	// pruneEvery-1 more).
-	MaxEvents int
-	// ShareLearned makes answers learned in one session suggestions for
-	// every session. Off, a session is suggested only what it taught, so
-	// one client cannot teach another to answer "y" to a dangerous prompt.
-	ShareLearned bool
-}
-
-func (c *StoreConfig) validate() error {
-	if c.MaxAge < 0 || c.MaxPerSession < 0 || c.MaxEvents < 0 {
-		return fmt.Errorf("%w: retention limits must not be negative", ErrBadArgument)
-	}
-	if c.MaxAge == 0 {
-		c.MaxAge = DefaultMaxAge
-	}
-	if c.MaxPerSession == 0 {
-		c.MaxPerSession = DefaultMaxPerSession
-	}
-	if c.MaxEvents == 0 {
-		c.MaxEvents = DefaultMaxEvents
-	}
-	return nil
+	// SecretLen and SecretMAC are what is kept of a secret answer (Input
+	// is then Redacted): its length in characters and the hex of its
+	// HMAC-SHA256 under the store's key (the first 16 bytes). They are
+	// never returned by the API.
+	SecretLen int
+	SecretMAC string
 }
 
 // MaxWALBytes bounds the write-ahead log: SQLite checkpoints it every
@@ -82,22 +45,20 @@ func (c *StoreConfig) validate() error {
 // afterwards, so with one transaction's worth of slack it stays under this.
 const MaxWALBytes = 8 << 20
 
-// pruneEvery is how many inserts pass between overall prunes (age and
-// MaxEvents); the per-session bound is enforced on every insert.
-const pruneEvery = 64
-
 // Store keeps answered prompts in SQLite (WAL mode, so readers never block
 // the writer and the data survives restarts). Learned answers are counted
 // from the retained events, so retention and deletion also forget what a
 // session taught.
 type Store struct {
-	db      *sql.DB
-	path    string
-	cfg     StoreConfig
-	inserts atomic.Int64
+	*storeCore
+	db   *sql.DB
+	path string
 }
 
-const schemaVersion = 2
+// schemaVersion 3 keeps a secret answer's length and keyed hash
+// (input_len, input_mac) and redacts what the multilingual rules judge
+// secret.
+const schemaVersion = 3
 
 const schema = `
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -126,9 +87,14 @@ func dbFiles(path string) []string {
 // OpenStore opens (creating if needed) the database at path. A missing
 // directory is created 0700; the database and its -wal and -shm files are
 // 0600 whatever the umask (SQLite gives the side files the database's
-// mode, and existing files are tightened).
+// mode, and existing files are tightened), and so is the key file
+// (cfg.KeyFile, by default path+".key").
 func OpenStore(path string, cfg StoreConfig) (*Store, error) {
-	if err := cfg.validate(); err != nil {
+	if cfg.KeyFile == "" {
+		cfg.KeyFile = path + ".key"
+	}
+	core, err := newStoreCore(cfg)
+	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -154,7 +120,7 @@ func OpenStore(path string, cfg StoreConfig) (*Store, error) {
 	// One writer connection serialises writes inside the process; WAL and
 	// busy_timeout cover other processes.
 	db.SetMaxOpenConns(1)
-	s := &Store{db: db, path: path, cfg: cfg}
+	s := &Store{storeCore: core, db: db, path: path}
 	if err := s.migrate(); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
@@ -181,8 +147,11 @@ func tighten(path string) error {
 // migrate creates the schema and brings an older one up to date.
 // Version 1 kept learned answers in a table shared by every client and
 // stored secrets typed at prompts not worded "password": version 2 drops
-// the table (answers are counted from events, per session) and redacts
-// what the current rules judge secret.
+// the table (answers are counted from events, per session). Version 2
+// stored secrets typed at prompts not worded in English: version 3 adds
+// input_len and input_mac. Every migration redacts what the current rules
+// judge secret, keeping its length and keyed hash, and truncates the WAL
+// so the old values leave it too.
 func (s *Store) migrate() error {
 	if _, err := s.db.Exec(schema); err != nil {
 		return fmt.Errorf("terminal: create schema: %w", err)
@@ -202,26 +171,36 @@ func (s *Store) migrate() error {
 	if _, err := tx.Exec(`DROP TABLE IF EXISTS patterns`); err != nil {
 		return fmt.Errorf("terminal: migrate: %w", err)
 	}
+	for _, col := range []string{`input_len INTEGER NOT NULL DEFAULT 0`, `input_mac TEXT NOT NULL DEFAULT ''`} {
+		if _, err := tx.Exec(`ALTER TABLE events ADD COLUMN ` + col); err != nil && !strings.Contains(err.Error(), "duplicate column") {
+			return fmt.Errorf("terminal: migrate: %w", err)
+		}
+	}
 	rows, err := tx.Query(`SELECT id, prompt_text, input_text, prompt_type FROM events WHERE input_text != ?`, Redacted)
 	if err != nil {
 		return fmt.Errorf("terminal: migrate: %w", err)
 	}
-	var secret []string
+	type sealed struct {
+		id  string
+		n   int
+		mac string
+	}
+	var secret []sealed
 	for rows.Next() {
 		var id, prompt, input, typ string
 		if err := rows.Scan(&id, &prompt, &input, &typ); err != nil {
 			rows.Close()
 			return fmt.Errorf("terminal: migrate: %w", err)
 		}
-		if IsSecret(prompt, typ, input, TTYState{}) {
-			secret = append(secret, id)
+		if n, mac, ok := s.reseal(prompt, typ, input); ok {
+			secret = append(secret, sealed{id, n, mac})
 		}
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return fmt.Errorf("terminal: migrate: %w", err)
 	}
-	for _, id := range secret {
-		if _, err := tx.Exec(`UPDATE events SET input_text = ? WHERE id = ?`, Redacted, id); err != nil {
+	for _, e := range secret {
+		if _, err := tx.Exec(`UPDATE events SET input_text = ?, input_len = ?, input_mac = ? WHERE id = ?`, Redacted, e.n, e.mac, e.id); err != nil {
 			return fmt.Errorf("terminal: migrate: %w", err)
 		}
 	}
@@ -234,47 +213,23 @@ func (s *Store) migrate() error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("terminal: migrate: %w", err)
 	}
+	// The redacted rows' old pages are in the WAL: copy the new ones
+	// back and empty it.
+	if _, err := s.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		return fmt.Errorf("terminal: migrate: %w", err)
+	}
 	return nil
 }
 
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-func newID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b[:]), nil
-}
-
-// CheckEvent validates an event's fields, sizes first: callers run it
-// before any detection or matching on the event's text.
-func CheckEvent(e Event) error {
-	if len(e.PromptText) > MaxPromptBytes || len(e.Input) > MaxInputBytes {
-		return fmt.Errorf("%w: prompt_text and input_text are limited to %d bytes", ErrTooLarge, MaxPromptBytes)
-	}
-	if err := CheckSessionID(e.SessionID); err != nil {
-		return err
-	}
-	if !inputSources[e.Source] {
-		return fmt.Errorf("%w: input_source %q is not user_typed, ai_suggested or auto_injected", ErrBadArgument, clipText(e.Source, 32))
-	}
-	if e.ResponseTimeMs < 0 {
-		return fmt.Errorf("%w: response_time_ms is negative", ErrBadArgument)
-	}
-	if e.PromptText == "" {
-		return fmt.Errorf("%w: prompt_text is empty", ErrBadArgument)
-	}
-	return nil
-}
-
 // Record stores an event. A secret answer (IsSecret: the prompt asks for
 // one, the pty had echo off, the value looks like a credential) is stored
 // as Redacted and teaches nothing; the second result reports whether the
 // answer now counts as learned for its prompt's pattern.
 func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
-	e, secret, err := prepareRecord(e)
+	e, learned, err := s.prepare(e)
 	if err != nil {
 		return Event{}, false, err
 	}
@@ -283,8 +238,9 @@ func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
 		return Event{}, false, fmt.Errorf("terminal: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO events(id, session_id, prompt_text, input_text, success, input_source, response_time_ms, created_at, prompt_type, pattern_key)
-		VALUES (?,?,?,?,?,?,?,?,?,?)`, e.ID, e.SessionID, e.PromptText, e.Input, e.Success, e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO events(id, session_id, prompt_text, input_text, success, input_source, response_time_ms, created_at, prompt_type, pattern_key, input_len, input_mac)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`, e.ID, e.SessionID, e.PromptText, e.Input, e.Success, e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey,
+		e.SecretLen, e.SecretMAC); err != nil {
 		return Event{}, false, fmt.Errorf("terminal: insert event: %w", err)
 	}
 	// The session's bound, on every insert: the index on (session_id,
@@ -296,38 +252,12 @@ func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
 	if err := tx.Commit(); err != nil {
 		return Event{}, false, fmt.Errorf("terminal: commit: %w", err)
 	}
-	if s.inserts.Add(1)%pruneEvery == 0 {
+	if s.pruneDue() {
 		if err := s.Prune(ctx); err != nil {
 			return Event{}, false, err
 		}
 	}
-	return e, e.Success && !secret, nil
-}
-
-// prepareRecord is what every store does to an event before it stores
-// it: check it, redact a secret answer (IsSecret), give it an id, its
-// pattern key and a time. secret reports a redacted answer, which teaches
-// nothing.
-func prepareRecord(e Event) (_ Event, secret bool, _ error) {
-	if err := CheckEvent(e); err != nil {
-		return Event{}, false, err
-	}
-	secret = IsSecret(e.PromptText, e.PromptType, e.Input, e.TTY)
-	if secret {
-		e.Input = Redacted
-		if e.PromptType != TypePassword && SecretPrompt(e.PromptText) {
-			e.PromptType = TypePassword
-		}
-	}
-	id, err := newID()
-	if err != nil {
-		return Event{}, false, fmt.Errorf("terminal: event id: %w", err)
-	}
-	e.ID, e.PatternKey = id, PatternKey(e.PromptText)
-	if e.Time.IsZero() {
-		e.Time = time.Now()
-	}
-	return e, secret, nil
+	return e, learned, nil
 }
 
 // Prune deletes events older than MaxAge and the oldest beyond MaxEvents.
@@ -354,18 +284,7 @@ func (s *Store) Prune(ctx context.Context) error {
 // to a store nobody writes to; report receives the errors (the next
 // insert or tick tries again).
 func (s *Store) Run(ctx context.Context, every time.Duration, report func(error)) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.Prune(ctx); err != nil && ctx.Err() == nil {
-				report(err)
-			}
-		}
-	}
+	sweep.Every(ctx, every, s.Prune, report)
 }
 
 // Count returns how many events the store holds, overall or for session
@@ -407,18 +326,15 @@ const maxLearned = 20
 // without a session it returns nothing. Secret answers are never among
 // them.
 func (s *Store) Learned(ctx context.Context, prompt, session string) ([]Learned, error) {
+	scope, ok, err := s.learnedFor(prompt, session)
+	if !ok {
+		return nil, err
+	}
 	q := `SELECT input_text, COUNT(*) AS n FROM events WHERE pattern_key = ? AND success = 1 AND input_text != ?`
-	args := []any{PatternKey(clipEnd(prompt, MaxPromptBytes)), Redacted}
-	switch {
-	case s.cfg.ShareLearned:
-	case session == "":
-		return nil, nil
-	default:
-		if err := CheckSessionID(session); err != nil {
-			return nil, err
-		}
+	args := []any{scope.pattern, Redacted}
+	if scope.session != "" {
 		q += ` AND session_id = ?`
-		args = append(args, session)
+		args = append(args, scope.session)
 	}
 	q += ` GROUP BY input_text ORDER BY n DESC, input_text LIMIT ?`
 	args = append(args, maxLearned)
@@ -427,23 +343,18 @@ func (s *Store) Learned(ctx context.Context, prompt, session string) ([]Learned,
 		return nil, fmt.Errorf("terminal: learned: %w", err)
 	}
 	defer rows.Close()
-	var out []Learned
-	total := 0
+	var all []Learned
 	for rows.Next() {
 		var l Learned
 		if err := rows.Scan(&l.Input, &l.Successes); err != nil {
 			return nil, fmt.Errorf("terminal: learned: %w", err)
 		}
-		if SecretValue(l.Input) {
-			continue
-		}
-		total += l.Successes
-		out = append(out, l)
+		all = append(all, l)
 	}
-	for i := range out {
-		out[i].Total = total
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("terminal: learned: %w", err)
 	}
-	return out, rows.Err()
+	return suggestable(prompt, all), nil
 }
 
 // History returns a session's events, oldest first, at most limit. An
@@ -453,7 +364,7 @@ func (s *Store) History(ctx context.Context, session string, limit int) ([]Event
 	if err := CheckSessionID(session); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, session_id, prompt_text, input_text, success, input_source, response_time_ms, created_at, prompt_type, pattern_key
+	rows, err := s.db.QueryContext(ctx, `SELECT id, session_id, prompt_text, input_text, success, input_source, response_time_ms, created_at, prompt_type, pattern_key, input_len, input_mac
 		FROM (SELECT * FROM events WHERE session_id = ? ORDER BY created_at DESC LIMIT ?) ORDER BY created_at`, session, limit)
 	if err != nil {
 		return nil, fmt.Errorf("terminal: history: %w", err)
@@ -463,12 +374,11 @@ func (s *Store) History(ctx context.Context, session string, limit int) ([]Event
 	for rows.Next() {
 		var e Event
 		var ns int64
-		if err := rows.Scan(&e.ID, &e.SessionID, &e.PromptText, &e.Input, &e.Success, &e.Source, &e.ResponseTimeMs, &ns, &e.PromptType, &e.PatternKey); err != nil {
+		if err := rows.Scan(&e.ID, &e.SessionID, &e.PromptText, &e.Input, &e.Success, &e.Source, &e.ResponseTimeMs, &ns, &e.PromptType, &e.PatternKey,
+			&e.SecretLen, &e.SecretMAC); err != nil {
 			return nil, fmt.Errorf("terminal: history: %w", err)
 		}
-		if e.Input != Redacted && IsSecret(e.PromptText, e.PromptType, e.Input, TTYState{}) {
-			e.Input = Redacted
-		}
+		e = s.redact(e)
 		e.Time = time.Unix(0, ns)
 		out = append(out, e)
 	}

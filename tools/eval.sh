@@ -15,6 +15,10 @@ echo ">> converting development datasets into catalogs and query sets"
 go run ./tools/datasets -in "$DATASETS/banking77.json" -format banking77 -out "$OUT/data"
 go run ./tools/datasets -in "$DATASETS/banking77.json" -format banking77 -holdout 0.2 -out "$OUT/data"
 go run ./tools/datasets -in "$DATASETS/metatool.json" -format metatool -examples-per-tool 5 -out "$OUT/data"
+# The multilingual check: an English catalog, queries in some 60 languages
+# (make multilingual-data fetches the pinned wheel).
+HASS_WHL=${HASS_WHL:-.cache/datasets/home_assistant_intents-2026.10.27-py3-none-any.whl}
+go run ./tools/datasets -in "$HASS_WHL" -format hass-intents -out "$OUT/data"
 
 ev() { # name catalog queries
   "$GI" eval --model "$MODEL_DIR" --name "$1" --catalog "$2" --queries "$3" \
@@ -25,6 +29,7 @@ ev banking77      "$OUT/data/banking77.catalog.json"     "$OUT/data/banking77.te
 ev banking77-oos  "$OUT/data/banking77-oos.catalog.json" "$OUT/data/banking77-oos.test.jsonl"
 ev metatool-desc  "$OUT/data/metatool-desc.catalog.json" "$OUT/data/metatool.test.jsonl"
 ev metatool-ex5   "$OUT/data/metatool-ex5.catalog.json"  "$OUT/data/metatool.test.jsonl"
+ev hass-intents   "$OUT/data/hass-intents.catalog.json"  "$OUT/data/hass-intents.test.jsonl"
 # The dev split (single-tool queries disjoint from the test set, and
 # two-need prompts joined from pairs of them) is what design choices are
 # measured on; its figures are printed for comparison.

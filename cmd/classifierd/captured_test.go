@@ -82,12 +82,16 @@ func TestCapturedPrompts(t *testing.T) {
 	t.Logf("%+v", rep)
 }
 
-// TestLeaveProgramOut is the corpus evaluation of docs/terminal.md: each
-// program is detected by a detector that learned only from the other
-// programs' captures. The floors are today's figures, rounded down: the
-// test fails when detection gets worse on programs it has not seen. They
-// are below issue 14's targets where the detector still is.
-func TestLeaveProgramOut(t *testing.T) {
+// TestHeldOutCorpus is the corpus evaluation of docs/terminal.md: each
+// family is detected by a detector whose examples and danger model were
+// learned only from the other families' captures. (Leave-program-out,
+// 283 folds each choosing its danger model's prior, is terminal-eval's:
+// under the race detector it would not fit the suite's time.)
+// The floors are today's figures, rounded down: the test fails when
+// detection gets worse on kinds of programs it has not seen. They are
+// below issue 24's targets where the detector still is (dangerous recall
+// 0.95, type accuracy 0.90).
+func TestHeldOutCorpus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-model corpus evaluation")
 	}
@@ -99,24 +103,25 @@ func TestLeaveProgramOut(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name     string
+		run      func(context.Context, *terminal.Detector, []terminal.Capture, float64, terminal.Evidence) ([]terminal.CaseResult, error)
 		evidence terminal.Evidence
 		// floors: waiting F1, type accuracy, dangerous recall, and the
-		// ceiling on the dangerous false-positive rate, over all programs.
+		// ceiling on the dangerous false-positive rate, over all captures.
 		f1, typeAcc, dangerRecall, dangerFP float64
 	}{
-		{"command line", terminal.WithCommand, 0.95, 0.88, 0.90, 0.02},
-		{"screen only", terminal.ScreenOnly, 0.95, 0.88, 0.82, 0.02},
-		{"pty signals", terminal.WithPty, 0.98, 0.84, 0.92, 0.02},
+		{"families held out, command line", terminal.LeaveFamilyOut, terminal.WithCommand, 0.95, 0.88, 0.91, 0.025},
+		{"families held out, screen only", terminal.LeaveFamilyOut, terminal.ScreenOnly, 0.95, 0.88, 0.82, 0.015},
+		{"families held out, pty signals", terminal.LeaveFamilyOut, terminal.WithPty, 0.99, 0.84, 0.90, 0.025},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := terminal.LeaveProgramOut(ctx, d, caps, 0.70, tc.evidence)
+			res, err := tc.run(ctx, d, caps, 0.70, tc.evidence)
 			if err != nil {
 				t.Fatal(err)
 			}
 			rep := terminal.Summarise(res)
 			t.Logf("%+v", rep)
 			if rep.F1 < tc.f1 || rep.TypeAccuracy < tc.typeAcc || rep.DangerousRecall < tc.dangerRecall || rep.DangerousFPRate > tc.dangerFP {
-				t.Errorf("waiting F1 %.3f, type accuracy %.3f, dangerous recall %.3f, dangerous FP rate %.3f; want at least %.2f, %.2f, %.2f and at most %.2f",
+				t.Errorf("waiting F1 %.3f, type accuracy %.3f, dangerous recall %.3f, dangerous FP rate %.3f; want at least %.2f, %.2f, %.2f and at most %.3f",
 					rep.F1, rep.TypeAccuracy, rep.DangerousRecall, rep.DangerousFPRate, tc.f1, tc.typeAcc, tc.dangerRecall, tc.dangerFP)
 			}
 		})

@@ -45,12 +45,15 @@ type httpServer struct {
 // set (HTTP/2 and HTTP/1.1 offered by ALPN; a client certificate the TLS
 // layer verified reaches the gRPC interceptors through grpc.Server's
 // ServeHTTP, as on --listen).
-func newHTTPServer(cfg Config, gs *grpc.Server, log *slog.Logger) (*httpServer, error) {
+//
+// g stands in front of the transcoder: it authenticates, bounds and reads
+// every body before vanguard sees it (guard).
+func newHTTPServer(cfg Config, gs *grpc.Server, g guard, log *slog.Logger) (*httpServer, error) {
 	h, err := vanguardgrpc.NewTranscoder(gs,
 		vanguard.WithCodec(newJSONCodec),
 		vanguard.WithDefaultServiceOptions(
-			// The request bound the gRPC listener has (--max-recv-bytes):
-			// a larger body answers resource_exhausted (429) before any work.
+			// The request bound the gRPC listener has (--max-recv-bytes),
+			// which the guard in front has applied already (413).
 			vanguard.WithMaxMessageBufferBytes(uint32(min(cfg.MaxRecvBytes, math.MaxUint32))),
 			// Hubs send query parameters we do not use; ignoring them is
 			// what the REST shape they call did.
@@ -66,12 +69,10 @@ func newHTTPServer(cfg Config, gs *grpc.Server, log *slog.Logger) (*httpServer, 
 		return nil, fmt.Errorf("http listen: %w", err)
 	}
 	srv := &http.Server{
-		// Bodies past the limit are cut by the transcoder's buffer bound;
-		// MaxBytesHandler also stops a client streaming a huge body.
-		Handler:           http.MaxBytesHandler(normalizeRequest(h), int64(cfg.MaxRecvBytes)+recvOverhead),
+		Handler:           g.wrap(normalizeRequest(h)),
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       cfg.Timeout + 10*time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadTimeout:       cfg.Timeout + 10*time.Second, // bounds the time a body takes
+		IdleTimeout:       cfg.Ops.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          serverErrorLog(log),
 		TLSConfig:         cfg.httpTLS,

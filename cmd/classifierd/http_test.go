@@ -143,11 +143,11 @@ func TestHTTPConnectJSON(t *testing.T) {
 		})
 	}
 
-	t.Run("body past --max-recv-bytes is 429", func(t *testing.T) {
+	t.Run("body past --max-recv-bytes is 413", func(t *testing.T) {
 		body := `{"texts":["` + strings.Repeat("a ", 5<<19) + `"]}` // 5 MiB, limit 4 MiB
 		code, out := do(t, "POST", base+"/classifier.v1.ClassifierService/Embed", "application/json", body)
-		if code != 429 || out["code"] != float64(8) {
-			t.Fatalf("status %d %v, want 429 with code 8 (RESOURCE_EXHAUSTED)", code, out)
+		if code != 413 || out["code"] != float64(8) {
+			t.Fatalf("status %d %v, want 413 with code 8 (RESOURCE_EXHAUSTED)", code, out)
 		}
 	})
 

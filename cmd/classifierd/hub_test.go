@@ -303,3 +303,34 @@ func TestHubContract(t *testing.T) {
 		}
 	})
 }
+
+// TestHostileAnalyzeValidCategories: AnalyzePrompt refuses 100,000
+// valid_categories before any work and repeats at most a few unknown
+// names, however many it was sent.
+func TestHostileAnalyzeValidCategories(t *testing.T) {
+	_, conn := startDaemon(t, genIndex(t, "testdata/mini.json"))
+	c := pb.NewClassifierServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	names := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("unknown-category-%06d", i)
+		}
+		return out
+	}
+	_, err := c.AnalyzePrompt(ctx, &pb.AnalyzePromptRequest{Prompt: "check my github notifications", ValidCategories: names(100_000)})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "valid_categories has 100000 names, limit 1024") {
+		t.Errorf("100,000 valid_categories: %v, want INVALID_ARGUMENT naming the limit", err)
+	}
+	many := append(names(1000), "github", "unknown-category-000001")
+	r, err := c.AnalyzePrompt(ctx, &pb.AnalyzePromptRequest{Prompt: "check my github notifications", ValidCategories: many})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.GetIgnoredCategories(); len(got) != 16 || got[0] != "unknown-category-000000" || !strings.HasSuffix(r.GetWarning(), "and 984 more") ||
+		len(r.GetWarning()) > 1024 || len(r.GetCategories()) == 0 || r.GetCategories()[0] != "github" {
+		t.Errorf("1,000 unknown valid_categories: ignored %d %v, warning %q, categories %v; want the first 16, \"and 984 more\", github",
+			len(got), got, r.GetWarning(), r.GetCategories())
+	}
+}

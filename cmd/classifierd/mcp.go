@@ -59,9 +59,28 @@ func openCaller(cfg Config, live mcpserver.Caller, log *slog.Logger) (mcpserver.
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := sharedOnly(mc, "--mcp-servers"); err != nil {
+		return nil, nil, err
+	}
 	pool := mcpsrc.Open(mc, mcpsrc.Options{Stderr: os.Stderr, ClientName: "classifierd", ClientVersion: version})
 	log.Info("call_tool forwards to the configured MCP servers", "servers", len(mc.Servers))
 	return pool, func() { _ = pool.Close() }, nil
+}
+
+// sharedOnly refuses a configuration the daemon would serve less
+// isolated than it says: the daemon's call_tool has one connection per
+// server for every caller, so a server marked per-identity, or one using
+// the identity placeholder, is served by classifierd proxy only.
+func sharedOnly(mc *mcpsrc.Config, flag string) error {
+	_, perIdentity, err := mc.Isolate(mcpsrc.IsolationShared)
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	if len(perIdentity) > 0 {
+		return fmt.Errorf("%s: server %q has \"isolation\": %q, which only classifierd proxy serves: the daemon's call_tool shares one connection per server between callers (set %q, or put the server behind the proxy)",
+			flag, perIdentity[0].Name, mcpsrc.IsolationPerIdentity, mcpsrc.IsolationShared)
+	}
+	return nil
 }
 
 // serveMCPStdio serves MCP on stdin/stdout (classifierd mcp) until the
@@ -83,7 +102,9 @@ func serveMCPStdio(ctx context.Context, cfg Config, svc *server.Server, term *se
 	}
 	defer stop()
 	log.Info("classifierd serving MCP on stdio", "tools", len(idx.LabelsOf(index.KindTool)), "terminal", term != nil)
-	err = s.Run(ctx, &mcp.StdioTransport{MaxLineLength: cfg.MaxRecvBytes}) // a message over --max-recv-bytes is refused before any work
+	// A message over --max-recv-bytes, or one that is not JSON-RPC, is
+	// answered with an error before any work, and the next one is read.
+	err = s.Run(ctx, mcpserver.StdioTransport(os.Stdin, os.Stdout, cfg.MaxRecvBytes, log))
 	if ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed) {
 		return nil // a signal, or the client went away: a normal end
 	}
@@ -128,9 +149,9 @@ func startMCPHTTPWith(cfg Config, svc *server.Server, term *server.TerminalServe
 	if cfg.mcpGate != nil {
 		h = cfg.mcpGate(h)
 	} else {
-		h = mcpClientCert(h)
+		h = mcpClientCert(plainMCPGuard(int64(cfg.MaxRecvBytes)).wrap(h))
 	}
-	return serveHTTP(lis, cfg.mcpTLS, h, cfg.ShutdownWait, log), nil
+	return serveHTTP(lis, cfg.mcpTLS, h, cfg.ShutdownWait, cfg.Ops.IdleTimeout, log), nil
 }
 
 // newMCPHandler is the streamable HTTP handler at mcpPath. Request bodies
@@ -313,11 +334,12 @@ func (w *sessionIDWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter
 // serveHTTP serves h on lis in the background, over TLS when tlsConf is
 // set; the returned stop shuts the server down, closing what is still open
 // after wait.
-func serveHTTP(lis net.Listener, tlsConf *tls.Config, h http.Handler, wait time.Duration, log *slog.Logger) (stop func()) {
+func serveHTTP(lis net.Listener, tlsConf *tls.Config, h http.Handler, wait, idle time.Duration, log *slog.Logger) (stop func()) {
 	// No ReadTimeout: it would end event streams (GET) and long tool
-	// calls. IdleTimeout closes keep-alive connections no request uses,
-	// as --http-listen does; mcpGate bounds the bodies it refuses.
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, TLSConfig: tlsConf,
+	// calls; the guard in h (mcpGate) bounds the time a body takes.
+	// IdleTimeout closes keep-alive connections no request uses, as
+	// --http-listen does.
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idle, TLSConfig: tlsConf,
 		ErrorLog: serverErrorLog(log)}
 	done := make(chan struct{})
 	go func() {

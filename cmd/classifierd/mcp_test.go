@@ -411,8 +411,8 @@ func TestMCPHTTPNeedsTheDaemonsTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	prompt := map[string]any{"prompt": "write the report to disk as report.md", "session_id": "alice-1"}
-	if err := mcpCallErr(bob, "analyze_prompt", prompt); err == nil || !strings.Contains(err.Error(), "PERMISSION_DENIED") {
-		t.Errorf("bob analyzing alice's session: got %v, want PERMISSION_DENIED", err)
+	if err := mcpCallErr(bob, "analyze_prompt", prompt); err == nil || !strings.Contains(err.Error(), "NOT_FOUND") {
+		t.Errorf("bob analyzing alice's session: got %v, want NOT_FOUND (session ids are per caller)", err)
 	}
 	var an mcpserver.AnalyzePromptOutput
 	callTool(t, alice, "analyze_prompt", prompt, &an)

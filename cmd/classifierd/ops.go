@@ -21,9 +21,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/server"
+	"github.com/classifierd/classifierd/session"
 )
 
 // OpsConfig is the operational side of the daemon: metrics, TLS,
@@ -39,11 +41,24 @@ type OpsConfig struct {
 	MinDeadline          time.Duration
 	MaxIndexBytes        int64
 	IndexMmap            bool
+	// IdleTimeout closes a connection no call or request has used for
+	// this long, on every listener (--idle-timeout).
+	IdleTimeout time.Duration
+
+	// MaxWatches, MaxWatchesPerClient and MaxWatchesPerSession bound the
+	// WatchExposure streams open at once (--max-watches...).
+	MaxWatches, MaxWatchesPerClient, MaxWatchesPerSession int
 
 	// plainHTTP and plainMCP are what validate read from
 	// PlaintextListeners.
 	plainHTTP, plainMCP bool
 }
+
+// defaultIdleTimeout is --idle-timeout's default, and the proxy's: what
+// the HTTP listeners had before the flag. An idle gRPC connection holds
+// about 64 KiB of buffers and a file descriptor; a client that calls less
+// often than this pays one reconnect (and TLS handshake) per call.
+const defaultIdleTimeout = 2 * time.Minute
 
 // indexLoad is how index files are read, at start and on every reload.
 func (c *OpsConfig) indexLoad() index.LoadOptions {
@@ -58,11 +73,15 @@ func (c *OpsConfig) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PlaintextListeners, "plaintext-listeners", "", "with --tls-cert: serve these listeners in plain text all the same (comma-separated: http, mcp), for a TLS-terminating proxy in front of them; client certificates cannot be checked there (default: none, TLS on every listener)")
 	fs.StringVar(&c.TokenFile, "auth-token-file", "", "require bearer tokens from this file (lines: NAME SCOPES TOKEN; mode 0600); reloaded on SIGHUP")
 	fs.IntVar(&c.MaxSessionsPerClient, "max-sessions-per-client", 1000, "most hub sessions one caller (identity, or peer address when anonymous) may hold; with --mcp-listen, also the most MCP sessions it may hold there, counted apart (HTTP 429 past it)")
+	fs.IntVar(&c.MaxWatches, "max-watches", server.DefaultMaxWatches, "most WatchExposure streams open at once; more get RESOURCE_EXHAUSTED (each costs a goroutine and its buffers)")
+	fs.IntVar(&c.MaxWatchesPerClient, "max-watches-per-client", server.DefaultMaxWatchesPerClient, "most WatchExposure streams one caller (identity, or peer address when anonymous) may hold open; more get RESOURCE_EXHAUSTED")
+	fs.IntVar(&c.MaxWatchesPerSession, "max-watches-per-session", server.DefaultMaxWatchesPerSession, "most WatchExposure streams open on one session; more get RESOURCE_EXHAUSTED (a hub needs one, and a moment's overlap when it reconnects)")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", 0, "model calls admitted at once (default: 2 x --concurrency)")
 	fs.IntVar(&c.MaxQueue, "max-waiting", 0, "model calls that may wait for a place; more get RESOURCE_EXHAUSTED at once (default: 64 x --concurrency)")
 	fs.DurationVar(&c.MaxWaitingTime, "max-waiting-time", server.DefaultAdmissionMaxWait, "refuse a model call at once (RESOURCE_EXHAUSTED) when the calls ahead of it would keep it from a place longer than this, from the recent rate places came free; applies once calls have waited without a break for 100ms, until the queue has been empty for 1s (before: a burst may queue up to 100ms of waiting) (0: --max-waiting only)")
 	fs.DurationVar(&c.MinDeadline, "min-deadline", 2*time.Millisecond, "refuse model calls with less than this left of their deadline (DEADLINE_EXCEEDED) before any work")
 	fs.Int64Var(&c.MaxIndexBytes, "max-index-bytes", index.DefaultMaxFileBytes, "largest index file accepted, in bytes")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", defaultIdleTimeout, "close a connection that has had no call in flight (gRPC) or no request (HTTP/JSON, MCP) for this long; its client reconnects when it next calls")
 	fs.BoolVar(&c.IndexMmap, "index-mmap", false, "score from a read-only mapping of the index file instead of a copy in memory (large indexes); only if the file is replaced by rename, as gen-index does: a mapped file rewritten in place (cp over it) kills the daemon")
 }
 
@@ -84,8 +103,11 @@ func (c *OpsConfig) validate(concurrency int) error {
 	if (c.plainHTTP || c.plainMCP) && c.TLSCert == "" {
 		return errors.New("--plaintext-listeners needs --tls-cert and --tls-key (without them every listener is plain text)")
 	}
-	if c.MaxSessionsPerClient < 1 || c.MaxInFlight < 0 || c.MaxQueue < 0 || c.MaxWaitingTime < 0 || c.MinDeadline < 0 || c.MaxIndexBytes < 1 {
-		return errors.New("--max-sessions-per-client and --max-index-bytes must be positive; --max-inflight, --max-waiting, --max-waiting-time and --min-deadline not negative")
+	if c.MaxSessionsPerClient < 1 || c.MaxInFlight < 0 || c.MaxQueue < 0 || c.MaxWaitingTime < 0 || c.MinDeadline < 0 || c.MaxIndexBytes < 1 || c.IdleTimeout <= 0 {
+		return errors.New("--max-sessions-per-client, --max-index-bytes and --idle-timeout must be positive; --max-inflight, --max-waiting, --max-waiting-time and --min-deadline not negative")
+	}
+	if c.MaxWatches < 1 || c.MaxWatchesPerClient < 1 || c.MaxWatchesPerSession < 1 {
+		return errors.New("--max-watches, --max-watches-per-client and --max-watches-per-session must be positive")
 	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = 2 * concurrency
@@ -172,6 +194,17 @@ func (o *ops) logTLS(log *slog.Logger, cfg Config) {
 	}
 }
 
+// watches is the count of WatchExposure streams (--max-watches...),
+// exported as classifierd_exposure_watches.
+func (o *ops) watches() (*session.Watches, error) {
+	w := session.NewWatches(o.cfg.MaxWatches, o.cfg.MaxWatchesPerClient, o.cfg.MaxWatchesPerSession)
+	err := o.metrics.Gauge("classifierd_exposure_watches", "WatchExposure streams open.", func() float64 {
+		n, _, _ := w.Count("", "")
+		return float64(n)
+	})
+	return w, err
+}
+
 // sessionOwnerLimit is the per-caller session quota for session.Config.
 func (o *ops) sessionOwnerLimit() int { return o.cfg.MaxSessionsPerClient }
 
@@ -212,6 +245,34 @@ func (o *ops) serverOptions(log *slog.Logger, st *server.Stats, timeout time.Dur
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.tlsConf)))
 	}
 	return opts
+}
+
+// httpGuard is the guard of --http-listen (rpcGuard) counting the callers
+// it refuses in classifierd_auth_denied_total, as the gRPC edge counts
+// its own, under the method the path names when served is serving it,
+// else "unknown" (a client cannot mint label values).
+func (o *ops) httpGuard(maxBody int64, served map[string]grpc.ServiceInfo) guard {
+	g := o.rpcGuard(maxBody)
+	refuse := g.refuse
+	g.refuse = func(w http.ResponseWriter, r *http.Request, code int, err error) {
+		if code == http.StatusUnauthorized || code == http.StatusForbidden {
+			o.metrics.Denied(servedMethod(r.URL.Path, served), status.Code(err))
+		}
+		refuse(w, r, code, err)
+	}
+	return g
+}
+
+// servedMethod is path when it names a method of served
+// ("/pkg.Service/Method"), else "unknown".
+func servedMethod(path string, served map[string]grpc.ServiceInfo) string {
+	svc, name, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	for _, m := range served[svc].Methods {
+		if m.Name == name {
+			return path
+		}
+	}
+	return "unknown"
 }
 
 // listen opens addr: HOST:PORT, or unix:///path for a Unix socket that

@@ -27,6 +27,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -35,7 +36,9 @@ import (
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
+	"github.com/classifierd/classifierd/internal/testdaemon"
 	"github.com/classifierd/classifierd/internal/testenv"
+	"github.com/classifierd/classifierd/internal/testgrpc"
 )
 
 // These tests cover issue #17 (operations) through the real daemon on a
@@ -47,46 +50,8 @@ import (
 // addr) and waits until a health check over dial answers SERVING.
 func opsDaemon(t *testing.T, addr string, dial []grpc.DialOption, args ...string) (*daemon, *grpc.ClientConn) {
 	t.Helper()
-	bin, _ := binaries(t)
-	d := &daemon{addr: addr, stderr: &syncBuffer{}, done: make(chan error, 1)}
-	state := t.TempDir()
-	args = append([]string{"--model", testenv.ModelDir(), "--ort-lib", testenv.ORTLib(), "--listen", addr,
-		"--terminal-logs", filepath.Join(state, "terminal"), "--terminal-db", filepath.Join(state, "terminal.db")}, args...)
-	d.cmd = exec.Command(bin, args...)
-	d.cmd.Stderr = d.stderr
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.done <- d.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = d.cmd.Process.Kill()
-		<-d.done
-	})
-	conn, err := grpc.NewClient(addr, dial...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	hc := healthpb.NewHealthClient(conn)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return d, conn
-		}
-		select {
-		case err := <-d.done:
-			d.done <- err
-			t.Fatalf("classifierd exited early: %v\n%s", err, d.stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("classifierd not serving after 60s: %v\n%s", err, d.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	binaries(t)
+	return serving(t, addr, testdaemon.Start(t, append(testdaemon.Args(t, addr), args...)...), 60*time.Second, dial...)
 }
 
 var insecureDial = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
@@ -427,26 +392,39 @@ func TestOpsTLSTokensAndSessionOwners(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := s.GetSession().GetId()
+		// Session ids are per caller: to bob, alice's id names no
+		// session, exactly as an id no one uses.
 		if _, err := c.GetSession(alice, &pb.GetSessionRequest{SessionId: id}); err != nil {
 			t.Fatalf("owner GetSession: %v", err)
 		}
 		_, err = c.GetSession(bob, &pb.GetSessionRequest{SessionId: id})
-		wantCode(t, "GetSession by another", err, codes.PermissionDenied)
+		wantCode(t, "GetSession by another", err, codes.NotFound)
 		_, err = c.UpdateExposure(bob, &pb.UpdateExposureRequest{SessionId: id, Categories: []string{"github"}})
-		wantCode(t, "UpdateExposure by another", err, codes.PermissionDenied)
+		wantCode(t, "UpdateExposure by another", err, codes.NotFound)
 		_, err = c.ListTools(bob, &pb.ListToolsRequest{SessionId: id})
-		wantCode(t, "ListTools by another", err, codes.PermissionDenied)
+		wantCode(t, "ListTools by another", err, codes.NotFound)
 		_, err = c.DeleteSession(bob, &pb.DeleteSessionRequest{SessionId: id})
-		wantCode(t, "DeleteSession by another", err, codes.PermissionDenied)
+		wantCode(t, "DeleteSession by another", err, codes.NotFound)
 		_, err = c.AnalyzePrompt(bob, &pb.AnalyzePromptRequest{Prompt: "check github", SessionId: id})
-		wantCode(t, "AnalyzePrompt on another's session", err, codes.PermissionDenied)
+		wantCode(t, "AnalyzePrompt on another's session", err, codes.NotFound)
 		w, err := c.WatchExposure(bob, &pb.WatchExposureRequest{SessionId: id})
 		if err == nil {
 			_, err = w.Recv()
 		}
-		wantCode(t, "WatchExposure by another", err, codes.PermissionDenied)
+		wantCode(t, "WatchExposure by another", err, codes.NotFound)
 		if _, err := c.GetSession(alice, &pb.GetSessionRequest{SessionId: id}); err != nil {
 			t.Fatalf("owner's session changed by others' attempts: %v", err)
+		}
+		// CreateSession cannot probe ids either: bob's "alice-1" is a
+		// session of his own, and ALREADY_EXISTS is only ever the
+		// caller's own session.
+		if bs, err := c.CreateSession(bob, &pb.CreateSessionRequest{SessionId: id, DefaultExposure: "all"}); err != nil || bs.GetSession().GetId() != id {
+			t.Fatalf("bob's CreateSession with alice's id: %v %v, want a session of his own with that id", bs, err)
+		}
+		_, err = c.CreateSession(alice, &pb.CreateSessionRequest{SessionId: id})
+		wantCode(t, "alice's CreateSession with her own id", err, codes.AlreadyExists)
+		if as, err := c.GetSession(alice, &pb.GetSessionRequest{SessionId: id}); err != nil || slices.Contains(as.GetSession().GetExposedCategories(), "github") {
+			t.Fatalf("alice's session after bob made his: %v %v, want hers unchanged (meta-only)", as, err)
 		}
 	})
 	t.Run("per-client session quota", func(t *testing.T) {
@@ -644,21 +622,7 @@ func TestOpsShutdownEndsStreams(t *testing.T) {
 	}
 	// The watch is registered some time after the call returns: change
 	// the exposure until the watch sees a change.
-	seen := make(chan struct{})
-	go func() {
-		for i := 0; ; i++ {
-			cats := []string{"github", "filesystem"}[i%2 : i%2+1]
-			_, _ = c.UpdateExposure(ctx, &pb.UpdateExposureRequest{SessionId: s.GetSession().GetId(), Categories: cats, Mode: "replacement"})
-			select {
-			case <-seen:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	_, err = ew.Recv()
-	close(seen)
-	if err != nil {
+	if _, err := testgrpc.FirstChange(ctx, c, s.GetSession().GetId(), ew, 100*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -814,5 +778,52 @@ func TestTerminalHistoryBelongsToItsIdentity(t *testing.T) {
 	h, err := c.GetSessionHistory(alice, &terminalpb.GetSessionHistoryRequest{SessionId: "shared-name"})
 	if err != nil || len(h.GetEvents()) != 5 || h.GetEvents()[0].GetSessionId() != "shared-name" {
 		t.Fatalf("alice's history: %v, %v; want her 5 events under the id she used", h, err)
+	}
+}
+
+// TestGRPCIdleConnectionsClose: a gRPC connection with no call in flight
+// for --idle-timeout is closed by the daemon (its client goes idle and
+// reconnects when it next calls).
+func TestGRPCIdleConnectionsClose(t *testing.T) {
+	d, _ := startDaemon(t, genIndex(t, "testdata/mini.json"), "--idle-timeout", "1s")
+	cc, err := grpc.NewClient(d.addr, insecureDial...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := pb.NewClassifierServiceClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.GetIndexInfo(ctx, &pb.GetIndexInfoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if s := cc.GetState(); s != connectivity.Ready {
+		t.Fatalf("state after a call: %v, want READY", s)
+	}
+	wait, cancelWait := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelWait()
+	if !cc.WaitForStateChange(wait, connectivity.Ready) {
+		t.Fatalf("the connection is still %v 10s after its last call, want it closed after --idle-timeout 1s", cc.GetState())
+	}
+	if _, err := c.GetIndexInfo(ctx, &pb.GetIndexInfoRequest{}); err != nil {
+		t.Fatalf("a call after the idle close: %v, want the client to reconnect", err)
+	}
+	// A connection in use is not idle: a watch outlives the timeout.
+	if _, err := c.CreateSession(ctx, &pb.CreateSessionRequest{SessionId: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.WatchExposure(ctx, &pb.WatchExposureRequest{SessionId: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Header(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := c.UpdateExposure(ctx, &pb.UpdateExposureRequest{SessionId: "w", Categories: []string{"github"}}); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := w.Recv(); err != nil || !slices.Contains(ev.GetChange().GetAdded(), "github") {
+		t.Fatalf("a watch across --idle-timeout: %v %v, want the change", ev, err)
 	}
 }

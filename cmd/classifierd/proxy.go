@@ -18,12 +18,14 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/classifierd/classifierd/embed"
 	"github.com/classifierd/classifierd/labels"
 	"github.com/classifierd/classifierd/mcpproxy"
+	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/mcpsrc"
 	"github.com/classifierd/classifierd/models"
 	"github.com/classifierd/classifierd/request"
@@ -61,6 +63,11 @@ type ProxyConfig struct {
 	// MetricsListen serves Prometheus metrics at HOST:PORT/metrics in
 	// plain HTTP, as the daemon's --metrics-listen (off when empty).
 	MetricsListen string
+	// MaxBackends, MaxBackendsPerClient and BackendIdle bound the backends
+	// of per-identity servers (--max-backends, --max-backends-per-client,
+	// --backend-idle-timeout; mcpsrc.IsolatedOptions).
+	MaxBackends, MaxBackendsPerClient int
+	BackendIdle                       time.Duration
 }
 
 func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
@@ -83,6 +90,9 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 	fs.IntVar(&c.MaxSessionsPerClient, "max-sessions-per-client", defaultProxySessionsPerClient,
 		"most agent sessions one caller (a token's name or a client certificate; anonymous callers by address) may hold at once; more get HTTP 429 RESOURCE_EXHAUSTED. "+
 			"At most --max-sessions; if unset, the smaller of 100 and --max-sessions: a tenth of the default --max-sessions, as the daemon's 1000 of 10000, so one caller cannot lock the others out")
+	fs.IntVar(&c.MaxBackends, "max-backends", defaultMaxBackends, "most backends of per-identity servers at once, in all (a stdio server's backend is a process); a call that would start one more gets RESOURCE_EXHAUSTED")
+	fs.IntVar(&c.MaxBackendsPerClient, "max-backends-per-client", 0, "most backends of per-identity servers one caller may have at once (default: one of each per-identity server)")
+	fs.DurationVar(&c.BackendIdle, "backend-idle-timeout", 10*time.Minute, "stop a per-identity backend no call has used for this long (what it kept in memory goes with it); the caller's next call starts another")
 	fs.StringVar(&c.Exposure, "default-exposure", "meta-only", "what a new session sees beside the meta tools: meta-only (nothing else) or all")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.Security.TLSCert, "tls-cert", "", "serve --mcp-listen over TLS with this PEM certificate chain (with --tls-key); reloaded on SIGHUP")
@@ -120,6 +130,8 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 		return c, errors.New("--threads and --concurrency must be at least 1")
 	case c.Timeout <= 0 || c.Connect <= 0 || c.Wait <= 0 || c.SessionTTL <= 0 || c.MaxSessions < 1 || c.MaxSessionsPerClient < 1:
 		return c, errors.New("durations, --max-sessions and --max-sessions-per-client must be positive")
+	case c.MaxBackends < 1 || c.MaxBackendsPerClient < 0 || c.BackendIdle <= 0:
+		return c, errors.New("--max-backends and --backend-idle-timeout must be positive, --max-backends-per-client not negative")
 	case c.Exposure != "meta-only" && c.Exposure != "all":
 		return c, fmt.Errorf("--default-exposure %q is not meta-only or all", c.Exposure)
 	case c.LogFormat != "text" && c.LogFormat != "json":
@@ -131,6 +143,25 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 // defaultProxySessionsPerClient is --max-sessions-per-client's default: a
 // tenth of --max-sessions' default, as the daemon's 1000 of 10000.
 const defaultProxySessionsPerClient = 100
+
+// defaultMaxBackends is --max-backends' default. Per-identity is the
+// default with authentication, so the bound must let a small team (ten
+// identities using six servers) work without refusals; a stdio backend is
+// a process (the memory server's, under Node.js, 68 MB RSS), so at the
+// limit 64 of them hold about 4.4 GB. An identity has at most one backend
+// per server, and idle ones stop after --backend-idle-timeout.
+const defaultMaxBackends = 64
+
+// defaultIsolation is the isolation of a server whose entry sets none:
+// per-identity when the proxy authenticates its callers (tokens or client
+// certificates), so one caller's data in a stateful server never reaches
+// another; shared otherwise, when every caller is one identity anyway.
+func (c *ProxyConfig) defaultIsolation() string {
+	if c.Security.identifies() {
+		return mcpsrc.IsolationPerIdentity
+	}
+	return mcpsrc.IsolationShared
+}
 
 // validateListen checks the security flags against --mcp-listen: they
 // apply to it only, and a listener beyond loopback must identify its
@@ -178,6 +209,10 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 	if err != nil {
 		return err
 	}
+	listing, perIdentity, err := mcfg.Isolate(cfg.defaultIsolation())
+	if err != nil {
+		return err
+	}
 	// The token file and certificates are read first: a bad one fails
 	// before the model loads.
 	sec, err := openSecurity(cfg.Security)
@@ -205,14 +240,20 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 	}
 	defer func() { err = errors.Join(err, eng.Close()) }()
 
-	pool := mcpsrc.Open(mcfg, mcpsrc.Options{Timeout: cfg.Connect, Stderr: os.Stderr, ClientName: "classifierd-proxy", ClientVersion: version})
+	poolOpts := mcpsrc.Options{Timeout: cfg.Connect, Stderr: os.Stderr, ClientName: "classifierd-proxy", ClientVersion: version}
+	pool := mcpsrc.Open(listing, poolOpts)
 	defer func() { err = errors.Join(err, pool.Close()) }()
 	var names []string
 	for _, s := range mcfg.Servers {
 		names = append(names, s.Name)
 	}
 	reg := newRegistry()
-	px, err := mcpproxy.New(ctx, mcpproxy.Config{Source: pool, Embedder: eng,
+	src, closeSrc, err := isolate(pool, perIdentity, cfg, poolOpts, reg, log)
+	if err != nil {
+		return err
+	}
+	defer closeSrc() // before the pool
+	px, err := mcpproxy.New(ctx, mcpproxy.Config{Source: src, Embedder: eng, LabelEmbedder: eng.Labels(),
 		Model:  labels.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
 		Limits: request.Limits{}, ServerNames: names, Timeout: cfg.Timeout, Version: version, Logger: log,
 		Sessions: session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: cfg.MaxSessionsPerClient,
@@ -255,7 +296,7 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 		}
 		defer served()
 		log.Info("classifierd proxy serving MCP on stdio", "servers", len(names))
-		err = s.Run(ctx, &mcp.StdioTransport{MaxLineLength: proxyMaxMessage})
+		err = s.Run(ctx, mcpserver.StdioTransport(os.Stdin, os.Stdout, proxyMaxMessage, log))
 		if ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed) {
 			return nil
 		}
@@ -266,10 +307,54 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 		return fmt.Errorf("mcp listen: %w", err)
 	}
 	logProxyListen(log, cfg, sec)
-	stopHTTP := serveHTTP(lis, sec.listenerTLS(false), sec.mcpGate(proxyHandler(px, cfg, log), auth.ScopeRoute, auth.ScopeCall), 5*time.Second, log)
+	stopHTTP := serveHTTP(lis, sec.listenerTLS(false), sec.mcpGate(proxyHandler(px, cfg, log), proxyMaxMessage, auth.ScopeRoute, auth.ScopeCall), 5*time.Second, defaultIdleTimeout, log)
 	defer stopHTTP()
 	<-ctx.Done()
 	return nil
+}
+
+// proxySource lists the live tools from the pool and calls them through
+// calls (the per-identity backends, and the pool for shared servers).
+type proxySource struct {
+	*mcpsrc.Pool
+	calls mcpsrc.Caller
+}
+
+func (s proxySource) CallTool(ctx context.Context, server string, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	return s.calls.CallTool(ctx, server, params)
+}
+
+// isolate returns where the proxy's tool calls go: the pool alone when
+// every server is shared, else per-identity backends (mcpsrc.Isolated,
+// bounded by --max-backends...) for the per-identity servers, exported as
+// classifierd_proxy_backends. The returned func stops the backends.
+func isolate(pool *mcpsrc.Pool, perIdentity []mcpsrc.ServerConfig, cfg ProxyConfig, opts mcpsrc.Options, reg *prometheus.Registry, log *slog.Logger) (mcpproxy.Source, func(), error) {
+	if len(perIdentity) == 0 {
+		return pool, func() {}, nil
+	}
+	iso, err := mcpsrc.NewIsolated(pool, perIdentity, mcpsrc.IsolatedOptions{
+		Identity:    func(ctx context.Context) string { return server.CallerFrom(ctx).Name },
+		MaxBackends: cfg.MaxBackends, MaxPerIdentity: cfg.MaxBackendsPerClient, IdleTimeout: cfg.BackendIdle, Pool: opts})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "classifierd_proxy_backends",
+		Help: "Backends of per-identity servers running (a stdio server's is a process), of --max-backends."},
+		func() float64 { n, _ := iso.Backends(""); return float64(n) })); err != nil {
+		_ = iso.Close()
+		return nil, nil, err
+	}
+	var names []string
+	for _, sc := range perIdentity {
+		names = append(names, sc.Name)
+		if sc.Transport == mcpsrc.TransportStdio && !sc.UsesIdentity() {
+			log.Info("proxy: a per-identity server gets a process per identity, but its processes share any file or database it keeps; give each identity its own with "+
+				mcpsrc.IdentityPlaceholder+" in its args or env", "server", sc.Name)
+		}
+	}
+	log.Info("proxy: per-identity servers: each caller's calls go to a backend of its own", "servers", names,
+		"max_backends", cfg.MaxBackends, "idle_timeout", cfg.BackendIdle)
+	return proxySource{Pool: pool, calls: iso}, func() { _ = iso.Close() }, nil
 }
 
 // logProxyListen says at start who may use --mcp-listen, and warns when

@@ -23,6 +23,9 @@ func TestParseProxyFlags(t *testing.T) {
 		{append(ok, "--max-sessions", "0"), "must be positive"},
 		{append(ok, "--log-format", "xml"), "is not text or json"},
 		{append(ok, "extra"), "unexpected arguments"},
+		{append(ok, "--max-backends", "0"), "--max-backends and --backend-idle-timeout must be positive"},
+		{append(ok, "--max-backends-per-client", "-1"), "--max-backends-per-client not negative"},
+		{append(ok, "--backend-idle-timeout", "0s"), "--max-backends and --backend-idle-timeout must be positive"},
 	}
 	for _, tc := range cases {
 		_, err := parseProxyFlags(tc.args, io.Discard)

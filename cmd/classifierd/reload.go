@@ -115,6 +115,9 @@ func newReloader(cfg Config, eng *embed.Engine, log *slog.Logger) (*reloader, er
 		if err != nil {
 			return nil, err
 		}
+		if err := sharedOnly(mc, "--mcp-config"); err != nil {
+			return nil, err
+		}
 		for _, s := range mc.Servers {
 			log.Info("mcp server configured", "server", s)
 		}
@@ -122,7 +125,7 @@ func newReloader(cfg Config, eng *embed.Engine, log *slog.Logger) (*reloader, er
 		if cfg.Reload.Catalog != "" {
 			r.watched[cfg.Reload.Catalog] = fileStamp{}
 		}
-		r.cache = indexbuild.NewCache(eng, eng.Fingerprint())
+		r.cache = indexbuild.NewCache(eng.Labels(), eng.Fingerprint())
 		r.pool = mcpsrc.Open(mc, mcpsrc.Options{Timeout: cfg.Reload.MCPTimeout, Refresh: cfg.Reload.MCPRefresh})
 	}
 	for path := range r.watched {
@@ -354,6 +357,9 @@ func (r *reloader) reload(ctx context.Context, srv *server.Server, reason string
 func (r *reloader) updateServers() error {
 	mc, err := mcpsrc.LoadConfig(r.cfg.Reload.MCPConfig)
 	if err != nil {
+		return err
+	}
+	if err := sharedOnly(mc, "--mcp-config"); err != nil {
 		return err
 	}
 	r.pool.Update(mc)

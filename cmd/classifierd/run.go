@@ -59,7 +59,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	cfg.mcpGate = func(h http.Handler) http.Handler {
 		// Any scope of a daemon MCP tool opens a session; each tool call
 		// then checks its own (daemonToolScope).
-		return op.mcpGate(h, auth.ScopeRoute, auth.ScopeTerminal, auth.ScopeCall)
+		return op.mcpGate(h, int64(cfg.MaxRecvBytes), auth.ScopeRoute, auth.ScopeTerminal, auth.ScopeCall)
 	}
 	cfg.httpTLS, cfg.mcpTLS = op.listenerTLS(cfg.Ops.plainHTTP), op.listenerTLS(cfg.Ops.plainMCP)
 	op.logTLS(log, cfg)
@@ -144,8 +144,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
+	watches, err := op.watches()
+	if err != nil {
+		return err
+	}
 	svc, err := server.New(server.Config{MaxEmbedBatch: cfg.MaxBatch, DefaultNoMatch: policy, MaxTokens: man.MaxTokens,
-		Sessions: sessions, Tokens: counter, Source: source, Sources: rl.sources}, dom, emb, log)
+		Sessions: sessions, Tokens: counter, Source: source, Sources: rl.sources, Watches: watches}, dom, emb, log)
 	if err != nil {
 		return err
 	}
@@ -182,12 +186,17 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	gs := grpc.NewServer(append(append(op.serverOptions(log, svc.Stats(), cfg.Timeout), cfg.tracer.serverOptions()...),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// A connection with no call in flight for --idle-timeout gets a
+		// GOAWAY and is closed (its client reconnects when it next
+		// calls): idle connections cannot pile up, each holding its
+		// buffers and a file descriptor. Pings do not count as use.
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: cfg.Ops.IdleTimeout}),
 	)...)
 	hs := server.NewHealth()
 	register(gs, hs, svc, term)
 	var hsrv *httpServer
 	if cfg.HTTPListen != "" {
-		if hsrv, err = newHTTPServer(cfg, gs, log); err != nil {
+		if hsrv, err = newHTTPServer(cfg, gs, op.httpGuard(int64(cfg.MaxRecvBytes), gs.GetServiceInfo()), log); err != nil {
 			_ = lis.Close()
 			return err
 		}

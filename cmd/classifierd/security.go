@@ -211,13 +211,14 @@ func daemonToolScope(tool string) string {
 	return auth.ScopeRoute
 }
 
-// mcpGate authenticates every request to an MCP listener before the MCP
-// SDK reads it, by mcpIdentity's rules, and puts its caller in the
-// request's context (server.CallerFrom), an anonymous one with its peer
-// address as its Quota (whose share of sessions it counts against). A
-// request without a valid token
-// (or, with only a client CA, a client certificate) is answered 401, one
-// whose caller holds none of the scopes anyOf 403; both carry a JSON-RPC
+// mcpGate stands in front of an MCP listener: its guard (mcpGuard)
+// authenticates every request before the MCP SDK reads it, by
+// mcpIdentity's rules, bounds its body by maxBody, and puts its caller in
+// the request's context (server.CallerFrom), an anonymous one with its
+// peer address as its Quota (whose share of sessions it counts against).
+// A request without a valid token (or, with only a client CA, a client
+// certificate) is answered 401, one whose caller holds none of the scopes
+// anyOf 403, one whose body is too large 413; each carries a JSON-RPC
 // error saying why, which the SDK's client reports.
 //
 // When callers are identified, the caller also reaches the SDK as an
@@ -227,40 +228,27 @@ func daemonToolScope(tool string) string {
 // RequireBearerToken puts a TokenInfo in a request, and only from a
 // bearer token, so a certificate caller's request reaches it with a
 // placeholder token (mcpIdentity reads no token without a token file).
-func (s *security) mcpGate(next http.Handler, anyOf ...string) http.Handler {
+func (s *security) mcpGate(next http.Handler, maxBody int64, anyOf ...string) http.Handler {
 	bound := sdkauth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*sdkauth.TokenInfo, error) {
 		c := server.CallerFrom(ctx)
 		return &sdkauth.TokenInfo{UserID: c.Name, Scopes: c.Scopes}, nil
 	}, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
-	return mcpClientCert(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := s.mcpIdentity(r.Header)
-		if err != nil {
-			if s.tokens != nil {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="classifierd"`)
-			}
-			writeMCPError(w, r, http.StatusUnauthorized, mcpCodeUnauthenticated, err)
-			return
-		}
-		if !slices.ContainsFunc(anyOf, func(scope string) bool { return slices.Contains(c.Scopes, scope) }) {
-			writeMCPError(w, r, http.StatusForbidden, mcpCodePermissionDenied,
-				status.Errorf(codes.PermissionDenied, "%s holds none of the scopes %s", c.Name, strings.Join(anyOf, ", ")))
-			return
-		}
+	return mcpClientCert(s.mcpGuard(maxBody, anyOf...).wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.cfg.identifies() {
 			// Everyone is anonymous: nothing to bind a session to. Their
 			// share of sessions is counted by address, as the gRPC edge
 			// counts anonymous callers (server.AuthConfig), so one
 			// client cannot take every session.
+			c := server.CallerFrom(r.Context()) // the guard's
 			c.Quota = "peer:" + server.AddrHost(r.RemoteAddr)
 			next.ServeHTTP(w, r.WithContext(server.WithCaller(r.Context(), c)))
 			return
 		}
-		r = r.WithContext(server.WithCaller(r.Context(), c))
 		if s.tokens == nil {
 			r.Header.Set("Authorization", "Bearer client-certificate") // r is mcpClientCert's copy
 		}
 		bound.ServeHTTP(w, r)
-	}))
+	})))
 }
 
 // mcpRefusalReadWait bounds how long writeMCPError reads the body of a
@@ -269,12 +257,17 @@ const mcpRefusalReadWait = 5 * time.Second
 
 // JSON-RPC error codes of mcpGate's answers and of refused sessions
 // (refuseSession), in the range JSON-RPC leaves to implementations; the
-// last digits echo the HTTP status (401, 403, 429, 503).
+// last digits echo the HTTP status (401, 403, 413, 415, 429, 503).
 const (
-	mcpCodeUnauthenticated   = -32001
-	mcpCodePermissionDenied  = -32003
-	mcpCodeResourceExhausted = -32029
-	mcpCodeUnavailable       = -32053
+	mcpCodeUnauthenticated     = -32001
+	mcpCodePermissionDenied    = -32003
+	mcpCodeTooLarge            = -32013
+	mcpCodeUnsupportedEncoding = -32015
+	mcpCodeResourceExhausted   = -32029
+	mcpCodeUnavailable         = -32053
+	// mcpCodeInvalidRequest is JSON-RPC's own: a body that could not be
+	// read to its end.
+	mcpCodeInvalidRequest = -32600
 )
 
 // writeMCPError answers r with the HTTP status and a JSON-RPC error whose
@@ -295,6 +288,16 @@ func writeMCPError(w http.ResponseWriter, r *http.Request, code int, rpcCode int
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	if data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: rpcCode, Message: mcpserver.ToolError(err).Error()}}); err == nil {
+		_, _ = w.Write(data)
+	}
+}
+
+// writeMCPErrorNoID is writeMCPError for a request whose body is not read
+// again (too large, compressed, cut short): the error has no id.
+func writeMCPErrorNoID(w http.ResponseWriter, code int, rpcCode int64, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	if data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{Error: &jsonrpc.Error{Code: rpcCode, Message: mcpserver.ToolError(err).Error()}}); err == nil {
 		_, _ = w.Write(data)
 	}
 }

@@ -139,8 +139,12 @@ type terminalStore interface {
 
 // openTerminalStore opens the terminal store: in Redis, on the sessions'
 // client, when --state names one (shared by the replicas); else the
-// SQLite file --terminal-db.
+// SQLite file --terminal-db. The key of secret answers' hashes is a local
+// file either way (--terminal-key, by default next to --terminal-db).
 func openTerminalStore(cfg Config, st state) (terminalStore, error) {
+	if cfg.TermStore.KeyFile == "" {
+		cfg.TermStore.KeyFile = cfg.TermDB + ".key"
+	}
 	if st.rdb != nil {
 		return terminal.NewRedisStore(st.rdb, "", cfg.TermStore)
 	}

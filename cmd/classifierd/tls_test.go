@@ -377,9 +377,10 @@ func TestTLSOnEveryListener(t *testing.T) {
 		}
 		defer oc.Close()
 		_, err = pb.NewClassifierServiceClient(oc).GetSession(ctx, &pb.GetSessionRequest{SessionId: "hub-1"})
-		wantCode(t, "other over gRPC, hub's session", err, codes.PermissionDenied)
-		if code, _, out, err := postJSON(t, other, api+"GetSession", `{"sessionId":"hub-1"}`, nil); err != nil || code != http.StatusForbidden {
-			t.Fatalf("other over HTTPS, hub's session: %d %v %v, want 403", code, out, err)
+		// Session ids are per caller: hub's "hub-1" is not other's.
+		wantCode(t, "other over gRPC, hub's session", err, codes.NotFound)
+		if code, _, out, err := postJSON(t, other, api+"GetSession", `{"sessionId":"hub-1"}`, nil); err != nil || code != http.StatusNotFound {
+			t.Fatalf("other over HTTPS, hub's session: %d %v %v, want 404", code, out, err)
 		}
 		if code, _, out, err := postJSON(t, hub, api+"GetSession", `{"sessionId":"hub-1"}`, nil); err != nil || code != 200 {
 			t.Fatalf("hub over HTTPS, its session: %d %v %v", code, out, err)
@@ -400,8 +401,8 @@ func TestTLSOnEveryListener(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := mcpCallErr(otherMCP, "analyze_prompt", prompt); err == nil || !strings.Contains(err.Error(), "PERMISSION_DENIED") {
-			t.Errorf("other over MCP, hub's session: %v, want PERMISSION_DENIED", err)
+		if err := mcpCallErr(otherMCP, "analyze_prompt", prompt); err == nil || !strings.Contains(err.Error(), "NOT_FOUND") {
+			t.Errorf("other over MCP, hub's session: %v, want NOT_FOUND", err)
 		}
 		// The certificate other with the identity header claiming hub is
 		// still other.
@@ -410,8 +411,8 @@ func TestTLSOnEveryListener(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := mcpCallErr(spoofMCP, "analyze_prompt", prompt); err == nil || !strings.Contains(err.Error(), "PERMISSION_DENIED") {
-			t.Errorf("other claiming hub in the identity header, hub's session: %v, want PERMISSION_DENIED", err)
+		if err := mcpCallErr(spoofMCP, "analyze_prompt", prompt); err == nil || !strings.Contains(err.Error(), "NOT_FOUND") {
+			t.Errorf("other claiming hub in the identity header, hub's session: %v, want NOT_FOUND", err)
 		}
 		var an mcpserver.AnalyzePromptOutput
 		callTool(t, hubMCP, "analyze_prompt", prompt, &an)

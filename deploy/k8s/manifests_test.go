@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -159,8 +160,20 @@ func TestManifests(t *testing.T) {
 	}
 	c := pod.Spec.Containers[0]
 
+	// The image by digest (make image builds it reproducibly; make
+	// image-pin writes its digest here), never a tag that can move.
+	if !regexp.MustCompile(`^[a-z0-9./-]+@sha256:[0-9a-f]{64}$`).MatchString(c.Image) {
+		t.Errorf("container image %q: want NAME@sha256:DIGEST", c.Image)
+	}
+	if c.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("imagePullPolicy %q: want IfNotPresent (a digest never changes)", c.ImagePullPolicy)
+	}
+
 	// Non-root, as the image's USER, on a read-only root file system.
 	uid := dockerfileUser(t)
+	if b := imageBuildUser(t); b != uid {
+		t.Errorf("deploy/image/build.sh runs as uid %d, the Dockerfile as %d", b, uid)
+	}
 	psc, csc := pod.Spec.SecurityContext, c.SecurityContext
 	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser != uid {
 		t.Errorf("pod securityContext %+v: want runAsNonRoot and runAsUser %d (the Dockerfile's USER)", psc, uid)
@@ -255,6 +268,25 @@ func TestManifests(t *testing.T) {
 	if pdb.Spec.MinAvailable == nil || h.Spec.MinReplicas == nil || pdb.Spec.MinAvailable.IntValue() >= int(*h.Spec.MinReplicas) {
 		t.Errorf("PDB minAvailable %v with HPA minReplicas %v: a node drain could never evict a pod", pdb.Spec.MinAvailable, h.Spec.MinReplicas)
 	}
+}
+
+// imageBuildUser is the uid and gid `make image` gives the image
+// (deploy/image/build.sh's UID_GID).
+func imageBuildUser(t *testing.T) int64 {
+	t.Helper()
+	data, err := os.ReadFile("../image/build.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^UID_GID=(\d+)$`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("deploy/image/build.sh sets no UID_GID")
+	}
+	uid, err := strconv.ParseInt(string(m[1]), 10, 64)
+	if err != nil || uid == 0 {
+		t.Fatalf("deploy/image/build.sh UID_GID %q: want a non-root uid", m[1])
+	}
+	return uid
 }
 
 // dockerfileUser is the numeric uid of the runtime stage's USER.

@@ -17,7 +17,7 @@ import (
 
 // Hint tells the reader of a failed test how to get what it needs.
 const Hint = "run `make deps` (ONNX Runtime, model check) and `make model`; " +
-	"ORT_LIB, MODEL_DIR and USE_LITE_DIR override the default paths"
+	"ORT_LIB, MODEL_DIR, MULTILINGUAL_MODEL_DIR and USE_LITE_DIR override the default paths"
 
 // ORTLib is the ONNX Runtime shared library: $ORT_LIB, else the copy
 // `make deps` puts in <root>/.cache.
@@ -29,6 +29,13 @@ func ORTLib() string {
 // $MODEL_DIR, else <root>/.cache/models/all-MiniLM-L6-v2-int8.
 func ModelDir() string {
 	return fromEnv("MODEL_DIR", ".cache", "models", "all-MiniLM-L6-v2-int8")
+}
+
+// MultilingualDir is multilingual-e5-small-int8 as `make model
+// MODEL=multilingual-e5-small-int8` builds it (`make test` does):
+// $MULTILINGUAL_MODEL_DIR, else <root>/.cache/models/multilingual-e5-small-int8.
+func MultilingualDir() string {
+	return fromEnv("MULTILINGUAL_MODEL_DIR", ".cache", "models", "multilingual-e5-small-int8")
 }
 
 // UseLiteDir is the use-lite-en model, whose numbers embed's golden,

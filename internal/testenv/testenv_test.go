@@ -23,6 +23,7 @@ func TestPaths(t *testing.T) {
 		{"ORTLib", "ORT_LIB", ORTLib, filepath.Join(root, ".cache", "onnxruntime-1.24.3", "libonnxruntime.so.1")},
 		{"ModelDir", "MODEL_DIR", ModelDir, filepath.Join(root, ".cache", "models", "all-MiniLM-L6-v2-int8")},
 		{"UseLiteDir", "USE_LITE_DIR", UseLiteDir, filepath.Join(root, "..", "shared", "models", "use-lite-en")},
+		{"MultilingualDir", "MULTILINGUAL_MODEL_DIR", MultilingualDir, filepath.Join(root, ".cache", "models", "multilingual-e5-small-int8")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,10 +14,10 @@ var corpusScenarios = concat(
 	family("archive", archiveScenarios),
 	family("file", fileScenarios),
 	family("vcs", vcsScenarios),
-	family("pager-editor", pagerEditorScenarios),
-	family("repl", replScenarios),
-	family("network", networkScenarios),
-	family("secret", secretScenarios),
+	split(family("pager", pagerEditorScenarios), "editor", "vim", "ex", "nano", "joe", "jed", "mg", "ne", "mcedit", "ed"),
+	split(split(family("repl", replScenarios), "shell", "zsh", "fish", "tcsh", "ksh", "dash", "busybox", "bash", "tmux", "screen"), "database", "sqlite3", "redis-cli"),
+	split(family("network", networkScenarios), "database", "psql", "mariadb"),
+	family("credential", secretScenarios),
 	family("package", packageScenarios),
 	family("menu", menuScenarios),
 	family("quiet", quietScenarios),
@@ -25,9 +25,10 @@ var corpusScenarios = concat(
 	family("archive", archiveScenarios2),
 	family("file", fileScenarios2),
 	family("vcs", vcsScenarios2),
-	family("secret", secretScenarios2),
+	split(family("credential", secretScenarios2), "database", "dropdb", "dropuser"),
 	family("repl", replScenarios2),
 	family("quiet", quietScenarios2),
+	round3,
 )
 
 // waits is a scenario whose program waits for input that is safe to give.
@@ -63,6 +64,22 @@ func family(name string, list []scenario) []scenario {
 	out := make([]scenario, len(list))
 	for i, sc := range list {
 		sc.Family = name
+		out[i] = sc
+	}
+	return out
+}
+
+// split moves the scenarios of the named programs to family fam: the
+// first rounds grouped shells and database consoles with the REPLs and
+// editors with pagers; the per-family figures keep them apart.
+func split(list []scenario, fam string, programs ...string) []scenario {
+	out := make([]scenario, len(list))
+	for i, sc := range list {
+		for _, p := range programs {
+			if sc.Program == p {
+				sc.Family = fam
+			}
+		}
 		out[i] = sc
 	}
 	return out

@@ -52,6 +52,15 @@ type scenario struct {
 	cleanup   string        // shell run after the capture, for daemons the program started itself
 	serial    bool          // never run beside another serial scenario (apt and dpkg locks)
 	quiet     time.Duration // silence that means waiting, for programs slow to start (0: the -quiet flag)
+	// keys are typed one at a time, each once the output has gone quiet,
+	// to bring a program to its question (edit a buffer, then ask to
+	// quit; type a command into a shell). They never answer the question
+	// the capture is of, and run only in the scratch dir.
+	keys []string
+	// term is the TERM the program sees (default xterm). A terminal type
+	// without an alternate screen (linux, vt100) makes curses programs
+	// paint over the normal screen.
+	term string
 }
 
 var scenarios = []scenario{
@@ -332,6 +341,9 @@ func capture(sc scenario, opt options) (_ []byte, sig signalRecord, _ error) {
 	cmd := exec.Command("bash", "-c", sc.cmd)
 	cmd.Dir = dir
 	cmd.Env = env
+	if sc.term != "" {
+		cmd.Env = append(append([]string(nil), env...), "TERM="+sc.term)
+	}
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
 	if err != nil {
 		return nil, sig, err
@@ -369,6 +381,7 @@ func capture(sc scenario, opt options) (_ []byte, sig signalRecord, _ error) {
 		quiet = sc.quiet
 	}
 	deadline := start.Add(15 * time.Second)
+	keys := sc.keys
 	for time.Now().Before(deadline) {
 		select {
 		case <-done:
@@ -383,6 +396,13 @@ func capture(sc scenario, opt options) (_ []byte, sig signalRecord, _ error) {
 		// In the corpus a program that has printed nothing for a while
 		// waits silently (dc, cat).
 		idle := time.Since(last) > quiet && buf.Len() > 0 || opt.clean && time.Since(start) > 6*time.Second && buf.Len() == 0
+		if idle && len(keys) > 0 {
+			// Quiet: the program reads; type the next keys and wait
+			// for it to go quiet again.
+			_, _ = f.Write([]byte(keys[0]))
+			keys, last, idle = keys[1:], time.Now(), false
+			deadline = deadline.Add(5 * time.Second)
+		}
 		mu.Unlock()
 		if idle {
 			break

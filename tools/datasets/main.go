@@ -8,6 +8,7 @@
 //	datasets -in mcp-routing-dev/msc_bench.json -format msc -out DIR
 //	datasets -in mcp-routing-dev/mcp_bench.json -format mcpbench -out DIR
 //	datasets -in toolret-train/pairs.jsonl.gz -format toolret -out DIR [-max-queries 600]
+//	datasets -in home_assistant_intents-*.whl -format hass-intents -out DIR [-examples-per-intent 5] [-queries-per-intent 6] [-languages de,ja,...]
 package main
 
 import (
@@ -38,13 +39,19 @@ type options struct {
 	examplesPerTool, test, dev int
 	devMulti                   int
 	maxQueries                 int
+	// hass-intents (hass.go)
+	examplesPerIntent, queriesPerIntent int
+	languages                           string
 }
 
 func run(args []string, stdout io.Writer) error {
 	var o options
 	fs := flag.NewFlagSet("datasets", flag.ContinueOnError)
 	fs.StringVar(&o.in, "in", "", "dataset file (banking77.json or metatool.json)")
-	fs.StringVar(&o.format, "format", "", "banking77, metatool, msc, mcpbench or toolret")
+	fs.StringVar(&o.format, "format", "", "banking77, metatool, msc, mcpbench, toolret or hass-intents")
+	fs.IntVar(&o.examplesPerIntent, "examples-per-intent", 5, "hass-intents: English example sentences per intent in the catalog")
+	fs.IntVar(&o.queriesPerIntent, "queries-per-intent", 6, "hass-intents: test sentences per intent and language")
+	fs.StringVar(&o.languages, "languages", "", "hass-intents: comma-separated language codes to keep besides English (default: all)")
 	fs.StringVar(&o.out, "out", "", "output directory")
 	fs.Float64Var(&o.holdout, "holdout", 0, "banking77: fraction of intents held out of the catalog (their queries become out-of-scope)")
 	fs.Int64Var(&o.seed, "seed", 1, "random seed")
@@ -77,8 +84,13 @@ func run(args []string, stdout io.Writer) error {
 	case "toolret":
 		o.test = o.maxQueries
 		return toolret(o, stdout)
+	case "hass-intents":
+		if o.examplesPerIntent < 1 || o.queriesPerIntent < 1 {
+			return errors.New("-examples-per-intent and -queries-per-intent must be positive")
+		}
+		return hassIntents(o, stdout)
 	}
-	return fmt.Errorf("-format %q is not banking77, metatool, msc, mcpbench or toolret", o.format)
+	return fmt.Errorf("-format %q is not banking77, metatool, msc, mcpbench, toolret or hass-intents", o.format)
 }
 
 type category struct {

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"archive/zip"
+	"encoding/json"
 	"math/rand"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -63,5 +68,102 @@ func TestLowerFirst(t *testing.T) {
 		if got := lowerFirst(in); got != want {
 			t.Errorf("lowerFirst(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestHassIntents converts a small wheel-shaped zip: the English catalog
+// gets examples, every language its queries (kind = language), templates
+// needing an entity list are skipped, and the output is the same for the
+// same seed.
+func TestHassIntents(t *testing.T) {
+	dir := t.TempDir()
+	whl := filepath.Join(dir, "home_assistant_intents-0-py3-none-any.whl")
+	f, err := os.Create(whl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := zip.NewWriter(f)
+	files := map[string]string{
+		"home_assistant_intents/intents.json": `{"HassTurnOn": {"supported": true, "description": "Turns on a device"},
+			"HassGetWeather": {"supported": true, "description": "Gets the weather"},
+			"HassOld": {"supported": false, "description": "gone"}}`,
+		"home_assistant_intents/data/en.json": `{"language": "en", "intents": {
+			"HassTurnOn": {"data": [{"sentences": ["(turn|switch) on [the] (light|lights|lamp) [<here>]", "turn on {name}"]}]},
+			"HassGetWeather": {"data": [{"sentences": ["what is the weather [like] [today|tomorrow]", "(weather;now)"]}]},
+			"HassOld": {"data": [{"sentences": ["old (a|b|c|d)"]}]}},
+			"lists": {}, "expansion_rules": {"here": "(here|in this room)"}}`,
+		"home_assistant_intents/data/de.json": `{"language": "de", "intents": {
+			"HassTurnOn": {"data": [{"sentences": ["schalte [das] Licht {state}"]}]},
+			"HassGetWeather": {"data": [{"sentences": ["wie ist das Wetter [heute]"]}]}},
+			"lists": {"state": {"values": [{"in": "an", "out": "on"}, "ein"]}}, "expansion_rules": {}}`,
+	}
+	for name, body := range files {
+		w, err := z.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	convert := func(out string) ([]byte, []byte) {
+		t.Helper()
+		var log strings.Builder
+		if err := run([]string{"-in", whl, "-format", "hass-intents", "-out", out, "-examples-per-intent", "2", "-queries-per-intent", "2"}, &log); err != nil {
+			t.Fatal(err)
+		}
+		cat, err := os.ReadFile(filepath.Join(out, "hass-intents.catalog.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs, err := os.ReadFile(filepath.Join(out, "hass-intents.test.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cat, qs
+	}
+	cat, qs := convert(filepath.Join(dir, "a"))
+	var c catalogOut
+	if err := json.Unmarshal(cat, &c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Categories) != 2 {
+		t.Fatalf("catalog %s: want HassGetWeather and HassTurnOn (HassOld is unsupported)", cat)
+	}
+	for _, cat := range c.Categories {
+		if len(cat.Examples) != 2 || cat.Description == "" {
+			t.Errorf("%s: %d examples, description %q; want 2 and the English description", cat.ID, len(cat.Examples), cat.Description)
+		}
+	}
+	perLang := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(qs)), "\n") {
+		var q query
+		if err := json.Unmarshal([]byte(line), &q); err != nil {
+			t.Fatal(err)
+		}
+		perLang[q.Kind]++
+		if strings.ContainsAny(q.Text, "[]()|<>{}") || strings.Contains(q.Text, "  ") {
+			t.Errorf("%q: template syntax or double spaces left", q.Text)
+		}
+		if q.Kind == "de" && q.Categories[0] == "HassTurnOn" && !strings.HasSuffix(q.Text, " an") && !strings.HasSuffix(q.Text, " ein") {
+			t.Errorf("%q: the {state} list was not filled", q.Text)
+		}
+		for _, ex := range c.Categories {
+			if q.Kind == "en" && slices.Contains(ex.Examples, q.Text) {
+				t.Errorf("English query %q is also a catalog example", q.Text)
+			}
+		}
+	}
+	if perLang["en"] != 4 || perLang["de"] != 4 {
+		t.Errorf("queries per language %v, want 4 English and 4 German", perLang)
+	}
+	if cat2, qs2 := convert(filepath.Join(dir, "b")); string(cat2) != string(cat) || string(qs2) != string(qs) {
+		t.Error("same seed, different output")
 	}
 }

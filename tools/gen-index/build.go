@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"time"
 
 	"github.com/classifierd/classifierd/catalog"
@@ -60,17 +61,37 @@ func (m *modelFlags) open() (*embed.Engine, func() error, error) {
 // buildIndex runs the build pipeline (indexbuild.Build) with progress on
 // stderr; gen-index build and gen-index eval both use it.
 func buildIndex(ctx context.Context, cat *catalog.Catalog, eng *embed.Engine, generator string, noCal, quiet bool, stderr io.Writer) (*index.Index, error) {
+	now, err := sourceDateEpoch(os.Getenv("SOURCE_DATE_EPOCH"))
+	if err != nil {
+		return nil, err
+	}
 	man := eng.Manifest()
 	ep := newProgress(stderr, "embedding", quiet)
 	fp := newProgress(stderr, "calibrating", quiet)
-	idx, err := indexbuild.Build(ctx, cat, eng, labels.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
-		indexbuild.Options{Embedding: labels.Options{Progress: ep.updateThenDone, Generator: generator}, NoCalibrate: noCal,
+	idx, err := indexbuild.Build(ctx, cat, eng.Labels(), labels.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
+		indexbuild.Options{Embedding: labels.Options{Progress: ep.updateThenDone, Generator: generator, Now: now}, NoCalibrate: noCal,
 			FitProgress: fp.update})
 	ep.done()
 	if !noCal {
 		fp.done()
 	}
 	return idx, err
+}
+
+// sourceDateEpoch is the build time SOURCE_DATE_EPOCH names
+// (reproducible-builds.org): seconds since 1970 UTC. With it, the same
+// catalog and model give a byte-identical index, as `make image` needs;
+// without it (empty), nil, so the index is stamped with the time now.
+func sourceDateEpoch(v string) (func() time.Time, error) {
+	if v == "" {
+		return nil, nil
+	}
+	secs, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || secs < 0 {
+		return nil, fmt.Errorf("SOURCE_DATE_EPOCH=%q: want seconds since 1970", v)
+	}
+	t := time.Unix(secs, 0).UTC()
+	return func() time.Time { return t }, nil
 }
 
 func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {

@@ -88,7 +88,19 @@ type categoryReport struct {
 	MultiFullRecall float64         `json:"multi_full_recall,omitempty"`
 	Reliability     []calibrate.Bin `json:"reliability"`
 	Tradeoff        []tradeoff      `json:"tradeoff,omitempty"`
+	// ByKind is top-1 accuracy per query kind other than single, multi
+	// and oos: the language of a multilingual query set (hass-intents).
+	ByKind map[string]kindAccuracy `json:"accuracy_by_kind,omitempty"`
 }
+
+// kindAccuracy is the in-scope top-1 accuracy over the queries of one kind.
+type kindAccuracy struct {
+	N        int     `json:"n"`
+	Accuracy float64 `json:"accuracy"`
+}
+
+// groupKind reports whether a query kind names a group to score apart.
+func groupKind(k string) bool { return k != "" && k != "single" && k != "multi" && k != "oos" }
 
 // tradeoff is in-scope accuracy against abstain recall at one in-scope threshold.
 type tradeoff struct {
@@ -326,6 +338,17 @@ func evaluate(ctx context.Context, cls *classify.Classifier, rt *route.Router, q
 				if right {
 					inRight++
 				}
+				if groupKind(q.Kind) {
+					if cr.ByKind == nil {
+						cr.ByKind = map[string]kindAccuracy{}
+					}
+					k := cr.ByKind[q.Kind]
+					k.N++
+					if right {
+						k.Accuracy++ // a count until the end
+					}
+					cr.ByKind[q.Kind] = k
+				}
 				if right && !abstain {
 					inRightThr++
 				}
@@ -440,6 +463,9 @@ func evaluate(ctx context.Context, cls *classify.Classifier, rt *route.Router, q
 			progress(i+1, len(qs))
 		}
 	}
+	for k, a := range cr.ByKind {
+		cr.ByKind[k] = kindAccuracy{N: a.N, Accuracy: a.Accuracy / float64(a.N)}
+	}
 	if inScope > 0 || abstainTP+abstainFN > 0 {
 		cr.Accuracy = ratio(inRight, inScope)
 		cr.AccuracyAtThr = ratio(inRightThr, inScope)
@@ -548,6 +574,18 @@ func printReport(w io.Writer, name string, r *report) {
 	if c := r.Categories; c != nil {
 		fmt.Fprintf(w, "  categories: accuracy %.3f (top-1)  accuracy@thr %.3f  macro-F1 %.3f  ECE before %.3f after %.3f\n",
 			c.Accuracy, c.AccuracyAtThr, c.MacroF1, c.ECEBefore, c.ECEAfter)
+		if len(c.ByKind) > 0 {
+			kinds := make([]string, 0, len(c.ByKind))
+			for k := range c.ByKind {
+				kinds = append(kinds, k)
+			}
+			slices.Sort(kinds)
+			fmt.Fprint(w, "  accuracy by kind:")
+			for _, k := range kinds {
+				fmt.Fprintf(w, " %s %.3f (%d)", k, c.ByKind[k].Accuracy, c.ByKind[k].N)
+			}
+			fmt.Fprintln(w)
+		}
 		if r.OutScope > 0 {
 			fmt.Fprintf(w, "  abstain at threshold %.2f: precision %.3f recall %.3f\n", c.Threshold, c.AbstainPrec, c.AbstainRecall)
 			for _, t := range c.Tradeoff {

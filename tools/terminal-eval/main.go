@@ -1,16 +1,20 @@
 // Command terminal-eval measures input-prompt detection on labelled
 // captures of real programs: waiting-detection precision, recall and F1,
-// prompt-type accuracy, dangerous recall and false positives.
+// prompt-type accuracy, dangerous recall and false positives, and how well
+// danger_confidence is calibrated.
 //
-//	go run ./tools/terminal-eval [-dir terminal/testdata/captured] [-min 0.70]
-//	go run ./tools/terminal-eval -lopo [-dir terminal/testdata/corpus] [-v]
+//	go run ./tools/terminal-eval [-dir terminal/testdata/corpus] [-v] [-evidence command,screen,pty]
+//	go run ./tools/terminal-eval -captured [-dir terminal/testdata/captured] [-min 0.70]
+//	go run ./tools/terminal-eval -fit-danger
 //
-// -lopo evaluates leave-program-out on the corpus: for each program, the
-// detector learns example prompts from the other programs' captures only
-// and is scored on the held-out program's. It prints the table of
-// docs/terminal.md: overall and per family, with the command line as a hint
-// and screen only, on the dev half of the programs (looked at while writing
-// rules) and the test half (only scored).
+// By default it evaluates the corpus held out two ways: leave-one-family-out
+// (for each family, the detector learns its example prompts and its danger
+// model from the other families' captures only, less any program the
+// family has) and leave-program-out (the same, one program at a time). It
+// prints the tables of docs/terminal.md: overall, per family, and on the
+// dev half of the programs (looked at while writing rules) and the test
+// half (only scored). -fit-danger fits the danger model the daemon ships
+// on the whole corpus and writes it to terminal/danger_model.json.
 package main
 
 import (
@@ -20,7 +24,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/classifierd/classifierd/embed"
 	"github.com/classifierd/classifierd/models"
@@ -40,13 +46,21 @@ func run() error {
 	lib := flag.String("ort-lib", os.Getenv("ORT_LIB"), "ONNX Runtime library")
 	minConf := flag.Float64("min", 0.70, "detection threshold")
 	jsonOut := flag.String("json", "", "write the report as JSON here")
-	lopo := flag.Bool("lopo", false, "leave-program-out on the corpus")
-	verbose := flag.Bool("v", false, "with -lopo: print every capture's verdict")
+	captured := flag.Bool("captured", false, "score the detector as served on a directory of captures (default terminal/testdata/captured), nothing held out")
+	_ = flag.Bool("lopo", true, "held-out evaluation on the corpus (the default; kept for old scripts)")
+	verbose := flag.Bool("v", false, "print every capture's verdict")
+	evidence := flag.String("evidence", "command,screen,pty", "what the detector is given besides the screen, comma-separated: command (the command line), screen (nothing), pty (the pty signals and the command line)")
+	schemes := flag.String("schemes", "family,program", "held-out schemes, comma-separated: family (leave-one-family-out), program (leave-program-out)")
+	fitDanger := flag.Bool("fit-danger", false, "fit the danger model on the whole corpus, write it to "+terminal.DangerModelFile+" and exit")
 	writeExamples := flag.Bool("write-examples", false, "write the corpus's prompt lines to "+terminal.CorpusExamplesFile+" (the examples the daemon ships) and exit")
 	flag.Parse()
 	if *writeExamples {
 		return writeCorpusExamples()
 	}
+	if *fitDanger {
+		return writeDangerModel()
+	}
+	lopo := !*captured
 	if *model == "" {
 		*model = ".cache/models/all-MiniLM-L6-v2-int8"
 	}
@@ -55,7 +69,7 @@ func run() error {
 	}
 	if *dir == "" {
 		*dir = "terminal/testdata/captured"
-		if *lopo {
+		if lopo {
 			*dir = "terminal/testdata/corpus"
 		}
 	}
@@ -78,8 +92,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if *lopo {
-		return leaveProgramOut(ctx, det, *dir, *minConf, *verbose, *jsonOut)
+	if lopo {
+		return heldOut(ctx, det, *dir, *minConf, *verbose, *jsonOut, *evidence, *schemes)
 	}
 	rep, cases, err := terminal.Evaluate(ctx, det, *dir, *minConf)
 	if err != nil {
@@ -101,8 +115,8 @@ func printCase(w io.Writer, tag string, c terminal.CaseResult) {
 	if c.Got.Detected != c.Waiting || (c.Waiting && c.Got.Type != c.Type) || c.Got.Detected && c.Got.Dangerous != c.Dangerous || c.Dangerous && !c.Got.Dangerous {
 		mark = "MISS"
 	}
-	fmt.Fprintf(w, "%s %s%-28s want waiting=%-5v type=%-8s dangerous=%-5v got waiting=%-5v type=%-8s dangerous=%-5v conf=%.2f %s %q %s\n",
-		mark, tag, c.Name, c.Waiting, c.Type, c.Dangerous, c.Got.Detected, c.Got.Type, c.Got.Dangerous, c.Got.Confidence, c.Got.MatchedPattern, c.Got.PromptText, c.Got.DangerReason)
+	fmt.Fprintf(w, "%s %s%-28s want waiting=%-5v type=%-8s dangerous=%-5v got waiting=%-5v type=%-8s dangerous=%-5v conf=%.2f danger=%.2f %s %q %s\n",
+		mark, tag, c.Name, c.Waiting, c.Type, c.Dangerous, c.Got.Detected, c.Got.Type, c.Got.Dangerous, c.Got.Confidence, c.Got.DangerConfidence, c.Got.MatchedPattern, c.Got.PromptText, c.Got.DangerReason)
 }
 
 func writeJSON(path string, v any) error {
@@ -113,70 +127,122 @@ func writeJSON(path string, v any) error {
 	return os.WriteFile(path, b, 0o644)
 }
 
-// leaveProgramOut prints the leave-program-out table.
-func leaveProgramOut(ctx context.Context, det *terminal.Detector, dir string, minConf float64, verbose bool, jsonOut string) error {
+// heldOut prints the leave-one-family-out and leave-program-out tables.
+func heldOut(ctx context.Context, det *terminal.Detector, dir string, minConf float64, verbose bool, jsonOut, evidence, schemes string) error {
 	caps, err := terminal.LoadCaptures(dir)
 	if err != nil {
 		return err
 	}
-	programs := map[string]bool{}
+	programs, families := map[string]bool{}, map[string]bool{}
 	for _, c := range caps {
 		programs[c.Program] = true
+		families[c.Family] = true
 	}
+	evidences := map[string]terminal.Evidence{"command": terminal.WithCommand, "screen": terminal.ScreenOnly, "pty": terminal.WithPty}
+	titles := map[string]string{"command": "screen and command line", "screen": "screen only", "pty": "pty signals, screen and command line"}
 	reports := map[string]terminal.Report{}
-	for _, hints := range []struct {
-		name string
-		use  terminal.Evidence
-	}{{"command line", terminal.WithCommand}, {"screen only", terminal.ScreenOnly}, {"pty signals and command line", terminal.WithPty}} {
-		res, err := terminal.LeaveProgramOut(ctx, det, caps, minConf, hints.use)
-		if err != nil {
-			return err
+	for _, scheme := range []struct {
+		key, name string
+		run       func(context.Context, *terminal.Detector, []terminal.Capture, float64, terminal.Evidence) ([]terminal.CaseResult, error)
+	}{{"family", "Leave-one-family-out", terminal.LeaveFamilyOut}, {"program", "Leave-program-out", terminal.LeaveProgramOut}} {
+		if !slices.Contains(strings.Split(schemes, ","), scheme.key) {
+			continue
 		}
-		if verbose {
+		for _, ev := range strings.Split(evidence, ",") {
+			use, ok := evidences[ev]
+			if !ok {
+				return fmt.Errorf("unknown evidence %q (command, screen or pty)", ev)
+			}
+			res, err := scheme.run(ctx, det, caps, minConf, use)
+			if err != nil {
+				return err
+			}
+			if verbose {
+				for _, c := range res {
+					half := "test "
+					if terminal.DevHalf(c.Program) {
+						half = "dev  "
+					}
+					printCase(os.Stdout, half+ev[:3]+" ", c)
+				}
+			}
+			groups := map[string][]terminal.CaseResult{}
+			var fams []string
 			for _, c := range res {
-				half := "test "
+				keys := []string{"all", "family " + c.Family}
 				if terminal.DevHalf(c.Program) {
-					half = "dev  "
+					keys = append(keys, "dev half")
+				} else {
+					keys = append(keys, "test half")
 				}
-				printCase(os.Stdout, half+hints.name[:6]+" ", c)
-			}
-		}
-		groups := map[string][]terminal.CaseResult{}
-		var families []string
-		for _, c := range res {
-			keys := []string{"all", "family " + c.Family}
-			if terminal.DevHalf(c.Program) {
-				keys = append(keys, "dev half")
-			} else {
-				keys = append(keys, "test half")
-			}
-			for _, k := range keys {
-				if _, ok := groups[k]; !ok && k != "all" && k != "dev half" && k != "test half" {
-					families = append(families, k)
+				for _, k := range keys {
+					if _, ok := groups[k]; !ok && strings.HasPrefix(k, "family ") {
+						fams = append(fams, k)
+					}
+					groups[k] = append(groups[k], c)
 				}
-				groups[k] = append(groups[k], c)
 			}
-		}
-		sort.Strings(families)
-		fmt.Printf("\nLeave-program-out, %s: %d captures of %d programs, min_confidence %.2f\n\n", hints.name, len(caps), len(programs), minConf)
-		fmt.Println("| set | captures | waiting P | waiting R | waiting F1 | type acc. | dangerous | dangerous recall | dangerous FP |")
-		fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-		for _, k := range append([]string{"all", "dev half", "test half"}, families...) {
-			r := terminal.Summarise(groups[k])
-			reports[hints.name+"/"+k] = r
-			name := k
-			if k == "all" || k == "dev half" || k == "test half" {
-				name = "**" + k + "**"
+			sort.Strings(fams)
+			fmt.Printf("\n%s, %s: %d captures of %d programs in %d families, min_confidence %.2f\n\n", scheme.name, titles[ev], len(caps), len(programs), len(families), minConf)
+			fmt.Println("| set | captures | waiting P | waiting R | waiting F1 | type acc. | dangerous | dangerous recall | dangerous FP |")
+			fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+			for _, k := range append([]string{"all", "dev half", "test half"}, fams...) {
+				r := terminal.Summarise(groups[k])
+				reports[scheme.name+"/"+ev+"/"+k] = r
+				name := k
+				if !strings.HasPrefix(k, "family ") {
+					name = "**" + k + "**"
+				}
+				fmt.Printf("| %s | %d | %s | %s | %s | %s | %d | %s | %d (%.1f%%) |\n", name, r.Cases,
+					orDash(r.Waiting, r.Precision), orDash(r.Waiting, r.Recall), orDash(r.Waiting, r.F1), orDash(r.Waiting, r.TypeAccuracy),
+					r.Dangerous, orDash(r.Dangerous, r.DangerousRecall), r.DangerousFP, 100*r.DangerousFPRate)
 			}
-			fmt.Printf("| %s | %d | %s | %s | %s | %s | %d | %s | %d (%.1f%%) |\n", name, r.Cases,
-				orDash(r.Waiting, r.Precision), orDash(r.Waiting, r.Recall), orDash(r.Waiting, r.F1), orDash(r.Waiting, r.TypeAccuracy),
-				r.Dangerous, orDash(r.Dangerous, r.DangerousRecall), r.DangerousFP, 100*r.DangerousFPRate)
+			brier, ece, n := terminal.Calibration(res)
+			fmt.Printf("\ndanger_confidence on the %d detected captures: Brier %.3f, expected calibration error %.3f (bins of 0.1)\n", n, brier, ece)
 		}
 	}
 	if jsonOut != "" {
 		return writeJSON(jsonOut, reports)
 	}
 	return nil
+}
+
+// writeDangerModel fits the danger model on the whole corpus (its
+// settings chosen by leave-one-family-out) and writes the file the daemon
+// embeds.
+func writeDangerModel() error {
+	caps, err := terminal.LoadCaptures("terminal/testdata/corpus")
+	if err != nil {
+		return err
+	}
+	var samples []terminal.DangerSample
+	programs, families, dangerous := map[string]bool{}, map[string]bool{}, 0
+	for _, c := range caps {
+		programs[c.Program], families[c.Family] = true, true
+		samples = append(samples, terminal.DangerSampleOf(c, c.Family))
+		if c.Dangerous {
+			dangerous++
+		}
+	}
+	m, err := terminal.FitDangerHeldOut(samples)
+	if err != nil {
+		return err
+	}
+	m.Fit = terminal.FitRecord{
+		Data: fmt.Sprintf("terminal/testdata/corpus: %d captures (%d dangerous) of %d programs in %d families; the waiting captures fitted (danger is judged only for a detected prompt), each with its labelled prompt type and its command line; the others count in the false-positive rate",
+			len(caps), dangerous, len(programs), len(families)),
+		Method: "logistic regression, maximum a posteriori: log loss plus a Gaussian prior centred on the hand-set prior weights of terminal/danger.go, minimised with gonum optimize.LBFGS",
+		Lambda: m.Fit.Lambda,
+		Chosen: fmt.Sprintf("lambda from %v by leave-one-family-out log loss (a family's programs never in its training folds); threshold %.3f by cost, not fitted: a missed dangerous prompt costs twice a needless confirmation",
+			terminal.DangerLambdas(), terminal.DangerThreshold),
+		Command: "go run ./tools/terminal-eval -fit-danger",
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("danger model: lambda %v threshold %v\n", m.Fit.Lambda, m.Threshold)
+	return os.WriteFile(terminal.DangerModelFile, append(b, '\n'), 0o644)
 }
 
 func orDash(n int, v float64) string {

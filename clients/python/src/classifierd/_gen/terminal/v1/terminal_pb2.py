@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aterminal/v1/terminal.proto\x12\x0bterminal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\x02\n\x18\x44\x65tectInputPromptRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x1b\n\x0emin_confidence\x18\x03 \x01(\x02H\x00\x88\x01\x01\x12\x14\n\x0c\x63ommand_line\x18\x04 \x01(\t\x12\x0f\n\x07program\x18\x05 \x01(\t\x12\x1a\n\rreading_input\x18\x06 \x01(\x08H\x01\x88\x01\x01\x12\x15\n\x08\x65\x63ho_off\x18\x07 \x01(\x08H\x02\x88\x01\x01\x12\x1b\n\x0e\x63\x61nonical_mode\x18\x08 \x01(\x08H\x03\x88\x01\x01\x42\x11\n\x0f_min_confidenceB\x10\n\x0e_reading_inputB\x0b\n\t_echo_offB\x11\n\x0f_canonical_mode\"\xd7\x01\n\x0bInputPrompt\x12\x13\n\x0bprompt_text\x18\x01 \x01(\t\x12\x12\n\nconfidence\x18\x02 \x01(\x02\x12\x13\n\x0bprompt_type\x18\x03 \x01(\t\x12\x17\n\x0fmatched_pattern\x18\x04 \x01(\t\x12\x15\n\rfile_position\x18\x05 \x01(\x03\x12-\n\ttimestamp\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0cis_dangerous\x18\x07 \x01(\x08\x12\x15\n\rdanger_reason\x18\x08 \x01(\t\"W\n\x19\x44\x65tectInputPromptResponse\x12\x10\n\x08\x64\x65tected\x18\x01 \x01(\x08\x12(\n\x06prompt\x18\x02 \x01(\x0b\x32\x18.terminal.v1.InputPrompt\"r\n\x19InferExpectedInputRequest\x12\x13\n\x0bprompt_text\x18\x01 \x01(\t\x12\x13\n\x0bprompt_type\x18\x02 \x01(\t\x12\x17\n\x0fsession_context\x18\x03 \x01(\t\x12\x12\n\nsession_id\x18\x04 \x01(\t\"\\\n\x0fInputSuggestion\x12\x12\n\ninput_text\x18\x01 \x01(\t\x12\x12\n\nconfidence\x18\x02 \x01(\x02\x12\x0e\n\x06source\x18\x03 \x01(\t\x12\x11\n\treasoning\x18\x04 \x01(\t\"a\n\x1aInferExpectedInputResponse\x12\x31\n\x0bsuggestions\x18\x01 \x03(\x0b\x32\x1c.terminal.v1.InputSuggestion\x12\x10\n\x08warnings\x18\x02 \x03(\t\"\xff\x01\n\x16TrackInputEventRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x13\n\x0bprompt_text\x18\x02 \x01(\t\x12\x12\n\ninput_text\x18\x03 \x01(\t\x12\x0f\n\x07success\x18\x04 \x01(\x08\x12\x14\n\x0cinput_source\x18\x05 \x01(\t\x12\x18\n\x10response_time_ms\x18\x06 \x01(\x03\x12\x13\n\x0bprompt_type\x18\x07 \x01(\t\x12\x15\n\x08\x65\x63ho_off\x18\x08 \x01(\x08H\x00\x88\x01\x01\x12\x1b\n\x0e\x63\x61nonical_mode\x18\t \x01(\x08H\x01\x88\x01\x01\x42\x0b\n\t_echo_offB\x11\n\x0f_canonical_mode\"V\n\x17TrackInputEventResponse\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x10\n\x08recorded\x18\x02 \x01(\x08\x12\x17\n\x0fpattern_updated\x18\x03 \x01(\x08\"=\n\x18GetSessionHistoryRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"\xf5\x01\n\nInputEvent\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x13\n\x0bprompt_text\x18\x03 \x01(\t\x12\x12\n\ninput_text\x18\x04 \x01(\t\x12\x0f\n\x07success\x18\x05 \x01(\x08\x12\x14\n\x0cinput_source\x18\x06 \x01(\t\x12\x18\n\x10response_time_ms\x18\x07 \x01(\x03\x12-\n\ttimestamp\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0bprompt_type\x18\t \x01(\t\x12\x13\n\x0bpattern_key\x18\n \x01(\t\"D\n\x19GetSessionHistoryResponse\x12\'\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x17.terminal.v1.InputEvent\"1\n\x1b\x44\x65leteSessionHistoryRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"6\n\x1c\x44\x65leteSessionHistoryResponse\x12\x16\n\x0e\x64\x65leted_events\x18\x01 \x01(\x03\x32\x8b\x04\n\x0fTerminalService\x12\x62\n\x11\x44\x65tectInputPrompt\x12%.terminal.v1.DetectInputPromptRequest\x1a&.terminal.v1.DetectInputPromptResponse\x12\x65\n\x12InferExpectedInput\x12&.terminal.v1.InferExpectedInputRequest\x1a\'.terminal.v1.InferExpectedInputResponse\x12\\\n\x0fTrackInputEvent\x12#.terminal.v1.TrackInputEventRequest\x1a$.terminal.v1.TrackInputEventResponse\x12\x62\n\x11GetSessionHistory\x12%.terminal.v1.GetSessionHistoryRequest\x1a&.terminal.v1.GetSessionHistoryResponse\x12k\n\x14\x44\x65leteSessionHistory\x12(.terminal.v1.DeleteSessionHistoryRequest\x1a).terminal.v1.DeleteSessionHistoryResponseB?Z=github.com/classifierd/classifierd/gen/terminal/v1;terminalv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aterminal/v1/terminal.proto\x12\x0bterminal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\x02\n\x18\x44\x65tectInputPromptRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x1b\n\x0emin_confidence\x18\x03 \x01(\x02H\x00\x88\x01\x01\x12\x14\n\x0c\x63ommand_line\x18\x04 \x01(\t\x12\x0f\n\x07program\x18\x05 \x01(\t\x12\x1a\n\rreading_input\x18\x06 \x01(\x08H\x01\x88\x01\x01\x12\x15\n\x08\x65\x63ho_off\x18\x07 \x01(\x08H\x02\x88\x01\x01\x12\x1b\n\x0e\x63\x61nonical_mode\x18\x08 \x01(\x08H\x03\x88\x01\x01\x42\x11\n\x0f_min_confidenceB\x10\n\x0e_reading_inputB\x0b\n\t_echo_offB\x11\n\x0f_canonical_mode\"\xf2\x01\n\x0bInputPrompt\x12\x13\n\x0bprompt_text\x18\x01 \x01(\t\x12\x12\n\nconfidence\x18\x02 \x01(\x02\x12\x13\n\x0bprompt_type\x18\x03 \x01(\t\x12\x17\n\x0fmatched_pattern\x18\x04 \x01(\t\x12\x15\n\rfile_position\x18\x05 \x01(\x03\x12-\n\ttimestamp\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0cis_dangerous\x18\x07 \x01(\x08\x12\x15\n\rdanger_reason\x18\x08 \x01(\t\x12\x19\n\x11\x64\x61nger_confidence\x18\t \x01(\x02\"W\n\x19\x44\x65tectInputPromptResponse\x12\x10\n\x08\x64\x65tected\x18\x01 \x01(\x08\x12(\n\x06prompt\x18\x02 \x01(\x0b\x32\x18.terminal.v1.InputPrompt\"r\n\x19InferExpectedInputRequest\x12\x13\n\x0bprompt_text\x18\x01 \x01(\t\x12\x13\n\x0bprompt_type\x18\x02 \x01(\t\x12\x17\n\x0fsession_context\x18\x03 \x01(\t\x12\x12\n\nsession_id\x18\x04 \x01(\t\"\\\n\x0fInputSuggestion\x12\x12\n\ninput_text\x18\x01 \x01(\t\x12\x12\n\nconfidence\x18\x02 \x01(\x02\x12\x0e\n\x06source\x18\x03 \x01(\t\x12\x11\n\treasoning\x18\x04 \x01(\t\"a\n\x1aInferExpectedInputResponse\x12\x31\n\x0bsuggestions\x18\x01 \x03(\x0b\x32\x1c.terminal.v1.InputSuggestion\x12\x10\n\x08warnings\x18\x02 \x03(\t\"\xff\x01\n\x16TrackInputEventRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x13\n\x0bprompt_text\x18\x02 \x01(\t\x12\x12\n\ninput_text\x18\x03 \x01(\t\x12\x0f\n\x07success\x18\x04 \x01(\x08\x12\x14\n\x0cinput_source\x18\x05 \x01(\t\x12\x18\n\x10response_time_ms\x18\x06 \x01(\x03\x12\x13\n\x0bprompt_type\x18\x07 \x01(\t\x12\x15\n\x08\x65\x63ho_off\x18\x08 \x01(\x08H\x00\x88\x01\x01\x12\x1b\n\x0e\x63\x61nonical_mode\x18\t \x01(\x08H\x01\x88\x01\x01\x42\x0b\n\t_echo_offB\x11\n\x0f_canonical_mode\"V\n\x17TrackInputEventResponse\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x10\n\x08recorded\x18\x02 \x01(\x08\x12\x17\n\x0fpattern_updated\x18\x03 \x01(\x08\"=\n\x18GetSessionHistoryRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"\xf5\x01\n\nInputEvent\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x13\n\x0bprompt_text\x18\x03 \x01(\t\x12\x12\n\ninput_text\x18\x04 \x01(\t\x12\x0f\n\x07success\x18\x05 \x01(\x08\x12\x14\n\x0cinput_source\x18\x06 \x01(\t\x12\x18\n\x10response_time_ms\x18\x07 \x01(\x03\x12-\n\ttimestamp\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0bprompt_type\x18\t \x01(\t\x12\x13\n\x0bpattern_key\x18\n \x01(\t\"D\n\x19GetSessionHistoryResponse\x12\'\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x17.terminal.v1.InputEvent\"1\n\x1b\x44\x65leteSessionHistoryRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"6\n\x1c\x44\x65leteSessionHistoryResponse\x12\x16\n\x0e\x64\x65leted_events\x18\x01 \x01(\x03\x32\x8b\x04\n\x0fTerminalService\x12\x62\n\x11\x44\x65tectInputPrompt\x12%.terminal.v1.DetectInputPromptRequest\x1a&.terminal.v1.DetectInputPromptResponse\x12\x65\n\x12InferExpectedInput\x12&.terminal.v1.InferExpectedInputRequest\x1a\'.terminal.v1.InferExpectedInputResponse\x12\\\n\x0fTrackInputEvent\x12#.terminal.v1.TrackInputEventRequest\x1a$.terminal.v1.TrackInputEventResponse\x12\x62\n\x11GetSessionHistory\x12%.terminal.v1.GetSessionHistoryRequest\x1a&.terminal.v1.GetSessionHistoryResponse\x12k\n\x14\x44\x65leteSessionHistory\x12(.terminal.v1.DeleteSessionHistoryRequest\x1a).terminal.v1.DeleteSessionHistoryResponseB?Z=github.com/classifierd/classifierd/gen/terminal/v1;terminalv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,29 +36,29 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DETECTINPUTPROMPTREQUEST']._serialized_start=77
   _globals['_DETECTINPUTPROMPTREQUEST']._serialized_end=354
   _globals['_INPUTPROMPT']._serialized_start=357
-  _globals['_INPUTPROMPT']._serialized_end=572
-  _globals['_DETECTINPUTPROMPTRESPONSE']._serialized_start=574
-  _globals['_DETECTINPUTPROMPTRESPONSE']._serialized_end=661
-  _globals['_INFEREXPECTEDINPUTREQUEST']._serialized_start=663
-  _globals['_INFEREXPECTEDINPUTREQUEST']._serialized_end=777
-  _globals['_INPUTSUGGESTION']._serialized_start=779
-  _globals['_INPUTSUGGESTION']._serialized_end=871
-  _globals['_INFEREXPECTEDINPUTRESPONSE']._serialized_start=873
-  _globals['_INFEREXPECTEDINPUTRESPONSE']._serialized_end=970
-  _globals['_TRACKINPUTEVENTREQUEST']._serialized_start=973
-  _globals['_TRACKINPUTEVENTREQUEST']._serialized_end=1228
-  _globals['_TRACKINPUTEVENTRESPONSE']._serialized_start=1230
-  _globals['_TRACKINPUTEVENTRESPONSE']._serialized_end=1316
-  _globals['_GETSESSIONHISTORYREQUEST']._serialized_start=1318
-  _globals['_GETSESSIONHISTORYREQUEST']._serialized_end=1379
-  _globals['_INPUTEVENT']._serialized_start=1382
-  _globals['_INPUTEVENT']._serialized_end=1627
-  _globals['_GETSESSIONHISTORYRESPONSE']._serialized_start=1629
-  _globals['_GETSESSIONHISTORYRESPONSE']._serialized_end=1697
-  _globals['_DELETESESSIONHISTORYREQUEST']._serialized_start=1699
-  _globals['_DELETESESSIONHISTORYREQUEST']._serialized_end=1748
-  _globals['_DELETESESSIONHISTORYRESPONSE']._serialized_start=1750
-  _globals['_DELETESESSIONHISTORYRESPONSE']._serialized_end=1804
-  _globals['_TERMINALSERVICE']._serialized_start=1807
-  _globals['_TERMINALSERVICE']._serialized_end=2330
+  _globals['_INPUTPROMPT']._serialized_end=599
+  _globals['_DETECTINPUTPROMPTRESPONSE']._serialized_start=601
+  _globals['_DETECTINPUTPROMPTRESPONSE']._serialized_end=688
+  _globals['_INFEREXPECTEDINPUTREQUEST']._serialized_start=690
+  _globals['_INFEREXPECTEDINPUTREQUEST']._serialized_end=804
+  _globals['_INPUTSUGGESTION']._serialized_start=806
+  _globals['_INPUTSUGGESTION']._serialized_end=898
+  _globals['_INFEREXPECTEDINPUTRESPONSE']._serialized_start=900
+  _globals['_INFEREXPECTEDINPUTRESPONSE']._serialized_end=997
+  _globals['_TRACKINPUTEVENTREQUEST']._serialized_start=1000
+  _globals['_TRACKINPUTEVENTREQUEST']._serialized_end=1255
+  _globals['_TRACKINPUTEVENTRESPONSE']._serialized_start=1257
+  _globals['_TRACKINPUTEVENTRESPONSE']._serialized_end=1343
+  _globals['_GETSESSIONHISTORYREQUEST']._serialized_start=1345
+  _globals['_GETSESSIONHISTORYREQUEST']._serialized_end=1406
+  _globals['_INPUTEVENT']._serialized_start=1409
+  _globals['_INPUTEVENT']._serialized_end=1654
+  _globals['_GETSESSIONHISTORYRESPONSE']._serialized_start=1656
+  _globals['_GETSESSIONHISTORYRESPONSE']._serialized_end=1724
+  _globals['_DELETESESSIONHISTORYREQUEST']._serialized_start=1726
+  _globals['_DELETESESSIONHISTORYREQUEST']._serialized_end=1775
+  _globals['_DELETESESSIONHISTORYRESPONSE']._serialized_start=1777
+  _globals['_DELETESESSIONHISTORYRESPONSE']._serialized_end=1831
+  _globals['_TERMINALSERVICE']._serialized_start=1834
+  _globals['_TERMINALSERVICE']._serialized_end=2357
 # @@protoc_insertion_point(module_scope)

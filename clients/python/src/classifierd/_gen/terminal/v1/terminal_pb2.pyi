@@ -120,6 +120,7 @@ class InputPrompt(_message.Message):
     TIMESTAMP_FIELD_NUMBER: _builtins.int
     IS_DANGEROUS_FIELD_NUMBER: _builtins.int
     DANGER_REASON_FIELD_NUMBER: _builtins.int
+    DANGER_CONFIDENCE_FIELD_NUMBER: _builtins.int
     prompt_text: _builtins.str
     confidence: _builtins.float
     prompt_type: _builtins.str
@@ -131,6 +132,11 @@ class InputPrompt(_message.Message):
     danger_reason: _builtins.str
     """danger_reason names the evidence behind is_dangerous: the prompt's
     words, the output before it, the command line or the program.
+    """
+    danger_confidence: _builtins.float
+    """danger_confidence is the danger model's probability that answering is
+    dangerous, calibrated on the capture corpus held out by family
+    (docs/terminal.md); is_dangerous is danger_confidence >= 1/3.
     """
     @_builtins.property
     def timestamp(self) -> _timestamp_pb2.Timestamp: ...
@@ -145,10 +151,11 @@ class InputPrompt(_message.Message):
         timestamp: _timestamp_pb2.Timestamp | None = ...,
         is_dangerous: _builtins.bool = ...,
         danger_reason: _builtins.str = ...,
+        danger_confidence: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["timestamp", b"timestamp"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "danger_reason", b"danger_reason", "file_position", b"file_position", "is_dangerous", b"is_dangerous", "matched_pattern", b"matched_pattern", "prompt_text", b"prompt_text", "prompt_type", b"prompt_type", "timestamp", b"timestamp"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "danger_confidence", b"danger_confidence", "danger_reason", b"danger_reason", "file_position", b"file_position", "is_dangerous", b"is_dangerous", "matched_pattern", b"matched_pattern", "prompt_text", b"prompt_text", "prompt_type", b"prompt_type", "timestamp", b"timestamp"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,347 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/classifierd/classifierd/server"
+)
+
+// guard stands in front of every HTTP listener: --http-listen (Connect,
+// gRPC-Web and REST through vanguard, the hub REST shape), --mcp-listen and
+// classifierd proxy --mcp-listen. Before anything downstream (vanguard,
+// the MCP SDK, the proxy) sees a request, it
+//
+//  1. authenticates it, before a byte of its body is read: 401
+//     UNAUTHENTICATED, 403 PERMISSION_DENIED;
+//  2. answers 413 RESOURCE_EXHAUSTED to a body whose Content-Length is
+//     over maxBody, without reading it;
+//  3. answers 415 UNIMPLEMENTED to a compressed body (Content-Encoding,
+//     Connect-Content-Encoding or Grpc-Encoding other than identity): no
+//     client of the API compresses requests (browsers, curl, the Connect
+//     and gRPC-Web clients do not by default), and inflating is what made
+//     a 200 KB body cost 1.1 GB (vanguard inflates with an unbounded
+//     bytes.Buffer.ReadFrom before its size limit applies);
+//  4. reads the body into memory that grows with the bytes that arrive,
+//     never with what a header declares, up to maxBody (413 past it), and
+//     hands the handler that complete body with its true length. So
+//     vanguard's buffer, which it sizes from Content-Length, and the
+//     buffer of an enveloped message (gRPC-Web, Connect streaming), which
+//     it sizes from the 5-byte length prefix, are only ever as large as
+//     what the client really sent: a length prefix that claims more than
+//     the body holds is a 400.
+//
+// Every request to our HTTP APIs ends its body before its answer begins
+// (no client or bidi streaming RPC; an MCP POST is one message), so
+// reading it whole first changes nothing a client sees.
+type guard struct {
+	// auth finds the caller of a request from its header and TLS state
+	// (a status error: UNAUTHENTICATED, PERMISSION_DENIED); the caller
+	// reaches the handler in the request's context (server.CallerFrom).
+	// nil: no one is checked here.
+	auth func(*http.Request) (server.Caller, error)
+	// public, if set, says which requests are served without auth: on
+	// --http-listen, a GET, HEAD or OPTIONS without a body (the explain
+	// page's files; the gRPC edge still authenticates the calls among
+	// them, such as GET /tools).
+	public func(*http.Request) bool
+	// maxBody is the largest body accepted, in bytes as sent.
+	maxBody int64
+	// readWait bounds the reading of one body, for a listener without a
+	// server-wide ReadTimeout (the MCP listeners, whose event streams
+	// must outlive one); 0: the server's ReadTimeout bounds it.
+	readWait time.Duration
+	// refuse answers a refused request in the listener's protocol.
+	refuse func(w http.ResponseWriter, r *http.Request, httpCode int, err error)
+}
+
+// bodyReadWait is how long an MCP listener waits for one request body:
+// 4 MiB at about 1 Mbit/s, while a client that declares a body and sends
+// none holds its connection and a few KB no longer than this.
+const bodyReadWait = 30 * time.Second
+
+// errBodyTooLarge is a body past maxBody.
+var errBodyTooLarge = errors.New("request body too large")
+
+func (g guard) wrap(next http.Handler) http.Handler {
+	refuse := func(w http.ResponseWriter, r *http.Request, code int, err error) {
+		if r.ProtoMajor == 1 && hasBody(r) {
+			// Close the connection after the answer: net/http would
+			// otherwise read what is left of a small body first, from a
+			// client that may never send it.
+			w.Header().Set("Connection", "close")
+		}
+		g.refuse(w, r, code, err)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.auth != nil && (g.public == nil || !g.public(r)) {
+			c, err := g.auth(r)
+			if err != nil {
+				code := http.StatusUnauthorized
+				if status.Code(err) == codes.PermissionDenied {
+					code = http.StatusForbidden
+				}
+				refuse(w, r, code, err)
+				return
+			}
+			r = r.WithContext(server.WithCaller(r.Context(), c))
+		}
+		if !hasBody(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.ContentLength > g.maxBody {
+			refuse(w, r, http.StatusRequestEntityTooLarge, tooLarge(g.maxBody))
+			return
+		}
+		if h, enc := requestEncoding(r.Header); enc != "" {
+			refuse(w, r, http.StatusUnsupportedMediaType, status.Errorf(codes.Unimplemented,
+				"%s %q is not accepted: send the request body uncompressed (at most %d bytes)", h, clipHeader(enc), g.maxBody))
+			return
+		}
+		rc := http.NewResponseController(w)
+		if g.readWait > 0 {
+			_ = rc.SetReadDeadline(time.Now().Add(g.readWait))
+		}
+		body, err := readBody(r.Body, g.maxBody)
+		if g.readWait > 0 {
+			// Lifted once the body is in: the server reads on in the
+			// background to notice a client that goes away, and a
+			// deadline there would cancel a long tool call.
+			_ = rc.SetReadDeadline(time.Time{})
+		}
+		switch {
+		case errors.Is(err, errBodyTooLarge):
+			refuse(w, r, http.StatusRequestEntityTooLarge, tooLarge(g.maxBody))
+			return
+		case err != nil:
+			// The client went away or stopped sending: it will most
+			// likely not read this.
+			refuse(w, r, http.StatusBadRequest, status.Error(codes.InvalidArgument, "request body could not be read to its end"))
+			return
+		}
+		if enveloped(r.Header.Get("Content-Type")) {
+			if err := checkEnvelopes(body); err != nil {
+				refuse(w, r, http.StatusBadRequest, status.Error(codes.InvalidArgument, err.Error()))
+				return
+			}
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		r.TransferEncoding = nil
+		next.ServeHTTP(w, r)
+	})
+}
+
+func tooLarge(max int64) error {
+	return status.Errorf(codes.ResourceExhausted, "request body is over the limit of %d bytes", max)
+}
+
+// hasBody reports whether r may carry a body: one of known length above
+// zero, or of unknown length (chunked, or HTTP/2 without Content-Length).
+func hasBody(r *http.Request) bool {
+	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+}
+
+// bodilessRead reports whether r is a GET, HEAD or OPTIONS without a body.
+func bodilessRead(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return !hasBody(r)
+	}
+	return false
+}
+
+// requestEncoding is the header and value of a compression of the request
+// body other than identity, or "" for none: Content-Encoding (REST, Connect
+// unary, MCP), Connect-Content-Encoding (Connect streaming), Grpc-Encoding
+// (gRPC, gRPC-Web).
+func requestEncoding(h http.Header) (string, string) {
+	for _, name := range []string{"Content-Encoding", "Connect-Content-Encoding", "Grpc-Encoding"} {
+		for _, v := range h.Values(name) {
+			for _, e := range strings.Split(v, ",") {
+				if e = strings.TrimSpace(e); e != "" && !strings.EqualFold(e, "identity") {
+					return name, e
+				}
+			}
+		}
+	}
+	return "", ""
+}
+
+// clipHeader keeps an echoed header value short and printable.
+func clipHeader(s string) string {
+	if len(s) > 32 {
+		s = s[:32]
+	}
+	return strings.ToValidUTF8(s, "?")
+}
+
+// readBody reads r to its end into memory that grows with what arrives,
+// errBodyTooLarge past max bytes.
+func readBody(r io.Reader, max int64) ([]byte, error) {
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(io.LimitReader(r, max+1))
+	if n > max {
+		return nil, errBodyTooLarge
+	}
+	if err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// enveloped reports whether a content type frames its messages with a
+// 5-byte prefix (flags, big-endian length): gRPC, gRPC-Web, Connect
+// streaming.
+func enveloped(ct string) bool {
+	ct = strings.ToLower(strings.TrimSpace(ct))
+	return ct == "application/grpc" || ct == "application/grpc-web" ||
+		strings.HasPrefix(ct, "application/grpc+") || strings.HasPrefix(ct, "application/grpc-web+") ||
+		strings.HasPrefix(ct, "application/connect+")
+}
+
+// checkEnvelopes checks that every length prefix of an enveloped body
+// fits in the body.
+func checkEnvelopes(body []byte) error {
+	for rest := body; len(rest) > 0; {
+		if len(rest) < 5 {
+			return errors.New("request body: a message prefix is cut short")
+		}
+		n := uint64(binary.BigEndian.Uint32(rest[1:5]))
+		if n > uint64(len(rest)-5) {
+			return fmt.Errorf("request body: a message prefix declares %d bytes, the body holds %d", n, len(rest)-5)
+		}
+		rest = rest[5+n:]
+	}
+	return nil
+}
+
+// rpcGuard is the guard of --http-listen: callers are authenticated by the
+// gRPC edge's rules (server.AuthConfig.HTTPCaller) before a body is read;
+// bodies are bounded by --max-recv-bytes, as on gRPC; refusals are written
+// in the request's protocol (writeRPCError).
+func (s *security) rpcGuard(maxBody int64) guard {
+	ac := server.AuthConfig{Tokens: s.tokens, ClientCerts: s.clientCerts()}
+	return guard{
+		auth: func(r *http.Request) (server.Caller, error) {
+			return ac.HTTPCaller(r.URL.Path, r.Header, r.TLS, r.RemoteAddr)
+		},
+		public:  bodilessRead,
+		maxBody: maxBody,
+		refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
+			if code == http.StatusUnauthorized && s.tokens != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="classifierd"`)
+			}
+			writeRPCError(w, r, code, err)
+		},
+	}
+}
+
+// writeRPCError answers a refused request of --http-listen with the HTTP
+// status code and the error of the status err in the shape the request's
+// protocol expects: gRPC and gRPC-Web read Grpc-Status and Grpc-Message,
+// Connect {"code": "unauthenticated", "message": ...}, REST (and anything
+// else) google.rpc.Status {"code": 16, "message": ..., "details": []}.
+func writeRPCError(w http.ResponseWriter, r *http.Request, httpCode int, err error) {
+	st := status.Convert(err)
+	h := w.Header()
+	ct := r.Header.Get("Content-Type")
+	var body any
+	switch {
+	case strings.HasPrefix(ct, "application/grpc"):
+		h.Set("Content-Type", ct)
+		h.Set("Grpc-Status", strconv.Itoa(int(st.Code())))
+		h.Set("Grpc-Message", url.PathEscape(st.Message()))
+	case r.Header.Get("Connect-Protocol-Version") != "" || strings.HasPrefix(ct, "application/connect+"):
+		body = map[string]string{"code": connect.Code(st.Code()).String(), "message": st.Message()}
+	default:
+		body = map[string]any{"code": int(st.Code()), "message": st.Message(), "details": []any{}}
+	}
+	if body == nil {
+		w.WriteHeader(httpCode)
+		return
+	}
+	b, _ := json.Marshal(body)
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(httpCode)
+	_, _ = w.Write(b)
+}
+
+// mcpGuard is the guard of an MCP listener (the daemon's --mcp-listen,
+// classifierd proxy --mcp-listen): every request is authenticated by
+// mcpIdentity's rules and must hold one of the scopes anyOf; bodies are
+// bounded by maxBody (--max-recv-bytes) and read within bodyReadWait;
+// refusals are JSON-RPC errors (writeMCPError).
+func (s *security) mcpGuard(maxBody int64, anyOf ...string) guard {
+	return guard{
+		auth: func(r *http.Request) (server.Caller, error) {
+			c, err := s.mcpIdentity(r.Header)
+			if err != nil {
+				return c, err
+			}
+			if !hasAnyScope(c.Scopes, anyOf) {
+				return c, status.Errorf(codes.PermissionDenied, "%s holds none of the scopes %s", c.Name, strings.Join(anyOf, ", "))
+			}
+			return c, nil
+		},
+		maxBody:  maxBody,
+		readWait: bodyReadWait,
+		refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
+			if code == http.StatusUnauthorized && s.tokens != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="classifierd"`)
+			}
+			refuseMCP(w, r, code, err)
+		},
+	}
+}
+
+// plainMCPGuard bounds the bodies of an MCP listener that checks no
+// caller.
+func plainMCPGuard(maxBody int64) guard {
+	return guard{maxBody: maxBody, readWait: bodyReadWait, refuse: refuseMCP}
+}
+
+// refuseMCP answers a request the guard refuses with a JSON-RPC error:
+// under the request's id when it is refused before its body is read (401,
+// 403: writeMCPError reads a little of it for the id), under none when
+// the body is the fault (413, 415, 400), which is not read again.
+func refuseMCP(w http.ResponseWriter, r *http.Request, code int, err error) {
+	switch code {
+	case http.StatusUnauthorized:
+		writeMCPError(w, r, code, mcpCodeUnauthenticated, err)
+	case http.StatusForbidden:
+		writeMCPError(w, r, code, mcpCodePermissionDenied, err)
+	case http.StatusRequestEntityTooLarge:
+		writeMCPErrorNoID(w, code, mcpCodeTooLarge, err)
+	case http.StatusUnsupportedMediaType:
+		writeMCPErrorNoID(w, code, mcpCodeUnsupportedEncoding, err)
+	default:
+		writeMCPErrorNoID(w, code, mcpCodeInvalidRequest, err)
+	}
+}
+
+func hasAnyScope(scopes, anyOf []string) bool {
+	for _, want := range anyOf {
+		for _, s := range scopes {
+			if s == want {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/classifierd/classifierd/server"
+)
+
+// envelope is one gRPC-Web/Connect message frame holding msg.
+func envelope(msg string) string {
+	var prefix [5]byte
+	binary.BigEndian.PutUint32(prefix[1:], uint32(len(msg)))
+	return string(prefix[:]) + msg
+}
+
+// TestGuard drives the guard of every HTTP listener through a real
+// listener with requests written on the wire (rawRequest): who is refused
+// before the body is read, what a handler behind it sees.
+func TestGuard(t *testing.T) {
+	const max = 1 << 10
+	g := guard{
+		auth: func(r *http.Request) (server.Caller, error) {
+			switch r.Header.Get("Authorization") {
+			case "Bearer ok":
+				return server.Caller{Name: "ok"}, nil
+			case "Bearer noscope":
+				return server.Caller{}, status.Error(codes.PermissionDenied, "needs scope route")
+			}
+			return server.Caller{}, status.Error(codes.Unauthenticated, "missing bearer token")
+		},
+		public:   bodilessRead,
+		maxBody:  max,
+		readWait: 300 * time.Millisecond,
+		refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
+			w.WriteHeader(code)
+			_, _ = io.WriteString(w, status.Convert(err).Message())
+		},
+	}
+	srv := httptest.NewServer(g.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("handler read: %v", err)
+		}
+		fmt.Fprintf(w, "caller=%s body=%d length=%d header=%s", server.CallerFrom(r.Context()).Name, len(b), r.ContentLength, r.Header.Get("Content-Length"))
+	})))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	ok := map[string]string{"Authorization": "Bearer ok"}
+	with := func(h map[string]string, kv ...string) map[string]string {
+		out := map[string]string{}
+		for k, v := range h {
+			out[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+	full := strings.Repeat("x", max)
+	for _, tc := range []struct {
+		name string
+		rq   rawRequest
+		want int
+		body string
+	}{
+		{"a GET without a body is public", rawRequest{method: "GET", path: "/"}, 200, "caller= body=0 length=0"},
+		{"a GET with a body is not", rawRequest{method: "GET", path: "/", body: []byte("x")}, 401, "missing bearer token"},
+		{"a POST without a body is not", rawRequest{method: "POST", path: "/"}, 401, "missing bearer token"},
+		{"no token, a body over the limit", rawRequest{method: "POST", path: "/", body: []byte(full + "x")}, 401, "missing bearer token"},
+		{"no scope, a body over the limit", rawRequest{method: "POST", path: "/", header: map[string]string{"Authorization": "Bearer noscope"},
+			body: []byte(full + "x")}, 403, "needs scope route"},
+		{"a body at the limit", rawRequest{method: "POST", path: "/", header: ok, body: []byte(full)}, 200, "caller=ok body=1024 length=1024 header=1024"},
+		{"a chunked body at the limit gets its length", rawRequest{method: "POST", path: "/", header: ok, body: []byte(full), declare: -1}, 200,
+			"caller=ok body=1024 length=1024 header=1024"},
+		{"declared over the limit", rawRequest{method: "POST", path: "/", header: ok, body: []byte("x"), declare: max + 1}, 413, "over the limit of 1024 bytes"},
+		{"chunked over the limit", rawRequest{method: "POST", path: "/", header: ok, body: []byte(full + "x"), declare: -1}, 413, "over the limit of 1024 bytes"},
+		{"gzip", rawRequest{method: "POST", path: "/", header: with(ok, "Content-Encoding", "gzip"), body: []byte("x")}, 415, `Content-Encoding "gzip" is not accepted`},
+		{"identity", rawRequest{method: "POST", path: "/", header: with(ok, "Content-Encoding", "identity"), body: []byte("x")}, 200, "body=1"},
+		{"identity, then gzip", rawRequest{method: "POST", path: "/", header: with(ok, "Content-Encoding", "identity, gzip"), body: []byte("x")}, 415, "gzip"},
+		{"Connect streaming gzip", rawRequest{method: "POST", path: "/", header: with(ok, "Connect-Content-Encoding", "gzip"), body: []byte("x")}, 415, "Connect-Content-Encoding"},
+		{"gRPC-Web gzip", rawRequest{method: "POST", path: "/", header: with(ok, "Grpc-Encoding", "gzip"), body: []byte("x")}, 415, "Grpc-Encoding"},
+		{"gRPC-Web frames", rawRequest{method: "POST", path: "/", header: with(ok, "Content-Type", "application/grpc-web+proto"),
+			body: []byte(envelope("abc") + envelope(""))}, 200, "body=13"},
+		{"a frame claiming more than was sent", rawRequest{method: "POST", path: "/", header: with(ok, "Content-Type", "application/grpc-web+proto"),
+			body: []byte(envelope("abc")[:5] + "ab")}, 400, "declares 3 bytes, the body holds 2"},
+		{"a cut prefix", rawRequest{method: "POST", path: "/", header: with(ok, "Content-Type", "application/connect+json"),
+			body: []byte(envelope("abc") + "\x00\x00")}, 400, "prefix is cut short"},
+		{"not enveloped JSON is not parsed", rawRequest{method: "POST", path: "/", header: with(ok, "Content-Type", "application/json"),
+			body: []byte("\x00\x00\x40\x00\x00")}, 200, "body=5"},
+		{"a body that never ends", rawRequest{method: "POST", path: "/", header: ok, body: []byte("x"), declare: 10}, 400, "could not be read"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, body := tc.rq.do(t, addr)
+			if code != tc.want || !strings.Contains(body, tc.body) {
+				t.Errorf("got %d %q, want %d with %q", code, body, tc.want, tc.body)
+			}
+		})
+	}
+}
+
+// TestWriteRPCError checks the shape of a refusal on --http-listen for
+// each protocol.
+func TestWriteRPCError(t *testing.T) {
+	err := status.Error(codes.ResourceExhausted, "request body is over the limit of 4 bytes")
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		body   string
+		grpc   string
+	}{
+		{"REST", map[string]string{"Content-Type": "application/json"}, `{"code":8,"details":[],"message":"request body is over the limit of 4 bytes"}`, ""},
+		{"Connect unary", map[string]string{"Content-Type": "application/json", "Connect-Protocol-Version": "1"},
+			`{"code":"resource_exhausted","message":"request body is over the limit of 4 bytes"}`, ""},
+		{"Connect streaming", map[string]string{"Content-Type": "application/connect+json"}, `{"code":"resource_exhausted"`, ""},
+		{"gRPC-Web", map[string]string{"Content-Type": "application/grpc-web+proto"}, "", "8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/x", nil)
+			for k, v := range tc.header {
+				r.Header.Set(k, v)
+			}
+			w := httptest.NewRecorder()
+			writeRPCError(w, r, http.StatusRequestEntityTooLarge, err)
+			if w.Code != 413 || !strings.HasPrefix(w.Body.String(), tc.body) || w.Header().Get("Grpc-Status") != tc.grpc {
+				t.Errorf("got %d %q grpc-status %q, want 413 %q %q", w.Code, w.Body.String(), w.Header().Get("Grpc-Status"), tc.body, tc.grpc)
+			}
+		})
+	}
+}
+
+// FuzzCheckEnvelopes: any body is accepted or refused without a panic,
+// and an accepted one is whole frames.
+func FuzzCheckEnvelopes(f *testing.F) {
+	for _, s := range []string{"", envelope("abc"), envelope("") + envelope("x"), "\x00\x00\x40\x00\x00", "\x00\x00", "\x01\xff\xff\xff\xffabc"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if checkEnvelopes(b) != nil {
+			return
+		}
+		for rest := b; len(rest) > 0; {
+			n := int(binary.BigEndian.Uint32(rest[1:5]))
+			rest = rest[5+n:]
+		}
+	})
+}

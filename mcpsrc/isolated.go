@@ -1,0 +1,232 @@
+package mcpsrc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/classifierd/classifierd/internal/sweep"
+)
+
+// ErrTooManyBackends is Isolated.CallTool's refusal to start one more
+// backend: the caller holds its share (IsolatedOptions.MaxPerIdentity), or
+// every place is taken (MaxBackends) by backends that are busy or not idle
+// long enough to stop.
+var ErrTooManyBackends = errors.New("mcpsrc: too many backends")
+
+// Caller calls a tool on a named server: a *Pool, or an *Isolated.
+type Caller interface {
+	CallTool(ctx context.Context, server string, params *mcp.CallToolParams) (*mcp.CallToolResult, error)
+}
+
+// IsolatedOptions bound an Isolated's backends. Zero values take the
+// defaults.
+type IsolatedOptions struct {
+	// Identity names the caller of ctx (the daemon's server.Caller name);
+	// required.
+	Identity func(ctx context.Context) string
+	// MaxBackends bounds the backends in all (default 64): a stdio
+	// backend is a process (the memory server's is about 70 MB).
+	MaxBackends int
+	// MaxPerIdentity bounds one identity's backends (default: every
+	// per-identity server, one each).
+	MaxPerIdentity int
+	// IdleTimeout stops a backend no call has used for this long (default
+	// 10 minutes); what it kept in memory goes with it.
+	IdleTimeout time.Duration
+	// Pool configures each backend's connection (timeouts, stderr).
+	Pool Options
+}
+
+// Isolated calls the tools of per-identity servers on a connection of the
+// calling identity's own, a backend: for a stdio server its own process,
+// started at the identity's first call with IdentityPlaceholder expanded
+// to the identity's IdentityKey, and stopped once idle; for an HTTP or
+// SSE server its own MCP session with the same URL and headers (expanded
+// likewise), which separates only what the server keeps per session.
+// Other servers' calls go to the shared Caller. Backends are bounded per
+// identity and in all, so isolation is not a way to start processes
+// without end.
+type Isolated struct {
+	shared  Caller
+	servers map[string]ServerConfig // the per-identity servers, by name
+	opts    IsolatedOptions
+	stop    chan struct{}
+	reaped  sync.WaitGroup
+
+	mu       sync.Mutex
+	backends map[backendKey]*backend
+	byID     map[string]int // backends per identity, closing ones included
+	closing  int            // backends being stopped: they count until gone
+	closed   bool
+}
+
+type backendKey struct{ identity, server string }
+
+// backend is one identity's connection to one server.
+type backend struct {
+	pool     *Pool
+	inflight int       // calls using it now
+	last     time.Time // when the last call ended
+}
+
+// NewIsolated returns an Isolated that calls the servers of perIdentity on
+// backends of each identity and every other server through shared. Close
+// stops every backend.
+func NewIsolated(shared Caller, perIdentity []ServerConfig, opts IsolatedOptions) (*Isolated, error) {
+	if opts.Identity == nil || shared == nil {
+		return nil, errors.New("mcpsrc: an isolated caller needs a shared caller and an identity function")
+	}
+	if opts.MaxBackends <= 0 {
+		opts.MaxBackends = 64
+	}
+	if opts.MaxPerIdentity <= 0 {
+		opts.MaxPerIdentity = max(len(perIdentity), 1)
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 10 * time.Minute
+	}
+	i := &Isolated{shared: shared, servers: map[string]ServerConfig{}, opts: opts, stop: make(chan struct{}),
+		backends: map[backendKey]*backend{}, byID: map[string]int{}}
+	for _, sc := range perIdentity {
+		i.servers[sc.Name] = sc
+	}
+	i.reaped.Add(1)
+	go i.reap()
+	return i, nil
+}
+
+// CallTool calls a tool on server: on the caller's own backend if server
+// is per-identity (starting it if need be, ErrTooManyBackends past the
+// bounds), else through the shared caller.
+func (i *Isolated) CallTool(ctx context.Context, server string, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	sc, ok := i.servers[server]
+	if !ok {
+		return i.shared.CallTool(ctx, server, params)
+	}
+	key := backendKey{identity: i.opts.Identity(ctx), server: server}
+	b, err := i.acquire(key, sc)
+	if err != nil {
+		return nil, err
+	}
+	defer i.release(b)
+	// A new backend connects and lists its tools first; a call waits for
+	// that (within the connect timeout and its own deadline), not for
+	// retries after a failure.
+	if _, err := b.pool.WaitReady(ctx); err != nil {
+		return nil, err
+	}
+	return b.pool.CallTool(ctx, server, params)
+}
+
+// acquire returns key's backend, started if need be, with one more call
+// in flight.
+func (i *Isolated) acquire(key backendKey, sc ServerConfig) (*backend, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.closed {
+		return nil, fmt.Errorf("%w: %q", ErrUnavailable, key.server)
+	}
+	if b, ok := i.backends[key]; ok {
+		b.inflight++
+		return b, nil
+	}
+	switch {
+	case i.byID[key.identity] >= i.opts.MaxPerIdentity:
+		return nil, fmt.Errorf("%w: this caller has %d backends (limit %d)", ErrTooManyBackends, i.byID[key.identity], i.opts.MaxPerIdentity)
+	case len(i.backends)+i.closing >= i.opts.MaxBackends:
+		return nil, fmt.Errorf("%w: %d backends run (limit %d); retry once one is idle", ErrTooManyBackends, len(i.backends)+i.closing, i.opts.MaxBackends)
+	}
+	b := &backend{pool: Open(&Config{Servers: []ServerConfig{sc.ForIdentity(IdentityKey(key.identity))}}, i.opts.Pool), inflight: 1}
+	i.backends[key] = b
+	i.byID[key.identity]++
+	return b, nil
+}
+
+func (i *Isolated) release(b *backend) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	b.inflight--
+	b.last = time.Now()
+}
+
+// reap stops backends idle for IdleTimeout, every quarter of it (1s to
+// 1m), until Close.
+func (i *Isolated) reap() {
+	defer i.reaped.Done()
+	t := time.NewTicker(sweep.Interval(i.opts.IdleTimeout))
+	defer t.Stop()
+	for {
+		select {
+		case <-i.stop:
+			return
+		case <-t.C:
+			i.Reap(time.Now())
+		}
+	}
+}
+
+// Reap stops every backend that no call uses and that has been idle for
+// IdleTimeout at now, and returns how many it stopped. A stopped backend
+// keeps its place until its process has ended.
+func (i *Isolated) Reap(now time.Time) int {
+	type idle struct {
+		key backendKey
+		b   *backend
+	}
+	var stop []idle
+	i.mu.Lock()
+	for k, b := range i.backends {
+		if b.inflight == 0 && now.Sub(b.last) >= i.opts.IdleTimeout {
+			stop = append(stop, idle{k, b})
+			delete(i.backends, k)
+			i.closing++
+		}
+	}
+	i.mu.Unlock()
+	for _, s := range stop {
+		_ = s.b.pool.Close()
+		i.mu.Lock()
+		i.closing--
+		if i.byID[s.key.identity]--; i.byID[s.key.identity] <= 0 {
+			delete(i.byID, s.key.identity)
+		}
+		i.mu.Unlock()
+	}
+	return len(stop)
+}
+
+// Backends returns how many backends run (or are stopping), in all and of
+// identity.
+func (i *Isolated) Backends(identity string) (total, ofIdentity int) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return len(i.backends) + i.closing, i.byID[identity]
+}
+
+// Close stops the reaper and every backend; calls after it are
+// ErrUnavailable. It does not close the shared caller.
+func (i *Isolated) Close() error {
+	i.mu.Lock()
+	if i.closed {
+		i.mu.Unlock()
+		return nil
+	}
+	i.closed = true
+	all := i.backends
+	i.backends = map[backendKey]*backend{}
+	i.mu.Unlock()
+	close(i.stop)
+	i.reaped.Wait()
+	var wg sync.WaitGroup
+	for _, b := range all {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = b.pool.Close() }()
+	}
+	wg.Wait()
+	return nil
+}

@@ -251,6 +251,7 @@ test-openapi: build $(APIFUZZ_VENV)/.installed ## fuzz the HTTP/JSON API against
 .PHONY: bench
 bench: deps build index ## Go benchmarks and the end-to-end load test (latency, throughput, overhead ratio)
 	go test -run '^$$' -bench . -benchtime 1s ./index/ ./embed/ ./route/ ./session/ ./tokens/ ./terminal/
+	go test -run '^$$' -bench BenchmarkRouteDecisions -benchtime 200x ./cmd/classifierd/
 	go run ./tools/loadtest --daemon $(BIN)/classifierd --index $(INDEX) --model $(MODEL_DIR) --ort-lib $(ORT_LIB)
 
 .PHONY: bench-scale
@@ -262,6 +263,10 @@ bench-scale: deps build ## gen-index time and memory, index load and Route scori
 .PHONY: eval
 eval: deps build multilingual-data ## accuracy and calibration figures on the development datasets
 	./tools/eval.sh
+
+.PHONY: fit-evidence
+fit-evidence: deps build ## refit the cross-catalog confidence map of MODEL_DIR's model on every dev catalog (data/evidence; run make eval first to convert them)
+	nice -n 10 go run ./tools/route-eval --model $(MODEL_DIR) --data var/eval/data --out var/eval/route --write-map data/evidence/$(notdir $(MODEL_DIR)).json
 
 .PHONY: tools
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-openapi $(BIN)/grpcurl $(BIN)/staticcheck ## install pinned buf, protoc plugins, grpcurl and staticcheck into ./bin

@@ -122,7 +122,7 @@ func (c *Analyzer) Analyze(ctx context.Context, q AnalyzeQuery) (Analysis, error
 		ts = append(ts, rank.Turn{Text: q.Context, Weight: contextWeight, Context: true})
 	}
 	var a Analysis
-	cs, err := c.score(ctx, ts)
+	cs, err := c.score(ctx, ts, valid)
 	switch {
 	case err == nil:
 		_, sp := tracing.Start(ctx, tracing.Calibrate)
@@ -208,8 +208,10 @@ func (c *Analyzer) validCategories(names []string) (map[int]bool, ignored) {
 }
 
 // score embeds the turns (the embed spans) and scores every category
-// against them (the score span).
-func (c *Analyzer) score(ctx context.Context, ts []rank.Turn) ([]rank.Score, error) {
+// against them (the score span): each category's confidence, the best of
+// the request's and of each part's that the request's best category does
+// not explain (categoryProbs).
+func (c *Analyzer) score(ctx context.Context, ts []rank.Turn, valid map[int]bool) ([]catProb, error) {
 	vecs, err := c.rk.Vectors(ctx, ts)
 	if err != nil {
 		return nil, err
@@ -219,49 +221,133 @@ func (c *Analyzer) score(ctx context.Context, ts []rank.Turn) ([]rank.Score, err
 	if ts, err = c.rk.Dense(ts, vecs); err != nil {
 		return nil, err
 	}
-	cs := c.rk.CategoryScores(ts)
+	cs := c.categoryProbs(ts, valid)
 	if sp.IsRecording() {
 		sp.SetAttributes(tracing.KeyTurns.Int(len(ts)), tracing.KeyVectors.Int(c.idx.NumVectors()), tracing.KeyLabels.Int(len(cs)))
 	}
 	return cs, nil
 }
 
-// analyzeDense picks every valid category whose calibrated relevance
-// reaches the multi-label threshold (several needs give several), best
-// first.
-func (c *Analyzer) analyzeDense(cs []rank.Score, valid map[int]bool) Analysis {
-	cs = rank.SortedByScore(cs)
-	thr := c.cal.CategoriesMulti.Threshold
+// catProb is one category's score and confidence.
+type catProb struct {
+	s rank.Score
+	p float64
+	// part is the part of the request the confidence comes from ("": the
+	// request).
+	part string
+}
+
+// explainedMargin is how close the request's best category must come to
+// a part's best, within that part, for the part to count as explained by
+// it: "list recent issues" after "Check my GitHub notifications" asks for
+// GitHub issues, not for another category that matches "issues" as well.
+const explainedMargin = 0.05
+
+// categoryProbs is the confidence of each valid category, most confident
+// first: the calibrated relevance (CategoriesMulti, by score and gap below
+// the best) in the request with its earlier context, or in one part of a
+// compound request whose best category the request's best does not
+// explain (it scores more than explainedMargin below it there), whichever
+// is higher. A part the request's best explains adds nothing: a second
+// category is a second need only when the request's best cannot answer it.
+func (c *Analyzer) categoryProbs(ts []rank.Turn, valid map[int]bool) []catProb {
+	cats := c.rk.Categories()
+	var whole []rank.Turn
+	var parts []int
+	for i := range ts {
+		if ts[i].Part {
+			parts = append(parts, i)
+		} else {
+			whole = append(whole, ts[i])
+		}
+	}
+	ws := c.rk.ScoreLabels(cats, whole)
+	top := -1
+	for j, s := range ws {
+		if valid[s.Label] && (top < 0 || s.Score > ws[top].Score) {
+			top = j
+		}
+	}
+	out := make([]catProb, 0, len(cats))
+	for _, s := range ws {
+		if !valid[s.Label] || top < 0 {
+			continue
+		}
+		out = append(out, catProb{s: s, p: c.cal.CategoriesMulti.ProbAt(s.Score, ws[top].Score-s.Score)})
+	}
+	for _, pi := range parts {
+		ps := c.rk.ScoreLabels(cats, ts[pi:pi+1])
+		best := -1
+		for j, s := range ps {
+			if valid[s.Label] && (best < 0 || s.Score > ps[best].Score) {
+				best = j
+			}
+		}
+		if best < 0 || ps[top].Score >= ps[best].Score-explainedMargin {
+			continue
+		}
+		for k := range out {
+			j := slices.IndexFunc(ps, func(s rank.Score) bool { return s.Label == out[k].s.Label })
+			if p := c.cal.CategoriesMulti.ProbAt(ps[j].Score, ps[best].Score-ps[j].Score); p > out[k].p {
+				out[k] = catProb{s: ps[j], p: p, part: ts[pi].Text}
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b catProb) int {
+		if a.p != b.p {
+			if a.p > b.p {
+				return -1
+			}
+			return 1
+		}
+		if a.s.Score > b.s.Score {
+			return -1
+		}
+		if a.s.Score < b.s.Score {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// analyzeDense answers with the set of categories of best expected F1
+// under their confidences (calibrate.BestF1Size: several needs give
+// several), most confident first.
+func (c *Analyzer) analyzeDense(cs []catProb, valid map[int]bool) Analysis {
 	var a Analysis
-	var best *rank.Score
 	// The answer's confidence is that of the best category naming a real
 	// need: the meta category is the fallback for prompts too vague to act
 	// on, so a prompt that only matches meta ("help me with my project")
 	// gets meta with a low confidence, as hubs expect. Only when meta is
 	// the one valid category does its own probability count.
 	oneValid := len(valid) == 1
+	var best *catProb
+	ps := make([]float64, len(cs))
 	for i := range cs {
-		s := cs[i]
-		if !valid[s.Label] {
-			continue
-		}
-		p := c.cal.CategoriesMulti.Prob(s.Score)
-		isMeta := c.idx.Labels[s.Label].ID == c.cfg.MetaCategory
+		ps[i] = cs[i].p
+		isMeta := c.idx.Labels[cs[i].s.Label].ID == c.cfg.MetaCategory
 		if best == nil && (!isMeta || oneValid) {
 			best = &cs[i]
-			a.Confidence = p
-		}
-		if p >= thr && len(a.Categories) < 5 {
-			a.Categories = append(a.Categories, c.idx.Labels[s.Label].ID)
-			a.Scores = append(a.Scores, classify.Scored{Label: s.Label, ID: c.idx.Labels[s.Label].ID, Confidence: p, Score: s.Score, Evidence: c.rk.Evidence(s), Parts: c.rk.Parts(s)})
+			a.Confidence = cs[i].p
 		}
 	}
 	if best == nil {
 		a.Reasoning = "no categories to choose from"
 		return a
 	}
+	n := calibrate.BestF1Size(ps, request.MaxCategories)
+	for _, x := range cs[:n] {
+		id := c.idx.Labels[x.s.Label].ID
+		ev := c.rk.Evidence(x.s)
+		if x.part != "" {
+			ev = fmt.Sprintf("answers the need %q; %s", rank.Clip(x.part, 60), ev)
+		}
+		a.Categories = append(a.Categories, id)
+		a.Scores = append(a.Scores, classify.Scored{Label: x.s.Label, ID: id, Confidence: x.p, Score: x.s.Score, Evidence: ev, Parts: c.rk.Parts(x.s)})
+	}
 	if len(a.Categories) == 0 {
-		a.Reasoning = fmt.Sprintf("no category reached %.2f; closest %s %.2f: %s", thr, c.idx.Labels[best.Label].ID, a.Confidence, c.rk.Evidence(*best))
+		a.Reasoning = fmt.Sprintf("no category is likely enough to be needed; closest %s %.2f: %s", c.idx.Labels[best.s.Label].ID, a.Confidence, c.rk.Evidence(best.s))
 		return a
 	}
 	var parts []string
@@ -269,8 +355,8 @@ func (c *Analyzer) analyzeDense(cs []rank.Score, valid map[int]bool) Analysis {
 		parts = append(parts, fmt.Sprintf("%s %.2f (%s)", s.ID, s.Confidence, s.Evidence))
 	}
 	a.Reasoning = strings.Join(parts, "; ")
-	if a.Categories[0] == c.cfg.MetaCategory && !oneValid && !slices.Contains(a.Categories, c.idx.Labels[best.Label].ID) {
-		a.Reasoning += fmt.Sprintf("; no specific tool category: closest %s %.2f", c.idx.Labels[best.Label].ID, a.Confidence)
+	if a.Categories[0] == c.cfg.MetaCategory && !oneValid && !slices.Contains(a.Categories, c.idx.Labels[best.s.Label].ID) {
+		a.Reasoning += fmt.Sprintf("; no specific tool category: closest %s %.2f", c.idx.Labels[best.s.Label].ID, a.Confidence)
 	}
 	return a
 }
@@ -322,11 +408,13 @@ func (c *Analyzer) analyzeKeywords(ts []rank.Turn, valid map[int]bool) Analysis 
 }
 
 // applyBands adds meta first below 0.5 with a warning and suggestion, and
-// next-step guidance by confidence band.
+// next-step guidance by confidence band. A catalog without a meta category
+// (the proxy's, made of live servers) gets the warning only: a category it
+// lacks would be refused when the hub exposes it.
 func (c *Analyzer) applyBands(a *Analysis) {
 	meta := c.cfg.MetaCategory
 	if a.Confidence < bandRefine {
-		if len(a.Categories) == 0 || a.Categories[0] != meta {
+		if _, ok := c.idx.Lookup(index.KindCategory, meta); ok && (len(a.Categories) == 0 || a.Categories[0] != meta) {
 			cats := []string{meta}
 			for _, x := range a.Categories {
 				if x != meta {
@@ -370,15 +458,24 @@ func (c *Analyzer) DetectContexts(ctx context.Context, text string) ([]Context, 
 	if err := c.cfg.Limits.CheckText("text", text); err != nil {
 		return nil, err
 	}
-	cs, err := c.score(ctx, rank.Needs(text))
+	all := map[int]bool{}
+	for _, li := range c.rk.Categories() {
+		all[li] = true
+	}
+	cs, err := c.score(ctx, rank.Needs(text), all)
 	if err != nil {
 		return nil, err
 	}
-	cs = rank.SortedByScore(cs)
-	thr := c.cal.CategoriesMulti.Threshold
+	// A context is touched when the category is in the set of best
+	// expected F1 (as Analyze answers), or named by a keyword or pattern.
+	ps := make([]float64, len(cs))
+	for i, x := range cs {
+		ps[i] = x.p
+	}
+	inSet := calibrate.BestF1Size(ps, request.MaxCategories)
 	var out []Context
-	for _, s := range cs {
-		p := c.cal.CategoriesMulti.Prob(s.Score)
+	for i, x := range cs {
+		s, p := x.s, x.p
 		kind := "semantic"
 		switch {
 		case strings.HasPrefix(s.Lex, "pattern"):
@@ -386,7 +483,7 @@ func (c *Analyzer) DetectContexts(ctx context.Context, text string) ([]Context, 
 		case s.Lex != "":
 			kind = "keyword"
 		}
-		if p < thr && kind == "semantic" {
+		if i >= inSet && kind == "semantic" {
 			continue
 		}
 		ev := s.Lex

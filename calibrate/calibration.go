@@ -24,7 +24,14 @@ type Calibration struct {
 	// Servers and Tools are the per-label relevance maps for Route.
 	Servers Binary `json:"servers"`
 	Tools   Binary `json:"tools"`
-	Fusion  Fusion `json:"fusion"`
+	// ServerEvidence, when set, maps each candidate server's evidence (its
+	// scores in the request and in each of the request's needs, margins,
+	// ranks, catalog size) to the probability that it is needed, in place
+	// of Servers. It is learnt across many catalogs and set for a catalog
+	// without examples of its own (indexbuild); Servers still gives the
+	// confidence where a request is scored without its needs.
+	ServerEvidence *Evidence `json:"server_evidence,omitempty"`
+	Fusion         Fusion    `json:"fusion"`
 	// Head, when set, is a linear classifier over the categories (in index
 	// order) whose log-probabilities, times HeadWeight, add to each
 	// category's score in single-label classification.
@@ -203,6 +210,11 @@ func (c Calibration) Validate() error {
 					return fmt.Errorf("calibrate: %s isotonic value %v outside [0,1]", name, y)
 				}
 			}
+		}
+	}
+	if c.ServerEvidence != nil {
+		if err := c.ServerEvidence.Validate(); err != nil {
+			return err
 		}
 	}
 	if c.Categories.T <= 0 {

@@ -382,6 +382,15 @@ func (e *Engine) checkWordSplit() bool {
 // error, so a request text can neither crash the process nor leave tokMu
 // locked.
 func (e *Engine) encodeSingle(text string) (enc *tokenizer.Encoding, err error) {
+	return e.encodeWith(text, e.man.AddSpecialTokens)
+}
+
+// encodeRaw is encodeSingle without special tokens.
+func (e *Engine) encodeRaw(text string) (*tokenizer.Encoding, error) {
+	return e.encodeWith(text, false)
+}
+
+func (e *Engine) encodeWith(text string, special bool) (enc *tokenizer.Encoding, err error) {
 	if e.ownNorm != nil {
 		text = e.ownNorm.apply(text)
 	} else if e.nfkc {
@@ -394,7 +403,7 @@ func (e *Engine) encodeSingle(text string) (enc *tokenizer.Encoding, err error) 
 			enc, err = nil, fmt.Errorf("embed: tokenize: tokenizer failed: %v", p)
 		}
 	}()
-	enc, err = e.tok.EncodeSingle(text, e.man.AddSpecialTokens)
+	enc, err = e.tok.EncodeSingle(text, special)
 	if err != nil {
 		return nil, fmt.Errorf("embed: tokenize: %w", err)
 	}
@@ -746,6 +755,12 @@ func (e *Engine) Infer(ctx context.Context, ids [][]int64) ([][]float32, error) 
 // still read the input tensors: cancellation sets the run's terminate flag
 // and then waits for Run to come back.
 func (e *Engine) run(ctx context.Context, ids, types [][]int64) ([][]float32, error) {
+	return e.runSpans(ctx, ids, types, nil)
+}
+
+// runSpans is run, where spans[i] (when given) lists token ranges of text
+// i whose pooled vectors follow its own in its result (poolSpans).
+func (e *Engine) runSpans(ctx context.Context, ids, types [][]int64, spans [][][2]int) ([][]float32, error) {
 	select {
 	case e.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -833,7 +848,18 @@ func (e *Engine) run(ctx context.Context, ids, types [][]int64) ([][]float32, er
 	if !ok {
 		return nil, fmt.Errorf("%w: output %q is not a float32 tensor", ErrModel, e.man.Output)
 	}
-	return e.pool(t.GetShape(), t.GetData(), maskData, b, seq)
+	out, err := e.pool(t.GetShape(), t.GetData(), maskData, b, seq)
+	if err != nil {
+		return nil, err
+	}
+	for i := range spans {
+		if len(spans[i]) > 0 {
+			if out[i], err = e.poolSpans(out[i], t.GetData(), i, seq, spans[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
 }
 
 func (e *Engine) pool(shape ort.Shape, data []float32, mask []int64, b, seq int) ([][]float32, error) {

@@ -10,8 +10,13 @@ import (
 	"github.com/classifierd/classifierd/internal/tracing"
 )
 
-// tokenized is one text as the model sees it.
-type tokenized struct{ ids, types []int64 }
+// tokenized is one text as the model sees it; spans, when set, are token
+// ranges whose pooled vectors follow the text's own in its result
+// (EmbedSpans).
+type tokenized struct {
+	ids, types []int64
+	spans      [][2]int
+}
 
 // openQueue starts the micro-batching queue when the configuration asks
 // for one (MaxQueue > 0): texts of concurrent Embed calls then share model
@@ -54,10 +59,17 @@ func traceRun(ctx context.Context, waited time.Duration, items int) {
 func (e *Engine) runTokenized(ctx context.Context, items []tokenized) ([][]float32, error) {
 	ids := make([][]int64, len(items))
 	types := make([][]int64, len(items))
+	var spans [][][2]int
 	for i, it := range items {
 		ids[i], types[i] = it.ids, it.types
+		if len(it.spans) > 0 {
+			if spans == nil {
+				spans = make([][][2]int, len(items))
+			}
+			spans[i] = it.spans
+		}
 	}
-	return e.run(ctx, ids, types)
+	return e.runSpans(ctx, ids, types, spans)
 }
 
 // embedQueued sends a call's tokenised texts through the queue.

@@ -6,6 +6,7 @@ package fit
 
 import (
 	"context"
+	"math"
 
 	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/index"
@@ -68,14 +69,14 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (calibrate.Cali
 	// Categories: single-label (softmax + out-of-scope) and multi-label.
 	var inScores [][]float64
 	var inLabels, inVec []int
-	var multiS []float64
+	var multiS, multiGap []float64
 	var multiPos []bool
 	dots := make([]float32, idx.NumVectors())
 	catPos := map[int]int{}
 	for j, li := range rk.Categories() {
 		catPos[li] = j
 	}
-	for _, ex := range catEx {
+	for i, ex := range catEx {
 		if err := ctx.Err(); err != nil {
 			return calibrate.Calibration{}, err
 		}
@@ -84,14 +85,43 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (calibrate.Cali
 		inScores = append(inScores, rawScores(cs))
 		inLabels = append(inLabels, catPos[ex.Label])
 		inVec = append(inVec, ex.Vector)
+		best := math.Inf(-1)
+		for _, s := range cs {
+			best = math.Max(best, s.Score)
+		}
 		for _, s := range cs {
 			multiS = append(multiS, s.Score)
+			multiGap = append(multiGap, best-s.Score)
 			multiPos = append(multiPos, s.Label == ex.Label)
 		}
 		t = rk.HeldOut(ex, dots, true)
-		inScores = append(inScores, rawScores(rk.CategoryScores([]rank.Turn{t})))
+		oos := rk.CategoryScores([]rank.Turn{t})
+		inScores = append(inScores, rawScores(oos))
 		inLabels = append(inLabels, -1)
 		inVec = append(inVec, ex.Vector)
+		// The same request with its whole category held out is what a
+		// request for a category the catalog lacks looks like: every
+		// category is irrelevant to it, the best one too. One in
+		// oosEvery held-out examples adds it (a fifth of the samples out
+		// of scope): at one for one, the map would take every other
+		// request for one the catalog cannot serve, and a clear request
+		// to a catalog of descriptions alone would fall below 0.5.
+		if i%oosEvery != 0 {
+			tick()
+			continue
+		}
+		best = math.Inf(-1)
+		for _, s := range oos {
+			best = math.Max(best, s.Score) // -Inf (unscored) never wins
+		}
+		for _, s := range oos {
+			if math.IsInf(s.Score, -1) {
+				continue // the held-out category itself: unscored
+			}
+			multiS = append(multiS, s.Score)
+			multiGap = append(multiGap, best-s.Score)
+			multiPos = append(multiPos, false)
+		}
 		tick()
 	}
 	if len(catEx) >= 2*opts.MinExamples {
@@ -106,7 +136,12 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (calibrate.Cali
 			}
 		}
 		cal.Categories = calibrate.FitSingle(inScores, inLabels, opts.Folds, cal.Categories.InScope)
-		cal.CategoriesMulti = calibrate.ChooseBinary(multiS, multiPos, opts.Folds, cal.CategoriesMulti, calibrate.LabelFloor)
+		// A category's relevance depends on how far it falls below the
+		// best category, not only on its score: with two examples a
+		// category, a score of 0.5 is a match alone and no match at all
+		// 0.5 below a category the request names ("Check my GitHub
+		// notifications": git at 0.49 under github at 1.0).
+		cal.CategoriesMulti = calibrate.ChooseBinaryGap(multiS, multiGap, multiPos, opts.Folds, cal.CategoriesMulti, calibrate.LabelFloor)
 		cal.CategoriesMulti.SharedFallback = fewExamples(idx, rk.Categories(), opts.MinExamples)
 	}
 
@@ -158,6 +193,11 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (calibrate.Cali
 	}
 	return cal, nil
 }
+
+// oosEvery: one in oosEvery held-out category examples is also scored
+// with its category held out, as an out-of-scope sample of the
+// multi-label category map.
+const oosEvery = 4
 
 // fitTop is how many of the best-ranked tools per held-out example the
 // tool map is fitted on.

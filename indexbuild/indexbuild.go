@@ -11,6 +11,7 @@ import (
 	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/data/catalogs"
+	"github.com/classifierd/classifierd/data/evidence"
 	"github.com/classifierd/classifierd/fit"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/labels"
@@ -31,6 +32,13 @@ type Options struct {
 	// a catalog too sparse to fit its own (default: the out-of-the-box
 	// catalog, data/catalogs/default.json, compiled in).
 	Reference *catalog.Catalog
+	// Evidence, if set, is the cross-catalog confidence map given to a
+	// catalog without tool examples, instead of the map data/evidence
+	// holds for the model (route-eval fits and measures its own).
+	Evidence *calibrate.Evidence
+	// NoEvidence leaves a catalog without tool examples on the
+	// reference-catalog prior, as before the cross-catalog map existed.
+	NoEvidence bool
 	// ReferencePrior, if set, is the prior ReferencePrior returned for
 	// this model, used instead of embedding the reference catalog again:
 	// a caller that rebuilds indexes (the MCP proxy, as servers' tools
@@ -55,6 +63,10 @@ func Build(ctx context.Context, cat *catalog.Catalog, emb labels.Embedder, m lab
 	if err != nil {
 		return nil, err
 	}
+	// A catalog whose servers map could not be fitted on its own tool
+	// examples decides from evidence with the map learnt across catalogs
+	// for this model (data/evidence), where there is one.
+	ownServers := cal.Servers.Method != calibrate.MethodPrior
 	if fit.NeedsReference(cal) {
 		ref := opts.ReferencePrior
 		if ref == nil {
@@ -65,6 +77,16 @@ func Build(ctx context.Context, cat *catalog.Catalog, emb labels.Embedder, m lab
 			ref = &r
 		}
 		cal = fit.UseReference(cal, *ref)
+	}
+	if !ownServers && !opts.NoEvidence {
+		ev := opts.Evidence
+		if ev == nil {
+			var err error
+			if ev, _, err = evidence.For(m.Fingerprint); err != nil {
+				return nil, err
+			}
+		}
+		cal.ServerEvidence = ev
 	}
 	idx.Calibration = &cal
 	return idx, nil

@@ -57,7 +57,7 @@ func (r *Ranker) RouteScoresParts(ts []Turn, allowed map[int]bool, parts []int) 
 		srvLs = filter(sl.u.servers, func(li int) bool { return ok == nil || ok[li] })
 	}
 	toolRows, srvRows, catRows := r.scoreRows(scored, ts), r.scoreRows(srvLs, ts), r.scoreRows(r.cats, ts)
-	all := r.route(bestOfRows(toolRows, len(scored)), bestOfRows(srvRows, len(srvLs)), bestOfRows(catRows, len(r.cats)), cand)
+	all := r.route(bestOfRows(toolRows, len(scored), ts), bestOfRows(srvRows, len(srvLs), ts), bestOfRows(catRows, len(r.cats), ts), cand)
 	var out []Routed
 	for _, ti := range parts {
 		row := func(rows []Score, n int) []Score { return slices.Clone(rows[ti*n : (ti+1)*n]) }

@@ -203,6 +203,14 @@ type Turn struct {
 	Context bool
 	// Part marks one need of a compound request (see Needs).
 	Part bool
+	// Span, when not zero, is where a part is in the prompt (the first
+	// turn's text), in bytes: its vector can then be pooled from the
+	// prompt's own model run (SpanEmbedder).
+	Span [2]int
+	// Cue is set on a turn that stands for a cue of the request (see
+	// Cues): its text is the capability, not the user's words, so it is
+	// ranked on its own and never counts towards a label's best score.
+	Cue *Cue
 	// Penalty is subtracted from every score of this turn: earlier turns
 	// count, but less than the current one, and less the clearer it is.
 	Penalty float64
@@ -226,17 +234,6 @@ func (r *Ranker) Embed(ctx context.Context, ts []Turn) ([]Turn, error) {
 		return nil, err
 	}
 	return r.Dense(ts, vecs)
-}
-
-// Vectors embeds the turns' texts, one vector per turn (see embedSplit).
-// The policies call it and Dense apart, so a trace shows the model call
-// (the embed spans) apart from the scoring.
-func (r *Ranker) Vectors(ctx context.Context, ts []Turn) ([][]float32, error) {
-	texts := make([]string, len(ts))
-	for i, t := range ts {
-		texts[i] = embedText(t.Text)
-	}
-	return r.embedSplit(ctx, texts)
 }
 
 // Dense scores each turn, with its vector from Vectors, against every
@@ -344,10 +341,10 @@ func (r *Ranker) ScoreLabels(ls []int, ts []Turn) []Score {
 		}
 		return out
 	}
-	if len(ts) == 1 {
+	if len(ts) == 1 && ts[0].Cue == nil {
 		return r.scoreRows(ls, ts)
 	}
-	return bestOfRows(r.scoreRows(ls, ts), len(ls))
+	return bestOfRows(r.scoreRows(ls, ts), len(ls), ts)
 }
 
 // scoreRows scores each label of ls in each turn alone: row ti (out[ti*len(ls):])
@@ -401,19 +398,32 @@ func unscored(li int, l *index.Label) Score {
 	return Score{Label: li, owner: li, Score: math.Inf(-1), vec: l.First}
 }
 
-// bestOfRows is, for each of n labels, its best score over the rows
-// (the first row wins ties).
-func bestOfRows(rows []Score, n int) []Score {
+// bestOfRows is, for each of n labels, its best score over the rows of
+// the turns ts that are not cues (the first row wins ties).
+func bestOfRows(rows []Score, n int, ts []Turn) []Score {
 	out := make([]Score, n)
 	if n == 0 {
 		return out
 	}
-	copy(out, rows[:n])
-	for off := n; off < len(rows); off += n {
+	first := true
+	for ti, off := 0, 0; off < len(rows); ti, off = ti+1, off+n {
+		if ts[ti].Cue != nil {
+			continue
+		}
+		if first {
+			copy(out, rows[off:off+n])
+			first = false
+			continue
+		}
 		for j, s := range rows[off : off+n] {
 			if s.Score > out[j].Score {
 				out[j] = s
 			}
+		}
+	}
+	if first {
+		for j := range out {
+			out[j] = Score{Label: rows[j].Label, owner: rows[j].owner, Score: math.Inf(-1), vec: rows[j].vec}
 		}
 	}
 	return out

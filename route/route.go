@@ -61,11 +61,13 @@ type Router struct {
 	rk  *rank.Ranker
 	idx *index.Index
 	cal calibrate.Calibration
+	// toolCount is each server's number of tools, by label (evidence).
+	toolCount map[int]int
 }
 
 // New returns a Router over rk, deciding with cal (the index's calibration).
 func New(rk *rank.Ranker, cal calibrate.Calibration, cfg Config) *Router {
-	return &Router{cfg: cfg.withDefaults(), rk: rk, idx: rk.Index(), cal: cal}
+	return &Router{cfg: cfg.withDefaults(), rk: rk, idx: rk.Index(), cal: cal, toolCount: toolCounts(rk)}
 }
 
 // Index returns the index the Router serves.
@@ -133,6 +135,10 @@ type RouteQuery struct {
 	Caller string
 	// describe asks only for the description-based answer (Describe).
 	describe bool
+	// Evidence asks for every candidate server's evidence and probability
+	// in RouteResult.Considered (only where the calibration decides from
+	// evidence; for fitting the map, not for clients).
+	Evidence bool
 }
 
 // ToolScore is one ranked tool.
@@ -166,6 +172,9 @@ type RouteResult struct {
 	// (learn.View.Observe).
 	Vector    []float32
 	Described []learn.Prob
+	// Considered is every candidate server with its evidence, most
+	// probable first, when RouteQuery.Evidence asked for it.
+	Considered []Considered
 }
 
 var validRoles = map[string]bool{"user": true, "assistant": true, "system": true, "tool": true, "": true}
@@ -212,14 +221,23 @@ func (c *Router) Route(ctx context.Context, q RouteQuery) (RouteResult, error) {
 	c.weighContext(ts, allowed)
 	// The parts of a compound request are needs of their own (see route);
 	// each part's ranking comes from the same pass.
-	all, partRes := c.rk.RouteScoresParts(ts, allowed, needTurns(ts))
+	parts := needTurns(ts)
+	if c.cal.ServerEvidence != nil {
+		parts = evidenceNeeds(ts)
+	}
+	all, partRes := c.rk.RouteScoresParts(ts, allowed, parts)
 	if sp.IsRecording() {
 		sp.SetAttributes(tracing.KeyTurns.Int(len(ts)), tracing.KeyVectors.Int(c.idx.NumVectors()),
 			tracing.KeyLabels.Int(len(all.Servers)+len(all.Tools)+len(all.Categories)))
 	}
 	sp.End()
 	_, sp = tracing.Start(ctx, tracing.Calibrate)
-	res := c.route(all, partRes, maxS, maxT, q, vecs[0])
+	var res RouteResult
+	if c.cal.ServerEvidence != nil {
+		res = c.decide(ts, all, parts, partRes, maxS, maxT, q, vecs[0])
+	} else {
+		res = c.route(all, partRes, maxS, maxT, q, vecs[0])
+	}
 	sp.End()
 	res.Vector = vecs[0]
 	return res, nil
@@ -264,6 +282,11 @@ func (c *Router) routeTurns(q RouteQuery) ([]rank.Turn, error) {
 		msgs = msgs[:i]
 	}
 	ts := rank.Needs(latest)
+	if c.cal.ServerEvidence != nil {
+		// Clauses and cues are needs of their own where the evidence
+		// map weighs them; a catalog with its own fit routes as before.
+		ts = append(rank.Clauses(latest), rank.Cues(latest)...)
+	}
 	f := c.cal.Fusion
 	p := f.ContextPenalty
 	for i, n := len(msgs)-1, 0; i >= 0 && n < maxContextTurns; i-- {
@@ -459,7 +482,7 @@ func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q
 	if len(c.rk.Categories()) > 0 {
 		cs = rank.SortedByScore(cs)
 		for _, s := range cs {
-			p := c.cal.CategoriesMulti.Prob(s.Score)
+			p := c.cal.CategoriesMulti.ProbAt(s.Score, cs[0].Score-s.Score)
 			if len(res.Categories) >= request.MaxCategories || p < catThr {
 				break
 			}
@@ -468,7 +491,12 @@ func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q
 		}
 	}
 	if len(res.Servers) == 0 {
-		c.applyNoMatch(&res, srvS, srvThr, q.OnNoMatch)
+		why := "no servers to route to"
+		if len(srvS) > 0 {
+			why = fmt.Sprintf("no server reached confidence %.2f (best %s %.2f)", srvThr,
+				c.idx.Labels[srvS[0].Label].ID, c.cal.Servers.Prob(srvS[0].Score))
+		}
+		c.applyNoMatch(&res, why, q.OnNoMatch)
 		return res
 	}
 	res.Reasoning = c.routeReason(res, srvS, srvP, lr != nil)
@@ -650,17 +678,14 @@ func (c *Router) toolScore(s rank.Score, p float64) ToolScore {
 		Confidence: p, Score: s.Score, Evidence: c.rk.Evidence(s), Parts: c.rk.Parts(s)}
 }
 
-func (c *Router) applyNoMatch(res *RouteResult, srvS []rank.Score, thr float64, p NoMatch) {
+// applyNoMatch answers a request no server was chosen for by policy p,
+// saying why.
+func (c *Router) applyNoMatch(res *RouteResult, why string, p NoMatch) {
 	if p == NoMatchDefault {
 		p = NoMatchNone
 	}
 	res.Abstained = true
 	res.AppliedPolicy = p
-	why := "no servers to route to"
-	if len(srvS) > 0 {
-		why = fmt.Sprintf("no server reached confidence %.2f (best %s %.2f)", thr,
-			c.idx.Labels[srvS[0].Label].ID, c.cal.Servers.Prob(srvS[0].Score))
-	}
 	res.Tools = nil
 	switch p {
 	case NoMatchNone:

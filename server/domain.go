@@ -36,6 +36,20 @@ type DomainConfig struct {
 	Learned *learn.View
 }
 
+// VectorCacheEntries is how many recent vectors the embedder of a served
+// domain keeps (rank.VectorCache): earlier conversation turns and the
+// capabilities of cues. At 384 dimensions, 4,096 vectors are 6 MiB.
+const VectorCacheEntries = 4096
+
+// CachedEmbedder is emb behind a vector cache of VectorCacheEntries; the
+// daemon makes one and serves every domain (each reload) with it.
+func CachedEmbedder(emb rank.Embedder) *rank.VectorCache {
+	if c, ok := emb.(*rank.VectorCache); ok {
+		return c
+	}
+	return rank.NewVectorCache(emb, VectorCacheEntries)
+}
+
 // NewDomain is NewDomainConfig with limits lim and the default shortlist.
 func NewDomain(idx *index.Index, emb rank.Embedder, lim request.Limits) (Domain, error) {
 	return NewDomainConfig(idx, emb, DomainConfig{Limits: lim})

@@ -18,6 +18,7 @@ import (
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
+	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/server/auth"
 )
 
@@ -46,9 +47,11 @@ func CallerFrom(ctx context.Context) Caller {
 	return c
 }
 
-// WithCaller returns ctx carrying c.
+// WithCaller returns ctx carrying c. The vectors the call leaves in the
+// embedder's cache are c's alone (rank.WithCacheScope, by c.Quota): no
+// caller can time an answer to learn whether another sent a text.
 func WithCaller(ctx context.Context, c Caller) context.Context {
-	return context.WithValue(ctx, callerKey{}, c)
+	return rank.WithCacheScope(context.WithValue(ctx, callerKey{}, c), c.Quota)
 }
 
 // AuthConfig says how calls are authenticated.

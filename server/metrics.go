@@ -11,6 +11,7 @@ import (
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/rank"
 )
 
 // Metrics are classifierd's Prometheus series (docs/operations.md lists
@@ -120,6 +121,28 @@ func (m *Metrics) Embedder(e Embedder) Embedder { return &measuredEmbedder{e: e,
 type measuredEmbedder struct {
 	e Embedder
 	m *Metrics
+}
+
+// EmbedSpans measures a span embedding as one model call (one text), and
+// is the wrapped embedder's when it has one (rank.SpanEmbedder); without
+// it every span comes back nil and is embedded alone.
+func (me *measuredEmbedder) EmbedSpans(ctx context.Context, text string, spans [][2]int) ([]float32, [][]float32, error) {
+	se, ok := me.e.(rank.SpanEmbedder)
+	if !ok {
+		v, err := me.Embed(ctx, []string{text})
+		if err != nil {
+			return nil, nil, err
+		}
+		return v[0], make([][]float32, len(spans)), nil
+	}
+	start := time.Now()
+	v, parts, err := se.EmbedSpans(ctx, text, spans)
+	me.m.embedSeconds.Observe(time.Since(start).Seconds())
+	me.m.embedBatch.Observe(1)
+	if err != nil {
+		me.m.embedErrors.Inc()
+	}
+	return v, parts, err
 }
 
 func (me *measuredEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {

@@ -38,6 +38,12 @@ ev metatool-ex5-dev  "$OUT/data/metatool-ex5.catalog.json"  "$OUT/data/metatool.
 ev metatool-desc-dev-multi "$OUT/data/metatool-desc.catalog.json" "$OUT/data/metatool.dev-multi.jsonl"
 ev metatool-ex5-dev-multi  "$OUT/data/metatool-ex5.catalog.json"  "$OUT/data/metatool.dev-multi.jsonl"
 
+echo ">> routing decisions on every dev catalog: needs, sets, confidence left out one catalog at a time, the seed contract (tools/route-eval)"
+go run ./tools/datasets -in "$DATASETS/mcp-routing-dev/mcp_bench.json" -format mcpbench -out "$OUT/data"
+go run ./tools/datasets -in "$DATASETS/mcp-routing-dev/msc_bench.json" -format msc -out "$OUT/data"
+go run ./tools/datasets -in "$DATASETS/toolret-train/pairs.jsonl.gz" -format toolret -max-queries 600 -out "$OUT/data"
+nice -n 10 go run ./tools/route-eval --model "$MODEL_DIR" --data "$OUT/data" --out "$OUT/route" | tee "$OUT/route.txt"
+
 if [ -d tools/terminal-eval ]; then
   echo ">> terminal prompt detection"
   go run ./tools/terminal-eval

@@ -119,7 +119,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	emb := op.embedder(eng)
+	// One vector cache for every domain this process serves (reloads
+	// included): earlier turns and cue capabilities are embedded once.
+	emb := server.CachedEmbedder(op.embedder(eng))
 	indexPath := cfg.Index
 	if cfg.Reload.MCPConfig != "" {
 		indexPath = "" // built from live tools: no file

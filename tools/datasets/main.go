@@ -5,6 +5,9 @@
 //
 //	datasets -in banking77.json -format banking77 -out DIR [-holdout 0.2] [-seed 1]
 //	datasets -in metatool.json  -format metatool  -out DIR [-examples-per-tool 5] [-test-size 3000] [-dev-size 3000] [-dev-multi 500]
+//	datasets -in mcp-routing-dev/msc_bench.json -format msc -out DIR
+//	datasets -in mcp-routing-dev/mcp_bench.json -format mcpbench -out DIR
+//	datasets -in toolret-train/pairs.jsonl.gz -format toolret -out DIR [-max-queries 600]
 //	datasets -in home_assistant_intents-*.whl -format hass-intents -out DIR [-examples-per-intent 5] [-queries-per-intent 6] [-languages de,ja,...]
 package main
 
@@ -35,6 +38,7 @@ type options struct {
 	seed                       int64
 	examplesPerTool, test, dev int
 	devMulti                   int
+	maxQueries                 int
 	// hass-intents (hass.go)
 	examplesPerIntent, queriesPerIntent int
 	languages                           string
@@ -44,7 +48,7 @@ func run(args []string, stdout io.Writer) error {
 	var o options
 	fs := flag.NewFlagSet("datasets", flag.ContinueOnError)
 	fs.StringVar(&o.in, "in", "", "dataset file (banking77.json or metatool.json)")
-	fs.StringVar(&o.format, "format", "", "banking77, metatool or hass-intents")
+	fs.StringVar(&o.format, "format", "", "banking77, metatool, msc, mcpbench, toolret or hass-intents")
 	fs.IntVar(&o.examplesPerIntent, "examples-per-intent", 5, "hass-intents: English example sentences per intent in the catalog")
 	fs.IntVar(&o.queriesPerIntent, "queries-per-intent", 6, "hass-intents: test sentences per intent and language")
 	fs.StringVar(&o.languages, "languages", "", "hass-intents: comma-separated language codes to keep besides English (default: all)")
@@ -55,6 +59,7 @@ func run(args []string, stdout io.Writer) error {
 	fs.IntVar(&o.test, "test-size", 3000, "metatool: single-tool test queries sampled (all multi-tool queries are kept)")
 	fs.IntVar(&o.dev, "dev-size", 3000, "metatool: single-tool dev queries for tuning, disjoint from the test queries")
 	fs.IntVar(&o.devMulti, "dev-multi", 500, "metatool: two-need dev prompts made by joining pairs of dev queries")
+	fs.IntVar(&o.maxQueries, "max-queries", 600, "toolret: queries kept per source (an even sample)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,13 +77,20 @@ func run(args []string, stdout io.Writer) error {
 		return banking77(o, stdout)
 	case "metatool":
 		return metatool(o, stdout)
+	case "msc":
+		return msc(o, stdout)
+	case "mcpbench":
+		return mcpbench(o, stdout)
+	case "toolret":
+		o.test = o.maxQueries
+		return toolret(o, stdout)
 	case "hass-intents":
 		if o.examplesPerIntent < 1 || o.queriesPerIntent < 1 {
 			return errors.New("-examples-per-intent and -queries-per-intent must be positive")
 		}
 		return hassIntents(o, stdout)
 	}
-	return fmt.Errorf("-format %q is not banking77, metatool or hass-intents", o.format)
+	return fmt.Errorf("-format %q is not banking77, metatool, msc, mcpbench, toolret or hass-intents", o.format)
 }
 
 type category struct {

@@ -18,6 +18,7 @@ import (
 	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/internal/reliability"
 	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/route"
 )
@@ -222,7 +223,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 		} else if rep.Routing != nil {
 			bins = rep.Routing.Reliability
 		}
-		if err := writeReliabilityPNG(*pngOut, title, bins); err != nil {
+		if err := reliability.WritePNG(*pngOut, title, bins); err != nil {
 			return err
 		}
 	}

@@ -1,4 +1,6 @@
-package main
+// Package reliability draws reliability diagrams (confidence bins against
+// accuracy) as PNG images for the evaluation tools.
+package reliability
 
 import (
 	"fmt"
@@ -15,10 +17,10 @@ import (
 	"github.com/classifierd/classifierd/calibrate"
 )
 
-// writeReliabilityPNG draws a reliability diagram: per confidence bin, the
+// WritePNG draws a reliability diagram: per confidence bin, the
 // accuracy (bar) against the diagonal of perfect calibration, with the gap
 // shaded and the bin counts written under the bars.
-func writeReliabilityPNG(path, title string, bins []calibrate.Bin) error {
+func WritePNG(path, title string, bins []calibrate.Bin) error {
 	const w, h, m = 640, 640, 60
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	draw.Draw(img, img.Bounds(), image.NewUniform(color.White), image.Point{}, draw.Src)

@@ -173,7 +173,16 @@ train-model: $(TRAIN_VENV)/.installed ## retrain models/minilm-toolret into $(TR
 
 .PHONY: train-check
 train-check: $(TRAIN_VENV)/.installed ## print the cosine between the committed models/minilm-toolret and the one make train-model wrote (fails under 0.99)
+	@test -f $(ROOT)/models/minilm-toolret/manifest.json || { echo "no committed models/minilm-toolret to compare with (make train-promote writes it from $(TRAIN_OUT))"; exit 1; }
 	$(TOOLRET) compare $(ROOT)/models/minilm-toolret $(TRAIN_OUT)/models/minilm-toolret --min 0.99
+
+# Once per retraining that is meant to replace the committed model: copy
+# what make train-model wrote into models/minilm-toolret (then commit it).
+.PHONY: train-promote
+train-promote: ## copy the model make train-model wrote into models/minilm-toolret, to be committed
+	@test -f $(TRAIN_OUT)/models/minilm-toolret/manifest.json || { echo "run make train-model first"; exit 1; }
+	mkdir -p $(ROOT)/models/minilm-toolret
+	cp $(addprefix $(TRAIN_OUT)/models/minilm-toolret/,model.onnx tokenizer.json manifest.json verify.json) $(ROOT)/models/minilm-toolret/
 
 .PHONY: train-search
 train-search: $(TRAIN_VENV)/.installed ## the settings compared on held-out tools (tools/train/toolret/search.json) into $(TRAIN_OUT)/search

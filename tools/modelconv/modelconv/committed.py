@@ -26,6 +26,8 @@ MIN_COSINE = 0.9999
 def check(src: Path) -> dict[str, Any]:
     """The manifest of a committed model directory whose model.onnx and
     tokenizer.json match the sha256s it records."""
+    if not src.is_dir():
+        raise BuildError(f"{src}: not committed yet (make train-model, then make train-promote, then commit it)")
     for f in FILES:
         if not (src / f).is_file():
             raise BuildError(f"{src}: no {f}")

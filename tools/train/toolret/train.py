@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -38,7 +39,8 @@ class Settings:
     max_tool: int = 64
     bucket: int = 16
     max_steps: int = 0  # 0: every batch of every epoch
-    evals_per_epoch: int = 2
+    evals_per_epoch: int = 2  # 0: only after the last step
+    eval_base: bool = True  # also measure the base model before the first step
     source_weights: str = ""  # "apibench=0.5,..." keep that share of a source's training pairs
 
 
@@ -199,9 +201,11 @@ def train(weights: dict[str, np.ndarray], cfg: dict[str, Any], split: data.Split
         if n > 0 and (best is None or score(m) > best[0]):
             best = (score(m), n, {k: np.asarray(v) for k, v in state["params"].items()})
 
-    evaluate(0)
-    every = max(1, per_epoch // max(1, s.evals_per_epoch))
-    n, t_start, losses = 0, time.time(), []
+    if s.eval_base:
+        evaluate(0)
+    every = per_epoch // s.evals_per_epoch if s.evals_per_epoch else total + 1
+    every = max(1, every)
+    n, t_start, losses, loads = 0, time.time(), [], [os.getloadavg()[0]]
     for epoch in range(s.epochs):
         for b in data.batches(train_pairs, tokens, batch_size=s.batch_size, negatives=s.negatives, rng=rng,
                               max_query=s.max_query, max_tool=s.max_tool, bucket=s.bucket):
@@ -213,6 +217,7 @@ def train(weights: dict[str, np.ndarray], cfg: dict[str, Any], split: data.Split
             n += 1
             losses.append(float(loss))
             if n % 20 == 0 or n == total:
+                loads.append(os.getloadavg()[0])
                 el = time.time() - t_start
                 log(f"   step {n}/{total} epoch {epoch + 1} loss {np.mean(losses[-20:]):.4f} acc {float(acc):.3f} "
                     f"{el / n:.2f} s/step, {el / 60:.1f} min")
@@ -230,6 +235,7 @@ def train(weights: dict[str, np.ndarray], cfg: dict[str, Any], split: data.Split
               "held_out_pairs": len(split.held), "held_out_tools": len(split.held_tools), "steps": n,
               "steps_per_epoch": per_epoch, "chosen_step": chosen_step, "train_seconds": round(seconds, 1),
               "final_scale": round(float(jnp.exp(state["log_scale"])), 3), "evals": evals,
+              "loadavg_1min_mean": round(float(np.mean(loads)), 2), "loadavg_1min_max": round(float(np.max(loads)), 2),
               "loss_first_20": round(float(np.mean(losses[:20])), 4), "loss_last_20": round(float(np.mean(losses[-20:])), 4)}
     return out, record
 

@@ -156,7 +156,7 @@ model-report: ort models build multilingual-data ## compare the candidate models
 # The result is committed under models/minilm-toolret, so nothing else
 # trains; `make model MODEL=minilm-toolret` checks and installs it.
 TRAIN_VENV := $(ROOT)/.cache/venv-train
-TOOLRET    := PYTHONPATH=$(ROOT)/tools/train:$(ROOT)/tools/modelconv $(TRAIN_VENV)/bin/python -m toolret
+TOOLRET    := env PYTHONPATH=$(ROOT)/tools/train:$(ROOT)/tools/modelconv $(TRAIN_VENV)/bin/python -m toolret
 TRAIN_DATA ?= $(DATASETS)/toolret-train/pairs.jsonl.gz
 TRAIN_OUT  ?= $(ROOT)/var/train
 

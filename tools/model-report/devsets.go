@@ -64,6 +64,11 @@ func prepareDevSets(ctx context.Context, c *config, raw string) (sets []devSet, 
 	}
 	if c.quick {
 		for i := range sets {
+			if sets[i].name == "hwu64" {
+				if sets[i].catalog, err = fewerExamples(sets[i].catalog, filepath.Join(filepath.Dir(raw), "hwu64-quick.catalog.json")); err != nil {
+					return nil, nil, err
+				}
+			}
 			q, err := subsetQueries(sets[i].queries, filepath.Join(filepath.Dir(raw), sets[i].name+"-quick.test.jsonl"), quickDev, 0)
 			if err != nil {
 				return nil, nil, err
@@ -97,4 +102,20 @@ func routingMetrics(step5, top1 string) func(evalReport) (map[string]float64, er
 		}
 		return map[string]float64{step5: rr.ServerStepRecall5, top1: rr.ServerTop1}, nil
 	}
+}
+
+// fewerExamples writes a copy of an intent catalog with at most
+// quickExamples examples per intent (--quick).
+func fewerExamples(in, out string) (string, error) {
+	var cat struct {
+		Categories []catCategory `json:"categories"`
+	}
+	if err := readJSONFile(in, &cat); err != nil {
+		return "", err
+	}
+	for i := range cat.Categories {
+		ex := cat.Categories[i].Examples
+		cat.Categories[i].Examples = ex[:min(len(ex), quickExamples)]
+	}
+	return out, writeJSONFile(out, cat)
 }

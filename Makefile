@@ -185,8 +185,8 @@ train-promote: ## copy the model make train-model wrote into models/minilm-toolr
 	cp $(addprefix $(TRAIN_OUT)/models/minilm-toolret/,model.onnx tokenizer.json manifest.json verify.json) $(ROOT)/models/minilm-toolret/
 
 .PHONY: train-search
-train-search: $(TRAIN_VENV)/.installed ## the settings compared on held-out tools (tools/train/toolret/search.json) into $(TRAIN_OUT)/search
-	nice -n 10 $(TOOLRET) search --data $(TRAIN_DATA) --out $(TRAIN_OUT) $(if $(WHEELHOUSE),--wheelhouse $(abspath $(WHEELHOUSE)))
+train-search: $(TRAIN_VENV)/.installed ## the settings compared on held-out tools (tools/train/toolret/search.json; ONLY=name,name) into $(TRAIN_OUT)/search
+	nice -n 10 $(TOOLRET) search --data $(TRAIN_DATA) --out $(TRAIN_OUT) $(if $(ONLY),--only $(ONLY)) $(if $(WHEELHOUSE),--wheelhouse $(abspath $(WHEELHOUSE)))
 
 .PHONY: train-smoke
 train-smoke: $(TRAIN_VENV)/.installed ## the training code's tests: JAX encoder vs the NumPy reference, splits, a few steps, a 2-step run through the converter

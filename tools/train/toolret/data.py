@@ -90,6 +90,63 @@ def split(pairs: list[Pair], *, holdout_frac: float = 0.1, holdout_source: str =
     return Split(train=train, held=held, held_tools=held_tools, how=how)
 
 
+def humanize(name: str) -> str:
+    """labels.Humanize: snake_case, kebab-case, dotted and camelCase names
+    in lower-case words ("getUser_info" -> "get user info"). The shared
+    cases in labels/testdata/tooltext.json keep the two in step."""
+    out = []
+    prev_lower = False
+    for r in name:
+        if r in "_-./":
+            out.append(" ")
+            prev_lower = False
+        elif "A" <= r <= "Z":
+            if prev_lower:
+                out.append(" ")
+            out.append(r.lower())
+            prev_lower = False
+        else:
+            out.append(r)
+            prev_lower = "a" <= r <= "z"
+    return " ".join("".join(out).split())
+
+
+PARAMS = " Parameters: "
+
+
+def tool_text(name: str, desc: str) -> str:
+    """labels.ToolText: the text the daemon embeds for a catalog tool."""
+    if not desc.strip():
+        return humanize(name)
+    return humanize(name) + ": " + desc
+
+
+def index_text(tool: str) -> str:
+    """A toolret-train tool text ("<name>: <description> Parameters: a,
+    b.") as the daemon embeds a catalog tool (labels.ToolText: the name in
+    words, ": ", the description; no parameter names)."""
+    i = tool.rfind(PARAMS)
+    if i >= 0:
+        tool = tool[:i]
+    name, _, desc = tool.partition(": ")
+    return tool_text(name, desc)
+
+
+TEXT_FORMATS = {"raw": lambda t: t, "index": index_text}
+
+
+def retext(pairs: list[Pair], fmt: str) -> list[Pair]:
+    """The pairs with every tool text in format fmt ("raw": as stored,
+    "index": as the daemon embeds it)."""
+    if fmt not in TEXT_FORMATS:
+        raise ValueError(f"tool text format {fmt!r} is not one of {sorted(TEXT_FORMATS)}")
+    if fmt == "raw":
+        return pairs
+    f = TEXT_FORMATS[fmt]
+    return [Pair(p.query, f(p.pos), tuple(dict.fromkeys(n for n in map(f, p.neg) if n != f(p.pos))), p.source)
+            for p in pairs]
+
+
 class Tokens:
     """Token ids of every text, as the engine makes them: whitespace
     collapsed, special tokens added, cut to max_len keeping [SEP]."""

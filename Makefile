@@ -159,6 +159,9 @@ TRAIN_VENV := $(ROOT)/.cache/venv-train
 TOOLRET    := env PYTHONPATH=$(ROOT)/tools/train:$(ROOT)/tools/modelconv $(TRAIN_VENV)/bin/python -m toolret
 TRAIN_DATA ?= $(DATASETS)/toolret-train/pairs.jsonl.gz
 TRAIN_OUT  ?= $(ROOT)/var/train
+# Niceness of the training process: 10 by default, as every long job on a
+# shared machine (make train-model TRAIN_NICE=0 on one of your own).
+TRAIN_NICE ?= 10
 
 $(TRAIN_VENV)/.installed: tools/train/requirements.txt
 	rm -rf $(TRAIN_VENV)
@@ -167,8 +170,8 @@ $(TRAIN_VENV)/.installed: tools/train/requirements.txt
 	touch $@
 
 .PHONY: train-model
-train-model: $(TRAIN_VENV)/.installed ## retrain models/minilm-toolret into $(TRAIN_OUT) (CPU, nice -n 10; see models/README.md) and compare it with the committed one
-	nice -n 10 $(TOOLRET) run --data $(TRAIN_DATA) --out $(TRAIN_OUT) $(if $(WHEELHOUSE),--wheelhouse $(abspath $(WHEELHOUSE)))
+train-model: $(TRAIN_VENV)/.installed ## retrain models/minilm-toolret into $(TRAIN_OUT) (CPU, nice -n $(TRAIN_NICE); see models/README.md) and compare it with the committed one
+	nice -n $(TRAIN_NICE) $(TOOLRET) run --data $(TRAIN_DATA) --out $(TRAIN_OUT) $(if $(WHEELHOUSE),--wheelhouse $(abspath $(WHEELHOUSE)))
 	$(MAKE) --no-print-directory train-check
 
 .PHONY: train-check
@@ -186,7 +189,7 @@ train-promote: ## copy the model make train-model wrote into models/minilm-toolr
 
 .PHONY: train-search
 train-search: $(TRAIN_VENV)/.installed ## the settings compared on held-out tools (tools/train/toolret/search.json; ONLY=name,name) into $(TRAIN_OUT)/search
-	nice -n 10 $(TOOLRET) search --data $(TRAIN_DATA) --out $(TRAIN_OUT) $(if $(ONLY),--only $(ONLY)) $(if $(WHEELHOUSE),--wheelhouse $(abspath $(WHEELHOUSE)))
+	nice -n $(TRAIN_NICE) $(TOOLRET) search --data $(TRAIN_DATA) --out $(TRAIN_OUT) $(if $(ONLY),--only $(ONLY)) $(if $(WHEELHOUSE),--wheelhouse $(abspath $(WHEELHOUSE)))
 
 .PHONY: train-smoke
 train-smoke: $(TRAIN_VENV)/.installed ## the training code's tests: JAX encoder vs the NumPy reference, splits, a few steps, a 2-step run through the converter

@@ -149,6 +149,52 @@ models: $(VENV)/.installed ## build every candidate model of models/sources.toml
 model-report: ort models build multilingual-data ## compare the candidate models on this machine (about 20 min); rewrites the table in docs/models.md
 	go run ./tools/model-report --hass-intents $(HASS_INTENTS_WHL) --gen-index $(BIN)/gen-index --daemon $(BIN)/classifierd --ort-lib $(ORT_LIB)
 
+# The tool-retrieval encoder trained here (issue 28): tools/train fine-tunes
+# all-MiniLM-L6-v2 on ../shared/datasets/toolret-train with JAX on the CPU,
+# in its own environment (.cache/venv-train, pinned with hashes in
+# tools/train/requirements.txt), and hands the weights to tools/modelconv.
+# The result is committed under models/minilm-toolret, so nothing else
+# trains; `make model MODEL=minilm-toolret` checks and installs it.
+TRAIN_VENV := $(ROOT)/.cache/venv-train
+TOOLRET    := env PYTHONPATH=$(ROOT)/tools/train:$(ROOT)/tools/modelconv $(TRAIN_VENV)/bin/python -m toolret
+TRAIN_DATA ?= $(DATASETS)/toolret-train/pairs.jsonl.gz
+TRAIN_OUT  ?= $(ROOT)/var/train
+# Niceness of the training process: 10 by default, as every long job on a
+# shared machine (make train-model TRAIN_NICE=0 on one of your own).
+TRAIN_NICE ?= 10
+
+$(TRAIN_VENV)/.installed: tools/train/requirements.txt
+	rm -rf $(TRAIN_VENV)
+	python3 -m venv $(TRAIN_VENV)
+	$(TRAIN_VENV)/bin/pip install -q --disable-pip-version-check --require-hashes --only-binary :all: $(PIP_OFFLINE) -r $<
+	touch $@
+
+.PHONY: train-model
+train-model: $(TRAIN_VENV)/.installed ## retrain models/minilm-toolret into $(TRAIN_OUT) (CPU, nice -n $(TRAIN_NICE); see models/README.md) and compare it with the committed one
+	nice -n $(TRAIN_NICE) $(TOOLRET) run --data $(TRAIN_DATA) --out $(TRAIN_OUT) $(if $(WHEELHOUSE),--wheelhouse $(abspath $(WHEELHOUSE)))
+	$(MAKE) --no-print-directory train-check
+
+.PHONY: train-check
+train-check: $(TRAIN_VENV)/.installed ## print the cosine between the committed models/minilm-toolret and the one make train-model wrote (fails under 0.99)
+	@test -f $(ROOT)/models/minilm-toolret/manifest.json || { echo "no committed models/minilm-toolret to compare with (make train-promote writes it from $(TRAIN_OUT))"; exit 1; }
+	$(TOOLRET) compare $(ROOT)/models/minilm-toolret $(TRAIN_OUT)/models/minilm-toolret --min 0.99
+
+# Once per retraining that is meant to replace the committed model: copy
+# what make train-model wrote into models/minilm-toolret (then commit it).
+.PHONY: train-promote
+train-promote: ## copy the model make train-model wrote into models/minilm-toolret, to be committed
+	@test -f $(TRAIN_OUT)/models/minilm-toolret/manifest.json || { echo "run make train-model first"; exit 1; }
+	mkdir -p $(ROOT)/models/minilm-toolret
+	cp $(addprefix $(TRAIN_OUT)/models/minilm-toolret/,model.onnx tokenizer.json manifest.json verify.json) $(ROOT)/models/minilm-toolret/
+
+.PHONY: train-search
+train-search: $(TRAIN_VENV)/.installed ## the settings compared on held-out tools (tools/train/toolret/search.json; ONLY=name,name) into $(TRAIN_OUT)/search
+	nice -n $(TRAIN_NICE) $(TOOLRET) search --data $(TRAIN_DATA) --out $(TRAIN_OUT) $(if $(ONLY),--only $(ONLY)) $(if $(WHEELHOUSE),--wheelhouse $(abspath $(WHEELHOUSE)))
+
+.PHONY: train-smoke
+train-smoke: $(TRAIN_VENV)/.installed ## the training code's tests: JAX encoder vs the NumPy reference, splits, a few steps, a 2-step run through the converter
+	cd tools/train && DATASETS=$(DATASETS) PYTHONPATH=.:$(ROOT)/tools/modelconv $(TRAIN_VENV)/bin/python -m pytest -q -p no:cacheprovider
+
 .PHONY: print-model-dir
 print-model-dir: ## print the absolute path of the default model directory
 	@echo $(MODEL_DIR)
@@ -170,6 +216,7 @@ model-wheelhouse: ## on a connected host: download every wheel `make model` need
 	python3 -m pip download -q --disable-pip-version-check --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r clients/python/requirements-dev.txt
 	python3 -m pip download -q --disable-pip-version-check --no-deps --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r tools/apifuzz/requirements.txt
 	python3 -m pip download -q --disable-pip-version-check --no-deps --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r tools/datasets/requirements-hass.txt
+	python3 -m pip download -q --disable-pip-version-check --require-hashes --only-binary :all: -d $(WHEELHOUSE) -r tools/train/requirements.txt
 
 .PHONY: build
 build: ## build bin/classifierd and bin/gen-index
@@ -188,6 +235,7 @@ test: deps model-multilingual build test-programs ## run every test: Go (race de
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory test-node
 	$(MAKE) --no-print-directory test-python
+	$(MAKE) --no-print-directory train-smoke
 	$(MAKE) --no-print-directory test-python-client
 	$(MAKE) --no-print-directory test-web
 	$(MAKE) --no-print-directory test-openapi

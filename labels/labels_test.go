@@ -2,8 +2,10 @@ package labels
 
 import (
 	"context"
+	"encoding/json"
 	"hash/fnv"
 	"math"
+	"os"
 	"slices"
 	"testing"
 
@@ -103,6 +105,30 @@ func TestEmbedEmbedsRepeatedTextsOnce(t *testing.T) {
 			if got := idx.Vector(l.First + k); !slices.Equal(got, hashVec(text, 64)) {
 				t.Errorf("%s vector %d (%q) is not its text's embedding", l.ID, k, text)
 			}
+		}
+	}
+}
+
+// TestToolTextShared runs the cases tools/train checks its copy of
+// ToolText against (toolret/data.py index_text): the encoder is trained on
+// the texts this package embeds, so the two must not drift apart.
+func TestToolTextShared(t *testing.T) {
+	b, err := os.ReadFile("testdata/tooltext.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Cases []struct{ Name, Description, Want string }
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Cases) == 0 {
+		t.Fatal("no cases")
+	}
+	for _, c := range f.Cases {
+		if got := ToolText(c.Name, c.Description); got != c.Want {
+			t.Errorf("ToolText(%q, %q) = %q, want %q", c.Name, c.Description, got, c.Want)
 		}
 	}
 }

@@ -9,6 +9,10 @@
 //	datasets -in mcp-routing-dev/mcp_bench.json -format mcpbench -out DIR
 //	datasets -in toolret-train/pairs.jsonl.gz -format toolret -out DIR [-max-queries 600]
 //	datasets -in home_assistant_intents-*.whl -format hass-intents -out DIR [-examples-per-intent 5] [-queries-per-intent 6] [-languages de,ja,...]
+//	datasets -in msc_bench.json -format routing   -out DIR -name msc-bench
+//
+// -name sets the output files' prefix (banking77 and routing): -format
+// banking77 -name hwu64 converts HWU64, which has Banking77's layout.
 package main
 
 import (
@@ -33,7 +37,7 @@ func main() {
 }
 
 type options struct {
-	in, format, out            string
+	in, format, out, name      string
 	holdout                    float64
 	seed                       int64
 	examplesPerTool, test, dev int
@@ -48,10 +52,11 @@ func run(args []string, stdout io.Writer) error {
 	var o options
 	fs := flag.NewFlagSet("datasets", flag.ContinueOnError)
 	fs.StringVar(&o.in, "in", "", "dataset file (banking77.json or metatool.json)")
-	fs.StringVar(&o.format, "format", "", "banking77, metatool, msc, mcpbench, toolret or hass-intents")
+	fs.StringVar(&o.format, "format", "", "banking77, metatool, msc, mcpbench, toolret, hass-intents or routing (the mcp-routing-dev layout, for model-report)")
 	fs.IntVar(&o.examplesPerIntent, "examples-per-intent", 5, "hass-intents: English example sentences per intent in the catalog")
 	fs.IntVar(&o.queriesPerIntent, "queries-per-intent", 6, "hass-intents: test sentences per intent and language")
 	fs.StringVar(&o.languages, "languages", "", "hass-intents: comma-separated language codes to keep besides English (default: all)")
+	fs.StringVar(&o.name, "name", "", "output file prefix (banking77: default banking77; routing: default the dataset's name)")
 	fs.StringVar(&o.out, "out", "", "output directory")
 	fs.Float64Var(&o.holdout, "holdout", 0, "banking77: fraction of intents held out of the catalog (their queries become out-of-scope)")
 	fs.Int64Var(&o.seed, "seed", 1, "random seed")
@@ -89,8 +94,10 @@ func run(args []string, stdout io.Writer) error {
 			return errors.New("-examples-per-intent and -queries-per-intent must be positive")
 		}
 		return hassIntents(o, stdout)
+	case "routing":
+		return routing(o, stdout)
 	}
-	return fmt.Errorf("-format %q is not banking77, metatool, msc, mcpbench, toolret or hass-intents", o.format)
+	return fmt.Errorf("-format %q is not banking77, metatool, msc, mcpbench, toolret, hass-intents or routing", o.format)
 }
 
 type category struct {
@@ -123,6 +130,8 @@ type query struct {
 	Servers    []string `json:"servers"`
 	Tools      []string `json:"tools"`
 	Kind       string   `json:"kind"`
+	// ServerSteps (routing): each step needs one of its servers.
+	ServerSteps [][]string `json:"server_steps,omitempty"`
 }
 
 func writeJSON(path string, v any) error {
@@ -198,8 +207,11 @@ func banking77(o options, stdout io.Writer) error {
 		}
 	}
 	name := "banking77"
+	if o.name != "" {
+		name = o.name
+	}
 	if o.holdout > 0 {
-		name = "banking77-oos"
+		name += "-oos"
 	}
 	if err := writeJSON(filepath.Join(o.out, name+".catalog.json"), cat); err != nil {
 		return err

@@ -30,6 +30,10 @@ type query struct {
 	Servers    []string `json:"servers"`
 	Tools      []string `json:"tools"`
 	Kind       string   `json:"kind"`
+	// ServerSteps, when set, are the steps of a query that needs several
+	// tool calls, each satisfied by any one of its servers (MSC-Bench's
+	// equivalence sets); without them every gold server is a step.
+	ServerSteps [][]string `json:"server_steps,omitempty"`
 }
 
 func readQueries(path string) ([]query, error) {
@@ -118,6 +122,12 @@ type routeReport struct {
 	SingleTop1    float64 `json:"tool_top1_single"`
 	SingleQueries int     `json:"single_queries"`
 	MultiFull5    float64 `json:"multi_full_recall_at_5"`
+	// ServerStepRecall5 is, over in-scope queries with gold servers, how
+	// often every step has one of its servers among the top 5 servers
+	// (no threshold); without server_steps, how often every gold server is.
+	ServerStepRecall5 float64 `json:"server_step_recall_at_5"`
+	ServerTop1        float64 `json:"server_top1"`
+	ServerQueries     int     `json:"server_queries"`
 	// MultiDefault is, over multi-tool queries, how often Route at the
 	// default thresholds returns every gold server.
 	MultiDefault float64 `json:"multi_all_servers_at_default"`
@@ -297,6 +307,7 @@ func evaluate(ctx context.Context, cls *classify.Classifier, rt *route.Router, q
 	srvHits, toolHits := make([]int, len(ks)), make([]int, len(ks))
 	var multiDefault int
 	var routed, multi, multiFull, top1, ranked, single, singleTop1 int
+	var srvQueries, srvSteps5, srvTop1 int
 	var tConfB, tConfA, sConfB, sConfA []float64
 	var tRel, sRel []bool
 	var rAbTP, rAbFP, rAbFN int
@@ -399,6 +410,15 @@ func evaluate(ctx context.Context, cls *classify.Classifier, rt *route.Router, q
 					r.Confidence = append(r.Confidence, t.Confidence)
 				}
 				r.Tools, r.Reasoning = tools, res.Reasoning
+				if len(q.Servers) > 0 {
+					srvQueries++
+					if stepsIn(q, srvs[:min(5, len(srvs))]) {
+						srvSteps5++
+					}
+					if len(srvs) > 0 && stepsAny(q, srvs[0]) {
+						srvTop1++
+					}
+				}
 				for j, k := range ks {
 					if len(q.Servers) > 0 && anyIn(q.Servers, srvs[:min(k, len(srvs))]) {
 						srvHits[j]++
@@ -509,6 +529,9 @@ func evaluate(ctx context.Context, cls *classify.Classifier, rt *route.Router, q
 		rr.MultiQueries = multi
 		rr.MultiFull5 = ratio(multiFull, multi)
 		rr.MultiDefault = ratio(multiDefault, multi)
+		rr.ServerStepRecall5 = ratio(srvSteps5, srvQueries)
+		rr.ServerTop1 = ratio(srvTop1, srvQueries)
+		rr.ServerQueries = srvQueries
 		rr.ECEBefore = calibrate.ECE(tConfB, tRel, calibrate.ECEBins)
 		rr.ECEAfter = calibrate.ECE(tConfA, tRel, calibrate.ECEBins)
 		rr.Reliability = calibrate.Reliability(tConfA, tRel, calibrate.ECEBins)
@@ -528,6 +551,34 @@ func ratio(a, b int) float64 {
 		return 0
 	}
 	return float64(a) / float64(b)
+}
+
+// stepsIn reports whether every step of q has one of its servers in got
+// (every gold server, when q has no steps).
+func stepsIn(q query, got []string) bool {
+	if len(q.ServerSteps) == 0 {
+		return allIn(q.Servers, got)
+	}
+	for _, st := range q.ServerSteps {
+		if !anyIn(st, got) {
+			return false
+		}
+	}
+	return true
+}
+
+// stepsAny reports whether server satisfies some step of q (is a gold
+// server, when q has no steps): the top server is a right one.
+func stepsAny(q query, server string) bool {
+	if len(q.ServerSteps) == 0 {
+		return slices.Contains(q.Servers, server)
+	}
+	for _, st := range q.ServerSteps {
+		if slices.Contains(st, server) {
+			return true
+		}
+	}
+	return false
 }
 
 func anyIn(gold, got []string) bool {
@@ -596,6 +647,8 @@ func printReport(w io.Writer, name string, r *report) {
 	if rr := r.Routing; rr != nil {
 		fmt.Fprintf(w, "  servers: recall@1 %.3f @3 %.3f @5 %.3f  ECE (returned servers) before %.3f after %.3f\n",
 			rr.ServerRecall["1"], rr.ServerRecall["3"], rr.ServerRecall["5"], rr.ServerECEBefore, rr.ServerECEAfter)
+		fmt.Fprintf(w, "  servers, every step (or gold server) in the top 5: %.3f of %d; top server right: %.3f\n",
+			rr.ServerStepRecall5, rr.ServerQueries, rr.ServerTop1)
 		fmt.Fprintf(w, "  tools:   top-1 %.3f  recall@1 %.3f @3 %.3f @5 %.3f  ECE (returned tools) before %.3f after %.3f\n",
 			rr.ToolTop1, rr.ToolRecall["1"], rr.ToolRecall["3"], rr.ToolRecall["5"], rr.ECEBefore, rr.ECEAfter)
 		if rr.MultiQueries > 0 {

@@ -33,6 +33,10 @@ type dataset struct {
 	// when not measured.
 	HassCatalog, HassTest              string
 	LargeTools, LargeServers, LongWord int
+	// DevSets are HWU64 and the MCP routing sets (devsets.go); DevMissing
+	// names those whose file was not found.
+	DevSets    []devSet
+	DevMissing []string
 }
 
 // prepareData converts the development datasets with tools/datasets (as
@@ -78,6 +82,9 @@ func prepareData(ctx context.Context, c *config, dir string) (*dataset, error) {
 				return nil, err
 			}
 		}
+	}
+	if d.DevSets, d.DevMissing, err = prepareDevSets(ctx, c, raw); err != nil {
+		return nil, err
 	}
 	if d.Banking77N, _, err = countQueries(d.Banking77Test); err != nil {
 		return nil, err

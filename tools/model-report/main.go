@@ -60,6 +60,7 @@ func defaultModels() []string {
 		".cache/models/paraphrase-MiniLM-L3-v2",
 		".cache/models/multilingual-e5-small",
 		".cache/models/multilingual-e5-small-int8",
+		".cache/models/minilm-toolret",
 	}
 }
 
@@ -284,7 +285,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog
 		Data: map[string]any{"banking77_queries": d.Banking77N, "metatool_queries": d.MetaN, "metatool_two_tool": d.MetaMulti,
 			"large_catalog": d.LargeCatalog, "large_tools": d.LargeTools, "large_servers": d.LargeServers,
 			"long_queries": len(d.LongQueries), "long_query_words": d.LongWord, "short_queries": len(d.ShortQueries),
-			"short_text": shortText, "long_text": longText},
+			"short_text": shortText, "long_text": longText, "dev_sets_missing": d.DevMissing},
 	}
 	if err := writeJSONFile(filepath.Join(c.out, "report.json"), rep); err != nil {
 		return err
@@ -417,6 +418,16 @@ func renderBlock(rep *fullReport, c *config) string {
 	if len(busy) > 0 {
 		fmt.Fprintf(&b, "Other programs' share of the machine's CPU while each model's calls were timed (the highest of its two daemons): %s.\n\n",
 			strings.Join(busy, ", "))
+	}
+	if anyMetric(rep.Models, devColumns) {
+		fmt.Fprintf(&b, "Issue 28's development sets, where found: HWU64 test against its 64 intents with their training examples "+
+			"(accuracy and ECE as for Banking77); MSC-Bench (`mcp-routing-dev/msc_bench.json`, 472 servers) scored per step: a query "+
+			"counts when every one of its steps has one of its servers (any of its alternatives) among the top 5 servers, over the "+
+			"in-scope queries; MCP-Bench (`mcp_bench.json`, 22 servers, 68 tasks): every gold server among the top 5. No threshold "+
+			"on either; \"top server\" is whether the first server is a right one.\n\n")
+	}
+	if missing, _ := d["dev_sets_missing"].([]string); len(missing) > 0 {
+		fmt.Fprintf(&b, "Development sets not found (their cells read —): %s.\n\n", strings.Join(missing, "; "))
 	}
 	if len(rep.Skipped) > 0 {
 		fmt.Fprintf(&b, "Skipped (not found): %s.\n\n", strings.Join(rep.Skipped, "; "))

@@ -425,7 +425,7 @@ func TestParseFlags(t *testing.T) {
 		check func(*config) bool
 	}{
 		{"defaults", nil, func(c *config) bool {
-			return len(c.models) == 7 && c.routeN == 1000 && c.largeTools == 2500 && c.doc == "docs/models.md" && c.out == "var/model-report"
+			return len(c.models) == 8 && slices.Contains(c.models, ".cache/models/minilm-toolret") && c.routeN == 1000 && c.largeTools == 2500 && c.doc == "docs/models.md" && c.out == "var/model-report"
 		}},
 		{"quick", []string{"--quick"}, func(c *config) bool {
 			return c.routeN == 30 && c.largeTools == 250 && c.doc == "" && c.out == filepath.Join("var/model-report", "quick")

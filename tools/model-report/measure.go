@@ -100,6 +100,12 @@ func measureAccuracy(ctx context.Context, c *config, d *dataset, r *modelResult,
 		{"metatool-ex5", d.MetaEx5Catalog, d.MetaTest, func(e evalReport) (map[string]float64, error) { return metatoolMetrics(e, false) }},
 		{"hass-intents", d.HassCatalog, d.HassTest, multilingualMetrics},
 	}
+	for _, s := range d.DevSets {
+		evals = append(evals, struct {
+			name, catalog, queries string
+			take                   func(evalReport) (map[string]float64, error)
+		}{s.name, s.catalog, s.queries, s.take})
+	}
 	for _, e := range evals {
 		if e.catalog == "" {
 			continue // not measured in this run

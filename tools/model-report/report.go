@@ -242,6 +242,10 @@ type evalReport struct {
 		MultiQueries  int                `json:"multi_queries"`
 		SingleQueries int                `json:"single_queries"`
 		ECEAfter      float64            `json:"tool_ece_after"`
+		// The routing dev sets (devsets.go).
+		ServerStepRecall5 float64 `json:"server_step_recall_at_5"`
+		ServerTop1        float64 `json:"server_top1"`
+		ServerQueries     int     `json:"server_queries"`
 	} `json:"routing"`
 	BuildSeconds float64 `json:"build_seconds"`
 }
@@ -327,7 +331,7 @@ func metatoolMetrics(r evalReport, desc bool) (map[string]float64, error) {
 // either side, or a ratio to zero, is left out.
 func vsBaseline(a, base map[string]float64) map[string]float64 {
 	out := map[string]float64{}
-	for _, cols := range [][]column{accuracyColumns, speedColumns} {
+	for _, cols := range [][]column{accuracyColumns, speedColumns, devColumns} {
 		for _, c := range cols {
 			v, ok := a[c.key]
 			b, okb := base[c.key]
@@ -398,6 +402,18 @@ func writeTable(w io.Writer, results []*modelResult, cols []column, names *strin
 	}
 }
 
+// anyMetric reports whether some model has a figure in one of cols.
+func anyMetric(results []*modelResult, cols []column) bool {
+	for _, r := range results {
+		for _, c := range cols {
+			if _, ok := r.Metrics[c.key]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // writeRatioTable sets every model but the baseline against it.
 func writeRatioTable(w io.Writer, results []*modelResult, baseline string, names *strings.Replacer) {
 	hdr := []string{"model"}
@@ -462,6 +478,10 @@ func writeTables(w io.Writer, results []*modelResult, baseline, tools, words str
 	names := strings.NewReplacer("LARGE", tools+" tools, "+words+" words", "WORDS", words)
 	fmt.Fprintf(w, "### Accuracy and calibration\n\n")
 	writeTable(w, results, accuracyColumns, names)
+	if anyMetric(results, devColumns) {
+		fmt.Fprintf(w, "\n### HWU64 and the MCP routing sets (issue 28)\n\n")
+		writeTable(w, results, devColumns, names)
+	}
 	fmt.Fprintf(w, "\n### Speed and size (through a real daemon over gRPC)\n\n")
 	writeTable(w, results, speedColumns, names)
 	hasBase := false

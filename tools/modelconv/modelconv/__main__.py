@@ -35,7 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     # list and requirements need only the standard library, so they run
     # before the virtual environment exists.
     if args.cmd == "list":
-        print("\n".join(sorted(load(args.sources))))
+        # A committed model (trained here) that is not committed yet is
+        # left out, so `make models` builds the rest.
+        known = {n: s for n, s in load(args.sources).items()
+                 if s.get("kind") != "committed" or (args.sources.parent / str(s.get("dir", n)) / "manifest.json").is_file()}
+        print("\n".join(sorted(known)))
         return 0
     if args.cmd == "requirements":
         for spec in load(args.sources).values():

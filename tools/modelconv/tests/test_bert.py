@@ -69,6 +69,31 @@ def test_graph_matches_reference() -> None:
         np.testing.assert_allclose(got[b, keep], want[b, keep], rtol=1e-4, atol=1e-4)
 
 
+def test_int8_word_table_stays_close_to_the_float_one() -> None:
+    w = random_weights(CFG)
+    table = w["embeddings.word_embeddings.weight"]
+    table[3, :8] = 0  # a block of zeros keeps its zeros (no division by 0)
+    q, d = bert.int8_blocks(table, 8)
+    assert q.dtype == np.int8 and q.shape == table.shape and d.shape == (VOCAB, CFG.hidden_size // 8)
+    deq = (q.reshape(VOCAB, -1, 8).astype(np.float32) * d[..., None]).reshape(table.shape)
+    assert np.all(np.abs(deq - table) <= np.repeat(d, 8, axis=1) / 2 + 1e-7), "rounding beyond half a step"
+    assert not deq[3, :8].any()
+    with pytest.raises(ValueError):
+        bert.int8_blocks(table, 7)
+    sess = session(bert.build_onnx({k: v for k, v in w.items() if k != "embeddings.word_embeddings.weight"}, CFG,
+                                   word_blocks=(q, d)))
+    rng = np.random.default_rng(2)
+    ids = rng.integers(0, VOCAB, (2, 9))
+    mask = np.ones_like(ids)
+    types = np.zeros_like(ids)
+    got = sess.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})[0]
+    exact = bert.reference_forward({**w, "embeddings.word_embeddings.weight": deq}, CFG, ids, mask, types)
+    np.testing.assert_allclose(got, exact, rtol=1e-4, atol=1e-4)
+    want = bert.reference_forward(w, CFG, ids, mask, types)
+    a, b = pool(got, mask, "mean", True), pool(want, mask, "mean", True)
+    assert float(np.min(np.sum(a * b, axis=1))) > 0.999
+
+
 def test_padding_does_not_change_a_sentence() -> None:
     w = random_weights(CFG, seed=2)
     sess = session(bert.build_onnx(w, CFG))

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/classifierd/classifierd/internal/sweep"
 )
 
 // ErrTooManyBackends is Isolated.CallTool's refusal to start one more
@@ -156,7 +158,7 @@ func (i *Isolated) release(b *backend) {
 // 1m), until Close.
 func (i *Isolated) reap() {
 	defer i.reaped.Done()
-	t := time.NewTicker(min(max(i.opts.IdleTimeout/4, time.Second), time.Minute))
+	t := time.NewTicker(sweep.Interval(i.opts.IdleTimeout))
 	defer t.Stop()
 	for {
 		select {

@@ -4,16 +4,14 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/internal/testgrpc"
 	"github.com/classifierd/classifierd/request"
 	"github.com/classifierd/classifierd/session"
 )
@@ -46,16 +44,7 @@ func edgeClient(t *testing.T) (*grpc.ClientConn, *session.Store) {
 	edge := Edge{Log: log, Stats: srv.Stats(), Timeout: 5 * time.Second, Admission: NewAdmission(AdmissionConfig{MaxInFlight: 1, MaxQueue: 1})}
 	gs := grpc.NewServer(edge.ServerOptions()...)
 	pb.RegisterClassifierServiceServer(gs, srv)
-	lis := bufconn.Listen(1 << 20)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := testgrpc.Serve(t, gs)
 	return conn, st
 }
 
@@ -100,21 +89,7 @@ func TestEdgeWatchExposureUnavailableWhenStoreCloses(t *testing.T) {
 	}
 	// The watch is registered some time after the call returns: change
 	// the exposure until it sees a change.
-	seen := make(chan struct{})
-	go func() {
-		for i := 0; ; i++ {
-			cats := []string{"github", "filesystem"}[i%2 : i%2+1]
-			_, _ = c.UpdateExposure(ctx, &pb.UpdateExposureRequest{SessionId: s.GetSession().GetId(), Categories: cats, Mode: "replacement"})
-			select {
-			case <-seen:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
-	_, err = w.Recv()
-	close(seen)
-	if err != nil {
+	if _, err := testgrpc.FirstChange(ctx, c, s.GetSession().GetId(), w, 20*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Close(); err != nil {
@@ -162,16 +137,7 @@ func TestEdgeRejectsAtOnceWhenFull(t *testing.T) {
 	adm := NewAdmission(AdmissionConfig{MaxInFlight: 1, MaxQueue: 1})
 	gs := grpc.NewServer(Edge{Log: log, Stats: srv.Stats(), Timeout: 30 * time.Second, Admission: adm}.ServerOptions()...)
 	pb.RegisterClassifierServiceServer(gs, srv)
-	lis := bufconn.Listen(1 << 20)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := testgrpc.Serve(t, gs)
 	c := pb.NewClassifierServiceClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,15 +16,14 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/embed/embederr"
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/internal/testgrpc"
 	"github.com/classifierd/classifierd/labels"
 	"github.com/classifierd/classifierd/request"
 	"github.com/classifierd/classifierd/session"
@@ -107,21 +105,11 @@ const maxTextBytes = 256
 // dial serves the registered services on bufconn and returns a client connection.
 func dial(t *testing.T, register func(*grpc.Server)) *grpc.ClientConn {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	unary, stream := Interceptors(log, nil, 0)
 	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
 	register(gs)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	return testgrpc.Serve(t, gs)
 }
 
 // newClassifierClient serves ClassifierService over the test index.

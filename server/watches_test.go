@@ -4,17 +4,15 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/internal/testgrpc"
 	"github.com/classifierd/classifierd/request"
 	"github.com/classifierd/classifierd/session"
 )
@@ -40,16 +38,7 @@ func TestWatchExposureLimits(t *testing.T) {
 	edge := Edge{Log: log, Stats: srv.Stats(), Timeout: 5 * time.Second, Admission: NewAdmission(AdmissionConfig{MaxInFlight: 1, MaxQueue: 1})}
 	gs := grpc.NewServer(edge.ServerOptions()...)
 	pb.RegisterClassifierServiceServer(gs, srv)
-	lis := bufconn.Listen(1 << 20)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := testgrpc.Serve(t, gs)
 	c := pb.NewClassifierServiceClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

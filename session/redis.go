@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/classifierd/classifierd/internal/sweep"
 )
 
 // ErrUnavailable reports that shared session state (Redis) could not be
@@ -632,17 +634,10 @@ func (s *RedisStore) Sweep(ctx context.Context) (int, error) {
 // Run sweeps every TTL/4 (clamped to 1s..1m) until ctx ends; a sweep that
 // cannot reach Redis is tried again at the next tick.
 func (s *RedisStore) Run(ctx context.Context) {
-	every := min(max(s.cfg.TTL/4, time.Second), time.Minute)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_, _ = s.Sweep(ctx)
-		}
-	}
+	sweep.Every(ctx, sweep.Interval(s.cfg.TTL), func(ctx context.Context) error {
+		_, err := s.Sweep(ctx)
+		return err
+	}, nil)
 }
 
 // Close stops the change feed and closes this daemon's watchers; the

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/classifierd/classifierd/internal/clip"
+	"github.com/classifierd/classifierd/internal/sweep"
 )
 
 // Errors returned by the store.
@@ -571,17 +572,10 @@ func (s *Store) sweepLocked() int {
 
 // Run sweeps idle sessions every TTL/4 (clamped to 1s..1m) until ctx ends.
 func (s *Store) Run(ctx context.Context) {
-	every := min(max(s.cfg.TTL/4, time.Second), time.Minute)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.Sweep()
-		}
-	}
+	sweep.Every(ctx, sweep.Interval(s.cfg.TTL), func(context.Context) error {
+		s.Sweep()
+		return nil
+	}, nil)
 }
 
 // Close ends every session and closes all watchers.

@@ -7,10 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/classifierd/classifierd/internal/sweep"
 )
 
 // ErrUnavailable reports that the shared terminal store (Redis) could not
@@ -22,8 +23,8 @@ const DefaultRedisPrefix = "classifierd:"
 
 // RedisStore keeps answered prompts in Redis, so that every daemon pointed
 // at one Redis records into and learns from the same events. It applies
-// the same rules as Store: secrets are redacted before they are stored
-// (prepareRecord), learned answers are counted from the retained events
+// the same rules as Store (storeCore): secrets are redacted before they
+// are stored (prepare), learned answers are counted from the retained events
 // (so retention and deletion forget what a session taught), and the same
 // retention bounds hold (per session on every insert, age and overall
 // count every pruneEvery inserts and on Run's ticks).
@@ -40,11 +41,9 @@ const DefaultRedisPrefix = "classifierd:"
 //
 // It does not own the client.
 type RedisStore struct {
-	rdb     *redis.Client
-	prefix  string
-	cfg     StoreConfig
-	key     *secretKey
-	inserts atomic.Int64
+	*storeCore
+	rdb    *redis.Client
+	prefix string
 }
 
 // NewRedisStore returns a store on rdb whose keys start with prefix
@@ -52,20 +51,14 @@ type RedisStore struct {
 // answers is read from (or made in) cfg.KeyFile, a local file: it never
 // goes to Redis, so the hashes there cannot be tried against guesses.
 func NewRedisStore(rdb *redis.Client, prefix string, cfg StoreConfig) (*RedisStore, error) {
-	if err := cfg.validate(); err != nil {
+	core, err := newStoreCore(cfg)
+	if err != nil {
 		return nil, err
 	}
 	if prefix == "" {
 		prefix = DefaultRedisPrefix
 	}
-	key, err := newSecretKey()
-	if cfg.KeyFile != "" {
-		key, err = loadSecretKey(cfg.KeyFile)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &RedisStore{rdb: rdb, prefix: prefix, cfg: cfg, key: key}, nil
+	return &RedisStore{storeCore: core, rdb: rdb, prefix: prefix}, nil
 }
 
 // Close does nothing: the caller closes the client.
@@ -80,10 +73,23 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
+// luaUnlearn takes one event's answer out of the learned counts, given
+// the event's fields session, pattern, input and learned (as HMGET reads
+// them); an answer that never counted ('learned' not '1') is left alone.
+const luaUnlearn = `
+local function unlearn(P, f)
+  if f[4] ~= '1' then return end
+  local h = redis.sha1hex(f[2])
+  for _, lk in ipairs({P .. 't:lp:' .. h, P .. 't:ls:' .. h .. ':' .. f[1]}) do
+    if redis.call('HINCRBY', lk, f[3], -1) <= 0 then redis.call('HDEL', lk, f[3]) end
+  end
+end
+`
+
 // luaRemove deletes one event and takes its answer out of the learned
 // counts; it returns 1 (0 for an id already gone, which it still takes
 // out of the overall set so that pruning always progresses).
-const luaRemove = `
+const luaRemove = luaUnlearn + `
 local function remove(P, id)
   local k = P .. 't:e:' .. id
   local f = redis.call('HMGET', k, 'session', 'pattern', 'input', 'learned')
@@ -91,12 +97,7 @@ local function remove(P, id)
   if not f[1] then return 0 end
   redis.call('DEL', k)
   redis.call('ZREM', P .. 't:s:' .. f[1], id)
-  if f[4] == '1' then
-    local h = redis.sha1hex(f[2])
-    for _, lk in ipairs({P .. 't:lp:' .. h, P .. 't:ls:' .. h .. ':' .. f[1]}) do
-      if redis.call('HINCRBY', lk, f[3], -1) <= 0 then redis.call('HDEL', lk, f[3]) end
-    end
-  end
+  unlearn(P, f)
   return 1
 end
 `
@@ -130,18 +131,17 @@ func boolArg(b bool) string {
 // Redacted and teaches nothing; the second result reports whether the
 // answer now counts as learned for its prompt's pattern.
 func (s *RedisStore) Record(ctx context.Context, e Event) (Event, bool, error) {
-	e, secret, err := prepareRecord(e, s.key)
+	e, learned, err := s.prepare(e)
 	if err != nil {
 		return Event{}, false, err
 	}
-	learned := e.Success && !secret
 	err = recordScript.Run(ctx, s.rdb, nil, s.prefix, e.ID, e.SessionID, e.PromptText, e.Input, boolArg(e.Success),
 		e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey, boolArg(learned),
 		e.Time.UnixMicro(), s.cfg.MaxPerSession, e.SecretLen, e.SecretMAC).Err()
 	if err != nil {
 		return Event{}, false, unavailable(err)
 	}
-	if s.inserts.Add(1)%pruneEvery == 0 {
+	if s.pruneDue() {
 		if err := s.Prune(ctx); err != nil {
 			return Event{}, false, err
 		}
@@ -187,26 +187,20 @@ func (s *RedisStore) Prune(ctx context.Context) error {
 // and on every tick until it has succeeded, it redacts what older versions
 // stored in clear (Scrub).
 func (s *RedisStore) Run(ctx context.Context, every time.Duration, report func(error)) {
-	t := time.NewTicker(every)
-	defer t.Stop()
 	scrubbed := false
-	for {
+	scrub := func(ctx context.Context) {
 		if !scrubbed {
 			err := s.Scrub(ctx)
 			scrubbed = err == nil
-			if err != nil && ctx.Err() == nil {
-				report(err)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.Prune(ctx); err != nil && ctx.Err() == nil {
-				report(err)
-			}
+			sweep.Report(ctx, err, report)
 		}
 	}
+	scrub(ctx)
+	sweep.Every(ctx, every, func(ctx context.Context) error {
+		sweep.Report(ctx, s.Prune(ctx), report)
+		scrub(ctx)
+		return nil
+	}, nil)
 }
 
 // secretRulesVersion names the secret rules (IsSecret) whose verdicts the
@@ -217,17 +211,12 @@ const secretRulesVersion = "2"
 // scrubScript redacts one event whose answer is still what the caller
 // read (ARGV[3]), keeping its length and keyed hash, and takes the answer
 // out of the learned counts.
-var scrubScript = redis.NewScript(`
+var scrubScript = redis.NewScript(luaUnlearn + `
 local P, id = ARGV[1], ARGV[2]
 local k = P .. 't:e:' .. id
 local f = redis.call('HMGET', k, 'session', 'pattern', 'input', 'learned')
 if not f[1] or f[3] ~= ARGV[3] then return 0 end
-if f[4] == '1' then
-  local h = redis.sha1hex(f[2])
-  for _, lk in ipairs({P .. 't:lp:' .. h, P .. 't:ls:' .. h .. ':' .. f[1]}) do
-    if redis.call('HINCRBY', lk, f[3], -1) <= 0 then redis.call('HDEL', lk, f[3]) end
-  end
-end
+unlearn(P, f)
 redis.call('HSET', k, 'input', ARGV[4], 'learned', '0', 'ilen', ARGV[5], 'imac', ARGV[6])
 return 1`)
 
@@ -275,10 +264,13 @@ func (s *RedisStore) Scrub(ctx context.Context) error {
 			prompt, _ := f[0].(string)
 			typ, _ := f[1].(string)
 			input, ok := f[2].(string)
-			if !ok || input == Redacted || !IsSecret(prompt, typ, input, TTYState{}) {
+			if !ok {
+				continue // removed between the two reads
+			}
+			n, mac, secret := s.reseal(prompt, typ, input)
+			if !secret {
 				continue
 			}
-			n, mac := s.key.seal(input)
 			if err := scrubScript.Run(ctx, s.rdb, nil, s.prefix, ids[i], input, Redacted, n, mac).Err(); err != nil {
 				return unavailable(err)
 			}
@@ -327,17 +319,14 @@ func (s *RedisStore) DeleteSession(ctx context.Context, session string) (int64, 
 // like Store.Learned: in session, or in every session with ShareLearned;
 // never a secret.
 func (s *RedisStore) Learned(ctx context.Context, prompt, session string) ([]Learned, error) {
-	h := sha1hex(PatternKey(clipEnd(prompt, MaxPromptBytes)))
+	scope, ok, err := s.learnedFor(prompt, session)
+	if !ok {
+		return nil, err
+	}
+	h := sha1hex(scope.pattern)
 	key := s.prefix + "t:lp:" + h
-	switch {
-	case s.cfg.ShareLearned:
-	case session == "":
-		return nil, nil
-	default:
-		if err := CheckSessionID(session); err != nil {
-			return nil, err
-		}
-		key = s.prefix + "t:ls:" + h + ":" + session
+	if scope.session != "" {
+		key = s.prefix + "t:ls:" + h + ":" + scope.session
 	}
 	m, err := s.rdb.HGetAll(ctx, key).Result()
 	if err != nil {
@@ -389,7 +378,7 @@ func (s *RedisStore) History(ctx context.Context, session string, limit int) ([]
 		e := Event{ID: ids[i], SessionID: f["session"], PromptText: f["prompt"], Input: f["input"], Success: f["success"] == "1",
 			Source: f["source"], ResponseTimeMs: rt, Time: time.Unix(0, ns), PromptType: f["type"], PatternKey: f["pattern"],
 			SecretLen: n, SecretMAC: f["imac"]}
-		out = append(out, redactStored(e, s.key))
+		out = append(out, s.redact(e))
 	}
 	return out, nil
 }

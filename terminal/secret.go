@@ -193,22 +193,11 @@ func (t TTYState) secretTTY() bool {
 // off, the prompt's words ask for a secret in any language (SecretPrompt),
 // or the value looks like a credential (SecretValue). Any one is enough:
 // when in doubt, the answer is not stored. Both stores decide with it
-// before they write (prepareRecord) and again when they read (History),
-// and the suggestion path with SecretPrompt and SecretValue
-// (suggestable, Infer).
+// before they write (storeCore.prepare) and again when they read
+// (storeCore.redact), and the suggestion path with SecretPrompt and
+// SecretValue (suggestable, Infer).
 func IsSecret(prompt, typ, input string, tty TTYState) bool {
 	return typ == TypePassword || tty.secretTTY() || SecretPrompt(prompt) || SecretValue(input)
-}
-
-// redactStored applies the current rules to an event read from a store:
-// an answer an older version stored in clear that they judge secret is
-// returned as Redacted, with its length and keyed hash.
-func redactStored(e Event, key *secretKey) Event {
-	if e.Input != Redacted && IsSecret(e.PromptText, e.PromptType, e.Input, TTYState{}) {
-		e.SecretLen, e.SecretMAC = key.seal(e.Input)
-		e.Input = Redacted
-	}
-	return e
 }
 
 // suggestable is what a store may offer as learned answers to prompt, from

@@ -2,25 +2,21 @@ package terminal
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite driver
+
+	"github.com/classifierd/classifierd/internal/sweep"
 )
 
 // Redacted replaces a secret answer, in storage and everywhere else.
 const Redacted = "[REDACTED]"
-
-// Input sources.
-var inputSources = map[string]bool{"user_typed": true, "ai_suggested": true, "auto_injected": true}
 
 // Event is one recorded answer to a prompt.
 type Event struct {
@@ -44,71 +40,19 @@ type Event struct {
 	SecretMAC string
 }
 
-// Default retention (StoreConfig's zero values).
-const (
-	DefaultMaxAge        = 30 * 24 * time.Hour
-	DefaultMaxPerSession = 1000
-	DefaultMaxEvents     = 100_000
-)
-
-// StoreConfig bounds what the store keeps and says who learns from whom.
-// Zero values take the defaults above.
-type StoreConfig struct {
-	// MaxAge: events older than this are deleted.
-	MaxAge time.Duration
-	// MaxPerSession: a session keeps its newest MaxPerSession events.
-	MaxPerSession int
-	// MaxEvents: the store keeps the newest MaxEvents events overall
-	// (enforced every pruneEvery inserts, so it may briefly hold
-	// pruneEvery-1 more).
-	MaxEvents int
-	// ShareLearned makes answers learned in one session suggestions for
-	// every session. Off, a session is suggested only what it taught, so
-	// one client cannot teach another to answer "y" to a dangerous prompt.
-	ShareLearned bool
-	// KeyFile holds the key of the hashes kept of secret answers (32
-	// random bytes, made 0600 on first use). Empty: Store uses its
-	// database's path with ".key" appended; RedisStore makes a key that
-	// lives in this process only (its hashes cannot be compared after a
-	// restart). The key never goes to Redis or into the database.
-	KeyFile string
-}
-
-func (c *StoreConfig) validate() error {
-	if c.MaxAge < 0 || c.MaxPerSession < 0 || c.MaxEvents < 0 {
-		return fmt.Errorf("%w: retention limits must not be negative", ErrBadArgument)
-	}
-	if c.MaxAge == 0 {
-		c.MaxAge = DefaultMaxAge
-	}
-	if c.MaxPerSession == 0 {
-		c.MaxPerSession = DefaultMaxPerSession
-	}
-	if c.MaxEvents == 0 {
-		c.MaxEvents = DefaultMaxEvents
-	}
-	return nil
-}
-
 // MaxWALBytes bounds the write-ahead log: SQLite checkpoints it every
 // 1000 pages (4 MiB) and truncates it back to journal_size_limit (4 MiB)
 // afterwards, so with one transaction's worth of slack it stays under this.
 const MaxWALBytes = 8 << 20
-
-// pruneEvery is how many inserts pass between overall prunes (age and
-// MaxEvents); the per-session bound is enforced on every insert.
-const pruneEvery = 64
 
 // Store keeps answered prompts in SQLite (WAL mode, so readers never block
 // the writer and the data survives restarts). Learned answers are counted
 // from the retained events, so retention and deletion also forget what a
 // session taught.
 type Store struct {
-	db      *sql.DB
-	path    string
-	cfg     StoreConfig
-	key     *secretKey
-	inserts atomic.Int64
+	*storeCore
+	db   *sql.DB
+	path string
 }
 
 // schemaVersion 3 keeps a secret answer's length and keyed hash
@@ -146,18 +90,15 @@ func dbFiles(path string) []string {
 // mode, and existing files are tightened), and so is the key file
 // (cfg.KeyFile, by default path+".key").
 func OpenStore(path string, cfg StoreConfig) (*Store, error) {
-	if err := cfg.validate(); err != nil {
+	if cfg.KeyFile == "" {
+		cfg.KeyFile = path + ".key"
+	}
+	core, err := newStoreCore(cfg)
+	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("terminal: store directory: %w", err)
-	}
-	if cfg.KeyFile == "" {
-		cfg.KeyFile = path + ".key"
-	}
-	key, err := loadSecretKey(cfg.KeyFile)
-	if err != nil {
-		return nil, err
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -179,7 +120,7 @@ func OpenStore(path string, cfg StoreConfig) (*Store, error) {
 	// One writer connection serialises writes inside the process; WAL and
 	// busy_timeout cover other processes.
 	db.SetMaxOpenConns(1)
-	s := &Store{db: db, path: path, cfg: cfg, key: key}
+	s := &Store{storeCore: core, db: db, path: path}
 	if err := s.migrate(); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
@@ -251,8 +192,7 @@ func (s *Store) migrate() error {
 			rows.Close()
 			return fmt.Errorf("terminal: migrate: %w", err)
 		}
-		if IsSecret(prompt, typ, input, TTYState{}) {
-			n, mac := s.key.seal(input)
+		if n, mac, ok := s.reseal(prompt, typ, input); ok {
 			secret = append(secret, sealed{id, n, mac})
 		}
 	}
@@ -284,41 +224,12 @@ func (s *Store) migrate() error {
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-func newID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b[:]), nil
-}
-
-// CheckEvent validates an event's fields, sizes first: callers run it
-// before any detection or matching on the event's text.
-func CheckEvent(e Event) error {
-	if len(e.PromptText) > MaxPromptBytes || len(e.Input) > MaxInputBytes {
-		return fmt.Errorf("%w: prompt_text and input_text are limited to %d bytes", ErrTooLarge, MaxPromptBytes)
-	}
-	if err := CheckSessionID(e.SessionID); err != nil {
-		return err
-	}
-	if !inputSources[e.Source] {
-		return fmt.Errorf("%w: input_source %q is not user_typed, ai_suggested or auto_injected", ErrBadArgument, clipText(e.Source, 32))
-	}
-	if e.ResponseTimeMs < 0 {
-		return fmt.Errorf("%w: response_time_ms is negative", ErrBadArgument)
-	}
-	if e.PromptText == "" {
-		return fmt.Errorf("%w: prompt_text is empty", ErrBadArgument)
-	}
-	return nil
-}
-
 // Record stores an event. A secret answer (IsSecret: the prompt asks for
 // one, the pty had echo off, the value looks like a credential) is stored
 // as Redacted and teaches nothing; the second result reports whether the
 // answer now counts as learned for its prompt's pattern.
 func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
-	e, secret, err := prepareRecord(e, s.key)
+	e, learned, err := s.prepare(e)
 	if err != nil {
 		return Event{}, false, err
 	}
@@ -341,40 +252,12 @@ func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
 	if err := tx.Commit(); err != nil {
 		return Event{}, false, fmt.Errorf("terminal: commit: %w", err)
 	}
-	if s.inserts.Add(1)%pruneEvery == 0 {
+	if s.pruneDue() {
 		if err := s.Prune(ctx); err != nil {
 			return Event{}, false, err
 		}
 	}
-	return e, e.Success && !secret, nil
-}
-
-// prepareRecord is what every store does to an event before it stores
-// it: check it, redact a secret answer (IsSecret) keeping only its length
-// and keyed hash, give it an id, its pattern key and a time. secret
-// reports a redacted answer, which teaches nothing.
-func prepareRecord(e Event, key *secretKey) (_ Event, secret bool, _ error) {
-	if err := CheckEvent(e); err != nil {
-		return Event{}, false, err
-	}
-	e.SecretLen, e.SecretMAC = 0, ""
-	secret = IsSecret(e.PromptText, e.PromptType, e.Input, e.TTY)
-	if secret {
-		e.SecretLen, e.SecretMAC = key.seal(e.Input)
-		e.Input = Redacted
-		if e.PromptType != TypePassword && SecretPrompt(e.PromptText) {
-			e.PromptType = TypePassword
-		}
-	}
-	id, err := newID()
-	if err != nil {
-		return Event{}, false, fmt.Errorf("terminal: event id: %w", err)
-	}
-	e.ID, e.PatternKey = id, PatternKey(e.PromptText)
-	if e.Time.IsZero() {
-		e.Time = time.Now()
-	}
-	return e, secret, nil
+	return e, learned, nil
 }
 
 // Prune deletes events older than MaxAge and the oldest beyond MaxEvents.
@@ -401,18 +284,7 @@ func (s *Store) Prune(ctx context.Context) error {
 // to a store nobody writes to; report receives the errors (the next
 // insert or tick tries again).
 func (s *Store) Run(ctx context.Context, every time.Duration, report func(error)) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.Prune(ctx); err != nil && ctx.Err() == nil {
-				report(err)
-			}
-		}
-	}
+	sweep.Every(ctx, every, s.Prune, report)
 }
 
 // Count returns how many events the store holds, overall or for session
@@ -454,18 +326,15 @@ const maxLearned = 20
 // without a session it returns nothing. Secret answers are never among
 // them.
 func (s *Store) Learned(ctx context.Context, prompt, session string) ([]Learned, error) {
+	scope, ok, err := s.learnedFor(prompt, session)
+	if !ok {
+		return nil, err
+	}
 	q := `SELECT input_text, COUNT(*) AS n FROM events WHERE pattern_key = ? AND success = 1 AND input_text != ?`
-	args := []any{PatternKey(clipEnd(prompt, MaxPromptBytes)), Redacted}
-	switch {
-	case s.cfg.ShareLearned:
-	case session == "":
-		return nil, nil
-	default:
-		if err := CheckSessionID(session); err != nil {
-			return nil, err
-		}
+	args := []any{scope.pattern, Redacted}
+	if scope.session != "" {
 		q += ` AND session_id = ?`
-		args = append(args, session)
+		args = append(args, scope.session)
 	}
 	q += ` GROUP BY input_text ORDER BY n DESC, input_text LIMIT ?`
 	args = append(args, maxLearned)
@@ -509,7 +378,7 @@ func (s *Store) History(ctx context.Context, session string, limit int) ([]Event
 			&e.SecretLen, &e.SecretMAC); err != nil {
 			return nil, fmt.Errorf("terminal: history: %w", err)
 		}
-		e = redactStored(e, s.key)
+		e = s.redact(e)
 		e.Time = time.Unix(0, ns)
 		out = append(out, e)
 	}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os/exec"
-	"path/filepath"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -16,10 +14,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
-	"github.com/classifierd/classifierd/internal/testenv"
+	"github.com/classifierd/classifierd/internal/testdaemon"
+	"github.com/classifierd/classifierd/internal/testgrpc"
 )
 
 // fakeServer is a scripted ClassifierService for unit tests.
@@ -51,18 +49,9 @@ func (f *fakeServer) Route(ctx context.Context, req *pb.RouteRequest) (*pb.Route
 
 func startFake(t testing.TB, f *fakeServer) *grpc.ClientConn {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
 	s := grpc.NewServer()
 	pb.RegisterClassifierServiceServer(s, f)
-	go s.Serve(lis)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(); s.Stop() })
-	return conn
+	return testgrpc.Serve(t, s)
 }
 
 // agentTools is 6 servers x 6 tools = 36 tools: above both default thresholds.
@@ -221,32 +210,13 @@ func TestEmptyConversation(t *testing.T) {
 	}
 }
 
+func TestMain(m *testing.M) { os.Exit(testdaemon.Main(m)) }
+
 // TestRealDaemon filters a GitHub question through the real classifierd.
 func TestRealDaemon(t *testing.T) {
-	root, model, ort := testenv.RepoRoot(), testenv.ModelDir(), testenv.ORTLib()
-	bin := t.TempDir()
-	for _, p := range []string{"./cmd/classifierd", "./tools/gen-index"} {
-		cmd := exec.Command("go", "build", "-o", bin, p)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", p, err, out)
-		}
-	}
-	idx := filepath.Join(t.TempDir(), "default.idx")
-	if out, err := exec.Command(filepath.Join(bin, "gen-index"), "--catalog", filepath.Join(root, "data", "catalogs", "default.json"),
-		"--model", model, "--out", idx, "--ort-lib", ort).CombinedOutput(); err != nil {
-		t.Fatalf("gen-index: %v\n%s", err, out)
-	}
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
-	state := t.TempDir()
-	d := exec.Command(filepath.Join(bin, "classifierd"), "--index", idx, "--model", model, "--listen", addr, "--ort-lib", ort,
-		"--terminal-logs", filepath.Join(state, "terminal"), "--terminal-db", filepath.Join(state, "terminal.db"))
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Process.Kill(); d.Wait() })
+	idx := testdaemon.GenIndex(t, testdaemon.DefaultCatalog())
+	addr := testdaemon.FreeAddr(t)
+	testdaemon.Start(t, append([]string{"--index", idx}, testdaemon.Args(t, addr)...)...)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -5,14 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,17 +24,13 @@ import (
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
+	"github.com/classifierd/classifierd/internal/testdaemon"
 	"github.com/classifierd/classifierd/internal/testenv"
+	"github.com/classifierd/classifierd/internal/testproc"
 )
 
 // These tests build the real binaries and run them on a real socket with
 // the real mirrored model: the acceptance path of the core issue.
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
 
 // modelManifest is the manifest of the model the tests run (models.Resolve,
 // as the daemon finds it).
@@ -50,62 +43,30 @@ func modelManifest(t testing.TB) *models.Manifest {
 	return m
 }
 
+// binaries are classifierd and gen-index, built once for these tests
+// (testdaemon.Binary).
 func binaries(t testing.TB) (daemon, genIndex string) {
 	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "classifierd-bin-")
-		if buildErr != nil {
-			return
-		}
-		for _, p := range []string{"./cmd/classifierd", "./tools/gen-index"} {
-			cmd := exec.Command("go", "build", "-o", binDir, p)
-			cmd.Dir = testenv.RepoRoot()
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go build %s: %v\n%s", p, err, out)
-				return
-			}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	if _, err := os.Stat(testenv.ORTLib()); err != nil {
-		t.Fatalf("ONNX Runtime library missing (%v)\n%s", err, testenv.Hint)
-	}
-	return filepath.Join(binDir, "classifierd"), filepath.Join(binDir, "gen-index")
+	daemon, genIndex = testdaemon.Binary(t, "./cmd/classifierd"), testdaemon.Binary(t, "./tools/gen-index")
+	testdaemon.RequireORT(t)
+	return daemon, genIndex
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testdaemon.Main(m)) }
 
 // genIndex builds an index for catalog into dir.
 func genIndex(t testing.TB, catalog string, extra ...string) string {
 	t.Helper()
-	_, gi := binaries(t)
-	out := filepath.Join(t.TempDir(), "test.idx")
-	args := append([]string{"--catalog", catalog, "--model", testenv.ModelDir(), "--out", out, "--ort-lib", testenv.ORTLib()}, extra...)
-	cmd := exec.Command(gi, args...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("gen-index: %v\n%s", err, b)
-	}
-	return out
+	return testdaemon.GenIndex(t, catalog, extra...)
 }
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return testdaemon.FreeAddr(t)
 }
 
+// daemon is a classifierd process these tests started (testdaemon.Start):
+// its stderr, and its exit on done (a reader puts it back).
 type daemon struct {
 	cmd    *exec.Cmd
 	addr   string
@@ -113,74 +74,39 @@ type daemon struct {
 	done   chan error
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer holds a process's output while it runs.
+type syncBuffer = testproc.Buffer
 
 // startDaemon runs classifierd and waits until health reports SERVING;
 // idx "" starts it without --index.
 func startDaemon(t *testing.T, idx string, extra ...string) (*daemon, *grpc.ClientConn) {
 	t.Helper()
-	bin, _ := binaries(t)
-	d := &daemon{addr: freeAddr(t), stderr: &syncBuffer{}, done: make(chan error, 1)}
-	state := t.TempDir()
-	args := append([]string{"--model", testenv.ModelDir(), "--listen", d.addr, "--ort-lib", testenv.ORTLib(),
-		"--terminal-logs", filepath.Join(state, "terminal"), "--terminal-db", filepath.Join(state, "terminal.db")}, extra...)
+	binaries(t)
+	addr := freeAddr(t)
+	args := append(testdaemon.Args(t, addr), extra...)
 	if idx != "" { // "": the test passes --mcp-config instead
 		args = append([]string{"--index", idx}, args...)
 	}
-	d.cmd = exec.Command(bin, args...)
-	d.cmd.Stderr = d.stderr
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.done <- d.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = d.cmd.Process.Kill()
-		<-d.done
-	})
-	conn, err := grpc.NewClient(d.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return serving(t, addr, testdaemon.Start(t, args...), 30*time.Second,
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+// serving dials the daemon p started on addr and waits up to timeout
+// until a health check over that connection answers SERVING.
+func serving(t *testing.T, addr string, p *testproc.Proc, timeout time.Duration, dial ...grpc.DialOption) (*daemon, *grpc.ClientConn) {
+	t.Helper()
+	d := &daemon{cmd: p.Cmd, addr: addr, stderr: p.Output, done: p.Done}
+	conn, err := grpc.NewClient(addr, dial...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	hc := healthpb.NewHealthClient(conn)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return d, conn
-		}
-		select {
-		case err := <-d.done:
-			d.done <- err // for the cleanup
-			t.Fatalf("classifierd exited early: %v\n%s", err, d.stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("classifierd not serving after 30s: %v\n%s", err, d.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testdaemon.WaitServing(t, p, conn, timeout)
+	return d, conn
 }
 
 func defaultCatalog(t testing.TB) string {
-	return filepath.Join(testenv.RepoRoot(), "data", "catalogs", "default.json")
+	return testdaemon.DefaultCatalog()
 }
 
 func TestDaemonServesDefaultCatalog(t *testing.T) {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,12 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/classifierd/classifierd/internal/testmcp"
 	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/server"
 )
@@ -123,40 +121,9 @@ func TestMCPSessionsCount(t *testing.T) {
 // closed every place is back, at once.
 func TestMCPSessionsChurn(t *testing.T) {
 	m, endpoint := startCounted(t, 3, 2, time.Hour)
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 {
-		owner := []string{"alice", "bob"}[w%2]
-		wg.Go(func() {
-			for opened := 0; opened < 5; {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				cs, err := mcp.NewClient(&mcp.Implementation{Name: "churn", Version: "1"}, nil).
-					Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: ownerClient(owner), MaxRetries: -1}, nil)
-				if err != nil {
-					cancel()
-					if !strings.Contains(err.Error(), http.StatusText(http.StatusTooManyRequests)) &&
-						!strings.Contains(err.Error(), http.StatusText(http.StatusServiceUnavailable)) {
-						errs <- err
-						return
-					}
-					time.Sleep(time.Millisecond) // another's session ends soon
-					continue
-				}
-				_, err = cs.ListTools(ctx, nil)
-				cancel()
-				if err := errors.Join(err, cs.Close()); err != nil {
-					errs <- err
-					return
-				}
-				opened++
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	testmcp.Churn{Endpoint: endpoint, Agents: 8, Sessions: 5,
+		Client: func(agent int) *http.Client { return ownerClient([]string{"alice", "bob"}[agent%2]) },
+		Full:   []int{http.StatusTooManyRequests, http.StatusServiceUnavailable}, Pause: time.Millisecond}.Run(t)
 	wantCount(t, m, "alice", 0, 0)
 }
 

@@ -36,7 +36,9 @@ import (
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
+	"github.com/classifierd/classifierd/internal/testdaemon"
 	"github.com/classifierd/classifierd/internal/testenv"
+	"github.com/classifierd/classifierd/internal/testgrpc"
 )
 
 // These tests cover issue #17 (operations) through the real daemon on a
@@ -48,46 +50,8 @@ import (
 // addr) and waits until a health check over dial answers SERVING.
 func opsDaemon(t *testing.T, addr string, dial []grpc.DialOption, args ...string) (*daemon, *grpc.ClientConn) {
 	t.Helper()
-	bin, _ := binaries(t)
-	d := &daemon{addr: addr, stderr: &syncBuffer{}, done: make(chan error, 1)}
-	state := t.TempDir()
-	args = append([]string{"--model", testenv.ModelDir(), "--ort-lib", testenv.ORTLib(), "--listen", addr,
-		"--terminal-logs", filepath.Join(state, "terminal"), "--terminal-db", filepath.Join(state, "terminal.db")}, args...)
-	d.cmd = exec.Command(bin, args...)
-	d.cmd.Stderr = d.stderr
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.done <- d.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = d.cmd.Process.Kill()
-		<-d.done
-	})
-	conn, err := grpc.NewClient(addr, dial...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	hc := healthpb.NewHealthClient(conn)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return d, conn
-		}
-		select {
-		case err := <-d.done:
-			d.done <- err
-			t.Fatalf("classifierd exited early: %v\n%s", err, d.stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("classifierd not serving after 60s: %v\n%s", err, d.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	binaries(t)
+	return serving(t, addr, testdaemon.Start(t, append(testdaemon.Args(t, addr), args...)...), 60*time.Second, dial...)
 }
 
 var insecureDial = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
@@ -658,21 +622,7 @@ func TestOpsShutdownEndsStreams(t *testing.T) {
 	}
 	// The watch is registered some time after the call returns: change
 	// the exposure until the watch sees a change.
-	seen := make(chan struct{})
-	go func() {
-		for i := 0; ; i++ {
-			cats := []string{"github", "filesystem"}[i%2 : i%2+1]
-			_, _ = c.UpdateExposure(ctx, &pb.UpdateExposureRequest{SessionId: s.GetSession().GetId(), Categories: cats, Mode: "replacement"})
-			select {
-			case <-seen:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	_, err = ew.Recv()
-	close(seen)
-	if err != nil {
+	if _, err := testgrpc.FirstChange(ctx, c, s.GetSession().GetId(), ew, 100*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/classifierd/classifierd/internal/testdaemon"
 	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/internal/testmcp"
 	"github.com/classifierd/classifierd/mcpproxy"
@@ -197,33 +197,10 @@ func TestProxyStdio(t *testing.T) {
 // flags, and waits until it listens.
 func startProxyHTTP(t *testing.T, config, addr string, extra ...string) *daemon {
 	t.Helper()
-	bin, _ := binaries(t)
-	d := &daemon{addr: addr, stderr: &syncBuffer{}, done: make(chan error, 1)}
-	d.cmd = exec.Command(bin, proxyArgs(config, append([]string{"--mcp-listen", addr}, extra...)...)...)
-	d.cmd.Stderr = d.stderr
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.done <- d.cmd.Wait() }()
-	t.Cleanup(func() { _ = d.cmd.Process.Kill(); <-d.done })
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return d
-		}
-		select {
-		case err := <-d.done:
-			d.done <- err
-			t.Fatalf("proxy exited: %v\n%s", err, d.stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("proxy not listening after 60s\n%s", d.stderr.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	binaries(t)
+	p := testdaemon.Start(t, proxyArgs(config, append([]string{"--mcp-listen", addr}, extra...)...)...)
+	testdaemon.WaitListening(t, p, addr, 60*time.Second)
+	return &daemon{cmd: p.Cmd, addr: addr, stderr: p.Output, done: p.Done}
 }
 
 func TestProxyHTTPSessionsAreIsolated(t *testing.T) {

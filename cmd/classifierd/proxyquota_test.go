@@ -1,22 +1,19 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/classifierd/classifierd/internal/testmcp"
 	"github.com/classifierd/classifierd/server"
 )
 
@@ -154,41 +151,10 @@ func TestProxySessionsPerClient(t *testing.T) {
 	t.Run("churn leaks no place", func(t *testing.T) {
 		// Six agents of alice's open and close four sessions each at
 		// once, two at a time at most: refused, they try again.
-		var wg sync.WaitGroup
-		var full atomic.Int32
-		errs := make(chan error, 6)
-		for range 6 {
-			wg.Go(func() {
-				for opened := 0; opened < 4; {
-					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-					cs, err := mcp.NewClient(&mcp.Implementation{Name: "churn", Version: "1"}, nil).
-						Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: as(aliceToken), MaxRetries: -1}, nil)
-					if err != nil {
-						cancel()
-						if !strings.Contains(err.Error(), http.StatusText(http.StatusTooManyRequests)) {
-							errs <- err
-							return
-						}
-						full.Add(1)
-						time.Sleep(5 * time.Millisecond) // another agent's session ends soon
-						continue
-					}
-					_, err = cs.ListTools(ctx, nil)
-					cancel()
-					if err := errors.Join(err, cs.Close()); err != nil {
-						errs <- err
-						return
-					}
-					opened++
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
-		t.Logf("24 sessions opened and closed; %d refused at alice's share meanwhile", full.Load())
+		full := testmcp.Churn{Endpoint: endpoint, Agents: 6, Sessions: 4,
+			Client: func(int) *http.Client { return as(aliceToken) },
+			Full:   []int{http.StatusTooManyRequests}, Pause: 5 * time.Millisecond}.Run(t)
+		t.Logf("24 sessions opened and closed; %d refused at alice's share meanwhile", full)
 		// Every session ended: alice has her whole share again, and no more.
 		connect(t, aliceToken)
 		connect(t, aliceToken)

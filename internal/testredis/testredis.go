@@ -14,9 +14,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/classifierd/classifierd/internal/testproc"
 )
 
 // Hint tells the reader of a failed test how to get redis-server.
@@ -93,7 +94,7 @@ func (s *Server) start() (string, error) {
 	cmd := exec.Command(s.bin, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--unixsocket", s.sock, "--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning")
 	cmd.Args = append(cmd.Args, s.args...)
-	out := &syncBuilder{}
+	out := &testproc.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return "", err
@@ -115,25 +116,6 @@ func (s *Server) start() (string, error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return "", nil
-}
-
-// syncBuilder is a strings.Builder safe for the process's writers and the
-// test reading it.
-type syncBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *syncBuilder) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncBuilder) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 // Stop kills the server (SIGKILL: no goodbye to clients, like a crash) and

@@ -4,15 +4,17 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/classifierd/classifierd/catalog"
+	"github.com/classifierd/classifierd/internal/testdaemon"
 	"github.com/classifierd/classifierd/internal/testenv"
 )
+
+func TestMain(m *testing.M) { os.Exit(testdaemon.Main(m)) }
 
 func testSources(t *testing.T) *sources {
 	t.Helper()
@@ -55,16 +57,11 @@ func TestSynthCatalogIsDeterministicAndValid(t *testing.T) {
 // TestRunSmall runs the make bench-scale code path on small catalogs
 // with the real model and gen-index: a distinct one and a replicated one.
 func TestRunSmall(t *testing.T) {
-	bin := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", bin, "./tools/gen-index")
-	cmd.Dir = testenv.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	genIndex := testdaemon.Binary(t, "./tools/gen-index")
 	root := testenv.RepoRoot()
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), []string{"run", "--sizes", "40,120", "--distinct", "40", "--queries", "10", "--shortlist-from", "100",
-		"--gen-index", filepath.Join(bin, "gen-index"), "--model", testenv.ModelDir(), "--ort-lib", testenv.ORTLib(),
+		"--gen-index", genIndex, "--model", testenv.ModelDir(), "--ort-lib", testenv.ORTLib(),
 		"--default-catalog", filepath.Join(root, "data/catalogs/default.json"),
 		"--metatool", filepath.Join(root, "../shared/datasets/metatool.json"), "--dir", t.TempDir()}, &stdout, &stderr)
 	if err != nil {
@@ -79,7 +76,7 @@ func TestRunSmall(t *testing.T) {
 	if !strings.Contains(lines[2], "| exact |") || !strings.Contains(lines[3], "| shortlist, ") || !strings.Contains(lines[3], "/10 |") {
 		t.Fatalf("table:\n%s", stdout.String())
 	}
-	if _, err := os.Stat(filepath.Join(bin, "gen-index")); err != nil {
+	if _, err := os.Stat(genIndex); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -4,31 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import grpc
-
 from classifierd._gen.classifier.v1 import classifier_pb2 as pb
 from classifierd._gen.terminal.v1 import terminal_pb2 as tpb
 from classifierd.types import Message, NoMatchPolicy
-
-Metadata = tuple[tuple[str, str], ...]
-
-DEFAULT_TARGET = "127.0.0.1:50051"
-DEFAULT_TIMEOUT = 5.0
-
-
-def channel_credentials(root_certificates: bytes | None, tls: bool) -> grpc.ChannelCredentials | None:
-    """TLS credentials when asked for (root_certificates implies TLS), else None (plaintext)."""
-    if root_certificates is None and not tls:
-        return None
-    return grpc.ssl_channel_credentials(root_certificates=root_certificates)
-
-
-def metadata(token: str | None) -> Metadata:
-    """The per-call metadata: the bearer token, if any."""
-    if not token:
-        return ()
-    return (("authorization", f"Bearer {token}"),)
-
 
 def messages(turns: Iterable[Message | tuple[str, str]]) -> list[pb.Message]:
     out = []

@@ -11,35 +11,21 @@ import grpc
 from grpc import aio
 
 from classifierd import _requests as rq
+from classifierd._base import ClientBase, rpc_errors
 from classifierd._gen.classifier.v1 import classifier_pb2 as pb
 from classifierd._gen.classifier.v1 import classifier_pb2_grpc as pb_grpc
 from classifierd._gen.terminal.v1 import terminal_pb2 as tpb
 from classifierd._gen.terminal.v1 import terminal_pb2_grpc as tpb_grpc
-from classifierd.errors import from_rpc_error
-from classifierd.types import (
-    AnalyzePromptResult,
-    ClassifyResult,
-    DetectContextsResult,
-    ExposureEvent,
-    ExposureUpdate,
-    IndexInfo,
-    InputEvent,
-    InputPrompt,
-    InputSuggestion,
-    Message,
-    NoMatchPolicy,
-    RouteResult,
-    Session,
-    Stats,
-    ToolList,
-)
+from classifierd.types import (AnalyzePromptResult, ClassifyResult, DetectContextsResult, ExposureEvent,
+                               ExposureUpdate, IndexInfo, InputEvent, InputPrompt, InputSuggestion, Message,
+                               NoMatchPolicy, RouteResult, Session, Stats, ToolList)
 
 __all__ = ["AsyncClient", "AsyncExposureWatch", "AsyncTerminalClient"]
 
 Resp = TypeVar("Resp")
 
 
-class AsyncClient:
+class AsyncClient(ClientBase[aio.Channel]):
     """AsyncClient calls classifier.v1.ClassifierService with grpc.aio.
 
     Same methods, arguments and results as Client, as coroutines; create
@@ -47,19 +33,18 @@ class AsyncClient:
     close()).
     """
 
-    def __init__(self, target: str = rq.DEFAULT_TARGET, *, timeout: float = rq.DEFAULT_TIMEOUT,
-                 token: str | None = None, root_certificates: bytes | None = None, tls: bool = False,
-                 options: Sequence[tuple[str, int | str]] = ()) -> None:
-        creds = rq.channel_credentials(root_certificates, tls)
+    terminal: AsyncTerminalClient
+    """terminal.v1.TerminalService (served by ``classifierd --terminal``)."""
+
+    def _open(self, target: str, creds: grpc.ChannelCredentials | None,
+              options: list[tuple[str, int | str]]) -> aio.Channel:
         if creds is None:
-            self._channel = aio.insecure_channel(target, options=list(options))
-        else:
-            self._channel = aio.secure_channel(target, creds, options=list(options))
-        self._timeout = timeout
-        self._metadata = rq.metadata(token)
+            return aio.insecure_channel(target, options=options)
+        return aio.secure_channel(target, creds, options=options)
+
+    def _connected(self) -> None:
         self._stub = pb_grpc.ClassifierServiceStub(self._channel)
         self.terminal = AsyncTerminalClient(self)
-        """terminal.v1.TerminalService (served by ``classifierd --terminal``)."""
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -73,11 +58,8 @@ class AsyncClient:
         await self._channel.close()
 
     async def _call(self, method: Callable[..., Awaitable[Resp]], request: object, timeout: float | None) -> Resp:
-        try:
-            return await method(request, timeout=self._timeout if timeout is None else timeout,
-                                metadata=self._metadata)
-        except grpc.RpcError as err:
-            raise from_rpc_error(err) from err
+        with rpc_errors():
+            return await method(request, **self._call_options(timeout))
 
     async def wait_ready(self) -> None:
         """wait_ready waits until the channel is connected (bound it with asyncio.wait_for)."""
@@ -191,11 +173,8 @@ class AsyncExposureWatch(AsyncIterator[ExposureEvent]):
 
     async def __anext__(self) -> ExposureEvent:
         try:
-            return ExposureEvent._from_pb(await self._it.__anext__())
-        except grpc.RpcError as err:
-            if getattr(err, "code", lambda: None)() == grpc.StatusCode.CANCELLED:
-                raise StopAsyncIteration from None  # cancel() or close()
-            raise from_rpc_error(err) from err
+            with rpc_errors(cancelled=StopAsyncIteration):  # cancel() or close(): ends quietly
+                return ExposureEvent._from_pb(await self._it.__anext__())
         except asyncio.CancelledError:
             # grpc.aio raises CancelledError in the reader after cancel();
             # a cancellation of the reading task itself propagates.

@@ -9,36 +9,21 @@ from typing import TypeVar
 import grpc
 
 from classifierd import _requests as rq
+from classifierd._base import ClientBase, rpc_errors
 from classifierd._gen.classifier.v1 import classifier_pb2 as pb
 from classifierd._gen.classifier.v1 import classifier_pb2_grpc as pb_grpc
 from classifierd._gen.terminal.v1 import terminal_pb2 as tpb
 from classifierd._gen.terminal.v1 import terminal_pb2_grpc as tpb_grpc
-from classifierd.errors import from_rpc_error
-from classifierd.types import (
-    AnalyzePromptResult,
-    ClassifyResult,
-    DetectContextsResult,
-    ExposureEvent,
-    ExposureUpdate,
-    IndexInfo,
-    InputEvent,
-    InputPrompt,
-    InputSuggestion,
-    Message,
-    NoMatchPolicy,
-    RouteResult,
-    Session,
-    Stats,
-    ToolList,
-)
+from classifierd.types import (AnalyzePromptResult, ClassifyResult, DetectContextsResult, ExposureEvent,
+                               ExposureUpdate, IndexInfo, InputEvent, InputPrompt, InputSuggestion, Message,
+                               NoMatchPolicy, RouteResult, Session, Stats, ToolList)
 
 __all__ = ["Client", "ExposureWatch", "TerminalClient"]
 
-Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 
-class Client:
+class Client(ClientBase[grpc.Channel]):
     """Client calls classifier.v1.ClassifierService over one gRPC channel.
 
     Every method takes an optional ``timeout`` in seconds (default: the
@@ -57,19 +42,18 @@ class Client:
         options: extra gRPC channel options.
     """
 
-    def __init__(self, target: str = rq.DEFAULT_TARGET, *, timeout: float = rq.DEFAULT_TIMEOUT,
-                 token: str | None = None, root_certificates: bytes | None = None, tls: bool = False,
-                 options: Sequence[tuple[str, int | str]] = ()) -> None:
-        creds = rq.channel_credentials(root_certificates, tls)
+    terminal: TerminalClient
+    """terminal.v1.TerminalService (served by ``classifierd --terminal``)."""
+
+    def _open(self, target: str, creds: grpc.ChannelCredentials | None,
+              options: list[tuple[str, int | str]]) -> grpc.Channel:
         if creds is None:
-            self._channel = grpc.insecure_channel(target, options=list(options))
-        else:
-            self._channel = grpc.secure_channel(target, creds, options=list(options))
-        self._timeout = timeout
-        self._metadata = rq.metadata(token)
+            return grpc.insecure_channel(target, options=options)
+        return grpc.secure_channel(target, creds, options=options)
+
+    def _connected(self) -> None:
         self._stub = pb_grpc.ClassifierServiceStub(self._channel)
         self.terminal = TerminalClient(self)
-        """terminal.v1.TerminalService (served by ``classifierd --terminal``)."""
 
     def __enter__(self) -> Client:
         return self
@@ -83,11 +67,8 @@ class Client:
         self._channel.close()
 
     def _call(self, method: Callable[..., Resp], request: object, timeout: float | None) -> Resp:
-        try:
-            return method(request, timeout=self._timeout if timeout is None else timeout,
-                          metadata=self._metadata)
-        except grpc.RpcError as err:
-            raise from_rpc_error(err) from err
+        with rpc_errors():
+            return method(request, **self._call_options(timeout))
 
     def wait_ready(self, timeout: float = 10.0) -> None:
         """wait_ready blocks until the channel is connected (raises grpc.FutureTimeoutError after timeout)."""
@@ -209,13 +190,9 @@ class ExposureWatch(Iterator[ExposureEvent]):
         return self
 
     def __next__(self) -> ExposureEvent:
-        try:
+        # cancel() or close(): the watch ends quietly.
+        with rpc_errors(cancelled=StopIteration):
             return ExposureEvent._from_pb(next(self._call))
-        except grpc.RpcError as err:
-            if getattr(err, "code", lambda: None)() == grpc.StatusCode.CANCELLED:
-                # cancel() or close(): the watch ends quietly.
-                raise StopIteration from None
-            raise from_rpc_error(err) from err
 
     def cancel(self) -> None:
         """cancel ends the stream; a blocked iteration stops (StopIteration)."""

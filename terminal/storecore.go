@@ -1,0 +1,213 @@
+package terminal
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// This file holds the rules every terminal store applies, so that Store
+// (SQLite) and RedisStore differ only in how they read and write:
+// retention (StoreConfig, pruneEvery), what is checked and redacted before
+// an event is stored (prepare), what the current secret rules make of an
+// answer an older version stored in clear (reseal, redact), and whose
+// answers Learned counts (learnedFor).
+
+// Default retention (StoreConfig's zero values).
+const (
+	DefaultMaxAge        = 30 * 24 * time.Hour
+	DefaultMaxPerSession = 1000
+	DefaultMaxEvents     = 100_000
+)
+
+// StoreConfig bounds what the store keeps and says who learns from whom.
+// Zero values take the defaults above.
+type StoreConfig struct {
+	// MaxAge: events older than this are deleted.
+	MaxAge time.Duration
+	// MaxPerSession: a session keeps its newest MaxPerSession events.
+	MaxPerSession int
+	// MaxEvents: the store keeps the newest MaxEvents events overall
+	// (enforced every pruneEvery inserts, so it may briefly hold
+	// pruneEvery-1 more).
+	MaxEvents int
+	// ShareLearned makes answers learned in one session suggestions for
+	// every session. Off, a session is suggested only what it taught, so
+	// one client cannot teach another to answer "y" to a dangerous prompt.
+	ShareLearned bool
+	// KeyFile holds the key of the hashes kept of secret answers (32
+	// random bytes, made 0600 on first use). Empty: Store uses its
+	// database's path with ".key" appended; RedisStore makes a key that
+	// lives in this process only (its hashes cannot be compared after a
+	// restart). The key never goes to Redis or into the database.
+	KeyFile string
+}
+
+func (c *StoreConfig) validate() error {
+	if c.MaxAge < 0 || c.MaxPerSession < 0 || c.MaxEvents < 0 {
+		return fmt.Errorf("%w: retention limits must not be negative", ErrBadArgument)
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = DefaultMaxAge
+	}
+	if c.MaxPerSession == 0 {
+		c.MaxPerSession = DefaultMaxPerSession
+	}
+	if c.MaxEvents == 0 {
+		c.MaxEvents = DefaultMaxEvents
+	}
+	return nil
+}
+
+// pruneEvery is how many inserts pass between overall prunes (age and
+// MaxEvents); the per-session bound is enforced on every insert.
+const pruneEvery = 64
+
+// storeCore is what Store and RedisStore share: their limits, the key of
+// the hashes kept of secret answers, and the count of inserts that says
+// when the overall prune is due. Each store embeds one (by pointer: the
+// count must not be copied).
+type storeCore struct {
+	cfg     StoreConfig
+	key     *secretKey
+	inserts atomic.Int64
+}
+
+// newStoreCore validates cfg, filling in the defaults, and loads the key
+// from cfg.KeyFile, or makes one that lives in this process only when
+// cfg.KeyFile is empty.
+func newStoreCore(cfg StoreConfig) (*storeCore, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	var key *secretKey
+	var err error
+	if cfg.KeyFile == "" {
+		key, err = newSecretKey()
+	} else {
+		key, err = loadSecretKey(cfg.KeyFile)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &storeCore{cfg: cfg, key: key}, nil
+}
+
+// Input sources.
+var inputSources = map[string]bool{"user_typed": true, "ai_suggested": true, "auto_injected": true}
+
+// CheckEvent validates an event's fields, sizes first: callers run it
+// before any detection or matching on the event's text.
+func CheckEvent(e Event) error {
+	if len(e.PromptText) > MaxPromptBytes || len(e.Input) > MaxInputBytes {
+		return fmt.Errorf("%w: prompt_text and input_text are limited to %d bytes", ErrTooLarge, MaxPromptBytes)
+	}
+	if err := CheckSessionID(e.SessionID); err != nil {
+		return err
+	}
+	if !inputSources[e.Source] {
+		return fmt.Errorf("%w: input_source %q is not user_typed, ai_suggested or auto_injected", ErrBadArgument, clipText(e.Source, 32))
+	}
+	if e.ResponseTimeMs < 0 {
+		return fmt.Errorf("%w: response_time_ms is negative", ErrBadArgument)
+	}
+	if e.PromptText == "" {
+		return fmt.Errorf("%w: prompt_text is empty", ErrBadArgument)
+	}
+	return nil
+}
+
+// prepare is what every store does to an event before it stores it:
+// check it, redact a secret answer (IsSecret) keeping only its length and
+// keyed hash, give it an id, its pattern key and a time. learned reports
+// whether the answer now counts as learned for its pattern: a success
+// that is not secret (a redacted answer teaches nothing).
+func (c *storeCore) prepare(e Event) (_ Event, learned bool, _ error) {
+	if err := CheckEvent(e); err != nil {
+		return Event{}, false, err
+	}
+	e.SecretLen, e.SecretMAC = 0, ""
+	secret := IsSecret(e.PromptText, e.PromptType, e.Input, e.TTY)
+	if secret {
+		e.SecretLen, e.SecretMAC = c.key.seal(e.Input)
+		e.Input = Redacted
+		if e.PromptType != TypePassword && SecretPrompt(e.PromptText) {
+			e.PromptType = TypePassword
+		}
+	}
+	id, err := newID()
+	if err != nil {
+		return Event{}, false, fmt.Errorf("terminal: event id: %w", err)
+	}
+	e.ID, e.PatternKey = id, PatternKey(e.PromptText)
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	return e, e.Success && !secret, nil
+}
+
+func newID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// pruneDue counts one insert and reports whether the overall prune (age
+// and MaxEvents) is due: every pruneEvery inserts.
+func (c *storeCore) pruneDue() bool {
+	return c.inserts.Add(1)%pruneEvery == 0
+}
+
+// reseal applies the current secret rules to an answer a store holds in
+// clear, stored by an older version (the stored prompt type counts; the
+// pty state was never stored): when they judge it secret, ok is true and
+// n and mac are what to keep of it instead, its length and keyed hash.
+func (c *storeCore) reseal(prompt, typ, input string) (n int, mac string, ok bool) {
+	if input == Redacted || !IsSecret(prompt, typ, input, TTYState{}) {
+		return 0, "", false
+	}
+	n, mac = c.key.seal(input)
+	return n, mac, true
+}
+
+// redact applies the current rules to an event read from a store: an
+// answer an older version stored in clear that they judge secret is
+// returned as Redacted, with its length and keyed hash.
+func (c *storeCore) redact(e Event) Event {
+	if n, mac, ok := c.reseal(e.PromptText, e.PromptType, e.Input); ok {
+		e.Input, e.SecretLen, e.SecretMAC = Redacted, n, mac
+	}
+	return e
+}
+
+// learnedScope is whose answers Learned counts for a prompt.
+type learnedScope struct {
+	// pattern is the prompt's PatternKey.
+	pattern string
+	// session is the one session whose answers count; empty with
+	// ShareLearned, where every session's do.
+	session string
+}
+
+// learnedFor says whose answers Learned counts for prompt asked in
+// session: session's own, or every session's with ShareLearned. ok is
+// false when none do (no sharing and no session); a malformed session is
+// an error.
+func (c *storeCore) learnedFor(prompt, session string) (_ learnedScope, ok bool, _ error) {
+	scope := learnedScope{pattern: PatternKey(clipEnd(prompt, MaxPromptBytes))}
+	switch {
+	case c.cfg.ShareLearned:
+	case session == "":
+		return learnedScope{}, false, nil
+	default:
+		if err := CheckSessionID(session); err != nil {
+			return learnedScope{}, false, err
+		}
+		scope.session = session
+	}
+	return scope, true, nil
+}

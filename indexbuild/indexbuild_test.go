@@ -104,7 +104,7 @@ func TestModelFusion(t *testing.T) {
 	if f, ok, err := ModelFusion("bow"); err != nil || ok || f != def {
 		t.Errorf("unknown model: %+v, %v, %v; want the defaults, false, nil", f, ok, err)
 	}
-	for _, name := range []string{"all-MiniLM-L6-v2-int8", "multilingual-e5-small-int8"} {
+	for _, name := range []string{"multilingual-e5-small-int8", "multilingual-e5-small"} {
 		f, ok, err := ModelFusion(name)
 		if err != nil || !ok {
 			t.Fatalf("%s: %v, %v; want its committed fit", name, ok, err)

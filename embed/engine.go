@@ -19,9 +19,7 @@ import (
 	"time"
 
 	"github.com/sugarme/tokenizer"
-	"github.com/sugarme/tokenizer/model/unigram"
 	"github.com/sugarme/tokenizer/normalizer"
-	"github.com/sugarme/tokenizer/pretrained"
 	ort "github.com/yalue/onnxruntime_go"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -196,23 +194,13 @@ func Open(rt *Runtime, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	tokPath := filepath.Join(c.ModelDir, models.TokenizerFile)
-	tok, err := pretrained.FromFile(tokPath)
-	if err != nil {
-		return nil, fmt.Errorf("%w: tokenizer: %v", ErrModel, err)
-	}
-	ownNorm, err := readSequenceNormalizer(tokPath) // see normalize.go
+	tf, err := readTokenizerFile(tokPath) // see tokfile.go: read once
 	if err != nil {
 		return nil, err
 	}
-	if ownNorm != nil {
-		tok.WithNormalizer(nil)
-	}
-	if _, ok := tok.GetModel().(*unigram.Unigram); ok {
-		sp, err := readSentencePiece(tokPath) // see sentencepiece.go
-		if err != nil {
-			return nil, err
-		}
-		tok.WithModel(sp)
+	tok, ownNorm, err := tf.build()
+	if err != nil {
+		return nil, err
 	}
 	// The engine truncates (manifest max_tokens) and pads per batch itself.
 	// Hugging Face exports often ship a fixed padding of 128 and their own
@@ -260,7 +248,7 @@ func Open(rt *Runtime, cfg Config) (*Engine, error) {
 		e.nfkc = n.Form == norm.NFKC
 	case *normalizer.BertNormalizer:
 		e.bertClean = n.CleanText
-		strip, err := bertStripsAccents(filepath.Join(c.ModelDir, models.TokenizerFile))
+		strip, err := bertStripsAccents(tf.Normalizer)
 		if err != nil {
 			_ = sess.Destroy()
 			return nil, err
@@ -554,19 +542,15 @@ func (e *Engine) encode(text string, label bool) (ids, types []int64, err error)
 }
 
 // bertStripsAccents reads the BertNormalizer's strip_accents from a
-// tokenizer.json: true, false, or null meaning "as lowercase".
-func bertStripsAccents(path string) (bool, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return false, fmt.Errorf("%w: tokenizer: %v", ErrModel, err)
-	}
+// tokenizer.json normaliser: true, false, or null meaning "as lowercase".
+func bertStripsAccents(raw json.RawMessage) (bool, error) {
 	var tj struct {
 		Normalizer struct {
 			Lowercase    bool  `json:"lowercase"`
 			StripAccents *bool `json:"strip_accents"`
-		} `json:"normalizer"`
+		}
 	}
-	if err := json.Unmarshal(data, &tj); err != nil {
+	if err := json.Unmarshal(raw, &tj.Normalizer); err != nil {
 		return false, fmt.Errorf("%w: tokenizer: %v", ErrModel, err)
 	}
 	if tj.Normalizer.StripAccents == nil {

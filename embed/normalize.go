@@ -3,7 +3,6 @@ package embed
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 
@@ -63,19 +62,18 @@ type rawNormalizer struct {
 	Content string `json:"content"`
 }
 
-// readSequenceNormalizer returns the engine's own normaliser for the
-// tokenizer.json at path when its normaliser is a Sequence of Replace and
-// NFKC steps, and nil (the library's normaliser stays) otherwise.
-func readSequenceNormalizer(path string) (*textNormalizer, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: tokenizer: %v", ErrModel, err)
-	}
+// parseSequenceNormalizer returns the engine's own normaliser for a
+// tokenizer.json normaliser (raw: its "normalizer" value) when it is a
+// Sequence of Replace and NFKC steps, and nil (the library's normaliser
+// stays) otherwise.
+func parseSequenceNormalizer(raw json.RawMessage) (*textNormalizer, error) {
 	var tj struct {
-		Normalizer *rawNormalizer `json:"normalizer"`
+		Normalizer *rawNormalizer
 	}
-	if err := json.Unmarshal(data, &tj); err != nil {
-		return nil, fmt.Errorf("%w: tokenizer: %v", ErrModel, err)
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &tj.Normalizer); err != nil {
+			return nil, fmt.Errorf("%w: tokenizer: %v", ErrModel, err)
+		}
 	}
 	if tj.Normalizer == nil || tj.Normalizer.Type != "Sequence" {
 		return nil, nil

@@ -53,3 +53,13 @@ func TestSequenceNormalizer(t *testing.T) {
 		t.Error("a bad regex should fail to load")
 	}
 }
+
+// readSequenceNormalizer reads the normaliser of the tokenizer.json at
+// path, as Open does.
+func readSequenceNormalizer(path string) (*textNormalizer, error) {
+	f, err := readTokenizerFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return parseSequenceNormalizer(f.Normalizer)
+}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 
 	"github.com/sugarme/tokenizer"
 )
@@ -36,35 +35,24 @@ type sentencePiece struct {
 
 var _ tokenizer.Model = (*sentencePiece)(nil)
 
-// readSentencePiece reads the Unigram model of a tokenizer.json.
-func readSentencePiece(path string) (*sentencePiece, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
+// parseSentencePiece reads the Unigram model of a tokenizer.json (its
+// "model" object).
+func parseSentencePiece(raw json.RawMessage) (*sentencePiece, error) {
+	var m struct {
+		Type  string       `json:"type"`
+		UnkID *int         `json:"unk_id"`
+		Vocab []pieceScore `json:"vocab"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("%w: tokenizer: %v", ErrModel, err)
 	}
-	var tj struct {
-		Model struct {
-			Type  string               `json:"type"`
-			UnkID *int                 `json:"unk_id"`
-			Vocab [][2]json.RawMessage `json:"vocab"`
-		} `json:"model"`
-	}
-	if err := json.Unmarshal(data, &tj); err != nil {
-		return nil, fmt.Errorf("%w: tokenizer: %v", ErrModel, err)
-	}
-	m := tj.Model
 	if m.Type != "Unigram" || m.UnkID == nil || *m.UnkID < 0 || *m.UnkID >= len(m.Vocab) {
 		return nil, fmt.Errorf("%w: tokenizer: not a Unigram model with an unk_id", ErrModel)
 	}
 	sp := &sentencePiece{pieces: make([]string, len(m.Vocab)), scores: make([]float64, len(m.Vocab)),
 		ids: make(map[string]int, len(m.Vocab)), unk: *m.UnkID, unkScore: math.Inf(1)}
 	for i, v := range m.Vocab {
-		if err := json.Unmarshal(v[0], &sp.pieces[i]); err != nil {
-			return nil, fmt.Errorf("%w: tokenizer: piece %d: %v", ErrModel, i, err)
-		}
-		if err := json.Unmarshal(v[1], &sp.scores[i]); err != nil {
-			return nil, fmt.Errorf("%w: tokenizer: score of piece %d: %v", ErrModel, i, err)
-		}
+		sp.pieces[i], sp.scores[i] = v.piece, v.score
 		if _, dup := sp.ids[sp.pieces[i]]; !dup {
 			sp.ids[sp.pieces[i]] = i
 		}
@@ -73,6 +61,28 @@ func readSentencePiece(path string) (*sentencePiece, error) {
 	}
 	sp.unkScore -= 10
 	return sp, nil
+}
+
+// pieceScore is one entry of a Unigram vocabulary, ["piece", score],
+// decoded without keeping the raw JSON of every entry alive at once.
+type pieceScore struct {
+	piece string
+	score float64
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (p *pieceScore) UnmarshalJSON(b []byte) error {
+	var v [2]json.RawMessage
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(v[0], &p.piece); err != nil {
+		return fmt.Errorf("piece: %w", err)
+	}
+	if err := json.Unmarshal(v[1], &p.score); err != nil {
+		return fmt.Errorf("score of %q: %w", p.piece, err)
+	}
+	return nil
 }
 
 // Tokenize implements tokenizer.Model: the best segmentation of seq.

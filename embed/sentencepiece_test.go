@@ -67,3 +67,13 @@ func TestSentencePieceViterbi(t *testing.T) {
 		t.Error("an unk_id past the vocabulary should fail")
 	}
 }
+
+// readSentencePiece reads the Unigram model of the tokenizer.json at path,
+// as Open does.
+func readSentencePiece(path string) (*sentencePiece, error) {
+	f, err := readTokenizerFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return parseSentencePiece(f.Model)
+}

@@ -28,6 +28,10 @@ type FitOptions struct {
 	// example vector is masked. ReferencePrior uses it to learn what a
 	// description-only catalog's scores mean for the model at hand.
 	DescriptionsOnly bool
+	// Fusion, if set, is the model's fusion weights to start from (its
+	// fit on the reference catalog, ReferenceFusion) instead of
+	// DefaultCalibration's.
+	Fusion *calibrate.Fusion
 }
 
 // Fit fits the calibration of idx on the index's own examples: each
@@ -46,6 +50,9 @@ func Fit(ctx context.Context, idx *index.Index, opts FitOptions) (calibrate.Cali
 	cal := calibrate.DefaultCalibration()
 	cal.Fitted = true
 	cal.Version = calibrate.Version1
+	if opts.Fusion != nil {
+		cal.Fusion = *opts.Fusion
+	}
 	// Fit on the fusion weights the daemon will use.
 	rk, err := rank.New(idx, nil, rank.Options{Fusion: cal.Fusion, DescriptionsOnly: opts.DescriptionsOnly})
 	if err != nil {
@@ -389,8 +396,8 @@ func fitToolFusion(ctx context.Context, rk *rank.Ranker, toolEx []rank.Example, 
 // meets in a description-only catalog. A hard-coded prior would say what
 // a score means for one model only; this learns it for the model that
 // built the index. The returned maps say method "reference/<method>".
-func ReferencePrior(ctx context.Context, ref *index.Index) (calibrate.Calibration, error) {
-	cal, err := Fit(ctx, ref, FitOptions{DescriptionsOnly: true})
+func ReferencePrior(ctx context.Context, ref *index.Index, fusion *calibrate.Fusion) (calibrate.Calibration, error) {
+	cal, err := Fit(ctx, ref, FitOptions{DescriptionsOnly: true, Fusion: fusion})
 	if err != nil {
 		return calibrate.Calibration{}, err
 	}

@@ -114,7 +114,7 @@ func TestFitCancelled(t *testing.T) {
 // hard-coded prior only.
 func TestReferencePrior(t *testing.T) {
 	ctx := context.Background()
-	ref, err := ReferencePrior(ctx, fitCatalog(t))
+	ref, err := ReferencePrior(ctx, fitCatalog(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ package indexbuild
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/classifierd/classifierd/calibrate"
@@ -15,6 +16,7 @@ import (
 	"github.com/classifierd/classifierd/fit"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/labels"
+	"github.com/classifierd/classifierd/models"
 )
 
 // Options tunes Build. The zero value embeds, fits the calibration and
@@ -44,6 +46,58 @@ type Options struct {
 	// a caller that rebuilds indexes (the MCP proxy, as servers' tools
 	// change) computes it once.
 	ReferencePrior *calibrate.Calibration
+	// Fusion, if set, is the fusion weights to start the fit from; nil:
+	// the model's committed fit on the reference catalog (ModelFusion,
+	// by the model's name), else DefaultCalibration's.
+	Fusion *calibrate.Fusion
+}
+
+// ModelFusion returns the fusion weights fitted for the model with this
+// manifest name on the reference catalog (`gen-index fit-fusion`,
+// committed under models/fusion), laid over DefaultCalibration's for any
+// weight the fit does not set. ok is false for a model with no committed
+// fit: DefaultCalibration's weights are then used.
+func ModelFusion(name string) (f calibrate.Fusion, ok bool, err error) {
+	f = calibrate.DefaultCalibration().Fusion
+	data, ok := models.FusionPrior(name)
+	if !ok {
+		return f, false, nil
+	}
+	var file struct {
+		Fit struct {
+			Fusion json.RawMessage `json:"fusion"`
+		} `json:"fit"`
+	}
+	if err := json.Unmarshal(data, &file); err != nil {
+		return f, false, fmt.Errorf("indexbuild: fusion fit of %s: %w", name, err)
+	}
+	if err := json.Unmarshal(file.Fit.Fusion, &f); err != nil {
+		return f, false, fmt.Errorf("indexbuild: fusion fit of %s: %w", name, err)
+	}
+	return f, true, nil
+}
+
+// FusionFile is what `gen-index fit-fusion --write` commits for a model
+// (models/fusion/NAME.json): the fit and where it came from.
+type FusionFile struct {
+	Model string `json:"model"`
+	// Fingerprint is the model and manifest fingerprint the fit was made
+	// with; ReferenceSHA256 the reference catalog's sha256.
+	Fingerprint     string        `json:"fingerprint"`
+	ReferenceSHA256 string        `json:"reference_sha256"`
+	Command         string        `json:"command"`
+	Fit             fit.FusionFit `json:"fit"`
+}
+
+// FitFusion embeds the reference catalog (nil: the built-in default
+// catalog) with the model and fits its fusion weights on it
+// (fit.ReferenceFusion), starting from DefaultCalibration's.
+func FitFusion(ctx context.Context, emb labels.Embedder, m labels.Model, ref *catalog.Catalog) (fit.FusionFit, error) {
+	idx, err := embedReference(ctx, emb, m, ref)
+	if err != nil {
+		return fit.FusionFit{}, err
+	}
+	return fit.ReferenceFusion(ctx, idx, calibrate.DefaultCalibration().Fusion)
 }
 
 // Build embeds every label text of cat with emb and fits the calibration
@@ -59,7 +113,17 @@ func Build(ctx context.Context, cat *catalog.Catalog, emb labels.Embedder, m lab
 	if opts.NoCalibrate {
 		return idx, nil
 	}
-	cal, err := fit.Fit(ctx, idx, fit.FitOptions{Progress: opts.FitProgress})
+	fusion := opts.Fusion
+	if fusion == nil {
+		f, ok, err := ModelFusion(m.Name)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			fusion = &f
+		}
+	}
+	cal, err := fit.Fit(ctx, idx, fit.FitOptions{Progress: opts.FitProgress, Fusion: fusion})
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +134,7 @@ func Build(ctx context.Context, cat *catalog.Catalog, emb labels.Embedder, m lab
 	if fit.NeedsReference(cal) {
 		ref := opts.ReferencePrior
 		if ref == nil {
-			r, err := ReferencePrior(ctx, emb, m, opts.Reference)
+			r, err := referencePrior(ctx, emb, m, opts.Reference, fusion)
 			if err != nil {
 				return nil, err
 			}
@@ -93,18 +157,40 @@ func Build(ctx context.Context, cat *catalog.Catalog, emb labels.Embedder, m lab
 }
 
 // ReferencePrior embeds the reference catalog (nil: the built-in default
-// catalog) with the same model and fits fit.ReferencePrior on it: what
-// Build uses for the maps a sparse catalog cannot fit.
+// catalog) with the same model and fits fit.ReferencePrior on it, with
+// the model's fusion weights (ModelFusion): what Build uses for the maps
+// a sparse catalog cannot fit.
 func ReferencePrior(ctx context.Context, emb labels.Embedder, m labels.Model, ref *catalog.Catalog) (calibrate.Calibration, error) {
+	f, ok, err := ModelFusion(m.Name)
+	if err != nil {
+		return calibrate.Calibration{}, err
+	}
+	var fusion *calibrate.Fusion
+	if ok {
+		fusion = &f
+	}
+	return referencePrior(ctx, emb, m, ref, fusion)
+}
+
+func referencePrior(ctx context.Context, emb labels.Embedder, m labels.Model, ref *catalog.Catalog, fusion *calibrate.Fusion) (calibrate.Calibration, error) {
+	idx, err := embedReference(ctx, emb, m, ref)
+	if err != nil {
+		return calibrate.Calibration{}, err
+	}
+	return fit.ReferencePrior(ctx, idx, fusion)
+}
+
+// embedReference embeds the reference catalog (nil: the built-in one).
+func embedReference(ctx context.Context, emb labels.Embedder, m labels.Model, ref *catalog.Catalog) (*index.Index, error) {
 	if ref == nil {
 		var err error
 		if ref, err = catalog.Parse(catalogs.Default, ""); err != nil {
-			return calibrate.Calibration{}, fmt.Errorf("indexbuild: reference catalog: %w", err)
+			return nil, fmt.Errorf("indexbuild: reference catalog: %w", err)
 		}
 	}
 	idx, err := labels.Embed(ctx, ref, emb, m, labels.Options{Generator: "indexbuild reference"})
 	if err != nil {
-		return calibrate.Calibration{}, fmt.Errorf("indexbuild: reference catalog: %w", err)
+		return nil, fmt.Errorf("indexbuild: reference catalog: %w", err)
 	}
-	return fit.ReferencePrior(ctx, idx)
+	return idx, nil
 }

@@ -94,3 +94,33 @@ func TestCalibrationSurvivesTheFile(t *testing.T) {
 		t.Errorf("calibration version %d: got %v, want a refusal naming the newer version", newer.Version, err)
 	}
 }
+
+// TestModelFusion: every committed fit (models/fusion) decodes and names
+// its model, differs from DefaultCalibration's weights somewhere, and
+// Build starts from it for a model of that name; an unknown model gets
+// the defaults.
+func TestModelFusion(t *testing.T) {
+	def := calibrate.DefaultCalibration().Fusion
+	if f, ok, err := ModelFusion("bow"); err != nil || ok || f != def {
+		t.Errorf("unknown model: %+v, %v, %v; want the defaults, false, nil", f, ok, err)
+	}
+	for _, name := range []string{"multilingual-e5-small-int8", "multilingual-e5-small"} {
+		f, ok, err := ModelFusion(name)
+		if err != nil || !ok {
+			t.Fatalf("%s: %v, %v; want its committed fit", name, ok, err)
+		}
+		if f == def {
+			t.Errorf("%s: fit equals the defaults; the test below would prove nothing", name)
+		}
+		m := model
+		m.Name = name
+		opts := Options{Reference: testindex.Parse(t, testindex.FitCatalog)}
+		idx, err := Build(context.Background(), testindex.Parse(t, descriptionsOnly), testindex.Embedder{Dims: dims}, m, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := idx.Calibration.Fusion; got.Keyword != f.Keyword || got.Pattern != f.Pattern || got.ToolDescription != f.ToolDescription || got.BM25 != f.BM25 {
+			t.Errorf("%s: index fusion %+v, want the committed fit %+v", name, got, f)
+		}
+	}
+}

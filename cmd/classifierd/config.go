@@ -12,11 +12,16 @@ import (
 	"time"
 
 	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/request"
 	"github.com/classifierd/classifierd/server"
 	"github.com/classifierd/classifierd/terminal"
 )
+
+// SecurityConfig is --tls-cert, --tls-key, --tls-client-ca and
+// --auth-token-file (package security).
+type SecurityConfig = security.Config
 
 // Config is everything the daemon is started with.
 type Config struct {
@@ -157,7 +162,7 @@ func (c *Config) checkOpenMCP() error {
 	if c.MCPListen == "" || !c.offersCallTool() {
 		return nil
 	}
-	return checkOpenListen(c.MCPListen, c.Ops.SecurityConfig, "--insecure-mcp-listen", c.InsecureMCPListen)
+	return security.CheckOpenListen(c.MCPListen, c.Ops.SecurityConfig, "--insecure-mcp-listen", c.InsecureMCPListen)
 }
 
 // offersCallTool reports whether the MCP server has call_tool: servers to

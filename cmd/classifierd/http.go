@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/classifierd/classifierd/internal/httpguard"
 	"github.com/classifierd/classifierd/web"
 )
 
@@ -48,7 +49,7 @@ type httpServer struct {
 //
 // g stands in front of the transcoder: it authenticates, bounds and reads
 // every body before vanguard sees it (guard).
-func newHTTPServer(cfg Config, gs *grpc.Server, g guard, log *slog.Logger) (*httpServer, error) {
+func newHTTPServer(cfg Config, gs *grpc.Server, g httpguard.Guard, log *slog.Logger) (*httpServer, error) {
 	h, err := vanguardgrpc.NewTranscoder(gs,
 		vanguard.WithCodec(newJSONCodec),
 		vanguard.WithDefaultServiceOptions(
@@ -69,7 +70,7 @@ func newHTTPServer(cfg Config, gs *grpc.Server, g guard, log *slog.Logger) (*htt
 		return nil, fmt.Errorf("http listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           g.wrap(normalizeRequest(h)),
+		Handler:           g.Wrap(normalizeRequest(h)),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       cfg.Timeout + 10*time.Second, // bounds the time a body takes
 		IdleTimeout:       cfg.Ops.IdleTimeout,

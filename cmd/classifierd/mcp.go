@@ -15,6 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/internal/httpguard"
+	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/mcpsrc"
 	"github.com/classifierd/classifierd/server"
@@ -149,7 +151,7 @@ func startMCPHTTPWith(cfg Config, svc *server.Server, term *server.TerminalServe
 	if cfg.mcpGate != nil {
 		h = cfg.mcpGate(h)
 	} else {
-		h = mcpClientCert(plainMCPGuard(int64(cfg.MaxRecvBytes)).wrap(h))
+		h = security.ClientCertHeader(httpguard.PlainMCP(int64(cfg.MaxRecvBytes)).Wrap(h))
 	}
 	return serveHTTP(lis, cfg.mcpTLS, h, cfg.ShutdownWait, cfg.Ops.IdleTimeout, log), nil
 }

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +23,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/internal/httpguard"
+	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/server"
 	"github.com/classifierd/classifierd/session"
 )
@@ -86,7 +87,7 @@ func (c *OpsConfig) addFlags(fs *flag.FlagSet) {
 }
 
 func (c *OpsConfig) validate(concurrency int) error {
-	if err := c.SecurityConfig.validate(); err != nil {
+	if err := c.SecurityConfig.Validate(); err != nil {
 		return err
 	}
 	c.plainHTTP, c.plainMCP = false, false
@@ -121,7 +122,7 @@ func (c *OpsConfig) validate(concurrency int) error {
 // ops is what OpsConfig opens: the metrics registry, tokens, TLS, and the
 // reloaders SIGHUP runs (security's).
 type ops struct {
-	*security
+	*security.Security
 	cfg       OpsConfig
 	log       *slog.Logger
 	reg       *prometheus.Registry
@@ -130,11 +131,11 @@ type ops struct {
 }
 
 func openOps(cfg OpsConfig, log *slog.Logger) (*ops, error) {
-	sec, err := openSecurity(cfg.SecurityConfig)
+	sec, err := security.Open(cfg.SecurityConfig)
 	if err != nil {
 		return nil, err
 	}
-	o := &ops{security: sec, cfg: cfg, log: log, reg: newRegistry()}
+	o := &ops{Security: sec, cfg: cfg, log: log, reg: newRegistry()}
 	if o.metrics, err = server.NewMetrics(o.reg); err != nil {
 		return nil, err
 	}
@@ -179,16 +180,16 @@ func (o *ops) logTLS(log *slog.Logger, cfg Config) {
 			off = append(off, name)
 		}
 	}
-	add("grpc", !cfg.MCPStdio, o.tlsConf != nil)
+	add("grpc", !cfg.MCPStdio, o.TLS != nil)
 	add("http", cfg.HTTPListen != "" && !cfg.MCPStdio, cfg.httpTLS != nil)
 	add("mcp", cfg.MCPListen != "", cfg.mcpTLS != nil)
-	if o.tlsConf == nil {
+	if o.TLS == nil {
 		log.Info("listeners in plain text (no --tls-cert)", "plaintext", strings.Join(off, ","))
 		return
 	}
 	log.Info("listeners serving TLS", "tls", strings.Join(on, ","), "plaintext", strings.Join(off, ","),
-		"client_certificates", o.tlsConf.ClientCAs != nil)
-	if len(off) > 0 && o.tlsConf.ClientCAs != nil && o.tokens == nil {
+		"client_certificates", o.TLS.ClientCAs != nil)
+	if len(off) > 0 && o.TLS.ClientCAs != nil && o.Tokens == nil {
 		log.Warn("no call on a plain text listener can authenticate: it carries no client certificate (add --auth-token-file)",
 			"plaintext", strings.Join(off, ","))
 	}
@@ -239,10 +240,10 @@ func (o *ops) watchSessions(st interface {
 // interceptors.
 func (o *ops) serverOptions(log *slog.Logger, st *server.Stats, timeout time.Duration) []grpc.ServerOption {
 	edge := server.Edge{Log: log, Stats: st, Timeout: timeout, Metrics: o.metrics, Admission: o.admission,
-		Auth: server.AuthConfig{Tokens: o.tokens, ClientCerts: o.clientCerts()}}
+		Auth: server.AuthConfig{Tokens: o.Tokens, ClientCerts: o.ClientCerts()}}
 	opts := edge.ServerOptions()
-	if o.tlsConf != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(o.tlsConf)))
+	if o.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
 	}
 	return opts
 }
@@ -251,10 +252,10 @@ func (o *ops) serverOptions(log *slog.Logger, st *server.Stats, timeout time.Dur
 // it refuses in classifierd_auth_denied_total, as the gRPC edge counts
 // its own, under the method the path names when served is serving it,
 // else "unknown" (a client cannot mint label values).
-func (o *ops) httpGuard(maxBody int64, served map[string]grpc.ServiceInfo) guard {
-	g := o.rpcGuard(maxBody)
-	refuse := g.refuse
-	g.refuse = func(w http.ResponseWriter, r *http.Request, code int, err error) {
+func (o *ops) httpGuard(maxBody int64, served map[string]grpc.ServiceInfo) httpguard.Guard {
+	g := o.RPCGuard(maxBody)
+	refuse := g.Refuse
+	g.Refuse = func(w http.ResponseWriter, r *http.Request, code int, err error) {
 		if code == http.StatusUnauthorized || code == http.StatusForbidden {
 			o.metrics.Denied(servedMethod(r.URL.Path, served), status.Code(err))
 		}
@@ -355,36 +356,4 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	})
 	log.Info("metrics serving", "addr", lis.Addr().String())
 	return wg.Wait, nil
-}
-
-// reloadOnHUP runs every reloader on each SIGHUP until ctx ends; the
-// returned func waits for it to stop. A failed reload is logged and leaves
-// the old value in use.
-func reloadOnHUP(ctx context.Context, log *slog.Logger, rs []hupReloader) (wait func()) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer signal.Stop(hup)
-		reloadLoop(ctx, log, hup, rs)
-	}()
-	return func() { <-done }
-}
-
-func reloadLoop(ctx context.Context, log *slog.Logger, hup <-chan os.Signal, rs []hupReloader) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			for _, r := range rs {
-				if err := r.reload(); err != nil {
-					log.Error("reload failed; keeping the previous one", "what", r.name, "err", err)
-				} else {
-					log.Info("reloaded", "what", r.name)
-				}
-			}
-		}
-	}
 }

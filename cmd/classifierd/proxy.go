@@ -23,6 +23,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/internal/httpguard"
+	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/labels"
 	"github.com/classifierd/classifierd/mcpproxy"
 	"github.com/classifierd/classifierd/mcpserver"
@@ -157,7 +159,7 @@ const defaultMaxBackends = 64
 // certificates), so one caller's data in a stateful server never reaches
 // another; shared otherwise, when every caller is one identity anyway.
 func (c *ProxyConfig) defaultIsolation() string {
-	if c.Security.identifies() {
+	if c.Security.Identifies() {
 		return mcpsrc.IsolationPerIdentity
 	}
 	return mcpsrc.IsolationShared
@@ -168,7 +170,7 @@ func (c *ProxyConfig) defaultIsolation() string {
 // callers (a token file or a client CA) unless --insecure-listen says
 // otherwise.
 func (c *ProxyConfig) validateListen() error {
-	if err := c.Security.validate(); err != nil {
+	if err := c.Security.Validate(); err != nil {
 		return err
 	}
 	if c.MCPListen == "" {
@@ -177,7 +179,7 @@ func (c *ProxyConfig) validateListen() error {
 		}
 		return nil
 	}
-	return checkOpenListen(c.MCPListen, c.Security, "--insecure-listen", c.InsecureListen)
+	return security.CheckOpenListen(c.MCPListen, c.Security, "--insecure-listen", c.InsecureListen)
 }
 
 // proxyMain runs classifierd proxy and returns the exit code.
@@ -215,13 +217,13 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 	}
 	// The token file and certificates are read first: a bad one fails
 	// before the model loads.
-	sec, err := openSecurity(cfg.Security)
+	sec, err := security.Open(cfg.Security)
 	if err != nil {
 		return err
 	}
-	if len(sec.reloaders) > 0 {
+	if len(sec.Reloaders) > 0 {
 		hupCtx, stopHUP := context.WithCancel(ctx)
-		waitHUP := reloadOnHUP(hupCtx, log, sec.reloaders)
+		waitHUP := security.ReloadOnHUP(hupCtx, log, sec.Reloaders)
 		defer func() { stopHUP(); waitHUP() }()
 	}
 	man, err := models.Resolve(cfg.Model, cfg.Manifest)
@@ -258,7 +260,7 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 		Limits: request.Limits{}, ServerNames: names, Timeout: cfg.Timeout, Version: version, Logger: log,
 		Sessions: session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: cfg.MaxSessionsPerClient,
 			DefaultExposure: session.Exposure(cfg.Exposure)},
-		Caller: sec.toolCaller(mcpproxy.ToolScope), Metrics: reg})
+		Caller: sec.ToolCaller(mcpproxy.ToolScope), Metrics: reg})
 	if err != nil {
 		return err
 	}
@@ -289,7 +291,7 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 	go px.Run(runCtx)
 
 	if cfg.MCPListen == "" {
-		owner, _ := sec.mcpIdentity(nil) // the process that started the proxy
+		owner, _ := sec.MCPIdentity(nil) // the process that started the proxy
 		s, served, err := px.NewSessionServer(owner)
 		if err != nil {
 			return err
@@ -307,7 +309,7 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 		return fmt.Errorf("mcp listen: %w", err)
 	}
 	logProxyListen(log, cfg, sec)
-	stopHTTP := serveHTTP(lis, sec.listenerTLS(false), sec.mcpGate(proxyHandler(px, cfg, log), proxyMaxMessage, auth.ScopeRoute, auth.ScopeCall), 5*time.Second, defaultIdleTimeout, log)
+	stopHTTP := serveHTTP(lis, sec.ListenerTLS(false), sec.MCPGate(proxyHandler(px, cfg, log), proxyMaxMessage, auth.ScopeRoute, auth.ScopeCall), 5*time.Second, defaultIdleTimeout, log)
 	defer stopHTTP()
 	<-ctx.Done()
 	return nil
@@ -359,23 +361,23 @@ func isolate(pool *mcpsrc.Pool, perIdentity []mcpsrc.ServerConfig, cfg ProxyConf
 
 // logProxyListen says at start who may use --mcp-listen, and warns when
 // that is anyone who reaches it or when tokens cross the network in clear.
-func logProxyListen(log *slog.Logger, cfg ProxyConfig, sec *security) {
-	loopback, _ := loopbackListen(cfg.MCPListen) // validated by parseProxyFlags
+func logProxyListen(log *slog.Logger, cfg ProxyConfig, sec *security.Security) {
+	loopback, _ := security.LoopbackListen(cfg.MCPListen) // validated by parseProxyFlags
 	switch {
-	case !cfg.Security.identifies() && !loopback:
-		warnOpenListen(log, cfg.MCPListen, "--insecure-listen")
-	case !cfg.Security.identifies():
+	case !cfg.Security.Identifies() && !loopback:
+		security.WarnOpenListen(log, cfg.MCPListen, "--insecure-listen")
+	case !cfg.Security.Identifies():
 		log.Warn("MCP listener without authentication: every local process may call every tool of the servers (add --auth-token-file or --tls-client-ca)",
 			"addr", cfg.MCPListen)
-	case sec.tokens != nil && sec.tlsConf == nil && !loopback:
+	case sec.Tokens != nil && sec.TLS == nil && !loopback:
 		log.Warn("bearer tokens cross the network in clear: add --tls-cert and --tls-key", "addr", cfg.MCPListen)
 	}
-	if cfg.Security.identifies() {
+	if cfg.Security.Identifies() {
 		by := "tokens"
-		if sec.tokens == nil {
+		if sec.Tokens == nil {
 			by = "client certificates"
 		}
-		log.Info("MCP listener authenticates callers", "by", by, "tls", sec.tlsConf != nil)
+		log.Info("MCP listener authenticates callers", "by", by, "tls", sec.TLS != nil)
 	}
 }
 
@@ -448,15 +450,15 @@ func refuseSession(w http.ResponseWriter, r *http.Request, err error, max, perCl
 	case errors.Is(err, session.ErrOwnerLimit):
 		log.Debug("MCP session refused: the caller holds --max-sessions-per-client sessions",
 			"caller", server.CallerFrom(r.Context()).Name, "limit", perClient)
-		writeMCPError(w, r, http.StatusTooManyRequests, mcpCodeResourceExhausted, status.Errorf(codes.ResourceExhausted,
+		httpguard.WriteMCPError(w, r, http.StatusTooManyRequests, httpguard.CodeResourceExhausted, status.Errorf(codes.ResourceExhausted,
 			"too many sessions for this client (limit %d): end one (DELETE) or let an idle one expire", perClient))
 	case errors.Is(err, session.ErrLimit):
 		log.Debug("MCP session refused: --max-sessions sessions are open", "limit", max)
-		writeMCPError(w, r, http.StatusServiceUnavailable, mcpCodeResourceExhausted, status.Errorf(codes.ResourceExhausted,
+		httpguard.WriteMCPError(w, r, http.StatusServiceUnavailable, httpguard.CodeResourceExhausted, status.Errorf(codes.ResourceExhausted,
 			"too many sessions (limit %d): retry later", max))
 	default:
 		log.Warn("MCP session refused", "err", err)
-		writeMCPError(w, r, http.StatusServiceUnavailable, mcpCodeUnavailable, status.Error(codes.Unavailable, "server stopping"))
+		httpguard.WriteMCPError(w, r, http.StatusServiceUnavailable, httpguard.CodeUnavailable, status.Error(codes.Unavailable, "server stopping"))
 	}
 }
 

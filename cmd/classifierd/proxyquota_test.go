@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/internal/testmcp"
 	"github.com/classifierd/classifierd/server"
 )
@@ -206,17 +207,17 @@ func TestMCPGateAnonymousQuota(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("alice route "+aliceToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	open, err := openSecurity(SecurityConfig{})
+	open, err := security.Open(SecurityConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	withTokens, err := openSecurity(SecurityConfig{TokenFile: tokens})
+	withTokens, err := security.Open(SecurityConfig{TokenFile: tokens})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name   string
-		sec    *security
+		sec    *security.Security
 		remote string
 		header http.Header
 		want   server.Caller
@@ -228,7 +229,7 @@ func TestMCPGateAnonymousQuota(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got server.Caller
-			h := tc.sec.mcpGate(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = server.CallerFrom(r.Context()) }), 1<<20, "route")
+			h := tc.sec.MCPGate(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = server.CallerFrom(r.Context()) }), 1<<20, "route")
 			r := httptest.NewRequest(http.MethodPost, mcpPath, strings.NewReader(initializeBody))
 			r.RemoteAddr = tc.remote
 			for k, v := range tc.header {

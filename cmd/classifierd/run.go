@@ -19,6 +19,7 @@ import (
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/models"
 	"github.com/classifierd/classifierd/route"
 	"github.com/classifierd/classifierd/server"
@@ -49,7 +50,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	cfg.mcpAuth = op.mcpCaller
+	cfg.mcpAuth = op.MCPCaller
 	cfg.mcpObserve = func(live func() float64) func(string) {
 		if err := op.metrics.Gauge("classifierd_mcp_sessions", "MCP sessions held on --mcp-listen.", live); err != nil {
 			log.Warn("metrics: MCP sessions not exported", "err", err)
@@ -59,13 +60,13 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	cfg.mcpGate = func(h http.Handler) http.Handler {
 		// Any scope of a daemon MCP tool opens a session; each tool call
 		// then checks its own (daemonToolScope).
-		return op.mcpGate(h, int64(cfg.MaxRecvBytes), auth.ScopeRoute, auth.ScopeTerminal, auth.ScopeCall)
+		return op.MCPGate(h, int64(cfg.MaxRecvBytes), auth.ScopeRoute, auth.ScopeTerminal, auth.ScopeCall)
 	}
-	cfg.httpTLS, cfg.mcpTLS = op.listenerTLS(cfg.Ops.plainHTTP), op.listenerTLS(cfg.Ops.plainMCP)
+	cfg.httpTLS, cfg.mcpTLS = op.ListenerTLS(cfg.Ops.plainHTTP), op.ListenerTLS(cfg.Ops.plainMCP)
 	op.logTLS(log, cfg)
 	if cfg.MCPListen != "" && cfg.offersCallTool() {
-		if open, _ := openListen(cfg.MCPListen, cfg.Ops.SecurityConfig); open { // Validate refused it without --insecure-mcp-listen
-			warnOpenListen(log, cfg.MCPListen, "--insecure-mcp-listen")
+		if open, _ := security.OpenListen(cfg.MCPListen, cfg.Ops.SecurityConfig); open { // Validate refused it without --insecure-mcp-listen
+			security.WarnOpenListen(log, cfg.MCPListen, "--insecure-mcp-listen")
 		}
 	}
 	if cfg.tracer, err = openTracer(ctx, cfg.OTel, log); err != nil {
@@ -206,7 +207,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		_ = lis.Close()
 		return err
 	}
-	waitReloads := reloadOnHUP(opsCtx, log, op.reloaders)
+	waitReloads := security.ReloadOnHUP(opsCtx, log, op.Reloaders)
 	defer func() { stopOps(); waitReloads(); waitMetrics() }()
 
 	log.Info("classifierd serving", "addr", lis.Addr().String(), "model", man.Name, "dims", eng.Dims(),

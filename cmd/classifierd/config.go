@@ -13,6 +13,7 @@ import (
 
 	"github.com/classifierd/classifierd/embed"
 	"github.com/classifierd/classifierd/internal/security"
+	"github.com/classifierd/classifierd/internal/telemetry"
 	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/request"
 	"github.com/classifierd/classifierd/server"
@@ -22,6 +23,17 @@ import (
 // SecurityConfig is --tls-cert, --tls-key, --tls-client-ca and
 // --auth-token-file (package security).
 type SecurityConfig = security.Config
+
+// OTelConfig is --otel-* (package telemetry).
+type OTelConfig = telemetry.Config
+
+// addOTelFlags registers --otel-* into c.
+func addOTelFlags(fs *flag.FlagSet, c *OTelConfig) {
+	fs.StringVar(&c.Endpoint, "otel-endpoint", "", "send OpenTelemetry traces over OTLP/gRPC to this collector HOST:PORT (off when empty: no exporter, no network)")
+	fs.BoolVar(&c.Insecure, "otel-insecure", false, "with --otel-endpoint: plain gRPC to the collector (default: TLS, system roots)")
+	fs.Float64Var(&c.SampleRatio, "otel-sample-ratio", 1, "with --otel-endpoint: share of new traces recorded, 0 to 1; a call that carries a traceparent follows its caller's decision")
+	fs.StringVar(&c.ServiceName, "otel-service-name", "classifierd", "with --otel-endpoint: service.name of the spans")
+}
 
 // Config is everything the daemon is started with.
 type Config struct {
@@ -84,7 +96,7 @@ type Config struct {
 	httpTLS, mcpTLS *tls.Config
 	// tracer traces MCP calls as the gRPC server traces its calls (set by
 	// run from --otel-endpoint; nil: off).
-	tracer *tracer
+	tracer *telemetry.Tracer
 }
 
 // recvOverhead is room in a gRPC message for a request's other fields
@@ -145,7 +157,7 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("--log-format %q is not text or json", c.LogFormat)
 	}
-	if err := c.OTel.validate(); err != nil {
+	if err := c.OTel.Validate(); err != nil {
 		return err
 	}
 	if err := c.Ops.validate(c.Concurrency); err != nil {
@@ -211,7 +223,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.TermStore.KeyFile, "terminal-key", "", "with --terminal: file holding the key of the hashes kept of secret answers (32 random bytes, made 0600 if missing; default --terminal-db with .key appended, also with --state redis://..., so the key stays on this host)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	c.Ops.addFlags(fs)
-	c.OTel.addFlags(fs)
+	addOTelFlags(fs, &c.OTel)
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	registerReloadFlags(fs, &c.Reload)
 	fs.Usage = func() {

@@ -45,7 +45,7 @@ func newMCPServer(cfg Config, svc *server.Server, term *server.TerminalServer, i
 		mcpserver.AddCallTool(s, backend, caller)
 	}
 	if cfg.tracer != nil {
-		s.AddReceivingMiddleware(cfg.tracer.mcpMiddleware())
+		s.AddReceivingMiddleware(cfg.tracer.MCPMiddleware())
 	}
 	return s, nil
 }

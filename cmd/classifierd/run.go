@@ -20,6 +20,7 @@ import (
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/internal/security"
+	"github.com/classifierd/classifierd/internal/telemetry"
 	"github.com/classifierd/classifierd/models"
 	"github.com/classifierd/classifierd/route"
 	"github.com/classifierd/classifierd/server"
@@ -69,13 +70,13 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 			security.WarnOpenListen(log, cfg.MCPListen, "--insecure-mcp-listen")
 		}
 	}
-	if cfg.tracer, err = openTracer(ctx, cfg.OTel, log); err != nil {
+	if cfg.tracer, err = telemetry.Open(ctx, cfg.OTel, version, log); err != nil {
 		return err
 	}
 	defer func() {
 		// Last: every span has ended. A collector that is down is no
 		// reason to fail the exit.
-		if err := cfg.tracer.shutdown(min(cfg.ShutdownWait, otelFlushWait)); err != nil {
+		if err := cfg.tracer.Shutdown(min(cfg.ShutdownWait, telemetry.FlushWait)); err != nil {
 			log.Warn("tracing: spans lost at exit", "err", err)
 		}
 	}()
@@ -182,7 +183,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	gs := grpc.NewServer(append(append(op.serverOptions(log, svc.Stats(), cfg.Timeout), cfg.tracer.serverOptions()...),
+	gs := grpc.NewServer(append(append(op.serverOptions(log, svc.Stats(), cfg.Timeout), cfg.tracer.ServerOptions()...),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		// A connection with no call in flight for --idle-timeout gets a

@@ -13,6 +13,7 @@ import (
 
 	"github.com/classifierd/classifierd/embed"
 	"github.com/classifierd/classifierd/internal/security"
+	"github.com/classifierd/classifierd/internal/state"
 	"github.com/classifierd/classifierd/internal/telemetry"
 	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/request"
@@ -145,7 +146,7 @@ func (c *Config) Validate() error {
 		return errors.New("--terminal-retention, --terminal-max-session-events and --terminal-max-events must be positive")
 	}
 	if c.State != "" {
-		if _, err := stateOptions(c.State); err != nil {
+		if _, err := state.Options(c.State); err != nil {
 			return err
 		}
 	}
@@ -210,7 +211,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.NoMatch, "on-no-match", "none", "Route policy when nothing fits and the request does not say: none, meta or all")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 30*time.Minute, "idle time after which a hub session expires, and an MCP session of --mcp-listen ends")
 	fs.IntVar(&c.MaxSessions, "max-sessions", 10000, "most concurrent hub sessions (RESOURCE_EXHAUSTED past it); with --mcp-listen, also the most MCP sessions there, counted apart (HTTP 503 past it)")
-	fs.StringVar(&c.State, "state", "", stateUsage)
+	fs.StringVar(&c.State, "state", "", state.Usage)
 	fs.StringVar(&c.Exposure, "default-exposure", "meta-only", "what a new session sees: zero, meta-only, minimal or all")
 	fs.StringVar(&c.Minimal, "minimal-categories", "meta", "comma-separated categories of the minimal exposure")
 	fs.BoolVar(&c.Terminal, "terminal", false, "serve terminal.v1.TerminalService (prompt detection over terminal logs); off, its RPCs answer UNIMPLEMENTED")

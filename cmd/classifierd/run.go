@@ -20,6 +20,7 @@ import (
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/internal/security"
+	"github.com/classifierd/classifierd/internal/state"
 	"github.com/classifierd/classifierd/internal/telemetry"
 	"github.com/classifierd/classifierd/models"
 	"github.com/classifierd/classifierd/route"
@@ -129,13 +130,13 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	for _, li := range idx.LabelsOf(index.KindCategory) {
 		catIDs = append(catIDs, idx.Labels[li].ID)
 	}
-	st, err := openState(ctx, cfg, session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: op.sessionOwnerLimit(),
+	st, err := state.Open(ctx, cfg.State, session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: op.sessionOwnerLimit(),
 		DefaultExposure: session.Exposure(cfg.Exposure), AllCategories: catIDs, MinimalCategories: splitList(cfg.Minimal)}, log)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, st.Close()) }() // after the stores
-	sessions := st.sessions
+	sessions := st.Sessions
 	defer func() { err = errors.Join(err, sessions.Close()) }()
 	if err := op.watchSessions(sessions); err != nil {
 		return err
@@ -154,7 +155,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return err
 	}
 	var term *server.TerminalServer
-	var store terminalStore
+	var store state.TerminalStore
 	if cfg.Terminal {
 		term, store, err = openTerminal(ctx, cfg, emb, st, log)
 		if err != nil {
@@ -214,7 +215,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	log.Info("classifierd serving", "addr", lis.Addr().String(), "model", man.Name, "dims", eng.Dims(),
 		"ort", rt.Version(), "categories", len(idx.LabelsOf(index.KindCategory)),
 		"servers", len(idx.LabelsOf(index.KindServer)), "tools", len(idx.LabelsOf(index.KindTool)),
-		"calibrated", dom.Calibration.Fitted, "terminal", cfg.Terminal, "state", redactState(cfg.State))
+		"calibrated", dom.Calibration.Fitted, "terminal", cfg.Terminal, "state", state.Redact(cfg.State))
 
 	reloaded := make(chan struct{})
 	go func() { defer close(reloaded); rl.run(janitorCtx, svc, hs.Server) }()
@@ -267,11 +268,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 // openTerminal opens what TerminalService needs (the log directory, the
 // store: SQLite, or Redis with --state; the prompt detector); the caller
 // closes the store.
-func openTerminal(ctx context.Context, cfg Config, eng terminal.Embedder, st state, log *slog.Logger) (_ *server.TerminalServer, _ terminalStore, err error) {
+func openTerminal(ctx context.Context, cfg Config, eng terminal.Embedder, st state.State, log *slog.Logger) (_ *server.TerminalServer, _ state.TerminalStore, err error) {
 	if err := os.MkdirAll(cfg.TermLogs, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("terminal logs: %w", err)
 	}
-	store, err := openTerminalStore(cfg, st)
+	store, err := state.OpenTerminalStore(cfg.TermDB, cfg.TermStore, st)
 	if err != nil {
 		return nil, nil, err
 	}

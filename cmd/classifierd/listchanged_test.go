@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/classifierd/classifierd/internal/listeners"
 )
 
 // analyzeCall is a hub__analyze_prompt call that widens a new session's
@@ -46,7 +48,7 @@ func TestProxyListChangedPrecedesResult(t *testing.T) {
 	t.Run("streamable HTTP", func(t *testing.T) {
 		addr := freeAddr(t)
 		startProxyHTTP(t, config, addr)
-		endpoint := "http://" + addr + mcpPath
+		endpoint := "http://" + addr + listeners.MCPPath
 		post := func(id, body string) (*http.Response, string) {
 			t.Helper()
 			req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,12 +9,12 @@ import (
 	"net/http"
 	"os"
 	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/internal/httpguard"
+	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/mcpsrc"
@@ -25,9 +24,6 @@ import (
 
 // version is reported to MCP clients as the server's version.
 const version = "0.1.0"
-
-// mcpPath is where --mcp-listen serves MCP.
-const mcpPath = "/mcp"
 
 // newMCPServer is the daemon's MCP server: the classifier tools over the
 // same server.Server the gRPC API uses, and the terminal tools when
@@ -153,10 +149,10 @@ func startMCPHTTPWith(cfg Config, svc *server.Server, term *server.TerminalServe
 	} else {
 		h = security.ClientCertHeader(httpguard.PlainMCP(int64(cfg.MaxRecvBytes)).Wrap(h))
 	}
-	return serveHTTP(lis, cfg.mcpTLS, h, cfg.ShutdownWait, cfg.Ops.IdleTimeout, log), nil
+	return listeners.ServeMCP(lis, cfg.mcpTLS, h, cfg.ShutdownWait, cfg.Ops.IdleTimeout, log), nil
 }
 
-// newMCPHandler is the streamable HTTP handler at mcpPath. Request bodies
+// newMCPHandler is the streamable HTTP handler at listeners.MCPPath. Request bodies
 // are bounded by --max-recv-bytes, as gRPC messages are; idle sessions end
 // after --session-ttl. around, if set, wraps the SDK's handler.
 func newMCPHandler(getServer func(*http.Request) *mcp.Server, cfg Config, log *slog.Logger, around func(http.Handler) http.Handler) http.Handler {
@@ -166,7 +162,7 @@ func newMCPHandler(getServer func(*http.Request) *mcp.Server, cfg Config, log *s
 		h = around(h)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(mcpPath, h)
+	mux.Handle(listeners.MCPPath, h)
 	return mux
 }
 
@@ -332,31 +328,3 @@ func (w *sessionIDWriter) FlushError() error {
 }
 
 func (w *sessionIDWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// serveHTTP serves h on lis in the background, over TLS when tlsConf is
-// set; the returned stop shuts the server down, closing what is still open
-// after wait.
-func serveHTTP(lis net.Listener, tlsConf *tls.Config, h http.Handler, wait, idle time.Duration, log *slog.Logger) (stop func()) {
-	// No ReadTimeout: it would end event streams (GET) and long tool
-	// calls; the guard in h (mcpGate) bounds the time a body takes.
-	// IdleTimeout closes keep-alive connections no request uses, as
-	// --http-listen does.
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idle, TLSConfig: tlsConf,
-		ErrorLog: serverErrorLog(log)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := serveOn(hs, lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("MCP HTTP server failed", "err", err)
-		}
-	}()
-	log.Info("classifierd serving MCP over streamable HTTP", "addr", lis.Addr().String(), "path", mcpPath, "tls", tlsConf != nil)
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		defer cancel()
-		if err := hs.Shutdown(ctx); err != nil {
-			_ = hs.Close()
-		}
-		<-done
-	}
-}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/testmcp"
 	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/server"
@@ -37,7 +38,7 @@ func startCounted(t *testing.T, max, perClient int, ttl time.Duration) (*mcpSess
 	})
 	ts := httptest.NewServer(gate)
 	t.Cleanup(ts.Close)
-	return count, ts.URL + mcpPath
+	return count, ts.URL + listeners.MCPPath
 }
 
 func ownerClient(owner string) *http.Client {
@@ -164,7 +165,7 @@ func TestMCPHTTPSessionLimits(t *testing.T) {
 	metricsAddr := freeAddr(t)
 	d, _ := startDaemon(t, idx, "--mcp-listen", mcpAddr, "--auth-token-file", tokens, "--max-sessions", "3", "--max-sessions-per-client", "2",
 		"--metrics-listen", metricsAddr)
-	endpoint := "http://" + mcpAddr + mcpPath
+	endpoint := "http://" + mcpAddr + listeners.MCPPath
 	as := bearerClient
 	connect := func(token string) *mcp.ClientSession { return mustConnect(t, endpoint, as(token)) }
 	// The SDK's client reports a 429 or 503 by its status text alone:

@@ -7,23 +7,19 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/internal/httpguard"
+	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/server"
 	"github.com/classifierd/classifierd/session"
@@ -135,7 +131,7 @@ func openOps(cfg OpsConfig, log *slog.Logger) (*ops, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &ops{Security: sec, cfg: cfg, log: log, reg: newRegistry()}
+	o := &ops{Security: sec, cfg: cfg, log: log, reg: listeners.NewRegistry()}
 	if o.metrics, err = server.NewMetrics(o.reg); err != nil {
 		return nil, err
 	}
@@ -276,84 +272,8 @@ func servedMethod(path string, served map[string]grpc.ServiceInfo) string {
 	return "unknown"
 }
 
-// listen opens addr: HOST:PORT, or unix:///path for a Unix socket that
-// only the daemon's user may connect to (created 0600; a stale socket
-// left by a crash is replaced, any other file is not).
-func listen(addr string) (net.Listener, error) {
-	path, ok := strings.CutPrefix(addr, "unix://")
-	if !ok {
-		return net.Listen("tcp", addr)
-	}
-	if path == "" {
-		return nil, errors.New("--listen unix:// needs a path")
-	}
-	if st, err := os.Lstat(path); err == nil {
-		if st.Mode().Type() != os.ModeSocket {
-			return nil, fmt.Errorf("%s exists and is not a socket", path)
-		}
-		if c, err := net.Dial("unix", path); err == nil {
-			c.Close()
-			return nil, fmt.Errorf("%s: another daemon is listening", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, err
-		}
-	}
-	// The socket is created with the umask's mode: make it 0600 from the
-	// start rather than chmod it after clients could connect.
-	old := syscall.Umask(0o177)
-	lis, err := net.Listen("unix", path)
-	syscall.Umask(old)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		lis.Close()
-		return nil, err
-	}
-	return lis, nil
-}
-
-// newRegistry returns a metrics registry holding the Go runtime and
-// process collectors; the daemon and the proxy register theirs on it.
-func newRegistry() *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return reg
-}
-
 // serveMetrics serves /metrics until ctx ends; the returned func waits
 // for it to stop.
 func (o *ops) serveMetrics(ctx context.Context) (func(), error) {
-	return serveMetrics(ctx, o.cfg.MetricsListen, o.reg, o.log)
-}
-
-// serveMetrics serves reg at addr/metrics in plain HTTP (--metrics-listen)
-// until ctx ends; the returned func waits for it to stop. An empty addr
-// serves nothing.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
-	if addr == "" {
-		return func() {}, nil
-	}
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics-listen: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server stopped", "err", err)
-		}
-	})
-	wg.Go(func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	})
-	log.Info("metrics serving", "addr", lis.Addr().String())
-	return wg.Wait, nil
+	return listeners.ServeMetrics(ctx, o.cfg.MetricsListen, o.reg, o.log)
 }

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/telemetry"
 )
 
@@ -270,7 +271,7 @@ func TestTracingExportsSpans(t *testing.T) {
 	// MCP over streamable HTTP: a span per request, traceparent header.
 	tp, traceID, _ = traceparent(8)
 	hc := &http.Client{Transport: headerTransport{"traceparent": tp}}
-	cs := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: "http://" + mcpAddr + mcpPath, HTTPClient: hc}, nil)
+	cs := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: "http://" + mcpAddr + listeners.MCPPath, HTTPClient: hc}, nil)
 	callToolResult(t, cs, "route", map[string]any{"query": otelPrompt})
 	spans = col.wait(t, "the MCP route call's spans", func(spans []*tracepb.Span) bool {
 		s := serverSpan(spans, "tools/call route", traceID)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/classifierd/classifierd/embed"
 	"github.com/classifierd/classifierd/internal/httpguard"
+	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/labels"
 	"github.com/classifierd/classifierd/mcpproxy"
@@ -249,7 +250,7 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 	for _, s := range mcfg.Servers {
 		names = append(names, s.Name)
 	}
-	reg := newRegistry()
+	reg := listeners.NewRegistry()
 	src, closeSrc, err := isolate(pool, perIdentity, cfg, poolOpts, reg, log)
 	if err != nil {
 		return err
@@ -266,7 +267,7 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 	}
 	defer func() { err = errors.Join(err, px.Close()) }()
 	metricsCtx, stopMetrics := context.WithCancel(context.Background())
-	waitMetrics, err := serveMetrics(metricsCtx, cfg.MetricsListen, reg, log)
+	waitMetrics, err := listeners.ServeMetrics(metricsCtx, cfg.MetricsListen, reg, log)
 	if err != nil {
 		stopMetrics()
 		return err
@@ -309,7 +310,7 @@ func runProxy(ctx context.Context, cfg ProxyConfig, log *slog.Logger) (err error
 		return fmt.Errorf("mcp listen: %w", err)
 	}
 	logProxyListen(log, cfg, sec)
-	stopHTTP := serveHTTP(lis, sec.ListenerTLS(false), sec.MCPGate(proxyHandler(px, cfg, log), proxyMaxMessage, auth.ScopeRoute, auth.ScopeCall), 5*time.Second, defaultIdleTimeout, log)
+	stopHTTP := listeners.ServeMCP(lis, sec.ListenerTLS(false), sec.MCPGate(proxyHandler(px, cfg, log), proxyMaxMessage, auth.ScopeRoute, auth.ScopeCall), 5*time.Second, defaultIdleTimeout, log)
 	defer stopHTTP()
 	<-ctx.Done()
 	return nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/testmcp"
 	"github.com/classifierd/classifierd/mcpproxy"
 	"github.com/classifierd/classifierd/mcpsrc"
@@ -50,7 +51,7 @@ func TestProxyIsolation(t *testing.T) {
 			config := writeConfig(t, dir, map[string]any{"memory": entry})
 			addr := freeAddr(t)
 			d := startProxyHTTP(t, config, addr, "--auth-token-file", tokens, "--max-backends", "2", "--backend-idle-timeout", "15s")
-			endpoint := "http://" + addr + mcpPath
+			endpoint := "http://" + addr + listeners.MCPPath
 			alice := mustConnect(t, endpoint, bearerClient(aliceToken))
 			bob := mustConnect(t, endpoint, bearerClient(bobToken))
 

@@ -19,6 +19,7 @@ import (
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/internal/state"
 	"github.com/classifierd/classifierd/internal/telemetry"
@@ -180,7 +181,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if cfg.MCPStdio {
 		return serveMCPStdio(ctx, cfg, svc, term, idx, rl.caller(), log)
 	}
-	lis, err := listen(cfg.Listen)
+	lis, err := listeners.Listen(cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -195,9 +196,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	)...)
 	hs := server.NewHealth()
 	register(gs, hs, svc, term)
-	var hsrv *httpServer
+	var hsrv *listeners.HTTP
 	if cfg.HTTPListen != "" {
-		if hsrv, err = newHTTPServer(cfg, gs, op.httpGuard(int64(cfg.MaxRecvBytes), gs.GetServiceInfo()), log); err != nil {
+		if hsrv, err = listeners.NewHTTP(listeners.HTTPConfig{Addr: cfg.HTTPListen, MaxRecvBytes: cfg.MaxRecvBytes, Timeout: cfg.Timeout, IdleTimeout: cfg.Ops.IdleTimeout, TLS: cfg.httpTLS}, gs, op.httpGuard(int64(cfg.MaxRecvBytes), gs.GetServiceInfo()), log); err != nil {
 			_ = lis.Close()
 			return err
 		}

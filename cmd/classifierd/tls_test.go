@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/server/auth"
@@ -293,12 +294,12 @@ func TestTLSOnEveryListener(t *testing.T) {
 	}
 	hub, other, noCert := pki.httpsClient(&hubCert), pki.httpsClient(&otherCert), pki.httpsClient(nil)
 	api := "https://" + httpAddr + "/classifier.v1.ClassifierService/"
-	endpoint := "https://" + mcpAddr + mcpPath
+	endpoint := "https://" + mcpAddr + listeners.MCPPath
 	route := `{"query":"Check my GitHub notifications","maxTools":3}`
 
 	t.Run("plain HTTP is not served", func(t *testing.T) {
 		plain := &http.Client{Timeout: 30 * time.Second}
-		for _, u := range []string{"http://" + httpAddr + "/classifier.v1.ClassifierService/Route", "http://" + mcpAddr + mcpPath} {
+		for _, u := range []string{"http://" + httpAddr + "/classifier.v1.ClassifierService/Route", "http://" + mcpAddr + listeners.MCPPath} {
 			resp, err := plain.Post(u, "application/json", strings.NewReader(route))
 			if err == nil {
 				resp.Body.Close()
@@ -307,7 +308,7 @@ func TestTLSOnEveryListener(t *testing.T) {
 				}
 			}
 		}
-		if _, err := mcpConnect(t, "http://"+mcpAddr+mcpPath, plain); err == nil {
+		if _, err := mcpConnect(t, "http://"+mcpAddr+listeners.MCPPath, plain); err == nil {
 			t.Error("a plain text MCP client connected")
 		}
 	})
@@ -467,7 +468,7 @@ func TestTLSPlaintextListeners(t *testing.T) {
 	}
 	for _, h := range []http.Header{nil, spoofed} {
 		// No session opens: the listener checks every request.
-		_, err := mcpConnect(t, "http://"+mcpAddr+mcpPath, &http.Client{Transport: withHeader{http.DefaultTransport, h}})
+		_, err := mcpConnect(t, "http://"+mcpAddr+listeners.MCPPath, &http.Client{Transport: withHeader{http.DefaultTransport, h}})
 		if err == nil || !strings.Contains(err.Error(), "UNAUTHENTICATED") {
 			t.Errorf("plain MCP connect (header %v): %v, want UNAUTHENTICATED", h, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/internal/reload"
 	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/internal/state"
 	"github.com/classifierd/classifierd/internal/telemetry"
@@ -34,6 +35,20 @@ func addOTelFlags(fs *flag.FlagSet, c *OTelConfig) {
 	fs.BoolVar(&c.Insecure, "otel-insecure", false, "with --otel-endpoint: plain gRPC to the collector (default: TLS, system roots)")
 	fs.Float64Var(&c.SampleRatio, "otel-sample-ratio", 1, "with --otel-endpoint: share of new traces recorded, 0 to 1; a call that carries a traceparent follows its caller's decision")
 	fs.StringVar(&c.ServiceName, "otel-service-name", "classifierd", "with --otel-endpoint: service.name of the spans")
+}
+
+// ReloadConfig is how the daemon follows changes of what it serves
+// (package reload).
+type ReloadConfig = reload.Config
+
+// registerReloadFlags registers the flags of what the daemon follows.
+func registerReloadFlags(fs *flag.FlagSet, c *ReloadConfig) {
+	fs.StringVar(&c.MCPConfig, "mcp-config", "", `MCP client config ({"mcpServers": ...} or VS Code's {"servers": ...}): index the servers' live tools and follow their changes (--index then optional)`)
+	fs.StringVar(&c.Catalog, "catalog", "", "with --mcp-config: catalog whose categories, descriptions and examples are merged with the live tools")
+	fs.DurationVar(&c.Interval, "reload-interval", 2*time.Second, "check the --index file (with --mcp-config: the MCP config and the --catalog file) for changes this often; 0: only on SIGHUP")
+	fs.DurationVar(&c.MCPTimeout, "mcp-timeout", 10*time.Second, "with --mcp-config: bound on connecting to a server and on each tools/list")
+	fs.DurationVar(&c.MCPRefresh, "mcp-refresh", 0, "with --mcp-config: also list every server's tools this often (for servers that send no list_changed); 0: off")
+	fs.DurationVar(&c.Debounce, "mcp-debounce", 100*time.Millisecond, "with --mcp-config: wait this long after a change for others before rebuilding")
 }
 
 // Config is everything the daemon is started with.
@@ -126,7 +141,7 @@ func (c *Config) Validate() error {
 	case c.Timeout <= 0 || c.ShutdownWait <= 0:
 		return errors.New("--timeout and --shutdown-wait must be positive")
 	}
-	if err := c.Reload.validate(c.Index); err != nil {
+	if err := c.Reload.Validate(c.Index); err != nil {
 		return err
 	}
 	switch c.NoMatch {

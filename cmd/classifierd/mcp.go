@@ -15,6 +15,7 @@ import (
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/internal/httpguard"
 	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/reload"
 	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/mcpsrc"
@@ -57,28 +58,12 @@ func openCaller(cfg Config, live mcpserver.Caller, log *slog.Logger) (mcpserver.
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := sharedOnly(mc, "--mcp-servers"); err != nil {
+	if err := reload.SharedOnly(mc, "--mcp-servers"); err != nil {
 		return nil, nil, err
 	}
 	pool := mcpsrc.Open(mc, mcpsrc.Options{Stderr: os.Stderr, ClientName: "classifierd", ClientVersion: version})
 	log.Info("call_tool forwards to the configured MCP servers", "servers", len(mc.Servers))
 	return pool, func() { _ = pool.Close() }, nil
-}
-
-// sharedOnly refuses a configuration the daemon would serve less
-// isolated than it says: the daemon's call_tool has one connection per
-// server for every caller, so a server marked per-identity, or one using
-// the identity placeholder, is served by classifierd proxy only.
-func sharedOnly(mc *mcpsrc.Config, flag string) error {
-	_, perIdentity, err := mc.Isolate(mcpsrc.IsolationShared)
-	if err != nil {
-		return fmt.Errorf("%s: %w", flag, err)
-	}
-	if len(perIdentity) > 0 {
-		return fmt.Errorf("%s: server %q has \"isolation\": %q, which only classifierd proxy serves: the daemon's call_tool shares one connection per server between callers (set %q, or put the server behind the proxy)",
-			flag, perIdentity[0].Name, mcpsrc.IsolationPerIdentity, mcpsrc.IsolationShared)
-	}
-	return nil
 }
 
 // serveMCPStdio serves MCP on stdin/stdout (classifierd mcp) until the

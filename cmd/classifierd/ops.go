@@ -208,8 +208,8 @@ func (o *ops) sessionOwnerLimit() int { return o.cfg.MaxSessionsPerClient }
 // embedder wraps the model so its calls are measured.
 func (o *ops) embedder(e server.Embedder) server.Embedder { return o.metrics.Embedder(e) }
 
-// indexLoaded records the index in use for the metrics.
-func (o *ops) indexLoaded(idx *index.Index, path string, generation uint64) {
+// IndexLoaded records the index in use for the metrics.
+func (o *ops) IndexLoaded(idx *index.Index, path string, generation uint64) {
 	var size int64
 	if st, err := os.Stat(path); err == nil {
 		size = st.Size()

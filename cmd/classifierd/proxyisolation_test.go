@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/reload"
 	"github.com/classifierd/classifierd/internal/testmcp"
 	"github.com/classifierd/classifierd/mcpproxy"
 	"github.com/classifierd/classifierd/mcpsrc"
@@ -186,7 +187,7 @@ func TestDaemonRefusesPerIdentity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = sharedOnly(mc, "--mcp-servers")
+		err = reload.SharedOnly(mc, "--mcp-servers")
 		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.json, err, tc.want)
 		}

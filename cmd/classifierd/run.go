@@ -20,6 +20,7 @@ import (
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/reload"
 	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/internal/state"
 	"github.com/classifierd/classifierd/internal/telemetry"
@@ -104,12 +105,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return fmt.Errorf("load model %s: %w", cfg.Model, err)
 	}
 	defer func() { err = errors.Join(err, eng.Close()) }()
-	rl, err := newReloader(cfg, eng, log)
+	rl, err := reload.New(reload.Options{Index: cfg.Index, Model: cfg.Model, Reload: cfg.Reload, Load: cfg.Ops.indexLoad(), Domain: cfg.domain()}, eng, log)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, rl.Close()) }()
-	idx, source, err := rl.initial(ctx, idx)
+	idx, source, err := rl.Initial(ctx, idx)
 	if err != nil {
 		return err
 	}
@@ -118,14 +119,14 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if cfg.Reload.MCPConfig != "" {
 		indexPath = "" // built from live tools: no file
 	}
-	op.indexLoaded(idx, indexPath, 1)
-	rl.emb, rl.onLoad = emb, op.indexLoaded
+	op.IndexLoaded(idx, indexPath, 1)
+	rl.Use(emb, op)
 	domStart := time.Now()
 	dom, err := server.NewDomainConfig(idx, emb, cfg.domain())
 	if err != nil {
 		return err
 	}
-	logShortlist(log, dom, domStart)
+	reload.LogShortlist(log, dom, domStart)
 	policy := map[string]route.NoMatch{"none": route.NoMatchNone, "meta": route.NoMatchMeta, "all": route.NoMatchAll}[cfg.NoMatch]
 	var catIDs []string
 	for _, li := range idx.LabelsOf(index.KindCategory) {
@@ -151,7 +152,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return err
 	}
 	svc, err := server.New(server.Config{MaxEmbedBatch: cfg.MaxBatch, DefaultNoMatch: policy, MaxTokens: man.MaxTokens,
-		Sessions: sessions, Tokens: counter, Source: source, Sources: rl.sources, Watches: watches}, dom, emb, log)
+		Sessions: sessions, Tokens: counter, Source: source, Sources: rl.Sources, Watches: watches}, dom, emb, log)
 	if err != nil {
 		return err
 	}
@@ -179,7 +180,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	}
 
 	if cfg.MCPStdio {
-		return serveMCPStdio(ctx, cfg, svc, term, idx, rl.caller(), log)
+		return serveMCPStdio(ctx, cfg, svc, term, idx, rl.Caller(), log)
 	}
 	lis, err := listeners.Listen(cfg.Listen)
 	if err != nil {
@@ -219,9 +220,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		"calibrated", dom.Calibration.Fitted, "terminal", cfg.Terminal, "state", state.Redact(cfg.State))
 
 	reloaded := make(chan struct{})
-	go func() { defer close(reloaded); rl.run(janitorCtx, svc, hs.Server) }()
+	go func() { defer close(reloaded); rl.Run(janitorCtx, svc, hs.Server) }()
 	defer func() { stopJanitor(); <-reloaded }()
-	stopMCP, err := startMCPHTTP(cfg, svc, term, idx, rl.caller(), log)
+	stopMCP, err := startMCPHTTP(cfg, svc, term, idx, rl.Caller(), log)
 	if err != nil {
 		_ = lis.Close()
 		return err

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"strings"
 	"time"
 
@@ -94,25 +92,6 @@ type Config struct {
 	// InsecureMCPListen lets --mcp-listen offer call_tool beyond loopback
 	// with no caller identified (--insecure-mcp-listen).
 	InsecureMCPListen bool
-
-	// mcpAuth checks MCP tool calls as the gRPC edge checks calls (set by
-	// run from the token file; nil: anonymous).
-	mcpAuth func(tool string, header http.Header) (server.Caller, error)
-	// mcpGate authenticates every request to --mcp-listen before the MCP
-	// SDK reads it and binds each MCP session to its caller (set by run;
-	// nil: only the client-certificate header is set, as in tests that
-	// build the handler alone).
-	mcpGate func(http.Handler) http.Handler
-	// mcpObserve exports the live MCP sessions of --mcp-listen (live, read
-	// at scrape time) and returns what counts a refused one (set by run
-	// from the metrics; nil: not exported).
-	mcpObserve func(live func() float64) (refused func(limit string))
-	// httpTLS and mcpTLS are the TLS of --http-listen and --mcp-listen
-	// (set by run from --tls-cert and --plaintext-listeners; nil: plain).
-	httpTLS, mcpTLS *tls.Config
-	// tracer traces MCP calls as the gRPC server traces its calls (set by
-	// run from --otel-endpoint; nil: off).
-	tracer *telemetry.Tracer
 }
 
 // recvOverhead is room in a gRPC message for a request's other fields

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -165,7 +166,7 @@ func b2f(b bool) float64 {
 }
 
 // logTLS says at start which listeners serve TLS and which plain text.
-func (o *ops) logTLS(log *slog.Logger, cfg Config) {
+func (o *ops) logTLS(log *slog.Logger, cfg Config, httpTLS, mcpTLS *tls.Config) {
 	var on, off []string
 	add := func(name string, used, tls bool) {
 		switch {
@@ -177,8 +178,8 @@ func (o *ops) logTLS(log *slog.Logger, cfg Config) {
 		}
 	}
 	add("grpc", !cfg.MCPStdio, o.TLS != nil)
-	add("http", cfg.HTTPListen != "" && !cfg.MCPStdio, cfg.httpTLS != nil)
-	add("mcp", cfg.MCPListen != "", cfg.mcpTLS != nil)
+	add("http", cfg.HTTPListen != "" && !cfg.MCPStdio, httpTLS != nil)
+	add("mcp", cfg.MCPListen != "", mcpTLS != nil)
 	if o.TLS == nil {
 		log.Info("listeners in plain text (no --tls-cert)", "plaintext", strings.Join(off, ","))
 		return

@@ -19,12 +19,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/classifierd/classifierd/embed"
-	"github.com/classifierd/classifierd/internal/httpguard"
 	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/mcpplaces"
 	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/labels"
 	"github.com/classifierd/classifierd/mcpproxy"
@@ -410,19 +408,19 @@ func proxyHandler(px *mcpproxy.Proxy, cfg ProxyConfig, log *slog.Logger) http.Ha
 			return nil, errNoSession
 		}
 	})
-	inner := newMCPHandler(func(r *http.Request) *mcp.Server {
+	inner := listeners.MCPHandler(func(r *http.Request) *mcp.Server {
 		if s, ok := r.Context().Value(sessionServerKey{}).(*mcp.Server); ok {
 			return s
 		}
 		return shared
-	}, Config{MaxRecvBytes: proxyMaxMessage, SessionTTL: cfg.SessionTTL}, log, nil)
+	}, proxyMaxMessage, cfg.SessionTTL, log, nil)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get(mcpSessionHeader)
+		id := r.Header.Get(mcpplaces.SessionHeader)
 		switch {
 		case r.Method == http.MethodPost && id == "" && isInitialize(w, r):
 			s, served, err := px.NewSessionServer(server.CallerFrom(r.Context())) // mcpGate's
 			if err != nil {
-				refuseSession(w, r, err, cfg.MaxSessions, cfg.MaxSessionsPerClient, log)
+				mcpplaces.Refuse(w, r, err, cfg.MaxSessions, cfg.MaxSessionsPerClient, log)
 				return
 			}
 			defer served() // after the SDK has started the session, or not
@@ -438,30 +436,6 @@ func proxyHandler(px *mcpproxy.Proxy, cfg ProxyConfig, log *slog.Logger) http.Ha
 
 // errNoSession answers a message that reached no session's server.
 var errNoSession = errors.New("start a session with a single initialize request (no batch)")
-
-// refuseSession answers a request that would start an MCP session past a
-// limit (the proxy's NewSessionServer, the daemon's mcpSessions): 429 when
-// the caller holds perClient sessions already (--max-sessions-per-client),
-// 503 when max are open (--max-sessions), both RESOURCE_EXHAUSTED as the
-// daemon's CreateSession says it; 503 UNAVAILABLE for anything else (the
-// proxy stopping). Refusals are the client's to see (a caller at its limit
-// could fill the log), so the log has them at debug only.
-func refuseSession(w http.ResponseWriter, r *http.Request, err error, max, perClient int, log *slog.Logger) {
-	switch {
-	case errors.Is(err, session.ErrOwnerLimit):
-		log.Debug("MCP session refused: the caller holds --max-sessions-per-client sessions",
-			"caller", server.CallerFrom(r.Context()).Name, "limit", perClient)
-		httpguard.WriteMCPError(w, r, http.StatusTooManyRequests, httpguard.CodeResourceExhausted, status.Errorf(codes.ResourceExhausted,
-			"too many sessions for this client (limit %d): end one (DELETE) or let an idle one expire", perClient))
-	case errors.Is(err, session.ErrLimit):
-		log.Debug("MCP session refused: --max-sessions sessions are open", "limit", max)
-		httpguard.WriteMCPError(w, r, http.StatusServiceUnavailable, httpguard.CodeResourceExhausted, status.Errorf(codes.ResourceExhausted,
-			"too many sessions (limit %d): retry later", max))
-	default:
-		log.Warn("MCP session refused", "err", err)
-		httpguard.WriteMCPError(w, r, http.StatusServiceUnavailable, httpguard.CodeUnavailable, status.Error(codes.Unavailable, "server stopping"))
-	}
-}
 
 // isInitialize reports whether a POST body is an initialize request (the
 // start of a session), leaving the body for the SDK to read. Only those

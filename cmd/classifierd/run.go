@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -27,7 +26,6 @@ import (
 	"github.com/classifierd/classifierd/models"
 	"github.com/classifierd/classifierd/route"
 	"github.com/classifierd/classifierd/server"
-	"github.com/classifierd/classifierd/server/auth"
 	"github.com/classifierd/classifierd/session"
 	"github.com/classifierd/classifierd/terminal"
 	"github.com/classifierd/classifierd/tokens"
@@ -54,32 +52,21 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	cfg.mcpAuth = op.MCPCaller
-	cfg.mcpObserve = func(live func() float64) func(string) {
-		if err := op.metrics.Gauge("classifierd_mcp_sessions", "MCP sessions held on --mcp-listen.", live); err != nil {
-			log.Warn("metrics: MCP sessions not exported", "err", err)
-		}
-		return op.metrics.MCPSessionRefused
-	}
-	cfg.mcpGate = func(h http.Handler) http.Handler {
-		// Any scope of a daemon MCP tool opens a session; each tool call
-		// then checks its own (daemonToolScope).
-		return op.MCPGate(h, int64(cfg.MaxRecvBytes), auth.ScopeRoute, auth.ScopeTerminal, auth.ScopeCall)
-	}
-	cfg.httpTLS, cfg.mcpTLS = op.ListenerTLS(cfg.Ops.plainHTTP), op.ListenerTLS(cfg.Ops.plainMCP)
-	op.logTLS(log, cfg)
+	httpTLS, mcpTLS := op.ListenerTLS(cfg.Ops.plainHTTP), op.ListenerTLS(cfg.Ops.plainMCP)
+	op.logTLS(log, cfg, httpTLS, mcpTLS)
 	if cfg.MCPListen != "" && cfg.offersCallTool() {
 		if open, _ := security.OpenListen(cfg.MCPListen, cfg.Ops.SecurityConfig); open { // Validate refused it without --insecure-mcp-listen
 			security.WarnOpenListen(log, cfg.MCPListen, "--insecure-mcp-listen")
 		}
 	}
-	if cfg.tracer, err = telemetry.Open(ctx, cfg.OTel, version, log); err != nil {
+	tracer, err := telemetry.Open(ctx, cfg.OTel, version, log)
+	if err != nil {
 		return err
 	}
 	defer func() {
 		// Last: every span has ended. A collector that is down is no
 		// reason to fail the exit.
-		if err := cfg.tracer.Shutdown(min(cfg.ShutdownWait, telemetry.FlushWait)); err != nil {
+		if err := tracer.Shutdown(min(cfg.ShutdownWait, telemetry.FlushWait)); err != nil {
 			log.Warn("tracing: spans lost at exit", "err", err)
 		}
 	}()
@@ -179,14 +166,15 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		defer func() { stopJanitor(); <-swept }()
 	}
 
+	edge := mcpEdge{sec: op.Security, metrics: op.metrics, tracer: tracer, tls: mcpTLS}
 	if cfg.MCPStdio {
-		return serveMCPStdio(ctx, cfg, svc, term, idx, rl.Caller(), log)
+		return serveMCPStdio(ctx, cfg, edge, svc, term, idx, rl.Caller(), log)
 	}
 	lis, err := listeners.Listen(cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	gs := grpc.NewServer(append(append(op.serverOptions(log, svc.Stats(), cfg.Timeout), cfg.tracer.ServerOptions()...),
+	gs := grpc.NewServer(append(append(op.serverOptions(log, svc.Stats(), cfg.Timeout), tracer.ServerOptions()...),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		// A connection with no call in flight for --idle-timeout gets a
@@ -199,7 +187,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	register(gs, hs, svc, term)
 	var hsrv *listeners.HTTP
 	if cfg.HTTPListen != "" {
-		if hsrv, err = listeners.NewHTTP(listeners.HTTPConfig{Addr: cfg.HTTPListen, MaxRecvBytes: cfg.MaxRecvBytes, Timeout: cfg.Timeout, IdleTimeout: cfg.Ops.IdleTimeout, TLS: cfg.httpTLS}, gs, op.httpGuard(int64(cfg.MaxRecvBytes), gs.GetServiceInfo()), log); err != nil {
+		if hsrv, err = listeners.NewHTTP(listeners.HTTPConfig{Addr: cfg.HTTPListen, MaxRecvBytes: cfg.MaxRecvBytes, Timeout: cfg.Timeout, IdleTimeout: cfg.Ops.IdleTimeout, TLS: httpTLS}, gs, op.httpGuard(int64(cfg.MaxRecvBytes), gs.GetServiceInfo()), log); err != nil {
 			_ = lis.Close()
 			return err
 		}
@@ -222,7 +210,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	reloaded := make(chan struct{})
 	go func() { defer close(reloaded); rl.Run(janitorCtx, svc, hs.Server) }()
 	defer func() { stopJanitor(); <-reloaded }()
-	stopMCP, err := startMCPHTTP(cfg, svc, term, idx, rl.Caller(), log)
+	stopMCP, err := startMCPHTTP(cfg, edge, svc, term, idx, rl.Caller(), log)
 	if err != nil {
 		_ = lis.Close()
 		return err
@@ -231,7 +219,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- gs.Serve(lis) }()
 	if hsrv != nil {
-		log.Info("classifierd serving HTTP/JSON and the explain page", "addr", hsrv.Addr(), "url", hsrv.URL(), "tls", cfg.httpTLS != nil)
+		log.Info("classifierd serving HTTP/JSON and the explain page", "addr", hsrv.Addr(), "url", hsrv.URL(), "tls", httpTLS != nil)
 		go func() {
 			if err := hsrv.Serve(); err != nil {
 				serveErr <- err

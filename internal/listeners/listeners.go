@@ -34,6 +34,7 @@ import (
 
 	"github.com/classifierd/classifierd/internal/httpguard"
 	"github.com/classifierd/classifierd/web"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -350,4 +351,19 @@ func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	})
 	log.Info("metrics serving", "addr", lis.Addr().String())
 	return wg.Wait, nil
+}
+
+// MCPHandler is the streamable HTTP handler at MCPPath. Request bodies are
+// bounded by maxBody (--max-recv-bytes, as gRPC messages are); idle
+// sessions end after ttl (--session-ttl). around, if set, wraps the SDK's
+// handler.
+func MCPHandler(getServer func(*http.Request) *mcp.Server, maxBody int, ttl time.Duration, log *slog.Logger, around func(http.Handler) http.Handler) http.Handler {
+	var h http.Handler = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: log,
+		MaxRequestBodyBytes: int64(maxBody), SessionTimeout: ttl})
+	if around != nil {
+		h = around(h)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(MCPPath, h)
+	return mux
 }

@@ -52,12 +52,6 @@ type OpsConfig struct {
 	plainHTTP, plainMCP bool
 }
 
-// defaultIdleTimeout is --idle-timeout's default, and the proxy's: what
-// the HTTP listeners had before the flag. An idle gRPC connection holds
-// about 64 KiB of buffers and a file descriptor; a client that calls less
-// often than this pays one reconnect (and TLS handshake) per call.
-const defaultIdleTimeout = 2 * time.Minute
-
 // indexLoad is how index files are read, at start and on every reload.
 func (c *OpsConfig) indexLoad() index.LoadOptions {
 	return index.LoadOptions{MaxBytes: c.MaxIndexBytes, Mmap: c.IndexMmap}
@@ -79,7 +73,7 @@ func (c *OpsConfig) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MaxWaitingTime, "max-waiting-time", server.DefaultAdmissionMaxWait, "refuse a model call at once (RESOURCE_EXHAUSTED) when the calls ahead of it would keep it from a place longer than this, from the recent rate places came free; applies once calls have waited without a break for 100ms, until the queue has been empty for 1s (before: a burst may queue up to 100ms of waiting) (0: --max-waiting only)")
 	fs.DurationVar(&c.MinDeadline, "min-deadline", 2*time.Millisecond, "refuse model calls with less than this left of their deadline (DEADLINE_EXCEEDED) before any work")
 	fs.Int64Var(&c.MaxIndexBytes, "max-index-bytes", index.DefaultMaxFileBytes, "largest index file accepted, in bytes")
-	fs.DurationVar(&c.IdleTimeout, "idle-timeout", defaultIdleTimeout, "close a connection that has had no call in flight (gRPC) or no request (HTTP/JSON, MCP) for this long; its client reconnects when it next calls")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", listeners.DefaultIdleTimeout, "close a connection that has had no call in flight (gRPC) or no request (HTTP/JSON, MCP) for this long; its client reconnects when it next calls")
 	fs.BoolVar(&c.IndexMmap, "index-mmap", false, "score from a read-only mapping of the index file instead of a copy in memory (large indexes); only if the file is replaced by rename, as gen-index does: a mapped file rewritten in place (cp over it) kills the daemon")
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/proxyrun"
 	"github.com/classifierd/classifierd/internal/testdaemon"
 	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/internal/testmcp"
@@ -293,8 +294,8 @@ func TestProxyRefusedInitializesKeepNoPlace(t *testing.T) {
 	}
 	batch := "[" + strings.Replace(initializeBody, "2025-06-18", "2025-03-26", 1) + "]" // batches predate 2025-06-18
 	for range places + 1 {
-		if code, body := send("", "application/json", both, batch); code != http.StatusOK || !strings.Contains(body, errNoSession.Error()) {
-			t.Fatalf("batch initialize: %d %q, want a JSON-RPC error saying %q", code, body, errNoSession)
+		if code, body := send("", "application/json", both, batch); code != http.StatusOK || !strings.Contains(body, proxyrun.ErrNoSession.Error()) {
+			t.Fatalf("batch initialize: %d %q, want a JSON-RPC error saying %q", code, body, proxyrun.ErrNoSession)
 		}
 	}
 	for i := range places {

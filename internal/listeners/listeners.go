@@ -367,3 +367,9 @@ func MCPHandler(getServer func(*http.Request) *mcp.Server, maxBody int, ttl time
 	mux.Handle(MCPPath, h)
 	return mux
 }
+
+// DefaultIdleTimeout is --idle-timeout's default, and the proxy's: what
+// the HTTP listeners had before the flag. An idle gRPC connection holds
+// about 64 KiB of buffers and a file descriptor; a client that calls less
+// often than this pays one reconnect (and TLS handshake) per call.
+const DefaultIdleTimeout = 2 * time.Minute

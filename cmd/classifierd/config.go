@@ -155,7 +155,7 @@ func (c *Config) Validate() error {
 	if err := c.OTel.Validate(); err != nil {
 		return err
 	}
-	if err := c.Ops.validate(c.Concurrency); err != nil {
+	if err := c.Ops.Validate(c.Concurrency); err != nil {
 		return err
 	}
 	return c.checkOpenMCP()
@@ -169,7 +169,7 @@ func (c *Config) checkOpenMCP() error {
 	if c.MCPListen == "" || !c.offersCallTool() {
 		return nil
 	}
-	return security.CheckOpenListen(c.MCPListen, c.Ops.SecurityConfig, "--insecure-mcp-listen", c.InsecureMCPListen)
+	return security.CheckOpenListen(c.MCPListen, c.Ops.Config, "--insecure-mcp-listen", c.InsecureMCPListen)
 }
 
 // offersCallTool reports whether the MCP server has call_tool: servers to
@@ -217,7 +217,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&c.TermStore.ShareLearned, "terminal-share-learned", false, "with --terminal: suggest answers learned in one terminal session to every session (off: a session is suggested only what it taught)")
 	fs.StringVar(&c.TermStore.KeyFile, "terminal-key", "", "with --terminal: file holding the key of the hashes kept of secret answers (32 random bytes, made 0600 if missing; default --terminal-db with .key appended, also with --state redis://..., so the key stays on this host)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
-	c.Ops.addFlags(fs)
+	addOpsFlags(fs, &c.Ops)
 	addOTelFlags(fs, &c.OTel)
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	registerReloadFlags(fs, &c.Reload)

@@ -19,6 +19,7 @@ import (
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/ops"
 	"github.com/classifierd/classifierd/internal/reload"
 	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/internal/state"
@@ -48,14 +49,14 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	op, err := openOps(cfg.Ops, log)
+	op, err := ops.Open(cfg.Ops, log)
 	if err != nil {
 		return err
 	}
-	httpTLS, mcpTLS := op.ListenerTLS(cfg.Ops.plainHTTP), op.ListenerTLS(cfg.Ops.plainMCP)
-	op.logTLS(log, cfg, httpTLS, mcpTLS)
+	httpTLS, mcpTLS := op.ListenerTLS(cfg.Ops.PlainHTTP), op.ListenerTLS(cfg.Ops.PlainMCP)
+	op.LogTLS(log, cfg.MCPStdio, cfg.HTTPListen, cfg.MCPListen, httpTLS, mcpTLS)
 	if cfg.MCPListen != "" && cfg.offersCallTool() {
-		if open, _ := security.OpenListen(cfg.MCPListen, cfg.Ops.SecurityConfig); open { // Validate refused it without --insecure-mcp-listen
+		if open, _ := security.OpenListen(cfg.MCPListen, cfg.Ops.Config); open { // Validate refused it without --insecure-mcp-listen
 			security.WarnOpenListen(log, cfg.MCPListen, "--insecure-mcp-listen")
 		}
 	}
@@ -74,7 +75,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if cfg.Index != "" {
 		// Fail fast on a bad index before loading the runtime and model.
 		loadStart := time.Now()
-		if idx, err = index.LoadWith(cfg.Index, cfg.Ops.indexLoad()); err != nil {
+		if idx, err = index.LoadWith(cfg.Index, cfg.Ops.IndexLoad()); err != nil {
 			return fmt.Errorf("load index %s: %w", cfg.Index, err)
 		}
 		log.Info("index loaded", "path", cfg.Index, "vectors", idx.NumVectors(), "mapped", idx.Mapped(),
@@ -92,7 +93,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return fmt.Errorf("load model %s: %w", cfg.Model, err)
 	}
 	defer func() { err = errors.Join(err, eng.Close()) }()
-	rl, err := reload.New(reload.Options{Index: cfg.Index, Model: cfg.Model, Reload: cfg.Reload, Load: cfg.Ops.indexLoad(), Domain: cfg.domain()}, eng, log)
+	rl, err := reload.New(reload.Options{Index: cfg.Index, Model: cfg.Model, Reload: cfg.Reload, Load: cfg.Ops.IndexLoad(), Domain: cfg.domain()}, eng, log)
 	if err != nil {
 		return err
 	}
@@ -101,7 +102,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	emb := op.embedder(eng)
+	emb := op.Embedder(eng)
 	indexPath := cfg.Index
 	if cfg.Reload.MCPConfig != "" {
 		indexPath = "" // built from live tools: no file
@@ -119,7 +120,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	for _, li := range idx.LabelsOf(index.KindCategory) {
 		catIDs = append(catIDs, idx.Labels[li].ID)
 	}
-	st, err := state.Open(ctx, cfg.State, session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: op.sessionOwnerLimit(),
+	st, err := state.Open(ctx, cfg.State, session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: op.SessionOwnerLimit(),
 		DefaultExposure: session.Exposure(cfg.Exposure), AllCategories: catIDs, MinimalCategories: splitList(cfg.Minimal)}, log)
 	if err != nil {
 		return err
@@ -127,14 +128,14 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	defer func() { err = errors.Join(err, st.Close()) }() // after the stores
 	sessions := st.Sessions
 	defer func() { err = errors.Join(err, sessions.Close()) }()
-	if err := op.watchSessions(sessions); err != nil {
+	if err := op.WatchSessions(sessions); err != nil {
 		return err
 	}
 	counter, err := tokens.NewCounter()
 	if err != nil {
 		return err
 	}
-	watches, err := op.watches()
+	watches, err := op.Watches()
 	if err != nil {
 		return err
 	}
@@ -166,7 +167,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		defer func() { stopJanitor(); <-swept }()
 	}
 
-	edge := mcpEdge{sec: op.Security, metrics: op.metrics, tracer: tracer, tls: mcpTLS}
+	edge := mcpEdge{sec: op.Security, metrics: op.Metrics, tracer: tracer, tls: mcpTLS}
 	if cfg.MCPStdio {
 		return serveMCPStdio(ctx, cfg, edge, svc, term, idx, rl.Caller(), log)
 	}
@@ -174,7 +175,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	gs := grpc.NewServer(append(append(op.serverOptions(log, svc.Stats(), cfg.Timeout), tracer.ServerOptions()...),
+	gs := grpc.NewServer(append(append(op.ServerOptions(log, svc.Stats(), cfg.Timeout), tracer.ServerOptions()...),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		// A connection with no call in flight for --idle-timeout gets a
@@ -187,13 +188,13 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	register(gs, hs, svc, term)
 	var hsrv *listeners.HTTP
 	if cfg.HTTPListen != "" {
-		if hsrv, err = listeners.NewHTTP(listeners.HTTPConfig{Addr: cfg.HTTPListen, MaxRecvBytes: cfg.MaxRecvBytes, Timeout: cfg.Timeout, IdleTimeout: cfg.Ops.IdleTimeout, TLS: httpTLS}, gs, op.httpGuard(int64(cfg.MaxRecvBytes), gs.GetServiceInfo()), log); err != nil {
+		if hsrv, err = listeners.NewHTTP(listeners.HTTPConfig{Addr: cfg.HTTPListen, MaxRecvBytes: cfg.MaxRecvBytes, Timeout: cfg.Timeout, IdleTimeout: cfg.Ops.IdleTimeout, TLS: httpTLS}, gs, op.HTTPGuard(int64(cfg.MaxRecvBytes), gs.GetServiceInfo()), log); err != nil {
 			_ = lis.Close()
 			return err
 		}
 	}
 	opsCtx, stopOps := context.WithCancel(context.Background())
-	waitMetrics, err := op.serveMetrics(opsCtx)
+	waitMetrics, err := op.ServeMetrics(opsCtx)
 	if err != nil {
 		stopOps()
 		_ = lis.Close()

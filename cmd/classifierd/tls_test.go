@@ -61,8 +61,8 @@ func TestPlaintextListenersFlag(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.Ops.plainHTTP != tc.http || cfg.Ops.plainMCP != tc.mcp {
-				t.Fatalf("plain http %v mcp %v, want %v %v", cfg.Ops.plainHTTP, cfg.Ops.plainMCP, tc.http, tc.mcp)
+			if cfg.Ops.PlainHTTP != tc.http || cfg.Ops.PlainMCP != tc.mcp {
+				t.Fatalf("plain http %v mcp %v, want %v %v", cfg.Ops.PlainHTTP, cfg.Ops.PlainMCP, tc.http, tc.mcp)
 			}
 		})
 	}

@@ -17,8 +17,8 @@ import (
 func TestIsInitialize(t *testing.T) {
 	for body, want := range map[string]bool{
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`: true,
-		`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`:              false,
-		`[{"jsonrpc":"2.0","id":1,"method":"initialize"}]`:            false,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`:             false,
+		`[{"jsonrpc":"2.0","id":1,"method":"initialize"}]`:           false,
 		`not json`: false,
 	} {
 		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))

@@ -309,10 +309,10 @@ clean: ## remove build outputs (keeps the downloaded runtime)
 LOADTEST_DAEMON_ARGS ?=
 LOADTEST_FLAGS ?=
 .PHONY: loadtest
-loadtest: deps build index ## Route at 1..2000 concurrent clients: throughput, p50/p99, refusals; writes docs/loadtest.png
+loadtest: deps build index ## Route at 1..2000 concurrent clients: throughput, p50/p99, refusals; the retry, deadline and fair-share scenarios; writes docs/loadtest.png
 	go run ./tools/loadtest --saturation --daemon $(BIN)/classifierd --index $(INDEX) --model $(MODEL_DIR) --ort-lib $(ORT_LIB) \
 	  --queries data/catalogs/default.eval.jsonl --png docs/loadtest.png --json var/loadtest.json --label "$$(nproc) cores" \
-	  --daemon-args "$(LOADTEST_DAEMON_ARGS)" $(LOADTEST_FLAGS)
+	  --scenarios all --daemon-args "$(LOADTEST_DAEMON_ARGS)" $(LOADTEST_FLAGS)
 
 # Deployment (docs/deploy.md).
 .PHONY: k8s-check

@@ -23,12 +23,13 @@ func (e *Engine) openQueue() error {
 		return nil
 	}
 	q, err := batch.New(batch.Config{
-		MaxBatch: e.cfg.ChunkSize,
-		Window:   e.cfg.BatchWindow,
-		MaxQueue: e.cfg.MaxQueue,
-		Workers:  e.cfg.MaxConcurrent,
-		MaxWait:  e.cfg.MaxQueueWait,
-		OnRun:    traceRun,
+		MaxBatch:  e.cfg.ChunkSize,
+		Window:    e.cfg.BatchWindow,
+		MaxQueue:  e.cfg.MaxQueue,
+		Workers:   e.cfg.MaxConcurrent,
+		MaxWait:   e.cfg.MaxQueueWait,
+		ActiveFor: batch.DefaultActiveFor,
+		OnRun:     traceRun,
 	}, e.runTokenized)
 	if err != nil {
 		return err

@@ -64,6 +64,14 @@ type Config struct {
 	// treats gRPC calls, so sessions created over either are the same
 	// client's.
 	Caller func(tool string, header http.Header) (server.Caller, error)
+	// Admit, if set, admits a tool call before it runs, by the tool's
+	// name and the size of its arguments, with the caller in ctx: the
+	// daemon's fair, deadline-aware admission of model calls
+	// (server.Admission.Admit), so MCP callers share the model with gRPC
+	// callers by identity. It returns the context to run the call with
+	// and the func that ends its admission; its error is the call's
+	// error result.
+	Admit func(ctx context.Context, tool string, size int) (context.Context, func(), error)
 }
 
 // Tool names. The terminal ones are the names hubs call.
@@ -96,6 +104,9 @@ func New(cfg Config) (*mcp.Server, error) {
 func NewBare(cfg Config) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "classifierd", Version: cfg.Version},
 		&mcp.ServerOptions{Logger: sdkLog(cfg.Logger), SupportedProtocolVersions: cfg.ProtocolVersions, Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}})
+	if cfg.Admit != nil { // inside guard: after the caller and the deadline are set
+		s.AddReceivingMiddleware(admitted(cfg.Admit))
+	}
 	s.AddReceivingMiddleware(guard(cfg.Logger, cfg.Timeout, cfg.Caller))
 	return s
 }
@@ -130,7 +141,7 @@ func guard(log *slog.Logger, timeout time.Duration, caller func(string, http.Hea
 			if method == "tools/call" && timeout > 0 {
 				if _, ok := ctx.Deadline(); !ok {
 					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, timeout)
+					ctx, cancel = server.WithDefaultTimeout(ctx, timeout)
 					defer cancel()
 				}
 			}
@@ -140,6 +151,26 @@ func guard(log *slog.Logger, timeout time.Duration, caller func(string, http.Hea
 					res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
 				}
 			}()
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// admitted admits each tool call with admit (Config.Admit) before it
+// runs and ends its admission when it returns; a refusal is the call's
+// error result ("RESOURCE_EXHAUSTED: ..."), as guard's are.
+func admitted(admit func(context.Context, string, int) (context.Context, func(), error)) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			r, ok := req.(*mcp.CallToolRequest)
+			if !ok || r.Params == nil {
+				return next(ctx, method, req)
+			}
+			ctx, release, err := admit(ctx, r.Params.Name, len(r.Params.Arguments))
+			if err != nil {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: ToolError(err).Error()}}}, nil
+			}
+			defer release()
 			return next(ctx, method, req)
 		}
 	}

@@ -3,6 +3,8 @@ package rank
 import (
 	"math"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/viterin/vek/vek32"
@@ -104,4 +106,21 @@ func TestScoreDenseMatchesMaps(t *testing.T) {
 	if matched == 0 {
 		t.Fatal("no text matched any document; the test compares nothing")
 	}
+}
+
+// FuzzEachLowerField: eachLowerField yields exactly the fields of
+// strings.FieldsFunc(strings.ToLower(s), notLetterOrDigit), the split
+// distinctLexWords made before it stopped copying the text.
+func FuzzEachLowerField(f *testing.F) {
+	for _, s := range []string{"", "Hello, World", "ÄÖÜ straße İstanbul K", "a\xffb", "Ⅻ ⓐⒶ x_y-z 42", "日本語のテキスト", "ǅemal ǈ"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var got []string
+		eachLowerField(s, func(w string) { got = append(got, w) })
+		want := strings.FieldsFunc(strings.ToLower(s), notLetterOrDigit)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%q: %q, want %q", s, got, want)
+		}
+	})
 }

@@ -41,6 +41,13 @@ func newNeedle(s string) needle {
 // wordRuns returns the maximal runs of word bytes of s, in order.
 func wordRuns(s string) []string {
 	var out []string
+	eachWordRun(s, func(w string) { out = append(out, w) })
+	return out
+}
+
+// eachWordRun calls fn with each maximal run of word bytes of s, in
+// order.
+func eachWordRun(s string, fn func(string)) {
 	for i := 0; i < len(s); {
 		if !isWordByte(s[i]) {
 			i++
@@ -50,10 +57,9 @@ func wordRuns(s string) []string {
 		for j < len(s) && isWordByte(s[j]) {
 			j++
 		}
-		out = append(out, s[i:j])
+		fn(s[i:j])
 		i = j
 	}
-	return out
 }
 
 // wordSetMin is the text length from which needles are first looked up
@@ -64,9 +70,7 @@ const wordSetMin = 1024
 func (t *Turn) wordSet() map[string]struct{} {
 	if t.words == nil {
 		t.words = map[string]struct{}{}
-		for _, w := range wordRuns(t.lower) {
-			t.words[w] = struct{}{}
-		}
+		eachWordRun(t.lower, func(w string) { t.words[w] = struct{}{} })
 	}
 	return t.words
 }

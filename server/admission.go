@@ -3,29 +3,41 @@ package server
 import (
 	"container/list"
 	"context"
+	"fmt"
+	"math"
+	"math/bits"
+	"strconv"
 	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/classifierd/classifierd/embed/batch"
 )
 
 // AdmissionConfig bounds the calls that run the model at once and the
-// calls that may wait for one of those places. Calls past the bounds are
+// calls that may wait for one of those places, and shares both between
+// the callers (identities) that want them. Calls past the bounds are
 // refused at once with ResourceExhausted, so a saturated daemon answers
 // in microseconds instead of queueing clients into their deadlines.
 type AdmissionConfig struct {
 	MaxInFlight int // model calls running at once (0: no admission control)
-	MaxQueue    int // calls waiting for a place; more are refused
-	// MaxWait, when positive, bounds the waiting in time as well as in
-	// number while the daemon is overloaded: a call that finds every
-	// place taken is then refused at once if it would wait longer than
-	// this for one, estimated from the calls ahead of it and the recent
-	// rate at which places came free to waiting calls. So admitted calls
-	// wait about MaxWait at most on a machine of any speed and under any
-	// other load, where MaxQueue alone makes them wait MaxQueue ÷ the
-	// service rate. A call into an empty queue is always admitted.
+	MaxQueue    int // calls waiting for a place, all identities together
+	// MaxQueueBytes bounds the request bytes of the waiting calls (0: no
+	// bound): MaxQueue calls of the largest message would otherwise hold
+	// MaxQueue × 4 MiB.
+	MaxQueueBytes int64
+	// MaxWait bounds the waiting of calls that carry no deadline of their
+	// own (the daemon's --timeout does not count as one) while the daemon
+	// is overloaded: such a call that finds every place taken is refused
+	// at once if it would wait longer than this for one, estimated from
+	// the work ahead of it. A call into an empty queue is always admitted.
 	MaxWait time.Duration
 	// The daemon is overloaded once calls have been waiting without a
 	// break for StandingAfter (CoDel's interval: a queue that does not
@@ -39,7 +51,28 @@ type AdmissionConfig struct {
 	// MinDeadline: a call with less time left than this is refused with
 	// DeadlineExceeded before any work (it could not finish anyway).
 	MinDeadline time.Duration
+	// DeadlineShare: a call with a deadline of its own is admitted to wait
+	// only when its expected wait plus its expected service fit in this
+	// share of the time it has left, and is refused at once otherwise; the
+	// rest of its time is the margin for the estimate's error (default
+	// DefaultAdmissionDeadlineShare).
+	DeadlineShare float64
+	// Weights are the identities' weights in the fair shares, by caller
+	// name (a token's name, "cert:CN", "anonymous"); 1 when absent.
+	Weights map[string]float64
+	// ActiveFor is how long an identity keeps its share of the places
+	// after its last call ended (0: DefaultAdmissionActiveFor; negative:
+	// not at all): a caller that sends one call at a time is idle between
+	// them, and without it another caller would take back every place in
+	// that gap and make each of its calls wait for one to end.
+	ActiveFor time.Duration
 }
+
+// DefaultAdmissionActiveFor is the default of AdmissionConfig.ActiveFor,
+// and embed/batch's for its model runs: long enough for a client's next
+// call after an answer, short enough that a caller who has gone holds
+// places back from a busy one only briefly.
+const DefaultAdmissionActiveFor = batch.DefaultActiveFor
 
 // DefaultAdmissionMaxWait is the default of AdmissionConfig.MaxWait
 // (cmd/classifierd's --max-waiting-time). The 50 ms p99 target of
@@ -49,15 +82,38 @@ type AdmissionConfig struct {
 // waiting gets 10 ms.
 const DefaultAdmissionMaxWait = 10 * time.Millisecond
 
+// DefaultAdmissionDeadlineShare is the default of
+// AdmissionConfig.DeadlineShare (--deadline-share): a call with 50 ms
+// left may be expected to wait and run for 20 ms of it, leaving the
+// estimate 30 ms of error, what the 10 ms bound of calls without a
+// deadline needed (docs/loadtest.md).
+const DefaultAdmissionDeadlineShare = 0.4
+
 // Defaults of AdmissionConfig.StandingAfter and IdleAfter.
 const (
 	DefaultAdmissionStandingAfter = 100 * time.Millisecond
 	DefaultAdmissionIdleAfter     = time.Second
 )
 
-// drainWeight is the weight of the newest interval in the mean interval
-// between places coming free (about the last 20 intervals count).
-const drainWeight = 0.05
+// DefaultAdmissionMaxQueueBytes is the default of
+// AdmissionConfig.MaxQueueBytes (--max-waiting-bytes).
+const DefaultAdmissionMaxQueueBytes = 64 << 20
+
+const (
+	// maxIdleFlows bounds the identities kept active after their last
+	// call (ActiveFor): past it the one idle longest is forgotten, so
+	// many callers cannot grow the state.
+	maxIdleFlows = 4096
+	// maxAttemptsPriority caps the attempt count a retried call is
+	// ordered by among its own identity's calls.
+	maxAttemptsPriority = 10
+	// previousAttemptsKey is the metadata gRPC's retry policy sets on a
+	// retried call: how many attempts went before it.
+	previousAttemptsKey = "grpc-previous-rpc-attempts"
+	// retryPushbackKey is the trailer gRPC clients with a retry policy
+	// read as the time to wait before retrying.
+	retryPushbackKey = "grpc-retry-pushback-ms"
+)
 
 // admittedMethods run the model; the rest (sessions, index info, stats,
 // health) are cheap and never wait behind them.
@@ -71,23 +127,78 @@ var admittedMethods = map[string]bool{
 	"/terminal.v1.TerminalService/InferExpectedInput": true,
 }
 
-// Admission is the bounded admission of model calls: MaxInFlight places,
-// and a first-in first-out queue for them bounded in number (MaxQueue)
-// and, while overloaded, in expected waiting time (MaxWait). A place that
-// is given back goes straight to the oldest waiting call.
+// Admission is the fair, deadline-aware admission of model calls.
+//
+// MaxInFlight places run calls; no more run at once, ever. Each identity
+// (Caller.Quota: a token, a certificate, or an anonymous peer's host) is
+// a flow with its own first-in first-out queue; a retried call
+// (grpc-previous-rpc-attempts) goes ahead of its identity's calls with
+// fewer attempts.
+//
+// Shares: a flow is active while it has calls waiting or running and for
+// ActiveFor after its last one ended. Each active flow's share is
+// MaxInFlight × its weight ÷ the active flows' weights, rounded down, at
+// least one place. A flow below its share may always take a free place;
+// a flow at or above it only a place that is not kept for another active
+// flow below its own share. So while another identity is active a hog
+// holds no more than its share, and the places it leaves are free when
+// the other's next call comes; a newcomer that finds every place taken
+// waits for the first call to end, whose place is kept for it. Between
+// flows that may start, a free place goes to the one that has received
+// the least service per weight (start-time fair queuing by cost: a call
+// is charged its expected service time when it starts and corrected to
+// the time it really held its place when it ends, so a caller of large
+// requests is charged for them). When the queue is full, the flow holding
+// the most waiting work per weight gives up its newest call.
+//
+// A call that must wait is refused at once when it would not finish in
+// time: when its own deadline does not leave room for its expected wait
+// plus service (DeadlineShare), or, with no deadline of its own, when the
+// daemon is overloaded and the wait would pass MaxWait. The expected
+// service time of a call is learnt from the calls that ended, by the
+// request's size class (costModel); the expected wait from the work ahead
+// of the call, without walking the queue (per flow, the waiting work is
+// kept by attempt count), so a refusal costs the same however many wait.
 type Admission struct {
 	cfg AdmissionConfig
 	now func() time.Time
 
 	mu       sync.Mutex
 	inFlight int
-	waiters  list.List // of *waiter, oldest first
-	// drain is the weighted mean time, in nanoseconds, between places
-	// coming free while calls wait (0 until one has): the queue's
-	// service interval. lastFree is when a place last came free or the
-	// queue last formed, whichever is later.
-	drain    float64
-	lastFree time.Time
+	queued   int   // waiting calls, all flows
+	qBytes   int64 // their request bytes
+	// runningCost sums the expected service of the calls in flight, for
+	// their expected remaining work.
+	runningCost float64
+	// flows are the active flows: with calls waiting or in flight, or
+	// idle for less than ActiveFor (those also in idle, oldest first).
+	flows    map[string]*flow
+	idle     list.List // of *flow
+	flowSeq  uint64
+	enqueued uint64 // calls that have joined the queue since start
+	// arrivals numbers the calls in order of arrival; maxStarted is the
+	// greatest number of a call that has started: a waiting call with a
+	// smaller number than maxStarted was overtaken (a retry of its
+	// identity, another identity's call), so its wait says nothing of
+	// the estimate's error.
+	arrivals, maxStarted uint64
+	// vnow is the virtual time: the service per weight at which the
+	// latest call started (start-time fair queuing's). A flow that
+	// becomes busy starts at it at least, so time spent idle earns no
+	// credit, and a newcomer goes before the calls of flows that have had
+	// more.
+	vnow float64
+	cost costModel
+	// waitScale is admitted calls' actual waits ÷ the waits expected
+	// when they queued (before scaling), as exponentially weighted sums
+	// (waitedSum, expectedSum), between 1 and maxWaitScale: the expected
+	// wait is multiplied by it, so an estimate that proves too short (a
+	// machine slowed by other work, thousands of clients' streams on the
+	// same cores) tightens admission instead of letting callers wait
+	// into their deadlines. A ratio of sums, not a mean of ratios: a call
+	// expected to wait 1 ms that waited 50 ms (a scheduling hiccup on a
+	// busy machine) weighs as 1 ms of estimate, not as a 50-fold error.
+	waitScale, waitedSum, expectedSum float64
 	// busySince is when the queue last formed, idleSince when it last
 	// emptied; overloadedLocked keeps overloaded from them.
 	busySince, idleSince time.Time
@@ -100,10 +211,68 @@ type Admission struct {
 	waited, answered func(time.Duration)
 }
 
-// waiter is one call waiting for a place; ready is closed when it has one.
+// flow is one identity's share: its waiting calls in order and the
+// service it has received.
+type flow struct {
+	key    string
+	weight float64
+	seq    uint64 // when it became active, to break ties in order
+	// vtime is the service received ÷ weight, in nanoseconds of a place.
+	vtime    float64
+	inFlight int
+	// waiting holds the waiting calls by attempt count (capped at
+	// maxAttemptsPriority), each list oldest first: the next call is the
+	// oldest of the most attempts.
+	waiting [maxAttemptsPriority + 1]list.List // of *waiter
+	cWait   [maxAttemptsPriority + 1]float64   // their expected service
+	queued  int
+	qBytes  int64   // request bytes of the waiting calls
+	qCost   float64 // their expected service
+	// idleEl is f's element of Admission.idle while it has nothing
+	// waiting or running, idleAt when that began.
+	idleEl *list.Element
+	idleAt time.Time
+}
+
+func (f *flow) busy() bool { return f.inFlight > 0 || f.queued > 0 }
+
+// next is f's waiting call that gets its next place (nil: none).
+func (f *flow) next() *waiter {
+	for k := maxAttemptsPriority; k >= 0; k-- {
+		if el := f.waiting[k].Front(); el != nil {
+			return el.Value.(*waiter)
+		}
+	}
+	return nil
+}
+
+// newest is f's waiting call with the weakest claim: the newest of the
+// fewest attempts (nil: none).
+func (f *flow) newest() *waiter {
+	for k := range f.waiting {
+		if el := f.waiting[k].Back(); el != nil {
+			return el.Value.(*waiter)
+		}
+	}
+	return nil
+}
+
+// waiter is one call waiting for a place; ready is closed when it has
+// one (granted) or has been pushed out of the queue (err).
 type waiter struct {
-	ready   chan struct{}
-	granted bool // guarded by Admission.mu
+	f        *flow
+	el       *list.Element
+	ready    chan struct{}
+	bytes    int64
+	cost     float64 // expected service, when it queued
+	attempts int
+	granted  bool  // guarded by Admission.mu
+	err      error // guarded by Admission.mu
+	charged  float64
+	expected time.Duration // the wait expected when it queued, unscaled
+	seq      uint64        // its arrival number
+	// overtaken: a call that arrived after it started first.
+	overtaken bool
 }
 
 // NewAdmission returns the admission control of cfg; nil when
@@ -112,7 +281,13 @@ func NewAdmission(cfg AdmissionConfig) *Admission {
 	if cfg.MaxInFlight <= 0 {
 		return nil
 	}
-	return &Admission{cfg: cfg, now: time.Now, rejected: func(string) {},
+	if cfg.DeadlineShare <= 0 || cfg.DeadlineShare > 1 {
+		cfg.DeadlineShare = DefaultAdmissionDeadlineShare
+	}
+	if cfg.ActiveFor == 0 {
+		cfg.ActiveFor = DefaultAdmissionActiveFor
+	}
+	return &Admission{cfg: cfg, now: time.Now, flows: map[string]*flow{}, waitScale: 1, rejected: func(string) {},
 		waited: func(time.Duration) {}, answered: func(time.Duration) {}}
 }
 
@@ -120,7 +295,7 @@ func NewAdmission(cfg AdmissionConfig) *Admission {
 func (a *Admission) Queued() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return int64(a.waiters.Len())
+	return int64(a.queued)
 }
 
 // InFlight is the number of admitted calls running.
@@ -130,47 +305,42 @@ func (a *Admission) InFlight() int64 {
 	return int64(a.inFlight)
 }
 
-// ExpectedWait is how long a call that found every place taken would
-// wait for one now: one service interval for each call ahead of it and
-// one for itself. 0 until the queue has been served once.
+// Flows is the number of active identities: with calls waiting or
+// running, or whose last call ended less than ActiveFor ago. The shares
+// are among them.
+func (a *Admission) Flows() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if now := a.now(); a.forgetLocked(now) {
+		a.dispatchLocked(now)
+	}
+	return int64(len(a.flows))
+}
+
+// ExpectedWait is how long a small call of a new identity that found every
+// place taken would wait for one now, estimated; 0 until a call has
+// ended. The gauge of the queue as a whole: a call of an identity with
+// calls already waiting waits longer, one of an identity below its share
+// not at all.
 func (a *Admission) ExpectedWait() time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.expectedWaitLocked()
+	if now := a.now(); a.forgetLocked(now) {
+		a.dispatchLocked(now)
+	}
+	f := a.flows[""] // calls without a caller (tests) are that flow
+	if f == nil {
+		f = &flow{weight: 1, vtime: a.vnow}
+	}
+	return a.expectedWaitLocked(f, 0)
 }
 
-func (a *Admission) expectedWaitLocked() time.Duration {
-	return time.Duration(float64(a.waiters.Len()+1) * a.drain)
-}
-
-// overloadedLocked updates the overload state at now and reports it. It
-// is called before the queue forms or empties, so the state sees every
-// busy and idle period whole.
-func (a *Admission) overloadedLocked(now time.Time) bool {
-	if a.waiters.Len() > 0 {
-		if now.Sub(a.busySince) >= a.cfg.StandingAfter {
-			a.overloaded = true
-		}
-	} else if now.Sub(a.idleSince) >= a.cfg.IdleAfter {
-		a.overloaded = false
-	}
-	return a.overloaded
-}
-
-// refuseLocked reports whether a call that found every place taken at now
-// may not wait.
-func (a *Admission) refuseLocked(now time.Time) bool {
-	switch {
-	case a.waiters.Len() >= a.cfg.MaxQueue:
-		return true
-	case a.waiters.Len() == 0 || a.cfg.MaxWait <= 0:
-		return false
-	}
-	bound := a.cfg.MaxWait
-	if !a.overloadedLocked(now) {
-		bound = max(bound, a.cfg.StandingAfter)
-	}
-	return a.expectedWaitLocked() > bound
+// WaitScale is what the expected waits are multiplied by: recent admitted
+// calls' waits ÷ the waits estimated for them (at least 1).
+func (a *Admission) WaitScale() float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.waitScale
 }
 
 // Overloaded reports whether MaxWait applies now.
@@ -180,51 +350,495 @@ func (a *Admission) Overloaded() bool {
 	return a.overloadedLocked(a.now())
 }
 
-// admit takes a place for one call, waiting in the bounded queue if
-// needed; the returned func gives it back.
-func (a *Admission) admit(ctx context.Context, method string) (func(), error) {
+// overloadedLocked updates the overload state at now and reports it. It
+// is called before the queue forms or empties, so the state sees every
+// busy and idle period whole.
+func (a *Admission) overloadedLocked(now time.Time) bool {
+	if a.queued > 0 {
+		if now.Sub(a.busySince) >= a.cfg.StandingAfter {
+			a.overloaded = true
+		}
+	} else if now.Sub(a.idleSince) >= a.cfg.IdleAfter {
+		a.overloaded = false
+	}
+	return a.overloaded
+}
+
+// flowLocked returns the flow of key, busy from now on, and whether it
+// is new (was not active): a flow that was idle or new starts at the
+// virtual time at least, so time spent idle earns it no credit.
+func (a *Admission) flowLocked(key string, weight float64) (*flow, bool) {
+	f := a.flows[key]
+	if f != nil && f.busy() {
+		return f, false
+	}
+	v := a.vnow
+	if f == nil {
+		a.flowSeq++
+		f = &flow{key: key, weight: weight, seq: a.flowSeq, vtime: v}
+		a.flows[key] = f
+		return f, true
+	}
+	if f.idleEl != nil {
+		a.idle.Remove(f.idleEl)
+		f.idleEl = nil
+	}
+	f.weight = weight
+	f.vtime = max(f.vtime, v)
+	return f, false
+}
+
+// idleLocked marks f idle at now once it has nothing waiting or running:
+// it keeps its share for ActiveFor, unless that is off. It reports
+// whether a flow was forgotten (its kept places are free: dispatch).
+func (a *Admission) idleLocked(f *flow, now time.Time) bool {
+	if f.busy() || f.idleEl != nil || a.flows[f.key] != f {
+		return false
+	}
+	if a.cfg.ActiveFor < 0 {
+		delete(a.flows, f.key)
+		return true
+	}
+	f.idleAt = now
+	f.idleEl = a.idle.PushBack(f)
+	return a.forgetLocked(now)
+}
+
+// forgetLocked forgets the flows idle for ActiveFor or longer at now,
+// and the longest idle past maxIdleFlows; it reports whether it forgot
+// any (the places they kept are free for others).
+func (a *Admission) forgetLocked(now time.Time) bool {
+	forgot := false
+	for el := a.idle.Front(); el != nil; el = a.idle.Front() {
+		f := el.Value.(*flow)
+		if a.idle.Len() <= maxIdleFlows && now.Sub(f.idleAt) < a.cfg.ActiveFor {
+			break
+		}
+		a.idle.Remove(el)
+		f.idleEl = nil
+		delete(a.flows, f.key)
+		forgot = true
+	}
+	return forgot
+}
+
+// shares is the active flows' weights and the places kept for flows
+// below their shares, for mayStartLocked.
+type shares struct {
+	weights float64
+	kept    int
+}
+
+// sharesLocked sums the active flows' weights and the places each of
+// them below its share has kept.
+func (a *Admission) sharesLocked() shares {
+	var s shares
+	for _, f := range a.flows {
+		s.weights += f.weight
+	}
+	for _, f := range a.flows {
+		s.kept += max(0, a.shareLocked(f, s.weights)-f.inFlight)
+	}
+	return s
+}
+
+// shareLocked is f's share of the places among active flows of total
+// weight w: at least one place.
+func (a *Admission) shareLocked(f *flow, w float64) int {
+	if w <= 0 {
+		return a.cfg.MaxInFlight
+	}
+	return max(1, int(math.Floor(float64(a.cfg.MaxInFlight)*f.weight/w+1e-9)))
+}
+
+// mayStartLocked reports whether f may start a call now: a place is free
+// and f is below its share, or the free places outnumber those kept for
+// the other flows below theirs.
+func (a *Admission) mayStartLocked(f *flow, s shares) bool {
+	free := a.cfg.MaxInFlight - a.inFlight
+	if free <= 0 {
+		return false
+	}
+	own := a.shareLocked(f, s.weights) - f.inFlight
+	return own > 0 || free > s.kept
+}
+
+// startLocked gives f a place for a call of the given size and charges
+// f its expected service; it returns the charge.
+func (a *Admission) startLocked(f *flow, bytes int64, seq uint64) float64 {
+	a.maxStarted = max(a.maxStarted, seq)
+	a.inFlight++
+	f.inFlight++
+	a.vnow = max(a.vnow, f.vtime) // the call's start tag
+	c := a.cost.predict(float64(bytes))
+	a.runningCost += c
+	f.vtime += c / f.weight
+	return c
+}
+
+// dispatchLocked starts waiting calls while a flow with waiting calls may
+// start one: the one with the least service per weight first.
+func (a *Admission) dispatchLocked(now time.Time) {
+	for a.queued > 0 && a.inFlight < a.cfg.MaxInFlight {
+		s := a.sharesLocked()
+		var pick *flow
+		for _, f := range a.flows {
+			if f.queued == 0 || !a.mayStartLocked(f, s) {
+				continue
+			}
+			if pick == nil || f.vtime < pick.vtime || (f.vtime == pick.vtime && f.seq < pick.seq) {
+				pick = f
+			}
+		}
+		if pick == nil {
+			return
+		}
+		w := a.removeLocked(pick.next(), now)
+		w.overtaken = a.maxStarted > w.seq
+		w.charged = a.startLocked(pick, w.bytes, w.seq)
+		w.granted = true
+		close(w.ready)
+	}
+}
+
+// removeLocked takes w out of the queue at now.
+func (a *Admission) removeLocked(w *waiter, now time.Time) *waiter {
+	if a.queued == 1 {
+		a.overloadedLocked(now) // a busy period ends
+		a.idleSince = now
+	}
+	f, k := w.f, w.attempts
+	f.waiting[k].Remove(w.el)
+	f.cWait[k] -= w.cost
+	f.queued--
+	f.qBytes -= w.bytes
+	f.qCost -= w.cost
+	if f.queued == 0 { // no drift from float sums
+		f.cWait, f.qCost = [maxAttemptsPriority + 1]float64{}, 0
+	}
+	a.queued--
+	a.qBytes -= w.bytes
+	return w
+}
+
+// enqueueLocked puts w in its flow's queue: behind the calls with as
+// many attempts or more, ahead of those with fewer.
+func (a *Admission) enqueueLocked(w *waiter, now time.Time) {
+	if a.queued == 0 {
+		a.overloadedLocked(now) // an idle period ends
+		a.busySince = now
+	}
+	f, k := w.f, w.attempts
+	w.el = f.waiting[k].PushBack(w)
+	f.cWait[k] += w.cost
+	f.queued++
+	f.qBytes += w.bytes
+	f.qCost += w.cost
+	a.queued++
+	a.qBytes += w.bytes
+	a.enqueued++
+}
+
+// expectedWaitLocked estimates how long a call of f with attempts earlier
+// attempts would wait for a place if it queued now: f's calls ahead of
+// it, on the places f may use (all but those kept for other flows below
+// their shares); and, when other flows have calls waiting too, each one's
+// waiting work until it has received as much service per weight as f
+// will have by then (as weighted fair queuing serves them), on all the
+// places; plus a place coming free. 0 before any call has ended. It does
+// not walk the queue: f's waiting work is kept by attempt count.
+func (a *Admission) expectedWaitLocked(f *flow, attempts int) time.Duration {
+	if !a.cost.trained() {
+		return 0
+	}
+	var ahead float64
+	for k := attempts; k <= maxAttemptsPriority; k++ {
+		ahead += f.cWait[k]
+	}
+	start := f.vtime + ahead/f.weight
+	work := ahead
+	var weights float64
+	for _, g := range a.flows {
+		weights += g.weight
+	}
+	if a.flows[f.key] != f {
+		weights += f.weight
+	}
+	kept := 0
+	for _, g := range a.flows {
+		if g == f {
+			continue
+		}
+		kept += max(0, a.shareLocked(g, weights)-g.inFlight)
+		if g.queued > 0 {
+			work += math.Min(g.qCost, math.Max(0, (start-g.vtime)*g.weight))
+		}
+	}
+	// A place comes free after about the mean running call ÷ places.
+	var free float64
+	if a.inFlight > 0 {
+		free = a.runningCost / float64(a.inFlight)
+	}
+	places := float64(a.cfg.MaxInFlight)
+	mine := math.Max(1, places-float64(kept))
+	wait := math.Max((ahead+free)/mine, (work+free)/places)
+	return time.Duration(a.waitScale * wait)
+}
+
+// waitedLocked learns from a call that expected to wait expected and
+// waited waited; estimates under a millisecond say too little. Only
+// calls nobody overtook count: the estimate is of the work ahead when a
+// call queues, and a retry or another identity's call that goes ahead
+// later is the fair order, not the estimate's error (learnt from, the
+// calls of 400 clients retrying, all overtaken by retries, inflated the
+// estimate, which refused more calls, which retried: 94-98 % of their
+// calls answered instead of 100 %).
+func (a *Admission) waitedLocked(expected, waited time.Duration) {
+	if expected < time.Millisecond {
+		return
+	}
+	e, w := float64(expected), min(float64(waited), maxWaitScale*float64(expected))
+	if a.expectedSum == 0 { // as if the last calls had waited as expected
+		a.expectedSum, a.waitedSum = e/(1-waitScaleDecay), e/(1-waitScaleDecay)
+	}
+	a.expectedSum = waitScaleDecay*a.expectedSum + e
+	a.waitedSum = waitScaleDecay*a.waitedSum + w
+	a.waitScale = min(max(1, a.waitedSum/a.expectedSum), maxWaitScale)
+}
+
+const (
+	// waitScaleDecay is the weight of the past in waitScale's sums at
+	// each admitted call: about the last 20 count.
+	waitScaleDecay = 0.95
+	// maxWaitScale bounds waitScale.
+	maxWaitScale = 20
+)
+
+// refusal is a RESOURCE_EXHAUSTED that says when to come back.
+func refusal(why string, after time.Duration) error {
+	after = min(max(after, time.Millisecond), 10*time.Second)
+	st := status.New(codes.ResourceExhausted, fmt.Sprintf("server overloaded: %s; retry with backoff (in about %v)", why, after.Round(time.Millisecond)))
+	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(after)}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// retryAfter is the retry delay a refusal carries (0 if none).
+func retryAfter(err error) time.Duration {
+	for _, d := range status.Convert(err).Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return 0
+}
+
+// refuseLocked reports why a call with the given expected wait and
+// service may not wait, or "" if it may. first: the call's caller is
+// below its share with nothing waiting, so the call takes the next place
+// that comes free (at most one running call away), and MaxWait, the
+// bound of waiting behind a standing queue, does not apply to it (its
+// own deadline does).
+func (a *Admission) refuseLocked(ctx context.Context, now time.Time, wait, service time.Duration, first bool) (string, time.Duration) {
+	if !a.cost.trained() {
+		return "", 0 // only the count bounds the queue until a call has ended
+	}
+	if dl, own := ownDeadline(ctx); own {
+		budget := time.Duration(a.cfg.DeadlineShare * float64(dl.Sub(now)))
+		if wait+service > budget {
+			return fmt.Sprintf("expected wait %v and service %v do not fit in the call's deadline", wait.Round(time.Millisecond),
+				service.Round(time.Millisecond)), wait + service - budget
+		}
+		return "", 0
+	}
+	if a.queued == 0 || a.cfg.MaxWait <= 0 || first {
+		return "", 0
+	}
+	bound := a.cfg.MaxWait
+	if !a.overloadedLocked(now) {
+		bound = max(bound, a.cfg.StandingAfter)
+	}
+	if wait > bound {
+		return fmt.Sprintf("expected wait %v, limit %v", wait.Round(time.Millisecond), bound), wait - bound
+	}
+	return "", 0
+}
+
+// pushOutLocked makes room in a full queue for a call of f with bytes of
+// request and attempts earlier attempts: it takes the newest call of the
+// flow holding the most waiting work per weight (counting the newcomer),
+// if that is another flow's, or one of f's own with fewer attempts. It
+// reports false when nothing may give way: the newcomer is refused.
+func (a *Admission) pushOutLocked(f *flow, bytes int64, attempts int, now time.Time) bool {
+	var victim *flow
+	worst := -1.0
+	for _, g := range a.flows {
+		n, c := g.queued, g.qCost
+		if g == f {
+			n, c = n+1, c+a.cost.predict(float64(bytes))
+		}
+		if n == 0 {
+			continue
+		}
+		load := c / g.weight
+		if !a.cost.trained() {
+			load = float64(n) / g.weight
+		}
+		if load > worst || (load == worst && g == f) {
+			victim, worst = g, load
+		}
+	}
+	if victim == nil || victim.queued == 0 {
+		return false
+	}
+	last := victim.newest()
+	if victim == f && last.attempts >= attempts {
+		return false
+	}
+	a.removeLocked(last, now)
+	last.err = refusal("pushed out of the full queue by a call with a better claim", a.expectedWaitLocked(victim, 0))
+	close(last.ready)
+	a.idleLocked(victim, now)
+	return true
+}
+
+// fullLocked reports whether a call of bytes has no room in the queue.
+func (a *Admission) fullLocked(bytes int64) bool {
+	return a.queued >= a.cfg.MaxQueue || (a.cfg.MaxQueueBytes > 0 && a.queued > 0 && a.qBytes+bytes > a.cfg.MaxQueueBytes)
+}
+
+// callerFlow is the flow key and weight of ctx's caller.
+func (a *Admission) callerFlow(ctx context.Context) (string, float64) {
+	c := CallerFrom(ctx)
+	w := 1.0
+	if v, ok := a.cfg.Weights[c.Name]; ok && v > 0 {
+		w = v
+	}
+	return c.Quota, w
+}
+
+// previousAttempts is the grpc-previous-rpc-attempts of ctx's call,
+// capped.
+func previousAttempts(ctx context.Context) int {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get(previousAttemptsKey)
+	if len(v) == 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(v[0])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return min(n, maxAttemptsPriority)
+}
+
+// requestBytes is the encoded size of a request message (0 for anything
+// else).
+func requestBytes(req any) int64 {
+	if m, ok := req.(proto.Message); ok {
+		return int64(proto.Size(m))
+	}
+	return 0
+}
+
+// Admit takes a place for one model call that reaches the domain other
+// than through the gRPC server (an MCP tool call) under the same shares
+// as gRPC calls: its caller is CallerFrom(ctx), method names it in the
+// refusals' metric, bytes is its request's size. It returns ctx marked
+// with the caller's flow for the model's queue (embed/batch) and the
+// func that gives the place back; or a RESOURCE_EXHAUSTED (with a retry
+// delay) or DEADLINE_EXCEEDED status. A nil Admission admits every call.
+func (a *Admission) Admit(ctx context.Context, method string, bytes int64) (context.Context, func(), error) {
+	if a == nil {
+		return ctx, func() {}, nil
+	}
+	release, err := a.admit(ctx, method, bytes)
+	if err != nil {
+		return ctx, nil, err
+	}
+	key, weight := a.callerFlow(ctx)
+	return batch.WithFlow(ctx, key, weight), release, nil
+}
+
+// admit takes a place for one call of bytes of request, waiting in its
+// identity's queue if needed; the returned func gives it back.
+func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func(), error) {
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < a.cfg.MinDeadline {
 		return nil, status.Errorf(codes.DeadlineExceeded, "less than %v left of the call's deadline", a.cfg.MinDeadline)
 	}
+	key, weight := a.callerFlow(ctx)
+	attempts := previousAttempts(ctx)
 	arrived := a.now()
 	a.mu.Lock()
-	if a.inFlight < a.cfg.MaxInFlight && a.waiters.Len() == 0 {
-		a.inFlight++
-		a.mu.Unlock()
-		return a.placed(arrived, arrived), nil
+	a.arrivals++
+	seq := a.arrivals
+	if a.forgetLocked(arrived) {
+		a.dispatchLocked(arrived) // places kept for the forgotten are free
 	}
-	if a.refuseLocked(arrived) {
+	f, fresh := a.flowLocked(key, weight)
+	s := a.sharesLocked()
+	if f.queued == 0 && a.mayStartLocked(f, s) {
+		charged := a.startLocked(f, bytes, seq)
+		a.mu.Unlock()
+		return a.placed(ctx, f, bytes, charged, arrived, arrived), nil
+	}
+	first := f.queued == 0 && a.shareLocked(f, s.weights) > f.inFlight
+	wait := a.expectedWaitLocked(f, attempts)
+	why, after := a.refuseLocked(ctx, arrived, wait, time.Duration(a.cost.predict(float64(bytes))), first)
+	if why == "" && a.fullLocked(bytes) && !a.pushOutLocked(f, bytes, attempts, arrived) {
+		why, after = fmt.Sprintf("%d calls waiting, limit %d", a.queued, a.cfg.MaxQueue), wait
+		if a.queued < a.cfg.MaxQueue {
+			why = fmt.Sprintf("%d bytes of requests waiting, limit %d", a.qBytes, a.cfg.MaxQueueBytes)
+		}
+	}
+	if why != "" {
+		if fresh && !f.busy() { // refused at once: no share kept for it
+			delete(a.flows, key)
+		} else if a.idleLocked(f, arrived) {
+			a.dispatchLocked(arrived)
+		}
 		a.mu.Unlock()
 		a.rejected(method)
-		return nil, status.Error(codes.ResourceExhausted, "server overloaded: retry with backoff")
+		return nil, refusal(why, after)
 	}
-	w := &waiter{ready: make(chan struct{})}
-	if a.waiters.Len() == 0 {
-		a.overloadedLocked(arrived) // an idle period ends
-		a.busySince = arrived
-		a.lastFree = arrived // the queue's first interval starts now
-	}
-	el := a.waiters.PushBack(w)
+	w := &waiter{f: f, ready: make(chan struct{}), bytes: bytes, cost: a.cost.predict(float64(bytes)), attempts: attempts,
+		expected: time.Duration(float64(wait) / a.waitScale), seq: seq}
+	a.enqueueLocked(w, arrived)
+	a.dispatchLocked(arrived) // a push-out may have forgotten a flow and freed its places
 	a.mu.Unlock()
 
 	select {
 	case <-w.ready:
 	case <-ctx.Done():
 		a.mu.Lock()
-		granted := w.granted
-		if !granted {
-			a.removeLocked(el, a.now())
+		granted, pushed := w.granted, w.err != nil
+		if !granted && !pushed {
+			now := a.now()
+			a.removeLocked(w, now)
+			a.idleLocked(f, now)
+			a.dispatchLocked(now) // shares may have changed
 		}
 		a.mu.Unlock()
-		if granted { // a place came at the same time: pass it on
-			a.free(false)
+		if granted { // a place came at the same time: give it back
+			a.done(f, bytes, w.charged, 0, false, a.now())
 		}
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
-	release := a.placed(arrived, a.now())
+	if w.err != nil {
+		a.rejected(method)
+		return nil, w.err
+	}
+	got := a.now()
+	a.mu.Lock()
+	if !w.overtaken {
+		a.waitedLocked(w.expected, got.Sub(arrived))
+	}
+	a.mu.Unlock()
+	release := a.placed(ctx, f, bytes, w.charged, arrived, got)
 	// Time spent queueing may have used up the deadline: check again
 	// before the model runs.
 	if err := ctx.Err(); err != nil {
@@ -234,53 +848,68 @@ func (a *Admission) admit(ctx context.Context, method string) (func(), error) {
 	return release, nil
 }
 
-// placed is the release func of a call that arrived at arrived and got
-// its place at got.
-func (a *Admission) placed(arrived, got time.Time) func() {
+// placed is the release func of a call of f with context ctx that
+// arrived at arrived and got its place at got, charged charged.
+func (a *Admission) placed(ctx context.Context, f *flow, bytes int64, charged float64, arrived, got time.Time) func() {
 	a.waited(got.Sub(arrived))
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			a.answered(a.now().Sub(arrived))
-			a.free(true)
+			now := a.now()
+			a.answered(now.Sub(arrived))
+			served := now.Sub(got)
+			// A call cut short by its caller or deadline held its place
+			// for less than its work: it is charged what it held, but it
+			// does not teach the cost model (16 cancelled 240 KB calls
+			// made it expect them ten times faster, or, by the fit's
+			// slope, ten times slower).
+			a.done(f, bytes, charged, served, ctx.Err() == nil, now)
 		})
 	}
 }
 
-// free gives a place that has come free to the oldest waiting call, or
-// back to the pool; timed: a call has finished with it, which times the
-// queue's service interval (not so for a place passed on by a call that
-// gave up as it got it).
-func (a *Admission) free(timed bool) {
-	now := a.now()
+// done gives back the place of a call of f with bytes of request that
+// held it for served (0: it never ran), corrects f's charge from the
+// expected service to served, learns the service time if learn, and
+// gives the place to the next waiting call.
+func (a *Admission) done(f *flow, bytes int64, charged float64, served time.Duration, learn bool, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	el := a.waiters.Front()
-	if el == nil {
-		a.inFlight--
-		return
+	a.inFlight--
+	f.inFlight--
+	a.runningCost -= charged
+	if a.inFlight == 0 {
+		a.runningCost = 0 // no drift from float sums
 	}
-	if timed {
-		d := float64(now.Sub(a.lastFree))
-		if a.drain == 0 {
-			a.drain = d
-		} else {
-			a.drain += drainWeight * (d - a.drain)
+	f.vtime += (float64(served) - charged) / f.weight
+	if served > 0 && learn {
+		first := !a.cost.trained()
+		a.cost.observe(float64(bytes), float64(served))
+		if first {
+			a.repriceLocked()
 		}
-		a.lastFree = now
 	}
-	w := a.removeLocked(el, now)
-	w.granted = true
-	close(w.ready)
+	a.forgetLocked(now)
+	a.idleLocked(f, now)
+	a.dispatchLocked(now)
 }
 
-// removeLocked takes el out of the queue at now.
-func (a *Admission) removeLocked(el *list.Element, now time.Time) *waiter {
-	if a.waiters.Len() == 1 {
-		a.overloadedLocked(now) // a busy period ends
-		a.idleSince = now
+// repriceLocked sets the expected service of every waiting call from the
+// cost model: once, when it learns its first call, as the calls that
+// queued before were priced at nothing.
+func (a *Admission) repriceLocked() {
+	for _, f := range a.flows {
+		f.qCost = 0
+		for k := range f.waiting {
+			f.cWait[k] = 0
+			for el := f.waiting[k].Front(); el != nil; el = el.Next() {
+				w := el.Value.(*waiter)
+				w.cost = a.cost.predict(float64(w.bytes))
+				f.cWait[k] += w.cost
+				f.qCost += w.cost
+			}
+		}
 	}
-	return a.waiters.Remove(el).(*waiter)
 }
 
 func (a *Admission) unary() grpc.UnaryServerInterceptor {
@@ -288,11 +917,116 @@ func (a *Admission) unary() grpc.UnaryServerInterceptor {
 		if a == nil || !admittedMethods[info.FullMethod] {
 			return h(ctx, req)
 		}
-		release, err := a.admit(ctx, info.FullMethod)
+		ctx, release, err := a.Admit(ctx, info.FullMethod, requestBytes(req))
 		if err != nil {
+			if d := retryAfter(err); d > 0 {
+				_ = grpc.SetTrailer(ctx, metadata.Pairs(retryPushbackKey, strconv.FormatInt(d.Milliseconds(), 10)))
+			}
 			return nil, err
 		}
 		defer release()
 		return h(ctx, req)
 	}
+}
+
+// defaultDeadlineKey marks a context whose deadline is the daemon's
+// --timeout, not the caller's.
+type defaultDeadlineKey struct{}
+
+// WithDefaultTimeout returns ctx with the daemon's default timeout d
+// (--timeout), marked as not the caller's own deadline: admission then
+// bounds the call's waiting by MaxWait, not by a share of d. The MCP
+// listeners give their tool calls their deadline with it.
+func WithDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return withDefaultDeadline(ctx, d)
+}
+
+// withDefaultDeadline returns ctx with the daemon's default timeout d,
+// marked as not the caller's own.
+func withDefaultDeadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	return context.WithValue(ctx, defaultDeadlineKey{}, true), cancel
+}
+
+// ownDeadline is the deadline the caller set on ctx's call, if it set one.
+func ownDeadline(ctx context.Context) (time.Time, bool) {
+	dl, ok := ctx.Deadline()
+	if !ok || ctx.Value(defaultDeadlineKey{}) != nil {
+		return time.Time{}, false
+	}
+	return dl, true
+}
+
+// costModel learns a call's service time (how long it holds its place,
+// in nanoseconds) by the size of its request: an exponentially weighted
+// mean per size class (powers of 4 bytes), so large requests (a 240 KB
+// Route embeds several long texts and scans the whole text) cost more
+// than small ones, each class remembers its own recent calls however
+// many calls of other sizes come between, and the estimate follows the
+// machine's speed and load. (A least-squares line over all calls, before
+// it, let a caller's many small calls wash out the few large ones: its
+// slope put a 240 KB call anywhere from 70 ms to 1.3 s within a minute.)
+// Guarded by Admission.mu.
+type costModel struct {
+	mean, size [costClasses]float64 // per class: service and request size (0: none seen)
+	any        bool
+}
+
+const (
+	// costClasses: class k holds requests of [4^k/2, 4^(k+1)/2) bytes
+	// (about), the last everything larger (up to the 4 MiB message).
+	costClasses = 12
+	// costWeight is the weight of the newest call in its class's means:
+	// about the last 10 count.
+	costWeight = 0.1
+)
+
+func costClass(x float64) int {
+	return min(bits.Len64(uint64(max(x, 0)))/2, costClasses-1)
+}
+
+func (m *costModel) trained() bool { return m.any }
+
+// observe adds a call of x bytes that held its place y nanoseconds.
+func (m *costModel) observe(x, y float64) {
+	c := costClass(x)
+	if m.mean[c] == 0 {
+		m.mean[c], m.size[c] = y, max(x, 1)
+	} else {
+		m.mean[c] += costWeight * (y - m.mean[c])
+		m.size[c] += costWeight * (max(x, 1) - m.size[c])
+	}
+	m.any = true
+}
+
+// predict is the expected service of a call of x bytes: its class's
+// mean; for a class not seen yet, interpolated by size between the
+// nearest classes seen, or the nearest one's mean (no extrapolation: a
+// first large call is not refused on a guess, and teaches its class).
+func (m *costModel) predict(x float64) float64 {
+	c := costClass(x)
+	if m.mean[c] > 0 || !m.any {
+		return m.mean[c]
+	}
+	lo, hi := -1, -1
+	for k := c - 1; k >= 0; k-- {
+		if m.mean[k] > 0 {
+			lo = k
+			break
+		}
+	}
+	for k := c + 1; k < costClasses; k++ {
+		if m.mean[k] > 0 {
+			hi = k
+			break
+		}
+	}
+	switch {
+	case lo < 0:
+		return m.mean[hi]
+	case hi < 0:
+		return m.mean[lo]
+	}
+	t := min(max((x-m.size[lo])/(m.size[hi]-m.size[lo]), 0), 1)
+	return m.mean[lo] + t*(m.mean[hi]-m.mean[lo])
 }

@@ -43,9 +43,13 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 	u, s = e.Auth.interceptors(denied)
 	unary, stream = append(unary, u), append(stream, s)
 	unary = append(unary, e.Admission.unary())
-	return []grpc.ServerOption{
+	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(codec),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	}
+	if e.Auth.Tokens != nil || e.Auth.ClientCerts {
+		opts = append(opts, grpc.InTapHandle(e.Auth.tap(denied)))
+	}
+	return opts
 }

@@ -14,8 +14,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/server/auth"
 )
 
@@ -286,6 +288,52 @@ func (a AuthConfig) interceptors(onDenied func(method string, code codes.Code)) 
 		return h(srv, &ctxStream{ServerStream: ss, ctx: WithCaller(ss.Context(), c)})
 	}
 	return unary, stream
+}
+
+// tap authenticates a call as soon as its headers arrive, by
+// authenticate's rules, before grpc-go reads any of its message: grpc-go
+// reads a unary request's whole message (up to --max-recv-bytes) before any
+// interceptor runs, and allows unlimited streams per connection, so without
+// it a caller with no token could make the daemon hold 4 MiB per stream,
+// as many streams as it liked, for as long as it kept them open. The
+// interceptors still authenticate (and put the Caller in the context); this
+// only refuses earlier. It runs under the transport's lock, so it only
+// looks up the token.
+func (a AuthConfig) tap(onDenied func(method string, code codes.Code)) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		p, _ := peer.FromContext(ctx)
+		_, err := a.caller(info.FullMethodName, scopeOf(info.FullMethodName), info.Header.Get("authorization"),
+			func() *x509.Certificate { return verifiedCert(p) }, peerHost(p))
+		if err != nil {
+			onDenied(tapLabel(info.FullMethodName), status.Code(err))
+			return ctx, err
+		}
+		return ctx, nil
+	}
+}
+
+// ourMethods are the full names of the methods of our services.
+var ourMethods = func() map[string]bool {
+	m := map[string]bool{}
+	for _, sd := range []grpc.ServiceDesc{pb.ClassifierService_ServiceDesc, terminalpb.TerminalService_ServiceDesc} {
+		for _, x := range sd.Methods {
+			m["/"+sd.ServiceName+"/"+x.MethodName] = true
+		}
+		for _, x := range sd.Streams {
+			m["/"+sd.ServiceName+"/"+x.StreamName] = true
+		}
+	}
+	return m
+}()
+
+// tapLabel is the metric label of a call the tap refuses: the tap sees
+// every method name a client sends, served or not (the interceptors only
+// served ones), and a client must not mint label values.
+func tapLabel(method string) string {
+	if ourMethods[method] {
+		return method
+	}
+	return "unknown"
 }
 
 // ctxStream is a ServerStream with another context.

@@ -369,7 +369,7 @@ func Interceptors(log *slog.Logger, st *Stats, defaultTimeout time.Duration) (gr
 		start := time.Now()
 		if _, ok := ctx.Deadline(); !ok && defaultTimeout > 0 {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, defaultTimeout)
+			ctx, cancel = withDefaultDeadline(ctx, defaultTimeout) // not the caller's: admission tells them apart
 			defer cancel()
 		}
 		defer func() {

@@ -30,7 +30,7 @@ type evidence struct {
 
 // The words of destruction, grouped by what they say will happen.
 var (
-	destroyWords     = `reset|delete[ds]?|deleting|deletion|remove[ds]?|removing|erase[ds]?|erasing|wipe[ds]?|wiping|destroy\w*|purg\w+|kill\w*|obliterat\w+|shred\w*|drop\w*|truncat\w+|zap\w*|uncommit|rm|clean\w*`
+	destroyWords     = `reset|uninstall\w*|delete[ds]?|deleting|deletion|remove[ds]?|removing|erase[ds]?|erasing|wipe[ds]?|wiping|destroy\w*|purg\w+|kill\w*|obliterat\w+|shred\w*|drop\w*|truncat\w+|zap\w*|uncommit|rm|clean\w*`
 	overwriteWords   = `overwrit\w+|replac\w+|clobber\w*|already exists?|exists|supersede`
 	loseWords        = `discard\w*|lose|los[ti]ng?|lost|without saving|not been saved|haven't been saved|not saved|unsaved|modified buffers?|buffer \S+ modified|abandon\w*|revert\w*|reverse\w*`
 	formatWords      = `format\w*|fix\w*|repair\w*|rebuild\w*|salvage|mkfs|partition table|wipe out|label type|new label|disk ?label|reformat\w*|luksformat|unusable`
@@ -39,9 +39,12 @@ var (
 	trustWords       = `host key|authenticity of host|continue connecting|fingerprint|trust (this|these|the) (certificate|key|host|server|site)s?|trust it`
 	recoverWords     = `recover\w*|swap file|crashed|auto ?save`
 	saveWords        = `save\w*|write out|write (the )?changes`
-	benignWords      = `install\w*|creat\w+|download\w*|enable\w*|continue|proceed|upgrade\w*|possibilities|correct|keep|restore|select|choose`
-	warnWords        = `warning|caution|danger\w*|destructive|!!!`
-	destroyCmdWords  = destroyWords + `|revert|discard|uninstall|format|luks\w*format|restore|release|reset|removekey|killslot|-delete|--delete\S*|--rebuild\S*`
+	// keepWords ask which of several to keep: the others go (a duplicate
+	// finder's "preserve files [1 - 2, all]", "keep which files?").
+	keepWords       = `keep which|which (\w+ )?(to keep|to preserve|should be kept)|preserve (files?|which|one)|(files?|ones?|copies) to (keep|preserve)`
+	benignWords     = `install\w*|creat\w+|download\w*|enable\w*|continue|proceed|upgrade\w*|possibilities|correct|keep|restore|select|choose`
+	warnWords       = `warning|caution|danger\w*|destructive|!!!`
+	destroyCmdWords = destroyWords + `|revert|discard|uninstall|format|luks\w*format|restore|release|reset|removekey|killslot|-delete|--delete\S*|--rebuild\S*`
 )
 
 // wordsRE matches whole words of w in lower-cased text.
@@ -57,8 +60,13 @@ var (
 	trustRE        = wordsRE(trustWords)
 	recoverRE      = wordsRE(recoverWords)
 	saveRE         = wordsRE(saveWords)
-	benignRE       = wordsRE(benignWords)
-	warnRE2        = wordsRE(warnWords)
+	keepRE         = wordsRE(keepWords)
+	// sentenceEndRE ends a sentence inside a prompt: what follows the
+	// last one is the question itself ("Buffer a.txt not saved. Save
+	// it?").
+	sentenceEndRE = regexp.MustCompile(`[.;!]\s+`)
+	benignRE      = wordsRE(benignWords)
+	warnRE2       = wordsRE(warnWords)
 	// destroyCmdRE is a destructive subcommand, mode or flag on a command
 	// line: "remove", "luksRemoveKey", "-delete", "release -d". A reason
 	// names only the destructive word, never the rest of its token (which
@@ -73,12 +81,17 @@ var (
 	// readOnlyRE is a flag that opens a tool read-only or only to list.
 	readOnlyRE    = regexp.MustCompile(`(^|\s)(-r|-n|-l|--read-?only|--dry-run|--list|--check|--no-act)(\s|$)`)
 	interactiveRE = regexp.MustCompile(`(^|\s)(-i|-I|-ri|-ir|-si|-p|-ok|--interactive)(\s|$)`)
+	// extractRE is a command line that extracts files into place: a first
+	// argument in tar's bundled style with x (-xwf, xvf), an extract
+	// subcommand (x, e, extract), or --extract anywhere. A question such a
+	// command asks of each file is whether to write it over what is there.
+	extractRE = regexp.MustCompile(`^(-[a-wyzA-Z]*x[a-zA-Z]*|[vwzjfkp]*x[vwzjfkp]*|e|extract)(\s|$)|(^|\s)--extract(\s|=|$)`)
 	// deviceRE is a target that is a disk: a block device or an image.
 	deviceRE = regexp.MustCompile(`(?i)(^|[\s=:])(/dev/(sd|hd|vd|xvd|nvme|mmcblk|loop|md|mapper/|dm-)\S*|\S+\.(img|iso|raw|qcow2?|vhdx?|vmdk|dd))(\s|$)`)
 	// diskToolRE is the family of programs that exist to rewrite disks,
 	// by the stems of their names: partition editors, formatters,
 	// checkers, volume managers, filesystem debuggers.
-	diskToolRE  = regexp.MustCompile(`(?i)^(\S*disk|parted|mk\w*fs(\.\w+)?|mkswap|mkntfs|wipefs|\w*fsck(\.\w+)?|lvm|pv\w+|vg\w+|lv\w+|xfs_\w+|debugfs|cryptsetup|mdadm|\w*fs_db)$`)
+	diskToolRE  = regexp.MustCompile(`(?i)^(\S*disk|parted|mk\w*fs(\.\w+)?|mkswap|mkntfs|wipefs|\w*fsck(\.\w+)?|lvm|pv\w+|vg\w+|lv\w+|xfs_\w+|debugfs|cryptsetup|mdadm|\w*fs_db|\w*parts)$`)
 	answerYesRE = regexp.MustCompile(`(\[Y/n\]|\(Y/n\)|\[Yn|\[yes\]|\(yes\)|\[Y\]|<Y>|\(default:? y(es)?\))`)
 	answerNoRE  = regexp.MustCompile(`(\[y/N\]|\(y/N\)|\(y,N\)|\[n/y\]|\[<?no>?[,\]]|\(n\)|\[N\]|\(N\)|<no>|\(default:? n(o)?\))`)
 )
@@ -94,6 +107,7 @@ var dangerEvidence = []evidence{
 	{"prompt_trust", "the prompt says %q", 3.0},
 	{"prompt_recover", "the prompt says %q", 1.5},
 	{"prompt_save", "the prompt asks to %q", -1.0},
+	{"prompt_keep_selection", "the prompt asks %q: the others go", 3.0},
 	{"prompt_benign", "the prompt says %q", -0.5},
 	{"context_destroy", "the output before says %q", 1.0},
 	{"context_overwrite", "the output before says %q", 1.0},
@@ -121,6 +135,8 @@ var dangerEvidence = []evidence{
 	{"question_says_destroy", "a question that says it destroys%.0s", 2.0},
 	{"question_after_destroy", "a question after output that says it destroys%.0s", 2.0},
 	{"question_of_disk_tool", "a question of a program that rewrites disks%.0s", 1.0},
+	{"question_of_extraction", "a question of a command that extracts files in place: %q", 2.5},
+	{"question_asks_save", "the question asks to save%.0s", -3.0},
 }
 
 // dangerBiasPrior is the prior of the intercept: with no evidence, a
@@ -186,6 +202,15 @@ func (in dangerInput) features() ([]float64, []string) {
 	if m := saveRE.FindString(prompt); m != "" {
 		set("prompt_save", m)
 	}
+	if m := keepRE.FindString(prompt); m != "" {
+		set("prompt_keep_selection", m)
+	}
+	// The question itself, after the prompt's last full sentence.
+	question := prompt
+	if loc := sentenceEndRE.FindAllStringIndex(prompt, -1); len(loc) > 0 {
+		question = prompt[loc[len(loc)-1][1]:]
+	}
+	asksSave := saveRE.MatchString(question) && !destroyRE.MatchString(question) && !overwriteRE.MatchString(question) && !loseRE.MatchString(question)
 	if m := benignRE.FindString(prompt); m != "" {
 		set("prompt_benign", m)
 	}
@@ -287,6 +312,12 @@ func (in dangerInput) features() ([]float64, []string) {
 		}
 		if diskTool && !readOnly {
 			set("question_of_disk_tool", "")
+		}
+		if m := extractRE.FindStringSubmatch(args); m != nil {
+			set("question_of_extraction", strings.TrimSpace(m[0]))
+		}
+		if asksSave {
+			set("question_asks_save", "")
 		}
 	}
 	return x, why

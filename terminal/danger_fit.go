@@ -143,18 +143,36 @@ const DangerThreshold = 1.0 / 3
 // and lambda minimises the held-out log loss. The threshold is
 // DangerThreshold.
 func ChooseDanger(samples []DangerSample) (lambda, threshold float64, err error) {
-	var bestP []float64
+	losses, err := DangerPriorCurve(samples, dangerLambdas)
+	if err != nil {
+		return 0, 0, err
+	}
 	bestLoss := math.Inf(1)
-	for _, l := range dangerLambdas {
+	for i, l := range dangerLambdas {
+		if losses[i] < bestLoss {
+			bestLoss, lambda = losses[i], l
+		}
+	}
+	return lambda, DangerThreshold, nil
+}
+
+// DangerPriorCurve is, for each prior strength in lambdas, the mean
+// held-out log loss per waiting sample: each group predicted by a model
+// fitted on the others (less the group's programs). It is what
+// ChooseDanger minimises, for a report of how sharply the data choose.
+func DangerPriorCurve(samples []DangerSample, lambdas []float64) ([]float64, error) {
+	out := make([]float64, len(lambdas))
+	for li, l := range lambdas {
 		probs, err := heldOutProbabilities(samples, l)
 		if err != nil {
-			return 0, 0, err
+			return nil, err
 		}
-		loss := 0.0
+		loss, n := 0.0, 0
 		for i, s := range samples {
 			if !s.Waiting {
 				continue
 			}
+			n++
 			p := math.Min(math.Max(probs[i], 1e-6), 1-1e-6)
 			if s.Dangerous {
 				loss -= math.Log(p)
@@ -162,12 +180,9 @@ func ChooseDanger(samples []DangerSample) (lambda, threshold float64, err error)
 				loss -= math.Log(1 - p)
 			}
 		}
-		if loss < bestLoss {
-			bestLoss, lambda, bestP = loss, l, probs
-		}
+		out[li] = loss / float64(max(n, 1))
 	}
-	_ = bestP
-	return lambda, DangerThreshold, nil
+	return out, nil
 }
 
 // heldOutProbabilities predicts every sample with a model fitted on the

@@ -34,6 +34,9 @@ func TestDangerEvidence(t *testing.T) {
 		{"secret for a deletion", dangerInput{Prompt: "Store password: ", Type: TypePassword, CommandLine: "certstore --delete-entry web"},
 			[]string{"command_destroy", "type_password", "secret_for_destruction"}},
 		{"secret for a login", dangerInput{Prompt: "Password: ", Type: TypePassword, CommandLine: "ssh alice@example.com"}, []string{"type_password"}},
+		{"an extraction's question", dangerInput{Prompt: "notes.txt? (y/n)", Type: TypeYesNo, CommandLine: "star -xw -f backup.tar"}, []string{"question_of_extraction"}},
+		{"an extract subcommand", dangerInput{Prompt: "Write notes.txt? [y/n]", Type: TypeYesNo, CommandLine: "lha x backup.lzh"}, []string{"question_of_extraction"}},
+		{"a listing is no extraction", dangerInput{Prompt: "Continue? [y/n]", Type: TypeYesNo, CommandLine: "star -tv -f backup.tar"}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -48,6 +51,9 @@ func TestDangerEvidence(t *testing.T) {
 				if !slices.Contains(got, w) {
 					t.Errorf("evidence %v, want %s among it", got, w)
 				}
+			}
+			if tc.want == nil && slices.Contains(got, "question_of_extraction") {
+				t.Errorf("evidence %v: a listing extracts nothing", got)
 			}
 			if tc.name == "secret for a login" && slices.Contains(got, "secret_for_destruction") {
 				t.Errorf("evidence %v: a login's secret is not for a deletion", got)
@@ -82,6 +88,8 @@ func TestDangerJudgement(t *testing.T) {
 		{"installing", dangerInput{Prompt: "Do you want to continue? [Y/n]", Type: TypeYesNo, CommandLine: "apt-get install cowsay"}, false},
 		{"a REPL", dangerInput{Prompt: ">>> ", Type: TypeCommand, CommandLine: "python3"}, false},
 		{"a login", dangerInput{Prompt: "Password: ", Type: TypePassword, CommandLine: "ssh alice@example.com"}, false},
+		{"an extraction asking of each file", dangerInput{Prompt: "extract 'notes.txt'?", Type: TypeYesNo, CommandLine: "star -xw -f backup.tar"}, true},
+		{"the same question of a listing", dangerInput{Prompt: "list 'notes.txt'?", Type: TypeYesNo, CommandLine: "star -tw -f backup.tar"}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

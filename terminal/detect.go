@@ -52,12 +52,16 @@ func r(name, typ string, strength float64, re string) rule {
 var rules = []rule{
 	r("sudo_password", TypePassword, 0.97, `(?i)^\[sudo\] password for [^:]+:\s*$`),
 	r("password_colon", TypePassword, 0.95, `(?i)\b(password|passphrase|pass phrase|passcode|pin|token|secret( access)?( key)?|api key|one-time (code|password)|otp|verification code|2fa code|authentication code)\b[^:?]{0,60}[:?]\s*$`),
+	// Yes or no, and a key that abandons rather than answers: (y,n,^C),
+	// (y,n,esc), (y/n, Return cancels connection, i for more info).
+	r("yes_no_cancel", TypeYesNo, 0.95, `(?i)[\[(]\s*y(es)?\s*[,/]\s*n(o)?\s*,\s*(\^[a-z]|esc(ape)?|ctrl-[a-z]|(return|enter) cancels[^\])]{0,60})\s*[\])]\s*[?:]?\s*$`),
 	// More than two answers offered: (Y)es / (N)o / (A)lways, [ynesfdaq?],
 	// [ynW...], [y,n,q,a,d,s,e,?], Y/I/N/O/D/Z.
 	r("choice_letters", TypeChoice, 0.95, `(?i)(\[[a-z]{3,}[?.]+\]|\[[a-z?](,[a-z?]){2,}\]|\([a-z]\)[a-z]*\s*/\s*\([a-z]\)[a-z]*\s*/\s*\S|\b[a-z](/[a-z]){2,}\b)[^\n]{0,60}[?:>]?\s*$`),
 	// Answers listed as words or keys: [<no>, yes, all, none, quit],
-	// (y, n, !, ., q), [nyae]?, a numbered range [0..3].
-	r("choice_words", TypeChoice, 0.93, `(?i)(\[\s*<?[\w!.]+>?(\s*,\s*<?[\w!.]+>?){2,}\s*\]|\(\s*[\w!.]\s*(,\s*[^,()]{1,10}){2,}\)|\[[a-z]{3,}\]\s*\?|\[\d+\s*(\.\.|-)\s*\d+\])\s*[?:]?\s*(\\c)?\s*$`),
+	// [1 - 2, all, quit], (y, n, !, ., q), (Yes/No/Cancel), [nyae]?, a
+	// numbered range [0..3].
+	r("choice_words", TypeChoice, 0.93, `(?i)(\[\s*<?[\w!.]+(\s*(-|\.\.)\s*\w+)?>?(\s*,\s*<?[\w!.]+>?){2,}\s*\]|\(\s*[\w!.]\s*(,\s*[^,()]{1,10}){2,}\)|\(\s*[a-z]\w*(\s*/\s*[a-z]\w*){2,}\s*\)|\[[a-z]{3,}\]\s*\?|\[\d+\s*(\.\.|-)\s*\d+\])\s*\)?\s*[?:]?\s*(\\c)?\s*$`),
 	// Options marked by their key: (O)pen read-only, (E)dit anyway,
 	// (R)ecover; o)verwrite O)verwrite-all s)kip.
 	r("choice_keyed", TypeChoice, 0.93, `([\[(]\w[\])]\w*[^,\n]{0,30},\s*){2,}[\[(]?\w[\])]\w*|(\b\w\)\w[\w-]*[,\s]+){2,}\w\)\w`),
@@ -65,16 +69,16 @@ var rules = []rule{
 	r("yes_no_brackets", TypeYesNo, 0.96, `(?i)(\?\s*\[(y|n|yes|no)\]\s*:|[\[(<]\s*(y\s*/\s*n|n\s*/\s*y|yn|ny|yes\s*/\s*no(\s*/\s*\[?fingerprint\]?)?|y\s*,\s*n|y(es)? or \[?n(o)?\]?|\[?y\]? or n|y|n)\s*[\])>]|yes\s*\|\s*esc|= yes\b.*= no\b|type '?yes'?)[^\n]{0,40}[?:]?\s*$`),
 	// A command shown for confirmation before it runs (xargs -p, parallel -p).
 	r("confirm_command", TypeYesNo, 0.9, `\S\?\.{3}\s*$`),
-	r("yes_no_question", TypeYesNo, 0.9, `(?i)(\b(overwrite|remove|delete|replace|continue|proceed|are you sure|do you want|do you wish|confirm|ok|okay|descend|extract|fix|discard|revert|apply|assume|wipe|format|write|destroy|create|install|uninstall|retry|abort|keep|save|use|trust|accept|allow|enable)\b[^?]{0,200}|^[^?]{0,200}\S\s*\.{3}|^<[^>]*>\s*)\?\s*(\.{3})?\s*$`),
+	r("yes_no_question", TypeYesNo, 0.9, `(?i)(\b(overwrite|remove|delete|replace|continue|proceed|are you sure|do you want|do you wish|confirm|ok|okay|descend|extract|fix|discard|revert|apply|assume|wipe|format|write|destroy|create|install|uninstall|retry|abort|keep|save|use|trust|accept|allow|enable)\b[^?]{0,200}|^[^?]{0,200}\S\s*\.{3}|^<[^>]*>\s*)\?\s*(\.{3}|:\s*(y|n|yes|no))?\s*$`),
 	r("menu_select", TypeChoice, 0.92, `(?i)(^#\?\s*$|\b(select|choose|pick|enter (your )?(choice|selection|option|number))\b[^:?>]{0,80}[:?>]\s*$)`),
 	r("save_key_path", TypePath, 0.95, `(?i)enter file in which to save[^:]*:\s*$`),
 	r("rename_path", TypePath, 0.9, `(?i)\brename\b[^\n]{0,200}(->|:|>)\s*$`),
 	r("path_colon", TypePath, 0.85, `(?i)\b(path|directory|folder|file ?name|file to \w+|location|save (it )?as)\b[^:]{0,80}:\s*$`),
 	r("python_repl", TypeCommand, 0.97, `^(>>>|\.\.\.)\s?$`),
-	r("command_help", TypeCommand, 0.95, `(?i)^\s*(command|cmd)\b[^:]{0,40}:\s*$`),
+	r("command_help", TypeCommand, 0.95, `(?i)^\s*(\w+\s+)?(command|cmd)\b[^:]{0,40}:\s*$`),
 	r("tool_repl", TypeCommand, 0.96, `^(\(gdb\)|sqlite>|mysql>|[a-z_]+=[#>]|irb\([^)]*\):\d+:\d+>|\(Pdb\)|redis[^>]*>|>)\s?$`),
 	// REPL shapes: a short word (or nothing) and a prompt sign, no sentence.
-	r("repl_shape", TypeCommand, 0.9, `^\s*((\S{0,24}\s?)?([>#$%:]|\?-|>>|=>|->|\]|\*)|\?)\s?$`),
+	r("repl_shape", TypeCommand, 0.9, `^\s*((\S{0,24}\s?)?([>#$%:&]|\?-|>>|=>|->|\]|\*)|\?)\s?$`),
 	r("pager_end", TypeCommand, 0.9, `(?i)(\(END\)|--\s*more\s*--|\(\d+%\)|\blines \d+-\d+\b|^:\s*$|press (return|enter|q)\b|\bq to quit\b)`),
 	r("shell_prompt", TypeCommand, 0.9, `^[^\s]*(@[^\s:]+)?(:[^\s$#]*)?[$#%]\s?$`),
 	r("field_default", TypeText, 0.85, `(?i)\[[^\]]*\]:\s*$`),
@@ -333,9 +337,13 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 	// menu, waiting for keys. Its question, if it asks one, is on the row
 	// where it left the cursor.
 	if v.scr != nil {
-		row := strings.TrimSpace(v.scr.text(v.scr.row))
+		row := v.scr.questionText()
 		res = Detection{PromptText: row, Position: len(raw), Type: TypeCommand, MatchedPattern: "full_screen", Confidence: 0.9}
-		if r := screenRule(row); r != nil {
+		if t := wordButtons(v.scr); t != "" {
+			// A dialog's buttons name its answers, whatever its
+			// question's words: Yes and No, or more.
+			res.Type, res.MatchedPattern = t, "dialog_words"
+		} else if r := screenRule(row); r != nil {
 			res.Type, res.MatchedPattern = r.typ, "screen_"+r.name
 		} else if t, name := screenButtons(v.scr); t != "" {
 			res.Type, res.MatchedPattern = t, name
@@ -409,6 +417,11 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 	if matched != nil {
 		res.Type, res.MatchedPattern = matched.typ, matched.name
 		res.Confidence = waitFactor * (0.75*matched.strength + 0.25*(1-pNot))
+		if matched.typ == TypeCommand && signOnlyRE.MatchString(text) && numberedMenu(lines, last) {
+			// A bare sign under a numbered list asks for one of its
+			// items, as a select loop's "#?" does.
+			res.Type, res.MatchedPattern = TypeChoice, "numbered_menu"
+		}
 	} else {
 		best := 0
 		for i := 0; i < len(classes)-1; i++ {
@@ -452,6 +465,25 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 		d.judgeDanger(&res, v, h)
 	}
 	return res, nil
+}
+
+// signOnlyRE is a prompt of nothing but a sign: ">", "?", "#?".
+var signOnlyRE = regexp.MustCompile(`^\s*[>?#:]{1,2}\s*$`)
+
+// numberedItemRE is an item of a numbered list: " 1. Africa", "2) Americas".
+var numberedItemRE = regexp.MustCompile(`^\s*\d{1,3}[.)]\s+\S`)
+
+// numberedMenu reports whether the lines just above lines[last] are a
+// numbered list of at least two items.
+func numberedMenu(lines []Line, last int) bool {
+	n := 0
+	for i := last - 1; i >= 0 && i >= last-contextLines; i-- {
+		if !numberedItemRE.MatchString(lines[i].Text) {
+			break
+		}
+		n++
+	}
+	return n >= 2
 }
 
 // judgeDanger sets res's danger from the model: the prompt, its type, what
@@ -510,9 +542,10 @@ var addressRE = regexp.MustCompile(`\x1b\[\d*(;\d*)?[Hfd]`)
 func (v view) evidence(typ string, h Hints) dangerInput {
 	in := dangerInput{Type: typ, CommandLine: h.CommandLine, Program: h.Program}
 	if v.scr != nil {
-		in.Prompt = strings.TrimSpace(v.scr.text(v.scr.row))
+		q := v.scr.questionRow()
+		in.Prompt = v.scr.questionText()
 		for r := range v.scr.rows {
-			if t := strings.TrimSpace(v.scr.text(r)); t != "" && r != v.scr.row {
+			if t := strings.TrimSpace(v.scr.text(r)); t != "" && r != q {
 				in.Context = append(in.Context, t)
 			}
 		}
@@ -540,7 +573,7 @@ func promptEvidence(raw []byte, typ string, h Hints) dangerInput {
 // screenRules are the rules that name a question when they match the row
 // a full-screen program left its cursor on; the rest (REPL and shell
 // shapes, a colon at the end) would match any row of text.
-var screenRules = map[string]bool{"sudo_password": true, "password_colon": true, "choice_letters": true, "choice_options": true, "choice_words": true, "choice_keyed": true,
+var screenRules = map[string]bool{"sudo_password": true, "password_colon": true, "yes_no_cancel": true, "choice_letters": true, "choice_options": true, "choice_words": true, "choice_keyed": true,
 	"yes_no_brackets": true, "yes_no_question": true, "save_key_path": true, "rename_path": true}
 
 func screenRule(row string) *rule {
@@ -559,16 +592,67 @@ var (
 )
 
 // screenButtons types a painted screen by its buttons: Yes and No make a
-// confirmation, other buttons a choice among the screen's items.
+// confirmation, a bar of many actions a command screen (a partition
+// editor's Delete, Write, Quit...), other buttons a choice among the
+// screen's items.
 func screenButtons(s *screen) (string, string) {
 	all := s.all()
 	if yesNoButtonsRE.MatchString(all) {
 		return TypeYesNo, "dialog_yes_no"
 	}
+	if len(actionRE.FindAllStringIndex(all, minActions)) == minActions {
+		return TypeCommand, "action_bar"
+	}
 	if len(buttonsRE.FindAllStringIndex(all, 2)) == 2 {
 		return TypeChoice, "dialog_buttons"
 	}
 	return "", ""
+}
+
+// actionRE is one bracketed button of a program's action bar: [ Delete ].
+var actionRE = regexp.MustCompile(`\[\s*[A-Za-z][\w-]{0,10}\s*\]`)
+
+// minActions is how many buttons make an action bar rather than a
+// dialog's answers (dialogs offer two to four).
+const minActions = 6
+
+// buttonWords are the words a dialog's plain buttons say.
+var buttonWords = map[string]bool{"yes": true, "no": true, "cancel": true, "ok": true, "abort": true, "retry": true, "ignore": true, "skip": true, "all": true, "none": true, "quit": true}
+
+// buttonSepRE splits a row of plain buttons: box sides, brackets and runs
+// of spaces.
+var buttonSepRE = regexp.MustCompile(`[\s\[\]<>│┃|]*[\[\]<>│┃|][\s\[\]<>│┃|]*|\s{2,}`)
+
+// wordButtons types a screen by a row of plain buttons ("Yes  No
+// Cancel", "[ Yes ]  [ No ]"): Yes and No alone make a yes/no question,
+// more answers a choice; "" when no row is only buttons.
+func wordButtons(s *screen) string {
+	for r := len(s.rows) - 1; r >= 0; r-- {
+		t := strings.TrimSpace(s.text(r))
+		if t == "" || len(t) > 80 {
+			continue
+		}
+		var words []string
+		only := true
+		for _, w := range buttonSepRE.Split(t, -1) {
+			if w = strings.ToLower(strings.TrimSpace(w)); w == "" {
+				continue
+			}
+			if !buttonWords[w] {
+				only = false
+				break
+			}
+			words = append(words, w)
+		}
+		if !only || len(words) < 2 || len(words) > 4 {
+			continue
+		}
+		if len(words) == 2 && words[0] == "yes" && words[1] == "no" {
+			return TypeYesNo
+		}
+		return TypeChoice
+	}
+	return ""
 }
 
 // spinnerRE is a line of nothing but progress glyphs (braille spinners,

@@ -2,6 +2,7 @@ package terminal
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -29,6 +30,9 @@ type screen struct {
 	// (CUP, VPA) since the screen was last cleared: a painted screen, not
 	// a stream of lines.
 	painted int
+	// question is the row of the screen's question, once found (+1; 0:
+	// not yet looked for).
+	question int
 }
 
 func (s *screen) line(r int) []rune {
@@ -295,4 +299,58 @@ func (s *screen) emptyRows() int {
 		}
 	}
 	return n
+}
+
+// questionRow is the row that holds the screen's question: the cursor's
+// row when a question rule names it; else one of the last three rows with
+// text (where editors and mail readers ask: "This document is not saved;
+// are you sure?" while the cursor stays in the text); else the last row
+// of a dialog box that ends with a question mark; else the cursor's row.
+func (s *screen) questionRow() int {
+	if s.question > 0 {
+		return s.question - 1
+	}
+	q := s.findQuestion()
+	s.question = q + 1
+	return q
+}
+
+func (s *screen) findQuestion() int {
+	if screenRule(s.inner(s.row)) != nil {
+		return s.row
+	}
+	seen := 0
+	for r := len(s.rows) - 1; r >= 0 && seen < 3; r-- {
+		t := s.inner(r)
+		if t == "" {
+			continue
+		}
+		seen++
+		if questionEndRE.MatchString(t) && screenRule(t) != nil {
+			return r
+		}
+	}
+	for r := len(s.rows) - 1; r >= 0; r-- {
+		if t := s.text(r); strings.ContainsAny(t, boxSides) && strings.HasSuffix(s.inner(r), "?") {
+			return r
+		}
+	}
+	return s.row
+}
+
+// questionEndRE is how a question ends, away from the cursor: a question
+// mark or colon, perhaps the default answer after it ("are you sure?: n")
+// or the answers' closing bracket; a bar of keys ("H)elp Q)uit") is not
+// a question.
+var questionEndRE = regexp.MustCompile(`[?:)\]]\s*\S{0,3}$`)
+
+// questionText is the question's row without its box.
+func (s *screen) questionText() string { return s.inner(s.questionRow()) }
+
+// boxSides are the characters that draw a dialog box's sides.
+const boxSides = "│┃║"
+
+// inner is row r's text without the sides of a box around it.
+func (s *screen) inner(r int) string {
+	return strings.TrimSpace(strings.Trim(strings.TrimSpace(s.text(r)), boxSides))
 }

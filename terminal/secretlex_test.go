@@ -20,7 +20,7 @@ import (
 // languages, each with strong words.
 func TestSecretLanguages(t *testing.T) {
 	want := []string{"en", "zh", "hi", "es", "fr", "ar", "bn", "pt", "ru", "ur", "id", "de", "ja", "sw", "mr", "te", "tr", "ta",
-		"vi", "ko", "it", "pl", "nl", "fa", "th"}
+		"vi", "ko", "it", "pl", "nl", "fa", "th", "sh", "sl", "lt", "lv", "et", "eu"}
 	have := map[string]bool{}
 	for _, l := range secretLanguages {
 		if len(l.strong) == 0 {
@@ -99,6 +99,22 @@ func TestSecretPromptRules(t *testing.T) {
 		{"Keyboard layout:", false},
 		{"Secretary:", false},
 		{"Monkey name:", false},
+		// The second hostile pass: languages and English words the first
+		// list lacked.
+		{"Lozinka:", true},
+		{"Unesite lozinku:", true},
+		{"Лозинка:", true},
+		{"Geslo:", true},
+		{"Slaptažodis:", true},
+		{"Parole:", true},
+		{"Parool:", true},
+		{"Salasõna:", true},
+		{"Pasahitza:", true},
+		{"SSN:", true},
+		{"Social security number:", true},
+		{"Security answer (mother's maiden name):", true},
+		{"Ime datoteke:", false},
+		{"Šifra artikla? [y/N]", false},
 		{"", false},
 	} {
 		if got := SecretPrompt(tc.prompt); got != tc.secret {

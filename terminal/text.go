@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/classifierd/classifierd/internal/clip"
 )
@@ -189,7 +190,14 @@ func Clean(raw []byte) (lines []Line, partial bool) {
 		pos += len(seg) + 1
 		seg = strings.TrimSuffix(seg, "\r")
 		if j := strings.LastIndexByte(seg, '\r'); j >= 0 {
-			seg = seg[j+1:]
+			if after := seg[j+1:]; strings.TrimSpace(ansiRE.ReplaceAllString(after, "")) != "" {
+				seg = after
+			} else {
+				// Nothing but cursor moves after the last \r: a line
+				// editor redrew its line (a prompt, then a right-hand
+				// prompt) and moved the cursor back into it.
+				seg = redrawnLine(seg)
+			}
 		}
 		seg = ansiRE.ReplaceAllString(seg, "")
 		seg = strings.Map(func(r rune) rune {
@@ -202,4 +210,80 @@ func Clean(raw []byte) (lines []Line, partial bool) {
 		lines = append(lines, Line{Text: seg, Pos: start})
 	}
 	return lines, partial
+}
+
+// redrawnLine plays one line's redraws (\r, cursor moves left and right
+// and to a column, erases) and returns the text up to where the cursor
+// was left when the rest is only a distant right-hand prompt ("~# " and,
+// far right, "user@host"). It keeps at most MaxLineBytes columns, so its
+// cost is bounded by the line's length.
+func redrawnLine(seg string) string {
+	var l []rune
+	col := 0
+	put := func(r rune) {
+		if col >= MaxLineBytes {
+			return
+		}
+		for len(l) <= col {
+			l = append(l, ' ')
+		}
+		l[col] = r
+		col++
+	}
+	for i := 0; i < len(seg); {
+		c := seg[i]
+		switch {
+		case c == '\r':
+			col = 0
+			i++
+		case c == 0x1b:
+			m := ansiRE.FindStringIndex(seg[i:])
+			if m == nil || m[0] != 0 {
+				i++
+				continue
+			}
+			esc := seg[i : i+m[1]]
+			i += m[1]
+			if len(esc) < 3 || esc[1] != '[' {
+				continue
+			}
+			n := 0
+			for _, d := range esc[2 : len(esc)-1] {
+				if d >= '0' && d <= '9' && n < MaxLineBytes {
+					n = n*10 + int(d-'0')
+				}
+			}
+			switch esc[len(esc)-1] {
+			case 'C':
+				col = min(col+max(n, 1), MaxLineBytes)
+			case 'D':
+				col = max(col-max(n, 1), 0)
+			case 'G':
+				col = min(max(n, 1)-1, MaxLineBytes)
+			case 'K':
+				switch n {
+				case 0:
+					if col < len(l) {
+						l = l[:col]
+					}
+				case 2:
+					l = nil
+				}
+			}
+		case c < 0x20:
+			i++
+		default:
+			r, size := utf8.DecodeRuneInString(seg[i:])
+			put(r)
+			i += size
+		}
+	}
+	text := strings.TrimRight(string(l), " ")
+	if col < len(l) {
+		rest := string(l[col:])
+		if strings.HasPrefix(rest, "        ") {
+			text = strings.TrimRight(string(l[:col]), " ") + " "
+		}
+	}
+	return text
 }

@@ -108,3 +108,47 @@ func TestGuard(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardMCPBatch checks that an MCP listener's guard refuses a
+// JSON-RPC batch of more than httpguard's bound of messages with a JSON-RPC error
+// before the SDK serves any of them, and passes smaller batches, single
+// messages and bodies it cannot parse (the SDK answers those).
+func TestGuardMCPBatch(t *testing.T) {
+	served := 0
+	srv := httptest.NewServer(httpguard.PlainMCP(4 << 20).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served++
+		_, _ = io.WriteString(w, "served")
+	})))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	batch := func(n int) string {
+		msgs := make([]string, n)
+		for i := range msgs {
+			msgs[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"search_tools","arguments":{"query":"x"}}}`, i)
+		}
+		return "[" + strings.Join(msgs, ",") + "]"
+	}
+	json := map[string]string{"Content-Type": "application/json"}
+	for _, tc := range []struct {
+		name, body string
+		want       int
+		has        string
+	}{
+		{"one message", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 200, "served"},
+		{"a batch at the bound", batch(64), 200, "served"},
+		{"a batch over it", batch(65), 400, "at most 64 per request"},
+		{"a batch of 20000", " \n" + batch(20000), 400, "a JSON-RPC batch of 20000 messages"},
+		{"not JSON", "[[[", 200, "served"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := served
+			code, _, body := rawRequest{method: "POST", path: "/mcp", header: json, body: []byte(tc.body)}.do(t, addr)
+			if code != tc.want || !strings.Contains(body, tc.has) {
+				t.Errorf("got %d %q, want %d with %q", code, body, tc.want, tc.has)
+			}
+			if tc.want != 200 && served != before {
+				t.Errorf("the refused batch reached the handler")
+			}
+		})
+	}
+}

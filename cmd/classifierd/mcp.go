@@ -16,6 +16,7 @@ import (
 	"github.com/classifierd/classifierd/internal/httpguard"
 	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/mcpplaces"
+	"github.com/classifierd/classifierd/internal/ops"
 	"github.com/classifierd/classifierd/internal/reload"
 	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/internal/telemetry"
@@ -43,6 +44,10 @@ type mcpEdge struct {
 	tracer *telemetry.Tracer
 	// tls is --mcp-listen's (nil: plain text).
 	tls *tls.Config
+	// admission admits MCP tool calls that run the model under the gRPC
+	// calls' admission (nil: none, as in tests that build the MCP server
+	// alone).
+	admission *server.Admission
 }
 
 // newMCPServer is the daemon's MCP server: the classifier tools over the
@@ -57,7 +62,7 @@ func newMCPServer(cfg Config, edge mcpEdge, svc *server.Server, term *server.Ter
 		caller = edge.sec.MCPCaller
 	}
 	s, err := mcpserver.New(mcpserver.Config{Backend: backend, Terminal: term, Timeout: cfg.Timeout, Version: version, Logger: log,
-		Caller: caller})
+		Caller: caller, Admit: ops.MCPAdmit(edge.admission)})
 	if err != nil {
 		return nil, err
 	}

@@ -167,7 +167,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		defer func() { stopJanitor(); <-swept }()
 	}
 
-	edge := mcpEdge{sec: op.Security, metrics: op.Metrics, tracer: tracer, tls: mcpTLS}
+	edge := mcpEdge{sec: op.Security, metrics: op.Metrics, tracer: tracer, tls: mcpTLS, admission: op.Admission}
 	if cfg.MCPStdio {
 		return serveMCPStdio(ctx, cfg, edge, svc, term, idx, rl.Caller(), log)
 	}
@@ -260,7 +260,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 // store: SQLite, or Redis with --state; the prompt detector); the caller
 // closes the store.
 func openTerminal(ctx context.Context, cfg Config, eng terminal.Embedder, st state.State, log *slog.Logger) (_ *server.TerminalServer, _ state.TerminalStore, err error) {
-	if err := os.MkdirAll(cfg.TermLogs, 0o755); err != nil {
+	// 0700: the logs are whole terminal sessions, named by session id.
+	if err := os.MkdirAll(cfg.TermLogs, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("terminal logs: %w", err)
 	}
 	store, err := state.OpenTerminalStore(cfg.TermDB, cfg.TermStore, st)

@@ -266,3 +266,23 @@ func wantPrivateFile(t *testing.T, path string, size int64) {
 		t.Fatalf("%s: mode %v size %d, want -rw------- and %d bytes", path, st.Mode(), st.Size(), size)
 	}
 }
+
+// TestTerminalLogDirPrivate checks the --terminal-logs directory the
+// daemon creates is 0700 whatever the umask: it holds whole terminal
+// sessions (what was typed and echoed), and its file names are session
+// ids, which a local user must not be able to list.
+func TestTerminalLogDirPrivate(t *testing.T) {
+	idx := genIndex(t, "testdata/mini.json")
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "sessions", "logs")
+	startDaemon(t, idx, "--terminal", "--terminal-db", filepath.Join(dir, "terminal.db"), "--terminal-logs", logs)
+	for _, d := range []string{logs, filepath.Dir(logs)} {
+		st, err := os.Stat(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != 0o700 {
+			t.Errorf("%s is %v, want 0700", d, st.Mode().Perm())
+		}
+	}
+}

@@ -12,15 +12,29 @@
 // started are dropped from the queue, and a batch that has started is
 // cancelled only when every caller it serves has gone.
 //
+// Calls may belong to flows (WithFlow: the daemon's callers): when more
+// than one flow has items waiting, a run takes the items of the flow that
+// has had the least model time per weight so far (fair queuing by measured
+// run time, first in first out within a flow), so one caller's long texts
+// do not hold another's short ones behind them. And while more than one
+// flow is active (calls under way, or one ended less than
+// Config.ActiveFor ago), each has a share of the workers (Workers × its
+// weight ÷ the active flows' weights, at least one): a flow at its share
+// starts another run only on a worker not kept for another flow below
+// its own, so a caller whose texts come one call at a time finds a worker
+// free instead of waiting behind another's runs.
+//
 // The package is pure Go and knows nothing of models: embed uses it with
 // tokenised texts as items and vectors as results, its tests with a fake
 // run function.
 package batch
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +64,9 @@ type Config struct {
 	// of the calls that are admitted on a machine of any speed, where
 	// MaxQueue bounds memory.
 	MaxWait time.Duration
+	// ActiveFor is how long a flow keeps its share of the workers after
+	// its last call ended (0: not at all); see the package comment.
+	ActiveFor time.Duration
 	// OnRun, if set, is called as a run starts, once for each call with
 	// items in it: with that call's context, how long its oldest item in
 	// the run waited in the queue, and the run's item count. It must be
@@ -70,6 +87,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("batch: Window %v, want 0 or more", c.Window)
 	case c.MaxWait < 0:
 		return fmt.Errorf("batch: MaxWait %v, want 0 or more", c.MaxWait)
+	case c.ActiveFor < 0:
+		return fmt.Errorf("batch: ActiveFor %v, want 0 or more", c.ActiveFor)
 	}
 	return nil
 }
@@ -78,8 +97,59 @@ func (c Config) Validate() error {
 // ends only when every caller the batch serves has gone.
 type RunFunc[In, Out any] func(ctx context.Context, items []In) ([]Out, error)
 
+// flowKey is the context key of a call's flow.
+type flowKey struct{}
+
+// flowID names a flow and weighs it.
+type flowID struct {
+	key    string
+	weight float64
+}
+
+// WithFlow returns ctx marking the calls made with it as flow key's, of
+// the given weight (at least a small positive one) in the fair sharing
+// of model runs. Calls without a flow share the flow "".
+func WithFlow(ctx context.Context, key string, weight float64) context.Context {
+	return context.WithValue(ctx, flowKey{}, flowID{key: key, weight: max(weight, 1e-3)})
+}
+
+func flowOf(ctx context.Context) flowID {
+	if f, ok := ctx.Value(flowKey{}).(flowID); ok {
+		return f
+	}
+	return flowID{weight: 1}
+}
+
+// DefaultActiveFor is the Config.ActiveFor the daemon uses, for its
+// model runs and its admission (server.DefaultAdmissionActiveFor): long
+// enough for a client's next call after an answer, short enough that a
+// caller who has gone keeps workers from a busy one only briefly.
+const DefaultActiveFor = 250 * time.Millisecond
+
+// maxIdleFlows bounds the flows kept active after their last call: past
+// it the one idle longest is forgotten.
+const maxIdleFlows = 4096
+
+// flow is the model time an active flow has had, per weight
+// (nanoseconds), how many of its calls are under way and how many runs
+// hold its items.
+type flow struct {
+	key     string
+	weight  float64
+	vtime   float64
+	calls   int
+	running int
+	// idleEl is its element of Batcher.idle while it has no call under
+	// way and no run, idleAt when that began.
+	idleEl *list.Element
+	idleAt time.Time
+}
+
+func (f *flow) busy() bool { return f.calls > 0 || f.running > 0 }
+
 // call is one Do: its items, where their results go, and how it ended.
 type call[Out any] struct {
+	flow    *flow // guarded by Batcher.mu
 	ctx     context.Context
 	results []Out
 	left    int   // items not yet answered; guarded by Batcher.mu
@@ -89,10 +159,11 @@ type call[Out any] struct {
 
 // task is one item of a call, queued.
 type task[In, Out any] struct {
-	c    *call[Out]
-	pos  int
-	in   In
-	when time.Time // when it was queued
+	c       *call[Out]
+	pos     int
+	in      In
+	when    time.Time // when it was queued
+	charged float64   // model time charged to its flow when it was taken
 }
 
 // Batcher collects items from concurrent calls into batches. It is safe for
@@ -101,9 +172,18 @@ type Batcher[In, Out any] struct {
 	cfg Config
 	run RunFunc[In, Out]
 
-	mu     sync.Mutex
-	queue  []task[In, Out]
-	closed bool
+	mu    sync.Mutex
+	queue []task[In, Out]
+	// flows are the active flows: busy, or idle for less than
+	// ActiveFor (those also in idle, oldest first).
+	flows map[string]*flow
+	idle  list.List
+	// vnow is the model time per weight at which the latest item was
+	// taken: a flow that becomes busy starts there at least.
+	vnow float64
+	// running is the runs in flight.
+	running int
+	closed  bool
 	// wake is signalled (without blocking) when items arrive; only the one
 	// collecting worker waits on it. quit is closed by Close.
 	wake, quit chan struct{}
@@ -126,7 +206,7 @@ func New[In, Out any](cfg Config, run RunFunc[In, Out]) (*Batcher[In, Out], erro
 	if run == nil {
 		return nil, errors.New("batch: nil run function")
 	}
-	b := &Batcher[In, Out]{cfg: cfg, run: run, wake: make(chan struct{}, 1), quit: make(chan struct{})}
+	b := &Batcher[In, Out]{cfg: cfg, run: run, flows: map[string]*flow{}, wake: make(chan struct{}, 1), quit: make(chan struct{})}
 	b.workers.Add(cfg.Workers)
 	for range cfg.Workers {
 		go b.work()
@@ -176,11 +256,13 @@ func (b *Batcher[In, Out]) Do(ctx context.Context, items []In) ([]Out, error) {
 		b.rejected.Add(1)
 		return nil, err
 	}
+	c.flow = b.joinLocked(flowOf(ctx))
 	for i, in := range items {
 		b.queue = append(b.queue, task[In, Out]{c: c, pos: i, in: in, when: now})
 	}
 	b.mu.Unlock()
 	b.signal()
+	defer b.leave(c.flow)
 
 	select {
 	case <-c.done:
@@ -228,6 +310,176 @@ func (b *Batcher[In, Out]) admitLocked(n int) error {
 		}
 	}
 	return nil
+}
+
+// joinLocked counts a call of flow id under way; a flow that was idle
+// starts at the least model time of the busy flows at least, so idling
+// earns it no credit.
+func (b *Batcher[In, Out]) joinLocked(id flowID) *flow {
+	b.forgetLocked(time.Now())
+	f := b.flows[id.key]
+	if f == nil || !f.busy() {
+		if f == nil {
+			f = &flow{key: id.key, weight: id.weight, vtime: b.vnow}
+			b.flows[id.key] = f
+		} else {
+			if f.idleEl != nil {
+				b.idle.Remove(f.idleEl)
+				f.idleEl = nil
+			}
+			f.weight, f.vtime = id.weight, max(f.vtime, b.vnow)
+		}
+	}
+	f.calls++
+	return f
+}
+
+// leave counts a call of f as over.
+func (b *Batcher[In, Out]) leave(f *flow) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f.calls--
+	b.idleLocked(f, time.Now())
+}
+
+// idleLocked marks f idle at now once it has no call under way and no
+// run: it stays active for ActiveFor.
+func (b *Batcher[In, Out]) idleLocked(f *flow, now time.Time) {
+	if f.busy() || f.idleEl != nil || b.flows[f.key] != f {
+		return
+	}
+	if b.cfg.ActiveFor <= 0 {
+		delete(b.flows, f.key)
+		return
+	}
+	f.idleAt = now
+	f.idleEl = b.idle.PushBack(f)
+	b.forgetLocked(now)
+}
+
+// forgetLocked forgets the flows idle for ActiveFor or longer, and the
+// longest idle past maxIdleFlows.
+func (b *Batcher[In, Out]) forgetLocked(now time.Time) {
+	for el := b.idle.Front(); el != nil; el = b.idle.Front() {
+		f := el.Value.(*flow)
+		if b.idle.Len() <= maxIdleFlows && now.Sub(f.idleAt) < b.cfg.ActiveFor {
+			return
+		}
+		b.idle.Remove(el)
+		f.idleEl = nil
+		delete(b.flows, f.key)
+	}
+}
+
+// eligibleLocked returns which flows may start a run now: a flow below
+// its share of the workers, or any while the free workers outnumber
+// those kept for the flows below theirs.
+func (b *Batcher[In, Out]) eligibleLocked() func(*flow) bool {
+	b.forgetLocked(time.Now())
+	var weights float64
+	for _, f := range b.flows {
+		weights += f.weight
+	}
+	share := func(f *flow) int {
+		return max(1, int(math.Floor(float64(b.cfg.Workers)*f.weight/weights+1e-9)))
+	}
+	kept := 0
+	for _, f := range b.flows {
+		kept += max(0, share(f)-f.running)
+	}
+	free := b.cfg.Workers - b.running
+	return func(f *flow) bool { return free > 0 && (f.running < share(f) || free > kept) }
+}
+
+// takeLocked takes up to k items off the queue for one run, of the
+// flows that may start one (eligibleLocked): the oldest ones while they
+// belong to one flow, else, item by item, the oldest of the flow with
+// the least model time per weight, charging each flow the expected time
+// of its items. It takes none when no flow with items waiting may start
+// a run; each flow in the run counts it as running.
+func (b *Batcher[In, Out]) takeLocked(k int) []task[In, Out] {
+	tasks := b.pickLocked(k)
+	seen := map[*flow]bool{}
+	for _, t := range tasks {
+		if f := t.c.flow; !seen[f] {
+			seen[f] = true
+			f.running++
+		}
+	}
+	if len(tasks) > 0 {
+		b.running++
+	}
+	return tasks
+}
+
+func (b *Batcher[In, Out]) pickLocked(k int) []task[In, Out] {
+	est := b.perItem
+	if est == 0 {
+		est = 1
+	}
+	may := b.eligibleLocked()
+	one := true
+	for _, t := range b.queue[1:] {
+		if t.c.flow != b.queue[0].c.flow {
+			one = false
+			break
+		}
+	}
+	tasks := make([]task[In, Out], 0, k)
+	if one {
+		if !may(b.queue[0].c.flow) {
+			return nil
+		}
+		tasks = append(tasks, b.queue[:k]...)
+		clear(b.queue[:k])
+		b.queue = b.queue[k:]
+	} else {
+		taken := make([]bool, len(b.queue))
+		allowed := map[*flow]bool{}
+		for _, t := range b.queue {
+			if _, ok := allowed[t.c.flow]; !ok {
+				allowed[t.c.flow] = may(t.c.flow)
+			}
+		}
+		for len(tasks) < k {
+			best := -1
+			for i, t := range b.queue {
+				if !taken[i] && allowed[t.c.flow] && (best < 0 || t.c.flow.vtime < b.queue[best].c.flow.vtime) {
+					best = i
+				}
+			}
+			if best < 0 {
+				break
+			}
+			taken[best] = true
+			tasks = append(tasks, b.queue[best])
+			f := b.queue[best].c.flow
+			b.vnow = max(b.vnow, f.vtime) // the item's start tag
+			f.vtime += est / f.weight
+		}
+		if len(tasks) == 0 {
+			return nil
+		}
+		kept := b.queue[:0]
+		for i, t := range b.queue {
+			if !taken[i] {
+				kept = append(kept, t)
+			}
+		}
+		clear(b.queue[len(kept):])
+		b.queue = kept
+		for i := range tasks {
+			tasks[i].charged = est
+		}
+		return tasks
+	}
+	for i := range tasks {
+		tasks[i].charged = est
+		f := tasks[i].c.flow
+		b.vnow = max(b.vnow, f.vtime)
+		f.vtime += est / f.weight
+	}
+	return tasks
 }
 
 // queueFull is a refusal: it is embederr.ErrQueueFull (errors.Is), says
@@ -317,17 +569,16 @@ func (b *Batcher[In, Out]) gather() []task[In, Out] {
 		if n := len(b.queue); n > 0 {
 			wait = b.cfg.Window - time.Since(b.queue[0].when)
 			if n >= b.cfg.MaxBatch || wait <= 0 {
-				k := min(n, b.cfg.MaxBatch)
-				tasks := make([]task[In, Out], k)
-				copy(tasks, b.queue)
-				clear(b.queue[:k])
-				b.queue = b.queue[k:]
-				more := len(b.queue) > 0
-				b.mu.Unlock()
-				if more {
-					b.signal() // the next collector need not wait for an arrival
+				tasks := b.takeLocked(min(n, b.cfg.MaxBatch))
+				if len(tasks) > 0 {
+					more := len(b.queue) > 0
+					b.mu.Unlock()
+					if more {
+						b.signal() // the next collector need not wait for an arrival
+					}
+					return tasks
 				}
-				return tasks
+				wait = 0 // every waiting flow is at its share: wait for a run to end
 			}
 		}
 		b.mu.Unlock()
@@ -401,6 +652,19 @@ func (b *Batcher[In, Out]) runBatch(tasks []task[In, Out]) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.signal() // a worker is free: a flow at its share may run again
+	b.running--
+	ended := map[*flow]bool{}
+	now := time.Now()
+	for _, t := range tasks { // each flow pays the run's time its items took
+		f := t.c.flow
+		f.vtime += (float64(took)/float64(len(tasks)) - t.charged) / f.weight
+		if !ended[f] {
+			ended[f] = true
+			f.running--
+			b.idleLocked(f, now)
+		}
+	}
 	if err == nil {
 		per := float64(took) / float64(len(ins))
 		if b.perItem == 0 {

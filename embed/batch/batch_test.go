@@ -509,3 +509,188 @@ func TestOnRunReportsEachCallOnce(t *testing.T) {
 		t.Fatalf("OnRun calls by call: %v, want each call once per run it is in", got)
 	}
 }
+
+// Items of two flows: the later flow's item runs after the run under
+// way, not behind every item the first flow queued before it; within a
+// flow, first in first out.
+func TestFlowsShareRuns(t *testing.T) {
+	f := &fake{started: make(chan []int, 20), gate: make(chan struct{})}
+	b := newBatcher(t, Config{MaxBatch: 1, MaxQueue: 100, Workers: 1}, f)
+	released := false
+	t.Cleanup(func() { // before Close, which waits for the runs
+		if !released {
+			close(f.gate)
+		}
+	})
+	ctx := context.Background()
+	hog := doAsync(WithFlow(ctx, "hog", 1), b, 1, 2, 3, 4, 5, 6)
+	if got := <-f.started; got[0] != 1 {
+		t.Fatalf("first run %v, want [1]", got)
+	}
+	waitQueued(t, b, 5)
+	small := doAsync(WithFlow(ctx, "small", 1), b, 100, 101)
+	waitQueued(t, b, 7)
+	var order []int
+	for range 8 {
+		f.gate <- struct{}{} // the run under way answers
+		if len(order) < 7 {
+			order = append(order, (<-f.started)[0])
+		}
+	}
+	// Each of the hog's runs charges it a run's time: the small flow's
+	// two items go before the hog's second run and right after it.
+	if order[0] != 100 || !slices.Contains(order[:3], 101) {
+		t.Fatalf("runs after the hog's first: %v, want 100 first and 101 among the next two", order)
+	}
+	var hogOrder []int
+	for _, x := range order {
+		if x < 100 {
+			hogOrder = append(hogOrder, x)
+		}
+	}
+	released = true
+	close(f.gate)
+	if !slices.Equal(hogOrder, []int{2, 3, 4, 5, 6}) {
+		t.Fatalf("hog's items ran in order %v, want first in first out", hogOrder)
+	}
+	for _, ch := range []chan answer{hog, small} {
+		if got := <-ch; got.err != nil {
+			t.Fatal(got.err)
+		}
+	}
+	b.mu.Lock()
+	n := len(b.flows)
+	b.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d flows held after every call ended, want 0", n)
+	}
+}
+
+// gated is a run function of one item at a time that waits until that
+// item is let go (or its context ends).
+type gated struct {
+	mu      sync.Mutex
+	gates   map[int]chan struct{}
+	started chan int
+}
+
+func newGated() *gated { return &gated{gates: map[int]chan struct{}{}, started: make(chan int, 100)} }
+
+func (g *gated) gate(x int) chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gates[x] == nil {
+		g.gates[x] = make(chan struct{})
+	}
+	return g.gates[x]
+}
+
+func (g *gated) run(ctx context.Context, items []int) ([]int, error) {
+	g.started <- items[0]
+	select {
+	case <-g.gate(items[0]):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return []int{2 * items[0]}, nil
+}
+
+// A flow that was active less than ActiveFor ago keeps its share of the
+// workers: with two workers, a hog with many items runs one at a time
+// while a small flow is active, so the small flow's next item starts at
+// once beside the hog's run instead of waiting for it; without
+// ActiveFor the hog takes both workers; once the small flow has been idle
+// for ActiveFor the hog takes both again.
+func TestActiveFlowKeepsItsWorker(t *testing.T) {
+	for _, active := range []time.Duration{0, 50 * time.Millisecond} {
+		t.Run(fmt.Sprint(active), func(t *testing.T) {
+			g := newGated()
+			b, err := New(Config{MaxBatch: 1, MaxQueue: 100, Workers: 2, ActiveFor: active}, g.run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				for x := range 200 {
+					select {
+					case <-g.gate(x):
+					default:
+						close(g.gate(x))
+					}
+				}
+				_ = b.Close()
+			})
+			ctx := context.Background()
+			small := WithFlow(ctx, "small", 1)
+			first := doAsync(small, b, 100)
+			<-g.started
+			close(g.gate(100))
+			if got := <-first; got.err != nil {
+				t.Fatal(got.err)
+			}
+			hog := doAsync(WithFlow(ctx, "hog", 1), b, 1, 2, 3, 4)
+			if got := <-g.started; got != 1 {
+				t.Fatalf("hog's first run [%d], want [1]", got)
+			}
+			if active == 0 {
+				// Nothing keeps the second worker: the hog takes it.
+				if got := <-g.started; got != 2 {
+					t.Fatalf("hog's second run [%d], want [2]", got)
+				}
+				return
+			}
+			waitQueued(t, b, 3)
+			next := doAsync(small, b, 101)
+			// The small flow's item starts while the hog's run still holds
+			// its worker: the other worker was kept for it.
+			if got := <-g.started; got != 101 {
+				t.Fatalf("run beside the hog's: [%d], want the small flow's [101]", got)
+			}
+			close(g.gate(101))
+			if got := <-next; got.err != nil {
+				t.Fatal(got.err)
+			}
+			close(g.gate(1)) // the hog's next item takes its one worker
+			if got := <-g.started; got != 2 {
+				t.Fatalf("hog's next run [%d], want [2]", got)
+			}
+			b.mu.Lock()
+			running := b.flows["hog"].running
+			b.mu.Unlock()
+			if running != 1 {
+				t.Fatalf("hog has %d runs while the small flow is active, want its share, 1", running)
+			}
+			// Once the small flow has been idle for ActiveFor, the hog's
+			// next run end lets it take both workers.
+			time.Sleep(active)
+			close(g.gate(2))
+			a, c := <-g.started, <-g.started
+			if a == c || a < 3 || c < 3 {
+				t.Fatalf("runs after the small flow left: [%d] and [%d], want the hog's 3 and 4", a, c)
+			}
+			close(g.gate(3))
+			close(g.gate(4))
+			if got := <-hog; got.err != nil || !slices.Equal(got.out, []int{2, 4, 6, 8}) {
+				t.Fatalf("hog's answer %v, %v", got.out, got.err)
+			}
+		})
+	}
+}
+
+// The flows kept active after their calls are bounded: past
+// maxIdleFlows the one idle longest is forgotten.
+func TestIdleFlowsBounded(t *testing.T) {
+	f := &fake{}
+	b := newBatcher(t, Config{MaxBatch: 1, MaxQueue: 10, Workers: 1, ActiveFor: time.Hour}, f)
+	ctx := context.Background()
+	for i := range maxIdleFlows + 100 {
+		if _, err := b.Do(WithFlow(ctx, fmt.Sprint(i), 1), []int{i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.mu.Lock()
+	n := len(b.flows)
+	b.mu.Unlock()
+	if n > maxIdleFlows {
+		t.Fatalf("%d flows kept, bound %d", n, maxIdleFlows)
+	}
+}

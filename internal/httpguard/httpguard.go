@@ -72,6 +72,9 @@ type Guard struct {
 	// server-wide ReadTimeout (the MCP listeners, whose event streams
 	// must outlive one); 0: the server's ReadTimeout bounds it.
 	ReadWait time.Duration
+	// CheckBody, if set, checks a body read whole before the handler
+	// sees it (an INVALID_ARGUMENT status error: 400).
+	CheckBody func(body []byte) error
 	// Refuse answers a refused request in the listener's protocol.
 	Refuse func(w http.ResponseWriter, r *http.Request, httpCode int, err error)
 }
@@ -144,6 +147,12 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 		if enveloped(r.Header.Get("Content-Type")) {
 			if err := checkEnvelopes(body); err != nil {
 				refuse(w, r, http.StatusBadRequest, status.Error(codes.InvalidArgument, err.Error()))
+				return
+			}
+		}
+		if g.CheckBody != nil {
+			if err := g.CheckBody(body); err != nil {
+				refuse(w, r, http.StatusBadRequest, err)
 				return
 			}
 		}
@@ -270,12 +279,39 @@ func WriteRPCError(w http.ResponseWriter, r *http.Request, httpCode int, err err
 }
 
 // PlainMCP is the guard of an MCP listener that checks no caller: it
-// bounds bodies and answers in JSON-RPC.
+// bounds bodies, refuses large JSON-RPC batches and answers in JSON-RPC.
 func PlainMCP(maxBody int64) Guard {
-	return Guard{MaxBody: maxBody, ReadWait: BodyReadWait, Refuse: RefuseMCP}
+	return Guard{MaxBody: maxBody, ReadWait: BodyReadWait, CheckBody: CheckMCPBatch, Refuse: RefuseMCP}
 }
 
-// RefuseMCP answers a request the guard refuses with a JSON-RPC error:
+// maxMCPBatch is the most messages one JSON-RPC batch may hold on an MCP
+// listener (protocol versions before 2025-06-18 allow batches; the SDK
+// serves every message of one). Without a bound one POST of 4 MiB held
+// about 25,000 tool calls: the hostile pass's 3.3 MB batch of 20,000
+// search_tools ran for 53 s, raised the daemon's peak memory by 280 MB
+// and made another client's small Routes time out. As many as an Embed
+// call may carry texts (--max-batch's default).
+const maxMCPBatch = 64
+
+// CheckMCPBatch refuses a JSON-RPC batch (a body that is a JSON array) of
+// more than maxMCPBatch messages; any other body passes to the SDK, which
+// parses it.
+func CheckMCPBatch(body []byte) error {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	if len(b) == 0 || b[0] != '[' {
+		return nil
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(b, &msgs); err != nil {
+		return nil // not a batch the SDK can read either: it answers the parse error
+	}
+	if len(msgs) > maxMCPBatch {
+		return status.Errorf(codes.InvalidArgument, "a JSON-RPC batch of %d messages: at most %d per request", len(msgs), maxMCPBatch)
+	}
+	return nil
+}
+
+// refuseMCP answers a request the guard refuses with a JSON-RPC error:
 // under the request's id when it is refused before its body is read (401,
 // 403: WriteMCPError reads a little of it for the id), under none when
 // the body is the fault (413, 415, 400), which is not read again.

@@ -15,6 +15,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/classifierd/classifierd/internal/httpguard"
 	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/security"
+	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/server"
 	"github.com/classifierd/classifierd/session"
 )
@@ -41,6 +43,9 @@ type Config struct {
 	MaxInFlight          int
 	MaxQueue             int
 	MaxWaitingTime       time.Duration
+	MaxWaitingBytes      int64
+	DeadlineShare        float64
+	AdmissionWeights     string // --admission-weights: NAME=WEIGHT,...
 	MinDeadline          time.Duration
 	MaxIndexBytes        int64
 	IndexMmap            bool
@@ -55,6 +60,8 @@ type Config struct {
 	// PlainHTTP and PlainMCP are what Validate read from
 	// PlaintextListeners.
 	PlainHTTP, PlainMCP bool
+	// weights is what Validate read from AdmissionWeights.
+	weights map[string]float64
 }
 
 // IndexLoad is how index files are read, at start and on every reload.
@@ -91,14 +98,38 @@ func (c *Config) Validate(concurrency int) error {
 	if c.MaxWatches < 1 || c.MaxWatchesPerClient < 1 || c.MaxWatchesPerSession < 1 {
 		return errors.New("--max-watches, --max-watches-per-client and --max-watches-per-session must be positive")
 	}
+	if c.DeadlineShare <= 0 || c.DeadlineShare > 1 || c.MaxWaitingBytes < 0 {
+		return errors.New("--deadline-share must be in (0, 1], --max-waiting-bytes not negative")
+	}
+	c.weights = nil
+	for _, kv := range strings.Split(c.AdmissionWeights, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		name, v, ok := strings.Cut(kv, "=")
+		w, err := strconv.ParseFloat(v, 64)
+		if !ok || name == "" || err != nil || !(w > 0) || math.IsInf(w, 0) {
+			return fmt.Errorf("--admission-weights: %q is not NAME=WEIGHT with a positive weight", kv)
+		}
+		if c.weights == nil {
+			c.weights = map[string]float64{}
+		}
+		c.weights[name] = w
+	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = 2 * concurrency
 	}
 	if c.MaxQueue == 0 {
-		c.MaxQueue = 64 * concurrency
+		c.MaxQueue = DefaultMaxWaiting
 	}
 	return nil
 }
+
+// DefaultMaxWaiting is --max-waiting's default: a bound on memory (a
+// goroutine and a request each, with --max-waiting-bytes), not on
+// waiting time, which the calls' deadlines and --max-waiting-time bound;
+// room for 400 clients with long deadlines to wait rather than retry.
+const DefaultMaxWaiting = 1024
 
 // ops is what Config opens: the metrics registry, tokens, TLS, and the
 // reloaders SIGHUP runs (security's).
@@ -123,8 +154,8 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 		return nil, err
 	}
 	o.Admission = server.NewAdmission(server.AdmissionConfig{MaxInFlight: cfg.MaxInFlight, MaxQueue: cfg.MaxQueue,
-		MaxWait: cfg.MaxWaitingTime, StandingAfter: server.DefaultAdmissionStandingAfter, IdleAfter: server.DefaultAdmissionIdleAfter,
-		MinDeadline: cfg.MinDeadline})
+		MaxQueueBytes: cfg.MaxWaitingBytes, MaxWait: cfg.MaxWaitingTime, StandingAfter: server.DefaultAdmissionStandingAfter,
+		IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: cfg.MinDeadline, DeadlineShare: cfg.DeadlineShare, Weights: cfg.weights})
 	if err := o.Metrics.Gauge("classifierd_admission_queue_depth", "Model calls waiting for a place.",
 		func() float64 { return float64(o.Admission.Queued()) }); err != nil {
 		return nil, err
@@ -133,12 +164,20 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 		func() float64 { return float64(o.Admission.InFlight()) }); err != nil {
 		return nil, err
 	}
+	if err := o.Metrics.Gauge("classifierd_admission_callers", "Active callers (identities): with model calls waiting or running, or one ended in the last 250ms; the fair shares are among them.",
+		func() float64 { return float64(o.Admission.Flows()) }); err != nil {
+		return nil, err
+	}
 	if err := o.Metrics.Gauge("classifierd_admission_overloaded", "1 while the admission holds waiting calls to --max-waiting-time (a standing queue), else 0.",
 		func() float64 { return b2f(o.Admission.Overloaded()) }); err != nil {
 		return nil, err
 	}
 	if err := o.Metrics.Gauge("classifierd_admission_expected_wait_seconds", "How long a model call that found every place taken would wait now, estimated.",
 		func() float64 { return o.Admission.ExpectedWait().Seconds() }); err != nil {
+		return nil, err
+	}
+	if err := o.Metrics.Gauge("classifierd_admission_wait_scale", "Admitted calls' waits divided by the waits estimated when they queued (calls nobody overtook, recent ones weighted most; at least 1): the estimates are multiplied by it.",
+		func() float64 { return o.Admission.WaitScale() }); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -263,4 +302,32 @@ func servedMethod(path string, served map[string]grpc.ServiceInfo) string {
 // for it to stop.
 func (o *Ops) ServeMetrics(ctx context.Context) (func(), error) {
 	return listeners.ServeMetrics(ctx, o.cfg.MetricsListen, o.Registry, o.log)
+}
+
+// modelTools are the MCP tools of the daemon that run the model: they are
+// admitted as the gRPC methods they call are (the others read sessions or
+// forward to other servers).
+func modelTools() []string {
+	return []string{mcpserver.ToolSearch, mcpserver.ToolRoute, mcpserver.ToolAnalyzePrompt,
+		mcpserver.ToolDetectInputPrompt, mcpserver.ToolInferExpected}
+}
+
+// MCPAdmit is the admission of MCP tool calls (mcpserver.Config.Admit):
+// the model's tools (the daemon's, and more, such as the proxy's
+// hub__analyze_prompt) by a, under the caller the MCP server put in ctx,
+// so an MCP caller has the same share as over gRPC; nil without a.
+func MCPAdmit(a *server.Admission, more ...string) func(context.Context, string, int) (context.Context, func(), error) {
+	if a == nil {
+		return nil
+	}
+	admitted := map[string]bool{}
+	for _, tool := range append(modelTools(), more...) {
+		admitted[tool] = true
+	}
+	return func(ctx context.Context, tool string, size int) (context.Context, func(), error) {
+		if !admitted[tool] {
+			return ctx, func() {}, nil
+		}
+		return a.Admit(ctx, "mcp/"+tool, int64(size))
+	}
 }

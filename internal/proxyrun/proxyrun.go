@@ -21,6 +21,7 @@ import (
 	"github.com/classifierd/classifierd/embed"
 	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/mcpplaces"
+	"github.com/classifierd/classifierd/internal/ops"
 	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/labels"
 	"github.com/classifierd/classifierd/mcpproxy"
@@ -146,6 +147,11 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 		names = append(names, s.Name)
 	}
 	reg := listeners.NewRegistry()
+	// The tools that run the model (search_tools, hub__analyze_prompt)
+	// share it by caller as the daemon's do, with the daemon's defaults.
+	adm := server.NewAdmission(server.AdmissionConfig{MaxInFlight: 2 * cfg.Concurrency, MaxQueue: ops.DefaultMaxWaiting,
+		MaxQueueBytes: server.DefaultAdmissionMaxQueueBytes, MaxWait: server.DefaultAdmissionMaxWait,
+		StandingAfter: server.DefaultAdmissionStandingAfter, IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: 2 * time.Millisecond})
 	src, closeSrc, err := isolate(pool, perIdentity, cfg, poolOpts, reg, log)
 	if err != nil {
 		return err
@@ -156,7 +162,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 		Limits: request.Limits{}, ServerNames: names, Timeout: cfg.Timeout, Version: version, Logger: log,
 		Sessions: session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: cfg.MaxSessionsPerClient,
 			DefaultExposure: session.Exposure(cfg.Exposure)},
-		Caller: sec.ToolCaller(mcpproxy.ToolScope), Metrics: reg})
+		Caller: sec.ToolCaller(mcpproxy.ToolScope), Admit: ops.MCPAdmit(adm, mcpproxy.ToolAnalyze), Metrics: reg})
 	if err != nil {
 		return err
 	}

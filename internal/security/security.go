@@ -349,8 +349,9 @@ func (s *Security) MCPGuard(maxBody int64, anyOf ...string) httpguard.Guard {
 			}
 			return c, nil
 		},
-		MaxBody:  maxBody,
-		ReadWait: httpguard.BodyReadWait,
+		MaxBody:   maxBody,
+		ReadWait:  httpguard.BodyReadWait,
+		CheckBody: httpguard.CheckMCPBatch,
 		Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
 			if code == http.StatusUnauthorized && s.Tokens != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="classifierd"`)

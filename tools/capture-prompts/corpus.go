@@ -29,6 +29,8 @@ var corpusScenarios = concat(
 	family("repl", replScenarios2),
 	family("quiet", quietScenarios2),
 	round3,
+	round4,
+	round5,
 )
 
 // waits is a scenario whose program waits for input that is safe to give.
@@ -54,6 +56,11 @@ func serially(sc scenario) scenario { sc.serial = true; return sc }
 
 // slow gives a program that pauses while it starts more time to go quiet.
 func slow(sc scenario) scenario { sc.quiet = 4 * time.Second; return sc }
+
+// patient waits longer still, for programs that pause for many seconds
+// before they ask on a busy machine (apt resolving, Python tools
+// starting).
+func patient(sc scenario) scenario { sc.quiet = 12 * time.Second; return sc }
 
 // after adds a cleanup that stops daemons the program started itself.
 func after(sc scenario, cleanup string) scenario { sc.cleanup = cleanup; return sc }

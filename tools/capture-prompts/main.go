@@ -380,7 +380,10 @@ func capture(sc scenario, opt options) (_ []byte, sig signalRecord, _ error) {
 	if sc.quiet > 0 {
 		quiet = sc.quiet
 	}
-	deadline := start.Add(15 * time.Second)
+	// A patient scenario's program may be silent longer than the usual
+	// limits (apt on a busy machine): its quiet sets them.
+	deadline := start.Add(max(15*time.Second, quiet+10*time.Second))
+	silent := max(6*time.Second, quiet)
 	keys := sc.keys
 	for time.Now().Before(deadline) {
 		select {
@@ -395,7 +398,7 @@ func capture(sc scenario, opt options) (_ []byte, sig signalRecord, _ error) {
 		mu.Lock()
 		// In the corpus a program that has printed nothing for a while
 		// waits silently (dc, cat).
-		idle := time.Since(last) > quiet && buf.Len() > 0 || opt.clean && time.Since(start) > 6*time.Second && buf.Len() == 0
+		idle := time.Since(last) > quiet && buf.Len() > 0 || opt.clean && time.Since(start) > silent && buf.Len() == 0
 		if idle && len(keys) > 0 {
 			// Quiet: the program reads; type the next keys and wait
 			// for it to go quiet again.

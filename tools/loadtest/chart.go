@@ -8,6 +8,7 @@ import (
 	"image/png"
 	"math"
 	"os"
+	"strings"
 
 	"golang.org/x/image/font"
 	"golang.org/x/image/font/basicfont"
@@ -20,8 +21,13 @@ import (
 // daemon's own p99 of them where it exports it), steps
 // evenly spaced and labelled with their client counts, the share of
 // refused calls under each.
-func writeSaturationPNG(path, title string, steps []step, bare float64) error {
-	const w, h, ml, mr = 900, 700, 80, 30
+func writeSaturationPNG(path, title string, steps []step, bare float64, scens []scenario) error {
+	const w, ml, mr = 900, 80, 30
+	done := doneWhen(scens)
+	h := 700
+	if len(scens) > 0 {
+		h += 40 + 16*(len(scens)+len(done))
+	}
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	draw.Draw(img, img.Bounds(), image.NewUniform(color.White), image.Point{}, draw.Src)
 	blue := color.RGBA{60, 110, 200, 255}
@@ -109,6 +115,29 @@ func writeSaturationPNG(path, title string, steps []step, bare float64) error {
 		label(img, x(i)-14, bottom2+36, fmt.Sprintf("%.0f%%", 100*s.RejectRate), grey)
 	}
 	label(img, ml, bottom2+58, "concurrent clients (steps evenly spaced); grey: share of calls refused with RESOURCE_EXHAUSTED", grey)
+
+	// The scenarios of issues 25 and 27, as printed, and their targets.
+	y := 720
+	if len(scens) > 0 {
+		label(img, 8, y, fmt.Sprintf("%-14s %7s %6s %7s %8s %8s %9s %8s %8s %8s", "scenario", "clients", "dl", "calls", "ok", "refused", "goodput/s", "p50 ms", "p99 ms", "ref p99"), color.Black)
+		y += 16
+	}
+	for _, s := range scens {
+		l := s.line()
+		if i := strings.Index(l, "  load "); i >= 0 {
+			l = l[:i]
+		}
+		label(img, 8, y, l, color.Black)
+		y += 16
+	}
+	for _, l := range done {
+		c := green
+		if strings.HasSuffix(l, "MISSED") {
+			c = red
+		}
+		label(img, 8, y, l, c)
+		y += 16
+	}
 
 	f, err := os.Create(path)
 	if err != nil {

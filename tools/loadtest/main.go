@@ -67,6 +67,10 @@ type config struct {
 }
 
 func main() {
+	if os.Getenv(busyEnv) != "" { // the CPU hog of the +hog scenarios
+		busyLoop()
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout)
 	stop()
@@ -95,12 +99,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	steps := fs.String("steps", "1,2,4,8,16,64,256,1000,2000", "with --saturation: concurrent clients at each step")
 	fs.DurationVar(&sc.stepTime, "step-time", 5*time.Second, "with --saturation: measured time per step (and for the bare engine)")
 	fs.DurationVar(&sc.warmup, "warmup", time.Second, "with --saturation: unmeasured time at the start of each step")
-	fs.DurationVar(&sc.callTimeout, "call-timeout", 5*time.Second, "with --saturation: deadline of each call")
+	fs.DurationVar(&sc.callTimeout, "call-timeout", 5*time.Second, "with --saturation: deadline of each call of the curve (the client's own: see --send-deadline)")
+	fs.BoolVar(&sc.sendDeadline, "send-deadline", false, "with --saturation: tell the daemon the curve's --call-timeout (grpc-timeout), so it may admit calls to wait up to --deadline-share of it; by default it is not told and bounds their waiting by --max-waiting-time, as when issue 17's targets were set")
 	fs.DurationVar(&sc.backoff, "backoff", 20*time.Millisecond, "with --saturation: a client's first pause after RESOURCE_EXHAUSTED, doubling per refusal in a row up to 1s (jitter: uniform in [b/2, 3b/2])")
 	fs.IntVar(&sc.conns, "conns", 8, "with --saturation: gRPC connections the clients share")
 	fs.StringVar(&sc.queries, "queries", "", "with --saturation: JSON-lines file whose \"text\" fields are the prompts (default: the built-in ones)")
 	fs.StringVar(&sc.png, "png", "", "with --saturation: write the curve as a PNG chart")
 	replotFrom := fs.String("replot", "", "redraw the chart (--png) from the --json file of an earlier --saturation run, and exit")
+	scenarios := fs.String("scenarios", "", "with --saturation: after the curve, run these scenarios of issues 25 and 27 against a daemon with a token file (comma-separated: closed8, retry400, hog, short2000, mix, fair; or all)")
+	fs.IntVar(&sc.scenarioCalls, "scenario-calls", 3000, "with --scenarios: Route calls of the closed8 and retry400 scenarios")
 	fs.IntVar(&sc.bareWorkers, "bare-workers", 2, "with --saturation: concurrent runs of the bare engine (the daemon's --concurrency)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -114,9 +121,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if *saturation {
 		var err error
-		if sc.steps, err = parseSteps(*steps); err != nil {
-			return err
+		if *steps != "none" {
+			if sc.steps, err = parseSteps(*steps); err != nil {
+				return err
+			}
 		}
+		sc.scenarios = splitComma(*scenarios)
 		if sc.stepTime <= 0 || sc.warmup < 0 || sc.callTimeout <= 0 || sc.backoff <= 0 || sc.conns < 1 || sc.bareWorkers < 1 || c.requests < 10 {
 			return errors.New("--step-time, --call-timeout, --backoff must be positive, --warmup not negative, --conns and --bare-workers at least 1, --requests at least 10")
 		}
@@ -231,6 +241,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 type latency struct{ p50, p99, mean time.Duration }

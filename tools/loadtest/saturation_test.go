@@ -65,7 +65,7 @@ func TestSaturationPNG(t *testing.T) {
 		{Clients: 4000}, // nothing answered: drawn without latency points
 	}
 	path := filepath.Join(t.TempDir(), "c.png")
-	if err := writeSaturationPNG(path, "test", steps, 1400); err != nil {
+	if err := writeSaturationPNG(path, "test", steps, 1400, []scenario{{Name: "fair", Ratio: 1.5, P50ms: 3, IdleP50: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(path)
@@ -77,10 +77,11 @@ func TestSaturationPNG(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := img.Bounds(); b.Dx() != 900 || b.Dy() != 700 {
-		t.Fatalf("image %v, want 900x700", b)
+	// 700 for the curve, 40 + 16 a line for one scenario and its target.
+	if b := img.Bounds(); b.Dx() != 900 || b.Dy() != 700+40+2*16 {
+		t.Fatalf("image %v, want 900x772", b)
 	}
-	if err := writeSaturationPNG(filepath.Join(t.TempDir(), "no", "dir.png"), "x", steps, 1); err == nil {
+	if err := writeSaturationPNG(filepath.Join(t.TempDir(), "no", "dir.png"), "x", steps, 1, nil); err == nil {
 		t.Fatal("writing into a missing directory: no error")
 	}
 	// --replot draws the same chart from a run's JSON.

@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -52,6 +53,10 @@ func run() error {
 	evidence := flag.String("evidence", "command,screen,pty", "what the detector is given besides the screen, comma-separated: command (the command line), screen (nothing), pty (the pty signals and the command line)")
 	schemes := flag.String("schemes", "family,program", "held-out schemes, comma-separated: family (leave-one-family-out), program (leave-program-out)")
 	fitDanger := flag.Bool("fit-danger", false, "fit the danger model on the whole corpus, write it to "+terminal.DangerModelFile+" and exit")
+	priorCurve := flag.Bool("prior", false, "print the danger model's held-out log loss for each prior strength (by family and by program) and the weights the data move most, and exit")
+	only := flag.String("only", "", "score only the captures named in this file (one name a line; held out as usual, the learners still see the rest) and add a row for the programs the rest of the corpus lacks")
+	half := flag.String("half", "all", "with -prior: the programs to fit on, all, dev (looked at while writing rules) or test")
+	exclude := flag.String("exclude", "", "with -prior: leave out the captures named in this file (one name a line), e.g. a round kept for a held-out check")
 	writeExamples := flag.Bool("write-examples", false, "write the corpus's prompt lines to "+terminal.CorpusExamplesFile+" (the examples the daemon ships) and exit")
 	flag.Parse()
 	if *writeExamples {
@@ -59,6 +64,9 @@ func run() error {
 	}
 	if *fitDanger {
 		return writeDangerModel()
+	}
+	if *priorCurve {
+		return printPriorCurve(*half, *exclude)
 	}
 	lopo := !*captured
 	if *model == "" {
@@ -93,7 +101,7 @@ func run() error {
 		return err
 	}
 	if lopo {
-		return heldOut(ctx, det, *dir, *minConf, *verbose, *jsonOut, *evidence, *schemes)
+		return heldOut(ctx, det, *dir, *minConf, *verbose, *jsonOut, *evidence, *schemes, *only)
 	}
 	rep, cases, err := terminal.Evaluate(ctx, det, *dir, *minConf)
 	if err != nil {
@@ -128,8 +136,12 @@ func writeJSON(path string, v any) error {
 }
 
 // heldOut prints the leave-one-family-out and leave-program-out tables.
-func heldOut(ctx context.Context, det *terminal.Detector, dir string, minConf float64, verbose bool, jsonOut, evidence, schemes string) error {
+func heldOut(ctx context.Context, det *terminal.Detector, dir string, minConf float64, verbose bool, jsonOut, evidence, schemes, only string) error {
 	caps, err := terminal.LoadCaptures(dir)
+	if err != nil {
+		return err
+	}
+	scored, newPrograms, err := onlySet(only, caps)
 	if err != nil {
 		return err
 	}
@@ -169,7 +181,13 @@ func heldOut(ctx context.Context, det *terminal.Detector, dir string, minConf fl
 			groups := map[string][]terminal.CaseResult{}
 			var fams []string
 			for _, c := range res {
+				if scored != nil && !scored[c.Name] {
+					continue
+				}
 				keys := []string{"all", "family " + c.Family}
+				if newPrograms[c.Program] {
+					keys = append(keys, "new programs")
+				}
 				if terminal.DevHalf(c.Program) {
 					keys = append(keys, "dev half")
 				} else {
@@ -183,10 +201,16 @@ func heldOut(ctx context.Context, det *terminal.Detector, dir string, minConf fl
 				}
 			}
 			sort.Strings(fams)
-			fmt.Printf("\n%s, %s: %d captures of %d programs in %d families, min_confidence %.2f\n\n", scheme.name, titles[ev], len(caps), len(programs), len(families), minConf)
+			fmt.Printf("\n%s, %s: %d captures of %d programs in %d families, min_confidence %.2f\n", scheme.name, titles[ev], len(caps), len(programs), len(families), minConf)
+			rows := []string{"all", "dev half", "test half"}
+			if scored != nil {
+				fmt.Printf("scored: the %d captures named in %s (new programs: the %d of their programs no other capture has)\n", len(groups["all"]), only, len(newPrograms))
+				rows = append(rows, "new programs")
+			}
+			fmt.Println()
 			fmt.Println("| set | captures | waiting P | waiting R | waiting F1 | type acc. | dangerous | dangerous recall | dangerous FP |")
 			fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-			for _, k := range append([]string{"all", "dev half", "test half"}, fams...) {
+			for _, k := range append(rows, fams...) {
 				r := terminal.Summarise(groups[k])
 				reports[scheme.name+"/"+ev+"/"+k] = r
 				name := k
@@ -197,7 +221,13 @@ func heldOut(ctx context.Context, det *terminal.Detector, dir string, minConf fl
 					orDash(r.Waiting, r.Precision), orDash(r.Waiting, r.Recall), orDash(r.Waiting, r.F1), orDash(r.Waiting, r.TypeAccuracy),
 					r.Dangerous, orDash(r.Dangerous, r.DangerousRecall), r.DangerousFP, 100*r.DangerousFPRate)
 			}
-			brier, ece, n := terminal.Calibration(res)
+			var calib []terminal.CaseResult
+			for _, c := range res {
+				if scored == nil || scored[c.Name] {
+					calib = append(calib, c)
+				}
+			}
+			brier, ece, n := terminal.Calibration(calib)
 			fmt.Printf("\ndanger_confidence on the %d detected captures: Brier %.3f, expected calibration error %.3f (bins of 0.1)\n", n, brier, ece)
 		}
 	}
@@ -205,6 +235,45 @@ func heldOut(ctx context.Context, det *terminal.Detector, dir string, minConf fl
 		return writeJSON(jsonOut, reports)
 	}
 	return nil
+}
+
+// onlySet reads the names of the captures to score from path (none: score
+// all) and finds the programs among them that no other capture has.
+func onlySet(path string, caps []terminal.Capture) (scored, newPrograms map[string]bool, err error) {
+	if path == "" {
+		return nil, nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	scored = map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if name := strings.TrimSpace(line); name != "" && !strings.HasPrefix(name, "#") {
+			scored[name] = true
+		}
+	}
+	known := map[string]bool{}
+	for _, c := range caps {
+		known[c.Name] = true
+	}
+	for name := range scored {
+		if !known[name] {
+			return nil, nil, fmt.Errorf("%s names %q, which is not a capture", path, name)
+		}
+	}
+	newPrograms, seen := map[string]bool{}, map[string]bool{}
+	for _, c := range caps {
+		if scored[c.Name] {
+			newPrograms[c.Program] = true
+		} else {
+			seen[c.Program] = true
+		}
+	}
+	for p := range seen {
+		delete(newPrograms, p)
+	}
+	return scored, newPrograms, nil
 }
 
 // writeDangerModel fits the danger model on the whole corpus (its
@@ -264,4 +333,68 @@ func writeCorpusExamples() error {
 		return err
 	}
 	return os.WriteFile(terminal.CorpusExamplesFile, b, 0o644)
+}
+
+// printPriorCurve prints how the held-out log loss of the danger model
+// varies with its prior's strength, held out by family (as the shipped
+// model is chosen) and by program, over a wider range than the choice
+// uses; then, at the chosen strength and at a weak one, the weights the
+// data move furthest from their priors.
+func printPriorCurve(half, exclude string) error {
+	all, err := terminal.LoadCaptures("terminal/testdata/corpus")
+	if err != nil {
+		return err
+	}
+	if half != "all" && half != "dev" && half != "test" {
+		return fmt.Errorf("-half %q: all, dev or test", half)
+	}
+	skip, _, err := onlySet(exclude, all)
+	if err != nil {
+		return err
+	}
+	var caps []terminal.Capture
+	for _, c := range all {
+		if skip[c.Name] || half == "dev" && !terminal.DevHalf(c.Program) || half == "test" && terminal.DevHalf(c.Program) {
+			continue
+		}
+		caps = append(caps, c)
+	}
+	fmt.Printf("%d captures (%s half", len(caps), half)
+	if exclude != "" {
+		fmt.Printf(", less those named in %s", exclude)
+	}
+	fmt.Print(")\n")
+	lambdas := []float64{0.03, 0.1, 0.3, 1, 3, 10, 30, 100, 300, 1000, 3000}
+	fmt.Printf("danger model: mean held-out log loss per waiting capture by prior strength (the choice uses %v)\n\n", terminal.DangerLambdas())
+	fmt.Println("| lambda | leave-one-family-out | leave-program-out |")
+	fmt.Println("|---:|---:|---:|")
+	var bySample [2][]terminal.DangerSample
+	for _, c := range caps {
+		bySample[0] = append(bySample[0], terminal.DangerSampleOf(c, c.Family))
+		bySample[1] = append(bySample[1], terminal.DangerSampleOf(c, c.Program))
+	}
+	var curves [2][]float64
+	for k := range bySample {
+		if curves[k], err = terminal.DangerPriorCurve(bySample[k], lambdas); err != nil {
+			return err
+		}
+	}
+	for i, l := range lambdas {
+		fmt.Printf("| %g | %.4f | %.4f |\n", l, curves[0][i], curves[1][i])
+	}
+	for _, l := range []float64{100, 1} {
+		m, err := terminal.FitDanger(bySample[0], l, terminal.DangerThreshold)
+		if err != nil {
+			return err
+		}
+		ws := append([]terminal.Weight(nil), m.Weights...)
+		sort.Slice(ws, func(i, j int) bool {
+			return math.Abs(ws[i].Weight-ws[i].Prior) > math.Abs(ws[j].Weight-ws[j].Prior)
+		})
+		fmt.Printf("\nfitted on these captures at lambda %g, the weights furthest from their priors:\n", l)
+		for _, w := range ws[:8] {
+			fmt.Printf("  %-30s prior %+.2f fitted %+.2f\n", w.Feature, w.Prior, w.Weight)
+		}
+	}
+	return nil
 }

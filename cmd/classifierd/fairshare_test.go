@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/internal/listeners"
+)
+
+// TestHogCannotRefuseAnotherIdentity reproduces issue 27's finding
+// through the real daemon and model: one token sends 16 concurrent
+// 240 KB Routes in a closed loop (backing off when refused), and while it
+// does, another token's small Routes, with and without a deadline of
+// their own, are all answered: none refused. (How fast they are answered
+// is measured by `make loadtest`, not asserted here.)
+func TestHogCannotRefuseAnotherIdentity(t *testing.T) {
+	idx := genIndex(t, "testdata/mini.json")
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("hog route "+aliceToken+"\nsmall route "+bobToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, conn := opsDaemon(t, freeAddr(t), insecureDial, "--index", idx, "--auth-token-file", tokens)
+	c := pb.NewClassifierServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	hogCtx, smallCtx := bearerCtx(ctx, aliceToken), bearerCtx(context.Background(), bobToken)
+
+	var b strings.Builder
+	words := strings.Fields("please read the deploy log below and tell me which service failed then open an issue with the stack trace the database migration timed out")
+	for i := 0; b.Len() < 240<<10; i++ {
+		b.WriteString(words[(i*7)%len(words)])
+		b.WriteByte(' ')
+	}
+	big := b.String()
+
+	stop := make(chan struct{})
+	var hogs sync.WaitGroup
+	var mu sync.Mutex
+	hogCodes := map[codes.Code]int{}
+	for range 16 {
+		hogs.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := c.Route(hogCtx, &pb.RouteRequest{Query: big})
+				mu.Lock()
+				hogCodes[status.Code(err)]++
+				mu.Unlock()
+				if status.Code(err) == codes.ResourceExhausted {
+					time.Sleep(20 * time.Millisecond)
+				} else if err != nil && ctx.Err() == nil {
+					t.Errorf("hog's Route: %v", err)
+					return
+				}
+			}
+		})
+	}
+	// Let the hog take every place and fill the queue first.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := hogCodes[codes.OK] + hogCodes[codes.ResourceExhausted]
+		mu.Unlock()
+		if n >= 16 || time.Now().After(deadline) {
+			break
+		}
+	}
+	const calls = 40
+	answered := 0
+	for i := range calls {
+		cctx, ccancel := smallCtx, context.CancelFunc(func() {})
+		if i%2 == 1 { // half carry a deadline of their own, half the daemon's --timeout
+			cctx, ccancel = context.WithTimeout(smallCtx, 30*time.Second)
+		}
+		r, err := c.Route(cctx, &pb.RouteRequest{Query: "list the open pull requests on github"})
+		ccancel()
+		if err != nil {
+			t.Errorf("small Route %d while the hog runs: %v (%v)", i, status.Code(err), err)
+			continue
+		}
+		if len(r.GetServers()) == 0 && !r.GetAbstained() {
+			t.Errorf("small Route %d: no servers and not abstained", i)
+		}
+		answered++
+	}
+	close(stop)
+	hogs.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("small: %d of %d answered; hog: %d answered, %d refused", answered, calls, hogCodes[codes.OK], hogCodes[codes.ResourceExhausted])
+	if hogCodes[codes.OK] == 0 {
+		t.Fatal("the hog's Routes were never answered: the test did not load the daemon")
+	}
+}
+
+// TestMCPToolCallsAreAdmitted: the daemon's MCP tool calls that run the
+// model pass the same admission as its gRPC calls (the admitted-call
+// histogram counts them), and the ones that do not (listing tools) do
+// not. Before, the MCP listeners called the domain directly and a hostile
+// MCP client escaped the fair shares.
+func TestMCPToolCallsAreAdmitted(t *testing.T) {
+	idx := genIndex(t, "testdata/mini.json")
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("alice route "+aliceToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mcpAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	startDaemon(t, idx, "--mcp-listen", mcpAddr, "--auth-token-file", tokens, "--metrics-listen", metricsAddr)
+	const admitted = "classifierd_admitted_call_seconds_count"
+	before := scrape(t, metricsAddr)[admitted]
+	cs := mustConnect(t, "http://"+mcpAddr+listeners.MCPPath, bearerClient(aliceToken))
+	ctx := context.Background()
+	for _, tool := range []string{"route", "search_tools", "analyze_prompt"} {
+		args := map[string]any{"query": "list the open pull requests on github", "prompt": "list the open pull requests on github"}
+		if tool == "analyze_prompt" {
+			delete(args, "query")
+		} else {
+			delete(args, "prompt")
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %v", tool, res, err)
+		}
+	}
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := scrape(t, metricsAddr)[admitted] - before; got != 3 {
+		t.Fatalf("admitted model calls grew by %v over three MCP tool calls, want 3", got)
+	}
+}

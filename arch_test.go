@@ -21,12 +21,19 @@ import (
 
 const onnxRuntime = "github.com/yalue/onnxruntime_go"
 
+// assemblesModel are the packages cmd/classifierd's start moved to that
+// hold the engine the program opened: the reload policy (which embeds
+// new indexes with it) and classifierd proxy's assembly (which opens it).
+var assemblesModel = map[string]bool{"internal/reload": true, "internal/proxyrun": true}
+
 // mayLinkONNXRuntime reports whether the package at path rel (relative to
 // the module root) may depend on ONNX Runtime: embed (and packages beneath
-// it, such as its test helpers), and the programs that open a model.
+// it, such as its test helpers), the programs that open a model, and the
+// parts of their start that hold it (assemblesModel).
 func mayLinkONNXRuntime(rel string) bool {
 	return rel == "embed" || strings.HasPrefix(rel, "embed/") ||
-		strings.HasPrefix(rel, "cmd/") || strings.HasPrefix(rel, "tools/")
+		strings.HasPrefix(rel, "cmd/") || strings.HasPrefix(rel, "tools/") ||
+		assemblesModel[rel]
 }
 
 // TestCgoStaysInEmbed checks the rule of docs/architecture.md: embed is the

@@ -4,8 +4,15 @@ package classifierd_test
 import (
 	"bufio"
 	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,12 +21,19 @@ import (
 
 const onnxRuntime = "github.com/yalue/onnxruntime_go"
 
+// assemblesModel are the packages cmd/classifierd's start moved to that
+// hold the engine the program opened: the reload policy (which embeds
+// new indexes with it) and classifierd proxy's assembly (which opens it).
+var assemblesModel = map[string]bool{"internal/reload": true, "internal/proxyrun": true}
+
 // mayLinkONNXRuntime reports whether the package at path rel (relative to
 // the module root) may depend on ONNX Runtime: embed (and packages beneath
-// it, such as its test helpers), and the programs that open a model.
+// it, such as its test helpers), the programs that open a model, and the
+// parts of their start that hold it (assemblesModel).
 func mayLinkONNXRuntime(rel string) bool {
 	return rel == "embed" || strings.HasPrefix(rel, "embed/") ||
-		strings.HasPrefix(rel, "cmd/") || strings.HasPrefix(rel, "tools/")
+		strings.HasPrefix(rel, "cmd/") || strings.HasPrefix(rel, "tools/") ||
+		assemblesModel[rel]
 }
 
 // TestCgoStaysInEmbed checks the rule of docs/architecture.md: embed is the
@@ -93,4 +107,92 @@ func goList(t *testing.T, dir string, args ...string) string {
 		t.Fatalf("go list %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// mainMaxLines bounds cmd/classifierd's non-test code: flags, config and
+// start (docs/architecture.md). Each concern it wires lives in a package
+// named for it.
+const mainMaxLines = 1200
+
+// concernImports are libraries whose use is a concern of its own package,
+// which cmd/classifierd wires but does not hold.
+var concernImports = map[string]string{
+	"crypto/x509": "internal/security",
+	"github.com/modelcontextprotocol/go-sdk/auth":                                 "internal/security",
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc":                              "internal/httpguard",
+	"connectrpc.com/vanguard":                                                     "internal/listeners",
+	"connectrpc.com/vanguard/vanguardgrpc":                                        "internal/listeners",
+	"github.com/prometheus/client_golang/prometheus/promhttp":                     "internal/listeners",
+	"github.com/redis/go-redis/v9":                                                "internal/state",
+	"go.opentelemetry.io/otel":                                                    "internal/telemetry",
+	"go.opentelemetry.io/otel/sdk/trace":                                          "internal/telemetry",
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc": "internal/telemetry",
+	"github.com/classifierd/classifierd/indexbuild":                               "internal/reload",
+	"github.com/classifierd/classifierd/mcpproxy":                                 "internal/proxyrun",
+}
+
+// TestMainIsThin checks that cmd/classifierd stays flags, config and
+// start: at most mainMaxLines lines of non-test Go, methods only on the
+// daemon's Config (its validation), no package-level variables, and none
+// of the libraries of a concern that has its own package.
+func TestMainIsThin(t *testing.T) {
+	dir := filepath.Join(testenv.RepoRoot(), "cmd", "classifierd")
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	lines, parsed := 0, 0
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines += bytes.Count(src, []byte("\n"))
+		f, err := parser.ParseFile(fset, path, src, parser.ImportsOnly|parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if owner, ok := concernImports[p]; ok {
+				t.Errorf("%s imports %s: that concern lives in %s; wire it from there", filepath.Base(path), p, owner)
+			}
+		}
+		full, err := parser.ParseFile(fset, path, src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed++
+		for _, d := range full.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if d.Recv == nil {
+					continue
+				}
+				recv := d.Recv.List[0].Type
+				if st, ok := recv.(*ast.StarExpr); ok {
+					recv = st.X
+				}
+				if id, ok := recv.(*ast.Ident); !ok || id.Name != "Config" {
+					t.Errorf("%s: method %s on %s: main holds no types with behaviour; move it to the package of its concern",
+						fset.Position(d.Pos()), d.Name.Name, types.ExprString(recv))
+				}
+			case *ast.GenDecl:
+				if d.Tok == token.VAR {
+					t.Errorf("%s: package-level variable in main: state belongs to the package of its concern", fset.Position(d.Pos()))
+				}
+			}
+		}
+	}
+	if parsed == 0 {
+		t.Fatalf("no Go files in %s: the check found nothing to check", dir)
+	}
+	t.Logf("cmd/classifierd: %d non-test lines in %d files (limit %d)", lines, parsed, mainMaxLines)
+	if lines > mainMaxLines {
+		t.Errorf("cmd/classifierd has %d non-test lines, over %d: move a concern to a package named for it (docs/architecture.md)", lines, mainMaxLines)
+	}
 }

@@ -146,7 +146,7 @@ func TestSessionPlacesChurn(t *testing.T) {
 		waitPlaces(t, px, o.Quota, 0, 0)
 	}
 	px.mu.Lock()
-	clients, byID := len(px.clients), len(px.bySession)
+	clients, byID := len(px.clients), px.places.Named()
 	px.mu.Unlock()
 	n, err := px.sessions.Len(context.Background())
 	if err != nil || clients != 0 || byID != 0 || n != 0 {

@@ -34,6 +34,7 @@ import (
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/indexbuild"
+	"github.com/classifierd/classifierd/internal/mcpplaces"
 	"github.com/classifierd/classifierd/labels"
 	"github.com/classifierd/classifierd/learn"
 	"github.com/classifierd/classifierd/mcpserver"
@@ -132,11 +133,10 @@ type Proxy struct {
 	mu      sync.Mutex
 	live    *live
 	clients map[*client]bool
-	// bySession is the clients whose MCP session has an id (streamable
-	// HTTP), by that id.
-	bySession map[string]*client
-	places    *session.Places
-	metrics   *metrics // nil without Config.Metrics
+	// places holds a place for each live agent session (mcpplaces, the
+	// mechanism the daemon's --mcp-listen uses too).
+	places  *mcpplaces.Places
+	metrics *metrics // nil without Config.Metrics
 }
 
 // live is one build over the servers' tools; it is never modified.
@@ -174,8 +174,8 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, errors.Join(err, st.Close())
 	}
-	p := &Proxy{cfg: cfg, sessions: st, prior: prior, clients: map[*client]bool{}, bySession: map[string]*client{},
-		places: session.NewPlaces(sc.Limits())}
+	p := &Proxy{cfg: cfg, sessions: st, prior: prior, clients: map[*client]bool{},
+		places: mcpplaces.New(sc.Limits())}
 	if cfg.Metrics != nil {
 		if p.metrics, err = newMetrics(cfg.Metrics, cfg.ServerNames, func() float64 {
 			n, _ := p.places.Count("")
@@ -280,10 +280,8 @@ type client struct {
 	// key is the session's id in the store: session.ScopedID(owner, id),
 	// where server.Server looks up the owner's session id.
 	key   string
-	quota string // the owner's server.Caller.Quota: whose place it holds
+	place *mcpplaces.Place // the owner's (server.Caller.Quota), held while the session lives
 	srv   *mcp.Server
-	end   sync.Once
-	mcpID string // the MCP session's id, once served; "" for none (stdio, in memory)
 
 	mu    sync.Mutex
 	shown map[string]string // exposed backend tools now on srv: their definitions (toolDef)
@@ -313,18 +311,22 @@ type client struct {
 // idle timeout; a dropped connection does not end a streamable HTTP
 // session), or at once if none started (the SDK refused the request).
 func (p *Proxy) NewSessionServer(owner server.Caller) (srv *mcp.Server, served func(), err error) {
-	if err := p.places.Take(owner.Quota); err != nil {
+	place, err := p.places.Take(owner.Quota)
+	if err != nil {
 		p.metrics.sessionRefused(err)
 		return nil, nil, err
 	}
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	c := &client{p: p, id: "mcp-" + hex.EncodeToString(b[:]), quota: owner.Quota, shown: map[string]string{}}
+	c := &client{p: p, id: "mcp-" + hex.EncodeToString(b[:]), place: place, shown: map[string]string{}}
 	c.key = session.ScopedID(owner.Name, c.id)
 	if _, err := p.sessions.CreateFor(context.Background(), session.Owner{ID: owner.Name, Quota: owner.Quota}, c.key, ""); err != nil {
-		p.places.Give(owner.Quota)
+		place.Give()
 		return nil, nil, err
 	}
+	// The store's entry goes first, so the store never holds more than
+	// the places count.
+	place.OnEnd(func() { p.drop(c) })
 	c.srv = mcpserver.NewBare(mcpserver.Config{Timeout: p.cfg.Timeout, Version: p.cfg.Version, Logger: p.cfg.Logger,
 		ProtocolVersions: SessionVersions(), Caller: p.cfg.Caller, Admit: p.cfg.Admit})
 	c.addMetaTools()
@@ -347,20 +349,15 @@ func (p *Proxy) NewSessionServer(owner server.Caller) (srv *mcp.Server, served f
 }
 
 // served watches the session of c's server, which serves one: its end
-// forgets c. Without one (never connected, or ended already) c is
-// forgotten now.
+// forgets c and gives its place back. Without one (never connected, or
+// ended already) c is forgotten now.
 func (c *client) served() {
+	var id string
 	for ss := range c.srv.Sessions() {
-		if id := ss.ID(); id != "" {
-			c.p.mu.Lock()
-			c.mcpID = id
-			c.p.bySession[id] = c
-			c.p.mu.Unlock()
-		}
-		go func() { _ = ss.Wait(); c.p.forget(c) }()
-		return
+		id = ss.ID()
+		break
 	}
-	c.p.forget(c)
+	c.place.Hold(c.srv, id)
 }
 
 // Ended forgets the session whose MCP session id is id now if it has
@@ -368,18 +365,7 @@ func (c *client) served() {
 // goroutine awaiting its end runs: its place is free before the DELETE is
 // answered, so its client can start another at once. A session that is
 // still live (a DELETE refused) or unknown is left alone.
-func (p *Proxy) Ended(id string) {
-	p.mu.Lock()
-	c, ok := p.bySession[id]
-	p.mu.Unlock()
-	if !ok {
-		return
-	}
-	for range c.srv.Sessions() {
-		return // live
-	}
-	p.forget(c)
-}
+func (p *Proxy) Ended(id string) { p.places.Ended(id) }
 
 // SessionVersions are the MCP versions that have sessions (an initialize
 // handshake): a session's own tool list and its tools/list_changed need
@@ -394,19 +380,12 @@ func SessionVersions() []string {
 	return out
 }
 
-// forget drops c's exposure and gives its place back, once. The store's
-// entry goes first, so the store never holds more than the places count.
-func (p *Proxy) forget(c *client) {
-	c.end.Do(func() {
-		p.mu.Lock()
-		delete(p.clients, c)
-		if c.mcpID != "" {
-			delete(p.bySession, c.mcpID)
-		}
-		p.mu.Unlock()
-		_ = p.sessions.Delete(context.Background(), c.key)
-		p.places.Give(c.quota)
-	})
+// drop forgets c's exposure (its place's OnEnd).
+func (p *Proxy) drop(c *client) {
+	p.mu.Lock()
+	delete(p.clients, c)
+	p.mu.Unlock()
+	_ = p.sessions.Delete(context.Background(), c.key)
 }
 
 // sync makes the session's tool list the meta tools plus the tools of its

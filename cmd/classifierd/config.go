@@ -1,23 +1,53 @@
 package main
 
 import (
-	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/internal/reload"
+	"github.com/classifierd/classifierd/internal/security"
+	"github.com/classifierd/classifierd/internal/state"
+	"github.com/classifierd/classifierd/internal/telemetry"
 	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/request"
 	"github.com/classifierd/classifierd/server"
 	"github.com/classifierd/classifierd/terminal"
 )
+
+// SecurityConfig is --tls-cert, --tls-key, --tls-client-ca and
+// --auth-token-file (package security).
+type SecurityConfig = security.Config
+
+// OTelConfig is --otel-* (package telemetry).
+type OTelConfig = telemetry.Config
+
+// addOTelFlags registers --otel-* into c.
+func addOTelFlags(fs *flag.FlagSet, c *OTelConfig) {
+	fs.StringVar(&c.Endpoint, "otel-endpoint", "", "send OpenTelemetry traces over OTLP/gRPC to this collector HOST:PORT (off when empty: no exporter, no network)")
+	fs.BoolVar(&c.Insecure, "otel-insecure", false, "with --otel-endpoint: plain gRPC to the collector (default: TLS, system roots)")
+	fs.Float64Var(&c.SampleRatio, "otel-sample-ratio", 1, "with --otel-endpoint: share of new traces recorded, 0 to 1; a call that carries a traceparent follows its caller's decision")
+	fs.StringVar(&c.ServiceName, "otel-service-name", "classifierd", "with --otel-endpoint: service.name of the spans")
+}
+
+// ReloadConfig is how the daemon follows changes of what it serves
+// (package reload).
+type ReloadConfig = reload.Config
+
+// registerReloadFlags registers the flags of what the daemon follows.
+func registerReloadFlags(fs *flag.FlagSet, c *ReloadConfig) {
+	fs.StringVar(&c.MCPConfig, "mcp-config", "", `MCP client config ({"mcpServers": ...} or VS Code's {"servers": ...}): index the servers' live tools and follow their changes (--index then optional)`)
+	fs.StringVar(&c.Catalog, "catalog", "", "with --mcp-config: catalog whose categories, descriptions and examples are merged with the live tools")
+	fs.DurationVar(&c.Interval, "reload-interval", 2*time.Second, "check the --index file (with --mcp-config: the MCP config and the --catalog file) for changes this often; 0: only on SIGHUP")
+	fs.DurationVar(&c.MCPTimeout, "mcp-timeout", 10*time.Second, "with --mcp-config: bound on connecting to a server and on each tools/list")
+	fs.DurationVar(&c.MCPRefresh, "mcp-refresh", 0, "with --mcp-config: also list every server's tools this often (for servers that send no list_changed); 0: off")
+	fs.DurationVar(&c.Debounce, "mcp-debounce", 100*time.Millisecond, "with --mcp-config: wait this long after a change for others before rebuilding")
+}
 
 // Config is everything the daemon is started with.
 type Config struct {
@@ -56,36 +86,13 @@ type Config struct {
 	LogFormat    string
 	LogLevel     slog.Level
 	Reload       ReloadConfig
-	Learn        LearnConfig // learning from use (learn.go)
+	Learn        LearnConfig // learning from use (package learning)
 	Ops          OpsConfig   // metrics, TLS, auth, admission, file limits (ops.go)
 	OTel         OTelConfig  // OpenTelemetry tracing (otel.go)
 
 	// InsecureMCPListen lets --mcp-listen offer call_tool beyond loopback
 	// with no caller identified (--insecure-mcp-listen).
 	InsecureMCPListen bool
-
-	// mcpAuth checks MCP tool calls as the gRPC edge checks calls (set by
-	// run from the token file; nil: anonymous).
-	mcpAuth func(tool string, header http.Header) (server.Caller, error)
-	// mcpAdmit admits MCP tool calls that run the model under the gRPC
-	// calls' admission (set by run; nil: none, as in tests that build the
-	// MCP server alone).
-	mcpAdmit func(ctx context.Context, tool string, size int) (context.Context, func(), error)
-	// mcpGate authenticates every request to --mcp-listen before the MCP
-	// SDK reads it and binds each MCP session to its caller (set by run;
-	// nil: only the client-certificate header is set, as in tests that
-	// build the handler alone).
-	mcpGate func(http.Handler) http.Handler
-	// mcpObserve exports the live MCP sessions of --mcp-listen (live, read
-	// at scrape time) and returns what counts a refused one (set by run
-	// from the metrics; nil: not exported).
-	mcpObserve func(live func() float64) (refused func(limit string))
-	// httpTLS and mcpTLS are the TLS of --http-listen and --mcp-listen
-	// (set by run from --tls-cert and --plaintext-listeners; nil: plain).
-	httpTLS, mcpTLS *tls.Config
-	// tracer traces MCP calls as the gRPC server traces its calls (set by
-	// run from --otel-endpoint; nil: off).
-	tracer *tracer
 }
 
 // recvOverhead is room in a gRPC message for a request's other fields
@@ -114,10 +121,10 @@ func (c *Config) Validate() error {
 	case c.Timeout <= 0 || c.ShutdownWait <= 0:
 		return errors.New("--timeout and --shutdown-wait must be positive")
 	}
-	if err := c.Reload.validate(c.Index); err != nil {
+	if err := c.Reload.Validate(c.Index); err != nil {
 		return err
 	}
-	if err := c.Learn.validate(); err != nil {
+	if err := c.Learn.Validate(); err != nil {
 		return err
 	}
 	switch c.NoMatch {
@@ -137,7 +144,7 @@ func (c *Config) Validate() error {
 		return errors.New("--terminal-retention, --terminal-max-session-events and --terminal-max-events must be positive")
 	}
 	if c.State != "" {
-		if _, err := stateOptions(c.State); err != nil {
+		if _, err := state.Options(c.State); err != nil {
 			return err
 		}
 	}
@@ -149,10 +156,10 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("--log-format %q is not text or json", c.LogFormat)
 	}
-	if err := c.OTel.validate(); err != nil {
+	if err := c.OTel.Validate(); err != nil {
 		return err
 	}
-	if err := c.Ops.validate(c.Concurrency); err != nil {
+	if err := c.Ops.Validate(c.Concurrency); err != nil {
 		return err
 	}
 	return c.checkOpenMCP()
@@ -166,7 +173,7 @@ func (c *Config) checkOpenMCP() error {
 	if c.MCPListen == "" || !c.offersCallTool() {
 		return nil
 	}
-	return checkOpenListen(c.MCPListen, c.Ops.SecurityConfig, "--insecure-mcp-listen", c.InsecureMCPListen)
+	return security.CheckOpenListen(c.MCPListen, c.Ops.Config, "--insecure-mcp-listen", c.InsecureMCPListen)
 }
 
 // offersCallTool reports whether the MCP server has call_tool: servers to
@@ -202,7 +209,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.NoMatch, "on-no-match", "none", "Route policy when nothing fits and the request does not say: none, meta or all")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 30*time.Minute, "idle time after which a hub session expires, and an MCP session of --mcp-listen ends")
 	fs.IntVar(&c.MaxSessions, "max-sessions", 10000, "most concurrent hub sessions (RESOURCE_EXHAUSTED past it); with --mcp-listen, also the most MCP sessions there, counted apart (HTTP 503 past it)")
-	fs.StringVar(&c.State, "state", "", stateUsage)
+	fs.StringVar(&c.State, "state", "", state.Usage)
 	fs.StringVar(&c.Exposure, "default-exposure", "meta-only", "what a new session sees: zero, meta-only, minimal or all")
 	fs.StringVar(&c.Minimal, "minimal-categories", "meta", "comma-separated categories of the minimal exposure")
 	fs.BoolVar(&c.Terminal, "terminal", false, "serve terminal.v1.TerminalService (prompt detection over terminal logs); off, its RPCs answer UNIMPLEMENTED")
@@ -214,9 +221,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&c.TermStore.ShareLearned, "terminal-share-learned", false, "with --terminal: suggest answers learned in one terminal session to every session (off: a session is suggested only what it taught)")
 	fs.StringVar(&c.TermStore.KeyFile, "terminal-key", "", "with --terminal: file holding the key of the hashes kept of secret answers (32 random bytes, made 0600 if missing; default --terminal-db with .key appended, also with --state redis://..., so the key stays on this host)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
-	c.Learn.addFlags(fs)
-	c.Ops.addFlags(fs)
-	c.OTel.addFlags(fs)
+	addLearnFlags(fs, &c.Learn)
+	addOpsFlags(fs, &c.Ops)
+	addOTelFlags(fs, &c.OTel)
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	registerReloadFlags(fs, &c.Reload)
 	fs.Usage = func() {

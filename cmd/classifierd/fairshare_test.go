@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/internal/listeners"
 )
 
 // TestHogCannotRefuseAnotherIdentity reproduces issue 27's finding
@@ -119,7 +120,7 @@ func TestMCPToolCallsAreAdmitted(t *testing.T) {
 	startDaemon(t, idx, "--mcp-listen", mcpAddr, "--auth-token-file", tokens, "--metrics-listen", metricsAddr)
 	const admitted = "classifierd_admitted_call_seconds_count"
 	before := scrape(t, metricsAddr)[admitted]
-	cs := mustConnect(t, "http://"+mcpAddr+mcpPath, bearerClient(aliceToken))
+	cs := mustConnect(t, "http://"+mcpAddr+listeners.MCPPath, bearerClient(aliceToken))
 	ctx := context.Background()
 	for _, tool := range []string{"route", "search_tools", "analyze_prompt"} {
 		args := map[string]any{"query": "list the open pull requests on github", "prompt": "list the open pull requests on github"}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/classifierd/classifierd/internal/httpguard"
 	"github.com/classifierd/classifierd/server"
 )
 
@@ -28,8 +29,8 @@ func envelope(msg string) string {
 // before the body is read, what a handler behind it sees.
 func TestGuard(t *testing.T) {
 	const max = 1 << 10
-	g := guard{
-		auth: func(r *http.Request) (server.Caller, error) {
+	g := httpguard.Guard{
+		Auth: func(r *http.Request) (server.Caller, error) {
 			switch r.Header.Get("Authorization") {
 			case "Bearer ok":
 				return server.Caller{Name: "ok"}, nil
@@ -38,15 +39,15 @@ func TestGuard(t *testing.T) {
 			}
 			return server.Caller{}, status.Error(codes.Unauthenticated, "missing bearer token")
 		},
-		public:   bodilessRead,
-		maxBody:  max,
-		readWait: 300 * time.Millisecond,
-		refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
+		Public:   httpguard.BodilessRead,
+		MaxBody:  max,
+		ReadWait: 300 * time.Millisecond,
+		Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
 			w.WriteHeader(code)
 			_, _ = io.WriteString(w, status.Convert(err).Message())
 		},
 	}
-	srv := httptest.NewServer(g.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(r.Body)
 		if err != nil {
 			t.Errorf("handler read: %v", err)
@@ -108,60 +109,13 @@ func TestGuard(t *testing.T) {
 	}
 }
 
-// TestWriteRPCError checks the shape of a refusal on --http-listen for
-// each protocol.
-func TestWriteRPCError(t *testing.T) {
-	err := status.Error(codes.ResourceExhausted, "request body is over the limit of 4 bytes")
-	for _, tc := range []struct {
-		name   string
-		header map[string]string
-		body   string
-		grpc   string
-	}{
-		{"REST", map[string]string{"Content-Type": "application/json"}, `{"code":8,"details":[],"message":"request body is over the limit of 4 bytes"}`, ""},
-		{"Connect unary", map[string]string{"Content-Type": "application/json", "Connect-Protocol-Version": "1"},
-			`{"code":"resource_exhausted","message":"request body is over the limit of 4 bytes"}`, ""},
-		{"Connect streaming", map[string]string{"Content-Type": "application/connect+json"}, `{"code":"resource_exhausted"`, ""},
-		{"gRPC-Web", map[string]string{"Content-Type": "application/grpc-web+proto"}, "", "8"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := httptest.NewRequest(http.MethodPost, "/x", nil)
-			for k, v := range tc.header {
-				r.Header.Set(k, v)
-			}
-			w := httptest.NewRecorder()
-			writeRPCError(w, r, http.StatusRequestEntityTooLarge, err)
-			if w.Code != 413 || !strings.HasPrefix(w.Body.String(), tc.body) || w.Header().Get("Grpc-Status") != tc.grpc {
-				t.Errorf("got %d %q grpc-status %q, want 413 %q %q", w.Code, w.Body.String(), w.Header().Get("Grpc-Status"), tc.body, tc.grpc)
-			}
-		})
-	}
-}
-
-// FuzzCheckEnvelopes: any body is accepted or refused without a panic,
-// and an accepted one is whole frames.
-func FuzzCheckEnvelopes(f *testing.F) {
-	for _, s := range []string{"", envelope("abc"), envelope("") + envelope("x"), "\x00\x00\x40\x00\x00", "\x00\x00", "\x01\xff\xff\xff\xffabc"} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if checkEnvelopes(b) != nil {
-			return
-		}
-		for rest := b; len(rest) > 0; {
-			n := int(binary.BigEndian.Uint32(rest[1:5]))
-			rest = rest[5+n:]
-		}
-	})
-}
-
 // TestGuardMCPBatch checks that an MCP listener's guard refuses a
-// JSON-RPC batch of more than maxMCPBatch messages with a JSON-RPC error
+// JSON-RPC batch of more than httpguard's bound of messages with a JSON-RPC error
 // before the SDK serves any of them, and passes smaller batches, single
 // messages and bodies it cannot parse (the SDK answers those).
 func TestGuardMCPBatch(t *testing.T) {
 	served := 0
-	srv := httptest.NewServer(plainMCPGuard(4 << 20).wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(httpguard.PlainMCP(4 << 20).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		served++
 		_, _ = io.WriteString(w, "served")
 	})))

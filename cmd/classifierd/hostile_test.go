@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/internal/listeners"
 )
 
 // These tests are the hostile-client probe of issue 27 made repeatable:
@@ -250,9 +251,9 @@ func hostileSetup(t *testing.T) (rest, mcpd, proxy hostileSurface, conn *grpc.Cl
 	px := startProxyHTTP(t, config, proxyAddr, "--auth-token-file", proxyTokens)
 	rest = hostileSurface{name: "HTTP/JSON", addr: httpAddr, path: "/classifier.v1.ClassifierService/Route",
 		contentType: "application/json", good: []byte(`{"query":"check my github notifications"}`), token: aliceToken, pid: d.cmd.Process.Pid}
-	mcpd = hostileSurface{name: "daemon MCP", addr: mcpAddr, path: mcpPath, contentType: "application/json",
+	mcpd = hostileSurface{name: "daemon MCP", addr: mcpAddr, path: listeners.MCPPath, contentType: "application/json",
 		good: []byte(initializeBody), token: aliceToken, pid: d.cmd.Process.Pid}
-	proxy = hostileSurface{name: "proxy MCP", addr: proxyAddr, path: mcpPath, contentType: "application/json",
+	proxy = hostileSurface{name: "proxy MCP", addr: proxyAddr, path: listeners.MCPPath, contentType: "application/json",
 		good: []byte(initializeBody), token: aliceToken, pid: px.cmd.Process.Pid}
 	return rest, mcpd, proxy, conn, metrics
 }

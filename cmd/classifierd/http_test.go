@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/classifierd/classifierd/internal/listeners"
 )
 
 // startHTTPDaemon runs the daemon with --http-listen on the default
@@ -288,7 +290,7 @@ func TestServerErrorLogQuietsHandshakeFailures(t *testing.T) {
 	var buf syncBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
-	srv.Config.ErrorLog = serverErrorLog(log)
+	srv.Config.ErrorLog = listeners.ErrorLog(log)
 	srv.StartTLS()
 	defer srv.Close()
 	conn, err := net.Dial("tcp", srv.Listener.Addr().String())

@@ -15,6 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/state"
 	"github.com/classifierd/classifierd/internal/testredis"
 	"github.com/classifierd/classifierd/learn"
 	"github.com/classifierd/classifierd/mcpproxy"
@@ -210,7 +212,7 @@ func TestProxyLearnsFromItsCalls(t *testing.T) {
 	addr := freeAddr(t)
 	db := filepath.Join(t.TempDir(), "learn.db")
 	d := startProxyHTTP(t, config, addr, "--learn-db", db)
-	cs := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + mcpPath}, nil)
+	cs := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + listeners.MCPPath}, nil)
 	var out mcpproxy.AnalyzeOutput
 	callTool(t, cs, mcpproxy.ToolAnalyze, map[string]any{"prompt": "search my notes for the meeting agenda"}, &out)
 	if out.RequestID == "" {
@@ -261,7 +263,7 @@ func TestProxyLearnsFromItsCalls(t *testing.T) {
 // reset on the other gives both the answers of before.
 func TestLearningSharedByTwoDaemons(t *testing.T) {
 	srv := testredis.Start(t, "--requirepass", statePassword)
-	t.Setenv(statePasswordEnv, statePassword)
+	t.Setenv(state.PasswordEnv, statePassword)
 	idx := genIndex(t, defaultCatalog(t))
 	_, connA := startDaemon(t, idx, "--state", srv.URL(0))
 	_, connB := startDaemon(t, idx, "--state", srv.URL(0))

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/mcpplaces"
 )
 
 // analyzeCall is a hub__analyze_prompt call that widens a new session's
@@ -46,7 +49,7 @@ func TestProxyListChangedPrecedesResult(t *testing.T) {
 	t.Run("streamable HTTP", func(t *testing.T) {
 		addr := freeAddr(t)
 		startProxyHTTP(t, config, addr)
-		endpoint := "http://" + addr + mcpPath
+		endpoint := "http://" + addr + listeners.MCPPath
 		post := func(id, body string) (*http.Response, string) {
 			t.Helper()
 			req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
@@ -56,7 +59,7 @@ func TestProxyListChangedPrecedesResult(t *testing.T) {
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json, text/event-stream")
 			if id != "" {
-				req.Header.Set(mcpSessionHeader, id)
+				req.Header.Set(mcpplaces.SessionHeader, id)
 				req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -66,7 +69,7 @@ func TestProxyListChangedPrecedesResult(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { resp.Body.Close() })
-			return resp, resp.Header.Get(mcpSessionHeader)
+			return resp, resp.Header.Get(mcpplaces.SessionHeader)
 		}
 		resp, id := post("", `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"wire","version":"0"}}}`)
 		if resp.StatusCode != http.StatusOK || id == "" {

@@ -13,6 +13,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/internal/reload"
 	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/internal/testmcp"
 )
@@ -142,13 +143,13 @@ func TestDaemonFollowsLiveMCPServer(t *testing.T) {
 	}
 	hc := healthpb.NewHealthClient(conn)
 	// The health service follows the pool after the debounce.
-	pollUntil(t, 5*time.Second, "health of "+MCPHealthService+" never NOT_SERVING", func() bool {
-		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: MCPHealthService})
+	pollUntil(t, 5*time.Second, "health of "+reload.MCPHealthService+" never NOT_SERVING", func() bool {
+		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: reload.MCPHealthService})
 		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
 	})
 	for svc, want := range map[string]healthpb.HealthCheckResponse_ServingStatus{
 		"": healthpb.HealthCheckResponse_SERVING, pb.ClassifierService_ServiceDesc.ServiceName: healthpb.HealthCheckResponse_SERVING,
-		MCPHealthService: healthpb.HealthCheckResponse_NOT_SERVING} {
+		reload.MCPHealthService: healthpb.HealthCheckResponse_NOT_SERVING} {
 		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
 		if err != nil || resp.GetStatus() != want {
 			t.Errorf("health %q = %v (%v), want %v", svc, resp.GetStatus(), err, want)

@@ -9,67 +9,70 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/classifierd/classifierd/index"
-	"github.com/classifierd/classifierd/mcpproxy"
+	"github.com/classifierd/classifierd/internal/httpguard"
+	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/mcpplaces"
+	"github.com/classifierd/classifierd/internal/ops"
+	"github.com/classifierd/classifierd/internal/reload"
+	"github.com/classifierd/classifierd/internal/security"
+	"github.com/classifierd/classifierd/internal/telemetry"
 	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/mcpsrc"
 	"github.com/classifierd/classifierd/server"
-	"github.com/classifierd/classifierd/session"
+	"github.com/classifierd/classifierd/server/auth"
 )
 
 // version is reported to MCP clients as the server's version.
 const version = "0.1.0"
 
-// mcpPath is where --mcp-listen serves MCP.
-const mcpPath = "/mcp"
+// mcpEdge is what the daemon's MCP servers take from the rest of the
+// daemon, opened by run from the flags (values, none of them a flag).
+type mcpEdge struct {
+	// sec says who makes a tool call and gates --mcp-listen (nil: every
+	// caller anonymous, only the client-certificate header set, as in
+	// tests that build the handler alone).
+	sec *security.Security
+	// metrics exports the live MCP sessions of --mcp-listen and counts
+	// the refused ones (nil: not exported).
+	metrics *server.Metrics
+	// tracer traces MCP calls as the gRPC server traces its calls (nil:
+	// off).
+	tracer *telemetry.Tracer
+	// tls is --mcp-listen's (nil: plain text).
+	tls *tls.Config
+	// admission admits MCP tool calls that run the model under the gRPC
+	// calls' admission (nil: none, as in tests that build the MCP server
+	// alone).
+	admission *server.Admission
+}
 
 // newMCPServer is the daemon's MCP server: the classifier tools over the
 // same server.Server the gRPC API uses, and the terminal tools when
 // --terminal is on.
-func newMCPServer(cfg Config, svc *server.Server, term *server.TerminalServer, idx *index.Index, caller mcpserver.Caller, log *slog.Logger) (*mcp.Server, error) {
+func newMCPServer(cfg Config, edge mcpEdge, svc *server.Server, term *server.TerminalServer, idx *index.Index, calls mcpserver.Caller, log *slog.Logger) (*mcp.Server, error) {
 	// The served index is read per call: hot reloads and live MCP tools
 	// swap it under the daemon (server.Server.Swap).
 	backend := func() mcpserver.Backend { return mcpserver.Backend{Classifier: svc, Index: svc.Index()} }
+	var caller func(string, http.Header) (server.Caller, error) // nil: anonymous
+	if edge.sec != nil {
+		caller = edge.sec.MCPCaller
+	}
 	s, err := mcpserver.New(mcpserver.Config{Backend: backend, Terminal: term, Timeout: cfg.Timeout, Version: version, Logger: log,
-		Caller: cfg.mcpAuth, Admit: cfg.mcpAdmit})
+		Caller: caller, Admit: ops.MCPAdmit(edge.admission)})
 	if err != nil {
 		return nil, err
 	}
-	if caller != nil {
-		mcpserver.AddCallTool(s, backend, caller)
+	if calls != nil {
+		mcpserver.AddCallTool(s, backend, calls)
 	}
-	if cfg.tracer != nil {
-		s.AddReceivingMiddleware(cfg.tracer.mcpMiddleware())
+	if edge.tracer != nil {
+		s.AddReceivingMiddleware(edge.tracer.MCPMiddleware())
 	}
 	return s, nil
-}
-
-// modelTools are the MCP tools of the daemon and the proxy that run the
-// model: they are admitted as the gRPC methods they call are (the others
-// read sessions or forward to other servers).
-var modelTools = map[string]bool{
-	mcpserver.ToolSearch: true, mcpserver.ToolRoute: true, mcpserver.ToolAnalyzePrompt: true,
-	mcpserver.ToolDetectInputPrompt: true, mcpserver.ToolInferExpected: true, mcpproxy.ToolAnalyze: true,
-}
-
-// mcpAdmit is the admission of MCP tool calls (mcpserver.Config.Admit):
-// the model's tools by a, under the caller the MCP server put in ctx,
-// so an MCP caller has the same share as over gRPC; nil without a.
-func mcpAdmit(a *server.Admission) func(context.Context, string, int) (context.Context, func(), error) {
-	if a == nil {
-		return nil
-	}
-	return func(ctx context.Context, tool string, size int) (context.Context, func(), error) {
-		if !modelTools[tool] {
-			return ctx, func() {}, nil
-		}
-		return a.Admit(ctx, "mcp/"+tool, int64(size))
-	}
 }
 
 // openCaller connects to the servers of --mcp-servers. Without it, the
@@ -83,7 +86,7 @@ func openCaller(cfg Config, live mcpserver.Caller, log *slog.Logger) (mcpserver.
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := sharedOnly(mc, "--mcp-servers"); err != nil {
+	if err := reload.SharedOnly(mc, "--mcp-servers"); err != nil {
 		return nil, nil, err
 	}
 	pool := mcpsrc.Open(mc, mcpsrc.Options{Stderr: os.Stderr, ClientName: "classifierd", ClientVersion: version})
@@ -91,36 +94,20 @@ func openCaller(cfg Config, live mcpserver.Caller, log *slog.Logger) (mcpserver.
 	return pool, func() { _ = pool.Close() }, nil
 }
 
-// sharedOnly refuses a configuration the daemon would serve less
-// isolated than it says: the daemon's call_tool has one connection per
-// server for every caller, so a server marked per-identity, or one using
-// the identity placeholder, is served by classifierd proxy only.
-func sharedOnly(mc *mcpsrc.Config, flag string) error {
-	_, perIdentity, err := mc.Isolate(mcpsrc.IsolationShared)
-	if err != nil {
-		return fmt.Errorf("%s: %w", flag, err)
-	}
-	if len(perIdentity) > 0 {
-		return fmt.Errorf("%s: server %q has \"isolation\": %q, which only classifierd proxy serves: the daemon's call_tool shares one connection per server between callers (set %q, or put the server behind the proxy)",
-			flag, perIdentity[0].Name, mcpsrc.IsolationPerIdentity, mcpsrc.IsolationShared)
-	}
-	return nil
-}
-
 // serveMCPStdio serves MCP on stdin/stdout (classifierd mcp) until the
 // client closes stdin or ctx ends; with --mcp-listen it serves HTTP too.
 // The log stays on stderr: stdout carries only MCP messages.
-func serveMCPStdio(ctx context.Context, cfg Config, svc *server.Server, term *server.TerminalServer, idx *index.Index, live mcpserver.Caller, log *slog.Logger) error {
+func serveMCPStdio(ctx context.Context, cfg Config, edge mcpEdge, svc *server.Server, term *server.TerminalServer, idx *index.Index, live mcpserver.Caller, log *slog.Logger) error {
 	caller, closeCaller, err := openCaller(cfg, live, log)
 	if err != nil {
 		return err
 	}
 	defer closeCaller()
-	s, err := newMCPServer(cfg, svc, term, idx, caller, log)
+	s, err := newMCPServer(cfg, edge, svc, term, idx, caller, log)
 	if err != nil {
 		return err
 	}
-	stop, err := startMCPHTTPWith(cfg, svc, term, idx, caller, log)
+	stop, err := startMCPHTTPWith(cfg, edge, svc, term, idx, caller, log)
 	if err != nil {
 		return err
 	}
@@ -137,7 +124,7 @@ func serveMCPStdio(ctx context.Context, cfg Config, svc *server.Server, term *se
 
 // startMCPHTTP serves MCP over streamable HTTP at cfg.MCPListen (if set)
 // and returns the function that shuts it down within cfg.ShutdownWait.
-func startMCPHTTP(cfg Config, svc *server.Server, term *server.TerminalServer, idx *index.Index, live mcpserver.Caller, log *slog.Logger) (stop func(), err error) {
+func startMCPHTTP(cfg Config, edge mcpEdge, svc *server.Server, term *server.TerminalServer, idx *index.Index, live mcpserver.Caller, log *slog.Logger) (stop func(), err error) {
 	if cfg.MCPListen == "" {
 		return func() {}, nil
 	}
@@ -145,7 +132,7 @@ func startMCPHTTP(cfg Config, svc *server.Server, term *server.TerminalServer, i
 	if err != nil {
 		return nil, err
 	}
-	stopHTTP, err := startMCPHTTPWith(cfg, svc, term, idx, caller, log)
+	stopHTTP, err := startMCPHTTPWith(cfg, edge, svc, term, idx, caller, log)
 	if err != nil {
 		closeCaller()
 		return nil, err
@@ -153,11 +140,11 @@ func startMCPHTTP(cfg Config, svc *server.Server, term *server.TerminalServer, i
 	return func() { stopHTTP(); closeCaller() }, nil
 }
 
-func startMCPHTTPWith(cfg Config, svc *server.Server, term *server.TerminalServer, idx *index.Index, caller mcpserver.Caller, log *slog.Logger) (stop func(), err error) {
+func startMCPHTTPWith(cfg Config, edge mcpEdge, svc *server.Server, term *server.TerminalServer, idx *index.Index, caller mcpserver.Caller, log *slog.Logger) (stop func(), err error) {
 	if cfg.MCPListen == "" {
 		return func() {}, nil
 	}
-	s, err := newMCPServer(cfg, svc, term, idx, caller, log)
+	s, err := newMCPServer(cfg, edge, svc, term, idx, caller, log)
 	if err != nil {
 		return nil, err
 	}
@@ -165,220 +152,25 @@ func startMCPHTTPWith(cfg Config, svc *server.Server, term *server.TerminalServe
 	if err != nil {
 		return nil, fmt.Errorf("mcp listen: %w", err)
 	}
-	count := newMCPSessions(s, cfg.MaxSessions, cfg.Ops.MaxSessionsPerClient, log)
-	if cfg.mcpObserve != nil {
-		count.refused = cfg.mcpObserve(func() float64 { n, _ := count.places.Count(""); return float64(n) })
+	// The MCP sessions of --mcp-listen: the same limits as hub sessions,
+	// with a count of their own (mcpplaces).
+	places := mcpplaces.New(cfg.MaxSessions, cfg.Ops.MaxSessionsPerClient)
+	var refused mcpplaces.Refusals
+	if edge.metrics != nil {
+		live := func() float64 { n, _ := places.Count(""); return float64(n) }
+		if err := edge.metrics.Gauge("classifierd_mcp_sessions", "MCP sessions held on --mcp-listen.", live); err != nil {
+			log.Warn("metrics: MCP sessions not exported", "err", err)
+		}
+		refused = edge.metrics
 	}
-	h := newMCPHandler(func(*http.Request) *mcp.Server { return s }, cfg, log, count.handler)
-	if cfg.mcpGate != nil {
-		h = cfg.mcpGate(h)
+	limit := places.Limit(s, cfg.MaxSessions, cfg.Ops.MaxSessionsPerClient, refused, log)
+	h := listeners.MCPHandler(func(*http.Request) *mcp.Server { return s }, cfg.MaxRecvBytes, cfg.SessionTTL, log, limit)
+	if edge.sec != nil {
+		// Any scope of a daemon MCP tool opens a session; each tool call
+		// then checks its own (security.DaemonToolScope).
+		h = edge.sec.MCPGate(h, int64(cfg.MaxRecvBytes), auth.ScopeRoute, auth.ScopeTerminal, auth.ScopeCall)
 	} else {
-		h = mcpClientCert(plainMCPGuard(int64(cfg.MaxRecvBytes)).wrap(h))
+		h = security.ClientCertHeader(httpguard.PlainMCP(int64(cfg.MaxRecvBytes)).Wrap(h))
 	}
-	return serveHTTP(lis, cfg.mcpTLS, h, cfg.ShutdownWait, cfg.Ops.IdleTimeout, log), nil
-}
-
-// newMCPHandler is the streamable HTTP handler at mcpPath. Request bodies
-// are bounded by --max-recv-bytes, as gRPC messages are; idle sessions end
-// after --session-ttl. around, if set, wraps the SDK's handler.
-func newMCPHandler(getServer func(*http.Request) *mcp.Server, cfg Config, log *slog.Logger, around func(http.Handler) http.Handler) http.Handler {
-	var h http.Handler = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: log,
-		MaxRequestBodyBytes: int64(cfg.MaxRecvBytes), SessionTimeout: cfg.SessionTTL})
-	if around != nil {
-		h = around(h)
-	}
-	mux := http.NewServeMux()
-	mux.Handle(mcpPath, h)
-	return mux
-}
-
-// mcpSessionHeader is the streamable HTTP header that names a request's
-// MCP session; the SDK sets it on the answer to the initialize that
-// started one.
-const mcpSessionHeader = "Mcp-Session-Id"
-
-// mcpSessions counts the live MCP sessions of --mcp-listen, in all
-// (--max-sessions) and per caller (--max-sessions-per-client, by the
-// server.Caller.Quota mcpGate sets): the same limits as hub sessions, with
-// a count of their own. All sessions share one SDK server, which starts a
-// session for every POST without an Mcp-Session-Id, so each such request
-// takes a place before the SDK reads it. The place is the session's, known
-// by the id the SDK answers an initialize with, until the session ends (a
-// DELETE, or the idle timeout of --session-ttl); an
-// answer without one gives it back (the SDK ends a session that no
-// initialize started with its request).
-type mcpSessions struct {
-	srv            *mcp.Server
-	places         *session.Places
-	max, perClient int
-	log            *slog.Logger
-	// refused counts a refusal by the limit reached ("per_client",
-	// "total"); nil: not counted.
-	refused func(limit string)
-
-	mu   sync.Mutex
-	held map[string]*mcpPlace // by MCP session id
-}
-
-// mcpPlace is the place one session holds.
-type mcpPlace struct {
-	id, quota string
-	give      sync.Once
-}
-
-func newMCPSessions(srv *mcp.Server, max, perClient int, log *slog.Logger) *mcpSessions {
-	return &mcpSessions{srv: srv, places: session.NewPlaces(max, perClient), max: max, perClient: perClient, log: log,
-		held: map[string]*mcpPlace{}}
-}
-
-// handler counts the sessions next (the SDK's handler) starts. A request
-// past a limit is answered as refuseSession says, and the SDK never sees
-// it.
-func (m *mcpSessions) handler(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get(mcpSessionHeader)
-		switch {
-		case r.Method == http.MethodPost && id == "":
-			quota := server.CallerFrom(r.Context()).Quota // mcpGate's
-			if err := m.places.Take(quota); err != nil {
-				if limit := session.LimitReached(err); m.refused != nil && limit != "" {
-					m.refused(limit)
-				}
-				refuseSession(w, r, err, m.max, m.perClient, m.log)
-				return
-			}
-			// When the SDK sends the answer's header, it names the session
-			// it started (an initialize), before the client can know the
-			// id (and DELETE it): the place is that session's. An answer
-			// that names none (a request before an initialize, such as
-			// the official client's server/discover probe, or a refusal)
-			// leaves no session past its request: the place is given
-			// back before the client sees it, so its next request, the
-			// initialize, finds it free.
-			var p *mcpPlace
-			sw := &sessionIDWriter{ResponseWriter: w, named: func(id string) {
-				if id == "" {
-					m.places.Give(quota)
-					return
-				}
-				p = &mcpPlace{id: id, quota: quota}
-				m.mu.Lock()
-				m.held[id] = p
-				m.mu.Unlock()
-			}}
-			next.ServeHTTP(sw, r)
-			sw.sent()
-			if p == nil {
-				return
-			}
-			if ss := m.live(p); ss != nil {
-				go func() { _ = ss.Wait(); m.give(p) }()
-			} else {
-				m.give(p) // it failed to initialize, or ended already
-			}
-		case r.Method == http.MethodDelete && id != "":
-			next.ServeHTTP(w, r)
-			// Go's HTTP server sends the answer when the handler returns:
-			// the session's place is free by then.
-			m.ended(id)
-		default:
-			next.ServeHTTP(w, r)
-		}
-	})
-}
-
-// ended gives back the place of session id now if the session has ended,
-// as once a DELETE for it has been served, rather than when the goroutine
-// awaiting its end runs, so its client can start another at once. A
-// session still live (its DELETE refused) or unknown is left alone.
-func (m *mcpSessions) ended(id string) {
-	m.mu.Lock()
-	p := m.held[id]
-	m.mu.Unlock()
-	if p != nil && m.live(p) == nil {
-		m.give(p)
-	}
-}
-
-// give gives back p, once.
-func (m *mcpSessions) give(p *mcpPlace) {
-	p.give.Do(func() {
-		m.mu.Lock()
-		if m.held[p.id] == p {
-			delete(m.held, p.id)
-		}
-		m.mu.Unlock()
-		m.places.Give(p.quota)
-	})
-}
-
-// live is the server's live session that holds p, or nil. It looks
-// through every session (the SDK keeps no index by id): once per session
-// started or DELETE served, not per request.
-func (m *mcpSessions) live(p *mcpPlace) *mcp.ServerSession {
-	for ss := range m.srv.Sessions() {
-		if ss.ID() == p.id {
-			return ss
-		}
-	}
-	return nil
-}
-
-// sessionIDWriter calls named once, with the Mcp-Session-Id of the answer
-// ("" for none), when the answer's header is sent, or at the latest when
-// sent is called after the handler. The SDK flushes through
-// http.ResponseController, which finds FlushError.
-type sessionIDWriter struct {
-	http.ResponseWriter
-	named func(id string)
-	once  sync.Once
-}
-
-func (w *sessionIDWriter) sent() {
-	w.once.Do(func() { w.named(w.Header().Get(mcpSessionHeader)) })
-}
-
-func (w *sessionIDWriter) WriteHeader(code int) {
-	w.sent()
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *sessionIDWriter) Write(b []byte) (int, error) {
-	w.sent()
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *sessionIDWriter) FlushError() error {
-	w.sent()
-	return http.NewResponseController(w.ResponseWriter).Flush()
-}
-
-func (w *sessionIDWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// serveHTTP serves h on lis in the background, over TLS when tlsConf is
-// set; the returned stop shuts the server down, closing what is still open
-// after wait.
-func serveHTTP(lis net.Listener, tlsConf *tls.Config, h http.Handler, wait, idle time.Duration, log *slog.Logger) (stop func()) {
-	// No ReadTimeout: it would end event streams (GET) and long tool
-	// calls; the guard in h (mcpGate) bounds the time a body takes.
-	// IdleTimeout closes keep-alive connections no request uses, as
-	// --http-listen does.
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idle, TLSConfig: tlsConf,
-		ErrorLog: serverErrorLog(log)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := serveOn(hs, lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("MCP HTTP server failed", "err", err)
-		}
-	}()
-	log.Info("classifierd serving MCP over streamable HTTP", "addr", lis.Addr().String(), "path", mcpPath, "tls", tlsConf != nil)
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		defer cancel()
-		if err := hs.Shutdown(ctx); err != nil {
-			_ = hs.Close()
-		}
-		<-done
-	}
+	return listeners.ServeMCP(lis, edge.tls, h, cfg.ShutdownWait, cfg.Ops.IdleTimeout, log), nil
 }

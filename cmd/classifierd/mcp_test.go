@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/internal/testmcp"
 	"github.com/classifierd/classifierd/mcpserver"
@@ -290,7 +291,7 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	idx := genIndex(t, "testdata/mini.json")
 	mcpAddr := freeAddr(t)
 	d, conn := startDaemon(t, idx, "--mcp-listen", mcpAddr, "--default-exposure", "meta-only")
-	endpoint := "http://" + mcpAddr + mcpPath
+	endpoint := "http://" + mcpAddr + listeners.MCPPath
 	a := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
 	b := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
 
@@ -369,7 +370,7 @@ func TestMCPHTTPNeedsTheDaemonsTokens(t *testing.T) {
 	}
 	mcpAddr := freeAddr(t)
 	_, conn := startDaemon(t, idx, "--mcp-listen", mcpAddr, "--auth-token-file", tokens)
-	endpoint := "http://" + mcpAddr + mcpPath
+	endpoint := "http://" + mcpAddr + listeners.MCPPath
 	client := func(token string) *mcp.ClientSession {
 		tr := &mcp.StreamableClientTransport{Endpoint: endpoint}
 		if token != "" {
@@ -435,7 +436,7 @@ func TestMCPHTTPNeedsTheDaemonsTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	if _, err := io.WriteString(raw, "POST "+mcpPath+" HTTP/1.1\r\nHost: "+mcpAddr+"\r\nContent-Type: application/json\r\n"+
+	if _, err := io.WriteString(raw, "POST "+listeners.MCPPath+" HTTP/1.1\r\nHost: "+mcpAddr+"\r\nContent-Type: application/json\r\n"+
 		"Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":"); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/mcpplaces"
 	"github.com/classifierd/classifierd/internal/testmcp"
 	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/server"
@@ -23,21 +25,21 @@ import (
 const testOwner = "X-Test-Owner"
 
 // startCounted serves one bare SDK server over streamable HTTP with its
-// sessions counted by mcpSessions, as --mcp-listen does, behind a fake
+// sessions counted by mcpplaces, as --mcp-listen does, behind a fake
 // gate that takes the caller's quota key from testOwner.
-func startCounted(t *testing.T, max, perClient int, ttl time.Duration) (*mcpSessions, string) {
+func startCounted(t *testing.T, max, perClient int, ttl time.Duration) (*mcpplaces.Places, string) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := mcpserver.NewBare(mcpserver.Config{Version: "test", Logger: log})
-	count := newMCPSessions(srv, max, perClient, log)
-	h := newMCPHandler(func(*http.Request) *mcp.Server { return srv }, Config{MaxRecvBytes: 1 << 20, SessionTTL: ttl}, log, count.handler)
+	count := mcpplaces.New(max, perClient)
+	h := listeners.MCPHandler(func(*http.Request) *mcp.Server { return srv }, 1<<20, ttl, log, count.Limit(srv, max, perClient, nil, log))
 	gate := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		owner := r.Header.Get(testOwner)
 		h.ServeHTTP(w, r.WithContext(server.WithCaller(r.Context(), server.Caller{Name: owner, Quota: owner})))
 	})
 	ts := httptest.NewServer(gate)
 	t.Cleanup(ts.Close)
-	return count, ts.URL + mcpPath
+	return count, ts.URL + listeners.MCPPath
 }
 
 func ownerClient(owner string) *http.Client {
@@ -45,15 +47,13 @@ func ownerClient(owner string) *http.Client {
 }
 
 // wantCount checks the places taken, in all and by owner.
-func wantCount(t *testing.T, m *mcpSessions, owner string, total, held int) {
+func wantCount(t *testing.T, m *mcpplaces.Places, owner string, total, held int) {
 	t.Helper()
-	if gotTotal, gotHeld := m.places.Count(owner); gotTotal != total || gotHeld != held {
+	if gotTotal, gotHeld := m.Count(owner); gotTotal != total || gotHeld != held {
 		t.Fatalf("places: %d in all, %d of %s; want %d, %d", gotTotal, gotHeld, owner, total, held)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.held) > total {
-		t.Fatalf("%d sessions held for %d places", len(m.held), total)
+	if n := m.Named(); n > total {
+		t.Fatalf("%d sessions held for %d places", n, total)
 	}
 }
 
@@ -138,7 +138,7 @@ func TestMCPSessionsIdle(t *testing.T) {
 	// Wait for the expiry, not for a time.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if total, _ := m.places.Count("alice"); total == 0 {
+		if total, _ := m.Count("alice"); total == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -164,7 +164,7 @@ func TestMCPHTTPSessionLimits(t *testing.T) {
 	metricsAddr := freeAddr(t)
 	d, _ := startDaemon(t, idx, "--mcp-listen", mcpAddr, "--auth-token-file", tokens, "--max-sessions", "3", "--max-sessions-per-client", "2",
 		"--metrics-listen", metricsAddr)
-	endpoint := "http://" + mcpAddr + mcpPath
+	endpoint := "http://" + mcpAddr + listeners.MCPPath
 	as := bearerClient
 	connect := func(token string) *mcp.ClientSession { return mustConnect(t, endpoint, as(token)) }
 	// The SDK's client reports a 429 or 503 by its status text alone:

@@ -36,6 +36,7 @@ import (
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
+	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/testdaemon"
 	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/internal/testgrpc"
@@ -364,7 +365,7 @@ func TestOpsTLSTokensAndSessionOwners(t *testing.T) {
 				t.Errorf("HTTP/JSON, %s: %d %v %v, want %d", tc.name, code, out, err, tc.want)
 			}
 		}
-		endpoint := "https://" + mcpAddr + mcpPath
+		endpoint := "https://" + mcpAddr + listeners.MCPPath
 		query := map[string]any{"query": "check github", "k": 1}
 		for _, tc := range []struct {
 			name   string

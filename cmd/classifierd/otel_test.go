@@ -25,6 +25,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/telemetry"
 )
 
 // collector is a real OTLP/gRPC trace receiver on a loopback socket: what
@@ -269,7 +271,7 @@ func TestTracingExportsSpans(t *testing.T) {
 	// MCP over streamable HTTP: a span per request, traceparent header.
 	tp, traceID, _ = traceparent(8)
 	hc := &http.Client{Transport: headerTransport{"traceparent": tp}}
-	cs := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: "http://" + mcpAddr + mcpPath, HTTPClient: hc}, nil)
+	cs := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: "http://" + mcpAddr + listeners.MCPPath, HTTPClient: hc}, nil)
 	callToolResult(t, cs, "route", map[string]any{"query": otelPrompt})
 	spans = col.wait(t, "the MCP route call's spans", func(spans []*tracepb.Span) bool {
 		s := serverSpan(spans, "tools/call route", traceID)
@@ -360,7 +362,7 @@ func TestTracingCollectorDown(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("no exit 60 s after SIGTERM with the collector down\n%s", d.stderr.String())
 	}
-	t.Logf("exit %v after SIGTERM (shutdown wait 2s, flush bound %v)", time.Since(stopAt).Round(time.Millisecond), otelFlushWait)
+	t.Logf("exit %v after SIGTERM (shutdown wait 2s, flush bound %v)", time.Since(stopAt).Round(time.Millisecond), telemetry.FlushWait)
 }
 
 func TestOTelFlags(t *testing.T) {
@@ -394,11 +396,11 @@ func TestOTelFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := openTracer(context.Background(), cfg.OTel, slog.New(slog.DiscardHandler))
+	tr, err := telemetry.Open(context.Background(), cfg.OTel, version, slog.New(slog.DiscardHandler))
 	if err != nil || tr != nil {
 		t.Fatalf("openTracer without --otel-endpoint = %v, %v; want nil, nil", tr, err)
 	}
-	if tr.serverOptions() != nil || tr.shutdown(time.Second) != nil {
+	if tr.ServerOptions() != nil || tr.Shutdown(time.Second) != nil {
 		t.Fatal("a nil tracer must add no server option and shut down cleanly")
 	}
 }

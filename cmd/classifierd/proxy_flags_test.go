@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/classifierd/classifierd/internal/security"
 )
 
 func TestParseProxyFlags(t *testing.T) {
@@ -82,7 +84,7 @@ func TestParseProxyListenSecurity(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		args    []string
-		wantErr string // "" for none; errOpenListen's cases say "open"
+		wantErr string // "" for none; security.ErrOpenListen's cases say "open"
 	}{
 		{"loopback IPv4, no auth", listen("127.0.0.1:8765"), ""},
 		{"loopback range", listen("127.1.2.3:8765"), ""},
@@ -112,8 +114,8 @@ func TestParseProxyListenSecurity(t *testing.T) {
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("got %v, want no error", err)
-			case tc.wantErr == "open" && !errors.Is(err, errOpenListen):
-				t.Fatalf("got %v, want errOpenListen", err)
+			case tc.wantErr == "open" && !errors.Is(err, security.ErrOpenListen):
+				t.Fatalf("got %v, want security.ErrOpenListen", err)
 			case tc.wantErr == "open":
 				for _, s := range []string{"--auth-token-file", "--tls-client-ca", "--insecure-listen", "127.0.0.1"} {
 					if !strings.Contains(err.Error(), s) {
@@ -136,7 +138,7 @@ func TestParseFlagsOpenMCPListen(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		args    []string
-		wantErr bool // errOpenListen
+		wantErr bool // security.ErrOpenListen
 	}{
 		{"all interfaces with call_tool", append([]string{"--mcp-listen", "0.0.0.0:8765"}, calls...), true},
 		{"another address with live servers", []string{"--mcp-listen", "192.0.2.10:8765", "--mcp-config", "mcp.json"}, true},
@@ -147,8 +149,8 @@ func TestParseFlagsOpenMCPListen(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseFlags(append(slices.Clone(base), tc.args...), io.Discard)
-			if got := errors.Is(err, errOpenListen); got != tc.wantErr {
-				t.Fatalf("got %v, want errOpenListen %v", err, tc.wantErr)
+			if got := errors.Is(err, security.ErrOpenListen); got != tc.wantErr {
+				t.Fatalf("got %v, want security.ErrOpenListen %v", err, tc.wantErr)
 			}
 		})
 	}

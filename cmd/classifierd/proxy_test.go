@@ -16,6 +16,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/proxyrun"
 	"github.com/classifierd/classifierd/internal/testdaemon"
 	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/internal/testmcp"
@@ -209,7 +211,7 @@ func TestProxyHTTPSessionsAreIsolated(t *testing.T) {
 	d := startProxyHTTP(t, config, addr)
 	stderr := d.stderr
 	waitFor(t, d, "MCP listener without authentication") // loopback: allowed, and said
-	endpoint := "http://" + addr + mcpPath
+	endpoint := "http://" + addr + listeners.MCPPath
 	chA, chB := make(chan struct{}, 16), make(chan struct{}, 16)
 	a := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: endpoint}, listChangedClient(chA))
 	b := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: endpoint}, listChangedClient(chB))
@@ -252,7 +254,7 @@ func TestProxyRefusedInitializesKeepNoPlace(t *testing.T) {
 	addr := freeAddr(t)
 	const places = 2
 	d := startProxyHTTP(t, config, addr, "--max-sessions", strconv.Itoa(places))
-	endpoint := "http://" + addr + mcpPath
+	endpoint := "http://" + addr + listeners.MCPPath
 	send := func(host, contentType, accept, body string) (int, string) {
 		t.Helper()
 		req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
@@ -292,8 +294,8 @@ func TestProxyRefusedInitializesKeepNoPlace(t *testing.T) {
 	}
 	batch := "[" + strings.Replace(initializeBody, "2025-06-18", "2025-03-26", 1) + "]" // batches predate 2025-06-18
 	for range places + 1 {
-		if code, body := send("", "application/json", both, batch); code != http.StatusOK || !strings.Contains(body, errNoSession.Error()) {
-			t.Fatalf("batch initialize: %d %q, want a JSON-RPC error saying %q", code, body, errNoSession)
+		if code, body := send("", "application/json", both, batch); code != http.StatusOK || !strings.Contains(body, proxyrun.ErrNoSession.Error()) {
+			t.Fatalf("batch initialize: %d %q, want a JSON-RPC error saying %q", code, body, proxyrun.ErrNoSession)
 		}
 	}
 	for i := range places {

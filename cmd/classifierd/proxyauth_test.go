@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/mcpproxy"
 )
 
@@ -78,7 +79,7 @@ func TestProxyTokens(t *testing.T) {
 	addr := freeAddr(t)
 	d := startProxyHTTP(t, config, addr, "--auth-token-file", tokens, "--log-level", "info") // info: the reloads
 	waitFor(t, d, `msg="MCP listener authenticates callers" by=tokens tls=false`)
-	endpoint := "http://" + addr + mcpPath
+	endpoint := "http://" + addr + listeners.MCPPath
 	plain := &http.Client{Timeout: 30 * time.Second}
 	as := bearerClient
 	connect := func(token string) *mcp.ClientSession { return mustConnect(t, endpoint, as(token)) }
@@ -224,12 +225,12 @@ func TestProxyMTLS(t *testing.T) {
 		"--tls-client-ca", filepath.Join(pki.dir, "ca.pem"), "--log-level", "info")
 	waitFor(t, d, `msg="MCP listener authenticates callers" by="client certificates" tls=true`)
 	waitFor(t, d, "classifierd serving MCP over streamable HTTP")
-	endpoint := "https://" + addr + mcpPath
+	endpoint := "https://" + addr + listeners.MCPPath
 	hub, other, noCert := pki.httpsClient(&hubCert), pki.httpsClient(&otherCert), pki.httpsClient(nil)
 	callArgs := map[string]any{"server": "notes", "tool": "search_notes"}
 
 	t.Run("plain text and no client certificate are refused", func(t *testing.T) {
-		if _, err := mcpConnect(t, "http://"+addr+mcpPath, &http.Client{Timeout: 30 * time.Second}); err == nil {
+		if _, err := mcpConnect(t, "http://"+addr+listeners.MCPPath, &http.Client{Timeout: 30 * time.Second}); err == nil {
 			t.Error("a plain text MCP client connected")
 		}
 		if _, err := mcpConnect(t, endpoint, noCert); err == nil {

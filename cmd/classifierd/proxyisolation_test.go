@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/reload"
 	"github.com/classifierd/classifierd/internal/testmcp"
 	"github.com/classifierd/classifierd/mcpproxy"
 	"github.com/classifierd/classifierd/mcpsrc"
@@ -50,7 +52,7 @@ func TestProxyIsolation(t *testing.T) {
 			config := writeConfig(t, dir, map[string]any{"memory": entry})
 			addr := freeAddr(t)
 			d := startProxyHTTP(t, config, addr, "--auth-token-file", tokens, "--max-backends", "2", "--backend-idle-timeout", "15s")
-			endpoint := "http://" + addr + mcpPath
+			endpoint := "http://" + addr + listeners.MCPPath
 			alice := mustConnect(t, endpoint, bearerClient(aliceToken))
 			bob := mustConnect(t, endpoint, bearerClient(bobToken))
 
@@ -185,7 +187,7 @@ func TestDaemonRefusesPerIdentity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = sharedOnly(mc, "--mcp-servers")
+		err = reload.SharedOnly(mc, "--mcp-servers")
 		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.json, err, tc.want)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/testmcp"
 )
 
@@ -45,7 +46,7 @@ func TestProxyMetrics(t *testing.T) {
 	addr, maddr := freeAddr(t), freeAddr(t)
 	startProxyHTTP(t, config, addr, "--metrics-listen", maddr, "--auth-token-file", tokens,
 		"--max-sessions-per-client", "2", "--max-sessions", "3", "--default-exposure", "all")
-	endpoint := "http://" + addr + mcpPath
+	endpoint := "http://" + addr + listeners.MCPPath
 	plain := &http.Client{Timeout: 30 * time.Second}
 
 	const (

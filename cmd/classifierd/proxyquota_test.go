@@ -13,6 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/internal/testmcp"
 	"github.com/classifierd/classifierd/server"
 )
@@ -51,7 +53,7 @@ func TestProxySessionsPerClient(t *testing.T) {
 	}
 	addr := freeAddr(t)
 	d := startProxyHTTP(t, config, addr, "--auth-token-file", tokens, "--max-sessions-per-client", "2", "--max-sessions", "3")
-	endpoint := "http://" + addr + mcpPath
+	endpoint := "http://" + addr + listeners.MCPPath
 	plain := &http.Client{Timeout: 30 * time.Second}
 	as := func(token string) *http.Client {
 		return &http.Client{Transport: withHeader{http.DefaultTransport, bearer(token)}}
@@ -173,7 +175,7 @@ func TestProxySessionsPerClientIdle(t *testing.T) {
 	config, _ := proxySetup(t)
 	addr := freeAddr(t)
 	startProxyHTTP(t, config, addr, "--max-sessions-per-client", "1", "--session-ttl", "1s")
-	endpoint := "http://" + addr + mcpPath
+	endpoint := "http://" + addr + listeners.MCPPath
 	plain := &http.Client{Timeout: 30 * time.Second}
 	if code, body := rawMCP(t, plain, http.MethodPost, endpoint, initializeBody, nil); code != http.StatusOK {
 		t.Fatalf("first session: %d %q", code, body)
@@ -206,17 +208,17 @@ func TestMCPGateAnonymousQuota(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("alice route "+aliceToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	open, err := openSecurity(SecurityConfig{})
+	open, err := security.Open(SecurityConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	withTokens, err := openSecurity(SecurityConfig{TokenFile: tokens})
+	withTokens, err := security.Open(SecurityConfig{TokenFile: tokens})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name   string
-		sec    *security
+		sec    *security.Security
 		remote string
 		header http.Header
 		want   server.Caller
@@ -228,8 +230,8 @@ func TestMCPGateAnonymousQuota(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got server.Caller
-			h := tc.sec.mcpGate(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = server.CallerFrom(r.Context()) }), 1<<20, "route")
-			r := httptest.NewRequest(http.MethodPost, mcpPath, strings.NewReader(initializeBody))
+			h := tc.sec.MCPGate(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = server.CallerFrom(r.Context()) }), 1<<20, "route")
+			r := httptest.NewRequest(http.MethodPost, listeners.MCPPath, strings.NewReader(initializeBody))
 			r.RemoteAddr = tc.remote
 			for k, v := range tc.header {
 				r.Header[k] = v

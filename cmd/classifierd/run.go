@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -19,10 +18,16 @@ import (
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/internal/learning"
+	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/ops"
+	"github.com/classifierd/classifierd/internal/reload"
+	"github.com/classifierd/classifierd/internal/security"
+	"github.com/classifierd/classifierd/internal/state"
+	"github.com/classifierd/classifierd/internal/telemetry"
 	"github.com/classifierd/classifierd/models"
 	"github.com/classifierd/classifierd/route"
 	"github.com/classifierd/classifierd/server"
-	"github.com/classifierd/classifierd/server/auth"
 	"github.com/classifierd/classifierd/session"
 	"github.com/classifierd/classifierd/terminal"
 	"github.com/classifierd/classifierd/tokens"
@@ -38,15 +43,6 @@ func splitList(s string) []string {
 	return out
 }
 
-// indexCategories are the ids of idx's categories, in index order.
-func indexCategories(idx *index.Index) []string {
-	var ids []string
-	for _, li := range idx.LabelsOf(index.KindCategory) {
-		ids = append(ids, idx.Labels[li].ID)
-	}
-	return ids
-}
-
 // run loads the model and index, serves until ctx ends, then shuts down
 // gracefully within cfg.ShutdownWait.
 func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
@@ -54,37 +50,25 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	op, err := openOps(cfg.Ops, log)
+	op, err := ops.Open(cfg.Ops, log)
 	if err != nil {
 		return err
 	}
-	cfg.mcpAuth = op.mcpCaller
-	cfg.mcpAdmit = mcpAdmit(op.admission)
-	cfg.mcpObserve = func(live func() float64) func(string) {
-		if err := op.metrics.Gauge("classifierd_mcp_sessions", "MCP sessions held on --mcp-listen.", live); err != nil {
-			log.Warn("metrics: MCP sessions not exported", "err", err)
-		}
-		return op.metrics.MCPSessionRefused
-	}
-	cfg.mcpGate = func(h http.Handler) http.Handler {
-		// Any scope of a daemon MCP tool opens a session; each tool call
-		// then checks its own (daemonToolScope).
-		return op.mcpGate(h, int64(cfg.MaxRecvBytes), auth.ScopeRoute, auth.ScopeTerminal, auth.ScopeCall)
-	}
-	cfg.httpTLS, cfg.mcpTLS = op.listenerTLS(cfg.Ops.plainHTTP), op.listenerTLS(cfg.Ops.plainMCP)
-	op.logTLS(log, cfg)
+	httpTLS, mcpTLS := op.ListenerTLS(cfg.Ops.PlainHTTP), op.ListenerTLS(cfg.Ops.PlainMCP)
+	op.LogTLS(log, cfg.MCPStdio, cfg.HTTPListen, cfg.MCPListen, httpTLS, mcpTLS)
 	if cfg.MCPListen != "" && cfg.offersCallTool() {
-		if open, _ := openListen(cfg.MCPListen, cfg.Ops.SecurityConfig); open { // Validate refused it without --insecure-mcp-listen
-			warnOpenListen(log, cfg.MCPListen, "--insecure-mcp-listen")
+		if open, _ := security.OpenListen(cfg.MCPListen, cfg.Ops.Config); open { // Validate refused it without --insecure-mcp-listen
+			security.WarnOpenListen(log, cfg.MCPListen, "--insecure-mcp-listen")
 		}
 	}
-	if cfg.tracer, err = openTracer(ctx, cfg.OTel, log); err != nil {
+	tracer, err := telemetry.Open(ctx, cfg.OTel, version, log)
+	if err != nil {
 		return err
 	}
 	defer func() {
 		// Last: every span has ended. A collector that is down is no
 		// reason to fail the exit.
-		if err := cfg.tracer.shutdown(min(cfg.ShutdownWait, otelFlushWait)); err != nil {
+		if err := tracer.Shutdown(min(cfg.ShutdownWait, telemetry.FlushWait)); err != nil {
 			log.Warn("tracing: spans lost at exit", "err", err)
 		}
 	}()
@@ -92,7 +76,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if cfg.Index != "" {
 		// Fail fast on a bad index before loading the runtime and model.
 		loadStart := time.Now()
-		if idx, err = index.LoadWith(cfg.Index, cfg.Ops.indexLoad()); err != nil {
+		if idx, err = index.LoadWith(cfg.Index, cfg.Ops.IndexLoad()); err != nil {
 			return fmt.Errorf("load index %s: %w", cfg.Index, err)
 		}
 		log.Info("index loaded", "path", cfg.Index, "vectors", idx.NumVectors(), "mapped", idx.Mapped(),
@@ -110,68 +94,70 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return fmt.Errorf("load model %s: %w", cfg.Model, err)
 	}
 	defer func() { err = errors.Join(err, eng.Close()) }()
-	rl, err := newReloader(cfg, eng, log)
+	rl, err := reload.New(reload.Options{Index: cfg.Index, Model: cfg.Model, Reload: cfg.Reload, Load: cfg.Ops.IndexLoad(), Domain: cfg.domain()}, eng, log)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, rl.Close()) }()
-	idx, source, err := rl.initial(ctx, idx)
+	idx, source, err := rl.Initial(ctx, idx)
 	if err != nil {
 		return err
 	}
-	// One vector cache for every domain this process serves (reloads
-	// included): earlier turns and cue capabilities are embedded once.
-	emb := server.CachedEmbedder(op.embedder(eng))
+	emb := server.CachedEmbedder(op.Embedder(eng))
 	indexPath := cfg.Index
 	if cfg.Reload.MCPConfig != "" {
 		indexPath = "" // built from live tools: no file
 	}
-	op.indexLoaded(idx, indexPath, 1)
-	rl.emb, rl.onLoad = emb, op.indexLoaded
+	op.IndexLoaded(idx, indexPath, 1)
+	rl.Use(emb, op)
 	domStart := time.Now()
 	dcfg := cfg.domain()
-	st, err := openState(ctx, cfg, session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: op.sessionOwnerLimit(),
-		DefaultExposure: session.Exposure(cfg.Exposure), AllCategories: indexCategories(idx), MinimalCategories: splitList(cfg.Minimal)}, log)
+	var catIDs []string
+	for _, li := range idx.LabelsOf(index.KindCategory) {
+		catIDs = append(catIDs, idx.Labels[li].ID)
+	}
+	st, err := state.Open(ctx, cfg.State, session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: op.SessionOwnerLimit(),
+		DefaultExposure: session.Exposure(cfg.Exposure), AllCategories: catIDs, MinimalCategories: splitList(cfg.Minimal)}, log)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, st.Close()) }() // after the stores
-	learner, err := openLearner(ctx, cfg.Learn, st.rdb, log)
+	learner, err := learning.Open(ctx, cfg.Learn, st.Redis(), log)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, learner.Close()) }()
-	rl.learner = learner
+	rl.Learn(learner)
 	dcfg.Learned = learner.View(idx)
 	dom, err := server.NewDomainConfig(idx, emb, dcfg)
 	if err != nil {
 		return err
 	}
-	logShortlist(log, dom, domStart)
+	reload.LogShortlist(log, dom, domStart)
 	policy := map[string]route.NoMatch{"none": route.NoMatchNone, "meta": route.NoMatchMeta, "all": route.NoMatchAll}[cfg.NoMatch]
-	sessions := st.sessions
+	sessions := st.Sessions
 	defer func() { err = errors.Join(err, sessions.Close()) }()
-	if err := op.watchSessions(sessions); err != nil {
+	if err := op.WatchSessions(sessions); err != nil {
 		return err
 	}
 	counter, err := tokens.NewCounter()
 	if err != nil {
 		return err
 	}
-	watches, err := op.watches()
+	watches, err := op.Watches()
 	if err != nil {
 		return err
 	}
 	svc, err := server.New(server.Config{MaxEmbedBatch: cfg.MaxBatch, DefaultNoMatch: policy, MaxTokens: man.MaxTokens,
-		Sessions: sessions, Tokens: counter, Source: source, Sources: rl.sources, Watches: watches, Learner: learner}, dom, emb, log)
+		Sessions: sessions, Tokens: counter, Source: source, Sources: rl.Sources, Watches: watches, Learner: learner}, dom, emb, log)
 	if err != nil {
 		return err
 	}
-	if err := svc.RegisterLearningMetrics(op.reg); err != nil {
+	if err := svc.RegisterLearningMetrics(op.Registry); err != nil {
 		return err
 	}
 	var term *server.TerminalServer
-	var store terminalStore
+	var store state.TerminalStore
 	if cfg.Terminal {
 		term, store, err = openTerminal(ctx, cfg, emb, st, log)
 		if err != nil {
@@ -201,14 +187,15 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		defer func() { stopJanitor(); <-swept }()
 	}
 
+	edge := mcpEdge{sec: op.Security, metrics: op.Metrics, tracer: tracer, tls: mcpTLS, admission: op.Admission}
 	if cfg.MCPStdio {
-		return serveMCPStdio(ctx, cfg, svc, term, idx, rl.caller(), log)
+		return serveMCPStdio(ctx, cfg, edge, svc, term, idx, rl.Caller(), log)
 	}
-	lis, err := listen(cfg.Listen)
+	lis, err := listeners.Listen(cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	gs := grpc.NewServer(append(append(op.serverOptions(log, svc.Stats(), cfg.Timeout), cfg.tracer.serverOptions()...),
+	gs := grpc.NewServer(append(append(op.ServerOptions(log, svc.Stats(), cfg.Timeout), tracer.ServerOptions()...),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		// A connection with no call in flight for --idle-timeout gets a
@@ -219,32 +206,32 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	)...)
 	hs := server.NewHealth()
 	register(gs, hs, svc, term)
-	var hsrv *httpServer
+	var hsrv *listeners.HTTP
 	if cfg.HTTPListen != "" {
-		if hsrv, err = newHTTPServer(cfg, gs, op.httpGuard(int64(cfg.MaxRecvBytes), gs.GetServiceInfo()), log); err != nil {
+		if hsrv, err = listeners.NewHTTP(listeners.HTTPConfig{Addr: cfg.HTTPListen, MaxRecvBytes: cfg.MaxRecvBytes, Timeout: cfg.Timeout, IdleTimeout: cfg.Ops.IdleTimeout, TLS: httpTLS}, gs, op.HTTPGuard(int64(cfg.MaxRecvBytes), gs.GetServiceInfo()), log); err != nil {
 			_ = lis.Close()
 			return err
 		}
 	}
 	opsCtx, stopOps := context.WithCancel(context.Background())
-	waitMetrics, err := op.serveMetrics(opsCtx)
+	waitMetrics, err := op.ServeMetrics(opsCtx)
 	if err != nil {
 		stopOps()
 		_ = lis.Close()
 		return err
 	}
-	waitReloads := reloadOnHUP(opsCtx, log, op.reloaders)
+	waitReloads := security.ReloadOnHUP(opsCtx, log, op.Reloaders)
 	defer func() { stopOps(); waitReloads(); waitMetrics() }()
 
 	log.Info("classifierd serving", "addr", lis.Addr().String(), "model", man.Name, "dims", eng.Dims(),
 		"ort", rt.Version(), "categories", len(idx.LabelsOf(index.KindCategory)),
 		"servers", len(idx.LabelsOf(index.KindServer)), "tools", len(idx.LabelsOf(index.KindTool)),
-		"calibrated", dom.Calibration.Fitted, "terminal", cfg.Terminal, "state", redactState(cfg.State))
+		"calibrated", dom.Calibration.Fitted, "terminal", cfg.Terminal, "state", state.Redact(cfg.State))
 
 	reloaded := make(chan struct{})
-	go func() { defer close(reloaded); rl.run(janitorCtx, svc, hs.Server) }()
+	go func() { defer close(reloaded); rl.Run(janitorCtx, svc, hs.Server) }()
 	defer func() { stopJanitor(); <-reloaded }()
-	stopMCP, err := startMCPHTTP(cfg, svc, term, idx, rl.caller(), log)
+	stopMCP, err := startMCPHTTP(cfg, edge, svc, term, idx, rl.Caller(), log)
 	if err != nil {
 		_ = lis.Close()
 		return err
@@ -253,7 +240,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- gs.Serve(lis) }()
 	if hsrv != nil {
-		log.Info("classifierd serving HTTP/JSON and the explain page", "addr", hsrv.Addr(), "url", hsrv.URL(), "tls", cfg.httpTLS != nil)
+		log.Info("classifierd serving HTTP/JSON and the explain page", "addr", hsrv.Addr(), "url", hsrv.URL(), "tls", httpTLS != nil)
 		go func() {
 			if err := hsrv.Serve(); err != nil {
 				serveErr <- err
@@ -292,12 +279,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 // openTerminal opens what TerminalService needs (the log directory, the
 // store: SQLite, or Redis with --state; the prompt detector); the caller
 // closes the store.
-func openTerminal(ctx context.Context, cfg Config, eng terminal.Embedder, st state, log *slog.Logger) (_ *server.TerminalServer, _ terminalStore, err error) {
+func openTerminal(ctx context.Context, cfg Config, eng terminal.Embedder, st state.State, log *slog.Logger) (_ *server.TerminalServer, _ state.TerminalStore, err error) {
 	// 0700: the logs are whole terminal sessions, named by session id.
 	if err := os.MkdirAll(cfg.TermLogs, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("terminal logs: %w", err)
 	}
-	store, err := openTerminalStore(cfg, st)
+	store, err := state.OpenTerminalStore(cfg.TermDB, cfg.TermStore, st)
 	if err != nil {
 		return nil, nil, err
 	}

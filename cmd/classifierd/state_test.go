@@ -16,6 +16,7 @@ import (
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
+	"github.com/classifierd/classifierd/internal/state"
 	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/internal/testredis"
 	"github.com/classifierd/classifierd/terminal"
@@ -84,7 +85,7 @@ func recv(t *testing.T, w grpc.ServerStreamingClient[pb.WatchExposureResponse]) 
 // limit; expiry; and Redis going away and coming back.
 func TestStateSharedByTwoDaemons(t *testing.T) {
 	srv := testredis.Start(t, "--requirepass", statePassword)
-	t.Setenv(statePasswordEnv, statePassword)
+	t.Setenv(state.PasswordEnv, statePassword)
 	idx := genIndex(t, defaultCatalog(t))
 	const ttl = 4 * time.Second
 	flags := []string{"--state", srv.URL(0), "--max-sessions", "3", "--session-ttl", ttl.String(), "--terminal"}

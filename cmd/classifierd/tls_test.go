@@ -23,6 +23,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/server/auth"
 )
@@ -59,8 +61,8 @@ func TestPlaintextListenersFlag(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.Ops.plainHTTP != tc.http || cfg.Ops.plainMCP != tc.mcp {
-				t.Fatalf("plain http %v mcp %v, want %v %v", cfg.Ops.plainHTTP, cfg.Ops.plainMCP, tc.http, tc.mcp)
+			if cfg.Ops.PlainHTTP != tc.http || cfg.Ops.PlainMCP != tc.mcp {
+				t.Fatalf("plain http %v mcp %v, want %v %v", cfg.Ops.PlainHTTP, cfg.Ops.PlainMCP, tc.http, tc.mcp)
 			}
 		})
 	}
@@ -97,8 +99,8 @@ func TestMCPClientCertHeader(t *testing.T) {
 			}
 			var got []string
 			var ok bool
-			mcpClientCert(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-				got, ok = r.Header[mcpCertHeader]
+			security.ClientCertHeader(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+				got, ok = r.Header[security.CertHeader]
 			})).ServeHTTP(nil, r)
 			if ok != tc.wantOK || !slices.Equal(got, tc.want) {
 				t.Fatalf("header %v (set %v), want %v (set %v)", got, ok, tc.want, tc.wantOK)
@@ -120,37 +122,37 @@ func TestMCPCallerFollowsGRPCRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	mtls := &tls.Config{ClientCAs: x509.NewCertPool()}
-	cert := http.Header{mcpCertHeader: {"hub"}}
+	cert := http.Header{security.CertHeader: {"hub"}}
 	bearerAlice := http.Header{"Authorization": {"Bearer " + aliceToken}}
 	bearerCaller := http.Header{"Authorization": {"Bearer " + carolToken}}
-	both := http.Header{"Authorization": {"Bearer " + aliceToken}, mcpCertHeader: {"hub"}}
+	both := http.Header{"Authorization": {"Bearer " + aliceToken}, security.CertHeader: {"hub"}}
 	for _, tc := range []struct {
 		name     string
-		op       *security
+		op       *security.Security
 		header   http.Header
 		tool     string
 		want     string
 		wantCode codes.Code
 	}{
-		{"anonymous daemon", &security{}, http.Header{}, "route", "anonymous", codes.OK},
-		{"server TLS only, certificate header ignored", &security{tlsConf: &tls.Config{}}, cert, "route", "anonymous", codes.OK},
-		{"mTLS: certificate", &security{tlsConf: mtls}, cert, "route", "cert:hub", codes.OK},
-		{"mTLS: certificate, terminal tool", &security{tlsConf: mtls}, cert, "track_input_event", "cert:hub", codes.OK},
-		{"mTLS: empty common name names no one", &security{tlsConf: mtls}, http.Header{mcpCertHeader: {""}}, "route", "", codes.Unauthenticated},
-		{"mTLS: no certificate", &security{tlsConf: mtls}, http.Header{}, "route", "", codes.Unauthenticated},
-		{"mTLS: a bearer token is no certificate", &security{tlsConf: mtls}, bearerAlice, "route", "", codes.Unauthenticated},
-		{"mTLS: stdio", &security{tlsConf: mtls}, nil, "route", "anonymous", codes.OK},
-		{"tokens: token", &security{tokens: tokens}, bearerAlice, "route", "alice", codes.OK},
-		{"tokens: no token", &security{tokens: tokens}, http.Header{}, "route", "", codes.Unauthenticated},
-		{"tokens and mTLS: the token wins", &security{tokens: tokens, tlsConf: mtls}, both, "route", "alice", codes.OK},
-		{"tokens and mTLS: a certificate is no token", &security{tokens: tokens, tlsConf: mtls}, cert, "route", "", codes.Unauthenticated},
-		{"tokens and mTLS: scope", &security{tokens: tokens, tlsConf: mtls}, both, "track_input_event", "", codes.PermissionDenied},
-		{"tokens: call_tool needs the call scope", &security{tokens: tokens}, bearerAlice, "call_tool", "", codes.PermissionDenied},
-		{"tokens: call_tool with the call scope", &security{tokens: tokens}, bearerCaller, "call_tool", "caller", codes.OK},
-		{"mTLS: a certificate may call_tool", &security{tlsConf: mtls}, cert, "call_tool", "cert:hub", codes.OK},
+		{"anonymous daemon", &security.Security{}, http.Header{}, "route", "anonymous", codes.OK},
+		{"server TLS only, certificate header ignored", &security.Security{TLS: &tls.Config{}}, cert, "route", "anonymous", codes.OK},
+		{"mTLS: certificate", &security.Security{TLS: mtls}, cert, "route", "cert:hub", codes.OK},
+		{"mTLS: certificate, terminal tool", &security.Security{TLS: mtls}, cert, "track_input_event", "cert:hub", codes.OK},
+		{"mTLS: empty common name names no one", &security.Security{TLS: mtls}, http.Header{security.CertHeader: {""}}, "route", "", codes.Unauthenticated},
+		{"mTLS: no certificate", &security.Security{TLS: mtls}, http.Header{}, "route", "", codes.Unauthenticated},
+		{"mTLS: a bearer token is no certificate", &security.Security{TLS: mtls}, bearerAlice, "route", "", codes.Unauthenticated},
+		{"mTLS: stdio", &security.Security{TLS: mtls}, nil, "route", "anonymous", codes.OK},
+		{"tokens: token", &security.Security{Tokens: tokens}, bearerAlice, "route", "alice", codes.OK},
+		{"tokens: no token", &security.Security{Tokens: tokens}, http.Header{}, "route", "", codes.Unauthenticated},
+		{"tokens and mTLS: the token wins", &security.Security{Tokens: tokens, TLS: mtls}, both, "route", "alice", codes.OK},
+		{"tokens and mTLS: a certificate is no token", &security.Security{Tokens: tokens, TLS: mtls}, cert, "route", "", codes.Unauthenticated},
+		{"tokens and mTLS: scope", &security.Security{Tokens: tokens, TLS: mtls}, both, "track_input_event", "", codes.PermissionDenied},
+		{"tokens: call_tool needs the call scope", &security.Security{Tokens: tokens}, bearerAlice, "call_tool", "", codes.PermissionDenied},
+		{"tokens: call_tool with the call scope", &security.Security{Tokens: tokens}, bearerCaller, "call_tool", "caller", codes.OK},
+		{"mTLS: a certificate may call_tool", &security.Security{TLS: mtls}, cert, "call_tool", "cert:hub", codes.OK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := tc.op.mcpCaller(tc.tool, tc.header)
+			c, err := tc.op.MCPCaller(tc.tool, tc.header)
 			if got := status.Code(err); got != tc.wantCode {
 				t.Fatalf("code %v (%v), want %v", got, err, tc.wantCode)
 			}
@@ -292,12 +294,12 @@ func TestTLSOnEveryListener(t *testing.T) {
 	}
 	hub, other, noCert := pki.httpsClient(&hubCert), pki.httpsClient(&otherCert), pki.httpsClient(nil)
 	api := "https://" + httpAddr + "/classifier.v1.ClassifierService/"
-	endpoint := "https://" + mcpAddr + mcpPath
+	endpoint := "https://" + mcpAddr + listeners.MCPPath
 	route := `{"query":"Check my GitHub notifications","maxTools":3}`
 
 	t.Run("plain HTTP is not served", func(t *testing.T) {
 		plain := &http.Client{Timeout: 30 * time.Second}
-		for _, u := range []string{"http://" + httpAddr + "/classifier.v1.ClassifierService/Route", "http://" + mcpAddr + mcpPath} {
+		for _, u := range []string{"http://" + httpAddr + "/classifier.v1.ClassifierService/Route", "http://" + mcpAddr + listeners.MCPPath} {
 			resp, err := plain.Post(u, "application/json", strings.NewReader(route))
 			if err == nil {
 				resp.Body.Close()
@@ -306,7 +308,7 @@ func TestTLSOnEveryListener(t *testing.T) {
 				}
 			}
 		}
-		if _, err := mcpConnect(t, "http://"+mcpAddr+mcpPath, plain); err == nil {
+		if _, err := mcpConnect(t, "http://"+mcpAddr+listeners.MCPPath, plain); err == nil {
 			t.Error("a plain text MCP client connected")
 		}
 	})
@@ -466,7 +468,7 @@ func TestTLSPlaintextListeners(t *testing.T) {
 	}
 	for _, h := range []http.Header{nil, spoofed} {
 		// No session opens: the listener checks every request.
-		_, err := mcpConnect(t, "http://"+mcpAddr+mcpPath, &http.Client{Transport: withHeader{http.DefaultTransport, h}})
+		_, err := mcpConnect(t, "http://"+mcpAddr+listeners.MCPPath, &http.Client{Transport: withHeader{http.DefaultTransport, h}})
 		if err == nil || !strings.Contains(err.Error(), "UNAUTHENTICATED") {
 			t.Errorf("plain MCP connect (header %v): %v, want UNAUTHENTICATED", h, err)
 		}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	daemonstate "github.com/classifierd/classifierd/internal/state"
 	"github.com/classifierd/classifierd/internal/testredis"
 )
 
@@ -48,7 +49,7 @@ func TestWatchExposureBounded(t *testing.T) {
 				strconv.Itoa(perSession), "--max-watches-per-client", strconv.Itoa(perClient), "--max-watches", strconv.Itoa(total)}
 			if state == "redis" {
 				srv := testredis.Start(t, "--requirepass", statePassword)
-				t.Setenv(statePasswordEnv, statePassword)
+				t.Setenv(daemonstate.PasswordEnv, statePassword)
 				args = append(args, "--state", srv.URL(0))
 			}
 			addr := freeAddr(t)

@@ -1,4 +1,10 @@
-package main
+// Package httpguard is the one guard in front of every HTTP listener of
+// classifierd (--http-listen, --mcp-listen, classifierd proxy --mcp-listen):
+// the caller authenticated before a body is read, bodies bounded as they
+// arrive and never sized from a header, compressed bodies refused; and the
+// refusals written in each listener's protocol (gRPC, Connect, REST,
+// JSON-RPC for MCP).
+package httpguard
 
 import (
 	"bytes"
@@ -14,13 +20,15 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/server"
 )
 
-// guard stands in front of every HTTP listener: --http-listen (Connect,
+// Guard stands in front of every HTTP listener: --http-listen (Connect,
 // gRPC-Web and REST through vanguard, the hub REST shape), --mcp-listen and
 // classifierd proxy --mcp-listen. Before anything downstream (vanguard,
 // the MCP SDK, the proxy) sees a request, it
@@ -47,39 +55,39 @@ import (
 // Every request to our HTTP APIs ends its body before its answer begins
 // (no client or bidi streaming RPC; an MCP POST is one message), so
 // reading it whole first changes nothing a client sees.
-type guard struct {
-	// auth finds the caller of a request from its header and TLS state
+type Guard struct {
+	// Auth finds the caller of a request from its header and TLS state
 	// (a status error: UNAUTHENTICATED, PERMISSION_DENIED); the caller
 	// reaches the handler in the request's context (server.CallerFrom).
 	// nil: no one is checked here.
-	auth func(*http.Request) (server.Caller, error)
-	// public, if set, says which requests are served without auth: on
+	Auth func(*http.Request) (server.Caller, error)
+	// Public, if set, says which requests are served without auth: on
 	// --http-listen, a GET, HEAD or OPTIONS without a body (the explain
 	// page's files; the gRPC edge still authenticates the calls among
 	// them, such as GET /tools).
-	public func(*http.Request) bool
-	// maxBody is the largest body accepted, in bytes as sent.
-	maxBody int64
-	// readWait bounds the reading of one body, for a listener without a
+	Public func(*http.Request) bool
+	// MaxBody is the largest body accepted, in bytes as sent.
+	MaxBody int64
+	// ReadWait bounds the reading of one body, for a listener without a
 	// server-wide ReadTimeout (the MCP listeners, whose event streams
 	// must outlive one); 0: the server's ReadTimeout bounds it.
-	readWait time.Duration
-	// checkBody, if set, checks a body read whole before the handler
+	ReadWait time.Duration
+	// CheckBody, if set, checks a body read whole before the handler
 	// sees it (an INVALID_ARGUMENT status error: 400).
-	checkBody func(body []byte) error
-	// refuse answers a refused request in the listener's protocol.
-	refuse func(w http.ResponseWriter, r *http.Request, httpCode int, err error)
+	CheckBody func(body []byte) error
+	// Refuse answers a refused request in the listener's protocol.
+	Refuse func(w http.ResponseWriter, r *http.Request, httpCode int, err error)
 }
 
-// bodyReadWait is how long an MCP listener waits for one request body:
+// BodyReadWait is how long an MCP listener waits for one request body:
 // 4 MiB at about 1 Mbit/s, while a client that declares a body and sends
 // none holds its connection and a few KB no longer than this.
-const bodyReadWait = 30 * time.Second
+const BodyReadWait = 30 * time.Second
 
 // errBodyTooLarge is a body past maxBody.
 var errBodyTooLarge = errors.New("request body too large")
 
-func (g guard) wrap(next http.Handler) http.Handler {
+func (g Guard) Wrap(next http.Handler) http.Handler {
 	refuse := func(w http.ResponseWriter, r *http.Request, code int, err error) {
 		if r.ProtoMajor == 1 && hasBody(r) {
 			// Close the connection after the answer: net/http would
@@ -87,11 +95,11 @@ func (g guard) wrap(next http.Handler) http.Handler {
 			// client that may never send it.
 			w.Header().Set("Connection", "close")
 		}
-		g.refuse(w, r, code, err)
+		g.Refuse(w, r, code, err)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if g.auth != nil && (g.public == nil || !g.public(r)) {
-			c, err := g.auth(r)
+		if g.Auth != nil && (g.Public == nil || !g.Public(r)) {
+			c, err := g.Auth(r)
 			if err != nil {
 				code := http.StatusUnauthorized
 				if status.Code(err) == codes.PermissionDenied {
@@ -106,21 +114,21 @@ func (g guard) wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if r.ContentLength > g.maxBody {
-			refuse(w, r, http.StatusRequestEntityTooLarge, tooLarge(g.maxBody))
+		if r.ContentLength > g.MaxBody {
+			refuse(w, r, http.StatusRequestEntityTooLarge, tooLarge(g.MaxBody))
 			return
 		}
 		if h, enc := requestEncoding(r.Header); enc != "" {
 			refuse(w, r, http.StatusUnsupportedMediaType, status.Errorf(codes.Unimplemented,
-				"%s %q is not accepted: send the request body uncompressed (at most %d bytes)", h, clipHeader(enc), g.maxBody))
+				"%s %q is not accepted: send the request body uncompressed (at most %d bytes)", h, clipHeader(enc), g.MaxBody))
 			return
 		}
 		rc := http.NewResponseController(w)
-		if g.readWait > 0 {
-			_ = rc.SetReadDeadline(time.Now().Add(g.readWait))
+		if g.ReadWait > 0 {
+			_ = rc.SetReadDeadline(time.Now().Add(g.ReadWait))
 		}
-		body, err := readBody(r.Body, g.maxBody)
-		if g.readWait > 0 {
+		body, err := readBody(r.Body, g.MaxBody)
+		if g.ReadWait > 0 {
 			// Lifted once the body is in: the server reads on in the
 			// background to notice a client that goes away, and a
 			// deadline there would cancel a long tool call.
@@ -128,7 +136,7 @@ func (g guard) wrap(next http.Handler) http.Handler {
 		}
 		switch {
 		case errors.Is(err, errBodyTooLarge):
-			refuse(w, r, http.StatusRequestEntityTooLarge, tooLarge(g.maxBody))
+			refuse(w, r, http.StatusRequestEntityTooLarge, tooLarge(g.MaxBody))
 			return
 		case err != nil:
 			// The client went away or stopped sending: it will most
@@ -142,8 +150,8 @@ func (g guard) wrap(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if g.checkBody != nil {
-			if err := g.checkBody(body); err != nil {
+		if g.CheckBody != nil {
+			if err := g.CheckBody(body); err != nil {
 				refuse(w, r, http.StatusBadRequest, err)
 				return
 			}
@@ -166,8 +174,8 @@ func hasBody(r *http.Request) bool {
 	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
 }
 
-// bodilessRead reports whether r is a GET, HEAD or OPTIONS without a body.
-func bodilessRead(r *http.Request) bool {
+// BodilessRead reports whether r is a GET, HEAD or OPTIONS without a body.
+func BodilessRead(r *http.Request) bool {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return !hasBody(r)
@@ -240,33 +248,12 @@ func checkEnvelopes(body []byte) error {
 	return nil
 }
 
-// rpcGuard is the guard of --http-listen: callers are authenticated by the
-// gRPC edge's rules (server.AuthConfig.HTTPCaller) before a body is read;
-// bodies are bounded by --max-recv-bytes, as on gRPC; refusals are written
-// in the request's protocol (writeRPCError).
-func (s *security) rpcGuard(maxBody int64) guard {
-	ac := server.AuthConfig{Tokens: s.tokens, ClientCerts: s.clientCerts()}
-	return guard{
-		auth: func(r *http.Request) (server.Caller, error) {
-			return ac.HTTPCaller(r.URL.Path, r.Header, r.TLS, r.RemoteAddr)
-		},
-		public:  bodilessRead,
-		maxBody: maxBody,
-		refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
-			if code == http.StatusUnauthorized && s.tokens != nil {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="classifierd"`)
-			}
-			writeRPCError(w, r, code, err)
-		},
-	}
-}
-
-// writeRPCError answers a refused request of --http-listen with the HTTP
+// WriteRPCError answers a refused request of --http-listen with the HTTP
 // status code and the error of the status err in the shape the request's
 // protocol expects: gRPC and gRPC-Web read Grpc-Status and Grpc-Message,
 // Connect {"code": "unauthenticated", "message": ...}, REST (and anything
 // else) google.rpc.Status {"code": 16, "message": ..., "details": []}.
-func writeRPCError(w http.ResponseWriter, r *http.Request, httpCode int, err error) {
+func WriteRPCError(w http.ResponseWriter, r *http.Request, httpCode int, err error) {
 	st := status.Convert(err)
 	h := w.Header()
 	ct := r.Header.Get("Content-Type")
@@ -291,39 +278,10 @@ func writeRPCError(w http.ResponseWriter, r *http.Request, httpCode int, err err
 	_, _ = w.Write(b)
 }
 
-// mcpGuard is the guard of an MCP listener (the daemon's --mcp-listen,
-// classifierd proxy --mcp-listen): every request is authenticated by
-// mcpIdentity's rules and must hold one of the scopes anyOf; bodies are
-// bounded by maxBody (--max-recv-bytes) and read within bodyReadWait;
-// refusals are JSON-RPC errors (writeMCPError).
-func (s *security) mcpGuard(maxBody int64, anyOf ...string) guard {
-	return guard{
-		auth: func(r *http.Request) (server.Caller, error) {
-			c, err := s.mcpIdentity(r.Header)
-			if err != nil {
-				return c, err
-			}
-			if !hasAnyScope(c.Scopes, anyOf) {
-				return c, status.Errorf(codes.PermissionDenied, "%s holds none of the scopes %s", c.Name, strings.Join(anyOf, ", "))
-			}
-			return c, nil
-		},
-		maxBody:   maxBody,
-		readWait:  bodyReadWait,
-		checkBody: checkMCPBatch,
-		refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
-			if code == http.StatusUnauthorized && s.tokens != nil {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="classifierd"`)
-			}
-			refuseMCP(w, r, code, err)
-		},
-	}
-}
-
-// plainMCPGuard bounds the bodies of an MCP listener that checks no
-// caller.
-func plainMCPGuard(maxBody int64) guard {
-	return guard{maxBody: maxBody, readWait: bodyReadWait, checkBody: checkMCPBatch, refuse: refuseMCP}
+// PlainMCP is the guard of an MCP listener that checks no caller: it
+// bounds bodies, refuses large JSON-RPC batches and answers in JSON-RPC.
+func PlainMCP(maxBody int64) Guard {
+	return Guard{MaxBody: maxBody, ReadWait: BodyReadWait, CheckBody: CheckMCPBatch, Refuse: RefuseMCP}
 }
 
 // maxMCPBatch is the most messages one JSON-RPC batch may hold on an MCP
@@ -335,10 +293,10 @@ func plainMCPGuard(maxBody int64) guard {
 // call may carry texts (--max-batch's default).
 const maxMCPBatch = 64
 
-// checkMCPBatch refuses a JSON-RPC batch (a body that is a JSON array) of
+// CheckMCPBatch refuses a JSON-RPC batch (a body that is a JSON array) of
 // more than maxMCPBatch messages; any other body passes to the SDK, which
 // parses it.
-func checkMCPBatch(body []byte) error {
+func CheckMCPBatch(body []byte) error {
 	b := bytes.TrimLeft(body, " \t\r\n")
 	if len(b) == 0 || b[0] != '[' {
 		return nil
@@ -355,30 +313,79 @@ func checkMCPBatch(body []byte) error {
 
 // refuseMCP answers a request the guard refuses with a JSON-RPC error:
 // under the request's id when it is refused before its body is read (401,
-// 403: writeMCPError reads a little of it for the id), under none when
+// 403: WriteMCPError reads a little of it for the id), under none when
 // the body is the fault (413, 415, 400), which is not read again.
-func refuseMCP(w http.ResponseWriter, r *http.Request, code int, err error) {
+func RefuseMCP(w http.ResponseWriter, r *http.Request, code int, err error) {
 	switch code {
 	case http.StatusUnauthorized:
-		writeMCPError(w, r, code, mcpCodeUnauthenticated, err)
+		WriteMCPError(w, r, code, CodeUnauthenticated, err)
 	case http.StatusForbidden:
-		writeMCPError(w, r, code, mcpCodePermissionDenied, err)
+		WriteMCPError(w, r, code, CodePermissionDenied, err)
 	case http.StatusRequestEntityTooLarge:
-		writeMCPErrorNoID(w, code, mcpCodeTooLarge, err)
+		WriteMCPErrorNoID(w, code, CodeTooLarge, err)
 	case http.StatusUnsupportedMediaType:
-		writeMCPErrorNoID(w, code, mcpCodeUnsupportedEncoding, err)
+		WriteMCPErrorNoID(w, code, CodeUnsupportedEncoding, err)
 	default:
-		writeMCPErrorNoID(w, code, mcpCodeInvalidRequest, err)
+		WriteMCPErrorNoID(w, code, CodeInvalidRequest, err)
 	}
 }
 
-func hasAnyScope(scopes, anyOf []string) bool {
-	for _, want := range anyOf {
-		for _, s := range scopes {
-			if s == want {
-				return true
-			}
+// refusalReadWait bounds how long WriteMCPError reads the body of a
+// request it refuses, for the request's id.
+const refusalReadWait = 5 * time.Second
+
+// JSON-RPC error codes of mcpGate's answers and of refused sessions
+// (refuseSession), in the range JSON-RPC leaves to implementations; the
+// last digits echo the HTTP status (401, 403, 413, 415, 429, 503).
+const (
+	CodeUnauthenticated     = -32001
+	CodePermissionDenied    = -32003
+	CodeTooLarge            = -32013
+	CodeUnsupportedEncoding = -32015
+	CodeResourceExhausted   = -32029
+	CodeUnavailable         = -32053
+	// CodeInvalidRequest is JSON-RPC's own: a body that could not be
+	// read to its end.
+	CodeInvalidRequest = -32600
+)
+
+// WriteMCPError answers r with the HTTP status and a JSON-RPC error whose
+// message is err in mcpserver.ToolError's spelling ("UNAUTHENTICATED:
+// missing bearer token ..."), under the id of the request in r's body
+// when it has one, so the client can match it to its call.
+// The body is read for at most refusalReadWait: a refused client that
+// sends it slowly, or never ends it, does not hold its connection.
+func WriteMCPError(w http.ResponseWriter, r *http.Request, code int, rpcCode int64, err error) {
+	var id jsonrpc.ID
+	if r.Method == http.MethodPost && r.Body != nil {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refusalReadWait))
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+		if req, ok := decodeRequest(body); ok {
+			id = req.ID
 		}
 	}
-	return false
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	if data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: rpcCode, Message: mcpserver.ToolError(err).Error()}}); err == nil {
+		_, _ = w.Write(data)
+	}
+}
+
+// WriteMCPErrorNoID is WriteMCPError for a request whose body is not read
+// again (too large, compressed, cut short): the error has no id.
+func WriteMCPErrorNoID(w http.ResponseWriter, code int, rpcCode int64, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	if data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{Error: &jsonrpc.Error{Code: rpcCode, Message: mcpserver.ToolError(err).Error()}}); err == nil {
+		_, _ = w.Write(data)
+	}
+}
+
+func decodeRequest(body []byte) (*jsonrpc.Request, bool) {
+	msg, err := jsonrpc.DecodeMessage(body)
+	if err != nil {
+		return nil, false
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	return req, ok && req.ID.IsValid()
 }

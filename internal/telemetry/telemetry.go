@@ -1,9 +1,13 @@
-package main
+// Package telemetry is --otel-*: OpenTelemetry tracing of the daemon, off
+// unless an endpoint is given. It builds the tracer provider and its OTLP
+// exporter (none when off), the otelgrpc stats handler, the MCP tracing
+// middleware, and flushes within a bound at exit. The child spans of a
+// call's stages are internal/tracing's.
+package telemetry
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"math"
@@ -30,23 +34,17 @@ import (
 	"github.com/classifierd/classifierd/internal/tracing"
 )
 
-// OTelConfig is --otel-*: OpenTelemetry tracing, off unless an endpoint is
+// Config is --otel-*: OpenTelemetry tracing, off unless an endpoint is
 // given (docs/operations.md, "Tracing").
-type OTelConfig struct {
+type Config struct {
 	Endpoint    string
 	Insecure    bool
 	SampleRatio float64
 	ServiceName string
 }
 
-func (c *OTelConfig) addFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Endpoint, "otel-endpoint", "", "send OpenTelemetry traces over OTLP/gRPC to this collector HOST:PORT (off when empty: no exporter, no network)")
-	fs.BoolVar(&c.Insecure, "otel-insecure", false, "with --otel-endpoint: plain gRPC to the collector (default: TLS, system roots)")
-	fs.Float64Var(&c.SampleRatio, "otel-sample-ratio", 1, "with --otel-endpoint: share of new traces recorded, 0 to 1; a call that carries a traceparent follows its caller's decision")
-	fs.StringVar(&c.ServiceName, "otel-service-name", "classifierd", "with --otel-endpoint: service.name of the spans")
-}
-
-func (c *OTelConfig) validate() error {
+// Validate reports the first unusable setting.
+func (c *Config) Validate() error {
 	if math.IsNaN(c.SampleRatio) || c.SampleRatio < 0 || c.SampleRatio > 1 {
 		return fmt.Errorf("--otel-sample-ratio %v is not between 0 and 1", c.SampleRatio)
 	}
@@ -65,24 +63,24 @@ func (c *OTelConfig) validate() error {
 	return nil
 }
 
-// otelFlushWait bounds how long shutdown waits for the last spans to
+// FlushWait bounds how long shutdown waits for the last spans to
 // reach the collector.
-const otelFlushWait = 5 * time.Second
+const FlushWait = 5 * time.Second
 
-// tracer is what --otel-endpoint opens: the SDK's tracer provider with a
+// Tracer is what --otel-endpoint opens: the SDK's tracer provider with a
 // batching OTLP/gRPC exporter, and the W3C trace-context propagator. A nil
-// *tracer is tracing off; every method is then a no-op.
-type tracer struct {
+// *Tracer is tracing off; every method is then a no-op.
+type Tracer struct {
 	tp   *sdktrace.TracerProvider
 	prop propagation.TextMapPropagator
 }
 
-// openTracer builds the tracer provider when cfg.Endpoint is set; with no
+// Open builds the tracer provider when cfg.Endpoint is set; with no
 // endpoint it returns nil and builds nothing (no exporter, no connection,
 // no global state touched). The exporter connects lazily: an unreachable
 // collector does not stop the daemon from starting, and spans to it are
 // queued in a bounded buffer and dropped when it is full, never waited for.
-func openTracer(ctx context.Context, cfg OTelConfig, log *slog.Logger) (*tracer, error) {
+func Open(ctx context.Context, cfg Config, version string, log *slog.Logger) (*Tracer, error) {
 	if cfg.Endpoint == "" {
 		return nil, nil
 	}
@@ -112,15 +110,15 @@ func openTracer(ctx context.Context, cfg OTelConfig, log *slog.Logger) (*tracer,
 	)
 	log.Info("tracing on", "otel_endpoint", cfg.Endpoint, "insecure", cfg.Insecure, "sample_ratio", cfg.SampleRatio,
 		"service_name", cfg.ServiceName)
-	return &tracer{tp: tp, prop: propagation.TraceContext{}}, nil
+	return &Tracer{tp: tp, prop: propagation.TraceContext{}}, nil
 }
 
-// serverOptions are the gRPC server's tracing options: the otelgrpc stats
+// ServerOptions are the gRPC server's tracing options: the otelgrpc stats
 // handler starts one server span per call (health checks and reflection
 // excepted), continuing the caller's trace from its traceparent metadata.
 // HTTP/JSON calls run on the same grpc.Server (vanguard), so they get the
 // same spans, their traceparent header read the same way.
-func (t *tracer) serverOptions() []grpc.ServerOption {
+func (t *Tracer) ServerOptions() []grpc.ServerOption {
 	if t == nil {
 		return nil
 	}
@@ -131,12 +129,12 @@ func (t *tracer) serverOptions() []grpc.ServerOption {
 	))}
 }
 
-// mcpMiddleware starts one server span per MCP request (notifications
+// MCPMiddleware starts one server span per MCP request (notifications
 // excepted), named for the method and the tool called, and continues the
 // trace of a traceparent header on MCP over HTTP. The tool handlers call
 // the same server.Server methods as gRPC, whose embed/score/calibrate
 // spans become its children. The session id is not recorded.
-func (t *tracer) mcpMiddleware() mcp.Middleware {
+func (t *Tracer) MCPMiddleware() mcp.Middleware {
 	tr := t.tp.Tracer(tracing.Scope)
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -168,9 +166,9 @@ func (t *tracer) mcpMiddleware() mcp.Middleware {
 	}
 }
 
-// shutdown flushes the spans still queued and stops the exporter, waiting
+// Shutdown flushes the spans still queued and stops the exporter, waiting
 // at most wait (a collector that is down costs that much at exit, once).
-func (t *tracer) shutdown(wait time.Duration) error {
+func (t *Tracer) Shutdown(wait time.Duration) error {
 	if t == nil {
 		return nil
 	}

@@ -1,4 +1,9 @@
-package main
+// Package state is --state: whether the daemon's hub sessions (and, with
+// --terminal, its terminal events and learned answers) live in this
+// process (memory, and SQLite for the terminal store) or in a Redis shared
+// by every replica; the --state URL parsed without I/O, its password never
+// logged.
+package state
 
 import (
 	"context"
@@ -16,30 +21,30 @@ import (
 	"github.com/classifierd/classifierd/terminal"
 )
 
-// statePasswordEnv names the environment variable holding the Redis
+// PasswordEnv names the environment variable holding the Redis
 // password when the --state URL carries none, so that it stays out of
 // process listings and shell history.
-const statePasswordEnv = "CLASSIFIERD_STATE_PASSWORD"
+const PasswordEnv = "CLASSIFIERD_STATE_PASSWORD"
 
-// stateUsage is the --state flag's help.
-const stateUsage = "where hub sessions (and, with --terminal, input events and learned answers) live: empty for this " +
+// Usage is the --state flag's help.
+const Usage = "where hub sessions (and, with --terminal, input events and learned answers) live: empty for this " +
 	"process's memory (and --terminal-db), or redis://[user:password@]host:port/db (rediss:// for TLS, " +
 	"unix:///path.sock?db=N) to share them with every replica using the same Redis; " +
-	"the password may come from $" + statePasswordEnv + " instead"
+	"the password may come from $" + PasswordEnv + " instead"
 
-// sessionState is the session store run uses: what the server needs, plus
+// Sessions is the session store run uses: what the server needs, plus
 // the janitor and Close.
-type sessionState interface {
+type Sessions interface {
 	server.Sessions
 	Run(ctx context.Context)
 	Close() error
 }
 
-// stateOptions parses a --state URL (no I/O) into client options, with a
+// Options parses a --state URL (no I/O) into client options, with a
 // password from $CLASSIFIERD_STATE_PASSWORD when the URL has none and
 // bounded timeouts where the URL sets none. Its errors never repeat the
 // password.
-func stateOptions(raw string) (*redis.Options, error) {
+func Options(raw string) (*redis.Options, error) {
 	opt, err := redis.ParseURL(raw)
 	if err != nil {
 		var ue *url.Error
@@ -47,10 +52,10 @@ func stateOptions(raw string) (*redis.Options, error) {
 			err = ue.Err // url.Error quotes the whole URL, password included
 		}
 		return nil, fmt.Errorf("--state %s: not a usable Redis URL (redis://[user:password@]host:port/db, rediss://..., unix:///path?db=N): %w",
-			redactState(raw), err)
+			Redact(raw), err)
 	}
 	if opt.Password == "" {
-		opt.Password = os.Getenv(statePasswordEnv)
+		opt.Password = os.Getenv(PasswordEnv)
 	}
 	if opt.DialTimeout == 0 {
 		opt.DialTimeout = 2 * time.Second
@@ -72,8 +77,8 @@ func stateOptions(raw string) (*redis.Options, error) {
 	return opt, nil
 }
 
-// redactState is a --state URL fit for logs and errors: no password.
-func redactState(raw string) string {
+// Redact is a --state URL fit for logs and errors: no password.
+func Redact(raw string) string {
 	if raw == "" {
 		return "memory"
 	}
@@ -84,71 +89,76 @@ func redactState(raw string) string {
 	return u.Redacted()
 }
 
-// state is what --state opened: the session store and, with Redis, the
+// State is what --state opened: the session store and, with Redis, the
 // client it shares with the terminal store. Close closes the client: call
 // it after the stores are closed (run defers it first).
-type state struct {
-	sessions sessionState
+type State struct {
+	Sessions Sessions
 	rdb      *redis.Client // nil: in memory
 }
 
-func (s state) Close() error {
+// Redis is the client of a --state redis://... (nil: in memory), for the
+// stores that share it.
+func (s State) Redis() *redis.Client { return s.rdb }
+
+// Close closes the Redis client, if any.
+func (s State) Close() error {
 	if s.rdb == nil {
 		return nil
 	}
 	return s.rdb.Close()
 }
 
-// openState opens the session store --state names. With Redis it checks
+// Open opens the session store --state names. With Redis it checks
 // the server answers before returning, so a daemon pointed at an
 // unreachable Redis refuses to start with a clear message.
-func openState(ctx context.Context, cfg Config, scfg session.Config, log *slog.Logger) (state, error) {
-	if cfg.State == "" {
+func Open(ctx context.Context, url string, scfg session.Config, log *slog.Logger) (State, error) {
+	if url == "" {
 		st, err := session.NewStore(scfg)
 		if err != nil {
-			return state{}, err
+			return State{}, err
 		}
-		return state{sessions: st}, nil
+		return State{Sessions: st}, nil
 	}
-	opt, err := stateOptions(cfg.State)
+	opt, err := Options(url)
 	if err != nil {
-		return state{}, err
+		return State{}, err
 	}
 	redis.SetLogger(redisLogger{log.With("component", "redis")})
 	rdb := redis.NewClient(opt)
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pingCtx).Err(); err != nil {
-		return state{}, errors.Join(fmt.Errorf("--state %s: Redis unreachable: %w", redactState(cfg.State), err), rdb.Close())
+		return State{}, errors.Join(fmt.Errorf("--state %s: Redis unreachable: %w", Redact(url), err), rdb.Close())
 	}
 	st, err := session.NewRedisStore(pingCtx, rdb, "", scfg)
 	if err != nil {
-		return state{}, errors.Join(fmt.Errorf("--state %s: %w", redactState(cfg.State), err), rdb.Close())
+		return State{}, errors.Join(fmt.Errorf("--state %s: %w", Redact(url), err), rdb.Close())
 	}
-	log.Info("session state in Redis", "state", redactState(cfg.State), "db", opt.DB, "tls", opt.TLSConfig != nil)
-	return state{sessions: st, rdb: rdb}, nil
+	log.Info("session state in Redis", "state", Redact(url), "db", opt.DB, "tls", opt.TLSConfig != nil)
+	return State{Sessions: st, rdb: rdb}, nil
 }
 
-// terminalStore is the terminal store run uses: what TerminalService
+// TerminalStore is the terminal store run uses: what TerminalService
 // needs, plus retention by age and Close.
-type terminalStore interface {
+type TerminalStore interface {
 	server.TerminalStore
 	Run(ctx context.Context, every time.Duration, report func(error))
 	Close() error
 }
 
-// openTerminalStore opens the terminal store: in Redis, on the sessions'
+// OpenTerminalStore opens the terminal store: in Redis, on the sessions'
 // client, when --state names one (shared by the replicas); else the
 // SQLite file --terminal-db. The key of secret answers' hashes is a local
 // file either way (--terminal-key, by default next to --terminal-db).
-func openTerminalStore(cfg Config, st state) (terminalStore, error) {
-	if cfg.TermStore.KeyFile == "" {
-		cfg.TermStore.KeyFile = cfg.TermDB + ".key"
+func OpenTerminalStore(db string, cfg terminal.StoreConfig, st State) (TerminalStore, error) {
+	if cfg.KeyFile == "" {
+		cfg.KeyFile = db + ".key"
 	}
 	if st.rdb != nil {
-		return terminal.NewRedisStore(st.rdb, "", cfg.TermStore)
+		return terminal.NewRedisStore(st.rdb, "", cfg)
 	}
-	return terminal.OpenStore(cfg.TermDB, cfg.TermStore)
+	return terminal.OpenStore(db, cfg)
 }
 
 // redisLogger sends go-redis's own messages (failed dials, reconnects) to

@@ -1,9 +1,13 @@
-package main
+// Package reload is what replaces the index the daemon serves: on SIGHUP,
+// when the --index file changes, or, with --mcp-config, when the live
+// tools of the MCP servers change (the index rebuilt from them, vectors of
+// unchanged texts cached). A new index that does not load or fit the
+// model is refused and the old one keeps serving.
+package reload
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -33,8 +37,8 @@ import (
 // answers, over the degraded servers' last known tools.
 const MCPHealthService = "classifierd.McpServers"
 
-// ReloadConfig is how the daemon follows changes of what it serves.
-type ReloadConfig struct {
+// Config is how the daemon follows changes of what it serves.
+type Config struct {
 	// MCPConfig is an MCP client configuration; the index is built from
 	// its servers' live tools and rebuilt when they change.
 	MCPConfig string
@@ -53,16 +57,17 @@ type ReloadConfig struct {
 	Debounce time.Duration
 }
 
-func registerReloadFlags(fs *flag.FlagSet, c *ReloadConfig) {
-	fs.StringVar(&c.MCPConfig, "mcp-config", "", `MCP client config ({"mcpServers": ...} or VS Code's {"servers": ...}): index the servers' live tools and follow their changes (--index then optional)`)
-	fs.StringVar(&c.Catalog, "catalog", "", "with --mcp-config: catalog whose categories, descriptions and examples are merged with the live tools")
-	fs.DurationVar(&c.Interval, "reload-interval", 2*time.Second, "check the --index file (with --mcp-config: the MCP config and the --catalog file) for changes this often; 0: only on SIGHUP")
-	fs.DurationVar(&c.MCPTimeout, "mcp-timeout", 10*time.Second, "with --mcp-config: bound on connecting to a server and on each tools/list")
-	fs.DurationVar(&c.MCPRefresh, "mcp-refresh", 0, "with --mcp-config: also list every server's tools this often (for servers that send no list_changed); 0: off")
-	fs.DurationVar(&c.Debounce, "mcp-debounce", 100*time.Millisecond, "with --mcp-config: wait this long after a change for others before rebuilding")
+// Options is what a Reloader reloads: the flags of what the daemon serves.
+type Options struct {
+	Index  string              // --index ("" with --mcp-config)
+	Model  string              // --model, for messages
+	Reload Config              // --mcp-config, --catalog, --reload-interval...
+	Load   index.LoadOptions   // how index files are read
+	Domain server.DomainConfig // limits and shortlist of each new domain
 }
 
-func (c *ReloadConfig) validate(index string) error {
+// Validate reports the first unusable setting; index is --index.
+func (c *Config) Validate(index string) error {
 	switch {
 	case index == "" && c.MCPConfig == "":
 		return errors.New("--index or --mcp-config is required")
@@ -76,11 +81,11 @@ func (c *ReloadConfig) validate(index string) error {
 	return nil
 }
 
-// reloader loads the index the daemon serves and replaces it when asked
+// Reloader loads the index the daemon serves and replaces it when asked
 // (SIGHUP), when the watched file changes, or when MCP tools change. A
 // new index that cannot be used is refused: the old one keeps serving.
-type reloader struct {
-	cfg    Config
+type Reloader struct {
+	cfg    Options
 	eng    *embed.Engine
 	log    *slog.Logger
 	domain server.DomainConfig
@@ -92,9 +97,9 @@ type reloader struct {
 	pool  *mcpsrc.Pool
 	cache *indexbuild.Cache
 	// emb is what served domains embed with (the engine, measured by the
-	// metrics); onLoad, if set, hears of every swapped-in index.
+	// metrics); onLoad, if set, hears of every swapped-in index (Use).
 	emb    server.Embedder
-	onLoad func(idx *index.Index, path string, generation uint64)
+	onLoad LoadObserver
 	// ids maps MCP server names to their ids in the served index.
 	ids atomic.Pointer[map[string]string]
 	// catSHA is the catalog the served MCP index was built from.
@@ -104,12 +109,12 @@ type reloader struct {
 	watched map[string]fileStamp
 }
 
-// newReloader starts listening for SIGHUP (so a SIGHUP during start-up
+// New starts listening for SIGHUP (so a SIGHUP during start-up
 // does not kill the daemon) and, with --mcp-config, connecting to the
 // servers. Close stops both.
-func newReloader(cfg Config, eng *embed.Engine, log *slog.Logger) (*reloader, error) {
-	r := &reloader{cfg: cfg, eng: eng, log: log, hup: make(chan os.Signal, 1),
-		domain: cfg.domain()}
+func New(cfg Options, eng *embed.Engine, log *slog.Logger) (*Reloader, error) {
+	r := &Reloader{cfg: cfg, eng: eng, log: log, hup: make(chan os.Signal, 1),
+		domain: cfg.Domain}
 	r.watched = map[string]fileStamp{}
 	if cfg.Reload.MCPConfig == "" {
 		r.watched[cfg.Index] = fileStamp{}
@@ -119,7 +124,7 @@ func newReloader(cfg Config, eng *embed.Engine, log *slog.Logger) (*reloader, er
 		if err != nil {
 			return nil, err
 		}
-		if err := sharedOnly(mc, "--mcp-config"); err != nil {
+		if err := SharedOnly(mc, "--mcp-config"); err != nil {
 			return nil, err
 		}
 		for _, s := range mc.Servers {
@@ -139,8 +144,21 @@ func newReloader(cfg Config, eng *embed.Engine, log *slog.Logger) (*reloader, er
 	return r, nil
 }
 
+// LoadObserver hears of every index swapped in (the metrics).
+type LoadObserver interface {
+	IndexLoaded(idx *index.Index, path string, generation uint64)
+}
+
+// Use has new domains embed with emb (the engine measured by the
+// metrics) and tells obs (if not nil) of every index swapped in.
+func (r *Reloader) Use(emb server.Embedder, obs LoadObserver) { r.emb, r.onLoad = emb, obs }
+
+// Learn gives each new index its view of what l learned (nil: learning
+// off).
+func (r *Reloader) Learn(l *learn.Learner) { r.learner = l }
+
 // Close stops listening for SIGHUP and closes the MCP connections.
-func (r *reloader) Close() error {
+func (r *Reloader) Close() error {
 	signal.Stop(r.hup)
 	if r.pool != nil {
 		return r.pool.Close()
@@ -149,7 +167,7 @@ func (r *reloader) Close() error {
 }
 
 // source names where the index comes from, for GetIndexInfo.
-func (r *reloader) source() string {
+func (r *Reloader) source() string {
 	if r.pool == nil {
 		return "file " + r.cfg.Index
 	}
@@ -159,10 +177,10 @@ func (r *reloader) source() string {
 	return "mcp " + r.cfg.Reload.MCPConfig
 }
 
-// initial is the index the daemon starts with: the --index file (loaded
+// Initial is the index the daemon starts with: the --index file (loaded
 // is that file, already read), else one built from the MCP servers once
 // each has been tried.
-func (r *reloader) initial(ctx context.Context, loaded *index.Index) (*index.Index, string, error) {
+func (r *Reloader) Initial(ctx context.Context, loaded *index.Index) (*index.Index, string, error) {
 	if loaded != nil {
 		if err := loaded.CheckModel(r.eng.Fingerprint(), r.eng.Dims()); err != nil {
 			return nil, "", fmt.Errorf("index %s does not match model %s: %w", r.cfg.Index, r.cfg.Model, err)
@@ -184,8 +202,8 @@ func (r *reloader) initial(ctx context.Context, loaded *index.Index) (*index.Ind
 }
 
 // loadFile loads the --index file and checks it fits the model.
-func (r *reloader) loadFile() (*index.Index, error) {
-	idx, err := index.LoadWith(r.cfg.Index, r.cfg.Ops.indexLoad())
+func (r *Reloader) loadFile() (*index.Index, error) {
+	idx, err := index.LoadWith(r.cfg.Index, r.cfg.Load)
 	if err != nil {
 		return nil, fmt.Errorf("load index %s: %w", r.cfg.Index, err)
 	}
@@ -197,7 +215,7 @@ func (r *reloader) loadFile() (*index.Index, error) {
 
 // buildMCP builds an index from the snapshot's tools and the base
 // catalog. Vectors of unchanged texts come from the cache.
-func (r *reloader) buildMCP(ctx context.Context, snap mcpsrc.Snapshot) (*index.Index, *catalog.Catalog, error) {
+func (r *Reloader) buildMCP(ctx context.Context, snap mcpsrc.Snapshot) (*index.Index, *catalog.Catalog, error) {
 	var base *catalog.Catalog
 	if r.cfg.Reload.Catalog != "" {
 		var err error
@@ -228,8 +246,8 @@ func (r *reloader) buildMCP(ctx context.Context, snap mcpsrc.Snapshot) (*index.I
 	return idx, cat, nil
 }
 
-// sources reports the MCP servers for GetIndexInfo (nil without --mcp-config).
-func (r *reloader) sources() []server.SourceStatus {
+// Sources reports the MCP servers for GetIndexInfo (nil without --mcp-config).
+func (r *Reloader) Sources() []server.SourceStatus {
 	if r.pool == nil {
 		return nil
 	}
@@ -245,9 +263,9 @@ func (r *reloader) sources() []server.SourceStatus {
 	return out
 }
 
-// run follows SIGHUP, the watched file and the MCP servers until ctx ends,
+// Run follows SIGHUP, the watched file and the MCP servers until ctx ends,
 // swapping each new index into srv. hs, if set, gets MCPHealthService.
-func (r *reloader) run(ctx context.Context, srv *server.Server, hs *health.Server) {
+func (r *Reloader) Run(ctx context.Context, srv *server.Server, hs *health.Server) {
 	var tick <-chan time.Time
 	if r.cfg.Reload.Interval > 0 {
 		t := time.NewTicker(r.cfg.Reload.Interval)
@@ -298,7 +316,7 @@ func (r *reloader) run(ctx context.Context, srv *server.Server, hs *health.Serve
 
 // reload builds or loads the new index and swaps it in, or refuses it and
 // keeps the old one.
-func (r *reloader) reload(ctx context.Context, srv *server.Server, reason string) {
+func (r *Reloader) reload(ctx context.Context, srv *server.Server, reason string) {
 	var idx *index.Index
 	var err error
 	if r.pool == nil {
@@ -330,7 +348,7 @@ func (r *reloader) reload(ctx context.Context, srv *server.Server, reason string
 		dcfg := r.domain
 		dcfg.Learned = r.learner.View(idx)
 		if dom, err = server.NewDomainConfig(idx, emb, dcfg); err == nil {
-			logShortlist(r.log, dom, start)
+			LogShortlist(r.log, dom, start)
 		}
 	}
 	if err != nil {
@@ -352,7 +370,7 @@ func (r *reloader) reload(ctx context.Context, srv *server.Server, reason string
 		if r.pool != nil {
 			path = "" // built from live tools: no file
 		}
-		r.onLoad(idx, path, l.Generation)
+		r.onLoad.IndexLoaded(idx, path, l.Generation)
 	}
 	r.log.Info("index reloaded", "reason", reason, "generation", l.Generation, "previous", old.Generation,
 		"categories", len(idx.LabelsOf(index.KindCategory)), "servers", len(idx.LabelsOf(index.KindServer)),
@@ -360,12 +378,12 @@ func (r *reloader) reload(ctx context.Context, srv *server.Server, reason string
 }
 
 // updateServers reads the MCP config again and has the pool follow it.
-func (r *reloader) updateServers() error {
+func (r *Reloader) updateServers() error {
 	mc, err := mcpsrc.LoadConfig(r.cfg.Reload.MCPConfig)
 	if err != nil {
 		return err
 	}
-	if err := sharedOnly(mc, "--mcp-config"); err != nil {
+	if err := SharedOnly(mc, "--mcp-config"); err != nil {
 		return err
 	}
 	r.pool.Update(mc)
@@ -374,7 +392,7 @@ func (r *reloader) updateServers() error {
 
 // toolsChanged reports whether the snapshot's tools (with the base
 // catalog) differ from what the served index was built from.
-func (r *reloader) toolsChanged(snap mcpsrc.Snapshot) bool {
+func (r *Reloader) toolsChanged(snap mcpsrc.Snapshot) bool {
 	var base *catalog.Catalog
 	if r.cfg.Reload.Catalog != "" {
 		var err error
@@ -387,7 +405,7 @@ func (r *reloader) toolsChanged(snap mcpsrc.Snapshot) bool {
 }
 
 // logServers logs each degraded server once per change.
-func (r *reloader) logServers(snap mcpsrc.Snapshot) {
+func (r *Reloader) logServers(snap mcpsrc.Snapshot) {
 	for _, st := range snap.Servers {
 		if st.Degraded {
 			r.log.Warn("mcp server degraded; its last known tools are kept", "server", st.Name, "tools", len(st.Tools), "err", st.LastError)
@@ -395,7 +413,7 @@ func (r *reloader) logServers(snap mcpsrc.Snapshot) {
 	}
 }
 
-func (r *reloader) setHealth(hs *health.Server, snap mcpsrc.Snapshot) {
+func (r *Reloader) setHealth(hs *health.Server, snap mcpsrc.Snapshot) {
 	if hs == nil {
 		return
 	}
@@ -434,23 +452,39 @@ func categoryIDs(idx *index.Index) []string {
 	return out
 }
 
-// caller is what call_tool reaches with --mcp-config: the live servers
+// Caller is what call_tool reaches with --mcp-config: the live servers
 // the index is built from (nil without them).
-func (r *reloader) caller() mcpserver.Caller {
+func (r *Reloader) Caller() mcpserver.Caller {
 	if r.pool == nil {
 		return nil
 	}
 	return r.pool
 }
 
-// logShortlist logs, once the domain's router shortlists (its inverted
+// LogShortlist logs, once the domain's router shortlists (its inverted
 // file is built in the background after a load), how many cells it has and
 // how long the build took; nothing for catalogs under --shortlist-from.
-func logShortlist(log *slog.Logger, dom server.Domain, start time.Time) {
+func LogShortlist(log *slog.Logger, dom server.Domain, start time.Time) {
 	go func() {
 		<-dom.Router.ShortlistReady()
 		if on, cells := dom.Router.Shortlists(); on {
 			log.Info("shortlist ready", "cells", cells, "took", time.Since(start).Round(time.Millisecond))
 		}
 	}()
+}
+
+// SharedOnly refuses a configuration the daemon would serve less
+// isolated than it says: the daemon's call_tool has one connection per
+// server for every caller, so a server marked per-identity, or one using
+// the identity placeholder, is served by classifierd proxy only.
+func SharedOnly(mc *mcpsrc.Config, flag string) error {
+	_, perIdentity, err := mc.Isolate(mcpsrc.IsolationShared)
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	if len(perIdentity) > 0 {
+		return fmt.Errorf("%s: server %q has \"isolation\": %q, which only classifierd proxy serves: the daemon's call_tool shares one connection per server between callers (set %q, or put the server behind the proxy)",
+			flag, perIdentity[0].Name, mcpsrc.IsolationPerIdentity, mcpsrc.IsolationShared)
+	}
+	return nil
 }

@@ -1,7 +1,13 @@
-package main
+// Package listeners assembles the daemon's and the proxy's network
+// listeners: --http-listen (vanguard's HTTP/JSON transcoder in front of
+// the same grpc.Server, docs/http.md), the MCP streamable HTTP servers,
+// the gRPC listener's Unix socket, --metrics-listen, and the error log
+// every HTTP server writes to.
+package listeners
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +17,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -23,10 +32,24 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/classifierd/classifierd/internal/httpguard"
 	"github.com/classifierd/classifierd/web"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// httpServer is --http-listen: every gRPC service registered on gs, over
+// HTTPConfig is what --http-listen is served with.
+type HTTPConfig struct {
+	Addr         string        // --http-listen
+	MaxRecvBytes int           // --max-recv-bytes
+	Timeout      time.Duration // --timeout: a body is read within it and 10s more
+	IdleTimeout  time.Duration // --idle-timeout
+	TLS          *tls.Config   // nil: plain text
+}
+
+// HTTP is --http-listen: every gRPC service registered on gs, over
 // HTTP/JSON, transcoded by vanguard to the same gRPC handlers (and so the
 // same interceptors, limits and error mapping):
 //   - POST /<package.Service>/<Method> with a JSON body: the REST rule
@@ -36,19 +59,19 @@ import (
 //   - REST at the other google.api.http routes of the protos (GET /tools,
 //     GET /tools/metrics, POST /tools/metrics/reset);
 //   - the explain page (package web) at / for every other path.
-type httpServer struct {
+type HTTP struct {
 	srv *http.Server
 	lis net.Listener
 }
 
-// newHTTPServer listens on cfg.HTTPListen, over TLS when cfg.httpTLS is
+// NewHTTP listens on cfg.Addr, over TLS when cfg.TLS is
 // set (HTTP/2 and HTTP/1.1 offered by ALPN; a client certificate the TLS
 // layer verified reaches the gRPC interceptors through grpc.Server's
 // ServeHTTP, as on --listen).
 //
 // g stands in front of the transcoder: it authenticates, bounds and reads
-// every body before vanguard sees it (guard).
-func newHTTPServer(cfg Config, gs *grpc.Server, g guard, log *slog.Logger) (*httpServer, error) {
+// every body before vanguard sees it (httpguard).
+func NewHTTP(cfg HTTPConfig, gs *grpc.Server, g httpguard.Guard, log *slog.Logger) (*HTTP, error) {
 	h, err := vanguardgrpc.NewTranscoder(gs,
 		vanguard.WithCodec(newJSONCodec),
 		vanguard.WithDefaultServiceOptions(
@@ -64,27 +87,27 @@ func newHTTPServer(cfg Config, gs *grpc.Server, g guard, log *slog.Logger) (*htt
 	if err != nil {
 		return nil, fmt.Errorf("http transcoder: %w", err)
 	}
-	lis, err := net.Listen("tcp", cfg.HTTPListen)
+	lis, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("http listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           g.wrap(normalizeRequest(h)),
+		Handler:           g.Wrap(normalizeRequest(h)),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       cfg.Timeout + 10*time.Second, // bounds the time a body takes
-		IdleTimeout:       cfg.Ops.IdleTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          serverErrorLog(log),
-		TLSConfig:         cfg.httpTLS,
+		ErrorLog:          ErrorLog(log),
+		TLSConfig:         cfg.TLS,
 	}
-	return &httpServer{srv: srv, lis: lis}, nil
+	return &HTTP{srv: srv, lis: lis}, nil
 }
 
-// serverErrorLog is an HTTP server's ErrorLog: what net/http reports, at
+// ErrorLog is an HTTP server's ErrorLog: what net/http reports, at
 // warning level, except failed TLS handshakes (a port scan, a load
 // balancer's TCP check, a client speaking plain HTTP to a TLS port), at
 // debug level so they do not flood the log.
-func serverErrorLog(log *slog.Logger) *stdlog.Logger {
+func ErrorLog(log *slog.Logger) *stdlog.Logger {
 	return stdlog.New(errorLogWriter{log}, "", 0)
 }
 
@@ -101,10 +124,10 @@ func (w errorLogWriter) Write(p []byte) (int, error) {
 }
 
 // Addr is the address the server listens on.
-func (s *httpServer) Addr() string { return s.lis.Addr().String() }
+func (s *HTTP) Addr() string { return s.lis.Addr().String() }
 
 // URL is the explain page's address.
-func (s *httpServer) URL() string {
+func (s *HTTP) URL() string {
 	if s.srv.TLSConfig != nil {
 		return "https://" + s.Addr() + "/"
 	}
@@ -112,7 +135,7 @@ func (s *httpServer) URL() string {
 }
 
 // Serve serves until Shutdown; a clean shutdown returns nil.
-func (s *httpServer) Serve() error {
+func (s *HTTP) Serve() error {
 	if err := serveOn(s.srv, s.lis); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("http: %w", err)
 	}
@@ -130,7 +153,7 @@ func serveOn(hs *http.Server, lis net.Listener) error {
 
 // Shutdown stops accepting, waits up to wait for requests in flight, then
 // closes what is left.
-func (s *httpServer) Shutdown(wait time.Duration) {
+func (s *HTTP) Shutdown(wait time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := s.srv.Shutdown(ctx); err != nil {
@@ -222,3 +245,131 @@ func badRequest(err error) error {
 	}
 	return connect.NewError(connect.CodeInvalidArgument, errors.New("request body: "+strings.ToValidUTF8(err.Error(), "\uFFFD")))
 }
+
+// MCPPath is where an MCP listener serves MCP.
+const MCPPath = "/mcp"
+
+// ServeMCP serves h, an MCP handler, on lis in the background, over TLS when tlsConf is
+// set; the returned stop shuts the server down, closing what is still open
+// after wait.
+func ServeMCP(lis net.Listener, tlsConf *tls.Config, h http.Handler, wait, idle time.Duration, log *slog.Logger) (stop func()) {
+	// No ReadTimeout: it would end event streams (GET) and long tool
+	// calls; the guard in h (mcpGate) bounds the time a body takes.
+	// IdleTimeout closes keep-alive connections no request uses, as
+	// --http-listen does.
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idle, TLSConfig: tlsConf,
+		ErrorLog: ErrorLog(log)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := serveOn(hs, lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("MCP HTTP server failed", "err", err)
+		}
+	}()
+	log.Info("classifierd serving MCP over streamable HTTP", "addr", lis.Addr().String(), "path", MCPPath, "tls", tlsConf != nil)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		if err := hs.Shutdown(ctx); err != nil {
+			_ = hs.Close()
+		}
+		<-done
+	}
+}
+
+// Listen opens addr: HOST:PORT, or unix:///path for a Unix socket that
+// only the daemon's user may connect to (created 0600; a stale socket
+// left by a crash is replaced, any other file is not).
+func Listen(addr string) (net.Listener, error) {
+	path, ok := strings.CutPrefix(addr, "unix://")
+	if !ok {
+		return net.Listen("tcp", addr)
+	}
+	if path == "" {
+		return nil, errors.New("--listen unix:// needs a path")
+	}
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode().Type() != os.ModeSocket {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		if c, err := net.Dial("unix", path); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("%s: another daemon is listening", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	// The socket is created with the umask's mode: make it 0600 from the
+	// start rather than chmod it after clients could connect.
+	old := syscall.Umask(0o177)
+	lis, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		lis.Close()
+		return nil, err
+	}
+	return lis, nil
+}
+
+// NewRegistry returns a metrics registry holding the Go runtime and
+// process collectors; the daemon and the proxy register theirs on it.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// ServeMetrics serves reg at addr/metrics in plain HTTP (--metrics-listen)
+// until ctx ends; the returned func waits for it to stop. An empty addr
+// serves nothing.
+func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", "err", err)
+		}
+	})
+	wg.Go(func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+	log.Info("metrics serving", "addr", lis.Addr().String())
+	return wg.Wait, nil
+}
+
+// MCPHandler is the streamable HTTP handler at MCPPath. Request bodies are
+// bounded by maxBody (--max-recv-bytes, as gRPC messages are); idle
+// sessions end after ttl (--session-ttl). around, if set, wraps the SDK's
+// handler.
+func MCPHandler(getServer func(*http.Request) *mcp.Server, maxBody int, ttl time.Duration, log *slog.Logger, around func(http.Handler) http.Handler) http.Handler {
+	var h http.Handler = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: log,
+		MaxRequestBodyBytes: int64(maxBody), SessionTimeout: ttl})
+	if around != nil {
+		h = around(h)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(MCPPath, h)
+	return mux
+}
+
+// DefaultIdleTimeout is --idle-timeout's default, and the proxy's: what
+// the HTTP listeners had before the flag. An idle gRPC connection holds
+// about 64 KiB of buffers and a file descriptor; a client that calls less
+// often than this pays one reconnect (and TLS handshake) per call.
+const DefaultIdleTimeout = 2 * time.Minute

@@ -1,0 +1,66 @@
+package httpguard
+
+import (
+	"encoding/binary"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// envelope is one gRPC-Web/Connect message frame holding msg.
+func envelope(msg string) string {
+	var prefix [5]byte
+	binary.BigEndian.PutUint32(prefix[1:], uint32(len(msg)))
+	return string(prefix[:]) + msg
+}
+
+// TestWriteRPCError checks the shape of a refusal on --http-listen for
+// each protocol.
+func TestWriteRPCError(t *testing.T) {
+	err := status.Error(codes.ResourceExhausted, "request body is over the limit of 4 bytes")
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		body   string
+		grpc   string
+	}{
+		{"REST", map[string]string{"Content-Type": "application/json"}, `{"code":8,"details":[],"message":"request body is over the limit of 4 bytes"}`, ""},
+		{"Connect unary", map[string]string{"Content-Type": "application/json", "Connect-Protocol-Version": "1"},
+			`{"code":"resource_exhausted","message":"request body is over the limit of 4 bytes"}`, ""},
+		{"Connect streaming", map[string]string{"Content-Type": "application/connect+json"}, `{"code":"resource_exhausted"`, ""},
+		{"gRPC-Web", map[string]string{"Content-Type": "application/grpc-web+proto"}, "", "8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/x", nil)
+			for k, v := range tc.header {
+				r.Header.Set(k, v)
+			}
+			w := httptest.NewRecorder()
+			WriteRPCError(w, r, http.StatusRequestEntityTooLarge, err)
+			if w.Code != 413 || !strings.HasPrefix(w.Body.String(), tc.body) || w.Header().Get("Grpc-Status") != tc.grpc {
+				t.Errorf("got %d %q grpc-status %q, want 413 %q %q", w.Code, w.Body.String(), w.Header().Get("Grpc-Status"), tc.body, tc.grpc)
+			}
+		})
+	}
+}
+
+// FuzzCheckEnvelopes: any body is accepted or refused without a panic,
+// and an accepted one is whole frames.
+func FuzzCheckEnvelopes(f *testing.F) {
+	for _, s := range []string{"", envelope("abc"), envelope("") + envelope("x"), "\x00\x00\x40\x00\x00", "\x00\x00", "\x01\xff\xff\xff\xffabc"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if checkEnvelopes(b) != nil {
+			return
+		}
+		for rest := b; len(rest) > 0; {
+			n := int(binary.BigEndian.Uint32(rest[1:5]))
+			rest = rest[5+n:]
+		}
+	})
+}

@@ -1,0 +1,333 @@
+// Package ops is the operational side of the daemon, opened from its
+// flags: the metrics registry and what it exports (admission, sessions,
+// watches, the index in use), the admission of model calls, the gRPC
+// server's credentials and edge interceptors, the guard of --http-listen
+// counting its refusals, the TLS of each listener as logged at start, and
+// --metrics-listen. TLS and tokens are package security's.
+package ops
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/internal/httpguard"
+	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/security"
+	"github.com/classifierd/classifierd/mcpserver"
+	"github.com/classifierd/classifierd/server"
+	"github.com/classifierd/classifierd/session"
+)
+
+// Config is the operational side of the daemon: metrics, TLS,
+// authentication, admission and file limits (docs/operations.md).
+type Config struct {
+	security.Config      // --tls-cert, --tls-key, --tls-client-ca, --auth-token-file
+	MetricsListen        string
+	PlaintextListeners   string // --plaintext-listeners: http, mcp
+	MaxSessionsPerClient int
+	MaxInFlight          int
+	MaxQueue             int
+	MaxWaitingTime       time.Duration
+	MaxWaitingBytes      int64
+	DeadlineShare        float64
+	AdmissionWeights     string // --admission-weights: NAME=WEIGHT,...
+	MinDeadline          time.Duration
+	MaxIndexBytes        int64
+	IndexMmap            bool
+	// IdleTimeout closes a connection no call or request has used for
+	// this long, on every listener (--idle-timeout).
+	IdleTimeout time.Duration
+
+	// MaxWatches, MaxWatchesPerClient and MaxWatchesPerSession bound the
+	// WatchExposure streams open at once (--max-watches...).
+	MaxWatches, MaxWatchesPerClient, MaxWatchesPerSession int
+
+	// PlainHTTP and PlainMCP are what Validate read from
+	// PlaintextListeners.
+	PlainHTTP, PlainMCP bool
+	// weights is what Validate read from AdmissionWeights.
+	weights map[string]float64
+}
+
+// IndexLoad is how index files are read, at start and on every reload.
+func (c *Config) IndexLoad() index.LoadOptions {
+	return index.LoadOptions{MaxBytes: c.MaxIndexBytes, Mmap: c.IndexMmap}
+}
+
+// Validate reports the first unusable setting and fills in the defaults
+// that depend on concurrency.
+func (c *Config) Validate(concurrency int) error {
+	if err := c.Config.Validate(); err != nil {
+		return err
+	}
+	c.PlainHTTP, c.PlainMCP = false, false
+	for _, l := range strings.Split(c.PlaintextListeners, ",") {
+		if l = strings.TrimSpace(l); l == "" {
+			continue
+		}
+		switch l {
+		case "http":
+			c.PlainHTTP = true
+		case "mcp":
+			c.PlainMCP = true
+		default:
+			return fmt.Errorf("--plaintext-listeners: %q is not http or mcp (the gRPC listener has no opt-out)", l)
+		}
+	}
+	if (c.PlainHTTP || c.PlainMCP) && c.TLSCert == "" {
+		return errors.New("--plaintext-listeners needs --tls-cert and --tls-key (without them every listener is plain text)")
+	}
+	if c.MaxSessionsPerClient < 1 || c.MaxInFlight < 0 || c.MaxQueue < 0 || c.MaxWaitingTime < 0 || c.MinDeadline < 0 || c.MaxIndexBytes < 1 || c.IdleTimeout <= 0 {
+		return errors.New("--max-sessions-per-client, --max-index-bytes and --idle-timeout must be positive; --max-inflight, --max-waiting, --max-waiting-time and --min-deadline not negative")
+	}
+	if c.MaxWatches < 1 || c.MaxWatchesPerClient < 1 || c.MaxWatchesPerSession < 1 {
+		return errors.New("--max-watches, --max-watches-per-client and --max-watches-per-session must be positive")
+	}
+	if c.DeadlineShare <= 0 || c.DeadlineShare > 1 || c.MaxWaitingBytes < 0 {
+		return errors.New("--deadline-share must be in (0, 1], --max-waiting-bytes not negative")
+	}
+	c.weights = nil
+	for _, kv := range strings.Split(c.AdmissionWeights, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		name, v, ok := strings.Cut(kv, "=")
+		w, err := strconv.ParseFloat(v, 64)
+		if !ok || name == "" || err != nil || !(w > 0) || math.IsInf(w, 0) {
+			return fmt.Errorf("--admission-weights: %q is not NAME=WEIGHT with a positive weight", kv)
+		}
+		if c.weights == nil {
+			c.weights = map[string]float64{}
+		}
+		c.weights[name] = w
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 2 * concurrency
+	}
+	if c.MaxQueue == 0 {
+		c.MaxQueue = DefaultMaxWaiting
+	}
+	return nil
+}
+
+// DefaultMaxWaiting is --max-waiting's default: a bound on memory (a
+// goroutine and a request each, with --max-waiting-bytes), not on
+// waiting time, which the calls' deadlines and --max-waiting-time bound;
+// room for 400 clients with long deadlines to wait rather than retry.
+const DefaultMaxWaiting = 1024
+
+// ops is what Config opens: the metrics registry, tokens, TLS, and the
+// reloaders SIGHUP runs (security's).
+type Ops struct {
+	*security.Security
+	cfg       Config
+	log       *slog.Logger
+	Registry  *prometheus.Registry
+	Metrics   *server.Metrics
+	Admission *server.Admission
+}
+
+// Open opens what cfg says: the security, the metrics registry, the
+// admission and its gauges.
+func Open(cfg Config, log *slog.Logger) (*Ops, error) {
+	sec, err := security.Open(cfg.Config)
+	if err != nil {
+		return nil, err
+	}
+	o := &Ops{Security: sec, cfg: cfg, log: log, Registry: listeners.NewRegistry()}
+	if o.Metrics, err = server.NewMetrics(o.Registry); err != nil {
+		return nil, err
+	}
+	o.Admission = server.NewAdmission(server.AdmissionConfig{MaxInFlight: cfg.MaxInFlight, MaxQueue: cfg.MaxQueue,
+		MaxQueueBytes: cfg.MaxWaitingBytes, MaxWait: cfg.MaxWaitingTime, StandingAfter: server.DefaultAdmissionStandingAfter,
+		IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: cfg.MinDeadline, DeadlineShare: cfg.DeadlineShare, Weights: cfg.weights})
+	if err := o.Metrics.Gauge("classifierd_admission_queue_depth", "Model calls waiting for a place.",
+		func() float64 { return float64(o.Admission.Queued()) }); err != nil {
+		return nil, err
+	}
+	if err := o.Metrics.Gauge("classifierd_admission_in_flight", "Model calls admitted and running.",
+		func() float64 { return float64(o.Admission.InFlight()) }); err != nil {
+		return nil, err
+	}
+	if err := o.Metrics.Gauge("classifierd_admission_callers", "Active callers (identities): with model calls waiting or running, or one ended in the last 250ms; the fair shares are among them.",
+		func() float64 { return float64(o.Admission.Flows()) }); err != nil {
+		return nil, err
+	}
+	if err := o.Metrics.Gauge("classifierd_admission_overloaded", "1 while the admission holds waiting calls to --max-waiting-time (a standing queue), else 0.",
+		func() float64 { return b2f(o.Admission.Overloaded()) }); err != nil {
+		return nil, err
+	}
+	if err := o.Metrics.Gauge("classifierd_admission_expected_wait_seconds", "How long a model call that found every place taken would wait now, estimated.",
+		func() float64 { return o.Admission.ExpectedWait().Seconds() }); err != nil {
+		return nil, err
+	}
+	if err := o.Metrics.Gauge("classifierd_admission_wait_scale", "Admitted calls' waits divided by the waits estimated when they queued (calls nobody overtook, recent ones weighted most; at least 1): the estimates are multiplied by it.",
+		func() float64 { return o.Admission.WaitScale() }); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// LogTLS says at start which listeners serve TLS and which plain text.
+func (o *Ops) LogTLS(log *slog.Logger, stdio bool, httpListen, mcpListen string, httpTLS, mcpTLS *tls.Config) {
+	var on, off []string
+	add := func(name string, used, tls bool) {
+		switch {
+		case !used:
+		case tls:
+			on = append(on, name)
+		default:
+			off = append(off, name)
+		}
+	}
+	add("grpc", !stdio, o.TLS != nil)
+	add("http", httpListen != "" && !stdio, httpTLS != nil)
+	add("mcp", mcpListen != "", mcpTLS != nil)
+	if o.TLS == nil {
+		log.Info("listeners in plain text (no --tls-cert)", "plaintext", strings.Join(off, ","))
+		return
+	}
+	log.Info("listeners serving TLS", "tls", strings.Join(on, ","), "plaintext", strings.Join(off, ","),
+		"client_certificates", o.TLS.ClientCAs != nil)
+	if len(off) > 0 && o.TLS.ClientCAs != nil && o.Tokens == nil {
+		log.Warn("no call on a plain text listener can authenticate: it carries no client certificate (add --auth-token-file)",
+			"plaintext", strings.Join(off, ","))
+	}
+}
+
+// Watches is the count of WatchExposure streams (--max-watches...),
+// exported as classifierd_exposure_watches.
+func (o *Ops) Watches() (*session.Watches, error) {
+	w := session.NewWatches(o.cfg.MaxWatches, o.cfg.MaxWatchesPerClient, o.cfg.MaxWatchesPerSession)
+	err := o.Metrics.Gauge("classifierd_exposure_watches", "WatchExposure streams open.", func() float64 {
+		n, _, _ := w.Count("", "")
+		return float64(n)
+	})
+	return w, err
+}
+
+// SessionOwnerLimit is the per-caller session quota for session.Config.
+func (o *Ops) SessionOwnerLimit() int { return o.cfg.MaxSessionsPerClient }
+
+// Embedder wraps the model so its calls are measured.
+func (o *Ops) Embedder(e server.Embedder) server.Embedder { return o.Metrics.Embedder(e) }
+
+// IndexLoaded records the index in use for the metrics.
+func (o *Ops) IndexLoaded(idx *index.Index, path string, generation uint64) {
+	var size int64
+	if st, err := os.Stat(path); err == nil {
+		size = st.Size()
+	}
+	o.Metrics.SetIndex(idx, size, generation)
+}
+
+// WatchSessions exports the number of sessions held.
+func (o *Ops) WatchSessions(st interface {
+	Len(context.Context) (int, error)
+}) error {
+	return o.Metrics.Gauge("classifierd_sessions_active", "Hub sessions held.", func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		n, err := st.Len(ctx)
+		if err != nil {
+			return math.NaN() // the shared store is unreachable: no figure, not a false zero
+		}
+		return float64(n)
+	})
+}
+
+// ServerOptions are the gRPC server's transport credentials, codec and
+// interceptors.
+func (o *Ops) ServerOptions(log *slog.Logger, st *server.Stats, timeout time.Duration) []grpc.ServerOption {
+	edge := server.Edge{Log: log, Stats: st, Timeout: timeout, Metrics: o.Metrics, Admission: o.Admission,
+		Auth: server.AuthConfig{Tokens: o.Tokens, ClientCerts: o.ClientCerts()}}
+	opts := edge.ServerOptions()
+	if o.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
+	}
+	return opts
+}
+
+// HTTPGuard is the guard of --http-listen (rpcGuard) counting the callers
+// it refuses in classifierd_auth_denied_total, as the gRPC edge counts
+// its own, under the method the path names when served is serving it,
+// else "unknown" (a client cannot mint label values).
+func (o *Ops) HTTPGuard(maxBody int64, served map[string]grpc.ServiceInfo) httpguard.Guard {
+	g := o.RPCGuard(maxBody)
+	refuse := g.Refuse
+	g.Refuse = func(w http.ResponseWriter, r *http.Request, code int, err error) {
+		if code == http.StatusUnauthorized || code == http.StatusForbidden {
+			o.Metrics.Denied(servedMethod(r.URL.Path, served), status.Code(err))
+		}
+		refuse(w, r, code, err)
+	}
+	return g
+}
+
+// servedMethod is path when it names a method of served
+// ("/pkg.Service/Method"), else "unknown".
+func servedMethod(path string, served map[string]grpc.ServiceInfo) string {
+	svc, name, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	for _, m := range served[svc].Methods {
+		if m.Name == name {
+			return path
+		}
+	}
+	return "unknown"
+}
+
+// ServeMetrics serves /metrics until ctx ends; the returned func waits
+// for it to stop.
+func (o *Ops) ServeMetrics(ctx context.Context) (func(), error) {
+	return listeners.ServeMetrics(ctx, o.cfg.MetricsListen, o.Registry, o.log)
+}
+
+// modelTools are the MCP tools of the daemon that run the model: they are
+// admitted as the gRPC methods they call are (the others read sessions or
+// forward to other servers).
+func modelTools() []string {
+	return []string{mcpserver.ToolSearch, mcpserver.ToolRoute, mcpserver.ToolAnalyzePrompt,
+		mcpserver.ToolDetectInputPrompt, mcpserver.ToolInferExpected}
+}
+
+// MCPAdmit is the admission of MCP tool calls (mcpserver.Config.Admit):
+// the model's tools (the daemon's, and more, such as the proxy's
+// hub__analyze_prompt) by a, under the caller the MCP server put in ctx,
+// so an MCP caller has the same share as over gRPC; nil without a.
+func MCPAdmit(a *server.Admission, more ...string) func(context.Context, string, int) (context.Context, func(), error) {
+	if a == nil {
+		return nil
+	}
+	admitted := map[string]bool{}
+	for _, tool := range append(modelTools(), more...) {
+		admitted[tool] = true
+	}
+	return func(ctx context.Context, tool string, size int) (context.Context, func(), error) {
+		if !admitted[tool] {
+			return ctx, func() {}, nil
+		}
+		return a.Admit(ctx, "mcp/"+tool, int64(size))
+	}
+}

@@ -1,0 +1,51 @@
+package ops
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+func valid() Config {
+	return Config{MaxSessionsPerClient: 1, MaxIndexBytes: 1, IdleTimeout: time.Minute, MaxWatches: 1, MaxWatchesPerClient: 1, MaxWatchesPerSession: 1}
+}
+
+// TestValidatePlaintextListeners: --plaintext-listeners names http and
+// mcp only, needs --tls-cert, and the defaults follow --concurrency.
+func TestValidatePlaintextListeners(t *testing.T) {
+	c := valid()
+	c.TLSCert, c.TLSKey, c.PlaintextListeners = "c", "k", " mcp, "
+	if err := c.Validate(3); err != nil || c.PlainHTTP || !c.PlainMCP {
+		t.Fatalf("Validate = %v, http %v mcp %v; want only mcp plain", err, c.PlainHTTP, c.PlainMCP)
+	}
+	if c.MaxInFlight != 6 {
+		t.Fatalf("--max-inflight default %d, want 2 x concurrency", c.MaxInFlight)
+	}
+	c.PlaintextListeners = "grpc"
+	if err := c.Validate(1); err == nil || !strings.Contains(err.Error(), "not http or mcp") {
+		t.Fatalf("grpc plain: %v", err)
+	}
+	c = valid()
+	c.PlaintextListeners = "http"
+	if err := c.Validate(1); err == nil || !strings.Contains(err.Error(), "needs --tls-cert") {
+		t.Fatalf("plain without TLS: %v", err)
+	}
+}
+
+// TestServedMethod: a refusal is counted under the method only when the
+// daemon serves it, so a client cannot mint label values.
+func TestServedMethod(t *testing.T) {
+	served := map[string]grpc.ServiceInfo{"classifier.v1.ClassifierService": {Methods: []grpc.MethodInfo{{Name: "Route"}}}}
+	for path, want := range map[string]string{
+		"/classifier.v1.ClassifierService/Route": "/classifier.v1.ClassifierService/Route",
+		"/classifier.v1.ClassifierService/Nope":  "unknown",
+		"/x/Route":                               "unknown",
+		"/tools":                                 "unknown",
+	} {
+		if got := servedMethod(path, served); got != want {
+			t.Errorf("servedMethod(%q) = %q, want %q", path, got, want)
+		}
+	}
+}

@@ -1,0 +1,367 @@
+// Package proxyrun assembles classifierd proxy: the filtering proxy
+// (mcpproxy) over the configured MCP servers (mcpsrc, per-identity
+// backends when callers are identified), the model, the security of
+// --mcp-listen (package security), its session places (mcpplaces) and
+// metrics, served over stdio or streamable HTTP until the context ends.
+package proxyrun
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/internal/learning"
+	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/mcpplaces"
+	"github.com/classifierd/classifierd/internal/ops"
+	"github.com/classifierd/classifierd/internal/security"
+	"github.com/classifierd/classifierd/labels"
+	"github.com/classifierd/classifierd/mcpproxy"
+	"github.com/classifierd/classifierd/mcpserver"
+	"github.com/classifierd/classifierd/mcpsrc"
+	"github.com/classifierd/classifierd/models"
+	"github.com/classifierd/classifierd/request"
+	"github.com/classifierd/classifierd/server"
+	"github.com/classifierd/classifierd/server/auth"
+	"github.com/classifierd/classifierd/session"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config is what classifierd proxy is started with.
+type Config struct {
+	// Learn is the --learn flags: the proxy learns from the calls it
+	// forwards (no --state, so --learn-db or memory).
+	Learn       learning.Config
+	MCPConfig   string
+	Model       string
+	Manifest    string
+	ORTLib      string
+	Threads     int
+	Concurrency int
+	MCPListen   string
+	Timeout     time.Duration
+	Connect     time.Duration
+	Wait        time.Duration
+	SessionTTL  time.Duration
+	MaxSessions int
+	// MaxSessionsPerClient is the most sessions one caller may hold
+	// (--max-sessions-per-client).
+	MaxSessionsPerClient int
+	Exposure             string
+	LogFormat            string
+	LogLevel             slog.Level
+	// Security is --tls-cert, --tls-key, --tls-client-ca and
+	// --auth-token-file, applied to --mcp-listen as the daemon applies them.
+	Security security.Config
+	// InsecureListen lets --mcp-listen serve a non-loopback address with
+	// no one identified (--insecure-listen).
+	InsecureListen bool
+	// MetricsListen serves Prometheus metrics at HOST:PORT/metrics in
+	// plain HTTP, as the daemon's --metrics-listen (off when empty).
+	MetricsListen string
+	// MaxBackends, MaxBackendsPerClient and BackendIdle bound the backends
+	// of per-identity servers (--max-backends, --max-backends-per-client,
+	// --backend-idle-timeout; mcpsrc.IsolatedOptions).
+	MaxBackends, MaxBackendsPerClient int
+	BackendIdle                       time.Duration
+}
+
+// defaultIsolation is the isolation of a server whose entry sets none:
+// per-identity when the proxy authenticates its callers (tokens or client
+// certificates), so one caller's data in a stateful server never reaches
+// another; shared otherwise, when every caller is one identity anyway.
+func (c *Config) defaultIsolation() string {
+	if c.Security.Identifies() {
+		return mcpsrc.IsolationPerIdentity
+	}
+	return mcpsrc.IsolationShared
+}
+
+// ValidateListen checks the security flags against --mcp-listen: they
+// apply to it only, and a listener beyond loopback must identify its
+// callers (a token file or a client CA) unless --insecure-listen says
+// otherwise.
+func (c *Config) ValidateListen() error {
+	if err := c.Security.Validate(); err != nil {
+		return err
+	}
+	if c.MCPListen == "" {
+		if c.Security != (security.Config{}) || c.InsecureListen {
+			return errors.New("--tls-cert, --tls-client-ca, --auth-token-file and --insecure-listen apply to --mcp-listen; over stdio the proxy serves the process that started it")
+		}
+		return nil
+	}
+	return security.CheckOpenListen(c.MCPListen, c.Security, "--insecure-listen", c.InsecureListen)
+}
+
+// Run connects to the configured servers, indexes their tools with
+// the model and serves the filtered view until ctx ends (or, on stdio,
+// the agent closes the connection).
+func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err error) {
+	mcfg, err := mcpsrc.LoadConfig(cfg.MCPConfig)
+	if err != nil {
+		return err
+	}
+	listing, perIdentity, err := mcfg.Isolate(cfg.defaultIsolation())
+	if err != nil {
+		return err
+	}
+	// The token file and certificates are read first: a bad one fails
+	// before the model loads.
+	sec, err := security.Open(cfg.Security)
+	if err != nil {
+		return err
+	}
+	if len(sec.Reloaders) > 0 {
+		hupCtx, stopHUP := context.WithCancel(ctx)
+		waitHUP := security.ReloadOnHUP(hupCtx, log, sec.Reloaders)
+		defer func() { stopHUP(); waitHUP() }()
+	}
+	man, err := models.Resolve(cfg.Model, cfg.Manifest)
+	if err != nil {
+		return err
+	}
+	rt, err := embed.InitRuntime(cfg.ORTLib)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, rt.Close()) }()
+	eng, err := embed.Open(rt, embed.Config{ModelDir: cfg.Model, Manifest: man, IntraOpThreads: cfg.Threads,
+		MaxConcurrent: cfg.Concurrency, MaxBatch: 1024})
+	if err != nil {
+		return fmt.Errorf("load model %s: %w", cfg.Model, err)
+	}
+	defer func() { err = errors.Join(err, eng.Close()) }()
+
+	learner, err := learning.Open(ctx, cfg.Learn, nil, log)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, learner.Close()) }()
+
+	poolOpts := mcpsrc.Options{Timeout: cfg.Connect, Stderr: os.Stderr, ClientName: "classifierd-proxy", ClientVersion: version}
+	pool := mcpsrc.Open(listing, poolOpts)
+	defer func() { err = errors.Join(err, pool.Close()) }()
+	var names []string
+	for _, s := range mcfg.Servers {
+		names = append(names, s.Name)
+	}
+	reg := listeners.NewRegistry()
+	// The tools that run the model (search_tools, hub__analyze_prompt)
+	// share it by caller as the daemon's do, with the daemon's defaults.
+	adm := server.NewAdmission(server.AdmissionConfig{MaxInFlight: 2 * cfg.Concurrency, MaxQueue: ops.DefaultMaxWaiting,
+		MaxQueueBytes: server.DefaultAdmissionMaxQueueBytes, MaxWait: server.DefaultAdmissionMaxWait,
+		StandingAfter: server.DefaultAdmissionStandingAfter, IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: 2 * time.Millisecond})
+	src, closeSrc, err := isolate(pool, perIdentity, cfg, poolOpts, reg, log)
+	if err != nil {
+		return err
+	}
+	defer closeSrc() // before the pool
+	px, err := mcpproxy.New(ctx, mcpproxy.Config{Source: src, Embedder: eng, LabelEmbedder: eng.Labels(),
+		Model:  labels.Model{Name: man.Name, Fingerprint: eng.Fingerprint(), Dims: eng.Dims()},
+		Limits: request.Limits{}, ServerNames: names, Timeout: cfg.Timeout, Version: version, Logger: log,
+		Sessions: session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: cfg.MaxSessionsPerClient,
+			DefaultExposure: session.Exposure(cfg.Exposure)},
+		Caller: sec.ToolCaller(mcpproxy.ToolScope), Admit: ops.MCPAdmit(adm, mcpproxy.ToolAnalyze), Metrics: reg, Learner: learner})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, px.Close()) }()
+	metricsCtx, stopMetrics := context.WithCancel(context.Background())
+	waitMetrics, err := listeners.ServeMetrics(metricsCtx, cfg.MetricsListen, reg, log)
+	if err != nil {
+		stopMetrics()
+		return err
+	}
+	defer func() { stopMetrics(); waitMetrics() }()
+	waitCtx, cancel := context.WithTimeout(ctx, cfg.Wait)
+	snap, werr := pool.WaitReady(waitCtx)
+	cancel()
+	if werr != nil {
+		log.Warn("proxy: not every server answered in time; serving what is known", "wait", cfg.Wait)
+	}
+	for _, st := range snap.Servers {
+		if st.Degraded {
+			log.Warn("proxy: server not available", "server", st.Name, "err", st.LastError)
+		}
+	}
+	if err := px.Rebuild(ctx, snap); err != nil {
+		log.Warn("proxy: no tools indexed yet", "err", err)
+	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	go px.Run(runCtx)
+
+	if cfg.MCPListen == "" {
+		owner, _ := sec.MCPIdentity(nil) // the process that started the proxy
+		s, served, err := px.NewSessionServer(owner)
+		if err != nil {
+			return err
+		}
+		defer served()
+		log.Info("classifierd proxy serving MCP on stdio", "servers", len(names))
+		err = s.Run(ctx, mcpserver.StdioTransport(os.Stdin, os.Stdout, MaxMessage, log))
+		if ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed) {
+			return nil
+		}
+		return err
+	}
+	lis, err := net.Listen("tcp", cfg.MCPListen)
+	if err != nil {
+		return fmt.Errorf("mcp listen: %w", err)
+	}
+	logProxyListen(log, cfg, sec)
+	stopHTTP := listeners.ServeMCP(lis, sec.ListenerTLS(false), sec.MCPGate(proxyHandler(px, cfg, version, log), MaxMessage, auth.ScopeRoute, auth.ScopeCall), 5*time.Second, listeners.DefaultIdleTimeout, log)
+	defer stopHTTP()
+	<-ctx.Done()
+	return nil
+}
+
+// proxySource lists the live tools from the pool and calls them through
+// calls (the per-identity backends, and the pool for shared servers).
+type proxySource struct {
+	*mcpsrc.Pool
+	calls mcpsrc.Caller
+}
+
+func (s proxySource) CallTool(ctx context.Context, server string, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	return s.calls.CallTool(ctx, server, params)
+}
+
+// isolate returns where the proxy's tool calls go: the pool alone when
+// every server is shared, else per-identity backends (mcpsrc.Isolated,
+// bounded by --max-backends...) for the per-identity servers, exported as
+// classifierd_proxy_backends. The returned func stops the backends.
+func isolate(pool *mcpsrc.Pool, perIdentity []mcpsrc.ServerConfig, cfg Config, opts mcpsrc.Options, reg *prometheus.Registry, log *slog.Logger) (mcpproxy.Source, func(), error) {
+	if len(perIdentity) == 0 {
+		return pool, func() {}, nil
+	}
+	iso, err := mcpsrc.NewIsolated(pool, perIdentity, mcpsrc.IsolatedOptions{
+		Identity:    func(ctx context.Context) string { return server.CallerFrom(ctx).Name },
+		MaxBackends: cfg.MaxBackends, MaxPerIdentity: cfg.MaxBackendsPerClient, IdleTimeout: cfg.BackendIdle, Pool: opts})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "classifierd_proxy_backends",
+		Help: "Backends of per-identity servers running (a stdio server's is a process), of --max-backends."},
+		func() float64 { n, _ := iso.Backends(""); return float64(n) })); err != nil {
+		_ = iso.Close()
+		return nil, nil, err
+	}
+	var names []string
+	for _, sc := range perIdentity {
+		names = append(names, sc.Name)
+		if sc.Transport == mcpsrc.TransportStdio && !sc.UsesIdentity() {
+			log.Info("proxy: a per-identity server gets a process per identity, but its processes share any file or database it keeps; give each identity its own with "+
+				mcpsrc.IdentityPlaceholder+" in its args or env", "server", sc.Name)
+		}
+	}
+	log.Info("proxy: per-identity servers: each caller's calls go to a backend of its own", "servers", names,
+		"max_backends", cfg.MaxBackends, "idle_timeout", cfg.BackendIdle)
+	return proxySource{Pool: pool, calls: iso}, func() { _ = iso.Close() }, nil
+}
+
+// logProxyListen says at start who may use --mcp-listen, and warns when
+// that is anyone who reaches it or when tokens cross the network in clear.
+func logProxyListen(log *slog.Logger, cfg Config, sec *security.Security) {
+	loopback, _ := security.LoopbackListen(cfg.MCPListen) // validated by parseProxyFlags
+	switch {
+	case !cfg.Security.Identifies() && !loopback:
+		security.WarnOpenListen(log, cfg.MCPListen, "--insecure-listen")
+	case !cfg.Security.Identifies():
+		log.Warn("MCP listener without authentication: every local process may call every tool of the servers (add --auth-token-file or --tls-client-ca)",
+			"addr", cfg.MCPListen)
+	case sec.Tokens != nil && sec.TLS == nil && !loopback:
+		log.Warn("bearer tokens cross the network in clear: add --tls-cert and --tls-key", "addr", cfg.MCPListen)
+	}
+	if cfg.Security.Identifies() {
+		by := "tokens"
+		if sec.Tokens == nil {
+			by = "client certificates"
+		}
+		log.Info("MCP listener authenticates callers", "by", by, "tls", sec.TLS != nil)
+	}
+}
+
+// MaxMessage bounds one MCP message from an agent (stdio line or
+// HTTP body), as the daemon's default --max-recv-bytes does.
+const MaxMessage = 4 << 20
+
+// sessionServerKey carries a new session's MCP server from proxyHandler
+// to the SDK's getServer.
+type sessionServerKey struct{}
+
+// proxyHandler serves every agent session its own MCP server, so each has
+// its own tool list, owned by the caller mcpGate (in front of it) found.
+// The SDK asks getServer for a server on every request but uses it only to
+// start a session (a request without Mcp-Session-Id); only those get a
+// new one, and only while the caller's share of sessions
+// (--max-sessions-per-client, else 429) and the proxy's (--max-sessions,
+// else 503) have room: a refused session costs nothing.
+func proxyHandler(px *mcpproxy.Proxy, cfg Config, version string, log *slog.Logger) http.Handler {
+	// The SDK checks versions against this one on every request. It
+	// serves no session: one the SDK starts on it (a request without a
+	// session that isInitialize did not take for an initialize, such as a
+	// batch holding one) is refused, so it neither lingers uncounted by
+	// --max-sessions nor serves a tool list that is no one's.
+	shared := mcp.NewServer(&mcp.Implementation{Name: "classifierd", Version: version},
+		&mcp.ServerOptions{SupportedProtocolVersions: mcpproxy.SessionVersions()})
+	shared.AddReceivingMiddleware(func(mcp.MethodHandler) mcp.MethodHandler {
+		return func(context.Context, string, mcp.Request) (mcp.Result, error) {
+			return nil, ErrNoSession
+		}
+	})
+	inner := listeners.MCPHandler(func(r *http.Request) *mcp.Server {
+		if s, ok := r.Context().Value(sessionServerKey{}).(*mcp.Server); ok {
+			return s
+		}
+		return shared
+	}, MaxMessage, cfg.SessionTTL, log, nil)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(mcpplaces.SessionHeader)
+		switch {
+		case r.Method == http.MethodPost && id == "" && isInitialize(w, r):
+			s, served, err := px.NewSessionServer(server.CallerFrom(r.Context())) // mcpGate's
+			if err != nil {
+				mcpplaces.Refuse(w, r, err, cfg.MaxSessions, cfg.MaxSessionsPerClient, log)
+				return
+			}
+			defer served() // after the SDK has started the session, or not
+			r = r.WithContext(context.WithValue(r.Context(), sessionServerKey{}, s))
+		case r.Method == http.MethodDelete && id != "":
+			// Go's HTTP server sends the answer when the handler returns:
+			// the session's place is free by then.
+			defer px.Ended(id)
+		}
+		inner.ServeHTTP(w, r)
+	})
+}
+
+// ErrNoSession answers a message that reached no session's server.
+var ErrNoSession = errors.New("start a session with a single initialize request (no batch)")
+
+// isInitialize reports whether a POST body is an initialize request (the
+// start of a session), leaving the body for the SDK to read. Only those
+// get a session, so other requests without a session cannot fill the
+// session store.
+func isInitialize(w http.ResponseWriter, r *http.Request) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxMessage))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	var msg struct {
+		Method string `json:"method"`
+	}
+	return json.Unmarshal(body, &msg) == nil && msg.Method == "initialize"
+}

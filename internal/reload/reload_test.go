@@ -1,0 +1,56 @@
+package reload
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		index   string
+		cfg     Config
+		wantErr string
+	}{
+		{"i.idx", Config{}, ""},
+		{"", Config{MCPConfig: "m.json", MCPTimeout: time.Second}, ""},
+		{"", Config{}, "--index or --mcp-config"},
+		{"i.idx", Config{Catalog: "c.json"}, "--catalog needs --mcp-config"},
+		{"i.idx", Config{Interval: -1}, "must not be negative"},
+		{"", Config{MCPConfig: "m.json"}, "--mcp-timeout"},
+	} {
+		err := tc.cfg.Validate(tc.index)
+		if (tc.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%q %+v: got %v, want %q", tc.index, tc.cfg, err, tc.wantErr)
+		}
+	}
+}
+
+// TestStampFileSeesAReplacement: a file replaced by rename (as gen-index
+// writes) has another stamp; an unchanged one the same.
+func TestStampFileSeesAReplacement(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "i.idx")
+	if err := os.WriteFile(path, []byte("one"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := stampFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := stampFile(path); b != a {
+		t.Fatal("an unchanged file changed stamp")
+	}
+	tmp := filepath.Join(dir, "new")
+	if err := os.WriteFile(tmp, []byte("two!"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := stampFile(path); b == a {
+		t.Fatal("a replaced file kept its stamp")
+	}
+}

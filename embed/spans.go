@@ -42,6 +42,9 @@ func (e *Engine) EmbedSpans(ctx context.Context, text string, spans [][2]int) (_
 	if err != nil {
 		return nil, nil, err
 	}
+	if sp.IsRecording() {
+		sp.SetAttributes(tracing.KeyModel.String(e.man.Name), tracing.KeyTexts.Int(1), tracing.KeyTokens.Int(len(ids)))
+	}
 	var tokSpans [][2]int
 	if e.man.Pooling == models.PoolMean && len(spans) > 0 {
 		tokSpans = e.tokenSpans(text, spans, ids)

@@ -90,7 +90,7 @@ func TestHTTPConnectJSON(t *testing.T) {
 			t.Fatalf("servers = %v, want github first", out["servers"])
 		}
 		cat := out["categories"].([]any)[0].(map[string]any)
-		parts := wantKeys(t, "evidenceParts", cat["evidenceParts"], "dense", "nearest", "lexical", "pattern", "via")
+		parts := wantKeys(t, "evidenceParts", cat["evidenceParts"], "dense", "nearest", "lexical", "pattern", "via", "learned")
 		if cat["id"] != "github" || parts["lexical"] != `keyword "github"` || parts["dense"].(float64) <= 0 {
 			t.Fatalf("top category %v, want github with its keyword and a dense match", cat)
 		}

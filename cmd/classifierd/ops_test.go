@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -109,8 +110,10 @@ func TestOpsMetricsAndStatusCodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const calls = 5
-	for range calls {
-		if _, err := c.Classify(ctx, &pb.ClassifyRequest{Text: "check my github notifications"}); err != nil {
+	for i := range calls {
+		// Distinct texts: the daemon's vector cache would embed a
+		// repeated one once.
+		if _, err := c.Classify(ctx, &pb.ClassifyRequest{Text: fmt.Sprintf("check my github notifications %d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -309,6 +309,20 @@ func secretPromptLabel(prompt string) string {
 	if !utf8.ValidString(prompt) {
 		prompt = strings.ToValidUTF8(prompt, "\uFFFD")
 	}
+	if l := lexiconLabel(prompt); l != "" {
+		return l
+	}
+	// A secret word in disguise: look-alike letters of another script,
+	// leet digits, letters spaced apart ("Раssword:", "p@ssw0rd:",
+	// "P a s s w o r d:").
+	if u, ok := unconfuse(prompt); ok {
+		return lexiconLabel(u)
+	}
+	return ""
+}
+
+// lexiconLabel is secretPromptLabel's judgement of prompt as written.
+func lexiconLabel(prompt string) string {
 	d := newPromptDoc(prompt)
 	if l, ok := strongLex.match(d); ok {
 		return l

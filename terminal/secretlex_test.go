@@ -113,6 +113,21 @@ func TestSecretPromptRules(t *testing.T) {
 		{"SSN:", true},
 		{"Social security number:", true},
 		{"Security answer (mother's maiden name):", true},
+		// Disguised: look-alike letters of another script, leet,
+		// spaced letters.
+		{"Раssword:", true}, // Cyrillic Р and а
+		{"Enter раsswоrd:", true},
+		{"Pαssword:", true}, // Greek alpha
+		{"P a s s w o r d:", true},
+		{"Enter your P I N:", true},
+		{"p@ssw0rd:", true},
+		{"P4ssw0rd:", true},
+		{"s3cr3t:", true},
+		{"Enter t0ken:", true},
+		{"Version 1.2.3 of md5sum:", false},
+		{"Save to file0.txt? [y/N]", false},
+		{"Р а з м е р:", false}, // Cyrillic spaced letters of an ordinary word
+		{"Select a b c d:", false},
 		{"Ime datoteke:", false},
 		{"Šifra artikla? [y/N]", false},
 		{"", false},

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/tap"
 )
 
 // Edge is everything between the socket and the services: metrics,
@@ -18,6 +19,13 @@ type Edge struct {
 	Metrics   *Metrics      // nil: no metrics
 	Auth      AuthConfig
 	Admission *Admission // nil: no admission control
+	// RecvTimeout bounds how long a call's request message may take to
+	// arrive after its headers (0: unbounded); past it the call ends
+	// with DEADLINE_EXCEEDED and its buffer is freed.
+	RecvTimeout time.Duration
+	// MaxConcurrentStreams is the most calls one connection may have
+	// open at once (0: gRPC's default, unlimited).
+	MaxConcurrentStreams uint32
 }
 
 // ServerOptions returns the codec and interceptor chains of e.
@@ -25,6 +33,10 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 	codec := newRequestCodec()
 	var unary []grpc.UnaryServerInterceptor
 	var stream []grpc.StreamServerInterceptor
+	if e.RecvTimeout > 0 {
+		u, s := arrivalInterceptors()
+		unary, stream = append(unary, u), append(stream, s)
+	}
 	denied := func(string, codes.Code) {}
 	if e.Metrics != nil {
 		u, s := e.Metrics.interceptors()
@@ -48,8 +60,18 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	}
+	var in tap.ServerInHandle
 	if e.Auth.Tokens != nil || e.Auth.ClientCerts {
-		opts = append(opts, grpc.InTapHandle(e.Auth.tap(denied)))
+		in = e.Auth.tap(denied)
+	}
+	if e.RecvTimeout > 0 {
+		in = arrivalTap(e.RecvTimeout, in)
+	}
+	if in != nil {
+		opts = append(opts, grpc.InTapHandle(in))
+	}
+	if e.MaxConcurrentStreams > 0 {
+		opts = append(opts, grpc.MaxConcurrentStreams(e.MaxConcurrentStreams))
 	}
 	return opts
 }

@@ -36,5 +36,7 @@ func addOpsFlags(fs *flag.FlagSet, c *OpsConfig) {
 	fs.DurationVar(&c.MinDeadline, "min-deadline", 2*time.Millisecond, "refuse model calls with less than this left of their deadline (DEADLINE_EXCEEDED) before any work")
 	fs.Int64Var(&c.MaxIndexBytes, "max-index-bytes", index.DefaultMaxFileBytes, "largest index file accepted, in bytes")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", listeners.DefaultIdleTimeout, "close a connection that has had no call in flight (gRPC) or no request (HTTP/JSON, MCP) for this long; its client reconnects when it next calls")
+	fs.DurationVar(&c.RecvTimeout, "recv-timeout", server.DefaultRecvTimeout, "end a gRPC call (DEADLINE_EXCEEDED) whose request message has not arrived this long after its headers, freeing the buffer gRPC reserved from its declared length")
+	fs.IntVar(&c.MaxStreams, "max-concurrent-streams", server.DefaultMaxConcurrentStreams, "most gRPC calls one connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; a client queues the rest); each may hold a buffer of up to --max-recv-bytes while its request arrives")
 	fs.BoolVar(&c.IndexMmap, "index-mmap", false, "score from a read-only mapping of the index file instead of a copy in memory (large indexes); only if the file is replaced by rename, as gen-index does: a mapped file rewritten in place (cp over it) kills the daemon")
 }

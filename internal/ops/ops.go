@@ -52,6 +52,11 @@ type Config struct {
 	// IdleTimeout closes a connection no call or request has used for
 	// this long, on every listener (--idle-timeout).
 	IdleTimeout time.Duration
+	// RecvTimeout bounds how long a gRPC call's request may take to
+	// arrive (--recv-timeout); MaxStreams is the most calls one gRPC
+	// connection may have open (--max-concurrent-streams).
+	RecvTimeout time.Duration
+	MaxStreams  int
 
 	// MaxWatches, MaxWatchesPerClient and MaxWatchesPerSession bound the
 	// WatchExposure streams open at once (--max-watches...).
@@ -94,6 +99,9 @@ func (c *Config) Validate(concurrency int) error {
 	}
 	if c.MaxSessionsPerClient < 1 || c.MaxInFlight < 0 || c.MaxQueue < 0 || c.MaxWaitingTime < 0 || c.MinDeadline < 0 || c.MaxIndexBytes < 1 || c.IdleTimeout <= 0 {
 		return errors.New("--max-sessions-per-client, --max-index-bytes and --idle-timeout must be positive; --max-inflight, --max-waiting, --max-waiting-time and --min-deadline not negative")
+	}
+	if c.RecvTimeout <= 0 || c.MaxStreams < 1 {
+		return errors.New("--recv-timeout and --max-concurrent-streams must be positive")
 	}
 	if c.MaxWatches < 1 || c.MaxWatchesPerClient < 1 || c.MaxWatchesPerSession < 1 {
 		return errors.New("--max-watches, --max-watches-per-client and --max-watches-per-session must be positive")
@@ -262,7 +270,8 @@ func (o *Ops) WatchSessions(st interface {
 // interceptors.
 func (o *Ops) ServerOptions(log *slog.Logger, st *server.Stats, timeout time.Duration) []grpc.ServerOption {
 	edge := server.Edge{Log: log, Stats: st, Timeout: timeout, Metrics: o.Metrics, Admission: o.Admission,
-		Auth: server.AuthConfig{Tokens: o.Tokens, ClientCerts: o.ClientCerts()}}
+		Auth:        server.AuthConfig{Tokens: o.Tokens, ClientCerts: o.ClientCerts()},
+		RecvTimeout: o.cfg.RecvTimeout, MaxConcurrentStreams: uint32(o.cfg.MaxStreams)}
 	opts := edge.ServerOptions()
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))

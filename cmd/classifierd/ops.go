@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/internal/httpguard"
 	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/ops"
 	"github.com/classifierd/classifierd/server"
@@ -38,5 +39,7 @@ func addOpsFlags(fs *flag.FlagSet, c *OpsConfig) {
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", listeners.DefaultIdleTimeout, "close a connection that has had no call in flight (gRPC) or no request (HTTP/JSON, MCP) for this long; its client reconnects when it next calls")
 	fs.DurationVar(&c.RecvTimeout, "recv-timeout", server.DefaultRecvTimeout, "end a gRPC call (DEADLINE_EXCEEDED) whose request message has not arrived this long after its headers, freeing the buffer gRPC reserved from its declared length")
 	fs.IntVar(&c.MaxStreams, "max-concurrent-streams", server.DefaultMaxConcurrentStreams, "most gRPC calls one connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; a client queues the rest); each may hold a buffer of up to --max-recv-bytes while its request arrives")
+	fs.Int64Var(&c.BodyBudget, "max-body-bytes-in-flight", httpguard.DefaultBodyBudget, "most request body bytes --http-listen holds at once, counted as read and until answered; a body that would go past it gets 429 RESOURCE_EXHAUSTED before more of it is read (a body costs about ten times its size while its call runs)")
+	fs.Int64Var(&c.BodyBudgetPerClient, "max-body-bytes-in-flight-per-client", httpguard.DefaultBodyBudgetPerClient, "most of --max-body-bytes-in-flight one caller (identity, or peer host when anonymous) may hold")
 	fs.BoolVar(&c.IndexMmap, "index-mmap", false, "score from a read-only mapping of the index file instead of a copy in memory (large indexes); only if the file is replaced by rename, as gen-index does: a mapped file rewritten in place (cp over it) kills the daemon")
 }

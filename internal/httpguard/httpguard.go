@@ -75,6 +75,8 @@ type Guard struct {
 	// CheckBody, if set, checks a body read whole before the handler
 	// sees it (an INVALID_ARGUMENT status error: 400).
 	CheckBody func(body []byte) error
+	// Budget, if set, bounds the body bytes held at once (Budget).
+	Budget *Budget
 	// Refuse answers a refused request in the listener's protocol.
 	Refuse func(w http.ResponseWriter, r *http.Request, httpCode int, err error)
 }
@@ -127,7 +129,16 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 		if g.ReadWait > 0 {
 			_ = rc.SetReadDeadline(time.Now().Add(g.ReadWait))
 		}
-		body, err := readBody(r.Body, g.MaxBody)
+		var src io.Reader = r.Body
+		if g.Budget != nil {
+			// Taken before each chunk is read, given back once the
+			// request is answered: the body (and the handler's copies
+			// of it) live that long.
+			br := &budgetReader{r: r.Body, b: g.Budget, who: bodyOwner(r)}
+			defer func() { g.Budget.give(br.who, br.taken) }()
+			src = br
+		}
+		body, err := readBody(src, g.MaxBody)
 		if g.ReadWait > 0 {
 			// Lifted once the body is in: the server reads on in the
 			// background to notice a client that goes away, and a
@@ -135,6 +146,9 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 			_ = rc.SetReadDeadline(time.Time{})
 		}
 		switch {
+		case errors.Is(err, errBodyBudget):
+			refuse(w, r, http.StatusTooManyRequests, err)
+			return
 		case errors.Is(err, errBodyTooLarge):
 			refuse(w, r, http.StatusRequestEntityTooLarge, tooLarge(g.MaxBody))
 			return

@@ -57,6 +57,9 @@ type Config struct {
 	// connection may have open (--max-concurrent-streams).
 	RecvTimeout time.Duration
 	MaxStreams  int
+	// BodyBudget and BodyBudgetPerClient bound the HTTP/JSON request
+	// bytes held at once (--max-body-bytes-in-flight...).
+	BodyBudget, BodyBudgetPerClient int64
 
 	// MaxWatches, MaxWatchesPerClient and MaxWatchesPerSession bound the
 	// WatchExposure streams open at once (--max-watches...).
@@ -100,8 +103,8 @@ func (c *Config) Validate(concurrency int) error {
 	if c.MaxSessionsPerClient < 1 || c.MaxInFlight < 0 || c.MaxQueue < 0 || c.MaxWaitingTime < 0 || c.MinDeadline < 0 || c.MaxIndexBytes < 1 || c.IdleTimeout <= 0 {
 		return errors.New("--max-sessions-per-client, --max-index-bytes and --idle-timeout must be positive; --max-inflight, --max-waiting, --max-waiting-time and --min-deadline not negative")
 	}
-	if c.RecvTimeout <= 0 || c.MaxStreams < 1 {
-		return errors.New("--recv-timeout and --max-concurrent-streams must be positive")
+	if c.RecvTimeout <= 0 || c.MaxStreams < 1 || c.BodyBudget < 1 || c.BodyBudgetPerClient < 1 {
+		return errors.New("--recv-timeout, --max-concurrent-streams, --max-body-bytes-in-flight and --max-body-bytes-in-flight-per-client must be positive")
 	}
 	if c.MaxWatches < 1 || c.MaxWatchesPerClient < 1 || c.MaxWatchesPerSession < 1 {
 		return errors.New("--max-watches, --max-watches-per-client and --max-watches-per-session must be positive")
@@ -285,6 +288,7 @@ func (o *Ops) ServerOptions(log *slog.Logger, st *server.Stats, timeout time.Dur
 // else "unknown" (a client cannot mint label values).
 func (o *Ops) HTTPGuard(maxBody int64, served map[string]grpc.ServiceInfo) httpguard.Guard {
 	g := o.RPCGuard(maxBody)
+	g.Budget = httpguard.NewBudget(o.cfg.BodyBudget, o.cfg.BodyBudgetPerClient)
 	refuse := g.Refuse
 	g.Refuse = func(w http.ResponseWriter, r *http.Request, code int, err error) {
 		if code == http.StatusUnauthorized || code == http.StatusForbidden {

@@ -1,0 +1,104 @@
+package httpguard
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/classifierd/classifierd/server"
+)
+
+// Defaults of --max-body-bytes-in-flight and its per-client share: a
+// request body costs about ten times its size while its call runs
+// (vanguard's copy, the decoded messages), so 32 MiB of bodies is some
+// 350 MB at the peak instead of the 1.3 GB 32 Routes of 3.8 MB cost.
+const (
+	DefaultBodyBudget          = 32 << 20
+	DefaultBodyBudgetPerClient = 16 << 20
+)
+
+// Budget bounds the request bytes the HTTP/JSON listener holds at once,
+// in all and per caller (identity, or peer host when anonymous): a body is
+// counted as it is read and until its request is answered, and the read
+// stops with RESOURCE_EXHAUSTED at the chunk that would go past either
+// bound. Without it each request is bounded (--max-recv-bytes) but their
+// sum is not.
+type Budget struct {
+	mu               sync.Mutex
+	total, perClient int64
+	used             int64
+	by               map[string]int64
+}
+
+// NewBudget bounds bodies to total bytes in all and perClient per caller.
+func NewBudget(total, perClient int64) *Budget {
+	return &Budget{total: total, perClient: perClient, by: map[string]int64{}}
+}
+
+// take counts n more bytes of who's, false (and nothing counted) past a
+// bound.
+func (b *Budget) take(who string, n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.total || b.by[who]+n > b.perClient {
+		return false
+	}
+	b.used += n
+	b.by[who] += n
+	return true
+}
+
+// give returns n bytes of who's.
+func (b *Budget) give(who string, n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+	if b.by[who] -= n; b.by[who] <= 0 {
+		delete(b.by, who)
+	}
+}
+
+// errBodyBudget is a body refused because the bodies in flight fill the
+// budget: the client should retry later (429).
+var errBodyBudget = status.Error(codes.ResourceExhausted, "too many request bytes in flight (--max-body-bytes-in-flight): retry later")
+
+// budgetChunk is the most read before the budget is asked for it.
+const budgetChunk = 32 << 10
+
+// budgetReader reads r counting what it reads in b; taken is the total to
+// give back once the request is answered.
+type budgetReader struct {
+	r     io.Reader
+	b     *Budget
+	who   string
+	taken int64
+}
+
+func (br *budgetReader) Read(p []byte) (int, error) {
+	if len(p) > budgetChunk {
+		p = p[:budgetChunk]
+	}
+	if !br.b.take(br.who, int64(len(p))) {
+		return 0, errBodyBudget
+	}
+	n, err := br.r.Read(p)
+	br.b.give(br.who, int64(len(p)-n))
+	br.taken += int64(n)
+	return n, err
+}
+
+// bodyOwner is who a request's body is counted against.
+func bodyOwner(r *http.Request) string {
+	if c := server.CallerFrom(r.Context()); c.Name != "" {
+		return "id:" + c.Name
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "peer:" + host
+}

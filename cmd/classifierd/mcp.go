@@ -86,7 +86,7 @@ func openCaller(cfg Config, live mcpserver.Caller, log *slog.Logger) (mcpserver.
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := reload.SharedOnly(mc, "--mcp-servers"); err != nil {
+	if err := reload.SharedOnly(mc, "--mcp-servers", cfg.Ops.Identifies()); err != nil {
 		return nil, nil, err
 	}
 	pool := mcpsrc.Open(mc, mcpsrc.Options{Stderr: os.Stderr, ClientName: "classifierd", ClientVersion: version})

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/reload"
+	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/internal/testmcp"
 	"github.com/classifierd/classifierd/mcpproxy"
 	"github.com/classifierd/classifierd/mcpsrc"
@@ -176,20 +179,56 @@ func serverProcs(t *testing.T, pid int) (n int, rss int64) {
 // than that rather than serving it shared.
 func TestDaemonRefusesPerIdentity(t *testing.T) {
 	for _, tc := range []struct {
-		json, want string
+		json       string
+		identified bool
+		want       string
 	}{
-		{`{"mcpServers":{"m":{"command":"x"}}}`, ""},
-		{`{"mcpServers":{"m":{"command":"x","isolation":"shared"}}}`, ""},
-		{`{"mcpServers":{"m":{"command":"x","isolation":"per-identity"}}}`, `--mcp-servers: server "m" has "isolation": "per-identity", which only classifierd proxy serves`},
-		{`{"mcpServers":{"m":{"command":"x","env":{"F":"${identity}"}}}}`, `server "m" uses ${identity} but is shared`},
+		{`{"mcpServers":{"m":{"command":"x"}}}`, false, ""},
+		{`{"mcpServers":{"m":{"command":"x","isolation":"shared"}}}`, false, ""},
+		{`{"mcpServers":{"m":{"command":"x","isolation":"shared"}}}`, true, ""},
+		// With tokens, an entry that says nothing would share alice's
+		// memory graph with bob: it must say so.
+		{`{"mcpServers":{"m":{"command":"x"}}}`, true, `--mcp-servers: server "m" sets no "isolation"`},
+		{`{"mcpServers":{"a":{"command":"x","isolation":"shared"},"m":{"command":"x"}}}`, true, `server "m" sets no "isolation"`},
+		{`{"mcpServers":{"m":{"command":"x","isolation":"per-identity"}}}`, false, `--mcp-servers: server "m" has "isolation": "per-identity", which only classifierd proxy serves`},
+		{`{"mcpServers":{"m":{"command":"x","env":{"F":"${identity}"}}}}`, false, `server "m" uses ${identity} but is shared`},
 	} {
 		mc, err := mcpsrc.ParseConfig([]byte(tc.json))
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = reload.SharedOnly(mc, "--mcp-servers")
+		err = reload.SharedOnly(mc, "--mcp-servers", tc.identified)
 		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want %q", tc.json, err, tc.want)
+			t.Errorf("%s (identified %v): %v, want %q", tc.json, tc.identified, err, tc.want)
 		}
+	}
+}
+
+// TestDaemonRefusesUnsaidIsolation starts the real daemon with a token
+// file and a --mcp-servers entry that sets no isolation: it must refuse to
+// start, naming the entry and the proxy's per-identity option, instead of
+// letting one caller's call_tool read what another's stored.
+func TestDaemonRefusesUnsaidIsolation(t *testing.T) {
+	bin, _ := binaries(t)
+	idx := genIndex(t, "testdata/mini.json")
+	dir := t.TempDir()
+	servers := filepath.Join(dir, "mcp.json")
+	if err := os.WriteFile(servers, []byte(`{"mcpServers":{"memory":{"command":"`+testmcp.Binary(t)+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("alice route,call 0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "--index", idx, "--model", testenv.ModelDir(), "--ort-lib", testenv.ORTLib(),
+		"--listen", freeAddr(t), "--mcp-listen", freeAddr(t), "--auth-token-file", tokens, "--mcp-servers", servers).CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("classifierd started with an entry that sets no isolation:\n%s", out)
+	}
+	last := lastLine(string(out))
+	if err == nil || !strings.Contains(last, `server "memory" sets no "isolation"`) || !strings.Contains(last, "per-identity") {
+		t.Fatalf("err %v, last line %q: want a refusal naming the entry and per-identity", err, last)
 	}
 }

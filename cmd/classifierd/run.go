@@ -94,7 +94,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return fmt.Errorf("load model %s: %w", cfg.Model, err)
 	}
 	defer func() { err = errors.Join(err, eng.Close()) }()
-	rl, err := reload.New(reload.Options{Index: cfg.Index, Model: cfg.Model, Reload: cfg.Reload, Load: cfg.Ops.IndexLoad(), Domain: cfg.domain()}, eng, log)
+	rl, err := reload.New(reload.Options{Index: cfg.Index, Model: cfg.Model, Reload: cfg.Reload, Load: cfg.Ops.IndexLoad(), Domain: cfg.domain(),
+		ServesIdentified: cfg.Ops.Identifies() && cfg.MCPServers == "" && (cfg.MCPStdio || cfg.MCPListen != "")}, eng, log)
 	if err != nil {
 		return err
 	}

@@ -64,6 +64,11 @@ type Options struct {
 	Reload Config              // --mcp-config, --catalog, --reload-interval...
 	Load   index.LoadOptions   // how index files are read
 	Domain server.DomainConfig // limits and shortlist of each new domain
+	// ServesIdentified says the servers of --mcp-config are what the
+	// daemon's call_tool reaches for identified callers (no
+	// --mcp-servers, MCP served, tokens or client certificates on):
+	// SharedOnly then wants each entry's isolation said.
+	ServesIdentified bool
 }
 
 // Validate reports the first unusable setting; index is --index.
@@ -124,7 +129,7 @@ func New(cfg Options, eng *embed.Engine, log *slog.Logger) (*Reloader, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := SharedOnly(mc, "--mcp-config"); err != nil {
+		if err := SharedOnly(mc, "--mcp-config", cfg.ServesIdentified); err != nil {
 			return nil, err
 		}
 		for _, s := range mc.Servers {
@@ -383,7 +388,7 @@ func (r *Reloader) updateServers() error {
 	if err != nil {
 		return err
 	}
-	if err := SharedOnly(mc, "--mcp-config"); err != nil {
+	if err := SharedOnly(mc, "--mcp-config", r.cfg.ServesIdentified); err != nil {
 		return err
 	}
 	r.pool.Update(mc)
@@ -476,11 +481,23 @@ func LogShortlist(log *slog.Logger, dom server.Domain, start time.Time) {
 // SharedOnly refuses a configuration the daemon would serve less
 // isolated than it says: the daemon's call_tool has one connection per
 // server for every caller, so a server marked per-identity, or one using
-// the identity placeholder, is served by classifierd proxy only.
-func SharedOnly(mc *mcpsrc.Config, flag string) error {
+// the identity placeholder, is served by classifierd proxy only. With
+// callers identified (identified: --auth-token-file or --tls-client-ca),
+// every entry must say "isolation": "shared": one caller's call would
+// otherwise read what another's left in a stateful server (a memory
+// server's graph), while the proxy, given the same entry, isolates.
+func SharedOnly(mc *mcpsrc.Config, flag string, identified bool) error {
 	_, perIdentity, err := mc.Isolate(mcpsrc.IsolationShared)
 	if err != nil {
 		return fmt.Errorf("%s: %w", flag, err)
+	}
+	if identified {
+		for _, sc := range mc.Servers {
+			if sc.Isolation == "" {
+				return fmt.Errorf("%s: server %q sets no \"isolation\": with --auth-token-file or --tls-client-ca the daemon's call_tool shares one connection per server between every caller, so what one caller leaves in the server another reads; set \"isolation\": %q if that is meant, or put the server behind classifierd proxy, which gives each identity its own backend (\"isolation\": %q, its default with authentication)",
+					flag, sc.Name, mcpsrc.IsolationShared, mcpsrc.IsolationPerIdentity)
+			}
+		}
 	}
 	if len(perIdentity) > 0 {
 		return fmt.Errorf("%s: server %q has \"isolation\": %q, which only classifierd proxy serves: the daemon's call_tool shares one connection per server between callers (set %q, or put the server behind the proxy)",

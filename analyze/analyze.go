@@ -16,6 +16,7 @@ import (
 	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/internal/tracing"
+	"github.com/classifierd/classifierd/policy"
 	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/request"
 )
@@ -38,25 +39,15 @@ func (c Config) withDefaults() Config {
 // Analyzer answers the hub's prompt analysis and context detection. It is
 // immutable after New and safe for concurrent use.
 type Analyzer struct {
+	policy.Base
 	cfg Config
-	rk  *rank.Ranker
-	idx *index.Index
-	cal calibrate.Calibration
 }
 
 // New returns a Analyzer over rk, deciding with cal (the index's calibration).
 func New(rk *rank.Ranker, cal calibrate.Calibration, cfg Config) *Analyzer {
-	return &Analyzer{cfg: cfg.withDefaults(), rk: rk, idx: rk.Index(), cal: cal}
+	cfg = cfg.withDefaults()
+	return &Analyzer{Base: policy.New(rk, cal, cfg.Limits), cfg: cfg}
 }
-
-// Index returns the index the Analyzer serves.
-func (c *Analyzer) Index() *index.Index { return c.idx }
-
-// Limits returns the enforced input limits.
-func (c *Analyzer) Limits() request.Limits { return c.cfg.Limits }
-
-// Calibration returns the calibration in use.
-func (c *Analyzer) Calibration() calibrate.Calibration { return c.cal }
 
 // Analysis is the answer to a hub's analyze_prompt: which categories a
 // prompt needs, how sure we are, and what the hub should do next.
@@ -185,7 +176,7 @@ func (c *Analyzer) validCategories(names []string) (map[int]bool, ignored) {
 	var ig ignored
 	seen := map[string]bool{}
 	for _, n := range names {
-		if li, ok := c.idx.Lookup(index.KindCategory, n); ok {
+		if li, ok := c.Idx.Lookup(index.KindCategory, n); ok {
 			valid[li] = true
 			continue
 		}
@@ -200,7 +191,7 @@ func (c *Analyzer) validCategories(names []string) (map[int]bool, ignored) {
 		}
 	}
 	if len(valid) == 0 {
-		for _, li := range c.rk.Categories() {
+		for _, li := range c.Rk.Categories() {
 			valid[li] = true
 		}
 	}
@@ -212,18 +203,18 @@ func (c *Analyzer) validCategories(names []string) (map[int]bool, ignored) {
 // the request's and of each part's that the request's best category does
 // not explain (categoryProbs).
 func (c *Analyzer) score(ctx context.Context, ts []rank.Turn, valid map[int]bool) ([]catProb, error) {
-	vecs, err := c.rk.Vectors(ctx, ts)
+	vecs, err := c.Rk.Vectors(ctx, ts)
 	if err != nil {
 		return nil, err
 	}
 	_, sp := tracing.Start(ctx, tracing.Score)
 	defer sp.End()
-	if ts, err = c.rk.Dense(ts, vecs); err != nil {
+	if ts, err = c.Rk.Dense(ts, vecs); err != nil {
 		return nil, err
 	}
 	cs := c.categoryProbs(ts, valid)
 	if sp.IsRecording() {
-		sp.SetAttributes(tracing.KeyTurns.Int(len(ts)), tracing.KeyVectors.Int(c.idx.NumVectors()), tracing.KeyLabels.Int(len(cs)))
+		sp.SetAttributes(tracing.KeyTurns.Int(len(ts)), tracing.KeyVectors.Int(c.Idx.NumVectors()), tracing.KeyLabels.Int(len(cs)))
 	}
 	return cs, nil
 }
@@ -251,7 +242,7 @@ const explainedMargin = 0.05
 // is higher. A part the request's best explains adds nothing: a second
 // category is a second need only when the request's best cannot answer it.
 func (c *Analyzer) categoryProbs(ts []rank.Turn, valid map[int]bool) []catProb {
-	cats := c.rk.Categories()
+	cats := c.Rk.Categories()
 	var whole []rank.Turn
 	var parts []int
 	for i := range ts {
@@ -261,7 +252,7 @@ func (c *Analyzer) categoryProbs(ts []rank.Turn, valid map[int]bool) []catProb {
 			whole = append(whole, ts[i])
 		}
 	}
-	ws := c.rk.ScoreLabels(cats, whole)
+	ws := c.Rk.ScoreLabels(cats, whole)
 	top := -1
 	for j, s := range ws {
 		if valid[s.Label] && (top < 0 || s.Score > ws[top].Score) {
@@ -273,10 +264,10 @@ func (c *Analyzer) categoryProbs(ts []rank.Turn, valid map[int]bool) []catProb {
 		if !valid[s.Label] || top < 0 {
 			continue
 		}
-		out = append(out, catProb{s: s, p: c.cal.CategoriesMulti.ProbAt(s.Score, ws[top].Score-s.Score)})
+		out = append(out, catProb{s: s, p: c.Cal.CategoriesMulti.ProbAt(s.Score, ws[top].Score-s.Score)})
 	}
 	for _, pi := range parts {
-		ps := c.rk.ScoreLabels(cats, ts[pi:pi+1])
+		ps := c.Rk.ScoreLabels(cats, ts[pi:pi+1])
 		best := -1
 		for j, s := range ps {
 			if valid[s.Label] && (best < 0 || s.Score > ps[best].Score) {
@@ -288,7 +279,7 @@ func (c *Analyzer) categoryProbs(ts []rank.Turn, valid map[int]bool) []catProb {
 		}
 		for k := range out {
 			j := slices.IndexFunc(ps, func(s rank.Score) bool { return s.Label == out[k].s.Label })
-			if p := c.cal.CategoriesMulti.ProbAt(ps[j].Score, ps[best].Score-ps[j].Score); p > out[k].p {
+			if p := c.Cal.CategoriesMulti.ProbAt(ps[j].Score, ps[best].Score-ps[j].Score); p > out[k].p {
 				out[k] = catProb{s: ps[j], p: p, part: ts[pi].Text}
 			}
 		}
@@ -326,7 +317,7 @@ func (c *Analyzer) analyzeDense(cs []catProb, valid map[int]bool) Analysis {
 	ps := make([]float64, len(cs))
 	for i := range cs {
 		ps[i] = cs[i].p
-		isMeta := c.idx.Labels[cs[i].s.Label].ID == c.cfg.MetaCategory
+		isMeta := c.Idx.Labels[cs[i].s.Label].ID == c.cfg.MetaCategory
 		if best == nil && (!isMeta || oneValid) {
 			best = &cs[i]
 			a.Confidence = cs[i].p
@@ -338,16 +329,16 @@ func (c *Analyzer) analyzeDense(cs []catProb, valid map[int]bool) Analysis {
 	}
 	n := calibrate.BestF1Size(ps, request.MaxCategories)
 	for _, x := range cs[:n] {
-		id := c.idx.Labels[x.s.Label].ID
-		ev := c.rk.Evidence(x.s)
+		id := c.Idx.Labels[x.s.Label].ID
+		ev := c.Rk.Evidence(x.s)
 		if x.part != "" {
 			ev = fmt.Sprintf("answers the need %q; %s", rank.Clip(x.part, 60), ev)
 		}
 		a.Categories = append(a.Categories, id)
-		a.Scores = append(a.Scores, classify.Scored{Label: x.s.Label, ID: id, Confidence: x.p, Score: x.s.Score, Evidence: ev, Parts: c.rk.Parts(x.s)})
+		a.Scores = append(a.Scores, classify.Scored{Label: x.s.Label, ID: id, Confidence: x.p, Score: x.s.Score, Evidence: ev, Parts: c.Rk.Parts(x.s)})
 	}
 	if len(a.Categories) == 0 {
-		a.Reasoning = fmt.Sprintf("no category is likely enough to be needed; closest %s %.2f: %s", c.idx.Labels[best.s.Label].ID, a.Confidence, c.rk.Evidence(best.s))
+		a.Reasoning = fmt.Sprintf("no category is likely enough to be needed; closest %s %.2f: %s", c.Idx.Labels[best.s.Label].ID, a.Confidence, c.Rk.Evidence(best.s))
 		return a
 	}
 	var parts []string
@@ -355,8 +346,8 @@ func (c *Analyzer) analyzeDense(cs []catProb, valid map[int]bool) Analysis {
 		parts = append(parts, fmt.Sprintf("%s %.2f (%s)", s.ID, s.Confidence, s.Evidence))
 	}
 	a.Reasoning = strings.Join(parts, "; ")
-	if a.Categories[0] == c.cfg.MetaCategory && !oneValid && !slices.Contains(a.Categories, c.idx.Labels[best.s.Label].ID) {
-		a.Reasoning += fmt.Sprintf("; no specific tool category: closest %s %.2f", c.idx.Labels[best.s.Label].ID, a.Confidence)
+	if a.Categories[0] == c.cfg.MetaCategory && !oneValid && !slices.Contains(a.Categories, c.Idx.Labels[best.s.Label].ID) {
+		a.Reasoning += fmt.Sprintf("; no specific tool category: closest %s %.2f", c.Idx.Labels[best.s.Label].ID, a.Confidence)
 	}
 	return a
 }
@@ -370,14 +361,14 @@ func (c *Analyzer) analyzeKeywords(ts []rank.Turn, valid map[int]bool) Analysis 
 		ev    string
 	}
 	var hits []hit
-	for _, li := range c.rk.Categories() {
+	for _, li := range c.Rk.Categories() {
 		if !valid[li] {
 			continue
 		}
 		var best hit
 		for i := range ts {
 			t := &ts[i]
-			b, ev := c.rk.Lexical(li, t)
+			b, ev := c.Rk.Lexical(li, t)
 			if b*t.Weight > best.boost {
 				best = hit{label: li, boost: b * t.Weight, ev: ev}
 			}
@@ -392,8 +383,8 @@ func (c *Analyzer) analyzeKeywords(ts []rank.Turn, valid map[int]bool) Analysis 
 		if len(a.Categories) >= request.MaxCategories {
 			break
 		}
-		conf := math.Min(degradedCap, h.boost/c.cal.Fusion.Pattern*degradedCap)
-		id := c.idx.Labels[h.label].ID
+		conf := math.Min(degradedCap, h.boost/c.Cal.Fusion.Pattern*degradedCap)
+		id := c.Idx.Labels[h.label].ID
 		a.Categories = append(a.Categories, id)
 		a.Scores = append(a.Scores, classify.Scored{Label: h.label, ID: id, Confidence: conf, Evidence: h.ev})
 		parts = append(parts, fmt.Sprintf("%s (%s)", id, h.ev))
@@ -414,7 +405,7 @@ func (c *Analyzer) analyzeKeywords(ts []rank.Turn, valid map[int]bool) Analysis 
 func (c *Analyzer) applyBands(a *Analysis) {
 	meta := c.cfg.MetaCategory
 	if a.Confidence < bandRefine {
-		if _, ok := c.idx.Lookup(index.KindCategory, meta); ok && (len(a.Categories) == 0 || a.Categories[0] != meta) {
+		if _, ok := c.Idx.Lookup(index.KindCategory, meta); ok && (len(a.Categories) == 0 || a.Categories[0] != meta) {
 			cats := []string{meta}
 			for _, x := range a.Categories {
 				if x != meta {
@@ -459,7 +450,7 @@ func (c *Analyzer) DetectContexts(ctx context.Context, text string) ([]Context, 
 		return nil, err
 	}
 	all := map[int]bool{}
-	for _, li := range c.rk.Categories() {
+	for _, li := range c.Rk.Categories() {
 		all[li] = true
 	}
 	cs, err := c.score(ctx, rank.Needs(text), all)
@@ -488,9 +479,9 @@ func (c *Analyzer) DetectContexts(ctx context.Context, text string) ([]Context, 
 		}
 		ev := s.Lex
 		if kind == "semantic" {
-			ev = c.rk.Evidence(s)
+			ev = c.Rk.Evidence(s)
 		}
-		out = append(out, Context{ID: c.idx.Labels[s.Label].ID, Confidence: p, Kind: kind, Evidence: ev})
+		out = append(out, Context{ID: c.Idx.Labels[s.Label].ID, Confidence: p, Kind: kind, Evidence: ev})
 	}
 	return out, nil
 }

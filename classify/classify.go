@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/classifierd/classifierd/calibrate"
-	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/internal/tracing"
+	"github.com/classifierd/classifierd/policy"
 	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/request"
 )
@@ -35,25 +35,15 @@ func (c Config) withDefaults() Config {
 // Classifier ranks the categories of one text (single-label). It is
 // immutable after New and safe for concurrent use.
 type Classifier struct {
+	policy.Base
 	cfg Config
-	rk  *rank.Ranker
-	idx *index.Index
-	cal calibrate.Calibration
 }
 
 // New returns a Classifier over rk, deciding with cal (the index's calibration).
 func New(rk *rank.Ranker, cal calibrate.Calibration, cfg Config) *Classifier {
-	return &Classifier{cfg: cfg.withDefaults(), rk: rk, idx: rk.Index(), cal: cal}
+	cfg = cfg.withDefaults()
+	return &Classifier{Base: policy.New(rk, cal, cfg.Limits), cfg: cfg}
 }
-
-// Index returns the index the Classifier serves.
-func (c *Classifier) Index() *index.Index { return c.idx }
-
-// Limits returns the enforced input limits.
-func (c *Classifier) Limits() request.Limits { return c.cfg.Limits }
-
-// Calibration returns the calibration in use.
-func (c *Classifier) Calibration() calibrate.Calibration { return c.cal }
 
 // Scored is one ranked label.
 type Scored struct {
@@ -89,27 +79,27 @@ func (c *Classifier) Classify(ctx context.Context, text string, topK int, minCon
 	if err := request.CheckMinConf(minConf); err != nil {
 		return Result{}, err
 	}
-	if len(c.rk.Categories()) == 0 {
+	if len(c.Rk.Categories()) == 0 {
 		return Result{}, fmt.Errorf("%w: no categories (the catalog had none)", rank.ErrNoLabels)
 	}
 	turns := []rank.Turn{{Text: text, Weight: 1}}
-	vecs, err := c.rk.Vectors(ctx, turns)
+	vecs, err := c.Rk.Vectors(ctx, turns)
 	if err != nil {
 		return Result{}, err
 	}
 	_, sp := tracing.Start(ctx, tracing.Score)
-	turns, err = c.rk.Dense(turns, vecs)
+	turns, err = c.Rk.Dense(turns, vecs)
 	if err != nil {
 		sp.End()
 		return Result{}, err
 	}
-	cs := c.rk.CategoryScores(turns)
+	cs := c.Rk.CategoryScores(turns)
 	c.addHead(cs, turns[0].Vec())
 	if sp.IsRecording() {
-		sp.SetAttributes(tracing.KeyTurns.Int(len(turns)), tracing.KeyVectors.Int(c.idx.NumVectors()), tracing.KeyLabels.Int(len(cs)))
+		sp.SetAttributes(tracing.KeyTurns.Int(len(turns)), tracing.KeyVectors.Int(c.Idx.NumVectors()), tracing.KeyLabels.Int(len(cs)))
 	}
 	sp.End()
-	thr := c.cal.Categories.Threshold
+	thr := c.Cal.Categories.Threshold
 	if minConf != nil {
 		thr = float64(*minConf)
 	}
@@ -122,13 +112,13 @@ func (c *Classifier) Classify(ctx context.Context, text string, topK int, minCon
 // addHead adds the linear head's weighted log-probabilities to category
 // scores (single-label only).
 func (c *Classifier) addHead(cs []rank.Score, v []float32) {
-	h := c.cal.Head
-	if h == nil || c.cal.HeadWeight == 0 || len(h.W) != len(cs) || len(v) != len(h.W[0]) {
+	h := c.Cal.Head
+	if h == nil || c.Cal.HeadWeight == 0 || len(h.W) != len(cs) || len(v) != len(h.W[0]) {
 		return
 	}
 	lp := h.LogProbs(v)
 	for j := range cs {
-		cs[j].Score += c.cal.HeadWeight * lp[j]
+		cs[j].Score += c.Cal.HeadWeight * lp[j]
 	}
 }
 
@@ -140,12 +130,12 @@ func (c *Classifier) rankSingle(cs []rank.Score, k int, thr float64) Result {
 	for i, s := range cs {
 		raw[i] = s.Score
 	}
-	probs := c.cal.Categories.Probabilities(raw)
+	probs := c.Cal.Categories.Probabilities(raw)
 	order := argsort(probs)
 	var res Result
 	inScope := 1.0
 	if len(order) > 0 {
-		inScope = c.cal.Categories.InScope.Prob(raw[order[0]])
+		inScope = c.Cal.Categories.InScope.Prob(raw[order[0]])
 	}
 	for _, i := range order {
 		if len(res.Categories) >= k {
@@ -154,8 +144,8 @@ func (c *Classifier) rankSingle(cs []rank.Score, k int, thr float64) Result {
 		if probs[i]*inScope < thr {
 			break
 		}
-		res.Categories = append(res.Categories, Scored{Label: cs[i].Label, ID: c.idx.Labels[cs[i].Label].ID,
-			Confidence: probs[i], Score: cs[i].Score, Evidence: c.rk.Evidence(cs[i]), Parts: c.rk.Parts(cs[i])})
+		res.Categories = append(res.Categories, Scored{Label: cs[i].Label, ID: c.Idx.Labels[cs[i].Label].ID,
+			Confidence: probs[i], Score: cs[i].Score, Evidence: c.Rk.Evidence(cs[i]), Parts: c.Rk.Parts(cs[i])})
 	}
 	res.Abstained = len(res.Categories) == 0
 	res.InScope = inScope
@@ -170,17 +160,17 @@ func (c *Classifier) explain(cs []rank.Score, probs []float64, order []int, thr,
 		return "no labels"
 	}
 	best := order[0]
-	id := c.idx.Labels[cs[best].Label].ID
+	id := c.Idx.Labels[cs[best].Label].ID
 	var b strings.Builder
 	if probs[best]*inScope < thr {
 		fmt.Fprintf(&b, "abstained: best %s at %.2f with in-scope probability %.2f is below %.2f (%s)",
-			id, probs[best], inScope, thr, c.rk.Evidence(cs[best]))
+			id, probs[best], inScope, thr, c.Rk.Evidence(cs[best]))
 		return b.String()
 	}
-	fmt.Fprintf(&b, "%s %.2f: %s", id, probs[best], c.rk.Evidence(cs[best]))
+	fmt.Fprintf(&b, "%s %.2f: %s", id, probs[best], c.Rk.Evidence(cs[best]))
 	if len(order) > 1 {
 		r := order[1]
-		fmt.Fprintf(&b, "; runner-up %s %.2f (margin %.2f)", c.idx.Labels[cs[r].Label].ID, probs[r], probs[best]-probs[r])
+		fmt.Fprintf(&b, "; runner-up %s %.2f (margin %.2f)", c.Idx.Labels[cs[r].Label].ID, probs[r], probs[best]-probs[r])
 	}
 	return b.String()
 }

@@ -154,7 +154,7 @@ func (c *Router) candidates(ts []rank.Turn, all rank.Routed, needIdx []int, need
 			nParts++
 		}
 	}
-	logServers := math.Log(float64(len(c.rk.Servers())))
+	logServers := math.Log(float64(len(c.Rk.Servers())))
 	logWords := math.Log1p(float64(len(strings.Fields(ts[0].Text))))
 	out := make([]candidate, 0, len(order))
 	for _, li := range order {
@@ -319,7 +319,7 @@ type Considered struct {
 
 // decide answers a request from the evidence map (see the top of this file).
 func (c *Router) decide(ts []rank.Turn, all rank.Routed, needIdx []int, needRes []rank.Routed, maxS, maxT int, q RouteQuery, vec []float32) RouteResult {
-	ev := c.cal.ServerEvidence
+	ev := c.Cal.ServerEvidence
 	var res RouteResult
 	res.Candidates = all.Candidates
 	cands, needs := c.candidates(ts, all, needIdx, needRes, maxS)
@@ -335,7 +335,7 @@ func (c *Router) decide(ts []rank.Turn, all rank.Routed, needIdx []int, needRes 
 	})
 	if q.Evidence {
 		for _, cd := range cands {
-			res.Considered = append(res.Considered, Considered{Label: cd.s.Label, ID: c.idx.Labels[cd.s.Label].ID, X: cd.x, P: cd.p})
+			res.Considered = append(res.Considered, Considered{Label: cd.s.Label, ID: c.Idx.Labels[cd.s.Label].ID, X: cd.x, P: cd.p})
 		}
 	}
 	// Which candidates are eligible: at or above an explicit min_confidence,
@@ -356,7 +356,7 @@ func (c *Router) decide(ts []rank.Turn, all rank.Routed, needIdx []int, needRes 
 	selected := map[int]bool{}
 	for _, cd := range chosen {
 		selected[cd.s.Label] = true
-		ev, parts := c.rk.Evidence(cd.s), c.rk.Parts(cd.s)
+		ev, parts := c.Rk.Evidence(cd.s), c.Rk.Parts(cd.s)
 		if e, ok := learned[cd.s.Label]; ok {
 			ev, parts.Learned = "learned: "+e.Text+"; "+ev, e.Text
 		}
@@ -368,7 +368,7 @@ func (c *Router) decide(ts []rank.Turn, all rank.Routed, needIdx []int, needRes 
 				ev = fmt.Sprintf("answers the need %q; ", nd.text) + ev
 			}
 		}
-		res.Servers = append(res.Servers, classify.Scored{Label: cd.s.Label, ID: c.idx.Labels[cd.s.Label].ID,
+		res.Servers = append(res.Servers, classify.Scored{Label: cd.s.Label, ID: c.Idx.Labels[cd.s.Label].ID,
 			Confidence: cd.p, Score: cd.s.Score, Evidence: ev, Parts: parts})
 	}
 	c.pickTools(&res, all.Tools, needs, selected, maxT, q)
@@ -382,7 +382,7 @@ func (c *Router) decide(ts []rank.Turn, all rank.Routed, needIdx []int, needRes 
 	fmt.Fprintf(&b, "%s %.2f: %s", top.ID, top.Confidence, top.Evidence)
 	for _, cd := range cands {
 		if !selected[cd.s.Label] {
-			fmt.Fprintf(&b, "; runner-up %s %.2f", c.idx.Labels[cd.s.Label].ID, cd.p)
+			fmt.Fprintf(&b, "; runner-up %s %.2f", c.Idx.Labels[cd.s.Label].ID, cd.p)
 			break
 		}
 	}
@@ -434,18 +434,18 @@ func (c *Router) keepNeeds(elig []candidate, needs []need, k int) []candidate {
 // its best tool among the selected servers' (a need to write a file
 // brings the server's write tool, not its best tool for the whole request).
 func (c *Router) pickTools(res *RouteResult, toolS []rank.Score, needs []need, selected map[int]bool, maxT int, q RouteQuery) {
-	toolThr := c.cal.Tools.Threshold
+	toolThr := c.Cal.Tools.Threshold
 	if q.MinConfidence != nil {
 		toolThr = float64(*q.MinConfidence)
 	}
 	if len(toolS) == 0 {
 		return
 	}
-	toolP := func(s rank.Score) float64 { return c.cal.Tools.ProbAt(s.Score, toolS[0].Score-s.Score) }
+	toolP := func(s rank.Score) float64 { return c.Cal.Tools.ProbAt(s.Score, toolS[0].Score-s.Score) }
 	keep := map[int]int{} // tool label -> need
 	for k, n := range needs[1:] {
 		for _, s := range n.rk.Tools {
-			if selected[c.rk.ServerOf(s.Label)] {
+			if selected[c.Rk.ServerOf(s.Label)] {
 				if _, ok := keep[s.Label]; !ok {
 					keep[s.Label] = k + 1
 				}
@@ -465,7 +465,7 @@ func (c *Router) pickTools(res *RouteResult, toolS []rank.Score, needs []need, s
 		if len(out) >= maxT {
 			break
 		}
-		si := c.rk.ServerOf(s.Label)
+		si := c.Rk.ServerOf(s.Label)
 		if !selected[si] {
 			continue
 		}
@@ -492,21 +492,21 @@ func (c *Router) pickTools(res *RouteResult, toolS []rank.Score, needs []need, s
 
 // pickCategories adds the categories at or above the threshold.
 func (c *Router) pickCategories(res *RouteResult, cs []rank.Score, q RouteQuery) {
-	if len(c.rk.Categories()) == 0 {
+	if len(c.Rk.Categories()) == 0 {
 		return
 	}
-	thr := c.cal.CategoriesMulti.Threshold
+	thr := c.Cal.CategoriesMulti.Threshold
 	if q.MinConfidence != nil {
 		thr = float64(*q.MinConfidence)
 	}
 	cs = rank.SortedByScore(cs)
 	for _, s := range cs {
-		p := c.cal.CategoriesMulti.ProbAt(s.Score, cs[0].Score-s.Score)
+		p := c.Cal.CategoriesMulti.ProbAt(s.Score, cs[0].Score-s.Score)
 		if len(res.Categories) >= request.MaxCategories || p < thr {
 			break
 		}
-		res.Categories = append(res.Categories, classify.Scored{Label: s.Label, ID: c.idx.Labels[s.Label].ID,
-			Confidence: p, Score: s.Score, Evidence: c.rk.Evidence(s), Parts: c.rk.Parts(s)})
+		res.Categories = append(res.Categories, classify.Scored{Label: s.Label, ID: c.Idx.Labels[s.Label].ID,
+			Confidence: p, Score: s.Score, Evidence: c.Rk.Evidence(s), Parts: c.Rk.Parts(s)})
 	}
 }
 
@@ -516,9 +516,9 @@ func (c *Router) noMatchWhy(cands []candidate, q RouteQuery) string {
 	case len(cands) == 0:
 		return "no servers to route to"
 	case q.MinConfidence != nil:
-		return fmt.Sprintf("no server reached confidence %.2f (best %s %.2f)", *q.MinConfidence, c.idx.Labels[cands[0].s.Label].ID, cands[0].p)
+		return fmt.Sprintf("no server reached confidence %.2f (best %s %.2f)", *q.MinConfidence, c.Idx.Labels[cands[0].s.Label].ID, cands[0].p)
 	}
-	return fmt.Sprintf("the set of best expected F1 is empty (best %s %.2f)", c.idx.Labels[cands[0].s.Label].ID, cands[0].p)
+	return fmt.Sprintf("the set of best expected F1 is empty (best %s %.2f)", c.Idx.Labels[cands[0].s.Label].ID, cands[0].p)
 }
 
 // toolCounts counts each server's tools, by server label.
@@ -544,7 +544,7 @@ func (c *Router) learnCandidates(res *RouteResult, cands []candidate, q RouteQue
 	for i, cd := range cands {
 		srvS[i], srvP[cd.s.Label] = cd.s, cd.p
 	}
-	res.Described = described(c.idx, srvS, srvP)
+	res.Described = described(c.Idx, srvS, srvP)
 	if q.describe {
 		return nil
 	}

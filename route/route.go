@@ -19,6 +19,7 @@ import (
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/internal/tracing"
 	"github.com/classifierd/classifierd/learn"
+	"github.com/classifierd/classifierd/policy"
 	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/request"
 )
@@ -57,35 +58,25 @@ func (c Config) withDefaults() Config {
 // Router picks the servers and tools for a request. It is immutable after
 // New and safe for concurrent use.
 type Router struct {
+	policy.Base
 	cfg Config
-	rk  *rank.Ranker
-	idx *index.Index
-	cal calibrate.Calibration
 	// toolCount is each server's number of tools, by label (evidence).
 	toolCount map[int]int
 }
 
 // New returns a Router over rk, deciding with cal (the index's calibration).
 func New(rk *rank.Ranker, cal calibrate.Calibration, cfg Config) *Router {
-	return &Router{cfg: cfg.withDefaults(), rk: rk, idx: rk.Index(), cal: cal, toolCount: toolCounts(rk)}
+	cfg = cfg.withDefaults()
+	return &Router{Base: policy.New(rk, cal, cfg.Limits), cfg: cfg, toolCount: toolCounts(rk)}
 }
-
-// Index returns the index the Router serves.
-func (c *Router) Index() *index.Index { return c.idx }
 
 // Shortlists reports whether requests are scored against a shortlist of
 // labels and, if so, over how many inverted-file cells (rank.Ranker.Shortlists).
-func (c *Router) Shortlists() (bool, int) { return c.rk.Shortlists() }
+func (c *Router) Shortlists() (bool, int) { return c.Rk.Shortlists() }
 
 // ShortlistReady is closed once the router shortlists, or at once when it
 // never will (rank.Ranker.ShortlistReady).
-func (c *Router) ShortlistReady() <-chan struct{} { return c.rk.ShortlistReady() }
-
-// Limits returns the enforced input limits.
-func (c *Router) Limits() request.Limits { return c.cfg.Limits }
-
-// Calibration returns the calibration in use.
-func (c *Router) Calibration() calibrate.Calibration { return c.cal }
+func (c *Router) ShortlistReady() <-chan struct{} { return c.Rk.ShortlistReady() }
 
 // NoMatch is what Route returns when nothing reaches the threshold.
 type NoMatch int
@@ -199,41 +190,41 @@ func (c *Router) Route(ctx context.Context, q RouteQuery) (RouteResult, error) {
 	if err := request.CheckMinConf(q.MinConfidence); err != nil {
 		return RouteResult{}, err
 	}
-	if len(c.rk.Servers()) == 0 {
+	if len(c.Rk.Servers()) == 0 {
 		return RouteResult{}, fmt.Errorf("%w: no servers (the catalog had none)", rank.ErrNoLabels)
 	}
 	allowed, err := c.allowedServers(q.Include, q.Exclude)
 	if err != nil {
 		return RouteResult{}, err
 	}
-	vecs, err := c.rk.Vectors(ctx, ts)
+	vecs, err := c.Rk.Vectors(ctx, ts)
 	if err != nil {
 		return RouteResult{}, err
 	}
 	_, sp := tracing.Start(ctx, tracing.Score)
-	if ts, err = c.rk.Dense(ts, vecs); err != nil {
+	if ts, err = c.Rk.Dense(ts, vecs); err != nil {
 		sp.End()
 		return RouteResult{}, err
 	}
 	// Nothing in the answer refers to the turns' slices: they serve the
 	// next request.
-	defer c.rk.Release(ts)
+	defer c.Rk.Release(ts)
 	c.weighContext(ts, allowed)
 	// The parts of a compound request are needs of their own (see route);
 	// each part's ranking comes from the same pass.
 	parts := needTurns(ts)
-	if c.cal.ServerEvidence != nil {
+	if c.Cal.ServerEvidence != nil {
 		parts = evidenceNeeds(ts)
 	}
-	all, partRes := c.rk.RouteScoresParts(ts, allowed, parts)
+	all, partRes := c.Rk.RouteScoresParts(ts, allowed, parts)
 	if sp.IsRecording() {
-		sp.SetAttributes(tracing.KeyTurns.Int(len(ts)), tracing.KeyVectors.Int(c.idx.NumVectors()),
+		sp.SetAttributes(tracing.KeyTurns.Int(len(ts)), tracing.KeyVectors.Int(c.Idx.NumVectors()),
 			tracing.KeyLabels.Int(len(all.Servers)+len(all.Tools)+len(all.Categories)))
 	}
 	sp.End()
 	_, sp = tracing.Start(ctx, tracing.Calibrate)
 	var res RouteResult
-	if c.cal.ServerEvidence != nil {
+	if c.Cal.ServerEvidence != nil {
 		res = c.decide(ts, all, parts, partRes, maxS, maxT, q, vecs[0])
 	} else {
 		res = c.route(all, partRes, maxS, maxT, q, vecs[0])
@@ -282,12 +273,12 @@ func (c *Router) routeTurns(q RouteQuery) ([]rank.Turn, error) {
 		msgs = msgs[:i]
 	}
 	ts := rank.Needs(latest)
-	if c.cal.ServerEvidence != nil {
+	if c.Cal.ServerEvidence != nil {
 		// Clauses and cues are needs of their own where the evidence
 		// map weighs them; a catalog with its own fit routes as before.
 		ts = append(rank.Clauses(latest), rank.Cues(latest)...)
 	}
-	f := c.cal.Fusion
+	f := c.Cal.Fusion
 	p := f.ContextPenalty
 	for i, n := len(msgs)-1, 0; i >= 0 && n < maxContextTurns; i-- {
 		m := msgs[i]
@@ -319,10 +310,10 @@ func (c *Router) weighContext(ts []rank.Turn, allowed map[int]bool) {
 	if len(cur) == len(ts) {
 		return
 	}
-	f := c.cal.Fusion
+	f := c.Cal.Fusion
 	var p0 float64
-	if srvS, _, _, _ := c.rk.RouteScores(cur, allowed); len(srvS) > 0 {
-		p0 = c.cal.Servers.Prob(srvS[0].Score)
+	if srvS, _, _, _ := c.Rk.RouteScores(cur, allowed); len(srvS) > 0 {
+		p0 = c.Cal.Servers.Prob(srvS[0].Score)
 	}
 	// clarity is 0 when the current turn alone reaches no server
 	// (p ≤ ClearFrom) and 1 when it plainly does (p ≥ ClearFrom+ClearSpan).
@@ -342,11 +333,11 @@ func (c *Router) allowedServers(include, exclude []string) (map[int]bool, error)
 		return nil, nil
 	}
 	if len(include) == 0 {
-		allowed = c.rk.AllServers()
+		allowed = c.Rk.AllServers()
 	} else {
 		allowed = map[int]bool{}
 		for _, id := range include {
-			li, ok := c.idx.Lookup(index.KindServer, id)
+			li, ok := c.Idx.Lookup(index.KindServer, id)
 			if !ok {
 				return nil, fmt.Errorf("%w: include_servers has %q", ErrUnknownServer, rank.Clip(id, 64))
 			}
@@ -354,7 +345,7 @@ func (c *Router) allowedServers(include, exclude []string) (map[int]bool, error)
 		}
 	}
 	for _, id := range exclude {
-		li, ok := c.idx.Lookup(index.KindServer, id)
+		li, ok := c.Idx.Lookup(index.KindServer, id)
 		if !ok {
 			return nil, fmt.Errorf("%w: exclude_servers has %q", ErrUnknownServer, rank.Clip(id, 64))
 		}
@@ -376,7 +367,7 @@ func (c *Router) Describe(ctx context.Context, query string) ([]float32, []learn
 }
 
 func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q RouteQuery, vec []float32) RouteResult {
-	srvThr, toolThr, catThr := c.cal.Servers.Threshold, c.cal.Tools.Threshold, c.cal.CategoriesMulti.Threshold
+	srvThr, toolThr, catThr := c.Cal.Servers.Threshold, c.Cal.Tools.Threshold, c.Cal.CategoriesMulti.Threshold
 	if q.MinConfidence != nil {
 		srvThr, toolThr, catThr = float64(*q.MinConfidence), float64(*q.MinConfidence), float64(*q.MinConfidence)
 	}
@@ -393,9 +384,9 @@ func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q
 	for _, p := range partRes {
 		partSrv, partTool = append(partSrv, p.Servers), append(partTool, p.Tools)
 	}
-	srvP := needProbs(srvS, partSrv, c.cal.Servers.ProbAt)
+	srvP := needProbs(srvS, partSrv, c.Cal.Servers.ProbAt)
 	if c.cfg.Learned != nil {
-		res.Described = described(c.idx, srvS, srvP)
+		res.Described = described(c.Idx, srvS, srvP)
 	}
 	// Learned evidence (package learn) moves the confidences, and the
 	// order follows; with no reports lr is nil and nothing changes.
@@ -417,7 +408,7 @@ func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q
 		if p < srvThr || len(res.Servers)+len(keep) >= maxS && !keep[s.Label] {
 			continue
 		}
-		ev, parts := c.rk.Evidence(s), c.rk.Parts(s)
+		ev, parts := c.Rk.Evidence(s), c.Rk.Parts(s)
 		if e, ok := learnedSrv[s.Label]; ok {
 			ev, parts.Learned = "learned: "+e.Text+"; "+ev, e.Text
 		}
@@ -426,7 +417,7 @@ func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q
 		}
 		delete(keep, s.Label)
 		selected[s.Label] = true
-		res.Servers = append(res.Servers, classify.Scored{Label: s.Label, ID: c.idx.Labels[s.Label].ID,
+		res.Servers = append(res.Servers, classify.Scored{Label: s.Label, ID: c.Idx.Labels[s.Label].ID,
 			Confidence: p, Score: s.Score, Evidence: ev, Parts: parts})
 	}
 	// Tools of the selected servers, best first. Every selected server
@@ -439,10 +430,10 @@ func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q
 	// split, ECE over returned tools 0.016 -> 0.041: details split off a
 	// single request, "the keyword is fashion", have confident bests too).
 	// It is computed only for the tools looked at.
-	toolP := func(s rank.Score) float64 { return c.cal.Tools.ProbAt(s.Score, toolS[0].Score-s.Score) }
+	toolP := func(s rank.Score) float64 { return c.Cal.Tools.ProbAt(s.Score, toolS[0].Score-s.Score) }
 	var learnedTool map[int]learn.Evidence
 	if lr != nil && len(toolS) > 0 {
-		toolS, learnedTool = learnTools(lr, toolS, selected, c.rk.ServerOf, toolP)
+		toolS, learnedTool = learnTools(lr, toolS, selected, c.Rk.ServerOf, toolP)
 		descP := toolP
 		toolP = func(s rank.Score) float64 {
 			if e, ok := learnedTool[s.Label]; ok {
@@ -451,12 +442,12 @@ func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q
 			return descP(s)
 		}
 	}
-	keepT := needPicks(partTool, toolS, maxT, func(s rank.Score) bool { return selected[c.rk.ServerOf(s.Label)] && toolP(s) >= toolThr })
+	keepT := needPicks(partTool, toolS, maxT, func(s rank.Score) bool { return selected[c.Rk.ServerOf(s.Label)] && toolP(s) >= toolThr })
 	for i, s := range toolS {
 		if len(res.Tools) >= maxT {
 			break
 		}
-		si := c.rk.ServerOf(s.Label)
+		si := c.Rk.ServerOf(s.Label)
 		if !selected[si] {
 			continue
 		}
@@ -479,22 +470,22 @@ func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q
 		res.Tools = append(res.Tools, tl)
 	}
 	// Categories, multi-label.
-	if len(c.rk.Categories()) > 0 {
+	if len(c.Rk.Categories()) > 0 {
 		cs = rank.SortedByScore(cs)
 		for _, s := range cs {
-			p := c.cal.CategoriesMulti.ProbAt(s.Score, cs[0].Score-s.Score)
+			p := c.Cal.CategoriesMulti.ProbAt(s.Score, cs[0].Score-s.Score)
 			if len(res.Categories) >= request.MaxCategories || p < catThr {
 				break
 			}
-			res.Categories = append(res.Categories, classify.Scored{Label: s.Label, ID: c.idx.Labels[s.Label].ID,
-				Confidence: p, Score: s.Score, Evidence: c.rk.Evidence(s), Parts: c.rk.Parts(s)})
+			res.Categories = append(res.Categories, classify.Scored{Label: s.Label, ID: c.Idx.Labels[s.Label].ID,
+				Confidence: p, Score: s.Score, Evidence: c.Rk.Evidence(s), Parts: c.Rk.Parts(s)})
 		}
 	}
 	if len(res.Servers) == 0 {
 		why := "no servers to route to"
 		if len(srvS) > 0 {
 			why = fmt.Sprintf("no server reached confidence %.2f (best %s %.2f)", srvThr,
-				c.idx.Labels[srvS[0].Label].ID, c.cal.Servers.Prob(srvS[0].Score))
+				c.Idx.Labels[srvS[0].Label].ID, c.Cal.Servers.Prob(srvS[0].Score))
 		}
 		c.applyNoMatch(&res, why, q.OnNoMatch)
 		return res
@@ -673,9 +664,9 @@ func needPicks(parts [][]rank.Score, overall []rank.Score, k int, ok func(overal
 }
 
 func (c *Router) toolScore(s rank.Score, p float64) ToolScore {
-	l := &c.idx.Labels[s.Label]
+	l := &c.Idx.Labels[s.Label]
 	return ToolScore{Label: s.Label, Name: l.Name, Server: l.Server, Category: l.Category,
-		Confidence: p, Score: s.Score, Evidence: c.rk.Evidence(s), Parts: c.rk.Parts(s)}
+		Confidence: p, Score: s.Score, Evidence: c.Rk.Evidence(s), Parts: c.Rk.Parts(s)}
 }
 
 // applyNoMatch answers a request no server was chosen for by policy p,
@@ -692,7 +683,7 @@ func (c *Router) applyNoMatch(res *RouteResult, why string, p NoMatch) {
 		res.PolicyReason = why + "; policy NONE: no tools"
 	case NoMatchMeta:
 		for _, li := range res.Candidates {
-			if c.idx.Labels[li].Category == c.cfg.MetaCategory {
+			if c.Idx.Labels[li].Category == c.cfg.MetaCategory {
 				res.Tools = append(res.Tools, c.toolScore(rank.Score{Label: li}, 0))
 			}
 		}
@@ -712,11 +703,11 @@ func (c *Router) routeReason(res RouteResult, srvS []rank.Score, srvP map[int]fl
 	fmt.Fprintf(&b, "%s %.2f: %s", top.ID, top.Confidence, top.Evidence)
 	if len(srvS) > 1 {
 		r := srvS[1]
-		p := c.cal.Servers.ProbAt(r.Score, srvS[0].Score-r.Score)
+		p := c.Cal.Servers.ProbAt(r.Score, srvS[0].Score-r.Score)
 		if learned {
 			p = srvP[r.Label]
 		}
-		fmt.Fprintf(&b, "; runner-up %s %.2f (margin %.2f)", c.idx.Labels[r.Label].ID, p, top.Confidence-p)
+		fmt.Fprintf(&b, "; runner-up %s %.2f (margin %.2f)", c.Idx.Labels[r.Label].ID, p, top.Confidence-p)
 	}
 	return b.String()
 }

@@ -163,11 +163,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for i := 0; i < *queries; i++ {
 		qs = append(qs, src.queries[(i*len(src.queries)/(*queries)+7)%len(src.queries)])
 	}
-	// Every text Route embeds for them: each request and its needs.
+	// Every text Route embeds for them: each request and its needs, its
+	// clauses and its cues' capabilities (a catalog whose calibration
+	// decides from evidence routes by clauses and cues).
 	var texts []string
+	seen := map[string]bool{}
 	for _, q := range qs {
-		for _, t := range rank.Needs(q) {
-			texts = append(texts, t.Text)
+		for _, ts := range [][]rank.Turn{rank.Needs(q), rank.Clauses(q), rank.Cues(q)} {
+			for _, t := range ts {
+				if !seen[t.Text] {
+					seen[t.Text] = true
+					texts = append(texts, t.Text)
+				}
+			}
 		}
 	}
 	vecs, err := embedOnce(ctx, *model, *ortLib, texts)
@@ -355,7 +363,16 @@ func embedOnce(ctx context.Context, model, ortLib string, texts []string) ([][]f
 		return nil, err
 	}
 	defer eng.Close()
-	return eng.Embed(ctx, texts)
+	var out [][]float32
+	for len(texts) > 0 {
+		n := min(len(texts), 512) // under the engine's batch bound
+		vecs, err := eng.Embed(ctx, texts[:n])
+		if err != nil {
+			return nil, err
+		}
+		out, texts = append(out, vecs...), texts[n:]
+	}
+	return out, nil
 }
 
 // lookupEmbedder returns the vectors embedded beforehand by the real

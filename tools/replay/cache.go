@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"errors"
-	"io"
-	"math"
-	"os"
 	"sync"
+
+	"github.com/classifierd/classifierd/internal/vecfile"
 )
 
 // diskCache is an embedder that keeps every vector it computed, keyed by
@@ -33,35 +28,14 @@ type diskCache struct {
 func openCache(path, fingerprint string, dims int, emb interface {
 	Embed(context.Context, []string) ([][]float32, error)
 }) (*diskCache, error) {
-	c := &diskCache{emb: emb, fp: fingerprint, dims: dims, path: path, vecs: map[[32]byte][]float32{}}
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return c, nil
-	}
+	vecs, err := vecfile.Load(path, dims)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	r := bufio.NewReader(f)
-	rec := make([]byte, 32+4*dims)
-	for {
-		if _, err := io.ReadFull(r, rec); err != nil {
-			break // a torn last record is dropped
-		}
-		var k [32]byte
-		copy(k[:], rec)
-		v := make([]float32, dims)
-		for i := range v {
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(rec[32+4*i:]))
-		}
-		c.vecs[k] = v
-	}
-	return c, nil
+	return &diskCache{emb: emb, fp: fingerprint, dims: dims, path: path, vecs: vecs}, nil
 }
 
-func (c *diskCache) key(text string) [32]byte {
-	return sha256.Sum256([]byte(c.fp + "\x00" + text))
-}
+func (c *diskCache) key(text string) [32]byte { return vecfile.Key(c.fp, text) }
 
 // Embed implements the embedder interfaces.
 func (c *diskCache) Embed(ctx context.Context, texts []string) ([][]float32, error) {
@@ -91,22 +65,9 @@ func (c *diskCache) Embed(ctx context.Context, texts []string) ([][]float32, err
 func (c *diskCache) Flush() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.fresh) == 0 {
-		return nil
-	}
-	f, err := os.OpenFile(c.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
+	if err := vecfile.Append(c.path, c.dims, c.fresh, c.vecs); err != nil {
 		return err
 	}
-	w := bufio.NewWriter(f)
-	buf := make([]byte, 4)
-	for _, k := range c.fresh {
-		w.Write(k[:])
-		for _, x := range c.vecs[k] {
-			binary.LittleEndian.PutUint32(buf, math.Float32bits(x))
-			w.Write(buf)
-		}
-	}
 	c.fresh = nil
-	return errors.Join(w.Flush(), f.Close())
+	return nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,6 +10,8 @@ import (
 	"math"
 	"os"
 	"sync"
+
+	"github.com/classifierd/classifierd/internal/vecfile"
 )
 
 // diskCache is an embedder that keeps every vector it computed, keyed by
@@ -35,44 +36,18 @@ type diskCache struct {
 func openDiskCache(path, fingerprint string, dims int, emb interface {
 	Embed(context.Context, []string) ([][]float32, error)
 }) (*diskCache, error) {
-	c := &diskCache{emb: emb, fp: fingerprint, dims: dims, path: path, vecs: map[[32]byte][]float32{}}
-	if err := c.loadSpans(); err != nil {
-		return nil, err
-	}
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return c, nil
-	}
+	vecs, err := vecfile.Load(path, dims)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	r := bufio.NewReader(f)
-	rec := make([]byte, 32+4*dims)
-	for {
-		if _, err := io.ReadFull(r, rec); err != nil {
-			break // a torn last record is dropped
-		}
-		var k [32]byte
-		copy(k[:], rec)
-		v := make([]float32, dims)
-		for i := range v {
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(rec[32+4*i:]))
-		}
-		c.vecs[k] = v
+	c := &diskCache{emb: emb, fp: fingerprint, dims: dims, path: path, vecs: vecs}
+	if err := c.loadSpans(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
 
-func (c *diskCache) key(text string) [32]byte {
-	h := sha256.New()
-	h.Write([]byte(c.fp))
-	h.Write([]byte{0})
-	h.Write([]byte(text))
-	var k [32]byte
-	h.Sum(k[:0])
-	return k
-}
+func (c *diskCache) key(text string) [32]byte { return vecfile.Key(c.fp, text) }
 
 // Embed returns the cached vectors and embeds the others.
 func (c *diskCache) Embed(ctx context.Context, texts []string) ([][]float32, error) {
@@ -119,27 +94,11 @@ func (c *diskCache) Flush() error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.fresh) == 0 {
-		return nil
-	}
-	f, err := os.OpenFile(c.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
+	if err := vecfile.Append(c.path, c.dims, c.fresh, c.vecs); err != nil {
 		return err
 	}
-	w := bufio.NewWriter(f)
-	rec := make([]byte, 32+4*c.dims)
-	for _, k := range c.fresh {
-		copy(rec, k[:])
-		for i, x := range c.vecs[k] {
-			binary.LittleEndian.PutUint32(rec[32+4*i:], math.Float32bits(x))
-		}
-		if _, err := w.Write(rec); err != nil {
-			f.Close()
-			return err
-		}
-	}
 	c.fresh = nil
-	return errors.Join(w.Flush(), f.Close())
+	return nil
 }
 
 // spanCache is diskCache's store of EmbedSpans results: for a text and its

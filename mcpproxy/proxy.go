@@ -465,8 +465,12 @@ func (c *client) notifyChanged(ctx context.Context, ss *mcp.ServerSession) {
 
 // listChanged is the session server's sending middleware: it sends
 // notifyChanged's notification as tools/list_changed, and drops the SDK's
-// own debounced one when notifyChanged has sent one since the last
-// change, so a change is announced once.
+// own debounced one when a notification has gone out since the last
+// change (notifyChanged's, or an earlier debounced one), so a change is
+// announced once. The SDK debounces each AddTool and RemoveTools by 10ms,
+// so a sync descheduled for longer between two of them would otherwise
+// announce one change twice; the first waits for the sync's end (c.mu),
+// so it announces all of it.
 func (c *client) listChanged(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch {
@@ -477,6 +481,7 @@ func (c *client) listChanged(next mcp.MethodHandler) mcp.MethodHandler {
 		case method == "notifications/tools/list_changed":
 			c.mu.Lock()
 			told := c.notified == c.changes
+			c.notified = c.changes
 			c.mu.Unlock()
 			if told {
 				return nil, nil

@@ -410,3 +410,33 @@ func TestToolCallsKeepTheExposure(t *testing.T) {
 		t.Fatalf("exposure after 2 min idle: %v, want ErrNotFound", err)
 	}
 }
+
+// TestListChangedAnnouncedOnce: the SDK debounces each AddTool and
+// RemoveTools by 10ms, so a sync descheduled between two of them under
+// load fires two debounced notifications for one change. The second is
+// dropped: a notification has gone out since the last change.
+func TestListChangedAnnouncedOnce(t *testing.T) {
+	c := &client{}
+	sent := 0
+	h := c.listChanged(func(context.Context, string, mcp.Request) (mcp.Result, error) {
+		sent++
+		return nil, nil
+	})
+	notify := func() {
+		t.Helper()
+		if _, err := h(context.Background(), "notifications/tools/list_changed", &mcp.ServerRequest[*mcp.ToolListChangedParams]{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.changes++ // one sync that changed the tools
+	notify()
+	notify() // the same sync's second debounced notification
+	if sent != 1 {
+		t.Fatalf("one change announced %d times, want 1", sent)
+	}
+	c.changes++ // a later change is announced again
+	notify()
+	if sent != 2 {
+		t.Fatalf("a second change announced %d times in all, want 2", sent)
+	}
+}

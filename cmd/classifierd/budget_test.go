@@ -19,7 +19,11 @@ import (
 // 3.8 MB at once peaked at 1.3 GB).
 func TestHTTPBodyBudget(t *testing.T) {
 	addr := freeAddr(t)
-	startDaemon(t, genIndex(t, "testdata/mini.json"), "--http-listen", addr,
+	// --timeout 60s: the listener's read timeout (--timeout + 10s) ends
+	// the hog's half-sent body and gives its bytes back; at the default
+	// 20s a busy machine's first few posts could outlast it (CI saw the
+	// loop below find no 429 at a load average of 20).
+	startDaemon(t, genIndex(t, "testdata/mini.json"), "--http-listen", addr, "--timeout", "60s",
 		"--max-body-bytes-in-flight", "4000000", "--max-body-bytes-in-flight-per-client", "600000")
 	const path = "/classifier.v1.ClassifierService/Route"
 
@@ -46,7 +50,7 @@ func TestHTTPBodyBudget(t *testing.T) {
 	}
 	var code int
 	var msg string
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		// Until the daemon has read the hog's 400 KB, the next body may
 		// still fit.
 		if code, msg = post(); code == http.StatusTooManyRequests {

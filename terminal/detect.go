@@ -51,10 +51,13 @@ func r(name, typ string, strength float64, re string) rule {
 // docs/terminal.md for how they were written and scored.
 var rules = []rule{
 	r("sudo_password", TypePassword, 0.97, `(?i)^\[sudo\] password for [^:]+:\s*$`),
-	r("password_colon", TypePassword, 0.95, `(?i)\b(password|passphrase|pass phrase|passcode|pin|token|secret( access)?( key)?|api key|one-time (code|password)|otp|verification code|2fa code|authentication code)\b[^:?]{0,60}[:?]\s*$`),
+	r("password_colon", TypePassword, 0.95, `(?i)\b(password|passphrase|pass phrase|passcode|pin|token|secret( access)?( key)?|api key|one-time (code|password)|otp|verification code|2fa code|authentication code|\d+-digit code|code from your \w+( app)?)\b([^:?\n]|'[^'\n]*'|"[^"\n]*"){0,60}[:?]\s*$`),
 	// Yes or no, and a key that abandons rather than answers: (y,n,^C),
 	// (y,n,esc), (y/n, Return cancels connection, i for more info).
 	r("yes_no_cancel", TypeYesNo, 0.95, `(?i)[\[(]\s*y(es)?\s*[,/]\s*n(o)?\s*,\s*(\^[a-z]|esc(ape)?|ctrl-[a-z]|(return|enter) cancels[^\])]{0,60})\s*[\])]\s*[?:]?\s*$`),
+	// Yes and no as words, the default marked: ([yes]/no), ([yes]/no/?),
+	// ([y]es, [n]o); or bare: Yes/No?
+	r("yes_no_words", TypeYesNo, 0.95, `(?i)(\(\s*(\[y\]es\s*[,/]\s*\[n\]o|\[?yes\]?\s*/\s*\[?no\]?(\s*/\s*\?)?)\s*\)|\b(yes\s*/\s*no|y/n)\?)\s*[?:]?\s*$`),
 	// More than two answers offered: (Y)es / (N)o / (A)lways, [ynesfdaq?],
 	// [ynW...], [y,n,q,a,d,s,e,?], Y/I/N/O/D/Z.
 	r("choice_letters", TypeChoice, 0.95, `(?i)(\[[a-z]{3,}[?.]+\]|\[[a-z?](,[a-z?]){2,}\]|\([a-z]\)[a-z]*\s*/\s*\([a-z]\)[a-z]*\s*/\s*\S|\b[a-z](/[a-z]){2,}\b)[^\n]{0,60}[?:>]?\s*$`),
@@ -64,13 +67,17 @@ var rules = []rule{
 	r("choice_words", TypeChoice, 0.93, `(?i)(\[\s*<?[\w!.]+(\s*(-|\.\.)\s*\w+)?>?(\s*,\s*<?[\w!.]+>?){2,}\s*\]|\(\s*[\w!.]\s*(,\s*[^,()]{1,10}){2,}\)|\(\s*[a-z]\w*(\s*/\s*[a-z]\w*){2,}\s*\)|\[[a-z]{3,}\]\s*\?|\[\d+\s*(\.\.|-)\s*\d+\])\s*\)?\s*[?:]?\s*(\\c)?\s*$`),
 	// Options marked by their key: (O)pen read-only, (E)dit anyway,
 	// (R)ecover; o)verwrite O)verwrite-all s)kip.
-	r("choice_keyed", TypeChoice, 0.93, `([\[(]\w[\])]\w*[^,\n]{0,30},\s*){2,}[\[(]?\w[\])]\w*|(\b\w\)\w[\w-]*[,\s]+){2,}\w\)\w`),
+	r("choice_keyed", TypeChoice, 0.93, `([\[(]\w[\])]\w*[^,/\n]{0,30}[,/]\s*){2,}[\[(]?\w[\])]\w*|(\b\w\)\w[\w-]*[,\s]+){2,}\w\)\w`),
 	r("choice_options", TypeChoice, 0.9, `(?i)(\(\w+\)\s+\w+[^:]{0,40}options?|\[\w\]\w+, \[\w\]\w+)[^\n]*[:?]\s*$`),
-	r("yes_no_brackets", TypeYesNo, 0.96, `(?i)(\?\s*\[(y|n|yes|no)\]\s*:|[\[(<]\s*(y\s*/\s*n|n\s*/\s*y|yn|ny|yes\s*/\s*no(\s*/\s*\[?fingerprint\]?)?|y\s*,\s*n|y(es)? or \[?n(o)?\]?|\[?y\]? or n|y|n)\s*[\])>]|yes\s*\|\s*esc|= yes\b.*= no\b|type '?yes'?)[^\n]{0,40}[?:]?\s*$`),
+	r("yes_no_brackets", TypeYesNo, 0.96, `(?i)(\?\s*\[(y|n|yes|no)\]\s*:|[\[(<]\s*(y\s*/\s*n|n\s*/\s*y|yn|ny|yes\s*/\s*no(\s*/\s*\[?fingerprint\]?)?|y\s*,\s*n|y(es)? or \[?n(o)?\]?|\[?y\]? or n|y|n)\s*[\])>]|yes\s*\|\s*esc|= yes\b.*= no\b|type '?yes'?)[^\n]{0,80}[?:]?\s*$`),
 	// A command shown for confirmation before it runs (xargs -p, parallel -p).
 	r("confirm_command", TypeYesNo, 0.9, `\S\?\.{3}\s*$`),
-	r("yes_no_question", TypeYesNo, 0.9, `(?i)(\b(overwrite|remove|delete|replace|continue|proceed|are you sure|do you want|do you wish|confirm|ok|okay|descend|extract|fix|discard|revert|apply|assume|wipe|format|write|destroy|create|install|uninstall|retry|abort|keep|save|use|trust|accept|allow|enable)\b[^?]{0,200}|^[^?]{0,200}\S\s*\.{3}|^<[^>]*>\s*)\?\s*(\.{3}|:\s*(y|n|yes|no))?\s*$`),
-	r("menu_select", TypeChoice, 0.92, `(?i)(^#\?\s*$|\b(select|choose|pick|enter (your )?(choice|selection|option|number))\b[^:?>]{0,80}[:?>]\s*$)`),
+	// Asking what to do, not whether: the answers are actions.
+	r("choice_action", TypeChoice, 0.9, `(?i)\b(what|how) (do|would|shall|should) (you|we|i) (want to|like to|wish to)? ?(do|proceed|continue|handle)\b[^?]{0,200}\?\s*$`),
+	// Whether, ending with a colon: "Are you sure you want to release it:".
+	r("yes_no_sure", TypeYesNo, 0.9, `(?i)\b(are you (really )?sure|do you (really )?(want|wish)|really (want|wish))\b[^?:]{0,200}[?:]\s*$`),
+	r("yes_no_question", TypeYesNo, 0.9, `(?i)(\b(overwrite|remove|delete|replace|continue|proceed|are you sure|do you want|do you wish|confirm|ok|okay|descend|extract|fix|discard|revert|apply|assume|wipe|format|write|destroy|create|install|uninstall|retry|abort|keep|save|use|trust|accept|allow|enable|leave|quit|exit|anyway)\b[^?]{0,200}|^[^?]{0,200}\S\s*\.{3}|^<[^>]*>\s*)\?\s*(\.{3}|:\s*(y|n|yes|no))?\s*$`),
+	r("menu_select", TypeChoice, 0.92, `(?i)(^#\?\s*$|\b(select|choose|pick|(enter|type) (a |the |your )?(choice|selection|option|number)( number)?)\b[^:?>]{0,80}[:?>]\s*$)`),
 	r("save_key_path", TypePath, 0.95, `(?i)enter file in which to save[^:]*:\s*$`),
 	r("rename_path", TypePath, 0.9, `(?i)\brename\b[^\n]{0,200}(->|:|>)\s*$`),
 	r("path_colon", TypePath, 0.85, `(?i)\b(path|directory|folder|file ?name|file to \w+|location|save (it )?as)\b[^:]{0,80}:\s*$`),
@@ -81,6 +88,8 @@ var rules = []rule{
 	r("repl_shape", TypeCommand, 0.9, `^\s*((\S{0,24}\s?)?([>#$%:&]|\?-|>>|=>|->|\]|\*)|\?)\s?$`),
 	r("pager_end", TypeCommand, 0.9, `(?i)(\(END\)|--\s*more\s*--|\(\d+%\)|\blines \d+-\d+\b|^:\s*$|press (return|enter|q)\b|\bq to quit\b)`),
 	r("shell_prompt", TypeCommand, 0.9, `^[^\s]*(@[^\s:]+)?(:[^\s$#]*)?[$#%]\s?$`),
+	// A field whose default answer is a path: "Login Shell [/bin/sh]:".
+	r("path_default", TypePath, 0.85, `[\[(]\s*(/|~/|\./|\.\./)[^\])\s]*\s*[\])]:\s*$`),
 	r("field_default", TypeText, 0.85, `(?i)\[[^\]]*\]:\s*$`),
 	r("text_colon", TypeText, 0.7, `:\s*$`),
 	r("question", TypeText, 0.6, `\?\s*$`),
@@ -339,7 +348,11 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 	if v.scr != nil {
 		row := v.scr.questionText()
 		res = Detection{PromptText: row, Position: len(raw), Type: TypeCommand, MatchedPattern: "full_screen", Confidence: 0.9}
-		if t := wordButtons(v.scr); t != "" {
+		if t, name := inputBox(v.scr); t != "" {
+			// The cursor is in a dialog's entry field: its label says
+			// what to type, whatever the buttons below.
+			res.Type, res.MatchedPattern = t, name
+		} else if t := wordButtons(v.scr); t != "" {
 			// A dialog's buttons name its answers, whatever its
 			// question's words: Yes and No, or more.
 			res.Type, res.MatchedPattern = t, "dialog_words"
@@ -347,6 +360,12 @@ func (d *Detector) DetectWithHints(ctx context.Context, raw []byte, h Hints, min
 			res.Type, res.MatchedPattern = r.typ, "screen_"+r.name
 		} else if t, name := screenButtons(v.scr); t != "" {
 			res.Type, res.MatchedPattern = t, name
+		} else if screenSelectRE.MatchString(row) {
+			// An instruction to pick ("Select a type...") on the row
+			// the program asks on: a menu.
+			res.Type, res.MatchedPattern = TypeChoice, "screen_select"
+		} else if bracketButtons(v.scr) {
+			res.Type, res.MatchedPattern = TypeChoice, "dialog_bracket_buttons"
 		} else if v.scr.emptyRows() >= 3 {
 			// Rows of "~" mark the empty lines of a vi-family (modal)
 			// editor: its keys are commands.
@@ -574,7 +593,7 @@ func promptEvidence(raw []byte, typ string, h Hints) dangerInput {
 // a full-screen program left its cursor on; the rest (REPL and shell
 // shapes, a colon at the end) would match any row of text.
 var screenRules = map[string]bool{"sudo_password": true, "password_colon": true, "yes_no_cancel": true, "choice_letters": true, "choice_options": true, "choice_words": true, "choice_keyed": true,
-	"yes_no_brackets": true, "yes_no_question": true, "save_key_path": true, "rename_path": true}
+	"yes_no_brackets": true, "yes_no_question": true, "yes_no_words": true, "choice_action": true, "yes_no_sure": true, "save_key_path": true, "rename_path": true}
 
 func screenRule(row string) *rule {
 	for i := range rules {
@@ -607,6 +626,71 @@ func screenButtons(s *screen) (string, string) {
 		return TypeChoice, "dialog_buttons"
 	}
 	return "", ""
+}
+
+// screenSelectRE is an instruction to pick one of the screen's items.
+var screenSelectRE = regexp.MustCompile(`(?i)^\W{0,3}(select|choose|pick) (a|an|the|one|your|which|from)\b`)
+
+// boxDrawing strips a row's box-drawing characters and blanks.
+func boxDrawing(r rune) bool { return r == ' ' || r >= 0x2500 && r <= 0x257F || r == '|' }
+
+// fieldPathRE is an entry field pre-filled with a path.
+var fieldPathRE = regexp.MustCompile(`^(/|~/|\./|\.\./)\S*$`)
+
+// okButtonRE is a dialog's OK button.
+var okButtonRE = regexp.MustCompile(`(?i)<\s*ok\s*>|\[\s*ok\s*\]`)
+
+// inputBox types a dialog whose cursor is in an entry field (a boxed or
+// underlined row, empty or holding a path) above an OK button: by the
+// field's label (a secret's words, a path's) or its path, else text.
+func inputBox(s *screen) (string, string) {
+	if s.row < 0 || s.row >= len(s.rows) || !okButtonRE.MatchString(s.all()) {
+		return "", ""
+	}
+	raw := s.text(s.row)
+	field := strings.TrimFunc(raw, boxDrawing)
+	underline := strings.Trim(field, "_") == "" && strings.Contains(field, "_")
+	if !strings.ContainsAny(raw, boxSides) && !underline {
+		return "", ""
+	}
+	if field != "" && !underline && !fieldPathRE.MatchString(field) {
+		return "", ""
+	}
+	if fieldPathRE.MatchString(field) {
+		return TypePath, "input_box_path"
+	}
+	for r := s.row - 1; r >= 0 && r >= s.row-6; r-- {
+		label := strings.TrimFunc(s.text(r), boxDrawing)
+		if label == "" || strings.Trim(label, "_") == "" {
+			continue
+		}
+		for i := range rules {
+			if (rules[i].typ == TypePassword || rules[i].typ == TypePath) && rules[i].re.MatchString(label) {
+				return rules[i].typ, "input_box_" + rules[i].name
+			}
+		}
+		break
+	}
+	return TypeText, "input_box"
+}
+
+// bracketButtonRowRE is a row of nothing but two to four bracketed
+// buttons: "[<Close>]  [ Configure ]", "< Save >  < Discard >".
+var bracketButtonRowRE = regexp.MustCompile(`^(\s*(\[\s*<?\s*[A-Za-z][\w-]*( [\w-]+)?\s*>?\s*\]|<\s*[A-Za-z][\w-]*( [\w-]+)?\s*>)){2,4}\s*$`)
+
+// bracketButtons reports whether a row inside a box is a dialog's row of
+// bracketed buttons: its answers.
+func bracketButtons(s *screen) bool {
+	for r := range s.rows {
+		t := s.text(r)
+		if !strings.ContainsAny(t, boxSides) {
+			continue
+		}
+		if bracketButtonRowRE.MatchString(s.inner(r)) {
+			return true
+		}
+	}
+	return false
 }
 
 // actionRE is one bracketed button of a program's action bar: [ Delete ].
@@ -710,7 +794,7 @@ func lineEditing(raw []byte) (on, prompt bool) {
 
 // editorRE is what modeless editors show: a help bar of control keys
 // (^X Exit, Ctrl-K), an Emacs-style mode line, a line/column status.
-var editorRE = regexp.MustCompile(`(?i)(\^[A-Z] ?[A-Z][a-z]+|\bctrl-[a-z]\b|\bemacs\b|\beditor\b|\bL:\s*\d+\s+C:\s*\d+|\(text\)|\bmodified\b)`)
+var editorRE = regexp.MustCompile(`(?i)(\^[A-Z] ?[A-Z][a-z]+|\bctrl-[a-z]\b|\bemacs\b|\beditor\b|\bL:\s*\d+\s+C:\s*\d+|\bL:\[\s*\d+|-L\d+-|\((text|fundamental)\)|\b\d{1,2}Save\b|\bmodified\b)`)
 
 var warnRE = regexp.MustCompile(`(?i)\b(warning|danger|caution)\b.*\b(contains|exist|data|filesystem|file system|lost|destroy)|\bcontains an? \S+ (file ?system|partition table)|\bwill be (lost|erased|destroyed|overwritten)\b|\bmake a backup\b|\bback ?up (your|the|all) (data|files|disk|drive)\b`)
 

@@ -64,6 +64,11 @@ func FuzzRenderScreen(f *testing.F) {
 				t.Fatalf("row of %d columns", len(r))
 			}
 		}
+		// The readings of a painted screen take any screen.
+		if typ, name := inputBox(s); (typ == "") != (name == "") {
+			t.Fatalf("input box typed %q by %q", typ, name)
+		}
+		bracketButtons(s)
 	})
 }
 

@@ -88,9 +88,7 @@ func TestCapturedPrompts(t *testing.T) {
 // 283 folds each choosing its danger model's prior, is terminal-eval's:
 // under the race detector it would not fit the suite's time.)
 // The floors are today's figures, rounded down: the test fails when
-// detection gets worse on kinds of programs it has not seen. They are
-// below issue 24's targets where the detector still is (dangerous recall
-// 0.95, type accuracy 0.90).
+// detection gets worse on kinds of programs it has not seen.
 func TestHeldOutCorpus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-model corpus evaluation")
@@ -109,13 +107,16 @@ func TestHeldOutCorpus(t *testing.T) {
 		// ceiling on the dangerous false-positive rate, over all captures.
 		// Rounds four and five (135 captures of programs of the weak
 		// families, labelled before any detector saw them) took type
-		// accuracy from 0.891 to 0.875: the floors follow the corpus,
-		// just under what it measures (docs/terminal.md).
+		// accuracy from 0.891 to 0.875; typing prompts by the answer
+		// they show took it to 0.947 (0.915 with the pty signals). The
+		// floors follow the corpus, just under what it measures
+		// (docs/terminal.md); the false-positive ceiling with the
+		// command line is issue 24's 3% (2.6% measured, from 2.4%).
 		f1, typeAcc, dangerRecall, dangerFP float64
 	}{
-		{"families held out, command line", terminal.LeaveFamilyOut, terminal.WithCommand, 0.95, 0.87, 0.94, 0.025},
-		{"families held out, screen only", terminal.LeaveFamilyOut, terminal.ScreenOnly, 0.95, 0.87, 0.82, 0.015},
-		{"families held out, pty signals", terminal.LeaveFamilyOut, terminal.WithPty, 0.99, 0.84, 0.90, 0.025},
+		{"families held out, command line", terminal.LeaveFamilyOut, terminal.WithCommand, 0.95, 0.94, 0.95, 0.03},
+		{"families held out, screen only", terminal.LeaveFamilyOut, terminal.ScreenOnly, 0.95, 0.94, 0.85, 0.015},
+		{"families held out, pty signals", terminal.LeaveFamilyOut, terminal.WithPty, 0.99, 0.91, 0.95, 0.03},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := tc.run(ctx, d, caps, 0.70, tc.evidence)

@@ -56,7 +56,8 @@ func run() error {
 	priorCurve := flag.Bool("prior", false, "print the danger model's held-out log loss for each prior strength (by family and by program) and the weights the data move most, and exit")
 	only := flag.String("only", "", "score only the captures named in this file (one name a line; held out as usual, the learners still see the rest) and add a row for the programs the rest of the corpus lacks")
 	half := flag.String("half", "all", "with -prior: the programs to fit on, all, dev (looked at while writing rules) or test")
-	exclude := flag.String("exclude", "", "with -prior: leave out the captures named in this file (one name a line), e.g. a round kept for a held-out check")
+	exclude := flag.String("exclude", "", "leave out the captures named in this file (one name a line), e.g. a round kept for a held-out check: with -prior from the fit, otherwise from learning and scoring alike")
+	confusion := flag.Bool("confusion", false, "after each table, print the confusion matrix of prompt types (labelled by detected) over the waiting captures, and the misses")
 	writeExamples := flag.Bool("write-examples", false, "write the corpus's prompt lines to "+terminal.CorpusExamplesFile+" (the examples the daemon ships) and exit")
 	flag.Parse()
 	if *writeExamples {
@@ -101,7 +102,7 @@ func run() error {
 		return err
 	}
 	if lopo {
-		return heldOut(ctx, det, *dir, *minConf, *verbose, *jsonOut, *evidence, *schemes, *only)
+		return heldOut(ctx, det, *dir, *minConf, *verbose, *jsonOut, *evidence, *schemes, *only, *exclude, *confusion)
 	}
 	rep, cases, err := terminal.Evaluate(ctx, det, *dir, *minConf)
 	if err != nil {
@@ -136,10 +137,23 @@ func writeJSON(path string, v any) error {
 }
 
 // heldOut prints the leave-one-family-out and leave-program-out tables.
-func heldOut(ctx context.Context, det *terminal.Detector, dir string, minConf float64, verbose bool, jsonOut, evidence, schemes, only string) error {
-	caps, err := terminal.LoadCaptures(dir)
+func heldOut(ctx context.Context, det *terminal.Detector, dir string, minConf float64, verbose bool, jsonOut, evidence, schemes, only, exclude string, confusion bool) error {
+	all, err := terminal.LoadCaptures(dir)
 	if err != nil {
 		return err
+	}
+	skip, _, err := onlySet(exclude, all)
+	if err != nil {
+		return err
+	}
+	var caps []terminal.Capture
+	for _, c := range all {
+		if !skip[c.Name] {
+			caps = append(caps, c)
+		}
+	}
+	if exclude != "" {
+		fmt.Printf("left out: the %d captures named in %s (neither learned from nor scored)\n", len(all)-len(caps), exclude)
 	}
 	scored, newPrograms, err := onlySet(only, caps)
 	if err != nil {
@@ -229,6 +243,9 @@ func heldOut(ctx context.Context, det *terminal.Detector, dir string, minConf fl
 			}
 			brier, ece, n := terminal.Calibration(calib)
 			fmt.Printf("\ndanger_confidence on the %d detected captures: Brier %.3f, expected calibration error %.3f (bins of 0.1)\n", n, brier, ece)
+			if confusion {
+				printConfusion(os.Stdout, groups["all"])
+			}
 		}
 	}
 	if jsonOut != "" {
@@ -397,4 +414,54 @@ func printPriorCurve(half, exclude string) error {
 		}
 	}
 	return nil
+}
+
+// printConfusion prints, over the waiting captures the detector found,
+// how often each labelled prompt type (a row) was detected as each type
+// (a column), then the waiting captures it did not find, by type.
+func printConfusion(w io.Writer, res []terminal.CaseResult) {
+	types := []string{terminal.TypePassword, terminal.TypeYesNo, terminal.TypeChoice, terminal.TypePath, terminal.TypeText, terminal.TypeCommand, terminal.TypeUnknown}
+	count := map[[2]string]int{}
+	missed := map[string]int{}
+	for _, c := range res {
+		if !c.Waiting {
+			continue
+		}
+		if !c.Got.Detected {
+			missed[c.Type]++
+			continue
+		}
+		count[[2]string{c.Type, c.Got.Type}]++
+	}
+	fmt.Fprintf(w, "\nprompt types, labelled (rows) by detected (columns), waiting captures found; then those not found\n\n")
+	fmt.Fprint(w, "| labelled \\ detected |")
+	for _, t := range types {
+		fmt.Fprintf(w, " %s |", t)
+	}
+	fmt.Fprintln(w, " right | not found |")
+	fmt.Fprint(w, "|---|")
+	for range types {
+		fmt.Fprint(w, "---:|")
+	}
+	fmt.Fprintln(w, "---:|---:|")
+	for _, row := range types {
+		n := missed[row]
+		for _, col := range types {
+			n += count[[2]string{row, col}]
+		}
+		if n == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "| %s |", row)
+		found := 0
+		for _, col := range types {
+			found += count[[2]string{row, col}]
+			if v := count[[2]string{row, col}]; v > 0 {
+				fmt.Fprintf(w, " %d |", v)
+			} else {
+				fmt.Fprint(w, " · |")
+			}
+		}
+		fmt.Fprintf(w, " %s | %d |\n", orDash(found, float64(count[[2]string{row, row}])/float64(max(found, 1))), missed[row])
+	}
 }

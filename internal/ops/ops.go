@@ -15,6 +15,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -166,7 +167,8 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 	}
 	o.Admission = server.NewAdmission(server.AdmissionConfig{MaxInFlight: cfg.MaxInFlight, MaxQueue: cfg.MaxQueue,
 		MaxQueueBytes: cfg.MaxWaitingBytes, MaxWait: cfg.MaxWaitingTime, StandingAfter: server.DefaultAdmissionStandingAfter,
-		IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: cfg.MinDeadline, DeadlineShare: cfg.DeadlineShare, Weights: cfg.weights})
+		IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: cfg.MinDeadline, DeadlineShare: cfg.DeadlineShare, Weights: cfg.weights,
+		Cores: runtime.GOMAXPROCS(0)})
 	if err := o.Metrics.Gauge("classifierd_admission_queue_depth", "Model calls waiting for a place.",
 		func() float64 { return float64(o.Admission.Queued()) }); err != nil {
 		return nil, err

@@ -327,6 +327,14 @@ func (a *Admission) InFlight() int64 {
 	return int64(a.inFlight)
 }
 
+// LongInFlight is the number of long calls running, each holding one of
+// AdmissionConfig.Cores.
+func (a *Admission) LongInFlight() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return int64(a.long)
+}
+
 // Flows is the number of active identities: with calls waiting or
 // running, or whose last call ended less than ActiveFor ago. The shares
 // are among them.

@@ -706,3 +706,69 @@ func TestAdmissionCancelledCallTeachesNothing(t *testing.T) {
 		t.Fatalf("expected service of a 200 KB call after 16 cancelled ones %v, want about 50ms", p)
 	}
 }
+
+// Long calls hold a core as well as a place (AdmissionConfig.Cores): a
+// hog alone runs as many long calls as there are cores, not places; when
+// another identity comes, the hog keeps only its share of the cores, so
+// a core stays free for the other's calls however many long calls the
+// hog has waiting (beside two CPU-bound calls on a 2-core daemon, the
+// other identity's small Route waited 20-30 ms for the Go scheduler);
+// the other identity's small calls are not long and start at once; once
+// it has gone, the hog takes every core again. Without the cores bound
+// the hog would start four calls on two cores.
+func TestAdmissionLongCallsShareTheCores(t *testing.T) {
+	const places, cores = 4, 2
+	h := newFairHarness(t, AdmissionConfig{MaxInFlight: places, Cores: cores, MaxQueue: 1000, ActiveFor: 100 * time.Millisecond})
+	hog := spec{caller: "hog", bytes: 240_000, deadline: time.Hour}
+	small := spec{caller: "small", bytes: 100, deadline: time.Hour}
+	h.train(small, 3, 2*time.Millisecond)
+	h.train(hog, 3, 40*time.Millisecond)
+	h.clk.Advance(time.Second) // small is no longer active
+	h.must("started", "h0", hog)
+	h.must("started", "h1", hog)
+	for i := 2; i < 20; i++ { // places are free, cores are not
+		h.must("queued", fmt.Sprintf("h%d", i), hog)
+	}
+	if n := h.a.InFlight(); n != cores {
+		t.Fatalf("the hog alone runs %d long calls, want %d (one per core)", n, cores)
+	}
+	// Small calls are not long: one starts at once beside the hog's two.
+	h.must("started", "s0", small)
+	// The hog holds both cores, its share is one: h0's end starts none
+	// of its calls (the core is kept for small), h1's end starts one.
+	if got := h.release("h0", 40*time.Millisecond); got != "" {
+		t.Fatalf("h0's end started %s while the small caller is active: the hog holds its share of the cores already", got)
+	}
+	if got := h.release("h1", 0); got != "h2" {
+		t.Fatalf("h1's end started %q, want h2 (the hog below its share of the cores)", got)
+	}
+	hogRunning := "h2"
+	next := 3
+	for i := 1; i <= 50; i++ {
+		h.clk.Advance(2 * time.Millisecond)
+		if got := h.releaseAll(fmt.Sprintf("s%d", i-1), 0); len(got) != 0 {
+			t.Fatalf("s%d's end started %v: the hog took a second core", i-1, got)
+		}
+		if i%20 == 0 { // the hog's call ends: its next takes its core
+			if got := h.release(hogRunning, 0); got != fmt.Sprintf("h%d", next) {
+				t.Fatalf("%s's end started %q, want h%d", hogRunning, got, next)
+			}
+			hogRunning = fmt.Sprintf("h%d", next)
+			next++
+		}
+		if n := h.a.flows["token:hog"].long; n > 1 {
+			t.Fatalf("the hog holds %d cores while the small caller is active, share 1", n)
+		}
+		h.must("started", fmt.Sprintf("s%d", i), small)
+		if h.a.flows["token:small"].long != 0 {
+			t.Fatal("a small call holds a core")
+		}
+	}
+	h.release("s50", 2*time.Millisecond)
+	// The small caller has gone: after ActiveFor the hog's next end
+	// starts two of its calls, one per core.
+	h.clk.Advance(100 * time.Millisecond)
+	if got := h.releaseAll(hogRunning, 0); len(got) != cores {
+		t.Fatalf("after the small caller left, %s's end started %v, want %d of the hog's calls", hogRunning, got, cores)
+	}
+}

@@ -177,6 +177,10 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 		func() float64 { return float64(o.Admission.InFlight()) }); err != nil {
 		return nil, err
 	}
+	if err := o.Metrics.Gauge("classifierd_admission_long_in_flight", "Long model calls running (expected to take 4x the cheapest calls or more): each holds a core, at most GOMAXPROCS, shared between the active callers.",
+		func() float64 { return float64(o.Admission.LongInFlight()) }); err != nil {
+		return nil, err
+	}
 	if err := o.Metrics.Gauge("classifierd_admission_callers", "Active callers (identities): with model calls waiting or running, or one ended in the last 250ms; the fair shares are among them.",
 		func() float64 { return float64(o.Admission.Flows()) }); err != nil {
 		return nil, err

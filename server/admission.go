@@ -66,12 +66,14 @@ type AdmissionConfig struct {
 	// them, and without it another caller would take back every place in
 	// that gap and make each of its calls wait for one to end.
 	ActiveFor time.Duration
-	// Cores bounds the long calls running at once (0: no bound): a call
-	// expected to hold its place longCallFactor times as long as the
-	// cheapest calls (a 240 KB Route, mostly CPU: scanning its text,
-	// tokenising, running the model) holds one of Cores as well as a
-	// place, and the cores are shared between the active identities as
-	// the places are. The daemon sets it to GOMAXPROCS: places outnumber
+	// Cores bounds the long calls running at once while more than one
+	// identity is active (0: no bound): a call expected to hold its place
+	// longCallFactor times as long as the cheapest calls (a 240 KB
+	// Route, mostly CPU: scanning its text, tokenising, running the
+	// model) then holds one of Cores as well as a place, and the cores
+	// are shared between the active identities as the places are (an
+	// identity alone uses every place, as before, so one caller's
+	// throughput does not change). The daemon sets it to GOMAXPROCS: places outnumber
 	// cores (a short call spends much of its time waiting), so without
 	// it one identity's long calls could keep every Go processor busy,
 	// and another identity's small call would wait for the network
@@ -485,6 +487,16 @@ func (a *Admission) coreShareLocked(f *flow, w float64) int {
 	return max(1, int(math.Floor(float64(a.cfg.Cores)*f.weight/w+1e-9)))
 }
 
+// sharedLocked reports whether another flow than f is active: the
+// cores are shared then.
+func (a *Admission) sharedLocked(f *flow) bool {
+	n := len(a.flows)
+	if a.flows[f.key] == f {
+		n--
+	}
+	return n > 0
+}
+
 // longLocked reports whether a call of expected service c is long: it
 // holds a core (AdmissionConfig.Cores) while it runs.
 func (a *Admission) longLocked(c float64) bool {
@@ -502,8 +514,8 @@ func (a *Admission) shareLocked(f *flow, w float64) int {
 
 // mayStartLocked reports whether f may start a call now: a place is free
 // and f is below its share, or the free places outnumber those kept for
-// the other flows below theirs; and for a long call, the same of the
-// cores.
+// the other flows below theirs; and for a long call while more than one
+// flow is active, the same of the cores.
 func (a *Admission) mayStartLocked(f *flow, s shares, long bool) bool {
 	free := a.cfg.MaxInFlight - a.inFlight
 	if free <= 0 {
@@ -513,8 +525,8 @@ func (a *Admission) mayStartLocked(f *flow, s shares, long bool) bool {
 	if own <= 0 && free <= s.kept {
 		return false
 	}
-	if !long {
-		return true
+	if !long || !a.sharedLocked(f) {
+		return true // a caller alone may use every place
 	}
 	freeCores := a.cfg.Cores - a.long
 	if freeCores <= 0 {
@@ -631,7 +643,7 @@ func (a *Admission) expectedWaitLocked(f *flow, attempts int, long bool) time.Du
 	places := float64(a.cfg.MaxInFlight)
 	share := a.shareLocked
 	inFlight := func(g *flow) int { return g.inFlight }
-	if long { // it waits for a core
+	if long && a.sharedLocked(f) { // it waits for a core
 		places, share = float64(a.cfg.Cores), a.coreShareLocked
 		inFlight = func(g *flow) int { return g.long }
 	}
@@ -858,7 +870,7 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 		a.mu.Unlock()
 		return a.placed(ctx, f, bytes, charged, long, arrived, arrived), nil
 	}
-	first := f.queued == 0 && a.shareLocked(f, s.weights) > f.inFlight && (!long || a.coreShareLocked(f, s.weights) > f.long)
+	first := f.queued == 0 && a.shareLocked(f, s.weights) > f.inFlight && (!long || !a.sharedLocked(f) || a.coreShareLocked(f, s.weights) > f.long)
 	wait := a.expectedWaitLocked(f, attempts, long)
 	why, after := a.refuseLocked(ctx, arrived, wait, time.Duration(cost), first)
 	if why == "" && a.fullLocked(bytes) && !a.pushOutLocked(f, bytes, attempts, arrived) {

@@ -707,15 +707,15 @@ func TestAdmissionCancelledCallTeachesNothing(t *testing.T) {
 	}
 }
 
-// Long calls hold a core as well as a place (AdmissionConfig.Cores): a
-// hog alone runs as many long calls as there are cores, not places; when
-// another identity comes, the hog keeps only its share of the cores, so
-// a core stays free for the other's calls however many long calls the
-// hog has waiting (beside two CPU-bound calls on a 2-core daemon, the
-// other identity's small Route waited 20-30 ms for the Go scheduler);
-// the other identity's small calls are not long and start at once; once
-// it has gone, the hog takes every core again. Without the cores bound
-// the hog would start four calls on two cores.
+// Long calls hold a core as well as a place (AdmissionConfig.Cores)
+// while more than one identity is active: a hog alone runs a long call
+// in every place; when another identity comes, the hog refills only its
+// share of the cores, so a core stays free for the other's calls however
+// many long calls the hog has waiting (beside two CPU-bound calls on a
+// 2-core daemon, the other identity's small Route waited 20-30 ms for the
+// Go scheduler); the other identity's small calls are not long and start
+// at once; once it has gone, the hog takes every place again. Without
+// the cores bound the hog would refill two places, its share of them.
 func TestAdmissionLongCallsShareTheCores(t *testing.T) {
 	const places, cores = 4, 2
 	h := newFairHarness(t, AdmissionConfig{MaxInFlight: places, Cores: cores, MaxQueue: 1000, ActiveFor: 100 * time.Millisecond})
@@ -724,26 +724,34 @@ func TestAdmissionLongCallsShareTheCores(t *testing.T) {
 	h.train(small, 3, 2*time.Millisecond)
 	h.train(hog, 3, 40*time.Millisecond)
 	h.clk.Advance(time.Second) // small is no longer active
-	h.must("started", "h0", hog)
-	h.must("started", "h1", hog)
-	for i := 2; i < 20; i++ { // places are free, cores are not
+	for i := range places {    // alone, the hog uses every place
+		h.must("started", fmt.Sprintf("h%d", i), hog)
+	}
+	for i := places; i < 20; i++ {
 		h.must("queued", fmt.Sprintf("h%d", i), hog)
 	}
-	if n := h.a.InFlight(); n != cores {
-		t.Fatalf("the hog alone runs %d long calls, want %d (one per core)", n, cores)
+	if n := h.a.LongInFlight(); n != places {
+		t.Fatalf("%d long calls in flight, want %d (the hog alone, one per place)", n, places)
 	}
-	// Small calls are not long: one starts at once beside the hog's two.
-	h.must("started", "s0", small)
-	// The hog holds both cores, its share is one: h0's end starts none
-	// of its calls (the core is kept for small), h1's end starts one.
-	if got := h.release("h0", 40*time.Millisecond); got != "" {
-		t.Fatalf("h0's end started %s while the small caller is active: the hog holds its share of the cores already", got)
+	// The small caller's first call waits for the first of the hog's
+	// calls to end.
+	h.must("queued", "s0", small)
+	if got := h.release("h0", 40*time.Millisecond); got != "s0" {
+		t.Fatalf("h0's place went to %q, want s0", got)
 	}
-	if got := h.release("h1", 0); got != "h2" {
-		t.Fatalf("h1's end started %q, want h2 (the hog below its share of the cores)", got)
+	// The hog holds three cores, its share is one: h1's and h2's ends
+	// start none of its calls (places are free, cores are kept for
+	// small); h3's end, leaving it none, starts one.
+	for _, n := range []string{"h1", "h2"} {
+		if got := h.release(n, 0); got != "" {
+			t.Fatalf("%s's end started %s while the small caller is active and the hog holds more than its share of the cores", n, got)
+		}
 	}
-	hogRunning := "h2"
-	next := 3
+	if got := h.release("h3", 0); got != "h4" {
+		t.Fatalf("h3's end started %q, want h4 (the hog below its share of the cores)", got)
+	}
+	hogRunning := "h4"
+	next := 5
 	for i := 1; i <= 50; i++ {
 		h.clk.Advance(2 * time.Millisecond)
 		if got := h.releaseAll(fmt.Sprintf("s%d", i-1), 0); len(got) != 0 {
@@ -766,9 +774,9 @@ func TestAdmissionLongCallsShareTheCores(t *testing.T) {
 	}
 	h.release("s50", 2*time.Millisecond)
 	// The small caller has gone: after ActiveFor the hog's next end
-	// starts two of its calls, one per core.
+	// starts its calls in every place.
 	h.clk.Advance(100 * time.Millisecond)
-	if got := h.releaseAll(hogRunning, 0); len(got) != cores {
-		t.Fatalf("after the small caller left, %s's end started %v, want %d of the hog's calls", hogRunning, got, cores)
+	if got := h.releaseAll(hogRunning, 0); len(got) != places {
+		t.Fatalf("after the small caller left, %s's end started %v, want %d of the hog's calls", hogRunning, got, places)
 	}
 }

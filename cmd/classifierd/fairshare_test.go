@@ -146,10 +146,11 @@ func TestMCPToolCallsAreAdmitted(t *testing.T) {
 // TestHogKeepsItsShareOfTheCores: through the real daemon (GOMAXPROCS=2)
 // and model, one token sends 16 concurrent 240 KB Routes while another
 // sends small Routes from two clients. The hog's Routes are long calls:
-// alone it runs two at once (one per core), and while the small token is
-// active it holds one core, its share, so the other is free for the
+// while the small token is active the hog holds one core, its share, so
+// the other is free for the
 // small token's calls (beside two CPU-bound calls on two cores a small
-// call waited 20-30 ms for the Go scheduler). Counted from the daemon's
+// call waited 20-30 ms for the Go scheduler); alone, it takes every place
+// (four). Counted from the daemon's
 // long-calls gauge, sampled while both run: never more than one, and the
 // hog's calls were running (at least one seen); every small call is
 // answered. How fast is measured by `make loadtest`, not asserted.
@@ -211,13 +212,14 @@ func TestHogKeepsItsShareOfTheCores(t *testing.T) {
 	}
 	defer func() { close(stop); hogs.Wait() }()
 	const long = "classifierd_admission_long_in_flight"
-	// Alone, the hog takes both cores once its calls are known to be long.
+	// Alone, the hog runs long calls in more places than its share of
+	// the cores beside another caller.
 	alone := 0.0
 	for deadline := time.Now().Add(time.Minute); alone < 2 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		alone = max(alone, scrape(t, metricsAddr)[long])
 	}
-	if alone != 2 {
-		t.Fatalf("the hog alone held at most %v cores, want 2", alone)
+	if alone < 2 {
+		t.Fatalf("the hog alone ran at most %v long calls at once, want 2 or more", alone)
 	}
 	// The small token's two clients keep it active; its first calls
 	// wait for the hog to give a core back.

@@ -903,6 +903,12 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 		if !granted && !pushed {
 			now := a.now()
 			a.removeLocked(w, now)
+			// A call whose deadline ended while it waited longer than
+			// expected, nobody having overtaken it, waited at least that
+			// long: the estimate was short (a lower bound, as in done).
+			if waited := now.Sub(arrived); a.maxStarted <= w.seq && waited > w.expected {
+				a.waitedLocked(w.expected, waited)
+			}
 			a.idleLocked(f, now)
 			a.dispatchLocked(now) // shares may have changed
 		}
@@ -943,10 +949,8 @@ func (a *Admission) placed(ctx context.Context, f *flow, bytes int64, charged fl
 			a.answered(now.Sub(arrived))
 			served := now.Sub(got)
 			// A call cut short by its caller or deadline held its place
-			// for less than its work: it is charged what it held, but it
-			// does not teach the cost model (16 cancelled 240 KB calls
-			// made it expect them ten times faster, or, by the fit's
-			// slope, ten times slower).
+			// for less than its work: it is charged what it held, and it
+			// teaches the cost model only a lower bound (done).
 			a.done(f, bytes, charged, long, served, ctx.Err() == nil, now)
 		})
 	}
@@ -955,7 +959,16 @@ func (a *Admission) placed(ctx context.Context, f *flow, bytes int64, charged fl
 // done gives back the place of a call of f with bytes of request that
 // held it for served (0: it never ran), corrects f's charge from the
 // expected service to served, learns the service time if learn, and
-// gives the place to the next waiting call.
+// gives the place to the next waiting call. A call cut short (not learn)
+// held its place for less than its work: its time is a lower bound of its
+// service, learnt only when it is above the expected service. Below, it
+// says nothing (16 cancelled 240 KB calls, learnt from, made the model
+// expect them ten times faster); above, it is the news that matters most:
+// on a machine slower than the estimate, the calls that run into their
+// deadlines are the ones that end cut short, and learning only from the
+// calls that ended in time kept the estimate low, so calls with 50 ms
+// deadlines were admitted that then took 200-800 ms in the daemon
+// (docs/loadtest.md, "Fifth pass").
 func (a *Admission) done(f *flow, bytes int64, charged float64, long bool, served time.Duration, learn bool, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -970,7 +983,7 @@ func (a *Admission) done(f *flow, bytes int64, charged float64, long bool, serve
 		a.runningCost = 0 // no drift from float sums
 	}
 	f.vtime += (float64(served) - charged) / f.weight
-	if served > 0 && learn {
+	if served > 0 && (learn || (a.cost.trained() && float64(served) > a.cost.predict(float64(bytes)))) {
 		first := !a.cost.trained()
 		a.cost.observe(float64(bytes), float64(served))
 		if first {

@@ -707,6 +707,48 @@ func TestAdmissionCancelledCallTeachesNothing(t *testing.T) {
 	}
 }
 
+// Calls that run into their deadlines on a machine slower than the
+// estimate end cut short: their time is a lower bound of their service,
+// and it teaches the cost model when it is above the estimate, so the
+// next call with a short deadline is refused at once instead of admitted
+// to run past it (short2000: calls with 50 ms deadlines were admitted on
+// an estimate of 2 ms, learnt only from the calls that ended in time,
+// and took 200-800 ms in the daemon). Calls cut short below the estimate
+// teach nothing (TestAdmissionCancelledCallTeachesNothing).
+func TestAdmissionDeadlineOverrunsTeachTheirLowerBound(t *testing.T) {
+	h := newFairHarness(t, AdmissionConfig{MaxInFlight: 1, MaxQueue: 10, DeadlineShare: 0.4})
+	small := spec{caller: "a", bytes: 100, deadline: 50 * time.Millisecond}
+	h.train(small, 5, 2*time.Millisecond)
+	// A call would wait for the one running (2 ms) and run (2 ms): 4 ms
+	// fit in 40% of 50 ms.
+	h.must("started", "hold", small)
+	h.must("queued", "w0", small)
+	h.release("hold", 2*time.Millisecond)
+	h.release("w0", 2*time.Millisecond)
+	// The machine slows down: calls run 30 ms and are cut short (their
+	// callers give up); each started at once into the free place.
+	for range 20 {
+		ctx, cancel := context.WithCancel(h.ctx(small))
+		r, err := h.a.admit(ctx, "m", requestBytes(&pb.ClassifyRequest{Text: strings.Repeat("x", 97)}))
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		h.clk.Advance(30 * time.Millisecond)
+		cancel()
+		r()
+	}
+	if p := time.Duration(h.a.cost.predict(100)); p < 10*time.Millisecond {
+		t.Fatalf("expected service of a small call after calls cut short at 30 ms: %v, want well above 2 ms", p)
+	}
+	// Now a call that must wait is refused at once: its wait and service
+	// (about 30 ms each) do not fit in 20 ms of its 50 ms.
+	h.must("started", "hold2", small)
+	if got := h.submit("late", small); got != "refused" {
+		t.Fatalf("a call behind a 30 ms call with a 50 ms deadline: %s, want refused", got)
+	}
+}
+
 // Long calls hold a core as well as a place (AdmissionConfig.Cores)
 // while more than one identity is active: a hog alone runs a long call
 // in every place; when another identity comes, the hog refills only its

@@ -151,9 +151,11 @@ func TestMCPToolCallsAreAdmitted(t *testing.T) {
 // small token's calls (beside two CPU-bound calls on two cores a small
 // call waited 20-30 ms for the Go scheduler); alone, it takes every place
 // (four). Counted from the daemon's
-// long-calls gauge, sampled while both run: never more than one, and the
-// hog's calls were running (at least one seen); every small call is
-// answered. How fast is measured by `make loadtest`, not asserted.
+// long-calls gauge, sampled while both run: at most one in nine of ten
+// samples (the rest allows for the small token being forgotten while its
+// clients stall on a loaded machine), and the hog's calls were running
+// (at least one seen); every small call is answered. How fast is
+// measured by `make loadtest`, not asserted.
 func TestHogKeepsItsShareOfTheCores(t *testing.T) {
 	idx := genIndex(t, "testdata/mini.json")
 	tokens := filepath.Join(t.TempDir(), "tokens")
@@ -262,10 +264,20 @@ func TestHogKeepsItsShareOfTheCores(t *testing.T) {
 	defer mu.Unlock()
 	t.Logf("long calls in flight beside the small token (value: samples): %v; small answered %d; hog answered %d, refused %d",
 		seen, answered.Load(), hogCodes[codes.OK], hogCodes[codes.ResourceExhausted])
+	// A sample above 1 is right when the small token's clients stalled
+	// for more than 250 ms (a loaded machine, the race detector): it was
+	// forgotten, the hog took every place, and its calls drain when the
+	// small token comes back. So the bound is on the share of samples:
+	// without the cores bound the hog holds two (its share of the places)
+	// nearly always.
+	over := 0
 	for v, n := range seen {
 		if v > 1 {
-			t.Errorf("%d samples with %v long calls in flight while another token was active, want at most 1 (the hog's share of 2 cores)", n, v)
+			over += n
 		}
+	}
+	if over > 20 {
+		t.Errorf("%d of 200 samples with more than 1 long call in flight while another token was active, want at most 20 (the hog's share of 2 cores is 1): %v", over, seen)
 	}
 	if seen[1] == 0 {
 		t.Errorf("the hog's long calls never ran beside the small token: %v", seen)

@@ -66,6 +66,21 @@ type AdmissionConfig struct {
 	// them, and without it another caller would take back every place in
 	// that gap and make each of its calls wait for one to end.
 	ActiveFor time.Duration
+	// Cores bounds the long calls running at once while more than one
+	// identity is active (0: no bound): a call expected to hold its place
+	// longCallFactor times as long as the cheapest calls (a 240 KB
+	// Route, mostly CPU: scanning its text, tokenising, running the
+	// model) then holds one of Cores as well as a place, and the cores
+	// are shared between the active identities as the places are (an
+	// identity alone uses every place, as before, so one caller's
+	// throughput does not change). The daemon sets it to GOMAXPROCS: places outnumber
+	// cores (a short call spends much of its time waiting), so without
+	// it one identity's long calls could keep every Go processor busy,
+	// and another identity's small call would wait for the network
+	// poller and the scheduler's 10 ms time slices at each step (its
+	// request read, its handler, its model run), 20-30 ms beside a
+	// hog instead of under 1 ms (docs/loadtest.md, "Fifth pass").
+	Cores int
 }
 
 // DefaultAdmissionActiveFor is the default of AdmissionConfig.ActiveFor,
@@ -107,6 +122,12 @@ const (
 	// maxAttemptsPriority caps the attempt count a retried call is
 	// ordered by among its own identity's calls.
 	maxAttemptsPriority = 10
+	// longCallFactor: a call is long (holds one of AdmissionConfig.Cores)
+	// when its expected service is at least this many times the
+	// expected service of the cheapest size class seen. A ratio, not a
+	// duration, so the same calls are long on a fast machine and on a
+	// busy one.
+	longCallFactor = 4
 	// previousAttemptsKey is the metadata gRPC's retry policy sets on a
 	// retried call: how many attempts went before it.
 	previousAttemptsKey = "grpc-previous-rpc-attempts"
@@ -165,6 +186,7 @@ type Admission struct {
 
 	mu       sync.Mutex
 	inFlight int
+	long     int   // long calls in flight (each holds a core)
 	queued   int   // waiting calls, all flows
 	qBytes   int64 // their request bytes
 	// runningCost sums the expected service of the calls in flight, for
@@ -220,6 +242,7 @@ type flow struct {
 	// vtime is the service received ÷ weight, in nanoseconds of a place.
 	vtime    float64
 	inFlight int
+	long     int // its long calls in flight
 	// waiting holds the waiting calls by attempt count (capped at
 	// maxAttemptsPriority), each list oldest first: the next call is the
 	// oldest of the most attempts.
@@ -265,6 +288,7 @@ type waiter struct {
 	ready    chan struct{}
 	bytes    int64
 	cost     float64 // expected service, when it queued
+	long     bool    // holds a core once it starts
 	attempts int
 	granted  bool  // guarded by Admission.mu
 	err      error // guarded by Admission.mu
@@ -305,6 +329,14 @@ func (a *Admission) InFlight() int64 {
 	return int64(a.inFlight)
 }
 
+// LongInFlight is the number of long calls running, each holding one of
+// AdmissionConfig.Cores.
+func (a *Admission) LongInFlight() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return int64(a.long)
+}
+
 // Flows is the number of active identities: with calls waiting or
 // running, or whose last call ended less than ActiveFor ago. The shares
 // are among them.
@@ -332,7 +364,7 @@ func (a *Admission) ExpectedWait() time.Duration {
 	if f == nil {
 		f = &flow{weight: 1, vtime: a.vnow}
 	}
-	return a.expectedWaitLocked(f, 0)
+	return a.expectedWaitLocked(f, 0, false)
 }
 
 // WaitScale is what the expected waits are multiplied by: recent admitted
@@ -427,6 +459,9 @@ func (a *Admission) forgetLocked(now time.Time) bool {
 type shares struct {
 	weights float64
 	kept    int
+	// keptCores is the cores kept for flows below their share of
+	// AdmissionConfig.Cores.
+	keptCores int
 }
 
 // sharesLocked sums the active flows' weights and the places each of
@@ -438,8 +473,34 @@ func (a *Admission) sharesLocked() shares {
 	}
 	for _, f := range a.flows {
 		s.kept += max(0, a.shareLocked(f, s.weights)-f.inFlight)
+		s.keptCores += max(0, a.coreShareLocked(f, s.weights)-f.long)
 	}
 	return s
+}
+
+// coreShareLocked is f's share of AdmissionConfig.Cores among active
+// flows of total weight w: at least one core.
+func (a *Admission) coreShareLocked(f *flow, w float64) int {
+	if w <= 0 {
+		return a.cfg.Cores
+	}
+	return max(1, int(math.Floor(float64(a.cfg.Cores)*f.weight/w+1e-9)))
+}
+
+// sharedLocked reports whether another flow than f is active: the
+// cores are shared then.
+func (a *Admission) sharedLocked(f *flow) bool {
+	n := len(a.flows)
+	if a.flows[f.key] == f {
+		n--
+	}
+	return n > 0
+}
+
+// longLocked reports whether a call of expected service c is long: it
+// holds a core (AdmissionConfig.Cores) while it runs.
+func (a *Admission) longLocked(c float64) bool {
+	return a.cfg.Cores > 0 && a.cost.trained() && c >= longCallFactor*a.cost.cheapest()
 }
 
 // shareLocked is f's share of the places among active flows of total
@@ -453,22 +514,37 @@ func (a *Admission) shareLocked(f *flow, w float64) int {
 
 // mayStartLocked reports whether f may start a call now: a place is free
 // and f is below its share, or the free places outnumber those kept for
-// the other flows below theirs.
-func (a *Admission) mayStartLocked(f *flow, s shares) bool {
+// the other flows below theirs; and for a long call while more than one
+// flow is active, the same of the cores.
+func (a *Admission) mayStartLocked(f *flow, s shares, long bool) bool {
 	free := a.cfg.MaxInFlight - a.inFlight
 	if free <= 0 {
 		return false
 	}
 	own := a.shareLocked(f, s.weights) - f.inFlight
-	return own > 0 || free > s.kept
+	if own <= 0 && free <= s.kept {
+		return false
+	}
+	if !long || !a.sharedLocked(f) {
+		return true // a caller alone may use every place
+	}
+	freeCores := a.cfg.Cores - a.long
+	if freeCores <= 0 {
+		return false
+	}
+	return a.coreShareLocked(f, s.weights) > f.long || freeCores > s.keptCores
 }
 
 // startLocked gives f a place for a call of the given size and charges
 // f its expected service; it returns the charge.
-func (a *Admission) startLocked(f *flow, bytes int64, seq uint64) float64 {
+func (a *Admission) startLocked(f *flow, bytes int64, seq uint64, long bool) float64 {
 	a.maxStarted = max(a.maxStarted, seq)
 	a.inFlight++
 	f.inFlight++
+	if long {
+		a.long++
+		f.long++
+	}
 	a.vnow = max(a.vnow, f.vtime) // the call's start tag
 	c := a.cost.predict(float64(bytes))
 	a.runningCost += c
@@ -483,7 +559,7 @@ func (a *Admission) dispatchLocked(now time.Time) {
 		s := a.sharesLocked()
 		var pick *flow
 		for _, f := range a.flows {
-			if f.queued == 0 || !a.mayStartLocked(f, s) {
+			if f.queued == 0 || !a.mayStartLocked(f, s, f.next().long) {
 				continue
 			}
 			if pick == nil || f.vtime < pick.vtime || (f.vtime == pick.vtime && f.seq < pick.seq) {
@@ -495,7 +571,7 @@ func (a *Admission) dispatchLocked(now time.Time) {
 		}
 		w := a.removeLocked(pick.next(), now)
 		w.overtaken = a.maxStarted > w.seq
-		w.charged = a.startLocked(pick, w.bytes, w.seq)
+		w.charged = a.startLocked(pick, w.bytes, w.seq, w.long)
 		w.granted = true
 		close(w.ready)
 	}
@@ -547,7 +623,7 @@ func (a *Admission) enqueueLocked(w *waiter, now time.Time) {
 // will have by then (as weighted fair queuing serves them), on all the
 // places; plus a place coming free. 0 before any call has ended. It does
 // not walk the queue: f's waiting work is kept by attempt count.
-func (a *Admission) expectedWaitLocked(f *flow, attempts int) time.Duration {
+func (a *Admission) expectedWaitLocked(f *flow, attempts int, long bool) time.Duration {
 	if !a.cost.trained() {
 		return 0
 	}
@@ -564,12 +640,19 @@ func (a *Admission) expectedWaitLocked(f *flow, attempts int) time.Duration {
 	if a.flows[f.key] != f {
 		weights += f.weight
 	}
+	places := float64(a.cfg.MaxInFlight)
+	share := a.shareLocked
+	inFlight := func(g *flow) int { return g.inFlight }
+	if long && a.sharedLocked(f) { // it waits for a core
+		places, share = float64(a.cfg.Cores), a.coreShareLocked
+		inFlight = func(g *flow) int { return g.long }
+	}
 	kept := 0
 	for _, g := range a.flows {
 		if g == f {
 			continue
 		}
-		kept += max(0, a.shareLocked(g, weights)-g.inFlight)
+		kept += max(0, share(g, weights)-inFlight(g))
 		if g.queued > 0 {
 			work += math.Min(g.qCost, math.Max(0, (start-g.vtime)*g.weight))
 		}
@@ -579,7 +662,6 @@ func (a *Admission) expectedWaitLocked(f *flow, attempts int) time.Duration {
 	if a.inFlight > 0 {
 		free = a.runningCost / float64(a.inFlight)
 	}
-	places := float64(a.cfg.MaxInFlight)
 	mine := math.Max(1, places-float64(kept))
 	wait := math.Max((ahead+free)/mine, (work+free)/places)
 	return time.Duration(a.waitScale * wait)
@@ -697,7 +779,7 @@ func (a *Admission) pushOutLocked(f *flow, bytes int64, attempts int, now time.T
 		return false
 	}
 	a.removeLocked(last, now)
-	last.err = refusal("pushed out of the full queue by a call with a better claim", a.expectedWaitLocked(victim, 0))
+	last.err = refusal("pushed out of the full queue by a call with a better claim", a.expectedWaitLocked(victim, 0, false))
 	close(last.ready)
 	a.idleLocked(victim, now)
 	return true
@@ -781,14 +863,16 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 	}
 	f, fresh := a.flowLocked(key, weight)
 	s := a.sharesLocked()
-	if f.queued == 0 && a.mayStartLocked(f, s) {
-		charged := a.startLocked(f, bytes, seq)
+	cost := a.cost.predict(float64(bytes))
+	long := a.longLocked(cost)
+	if f.queued == 0 && a.mayStartLocked(f, s, long) {
+		charged := a.startLocked(f, bytes, seq, long)
 		a.mu.Unlock()
-		return a.placed(ctx, f, bytes, charged, arrived, arrived), nil
+		return a.placed(ctx, f, bytes, charged, long, arrived, arrived), nil
 	}
-	first := f.queued == 0 && a.shareLocked(f, s.weights) > f.inFlight
-	wait := a.expectedWaitLocked(f, attempts)
-	why, after := a.refuseLocked(ctx, arrived, wait, time.Duration(a.cost.predict(float64(bytes))), first)
+	first := f.queued == 0 && a.shareLocked(f, s.weights) > f.inFlight && (!long || !a.sharedLocked(f) || a.coreShareLocked(f, s.weights) > f.long)
+	wait := a.expectedWaitLocked(f, attempts, long)
+	why, after := a.refuseLocked(ctx, arrived, wait, time.Duration(cost), first)
 	if why == "" && a.fullLocked(bytes) && !a.pushOutLocked(f, bytes, attempts, arrived) {
 		why, after = fmt.Sprintf("%d calls waiting, limit %d", a.queued, a.cfg.MaxQueue), wait
 		if a.queued < a.cfg.MaxQueue {
@@ -805,7 +889,7 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 		a.rejected(method)
 		return nil, refusal(why, after)
 	}
-	w := &waiter{f: f, ready: make(chan struct{}), bytes: bytes, cost: a.cost.predict(float64(bytes)), attempts: attempts,
+	w := &waiter{f: f, ready: make(chan struct{}), bytes: bytes, cost: cost, long: long, attempts: attempts,
 		expected: time.Duration(float64(wait) / a.waitScale), seq: seq}
 	a.enqueueLocked(w, arrived)
 	a.dispatchLocked(arrived) // a push-out may have forgotten a flow and freed its places
@@ -819,12 +903,18 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 		if !granted && !pushed {
 			now := a.now()
 			a.removeLocked(w, now)
+			// A call whose deadline ended while it waited longer than
+			// expected, nobody having overtaken it, waited at least that
+			// long: the estimate was short (a lower bound, as in done).
+			if waited := now.Sub(arrived); a.maxStarted <= w.seq && waited > w.expected {
+				a.waitedLocked(w.expected, waited)
+			}
 			a.idleLocked(f, now)
 			a.dispatchLocked(now) // shares may have changed
 		}
 		a.mu.Unlock()
 		if granted { // a place came at the same time: give it back
-			a.done(f, bytes, w.charged, 0, false, a.now())
+			a.done(f, bytes, w.charged, w.long, 0, false, a.now())
 		}
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
@@ -838,7 +928,7 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 		a.waitedLocked(w.expected, got.Sub(arrived))
 	}
 	a.mu.Unlock()
-	release := a.placed(ctx, f, bytes, w.charged, arrived, got)
+	release := a.placed(ctx, f, bytes, w.charged, w.long, arrived, got)
 	// Time spent queueing may have used up the deadline: check again
 	// before the model runs.
 	if err := ctx.Err(); err != nil {
@@ -850,7 +940,7 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 
 // placed is the release func of a call of f with context ctx that
 // arrived at arrived and got its place at got, charged charged.
-func (a *Admission) placed(ctx context.Context, f *flow, bytes int64, charged float64, arrived, got time.Time) func() {
+func (a *Admission) placed(ctx context.Context, f *flow, bytes int64, charged float64, long bool, arrived, got time.Time) func() {
 	a.waited(got.Sub(arrived))
 	var once sync.Once
 	return func() {
@@ -859,11 +949,9 @@ func (a *Admission) placed(ctx context.Context, f *flow, bytes int64, charged fl
 			a.answered(now.Sub(arrived))
 			served := now.Sub(got)
 			// A call cut short by its caller or deadline held its place
-			// for less than its work: it is charged what it held, but it
-			// does not teach the cost model (16 cancelled 240 KB calls
-			// made it expect them ten times faster, or, by the fit's
-			// slope, ten times slower).
-			a.done(f, bytes, charged, served, ctx.Err() == nil, now)
+			// for less than its work: it is charged what it held, and it
+			// teaches the cost model only a lower bound (done).
+			a.done(f, bytes, charged, long, served, ctx.Err() == nil, now)
 		})
 	}
 }
@@ -871,18 +959,31 @@ func (a *Admission) placed(ctx context.Context, f *flow, bytes int64, charged fl
 // done gives back the place of a call of f with bytes of request that
 // held it for served (0: it never ran), corrects f's charge from the
 // expected service to served, learns the service time if learn, and
-// gives the place to the next waiting call.
-func (a *Admission) done(f *flow, bytes int64, charged float64, served time.Duration, learn bool, now time.Time) {
+// gives the place to the next waiting call. A call cut short (not learn)
+// held its place for less than its work: its time is a lower bound of its
+// service, learnt only when it is above the expected service. Below, it
+// says nothing (16 cancelled 240 KB calls, learnt from, made the model
+// expect them ten times faster); above, it is the news that matters most:
+// on a machine slower than the estimate, the calls that run into their
+// deadlines are the ones that end cut short, and learning only from the
+// calls that ended in time kept the estimate low, so calls with 50 ms
+// deadlines were admitted that then took 200-800 ms in the daemon
+// (docs/loadtest.md, "Fifth pass").
+func (a *Admission) done(f *flow, bytes int64, charged float64, long bool, served time.Duration, learn bool, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.inFlight--
 	f.inFlight--
+	if long {
+		a.long--
+		f.long--
+	}
 	a.runningCost -= charged
 	if a.inFlight == 0 {
 		a.runningCost = 0 // no drift from float sums
 	}
 	f.vtime += (float64(served) - charged) / f.weight
-	if served > 0 && learn {
+	if served > 0 && (learn || (a.cost.trained() && float64(served) > a.cost.predict(float64(bytes)))) {
 		first := !a.cost.trained()
 		a.cost.observe(float64(bytes), float64(served))
 		if first {
@@ -905,6 +1006,7 @@ func (a *Admission) repriceLocked() {
 			for el := f.waiting[k].Front(); el != nil; el = el.Next() {
 				w := el.Value.(*waiter)
 				w.cost = a.cost.predict(float64(w.bytes))
+				w.long = a.longLocked(w.cost)
 				f.cWait[k] += w.cost
 				f.qCost += w.cost
 			}
@@ -986,6 +1088,18 @@ func costClass(x float64) int {
 }
 
 func (m *costModel) trained() bool { return m.any }
+
+// cheapest is the expected service of the cheapest size class seen (0:
+// none yet).
+func (m *costModel) cheapest() float64 {
+	c := 0.0
+	for _, v := range m.mean {
+		if v > 0 && (c == 0 || v < c) {
+			c = v
+		}
+	}
+	return c
+}
 
 // observe adds a call of x bytes that held its place y nanoseconds.
 func (m *costModel) observe(x, y float64) {

@@ -706,3 +706,119 @@ func TestAdmissionCancelledCallTeachesNothing(t *testing.T) {
 		t.Fatalf("expected service of a 200 KB call after 16 cancelled ones %v, want about 50ms", p)
 	}
 }
+
+// Calls that run into their deadlines on a machine slower than the
+// estimate end cut short: their time is a lower bound of their service,
+// and it teaches the cost model when it is above the estimate, so the
+// next call with a short deadline is refused at once instead of admitted
+// to run past it (short2000: calls with 50 ms deadlines were admitted on
+// an estimate of 2 ms, learnt only from the calls that ended in time,
+// and took 200-800 ms in the daemon). Calls cut short below the estimate
+// teach nothing (TestAdmissionCancelledCallTeachesNothing).
+func TestAdmissionDeadlineOverrunsTeachTheirLowerBound(t *testing.T) {
+	h := newFairHarness(t, AdmissionConfig{MaxInFlight: 1, MaxQueue: 10, DeadlineShare: 0.4})
+	small := spec{caller: "a", bytes: 100, deadline: 50 * time.Millisecond}
+	h.train(small, 5, 2*time.Millisecond)
+	// A call would wait for the one running (2 ms) and run (2 ms): 4 ms
+	// fit in 40% of 50 ms.
+	h.must("started", "hold", small)
+	h.must("queued", "w0", small)
+	h.release("hold", 2*time.Millisecond)
+	h.release("w0", 2*time.Millisecond)
+	// The machine slows down: calls run 30 ms and are cut short (their
+	// callers give up); each started at once into the free place.
+	for range 20 {
+		ctx, cancel := context.WithCancel(h.ctx(small))
+		r, err := h.a.admit(ctx, "m", requestBytes(&pb.ClassifyRequest{Text: strings.Repeat("x", 97)}))
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		h.clk.Advance(30 * time.Millisecond)
+		cancel()
+		r()
+	}
+	if p := time.Duration(h.a.cost.predict(100)); p < 10*time.Millisecond {
+		t.Fatalf("expected service of a small call after calls cut short at 30 ms: %v, want well above 2 ms", p)
+	}
+	// Now a call that must wait is refused at once: its wait and service
+	// (about 30 ms each) do not fit in 20 ms of its 50 ms.
+	h.must("started", "hold2", small)
+	if got := h.submit("late", small); got != "refused" {
+		t.Fatalf("a call behind a 30 ms call with a 50 ms deadline: %s, want refused", got)
+	}
+}
+
+// Long calls hold a core as well as a place (AdmissionConfig.Cores)
+// while more than one identity is active: a hog alone runs a long call
+// in every place; when another identity comes, the hog refills only its
+// share of the cores, so a core stays free for the other's calls however
+// many long calls the hog has waiting (beside two CPU-bound calls on a
+// 2-core daemon, the other identity's small Route waited 20-30 ms for the
+// Go scheduler); the other identity's small calls are not long and start
+// at once; once it has gone, the hog takes every place again. Without
+// the cores bound the hog would refill two places, its share of them.
+func TestAdmissionLongCallsShareTheCores(t *testing.T) {
+	const places, cores = 4, 2
+	h := newFairHarness(t, AdmissionConfig{MaxInFlight: places, Cores: cores, MaxQueue: 1000, ActiveFor: 100 * time.Millisecond})
+	hog := spec{caller: "hog", bytes: 240_000, deadline: time.Hour}
+	small := spec{caller: "small", bytes: 100, deadline: time.Hour}
+	h.train(small, 3, 2*time.Millisecond)
+	h.train(hog, 3, 40*time.Millisecond)
+	h.clk.Advance(time.Second) // small is no longer active
+	for i := range places {    // alone, the hog uses every place
+		h.must("started", fmt.Sprintf("h%d", i), hog)
+	}
+	for i := places; i < 20; i++ {
+		h.must("queued", fmt.Sprintf("h%d", i), hog)
+	}
+	if n := h.a.LongInFlight(); n != places {
+		t.Fatalf("%d long calls in flight, want %d (the hog alone, one per place)", n, places)
+	}
+	// The small caller's first call waits for the first of the hog's
+	// calls to end.
+	h.must("queued", "s0", small)
+	if got := h.release("h0", 40*time.Millisecond); got != "s0" {
+		t.Fatalf("h0's place went to %q, want s0", got)
+	}
+	// The hog holds three cores, its share is one: h1's and h2's ends
+	// start none of its calls (places are free, cores are kept for
+	// small); h3's end, leaving it none, starts one.
+	for _, n := range []string{"h1", "h2"} {
+		if got := h.release(n, 0); got != "" {
+			t.Fatalf("%s's end started %s while the small caller is active and the hog holds more than its share of the cores", n, got)
+		}
+	}
+	if got := h.release("h3", 0); got != "h4" {
+		t.Fatalf("h3's end started %q, want h4 (the hog below its share of the cores)", got)
+	}
+	hogRunning := "h4"
+	next := 5
+	for i := 1; i <= 50; i++ {
+		h.clk.Advance(2 * time.Millisecond)
+		if got := h.releaseAll(fmt.Sprintf("s%d", i-1), 0); len(got) != 0 {
+			t.Fatalf("s%d's end started %v: the hog took a second core", i-1, got)
+		}
+		if i%20 == 0 { // the hog's call ends: its next takes its core
+			if got := h.release(hogRunning, 0); got != fmt.Sprintf("h%d", next) {
+				t.Fatalf("%s's end started %q, want h%d", hogRunning, got, next)
+			}
+			hogRunning = fmt.Sprintf("h%d", next)
+			next++
+		}
+		if n := h.a.flows["token:hog"].long; n > 1 {
+			t.Fatalf("the hog holds %d cores while the small caller is active, share 1", n)
+		}
+		h.must("started", fmt.Sprintf("s%d", i), small)
+		if h.a.flows["token:small"].long != 0 {
+			t.Fatal("a small call holds a core")
+		}
+	}
+	h.release("s50", 2*time.Millisecond)
+	// The small caller has gone: after ActiveFor the hog's next end
+	// starts its calls in every place.
+	h.clk.Advance(100 * time.Millisecond)
+	if got := h.releaseAll(hogRunning, 0); len(got) != places {
+		t.Fatalf("after the small caller left, %s's end started %v, want %d of the hog's calls", hogRunning, got, places)
+	}
+}

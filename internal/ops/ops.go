@@ -15,6 +15,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -166,13 +167,18 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 	}
 	o.Admission = server.NewAdmission(server.AdmissionConfig{MaxInFlight: cfg.MaxInFlight, MaxQueue: cfg.MaxQueue,
 		MaxQueueBytes: cfg.MaxWaitingBytes, MaxWait: cfg.MaxWaitingTime, StandingAfter: server.DefaultAdmissionStandingAfter,
-		IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: cfg.MinDeadline, DeadlineShare: cfg.DeadlineShare, Weights: cfg.weights})
+		IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: cfg.MinDeadline, DeadlineShare: cfg.DeadlineShare, Weights: cfg.weights,
+		Cores: runtime.GOMAXPROCS(0)})
 	if err := o.Metrics.Gauge("classifierd_admission_queue_depth", "Model calls waiting for a place.",
 		func() float64 { return float64(o.Admission.Queued()) }); err != nil {
 		return nil, err
 	}
 	if err := o.Metrics.Gauge("classifierd_admission_in_flight", "Model calls admitted and running.",
 		func() float64 { return float64(o.Admission.InFlight()) }); err != nil {
+		return nil, err
+	}
+	if err := o.Metrics.Gauge("classifierd_admission_long_in_flight", "Long model calls running (expected to take 4x the cheapest calls or more): each holds a core, at most GOMAXPROCS, shared between the active callers.",
+		func() float64 { return float64(o.Admission.LongInFlight()) }); err != nil {
 		return nil, err
 	}
 	if err := o.Metrics.Gauge("classifierd_admission_callers", "Active callers (identities): with model calls waiting or running, or one ended in the last 250ms; the fair shares are among them.",

@@ -20,8 +20,10 @@ type histogram struct {
 	cum []float64
 }
 
-// parseHistograms reads the _bucket series of the named histograms (no
-// other labels than le) from a Prometheus text exposition.
+// parseHistograms reads the _bucket series of the named histograms from
+// a Prometheus text exposition. A name is a metric's (no other labels than
+// le) or a metric's with its other labels up to le, as
+// `name{method="/x.v1.S/M"`.
 func parseHistograms(r io.Reader, names ...string) (map[string]histogram, error) {
 	out := map[string]histogram{}
 	sc := bufio.NewScanner(r)
@@ -29,7 +31,11 @@ func parseHistograms(r io.Reader, names ...string) (map[string]histogram, error)
 	for sc.Scan() {
 		line := sc.Text()
 		for _, name := range names {
-			rest, ok := strings.CutPrefix(line, name+`_bucket{le="`)
+			prefix := name + `_bucket{le="`
+			if base, labels, ok := strings.Cut(name, "{"); ok {
+				prefix = base + "_bucket{" + labels + `,le="`
+			}
+			rest, ok := strings.CutPrefix(line, prefix)
 			if !ok {
 				continue
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,7 +36,8 @@ const DefaultRedisPrefix = "classifierd:"
 //	P t:e:<id>                 hash: one event (a secret answer: input [REDACTED], ilen, imac)
 //	P t:s:<session>            sorted set: the session's event ids by time (µs)
 //	P t:all                    sorted set: every event id by time (µs)
-//	P t:lp:<sha1(pattern)>     hash: answer -> successes, every session
+//	P t:lp:<sha1(pattern)>     hash: answer -> successes, every session of no owner
+//	P t:lp:<sha1(pattern)>:<owner>  hash: answer -> successes, every session of one owner (u<hex>)
 //	P t:ls:<sha1(pattern)>:<session>  hash: answer -> successes in one session
 //	P t:rules                  string: the secret rules the events follow (Scrub)
 //
@@ -77,10 +79,15 @@ func unavailable(err error) error {
 // the event's fields session, pattern, input and learned (as HMGET reads
 // them); an answer that never counted ('learned' not '1') is left alone.
 const luaUnlearn = `
+local function lpkey(P, h, sess)
+  local o = string.match(sess, '^(u[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f])%.')
+  if o then return P .. 't:lp:' .. h .. ':' .. o end
+  return P .. 't:lp:' .. h
+end
 local function unlearn(P, f)
   if f[4] ~= '1' then return end
   local h = redis.sha1hex(f[2])
-  for _, lk in ipairs({P .. 't:lp:' .. h, P .. 't:ls:' .. h .. ':' .. f[1]}) do
+  for _, lk in ipairs({lpkey(P, h, f[1]), P .. 't:ls:' .. h .. ':' .. f[1]}) do
     if redis.call('HINCRBY', lk, f[3], -1) <= 0 then redis.call('HDEL', lk, f[3]) end
   end
 end
@@ -111,7 +118,7 @@ redis.call('ZADD', P .. 't:s:' .. sess, ARGV[13], id)
 redis.call('ZADD', P .. 't:all', ARGV[13], id)
 if ARGV[12] == '1' then
   local h = redis.sha1hex(ARGV[11])
-  redis.call('HINCRBY', P .. 't:lp:' .. h, ARGV[5], 1)
+  redis.call('HINCRBY', lpkey(P, h, sess), ARGV[5], 1)
   redis.call('HINCRBY', P .. 't:ls:' .. h .. ':' .. sess, ARGV[5], 1)
 end
 local over = redis.call('ZCARD', P .. 't:s:' .. sess) - tonumber(ARGV[14])
@@ -316,7 +323,8 @@ func (s *RedisStore) DeleteSession(ctx context.Context, session string) (int64, 
 }
 
 // Learned returns what was successfully answered to a prompt's pattern,
-// like Store.Learned: in session, or in every session with ShareLearned;
+// like Store.Learned: in session, or with ShareLearned in every session
+// of the session's owner (of no owner when it has none);
 // never a secret.
 func (s *RedisStore) Learned(ctx context.Context, prompt, session string) ([]Learned, error) {
 	scope, ok, err := s.learnedFor(prompt, session)
@@ -325,8 +333,11 @@ func (s *RedisStore) Learned(ctx context.Context, prompt, session string) ([]Lea
 	}
 	h := sha1hex(scope.pattern)
 	key := s.prefix + "t:lp:" + h
-	if scope.session != "" {
+	switch {
+	case scope.session != "":
 		key = s.prefix + "t:ls:" + h + ":" + scope.session
+	case scope.owner != "":
+		key += ":" + strings.TrimSuffix(scope.owner, ".")
 	}
 	m, err := s.rdb.HGetAll(ctx, key).Result()
 	if err != nil {

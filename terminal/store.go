@@ -322,7 +322,8 @@ func (s *Store) DeleteSession(ctx context.Context, session string) (int64, error
 const maxLearned = 20
 
 // Learned returns what was successfully answered to a prompt's pattern in
-// session (every session's answers with ShareLearned). Without sharing and
+// session (with ShareLearned, every session's answers of the session's
+// owner, or of every session of no owner when it has none). Without sharing and
 // without a session it returns nothing. Secret answers are never among
 // them.
 func (s *Store) Learned(ctx context.Context, prompt, session string) ([]Learned, error) {
@@ -332,9 +333,18 @@ func (s *Store) Learned(ctx context.Context, prompt, session string) ([]Learned,
 	}
 	q := `SELECT input_text, COUNT(*) AS n FROM events WHERE pattern_key = ? AND success = 1 AND input_text != ?`
 	args := []any{scope.pattern, Redacted}
-	if scope.session != "" {
+	switch {
+	case scope.session != "":
 		q += ` AND session_id = ?`
 		args = append(args, scope.session)
+	case scope.owner != "":
+		q += ` AND substr(session_id, 1, ?) = ?`
+		args = append(args, ownerLen, scope.owner)
+	default:
+		// Sessions of no owner share among themselves, never an owner's
+		// (as RedisStore keeps them apart).
+		q += ` AND session_id NOT GLOB ?`
+		args = append(args, ownerGlob)
 	}
 	q += ` GROUP BY input_text ORDER BY n DESC, input_text LIMIT ?`
 	args = append(args, maxLearned)

@@ -189,19 +189,30 @@ type learnedScope struct {
 	// pattern is the prompt's PatternKey.
 	pattern string
 	// session is the one session whose answers count; empty with
-	// ShareLearned, where every session's do.
+	// ShareLearned, where every session's do: every session of owner
+	// when it is set (an identity's, OwnedSessionID), so that no identity
+	// is suggested, or can teach, another's answers.
 	session string
+	owner   string
 }
 
 // learnedFor says whose answers Learned counts for prompt asked in
-// session: session's own, or every session's with ShareLearned. ok is
+// session: session's own, or with ShareLearned every session's of the
+// session's owner (every session's of no owner when it has none). ok is
 // false when none do (no sharing and no session); a malformed session is
 // an error.
 func (c *storeCore) learnedFor(prompt, session string) (_ learnedScope, ok bool, _ error) {
 	scope := learnedScope{pattern: PatternKey(clipEnd(prompt, MaxPromptBytes))}
 	switch {
 	case c.cfg.ShareLearned:
-	case session == "":
+		if session != "" {
+			if err := CheckSessionID(session); err != nil {
+				return learnedScope{}, false, err
+			}
+		}
+		scope.owner = sessionOwner(session)
+	case session == "" || session == sessionOwner(session):
+		// No session (an owner's prefix alone names none).
 		return learnedScope{}, false, nil
 	default:
 		if err := CheckSessionID(session); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/internal/listeners"
 )
 
@@ -277,4 +279,61 @@ func doHost(t *testing.T, addr, host string, rq rawRequest) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	return resp.StatusCode, string(b)
+}
+
+// TestHostileShareLearnedStaysWithItsIdentity: with a token file and
+// --terminal-share-learned, an answer alice's terminals learned is
+// suggested in her other sessions and with no session, and never to bob,
+// whatever session he names: alice's branch and cluster names reached
+// bob, and alice could teach bob's terminals what to answer.
+func TestHostileShareLearnedStaysWithItsIdentity(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("alice terminal "+aliceToken+"\nbob terminal "+bobToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, conn := startDaemon(t, genIndex(t, "testdata/mini.json"), "--terminal", "--terminal-share-learned", "--auth-token-file", tokens)
+	c := terminalpb.NewTerminalServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	alice, bob := bearerCtx(ctx, aliceToken), bearerCtx(ctx, bobToken)
+	const prompt = "Deploy to which cluster?"
+	for range 3 {
+		if _, err := c.TrackInputEvent(alice, &terminalpb.TrackInputEventRequest{SessionId: "s1", PromptText: prompt,
+			InputText: "alice-prod-eu-7", Success: true, InputSource: "user_typed"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.TrackInputEvent(bob, &terminalpb.TrackInputEventRequest{SessionId: "b1", PromptText: prompt,
+		InputText: "bob-staging", Success: true, InputSource: "user_typed"}); err != nil {
+		t.Fatal(err)
+	}
+	suggested := func(ctx context.Context, session string) []string {
+		r, err := c.InferExpectedInput(ctx, &terminalpb.InferExpectedInputRequest{PromptText: prompt, SessionId: session})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, s := range r.GetSuggestions() {
+			if s.GetSource() == "pattern_learning" {
+				out = append(out, s.GetInputText())
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		who     string
+		ctx     context.Context
+		session string
+		want    []string
+	}{
+		{"alice", alice, "s2", []string{"alice-prod-eu-7"}},
+		{"alice", alice, "", []string{"alice-prod-eu-7"}},
+		{"bob", bob, "s1", []string{"bob-staging"}},
+		{"bob", bob, "b2", []string{"bob-staging"}},
+		{"bob", bob, "", []string{"bob-staging"}},
+	} {
+		if got := suggested(tc.ctx, tc.session); !slices.Equal(got, tc.want) {
+			t.Errorf("%s, session %q: learned suggestions %q, want %q", tc.who, tc.session, got, tc.want)
+		}
+	}
 }

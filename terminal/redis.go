@@ -36,6 +36,7 @@ const DefaultRedisPrefix = "classifierd:"
 //	P t:e:<id>                 hash: one event (a secret answer: input [REDACTED], ilen, imac)
 //	P t:s:<session>            sorted set: the session's event ids by time (µs)
 //	P t:all                    sorted set: every event id by time (µs)
+//	P t:o:<owner>              sorted set: the event ids of one owner's sessions by time (µs)
 //	P t:lp:<sha1(pattern)>     hash: answer -> successes, every session of no owner
 //	P t:lp:<sha1(pattern)>:<owner>  hash: answer -> successes, every session of one owner (u<hex>)
 //	P t:ls:<sha1(pattern)>:<session>  hash: answer -> successes in one session
@@ -79,8 +80,11 @@ func unavailable(err error) error {
 // the event's fields session, pattern, input and learned (as HMGET reads
 // them); an answer that never counted ('learned' not '1') is left alone.
 const luaUnlearn = `
+local function owner(sess)
+  return string.match(sess, '^(u[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f])%.')
+end
 local function lpkey(P, h, sess)
-  local o = string.match(sess, '^(u[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f])%.')
+  local o = owner(sess)
   if o then return P .. 't:lp:' .. h .. ':' .. o end
   return P .. 't:lp:' .. h
 end
@@ -104,6 +108,8 @@ local function remove(P, id)
   if not f[1] then return 0 end
   redis.call('DEL', k)
   redis.call('ZREM', P .. 't:s:' .. f[1], id)
+  local o = owner(f[1])
+  if o then redis.call('ZREM', P .. 't:o:' .. o, id) end
   unlearn(P, f)
   return 1
 end
@@ -125,6 +131,15 @@ local over = redis.call('ZCARD', P .. 't:s:' .. sess) - tonumber(ARGV[14])
 if over > 0 then
   for _, old in ipairs(redis.call('ZRANGE', P .. 't:s:' .. sess, 0, over - 1)) do remove(P, old) end
 end
+local o = owner(sess)
+if o then
+  local ok = P .. 't:o:' .. o
+  redis.call('ZADD', ok, ARGV[13], id)
+  over = redis.call('ZCARD', ok) - tonumber(ARGV[17])
+  if over > 0 then
+    for _, old in ipairs(redis.call('ZRANGE', ok, 0, over - 1)) do remove(P, old) end
+  end
+end
 return 0`)
 
 func boolArg(b bool) string {
@@ -144,7 +159,7 @@ func (s *RedisStore) Record(ctx context.Context, e Event) (Event, bool, error) {
 	}
 	err = recordScript.Run(ctx, s.rdb, nil, s.prefix, e.ID, e.SessionID, e.PromptText, e.Input, boolArg(e.Success),
 		e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey, boolArg(learned),
-		e.Time.UnixMicro(), s.cfg.MaxPerSession, e.SecretLen, e.SecretMAC).Err()
+		e.Time.UnixMicro(), s.cfg.MaxPerSession, e.SecretLen, e.SecretMAC, s.cfg.MaxPerOwner).Err()
 	if err != nil {
 		return Event{}, false, unavailable(err)
 	}

@@ -155,6 +155,48 @@ func TestStoreRules(t *testing.T) {
 			}
 		})
 	})
+	t.Run("one owner cannot push out another's events", func(t *testing.T) {
+		// The third hostile pass: one identity recording in many
+		// sessions deleted every other identity's history by MaxEvents.
+		forEachStore(t, StoreConfig{MaxEvents: 12, MaxPerOwner: 4}, func(t *testing.T, s store) {
+			base := time.Now().Add(-time.Hour)
+			bob := OwnedSessionID("bob", "b1")
+			for i := range 3 {
+				e := rec(bob, "Deploy to which cluster?", "staging", true)
+				e.Time = base.Add(time.Duration(i) * time.Millisecond)
+				if _, _, err := s.Record(ctx, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 200 {
+				e := rec(OwnedSessionID("alice", fmt.Sprint("s", i%8)), "$ ", fmt.Sprint("ls ", i), true)
+				e.Time = base.Add(time.Second + time.Duration(i)*time.Millisecond)
+				if _, _, err := s.Record(ctx, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Prune(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if h, err := s.History(ctx, bob, 100); err != nil || len(h) != 3 {
+				t.Errorf("bob's history after alice's 200 events: %d events (%v), want 3", len(h), err)
+			}
+			if l, err := s.Learned(ctx, "Deploy to which cluster?", bob); err != nil || len(l) != 1 || l[0].Successes != 3 {
+				t.Errorf("bob's learned answer after alice's events: %+v %v", l, err)
+			}
+			alice := 0
+			for i := range 8 {
+				n, err := s.Count(ctx, OwnedSessionID("alice", fmt.Sprint("s", i)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				alice += n
+			}
+			if alice != 4 {
+				t.Errorf("alice holds %d events, want her share of 4", alice)
+			}
+		})
+	})
 	t.Run("bounds", func(t *testing.T) {
 		forEachStore(t, StoreConfig{MaxPerSession: 5, MaxEvents: 12}, func(t *testing.T, s store) {
 			base := time.Now().Add(-time.Hour)

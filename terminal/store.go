@@ -260,13 +260,21 @@ func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
 	return e, learned, nil
 }
 
-// Prune deletes events older than MaxAge and the oldest beyond MaxEvents.
-// Record calls it every pruneEvery inserts; the daemon also calls it
+// Prune deletes events older than MaxAge, an owner's oldest beyond
+// MaxPerOwner, and the oldest beyond MaxEvents. Record calls it every
+// pruneEvery inserts; the daemon also calls it
 // periodically so that age applies to an idle store.
 func (s *Store) Prune(ctx context.Context) error {
 	cutoff := time.Now().Add(-s.cfg.MaxAge).UnixNano()
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM events WHERE created_at < ?`, cutoff); err != nil {
 		return fmt.Errorf("terminal: prune by age: %w", err)
+	}
+	// Each owner's share first, so that one identity's flood is cut from
+	// its own events, not from everyone's by MaxEvents.
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM events WHERE id IN (SELECT id FROM (
+		SELECT id, ROW_NUMBER() OVER (PARTITION BY substr(session_id, 1, ?) ORDER BY created_at DESC) AS n
+		FROM events WHERE session_id GLOB ?) WHERE n > ?)`, ownerLen, ownerGlob, s.cfg.MaxPerOwner); err != nil {
+		return fmt.Errorf("terminal: prune by owner: %w", err)
 	}
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM events WHERE id IN (SELECT id FROM events ORDER BY created_at DESC LIMIT -1 OFFSET ?)`,
 		s.cfg.MaxEvents); err != nil {

@@ -33,6 +33,12 @@ type StoreConfig struct {
 	// (enforced every pruneEvery inserts, so it may briefly hold
 	// pruneEvery-1 more).
 	MaxEvents int
+	// MaxPerOwner: the sessions of one owner (an identity's,
+	// OwnedSessionID) keep their newest MaxPerOwner events together,
+	// enforced before MaxEvents, so that one identity recording in many
+	// sessions cannot push every other identity's events out. Zero: a
+	// tenth of MaxEvents.
+	MaxPerOwner int
 	// ShareLearned makes answers learned in one session suggestions for
 	// every session. Off, a session is suggested only what it taught, so
 	// one client cannot teach another to answer "y" to a dangerous prompt.
@@ -46,7 +52,7 @@ type StoreConfig struct {
 }
 
 func (c *StoreConfig) validate() error {
-	if c.MaxAge < 0 || c.MaxPerSession < 0 || c.MaxEvents < 0 {
+	if c.MaxAge < 0 || c.MaxPerSession < 0 || c.MaxEvents < 0 || c.MaxPerOwner < 0 {
 		return fmt.Errorf("%w: retention limits must not be negative", ErrBadArgument)
 	}
 	if c.MaxAge == 0 {
@@ -57,6 +63,9 @@ func (c *StoreConfig) validate() error {
 	}
 	if c.MaxEvents == 0 {
 		c.MaxEvents = DefaultMaxEvents
+	}
+	if c.MaxPerOwner == 0 {
+		c.MaxPerOwner = max(c.MaxEvents/10, 1)
 	}
 	return nil
 }

@@ -337,3 +337,52 @@ func TestHostileShareLearnedStaysWithItsIdentity(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileTerminalEventsPerIdentity: one identity recording events in
+// many sessions no longer deletes another's history: --terminal-max-events
+// was shared by all, so alice's 1,200 events emptied bob's history in a
+// store of 500 (the default store of 100,000 in about 3 minutes).
+func TestHostileTerminalEventsPerIdentity(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("alice terminal "+aliceToken+"\nbob terminal "+bobToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, conn := startDaemon(t, genIndex(t, "testdata/mini.json"), "--terminal", "--auth-token-file", tokens, "--terminal-max-events", "500")
+	c := terminalpb.NewTerminalServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	alice, bob := bearerCtx(ctx, aliceToken), bearerCtx(ctx, bobToken)
+	const prompt = "Deploy to which cluster?"
+	for range 3 {
+		if _, err := c.TrackInputEvent(bob, &terminalpb.TrackInputEventRequest{SessionId: "b1", PromptText: prompt,
+			InputText: "bob-staging", Success: true, InputSource: "user_typed"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 150 {
+				if _, err := c.TrackInputEvent(alice, &terminalpb.TrackInputEventRequest{SessionId: fmt.Sprintf("flood%d", (w*150+i)%50),
+					PromptText: "$ ", InputText: fmt.Sprint("ls ", i), Success: true, InputSource: "user_typed"}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	h, err := c.GetSessionHistory(bob, &terminalpb.GetSessionHistoryRequest{SessionId: "b1"})
+	if err != nil || len(h.GetEvents()) != 3 {
+		t.Fatalf("bob's history after alice's 1,200 events: %d events (%v), want 3", len(h.GetEvents()), err)
+	}
+	r, err := c.InferExpectedInput(bob, &terminalpb.InferExpectedInputRequest{PromptText: prompt, SessionId: "b1"})
+	if err != nil || len(r.GetSuggestions()) == 0 || r.GetSuggestions()[0].GetInputText() != "bob-staging" {
+		t.Errorf("bob's learned answer after alice's events: %v %v", r.GetSuggestions(), err)
+	}
+}

@@ -28,6 +28,15 @@ type Edge struct {
 	MaxConcurrentStreams uint32
 }
 
+// MaxHeaderListBytes bounds the header block of one gRPC call (its
+// metadata, HPACK-decoded), as --http-listen bounds a request's head. A
+// header block arrives, and is held, before any interceptor or the
+// authentication tap runs: at grpc-go's default of 16 MiB a client with
+// no token held 15 MB per connection by sending a header block and never
+// ending it (60 connections: +888 MB, until --idle-timeout). A bearer
+// token, a deadline and trace context need a few hundred bytes.
+const MaxHeaderListBytes = 64 << 10
+
 // ServerOptions returns the codec and interceptor chains of e.
 func (e Edge) ServerOptions() []grpc.ServerOption {
 	codec := newRequestCodec()
@@ -59,6 +68,7 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 		grpc.ForceServerCodecV2(codec),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
+		grpc.MaxHeaderListSize(MaxHeaderListBytes),
 	}
 	var in tap.ServerInHandle
 	if e.Auth.Tokens != nil || e.Auth.ClientCerts {

@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -74,23 +72,18 @@ func (s *TerminalServer) terminalStatus(ctx context.Context, method, session str
 // storeSession is the key a terminal session's events and learned answers
 // are stored under: the session id itself for anonymous callers (without
 // tokens or client certificates every client is one identity, as before),
-// the caller's identity and the id otherwise, so that one identity never
-// reads, learns from or deletes another's history by naming the same
-// session id. The key passes terminal.CheckSessionID: "u", 12 hex digits
-// of the identity's SHA-256, ".", then the id (or, past 128 bytes, "h"
-// and 32 hex digits of its SHA-256).
+// terminal.OwnedSessionID of the caller's identity and the id otherwise,
+// so that one identity never reads, learns from or deletes another's
+// history by naming the same session id. With no id, an identified
+// caller's key is its identity's alone: with --terminal-share-learned,
+// InferExpectedInput then suggests what that identity's sessions learned,
+// never another identity's.
 func storeSession(ctx context.Context, id string) string {
 	c := CallerFrom(ctx)
-	if id == "" || c.Name == "" || c.Name == Anonymous {
+	if c.Name == "" || c.Name == Anonymous {
 		return id
 	}
-	who := sha256.Sum256([]byte(c.Name))
-	key := "u" + hex.EncodeToString(who[:6]) + "." + id
-	if len(key) > 128 {
-		sum := sha256.Sum256([]byte(id))
-		key = "u" + hex.EncodeToString(who[:6]) + ".h" + hex.EncodeToString(sum[:16])
-	}
-	return key
+	return terminal.OwnedSessionID(c.Name, id)
 }
 
 // DetectInputPrompt implements TerminalService.DetectInputPrompt.

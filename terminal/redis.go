@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,7 +36,9 @@ const DefaultRedisPrefix = "classifierd:"
 //	P t:e:<id>                 hash: one event (a secret answer: input [REDACTED], ilen, imac)
 //	P t:s:<session>            sorted set: the session's event ids by time (µs)
 //	P t:all                    sorted set: every event id by time (µs)
-//	P t:lp:<sha1(pattern)>     hash: answer -> successes, every session
+//	P t:o:<owner>              sorted set: the event ids of one owner's sessions by time (µs)
+//	P t:lp:<sha1(pattern)>     hash: answer -> successes, every session of no owner
+//	P t:lp:<sha1(pattern)>:<owner>  hash: answer -> successes, every session of one owner (u<hex>)
 //	P t:ls:<sha1(pattern)>:<session>  hash: answer -> successes in one session
 //	P t:rules                  string: the secret rules the events follow (Scrub)
 //
@@ -77,10 +80,18 @@ func unavailable(err error) error {
 // the event's fields session, pattern, input and learned (as HMGET reads
 // them); an answer that never counted ('learned' not '1') is left alone.
 const luaUnlearn = `
+local function owner(sess)
+  return string.match(sess, '^(u[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f])%.')
+end
+local function lpkey(P, h, sess)
+  local o = owner(sess)
+  if o then return P .. 't:lp:' .. h .. ':' .. o end
+  return P .. 't:lp:' .. h
+end
 local function unlearn(P, f)
   if f[4] ~= '1' then return end
   local h = redis.sha1hex(f[2])
-  for _, lk in ipairs({P .. 't:lp:' .. h, P .. 't:ls:' .. h .. ':' .. f[1]}) do
+  for _, lk in ipairs({lpkey(P, h, f[1]), P .. 't:ls:' .. h .. ':' .. f[1]}) do
     if redis.call('HINCRBY', lk, f[3], -1) <= 0 then redis.call('HDEL', lk, f[3]) end
   end
 end
@@ -97,6 +108,8 @@ local function remove(P, id)
   if not f[1] then return 0 end
   redis.call('DEL', k)
   redis.call('ZREM', P .. 't:s:' .. f[1], id)
+  local o = owner(f[1])
+  if o then redis.call('ZREM', P .. 't:o:' .. o, id) end
   unlearn(P, f)
   return 1
 end
@@ -111,12 +124,21 @@ redis.call('ZADD', P .. 't:s:' .. sess, ARGV[13], id)
 redis.call('ZADD', P .. 't:all', ARGV[13], id)
 if ARGV[12] == '1' then
   local h = redis.sha1hex(ARGV[11])
-  redis.call('HINCRBY', P .. 't:lp:' .. h, ARGV[5], 1)
+  redis.call('HINCRBY', lpkey(P, h, sess), ARGV[5], 1)
   redis.call('HINCRBY', P .. 't:ls:' .. h .. ':' .. sess, ARGV[5], 1)
 end
 local over = redis.call('ZCARD', P .. 't:s:' .. sess) - tonumber(ARGV[14])
 if over > 0 then
   for _, old in ipairs(redis.call('ZRANGE', P .. 't:s:' .. sess, 0, over - 1)) do remove(P, old) end
+end
+local o = owner(sess)
+if o then
+  local ok = P .. 't:o:' .. o
+  redis.call('ZADD', ok, ARGV[13], id)
+  over = redis.call('ZCARD', ok) - tonumber(ARGV[17])
+  if over > 0 then
+    for _, old in ipairs(redis.call('ZRANGE', ok, 0, over - 1)) do remove(P, old) end
+  end
 end
 return 0`)
 
@@ -137,7 +159,7 @@ func (s *RedisStore) Record(ctx context.Context, e Event) (Event, bool, error) {
 	}
 	err = recordScript.Run(ctx, s.rdb, nil, s.prefix, e.ID, e.SessionID, e.PromptText, e.Input, boolArg(e.Success),
 		e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey, boolArg(learned),
-		e.Time.UnixMicro(), s.cfg.MaxPerSession, e.SecretLen, e.SecretMAC).Err()
+		e.Time.UnixMicro(), s.cfg.MaxPerSession, e.SecretLen, e.SecretMAC, s.cfg.MaxPerOwner).Err()
 	if err != nil {
 		return Event{}, false, unavailable(err)
 	}
@@ -316,7 +338,8 @@ func (s *RedisStore) DeleteSession(ctx context.Context, session string) (int64, 
 }
 
 // Learned returns what was successfully answered to a prompt's pattern,
-// like Store.Learned: in session, or in every session with ShareLearned;
+// like Store.Learned: in session, or with ShareLearned in every session
+// of the session's owner (of no owner when it has none);
 // never a secret.
 func (s *RedisStore) Learned(ctx context.Context, prompt, session string) ([]Learned, error) {
 	scope, ok, err := s.learnedFor(prompt, session)
@@ -325,8 +348,11 @@ func (s *RedisStore) Learned(ctx context.Context, prompt, session string) ([]Lea
 	}
 	h := sha1hex(scope.pattern)
 	key := s.prefix + "t:lp:" + h
-	if scope.session != "" {
+	switch {
+	case scope.session != "":
 		key = s.prefix + "t:ls:" + h + ":" + scope.session
+	case scope.owner != "":
+		key += ":" + strings.TrimSuffix(scope.owner, ".")
 	}
 	m, err := s.rdb.HGetAll(ctx, key).Result()
 	if err != nil {

@@ -117,6 +117,86 @@ func TestStoreRules(t *testing.T) {
 			})
 		}
 	})
+	t.Run("shared learning stays with its owner", func(t *testing.T) {
+		// The third hostile pass: with ShareLearned, alice's answers were
+		// suggested to bob, and alice could teach bob's terminals.
+		forEachStore(t, StoreConfig{ShareLearned: true}, func(t *testing.T, s store) {
+			alice, bob := OwnedSessionID("alice", "s1"), OwnedSessionID("bob", "s1")
+			for _, e := range []Event{rec(alice, "Deploy to which cluster?", "prod-eu-1", true), rec(alice, "Deploy to which cluster?", "prod-eu-1", true),
+				rec(bob, "Deploy to which cluster?", "staging", true), rec("anon", "Deploy to which cluster?", "dev", true)} {
+				if _, _, err := s.Record(ctx, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, tc := range []struct {
+				name, session string
+				want          []Learned
+			}{
+				{"alice, another session", OwnedSessionID("alice", "s2"), []Learned{{Input: "prod-eu-1", Successes: 2, Total: 2}}},
+				{"alice, no session", OwnedSessionID("alice", ""), []Learned{{Input: "prod-eu-1", Successes: 2, Total: 2}}},
+				{"bob, alice's session id", OwnedSessionID("bob", "s1"), []Learned{{Input: "staging", Successes: 1, Total: 1}}},
+				{"bob, no session", OwnedSessionID("bob", ""), []Learned{{Input: "staging", Successes: 1, Total: 1}}},
+				{"carol", OwnedSessionID("carol", "s1"), nil},
+				// An anonymous daemon's sessions have no owner: they share
+				// among themselves, never an owner's answers.
+				{"anonymous", "anon2", []Learned{{Input: "dev", Successes: 1, Total: 1}}},
+			} {
+				l, err := s.Learned(ctx, "Deploy to which cluster?", tc.session)
+				if err != nil || !slices.Equal(l, tc.want) {
+					t.Errorf("%s: Learned %+v (%v), want %+v", tc.name, l, err, tc.want)
+				}
+			}
+			// Deleting alice's session takes its answers out of her share.
+			if _, err := s.DeleteSession(ctx, alice); err != nil {
+				t.Fatal(err)
+			}
+			if l, err := s.Learned(ctx, "Deploy to which cluster?", OwnedSessionID("alice", "")); err != nil || len(l) != 0 {
+				t.Errorf("alice after delete: %+v %v, want none", l, err)
+			}
+		})
+	})
+	t.Run("one owner cannot push out another's events", func(t *testing.T) {
+		// The third hostile pass: one identity recording in many
+		// sessions deleted every other identity's history by MaxEvents.
+		forEachStore(t, StoreConfig{MaxEvents: 12, MaxPerOwner: 4}, func(t *testing.T, s store) {
+			base := time.Now().Add(-time.Hour)
+			bob := OwnedSessionID("bob", "b1")
+			for i := range 3 {
+				e := rec(bob, "Deploy to which cluster?", "staging", true)
+				e.Time = base.Add(time.Duration(i) * time.Millisecond)
+				if _, _, err := s.Record(ctx, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 200 {
+				e := rec(OwnedSessionID("alice", fmt.Sprint("s", i%8)), "$ ", fmt.Sprint("ls ", i), true)
+				e.Time = base.Add(time.Second + time.Duration(i)*time.Millisecond)
+				if _, _, err := s.Record(ctx, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Prune(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if h, err := s.History(ctx, bob, 100); err != nil || len(h) != 3 {
+				t.Errorf("bob's history after alice's 200 events: %d events (%v), want 3", len(h), err)
+			}
+			if l, err := s.Learned(ctx, "Deploy to which cluster?", bob); err != nil || len(l) != 1 || l[0].Successes != 3 {
+				t.Errorf("bob's learned answer after alice's events: %+v %v", l, err)
+			}
+			alice := 0
+			for i := range 8 {
+				n, err := s.Count(ctx, OwnedSessionID("alice", fmt.Sprint("s", i)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				alice += n
+			}
+			if alice != 4 {
+				t.Errorf("alice holds %d events, want her share of 4", alice)
+			}
+		})
+	})
 	t.Run("bounds", func(t *testing.T) {
 		forEachStore(t, StoreConfig{MaxPerSession: 5, MaxEvents: 12}, func(t *testing.T, s store) {
 			base := time.Now().Add(-time.Hour)

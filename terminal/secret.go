@@ -49,6 +49,21 @@ var secretValueREs = []*regexp.Regexp{
 	regexp.MustCompile(`(?i)\b(AccountKey|SharedAccessKey)=[^;\s]{16,}`),            // Azure connection strings
 	regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.-]*://[^\s/:@]*:[^\s/@]+@`),             // URL with a password (postgres://u:pw@host)
 	regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}`),             // Authorization header values
+	// A password on a command line, by the flag its program reads it
+	// from (the third hostile pass found these kept whole when the
+	// password itself looked ordinary). A flag that makes the program
+	// ask for the password (mysql -p alone) is not one.
+	regexp.MustCompile(`\b(mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^;&|]*\s-p\S`), // -pPASSWORD
+	regexp.MustCompile(`\bsshpass\b[^;&|]*\s-p\s*\S`),
+	regexp.MustCompile(`\b(mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport)\b[^;&|]*\s-p\s+[^-\s]`),
+	regexp.MustCompile(`\bredis-cli\b[^;&|]*\s-a\s+\S`),
+	regexp.MustCompile(`\b(curl|wget)\b[^;&|]*\s(-u|--user)[\s=]+[^\s:]+:\S`), // user:password
+	regexp.MustCompile(`\bsmbclient\b[^;&|]*\s-U\s*\S+%\S`),                   // user%password
+	regexp.MustCompile(`\bhtpasswd\b[^;&|]*\s-[a-zA-Z]*b`),                    // batch mode: the password is an argument
+	regexp.MustCompile(`\bopenssl\b[^;&|]*\s-k\s+\S`),
+	regexp.MustCompile(`\bldap[a-z]*\b[^;&|]*\s-w\s+\S`),
+	regexp.MustCompile(`\bsqlcmd\b[^;&|]*\s-P\s*\S`),
+	regexp.MustCompile(`\b(docker|podman|nerdctl|helm)\s+(registry\s+)?login\b[^;&|]*\s-p\s+\S`),
 }
 
 // assignmentREs find NAME=VALUE, NAME: VALUE and --name VALUE in a typed

@@ -124,6 +124,36 @@ func TestSecretPromptRules(t *testing.T) {
 		{"P4ssw0rd:", true},
 		{"s3cr3t:", true},
 		{"Enter t0ken:", true},
+		// The third hostile pass: languages, glued identifiers, Wi-Fi
+		// keys and wallet words the second list lacked.
+		{"ពាក្យសម្ងាត់:", true},
+		{"စကားဝှက်:", true},
+		{"මුරපදය:", true},
+		{"ລະຫັດຜ່ານ:", true},
+		{"Нууц үг:", true},
+		{"Сырсөз:", true},
+		{"Fjalëkalimi:", true},
+		{"Lykilorð:", true},
+		{"Pasfhocal:", true},
+		{"Cyfrinair:", true},
+		{"Wagwoord:", true},
+		{"Iphasiwedi:", true},
+		{"Contrasinal:", true},
+		{"Pasvorto:", true},
+		{"Passwuert:", true},
+		{"Katalaluan:", true},
+		{"Tunnuskoodi:", true},
+		{"Enter value for MY_APP_SECRETKEY:", true},
+		{"PSK:", true},
+		{"WPA2 key:", true},
+		{"Seed:", true},
+		{"12-word phrase:", true},
+		{"Enter your 24 words:", true},
+		{"Random seed:", false},
+		{"Seed for the RNG:", false},
+		{"World seed:", false},
+		{"Word count:", false},
+		{"Number of words:", false},
 		{"Version 1.2.3 of md5sum:", false},
 		{"Save to file0.txt? [y/N]", false},
 		{"Р а з м е р:", false}, // Cyrillic spaced letters of an ordinary word
@@ -141,13 +171,20 @@ func TestSecretPromptRules(t *testing.T) {
 func TestSecretValueShapes(t *testing.T) {
 	for _, v := range []string{"Tr0ub4dor&3", "P@ssw0rd!", "postgres://admin:hunter2@db:5432/app", "Authorization: Bearer abcdefgh12345",
 		"PGPASSWORD=x psql", "--password hunter2", "api_key: abc", "sk_live_4eC39HqLyjWDarjtT1zdp7dc", "hf_" + strings.Repeat("aB3", 11),
-		"npm_" + strings.Repeat("aB3", 12), "hvs.CAESIJ0123456789abcdefghij", "AGE-SECRET-KEY-1" + strings.Repeat("QZ3", 20)} {
+		"npm_" + strings.Repeat("aB3", 12), "hvs.CAESIJ0123456789abcdefghij", "AGE-SECRET-KEY-1" + strings.Repeat("QZ3", 20),
+		// The third hostile pass: passwords on command lines.
+		"mysql -uroot -phunter2", "sshpass -p hunter2 ssh h", "mongosh -u admin -p hunter2", "redis-cli -a hunter2",
+		"curl -u bob:hunter2 https://x", "smbclient //h/s -U bob%hunter2", "htpasswd -b users bob hunter2",
+		"openssl enc -k hunter2 -in f", "ldapsearch -x -D cn=admin -w hunter2", "sqlcmd -S db -U sa -P hunter2",
+		"docker login -u me -p hunter2 registry.example"} {
 		if !SecretValue(v) {
 			t.Errorf("SecretValue(%q) = false", v)
 		}
 	}
 	for _, v := range []string{"v1.2.3-RC1", "Q3-Report.pdf", "max_tokens=100", "Fix: the password reset form", "hello world",
-		"eu-west-1", "staging", "git commit -m fix", "MyApp-2.0.tar.gz"} {
+		"eu-west-1", "staging", "git commit -m fix", "MyApp-2.0.tar.gz",
+		"mysql -uroot -p", "mysql -p mydb", "redis-cli -h host", "curl -u bob https://x", "ssh -p 2222 host",
+		"docker run -p 8080:80 img", "openssl x509 -in c.pem -text", "mongosh -u admin -p", "git commit -a -m fix"} {
 		if SecretValue(v) {
 			t.Errorf("SecretValue(%q) = true", v)
 		}

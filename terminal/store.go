@@ -260,13 +260,21 @@ func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
 	return e, learned, nil
 }
 
-// Prune deletes events older than MaxAge and the oldest beyond MaxEvents.
-// Record calls it every pruneEvery inserts; the daemon also calls it
+// Prune deletes events older than MaxAge, an owner's oldest beyond
+// MaxPerOwner, and the oldest beyond MaxEvents. Record calls it every
+// pruneEvery inserts; the daemon also calls it
 // periodically so that age applies to an idle store.
 func (s *Store) Prune(ctx context.Context) error {
 	cutoff := time.Now().Add(-s.cfg.MaxAge).UnixNano()
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM events WHERE created_at < ?`, cutoff); err != nil {
 		return fmt.Errorf("terminal: prune by age: %w", err)
+	}
+	// Each owner's share first, so that one identity's flood is cut from
+	// its own events, not from everyone's by MaxEvents.
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM events WHERE id IN (SELECT id FROM (
+		SELECT id, ROW_NUMBER() OVER (PARTITION BY substr(session_id, 1, ?) ORDER BY created_at DESC) AS n
+		FROM events WHERE session_id GLOB ?) WHERE n > ?)`, ownerLen, ownerGlob, s.cfg.MaxPerOwner); err != nil {
+		return fmt.Errorf("terminal: prune by owner: %w", err)
 	}
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM events WHERE id IN (SELECT id FROM events ORDER BY created_at DESC LIMIT -1 OFFSET ?)`,
 		s.cfg.MaxEvents); err != nil {
@@ -322,7 +330,8 @@ func (s *Store) DeleteSession(ctx context.Context, session string) (int64, error
 const maxLearned = 20
 
 // Learned returns what was successfully answered to a prompt's pattern in
-// session (every session's answers with ShareLearned). Without sharing and
+// session (with ShareLearned, every session's answers of the session's
+// owner, or of every session of no owner when it has none). Without sharing and
 // without a session it returns nothing. Secret answers are never among
 // them.
 func (s *Store) Learned(ctx context.Context, prompt, session string) ([]Learned, error) {
@@ -332,9 +341,18 @@ func (s *Store) Learned(ctx context.Context, prompt, session string) ([]Learned,
 	}
 	q := `SELECT input_text, COUNT(*) AS n FROM events WHERE pattern_key = ? AND success = 1 AND input_text != ?`
 	args := []any{scope.pattern, Redacted}
-	if scope.session != "" {
+	switch {
+	case scope.session != "":
 		q += ` AND session_id = ?`
 		args = append(args, scope.session)
+	case scope.owner != "":
+		q += ` AND substr(session_id, 1, ?) = ?`
+		args = append(args, ownerLen, scope.owner)
+	default:
+		// Sessions of no owner share among themselves, never an owner's
+		// (as RedisStore keeps them apart).
+		q += ` AND session_id NOT GLOB ?`
+		args = append(args, ownerGlob)
 	}
 	q += ` GROUP BY input_text ORDER BY n DESC, input_text LIMIT ?`
 	args = append(args, maxLearned)

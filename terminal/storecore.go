@@ -33,6 +33,12 @@ type StoreConfig struct {
 	// (enforced every pruneEvery inserts, so it may briefly hold
 	// pruneEvery-1 more).
 	MaxEvents int
+	// MaxPerOwner: the sessions of one owner (an identity's,
+	// OwnedSessionID) keep their newest MaxPerOwner events together,
+	// enforced before MaxEvents, so that one identity recording in many
+	// sessions cannot push every other identity's events out. Zero: a
+	// tenth of MaxEvents.
+	MaxPerOwner int
 	// ShareLearned makes answers learned in one session suggestions for
 	// every session. Off, a session is suggested only what it taught, so
 	// one client cannot teach another to answer "y" to a dangerous prompt.
@@ -46,7 +52,7 @@ type StoreConfig struct {
 }
 
 func (c *StoreConfig) validate() error {
-	if c.MaxAge < 0 || c.MaxPerSession < 0 || c.MaxEvents < 0 {
+	if c.MaxAge < 0 || c.MaxPerSession < 0 || c.MaxEvents < 0 || c.MaxPerOwner < 0 {
 		return fmt.Errorf("%w: retention limits must not be negative", ErrBadArgument)
 	}
 	if c.MaxAge == 0 {
@@ -57,6 +63,9 @@ func (c *StoreConfig) validate() error {
 	}
 	if c.MaxEvents == 0 {
 		c.MaxEvents = DefaultMaxEvents
+	}
+	if c.MaxPerOwner == 0 {
+		c.MaxPerOwner = max(c.MaxEvents/10, 1)
 	}
 	return nil
 }
@@ -189,19 +198,30 @@ type learnedScope struct {
 	// pattern is the prompt's PatternKey.
 	pattern string
 	// session is the one session whose answers count; empty with
-	// ShareLearned, where every session's do.
+	// ShareLearned, where every session's do: every session of owner
+	// when it is set (an identity's, OwnedSessionID), so that no identity
+	// is suggested, or can teach, another's answers.
 	session string
+	owner   string
 }
 
 // learnedFor says whose answers Learned counts for prompt asked in
-// session: session's own, or every session's with ShareLearned. ok is
+// session: session's own, or with ShareLearned every session's of the
+// session's owner (every session's of no owner when it has none). ok is
 // false when none do (no sharing and no session); a malformed session is
 // an error.
 func (c *storeCore) learnedFor(prompt, session string) (_ learnedScope, ok bool, _ error) {
 	scope := learnedScope{pattern: PatternKey(clipEnd(prompt, MaxPromptBytes))}
 	switch {
 	case c.cfg.ShareLearned:
-	case session == "":
+		if session != "" {
+			if err := CheckSessionID(session); err != nil {
+				return learnedScope{}, false, err
+			}
+		}
+		scope.owner = sessionOwner(session)
+	case session == "" || session == sessionOwner(session):
+		// No session (an owner's prefix alone names none).
 		return learnedScope{}, false, nil
 	default:
 		if err := CheckSessionID(session); err != nil {

@@ -22,6 +22,11 @@ func TestLearnedFor(t *testing.T) {
 		{"bad session", false, "bad id\n", false, "", ErrBadSessionID},
 		{"shared", true, "a", true, "", nil},
 		{"shared, no session", true, "", true, "", nil},
+		{"an owner's session", false, OwnedSessionID("alice", "a"), true, OwnedSessionID("alice", "a"), nil},
+		{"an owner, no session, not shared", false, OwnedSessionID("alice", ""), false, "", nil},
+		{"shared, an owner's session", true, OwnedSessionID("alice", "a"), true, "", nil},
+		{"shared, an owner, no session", true, OwnedSessionID("alice", ""), true, "", nil},
+		{"shared, bad session", true, "bad id\n", false, "", ErrBadSessionID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := newStoreCore(StoreConfig{ShareLearned: tc.share})
@@ -37,6 +42,9 @@ func TestLearnedFor(t *testing.T) {
 			}
 			if scope.session != tc.want {
 				t.Errorf("session %q, want %q", scope.session, tc.want)
+			}
+			if want := sessionOwner(tc.session); tc.share && scope.owner != want {
+				t.Errorf("owner %q, want %q", scope.owner, want)
 			}
 			if want := PatternKey("Environment name:"); scope.pattern != want {
 				t.Errorf("pattern %q, want %q", scope.pattern, want)

@@ -5,6 +5,8 @@
 package terminal
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -106,6 +108,39 @@ func shortWords(s string, n int) string {
 }
 
 var sessionIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// OwnedSessionID is the key a session id of one owner (an identity) is
+// stored under, so that two owners' sessions of the same id are two
+// sessions: "u", 12 hex digits of the owner's SHA-256, ".", then the id
+// (or, when that passes 128 bytes, "h" and 32 hex digits of the id's
+// SHA-256). It passes CheckSessionID. With id "" it is the owner's
+// prefix alone ("u<hex>."), which names no session: Learned with it
+// counts nothing, or with ShareLearned the answers of every session of
+// that owner.
+func OwnedSessionID(owner, id string) string {
+	who := sha256.Sum256([]byte(owner))
+	key := "u" + hex.EncodeToString(who[:6]) + "." + id
+	if len(key) > 128 {
+		sum := sha256.Sum256([]byte(id))
+		key = "u" + hex.EncodeToString(who[:6]) + ".h" + hex.EncodeToString(sum[:16])
+	}
+	return key
+}
+
+// ownerPrefixRE matches the owner prefix OwnedSessionID puts on a key.
+var ownerPrefixRE = regexp.MustCompile(`^u[0-9a-f]{12}\.`)
+
+// ownerLen is the length of that prefix, its "." included.
+const ownerLen = 14
+
+// ownerGlob is ownerPrefixRE as an SQLite GLOB of the whole key.
+const ownerGlob = "u[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f].*"
+
+// sessionOwner is the owner prefix of a session key ("u<hex>."), or ""
+// for a session of no owner (an anonymous daemon's).
+func sessionOwner(session string) string {
+	return ownerPrefixRE.FindString(session)
+}
 
 // CheckSessionID accepts plain names only: no path separators, no "..".
 func CheckSessionID(id string) error {

@@ -33,7 +33,7 @@ func TestHTTPBodyBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hog.Close()
-	fmt.Fprintf(hog, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500000\r\n\r\n", path)
+	fmt.Fprintf(hog, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 500000\r\n\r\n", path, addr)
 	if _, err := hog.Write(bytes.Repeat([]byte(" "), 400000)); err != nil {
 		t.Fatal(err)
 	}

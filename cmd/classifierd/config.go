@@ -143,6 +143,9 @@ func (c *Config) Validate() error {
 	if c.TermStore.MaxAge <= 0 || c.TermStore.MaxPerSession < 1 || c.TermStore.MaxEvents < 1 {
 		return errors.New("--terminal-retention, --terminal-max-session-events and --terminal-max-events must be positive")
 	}
+	if c.TermStore.MaxPerOwner < 0 {
+		return errors.New("--terminal-max-events-per-identity must not be negative")
+	}
 	if c.State != "" {
 		if _, err := state.Options(c.State); err != nil {
 			return err
@@ -218,7 +221,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.TermStore.MaxAge, "terminal-retention", terminal.DefaultMaxAge, "with --terminal: delete input events older than this")
 	fs.IntVar(&c.TermStore.MaxPerSession, "terminal-max-session-events", terminal.DefaultMaxPerSession, "with --terminal: keep at most this many input events per terminal session (newest)")
 	fs.IntVar(&c.TermStore.MaxEvents, "terminal-max-events", terminal.DefaultMaxEvents, "with --terminal: keep at most this many input events overall (newest); bounds the database at about 9 KiB per event")
-	fs.BoolVar(&c.TermStore.ShareLearned, "terminal-share-learned", false, "with --terminal: suggest answers learned in one terminal session to every session (off: a session is suggested only what it taught)")
+	fs.IntVar(&c.TermStore.MaxPerOwner, "terminal-max-events-per-identity", 0, "with --terminal and tokens or client certificates: one identity's sessions keep at most this many events together (newest), so that one identity cannot push out the others' (0: a tenth of --terminal-max-events)")
+	fs.BoolVar(&c.TermStore.ShareLearned, "terminal-share-learned", false, "with --terminal: suggest answers learned in one terminal session to every session of the same identity (a token or certificate; without either, every session) (off: a session is suggested only what it taught)")
 	fs.StringVar(&c.TermStore.KeyFile, "terminal-key", "", "with --terminal: file holding the key of the hashes kept of secret answers (32 random bytes, made 0600 if missing; default --terminal-db with .key appended, also with --state redis://..., so the key stays on this host)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	addLearnFlags(fs, &c.Learn)

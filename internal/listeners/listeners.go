@@ -16,6 +16,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -92,11 +93,11 @@ func NewHTTP(cfg HTTPConfig, gs *grpc.Server, g httpguard.Guard, log *slog.Logge
 		return nil, fmt.Errorf("http listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           g.Wrap(normalizeRequest(h)),
+		Handler:           loopbackHostOnly(g.Wrap(normalizeRequest(h))),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       cfg.Timeout + 10*time.Second, // bounds the time a body takes
 		IdleTimeout:       cfg.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		ErrorLog:          ErrorLog(log),
 		TLSConfig:         cfg.TLS,
 	}
@@ -188,6 +189,44 @@ func normalizeRequest(next http.Handler) http.Handler {
 	})
 }
 
+// loopbackHostOnly refuses, on a listener bound to a loopback address, a
+// request whose Host header is not a loopback name (localhost, 127.0.0.0/8,
+// ::1): 403 before anything else is read. That is DNS rebinding: a web
+// page the user opens points its own host name at 127.0.0.1 and then
+// calls the daemon as its own origin, so the browser lets it set any
+// header and read the answers. Without a token file, such a page read
+// GetSessionHistory (the user's terminal answers), wrote terminal events
+// that InferExpectedInput then suggested, and called ResetLearning. The
+// rule is the MCP SDK's for the MCP listeners (StreamableHTTPOptions'
+// localhost protection), so all of the daemon's listeners answer alike;
+// a listener on any other address is not checked.
+func loopbackHostOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil &&
+			loopbackName(local.String()) && !loopbackName(r.Host) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, `{"code":7,"message":"the Host header names no loopback address, on a loopback listener: use localhost or 127.0.0.1","details":[]}`)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loopbackName reports whether addr ("host" or "host:port") is localhost
+// or a loopback IP address, as the MCP SDK decides it.
+func loopbackName(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
 // checkQuery says what is wrong with a raw query string, or "" (the
 // message is a constant: it never echoes the request).
 func checkQuery(raw string) string {
@@ -249,6 +288,16 @@ func badRequest(err error) error {
 // MCPPath is where an MCP listener serves MCP.
 const MCPPath = "/mcp"
 
+// MaxHeaderBytes bounds a request's head (request line and header
+// fields) on every HTTP listener: HTTP/JSON, MCP (the daemon's and the
+// proxy's) and metrics. A head is read, and held, before the guard
+// checks its token; at net/http's default of 1 MiB, 300 connections that
+// sent 1 MB of header lines with no token and never ended them raised the
+// daemon's memory by 331 MB, for up to ReadHeaderTimeout each time. A
+// request needs a bearer token, an MCP session id and a few standard
+// headers.
+const MaxHeaderBytes = 64 << 10
+
 // ServeMCP serves h, an MCP handler, on lis in the background, over TLS when tlsConf is
 // set; the returned stop shuts the server down, closing what is still open
 // after wait.
@@ -258,7 +307,7 @@ func ServeMCP(lis net.Listener, tlsConf *tls.Config, h http.Handler, wait, idle 
 	// IdleTimeout closes keep-alive connections no request uses, as
 	// --http-listen does.
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idle, TLSConfig: tlsConf,
-		ErrorLog: ErrorLog(log)}
+		MaxHeaderBytes: MaxHeaderBytes, ErrorLog: ErrorLog(log)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -336,7 +385,7 @@ func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: MaxHeaderBytes}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -83,7 +83,10 @@ func evidenceNeeds(ts []rank.Turn) []int {
 }
 
 // candidates computes the candidates of a request and their features.
-func (c *Router) candidates(ts []rank.Turn, all rank.Routed, needIdx []int, needRes []rank.Routed, maxS int) ([]candidate, []need) {
+//
+// extra are more server labels to consider (the learned evidence's,
+// learnExtra), after the descriptions' own.
+func (c *Router) candidates(ts []rank.Turn, all rank.Routed, needIdx []int, needRes []rank.Routed, maxS int, extra []int) ([]candidate, []need) {
 	needs := make([]need, len(needIdx))
 	for i, ti := range needIdx {
 		n := need{turn: ti, cue: ts[ti].Cue, part: ts[ti].Part, rk: needRes[i], pos: make(map[int]int, len(needRes[i].Servers))}
@@ -141,6 +144,9 @@ func (c *Router) candidates(ts []rank.Turn, all rank.Routed, needIdx []int, need
 				add(s.Label)
 			}
 		}
+	}
+	for _, li := range extra {
+		add(li)
 	}
 	allPos := make(map[int]int, len(srvS))
 	for i, s := range srvS {
@@ -322,9 +328,15 @@ func (c *Router) decide(ts []rank.Turn, all rank.Routed, needIdx []int, needRes 
 	ev := c.Cal.ServerEvidence
 	var res RouteResult
 	res.Candidates = all.Candidates
-	cands, needs := c.candidates(ts, all, needIdx, needRes, maxS)
+	cands, needs := c.candidates(ts, all, needIdx, needRes, maxS, nil)
 	for i := range cands {
 		cands[i].p = ev.Prob(cands[i].x)
+	}
+	if extra := c.learnExtra(cands, q, vec, max(evidenceDepth, 2*maxS)); len(extra) > 0 {
+		cands, needs = c.candidates(ts, all, needIdx, needRes, maxS, extra)
+		for i := range cands {
+			cands[i].p = ev.Prob(cands[i].x)
+		}
 	}
 	learned := c.learnCandidates(&res, cands, q, vec)
 	slices.SortStableFunc(cands, func(a, b candidate) int {
@@ -526,6 +538,29 @@ func toolCounts(rk *rank.Ranker) map[int]int {
 	out := map[int]int{}
 	for _, t := range rk.Tools() {
 		out[rk.ServerOf(t)]++
+	}
+	return out
+}
+
+// learnExtra is at most n servers the learned evidence says this request
+// may need (learn.Request.Called) that are not candidates yet: with them
+// the evidence can lift a server the descriptions' shortlist left out,
+// as it can in route's full ranking. Nil with no reports (the answer is
+// then exactly today's) and for Describe.
+func (c *Router) learnExtra(cands []candidate, q RouteQuery, vec []float32, n int) []int {
+	if c.cfg.Learned == nil || q.describe || len(cands) == 0 {
+		return nil
+	}
+	srvS := make([]rank.Score, len(cands))
+	srvP := make(map[int]float64, len(cands))
+	for i, cd := range cands {
+		srvS[i], srvP[cd.s.Label] = cd.s, cd.p
+	}
+	var out []int
+	for _, li := range c.learned(q.Caller, vec, srvS, srvP).Called(n) {
+		if _, ok := srvP[li]; !ok {
+			out = append(out, li)
+		}
 	}
 	return out
 }

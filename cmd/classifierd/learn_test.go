@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -302,4 +303,79 @@ func TestLearningSharedByTwoDaemons(t *testing.T) {
 		got, conf, part := rankOf(t, a, "slack")
 		return got == before && conf == beforeConf && part == ""
 	})
+}
+
+// TestReportByQueryAsByRequestID makes the same reports three ways, with
+// a reset between: gRPC by the request id Route returned, gRPC by query,
+// and HTTP/JSON by query in the exact shape a hub replaying its tasks
+// sends ({"query": …, "servers": [...]}, no request id). Each moves Slack
+// up for a GitHub request nobody reported, and a report by query text is
+// learned as well as one by request id: the same place and confidence.
+func TestReportByQueryAsByRequestID(t *testing.T) {
+	idx := genIndex(t, defaultCatalog(t))
+	httpAddr := freeAddr(t)
+	_, conn := startDaemon(t, idx, "--http-listen", httpAddr)
+	c := pb.NewClassifierServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	servers := []string{"github", "slack"}
+	before, beforeConf, _ := rankOf(t, c, "slack")
+	type moved struct {
+		place int
+		conf  float32
+	}
+	var byID moved
+	for _, tc := range []struct {
+		name   string
+		report func(t *testing.T, q string)
+	}{
+		{"gRPC by request id", func(t *testing.T, q string) {
+			rt, err := c.Route(ctx, &pb.RouteRequest{Query: q})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := c.ReportUse(ctx, &pb.ReportUseRequest{RequestId: rt.GetRequestId(), Servers: servers})
+			if err != nil || !rep.GetStored() || rep.GetRequestId() != rt.GetRequestId() {
+				t.Fatalf("ReportUse by request id: %v, %v", rep, err)
+			}
+		}},
+		{"gRPC by query", func(t *testing.T, q string) {
+			rep, err := c.ReportUse(ctx, &pb.ReportUseRequest{Query: q, Servers: servers})
+			if err != nil || !rep.GetStored() || rep.GetRequestId() == "" || rep.GetServers() != 2 {
+				t.Fatalf("ReportUse by query: %v, %v", rep, err)
+			}
+		}},
+		{"HTTP/JSON by query", func(t *testing.T, q string) {
+			body, err := json.Marshal(map[string]any{"query": q, "servers": servers})
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, out := do(t, "POST", "http://"+httpAddr+"/classifier.v1.ClassifierService/ReportUse", "application/json", string(body))
+			if code != 200 || out["stored"] != true || out["requestId"] == "" || out["servers"] != float64(2) {
+				t.Fatalf("HTTP ReportUse %s: %d %v", body, code, out)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := c.ResetLearning(ctx, &pb.ResetLearningRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range learnQueries {
+				tc.report(t, q)
+			}
+			place, conf, part := rankOf(t, c, "slack")
+			if place >= before || conf <= beforeConf || part == "" {
+				t.Fatalf("slack at %d (%.4f, learned %q) after the reports, %d (%.4f) before: want it higher, with its learned evidence",
+					place, conf, part, before, beforeConf)
+			}
+			t.Logf("slack %d (%.4f) -> %d (%.4f): %s", before, beforeConf, place, conf, part)
+			if byID == (moved{}) {
+				byID = moved{place, conf}
+				return
+			}
+			if place != byID.place || math.Abs(float64(conf-byID.conf)) > 1e-3 {
+				t.Fatalf("by query slack is at %d (%.4f), by request id at %d (%.4f): want the same", place, conf, byID.place, byID.conf)
+			}
+		})
+	}
 }

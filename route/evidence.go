@@ -338,7 +338,7 @@ func (c *Router) decide(ts []rank.Turn, all rank.Routed, needIdx []int, needRes 
 			cands[i].p = ev.Prob(cands[i].x)
 		}
 	}
-	learned := c.learnCandidates(&res, cands, q, vec)
+	learned, lr := c.learnCandidates(&res, cands, q, vec)
 	slices.SortStableFunc(cands, func(a, b candidate) int {
 		if a.p != b.p {
 			return cmp.Compare(b.p, a.p)
@@ -383,7 +383,7 @@ func (c *Router) decide(ts []rank.Turn, all rank.Routed, needIdx []int, needRes 
 		res.Servers = append(res.Servers, classify.Scored{Label: cd.s.Label, ID: c.Idx.Labels[cd.s.Label].ID,
 			Confidence: cd.p, Score: cd.s.Score, Evidence: ev, Parts: parts})
 	}
-	c.pickTools(&res, all.Tools, needs, selected, maxT, q)
+	c.pickTools(&res, all.Tools, needs, selected, maxT, q, lr, learned)
 	c.pickCategories(&res, all.Categories, q)
 	if len(res.Servers) == 0 {
 		c.applyNoMatch(&res, c.noMatchWhy(cands, q), q.OnNoMatch)
@@ -445,7 +445,8 @@ func (c *Router) keepNeeds(elig []candidate, needs []need, k int) []candidate {
 // selected server brings at least its best tool, and each need brings
 // its best tool among the selected servers' (a need to write a file
 // brings the server's write tool, not its best tool for the whole request).
-func (c *Router) pickTools(res *RouteResult, toolS []rank.Score, needs []need, selected map[int]bool, maxT int, q RouteQuery) {
+func (c *Router) pickTools(res *RouteResult, toolS []rank.Score, needs []need, selected map[int]bool, maxT int, q RouteQuery,
+	lr *learn.Request, learnedSrv map[int]learn.Evidence) {
 	toolThr := c.Cal.Tools.Threshold
 	if q.MinConfidence != nil {
 		toolThr = float64(*q.MinConfidence)
@@ -454,6 +455,18 @@ func (c *Router) pickTools(res *RouteResult, toolS []rank.Score, needs []need, s
 		return
 	}
 	toolP := func(s rank.Score) float64 { return c.Cal.Tools.ProbAt(s.Score, toolS[0].Score-s.Score) }
+	// Learned evidence (learnDecidedTools) reorders the tools and sets
+	// their confidences; with no reports learned is nil.
+	toolS, learned := learnDecidedTools(lr, toolS, selected, c.Rk.ServerOf, toolP, learnedSrv)
+	if learned != nil {
+		descP := toolP
+		toolP = func(s rank.Score) float64 {
+			if e, ok := learned[s.Label]; ok {
+				return e.P
+			}
+			return descP(s)
+		}
+	}
 	keep := map[int]int{} // tool label -> need
 	for k, n := range needs[1:] {
 		for _, s := range n.rk.Tools {
@@ -490,6 +503,9 @@ func (c *Router) pickTools(res *RouteResult, toolS []rank.Score, needs []need, s
 			continue
 		}
 		tl := c.toolScore(s, p)
+		if e, ok := learned[s.Label]; ok && e.Text != "" {
+			tl.Evidence, tl.Parts.Learned = "learned: "+e.Text+"; "+tl.Evidence, e.Text
+		}
 		if isKept {
 			kept--
 			if n := &needs[nd]; n.text != "" {
@@ -570,9 +586,9 @@ func (c *Router) learnExtra(cands []candidate, q RouteQuery, vec []float32, n in
 // ranking: res.Described keeps the probabilities before any learned
 // evidence, for learning from what is then called. With no reports, or
 // for Describe, nothing changes and the map is nil.
-func (c *Router) learnCandidates(res *RouteResult, cands []candidate, q RouteQuery, vec []float32) map[int]learn.Evidence {
+func (c *Router) learnCandidates(res *RouteResult, cands []candidate, q RouteQuery, vec []float32) (map[int]learn.Evidence, *learn.Request) {
 	if c.cfg.Learned == nil || len(cands) == 0 {
-		return nil
+		return nil, nil
 	}
 	srvS := make([]rank.Score, len(cands))
 	srvP := make(map[int]float64, len(cands))
@@ -581,11 +597,11 @@ func (c *Router) learnCandidates(res *RouteResult, cands []candidate, q RouteQue
 	}
 	res.Described = described(c.Idx, srvS, srvP)
 	if q.describe {
-		return nil
+		return nil, nil
 	}
 	lr := c.learned(q.Caller, vec, srvS, srvP)
 	if lr == nil {
-		return nil
+		return nil, nil
 	}
 	out := make(map[int]learn.Evidence, len(cands))
 	for i, cd := range cands {
@@ -593,5 +609,55 @@ func (c *Router) learnCandidates(res *RouteResult, cands []candidate, q RouteQue
 		out[cd.s.Label] = e
 		cands[i].p = e.P
 	}
-	return out
+	return out, lr
 }
+
+// learnDecidedTools is the learned evidence of the selected servers'
+// tools (toolS), reordered by it, for pickTools: a tool is needed when
+// its server is, so its probability is its server's learned one (srv)
+// times its share of the tasks that called the server with tools
+// (learn.Request.Tool's Base); with no tool reported for its server, its
+// description-based probability (toolP) moved by the odds ratio the
+// server's evidence brings, at most the server's probability. The
+// order is today's moved by the log of the odds ratio, as learnTools
+// does on route's path. With no reports (lr nil) nothing changes.
+func learnDecidedTools(lr *learn.Request, toolS []rank.Score, selected map[int]bool, serverOf func(int) int,
+	toolP func(rank.Score) float64, srv map[int]learn.Evidence) ([]rank.Score, map[int]learn.Evidence) {
+	if lr == nil || len(toolS) == 0 {
+		return toolS, nil
+	}
+	ev := map[int]learn.Evidence{}
+	key := map[int]float64{}
+	var in, out []rank.Score
+	along := math.Inf(1)
+	for _, s := range toolS {
+		si := serverOf(s.Label)
+		if !selected[si] {
+			out = append(out, s)
+			continue
+		}
+		pd := toolP(s)
+		e := lr.Tool(s.Label, pd)
+		if se, ok := srv[si]; ok && se.Text != "" {
+			if e.Reports > 0 {
+				// Needed when its server is, and called in Base of
+				// the tasks that called its server with tools.
+				e.P = se.P * e.Base
+			} else {
+				// No tool reported for its server: the server's
+				// odds ratio, never above the server's probability.
+				e.P = math.Min(se.P, sigmoid(logit(pd)+logit(se.P)-logit(se.PD)))
+				e.Text = se.Text
+			}
+		}
+		ev[s.Label] = e
+		along = math.Min(math.Nextafter(along, math.Inf(-1)), logit(pd))
+		key[s.Label] = along + logit(e.P) - logit(pd)
+		in = append(in, s)
+	}
+	slices.SortStableFunc(in, func(a, b rank.Score) int { return cmp.Compare(key[b.Label], key[a.Label]) })
+	return append(in, out...), ev
+}
+
+// sigmoid is the probability of log-odds x.
+func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }

@@ -398,9 +398,9 @@ func (r *replayer) halves(ctx context.Context, w io.Writer) (before, after metri
 		}
 	}
 	fmt.Fprintf(w, "half/half (%d orders): feedback on one half, the other routed\n", r.o.splits)
-	fmt.Fprintf(w, "  %-16s %10s %8s %8s\n", "", "recall@5", "set F1", "ECE@5")
-	fmt.Fprintf(w, "  %-16s %10.3f %8.3f %8.3f\n", "no feedback", before.recall(), before.f1(), before.ece())
-	fmt.Fprintf(w, "  %-16s %10.3f %8.3f %8.3f\n", "with feedback", after.recall(), after.f1(), after.ece())
+	fmt.Fprintf(w, "  %-16s %10s %8s %8s %9s\n", "", "recall@5", "set F1", "ECE@5", "set size")
+	fmt.Fprintf(w, "  %-16s %10.3f %8.3f %8.3f %9.2f\n", "no feedback", before.recall(), before.f1(), before.ece(), before.size())
+	fmt.Fprintf(w, "  %-16s %10.3f %8.3f %8.3f %9.2f\n", "with feedback", after.recall(), after.f1(), after.ece(), after.size())
 	fmt.Fprintf(w, "  %-16s %+10.1f %+8.1f   (points)\n", "change", 100*(after.recall()-before.recall()), 100*(after.f1()-before.f1()))
 	return before, after, nil
 }
@@ -570,6 +570,8 @@ type metrics struct {
 	f1n            int
 	binN, binRight [10]float64
 	binConf        [10]float64
+	// setSize sums the default answer's sizes.
+	setSize int
 }
 
 func (m *metrics) add(t task, a answer) {
@@ -591,6 +593,7 @@ func (m *metrics) add(t task, a answer) {
 		}
 	}
 	// Set F1 of the default answer over steps.
+	m.setSize += len(a.def)
 	def := map[string]bool{}
 	for _, s := range a.def {
 		def[s] = true
@@ -633,6 +636,9 @@ func (m *metrics) add(t task, a answer) {
 
 func (m *metrics) recall() float64 { return float64(m.found) / float64(max(m.steps, 1)) }
 func (m *metrics) f1() float64     { return m.f1sum / float64(max(m.f1n, 1)) }
+
+// size is the default answer's mean size.
+func (m *metrics) size() float64 { return float64(m.setSize) / float64(max(m.f1n, 1)) }
 
 // ece is the expected calibration error of the first five's confidences
 // (10 equal-width bins).

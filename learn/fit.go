@@ -1,6 +1,7 @@
 package learn
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -637,22 +638,34 @@ func (v *View) heldOutTau(m *model, w []float64) (float64, bool) {
 			rest++
 		}
 	}
+	// In one order, so that the sums (and τ) do not vary between runs.
+	ids := slices.Sorted(maps.Keys(named))
 	stat := func(k, id int) acc {
 		if a := per[k][id]; a != nil {
 			return base[k].plus(*a)
 		}
 		return base[k]
 	}
+	// Each half's log-likelihoods, once for every τ.
+	var lls [2]map[int][]float64
+	var baseLL [2][]float64
+	for k := range half {
+		lls[k] = make(map[int][]float64, len(ids))
+		for _, id := range ids {
+			lls[k][id] = stat(k, id).loglik(0, 1)
+		}
+		baseLL[k] = base[k].loglik(0, 1)
+	}
 	best, bestV := 0.0, math.Inf(-1)
 	for _, tau := range tauGrid {
 		var score float64
 		for k := range half {
 			train, test := k, 1-k
-			for id := range named {
-				score += stat(test, id).at(postMean(stat(train, id).loglik(0, 1), tau, 1))
+			for _, id := range ids {
+				score += stat(test, id).at(postMean(lls[train][id], tau, 1))
 			}
 			if rest > 0 {
-				score += float64(rest) * base[test].at(postMean(base[train].loglik(0, 1), tau, 1))
+				score += float64(rest) * base[test].at(postMean(baseLL[train], tau, 1))
 			}
 		}
 		if score > bestV {

@@ -1,7 +1,6 @@
 package learn
 
 import (
-	"maps"
 	"math"
 	"slices"
 	"time"
@@ -275,9 +274,6 @@ func (v *View) fitFor(m *model, w []float64, now time.Time) *fit {
 		mult = append(mult, float64(rest))
 	}
 	f.tau = chooseTau(lls, mult, 1)
-	if t, ok := v.heldOutTau(m, w); ok {
-		f.tau = t
-	}
 	f.unseen = srvFit{n: base.n, e: base.e, off: postMean(unseenLL, f.tau, 1)}
 	for id, a := range per {
 		st := base.plus(*a)
@@ -590,99 +586,4 @@ func (v *View) fitTools(m *model, w []float64) float64 {
 	}
 	rho := min(num/den, 1)
 	return (1 - rho) / rho
-}
-
-// heldOutTau is τ chosen by how well the offsets predict reports they
-// were not estimated from: the reports split in two by age (alternate
-// ones), each half's offsets (posterior means under N(0, τ²)) scored by
-// the log-likelihood of the other half's calls, summed both ways. The
-// marginal likelihood alone trusts offsets that only describe the
-// reports they came from: on a hub where each task needs servers of its
-// own (MSC-Bench), the servers the reported tasks needed look
-// under-described and the others over-described, and a task reported
-// later, needing others, is answered worse. Where servers recur (a
-// filesystem most tasks need) the offsets predict the other half too,
-// and τ stays. ok is false with too few reports in either half.
-func (v *View) heldOutTau(m *model, w []float64) (float64, bool) {
-	var half [2][]float64
-	var count [2]int
-	for k := range half {
-		half[k] = make([]float64, len(w))
-	}
-	j := 0
-	for i, wi := range w {
-		if wi == 0 || !m.recs[i].usable() {
-			continue
-		}
-		half[j%2][i] = wi
-		count[j%2]++
-		j++
-	}
-	if count[0] < 2 || count[1] < 2 {
-		return 0, false
-	}
-	var base [2]acc
-	var per [2]map[int]*acc
-	for k := range half {
-		base[k], per[k] = serverStats(m, half[k])
-	}
-	named := map[int]bool{}
-	for k := range per {
-		for id := range per[k] {
-			named[id] = true
-		}
-	}
-	rest := 0
-	for _, s := range v.servers {
-		if id, ok := m.names[s]; !ok || !named[id] {
-			rest++
-		}
-	}
-	// In one order, so that the sums (and τ) do not vary between runs.
-	ids := slices.Sorted(maps.Keys(named))
-	stat := func(k, id int) acc {
-		if a := per[k][id]; a != nil {
-			return base[k].plus(*a)
-		}
-		return base[k]
-	}
-	// Each half's log-likelihoods, once for every τ.
-	var lls [2]map[int][]float64
-	var baseLL [2][]float64
-	for k := range half {
-		lls[k] = make(map[int][]float64, len(ids))
-		for _, id := range ids {
-			lls[k][id] = stat(k, id).loglik(0, 1)
-		}
-		baseLL[k] = base[k].loglik(0, 1)
-	}
-	best, bestV := 0.0, math.Inf(-1)
-	for _, tau := range tauGrid {
-		var score float64
-		for k := range half {
-			train, test := k, 1-k
-			for _, id := range ids {
-				score += stat(test, id).at(postMean(lls[train][id], tau, 1))
-			}
-			if rest > 0 {
-				score += float64(rest) * base[test].at(postMean(baseLL[train], tau, 1))
-			}
-		}
-		if score > bestV {
-			best, bestV = tau, score
-		}
-	}
-	return best, true
-}
-
-// at is the log-likelihood of a's calls at offset off (as loglik, not
-// made relative to its best).
-func (a acc) at(off float64) float64 {
-	if a.n <= 0 || a.w2 <= 0 {
-		return 0
-	}
-	scale := a.n / a.w2
-	o, n := a.o*scale, a.n*scale
-	x := logit(a.e/a.n) + off
-	return o*logSigmoid(x) + (n-o)*logSigmoid(-x)
 }

@@ -287,36 +287,3 @@ func TestToolHashChanges(t *testing.T) {
 		t.Fatal("a changed description keeps its hash")
 	}
 }
-
-// The servers' offsets are trusted (τ > 0) only as far as they predict
-// reports they were not estimated from. Reports that alternate between
-// calling GitHub and Jira for one Jira request say, half by half,
-// opposite things of both servers: no offset predicts the other half, so
-// τ is 0 and the answers stay the descriptions'. Reports that keep
-// calling the filesystem with Jira say the same in both halves: τ > 0.
-func TestOffsetsTrustedWhereTheyPredict(t *testing.T) {
-	const q = "show jira ticket ABC-12"
-	for _, tc := range []struct {
-		name    string
-		servers func(i int) []string
-		trusted bool
-	}{
-		{"alternating", func(i int) []string {
-			if i%2 == 0 {
-				return []string{"github"}
-			}
-			return []string{"jira"}
-		}, false},
-		{"recurring", func(int) []string { return []string{"jira", "filesystem"} }, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, learn.Config{Rate: 1e9, Burst: 1 << 30, HalfLife: -1}, nil)
-			for i := 0; i < 40; i++ {
-				f.report(t, "hub", q, tc.servers(i)...)
-			}
-			if tau := f.view.Fitted("hub").Tau; (tau > 0) != tc.trusted {
-				t.Fatalf("tau %.2f, want trusted (> 0) %v", tau, tc.trusted)
-			}
-		})
-	}
-}

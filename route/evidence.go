@@ -613,23 +613,20 @@ func (c *Router) learnCandidates(res *RouteResult, cands []candidate, q RouteQue
 }
 
 // learnDecidedTools is the learned evidence of the selected servers'
-// tools (toolS), reordered by it, for pickTools: a tool is needed when
-// its server is, so its probability is its server's learned one (srv)
-// times its share of the tasks that called the server with tools
-// (learn.Request.Tool's Base); with no tool reported for its server, its
-// description-based probability (toolP) moved by the odds ratio the
-// server's evidence brings, at most the server's probability. The
-// order is today's moved by the log of the odds ratio, as learnTools
-// does on route's path. With no reports (lr nil) nothing changes.
+// tools (toolS), reordered by it, for pickTools: a tool's own evidence
+// (learn.Request.Tool: its description-based probability toolP moved by
+// its share of its server's reported tool calls), moved by the odds
+// ratio its server's learned evidence (srv) brings, at most the server's
+// probability, as a tool is needed only when its server is. The tools
+// are ordered by it, ties in the descriptions' order. With no reports
+// (lr nil) nothing changes.
 func learnDecidedTools(lr *learn.Request, toolS []rank.Score, selected map[int]bool, serverOf func(int) int,
 	toolP func(rank.Score) float64, srv map[int]learn.Evidence) ([]rank.Score, map[int]learn.Evidence) {
 	if lr == nil || len(toolS) == 0 {
 		return toolS, nil
 	}
 	ev := map[int]learn.Evidence{}
-	key := map[int]float64{}
 	var in, out []rank.Score
-	along := math.Inf(1)
 	for _, s := range toolS {
 		si := serverOf(s.Label)
 		if !selected[si] {
@@ -639,23 +636,19 @@ func learnDecidedTools(lr *learn.Request, toolS []rank.Score, selected map[int]b
 		pd := toolP(s)
 		e := lr.Tool(s.Label, pd)
 		if se, ok := srv[si]; ok && se.Text != "" {
-			if e.Reports > 0 {
-				// Needed when its server is, and called in Base of
-				// the tasks that called its server with tools.
-				e.P = se.P * e.Base
-			} else {
-				// No tool reported for its server: the server's
-				// odds ratio, never above the server's probability.
-				e.P = math.Min(se.P, sigmoid(logit(pd)+logit(se.P)-logit(se.PD)))
+			// Moved by the odds ratio its server's evidence brings,
+			// never above the server's probability.
+			e.P = math.Min(se.P, sigmoid(logit(e.P)+logit(se.P)-logit(se.PD)))
+			if e.Text == "" {
 				e.Text = se.Text
 			}
 		}
 		ev[s.Label] = e
-		along = math.Min(math.Nextafter(along, math.Inf(-1)), logit(pd))
-		key[s.Label] = along + logit(e.P) - logit(pd)
 		in = append(in, s)
 	}
-	slices.SortStableFunc(in, func(a, b rank.Score) int { return cmp.Compare(key[b.Label], key[a.Label]) })
+	// By learned probability; ties (tools at their server's) keep the
+	// descriptions' order.
+	slices.SortStableFunc(in, func(a, b rank.Score) int { return cmp.Compare(ev[b.Label].P, ev[a.Label].P) })
 	return append(in, out...), ev
 }
 

@@ -73,6 +73,13 @@ type AnalyzeQuery struct {
 	Context string
 	// Valid restricts the answer; empty means every catalog category.
 	Valid []string
+	// Scored, when set, is handed the prompt's turns once they are
+	// embedded and scored (rank.Ranker.Dense), with the prompt's vector,
+	// before the categories are decided: what else is ranked for the
+	// prompt (the servers a report of it learns from, route's
+	// DescribeTurns) comes from the same pass as the answer. It must not
+	// keep ts. Not called when the answer comes from keywords.
+	Scored func(ts []rank.Turn, vec []float32)
 }
 
 // Confidence bands of analyze_prompt.
@@ -113,7 +120,7 @@ func (c *Analyzer) Analyze(ctx context.Context, q AnalyzeQuery) (Analysis, error
 		ts = append(ts, rank.Turn{Text: q.Context, Weight: contextWeight, Context: true})
 	}
 	var a Analysis
-	cs, err := c.score(ctx, ts, valid)
+	cs, err := c.score(ctx, ts, valid, q.Scored)
 	switch {
 	case err == nil:
 		_, sp := tracing.Start(ctx, tracing.Calibrate)
@@ -202,7 +209,7 @@ func (c *Analyzer) validCategories(names []string) (map[int]bool, ignored) {
 // against them (the score span): each category's confidence, the best of
 // the request's and of each part's that the request's best category does
 // not explain (categoryProbs).
-func (c *Analyzer) score(ctx context.Context, ts []rank.Turn, valid map[int]bool) ([]catProb, error) {
+func (c *Analyzer) score(ctx context.Context, ts []rank.Turn, valid map[int]bool, scored func([]rank.Turn, []float32)) ([]catProb, error) {
 	vecs, err := c.Rk.Vectors(ctx, ts)
 	if err != nil {
 		return nil, err
@@ -211,6 +218,9 @@ func (c *Analyzer) score(ctx context.Context, ts []rank.Turn, valid map[int]bool
 	defer sp.End()
 	if ts, err = c.Rk.Dense(ts, vecs); err != nil {
 		return nil, err
+	}
+	if scored != nil {
+		scored(ts, vecs[0])
 	}
 	cs := c.categoryProbs(ts, valid)
 	if sp.IsRecording() {
@@ -453,7 +463,7 @@ func (c *Analyzer) DetectContexts(ctx context.Context, text string) ([]Context, 
 	for _, li := range c.Rk.Categories() {
 		all[li] = true
 	}
-	cs, err := c.score(ctx, rank.Needs(text), all)
+	cs, err := c.score(ctx, rank.Needs(text), all, nil)
 	if err != nil {
 		return nil, err
 	}

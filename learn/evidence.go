@@ -429,3 +429,60 @@ func (v *View) Fitted(caller string) Fitted {
 	f := v.cachedFit(m, w, key, now)
 	return Fitted{Tau: f.tau, TauCo: f.tauCo, KappaTool: f.kappaTool, Pairs: f.pairs, Rho: slices.Clone(f.rho[:])}
 }
+
+// Called is at most n catalog server labels that the reports say this
+// request may need, most weighed first: the servers called among the
+// tasks like this one (each report weighed by its credibility weight) and
+// with the server chosen first. The descriptions' candidates are a
+// shortlist by score; a server they leave out (the filesystem a task
+// needs without saying so) can be lifted by the evidence only if it is
+// considered at all, so route adds these to the candidates. Nil on a nil
+// Request.
+func (r *Request) Called(n int) []int {
+	if r == nil || n <= 0 {
+		return nil
+	}
+	r.v.l.mu.RLock()
+	defer r.v.l.mu.RUnlock()
+	weight := map[int]float64{}
+	for _, p := range []*part{r.own, r.all} {
+		if p == nil {
+			continue
+		}
+		for id, k := range p.calls {
+			weight[id] += k
+		}
+		if p.chosen[0] >= 0 {
+			for id, a := range p.in[0].per {
+				weight[id] += a.o
+			}
+		}
+	}
+	type cand struct {
+		li int
+		w  float64
+	}
+	var cs []cand
+	for id, w := range weight {
+		if w <= 0 {
+			continue
+		}
+		if li, ok := r.v.srvOf[r.m.list[id]]; ok {
+			cs = append(cs, cand{li, w})
+		}
+	}
+	slices.SortFunc(cs, func(a, b cand) int {
+		if a.w != b.w {
+			if a.w > b.w {
+				return -1
+			}
+			return 1
+		}
+		return a.li - b.li
+	})
+	out := make([]int, 0, min(n, len(cs)))
+	for _, c := range cs[:min(n, len(cs))] {
+		out = append(out, c.li)
+	}
+	return out
+}

@@ -83,7 +83,10 @@ func evidenceNeeds(ts []rank.Turn) []int {
 }
 
 // candidates computes the candidates of a request and their features.
-func (c *Router) candidates(ts []rank.Turn, all rank.Routed, needIdx []int, needRes []rank.Routed, maxS int) ([]candidate, []need) {
+//
+// extra are more server labels to consider (the learned evidence's,
+// learnExtra), after the descriptions' own.
+func (c *Router) candidates(ts []rank.Turn, all rank.Routed, needIdx []int, needRes []rank.Routed, maxS int, extra []int) ([]candidate, []need) {
 	needs := make([]need, len(needIdx))
 	for i, ti := range needIdx {
 		n := need{turn: ti, cue: ts[ti].Cue, part: ts[ti].Part, rk: needRes[i], pos: make(map[int]int, len(needRes[i].Servers))}
@@ -141,6 +144,9 @@ func (c *Router) candidates(ts []rank.Turn, all rank.Routed, needIdx []int, need
 				add(s.Label)
 			}
 		}
+	}
+	for _, li := range extra {
+		add(li)
 	}
 	allPos := make(map[int]int, len(srvS))
 	for i, s := range srvS {
@@ -322,11 +328,17 @@ func (c *Router) decide(ts []rank.Turn, all rank.Routed, needIdx []int, needRes 
 	ev := c.Cal.ServerEvidence
 	var res RouteResult
 	res.Candidates = all.Candidates
-	cands, needs := c.candidates(ts, all, needIdx, needRes, maxS)
+	cands, needs := c.candidates(ts, all, needIdx, needRes, maxS, nil)
 	for i := range cands {
 		cands[i].p = ev.Prob(cands[i].x)
 	}
-	learned := c.learnCandidates(&res, cands, q, vec)
+	if extra := c.learnExtra(cands, q, vec, max(evidenceDepth, 2*maxS)); len(extra) > 0 {
+		cands, needs = c.candidates(ts, all, needIdx, needRes, maxS, extra)
+		for i := range cands {
+			cands[i].p = ev.Prob(cands[i].x)
+		}
+	}
+	learned, lr := c.learnCandidates(&res, cands, q, vec)
 	slices.SortStableFunc(cands, func(a, b candidate) int {
 		if a.p != b.p {
 			return cmp.Compare(b.p, a.p)
@@ -371,7 +383,7 @@ func (c *Router) decide(ts []rank.Turn, all rank.Routed, needIdx []int, needRes 
 		res.Servers = append(res.Servers, classify.Scored{Label: cd.s.Label, ID: c.Idx.Labels[cd.s.Label].ID,
 			Confidence: cd.p, Score: cd.s.Score, Evidence: ev, Parts: parts})
 	}
-	c.pickTools(&res, all.Tools, needs, selected, maxT, q)
+	c.pickTools(&res, all.Tools, needs, selected, maxT, q, lr, learned)
 	c.pickCategories(&res, all.Categories, q)
 	if len(res.Servers) == 0 {
 		c.applyNoMatch(&res, c.noMatchWhy(cands, q), q.OnNoMatch)
@@ -433,7 +445,8 @@ func (c *Router) keepNeeds(elig []candidate, needs []need, k int) []candidate {
 // selected server brings at least its best tool, and each need brings
 // its best tool among the selected servers' (a need to write a file
 // brings the server's write tool, not its best tool for the whole request).
-func (c *Router) pickTools(res *RouteResult, toolS []rank.Score, needs []need, selected map[int]bool, maxT int, q RouteQuery) {
+func (c *Router) pickTools(res *RouteResult, toolS []rank.Score, needs []need, selected map[int]bool, maxT int, q RouteQuery,
+	lr *learn.Request, learnedSrv map[int]learn.Evidence) {
 	toolThr := c.Cal.Tools.Threshold
 	if q.MinConfidence != nil {
 		toolThr = float64(*q.MinConfidence)
@@ -442,6 +455,18 @@ func (c *Router) pickTools(res *RouteResult, toolS []rank.Score, needs []need, s
 		return
 	}
 	toolP := func(s rank.Score) float64 { return c.Cal.Tools.ProbAt(s.Score, toolS[0].Score-s.Score) }
+	// Learned evidence (learnDecidedTools) reorders the tools and sets
+	// their confidences; with no reports learned is nil.
+	toolS, learned := learnDecidedTools(lr, toolS, selected, c.Rk.ServerOf, toolP, learnedSrv)
+	if learned != nil {
+		descP := toolP
+		toolP = func(s rank.Score) float64 {
+			if e, ok := learned[s.Label]; ok {
+				return e.P
+			}
+			return descP(s)
+		}
+	}
 	keep := map[int]int{} // tool label -> need
 	for k, n := range needs[1:] {
 		for _, s := range n.rk.Tools {
@@ -478,6 +503,9 @@ func (c *Router) pickTools(res *RouteResult, toolS []rank.Score, needs []need, s
 			continue
 		}
 		tl := c.toolScore(s, p)
+		if e, ok := learned[s.Label]; ok && e.Text != "" {
+			tl.Evidence, tl.Parts.Learned = "learned: "+e.Text+"; "+tl.Evidence, e.Text
+		}
 		if isKept {
 			kept--
 			if n := &needs[nd]; n.text != "" {
@@ -530,14 +558,37 @@ func toolCounts(rk *rank.Ranker) map[int]int {
 	return out
 }
 
+// learnExtra is at most n servers the learned evidence says this request
+// may need (learn.Request.Called) that are not candidates yet: with them
+// the evidence can lift a server the descriptions' shortlist left out,
+// as it can in route's full ranking. Nil with no reports (the answer is
+// then exactly today's) and for Describe.
+func (c *Router) learnExtra(cands []candidate, q RouteQuery, vec []float32, n int) []int {
+	if c.cfg.Learned == nil || q.describe || len(cands) == 0 {
+		return nil
+	}
+	srvS := make([]rank.Score, len(cands))
+	srvP := make(map[int]float64, len(cands))
+	for i, cd := range cands {
+		srvS[i], srvP[cd.s.Label] = cd.s, cd.p
+	}
+	var out []int
+	for _, li := range c.learned(q.Caller, vec, srvS, srvP).Called(n) {
+		if _, ok := srvP[li]; !ok {
+			out = append(out, li)
+		}
+	}
+	return out
+}
+
 // learnCandidates moves the candidates' probabilities by what callers
 // reported (package learn), as route does for the description-based
 // ranking: res.Described keeps the probabilities before any learned
 // evidence, for learning from what is then called. With no reports, or
 // for Describe, nothing changes and the map is nil.
-func (c *Router) learnCandidates(res *RouteResult, cands []candidate, q RouteQuery, vec []float32) map[int]learn.Evidence {
+func (c *Router) learnCandidates(res *RouteResult, cands []candidate, q RouteQuery, vec []float32) (map[int]learn.Evidence, *learn.Request) {
 	if c.cfg.Learned == nil || len(cands) == 0 {
-		return nil
+		return nil, nil
 	}
 	srvS := make([]rank.Score, len(cands))
 	srvP := make(map[int]float64, len(cands))
@@ -546,11 +597,11 @@ func (c *Router) learnCandidates(res *RouteResult, cands []candidate, q RouteQue
 	}
 	res.Described = described(c.Idx, srvS, srvP)
 	if q.describe {
-		return nil
+		return nil, nil
 	}
 	lr := c.learned(q.Caller, vec, srvS, srvP)
 	if lr == nil {
-		return nil
+		return nil, nil
 	}
 	out := make(map[int]learn.Evidence, len(cands))
 	for i, cd := range cands {
@@ -558,5 +609,48 @@ func (c *Router) learnCandidates(res *RouteResult, cands []candidate, q RouteQue
 		out[cd.s.Label] = e
 		cands[i].p = e.P
 	}
-	return out
+	return out, lr
 }
+
+// learnDecidedTools is the learned evidence of the selected servers'
+// tools (toolS), reordered by it, for pickTools: a tool's own evidence
+// (learn.Request.Tool: its description-based probability toolP moved by
+// its share of its server's reported tool calls), moved by the odds
+// ratio its server's learned evidence (srv) brings, at most the server's
+// probability, as a tool is needed only when its server is. The tools
+// are ordered by it, ties in the descriptions' order. With no reports
+// (lr nil) nothing changes.
+func learnDecidedTools(lr *learn.Request, toolS []rank.Score, selected map[int]bool, serverOf func(int) int,
+	toolP func(rank.Score) float64, srv map[int]learn.Evidence) ([]rank.Score, map[int]learn.Evidence) {
+	if lr == nil || len(toolS) == 0 {
+		return toolS, nil
+	}
+	ev := map[int]learn.Evidence{}
+	var in, out []rank.Score
+	for _, s := range toolS {
+		si := serverOf(s.Label)
+		if !selected[si] {
+			out = append(out, s)
+			continue
+		}
+		pd := toolP(s)
+		e := lr.Tool(s.Label, pd)
+		if se, ok := srv[si]; ok && se.Text != "" {
+			// Moved by the odds ratio its server's evidence brings,
+			// never above the server's probability.
+			e.P = math.Min(se.P, sigmoid(logit(e.P)+logit(se.P)-logit(se.PD)))
+			if e.Text == "" {
+				e.Text = se.Text
+			}
+		}
+		ev[s.Label] = e
+		in = append(in, s)
+	}
+	// By learned probability; ties (tools at their server's) keep the
+	// descriptions' order.
+	slices.SortStableFunc(in, func(a, b rank.Score) int { return cmp.Compare(ev[b.Label].P, ev[a.Label].P) })
+	return append(in, out...), ev
+}
+
+// sigmoid is the probability of log-odds x.
+func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }

@@ -366,6 +366,28 @@ func (c *Router) Describe(ctx context.Context, query string) ([]float32, []learn
 	return res.Vector, res.Described, nil
 }
 
+// DescribeTurns is Describe for a prompt another pass has embedded and
+// scored (ts, from rank.Ranker.Dense, and vec, the prompt's unit vector):
+// AnalyzePrompt's, so that its answer and the description a report of it
+// learns from come from one embedding and one scoring, not two. ts is
+// read, not kept. Nil without learning.
+func (c *Router) DescribeTurns(ts []rank.Turn, vec []float32) []learn.Prob {
+	if c.cfg.Learned == nil || len(ts) == 0 || len(vec) == 0 || len(c.Rk.Servers()) == 0 {
+		return nil
+	}
+	parts := needTurns(ts)
+	if c.Cal.ServerEvidence != nil {
+		parts = evidenceNeeds(ts)
+	}
+	all, partRes := c.Rk.RouteScoresParts(ts, nil, parts)
+	zero := float32(0)
+	q := RouteQuery{MaxServers: 1, MaxTools: 1, MinConfidence: &zero, OnNoMatch: NoMatchNone, describe: true}
+	if c.Cal.ServerEvidence != nil {
+		return c.decide(ts, all, parts, partRes, 1, 1, q, vec).Described
+	}
+	return c.route(all, partRes, 1, 1, q, vec).Described
+}
+
 func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q RouteQuery, vec []float32) RouteResult {
 	srvThr, toolThr, catThr := c.Cal.Servers.Threshold, c.Cal.Tools.Threshold, c.Cal.CategoriesMulti.Threshold
 	if q.MinConfidence != nil {

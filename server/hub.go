@@ -5,6 +5,8 @@ import (
 
 	"github.com/classifierd/classifierd/analyze"
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/learn"
+	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/session"
 )
 
@@ -17,7 +19,18 @@ func (s *Server) AnalyzePrompt(ctx context.Context, req *pb.AnalyzePromptRequest
 		return nil, s.status(ctx, "AnalyzePrompt", err)
 	}
 	cur := s.current()
-	a, err := cur.dom.Analyzer.Analyze(ctx, analyze.AnalyzeQuery{Prompt: req.GetPrompt(), Context: req.GetContext(), Valid: req.GetValidCategories()})
+	aq := analyze.AnalyzeQuery{Prompt: req.GetPrompt(), Context: req.GetContext(), Valid: req.GetValidCategories()}
+	// With learning on, the servers a report of this prompt learns from
+	// are described from the analyzer's own pass (one embedding, one
+	// scoring): the answer and its description come from one ranking.
+	var vec []float32
+	var described []learn.Prob
+	if cur.dom.Learned != nil {
+		aq.Scored = func(ts []rank.Turn, v []float32) {
+			vec, described = v, cur.dom.Router.DescribeTurns(ts, v)
+		}
+	}
+	a, err := cur.dom.Analyzer.Analyze(ctx, aq)
 	if err != nil {
 		return nil, s.status(ctx, "AnalyzePrompt", err)
 	}
@@ -30,13 +43,10 @@ func (s *Server) AnalyzePrompt(ctx context.Context, req *pb.AnalyzePromptRequest
 		Warning: a.Warning, Suggestion: a.Suggestion, NextStep: a.NextStep, Degraded: a.Degraded,
 		IgnoredCategories: a.Ignored, Scores: scoredLabels(a.Scores),
 	}
-	if cur.dom.Learned != nil && !a.Degraded {
+	if vec != nil && !a.Degraded {
 		// The prompt's vector and the servers its description ranks
-		// first, for a report of what it led to. The analyzer does not
-		// hand its own out; a failure here costs only the request id.
-		if vec, described, err := cur.dom.Router.Describe(ctx, req.GetPrompt()); err == nil {
-			out.RequestId = s.observe(ctx, cur, vec, described)
-		}
+		// first, for a report of what it led to.
+		out.RequestId = s.observe(ctx, cur, vec, described)
 	}
 	traceAnswer(ctx, cur, answerTrace{textBytes: len(req.GetPrompt()) + len(req.GetContext()), results: len(a.Categories),
 		abstained: len(a.Categories) == 0, degraded: a.Degraded, top: float32(a.Confidence)})

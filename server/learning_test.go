@@ -4,9 +4,12 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -150,4 +153,101 @@ func TestReportUseLearningOff(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("ReportUse with learning off: %v, want FailedPrecondition", err)
 	}
+}
+
+// countingEmbedder counts the texts it embeds.
+type countingEmbedder struct {
+	bagOfWords
+	texts atomic.Int64
+}
+
+func (e *countingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	e.texts.Add(int64(len(texts)))
+	return e.bagOfWords.Embed(ctx, texts)
+}
+
+// With learning on, AnalyzePrompt describes the prompt for a later report
+// from its own pass: no text is embedded twice, the answer is the one
+// without learning, and a report of its request id is learned as one of
+// Route's: the same place and confidence for a request nobody reported.
+func TestAnalyzePromptDescribedInOnePass(t *testing.T) {
+	ctx := context.Background()
+	const prompt = "read the config json file and list the github issues"
+	serve := func(on bool) (*Server, *countingEmbedder) {
+		t.Helper()
+		emb := &countingEmbedder{}
+		idx := testIndex(t)
+		var cfg DomainConfig
+		var l *learn.Learner
+		if on {
+			var err error
+			if l, err = learn.New(ctx, learn.Config{Rate: 1e9, Burst: 1 << 30}, nil); err != nil {
+				t.Fatal(err)
+			}
+			cfg.Learned = l.View(idx)
+		}
+		dom, err := NewDomainConfig(idx, emb, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := New(Config{MaxEmbedBatch: 2, Learner: l}, dom, emb, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv, emb
+	}
+	off, offEmb := serve(false)
+	want, err := off.AnalyzePrompt(ctx, &pb.AnalyzePromptRequest{Prompt: prompt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, onEmb := serve(true)
+	got, err := on.AnalyzePrompt(ctx, &pb.AnalyzePromptRequest{Prompt: prompt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetRequestId() == "" {
+		t.Fatal("AnalyzePrompt with learning on returned no request_id")
+	}
+	if n, m := onEmb.texts.Load(), offEmb.texts.Load(); n != m {
+		t.Fatalf("AnalyzePrompt embedded %d texts with learning on, %d with it off: want one pass", n, m)
+	}
+	if !slices.Equal(got.GetCategories(), want.GetCategories()) || got.GetConfidence() != want.GetConfidence() {
+		t.Fatalf("with learning on (no reports) the answer is %v %.4f, off %v %.4f: want the same",
+			got.GetCategories(), got.GetConfidence(), want.GetCategories(), want.GetConfidence())
+	}
+
+	// A report of the AnalyzePrompt request and one of the same prompt
+	// routed, each in a learner of its own, teach the same.
+	probe := func(s *Server) (int, float32) {
+		t.Helper()
+		zero := float32(0)
+		res, err := s.Route(ctx, &pb.RouteRequest{Query: "check my github notifications", MaxServers: 10, MinConfidence: &zero})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, sv := range res.GetServers() {
+			if sv.GetId() == "filesystem" {
+				return i, sv.GetConfidence()
+			}
+		}
+		return -1, 0
+	}
+	if _, err := on.ReportUse(ctx, &pb.ReportUseRequest{RequestId: got.GetRequestId(), Servers: []string{"github", "filesystem"}}); err != nil {
+		t.Fatal(err)
+	}
+	routed, _ := serve(true)
+	rt, err := routed.Route(ctx, &pb.RouteRequest{Query: prompt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := routed.ReportUse(ctx, &pb.ReportUseRequest{RequestId: rt.GetRequestId(), Servers: []string{"github", "filesystem"}}); err != nil {
+		t.Fatal(err)
+	}
+	pa, ca := probe(on)
+	pr, cr := probe(routed)
+	if pa != pr || math.Abs(float64(ca-cr)) > 0.02 {
+		t.Fatalf("filesystem after a report of the analyzed prompt: %d (%.4f); of the routed one: %d (%.4f); want the same", pa, ca, pr, cr)
+	}
+	t.Logf("filesystem: %d (%.4f) after the analyzed prompt's report, %d (%.4f) after the routed one's", pa, ca, pr, cr)
 }

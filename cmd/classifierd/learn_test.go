@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/state"
+	"github.com/classifierd/classifierd/internal/testmcp"
 	"github.com/classifierd/classifierd/internal/testredis"
 	"github.com/classifierd/classifierd/learn"
 	"github.com/classifierd/classifierd/mcpproxy"
@@ -302,4 +304,157 @@ func TestLearningSharedByTwoDaemons(t *testing.T) {
 		got, conf, part := rankOf(t, a, "slack")
 		return got == before && conf == beforeConf && part == ""
 	})
+}
+
+// TestReportByQueryAsByRequestID makes the same reports three ways, with
+// a reset between: gRPC by the request id Route returned, gRPC by query,
+// and HTTP/JSON by query in the exact shape a hub replaying its tasks
+// sends ({"query": …, "servers": [...]}, no request id). Each moves Slack
+// up for a GitHub request nobody reported, and a report by query text is
+// learned as well as one by request id: the same place and confidence.
+func TestReportByQueryAsByRequestID(t *testing.T) {
+	idx := genIndex(t, defaultCatalog(t))
+	httpAddr := freeAddr(t)
+	_, conn := startDaemon(t, idx, "--http-listen", httpAddr)
+	c := pb.NewClassifierServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	servers := []string{"github", "slack"}
+	before, beforeConf, _ := rankOf(t, c, "slack")
+	type moved struct {
+		place int
+		conf  float32
+	}
+	var byID moved
+	for _, tc := range []struct {
+		name   string
+		report func(t *testing.T, q string)
+	}{
+		{"gRPC by request id", func(t *testing.T, q string) {
+			rt, err := c.Route(ctx, &pb.RouteRequest{Query: q})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := c.ReportUse(ctx, &pb.ReportUseRequest{RequestId: rt.GetRequestId(), Servers: servers})
+			if err != nil || !rep.GetStored() || rep.GetRequestId() != rt.GetRequestId() {
+				t.Fatalf("ReportUse by request id: %v, %v", rep, err)
+			}
+		}},
+		{"gRPC by query", func(t *testing.T, q string) {
+			rep, err := c.ReportUse(ctx, &pb.ReportUseRequest{Query: q, Servers: servers})
+			if err != nil || !rep.GetStored() || rep.GetRequestId() == "" || rep.GetServers() != 2 {
+				t.Fatalf("ReportUse by query: %v, %v", rep, err)
+			}
+		}},
+		{"HTTP/JSON by query", func(t *testing.T, q string) {
+			body, err := json.Marshal(map[string]any{"query": q, "servers": servers})
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, out := do(t, "POST", "http://"+httpAddr+"/classifier.v1.ClassifierService/ReportUse", "application/json", string(body))
+			if code != 200 || out["stored"] != true || out["requestId"] == "" || out["servers"] != float64(2) {
+				t.Fatalf("HTTP ReportUse %s: %d %v", body, code, out)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := c.ResetLearning(ctx, &pb.ResetLearningRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range learnQueries {
+				tc.report(t, q)
+			}
+			place, conf, part := rankOf(t, c, "slack")
+			if place >= before || conf <= beforeConf || part == "" {
+				t.Fatalf("slack at %d (%.4f, learned %q) after the reports, %d (%.4f) before: want it higher, with its learned evidence",
+					place, conf, part, before, beforeConf)
+			}
+			t.Logf("slack %d (%.4f) -> %d (%.4f): %s", before, beforeConf, place, conf, part)
+			if byID == (moved{}) {
+				byID = moved{place, conf}
+				return
+			}
+			if place != byID.place || math.Abs(float64(conf-byID.conf)) > 1e-3 {
+				t.Fatalf("by query slack is at %d (%.4f), by request id at %d (%.4f): want the same", place, conf, byID.place, byID.conf)
+			}
+		})
+	}
+}
+
+// TestProxyRoutingLearnsFromForwardedCalls runs classifierd proxy over
+// real MCP servers: the reference memory server (npm, pinned) and two
+// built with the official Go SDK. This deployment's agents store every
+// forecast they get in the memory graph, which no description says. The
+// proxy reports the calls it forwards after each hub__analyze_prompt,
+// with no hub code, and its search_tools answer for a weather request
+// nobody reported then ranks the memory server's tools higher, with the
+// learned evidence said.
+func TestProxyRoutingLearnsFromForwardedCalls(t *testing.T) {
+	node, script := testmcp.MemoryServer(t)
+	bin := testmcp.Binary(t)
+	dir := t.TempDir()
+	weatherFile, notesFile := filepath.Join(dir, "weather.json"), filepath.Join(dir, "notes.json")
+	testmcp.WriteTools(t, weatherFile, weatherTools)
+	testmcp.WriteTools(t, notesFile, notesTools)
+	config := writeConfig(t, dir, map[string]any{
+		"weather": map[string]any{"command": bin, "args": []string{"--tools", weatherFile}},
+		"notes":   map[string]any{"command": bin, "args": []string{"--tools", notesFile}},
+		"memory": map[string]any{"command": node, "args": script,
+			"env": map[string]string{"MEMORY_FILE_PATH": filepath.Join(dir, "memory.jsonl")}},
+	})
+	addr := freeAddr(t)
+	startProxyHTTP(t, config, addr)
+	endpoint := &mcp.StreamableClientTransport{Endpoint: "http://" + addr + listeners.MCPPath}
+
+	const probe = "will it rain in Rome tomorrow afternoon"
+	// memoryRank is the place (0 first) of the memory server's best tool
+	// in search_tools' answer to the probe, its confidence and evidence.
+	memoryRank := func() (int, float32, string) {
+		t.Helper()
+		cs := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: endpoint.Endpoint}, nil)
+		defer cs.Close()
+		var out mcpproxy.SearchOutput
+		callTool(t, cs, mcpproxy.ToolSearch, map[string]any{"query": probe, "k": 20}, &out)
+		for i, tl := range out.Tools {
+			if tl.Server == "memory" {
+				return i, tl.Confidence, tl.Evidence
+			}
+		}
+		t.Fatalf("no memory tool among %d found for %q", len(out.Tools), probe)
+		return 0, 0, ""
+	}
+	before, beforeConf, _ := memoryRank()
+
+	prompts := []string{
+		"what is the weather forecast for Berlin this weekend",
+		"will it be sunny in Madrid on Friday",
+		"give me the five day forecast for Oslo",
+		"how cold will it get in Toronto tonight",
+		"is rain expected in London tomorrow",
+		"what temperatures are forecast for Athens next week",
+	}
+	for i, p := range prompts {
+		cs := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: endpoint.Endpoint}, nil)
+		var out mcpproxy.AnalyzeOutput
+		callTool(t, cs, mcpproxy.ToolAnalyze, map[string]any{"prompt": p}, &out)
+		if out.RequestID == "" {
+			t.Fatalf("hub__analyze_prompt gave no request id with learning on: %+v", out)
+		}
+		if res := callToolResult(t, cs, mcpproxy.ToolCall, map[string]any{"server": "weather", "tool": "get_forecast"}); res.IsError {
+			t.Fatalf("call_tool weather/get_forecast: %s", resultText(res))
+		}
+		create := map[string]any{"server": "memory", "tool": "create_entities", "arguments": map[string]any{
+			"entities": []map[string]any{{"name": fmt.Sprintf("forecast-%d", i), "entityType": "forecast", "observations": []string{p}}}}}
+		if res := callToolResult(t, cs, mcpproxy.ToolCall, create); res.IsError {
+			t.Fatalf("call_tool memory/create_entities: %s", resultText(res))
+		}
+		cs.Close()
+	}
+
+	after, afterConf, evidence := memoryRank()
+	t.Logf("memory's best tool for %q: place %d (%.3f) -> %d (%.3f): %s", probe, before, beforeConf, after, afterConf, evidence)
+	if after >= before || afterConf <= beforeConf || !strings.Contains(evidence, "learned") {
+		t.Fatalf("after %d forwarded sessions memory's best tool is at %d (%.3f, %q), was %d (%.3f): want it higher, with its learned evidence",
+			len(prompts), after, afterConf, evidence, before, beforeConf)
+	}
 }

@@ -193,13 +193,10 @@ func TestTracingExportsSpans(t *testing.T) {
 				return false
 			}
 			ch := children(spans, s)
-			// AnalyzePrompt also ranks the servers for learning from use
-			// (Router.Describe): a second score and calibrate span.
-			want := 1
-			if call.method == "AnalyzePrompt" {
-				want = 2
-			}
-			return len(ch["embed"]) > 0 && len(ch["score"]) == want && len(ch["calibrate"]) == want
+			// AnalyzePrompt describes the servers for learning from use
+			// from its own pass (Router.DescribeTurns): one score and one
+			// calibrate span, as the others.
+			return len(ch["embed"]) > 0 && len(ch["score"]) == 1 && len(ch["calibrate"]) == 1
 		})
 		s := serverSpan(spans, name, traceID)
 		t.Run(call.method, func(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,10 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/classifierd/classifierd/analyze"
 	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/indexbuild"
 	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/labels"
+	"github.com/classifierd/classifierd/learn"
+	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/route"
 	"github.com/classifierd/classifierd/server"
 )
@@ -121,3 +125,71 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkAnalyzePromptLearning is AnalyzePrompt's work with learning on,
+// on BenchmarkRouteDecisions' catalog and requests: "two-pass" is how it
+// was (the analyzer's answer, then Router.Describe ranking the prompt
+// again for the report it may get), "one-pass" how it is (the
+// description from the analyzer's own embedding and scoring,
+// Router.DescribeTurns). Each reports p50-ms and p99-ms; compare the two
+// in one run (the machine's load is printed).
+func BenchmarkAnalyzePromptLearning(b *testing.B) {
+	eng := realEngine(b)
+	emb := server.CachedEmbedder(eng)
+	ctx := context.Background()
+	model := labels.Model{Name: filepath.Base(testenv.ModelDir()), Fingerprint: eng.Fingerprint(), Dims: eng.Dims()}
+	cat := benchCatalog(b)
+	idx, err := indexbuild.Build(ctx, cat, emb, model, indexbuild.Options{Embedding: labels.Options{Generator: "BenchmarkRouteDecisions"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := learn.New(ctx, learn.Config{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dom, err := server.NewDomainConfig(idx, emb, server.DomainConfig{Learned: l.View(idx)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	b.Logf("catalog: %d servers; load average %s", len(cat.Servers), strings.TrimSpace(string(load)))
+	passes := []struct {
+		name string
+		run  func(text string) error
+	}{
+		{"two-pass", func(text string) error {
+			if _, err := dom.Analyzer.Analyze(ctx, analyze.AnalyzeQuery{Prompt: text}); err != nil {
+				return err
+			}
+			_, _, err := dom.Router.Describe(ctx, text)
+			return err
+		}},
+		{"one-pass", func(text string) error {
+			var described []learn.Prob
+			_, err := dom.Analyzer.Analyze(ctx, analyze.AnalyzeQuery{Prompt: text, Scored: func(ts []rank.Turn, v []float32) {
+				described = dom.Router.DescribeTurns(ts, v)
+			}})
+			if err == nil && len(described) == 0 {
+				err = errors.New("no description")
+			}
+			return err
+		}},
+	}
+	for _, task := range routeBenchTasks {
+		for _, p := range passes {
+			b.Run(task.name+"/"+p.name, func(b *testing.B) {
+				lat := make([]time.Duration, 0, b.N)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					t0 := time.Now()
+					if err := p.run(fmt.Sprintf("(%s %d) %s", p.name, i, task.text)); err != nil {
+						b.Fatal(err)
+					}
+					lat = append(lat, time.Since(t0))
+				}
+				b.ReportMetric(ms(quantile(lat, 0.5)), "p50-ms")
+				b.ReportMetric(ms(quantile(lat, 0.99)), "p99-ms")
+			})
+		}
+	}
+}

@@ -34,6 +34,9 @@ type dataset struct {
 	Name  string
 	Cat   *catalog.Catalog
 	Tasks []task
+	// Para is a task's paraphrase by task id (a set's paraphrases file,
+	// {"id", "text"} lines): the same needs in other words.
+	Para map[string]string
 }
 
 // rawSet is the shared dev sets' format (mcp-routing-dev/README.md) and
@@ -65,12 +68,12 @@ type rawTask struct {
 // source is where a set is: its catalog file and, when apart, its tasks
 // (JSON lines); or, for toolret-train, the source family (prefix of its
 // "source") whose pairs make a catalog of their own.
-type source struct{ name, catalog, tasks, toolret string }
+type source struct{ name, catalog, tasks, para, toolret string }
 
 func sources(datasets, probe string) []source {
 	dev := filepath.Join(datasets, "mcp-routing-dev")
 	out := []source{
-		{name: "learn-probe", catalog: filepath.Join(probe, "catalog.json"), tasks: filepath.Join(probe, "tasks.jsonl")},
+		{name: "learn-probe", catalog: filepath.Join(probe, "catalog.json"), tasks: filepath.Join(probe, "tasks.jsonl"), para: filepath.Join(probe, "paraphrases.jsonl")},
 		{name: "mcp-bench", catalog: filepath.Join(dev, "mcp_bench.json")},
 		{name: "msc-bench", catalog: filepath.Join(dev, "msc_bench.json")},
 	}
@@ -170,5 +173,40 @@ func parse(s source, raw rawSet) (*dataset, error) {
 		}
 		d.Tasks = append(d.Tasks, t)
 	}
+	if s.para != "" {
+		var err error
+		if d.Para, err = loadParaphrases(s.para, d.Tasks); err != nil {
+			return nil, err
+		}
+	}
 	return d, nil
+}
+
+// loadParaphrases reads a paraphrases file: one {"id", "text"} line per
+// task it paraphrases, each id a task's.
+func loadParaphrases(path string, tasks []task) (map[string]string, error) {
+	f, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	known := map[string]bool{}
+	for _, t := range tasks {
+		known[t.ID] = true
+	}
+	out := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(f))
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var p struct{ ID, Text string }
+		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if !known[p.ID] || p.Text == "" {
+			return nil, fmt.Errorf("%s: %q is no task of the set, or has no text", path, p.ID)
+		}
+		out[p.ID] = p.Text
+	}
+	return out, sc.Err()
 }

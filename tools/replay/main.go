@@ -123,6 +123,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "replay: model %s; seed %d; load %s\n", man.Name, o.seed, loadavg())
+	var rows []summary
 	for _, s := range sources(o.datasets, o.probe) {
 		if !slices.Contains(o.sets, s.name) {
 			continue
@@ -143,15 +144,51 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%s: %w", d.Name, err)
 		}
 		r := &replayer{o: o, d: d, idx: idx, emb: cache}
-		if err := r.all(ctx, stdout); err != nil {
+		row, err := r.all(ctx, stdout)
+		if err != nil {
 			return fmt.Errorf("%s: %w", d.Name, err)
 		}
+		rows = append(rows, row)
 		if err := cache.Flush(); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "%s: %.1fs\n", d.Name, time.Since(t0).Seconds())
 	}
+	printSummary(stdout, rows, o)
 	return nil
+}
+
+// summary is one set's line of the closing table: half/half before and
+// after, and (when the set has them) its paraphrases'.
+type summary struct {
+	name           string
+	servers, tasks int
+	before, after  metrics
+	para           *paraphrased
+}
+
+// printSummary is the table every set's half/half ends in: recall@5 of
+// needed servers, set F1 and ECE@5 of the routed half with no feedback
+// and with feedback on the other half.
+func printSummary(w io.Writer, rows []summary, o options) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n== before/after: feedback on one half, the other half routed (%d orders from seed %d; load %s)\n", o.splits, o.seed, loadavg())
+	fmt.Fprintf(w, "| set | servers | tasks | recall@5 | Δ points | set F1 | ECE@5 |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %d | %d | %.3f → %.3f | %+.1f | %.3f → %.3f | %.3f → %.3f |\n", r.name, r.servers, r.tasks,
+			r.before.recall(), r.after.recall(), 100*(r.after.recall()-r.before.recall()),
+			r.before.f1(), r.after.f1(), r.before.ece(), r.after.ece())
+	}
+	for _, r := range rows {
+		if p := r.para; p != nil {
+			fmt.Fprintf(w, "%s paraphrased (%d task routings over the orders; reported in their own words, routed in a paraphrase's): recall@5 %.3f → %.3f (%+.1f), set F1 %.3f → %.3f; the unreported half's paraphrases %.3f → %.3f (%+.1f)\n",
+				r.name, p.reported.before.tasks, p.reported.before.recall(), p.reported.after.recall(), 100*(p.reported.after.recall()-p.reported.before.recall()),
+				p.reported.before.f1(), p.reported.after.f1(),
+				p.unreported.before.recall(), p.unreported.after.recall(), 100*(p.unreported.after.recall()-p.unreported.before.recall()))
+		}
+	}
 }
 
 // replayer replays one set.
@@ -252,18 +289,27 @@ func (r *replayer) order(seed int64) []task {
 	return ts
 }
 
-func (r *replayer) all(ctx context.Context, w io.Writer) error {
-	fmt.Fprintf(w, "\n== %s: %d servers, %d tasks\n", r.d.Name, len(r.idx.LabelsOf(index.KindServer)), len(r.d.Tasks))
+func (r *replayer) all(ctx context.Context, w io.Writer) (summary, error) {
+	row := summary{name: r.d.Name, servers: len(r.idx.LabelsOf(index.KindServer)), tasks: len(r.d.Tasks)}
+	fmt.Fprintf(w, "\n== %s: %d servers, %d tasks\n", r.d.Name, row.servers, row.tasks)
 	if err := r.curve(ctx, w); err != nil {
-		return err
+		return row, err
 	}
-	if err := r.halves(ctx, w); err != nil {
-		return err
+	var err error
+	if row.before, row.after, err = r.halves(ctx, w); err != nil {
+		return row, err
+	}
+	if len(r.d.Para) > 0 {
+		p, err := r.paraphrases(ctx, w)
+		if err != nil {
+			return row, err
+		}
+		row.para = &p
 	}
 	if r.o.poison > 0 {
-		return r.poisoning(ctx, w)
+		return row, r.poisoning(ctx, w)
 	}
-	return nil
+	return row, nil
 }
 
 // curve routes every task in order, reporting each after it is routed.
@@ -319,45 +365,115 @@ func printFit(w io.Writer, f learn.Fitted, reports int) {
 
 // halves: feedback on the first half of an order, the second half routed
 // with it and without (averaged over the orders).
-func (r *replayer) halves(ctx context.Context, w io.Writer) error {
-	var before, after metrics
+func (r *replayer) halves(ctx context.Context, w io.Writer) (before, after metrics, err error) {
 	for k := 0; k < r.o.splits; k++ {
 		ts := r.order(r.o.seed + int64(k))
 		h := len(ts) / 2
 		dp, err := r.deploy(ctx)
 		if err != nil {
-			return err
+			return before, after, err
 		}
 		for _, t := range ts[h:] {
 			a, _, err := dp.route(ctx, t.Text)
 			if err != nil {
-				return err
+				return before, after, err
 			}
 			before.add(t, a)
 		}
 		for _, t := range ts[:h] {
 			_, q, err := dp.route(ctx, t.Text)
 			if err != nil {
-				return err
+				return before, after, err
 			}
 			if err := dp.report(ctx, "hub", q, gold(t)); err != nil {
-				return err
+				return before, after, err
 			}
 		}
 		for _, t := range ts[h:] {
 			a, _, err := dp.route(ctx, t.Text)
 			if err != nil {
-				return err
+				return before, after, err
 			}
 			after.add(t, a)
 		}
 	}
 	fmt.Fprintf(w, "half/half (%d orders): feedback on one half, the other routed\n", r.o.splits)
-	fmt.Fprintf(w, "  %-16s %10s %8s %8s\n", "", "recall@5", "set F1", "ECE@5")
-	fmt.Fprintf(w, "  %-16s %10.3f %8.3f %8.3f\n", "no feedback", before.recall(), before.f1(), before.ece())
-	fmt.Fprintf(w, "  %-16s %10.3f %8.3f %8.3f\n", "with feedback", after.recall(), after.f1(), after.ece())
+	fmt.Fprintf(w, "  %-16s %10s %8s %8s %9s\n", "", "recall@5", "set F1", "ECE@5", "set size")
+	fmt.Fprintf(w, "  %-16s %10.3f %8.3f %8.3f %9.2f\n", "no feedback", before.recall(), before.f1(), before.ece(), before.size())
+	fmt.Fprintf(w, "  %-16s %10.3f %8.3f %8.3f %9.2f\n", "with feedback", after.recall(), after.f1(), after.ece(), after.size())
 	fmt.Fprintf(w, "  %-16s %+10.1f %+8.1f   (points)\n", "change", 100*(after.recall()-before.recall()), 100*(after.f1()-before.f1()))
-	return nil
+	return before, after, nil
+}
+
+// paraphrased is the paraphrase test's figures: the reported half's
+// tasks and the other half's, each routed in its paraphrase's words
+// before and after the reports.
+type paraphrased struct {
+	reported, unreported struct{ before, after metrics }
+}
+
+// paraphrases: as halves (the same orders), the first half reported by
+// query text as ReportUse {"query", "servers"} reports it (the vector and
+// description-based probabilities of Router.Describe, no request id),
+// and every task with a paraphrase routed in the paraphrase's words
+// before and after: do the learned vectors and co-use carry over to
+// other wording of the same task (the reported half), and of other tasks
+// (the unreported one)?
+func (r *replayer) paraphrases(ctx context.Context, w io.Writer) (paraphrased, error) {
+	var p paraphrased
+	routeAll := func(dp *deployment, ts []task, m *metrics) error {
+		for _, t := range ts {
+			text, ok := r.d.Para[t.ID]
+			if !ok {
+				continue
+			}
+			a, _, err := dp.route(ctx, text)
+			if err != nil {
+				return err
+			}
+			m.add(t, a)
+		}
+		return nil
+	}
+	for k := 0; k < r.o.splits; k++ {
+		ts := r.order(r.o.seed + int64(k))
+		h := len(ts) / 2
+		dp, err := r.deploy(ctx)
+		if err != nil {
+			return p, err
+		}
+		if err := routeAll(dp, ts[:h], &p.reported.before); err != nil {
+			return p, err
+		}
+		if err := routeAll(dp, ts[h:], &p.unreported.before); err != nil {
+			return p, err
+		}
+		for _, t := range ts[:h] {
+			vec, described, err := dp.rt.Describe(ctx, t.Text)
+			if err != nil {
+				return p, err
+			}
+			if err := dp.report(ctx, "hub", seen{vec, described}, gold(t)); err != nil {
+				return p, err
+			}
+		}
+		if err := routeAll(dp, ts[:h], &p.reported.after); err != nil {
+			return p, err
+		}
+		if err := routeAll(dp, ts[h:], &p.unreported.after); err != nil {
+			return p, err
+		}
+	}
+	fmt.Fprintf(w, "paraphrases (%d orders): one half reported by query text, every task routed in a paraphrase's words\n", r.o.splits)
+	fmt.Fprintf(w, "  %-28s %10s %8s %8s\n", "", "recall@5", "set F1", "ECE@5")
+	for _, x := range []struct {
+		name string
+		m    metrics
+	}{{"reported half, no feedback", p.reported.before}, {"reported half, feedback", p.reported.after},
+		{"other half, no feedback", p.unreported.before}, {"other half, feedback", p.unreported.after}} {
+		fmt.Fprintf(w, "  %-28s %10.3f %8.3f %8.3f\n", x.name, x.m.recall(), x.m.f1(), x.m.ece())
+	}
+	return p, nil
 }
 
 // poisoning: as halves (one order), with a hostile identity that first
@@ -454,6 +570,8 @@ type metrics struct {
 	f1n            int
 	binN, binRight [10]float64
 	binConf        [10]float64
+	// setSize sums the default answer's sizes.
+	setSize int
 }
 
 func (m *metrics) add(t task, a answer) {
@@ -475,6 +593,7 @@ func (m *metrics) add(t task, a answer) {
 		}
 	}
 	// Set F1 of the default answer over steps.
+	m.setSize += len(a.def)
 	def := map[string]bool{}
 	for _, s := range a.def {
 		def[s] = true
@@ -517,6 +636,9 @@ func (m *metrics) add(t task, a answer) {
 
 func (m *metrics) recall() float64 { return float64(m.found) / float64(max(m.steps, 1)) }
 func (m *metrics) f1() float64     { return m.f1sum / float64(max(m.f1n, 1)) }
+
+// size is the default answer's mean size.
+func (m *metrics) size() float64 { return float64(m.setSize) / float64(max(m.f1n, 1)) }
 
 // ece is the expected calibration error of the first five's confidences
 // (10 equal-width bins).

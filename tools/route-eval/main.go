@@ -56,7 +56,8 @@ type options struct {
 	features, writeMap, dump        string
 	synthetic                       float64
 	seed, mapFile                   string
-	seedOnly                        bool
+	seedOnly, dumpOnly              bool
+	rows                            string
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -78,8 +79,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.mapFile, "map", "", "route every catalog with this evidence map instead of fitting (inspection only: not left out)")
 	fs.BoolVar(&o.seedOnly, "seed-only", false, "run the seed contract checks only")
 	fs.StringVar(&o.dump, "dump", "", "write every candidate's evidence here (JSON lines, for analysis)")
+	fs.BoolVar(&o.dumpOnly, "dump-only", false, "stop once --dump is written")
+	fs.StringVar(&o.rows, "rows", "", "choose the map's settings on the rows --dump wrote, without routing (no model needed)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if o.rows != "" {
+		all, err := loadRows(o.rows)
+		if err != nil {
+			return err
+		}
+		var only []string
+		if o.features != "" {
+			only = strings.Split(o.features, ",")
+		}
+		ch, err := choose(stdout, all, only)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "chosen: %s\n", ch)
+		return nil
 	}
 	if o.model == "" {
 		return errors.New("--model is required")
@@ -205,6 +224,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := dumpRows(o.dump, xs, all); err != nil {
 			return err
 		}
+		if o.dumpOnly {
+			return nil
+		}
 	}
 	var only []string
 	if o.features != "" {
@@ -215,11 +237,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	features, l2 := ch.features, ch.l2
-	fmt.Fprintf(stdout, "chosen: %s, l2 %g; each catalog below is routed with the map fitted on the other catalogs\n", ch.set, l2)
+	fmt.Fprintf(stdout, "chosen: %s; each catalog below is routed with the map fitted on the other catalogs\n", ch)
 	var left []calibrate.EvidenceLeftOut
 	for i, x := range xs {
-		ev, err := fitWithout(all, x.d.Name, features, l2)
+		ev, err := fitWithout(all, x.d.Name, ch)
 		if err != nil {
 			return err
 		}
@@ -239,12 +260,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		left = append(left, calibrate.EvidenceLeftOut{Catalog: x.d.Name, ECE: round(r.ECE), LogLoss: round(ev.LogLoss(all[i].real))})
 	}
 	if o.writeMap != "" {
-		ev, err := fitWithout(all, "", features, l2)
+		ev, err := fitWithout(all, "", ch)
 		if err != nil {
 			return err
 		}
-		rec := &calibrate.EvidenceRecord{Model: man.Name, Fingerprint: eng.Fingerprint(), L2: l2, LeftOut: left,
-			Selection: fmt.Sprintf("feature set %q and l2 %g: the lowest mean leave-one-catalog-out log-loss (%.4f) over %d feature sets and l2 in %v; every catalog weighs the same; synthetic joined tasks %.2f of each catalog's, in training only", ch.set, l2, ch.loss, len(featureSets), l2Grid, o.synthetic),
+		rec := &calibrate.EvidenceRecord{Model: man.Name, Fingerprint: eng.Fingerprint(), L2: ch.l2, LeftOut: left,
+			Selection: fmt.Sprintf("%s: the lowest mean leave-one-catalog-out log-loss (%.4f) over %d feature sets, %d temperature sets and l2 in %v; every catalog weighs the same; synthetic joined tasks %.2f of each catalog's, in training only", ch, ch.loss, len(featureSets), len(tempSets), l2Grid, o.synthetic),
 			Command:   "make fit-evidence (go run ./tools/route-eval --model DIR --write-map FILE)"}
 		for _, r := range all {
 			rec.Catalogs = append(rec.Catalogs, calibrate.EvidenceCatalog{Name: r.name, Tasks: r.tasks, Candidates: len(r.samples)})

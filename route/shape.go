@@ -33,12 +33,14 @@ type shape struct {
 	catTwin float64         // mean twin over the servers
 	twinSD  float64         // standard deviation of twin over the servers
 	catCos  float64         // mean cosine between two servers
-	words   float64         // log(1 + mean words of the servers' descriptions)
+	words   float64         // log(1 + mean words of the servers' descriptions, or their tools')
 }
 
 // catalogShape computes the shape of rk's servers, each represented by its
-// first vector (its description, or its name where it has none).
-// budget bounds the dot products (shapeBudget).
+// description vector, or where it has no description by the normalised
+// sum of its tools' description vectors (a catalog of single tools under
+// named servers), or else by its name's vector. budget bounds the dot
+// products (shapeBudget).
 func catalogShape(rk *rank.Ranker, budget int) shape {
 	idx := rk.Index()
 	srvs := rk.Servers()
@@ -47,14 +49,47 @@ func catalogShape(rk *rank.Ranker, budget int) shape {
 	if n == 0 {
 		return sh
 	}
-	vec := func(i int) []float32 { return idx.Vector(idx.Labels[srvs[i]].First) }
-	var words float64
-	for _, li := range srvs {
-		l := &idx.Labels[li]
-		if l.Count > 0 && len(l.Sources) > 0 && l.Sources[0] == index.SourceDescription {
-			words += float64(len(strings.Fields(l.Texts[0])))
-		}
+	pos := make(map[int]int, n)
+	for i, li := range srvs {
+		pos[li] = i
 	}
+	vecs := make([][]float32, n)
+	sums := make([][]float32, n)
+	descWords := make([]float64, n)
+	toolWords := make([]float64, n)
+	tools := make([]float64, n)
+	for _, ti := range rk.Tools() {
+		i, ok := pos[rk.ServerOf(ti)]
+		l := &idx.Labels[ti]
+		if !ok || l.Count == 0 || l.Sources[0] != index.SourceDescription {
+			continue
+		}
+		if sums[i] == nil {
+			sums[i] = make([]float32, idx.Dims)
+		}
+		vek32.Add_Inplace(sums[i], idx.Vector(l.First))
+		toolWords[i] += float64(len(strings.Fields(l.Description)))
+		tools[i]++
+	}
+	var words float64
+	for i, li := range srvs {
+		l := &idx.Labels[li]
+		switch {
+		case l.Count > 0 && l.Sources[0] == index.SourceDescription:
+			vecs[i] = idx.Vector(l.First)
+			descWords[i] = float64(len(strings.Fields(l.Texts[0])))
+		case sums[i] != nil:
+			if nv := math.Sqrt(float64(vek32.Dot(sums[i], sums[i]))); nv > 0 {
+				vek32.DivNumber_Inplace(sums[i], float32(nv))
+			}
+			vecs[i] = sums[i]
+			descWords[i] = toolWords[i] / tools[i]
+		default:
+			vecs[i] = idx.Vector(l.First)
+		}
+		words += descWords[i]
+	}
+	vec := func(i int) []float32 { return vecs[i] }
 	sh.words = math.Log1p(words / float64(n))
 	if n == 1 {
 		sh.twin[srvs[0]] = 0

@@ -57,7 +57,8 @@ type options struct {
 	synthetic                       float64
 	seed, mapFile                   string
 	seedOnly, dumpOnly              bool
-	rows                            string
+	rows, temp                      string
+	l2                              float64
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -80,11 +81,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.seedOnly, "seed-only", false, "run the seed contract checks only")
 	fs.StringVar(&o.dump, "dump", "", "write every candidate's evidence here (JSON lines, for analysis)")
 	fs.BoolVar(&o.dumpOnly, "dump-only", false, "stop once --dump is written")
-	fs.StringVar(&o.rows, "rows", "", "choose the map's settings on the rows --dump wrote, without routing (no model needed)")
+	fs.StringVar(&o.rows, "rows", "", "the candidates' rows as --dump wrote them, instead of collecting them again; without --model, only choose the map's settings on them")
+	fs.StringVar(&o.temp, "temp", "", "with --features and --l2: the temperature's features (\"\": none), the settings fixed instead of chosen")
+	fs.Float64Var(&o.l2, "l2", 0, "with --features: the penalty, the settings fixed instead of chosen")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if o.rows != "" {
+	if o.rows != "" && o.model == "" {
 		all, err := loadRows(o.rows)
 		if err != nil {
 			return err
@@ -92,6 +95,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		var only []string
 		if o.features != "" {
 			only = strings.Split(o.features, ",")
+		}
+		if only != nil && o.l2 > 0 {
+			ch := choice{set: "given", tempSet: o.temp, features: only, l2: o.l2}
+			if o.temp != "" {
+				ch.temp = strings.Split(o.temp, ",")
+			}
+			loss, eces, err := looFigures(all, ch)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%s: leave-one-catalog-out log-loss %.4f, per-server ECE (offline) %v\n", ch, loss, eces)
+			return nil
 		}
 		ch, err := choose(stdout, all, only)
 		if err != nil {
@@ -208,7 +223,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cache.Flush()
 	}
 	var all []*rows
+	if o.rows != "" {
+		// Rows dumped by this build on these catalogs: the candidates do
+		// not depend on the map, so they need not be collected again.
+		if all, err = loadRows(o.rows); err != nil {
+			return err
+		}
+		if len(all) != len(xs) {
+			return fmt.Errorf("%s has %d catalogs, want %d", o.rows, len(all), len(xs))
+		}
+		for i, r := range all {
+			if r.name != xs[i].d.Name {
+				return fmt.Errorf("%s: catalog %d is %s, want %s", o.rows, i, r.name, xs[i].d.Name)
+			}
+		}
+	}
 	for _, x := range xs {
+		if o.rows != "" {
+			break
+		}
 		t0 := time.Now()
 		r, err := collect(ctx, x)
 		if err != nil {
@@ -232,10 +265,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.features != "" {
 		only = strings.Split(o.features, ",")
 	}
-	fmt.Fprintln(stdout, "cross-catalog confidence map: evidence and penalty chosen by leave-one-catalog-out log-loss")
-	ch, err := choose(stdout, all, only)
-	if err != nil {
-		return err
+	var ch choice
+	if only != nil && o.l2 > 0 {
+		ch = choice{set: "given", tempSet: "given", features: only, l2: o.l2}
+		if o.temp != "" {
+			ch.temp = strings.Split(o.temp, ",")
+		}
+		fmt.Fprintf(stdout, "cross-catalog confidence map: settings given (%s)\n", ch)
+	} else {
+		fmt.Fprintln(stdout, "cross-catalog confidence map: evidence, temperature and penalty chosen by leave-one-catalog-out log-loss")
+		if ch, err = choose(stdout, all, only); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(stdout, "chosen: %s; each catalog below is routed with the map fitted on the other catalogs\n", ch)
 	var left []calibrate.EvidenceLeftOut
@@ -265,7 +306,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		rec := &calibrate.EvidenceRecord{Model: man.Name, Fingerprint: eng.Fingerprint(), L2: ch.l2, LeftOut: left,
-			Selection: fmt.Sprintf("%s: the lowest mean leave-one-catalog-out log-loss (%.4f) over %d feature sets, %d temperature sets and l2 in %v; every catalog weighs the same; synthetic joined tasks %.2f of each catalog's, in training only", ch, ch.loss, len(featureSets), len(tempSets), l2Grid, o.synthetic),
+			Selection: selection(ch, o.synthetic),
 			Command:   "make fit-evidence (go run ./tools/route-eval --model DIR --write-map FILE)"}
 		for _, r := range all {
 			rec.Catalogs = append(rec.Catalogs, calibrate.EvidenceCatalog{Name: r.name, Tasks: r.tasks, Candidates: len(r.samples)})
@@ -367,4 +408,13 @@ func loadavg() string {
 		return "?"
 	}
 	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+// selection says how the map's settings were chosen, for its record.
+func selection(ch choice, synthetic float64) string {
+	how := fmt.Sprintf("the lowest mean leave-one-catalog-out log-loss (%.4f) over %d feature sets, %d temperature sets and l2 in %v", ch.loss, len(featureSets), len(tempSets), l2Grid)
+	if ch.set == "given" {
+		how = "given on the command line"
+	}
+	return fmt.Sprintf("%s: %s; every catalog weighs the same; synthetic joined tasks %.2f of each catalog's, in training only", ch, how, synthetic)
 }

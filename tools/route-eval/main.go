@@ -229,12 +229,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if all, err = loadRows(o.rows); err != nil {
 			return err
 		}
-		if len(all) != len(xs) {
-			return fmt.Errorf("%s has %d catalogs, want %d", o.rows, len(all), len(xs))
+		// Every catalog routed must be in them; the others' rows still
+		// count in the fits (--catalogs then measures a few catalogs with
+		// the maps fitted without each).
+		have := map[string]bool{}
+		for _, r := range all {
+			have[r.name] = true
 		}
-		for i, r := range all {
-			if r.name != xs[i].d.Name {
-				return fmt.Errorf("%s: catalog %d is %s, want %s", o.rows, i, r.name, xs[i].d.Name)
+		for _, x := range xs {
+			if !have[x.d.Name] {
+				return fmt.Errorf("%s has no rows of %s", o.rows, x.d.Name)
 			}
 		}
 	}
@@ -280,7 +284,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "chosen: %s; each catalog below is routed with the map fitted on the other catalogs\n", ch)
 	var left []calibrate.EvidenceLeftOut
-	for i, x := range xs {
+	rowsOf := map[string]*rows{}
+	for _, r := range all {
+		rowsOf[r.name] = r
+	}
+	for _, x := range xs {
 		ev, err := fitWithout(all, x.d.Name, ch)
 		if err != nil {
 			return err
@@ -298,7 +306,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := reliability.WritePNG(filepath.Join(o.out, x.d.Name+".png"), x.d.Name+": per-server reliability, left out", r.Reliability); err != nil {
 			return err
 		}
-		left = append(left, calibrate.EvidenceLeftOut{Catalog: x.d.Name, ECE: round(r.ECE), LogLoss: round(ev.LogLoss(all[i].real))})
+		left = append(left, calibrate.EvidenceLeftOut{Catalog: x.d.Name, ECE: round(r.ECE), LogLoss: round(ev.LogLoss(rowsOf[x.d.Name].real))})
 	}
 	if o.writeMap != "" {
 		ev, err := fitWithout(all, "", ch)

@@ -46,6 +46,13 @@ var EvidenceFeatures = []string{
 	"need_gap",    // the smaller of part_gap and cue_gap
 	"need_adv",    // the larger of part_adv and cue_adv
 	"need_z",      // the larger of part_z and cue_z
+	// The catalog's shape (route's shape.go), from its own description
+	// vectors, no labels: what a score means in this catalog.
+	"twin",      // the cosine of the server's description to its nearest other server's
+	"twin_z",    // twin in standard deviations from the catalog's mean twin
+	"cat_twin",  // the catalog's mean twin (how near-duplicate its servers are)
+	"cat_cos",   // the mean cosine between two of the catalog's servers
+	"cat_words", // log(1 + the mean words of the catalog's server descriptions)
 }
 
 var evidenceIndex = func() map[string]int {
@@ -62,9 +69,15 @@ var evidenceIndex = func() map[string]int {
 // many catalogs (route-eval fit), so it holds for a catalog that has no
 // examples of its own; Record says on what and how it was chosen.
 type Evidence struct {
-	Terms     []EvidenceTerm  `json:"terms"`
-	Intercept float64         `json:"intercept"`
-	Record    *EvidenceRecord `json:"record,omitempty"`
+	Terms     []EvidenceTerm `json:"terms"`
+	Intercept float64        `json:"intercept"`
+	// Temperature, when set, multiplies the log-odds by
+	// exp(Σ Coef·(x-Mean)/Scale) (its log bounded to ±3): a temperature
+	// that features of the catalog (its shape, its size) set, so the same
+	// evidence is surer in a catalog of distinct servers than in one of
+	// near-duplicates. Fitted jointly with Terms.
+	Temperature []EvidenceTerm  `json:"temperature,omitempty"`
+	Record      *EvidenceRecord `json:"record,omitempty"`
 }
 
 // EvidenceTerm is one weighed feature (a name of EvidenceFeatures).
@@ -111,8 +124,15 @@ func (e *Evidence) Validate() error {
 	if math.IsNaN(e.Intercept) || math.IsInf(e.Intercept, 0) {
 		return fmt.Errorf("%w: intercept is not finite", ErrEvidence)
 	}
+	if err := validTerms(e.Terms); err != nil {
+		return err
+	}
+	return validTerms(e.Temperature)
+}
+
+func validTerms(ts []EvidenceTerm) error {
 	seen := map[string]bool{}
-	for _, t := range e.Terms {
+	for _, t := range ts {
 		if _, ok := evidenceIndex[t.Feature]; !ok {
 			return fmt.Errorf("%w: unknown feature %q (written by a newer classifierd?)", ErrEvidence, t.Feature)
 		}
@@ -132,11 +152,19 @@ func (e *Evidence) Validate() error {
 	return nil
 }
 
-// Logit is the map's log-odds for x, the features in EvidenceFeatures order.
+// Logit is the map's log-odds for x, the features in EvidenceFeatures
+// order: the terms' sum, times the temperature's factor where it has one.
 func (e *Evidence) Logit(x []float64) float64 {
 	z := e.Intercept
 	for _, t := range e.Terms {
 		z += t.Coef * (x[evidenceIndex[t.Feature]] - t.Mean) / t.Scale
+	}
+	if len(e.Temperature) > 0 {
+		var u float64
+		for _, t := range e.Temperature {
+			u += t.Coef * (x[evidenceIndex[t.Feature]] - t.Mean) / t.Scale
+		}
+		z *= math.Exp(clampTemp(u))
 	}
 	return z
 }
@@ -161,22 +189,131 @@ type EvidenceSample struct {
 // (gonum). The features are standardised by their weighted mean and
 // standard deviation.
 func FitEvidence(samples []EvidenceSample, features []string, l2 float64) (Evidence, error) {
+	return FitEvidenceTemperature(samples, features, nil, l2)
+}
+
+// FitEvidenceTemperature fits a map as FitEvidence does, with a
+// temperature weighing the features temp (see Evidence.Temperature),
+// fitted jointly with the same penalty on its coefficients.
+func FitEvidenceTemperature(samples []EvidenceSample, features, temp []string, l2 float64) (Evidence, error) {
 	if len(samples) == 0 {
 		return Evidence{}, fmt.Errorf("%w: no samples", ErrEvidence)
 	}
+	var wsum float64
+	for _, s := range samples {
+		wsum += s.Weight
+	}
+	if !(wsum > 0) {
+		return Evidence{}, fmt.Errorf("%w: samples weigh nothing", ErrEvidence)
+	}
+	zf, base, err := standardise(samples, features, wsum)
+	if err != nil {
+		return Evidence{}, err
+	}
+	zt, tterms, err := standardise(samples, temp, wsum)
+	if err != nil {
+		return Evidence{}, err
+	}
+	k, m := len(features), len(temp)
+	// w[0] is the intercept, w[1:k+1] the coefficients, w[k+1:] the
+	// temperature's coefficients.
+	loss := func(w, grad []float64) float64 {
+		var f float64
+		if grad != nil {
+			clear(grad)
+		}
+		for n, s := range samples {
+			l := w[0]
+			for j := range k {
+				l += w[j+1] * zf[n][j]
+			}
+			t, inside := 1.0, false
+			if m > 0 {
+				var u float64
+				for j := range m {
+					u += w[k+1+j] * zt[n][j]
+				}
+				t, inside = math.Exp(clampTemp(u)), math.Abs(u) < maxLogTemp
+			}
+			a := l * t
+			// log(1+e^a) - y·a, stably.
+			var ll float64
+			if a > 0 {
+				ll = a + math.Log1p(math.Exp(-a))
+			} else {
+				ll = math.Log1p(math.Exp(a))
+			}
+			y := 0.0
+			if s.Needed {
+				y = 1
+			}
+			f += s.Weight * (ll - y*a)
+			if grad != nil {
+				g := s.Weight * (1/(1+math.Exp(-a)) - y)
+				grad[0] += g * t
+				for j := range k {
+					grad[j+1] += g * t * zf[n][j]
+				}
+				for j := range m {
+					if inside {
+						grad[k+1+j] += g * a * zt[n][j]
+					}
+				}
+			}
+		}
+		f /= wsum
+		for j := 1; j < len(w); j++ {
+			f += 0.5 * l2 * w[j] * w[j]
+		}
+		if grad != nil {
+			for j := range grad {
+				grad[j] /= wsum
+			}
+			for j := 1; j < len(w); j++ {
+				grad[j] += l2 * w[j]
+			}
+		}
+		return f
+	}
+	p := optimize.Problem{
+		Func: func(w []float64) float64 { return loss(w, nil) },
+		Grad: func(grad, w []float64) { loss(w, grad) },
+	}
+	res, err := optimize.Minimize(p, make([]float64, k+m+1), &optimize.Settings{GradientThreshold: 1e-7, MajorIterations: 500}, &optimize.LBFGS{})
+	if err != nil && res == nil {
+		return Evidence{}, fmt.Errorf("%w: fit: %v", ErrEvidence, err)
+	}
+	e := Evidence{Intercept: res.X[0], Terms: base}
+	for j := range e.Terms {
+		e.Terms[j].Coef = res.X[j+1]
+	}
+	if m > 0 {
+		e.Temperature = tterms
+		for j := range e.Temperature {
+			e.Temperature[j].Coef = res.X[k+1+j]
+		}
+	}
+	if err := e.Validate(); err != nil {
+		return Evidence{}, err
+	}
+	return e, nil
+}
+
+// standardise returns the samples' named features standardised by their
+// weighted mean and standard deviation, and a term per feature holding
+// them.
+func standardise(samples []EvidenceSample, features []string, wsum float64) ([][]float64, []EvidenceTerm, error) {
 	idx := make([]int, len(features))
 	for j, f := range features {
 		i, ok := evidenceIndex[f]
 		if !ok {
-			return Evidence{}, fmt.Errorf("%w: unknown feature %q", ErrEvidence, f)
+			return nil, nil, fmt.Errorf("%w: unknown feature %q", ErrEvidence, f)
 		}
 		idx[j] = i
 	}
 	k := len(features)
 	mean, scale := make([]float64, k), make([]float64, k)
-	var wsum float64
 	for _, s := range samples {
-		wsum += s.Weight
 		for j, i := range idx {
 			mean[j] += s.Weight * s.X[i]
 		}
@@ -190,11 +327,13 @@ func FitEvidence(samples []EvidenceSample, features []string, l2 float64) (Evide
 			scale[j] += s.Weight * d * d
 		}
 	}
+	terms := make([]EvidenceTerm, k)
 	for j := range scale {
 		scale[j] = math.Sqrt(scale[j] / wsum)
 		if scale[j] < 1e-9 {
 			scale[j] = 1
 		}
+		terms[j] = EvidenceTerm{Feature: features[j], Mean: mean[j], Scale: scale[j]}
 	}
 	z := make([][]float64, len(samples))
 	for n, s := range samples {
@@ -203,68 +342,15 @@ func FitEvidence(samples []EvidenceSample, features []string, l2 float64) (Evide
 			z[n][j] = (s.X[i] - mean[j]) / scale[j]
 		}
 	}
-	// w[0] is the intercept, w[1:] the coefficients.
-	loss := func(w, grad []float64) float64 {
-		var f float64
-		if grad != nil {
-			clear(grad)
-		}
-		for n, s := range samples {
-			a := w[0]
-			for j := range k {
-				a += w[j+1] * z[n][j]
-			}
-			// log(1+e^a) - y·a, stably.
-			var l float64
-			if a > 0 {
-				l = a + math.Log1p(math.Exp(-a))
-			} else {
-				l = math.Log1p(math.Exp(a))
-			}
-			y := 0.0
-			if s.Needed {
-				y = 1
-			}
-			f += s.Weight * (l - y*a)
-			if grad != nil {
-				g := s.Weight * (1/(1+math.Exp(-a)) - y)
-				grad[0] += g
-				for j := range k {
-					grad[j+1] += g * z[n][j]
-				}
-			}
-		}
-		f /= wsum
-		for j := 1; j <= k; j++ {
-			f += 0.5 * l2 * w[j] * w[j]
-		}
-		if grad != nil {
-			for j := range grad {
-				grad[j] /= wsum
-			}
-			for j := 1; j <= k; j++ {
-				grad[j] += l2 * w[j]
-			}
-		}
-		return f
-	}
-	p := optimize.Problem{
-		Func: func(w []float64) float64 { return loss(w, nil) },
-		Grad: func(grad, w []float64) { loss(w, grad) },
-	}
-	res, err := optimize.Minimize(p, make([]float64, k+1), &optimize.Settings{GradientThreshold: 1e-7, MajorIterations: 500}, &optimize.LBFGS{})
-	if err != nil && res == nil {
-		return Evidence{}, fmt.Errorf("%w: fit: %v", ErrEvidence, err)
-	}
-	e := Evidence{Intercept: res.X[0]}
-	for j, f := range features {
-		e.Terms = append(e.Terms, EvidenceTerm{Feature: f, Mean: mean[j], Scale: scale[j], Coef: res.X[j+1]})
-	}
-	if err := e.Validate(); err != nil {
-		return Evidence{}, err
-	}
-	return e, nil
+	return z, terms, nil
 }
+
+// maxLogTemp bounds the temperature's log (e^±3: from a twentieth to
+// twenty times the log-odds), so a catalog far outside what the map was
+// fitted on cannot make its probabilities all 0 or 1.
+const maxLogTemp = 3
+
+func clampTemp(u float64) float64 { return math.Max(-maxLogTemp, math.Min(maxLogTemp, u)) }
 
 // LogLoss is the weighted mean negative log-likelihood of the samples
 // under e.

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"syscall"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/classifierd/classifierd/catalog"
+	"github.com/classifierd/classifierd/internal/testrank"
 )
 
 // BenchmarkRouteScoring is Route without the model (a fast fake embedder):
@@ -90,4 +93,46 @@ func BenchmarkRouteTracing(b *testing.B) {
 			sp.End()
 		}
 	})
+}
+
+// BenchmarkCatalogShape is the one-off cost at load of the catalog's
+// shape (the twins), by number of servers of one tool each without a
+// description of their own (the tools' descriptions stand for them), on
+// the fake embedder's 384-dimension vectors: every pair up to 4,096
+// servers, a bounded sample beyond.
+func BenchmarkCatalogShape(b *testing.B) {
+	sizes := []int{100, 1000, 4096}
+	if os.Getenv("ROUTE_BENCH_LARGE") != "" {
+		sizes = append(sizes, 20_000)
+	}
+	for _, n := range sizes {
+		cat := &catalog.Catalog{Categories: []catalog.Category{{ID: "meta", Description: "meta tools help"}}}
+		for s := range n {
+			cat.Servers = append(cat.Servers, catalog.Server{ID: fmt.Sprintf("srv%d", s),
+				Tools: []catalog.Tool{{Name: fmt.Sprintf("tool_%d", s), Description: fmt.Sprintf("tool %d reads writes lists item %d", s, s%97)}}})
+		}
+		rk := testrank.Ranker(b, cat, 384, nil)
+		b.Run(fmt.Sprintf("servers=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			// CPU time as well as wall time: on a shared machine the
+			// wall time is mostly waiting for a core.
+			cpu0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				sh := catalogShape(rk, shapeBudget)
+				if len(sh.twin) != n {
+					b.Fatalf("%d twins, want %d", len(sh.twin), n)
+				}
+			}
+			b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(b.N), "cpu-ms/op")
+		})
+	}
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

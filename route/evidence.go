@@ -229,6 +229,12 @@ func (c *Router) candidates(ts []rank.Turn, all rank.Routed, needIdx []int, need
 		set("need_gap", math.Min(partGap, cueGap))
 		set("need_adv", math.Max(partAdv, cueAdv))
 		set("need_z", math.Max(partZ, cueZ))
+		sh := &c.shape
+		set("twin", sh.twin[li])
+		set("twin_z", (sh.twin[li]-sh.catTwin)/math.Max(sh.twinSD, 1e-6))
+		set("cat_twin", sh.catTwin)
+		set("cat_cos", sh.catCos)
+		set("cat_words", sh.words)
 		out = append(out, candidate{s: s, x: x, need: best})
 	}
 	return out, needs

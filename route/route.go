@@ -62,12 +62,18 @@ type Router struct {
 	cfg Config
 	// toolCount is each server's number of tools, by label (evidence).
 	toolCount map[int]int
+	// shape is the catalog's shape, for a catalog deciding from evidence.
+	shape shape
 }
 
 // New returns a Router over rk, deciding with cal (the index's calibration).
 func New(rk *rank.Ranker, cal calibrate.Calibration, cfg Config) *Router {
 	cfg = cfg.withDefaults()
-	return &Router{Base: policy.New(rk, cal, cfg.Limits), cfg: cfg, toolCount: toolCounts(rk)}
+	r := &Router{Base: policy.New(rk, cal, cfg.Limits), cfg: cfg, toolCount: toolCounts(rk)}
+	if cal.ServerEvidence != nil && weighsShape(cal.ServerEvidence) {
+		r.shape = catalogShape(rk, shapeBudget)
+	}
+	return r
 }
 
 // Shortlists reports whether requests are scored against a shortlist of

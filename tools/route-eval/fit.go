@@ -9,8 +9,10 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/index"
@@ -29,7 +31,8 @@ type rows struct {
 	name    string
 	tasks   int
 	samples []calibrate.EvidenceSample
-	task    []int // task index of each sample
+	task    []int    // task index of each sample
+	id      []string // server id of each sample
 	// real are the samples of real (not synthetic) tasks, for measuring.
 	real     []calibrate.EvidenceSample
 	realTask []int
@@ -37,8 +40,9 @@ type rows struct {
 
 // bootstrapEvidence is the map the candidates are collected under: any
 // map turns on the evidence path, and which servers are candidates does
-// not depend on it.
-var bootstrapEvidence = calibrate.Evidence{Terms: []calibrate.EvidenceTerm{{Feature: "score", Scale: 1, Coef: 10}}, Intercept: -5}
+// not depend on it. Its term on twin, weighing nothing, has the router
+// compute the catalog's shape.
+var bootstrapEvidence = calibrate.Evidence{Terms: []calibrate.EvidenceTerm{{Feature: "score", Scale: 1, Coef: 10}, {Feature: "twin", Scale: 1}}, Intercept: -5}
 
 // indexed is a catalog's index and the daemon's router over it.
 type indexed struct {
@@ -85,6 +89,7 @@ func collect(ctx context.Context, x *indexed) (*rows, error) {
 			s := calibrate.EvidenceSample{X: c.X, Needed: t.needed[c.ID], Weight: w}
 			out.samples = append(out.samples, s)
 			out.task = append(out.task, i)
+			out.id = append(out.id, c.ID)
 			if !t.Synthetic {
 				out.real = append(out.real, s)
 				out.realTask = append(out.realTask, i)
@@ -95,14 +100,14 @@ func collect(ctx context.Context, x *indexed) (*rows, error) {
 }
 
 // fitWithout fits the map on every catalog's rows but skip's ("" for none).
-func fitWithout(all []*rows, skip string, features []string, l2 float64) (calibrate.Evidence, error) {
+func fitWithout(all []*rows, skip string, c choice) (calibrate.Evidence, error) {
 	var s []calibrate.EvidenceSample
 	for _, r := range all {
 		if r.name != skip {
 			s = append(s, r.samples...)
 		}
 	}
-	return calibrate.FitEvidence(s, features, l2)
+	return calibrate.FitEvidenceTemperature(s, c.features, c.temp, c.l2)
 }
 
 // offlineECE is the per-server ECE of ev on a catalog's rows, over the
@@ -135,14 +140,21 @@ func offlineECE(r *rows, ev *calibrate.Evidence) float64 {
 
 // The map's settings are chosen by leave-one-catalog-out log-loss (the
 // mean over catalogs of the log-loss of a catalog's real tasks under the
-// map fitted on the other catalogs): the penalty, and which evidence it
-// weighs. A feature that names the catalog more than the candidate (its
-// size, how alike its servers are) lets the map learn each catalog's base
-// rate, which does not carry to a catalog it has not seen; these sets were
-// written down before the choice was made.
+// map fitted on the other catalogs): the penalty, which evidence it
+// weighs, and what sets its temperature. A feature that names the catalog
+// more than the candidate (its size, how alike its servers are) lets the
+// map learn each catalog's base rate, which does not carry to a catalog
+// it has not seen; these sets were written down before the choice was
+// made.
 var (
-	l2Grid      = []float64{0.001, 0.01, 0.1}
+	// l2 0.1 was the worst penalty of every set in the first choice
+	// with the catalog's shape (var/eval/route2), and is no longer tried.
+	l2Grid      = []float64{0.001, 0.01}
 	requestFeat = []string{"gap", "log_rank", "first", "z", "top_z", "margin", "need_first", "need_gap", "need_adv", "n_parts", "log_words", "lexical", "crowd"}
+	// shapeFeat are the catalog's shape (route's shape.go).
+	shapeFeat = []string{"twin", "twin_z", "cat_twin", "cat_cos", "cat_words"}
+	// baseFeat are the features before the catalog's shape.
+	baseFeat    = slices.DeleteFunc(slices.Clone(calibrate.EvidenceFeatures), func(f string) bool { return slices.Contains(shapeFeat, f) })
 	featureSets = []struct {
 		name     string
 		features []string
@@ -150,40 +162,65 @@ var (
 		{"request and needs", requestFeat},
 		{"+ need strength", append(slices.Clone(requestFeat), "need_z", "need_rank")},
 		{"+ needs by kind", append(slices.Clone(requestFeat), "part_first", "cue_first", "part_z", "cue_z", "cue_score")},
-		{"every feature", calibrate.EvidenceFeatures},
+		{"every feature", baseFeat},
+		{"every + shape", append(slices.Clone(baseFeat), shapeFeat...)},
+		{"every + twin", append(slices.Clone(baseFeat), "twin", "twin_z")},
+	}
+	// tempSets are what may set the temperature: nothing, the catalog
+	// (its shape and size), or the catalog and how the request stands out
+	// of it.
+	tempSets = []struct {
+		name     string
+		features []string
+	}{
+		{"none", nil},
+		{"catalog", []string{"cat_twin", "cat_cos", "cat_words", "log_servers"}},
+		{"catalog+request", []string{"cat_twin", "cat_cos", "cat_words", "log_servers", "top_z", "margin", "log_words"}},
 	}
 )
 
 // choice is the selected settings.
 type choice struct {
-	set      string
-	features []string
-	l2       float64
-	loss     float64
+	set, tempSet   string
+	features, temp []string
+	l2             float64
+	loss           float64
 }
 
-// choose picks the feature set and penalty by leave-one-catalog-out
-// log-loss, printing the figures of each.
+func (c choice) String() string {
+	return fmt.Sprintf("features %q, temperature %q, l2 %g", c.set, c.tempSet, c.l2)
+}
+
+// choose picks the feature set, temperature and penalty by
+// leave-one-catalog-out log-loss, printing the figures of each. Only the
+// sets with the catalog's shape try a temperature (the others are the
+// maps before it; a temperature set by the catalog alone changed their
+// log-loss by under 0.002).
 func choose(w io.Writer, all []*rows, only []string) (choice, error) {
 	best := choice{loss: math.Inf(1)}
 	for _, fs := range featureSets {
 		if only != nil {
 			fs.name, fs.features = "given", only
 		}
-		for _, l2 := range l2Grid {
-			var sum, eceMax float64
-			for _, r := range all {
-				ev, err := fitWithout(all, r.name, fs.features, l2)
+		for ti, ts := range tempSets {
+			if ti > 0 && only == nil && !slices.Contains(fs.features, "twin") {
+				continue
+			}
+			for _, l2 := range l2Grid {
+				c := choice{set: fs.name, tempSet: ts.name, features: fs.features, temp: ts.features, l2: l2}
+				loss, eces, err := looFigures(all, c)
 				if err != nil {
 					return choice{}, err
 				}
-				sum += ev.LogLoss(r.real)
-				eceMax = math.Max(eceMax, offlineECE(r, &ev))
-			}
-			loss := sum / float64(len(all))
-			fmt.Fprintf(w, "  %-18s l2 %-6g leave-one-catalog-out log-loss %.4f, worst per-server ECE (offline) %.3f\n", fs.name, l2, loss, eceMax)
-			if loss < best.loss {
-				best = choice{fs.name, fs.features, l2, loss}
+				c.loss = loss
+				fmt.Fprintf(w, "  %-17s temp %-15s l2 %-6g leave-one-catalog-out log-loss %.4f, per-server ECE (offline) worst %.3f mean %.3f:", fs.name, ts.name, l2, loss, slices.Max(eces), mean(eces))
+				for _, e := range eces {
+					fmt.Fprintf(w, " %.3f", e)
+				}
+				fmt.Fprintln(w)
+				if loss < best.loss {
+					best = c
+				}
 			}
 		}
 		if only != nil {
@@ -191,6 +228,41 @@ func choose(w io.Writer, all []*rows, only []string) (choice, error) {
 		}
 	}
 	return best, nil
+}
+
+// looFigures fits c without each catalog in turn (in parallel) and
+// returns the mean left-out log-loss and each catalog's offline ECE.
+func looFigures(all []*rows, c choice) (float64, []float64, error) {
+	loss, eces := make([]float64, len(all)), make([]float64, len(all))
+	errs := make([]error, len(all))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, r := range all {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ev, err := fitWithout(all, r.name, c)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			loss[i], eces[i] = ev.LogLoss(r.real), offlineECE(r, &ev)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, nil, err
+	}
+	return mean(loss), eces, nil
+}
+
+func mean(xs []float64) float64 {
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
 }
 
 // dumpRows writes every candidate as a JSON line: catalog, task, its
@@ -205,7 +277,7 @@ func dumpRows(path string, xs []*indexed, all []*rows) error {
 	for k, r := range all {
 		for i, s := range r.samples {
 			t := &xs[k].d.Tasks[r.task[i]]
-			m := map[string]any{"catalog": r.name, "task": r.task[i], "needs": len(t.Steps), "kind": t.Kind, "needed": s.Needed, "synthetic": t.Synthetic}
+			m := map[string]any{"catalog": r.name, "task": r.task[i], "server": r.id[i], "needs": len(t.Steps), "kind": t.Kind, "needed": s.Needed, "synthetic": t.Synthetic}
 			for j, n := range calibrate.EvidenceFeatures {
 				m[n] = s.X[j]
 			}
@@ -216,4 +288,68 @@ func dumpRows(path string, xs []*indexed, all []*rows) error {
 		}
 	}
 	return errors.Join(w.Flush(), f.Close())
+}
+
+// loadRows reads rows that --dump wrote (for refitting the map without
+// routing again: --rows).
+func loadRows(path string) ([]*rows, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	by := map[string]*rows{}
+	var order []string
+	tasks := map[string]map[int]bool{}
+	dec := json.NewDecoder(bufio.NewReader(f))
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		name, _ := m["catalog"].(string)
+		r := by[name]
+		if r == nil {
+			r = &rows{name: name}
+			by[name], tasks[name] = r, map[int]bool{}
+			order = append(order, name)
+		}
+		ti, _ := m["task"].(float64)
+		needed, _ := m["needed"].(bool)
+		synth, _ := m["synthetic"].(bool)
+		x := make([]float64, len(calibrate.EvidenceFeatures))
+		for j, n := range calibrate.EvidenceFeatures {
+			v, ok := m[n].(float64)
+			if !ok {
+				return nil, fmt.Errorf("%s: no feature %q (dumped by an older route-eval?)", path, n)
+			}
+			x[j] = v
+		}
+		tasks[name][int(ti)] = true
+		s := calibrate.EvidenceSample{X: x, Needed: needed}
+		r.samples = append(r.samples, s)
+		r.task = append(r.task, int(ti))
+		id, _ := m["server"].(string)
+		r.id = append(r.id, id)
+		if !synth {
+			r.real = append(r.real, s)
+			r.realTask = append(r.realTask, int(ti))
+		}
+	}
+	var out []*rows
+	for _, n := range order {
+		r := by[n]
+		r.tasks = len(tasks[n])
+		w := 1 / float64(r.tasks)
+		for i := range r.samples {
+			r.samples[i].Weight = w
+		}
+		for i := range r.real {
+			r.real[i].Weight = w
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }

@@ -56,7 +56,9 @@ type options struct {
 	features, writeMap, dump        string
 	synthetic                       float64
 	seed, mapFile                   string
-	seedOnly                        bool
+	seedOnly, dumpOnly              bool
+	rows, temp                      string
+	l2                              float64
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -78,8 +80,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.mapFile, "map", "", "route every catalog with this evidence map instead of fitting (inspection only: not left out)")
 	fs.BoolVar(&o.seedOnly, "seed-only", false, "run the seed contract checks only")
 	fs.StringVar(&o.dump, "dump", "", "write every candidate's evidence here (JSON lines, for analysis)")
+	fs.BoolVar(&o.dumpOnly, "dump-only", false, "stop once --dump is written")
+	fs.StringVar(&o.rows, "rows", "", "the candidates' rows as --dump wrote them, instead of collecting them again; without --model, only choose the map's settings on them")
+	fs.StringVar(&o.temp, "temp", "", "with --features and --l2: the temperature's features (\"\": none), the settings fixed instead of chosen")
+	fs.Float64Var(&o.l2, "l2", 0, "with --features: the penalty, the settings fixed instead of chosen")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if o.rows != "" && o.model == "" {
+		all, err := loadRows(o.rows)
+		if err != nil {
+			return err
+		}
+		var only []string
+		if o.features != "" {
+			only = strings.Split(o.features, ",")
+		}
+		if only != nil && o.l2 > 0 {
+			ch := choice{set: "given", tempSet: o.temp, features: only, l2: o.l2}
+			if o.temp != "" {
+				ch.temp = strings.Split(o.temp, ",")
+			}
+			loss, eces, err := looFigures(all, ch)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%s: leave-one-catalog-out log-loss %.4f, per-server ECE (offline) %v\n", ch, loss, eces)
+			return nil
+		}
+		ch, err := choose(stdout, all, only)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "chosen: %s\n", ch)
+		return nil
 	}
 	if o.model == "" {
 		return errors.New("--model is required")
@@ -189,7 +223,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cache.Flush()
 	}
 	var all []*rows
+	if o.rows != "" {
+		// Rows dumped by this build on these catalogs: the candidates do
+		// not depend on the map, so they need not be collected again.
+		if all, err = loadRows(o.rows); err != nil {
+			return err
+		}
+		// Every catalog routed must be in them; the others' rows still
+		// count in the fits (--catalogs then measures a few catalogs with
+		// the maps fitted without each).
+		have := map[string]bool{}
+		for _, r := range all {
+			have[r.name] = true
+		}
+		for _, x := range xs {
+			if !have[x.d.Name] {
+				return fmt.Errorf("%s has no rows of %s", o.rows, x.d.Name)
+			}
+		}
+	}
 	for _, x := range xs {
+		if o.rows != "" {
+			break
+		}
 		t0 := time.Now()
 		r, err := collect(ctx, x)
 		if err != nil {
@@ -205,21 +261,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := dumpRows(o.dump, xs, all); err != nil {
 			return err
 		}
+		if o.dumpOnly {
+			return nil
+		}
 	}
 	var only []string
 	if o.features != "" {
 		only = strings.Split(o.features, ",")
 	}
-	fmt.Fprintln(stdout, "cross-catalog confidence map: evidence and penalty chosen by leave-one-catalog-out log-loss")
-	ch, err := choose(stdout, all, only)
-	if err != nil {
-		return err
+	var ch choice
+	if only != nil && o.l2 > 0 {
+		ch = choice{set: "given", tempSet: "given", features: only, l2: o.l2}
+		if o.temp != "" {
+			ch.temp = strings.Split(o.temp, ",")
+		}
+		fmt.Fprintf(stdout, "cross-catalog confidence map: settings given (%s)\n", ch)
+	} else {
+		fmt.Fprintln(stdout, "cross-catalog confidence map: evidence, temperature and penalty chosen by leave-one-catalog-out log-loss")
+		if ch, err = choose(stdout, all, only); err != nil {
+			return err
+		}
 	}
-	features, l2 := ch.features, ch.l2
-	fmt.Fprintf(stdout, "chosen: %s, l2 %g; each catalog below is routed with the map fitted on the other catalogs\n", ch.set, l2)
+	fmt.Fprintf(stdout, "chosen: %s; each catalog below is routed with the map fitted on the other catalogs\n", ch)
 	var left []calibrate.EvidenceLeftOut
-	for i, x := range xs {
-		ev, err := fitWithout(all, x.d.Name, features, l2)
+	rowsOf := map[string]*rows{}
+	for _, r := range all {
+		rowsOf[r.name] = r
+	}
+	for _, x := range xs {
+		ev, err := fitWithout(all, x.d.Name, ch)
 		if err != nil {
 			return err
 		}
@@ -236,15 +306,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := reliability.WritePNG(filepath.Join(o.out, x.d.Name+".png"), x.d.Name+": per-server reliability, left out", r.Reliability); err != nil {
 			return err
 		}
-		left = append(left, calibrate.EvidenceLeftOut{Catalog: x.d.Name, ECE: round(r.ECE), LogLoss: round(ev.LogLoss(all[i].real))})
+		left = append(left, calibrate.EvidenceLeftOut{Catalog: x.d.Name, ECE: round(r.ECE), LogLoss: round(ev.LogLoss(rowsOf[x.d.Name].real))})
 	}
 	if o.writeMap != "" {
-		ev, err := fitWithout(all, "", features, l2)
+		ev, err := fitWithout(all, "", ch)
 		if err != nil {
 			return err
 		}
-		rec := &calibrate.EvidenceRecord{Model: man.Name, Fingerprint: eng.Fingerprint(), L2: l2, LeftOut: left,
-			Selection: fmt.Sprintf("feature set %q and l2 %g: the lowest mean leave-one-catalog-out log-loss (%.4f) over %d feature sets and l2 in %v; every catalog weighs the same; synthetic joined tasks %.2f of each catalog's, in training only", ch.set, l2, ch.loss, len(featureSets), l2Grid, o.synthetic),
+		rec := &calibrate.EvidenceRecord{Model: man.Name, Fingerprint: eng.Fingerprint(), L2: ch.l2, LeftOut: left,
+			Selection: selection(ch, o.synthetic),
 			Command:   "make fit-evidence (go run ./tools/route-eval --model DIR --write-map FILE)"}
 		for _, r := range all {
 			rec.Catalogs = append(rec.Catalogs, calibrate.EvidenceCatalog{Name: r.name, Tasks: r.tasks, Candidates: len(r.samples)})
@@ -346,4 +416,13 @@ func loadavg() string {
 		return "?"
 	}
 	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+// selection says how the map's settings were chosen, for its record.
+func selection(ch choice, synthetic float64) string {
+	how := fmt.Sprintf("the lowest mean leave-one-catalog-out log-loss (%.4f) over %d feature sets, %d temperature sets and l2 in %v", ch.loss, len(featureSets), len(tempSets), l2Grid)
+	if ch.set == "given" {
+		how = "given on the command line"
+	}
+	return fmt.Sprintf("%s: %s; every catalog weighs the same; synthetic joined tasks %.2f of each catalog's, in training only", ch, how, synthetic)
 }

@@ -1,6 +1,6 @@
 // Command tls4 is the fourth hostile pass's TLS and HTTP/2 probe. It sends
 // traffic only to -addr, with no token, so whatever the server does is done
-// before authentication. Modes:
+// before authentication (with -token, after it). Modes:
 //
 //	halfopen   -conns TCP connections that send -partial bytes of a TLS
 //	           ClientHello record (a record header declaring 16 KiB, then
@@ -48,6 +48,7 @@ var (
 	n       = flag.Int("n", 100000, "settings: frames per connection")
 	path    = flag.String("path", "/classifier.v1.ClassifierService/Route", "request path")
 	ctype   = flag.String("ctype", "application/grpc", "content-type")
+	token   = flag.String("token", "", "bearer token on every stream (empty: none)")
 )
 
 func main() {
@@ -196,6 +197,9 @@ func h2(m string) string {
 		for _, kv := range [][2]string{{":method", "POST"}, {":scheme", scheme}, {":path", *path},
 			{":authority", *addr}, {"content-type", *ctype}, {"te", "trailers"}} {
 			_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+		}
+		if *token != "" {
+			_ = enc.WriteField(hpack.HeaderField{Name: "authorization", Value: "Bearer " + *token})
 		}
 		return hb.Bytes()
 	}()

@@ -43,17 +43,34 @@ func (c arrivalCtx) Err() error {
 	return c.Context.Err()
 }
 
+// arrival is a call's receive timer. released closes once the timer is
+// stopped because the call ended.
+type arrival struct {
+	timer    *time.Timer
+	released chan struct{}
+}
+
 // withArrival returns ctx ending after d unless arrived is called first.
+// The timer is stopped as soon as the call ends, whether or not its
+// request arrived: a timer left armed holds the call's context (and so
+// its stream) for d. The fourth hostile pass reset 200,000 calls with a
+// token before their message (HTTP/2 rapid reset, 10 connections, 3 s):
+// +430 MB held, to 1.1 GB on a second round.
 func withArrival(ctx context.Context, d time.Duration) context.Context {
 	ctx, cancel := context.WithCancelCause(ctx)
-	t := time.AfterFunc(d, func() { cancel(errSlowArrival) })
-	return arrivalCtx{context.WithValue(ctx, arrivalKey{}, t)}
+	a := &arrival{released: make(chan struct{})}
+	a.timer = time.AfterFunc(d, func() { cancel(errSlowArrival) })
+	context.AfterFunc(ctx, func() {
+		a.timer.Stop()
+		close(a.released)
+	})
+	return arrivalCtx{context.WithValue(ctx, arrivalKey{}, a)}
 }
 
 // arrived stops the receive timer of ctx's call: its request is in.
 func arrived(ctx context.Context) {
-	if t, ok := ctx.Value(arrivalKey{}).(*time.Timer); ok {
-		t.Stop()
+	if a, ok := ctx.Value(arrivalKey{}).(*arrival); ok {
+		a.timer.Stop()
 	}
 }
 

@@ -37,6 +37,14 @@ type Edge struct {
 // token, a deadline and trace context need a few hundred bytes.
 const MaxHeaderListBytes = 64 << 10
 
+// HandshakeTimeout bounds how long a new gRPC connection may take to
+// finish its TLS handshake and HTTP/2 preface, as the HTTP listeners
+// bound a request head (10 s). Such a connection has sent no token yet:
+// at grpc-go's default of 120 s, 20,000 of them (no byte sent) held
+// every file descriptor of the daemon, and every listener refused or
+// stalled other clients, for as long as 170 connections a second came.
+const HandshakeTimeout = 10 * time.Second
+
 // ServerOptions returns the codec and interceptor chains of e.
 func (e Edge) ServerOptions() []grpc.ServerOption {
 	codec := newRequestCodec()
@@ -69,6 +77,7 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxHeaderListSize(MaxHeaderListBytes),
+		grpc.ConnectionTimeout(HandshakeTimeout),
 	}
 	var in tap.ServerInHandle
 	if e.Auth.Tokens != nil || e.Auth.ClientCerts {

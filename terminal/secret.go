@@ -64,6 +64,7 @@ var secretValueREs = []*regexp.Regexp{
 	regexp.MustCompile(`\bldap[a-z]*\b[^;&|]*\s-w\s+\S`),
 	regexp.MustCompile(`\bsqlcmd\b[^;&|]*\s-P\s*\S`),
 	regexp.MustCompile(`\b(docker|podman|nerdctl|helm)\s+(registry\s+)?login\b[^;&|]*\s-p\s+\S`),
+	regexp.MustCompile(`\bssh-keygen\b[^;&|]*\s-[NP]\s*['"]?[^\s'"]`), // new and old passphrase; -N '' is none
 }
 
 // assignmentREs find NAME=VALUE, NAME: VALUE and --name VALUE in a typed

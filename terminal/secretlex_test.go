@@ -176,7 +176,9 @@ func TestSecretValueShapes(t *testing.T) {
 		"mysql -uroot -phunter2", "sshpass -p hunter2 ssh h", "mongosh -u admin -p hunter2", "redis-cli -a hunter2",
 		"curl -u bob:hunter2 https://x", "smbclient //h/s -U bob%hunter2", "htpasswd -b users bob hunter2",
 		"openssl enc -k hunter2 -in f", "ldapsearch -x -D cn=admin -w hunter2", "sqlcmd -S db -U sa -P hunter2",
-		"docker login -u me -p hunter2 registry.example"} {
+		"docker login -u me -p hunter2 registry.example",
+		// The fourth hostile pass: ssh-keygen's new and old passphrase flags.
+		"ssh-keygen -N hunter2 -f k", "ssh-keygen -t ed25519 -N 'hunter2'", "ssh-keygen -p -P hunter2 -N new2 -f k"} {
 		if !SecretValue(v) {
 			t.Errorf("SecretValue(%q) = false", v)
 		}
@@ -184,7 +186,8 @@ func TestSecretValueShapes(t *testing.T) {
 	for _, v := range []string{"v1.2.3-RC1", "Q3-Report.pdf", "max_tokens=100", "Fix: the password reset form", "hello world",
 		"eu-west-1", "staging", "git commit -m fix", "MyApp-2.0.tar.gz",
 		"mysql -uroot -p", "mysql -p mydb", "redis-cli -h host", "curl -u bob https://x", "ssh -p 2222 host",
-		"docker run -p 8080:80 img", "openssl x509 -in c.pem -text", "mongosh -u admin -p", "git commit -a -m fix"} {
+		"docker run -p 8080:80 img", "openssl x509 -in c.pem -text", "mongosh -u admin -p", "git commit -a -m fix",
+		"ssh-keygen -N '' -f k", `ssh-keygen -t ed25519 -N ""`, "ssh-keygen -p -f k"} {
 		if SecretValue(v) {
 			t.Errorf("SecretValue(%q) = true", v)
 		}

@@ -36,44 +36,10 @@ func TestHogCannotRefuseAnotherIdentity(t *testing.T) {
 	defer cancel()
 	hogCtx, smallCtx := bearerCtx(ctx, aliceToken), bearerCtx(context.Background(), bobToken)
 
-	var b strings.Builder
-	words := strings.Fields("please read the deploy log below and tell me which service failed then open an issue with the stack trace the database migration timed out")
-	for i := 0; b.Len() < 240<<10; i++ {
-		b.WriteString(words[(i*7)%len(words)])
-		b.WriteByte(' ')
-	}
-	big := b.String()
-
-	stop := make(chan struct{})
-	var hogs sync.WaitGroup
-	var mu sync.Mutex
-	hogCodes := map[codes.Code]int{}
-	for range 16 {
-		hogs.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				_, err := c.Route(hogCtx, &pb.RouteRequest{Query: big})
-				mu.Lock()
-				hogCodes[status.Code(err)]++
-				mu.Unlock()
-				if status.Code(err) == codes.ResourceExhausted {
-					time.Sleep(20 * time.Millisecond)
-				} else if err != nil && ctx.Err() == nil {
-					t.Errorf("hog's Route: %v", err)
-					return
-				}
-			}
-		})
-	}
+	h := startHog(t, ctx, c, hogCtx)
 	// Let the hog take every place and fill the queue first.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		mu.Lock()
-		n := hogCodes[codes.OK] + hogCodes[codes.ResourceExhausted]
-		mu.Unlock()
+		n := h.count(codes.OK) + h.count(codes.ResourceExhausted)
 		if n >= 16 || time.Now().After(deadline) {
 			break
 		}
@@ -96,12 +62,9 @@ func TestHogCannotRefuseAnotherIdentity(t *testing.T) {
 		}
 		answered++
 	}
-	close(stop)
-	hogs.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	t.Logf("small: %d of %d answered; hog: %d answered, %d refused", answered, calls, hogCodes[codes.OK], hogCodes[codes.ResourceExhausted])
-	if hogCodes[codes.OK] == 0 {
+	h.stop()
+	t.Logf("small: %d of %d answered; hog: %d answered, %d refused", answered, calls, h.count(codes.OK), h.count(codes.ResourceExhausted))
+	if h.count(codes.OK) == 0 {
 		t.Fatal("the hog's Routes were never answered: the test did not load the daemon")
 	}
 }
@@ -180,39 +143,8 @@ func TestHogKeepsItsShareOfTheCores(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var b strings.Builder
-	words := strings.Fields("please read the deploy log below and tell me which service failed then open an issue with the stack trace the database migration timed out")
-	for i := 0; b.Len() < 240<<10; i++ {
-		b.WriteString(words[(i*7)%len(words)])
-		b.WriteByte(' ')
-	}
-	big := b.String()
-	stop := make(chan struct{})
-	var hogs sync.WaitGroup
-	var mu sync.Mutex
-	hogCodes := map[codes.Code]int{}
-	for range 16 {
-		hogs.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				_, err := c.Route(hogCtx, &pb.RouteRequest{Query: big})
-				mu.Lock()
-				hogCodes[status.Code(err)]++
-				mu.Unlock()
-				if status.Code(err) == codes.ResourceExhausted {
-					time.Sleep(20 * time.Millisecond)
-				} else if err != nil && ctx.Err() == nil {
-					t.Errorf("hog's Route: %v", err)
-					return
-				}
-			}
-		})
-	}
-	defer func() { close(stop); hogs.Wait() }()
+	h := startHog(t, ctx, c, hogCtx)
+	defer h.stop()
 	const long = "classifierd_admission_long_in_flight"
 	// Alone, the hog runs long calls in more places than its share of
 	// the cores beside another caller.
@@ -269,10 +201,8 @@ func TestHogKeepsItsShareOfTheCores(t *testing.T) {
 	}
 	close(smallStop)
 	smalls.Wait()
-	mu.Lock()
-	defer mu.Unlock()
 	t.Logf("long calls in flight beside the small token (value: samples): %v, %d samples with the small token forgotten; small answered %d; hog answered %d, refused %d",
-		seen, forgotten, answered.Load(), hogCodes[codes.OK], hogCodes[codes.ResourceExhausted])
+		seen, forgotten, answered.Load(), h.count(codes.OK), h.count(codes.ResourceExhausted))
 	// A sample above 1 is right when the small token's clients stalled
 	// for more than 250 ms (a loaded machine, the race detector): it was
 	// forgotten, the hog took every place, and its calls drain when the
@@ -291,4 +221,63 @@ func TestHogKeepsItsShareOfTheCores(t *testing.T) {
 	if seen[1] == 0 {
 		t.Errorf("the hog's long calls never ran beside the small token: %v", seen)
 	}
+}
+
+// hog is another identity's load: 16 clients sending 240 KB Routes one
+// after another, backing off 20 ms when refused, until stop.
+type hog struct {
+	done  chan struct{}
+	once  sync.Once
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	codes map[codes.Code]int
+}
+
+// startHog starts the hog's clients on c with hogCtx (its token); an
+// error other than RESOURCE_EXHAUSTED fails t while ctx lasts.
+func startHog(t *testing.T, ctx context.Context, c pb.ClassifierServiceClient, hogCtx context.Context) *hog {
+	var b strings.Builder
+	words := strings.Fields("please read the deploy log below and tell me which service failed then open an issue with the stack trace the database migration timed out")
+	for i := 0; b.Len() < 240<<10; i++ {
+		b.WriteString(words[(i*7)%len(words)])
+		b.WriteByte(' ')
+	}
+	big := b.String()
+	h := &hog{done: make(chan struct{}), codes: map[codes.Code]int{}}
+	for range 16 {
+		h.wg.Go(func() {
+			for {
+				select {
+				case <-h.done:
+					return
+				default:
+				}
+				_, err := c.Route(hogCtx, &pb.RouteRequest{Query: big})
+				h.mu.Lock()
+				h.codes[status.Code(err)]++
+				h.mu.Unlock()
+				if status.Code(err) == codes.ResourceExhausted {
+					time.Sleep(20 * time.Millisecond)
+				} else if err != nil && ctx.Err() == nil {
+					t.Errorf("hog's Route: %v", err)
+					return
+				}
+			}
+		})
+	}
+	return h
+}
+
+// count is how many of the hog's calls ended with code so far.
+func (h *hog) count(code codes.Code) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.codes[code]
+}
+
+// stop ends the hog's clients and waits for them; stopping twice is
+// stopping once.
+func (h *hog) stop() {
+	h.once.Do(func() { close(h.done) })
+	h.wg.Wait()
 }

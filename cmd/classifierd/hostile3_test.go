@@ -46,25 +46,11 @@ func headerLines(n int) map[string]string {
 // block is sent.
 func grpcHeaderBlock(t *testing.T, addr string, size int, end bool) (net.Conn, <-chan string) {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, fr := rawH2(t, addr)
 	answer := make(chan string, 1)
-	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(nc, nc)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
-	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/classifier.v1.ClassifierService/Route"},
-		{":authority", addr}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-		_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
-	}
+	encodeRouteHead(enc, addr)
 	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes()}); err != nil {
 		t.Fatal(err)
 	}

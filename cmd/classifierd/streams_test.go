@@ -21,29 +21,15 @@ import (
 func TestGRPCStreamsBounded(t *testing.T) {
 	idx := genIndex(t, "testdata/mini.json")
 	d, _ := startDaemon(t, idx, "--recv-timeout", "1s", "--max-concurrent-streams", "4")
-	nc, err := net.Dial("tcp", d.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, fr := rawH2(t, d.addr)
 	defer nc.Close()
-	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(nc, nc)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
 	const streams = 3
 	start := time.Now()
 	for s := uint32(0); s < streams; s++ {
 		hb.Reset()
-		for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/classifier.v1.ClassifierService/Route"},
-			{":authority", d.addr}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-			_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
-		}
+		encodeRouteHead(enc, d.addr)
 		id := 2*s + 1
 		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
 			t.Fatal(err)
@@ -96,4 +82,32 @@ func TestGRPCStreamsBounded(t *testing.T) {
 		}
 	}
 	t.Logf("%d held streams ended after %v", streams, time.Since(start).Round(time.Millisecond))
+}
+
+// rawH2 dials addr and opens an HTTP/2 connection by hand (the preface,
+// a SETTINGS frame), for tests that send what no client library would.
+func rawH2(t *testing.T, addr string) (net.Conn, *http2.Framer) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(nc, nc)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	return nc, fr
+}
+
+// encodeRouteHead encodes the head of a gRPC Route call to authority
+// with enc, without a token.
+func encodeRouteHead(enc *hpack.Encoder, authority string) {
+	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/classifier.v1.ClassifierService/Route"},
+		{":authority", authority}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
 }

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -251,20 +248,8 @@ func TestHostileDNSRebinding(t *testing.T) {
 // answer's status and the start of its body.
 func doHost(t *testing.T, addr, host string, rq rawRequest) (int, string) {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	go rq.write(conn, host)
-	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("%s %s: no answer: %v", rq.method, rq.path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-	return resp.StatusCode, string(b)
+	code, _, body := rq.doAs(t, addr, host)
+	return code, body
 }
 
 // TestHostileShareLearnedStaysWithItsIdentity: with a token file and

@@ -110,12 +110,18 @@ func (rq rawRequest) write(conn net.Conn, host string) {
 // its headers and the first 4 KB of its body.
 func (rq rawRequest) do(t *testing.T, addr string) (int, http.Header, string) {
 	t.Helper()
+	return rq.doAs(t, addr, addr)
+}
+
+// doAs is do with the Host header host.
+func (rq rawRequest) doAs(t *testing.T, addr, host string) (int, http.Header, string) {
+	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	go rq.write(conn, addr)
+	go rq.write(conn, host)
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {

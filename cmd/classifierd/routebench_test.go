@@ -13,6 +13,8 @@ import (
 
 	"github.com/classifierd/classifierd/analyze"
 	"github.com/classifierd/classifierd/catalog"
+	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/indexbuild"
 	"github.com/classifierd/classifierd/internal/testenv"
 	"github.com/classifierd/classifierd/labels"
@@ -36,6 +38,22 @@ var routeBenchTasks = []struct{ name, text string }{
 		"When everything is ready, write the whole report as Markdown to /root/reports/q3-summary.md, send a short email to anna.schmidt@example.com with the main figures, and add a reminder to my calendar for the review meeting at ten in the morning.",
 		"Please keep the tone factual and the report under two pages.",
 	}, " ")},
+}
+
+// benchIndex is the real model's index of benchCatalog, for the
+// benchmarks that route on it: the engine (for bare runs), the daemon's
+// vector cache over it, and the index built through that cache.
+func benchIndex(b *testing.B) (*catalog.Catalog, *embed.Engine, *rank.VectorCache, *index.Index) {
+	b.Helper()
+	eng := realEngine(b)
+	emb := server.CachedEmbedder(eng)
+	model := labels.Model{Name: filepath.Base(testenv.ModelDir()), Fingerprint: eng.Fingerprint(), Dims: eng.Dims()}
+	cat := benchCatalog(b)
+	idx, err := indexbuild.Build(context.Background(), cat, emb, model, indexbuild.Options{Embedding: labels.Options{Generator: "BenchmarkRouteDecisions"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cat, eng, emb, idx
 }
 
 // benchCatalog is the probe set's catalog three times over, each copy's
@@ -66,15 +84,8 @@ func benchCatalog(b *testing.B) *catalog.Catalog {
 // requests; every call is a new request text for the vector cache (its
 // cue capability texts are cached after the first).
 func BenchmarkRouteDecisions(b *testing.B) {
-	eng := realEngine(b)
-	emb := server.CachedEmbedder(eng)
 	ctx := context.Background()
-	model := labels.Model{Name: filepath.Base(testenv.ModelDir()), Fingerprint: eng.Fingerprint(), Dims: eng.Dims()}
-	cat := benchCatalog(b)
-	idx, err := indexbuild.Build(ctx, cat, emb, model, indexbuild.Options{Embedding: labels.Options{Generator: "BenchmarkRouteDecisions"}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	cat, eng, emb, idx := benchIndex(b)
 	dom, err := server.NewDomainConfig(idx, emb, server.DomainConfig{})
 	if err != nil {
 		b.Fatal(err)
@@ -134,15 +145,8 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // Router.DescribeTurns). Each reports p50-ms and p99-ms; compare the two
 // in one run (the machine's load is printed).
 func BenchmarkAnalyzePromptLearning(b *testing.B) {
-	eng := realEngine(b)
-	emb := server.CachedEmbedder(eng)
 	ctx := context.Background()
-	model := labels.Model{Name: filepath.Base(testenv.ModelDir()), Fingerprint: eng.Fingerprint(), Dims: eng.Dims()}
-	cat := benchCatalog(b)
-	idx, err := indexbuild.Build(ctx, cat, emb, model, indexbuild.Options{Embedding: labels.Options{Generator: "BenchmarkRouteDecisions"}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	cat, _, emb, idx := benchIndex(b)
 	l, err := learn.New(ctx, learn.Config{}, nil)
 	if err != nil {
 		b.Fatal(err)

@@ -88,8 +88,8 @@ type Config struct {
 	// PendingTTL is how long a routed request's id can be reported on
 	// (default 1 hour); MaxPending bounds the requests held (default
 	// 50,000, about 45 MB: a vector and 16 probabilities each) and
-	// MaxPendingPerIdentity one identity's share
-	// (default 10,000).
+	// MaxPendingPerIdentity one identity's share (default 10,000); when
+	// all are held, the identity holding the most makes way.
 	PendingTTL            time.Duration
 	MaxPending            int
 	MaxPendingPerIdentity int

@@ -499,20 +499,26 @@ type pendingReq struct {
 	vec       []int8
 	described []Prob
 	at        time.Time
+	all, own  *list.Element // in pending.order and in its identity's list
 }
 
 // pending holds routed requests by id, oldest first, bounded in all and
-// per identity, each for cfg.PendingTTL.
+// per identity, each for cfg.PendingTTL. When it is full, the identity
+// holding the most makes way (its oldest request), so busy identities
+// push out their own requests before anyone else's: an identity keeps at
+// least MaxPending divided by the number of identities holding requests.
+// Every operation is O(1) in the requests held; choosing whom to evict
+// when full is O(identities holding requests).
 type pending struct {
-	mu      sync.Mutex
-	cfg     Config
-	order   *list.List // of *pendingReq, oldest first
-	byID    map[string]*list.Element
-	perUser map[string]int
+	mu    sync.Mutex
+	cfg   Config
+	order *list.List // of *pendingReq, oldest first
+	byID  map[string]*pendingReq
+	users map[string]*list.List // identity's own requests, oldest first
 }
 
 func newPending(cfg Config) *pending {
-	return &pending{cfg: cfg, order: list.New(), byID: map[string]*list.Element{}, perUser: map[string]int{}}
+	return &pending{cfg: cfg, order: list.New(), byID: map[string]*pendingReq{}, users: map[string]*list.List{}}
 }
 
 func (p *pending) put(r pendingReq) string {
@@ -520,33 +526,42 @@ func (p *pending) put(r pendingReq) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.expire(r.at)
-	if p.perUser[r.identity] >= p.cfg.MaxPendingPerIdentity {
-		// The identity's oldest makes way.
-		for e := p.order.Front(); e != nil; e = e.Next() {
-			if e.Value.(*pendingReq).identity == r.identity {
-				p.drop(e)
-				break
-			}
-		}
+	if own := p.users[r.identity]; own != nil && own.Len() >= p.cfg.MaxPendingPerIdentity {
+		p.drop(own.Front().Value.(*pendingReq))
 	}
 	for p.order.Len() >= p.cfg.MaxPending {
-		p.drop(p.order.Front())
+		p.drop(p.largest().Front().Value.(*pendingReq))
 	}
-	p.byID[r.id] = p.order.PushBack(&r)
-	p.perUser[r.identity]++
-	return r.id
+	own := p.users[r.identity]
+	if own == nil {
+		own = list.New()
+		p.users[r.identity] = own
+	}
+	q := &r
+	q.all, q.own = p.order.PushBack(q), own.PushBack(q)
+	p.byID[q.id] = q
+	return q.id
+}
+
+// largest is the list of the identity holding the most requests; of
+// those holding as many, the one whose oldest request is oldest.
+func (p *pending) largest() *list.List {
+	var best *list.List
+	for _, own := range p.users {
+		if best == nil || own.Len() > best.Len() ||
+			own.Len() == best.Len() && own.Front().Value.(*pendingReq).at.Before(best.Front().Value.(*pendingReq).at) {
+			best = own
+		}
+	}
+	return best
 }
 
 func (p *pending) get(id, identity string) (pendingReq, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.expire(time.Now())
-	e, ok := p.byID[id]
-	if !ok {
-		return pendingReq{}, false
-	}
-	r := e.Value.(*pendingReq)
-	if r.identity != identity {
+	r, ok := p.byID[id]
+	if !ok || r.identity != identity {
 		return pendingReq{}, false
 	}
 	return *r, true
@@ -554,27 +569,28 @@ func (p *pending) get(id, identity string) (pendingReq, bool) {
 
 func (p *pending) expire(now time.Time) {
 	for e := p.order.Front(); e != nil && now.Sub(e.Value.(*pendingReq).at) > p.cfg.PendingTTL; e = p.order.Front() {
-		p.drop(e)
+		p.drop(e.Value.(*pendingReq))
 	}
 }
 
-func (p *pending) drop(e *list.Element) {
-	r := p.order.Remove(e).(*pendingReq)
-	delete(p.byID, r.id)
-	if p.perUser[r.identity]--; p.perUser[r.identity] <= 0 {
-		delete(p.perUser, r.identity)
+func (p *pending) drop(r *pendingReq) {
+	p.order.Remove(r.all)
+	own := p.users[r.identity]
+	if own.Remove(r.own); own.Len() == 0 {
+		delete(p.users, r.identity)
 	}
+	delete(p.byID, r.id)
 }
 
 func (p *pending) reset(identity string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for e := p.order.Front(); e != nil; {
-		next := e.Next()
-		if identity == "" || e.Value.(*pendingReq).identity == identity {
-			p.drop(e)
-		}
-		e = next
+	all := p.order
+	if identity != "" {
+		all = p.users[identity]
+	}
+	for all != nil && all.Len() > 0 {
+		p.drop(all.Front().Value.(*pendingReq))
 	}
 }
 

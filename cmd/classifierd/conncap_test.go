@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -225,4 +227,40 @@ func TestHostileConnectionsTotal(t *testing.T) {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// TestConnCapFlags: --max-conns-per-peer and --max-conns reach the
+// daemon's and the proxy's configuration, with their defaults, and
+// negative values are refused.
+func TestConnCapFlags(t *testing.T) {
+	daemonArgs := []string{"--model", "m", "--index", "a.idx"}
+	proxyArgs := []string{"--config", "mcp.json", "--model", "m"}
+	for _, tc := range []struct {
+		name           string
+		args           []string
+		perPeer, total int
+		wantErr        string
+	}{
+		{"defaults", nil, 1024, 0, ""},
+		{"set", []string{"--max-conns-per-peer", "8", "--max-conns", "100"}, 8, 100, ""},
+		{"per-peer off", []string{"--max-conns-per-peer", "0"}, 0, 0, ""},
+		{"negative per peer", []string{"--max-conns-per-peer", "-1"}, 0, 0, "must not be negative"},
+		{"negative total", []string{"--max-conns", "-1"}, 0, 0, "must not be negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseFlags(append(slices.Clone(daemonArgs), tc.args...), io.Discard)
+			p, perr := parseProxyFlags(append(slices.Clone(proxyArgs), tc.args...), io.Discard)
+			for what, e := range map[string]error{"daemon": err, "proxy": perr} {
+				if tc.wantErr == "" && e != nil || tc.wantErr != "" && (e == nil || !strings.Contains(e.Error(), tc.wantErr)) {
+					t.Errorf("%s: %v, want %q", what, e, tc.wantErr)
+				}
+			}
+			if tc.wantErr != "" {
+				return
+			}
+			if c.Ops.MaxConnsPerPeer != tc.perPeer || c.Ops.MaxConns != tc.total || p.MaxConnsPerPeer != tc.perPeer || p.MaxConns != tc.total {
+				t.Errorf("daemon %d/%d, proxy %d/%d, want %d/%d", c.Ops.MaxConnsPerPeer, c.Ops.MaxConns, p.MaxConnsPerPeer, p.MaxConns, tc.perPeer, tc.total)
+			}
+		})
+	}
 }

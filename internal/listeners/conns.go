@@ -156,9 +156,9 @@ func NewLimiter(lim ConnLimits, reg prometheus.Registerer, log *slog.Logger) (*L
 // Limits are the caps in force (Total resolved).
 func (l *Limiter) Limits() ConnLimits { return ConnLimits{PerPeer: l.perPeer, Total: l.total} }
 
-// Open is the number of connections open on the listeners, and of them
+// Count is the number of connections open on the listeners, and of them
 // the peer's of addr ("" for none).
-func (l *Limiter) Open(addr string) (total, peer int) {
+func (l *Limiter) Count(addr string) (total, peer int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if a, err := netip.ParseAddr(addr); err == nil {
@@ -305,9 +305,11 @@ func (ll *limitedListener) Accept() (net.Conn, error) {
 		delay = 0
 		key, keyed := remoteKey(c.RemoteAddr())
 		if reason := ll.l.admit(key, keyed); reason != "" {
-			refuse(c)
+			// Counted before the close, so that whoever sees the reset
+			// sees the count.
 			ll.l.refused.WithLabelValues(ll.name, reason).Inc()
 			ll.l.logRefused(ll.name, reason, key)
+			refuse(c)
 			continue
 		}
 		ll.gauge.Inc()

@@ -187,7 +187,7 @@ func TestLimiterPerPeer(t *testing.T) {
 	if closedSoon(other, 200*time.Millisecond) {
 		t.Fatal("another peer's connection was closed")
 	}
-	if total, peer := l.Open("127.0.0.1"); total != 4 || peer != 3 {
+	if total, peer := l.Count("127.0.0.1"); total != 4 || peer != 3 {
 		t.Errorf("open %d, peer's %d, want 4 and 3", total, peer)
 	}
 	if got := metricValue(t, reg, "classifierd_connections_open", "test", ""); got != 4 {
@@ -197,7 +197,7 @@ func TestLimiterPerPeer(t *testing.T) {
 	held[0].Close()
 	held[0].Close()
 	oc.Close()
-	if total, peer := l.Open("127.0.0.1"); total != 2 || peer != 2 {
+	if total, peer := l.Count("127.0.0.1"); total != 2 || peer != 2 {
 		t.Errorf("after closes: open %d, peer's %d, want 2 and 2", total, peer)
 	}
 	c := dialFrom(t, s, "127.0.0.1")
@@ -205,7 +205,7 @@ func TestLimiterPerPeer(t *testing.T) {
 	if closedSoon(c, 200*time.Millisecond) {
 		t.Fatal("a connection within the cap again was closed")
 	}
-	if _, peer := l.Open("127.0.0.1"); peer != 3 {
+	if _, peer := l.Count("127.0.0.1"); peer != 3 {
 		t.Errorf("peer's %d, want 3", peer)
 	}
 }
@@ -228,7 +228,7 @@ func TestLimiterTotal(t *testing.T) {
 	}
 	a.Close()
 	b.Close()
-	if total, _ := l.Open(""); total != 0 {
+	if total, _ := l.Count(""); total != 0 {
 		t.Errorf("open %d after closing all, want 0", total)
 	}
 }
@@ -294,7 +294,7 @@ func TestLimiterConcurrent(t *testing.T) {
 	// What the server accepted last may still be on its way to the closer.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		total, _ := l.Open("")
+		total, _ := l.Count("")
 		if total == 0 {
 			break
 		}
@@ -319,10 +319,13 @@ type failingListener struct {
 	err          error
 	calls        atomic.Int64
 	closed       chan struct{}
+	onCall       func(n int64) // nil: none
 }
 
 func (f *failingListener) Accept() (net.Conn, error) {
-	f.calls.Add(1)
+	if n := f.calls.Add(1); f.onCall != nil {
+		f.onCall(n)
+	}
 	select {
 	case <-f.closed:
 		return nil, net.ErrClosed
@@ -342,14 +345,25 @@ func TestLimiterAcceptBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &failingListener{err: &net.OpError{Op: "accept", Net: "tcp", Err: syscall.EMFILE}, closed: make(chan struct{})}
+	var first, fourth atomic.Int64 // when the 1st and 4th accepts were made
+	f.onCall = func(n int64) {
+		switch n {
+		case 1:
+			first.Store(time.Now().UnixNano())
+		case 4:
+			fourth.Store(time.Now().UnixNano())
+		}
+	}
 	lis := l.Wrap("test", f)
 	done := make(chan error, 1)
 	go func() { _, err := lis.Accept(); done <- err }()
-	time.Sleep(300 * time.Millisecond)
-	// 5, 10, 20, 40, 80, 160 ms: at most 7 tries in 300 ms (a loop
-	// without a wait makes millions).
-	if n := f.calls.Load(); n < 2 || n > 8 {
-		t.Errorf("%d accepts in 300 ms while out of descriptors, want 2 to 8", n)
+	for fourth.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// 5, 10 and 20 ms between them at least (a loop without a wait
+	// makes them in microseconds); a busy machine only waits longer.
+	if gap := time.Duration(fourth.Load() - first.Load()); gap < 35*time.Millisecond {
+		t.Errorf("4 accepts out of descriptors within %v, want at least 35ms apart (5, 10, 20 ms)", gap)
 	}
 	lis.Close()
 	select {

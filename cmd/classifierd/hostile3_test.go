@@ -210,27 +210,40 @@ func TestHostileRequestHeads(t *testing.T) {
 // address, as the MCP listener (the MCP SDK) does; localhost and
 // loopback addresses are served.
 func TestHostileDNSRebinding(t *testing.T) {
-	httpAddr, mcpAddr := freeAddr(t), freeAddr(t)
-	d, _ := startDaemon(t, genIndex(t, "testdata/mini.json"), "--terminal", "--http-listen", httpAddr, "--mcp-listen", mcpAddr)
+	httpAddr, mcpAddr, metricsAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	d, _ := startDaemon(t, genIndex(t, "testdata/mini.json"), "--terminal", "--http-listen", httpAddr, "--mcp-listen", mcpAddr,
+		"--metrics-listen", metricsAddr)
 	waitFor(t, d, "classifierd serving HTTP/JSON")
+	waitFor(t, d, "metrics serving")
 	_, port, _ := net.SplitHostPort(httpAddr)
+	_, metricsPort, _ := net.SplitHostPort(metricsAddr)
 	connect := map[string]string{"Content-Type": "application/json", "Connect-Protocol-Version": "1"}
 	for _, tc := range []struct {
 		name, host, path string
 		body             string
 		want             int
+		addr             string // "": the HTTP/JSON listener
 	}{
-		{"history, a rebound name", "evil.example:" + port, "/terminal.v1.TerminalService/GetSessionHistory", `{"sessionId":"s1"}`, 403},
+		// Go takes an absolute-form target's host for the request's and
+		// drops the Host header: the header could not be checked.
+		{"Route, absolute-form target, a rebound Host", "evil.example", "http://127.0.0.1:" + port + "/classifier.v1.ClassifierService/Route", `{"query":"x"}`, 403, ""},
+		{"metrics, a rebound name", "evil.example:" + metricsPort, "/metrics", "", 403, metricsAddr},
+		{"metrics, localhost", "localhost:" + metricsPort, "/metrics", "", 200, metricsAddr},
+		{"history, a rebound name", "evil.example:" + port, "/terminal.v1.TerminalService/GetSessionHistory", `{"sessionId":"s1"}`, 403, ""},
 		{"a terminal event, a rebound name", "evil.example", "/terminal.v1.TerminalService/TrackInputEvent",
-			`{"sessionId":"s1","promptText":"Continue? [y/N]","inputText":"y","success":true,"inputSource":"user_typed"}`, 403},
-		{"ResetLearning, a rebound name", "rebind.attacker.test:" + port, "/classifier.v1.ClassifierService/ResetLearning", `{}`, 403},
-		{"Route, a rebound name", "evil.example:" + port, "/classifier.v1.ClassifierService/Route", `{"query":"x"}`, 403},
-		{"history, localhost", "localhost:" + port, "/terminal.v1.TerminalService/GetSessionHistory", `{"sessionId":"s1"}`, 200},
-		{"history, 127.0.0.1", "127.0.0.1:" + port, "/terminal.v1.TerminalService/GetSessionHistory", `{"sessionId":"s1"}`, 200},
-		{"Route, [::1]", "[::1]:" + port, "/classifier.v1.ClassifierService/Route", `{"query":"x"}`, 200},
+			`{"sessionId":"s1","promptText":"Continue? [y/N]","inputText":"y","success":true,"inputSource":"user_typed"}`, 403, ""},
+		{"ResetLearning, a rebound name", "rebind.attacker.test:" + port, "/classifier.v1.ClassifierService/ResetLearning", `{}`, 403, ""},
+		{"Route, a rebound name", "evil.example:" + port, "/classifier.v1.ClassifierService/Route", `{"query":"x"}`, 403, ""},
+		{"history, localhost", "localhost:" + port, "/terminal.v1.TerminalService/GetSessionHistory", `{"sessionId":"s1"}`, 200, ""},
+		{"history, 127.0.0.1", "127.0.0.1:" + port, "/terminal.v1.TerminalService/GetSessionHistory", `{"sessionId":"s1"}`, 200, ""},
+		{"Route, [::1]", "[::1]:" + port, "/classifier.v1.ClassifierService/Route", `{"query":"x"}`, 200, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, body := doHost(t, httpAddr, tc.host, rawRequest{method: "POST", path: tc.path, header: connect, body: []byte(tc.body)})
+			addr, rq := httpAddr, rawRequest{method: "POST", path: tc.path, header: connect, body: []byte(tc.body)}
+			if tc.addr != "" {
+				addr, rq = tc.addr, rawRequest{method: "GET", path: tc.path}
+			}
+			code, body := doHost(t, addr, tc.host, rq)
 			if code != tc.want {
 				t.Errorf("Host %s: got %d %.200q, want %d", tc.host, code, body, tc.want)
 			}

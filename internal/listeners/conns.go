@@ -377,3 +377,29 @@ func (c *limitedConn) CloseWrite() error {
 	}
 	return nil // the caller closes next
 }
+
+// GRPCUserTimeout is the TCP_USER_TIMEOUT of a gRPC connection: grpc-go
+// sets its keepalive timeout (20 s) on the plain TCP connections it is
+// given, and a wrapped connection is not one, so WithUserTimeout sets it
+// before the wrapping.
+const GRPCUserTimeout = 20 * time.Second
+
+// WithUserTimeout sets TCP_USER_TIMEOUT d on each TCP connection lis
+// accepts, so a peer that vanished without a reset is dropped after d
+// of unacknowledged data rather than the kernel's ~15 minutes.
+func WithUserTimeout(lis net.Listener, d time.Duration) net.Listener {
+	return userTimeoutListener{Listener: lis, d: d}
+}
+
+type userTimeoutListener struct {
+	net.Listener
+	d time.Duration
+}
+
+func (l userTimeoutListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		setUserTimeout(c, l.d)
+	}
+	return c, err
+}

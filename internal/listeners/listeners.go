@@ -201,11 +201,15 @@ func normalizeRequest(next http.Handler) http.Handler {
 // that InferExpectedInput then suggested, and called ResetLearning. The
 // rule is the MCP SDK's for the MCP listeners (StreamableHTTPOptions'
 // localhost protection), so all of the daemon's listeners answer alike;
-// a listener on any other address is not checked.
+// a listener on any other address is not checked. An absolute-form
+// target (`POST http://127.0.0.1/… HTTP/1.1`) is refused there too: Go
+// takes the request's host from the target and drops the Host header, so
+// the header could not be checked, and browsers never send that form to
+// an origin server. The metrics listener answers alike.
 func loopbackHostOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil &&
-			loopbackName(local.String()) && !loopbackName(r.Host) {
+			loopbackName(local.String()) && (!loopbackName(r.Host) || r.URL.IsAbs()) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusForbidden)
 			_, _ = io.WriteString(w, `{"code":7,"message":"the Host header names no loopback address, on a loopback listener: use localhost or 127.0.0.1","details":[]}`)
@@ -388,7 +392,7 @@ func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, co
 	lis = conns.Wrap("metrics", lis)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: MaxHeaderBytes}
+	srv := &http.Server{Handler: loopbackHostOnly(mux), ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: MaxHeaderBytes}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {

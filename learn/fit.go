@@ -21,7 +21,9 @@ import (
 //     from N(0, τ²) across the catalog's servers. τ maximises the
 //     marginal likelihood of all servers' calls, and a server's δ is its
 //     posterior mean: a server with few calls stays near its
-//     description, one the descriptions keep missing moves far;
+//     description, one the descriptions keep missing moves far. A
+//     report counts only for the servers it lists, called or showed
+//     (serverStats): a server none did keeps its description;
 //   - co-use: within the reports that called the server chosen first for
 //     a request (and within the rest), the same with δ drawn from
 //     N(δ_server, τco²), mixed by the probability that the chosen server
@@ -113,8 +115,6 @@ type srvFit struct {
 // acc accumulates a server's reports: weight, calls, expected calls and
 // the sum of squared weights.
 type acc struct{ n, o, e, w2 float64 }
-
-func (a acc) plus(b acc) acc { return acc{a.n + b.n, a.o + b.o, a.e + b.e, a.w2 + b.w2} }
 
 // loglik is the log-likelihood of a's calls for each offset mu+u (u on
 // the grid, every stride-th), less its largest: binomial, with the

@@ -3,6 +3,7 @@ package learn
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/viterin/vek/vek32"
@@ -323,14 +324,14 @@ func (p *part) server(li int, pd float64) Evidence {
 	if p.chosen[0] == id && id >= 0 {
 		k = 1
 	}
-	if a := p.chosen[k]; a >= 0 && a != id && id >= 0 && p.in[k].base.n > 0 {
+	if a := p.chosen[k]; a >= 0 && a != id && id >= 0 && p.in[k].n > 0 {
 		if _, named := p.in[k].stat(id); named {
 			offIn := coOffset(p.in[k], id, g.off, f.tauCo)
 			offRest := coOffset(p.rest[k], id, g.off, f.tauCo)
 			c := p.pChosen[k]
 			e.Co = c*sigmoid(lp+offIn) + (1-c)*sigmoid(lp+offRest)
 			in, _ := p.in[k].stat(id)
-			e.CoWith, e.CoChosen, e.CoTasks, e.CoRate = p.m.list[a], c, in.n, in.o/in.n
+			e.CoWith, e.CoChosen, e.CoTasks, e.CoRate = p.m.list[a], c, p.in[k].n, in.o/p.in[k].n
 		}
 	}
 	e.Similar, e.Near = p.kAll, p.near
@@ -484,5 +485,56 @@ func (r *Request) Called(n int) []int {
 	for _, c := range cs[:min(n, len(cs))] {
 		out = append(out, c.li)
 	}
+	return out
+}
+
+// Offset is one server's fitted offset (Fitted's, per server): the weight
+// of the reports that count for it, its calls among them, the calls the
+// descriptions expected there, and the shift in log-odds fitted.
+type Offset struct {
+	Server                            string
+	Reports, Calls, Expected, LogOdds float64
+}
+
+// Offsets are the servers' offsets the fit Request uses for caller now
+// (as Fitted), of the view's catalog servers any report counts for,
+// most lowered first; every other server has none. Nil without reports.
+func (v *View) Offsets(caller string) []Offset {
+	if v == nil {
+		return nil
+	}
+	l := v.l
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	m := l.models[v.key]
+	if m == nil || len(m.recs) == 0 {
+		return nil
+	}
+	now := time.Now()
+	key := caller
+	if l.cfg.Share {
+		key = ""
+	}
+	w, _ := m.weights(now, l.cfg, key)
+	f := v.cachedFit(m, w, key, now)
+	var out []Offset
+	for _, s := range v.servers {
+		id, ok := m.names[s]
+		if !ok {
+			continue
+		}
+		if g, ok := f.glob[id]; ok {
+			out = append(out, Offset{Server: s, Reports: g.n, Calls: g.o, Expected: g.e, LogOdds: g.off})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Offset) int {
+		switch {
+		case a.LogOdds < b.LogOdds:
+			return -1
+		case a.LogOdds > b.LogOdds:
+			return 1
+		}
+		return strings.Compare(a.Server, b.Server)
+	})
 	return out
 }

@@ -21,7 +21,9 @@ import (
 //     from N(0, τ²) across the catalog's servers. τ maximises the
 //     marginal likelihood of all servers' calls, and a server's δ is its
 //     posterior mean: a server with few calls stays near its
-//     description, one the descriptions keep missing moves far;
+//     description, one the descriptions keep missing moves far. A
+//     report counts only for the servers it lists, called or showed
+//     (serverStats): a server none did keeps its description;
 //   - co-use: within the reports that called the server chosen first for
 //     a request (and within the rest), the same with δ drawn from
 //     N(δ_server, τco²), mixed by the probability that the chosen server
@@ -87,10 +89,9 @@ type fit struct {
 	model   *model
 	version uint64
 	at      time.Time
-	// glob is each server's offset (by name id); unseen is a server's no
-	// report names or lists.
-	glob   map[int]srvFit
-	unseen srvFit
+	// glob is each server's offset (by name id); a server no record
+	// counts for has none (offset 0: its descriptions' evidence).
+	glob map[int]srvFit
 	// tau and tauCo are the spreads of servers' offsets and of co-use
 	// offsets about them; rho the correlation of two reports' residuals
 	// by cosine bin, from pairs of total weight pairs.
@@ -114,8 +115,6 @@ type srvFit struct {
 // acc accumulates a server's reports: weight, calls, expected calls and
 // the sum of squared weights.
 type acc struct{ n, o, e, w2 float64 }
-
-func (a acc) plus(b acc) acc { return acc{a.n + b.n, a.o + b.o, a.e + b.e, a.w2 + b.w2} }
 
 // loglik is the log-likelihood of a's calls for each offset mu+u (u on
 // the grid, every stride-th), less its largest: binomial, with the
@@ -211,10 +210,14 @@ func logit(p float64) float64 {
 func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
 // serverStats are the accumulations of every server the records name,
-// by name id, and base, what every server has (the records that do not
-// say what was shown): a server's is base plus its own.
-func serverStats(m *model, w []float64) (base acc, per map[int]*acc) {
-	per = map[int]*acc{}
+// by name id. A record counts for a server it lists (Record.Described),
+// called, or (when it says what was shown) showed: of any other server's
+// probability it knows only that it is below the least listed (dmin), and
+// taking that bound as the probability would fit every server nobody
+// called yet a negative offset. A server no record lists or called has
+// no accumulation, and keeps its descriptions' evidence.
+func serverStats(m *model, w []float64) map[int]*acc {
+	per := map[int]*acc{}
 	get := func(id int) *acc {
 		a := per[id]
 		if a == nil {
@@ -228,123 +231,92 @@ func serverStats(m *model, w []float64) (base acc, per map[int]*acc) {
 		if wi == 0 || !x.usable() {
 			continue
 		}
-		if x.shown == nil {
-			base.n += wi
-			base.e += wi * x.dmin
-			base.w2 += wi * wi
-			for j, s := range x.descIDs {
-				get(s).e += wi * (x.descP[j] - x.dmin)
+		x.each(func(s int, pd float64, called bool) {
+			a := get(s)
+			a.n += wi
+			a.e += wi * pd
+			a.w2 += wi * wi
+			if called {
+				a.o += wi
 			}
-		} else {
-			for _, s := range x.shown {
-				a := get(s)
-				a.n += wi
-				a.e += wi * x.pd(s)
-				a.w2 += wi * wi
-			}
-		}
-		for _, s := range x.servers {
-			get(s).o += wi
-		}
+		})
 	}
-	return base, per
+	return per
 }
 
 // fitFor is the fit of m's records weighed w for the view's catalog.
 func (v *View) fitFor(m *model, w []float64, now time.Time) *fit {
 	f := &fit{model: m, version: m.version, at: now, glob: map[int]srvFit{}}
-	base, per := serverStats(m, w)
-	// The catalog's servers that records name, and how many do not.
+	per := serverStats(m, w)
+	// The catalog's servers that records count for; the others' calls
+	// say nothing of any offset, so they leave τ alone.
 	var ids []int
 	for _, s := range v.servers {
 		if id, ok := m.names[s]; ok && per[id] != nil {
 			ids = append(ids, id)
 		}
 	}
-	stat := func(id int) acc { return base.plus(*per[id]) }
-	lls := make([][]float64, 0, len(ids)+1)
-	mult := make([]float64, 0, len(ids)+1)
-	for _, id := range ids {
-		lls = append(lls, stat(id).loglik(0, 1))
-		mult = append(mult, 1)
-	}
-	unseenLL := base.loglik(0, 1)
-	if rest := len(v.servers) - len(ids); rest > 0 {
-		lls = append(lls, unseenLL)
-		mult = append(mult, float64(rest))
+	lls := make([][]float64, len(ids))
+	mult := make([]float64, len(ids))
+	for k, id := range ids {
+		lls[k], mult[k] = per[id].loglik(0, 1), 1
 	}
 	f.tau = chooseTau(lls, mult, 1)
-	f.unseen = srvFit{n: base.n, e: base.e, off: postMean(unseenLL, f.tau, 1)}
 	for id, a := range per {
-		st := base.plus(*a)
-		off := 0.0
-		if k := slices.Index(ids, id); k >= 0 {
-			off = postMean(lls[k], f.tau, 1)
-		} else {
-			off = postMean(st.loglik(0, 1), f.tau, 1)
-		}
-		f.glob[id] = srvFit{n: st.n, o: st.o, e: st.e, off: off}
+		f.glob[id] = srvFit{n: a.n, o: a.o, e: a.e, off: postMean(a.loglik(0, 1), f.tau, 1)}
 	}
-	f.tauCo = fitCoUse(m, w, f, len(v.servers))
+	f.tauCo = fitCoUse(m, w, f)
 	f.fitRho(m, w)
 	f.kappaTool = v.fitTools(m, w)
 	return f
 }
 
-// server is server id's offset.
-func (f *fit) server(id int) srvFit {
-	if g, ok := f.glob[id]; ok {
-		return g
-	}
-	return f.unseen
-}
+// server is server id's offset; the zero srvFit for a server no record
+// counts for.
+func (f *fit) server(id int) srvFit { return f.glob[id] }
 
 // group accumulates, for every server, the records of one group (those
-// that called a chosen server, or the rest), ignoring what was shown.
+// that called a chosen server, or the rest) that count for it (listed,
+// called or shown, as serverStats), and n, the group's total weight.
 type group struct {
-	base acc
-	per  map[int]*acc
+	n   float64
+	per map[int]*acc
 }
 
 func newGroup() *group { return &group{per: map[int]*acc{}} }
 
-func (g *group) get(id int) *acc {
-	a := g.per[id]
-	if a == nil {
-		a = &acc{}
-		g.per[id] = a
-	}
-	return a
-}
-
 func (g *group) add(x *rec, wi float64) {
-	g.base.n += wi
-	g.base.e += wi * x.dmin
-	g.base.w2 += wi * wi
-	for j, s := range x.descIDs {
-		g.get(s).e += wi * (x.descP[j] - x.dmin)
-	}
-	for _, s := range x.servers {
-		g.get(s).o += wi
-	}
+	g.n += wi
+	x.each(func(s int, pd float64, called bool) {
+		a := g.per[s]
+		if a == nil {
+			a = &acc{}
+			g.per[s] = a
+		}
+		a.n += wi
+		a.e += wi * pd
+		a.w2 += wi * wi
+		if called {
+			a.o += wi
+		}
+	})
 }
 
 // stat is server id's accumulation in g, and whether a record of g
-// names it (called or listed).
+// counts for it.
 func (g *group) stat(id int) (acc, bool) {
 	if a := g.per[id]; a != nil {
-		return g.base.plus(*a), true
+		return *a, true
 	}
-	return g.base, false
+	return acc{}, false
 }
 
 // fitCoUse is τco: the spread of the offsets of servers within the
 // reports that called another server, about their own offsets, that
 // maximises the marginal likelihood of their calls there (over every
-// called server and every other server of the catalog; those no report
-// of the group names taken together, about the offset of a server no
-// report names). It is fitted on every other grid point.
-func fitCoUse(m *model, w []float64, f *fit, servers int) float64 {
+// called server and every server the group's records count for; the
+// others' say nothing). It is fitted on every other grid point.
+func fitCoUse(m *model, w []float64, f *fit) float64 {
 	byServer := map[int][]int{}
 	for i, x := range m.recs {
 		if w[i] == 0 || !x.usable() {
@@ -361,18 +333,12 @@ func fitCoUse(m *model, w []float64, f *fit, servers int) float64 {
 		for _, i := range recs {
 			g.add(m.recs[i], w[i])
 		}
-		named := 0
 		for id, x := range g.per {
 			if id == a {
 				continue
 			}
-			named++
-			lls = append(lls, g.base.plus(*x).loglik(f.server(id).off, 2))
+			lls = append(lls, x.loglik(f.server(id).off, 2))
 			mult = append(mult, 1)
-		}
-		if rest := servers - named - 1; rest > 0 {
-			lls = append(lls, g.base.loglik(f.unseen.off, 2))
-			mult = append(mult, float64(rest))
 		}
 	}
 	if len(lls) == 0 {

@@ -287,3 +287,69 @@ func TestToolHashChanges(t *testing.T) {
 		t.Fatal("a changed description keeps its hash")
 	}
 }
+
+// A report knows the descriptions' probability of the servers it lists
+// (Record.Described) and of those it called; of any other server only
+// that it is below the least listed. Such a server keeps its
+// descriptions' evidence exactly, however many reports are made about
+// others, while a server the reports called without listing it (a
+// utility the descriptions miss) still rises. With the least listed
+// probability taken as every unlisted server's, each server nobody
+// called yet was fitted a negative offset (MSC-Bench's fall at 600
+// tasks, docs/learning.md).
+func TestUnlistedServerKeepsItsEvidence(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, learn.Config{Rate: 1e9, Burst: 1 << 30}, nil)
+	texts := []string{"list open pull requests", "check github notifications", "create github issue for the release",
+		"comment on the github pull request", "close the github issue", "review the github pull request"}
+	for i := 0; i < 30; i++ {
+		vec, _ := f.describe(t, texts[i%len(texts)])
+		// The descriptions listed github and jira; the agent called
+		// github, and filesystem in every third task.
+		called := []string{"github"}
+		if i%3 == 0 {
+			called = append(called, "filesystem")
+		}
+		if _, err := f.view.Report(ctx, learn.Use{Vec: vec, Identity: "hub", Servers: called,
+			Described: []learn.Prob{{Server: "github", P: 0.3}, {Server: "jira", P: 0.2}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fit := f.view.Fitted("hub"); fit.Tau == 0 {
+		t.Fatalf("fitted tau 0: the reports say nothing, the test cannot tell")
+	}
+	// Offsets lists the servers the reports count for, most lowered first.
+	var got []string
+	for _, o := range f.view.Offsets("hub") {
+		got = append(got, o.Server)
+	}
+	if want := []string{"jira", "filesystem", "github"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("offsets of %v, want %v (meta was never listed or called)", got, want)
+	}
+	label := func(id string) int {
+		li, ok := f.idx.Lookup(index.KindServer, id)
+		if !ok {
+			t.Fatalf("no server %s", id)
+		}
+		return li
+	}
+	gh, jira, meta, fs := label("github"), label("jira"), label("meta"), label("filesystem")
+	for _, text := range []string{"what can you do", "read file config json", "check github notifications"} {
+		vec, _ := f.describe(t, text)
+		r := f.view.Request("hub", vec, []int{meta, gh}, []float64{0.4, 0.3})
+		if r == nil {
+			t.Fatal("no learned evidence after 30 reports")
+		}
+		for _, pd := range []float64{0.01, 0.2, 0.6} {
+			if e := r.Server(meta, pd); math.Abs(e.P-pd) > 1e-12 || e.Offset != 0 {
+				t.Errorf("%q: meta, never listed or called: P %.6f offset %.3f, want its descriptions' %.6f and no offset (%s)", text, e.P, e.Offset, pd, e.Text)
+			}
+		}
+		if e := r.Server(jira, 0.2); e.Offset >= 0 {
+			t.Errorf("%q: jira, listed in 30 reports and never called: offset %.3f, want it lowered", text, e.Offset)
+		}
+		if e := r.Server(fs, 0.05); e.Offset <= 0 || e.P <= 0.05 {
+			t.Errorf("%q: filesystem, called in 10 of 30 reports that never listed it: offset %.3f, P %.3f, want it raised", text, e.Offset, e.P)
+		}
+	}
+}

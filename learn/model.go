@@ -60,6 +60,28 @@ func (x *rec) counts(id int) bool {
 	return x.shown == nil || slices.Contains(x.shown, id)
 }
 
+// each calls fn for every server x counts for, once: with its
+// description-based probability and whether x called it. Without a
+// shown list those are the servers x lists (Described) and those it
+// called (a called server it does not list at the least listed
+// probability, an upper bound); with one, the servers shown.
+func (x *rec) each(fn func(id int, pd float64, called bool)) {
+	if x.shown != nil {
+		for _, s := range x.shown {
+			fn(s, x.pd(s), x.calls(s))
+		}
+		return
+	}
+	for j, s := range x.descIDs {
+		fn(s, x.descP[j], x.calls(s))
+	}
+	for _, s := range x.servers {
+		if !slices.Contains(x.descIDs, s) {
+			fn(s, x.dmin, true)
+		}
+	}
+}
+
 // usable says whether x has the description-based probabilities its
 // calls are weighed against.
 func (x *rec) usable() bool { return x.dmin >= 0 }

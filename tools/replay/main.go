@@ -349,7 +349,37 @@ func (r *replayer) curve(ctx context.Context, w io.Writer) error {
 	flush(len(ts) + 1)
 	fmt.Fprintf(w, "  %-11s %6d %10.3f %8.3f %8.3f\n", "all", total.tasks, total.recall(), total.f1(), total.ece())
 	printFit(w, dp.view.Fitted("hub"), len(ts))
+	printOffsets(w, dp.view.Offsets("hub"), len(r.idx.LabelsOf(index.KindServer)))
 	return nil
+}
+
+// printOffsets says which servers' offsets the reports moved: how many
+// servers the reports count for (listed, called or shown), how many of
+// them moved, and the most lowered and raised.
+func printOffsets(w io.Writer, offs []learn.Offset, servers int) {
+	moved := 0
+	for _, o := range offs {
+		if math.Abs(o.LogOdds) >= 0.01 {
+			moved++
+		}
+	}
+	fmt.Fprintf(w, "  offsets: %d of %d servers counted for by a report, %d moved (|δ| ≥ 0.01 log-odds); the others keep their descriptions'\n", len(offs), servers, moved)
+	if moved == 0 {
+		return
+	}
+	show := func(o learn.Offset) {
+		fmt.Fprintf(w, "    %-32s δ %+.2f: called %.0f of %.0f, descriptions expected %.1f\n", o.Server, o.LogOdds, o.Calls, o.Reports, o.Expected)
+	}
+	for _, o := range offs[:min(3, len(offs))] {
+		if o.LogOdds <= -0.01 {
+			show(o)
+		}
+	}
+	for _, o := range offs[max(3, len(offs)-3):] {
+		if o.LogOdds >= 0.01 {
+			show(o)
+		}
+	}
 }
 
 // printFit prints what the reports said of their own trust.

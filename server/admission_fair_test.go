@@ -28,6 +28,9 @@ type spec struct {
 	bytes    int
 	attempts int
 	deadline time.Duration
+	// dispatched: the call's headers arrived on the connection this long
+	// before it reaches admission (the tap's stamp; 0: no stamp).
+	dispatched time.Duration
 }
 
 // fairHarness submits calls of several identities and records what
@@ -60,6 +63,9 @@ func (h *fairHarness) ctx(s spec) context.Context {
 	}
 	if s.attempts > 0 {
 		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(previousAttemptsKey, strconv.Itoa(s.attempts)))
+	}
+	if s.dispatched > 0 {
+		ctx = context.WithValue(ctx, connArrivalKey{}, h.clk.Now().Add(-s.dispatched))
 	}
 	if s.deadline > 0 {
 		// Real deadlines at fake times: the fake clock only runs ahead of

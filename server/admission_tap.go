@@ -154,4 +154,3 @@ func (a *Admission) ReturnMargin() time.Duration {
 	defer a.mu.Unlock()
 	return a.trip.margin
 }
-

@@ -65,9 +65,16 @@ func tapAttempts(md metadata.MD) int {
 // precheck returns the refusal admit would give now to the cheapest call
 // of caller c with the given attempts and ctx's deadline, or nil. It
 // leaves the scheduler as it found it (but for forgetting the flows idle
-// past ActiveFor, as any call does).
+// past ActiveFor, as any call does). It never waits for the scheduler's
+// lock: it runs on a connection's reader goroutine, which every call of
+// the connection waits for, so when the lock is taken the call goes on
+// and the interceptor decides it (a trace of short2000 with a waiting
+// lock here: the readers spent 27% of their scheduling delay handing
+// the lock on).
 func (a *Admission) precheck(ctx context.Context, c Caller, attempts int, now time.Time) error {
-	a.mu.Lock()
+	if !a.mu.TryLock() {
+		return nil
+	}
 	defer a.mu.Unlock()
 	if !a.cost.trained() {
 		return nil

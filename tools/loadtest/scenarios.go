@@ -114,8 +114,9 @@ type view struct {
 
 func (v view) String() string {
 	return fmt.Sprintf("the daemon's own Route p99 %.2f ms (refusals included), its admitted calls' p99 %.2f ms; the load generator's lag p99 %.2f ms; "+
-		"the client's send p99 %.2f ms (start to headers out, waiting for a stream included), %d of %d attempts never sent, %.0f Route calls reached the daemon's interceptors",
-		v.daemonP99, v.admittedP99, v.lagP99, v.clock.sendP99ms, v.clock.unsent, v.clock.attempts, v.daemonCalls)
+		"the client's send p99 %.2f ms (start to headers out, waiting for a stream included), %d of %d attempts never sent, %.0f Route calls reached the daemon's interceptors; "+
+		"refused attempts: headers out to answer read p99 %.2f ms, answer read to caller running p99 %.2f ms",
+		v.daemonP99, v.admittedP99, v.lagP99, v.clock.sendP99ms, v.clock.unsent, v.clock.attempts, v.daemonCalls, v.clock.refTripP99ms, v.clock.refWakeP99ms)
 }
 
 // observe runs f while it measures the load generator's lag (a 1 ms sleep

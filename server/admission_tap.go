@@ -72,6 +72,9 @@ func tapAttempts(md metadata.MD) int {
 // lock here: the readers spent 27% of their scheduling delay handing
 // the lock on).
 func (a *Admission) precheck(ctx context.Context, c Caller, attempts int, now time.Time) error {
+	if dl, ok := ctx.Deadline(); ok && dl.Sub(now) < a.cfg.MinDeadline {
+		return nil // the interceptor's DEADLINE_EXCEEDED, as before
+	}
 	if !a.mu.TryLock() {
 		return nil
 	}

@@ -72,7 +72,7 @@ func TestTripModelFollowsTheDelays(t *testing.T) {
 // at the cheapest size, and lets through one that may fit, leaving no
 // state behind either way.
 func TestAdmissionTapPrechecks(t *testing.T) {
-	h := newFairHarness(t, AdmissionConfig{MaxInFlight: 1, MaxQueue: 100, DeadlineShare: 0.5})
+	h := newFairHarness(t, AdmissionConfig{MaxInFlight: 1, MaxQueue: 100, DeadlineShare: 0.5, MinDeadline: 10 * time.Millisecond})
 	var refused []string
 	h.a.rejected = func(m string) { refused = append(refused, m) }
 	c := spec{caller: "c", bytes: 100}
@@ -96,6 +96,8 @@ func TestAdmissionTapPrechecks(t *testing.T) {
 		// Another identity is below its share: it waits for r only.
 		{"d, 100ms", "d", route, 100 * time.Millisecond, false},
 		{"d, 30ms", "d", route, 30 * time.Millisecond, true},
+		// Less than MinDeadline left: the interceptor's DEADLINE_EXCEEDED.
+		{"c, 5ms", "c", route, 5 * time.Millisecond, false},
 		{"c, 100ms, not a model call", "c", "/classifier.v1.ClassifierService/GetIndexInfo", 100 * time.Millisecond, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -110,23 +110,31 @@ type scenario struct {
 	DaemonCalls    float64 `json:"daemon_route_calls,omitempty"`
 	RefusedTripP99 float64 `json:"refused_trip_p99_ms,omitempty"`
 	RefusedWakeP99 float64 `json:"refused_wake_p99_ms,omitempty"`
+	// DaemonRefused is the Route calls the daemon's admission refused
+	// (in its tap or its interceptor), whether or not the refusal reached
+	// the client before its deadline.
+	DaemonRefused float64 `json:"daemon_route_refused,omitempty"`
 }
 
 // routeHist is the daemon's histogram of its Route calls' time.
 const routeHist = `classifierd_rpc_duration_seconds{method="/classifier.v1.ClassifierService/Route"`
 
+// routeRefused is the daemon's count of its admission's Route refusals.
+const routeRefused = `classifierd_admission_rejected_total{method="/classifier.v1.ClassifierService/Route"}`
+
 // view is the daemon's and the client's own figures over one scenario.
 type view struct {
 	daemonP99, admittedP99, lagP99 float64
 	daemonCalls                    float64 // Route calls the daemon's interceptors saw
+	daemonRefused                  float64 // Route calls its admission refused
 	clock                          clockView
 }
 
 func (v view) String() string {
 	return fmt.Sprintf("the daemon's own Route p99 %.2f ms (refusals included), its admitted calls' p99 %.2f ms; the load generator's lag p99 %.2f ms; "+
-		"the client's send p99 %.2f ms (start to headers out, waiting for a stream included), %d of %d attempts never sent, %.0f Route calls reached the daemon's interceptors; "+
+		"the client's send p99 %.2f ms (start to headers out, waiting for a stream included), %d of %d attempts never sent, %.0f Route calls reached the daemon's interceptors, %.0f refused by its admission; "+
 		"refused attempts: headers out to answer read p99 %.2f ms, answer read to caller running p99 %.2f ms",
-		v.daemonP99, v.admittedP99, v.lagP99, v.clock.sendP99ms, v.clock.unsent, v.clock.attempts, v.daemonCalls, v.clock.refTripP99ms, v.clock.refWakeP99ms)
+		v.daemonP99, v.admittedP99, v.lagP99, v.clock.sendP99ms, v.clock.unsent, v.clock.attempts, v.daemonCalls, v.daemonRefused, v.clock.refTripP99ms, v.clock.refWakeP99ms)
 }
 
 // observe runs f while it measures the load generator's lag (a 1 ms sleep
@@ -135,8 +143,10 @@ func (v view) String() string {
 func observe(ctx context.Context, metricsAddr string, clock *streamClock, f func()) view {
 	clock.reset()
 	var before map[string]histogram
+	var refusedBefore map[string]float64
 	if metricsAddr != "" {
 		before, _ = scrapeHistograms(ctx, metricsAddr, routeHist, admittedHist)
+		refusedBefore, _ = scrapeValues(ctx, metricsAddr, routeRefused)
 	}
 	stop := make(chan struct{})
 	var lags []time.Duration
@@ -164,6 +174,9 @@ func observe(ctx context.Context, metricsAddr string, clock *streamClock, f func
 			if d, ok := after[routeHist].sub(before[routeHist]); ok && len(d.cum) > 0 {
 				v.daemonCalls = d.cum[len(d.cum)-1]
 			}
+			if r, err := scrapeValues(ctx, metricsAddr, routeRefused); err == nil && refusedBefore != nil {
+				v.daemonRefused = r[routeRefused] - refusedBefore[routeRefused]
+			}
 		}
 	}
 	return v
@@ -172,7 +185,7 @@ func observe(ctx context.Context, metricsAddr string, clock *streamClock, f func
 func (s *scenario) setView(v view) {
 	s.DaemonP99ms, s.AdmittedP99ms, s.ClientLagP99 = v.daemonP99, v.admittedP99, v.lagP99
 	s.ClientSendP99, s.Unsent, s.DaemonCalls = v.clock.sendP99ms, v.clock.unsent, v.daemonCalls
-	s.RefusedTripP99, s.RefusedWakeP99 = v.clock.refTripP99ms, v.clock.refWakeP99ms
+	s.RefusedTripP99, s.RefusedWakeP99, s.DaemonRefused = v.clock.refTripP99ms, v.clock.refWakeP99ms, v.daemonRefused
 	s.Load += "; " + v.String()
 }
 

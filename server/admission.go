@@ -212,7 +212,7 @@ type Admission struct {
 	vnow float64
 	cost costModel
 	// trip learns the margin a call's answer needs to reach its caller
-	// before the caller's deadline (tripModel).
+	// before the caller's deadline (tripModel; its own lock).
 	trip tripModel
 	// waitScale is admitted calls' actual waits ÷ the waits expected
 	// when they queued (before scaling), as exponentially weighted sums
@@ -732,7 +732,7 @@ func (a *Admission) refuseLocked(ctx context.Context, now time.Time, wait, servi
 	if dl, own := ownDeadline(ctx); own {
 		// The answer must also get back to the caller in time: the time
 		// left less the learnt return trip is what the call may use.
-		margin := a.trip.margin
+		margin := a.trip.get()
 		budget := time.Duration(a.cfg.DeadlineShare * float64(dl.Sub(now)-margin))
 		if wait+service > budget {
 			return fmt.Sprintf("expected wait %v, service %v and return %v do not fit in the call's deadline", wait.Round(time.Millisecond),
@@ -866,9 +866,6 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 	attempts := previousAttempts(ctx)
 	arrived := a.now()
 	a.mu.Lock()
-	if at, ok := ctx.Value(connArrivalKey{}).(time.Time); ok {
-		a.trip.observe(arrived.Sub(at))
-	}
 	a.arrivals++
 	seq := a.arrivals
 	if a.forgetLocked(arrived) {

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
@@ -64,8 +65,9 @@ func (h *fairHarness) ctx(s spec) context.Context {
 	if s.attempts > 0 {
 		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(previousAttemptsKey, strconv.Itoa(s.attempts)))
 	}
-	if s.dispatched > 0 {
+	if s.dispatched > 0 { // stamped by the tap, its goroutine started s.dispatched later
 		ctx = context.WithValue(ctx, connArrivalKey{}, h.clk.Now().Add(-s.dispatched))
+		ctx = dispatchClock{h.a}.TagRPC(ctx, &stats.RPCTagInfo{FullMethodName: "/classifier.v1.ClassifierService/Route"})
 	}
 	if s.deadline > 0 {
 		// Real deadlines at fake times: the fake clock only runs ahead of

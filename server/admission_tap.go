@@ -3,15 +3,18 @@ package server
 import (
 	"context"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/tap"
 )
 
 // connArrivalKey marks a call's context with when its headers arrived on
 // the connection (Admission.tap): the dispatch delay, from then to the
-// call's admission, teaches the return-trip margin (tripModel).
+// call's goroutine starting, teaches the return-trip margin (tripModel).
 type connArrivalKey struct{}
 
 // tapCallerKey carries the caller the authentication tap found to the
@@ -113,23 +116,25 @@ func (a *Admission) precheck(ctx context.Context, c Caller, attempts int, now ti
 // tripModel learns the margin a call's answer needs, after the call ends
 // in the daemon, to reach its caller before the caller's deadline: twice
 // a high quantile (tripQuantile) of the recent calls' dispatch delays,
-// from their headers' arrival on the connection to their admission. The
-// dispatch delay is one crossing of the daemon's runtime on the way in
-// (the call's goroutine started, its message read and decoded, the
-// interceptors run), each step waiting for a Go processor when the cores
-// are busy; the answer's way back crosses as many (the connection's
-// writer goroutine, the socket, the client's reader and the caller's
-// goroutines), and the client's half of the way in is not in the
-// daemon's deadline at all (grpc-timeout is relative: the deadline starts
-// when the daemon reads the headers), hence twice. It is learnt, not
-// set: near zero on an idle daemon, where it would only refuse calls,
-// tens of milliseconds on a saturated one, where the sixth pass's calls
-// ended in the daemon within 48 ms of their 50 ms deadlines and reached
-// their clients at 124 ms p99. Guarded by Admission.mu.
+// from their headers' arrival on the connection (the tap) to their
+// goroutine starting (the admission's stats handler, before the message
+// is read, so a client that sends its message slowly teaches it nothing).
+// The dispatch delay is one crossing of the daemon's runtime on the way
+// in, waiting for a Go processor when the cores are busy; the answer's
+// way back crosses as many (the connection's writer goroutine, the
+// socket, the client's reader and the caller's goroutines), and the
+// client's half of the way in is not in the daemon's deadline at all
+// (grpc-timeout is relative: the deadline starts when the daemon reads
+// the headers), hence twice. It is learnt, not set: near zero on an idle
+// daemon, where it would only refuse calls, tens of milliseconds on a
+// saturated one, where the sixth pass's calls ended in the daemon within
+// 48 ms of their 50 ms deadlines and reached their clients at 124 ms p99.
+// It has its own lock, off the scheduler's.
 type tripModel struct {
+	mu     sync.Mutex
 	ring   [tripSamples]time.Duration
-	n      int           // delays observed
-	margin time.Duration // the current margin
+	n      int          // delays observed
+	margin atomic.Int64 // the current margin, in nanoseconds
 }
 
 const (
@@ -145,6 +150,8 @@ const (
 
 // observe adds a call's dispatch delay d.
 func (m *tripModel) observe(d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.ring[m.n%tripSamples] = max(d, 0)
 	m.n++
 	if m.n > tripEvery && m.n%tripEvery != 0 {
@@ -153,14 +160,31 @@ func (m *tripModel) observe(d time.Duration) {
 	k := min(m.n, tripSamples)
 	q := slices.Clone(m.ring[:k])
 	slices.Sort(q)
-	m.margin = 2 * q[int(tripQuantile*float64(k-1))]
+	m.margin.Store(int64(2 * q[int(tripQuantile*float64(k-1))]))
 }
+
+// get is the current margin.
+func (m *tripModel) get() time.Duration { return time.Duration(m.margin.Load()) }
 
 // ReturnMargin is the learnt time kept free at the end of a call's own
 // deadline for its answer to reach the caller (0 until calls have
 // arrived through the gRPC server).
-func (a *Admission) ReturnMargin() time.Duration {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.trip.margin
+func (a *Admission) ReturnMargin() time.Duration { return a.trip.get() }
+
+// dispatchClock is the admission's gRPC stats handler: as a model call's
+// goroutine starts (TagRPC runs on it, before its message is read), it
+// teaches the trip model the call's dispatch delay from the tap's stamp.
+type dispatchClock struct{ a *Admission }
+
+func (d dispatchClock) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	if at, ok := ctx.Value(connArrivalKey{}).(time.Time); ok && admittedMethods[info.FullMethodName] {
+		d.a.trip.observe(d.a.now().Sub(at))
+	}
+	return ctx
 }
+
+func (dispatchClock) HandleRPC(context.Context, stats.RPCStats) {}
+
+func (dispatchClock) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (dispatchClock) HandleConn(context.Context, stats.ConnStats) {}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/request"
@@ -77,5 +78,57 @@ func TestEdgeRefusesOverloadBeforeReadingTheMessage(t *testing.T) {
 	}
 	if n := adm.Flows(); n != 1 {
 		t.Fatalf("%d active flows after the refusals, want 1 (the running call's)", n)
+	}
+}
+
+// TestEdgeLearnsTheDispatchDelayBeforeTheMessage sends a Route whose
+// message follows its headers 300 ms later, through a real listener and
+// client: the return margin is learnt from the call's goroutine starting,
+// before its message is read, so a slow sender does not make the daemon
+// keep 600 ms of every caller's deadline for the way back.
+func TestEdgeLearnsTheDispatchDelayBeforeTheMessage(t *testing.T) {
+	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := New(Config{}, dom, bagOfWords{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := NewAdmission(AdmissionConfig{MaxInFlight: 4, MaxQueue: 10})
+	edge := Edge{Log: log, Stats: srv.Stats(), Timeout: 5 * time.Second, Admission: adm}
+	gs := grpc.NewServer(edge.ServerOptions()...)
+	pb.RegisterClassifierServiceServer(gs, srv)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/classifier.v1.ClassifierService/Route")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := cs.SendMsg(&pb.RouteRequest{Query: "list my github issues"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	var resp pb.RouteResponse
+	if err := cs.RecvMsg(&resp); err != nil {
+		t.Fatalf("Route: %v", err)
+	}
+	if m := adm.ReturnMargin(); m >= 300*time.Millisecond {
+		t.Fatalf("return margin %v after one call whose message came 300ms after its headers, want the dispatch delay alone", m)
 	}
 }

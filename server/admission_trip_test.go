@@ -51,20 +51,20 @@ func TestTripModelFollowsTheDelays(t *testing.T) {
 	for range tripSamples {
 		m.observe(time.Millisecond)
 	}
-	if m.margin != 2*time.Millisecond {
-		t.Fatalf("margin %v after delays of 1ms, want 2ms", m.margin)
+	if got := m.get(); got != 2*time.Millisecond {
+		t.Fatalf("margin %v after delays of 1ms, want 2ms", got)
 	}
 	for range tripSamples / 2 {
 		m.observe(20 * time.Millisecond)
 	}
-	if m.margin != 40*time.Millisecond {
-		t.Fatalf("margin %v with half the recent delays at 20ms, want 40ms", m.margin)
+	if got := m.get(); got != 40*time.Millisecond {
+		t.Fatalf("margin %v with half the recent delays at 20ms, want 40ms", got)
 	}
 	for range tripSamples {
 		m.observe(time.Millisecond)
 	}
-	if m.margin != 2*time.Millisecond {
-		t.Fatalf("margin %v once the delays are back at 1ms, want 2ms", m.margin)
+	if got := m.get(); got != 2*time.Millisecond {
+		t.Fatalf("margin %v once the delays are back at 1ms, want 2ms", got)
 	}
 }
 

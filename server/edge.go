@@ -87,6 +87,7 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 	}
 	if e.Admission != nil { // after authentication: UNAUTHENTICATED goes first
 		in = e.Admission.tap(in, e.Auth.tapCaller)
+		opts = append(opts, grpc.StatsHandler(dispatchClock{e.Admission}))
 	}
 	if e.RecvTimeout > 0 {
 		in = arrivalTap(e.RecvTimeout, in)

@@ -211,6 +211,9 @@ type Admission struct {
 	// more.
 	vnow float64
 	cost costModel
+	// trip learns the margin a call's answer needs to reach its caller
+	// before the caller's deadline (tripModel; its own lock).
+	trip tripModel
 	// waitScale is admitted calls' actual waits ÷ the waits expected
 	// when they queued (before scaling), as exponentially weighted sums
 	// (waitedSum, expectedSum), between 1 and maxWaitScale: the expected
@@ -727,10 +730,13 @@ func (a *Admission) refuseLocked(ctx context.Context, now time.Time, wait, servi
 		return "", 0 // only the count bounds the queue until a call has ended
 	}
 	if dl, own := ownDeadline(ctx); own {
-		budget := time.Duration(a.cfg.DeadlineShare * float64(dl.Sub(now)))
+		// The answer must also get back to the caller in time: the time
+		// left less the learnt return trip is what the call may use.
+		margin := a.trip.get()
+		budget := time.Duration(a.cfg.DeadlineShare * float64(dl.Sub(now)-margin))
 		if wait+service > budget {
-			return fmt.Sprintf("expected wait %v and service %v do not fit in the call's deadline", wait.Round(time.Millisecond),
-				service.Round(time.Millisecond)), wait + service - budget
+			return fmt.Sprintf("expected wait %v, service %v and return %v do not fit in the call's deadline", wait.Round(time.Millisecond),
+				service.Round(time.Millisecond), margin.Round(time.Millisecond)), wait + service - budget
 		}
 		return "", 0
 	}
@@ -792,7 +798,11 @@ func (a *Admission) fullLocked(bytes int64) bool {
 
 // callerFlow is the flow key and weight of ctx's caller.
 func (a *Admission) callerFlow(ctx context.Context) (string, float64) {
-	c := CallerFrom(ctx)
+	return a.flowOf(CallerFrom(ctx))
+}
+
+// flowOf is the flow key and weight of caller c.
+func (a *Admission) flowOf(c Caller) (string, float64) {
 	w := 1.0
 	if v, ok := a.cfg.Weights[c.Name]; ok && v > 0 {
 		w = v

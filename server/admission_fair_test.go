@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
@@ -28,6 +29,9 @@ type spec struct {
 	bytes    int
 	attempts int
 	deadline time.Duration
+	// dispatched: the call's headers arrived on the connection this long
+	// before it reaches admission (the tap's stamp; 0: no stamp).
+	dispatched time.Duration
 }
 
 // fairHarness submits calls of several identities and records what
@@ -60,6 +64,10 @@ func (h *fairHarness) ctx(s spec) context.Context {
 	}
 	if s.attempts > 0 {
 		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(previousAttemptsKey, strconv.Itoa(s.attempts)))
+	}
+	if s.dispatched > 0 { // stamped by the tap, its goroutine started s.dispatched later
+		ctx = context.WithValue(ctx, connArrivalKey{}, h.clk.Now().Add(-s.dispatched))
+		ctx = dispatchClock{h.a}.TagRPC(ctx, &stats.RPCTagInfo{FullMethodName: "/classifier.v1.ClassifierService/Route"})
 	}
 	if s.deadline > 0 {
 		// Real deadlines at fake times: the fake clock only runs ahead of

@@ -11,7 +11,9 @@ import (
 
 // Edge is everything between the socket and the services: metrics,
 // recovery and default deadlines (Interceptors), request decoding errors,
-// authentication and admission, in that order.
+// authentication and admission, in that order; before them, as a call's
+// headers arrive, the tap: authentication, then admission's early
+// refusal (Admission.tap), then the receive timer.
 type Edge struct {
 	Log       *slog.Logger
 	Stats     *Stats
@@ -82,6 +84,10 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 	var in tap.ServerInHandle
 	if e.Auth.Tokens != nil || e.Auth.ClientCerts {
 		in = e.Auth.tap(denied)
+	}
+	if e.Admission != nil { // after authentication: UNAUTHENTICATED goes first
+		in = e.Admission.tap(in, e.Auth.tapCaller)
+		opts = append(opts, grpc.StatsHandler(dispatchClock{e.Admission}))
 	}
 	if e.RecvTimeout > 0 {
 		in = arrivalTap(e.RecvTimeout, in)

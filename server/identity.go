@@ -312,14 +312,27 @@ func (a AuthConfig) interceptors(onDenied func(method string, code codes.Code)) 
 func (a AuthConfig) tap(onDenied func(method string, code codes.Code)) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
 		p, _ := peer.FromContext(ctx)
-		_, err := a.caller(info.FullMethodName, scopeOf(info.FullMethodName), info.Header.Get("authorization"),
+		c, err := a.caller(info.FullMethodName, scopeOf(info.FullMethodName), info.Header.Get("authorization"),
 			func() *x509.Certificate { return verifiedCert(p) }, peerHost(p))
 		if err != nil {
 			onDenied(tapLabel(info.FullMethodName), status.Code(err))
 			return ctx, err
 		}
-		return ctx, nil
+		return context.WithValue(ctx, tapCallerKey{}, c), nil // for the admission's tap
 	}
+}
+
+// tapCaller is the caller of a call in the tap, for admission: the one
+// the authentication tap found, or, without one (no token file, no
+// client certificates), the anonymous caller of the call's peer.
+func (a AuthConfig) tapCaller(ctx context.Context, info *tap.Info) Caller {
+	if c, ok := ctx.Value(tapCallerKey{}).(Caller); ok {
+		return c
+	}
+	p, _ := peer.FromContext(ctx)
+	c, _ := a.caller(info.FullMethodName, scopeOf(info.FullMethodName), info.Header.Get("authorization"),
+		func() *x509.Certificate { return verifiedCert(p) }, peerHost(p))
+	return c
 }
 
 // ourMethods are the full names of the methods of our services.

@@ -79,7 +79,7 @@ func TestEdgeRefusesBeforeReadingTheMessage(t *testing.T) {
 // (with token, if any) declaring a 1 MiB message, sends its first 32 KiB
 // and returns the grpc-status the server answers before the message is
 // complete ("" if none within 10 s).
-func partialCall(t *testing.T, addr, method, token string) string {
+func partialCall(t *testing.T, addr, method, token string, extra ...[2]string) string {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -101,6 +101,7 @@ func partialCall(t *testing.T, addr, method, token string) string {
 	if token != "" {
 		fields = append(fields, [2]string{"authorization", "Bearer " + token})
 	}
+	fields = append(fields, extra...)
 	for _, f := range fields {
 		if err := enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
 			t.Fatal(err)

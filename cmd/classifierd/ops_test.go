@@ -158,7 +158,8 @@ func TestOpsMetricsAndStatusCodes(t *testing.T) {
 		}
 	}
 	for _, s := range []string{"classifierd_admission_queue_depth", "classifierd_admission_in_flight", "classifierd_admission_overloaded",
-		"classifierd_admission_expected_wait_seconds", "classifierd_admission_wait_scale", "classifierd_admission_callers", "classifierd_sessions_active"} {
+		"classifierd_admission_expected_wait_seconds", "classifierd_admission_wait_scale", "classifierd_admission_return_margin_seconds",
+		"classifierd_admission_callers", "classifierd_sessions_active"} {
 		if _, ok := m[s]; !ok {
 			t.Errorf("%s missing", s)
 		}

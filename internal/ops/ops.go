@@ -213,6 +213,10 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 		func() float64 { return o.Admission.WaitScale() }); err != nil {
 		return nil, err
 	}
+	if err := o.Metrics.Gauge("classifierd_admission_return_margin_seconds", "Time kept free at the end of a call's own deadline for its answer's way back: twice the p90 of recent calls' dispatch delays (headers on the connection to the call's goroutine starting).",
+		func() float64 { return o.Admission.ReturnMargin().Seconds() }); err != nil {
+		return nil, err
+	}
 	return o, nil
 }
 

@@ -1,0 +1,190 @@
+package server
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/tap"
+)
+
+// connArrivalKey marks a call's context with when its headers arrived on
+// the connection (Admission.tap): the dispatch delay, from then to the
+// call's goroutine starting, teaches the return-trip margin (tripModel).
+type connArrivalKey struct{}
+
+// tapCallerKey carries the caller the authentication tap found to the
+// admission tap, so a token is looked up once per call in the tap.
+type tapCallerKey struct{}
+
+// tap is the admission's part of the gRPC server's tap (grpc.InTapHandle),
+// which runs on the connection's reader goroutine as soon as a call's
+// headers arrive, before grpc-go starts a goroutine for the call or reads
+// its message. after runs first (the authentication tap, or nil), so a
+// caller without a valid token is told UNAUTHENTICATED, never
+// RESOURCE_EXHAUSTED; who is the caller of a call after has let through.
+//
+// It stamps the call with its arrival, and refuses a model call at once
+// when even the cheapest call of its caller would be refused now
+// (precheck): the refusal is then written by the connection's writer
+// without the call's goroutine, message read, decoding or interceptors,
+// each of which waits for a Go processor behind the model's Go work on a
+// saturated daemon (docs/loadtest.md, "Seventh pass"). The interceptor
+// still decides every call that gets through, with its request's size.
+// A refusal here carries its retry delay in the status details
+// (RetryInfo) but not in a grpc-retry-pushback-ms trailer: a
+// trailers-only early answer has no trailers of its own.
+func (a *Admission) tap(after tap.ServerInHandle, who func(context.Context, *tap.Info) Caller) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if after != nil {
+			var err error
+			if ctx, err = after(ctx, info); err != nil {
+				return ctx, err
+			}
+		}
+		now := a.now()
+		ctx = context.WithValue(ctx, connArrivalKey{}, now)
+		if !admittedMethods[info.FullMethodName] {
+			return ctx, nil
+		}
+		if err := a.precheck(ctx, who(ctx, info), tapAttempts(info.Header), now); err != nil {
+			a.rejected(info.FullMethodName)
+			return ctx, err
+		}
+		return ctx, nil
+	}
+}
+
+// tapAttempts is the grpc-previous-rpc-attempts of a call's headers,
+// capped.
+func tapAttempts(md metadata.MD) int {
+	return previousAttempts(metadata.NewIncomingContext(context.Background(), md))
+}
+
+// precheck returns the refusal admit would give now to the cheapest call
+// of caller c with the given attempts and ctx's deadline, or nil. It
+// leaves the scheduler as it found it (but for forgetting the flows idle
+// past ActiveFor, as any call does). It never waits for the scheduler's
+// lock: it runs on a connection's reader goroutine, which every call of
+// the connection waits for, so when the lock is taken the call goes on
+// and the interceptor decides it (a trace of short2000 with a waiting
+// lock here: the readers spent 27% of their scheduling delay handing
+// the lock on).
+func (a *Admission) precheck(ctx context.Context, c Caller, attempts int, now time.Time) error {
+	if dl, ok := ctx.Deadline(); ok && dl.Sub(now) < a.cfg.MinDeadline {
+		return nil // the interceptor's DEADLINE_EXCEEDED, as before
+	}
+	if !a.mu.TryLock() {
+		return nil
+	}
+	defer a.mu.Unlock()
+	if !a.cost.trained() {
+		return nil
+	}
+	if a.forgetLocked(now) {
+		a.dispatchLocked(now)
+	}
+	key, weight := a.flowOf(c)
+	f := a.flows[key]
+	switch {
+	case f == nil:
+		f = &flow{key: key, weight: weight, vtime: a.vnow}
+		a.flows[key] = f
+		defer delete(a.flows, key)
+	case !f.busy():
+		v, w := f.vtime, f.weight
+		f.vtime, f.weight = max(f.vtime, a.vnow), weight
+		defer func() { f.vtime, f.weight = v, w }()
+	}
+	s := a.sharesLocked()
+	if f.queued == 0 && a.mayStartLocked(f, s, false) {
+		return nil
+	}
+	first := f.queued == 0 && a.shareLocked(f, s.weights) > f.inFlight
+	wait := a.expectedWaitLocked(f, attempts, false)
+	why, after := a.refuseLocked(ctx, now, wait, time.Duration(a.cost.cheapest()), first)
+	if why == "" {
+		return nil
+	}
+	return refusal(why, after)
+}
+
+// tripModel learns the margin a call's answer needs, after the call ends
+// in the daemon, to reach its caller before the caller's deadline: twice
+// a high quantile (tripQuantile) of the recent calls' dispatch delays,
+// from their headers' arrival on the connection (the tap) to their
+// goroutine starting (the admission's stats handler, before the message
+// is read, so a client that sends its message slowly teaches it nothing).
+// The dispatch delay is one crossing of the daemon's runtime on the way
+// in, waiting for a Go processor when the cores are busy; the answer's
+// way back crosses as many (the connection's writer goroutine, the
+// socket, the client's reader and the caller's goroutines), and the
+// client's half of the way in is not in the daemon's deadline at all
+// (grpc-timeout is relative: the deadline starts when the daemon reads
+// the headers), hence twice. It is learnt, not set: near zero on an idle
+// daemon, where it would only refuse calls, tens of milliseconds on a
+// saturated one, where the sixth pass's calls ended in the daemon within
+// 48 ms of their 50 ms deadlines and reached their clients at 124 ms p99.
+// It has its own lock, off the scheduler's.
+type tripModel struct {
+	mu     sync.Mutex
+	ring   [tripSamples]time.Duration
+	n      int          // delays observed
+	margin atomic.Int64 // the current margin, in nanoseconds
+}
+
+const (
+	// tripSamples is how many recent dispatch delays the margin is
+	// taken from.
+	tripSamples = 256
+	// tripEvery: the margin is recomputed every tripEvery delays (a
+	// sort of tripSamples durations) once it has that many.
+	tripEvery = 32
+	// tripQuantile is the quantile of the dispatch delays taken.
+	tripQuantile = 0.9
+)
+
+// observe adds a call's dispatch delay d.
+func (m *tripModel) observe(d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ring[m.n%tripSamples] = max(d, 0)
+	m.n++
+	if m.n > tripEvery && m.n%tripEvery != 0 {
+		return
+	}
+	k := min(m.n, tripSamples)
+	q := slices.Clone(m.ring[:k])
+	slices.Sort(q)
+	m.margin.Store(int64(2 * q[int(tripQuantile*float64(k-1))]))
+}
+
+// get is the current margin.
+func (m *tripModel) get() time.Duration { return time.Duration(m.margin.Load()) }
+
+// ReturnMargin is the learnt time kept free at the end of a call's own
+// deadline for its answer to reach the caller (0 until calls have
+// arrived through the gRPC server).
+func (a *Admission) ReturnMargin() time.Duration { return a.trip.get() }
+
+// dispatchClock is the admission's gRPC stats handler: as a model call's
+// goroutine starts (TagRPC runs on it, before its message is read), it
+// teaches the trip model the call's dispatch delay from the tap's stamp.
+type dispatchClock struct{ a *Admission }
+
+func (d dispatchClock) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	if at, ok := ctx.Value(connArrivalKey{}).(time.Time); ok && admittedMethods[info.FullMethodName] {
+		d.a.trip.observe(d.a.now().Sub(at))
+	}
+	return ctx
+}
+
+func (dispatchClock) HandleRPC(context.Context, stats.RPCStats) {}
+
+func (dispatchClock) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (dispatchClock) HandleConn(context.Context, stats.ConnStats) {}

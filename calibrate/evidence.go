@@ -53,6 +53,56 @@ var EvidenceFeatures = []string{
 	"cat_twin",  // the catalog's mean twin (how near-duplicate its servers are)
 	"cat_cos",   // the mean cosine between two of the catalog's servers
 	"cat_words", // log(1 + the mean words of the catalog's server descriptions)
+	// How the request's make-up changes what a candidate's standing
+	// means (DeriveEvidence computes them from the features above): a
+	// server below the best is more often needed in a request of many
+	// parts, cues or words, and a gap or z counts for less in a long one.
+	"other_parts",  // (1 - first)·log(1 + n_parts)
+	"other_cues",   // (1 - first)·log(1 + n_cues)
+	"other_words",  // (1 - first)·log_words
+	"other_first",  // (1 - first)·need_first·log(1 + n_parts): the best of a part or cue, not of the request
+	"other_need_z", // (1 - first)·need_z·log(1 + n_parts)
+	"z_words",      // z·log_words
+	"gap_words",    // gap·log_words
+	"gap_parts",    // gap·log(1 + n_parts)
+}
+
+// derivedEvidence are the features DeriveEvidence computes from the
+// others, each from the values it names.
+var derivedEvidence = []derived{
+	{"other_parts", func(g func(string) float64) float64 { return (1 - g("first")) * math.Log1p(g("n_parts")) }},
+	{"other_cues", func(g func(string) float64) float64 { return (1 - g("first")) * math.Log1p(g("n_cues")) }},
+	{"other_words", func(g func(string) float64) float64 { return (1 - g("first")) * g("log_words") }},
+	{"other_first", func(g func(string) float64) float64 {
+		return (1 - g("first")) * g("need_first") * math.Log1p(g("n_parts"))
+	}},
+	{"other_need_z", func(g func(string) float64) float64 {
+		return (1 - g("first")) * g("need_z") * math.Log1p(g("n_parts"))
+	}},
+	{"z_words", func(g func(string) float64) float64 { return g("z") * g("log_words") }},
+	{"gap_words", func(g func(string) float64) float64 { return g("gap") * g("log_words") }},
+	{"gap_parts", func(g func(string) float64) float64 { return g("gap") * math.Log1p(g("n_parts")) }},
+}
+
+// derived is a feature computed from others: f reads them by name.
+type derived struct {
+	name string
+	f    func(get func(string) float64) float64
+}
+
+// DerivedEvidence reports whether feature is one DeriveEvidence computes.
+func DerivedEvidence(feature string) bool {
+	return slices.ContainsFunc(derivedEvidence, func(d derived) bool { return d.name == feature })
+}
+
+// DeriveEvidence sets the derived features of x (in EvidenceFeatures
+// order) from the others: products of the candidate's standing and the
+// request's make-up, so the map can weigh them together.
+func DeriveEvidence(x []float64) {
+	get := func(n string) float64 { return x[evidenceIndex[n]] }
+	for _, d := range derivedEvidence {
+		x[evidenceIndex[d.name]] = d.f(get)
+	}
 }
 
 var evidenceIndex = func() map[string]int {

@@ -122,3 +122,46 @@ func TestEvidenceValidateTemperature(t *testing.T) {
 		})
 	}
 }
+
+func TestDeriveEvidence(t *testing.T) {
+	x := func(kv map[string]float64) []float64 {
+		v := make([]float64, len(EvidenceFeatures))
+		for k, f := range kv {
+			v[evidenceIndex[k]] = f
+		}
+		DeriveEvidence(v)
+		return v
+	}
+	tests := []struct {
+		name string
+		in   map[string]float64
+		want map[string]float64
+	}{
+		{"the request's best server: no other_ terms",
+			map[string]float64{"first": 1, "need_first": 1, "n_parts": 3, "n_cues": 1, "log_words": 2, "need_z": 4, "z": 5},
+			map[string]float64{"other_parts": 0, "other_cues": 0, "other_words": 0, "other_first": 0, "other_need_z": 0, "z_words": 10, "gap_words": 0, "gap_parts": 0}},
+		{"the best of a part, below the request's best",
+			map[string]float64{"first": 0, "need_first": 1, "n_parts": 3, "n_cues": 1, "log_words": 2, "need_z": 4, "z": 1.5, "gap": 0.2},
+			map[string]float64{"other_parts": math.Log(4), "other_cues": math.Log(2), "other_words": 2, "other_first": math.Log(4),
+				"other_need_z": 4 * math.Log(4), "z_words": 3, "gap_words": 0.4, "gap_parts": 0.2 * math.Log(4)}},
+		{"a runner-up of a one-part request",
+			map[string]float64{"first": 0, "need_first": 0, "n_parts": 0, "log_words": 1, "z": 2, "gap": 0.1},
+			map[string]float64{"other_parts": 0, "other_first": 0, "other_words": 1, "z_words": 2, "gap_words": 0.1, "gap_parts": 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := x(tc.in)
+			for k, w := range tc.want {
+				if !DerivedEvidence(k) {
+					t.Fatalf("%s is not a derived feature", k)
+				}
+				if g := got[evidenceIndex[k]]; math.Abs(g-w) > 1e-12 {
+					t.Errorf("%s = %v, want %v", k, g, w)
+				}
+			}
+		})
+	}
+	if DerivedEvidence("score") {
+		t.Error("score reported as derived")
+	}
+}

@@ -235,6 +235,7 @@ func (c *Router) candidates(ts []rank.Turn, all rank.Routed, needIdx []int, need
 		set("cat_twin", sh.catTwin)
 		set("cat_cos", sh.catCos)
 		set("cat_words", sh.words)
+		calibrate.DeriveEvidence(x)
 		out = append(out, candidate{s: s, x: x, need: best})
 	}
 	return out, needs

@@ -3,6 +3,7 @@ package route
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/classifierd/classifierd/calibrate"
@@ -100,6 +101,13 @@ func TestRouteShapeEvidence(t *testing.T) {
 			got := map[string][]float64{}
 			for _, cd := range res.Considered {
 				got[cd.ID] = cd.X
+				// The make-up terms are the products route's own
+				// features give (calibrate.DeriveEvidence).
+				want := slices.Clone(cd.X)
+				calibrate.DeriveEvidence(want)
+				if !slices.Equal(want, cd.X) {
+					t.Errorf("%s: derived evidence %v, want %v", cd.ID, cd.X, want)
+				}
 				if p := tc.ev.Prob(cd.X); math.Abs(p-cd.P) > 1e-12 {
 					t.Errorf("%s: P %v, the map gives %v", cd.ID, cd.P, p)
 				}

@@ -153,18 +153,21 @@ var (
 	requestFeat = []string{"gap", "log_rank", "first", "z", "top_z", "margin", "need_first", "need_gap", "need_adv", "n_parts", "log_words", "lexical", "crowd"}
 	// shapeFeat are the catalog's shape (route's shape.go).
 	shapeFeat = []string{"twin", "twin_z", "cat_twin", "cat_cos", "cat_words"}
+	// makeupFeat are the request's make-up times the candidate's
+	// standing (calibrate.DeriveEvidence).
+	makeupFeat = []string{"other_parts", "other_cues", "other_words", "other_first", "other_need_z", "z_words", "gap_words", "gap_parts"}
 	// baseFeat are the features before the catalog's shape.
-	baseFeat    = slices.DeleteFunc(slices.Clone(calibrate.EvidenceFeatures), func(f string) bool { return slices.Contains(shapeFeat, f) })
-	featureSets = []struct {
-		name     string
-		features []string
-	}{
+	baseFeat = slices.DeleteFunc(slices.Clone(calibrate.EvidenceFeatures), func(f string) bool {
+		return slices.Contains(shapeFeat, f) || slices.Contains(makeupFeat, f)
+	})
+	featureSets = []featureSet{
 		{"request and needs", requestFeat},
 		{"+ need strength", append(slices.Clone(requestFeat), "need_z", "need_rank")},
 		{"+ needs by kind", append(slices.Clone(requestFeat), "part_first", "cue_first", "part_z", "cue_z", "cue_score")},
 		{"every feature", baseFeat},
 		{"every + shape", append(slices.Clone(baseFeat), shapeFeat...)},
 		{"every + twin", append(slices.Clone(baseFeat), "twin", "twin_z")},
+		{"every + shape + make-up", append(slices.Clone(baseFeat), append(slices.Clone(shapeFeat), makeupFeat...)...)},
 	}
 	// tempSets are what may set the temperature: nothing, the catalog
 	// (its shape and size), or the catalog and how the request stands out
@@ -178,6 +181,33 @@ var (
 		{"catalog+request", []string{"cat_twin", "cat_cos", "cat_words", "log_servers", "top_z", "margin", "log_words"}},
 	}
 )
+
+// featureSet is a named set of evidence features the map may weigh.
+type featureSet struct {
+	name     string
+	features []string
+}
+
+// writeProbs writes every row's probability under the map fitted
+// without its catalog (settings c), one a line in the rows' order.
+func writeProbs(path string, all []*rows, c choice) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	for _, r := range all {
+		ev, err := fitWithout(all, r.name, c)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		for _, s := range r.samples {
+			fmt.Fprintf(w, "%.6f\n", ev.Prob(s.X))
+		}
+	}
+	return errors.Join(w.Flush(), f.Close())
+}
 
 // choice is the selected settings.
 type choice struct {
@@ -322,11 +352,14 @@ func loadRows(path string) ([]*rows, error) {
 		x := make([]float64, len(calibrate.EvidenceFeatures))
 		for j, n := range calibrate.EvidenceFeatures {
 			v, ok := m[n].(float64)
-			if !ok {
+			if !ok && !calibrate.DerivedEvidence(n) {
 				return nil, fmt.Errorf("%s: no feature %q (dumped by an older route-eval?)", path, n)
 			}
 			x[j] = v
 		}
+		// Rows dumped before a derived feature existed get it as route
+		// computes it.
+		calibrate.DeriveEvidence(x)
 		tasks[name][int(ti)] = true
 		s := calibrate.EvidenceSample{X: x, Needed: needed}
 		r.samples = append(r.samples, s)

@@ -57,7 +57,7 @@ type options struct {
 	synthetic                       float64
 	seed, mapFile                   string
 	seedOnly, dumpOnly              bool
-	rows, temp                      string
+	rows, temp, probs, setName      string
 	l2                              float64
 }
 
@@ -84,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.rows, "rows", "", "the candidates' rows as --dump wrote them, instead of collecting them again; without --model, only choose the map's settings on them")
 	fs.StringVar(&o.temp, "temp", "", "with --features and --l2: the temperature's features (\"\": none), the settings fixed instead of chosen")
 	fs.Float64Var(&o.l2, "l2", 0, "with --features: the penalty, the settings fixed instead of chosen")
+	fs.StringVar(&o.probs, "probs", "", "with --rows and fixed settings: write each row's probability under the map fitted without its catalog here, one a line in the rows' order (for analysis)")
+	fs.StringVar(&o.setName, "set", "", "with --rows: the feature set by its name in the grid (\"every + shape\"...), instead of --features")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,6 +97,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		var only []string
 		if o.features != "" {
 			only = strings.Split(o.features, ",")
+		}
+		if o.setName != "" {
+			i := slices.IndexFunc(featureSets, func(f featureSet) bool { return f.name == o.setName })
+			if i < 0 {
+				return fmt.Errorf("no feature set %q", o.setName)
+			}
+			only = featureSets[i].features
+		}
+		if only != nil && o.l2 > 0 && o.probs != "" {
+			ch := choice{set: "given", tempSet: o.temp, features: only, l2: o.l2}
+			if o.temp != "" {
+				ch.temp = strings.Split(o.temp, ",")
+			}
+			return writeProbs(o.probs, all, ch)
 		}
 		if only != nil && o.l2 > 0 {
 			ch := choice{set: "given", tempSet: o.temp, features: only, l2: o.l2}

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,10 +29,11 @@ func writeRows(t *testing.T, drop string) string {
 			for k := range 5 {
 				m := map[string]any{"catalog": name, "task": task, "server": "s" + string(rune('0'+k)), "needs": 1, "kind": "", "synthetic": task >= 180}
 				for _, f := range calibrate.EvidenceFeatures {
-					if f != drop {
+					if f != drop && !(drop == "derived" && calibrate.DerivedEvidence(f)) {
 						m[f] = 0.0
 					}
 				}
+				m["first"], m["n_parts"] = float64(1-min(k, 1)), 2.0
 				score, twin := r.NormFloat64(), 0.5*float64(c)
 				m["score"] = score
 				if drop != "twin" {
@@ -71,6 +73,18 @@ func TestLoadRows(t *testing.T) {
 	}
 	if _, err := loadRows(writeRows(t, "twin")); err == nil || !strings.Contains(err.Error(), `"twin"`) {
 		t.Errorf("rows without a feature: err %v, want one naming it", err)
+	}
+	// Rows dumped before the derived features existed get them as route
+	// computes them.
+	old, err := loadRows(writeRows(t, "derived"))
+	if err != nil {
+		t.Fatalf("rows without the derived features: %v", err)
+	}
+	at := slices.Index(calibrate.EvidenceFeatures, "other_parts")
+	for i, want := range []float64{0, math.Log(3)} { // first, then a runner-up of two parts
+		if got := old[0].samples[i].X[at]; math.Abs(got-want) > 1e-12 {
+			t.Errorf("sample %d: other_parts %v, want %v", i, got, want)
+		}
 	}
 }
 

@@ -785,6 +785,49 @@ func TestTerminalHistoryBelongsToItsIdentity(t *testing.T) {
 	}
 }
 
+// TestHostileTerminalLogsBelongToTheirIdentity is the fifth hostile pass's
+// finding through the real daemon with a token file: DetectInputPrompt by
+// session id read <--terminal-logs>/<id>.log whoever asked, so bob, naming
+// the id of alice's session, was answered the line her terminal was on,
+// with what she was typing ("mysql -uroot -pHunter2...") and whether the
+// session existed. With tokens each identity's logs are now in its own
+// directory, <--terminal-logs>/<identity>/<id>.log: alice reads hers, bob
+// is NOT_FOUND for the same id whether a file of that name is in alice's
+// directory or directly in --terminal-logs.
+func TestHostileTerminalLogsBelongToTheirIdentity(t *testing.T) {
+	idx := genIndex(t, "testdata/mini.json")
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("alice terminal "+aliceToken+"\nbob terminal "+bobToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := t.TempDir()
+	const typed = "alice@host:~$ mysql -uroot -pHunter2Zq"
+	for _, f := range []string{filepath.Join(logs, "alice", "term-1.log"), filepath.Join(logs, "term-1.log")} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte("alice@host:~$ ls\nnotes.txt\n"+typed), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, conn := startDaemon(t, idx, "--terminal", "--terminal-logs", logs, "--auth-token-file", tokens)
+	c := terminalpb.NewTerminalServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	alice, bob := bearerCtx(ctx, aliceToken), bearerCtx(ctx, bobToken)
+	yes := true
+	r, err := c.DetectInputPrompt(alice, &terminalpb.DetectInputPromptRequest{SessionId: "term-1", ReadingInput: &yes})
+	if err != nil || r.GetPrompt().GetPromptText() != typed {
+		t.Fatalf("alice's own log: %v, %v; want the line %q", r, err, typed)
+	}
+	for _, id := range []string{"term-1", "nobody-1"} {
+		r, err := c.DetectInputPrompt(bob, &terminalpb.DetectInputPromptRequest{SessionId: id, ReadingInput: &yes})
+		if status.Code(err) != codes.NotFound {
+			t.Errorf("bob's DetectInputPrompt of session %s: %v, %v; want NOT_FOUND", id, r, err)
+		}
+	}
+}
+
 // TestGRPCIdleConnectionsClose: a gRPC connection with no call in flight
 // for --idle-timeout is closed by the daemon (its client goes idle and
 // reconnects when it next calls).

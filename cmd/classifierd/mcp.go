@@ -48,6 +48,9 @@ type mcpEdge struct {
 	// calls' admission (nil: none, as in tests that build the MCP server
 	// alone).
 	admission *server.Admission
+	// conns counts --mcp-listen's connections with the daemon's other
+	// listeners' (nil: no caps).
+	conns *listeners.Limiter
 }
 
 // newMCPServer is the daemon's MCP server: the classifier tools over the
@@ -152,6 +155,7 @@ func startMCPHTTPWith(cfg Config, edge mcpEdge, svc *server.Server, term *server
 	if err != nil {
 		return nil, fmt.Errorf("mcp listen: %w", err)
 	}
+	lis = edge.conns.Wrap("mcp", lis)
 	// The MCP sessions of --mcp-listen: the same limits as hub sessions,
 	// with a count of their own (mcpplaces).
 	places := mcpplaces.New(cfg.MaxSessions, cfg.Ops.MaxSessionsPerClient)

@@ -188,7 +188,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		defer func() { stopJanitor(); <-swept }()
 	}
 
-	edge := mcpEdge{sec: op.Security, metrics: op.Metrics, tracer: tracer, tls: mcpTLS, admission: op.Admission}
+	edge := mcpEdge{sec: op.Security, metrics: op.Metrics, tracer: tracer, tls: mcpTLS, admission: op.Admission, conns: op.Conns}
 	if cfg.MCPStdio {
 		return serveMCPStdio(ctx, cfg, edge, svc, term, idx, rl.Caller(), log)
 	}
@@ -196,6 +196,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	lis = op.Conns.Wrap("grpc", lis)
 	gs := grpc.NewServer(append(append(op.ServerOptions(log, svc.Stats(), cfg.Timeout), tracer.ServerOptions()...),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
@@ -209,7 +210,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	register(gs, hs, svc, term)
 	var hsrv *listeners.HTTP
 	if cfg.HTTPListen != "" {
-		if hsrv, err = listeners.NewHTTP(listeners.HTTPConfig{Addr: cfg.HTTPListen, MaxRecvBytes: cfg.MaxRecvBytes, Timeout: cfg.Timeout, IdleTimeout: cfg.Ops.IdleTimeout, TLS: httpTLS}, gs, op.HTTPGuard(int64(cfg.MaxRecvBytes), gs.GetServiceInfo()), log); err != nil {
+		if hsrv, err = listeners.NewHTTP(listeners.HTTPConfig{Addr: cfg.HTTPListen, MaxRecvBytes: cfg.MaxRecvBytes, Timeout: cfg.Timeout, IdleTimeout: cfg.Ops.IdleTimeout, TLS: httpTLS, Conns: op.Conns}, gs, op.HTTPGuard(int64(cfg.MaxRecvBytes), gs.GetServiceInfo()), log); err != nil {
 			_ = lis.Close()
 			return err
 		}

@@ -48,6 +48,7 @@ type HTTPConfig struct {
 	Timeout      time.Duration // --timeout: a body is read within it and 10s more
 	IdleTimeout  time.Duration // --idle-timeout
 	TLS          *tls.Config   // nil: plain text
+	Conns        *Limiter      // --max-conns-per-peer, --max-conns (nil: no caps)
 }
 
 // HTTP is --http-listen: every gRPC service registered on gs, over
@@ -92,6 +93,7 @@ func NewHTTP(cfg HTTPConfig, gs *grpc.Server, g httpguard.Guard, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("http listen: %w", err)
 	}
+	lis = cfg.Conns.Wrap("http", lis)
 	srv := &http.Server{
 		Handler:           loopbackHostOnly(g.Wrap(normalizeRequest(h))),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -373,9 +375,9 @@ func NewRegistry() *prometheus.Registry {
 }
 
 // ServeMetrics serves reg at addr/metrics in plain HTTP (--metrics-listen)
-// until ctx ends; the returned func waits for it to stop. An empty addr
-// serves nothing.
-func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
+// until ctx ends, its connections counted by conns (nil: not counted);
+// the returned func waits for it to stop. An empty addr serves nothing.
+func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, conns *Limiter, log *slog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -383,6 +385,7 @@ func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-listen: %w", err)
 	}
+	lis = conns.Wrap("metrics", lis)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: MaxHeaderBytes}

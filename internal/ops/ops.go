@@ -62,6 +62,13 @@ type Config struct {
 	// bytes held at once (--max-body-bytes-in-flight...).
 	BodyBudget, BodyBudgetPerClient int64
 
+	// MaxConnsPerPeer and MaxConns bound the connections open on all the
+	// listeners, per peer address and in all (--max-conns-per-peer,
+	// --max-conns; 0 for MaxConns: derived from RLIMIT_NOFILE); past
+	// either, a connection is closed as soon as accepted
+	// (listeners.Limiter).
+	MaxConnsPerPeer, MaxConns int
+
 	// MaxWatches, MaxWatchesPerClient and MaxWatchesPerSession bound the
 	// WatchExposure streams open at once (--max-watches...).
 	MaxWatches, MaxWatchesPerClient, MaxWatchesPerSession int
@@ -110,6 +117,9 @@ func (c *Config) Validate(concurrency int) error {
 	if c.MaxWatches < 1 || c.MaxWatchesPerClient < 1 || c.MaxWatchesPerSession < 1 {
 		return errors.New("--max-watches, --max-watches-per-client and --max-watches-per-session must be positive")
 	}
+	if c.MaxConnsPerPeer < 0 || c.MaxConns < 0 {
+		return errors.New("--max-conns-per-peer and --max-conns must not be negative")
+	}
 	if c.DeadlineShare <= 0 || c.DeadlineShare > 1 || c.MaxWaitingBytes < 0 {
 		return errors.New("--deadline-share must be in (0, 1], --max-waiting-bytes not negative")
 	}
@@ -152,6 +162,9 @@ type Ops struct {
 	Registry  *prometheus.Registry
 	Metrics   *server.Metrics
 	Admission *server.Admission
+	// Conns counts the connections of every listener of the daemon
+	// (--max-conns-per-peer, --max-conns): wrap each with Conns.Wrap.
+	Conns *listeners.Limiter
 }
 
 // Open opens what cfg says: the security, the metrics registry, the
@@ -163,6 +176,9 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 	}
 	o := &Ops{Security: sec, cfg: cfg, log: log, Registry: listeners.NewRegistry()}
 	if o.Metrics, err = server.NewMetrics(o.Registry); err != nil {
+		return nil, err
+	}
+	if o.Conns, err = listeners.NewLimiter(listeners.ConnLimits{PerPeer: cfg.MaxConnsPerPeer, Total: cfg.MaxConns}, o.Registry, log); err != nil {
 		return nil, err
 	}
 	o.Admission = server.NewAdmission(server.AdmissionConfig{MaxInFlight: cfg.MaxInFlight, MaxQueue: cfg.MaxQueue,
@@ -320,7 +336,7 @@ func servedMethod(path string, served map[string]grpc.ServiceInfo) string {
 // ServeMetrics serves /metrics until ctx ends; the returned func waits
 // for it to stop.
 func (o *Ops) ServeMetrics(ctx context.Context) (func(), error) {
-	return listeners.ServeMetrics(ctx, o.cfg.MetricsListen, o.Registry, o.log)
+	return listeners.ServeMetrics(ctx, o.cfg.MetricsListen, o.Registry, o.Conns, o.log)
 }
 
 // modelTools are the MCP tools of the daemon that run the model: they are

@@ -74,6 +74,10 @@ type Config struct {
 	// --backend-idle-timeout; mcpsrc.IsolatedOptions).
 	MaxBackends, MaxBackendsPerClient int
 	BackendIdle                       time.Duration
+	// MaxConnsPerPeer and MaxConns bound the connections open on
+	// --mcp-listen and --metrics-listen together, per peer address and
+	// in all (--max-conns-per-peer, --max-conns; listeners.Limiter).
+	MaxConnsPerPeer, MaxConns int
 }
 
 // defaultIsolation is the isolation of a server whose entry sets none:
@@ -157,6 +161,10 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 		names = append(names, s.Name)
 	}
 	reg := listeners.NewRegistry()
+	conns, err := listeners.NewLimiter(listeners.ConnLimits{PerPeer: cfg.MaxConnsPerPeer, Total: cfg.MaxConns}, reg, log)
+	if err != nil {
+		return err
+	}
 	// The tools that run the model (search_tools, hub__analyze_prompt)
 	// share it by caller as the daemon's do, with the daemon's defaults.
 	adm := server.NewAdmission(server.AdmissionConfig{MaxInFlight: 2 * cfg.Concurrency, MaxQueue: ops.DefaultMaxWaiting,
@@ -178,7 +186,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 	}
 	defer func() { err = errors.Join(err, px.Close()) }()
 	metricsCtx, stopMetrics := context.WithCancel(context.Background())
-	waitMetrics, err := listeners.ServeMetrics(metricsCtx, cfg.MetricsListen, reg, log)
+	waitMetrics, err := listeners.ServeMetrics(metricsCtx, cfg.MetricsListen, reg, conns, log)
 	if err != nil {
 		stopMetrics()
 		return err
@@ -220,6 +228,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 	if err != nil {
 		return fmt.Errorf("mcp listen: %w", err)
 	}
+	lis = conns.Wrap("mcp", lis)
 	logProxyListen(log, cfg, sec)
 	stopHTTP := listeners.ServeMCP(lis, sec.ListenerTLS(false), sec.MCPGate(proxyHandler(px, cfg, version, log), MaxMessage, auth.ScopeRoute, auth.ScopeCall), 5*time.Second, listeners.DefaultIdleTimeout, log)
 	defer stopHTTP()

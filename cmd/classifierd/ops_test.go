@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -9,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -825,6 +827,38 @@ func TestHostileTerminalLogsBelongToTheirIdentity(t *testing.T) {
 		if status.Code(err) != codes.NotFound {
 			t.Errorf("bob's DetectInputPrompt of session %s: %v, %v; want NOT_FOUND", id, r, err)
 		}
+	}
+}
+
+// TestHostileMetricsIdleConnectionsClose is the fifth hostile pass's
+// finding: --metrics-listen had no idle timeout, so a keep-alive
+// connection that made one scrape (no token needed) was held for ever,
+// and 1,024 of them held a peer's whole --max-conns-per-peer on every
+// listener at no further cost (on loopback every local client is that
+// peer). With --idle-timeout 1s the daemon closes it.
+func TestHostileMetricsIdleConnectionsClose(t *testing.T) {
+	metricsAddr := freeAddr(t)
+	startDaemon(t, genIndex(t, "testdata/mini.json"), "--metrics-listen", metricsAddr, "--idle-timeout", "1s")
+	c, err := net.Dial("tcp", metricsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("scrape: %s, close %v, %v; want 200 on a kept-alive connection", resp.Status, resp.Close, err)
+	}
+	start := time.Now()
+	_ = c.SetReadDeadline(start.Add(20 * time.Second))
+	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("an idle metrics connection after %v: %v; want it closed by the daemon (EOF)", time.Since(start).Round(time.Millisecond), err)
 	}
 }
 

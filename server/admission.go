@@ -1029,11 +1029,12 @@ func (a *Admission) unary() grpc.UnaryServerInterceptor {
 		if a == nil || !admittedMethods[info.FullMethod] {
 			return h(ctx, req)
 		}
+		if chunkedMethods[info.FullMethod] {
+			return h(context.WithValue(ctx, chunkAdmitKey{}, chunkAdmitter{a, info.FullMethod}), req)
+		}
 		ctx, release, err := a.Admit(ctx, info.FullMethod, requestBytes(req))
 		if err != nil {
-			if d := retryAfter(err); d > 0 {
-				_ = grpc.SetTrailer(ctx, metadata.Pairs(retryPushbackKey, strconv.FormatInt(d.Milliseconds(), 10)))
-			}
+			setPushback(ctx, err)
 			return nil, err
 		}
 		defer release()

@@ -225,9 +225,28 @@ func (s *Server) Embed(ctx context.Context, req *pb.EmbedRequest) (*pb.EmbedResp
 			return nil, s.status(ctx, "Embed", err)
 		}
 	}
-	vecs, err := s.emb.Embed(ctx, texts)
-	if err != nil {
-		return nil, s.status(ctx, "Embed", err)
+	// Admitted a chunk at a time (admitChunk): 64 texts are 64 model
+	// runs, and a call admitted whole held its place and core for all.
+	vecs := make([][]float32, 0, len(texts))
+	for start := 0; start < len(texts); start += EmbedChunk {
+		chunk := texts[start:min(start+EmbedChunk, len(texts))]
+		n := 0
+		for _, t := range chunk {
+			n += len(t)
+		}
+		cctx, release, err := admitChunk(ctx, int64(n))
+		if err != nil {
+			return nil, err
+		}
+		v, err := s.emb.Embed(cctx, chunk)
+		release()
+		if err != nil {
+			if start > 0 { // the engine counts the chunk's texts from 0
+				err = fmt.Errorf("from texts[%d]: %w", start, err)
+			}
+			return nil, s.status(ctx, "Embed", err)
+		}
+		vecs = append(vecs, v...)
 	}
 	out := &pb.EmbedResponse{Dimensions: int32(dom.Index.Dims)}
 	for _, v := range vecs {

@@ -86,6 +86,19 @@ func storeSession(ctx context.Context, id string) string {
 	return terminal.OwnedSessionID(c.Name, id)
 }
 
+// logsOf is the session logs ctx's caller may read: with tokens or
+// client certificates, its identity's own directory under --terminal-logs
+// (<dir>/<identity>/<session_id>.log), so that one identity never reads
+// another's terminal output by naming its session id; anonymous callers
+// (every client one identity) the directory itself, as before.
+func (s *TerminalServer) logsOf(ctx context.Context) terminal.Logs {
+	c := CallerFrom(ctx)
+	if c.Name == "" || c.Name == Anonymous {
+		return s.logs
+	}
+	return s.logs.Of(c.Name)
+}
+
 // DetectInputPrompt implements TerminalService.DetectInputPrompt.
 func (s *TerminalServer) DetectInputPrompt(ctx context.Context, req *terminalpb.DetectInputPromptRequest) (*terminalpb.DetectInputPromptResponse, error) {
 	minConf := DefaultMinConfidence
@@ -100,7 +113,7 @@ func (s *TerminalServer) DetectInputPrompt(ctx context.Context, req *terminalpb.
 	var when *timestamppb.Timestamp
 	switch {
 	case req.GetSessionId() != "":
-		tail, err := s.logs.ReadTail(req.GetSessionId())
+		tail, err := s.logsOf(ctx).ReadTail(req.GetSessionId())
 		if err != nil {
 			return nil, s.terminalStatus(ctx, "DetectInputPrompt", req.GetSessionId(), err)
 		}

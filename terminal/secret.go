@@ -65,12 +65,29 @@ var secretValueREs = []*regexp.Regexp{
 	regexp.MustCompile(`\bsqlcmd\b[^;&|]*\s-P\s*\S`),
 	regexp.MustCompile(`\b(docker|podman|nerdctl|helm)\s+(registry\s+)?login\b[^;&|]*\s-p\s+\S`),
 	regexp.MustCompile(`\bssh-keygen\b[^;&|]*\s-[NP]\s*['"]?[^\s'"]`), // new and old passphrase; -N '' is none
+	// The fifth hostile pass: more programs' password flags, and a
+	// password written into a program that reads it from its input (echo
+	// or printf into a pipe, a here-string). A variable ($PW) is not one.
+	regexp.MustCompile(`\b(keytool|jarsigner)\b[^;&|]*\s-(store|key|srcstore|deststore|srckey|destkey)pass\s+\S`),
+	regexp.MustCompile(`\b(zip|unzip|zipcloak)\b[^;&|]*\s-P\s*\S`),
+	regexp.MustCompile(`\b(rar|unrar|7z|7za|7zr)\b[^;&|]*\s-p[^\s-]`), // -p alone asks, -p- asks nothing
+	regexp.MustCompile(`\bmosquitto_(pub|sub|rr)\b[^;&|]*\s-P\s+\S`),
+	regexp.MustCompile(`\bnmcli\b[^;&|]*\s(password|psk|wifi-sec\.psk|802-11-wireless-security\.psk)\s+\S`),
+	regexp.MustCompile(`\bwpa_passphrase\s+\S+\s+\S`),
+	regexp.MustCompile(`(?i)\bnet\s+user\s+\S+\s+[^\s/*]`), // net user NAME PASSWORD; * asks
+	regexp.MustCompile(`\b(echo|printf)(\s+-[a-zA-Z]+)*\s+['"]?[^\s$'"|;&][^|;&]*\|\s*` + stdinPasswordReader),
+	regexp.MustCompile(stdinPasswordReader + `[^;&|]*<<<\s*['"]?[^\s$'"]`),
 }
+
+// stdinPasswordReader matches a command that reads a password from its
+// standard input: sudo -S, --password-stdin (docker, podman, helm...),
+// passwd --stdin, chpasswd, kinit, cryptsetup, vncpasswd, pass insert.
+const stdinPasswordReader = `(\bsudo\b[^;&|<]*\s-[a-zA-Z]*S|\S[^;&|<]*\s--password-stdin\b|\bpasswd\b[^;&|<]*\s--stdin\b|\bchpasswd\b|\bkinit\b|\bcryptsetup\b|\bvncpasswd\b|\bpass\s+(insert|add)\b)`
 
 // assignmentREs find NAME=VALUE, NAME: VALUE and --name VALUE in a typed
 // line; secretAssignment judges the name.
 var assignmentREs = []*regexp.Regexp{
-	regexp.MustCompile(`(?:^|[\s;&|(])([\pL_][\pL\pN_.-]*)\s*[=:]\s*['"]?[^\s'"]`),
+	regexp.MustCompile(`(?:^|[\s;&|('"])([\pL_][\pL\pN_.-]*)\s*[=:]\s*['"]?[^\s'"]`),
 	regexp.MustCompile(`(?:^|\s)--?([\pL][\pL\pN_-]*)(?:=|\s+)['"]?[^\s'"-]`),
 }
 

@@ -178,7 +178,15 @@ func TestSecretValueShapes(t *testing.T) {
 		"openssl enc -k hunter2 -in f", "ldapsearch -x -D cn=admin -w hunter2", "sqlcmd -S db -U sa -P hunter2",
 		"docker login -u me -p hunter2 registry.example",
 		// The fourth hostile pass: ssh-keygen's new and old passphrase flags.
-		"ssh-keygen -N hunter2 -f k", "ssh-keygen -t ed25519 -N 'hunter2'", "ssh-keygen -p -P hunter2 -N new2 -f k"} {
+		"ssh-keygen -N hunter2 -f k", "ssh-keygen -t ed25519 -N 'hunter2'", "ssh-keygen -p -P hunter2 -N new2 -f k",
+		// The fifth hostile pass: more password flags, and passwords
+		// written into a program that reads them from its input.
+		"echo hunter2 | docker login -u me --password-stdin", "echo 'hunter2' | sudo -S ls", "printf 'hunter2\\n' | passwd --stdin bob",
+		"echo 'bob:hunter2' | chpasswd", "echo hunter2 | kinit bob", "sudo -S ls <<< hunter2", "vncpasswd -f <<< hunter2",
+		"cryptsetup luksOpen /dev/sdb x --key-file=- <<< hunter2", "pass insert -e x <<< hunter2",
+		"keytool -list -storepass hunter2", "jarsigner -keypass hunter2 a.jar k", "zip -e -P hunter2 a.zip f", "unzip -P hunter2 a.zip",
+		"unrar x -phunter2 a.rar", "rar a -phunter2 a.rar f", "7z a -phunter2 a.7z f", "mosquitto_pub -P hunter2 -t x -m y",
+		"nmcli dev wifi connect W password hunter2", "wpa_passphrase W hunter2", "net user bob hunter2 /add", "psql 'password=hunter2'"} {
 		if !SecretValue(v) {
 			t.Errorf("SecretValue(%q) = false", v)
 		}
@@ -187,7 +195,10 @@ func TestSecretValueShapes(t *testing.T) {
 		"eu-west-1", "staging", "git commit -m fix", "MyApp-2.0.tar.gz",
 		"mysql -uroot -p", "mysql -p mydb", "redis-cli -h host", "curl -u bob https://x", "ssh -p 2222 host",
 		"docker run -p 8080:80 img", "openssl x509 -in c.pem -text", "mongosh -u admin -p", "git commit -a -m fix",
-		"ssh-keygen -N '' -f k", `ssh-keygen -t ed25519 -N ""`, "ssh-keygen -p -f k"} {
+		"ssh-keygen -N '' -f k", `ssh-keygen -t ed25519 -N ""`, "ssh-keygen -p -f k",
+		"echo $PW | docker login --password-stdin", `echo "$PW" | sudo -S ls`, "cat pw.txt | docker login --password-stdin",
+		"echo hi | grep h", "echo done; sudo -S ls", "sudo -S ls <<< $PW", "zip -r a.zip dir", "unzip -l a.zip", "rar a -p a.rar f",
+		"rar a -p- a.rar f", "7z x a.7z", "keytool -list -storepass:env PW", "nmcli dev wifi list", "net user bob *", "kinit bob"} {
 		if SecretValue(v) {
 			t.Errorf("SecretValue(%q) = true", v)
 		}

@@ -155,6 +155,21 @@ type Logs struct {
 	Dir string
 }
 
+// identityDirRE is an identity name that can be a directory of its own
+// under Logs.Dir: a token's name, "cert:CN" of a plain CN.
+var identityDirRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
+
+// Of is the logs of one identity: the directory <Dir>/<identity>, so that
+// an identity's DetectInputPrompt reads only the logs its own hub wrote
+// there. An identity whose name cannot be a directory (a certificate CN
+// with spaces or slashes) has no logs: every session is not found.
+func (l Logs) Of(identity string) Logs {
+	if !identityDirRE.MatchString(identity) || strings.Contains(identity, "..") {
+		return Logs{}
+	}
+	return Logs{Dir: filepath.Join(l.Dir, identity)}
+}
+
 // Tail is the end of a session log.
 type Tail struct {
 	Data    []byte
@@ -167,6 +182,9 @@ type Tail struct {
 func (l Logs) ReadTail(id string) (Tail, error) {
 	if err := CheckSessionID(id); err != nil {
 		return Tail{}, err
+	}
+	if l.Dir == "" {
+		return Tail{}, fmt.Errorf("%w: %s", ErrSessionNotFound, id)
 	}
 	// O_NOFOLLOW: a symlink planted in the log directory is not followed
 	// to another file; O_NONBLOCK: opening a FIFO does not wait for a

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -9,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -783,6 +785,81 @@ func TestTerminalHistoryBelongsToItsIdentity(t *testing.T) {
 	h, err := c.GetSessionHistory(alice, &terminalpb.GetSessionHistoryRequest{SessionId: "shared-name"})
 	if err != nil || len(h.GetEvents()) != 5 || h.GetEvents()[0].GetSessionId() != "shared-name" {
 		t.Fatalf("alice's history: %v, %v; want her 5 events under the id she used", h, err)
+	}
+}
+
+// TestHostileTerminalLogsBelongToTheirIdentity is the fifth hostile pass's
+// finding through the real daemon with a token file: DetectInputPrompt by
+// session id read <--terminal-logs>/<id>.log whoever asked, so bob, naming
+// the id of alice's session, was answered the line her terminal was on,
+// with what she was typing ("mysql -uroot -pHunter2...") and whether the
+// session existed. With tokens each identity's logs are now in its own
+// directory, <--terminal-logs>/<identity>/<id>.log: alice reads hers, bob
+// is NOT_FOUND for the same id whether a file of that name is in alice's
+// directory or directly in --terminal-logs.
+func TestHostileTerminalLogsBelongToTheirIdentity(t *testing.T) {
+	idx := genIndex(t, "testdata/mini.json")
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("alice terminal "+aliceToken+"\nbob terminal "+bobToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := t.TempDir()
+	const typed = "alice@host:~$ mysql -uroot -pHunter2Zq"
+	for _, f := range []string{filepath.Join(logs, "alice", "term-1.log"), filepath.Join(logs, "term-1.log")} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte("alice@host:~$ ls\nnotes.txt\n"+typed), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, conn := startDaemon(t, idx, "--terminal", "--terminal-logs", logs, "--auth-token-file", tokens)
+	c := terminalpb.NewTerminalServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	alice, bob := bearerCtx(ctx, aliceToken), bearerCtx(ctx, bobToken)
+	yes := true
+	r, err := c.DetectInputPrompt(alice, &terminalpb.DetectInputPromptRequest{SessionId: "term-1", ReadingInput: &yes})
+	if err != nil || r.GetPrompt().GetPromptText() != typed {
+		t.Fatalf("alice's own log: %v, %v; want the line %q", r, err, typed)
+	}
+	for _, id := range []string{"term-1", "nobody-1"} {
+		r, err := c.DetectInputPrompt(bob, &terminalpb.DetectInputPromptRequest{SessionId: id, ReadingInput: &yes})
+		if status.Code(err) != codes.NotFound {
+			t.Errorf("bob's DetectInputPrompt of session %s: %v, %v; want NOT_FOUND", id, r, err)
+		}
+	}
+}
+
+// TestHostileMetricsIdleConnectionsClose is the fifth hostile pass's
+// finding: --metrics-listen had no idle timeout, so a keep-alive
+// connection that made one scrape (no token needed) was held for ever,
+// and 1,024 of them held a peer's whole --max-conns-per-peer on every
+// listener at no further cost (on loopback every local client is that
+// peer). With --idle-timeout 1s the daemon closes it.
+func TestHostileMetricsIdleConnectionsClose(t *testing.T) {
+	metricsAddr := freeAddr(t)
+	startDaemon(t, genIndex(t, "testdata/mini.json"), "--metrics-listen", metricsAddr, "--idle-timeout", "1s")
+	c, err := net.Dial("tcp", metricsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("scrape: %s, close %v, %v; want 200 on a kept-alive connection", resp.Status, resp.Close, err)
+	}
+	start := time.Now()
+	_ = c.SetReadDeadline(start.Add(20 * time.Second))
+	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("an idle metrics connection after %v: %v; want it closed by the daemon (EOF)", time.Since(start).Round(time.Millisecond), err)
 	}
 }
 

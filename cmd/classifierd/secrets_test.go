@@ -286,3 +286,97 @@ func TestTerminalLogDirPrivate(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileCommandLineSecrets is the fifth hostile pass's finding through
+// the real daemon: passwords typed on a shell command line in forms the
+// earlier passes did not try (a password echoed into a program that reads
+// it from its input, a here-string, keytool's -storepass, zip's -P,
+// rar's -p, nmcli, wpa_passphrase, net user) were stored in clear,
+// returned by GetSessionHistory and suggested back by InferExpectedInput.
+// Each must now be redacted everywhere, and ordinary command lines (one
+// with a variable where the password would be) still kept, so the scan
+// sees what is stored.
+func TestHostileCommandLineSecrets(t *testing.T) {
+	const pw = "qZx5pw"
+	secret := []string{
+		"echo " + pw + "01 | docker login -u bob --password-stdin registry.example",
+		"echo '" + pw + "02' | sudo -S apt-get update",
+		"printf '" + pw + "03\\n' | passwd --stdin bob",
+		"echo 'bob:" + pw + "04' | chpasswd",
+		"cryptsetup luksOpen /dev/sdb vault --key-file=- <<< " + pw + "05",
+		"sudo -S ls /root <<< " + pw + "06",
+		"keytool -list -keystore k.jks -storepass " + pw + "07",
+		"jarsigner -keypass " + pw + "08 app.jar mykey",
+		"zip -e -P " + pw + "09 backup.zip notes.txt",
+		"unzip -P " + pw + "10 backup.zip",
+		"unrar x -p" + pw + "11 backup.rar",
+		"nmcli dev wifi connect HomeNet password " + pw + "12",
+		"wpa_passphrase HomeNet " + pw + "13",
+		"net user bob " + pw + "14 /add",
+		"mosquitto_pub -u bob -P " + pw + "15 -t a -m b",
+		"psql 'host=db user=bob password=" + pw + "16'",
+	}
+	ordinary := []string{
+		"echo $HOME | wc -c",
+		"zip -r backup.zip notes",
+		"unzip -l backup.zip",
+		"nmcli dev wifi list",
+		"echo hello | grep h",
+	}
+	idx := genIndex(t, "testdata/mini.json")
+	db := filepath.Join(t.TempDir(), "terminal.db")
+	d, conn := startDaemon(t, idx, "--terminal", "--terminal-db", db, "--terminal-share-learned")
+	c := pb.NewTerminalServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const prompt = "bob@host:~$ "
+	for _, line := range append(append([]string{}, secret...), ordinary...) {
+		if _, err := c.TrackInputEvent(ctx, &pb.TrackInputEventRequest{SessionId: "shell", PromptText: prompt, InputText: line,
+			Success: true, InputSource: "user_typed"}); err != nil {
+			t.Fatalf("TrackInputEvent(%q): %v", line, err)
+		}
+	}
+	h, err := c.GetSessionHistory(ctx, &pb.GetSessionHistoryRequest{SessionId: "shell", Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var returned []string
+	for _, ev := range h.GetEvents() {
+		returned = append(returned, ev.GetInputText())
+	}
+	for _, session := range []string{"shell", "other"} {
+		r, err := c.InferExpectedInput(ctx, &pb.InferExpectedInputRequest{PromptText: prompt, SessionId: session, PromptType: "command"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range r.GetSuggestions() {
+			returned = append(returned, s.GetInputText())
+		}
+	}
+	var stored []byte
+	for _, f := range []string{db, db + "-wal"} {
+		b, err := os.ReadFile(f)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		stored = append(stored, b...)
+	}
+	all := strings.Join(returned, "\n")
+	for i, line := range secret {
+		p := fmt.Sprintf("%s%02d", pw, i+1)
+		if strings.Contains(all, p) {
+			t.Errorf("%q: its password was returned or suggested", line)
+		}
+		if bytes.Contains(stored, []byte(p)) {
+			t.Errorf("%q: its password is in the SQLite files", line)
+		}
+		if strings.Contains(d.stderr.String(), p) {
+			t.Errorf("%q: its password is in the log", line)
+		}
+	}
+	for _, line := range ordinary {
+		if !strings.Contains(all, line) || !bytes.Contains(stored, []byte(line)) {
+			t.Errorf("ordinary %q was not returned and stored: the scan does not see what is stored", line)
+		}
+	}
+}

@@ -379,9 +379,10 @@ func NewRegistry() *prometheus.Registry {
 }
 
 // ServeMetrics serves reg at addr/metrics in plain HTTP (--metrics-listen)
-// until ctx ends, its connections counted by conns (nil: not counted);
-// the returned func waits for it to stop. An empty addr serves nothing.
-func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, conns *Limiter, log *slog.Logger) (func(), error) {
+// until ctx ends, its connections counted by conns (nil: not counted), a
+// keep-alive connection no scrape has used for idle closed; the returned
+// func waits for it to stop. An empty addr serves nothing.
+func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, conns *Limiter, idle time.Duration, log *slog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -392,7 +393,11 @@ func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, co
 	lis = conns.Wrap("metrics", lis)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	srv := &http.Server{Handler: loopbackHostOnly(mux), ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: MaxHeaderBytes}
+	// IdleTimeout: without it (and without ReadTimeout) net/http keeps an
+	// idle keep-alive connection for ever, and a scrape needs no token, so
+	// 1,024 connections that each sent one GET held the peer's whole share
+	// of every listener (--max-conns-per-peer) at no further cost.
+	srv := &http.Server{Handler: loopbackHostOnly(mux), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idle, MaxHeaderBytes: MaxHeaderBytes}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -340,7 +340,7 @@ func servedMethod(path string, served map[string]grpc.ServiceInfo) string {
 // ServeMetrics serves /metrics until ctx ends; the returned func waits
 // for it to stop.
 func (o *Ops) ServeMetrics(ctx context.Context) (func(), error) {
-	return listeners.ServeMetrics(ctx, o.cfg.MetricsListen, o.Registry, o.Conns, o.log)
+	return listeners.ServeMetrics(ctx, o.cfg.MetricsListen, o.Registry, o.Conns, o.cfg.IdleTimeout, o.log)
 }
 
 // modelTools are the MCP tools of the daemon that run the model: they are

@@ -186,7 +186,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 	}
 	defer func() { err = errors.Join(err, px.Close()) }()
 	metricsCtx, stopMetrics := context.WithCancel(context.Background())
-	waitMetrics, err := listeners.ServeMetrics(metricsCtx, cfg.MetricsListen, reg, conns, log)
+	waitMetrics, err := listeners.ServeMetrics(metricsCtx, cfg.MetricsListen, reg, conns, listeners.DefaultIdleTimeout, log)
 	if err != nil {
 		stopMetrics()
 		return err

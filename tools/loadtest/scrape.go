@@ -100,54 +100,56 @@ func (h histogram) quantile(q float64) float64 {
 
 // scrapeHistograms reads the named histograms from a daemon's /metrics.
 func scrapeHistograms(ctx context.Context, addr string, names ...string) (map[string]histogram, error) {
+	var out map[string]histogram
+	err := scrape(ctx, addr, func(body io.Reader) (err error) {
+		out, err = parseHistograms(body, names...)
+		return err
+	})
+	return out, err
+}
+
+// scrape GETs a daemon's /metrics, within 5 s, and hands its body to read.
+func scrape(ctx context.Context, addr string, read func(io.Reader) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("metrics: %s", resp.Status)
+		return fmt.Errorf("metrics: %s", resp.Status)
 	}
-	return parseHistograms(resp.Body, names...)
+	return read(resp.Body)
 }
 
 // scrapeValues reads the values of the named series (name and labels
 // exactly as exposed, e.g. `m_total{method="/x.v1.S/M"}`) from a daemon's
 // /metrics; a series not exposed is absent.
 func scrapeValues(ctx context.Context, addr string, series ...string) (map[string]float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("metrics: %s", resp.Status)
-	}
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || !slices.Contains(series, name) {
-			continue
+	err := scrape(ctx, addr, func(body io.Reader) error {
+		sc := bufio.NewScanner(body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			name, value, ok := strings.Cut(sc.Text(), " ")
+			if !ok || !slices.Contains(series, name) {
+				continue
+			}
+			v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+			if err != nil {
+				return fmt.Errorf("metrics: bad line %q", sc.Text())
+			}
+			out[name] = v
 		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics: bad line %q", sc.Text())
-		}
-		out[name] = v
+		return sc.Err()
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, sc.Err()
+	return out, nil
 }

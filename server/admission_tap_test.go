@@ -2,11 +2,6 @@ package server
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,8 +9,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
-	"github.com/classifierd/classifierd/request"
-	"github.com/classifierd/classifierd/server/auth"
 )
 
 // TestEdgeRefusesOverloadBeforeReadingTheMessage runs a real gRPC
@@ -27,24 +20,6 @@ import (
 // The same call without a token is told UNAUTHENTICATED, not
 // RESOURCE_EXHAUSTED: authentication goes first.
 func TestEdgeRefusesOverloadBeforeReadingTheMessage(t *testing.T) {
-	dir := t.TempDir()
-	tokFile := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokFile, []byte("reader route tok-route-0123456789\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := auth.Load(tokFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := New(Config{}, dom, bagOfWords{}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
 	adm := NewAdmission(AdmissionConfig{MaxInFlight: 1, MaxQueue: 10, DeadlineShare: 0.4})
 	adm.mu.Lock()
 	adm.cost.observe(100, float64(time.Second)) // calls take a second
@@ -54,15 +29,7 @@ func TestEdgeRefusesOverloadBeforeReadingTheMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer release()
-	edge := Edge{Log: log, Stats: srv.Stats(), Timeout: 5 * time.Second, Auth: AuthConfig{Tokens: tokens}, Admission: adm}
-	gs := grpc.NewServer(append(edge.ServerOptions(), grpc.MaxRecvMsgSize(4<<20))...)
-	pb.RegisterClassifierServiceServer(gs, srv)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
+	addr := serveEdge(t, Edge{Timeout: 5 * time.Second, Auth: AuthConfig{Tokens: routeTokens(t)}, Admission: adm}, grpc.MaxRecvMsgSize(4<<20))
 
 	deadline := [2]string{"grpc-timeout", "1000m"}
 	for _, tc := range []struct{ name, token, want string }{
@@ -71,7 +38,7 @@ func TestEdgeRefusesOverloadBeforeReadingTheMessage(t *testing.T) {
 		{"unknown token", "nope", "16"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := partialCall(t, lis.Addr().String(), "/classifier.v1.ClassifierService/Route", tc.token, deadline); got != tc.want {
+			if got := partialCall(t, addr, "/classifier.v1.ClassifierService/Route", tc.token, deadline); got != tc.want {
 				t.Fatalf("grpc-status %q while the message was incomplete, want %q", got, tc.want)
 			}
 		})
@@ -87,26 +54,9 @@ func TestEdgeRefusesOverloadBeforeReadingTheMessage(t *testing.T) {
 // before its message is read, so a slow sender does not make the daemon
 // keep 600 ms of every caller's deadline for the way back.
 func TestEdgeLearnsTheDispatchDelayBeforeTheMessage(t *testing.T) {
-	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := New(Config{}, dom, bagOfWords{}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
 	adm := NewAdmission(AdmissionConfig{MaxInFlight: 4, MaxQueue: 10})
-	edge := Edge{Log: log, Stats: srv.Stats(), Timeout: 5 * time.Second, Admission: adm}
-	gs := grpc.NewServer(edge.ServerOptions()...)
-	pb.RegisterClassifierServiceServer(gs, srv)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	addr := serveEdge(t, Edge{Timeout: 5 * time.Second, Admission: adm})
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,34 +30,7 @@ import (
 // client holding 4 MiB per stream, on as many streams as it opened, for
 // as long as it liked (the hostile pass held 400 MB with 100 streams).
 func TestEdgeRefusesBeforeReadingTheMessage(t *testing.T) {
-	dir := t.TempDir()
-	tokFile := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokFile, []byte("reader route tok-route-0123456789\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := auth.Load(tokFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx := testIndex(t)
-	dom, err := NewDomain(idx, bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := New(Config{}, dom, bagOfWords{}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	edge := Edge{Log: log, Stats: srv.Stats(), Timeout: 5 * time.Second, Auth: AuthConfig{Tokens: tokens}}
-	gs := grpc.NewServer(append(edge.ServerOptions(), grpc.MaxRecvMsgSize(4<<20))...)
-	pb.RegisterClassifierServiceServer(gs, srv)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
+	addr := serveEdge(t, Edge{Timeout: 5 * time.Second, Auth: AuthConfig{Tokens: routeTokens(t)}}, grpc.MaxRecvMsgSize(4<<20))
 
 	for _, tc := range []struct {
 		name, method, token, want string
@@ -68,11 +41,52 @@ func TestEdgeRefusesBeforeReadingTheMessage(t *testing.T) {
 		{"no token, unserved method", "/x.Y/Z", "", "16"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := partialCall(t, lis.Addr().String(), tc.method, tc.token); got != tc.want {
+			if got := partialCall(t, addr, tc.method, tc.token); got != tc.want {
 				t.Fatalf("grpc-status %q while the message was incomplete, want %q", got, tc.want)
 			}
 		})
 	}
+}
+
+// routeTokens writes and loads a token file with one token,
+// tok-route-0123456789, of the caller "reader" with the route scope.
+func routeTokens(t *testing.T) *auth.Tokens {
+	t.Helper()
+	tokFile := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokFile, []byte("reader route tok-route-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := auth.Load(tokFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tokens
+}
+
+// serveEdge serves the test index's classifier behind edge (its Log and
+// Stats filled in) on a loopback gRPC listener until the test ends, and
+// returns the listener's address.
+func serveEdge(t *testing.T, edge Edge, opts ...grpc.ServerOption) string {
+	t.Helper()
+	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := New(Config{}, dom, bagOfWords{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge.Log, edge.Stats = log, srv.Stats()
+	gs := grpc.NewServer(append(edge.ServerOptions(), opts...)...)
+	pb.RegisterClassifierServiceServer(gs, srv)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	return lis.Addr().String()
 }
 
 // partialCall opens an HTTP/2 connection to addr, starts a call of method

@@ -77,13 +77,24 @@ func TestHostileConnectionsUnauthenticatedEvicted(t *testing.T) {
 		t.Errorf("%d more unauthenticated connections closed, want only the oldest", n)
 	}
 
-	// Another cap's worth of unauthenticated connections takes the places
-	// of the 63 left and of the first of them, never the authenticated
-	// client's, now the oldest connection of the peer.
-	more := dialFrom(t, "127.0.0.2", httpAddr, cap)
-	unauthenticatedKeepAlive(t, more)
+	// Another cap's worth of unauthenticated connections, one after
+	// another, takes the places of the 63 left and, the last of them, of
+	// the first of them: never the authenticated client's, by then the
+	// oldest connection of the peer.
+	var more []net.Conn
+	for range cap {
+		c := dialFrom(t, "127.0.0.2", httpAddr, 1)
+		unauthenticatedKeepAlive(t, c)
+		more = append(more, c...)
+	}
 	if n := closedWithin(held, 2*time.Second); n != cap {
 		t.Errorf("%d of the first %d unauthenticated connections evicted, want all", n, cap)
+	}
+	if n := closedWithin(more[:1], 2*time.Second); n != 1 {
+		t.Error("the oldest unauthenticated connection (the first of the second round) was not evicted")
+	}
+	if n := closedWithin(more[1:], 200*time.Millisecond); n != 0 {
+		t.Errorf("%d newer unauthenticated connections closed, want none", n)
 	}
 	if _, err := c.Route(bearerCtx(ctx, aliceToken), &pb.RouteRequest{Query: "check my github notifications"}); err != nil {
 		t.Fatalf("the authenticated client after more unauthenticated connections: %v", err)

@@ -64,6 +64,11 @@ type AuthConfig struct {
 	// certificates (mTLS): without Tokens, the certificate's subject
 	// common name is the caller, with every scope.
 	ClientCerts bool
+	// OnAuthenticated, if set, is told the local and remote addresses of
+	// the connection of each call authenticated by a token or a client
+	// certificate (listeners.Limiter.Authenticated: such a connection is
+	// never evicted for a new one).
+	OnAuthenticated func(local, remote string)
 }
 
 // methodScopes maps full method names and service prefixes to the scope
@@ -113,8 +118,17 @@ func scopeOf(method string) string {
 func (a AuthConfig) authenticate(ctx context.Context, method string) (Caller, error) {
 	p, _ := peer.FromContext(ctx)
 	md, _ := metadata.FromIncomingContext(ctx)
-	return a.caller(method, scopeOf(method), md.Get("authorization"), func() *x509.Certificate { return verifiedCert(p) }, peerHost(p))
+	c, err := a.caller(method, scopeOf(method), md.Get("authorization"), func() *x509.Certificate { return verifiedCert(p) }, peerHost(p))
+	if err == nil && a.OnAuthenticated != nil && c.Identified() && p != nil && p.Addr != nil && p.LocalAddr != nil {
+		a.OnAuthenticated(p.LocalAddr.String(), p.Addr.String())
+	}
+	return c, err
 }
+
+// Identified reports whether c was authenticated by a token or a client
+// certificate: not anonymous (no authentication configured, or a health
+// check) nor unnamed.
+func (c Caller) Identified() bool { return c.Name != "" && c.Name != Anonymous }
 
 // HTTPCaller is the caller of an HTTP request to path by authenticate's
 // rules: the bearer token of its Authorization header, or the client

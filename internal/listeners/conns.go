@@ -1,6 +1,7 @@
 package listeners
 
 import (
+	"container/list"
 	"errors"
 	"log/slog"
 	"math"
@@ -72,6 +73,13 @@ type ConnLimits struct {
 	// Total is the most connections open on all the listeners together
 	// (--max-conns); 0: DefaultMaxConns.
 	Total int
+	// EvictUnauthenticated, set when the process requires authentication
+	// (a token file or client certificates), lets a new connection at
+	// either cap take the place of the oldest open connection that has
+	// carried no authenticated request yet (Limiter.Authenticated), of the
+	// peer at the per-peer cap, of any peer at the total: a connection
+	// that never authenticates cannot hold a place against one that does.
+	EvictUnauthenticated bool
 }
 
 // Limiter counts the connections open on a process's listeners, by peer
@@ -98,15 +106,28 @@ type ConnLimits struct {
 // connections (those open go on working) until its own close. Give local
 // clients their own source addresses (127.0.0.2, ...) or a Unix socket
 // if that matters.
+//
+// With EvictUnauthenticated, a connection from a peer (TCP) is evictable
+// from its accept until its first authenticated request: at a cap, before
+// refusing a new connection, the Limiter closes the oldest evictable one
+// (the peer's at the per-peer cap, anyone's at the total) and admits the
+// new one. Connections to a Unix socket are never evicted.
 type Limiter struct {
 	perPeer, total int
+	evict          bool
 	log            *slog.Logger
 
 	mu    sync.Mutex
 	peers map[netip.Addr]int
 	open  int
+	// With evict: the evictable connections oldest first, of all and by
+	// peer, and every open connection of a peer by its addresses.
+	unauth     list.List
+	peerUnauth map[netip.Addr]*list.List
+	byAddr     map[connAddrs]*limitedConn
 
 	refused *prometheus.CounterVec
+	evicted *prometheus.CounterVec
 	gauge   *prometheus.GaugeVec
 
 	logMu   sync.Mutex
@@ -120,6 +141,16 @@ const (
 	RefusedPerPeer = "per_peer" // the peer holds --max-conns-per-peer
 	RefusedTotal   = "total"    // the listeners hold --max-conns
 )
+
+// Reasons a connection is evicted, as classifierd_connections_evicted_total
+// labels them: the cap a new connection found full.
+const (
+	EvictedPerPeer = "per_peer"
+	EvictedTotal   = "total"
+)
+
+// connAddrs names an open connection: its local and remote addresses.
+type connAddrs struct{ local, remote string }
 
 // refusalLogEvery is how often at most a refusal is logged, per reason:
 // a flood of 2,000 connections a second would write 2,000 lines.
@@ -135,16 +166,20 @@ func NewLimiter(lim ConnLimits, reg prometheus.Registerer, log *slog.Logger) (*L
 	if lim.Total == 0 {
 		lim.Total = DefaultMaxConns()
 	}
-	l := &Limiter{perPeer: lim.PerPeer, total: lim.Total, log: log, peers: map[netip.Addr]int{},
+	l := &Limiter{perPeer: lim.PerPeer, total: lim.Total, evict: lim.EvictUnauthenticated, log: log, peers: map[netip.Addr]int{},
+		peerUnauth: map[netip.Addr]*list.List{}, byAddr: map[connAddrs]*limitedConn{},
 		lastLog: map[string]time.Time{}, quiet: map[string]int{},
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "classifierd_connections_refused_total",
 			Help: "Connections closed as soon as accepted, by listener and reason: per_peer (the peer held --max-conns-per-peer), total (the listeners held --max-conns)."},
+			[]string{"listener", "reason"}),
+		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "classifierd_connections_evicted_total",
+			Help: "Connections that had carried no authenticated request, closed to admit a new connection at a cap (authentication required), by the evicted one's listener and the cap: per_peer (--max-conns-per-peer), total (--max-conns)."},
 			[]string{"listener", "reason"}),
 		gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "classifierd_connections_open",
 			Help: "Connections open, by listener."}, []string{"listener"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{l.refused, l.gauge} {
+		for _, c := range []prometheus.Collector{l.refused, l.evicted, l.gauge} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -154,7 +189,9 @@ func NewLimiter(lim ConnLimits, reg prometheus.Registerer, log *slog.Logger) (*L
 }
 
 // Limits are the caps in force (Total resolved).
-func (l *Limiter) Limits() ConnLimits { return ConnLimits{PerPeer: l.perPeer, Total: l.total} }
+func (l *Limiter) Limits() ConnLimits {
+	return ConnLimits{PerPeer: l.perPeer, Total: l.total, EvictUnauthenticated: l.evict}
+}
 
 // Count is the number of connections open on the listeners, and of them
 // the peer's of addr ("" for none).
@@ -197,33 +234,133 @@ func remoteKey(addr net.Addr) (netip.Addr, bool) {
 	return peerKey(ap.Addr()), true
 }
 
-// admit counts one more connection of key (keyed: it has one), or says
-// why it is refused.
-func (l *Limiter) admit(key netip.Addr, keyed bool) (reason string) {
+// admit counts c, a connection of key (keyed: it has one), as open, or
+// says why it is refused. With evict, a keyed connection at a cap takes
+// the place of the oldest evictable one, the peer's at the per-peer cap
+// first (which frees a place in the total too), anyone's at the total; the
+// victims it returns are released here, under the lock, and are the
+// caller's to close.
+func (l *Limiter) admit(c *limitedConn, key netip.Addr, keyed bool) (reason string, victims []*limitedConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.open >= l.total {
-		return RefusedTotal
+	atPeer := keyed && l.perPeer > 0 && l.peers[key] >= l.perPeer
+	if !l.evict || !keyed {
+		if l.open >= l.total {
+			return RefusedTotal, nil
+		}
+		if atPeer {
+			return RefusedPerPeer, nil
+		}
+	} else {
+		if atPeer {
+			v := l.evictOldest(l.peerUnauth[key], EvictedPerPeer)
+			if v == nil {
+				if l.open >= l.total {
+					return RefusedTotal, nil
+				}
+				return RefusedPerPeer, nil
+			}
+			victims = append(victims, v)
+		}
+		if l.open >= l.total {
+			v := l.evictOldest(&l.unauth, EvictedTotal)
+			if v == nil {
+				return RefusedTotal, victims // a victim of the peer's is gone all the same
+			}
+			victims = append(victims, v)
+		}
 	}
 	if keyed && l.perPeer > 0 {
-		if l.peers[key] >= l.perPeer {
-			return RefusedPerPeer
-		}
 		l.peers[key]++
 	}
 	l.open++
-	return ""
+	if l.evict && keyed {
+		l.byAddr[c.addrs] = c
+		c.all = l.unauth.PushBack(c)
+		pl := l.peerUnauth[key]
+		if pl == nil {
+			pl = list.New()
+			l.peerUnauth[key] = pl
+		}
+		c.peer = pl.PushBack(c)
+	}
+	return "", victims
 }
 
-// release counts one connection of key closed.
-func (l *Limiter) release(key netip.Addr, keyed bool) {
+// evictOldest takes the place of the oldest connection of evictable (nil:
+// none) whose own Close has not yet taken it, releases it (l.mu held) and
+// returns it, or nil when there is none.
+func (l *Limiter) evictOldest(evictable *list.List, reason string) *limitedConn {
+	if evictable == nil {
+		return nil
+	}
+	for e := evictable.Front(); e != nil; e = e.Next() {
+		v := e.Value.(*limitedConn)
+		if !v.released.CompareAndSwap(false, true) {
+			continue // closing: its Close releases it
+		}
+		l.releaseLocked(v)
+		v.gauge.Dec()
+		l.evicted.WithLabelValues(v.listener, reason).Inc()
+		return v
+	}
+	return nil
+}
+
+// release counts c closed.
+func (l *Limiter) release(c *limitedConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.releaseLocked(c)
+}
+
+func (l *Limiter) releaseLocked(c *limitedConn) {
 	l.open--
-	if keyed && l.perPeer > 0 {
-		if l.peers[key]--; l.peers[key] <= 0 {
-			delete(l.peers, key)
+	if c.keyed && l.perPeer > 0 {
+		if l.peers[c.key]--; l.peers[c.key] <= 0 {
+			delete(l.peers, c.key)
 		}
+	}
+	if !l.evict || !c.keyed {
+		return
+	}
+	l.forgetLocked(c)
+	if l.byAddr[c.addrs] == c {
+		delete(l.byAddr, c.addrs)
+	}
+}
+
+// forgetLocked takes c off the evictable lists.
+func (l *Limiter) forgetLocked(c *limitedConn) {
+	if c.all != nil {
+		l.unauth.Remove(c.all)
+		c.all = nil
+	}
+	if c.peer != nil {
+		pl := l.peerUnauth[c.key]
+		pl.Remove(c.peer)
+		c.peer = nil
+		if pl.Len() == 0 {
+			delete(l.peerUnauth, c.key)
+		}
+	}
+}
+
+// Authenticated marks the open connection whose local and remote
+// addresses are local and remote (as net.Addr.String spells them) as
+// having carried an authenticated request: it is never evicted. Callers
+// call it for each request authenticated by a token or a client
+// certificate (not an anonymous one); an unknown connection (one not
+// accepted by a listener of l, or closed) is ignored. Without
+// EvictUnauthenticated it does nothing.
+func (l *Limiter) Authenticated(local, remote string) {
+	if l == nil || !l.evict {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c := l.byAddr[connAddrs{local, remote}]; c != nil {
+		l.forgetLocked(c)
 	}
 }
 
@@ -304,7 +441,15 @@ func (ll *limitedListener) Accept() (net.Conn, error) {
 		}
 		delay = 0
 		key, keyed := remoteKey(c.RemoteAddr())
-		if reason := ll.l.admit(key, keyed); reason != "" {
+		lc := &limitedConn{Conn: c, l: ll.l, key: key, keyed: keyed, listener: ll.name, gauge: ll.gauge}
+		if ll.l.evict && keyed {
+			lc.addrs = connAddrs{c.LocalAddr().String(), c.RemoteAddr().String()}
+		}
+		reason, victims := ll.l.admit(lc, key, keyed)
+		for _, v := range victims {
+			refuse(v.Conn) // released by admit; the server's own Close only closes it again
+		}
+		if reason != "" {
 			// Counted before the close, so that whoever sees the reset
 			// sees the count.
 			ll.l.refused.WithLabelValues(ll.name, reason).Inc()
@@ -313,10 +458,7 @@ func (ll *limitedListener) Accept() (net.Conn, error) {
 			continue
 		}
 		ll.gauge.Inc()
-		return &limitedConn{Conn: c, release: func() {
-			ll.l.release(key, keyed)
-			ll.gauge.Dec()
-		}}, nil
+		return lc, nil
 	}
 }
 
@@ -355,16 +497,27 @@ func refuse(c net.Conn) {
 	_ = c.Close()
 }
 
-// limitedConn gives its place back on its first Close.
+// limitedConn gives its place back on its first Close, or when the
+// Limiter evicts it, whichever takes released first.
 type limitedConn struct {
 	net.Conn
 	released atomic.Bool
-	release  func()
+	l        *Limiter
+	key      netip.Addr
+	keyed    bool
+	listener string
+	gauge    prometheus.Gauge
+	// With the Limiter's evict, under its lock: the connection's
+	// addresses, and its elements in the evictable lists (nil: not
+	// evictable, or no longer).
+	addrs     connAddrs
+	all, peer *list.Element
 }
 
 func (c *limitedConn) Close() error {
 	if c.released.CompareAndSwap(false, true) {
-		c.release()
+		c.l.release(c)
+		c.gauge.Dec()
 	}
 	return c.Conn.Close()
 }

@@ -178,9 +178,11 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 	if o.Metrics, err = server.NewMetrics(o.Registry); err != nil {
 		return nil, err
 	}
-	if o.Conns, err = listeners.NewLimiter(listeners.ConnLimits{PerPeer: cfg.MaxConnsPerPeer, Total: cfg.MaxConns}, o.Registry, log); err != nil {
+	if o.Conns, err = listeners.NewLimiter(listeners.ConnLimits{PerPeer: cfg.MaxConnsPerPeer, Total: cfg.MaxConns,
+		EvictUnauthenticated: cfg.Identifies()}, o.Registry, log); err != nil {
 		return nil, err
 	}
+	sec.OnAuthenticated = o.Conns.Authenticated
 	o.Admission = server.NewAdmission(server.AdmissionConfig{MaxInFlight: cfg.MaxInFlight, MaxQueue: cfg.MaxQueue,
 		MaxQueueBytes: cfg.MaxWaitingBytes, MaxWait: cfg.MaxWaitingTime, StandingAfter: server.DefaultAdmissionStandingAfter,
 		IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: cfg.MinDeadline, DeadlineShare: cfg.DeadlineShare, Weights: cfg.weights,
@@ -299,7 +301,7 @@ func (o *Ops) WatchSessions(st interface {
 // interceptors.
 func (o *Ops) ServerOptions(log *slog.Logger, st *server.Stats, timeout time.Duration) []grpc.ServerOption {
 	edge := server.Edge{Log: log, Stats: st, Timeout: timeout, Metrics: o.Metrics, Admission: o.Admission,
-		Auth:        server.AuthConfig{Tokens: o.Tokens, ClientCerts: o.ClientCerts()},
+		Auth:        server.AuthConfig{Tokens: o.Tokens, ClientCerts: o.ClientCerts(), OnAuthenticated: o.OnAuthenticated},
 		RecvTimeout: o.cfg.RecvTimeout, MaxConcurrentStreams: uint32(o.cfg.MaxStreams)}
 	opts := edge.ServerOptions()
 	if o.TLS != nil {

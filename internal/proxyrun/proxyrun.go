@@ -161,10 +161,12 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 		names = append(names, s.Name)
 	}
 	reg := listeners.NewRegistry()
-	conns, err := listeners.NewLimiter(listeners.ConnLimits{PerPeer: cfg.MaxConnsPerPeer, Total: cfg.MaxConns}, reg, log)
+	conns, err := listeners.NewLimiter(listeners.ConnLimits{PerPeer: cfg.MaxConnsPerPeer, Total: cfg.MaxConns,
+		EvictUnauthenticated: cfg.Security.Identifies()}, reg, log)
 	if err != nil {
 		return err
 	}
+	sec.OnAuthenticated = conns.Authenticated
 	// The tools that run the model (search_tools, hub__analyze_prompt)
 	// share it by caller as the daemon's do, with the daemon's defaults.
 	adm := server.NewAdmission(server.AdmissionConfig{MaxInFlight: 2 * cfg.Concurrency, MaxQueue: ops.DefaultMaxWaiting,

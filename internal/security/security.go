@@ -66,6 +66,24 @@ type Security struct {
 	Tokens    *auth.Tokens
 	TLS       *tls.Config
 	Reloaders []Reloader
+	// OnAuthenticated, if set, is told the local and remote addresses of
+	// the connection of each request the HTTP guards (RPCGuard, MCPGuard)
+	// authenticate by a token or a client certificate, as
+	// server.AuthConfig.OnAuthenticated is of each gRPC call: the
+	// connection limiter's Authenticated, so such a connection is never
+	// evicted for a new one. Set it before serving.
+	OnAuthenticated func(local, remote string)
+}
+
+// authenticated tells OnAuthenticated of r's connection when c, r's
+// caller, is identified.
+func (s *Security) authenticated(r *http.Request, c server.Caller) {
+	if s.OnAuthenticated == nil || !c.Identified() {
+		return
+	}
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		s.OnAuthenticated(la.String(), r.RemoteAddr)
+	}
 }
 
 // Reloader is one thing SIGHUP reloads (ReloadOnHUP).
@@ -327,7 +345,11 @@ func (s *Security) RPCGuard(maxBody int64) httpguard.Guard {
 	ac := server.AuthConfig{Tokens: s.Tokens, ClientCerts: s.ClientCerts()}
 	return httpguard.Guard{
 		Auth: func(r *http.Request) (server.Caller, error) {
-			return ac.HTTPCaller(r.URL.Path, r.Header, r.TLS, r.RemoteAddr)
+			c, err := ac.HTTPCaller(r.URL.Path, r.Header, r.TLS, r.RemoteAddr)
+			if err == nil {
+				s.authenticated(r, c)
+			}
+			return c, err
 		},
 		Public:  httpguard.BodilessRead,
 		MaxBody: maxBody,
@@ -355,6 +377,7 @@ func (s *Security) MCPGuard(maxBody int64, anyOf ...string) httpguard.Guard {
 			if !hasAnyScope(c.Scopes, anyOf) {
 				return c, status.Errorf(codes.PermissionDenied, "%s holds none of the scopes %s", c.Name, strings.Join(anyOf, ", "))
 			}
+			s.authenticated(r, c)
 			return c, nil
 		},
 		MaxBody:   maxBody,

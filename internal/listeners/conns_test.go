@@ -273,6 +273,22 @@ func TestLimiterConcurrent(t *testing.T) {
 			}
 		}
 	})
+	dials := dialStorm(s)
+	waitUncounted(t, l)
+	close(stop)
+	wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.peers) != 0 {
+		t.Errorf("peers still counted: %v", l.peers)
+	}
+	t.Logf("%d connections", dials)
+}
+
+// dialStorm has 16 clients, from 127.0.0.1 to 127.0.0.3, each dial s 30
+// times and read each connection until the server closes or refuses it;
+// it returns the connections made.
+func dialStorm(s *server) int64 {
 	var dials atomic.Int64
 	var dw sync.WaitGroup
 	for i := range 16 {
@@ -285,32 +301,30 @@ func TestLimiterConcurrent(t *testing.T) {
 					continue
 				}
 				dials.Add(1)
-				_, _ = io.Copy(io.Discard, c) // until the server closes or refuses it
+				_, _ = io.Copy(io.Discard, c)
 				c.Close()
 			}
 		})
 	}
 	dw.Wait()
-	// What the server accepted last may still be on its way to the closer.
+	return dials.Load()
+}
+
+// waitUncounted waits up to 5 s for l to count no open connection: what
+// the server accepted last may still be on its way to its closer.
+func waitUncounted(t *testing.T, l *Limiter) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		total, _ := l.Count("")
 		if total == 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d connections still counted after every one was closed", total)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	close(stop)
-	wg.Wait()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.peers) != 0 {
-		t.Errorf("peers still counted: %v", l.peers)
-	}
-	t.Logf("%d connections", dials.Load())
 }
 
 // failingListener fails every Accept with err until closed.

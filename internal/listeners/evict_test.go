@@ -1,11 +1,9 @@
 package listeners
 
 import (
-	"io"
 	"math/rand/v2"
 	"net"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,35 +180,8 @@ func TestLimiterEvictConcurrent(t *testing.T) {
 			}
 		}
 	})
-	var dials atomic.Int64
-	var dw sync.WaitGroup
-	for i := range 16 {
-		dw.Go(func() {
-			from := []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}[i%3]
-			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
-			for range 30 {
-				c, err := d.Dial("tcp", s.lis.Addr().String())
-				if err != nil {
-					continue
-				}
-				dials.Add(1)
-				_, _ = io.Copy(io.Discard, c)
-				c.Close()
-			}
-		})
-	}
-	dw.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		total, _ := l.Count("")
-		if total == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections still counted after every one was closed", total)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	dials := dialStorm(s)
+	waitUncounted(t, l)
 	close(stop)
 	wg.Wait()
 	l.mu.Lock()
@@ -221,7 +192,7 @@ func TestLimiterEvictConcurrent(t *testing.T) {
 	if got := metricValue(t, reg, "classifierd_connections_open", "test", ""); got != 0 {
 		t.Errorf("gauge = %v, want 0", got)
 	}
-	t.Logf("%d connections, %v evicted per peer, %v in all", dials.Load(),
+	t.Logf("%d connections, %v evicted per peer, %v in all", dials,
 		metricValue(t, reg, "classifierd_connections_evicted_total", "test", EvictedPerPeer),
 		metricValue(t, reg, "classifierd_connections_evicted_total", "test", EvictedTotal))
 }

@@ -130,7 +130,8 @@ func CheckEvent(e Event) error {
 
 // prepare is what every store does to an event before it stores it:
 // check it, redact a secret answer (IsSecret) keeping only its length and
-// keyed hash, give it an id, its pattern key and a time. learned reports
+// keyed hash, mask the secrets inside its prompt's text (MaskSecrets),
+// give it an id, its pattern key and a time. learned reports
 // whether the answer now counts as learned for its pattern: a success
 // that is not secret (a redacted answer teaches nothing).
 func (c *storeCore) prepare(e Event) (_ Event, learned bool, _ error) {
@@ -151,6 +152,7 @@ func (c *storeCore) prepare(e Event) (_ Event, learned bool, _ error) {
 		return Event{}, false, fmt.Errorf("terminal: event id: %w", err)
 	}
 	e.ID, e.PatternKey = id, PatternKey(e.PromptText)
+	e.PromptText = MaskSecrets(e.PromptText)
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
@@ -185,11 +187,13 @@ func (c *storeCore) reseal(prompt, typ, input string) (n int, mac string, ok boo
 
 // redact applies the current rules to an event read from a store: an
 // answer an older version stored in clear that they judge secret is
-// returned as Redacted, with its length and keyed hash.
+// returned as Redacted, with its length and keyed hash, and the secrets
+// inside its prompt's text are masked.
 func (c *storeCore) redact(e Event) Event {
 	if n, mac, ok := c.reseal(e.PromptText, e.PromptType, e.Input); ok {
 		e.Input, e.SecretLen, e.SecretMAC = Redacted, n, mac
 	}
+	e.PromptText = MaskSecrets(e.PromptText)
 	return e
 }
 

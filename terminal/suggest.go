@@ -41,9 +41,10 @@ var (
 
 // PatternKey normalises a prompt so that prompts differing only in
 // numbers, paths, hashes or quoted names share learned answers:
-// "Delete 3 tables?" and "Delete 5 tables?" give the same key.
+// "Delete 3 tables?" and "Delete 5 tables?" give the same key. Secrets
+// inside the prompt are masked first (MaskSecrets): the key is stored.
 func PatternKey(prompt string) string {
-	s := quotedRE.ReplaceAllString(prompt, "<str>")
+	s := quotedRE.ReplaceAllString(MaskSecrets(prompt), "<str>")
 	s = pathRE.ReplaceAllString(s, "<path>")
 	s = hexRE.ReplaceAllString(s, "<hex>")
 	s = numRE.ReplaceAllString(s, "#")

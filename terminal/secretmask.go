@@ -1,0 +1,112 @@
+package terminal
+
+import (
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// SecretMask replaces a secret found inside a prompt's text.
+const SecretMask = "[secret]"
+
+// wordRE finds the words of a text (runs of non-space).
+var wordRE = regexp.MustCompile(`\S+`)
+
+// trailingPunctRE is the punctuation a word of a sentence may end with.
+var trailingPunctRE = regexp.MustCompile(`[.,:;!?)\]]+$`)
+
+// segmentRE splits a word into the parts identifiers and names are made
+// of ("feature/ISSUE-1234-add-login", "config-management.yaml").
+var segmentRE = regexp.MustCompile(`[-_.:/'’]+`)
+
+// structured reports whether every part of w is letters only or digits
+// only: a compound word, a file or branch name, an issue key. The entropy
+// test of highEntropy is meant for typed values and judges such long
+// names random; a key or token mixes letters and digits in its parts
+// ("7Fq2-Kx9P-Lm4Z").
+func structured(w string) bool {
+	for _, seg := range segmentRE.Split(w, -1) {
+		if seg == "" {
+			continue
+		}
+		letters, digits := true, true
+		for _, r := range seg {
+			letters = letters && unicode.IsLetter(r)
+			digits = digits && r >= '0' && r <= '9'
+		}
+		if !letters && !digits {
+			return false
+		}
+	}
+	return true
+}
+
+// MaskSecrets returns text with the secrets inside it replaced by
+// SecretMask: a known credential format or a password on a command line
+// (secretValueREs; the match runs to the end of the word it ends in), key
+// material, a high-entropy word, or an assignment to a name that asks for
+// a secret (PGPASSWORD=…). It is what is kept of a prompt's own text: a
+// prompt may show a token, a recovery key, or the command line typed
+// above it (the seventh hostile pass found them stored in clear while the
+// same values typed as the answer were redacted). Text without secrets is
+// returned unchanged.
+func MaskSecrets(text string) string {
+	// Spans of the known formats first, each widened to the end of its
+	// last word, so "-pS" of "mysql -pSecret" covers the whole password.
+	var spans [][2]int
+	for _, re := range secretValueREs {
+		for _, m := range re.FindAllStringIndex(text, 64) {
+			end := m[1]
+			for end < len(text) && !isSpaceByte(text[end]) {
+				end++
+			}
+			spans = append(spans, [2]int{m[0], end})
+		}
+	}
+	for _, m := range wordRE.FindAllStringIndex(text, -1) {
+		if secretWord(text[m[0]:m[1]]) {
+			spans = append(spans, [2]int{m[0], m[1]})
+		}
+	}
+	if len(spans) == 0 {
+		return text
+	}
+	masked := make([]bool, len(text))
+	for _, s := range spans {
+		for i := s[0]; i < s[1]; i++ {
+			masked[i] = true
+		}
+	}
+	var b strings.Builder
+	for i := 0; i < len(text); {
+		if !masked[i] {
+			b.WriteByte(text[i])
+			i++
+			continue
+		}
+		b.WriteString(SecretMask)
+		for i < len(text) && masked[i] {
+			i++
+		}
+	}
+	return b.String()
+}
+
+// secretWord judges one word of a prompt's text, less the punctuation
+// it ends with ("Password1:" is a label, not a value).
+func secretWord(w string) bool {
+	w = trailingPunctRE.ReplaceAllString(w, "")
+	if w == "" || structured(w) {
+		return false
+	}
+	for _, run := range base64RunRE.FindAllString(w, -1) {
+		if keyMaterial(run) {
+			return true
+		}
+	}
+	return highEntropy(w) || secretAssignment(w)
+}
+
+func isSpaceByte(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}

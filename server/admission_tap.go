@@ -90,25 +90,34 @@ func (a *Admission) precheck(ctx context.Context, c Caller, attempts int, now ti
 	}
 	key, weight := a.flowOf(c)
 	f := a.flows[key]
+	restore := func() {}
 	switch {
 	case f == nil:
 		f = &flow{key: key, weight: weight, vtime: a.vnow}
 		a.flows[key] = f
-		defer delete(a.flows, key)
+		restore = func() { delete(a.flows, key) }
 	case !f.busy():
 		v, w := f.vtime, f.weight
 		f.vtime, f.weight = max(f.vtime, a.vnow), weight
-		defer func() { f.vtime, f.weight = v, w }()
+		restore = func() { f.vtime, f.weight = v, w }
 	}
 	s := a.sharesLocked()
 	if f.queued == 0 && a.mayStartLocked(f, s, false) {
+		restore()
 		return nil
 	}
 	first := f.queued == 0 && a.shareLocked(f, s.weights) > f.inFlight
-	wait := a.expectedWaitLocked(f, attempts, false)
+	wait := a.expectedWaitLocked(f, attempts, false, first, now)
 	why, after := a.refuseLocked(ctx, now, wait, time.Duration(a.cost.cheapest()), first)
+	restore()
 	if why == "" {
 		return nil
+	}
+	if first { // as admit: the next place that comes free is kept for it
+		f, _ = a.flowLocked(key, weight)
+		if a.idleLocked(f, now) {
+			a.dispatchLocked(now)
+		}
 	}
 	return refusal(why, after)
 }

@@ -115,8 +115,15 @@ func TestAdmissionTapPrechecks(t *testing.T) {
 			}
 		})
 	}
+	// d's call refused below its share keeps d's share for ActiveFor
+	// (the next place that comes free is kept for its next call), as the
+	// interceptor's refusal does; the let-through call leaves nothing.
+	if n := h.a.Flows(); n != 2 {
+		t.Fatalf("%d flows after the tap's checks, want 2 (c's, and d's kept after its refusal)", n)
+	}
+	h.clk.Advance(DefaultAdmissionActiveFor)
 	if n := h.a.Flows(); n != 1 {
-		t.Fatalf("%d flows after the tap's checks, want 1 (c's): the refused and the let-through calls of d left state", n)
+		t.Fatalf("%d flows once d has been gone for ActiveFor, want 1 (c's)", n)
 	}
 	if h.a.Queued() != 4 || h.a.InFlight() != 1 {
 		t.Fatalf("queued %d, in flight %d after the tap's checks, want 4, 1", h.a.Queued(), h.a.InFlight())

@@ -823,7 +823,7 @@ func (a *Admission) refuseLocked(ctx context.Context, now time.Time, wait, servi
 	if dl, own := ownDeadline(ctx); own {
 		// The answer must also get back to the caller in time: the time
 		// left less the learnt return trip is what the call may use.
-		margin := a.trip.get()
+		margin := a.trip.get(now)
 		budget := time.Duration(a.cfg.DeadlineShare * float64(dl.Sub(now)-margin))
 		if wait+service > budget {
 			return fmt.Sprintf("expected wait %v, service %v and return %v do not fit in the call's deadline", wait.Round(time.Millisecond),

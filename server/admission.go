@@ -815,7 +815,8 @@ func retryAfter(err error) time.Duration {
 // below its share with nothing waiting, so the call takes the next place
 // that comes free (at most one running call away), and MaxWait, the
 // bound of waiting behind a standing queue, does not apply to it (its
-// own deadline does).
+// own deadline does). Refused for its deadline, such a call is told to
+// retry when that place comes free: it is kept for its caller (admit).
 func (a *Admission) refuseLocked(ctx context.Context, now time.Time, wait, service time.Duration, first bool) (string, time.Duration) {
 	if !a.cost.trained() {
 		return "", 0 // only the count bounds the queue until a call has ended
@@ -826,8 +827,12 @@ func (a *Admission) refuseLocked(ctx context.Context, now time.Time, wait, servi
 		margin := a.trip.get(now)
 		budget := time.Duration(a.cfg.DeadlineShare * float64(dl.Sub(now)-margin))
 		if wait+service > budget {
+			after := wait + service - budget
+			if first { // the place kept for its caller comes free then
+				after = max(after, wait)
+			}
 			return fmt.Sprintf("expected wait %v, service %v and return %v do not fit in the call's deadline", wait.Round(time.Millisecond),
-				service.Round(time.Millisecond), margin.Round(time.Millisecond)), wait + service - budget
+				service.Round(time.Millisecond), margin.Round(time.Millisecond)), after
 		}
 		return "", 0
 	}

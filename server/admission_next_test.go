@@ -103,6 +103,11 @@ func TestAdmissionRefusedBelowShareKeepsItsShare(t *testing.T) {
 	h.must("refused", "v0", victim)
 	h.clk.Advance(100 * time.Millisecond)
 	h.must("refused", "v1", victim) // 200 ms before the next end: still too late
+	// Told to come back when the place kept for it comes free, not
+	// merely by the excess over its budget (200 - 80 ms).
+	if d := retryAfter(h.refusals["v1"]); d != 200*time.Millisecond {
+		t.Fatalf("v1's retry delay %v, want 200ms (the next end)", d)
+	}
 	// h0 ends: its place is kept for the victim, active since its refusals.
 	if got := h.release("h0", 200*time.Millisecond); got != "" {
 		t.Fatalf("h0's place went to %s, want kept for the victim", got)

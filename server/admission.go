@@ -595,9 +595,10 @@ func (a *Admission) endRunLocked(r *run) {
 }
 
 // nextEndLocked is how long, at now, until the place a first call of f
-// waits for comes free: the k-th next expected end of the calls in
-// flight (of the long ones, for a long call waiting for a core), where
-// k-1 other flows below their share have calls waiting for one too. A
+// waits for comes free: the (k+1)-th next expected end of the calls in
+// flight (of the long ones, for a long call waiting for a core while the
+// cores are shared), where k other flows below their share have calls
+// waiting for one too. A
 // call past its expected end counts as ending now. It walks the calls in
 // flight, no more than MaxInFlight.
 func (a *Admission) nextEndLocked(f *flow, long bool, now time.Time) float64 {
@@ -707,7 +708,7 @@ func (a *Admission) expectedWaitLocked(f *flow, attempts int, long, next bool, n
 		return 0
 	}
 	if next {
-		return time.Duration(a.nextScale * a.nextEndLocked(f, long, now))
+		return time.Duration(a.nextScale * a.nextEndLocked(f, long && a.sharedLocked(f), now))
 	}
 	var ahead float64
 	for k := attempts; k <= maxAttemptsPriority; k++ {

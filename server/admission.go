@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -192,6 +193,10 @@ type Admission struct {
 	// runningCost sums the expected service of the calls in flight, for
 	// their expected remaining work.
 	runningCost float64
+	// runs are the calls in flight with their expected ends: a call of a
+	// caller below its share takes the next place that comes free, so its
+	// expected wait is the time to the next of them (nextEndLocked).
+	runs []*run
 	// flows are the active flows: with calls waiting or in flight, or
 	// idle for less than ActiveFor (those also in idle, oldest first).
 	flows    map[string]*flow
@@ -223,7 +228,17 @@ type Admission struct {
 	// into their deadlines. A ratio of sums, not a mean of ratios: a call
 	// expected to wait 1 ms that waited 50 ms (a scheduling hiccup on a
 	// busy machine) weighs as 1 ms of estimate, not as a 50-fold error.
+	//
+	// It describes the calls that queue behind others (their own
+	// identity's, or the work of flows ahead of them in the fair order)
+	// and is applied to those only: a hog's calls waiting behind its own
+	// taught it, and applied to another identity's call that takes the
+	// next free place it refused that call (issue 27's sixth pass).
 	waitScale, waitedSum, expectedSum float64
+	// nextScale is the same ratio for the calls of callers below their
+	// share with nothing waiting (first calls, which wait for the next
+	// end): learnt from and applied to them only.
+	nextScale, nextWaitedSum, nextExpectedSum float64
 	// busySince is when the queue last formed, idleSince when it last
 	// emptied; overloadedLocked keeps overloaded from them.
 	busySince, idleSince time.Time
@@ -297,9 +312,19 @@ type waiter struct {
 	err      error // guarded by Admission.mu
 	charged  float64
 	expected time.Duration // the wait expected when it queued, unscaled
+	next     bool          // it waits for the next end (a first call)
+	run      *run          // its place, once granted
 	seq      uint64        // its arrival number
 	// overtaken: a call that arrived after it started first.
 	overtaken bool
+}
+
+// run is a call holding a place: when it is expected to give it back,
+// and whether it holds a core.
+type run struct {
+	end  time.Time
+	long bool
+	i    int // its index in Admission.runs
 }
 
 // NewAdmission returns the admission control of cfg; nil when
@@ -314,7 +339,7 @@ func NewAdmission(cfg AdmissionConfig) *Admission {
 	if cfg.ActiveFor == 0 {
 		cfg.ActiveFor = DefaultAdmissionActiveFor
 	}
-	return &Admission{cfg: cfg, now: time.Now, flows: map[string]*flow{}, waitScale: 1, rejected: func(string) {},
+	return &Admission{cfg: cfg, now: time.Now, flows: map[string]*flow{}, waitScale: 1, nextScale: 1, rejected: func(string) {},
 		waited: func(time.Duration) {}, answered: func(time.Duration) {}}
 }
 
@@ -360,14 +385,15 @@ func (a *Admission) Flows() int64 {
 func (a *Admission) ExpectedWait() time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if now := a.now(); a.forgetLocked(now) {
+	now := a.now()
+	if a.forgetLocked(now) {
 		a.dispatchLocked(now)
 	}
 	f := a.flows[""] // calls without a caller (tests) are that flow
 	if f == nil {
 		f = &flow{weight: 1, vtime: a.vnow}
 	}
-	return a.expectedWaitLocked(f, 0, false)
+	return a.expectedWaitLocked(f, 0, false, false, now)
 }
 
 // WaitScale is what the expected waits are multiplied by: recent admitted
@@ -538,9 +564,9 @@ func (a *Admission) mayStartLocked(f *flow, s shares, long bool) bool {
 	return a.coreShareLocked(f, s.weights) > f.long || freeCores > s.keptCores
 }
 
-// startLocked gives f a place for a call of the given size and charges
-// f its expected service; it returns the charge.
-func (a *Admission) startLocked(f *flow, bytes int64, seq uint64, long bool) float64 {
+// startLocked gives f a place at now for a call of the given size and
+// charges f its expected service; it returns the charge and the place.
+func (a *Admission) startLocked(f *flow, bytes int64, seq uint64, long bool, now time.Time) (float64, *run) {
 	a.maxStarted = max(a.maxStarted, seq)
 	a.inFlight++
 	f.inFlight++
@@ -552,7 +578,52 @@ func (a *Admission) startLocked(f *flow, bytes int64, seq uint64, long bool) flo
 	c := a.cost.predict(float64(bytes))
 	a.runningCost += c
 	f.vtime += c / f.weight
-	return c
+	r := &run{end: now.Add(time.Duration(c)), long: long, i: len(a.runs)}
+	a.runs = append(a.runs, r)
+	return c, r
+}
+
+// endRunLocked forgets r, a place given back.
+func (a *Admission) endRunLocked(r *run) {
+	if r == nil || r.i >= len(a.runs) || a.runs[r.i] != r {
+		return
+	}
+	last := a.runs[len(a.runs)-1]
+	a.runs[r.i], last.i = last, r.i
+	a.runs[len(a.runs)-1] = nil
+	a.runs = a.runs[:len(a.runs)-1]
+}
+
+// nextEndLocked is how long, at now, until the place a first call of f
+// waits for comes free: the (k+1)-th next expected end of the calls in
+// flight (of the long ones, for a long call waiting for a core while the
+// cores are shared), where k other flows below their share have calls
+// waiting for one too. A
+// call past its expected end counts as ending now. It walks the calls in
+// flight, no more than MaxInFlight.
+func (a *Admission) nextEndLocked(f *flow, long bool, now time.Time) float64 {
+	var buf [64]float64
+	rem := buf[:0]
+	for _, r := range a.runs {
+		if !long || r.long {
+			rem = append(rem, max(0, float64(r.end.Sub(now))))
+		}
+	}
+	if len(rem) == 0 {
+		return 0
+	}
+	k := 0
+	var weights float64
+	for _, g := range a.flows {
+		weights += g.weight
+	}
+	for _, g := range a.flows {
+		if g != f && g.queued > 0 && a.shareLocked(g, weights) > g.inFlight {
+			k++
+		}
+	}
+	slices.Sort(rem)
+	return rem[min(k, len(rem)-1)]
 }
 
 // dispatchLocked starts waiting calls while a flow with waiting calls may
@@ -574,7 +645,7 @@ func (a *Admission) dispatchLocked(now time.Time) {
 		}
 		w := a.removeLocked(pick.next(), now)
 		w.overtaken = a.maxStarted > w.seq
-		w.charged = a.startLocked(pick, w.bytes, w.seq, w.long)
+		w.charged, w.run = a.startLocked(pick, w.bytes, w.seq, w.long, now)
 		w.granted = true
 		close(w.ready)
 	}
@@ -626,9 +697,18 @@ func (a *Admission) enqueueLocked(w *waiter, now time.Time) {
 // will have by then (as weighted fair queuing serves them), on all the
 // places; plus a place coming free. 0 before any call has ended. It does
 // not walk the queue: f's waiting work is kept by attempt count.
-func (a *Admission) expectedWaitLocked(f *flow, attempts int, long bool) time.Duration {
+//
+// A first call (next: f is below its share with nothing waiting) takes
+// the next place that comes free before any other flow's waiting calls:
+// its wait is the time to the next end of a call in flight
+// (nextEndLocked), scaled by what such calls have taught (nextScale),
+// not the mean running call, nor the scale the queued calls taught.
+func (a *Admission) expectedWaitLocked(f *flow, attempts int, long, next bool, now time.Time) time.Duration {
 	if !a.cost.trained() {
 		return 0
+	}
+	if next {
+		return time.Duration(a.nextScale * a.nextEndLocked(f, long && a.sharedLocked(f), now))
 	}
 	var ahead float64
 	for k := attempts; k <= maxAttemptsPriority; k++ {
@@ -679,16 +759,28 @@ func (a *Admission) expectedWaitLocked(f *flow, attempts int, long bool) time.Du
 // estimate, which refused more calls, which retried: 94-98 % of their
 // calls answered instead of 100 %).
 func (a *Admission) waitedLocked(expected, waited time.Duration) {
+	learnScale(&a.waitScale, &a.waitedSum, &a.expectedSum, expected, waited)
+}
+
+// nextWaitedLocked is waitedLocked for a first call, which waited for
+// the next end: it teaches nextScale only.
+func (a *Admission) nextWaitedLocked(expected, waited time.Duration) {
+	learnScale(&a.nextScale, &a.nextWaitedSum, &a.nextExpectedSum, expected, waited)
+}
+
+// learnScale adds a call that expected to wait expected and waited
+// waited to the sums of a wait scale.
+func learnScale(scale, waitedSum, expectedSum *float64, expected, waited time.Duration) {
 	if expected < time.Millisecond {
 		return
 	}
 	e, w := float64(expected), min(float64(waited), maxWaitScale*float64(expected))
-	if a.expectedSum == 0 { // as if the last calls had waited as expected
-		a.expectedSum, a.waitedSum = e/(1-waitScaleDecay), e/(1-waitScaleDecay)
+	if *expectedSum == 0 { // as if the last calls had waited as expected
+		*expectedSum, *waitedSum = e/(1-waitScaleDecay), e/(1-waitScaleDecay)
 	}
-	a.expectedSum = waitScaleDecay*a.expectedSum + e
-	a.waitedSum = waitScaleDecay*a.waitedSum + w
-	a.waitScale = min(max(1, a.waitedSum/a.expectedSum), maxWaitScale)
+	*expectedSum = waitScaleDecay**expectedSum + e
+	*waitedSum = waitScaleDecay**waitedSum + w
+	*scale = min(max(1, *waitedSum / *expectedSum), maxWaitScale)
 }
 
 const (
@@ -724,7 +816,8 @@ func retryAfter(err error) time.Duration {
 // below its share with nothing waiting, so the call takes the next place
 // that comes free (at most one running call away), and MaxWait, the
 // bound of waiting behind a standing queue, does not apply to it (its
-// own deadline does).
+// own deadline does). Refused for its deadline, such a call is told to
+// retry when that place comes free: it is kept for its caller (admit).
 func (a *Admission) refuseLocked(ctx context.Context, now time.Time, wait, service time.Duration, first bool) (string, time.Duration) {
 	if !a.cost.trained() {
 		return "", 0 // only the count bounds the queue until a call has ended
@@ -732,11 +825,15 @@ func (a *Admission) refuseLocked(ctx context.Context, now time.Time, wait, servi
 	if dl, own := ownDeadline(ctx); own {
 		// The answer must also get back to the caller in time: the time
 		// left less the learnt return trip is what the call may use.
-		margin := a.trip.get()
+		margin := a.trip.get(now)
 		budget := time.Duration(a.cfg.DeadlineShare * float64(dl.Sub(now)-margin))
 		if wait+service > budget {
+			after := wait + service - budget
+			if first { // the place kept for its caller comes free then
+				after = max(after, wait)
+			}
 			return fmt.Sprintf("expected wait %v, service %v and return %v do not fit in the call's deadline", wait.Round(time.Millisecond),
-				service.Round(time.Millisecond), margin.Round(time.Millisecond)), wait + service - budget
+				service.Round(time.Millisecond), margin.Round(time.Millisecond)), after
 		}
 		return "", 0
 	}
@@ -785,7 +882,7 @@ func (a *Admission) pushOutLocked(f *flow, bytes int64, attempts int, now time.T
 		return false
 	}
 	a.removeLocked(last, now)
-	last.err = refusal("pushed out of the full queue by a call with a better claim", a.expectedWaitLocked(victim, 0, false))
+	last.err = refusal("pushed out of the full queue by a call with a better claim", a.expectedWaitLocked(victim, 0, false, false, now))
 	close(last.ready)
 	a.idleLocked(victim, now)
 	return true
@@ -876,12 +973,12 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 	cost := a.cost.predict(float64(bytes))
 	long := a.longLocked(cost)
 	if f.queued == 0 && a.mayStartLocked(f, s, long) {
-		charged := a.startLocked(f, bytes, seq, long)
+		charged, r := a.startLocked(f, bytes, seq, long, arrived)
 		a.mu.Unlock()
-		return a.placed(ctx, f, bytes, charged, long, arrived, arrived), nil
+		return a.placed(ctx, f, bytes, charged, long, r, arrived, arrived), nil
 	}
 	first := f.queued == 0 && a.shareLocked(f, s.weights) > f.inFlight && (!long || !a.sharedLocked(f) || a.coreShareLocked(f, s.weights) > f.long)
-	wait := a.expectedWaitLocked(f, attempts, long)
+	wait := a.expectedWaitLocked(f, attempts, long, first, arrived)
 	why, after := a.refuseLocked(ctx, arrived, wait, time.Duration(cost), first)
 	if why == "" && a.fullLocked(bytes) && !a.pushOutLocked(f, bytes, attempts, arrived) {
 		why, after = fmt.Sprintf("%d calls waiting, limit %d", a.queued, a.cfg.MaxQueue), wait
@@ -890,7 +987,13 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 		}
 	}
 	if why != "" {
-		if fresh && !f.busy() { // refused at once: no share kept for it
+		// A caller refused at once keeps no share, unless it was below
+		// its share: then the place that comes free next is kept for it
+		// (for ActiveFor), so its next call, or this one's retry, starts
+		// at once. Without it a caller whose deadline the next end would
+		// not fit was refused, was never active, and had every next call
+		// refused, the hog taking each place that came free.
+		if fresh && !f.busy() && !first {
 			delete(a.flows, key)
 		} else if a.idleLocked(f, arrived) {
 			a.dispatchLocked(arrived)
@@ -899,8 +1002,12 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 		a.rejected(method)
 		return nil, refusal(why, after)
 	}
+	scale := a.waitScale
+	if first {
+		scale = a.nextScale
+	}
 	w := &waiter{f: f, ready: make(chan struct{}), bytes: bytes, cost: cost, long: long, attempts: attempts,
-		expected: time.Duration(float64(wait) / a.waitScale), seq: seq}
+		expected: time.Duration(float64(wait) / scale), seq: seq, next: first}
 	a.enqueueLocked(w, arrived)
 	a.dispatchLocked(arrived) // a push-out may have forgotten a flow and freed its places
 	a.mu.Unlock()
@@ -917,14 +1024,14 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 			// expected, nobody having overtaken it, waited at least that
 			// long: the estimate was short (a lower bound, as in done).
 			if waited := now.Sub(arrived); a.maxStarted <= w.seq && waited > w.expected {
-				a.waitedLocked(w.expected, waited)
+				a.learnWaitLocked(w, waited)
 			}
 			a.idleLocked(f, now)
 			a.dispatchLocked(now) // shares may have changed
 		}
 		a.mu.Unlock()
 		if granted { // a place came at the same time: give it back
-			a.done(f, bytes, w.charged, w.long, 0, false, a.now())
+			a.done(f, bytes, w.charged, w.long, w.run, 0, false, a.now())
 		}
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
@@ -935,10 +1042,10 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 	got := a.now()
 	a.mu.Lock()
 	if !w.overtaken {
-		a.waitedLocked(w.expected, got.Sub(arrived))
+		a.learnWaitLocked(w, got.Sub(arrived))
 	}
 	a.mu.Unlock()
-	release := a.placed(ctx, f, bytes, w.charged, w.long, arrived, got)
+	release := a.placed(ctx, f, bytes, w.charged, w.long, w.run, arrived, got)
 	// Time spent queueing may have used up the deadline: check again
 	// before the model runs.
 	if err := ctx.Err(); err != nil {
@@ -948,9 +1055,19 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 	return release, nil
 }
 
+// learnWaitLocked teaches the wait scale of w's kind of call (first or
+// queued) that w waited waited.
+func (a *Admission) learnWaitLocked(w *waiter, waited time.Duration) {
+	if w.next {
+		a.nextWaitedLocked(w.expected, waited)
+	} else {
+		a.waitedLocked(w.expected, waited)
+	}
+}
+
 // placed is the release func of a call of f with context ctx that
 // arrived at arrived and got its place at got, charged charged.
-func (a *Admission) placed(ctx context.Context, f *flow, bytes int64, charged float64, long bool, arrived, got time.Time) func() {
+func (a *Admission) placed(ctx context.Context, f *flow, bytes int64, charged float64, long bool, r *run, arrived, got time.Time) func() {
 	a.waited(got.Sub(arrived))
 	var once sync.Once
 	return func() {
@@ -961,7 +1078,7 @@ func (a *Admission) placed(ctx context.Context, f *flow, bytes int64, charged fl
 			// A call cut short by its caller or deadline held its place
 			// for less than its work: it is charged what it held, and it
 			// teaches the cost model only a lower bound (done).
-			a.done(f, bytes, charged, long, served, ctx.Err() == nil, now)
+			a.done(f, bytes, charged, long, r, served, ctx.Err() == nil, now)
 		})
 	}
 }
@@ -979,9 +1096,10 @@ func (a *Admission) placed(ctx context.Context, f *flow, bytes int64, charged fl
 // calls that ended in time kept the estimate low, so calls with 50 ms
 // deadlines were admitted that then took 200-800 ms in the daemon
 // (docs/loadtest.md, "Fifth pass").
-func (a *Admission) done(f *flow, bytes int64, charged float64, long bool, served time.Duration, learn bool, now time.Time) {
+func (a *Admission) done(f *flow, bytes int64, charged float64, long bool, r *run, served time.Duration, learn bool, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.endRunLocked(r)
 	a.inFlight--
 	f.inFlight--
 	if long {

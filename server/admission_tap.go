@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -90,25 +91,34 @@ func (a *Admission) precheck(ctx context.Context, c Caller, attempts int, now ti
 	}
 	key, weight := a.flowOf(c)
 	f := a.flows[key]
+	restore := func() {}
 	switch {
 	case f == nil:
 		f = &flow{key: key, weight: weight, vtime: a.vnow}
 		a.flows[key] = f
-		defer delete(a.flows, key)
+		restore = func() { delete(a.flows, key) }
 	case !f.busy():
 		v, w := f.vtime, f.weight
 		f.vtime, f.weight = max(f.vtime, a.vnow), weight
-		defer func() { f.vtime, f.weight = v, w }()
+		restore = func() { f.vtime, f.weight = v, w }
 	}
 	s := a.sharesLocked()
 	if f.queued == 0 && a.mayStartLocked(f, s, false) {
+		restore()
 		return nil
 	}
 	first := f.queued == 0 && a.shareLocked(f, s.weights) > f.inFlight
-	wait := a.expectedWaitLocked(f, attempts, false)
+	wait := a.expectedWaitLocked(f, attempts, false, first, now)
 	why, after := a.refuseLocked(ctx, now, wait, time.Duration(a.cost.cheapest()), first)
+	restore()
 	if why == "" {
 		return nil
+	}
+	if first { // as admit: the next place that comes free is kept for it
+		f, _ = a.flowLocked(key, weight)
+		if a.idleLocked(f, now) {
+			a.dispatchLocked(now)
+		}
 	}
 	return refusal(why, after)
 }
@@ -130,11 +140,19 @@ func (a *Admission) precheck(ctx context.Context, c Caller, attempts int, now ti
 // saturated one, where the sixth pass's calls ended in the daemon within
 // 48 ms of their 50 ms deadlines and reached their clients at 124 ms p99.
 // It has its own lock, off the scheduler's.
+//
+// It is learnt from recent calls only: a delay arriving tripStale or more
+// after the one before starts the samples afresh, and the margin halves
+// for each tripStale past the first without a call (the sixth hostile pass: the margin a
+// burst taught stayed at an idle daemon until 32 new calls had come, and
+// refused their short deadlines meanwhile). (Within tripStale of a call
+// it stands: the gaps between calls at a busy daemon do not wear it.)
 type tripModel struct {
 	mu     sync.Mutex
 	ring   [tripSamples]time.Duration
 	n      int          // delays observed
 	margin atomic.Int64 // the current margin, in nanoseconds
+	last   atomic.Int64 // when the latest delay was observed (Unix ns)
 }
 
 const (
@@ -146,12 +164,20 @@ const (
 	tripEvery = 32
 	// tripQuantile is the quantile of the dispatch delays taken.
 	tripQuantile = 0.9
+	// tripStale: delays older than this at the next one are forgotten,
+	// and the margin halves for each tripStale, past the first, without
+	// a call.
+	tripStale = 10 * time.Second
 )
 
-// observe adds a call's dispatch delay d.
-func (m *tripModel) observe(d time.Duration) {
+// observe adds a call's dispatch delay d, observed at now.
+func (m *tripModel) observe(d time.Duration, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if last := m.last.Load(); m.n > 0 && now.UnixNano()-last >= int64(tripStale) {
+		m.n = 0 // learnt from recent calls only
+	}
+	m.last.Store(now.UnixNano())
 	m.ring[m.n%tripSamples] = max(d, 0)
 	m.n++
 	if m.n > tripEvery && m.n%tripEvery != 0 {
@@ -163,13 +189,24 @@ func (m *tripModel) observe(d time.Duration) {
 	m.margin.Store(int64(2 * q[int(tripQuantile*float64(k-1))]))
 }
 
-// get is the current margin.
-func (m *tripModel) get() time.Duration { return time.Duration(m.margin.Load()) }
+// get is the margin at now: the learnt one, halved for each tripStale
+// past the first since the latest delay.
+func (m *tripModel) get(now time.Time) time.Duration {
+	margin := m.margin.Load()
+	if margin == 0 {
+		return 0
+	}
+	idle := now.UnixNano() - m.last.Load() - int64(tripStale)
+	if idle <= 0 {
+		return time.Duration(margin)
+	}
+	return time.Duration(float64(margin) * math.Exp2(-float64(idle)/float64(tripStale)))
+}
 
 // ReturnMargin is the learnt time kept free at the end of a call's own
 // deadline for its answer to reach the caller (0 until calls have
 // arrived through the gRPC server).
-func (a *Admission) ReturnMargin() time.Duration { return a.trip.get() }
+func (a *Admission) ReturnMargin() time.Duration { return a.trip.get(a.now()) }
 
 // dispatchClock is the admission's gRPC stats handler: as a model call's
 // goroutine starts (TagRPC runs on it, before its message is read), it
@@ -178,7 +215,8 @@ type dispatchClock struct{ a *Admission }
 
 func (d dispatchClock) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
 	if at, ok := ctx.Value(connArrivalKey{}).(time.Time); ok && admittedMethods[info.FullMethodName] {
-		d.a.trip.observe(d.a.now().Sub(at))
+		now := d.a.now()
+		d.a.trip.observe(now.Sub(at), now)
 	}
 	return ctx
 }

@@ -48,23 +48,54 @@ func TestAdmissionKeepsALearntReturnMargin(t *testing.T) {
 // dispatches raises it, and the fast ones after it bring it back down.
 func TestTripModelFollowsTheDelays(t *testing.T) {
 	var m tripModel
+	at := time.Unix(1_000_000, 0)
 	for range tripSamples {
-		m.observe(time.Millisecond)
+		m.observe(time.Millisecond, at)
 	}
-	if got := m.get(); got != 2*time.Millisecond {
+	if got := m.get(at); got != 2*time.Millisecond {
 		t.Fatalf("margin %v after delays of 1ms, want 2ms", got)
 	}
 	for range tripSamples / 2 {
-		m.observe(20 * time.Millisecond)
+		m.observe(20*time.Millisecond, at)
 	}
-	if got := m.get(); got != 40*time.Millisecond {
+	if got := m.get(at); got != 40*time.Millisecond {
 		t.Fatalf("margin %v with half the recent delays at 20ms, want 40ms", got)
 	}
 	for range tripSamples {
-		m.observe(time.Millisecond)
+		m.observe(time.Millisecond, at)
 	}
-	if got := m.get(); got != 2*time.Millisecond {
+	if got := m.get(at); got != 2*time.Millisecond {
 		t.Fatalf("margin %v once the delays are back at 1ms, want 2ms", got)
+	}
+}
+
+// The margin is learnt from recent calls only: at an idle daemon it
+// halves for each tripStale past the first without a call, and the first delay after a
+// stale gap starts the samples afresh, not one in 32 of them. (The sixth
+// hostile pass: a margin a burst taught stayed at an idle daemon until 32
+// new calls had come.)
+func TestTripModelForgetsAnOldMargin(t *testing.T) {
+	var m tripModel
+	at := time.Unix(1_000_000, 0)
+	for range tripSamples {
+		m.observe(40*time.Millisecond, at)
+	}
+	if got := m.get(at); got != 80*time.Millisecond {
+		t.Fatalf("margin %v after delays of 40ms, want 80ms", got)
+	}
+	if got := m.get(at.Add(tripStale)); got != 80*time.Millisecond {
+		t.Fatalf("margin %v after %v without a call, want 80ms (it stands within tripStale)", got, tripStale)
+	}
+	if got := m.get(at.Add(2 * tripStale)); got != 40*time.Millisecond {
+		t.Fatalf("margin %v after %v without a call, want 40ms (halved)", got, 2*tripStale)
+	}
+	if got := m.get(at.Add(20 * tripStale)); got > time.Microsecond {
+		t.Fatalf("margin %v after %v without a call, want about 0", got, 20*tripStale)
+	}
+	at = at.Add(tripStale)
+	m.observe(time.Millisecond, at)
+	if got := m.get(at); got != 2*time.Millisecond {
+		t.Fatalf("margin %v from the first delay (1ms) after a stale gap, want 2ms: the old delays forgotten", got)
 	}
 }
 
@@ -115,8 +146,15 @@ func TestAdmissionTapPrechecks(t *testing.T) {
 			}
 		})
 	}
+	// d's call refused below its share keeps d's share for ActiveFor
+	// (the next place that comes free is kept for its next call), as the
+	// interceptor's refusal does; the let-through call leaves nothing.
+	if n := h.a.Flows(); n != 2 {
+		t.Fatalf("%d flows after the tap's checks, want 2 (c's, and d's kept after its refusal)", n)
+	}
+	h.clk.Advance(DefaultAdmissionActiveFor)
 	if n := h.a.Flows(); n != 1 {
-		t.Fatalf("%d flows after the tap's checks, want 1 (c's): the refused and the let-through calls of d left state", n)
+		t.Fatalf("%d flows once d has been gone for ActiveFor, want 1 (c's)", n)
 	}
 	if h.a.Queued() != 4 || h.a.InFlight() != 1 {
 		t.Fatalf("queued %d, in flight %d after the tap's checks, want 4, 1", h.a.Queued(), h.a.InFlight())

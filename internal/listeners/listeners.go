@@ -220,13 +220,16 @@ func loopbackHostOnly(next http.Handler) http.Handler {
 }
 
 // loopbackName reports whether addr ("host" or "host:port") is localhost
-// or a loopback IP address, as the MCP SDK decides it.
+// or a loopback IP address, as the MCP SDK decides it, but for the case of
+// the name and a final dot: host names are case-insensitive and
+// "localhost." is the same name fully qualified (the sixth hostile pass:
+// /metrics answered 403 to Host: LOCALHOST:port and localhost.).
 func loopbackName(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		host = strings.Trim(addr, "[]")
 	}
-	if host == "localhost" {
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
 		return true
 	}
 	ip, err := netip.ParseAddr(host)

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -76,4 +80,99 @@ func clipped(s string) string {
 		return s[:200] + "..."
 	}
 	return s
+}
+
+// TestHTTPBodyBudgetTwoHogs: two identities that each fill their share of
+// --max-body-bytes-in-flight with stalled bodies (the seventh hostile
+// pass: 4 MiB bodies that hold their last byte, then smaller ones to fill
+// the rest) leave room for a third identity's small Route: the last
+// quarter of the budget is kept for callers that hold little. Before,
+// the two shares (half the budget each) filled it and bob got 429 on 40
+// calls in 40 until the held bodies timed out.
+func TestHTTPBodyBudgetTwoHogs(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("alice route "+aliceToken+"\ncarol route "+carolToken+"\nbob route "+bobToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	// --timeout 60s: the held bodies outlast the test (the read timeout
+	// is --timeout + 10s). A share is half the budget, as by default, and
+	// a little more, so that the hogs' last bodies (300 bytes, 512 taken) are refused by the
+	// budget, not by their shares, and fill it to less than the 512 bytes
+	// bob's first read takes.
+	startDaemon(t, genIndex(t, "testdata/mini.json"), "--auth-token-file", tokens, "--http-listen", addr, "--timeout", "60s",
+		"--max-body-bytes-in-flight", "3990000", "--max-body-bytes-in-flight-per-client", "2000000")
+	const path = "/classifier.v1.ClassifierService/Route"
+
+	// hold sends a body of size bytes but its last and reports whether
+	// the daemon holds it (no answer yet), keeping its connection open.
+	var mu sync.Mutex
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	hold := func(token string, size int) bool {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Error(err)
+			return false
+		}
+		body := `{"query":"` + strings.Repeat("a", size-12) + `"}`
+		go func() {
+			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n",
+				path, addr, token, len(body))
+			_, _ = io.WriteString(c, body[:len(body)-1]) // an error: answered and closed
+		}()
+		_ = c.SetReadDeadline(time.Now().Add(700 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			c.Close() // answered (429) or closed
+			return false
+		}
+		mu.Lock()
+		held = append(held, c)
+		mu.Unlock()
+		return true
+	}
+	var wg sync.WaitGroup
+	holds := map[string]*int{}
+	for _, tok := range []string{aliceToken, carolToken} {
+		n := new(int)
+		holds[tok] = n
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, size := range []int{1000000, 250000, 60000, 15000, 4000, 1000, 300} {
+				for i := 0; i < 8 && hold(tok, size); i++ {
+					*n++
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if *holds[aliceToken] == 0 || *holds[carolToken] == 0 {
+		t.Fatalf("bodies held: alice %d, carol %d; want both hogs holding", *holds[aliceToken], *holds[carolToken])
+	}
+
+	route := func(token string) (int, string) {
+		req, _ := http.NewRequest("POST", "http://"+addr+path, strings.NewReader(`{"query":"list my open github pull requests"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// Bob's small calls are all answered.
+	for i := 0; i < 10; i++ {
+		if code, msg := route(bobToken); code != http.StatusOK {
+			t.Fatalf("bob's small Route %d with alice (%d bodies) and carol (%d) holding theirs: %d %s, want 200",
+				i, *holds[aliceToken], *holds[carolToken], code, clipped(msg))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -56,7 +56,7 @@ func TestGuard(t *testing.T) {
 	})))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
-	ok := map[string]string{"Authorization": "Bearer ok"}
+	ok := map[string]string{"Authorization": "Bearer ok", "Content-Type": "application/json"}
 	with := func(h map[string]string, kv ...string) map[string]string {
 		out := map[string]string{}
 		for k, v := range h {

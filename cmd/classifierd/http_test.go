@@ -154,7 +154,7 @@ func TestHTTPConnectJSON(t *testing.T) {
 	})
 
 	t.Run("bodiless POST is the empty message", func(t *testing.T) {
-		code, out := do(t, "POST", base+"/classifier.v1.ClassifierService/GetIndexInfo", "", "")
+		code, out := do(t, "POST", base+"/classifier.v1.ClassifierService/GetIndexInfo", "application/json", "")
 		if code != 200 || out["categories"] != float64(17) {
 			t.Fatalf("GetIndexInfo = %d %v, want 200 with 17 categories", code, out)
 		}
@@ -170,7 +170,7 @@ func TestHTTPConnectJSON(t *testing.T) {
 
 func TestHTTPHubRESTShape(t *testing.T) {
 	base, _ := startHTTPDaemon(t)
-	code, _ := do(t, "POST", base+"/tools/metrics/reset", "", "")
+	code, _ := do(t, "POST", base+"/tools/metrics/reset", "application/json", "")
 	if code != 200 {
 		t.Fatalf("reset = %d, want 200", code)
 	}
@@ -226,7 +226,7 @@ func TestHTTPHubRESTShape(t *testing.T) {
 		t.Fatalf("metrics = %v, want fewer filtered tokens and a reduction like \"40%%\"", out)
 	}
 
-	code, _ = do(t, "POST", base+"/tools/metrics/reset", "", "")
+	code, _ = do(t, "POST", base+"/tools/metrics/reset", "application/json", "")
 	if code != 200 {
 		t.Fatalf("reset = %d", code)
 	}

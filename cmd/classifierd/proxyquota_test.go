@@ -233,6 +233,7 @@ func TestMCPGateAnonymousQuota(t *testing.T) {
 			h := tc.sec.MCPGate(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = server.CallerFrom(r.Context()) }), 1<<20, "route")
 			r := httptest.NewRequest(http.MethodPost, listeners.MCPPath, strings.NewReader(initializeBody))
 			r.RemoteAddr = tc.remote
+			r.Header.Set("Content-Type", "application/json")
 			for k, v := range tc.header {
 				r.Header[k] = v
 			}

@@ -27,29 +27,58 @@ const (
 // stops with RESOURCE_EXHAUSTED at the chunk that would go past either
 // bound. Without it each request is bounded (--max-recv-bytes) but their
 // sum is not.
+//
+// The last quarter of total is a reserve for small callers: while others
+// hold bodies, a caller may take bytes past three quarters of total only
+// while it holds at most a sixteenth of total (2 MiB of the default 32).
+// Without it two identities at their 16 MiB shares, holding stalled
+// bodies, filled the budget and every other caller got 429 until their
+// bodies timed out (the seventh hostile pass: bob refused 40 times in
+// 40); now they fill three quarters between them and the others' small
+// bodies go through the reserve. Filling the reserve too takes four more
+// identities, each with its body in flight.
 type Budget struct {
 	mu               sync.Mutex
 	total, perClient int64
-	used             int64
-	by               map[string]int64
+	// reserve is the end of total kept for callers holding at most
+	// small.
+	reserve, small int64
+	used           int64
+	by             map[string]int64
 }
 
-// NewBudget bounds bodies to total bytes in all and perClient per caller.
+// NewBudget bounds bodies to total bytes in all and perClient per caller,
+// keeping a quarter of total for callers that hold little (Budget).
 func NewBudget(total, perClient int64) *Budget {
-	return &Budget{total: total, perClient: perClient, by: map[string]int64{}}
+	return &Budget{total: total, perClient: perClient, reserve: total / 4, small: max(total/16, budgetChunk), by: map[string]int64{}}
 }
 
 // take counts n more bytes of who's, false (and nothing counted) past a
-// bound.
+// bound: total, who's share, or the reserve while others hold bytes and
+// who holds more than small.
 func (b *Budget) take(who string, n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.used+n > b.total || b.by[who]+n > b.perClient {
+	mine := b.by[who] + n
+	if b.used+n > b.total || mine > b.perClient {
+		return false
+	}
+	if b.used+n > b.total-b.reserve && mine > b.small && b.othersHold(who) {
 		return false
 	}
 	b.used += n
 	b.by[who] += n
 	return true
+}
+
+// othersHold reports whether a caller other than who holds bytes; b.mu
+// is held. A caller alone may use the reserve: no one is kept out.
+func (b *Budget) othersHold(who string) bool {
+	n := len(b.by)
+	if _, ok := b.by[who]; ok {
+		n--
+	}
+	return n > 0
 }
 
 // give returns n bytes of who's.

@@ -33,6 +33,11 @@ import (
 // classifierd proxy --mcp-listen. Before anything downstream (vanguard,
 // the MCP SDK, the proxy) sees a request, it
 //
+//  0. refuses (403 PERMISSION_DENIED) a request other than GET, HEAD or
+//     OPTIONS that a web page of another origin sent (crossSite), and
+//     after authentication (415) a POST whose Content-Type is none of
+//     the API's (apiContentType): what a page may send without a CORS
+//     preflight;
 //  1. authenticates it, before a byte of its body is read: 401
 //     UNAUTHENTICATED, 403 PERMISSION_DENIED;
 //  2. answers 413 RESOURCE_EXHAUSTED to a body whose Content-Length is
@@ -100,6 +105,10 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 		g.Refuse(w, r, code, err)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := crossSite(r); err != nil {
+			refuse(w, r, http.StatusForbidden, err)
+			return
+		}
 		if g.Auth != nil && (g.Public == nil || !g.Public(r)) {
 			c, err := g.Auth(r)
 			if err != nil {
@@ -112,12 +121,16 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 			}
 			r = r.WithContext(server.WithCaller(r.Context(), c))
 		}
-		if !hasBody(r) {
-			next.ServeHTTP(w, r)
-			return
-		}
 		if r.ContentLength > g.MaxBody {
 			refuse(w, r, http.StatusRequestEntityTooLarge, tooLarge(g.MaxBody))
+			return
+		}
+		if ct := r.Header.Get("Content-Type"); r.Method == http.MethodPost && !apiContentType(ct) {
+			refuse(w, r, http.StatusUnsupportedMediaType, errContentType(ct))
+			return
+		}
+		if !hasBody(r) {
+			next.ServeHTTP(w, r)
 			return
 		}
 		if h, enc := requestEncoding(r.Header); enc != "" {

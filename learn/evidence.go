@@ -145,16 +145,21 @@ func (v *View) Request(caller string, q []float32, ranked []int, probs []float64
 	norms := m.usageNorms(now, l.cfg)
 	l.usageMu.Unlock()
 	wAll, _ := m.weights(now, l.cfg, "")
+	// Each record's cosine with the request, once for every tally.
+	cos := make([]float64, len(m.recs))
+	for i, x := range m.recs {
+		cos[i] = float64(vek32.Dot(q, x.vec))
+	}
 	if l.cfg.Share {
 		r.foreign = 1
-		r.all = v.part(m, wAll, "", q, ranked, probs, now, norms)
+		r.all = v.part(m, wAll, "", cos, ranked, probs, now, norms)
 		return r
 	}
 	var own float64
 	if caller != "" {
 		var wOwn []float64
 		if wOwn, own = m.weights(now, l.cfg, caller); own > 0 {
-			r.own = v.part(m, wOwn, caller, q, ranked, probs, now, norms)
+			r.own = v.part(m, wOwn, caller, cos, ranked, probs, now, norms)
 		}
 	}
 	groups := m.othersGroups(wAll, caller, maxGroups)
@@ -175,13 +180,14 @@ func (v *View) Request(caller string, q []float32, ranked []int, probs []float64
 				w[i] = 0
 			}
 		}
-		r.alts = append(r.alts, v.part(m, w, g.key, q, ranked, probs, now, norms))
+		r.alts = append(r.alts, v.part(m, w, g.key, cos, ranked, probs, now, norms))
 	}
 	return r
 }
 
-// part tallies the reports weighed w (fitted as key's) for request q.
-func (v *View) part(m *model, w []float64, key string, q []float32, ranked []int, probs []float64, now time.Time, norms map[int]float64) *part {
+// part tallies the reports weighed w (fitted as key's) for a request
+// whose cosine with each record is cos.
+func (v *View) part(m *model, w []float64, key string, cos []float64, ranked []int, probs []float64, now time.Time, norms map[int]float64) *part {
 	f := v.cachedFit(m, w, key, now)
 	r := &part{v: v, m: m, f: f, kShown: map[int]float64{}, calls: map[int]float64{}, resid: map[int]float64{},
 		tden: map[int]float64{}, tk: map[int]float64{}, tn: map[int]float64{}, tu: map[int]float64{}, tcalls: map[int]float64{}, tnear: map[int]float64{},
@@ -198,11 +204,10 @@ func (v *View) part(m *model, w []float64, key string, q []float32, ranked []int
 		if wi == 0 {
 			continue
 		}
-		cos := float64(vek32.Dot(q, x.vec))
 		for _, s := range x.servers {
-			r.usage[s] += wi * cos
+			r.usage[s] += wi * cos[i]
 		}
-		k := wi * f.kernel(cos)
+		k := wi * f.kernel(cos[i])
 		seen := map[int]bool{}
 		for j, t := range x.tools {
 			s := x.toolSrv[j]
@@ -246,10 +251,7 @@ func (v *View) part(m *model, w []float64, key string, q []float32, ranked []int
 		for _, s := range x.servers {
 			r.calls[s] += k
 		}
-		res := f.residuals(x)
-		for j, s := range res.ids {
-			r.resid[s] += k * res.r[j]
-		}
+		f.eachResidual(x, func(s int, res float64) { r.resid[s] += k * res })
 	}
 	return r
 }

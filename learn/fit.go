@@ -400,6 +400,31 @@ func (f *fit) residuals(x *rec) residuals {
 	return out
 }
 
+// eachResidual calls fn with each of x's residuals (as residuals), in no
+// order and without allocating: for tallying them.
+func (f *fit) eachResidual(x *rec, fn func(id int, r float64)) {
+	one := func(s int, pd float64) {
+		if !x.counts(s) {
+			return
+		}
+		y := 0.0
+		if x.calls(s) {
+			y = 1
+		}
+		fn(s, y-sigmoid(logit(pd)+f.server(s).off))
+	}
+	for j, s := range x.descIDs {
+		if !slices.Contains(x.descIDs[:j], s) {
+			one(s, x.descP[slices.Index(x.descIDs, s)])
+		}
+	}
+	for j, s := range x.servers {
+		if !slices.Contains(x.descIDs, s) && !slices.Contains(x.servers[:j], s) {
+			one(s, x.dmin)
+		}
+	}
+}
+
 func dotResid(a, b residuals) float64 {
 	var s float64
 	for i, j := 0, 0; i < len(a.ids) && j < len(b.ids); {

@@ -257,16 +257,18 @@ func (v *View) part(m *model, w []float64, key string, cos []float64, ranked []i
 }
 
 // cachedFit is the fit of m weighed w under key (a caller, or "" for
-// every identity's reports), refitted when enough has changed: a
-// hundredth of the records (at least one) since, another model, or an
-// hour (reports fade).
+// every identity's reports), refitted when enough has changed: as many
+// changes to m as a hundredth of the records the fit used (at least
+// one), another model, or an hour (reports fade). Counting the fit's own
+// records, not m's, keeps a caller's fit of its own few reports fresh
+// however many another identity sends.
 func (v *View) cachedFit(m *model, w []float64, key string, now time.Time) *fit {
 	v.fitMu.Lock()
 	defer v.fitMu.Unlock()
 	f := v.fits[key]
 	if f != nil && f.model == m && now.Sub(f.at) < refitAfter {
 		changed := m.version - f.version
-		if changed == 0 || changed < uint64(max(1, len(m.recs)/100)) {
+		if changed == 0 || changed < uint64(max(1, f.used/100)) {
 			return f
 		}
 	}

@@ -89,6 +89,8 @@ type fit struct {
 	model   *model
 	version uint64
 	at      time.Time
+	// used is how many records the weighting used (weight above 0).
+	used int
 	// glob is each server's offset (by name id); a server no record
 	// counts for has none (offset 0: its descriptions' evidence).
 	glob map[int]srvFit
@@ -247,6 +249,11 @@ func serverStats(m *model, w []float64) map[int]*acc {
 // fitFor is the fit of m's records weighed w for the view's catalog.
 func (v *View) fitFor(m *model, w []float64, now time.Time) *fit {
 	f := &fit{model: m, version: m.version, at: now, glob: map[int]srvFit{}}
+	for _, x := range w {
+		if x > 0 {
+			f.used++
+		}
+	}
 	per := serverStats(m, w)
 	// The catalog's servers that records count for; the others' calls
 	// say nothing of any offset, so they leave τ alone.

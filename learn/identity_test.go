@@ -213,3 +213,31 @@ func BenchmarkRouteOthers(b *testing.B) {
 		})
 	}
 }
+
+// A caller's answers with another identity's flood of reports are exactly
+// those without it, when it is the only other identity: alice reports
+// after mallory's 250, and her fit follows each of her reports as if
+// mallory had sent none.
+func TestFloodLeavesOwnAnswersExact(t *testing.T) {
+	cfg := learn.Config{Rate: 1e9, Burst: 1 << 30}
+	clean, dirty := newFixture(t, cfg, nil), newFixture(t, cfg, nil)
+	mallory(t, dirty, 250)
+	for _, f := range []*fixture{clean, dirty} {
+		for i := 0; i < 30; i++ {
+			f.report(t, "token:alice", fmt.Sprintf("create github issue for the release (%d)", i), "github", "filesystem")
+			ranked(t, f.rt, "token:alice", "create github issue") // a hub routes between reports
+		}
+	}
+	// Equal up to the fading of reports made a moment apart.
+	want, got := answers(t, clean.rt, "token:alice"), answers(t, dirty.rt, "token:alice")
+	for i := range want {
+		g, w := got[i].Servers, want[i].Servers
+		same := len(g) == len(w)
+		for j := 0; same && j < len(w); j++ {
+			same = g[j].ID == w[j].ID && math.Abs(g[j].Confidence-w[j].Confidence) < 1e-9
+		}
+		if !same {
+			t.Errorf("answer %d with mallory's flood differs:\n got %+v\nwant %+v", i, g, w)
+		}
+	}
+}

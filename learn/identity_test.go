@@ -169,8 +169,14 @@ func TestAgreeingIdentitiesReachOthers(t *testing.T) {
 		}
 	}
 	report("token:alice")
-	if got := confOf(ranked(t, f.rt, "token:bob", q), "filesystem"); math.Abs(got-bare) > 1e-9 {
+	alone := ranked(t, f.rt, "token:bob", q)
+	if got := confOf(alone, "filesystem"); math.Abs(got-bare) > 1e-9 {
 		t.Errorf("one identity's reports moved bob's filesystem %.3f -> %.3f", bare, got)
+	}
+	for _, s := range alone {
+		if strings.Contains(s.Evidence, "learned: ;") {
+			t.Errorf("%s: evidence %q has an empty learned part", s.ID, s.Evidence)
+		}
 	}
 	report("token:dave")
 	report("token:erin")

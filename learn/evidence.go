@@ -37,8 +37,9 @@ type Evidence struct {
 	// Similar/(Similar+1).
 	Similar, Rate, Residual, Credibility float64
 	// Near is the weight of the reports counted among the tasks like
-	// this one (each counts once, however close).
-	Near float64
+	// this one (each counts once, however close); Reported the weight of
+	// every report weighed, so Near ≤ Reported.
+	Near, Reported float64
 	// Usage is the cosine of the request with the usage vector (the
 	// weighted mean of the requests that called it); 0 if never called.
 	Usage float64
@@ -63,19 +64,34 @@ func (e Evidence) Bayes() float64 {
 // read by Server and Tool. Nil when nothing is learned (Server and Tool
 // then answer the description's confidence unchanged).
 //
-// Unless the learner shares every report alike (Config.Share), the
-// evidence of the caller's own reports and that of every identity's are
-// weighed apart and mixed: the others' weigh Foreign, at most
-// max(ForeignFloor, ForeignRatio × the caller's own) reports against
-// the caller's own, so another identity moves a probability by at most
-// Foreign (a fifth for a caller with 40 reports or more).
+// Unless the learner shares every report alike (Config.Share), a
+// caller's answer is its own evidence (its own reports; the descriptions
+// without any) moved by what other identities' reports add, under two
+// rules (docs/learning.md, "Whose reports count"):
+//
+//   - the others weigh Foreign, at most max(ForeignFloor, ForeignRatio ×
+//     the caller's own) reports against the caller's own;
+//   - no single identity counts alone: the others' evidence is tallied
+//     once without each other identity (the maxGroups−1 weighing most
+//     one by one, the rest as one group), and it moves a probability only
+//     as far as every one of those tallies agrees, in direction and at
+//     most by the least of them. With one other identity it moves
+//     nothing. So one identity's reports can weaken what the others' say
+//     for a caller, never add to it or turn it round.
 type Request struct {
-	v        *View
-	m        *model
-	own, all *part
-	foreign  float64
-	combine  func(Evidence) float64
+	v       *View
+	m       *model
+	own     *part
+	all     *part   // Share: every report alike
+	alts    []*part // otherwise: the pooled reports without each group of others
+	foreign float64
+	combine func(Evidence) float64
 }
+
+// maxGroups bounds the tallies of the others' evidence a request makes
+// (Request): the identities weighing most are left out one by one, the
+// rest together.
+const maxGroups = 4
 
 // part is the evidence of one weighting of the reports.
 type part struct {
@@ -88,6 +104,7 @@ type part struct {
 	// residuals.
 	kAll   float64
 	near   float64
+	total  float64
 	kShown map[int]float64
 	calls  map[int]float64
 	resid  map[int]float64
@@ -128,30 +145,49 @@ func (v *View) Request(caller string, q []float32, ranked []int, probs []float64
 	norms := m.usageNorms(now, l.cfg)
 	l.usageMu.Unlock()
 	wAll, _ := m.weights(now, l.cfg, "")
-	if !l.cfg.Share && caller != "" {
-		wOwn, own := m.weights(now, l.cfg, caller)
-		var total float64
-		for _, x := range wAll {
-			total += x
-		}
-		if foreign := total - own; foreign > 1e-9 {
-			f := min(foreign, max(l.cfg.ForeignFloor, l.cfg.ForeignRatio*own))
-			r.foreign = f / (own + f)
-		}
-		if own > 0 {
-			r.own = v.part(m, wOwn, caller, q, ranked, probs, now, norms)
-		}
-	} else {
-		r.foreign = 1
+	// Each record's cosine with the request, once for every tally.
+	cos := make([]float64, len(m.recs))
+	for i, x := range m.recs {
+		cos[i] = float64(vek32.Dot(q, x.vec))
 	}
-	if r.foreign > 0 {
-		r.all = v.part(m, wAll, "", q, ranked, probs, now, norms)
+	if l.cfg.Share {
+		r.foreign = 1
+		r.all = v.part(m, wAll, "", cos, ranked, probs, now, norms)
+		return r
+	}
+	var own float64
+	if caller != "" {
+		var wOwn []float64
+		if wOwn, own = m.weights(now, l.cfg, caller); own > 0 {
+			r.own = v.part(m, wOwn, caller, cos, ranked, probs, now, norms)
+		}
+	}
+	groups := m.othersGroups(wAll, caller, maxGroups)
+	if len(groups) < 2 {
+		return r // one other identity (or none): it does not count alone
+	}
+	var total float64
+	for _, x := range wAll {
+		total += x
+	}
+	foreign := total - own
+	f := min(foreign, max(l.cfg.ForeignFloor, l.cfg.ForeignRatio*own))
+	r.foreign = f / (own + f)
+	for _, g := range groups {
+		w := slices.Clone(wAll)
+		for i, x := range m.recs {
+			if g.has[x.identity] {
+				w[i] = 0
+			}
+		}
+		r.alts = append(r.alts, v.part(m, w, g.key, cos, ranked, probs, now, norms))
 	}
 	return r
 }
 
-// part tallies the reports weighed w (fitted as key's) for request q.
-func (v *View) part(m *model, w []float64, key string, q []float32, ranked []int, probs []float64, now time.Time, norms map[int]float64) *part {
+// part tallies the reports weighed w (fitted as key's) for a request
+// whose cosine with each record is cos.
+func (v *View) part(m *model, w []float64, key string, cos []float64, ranked []int, probs []float64, now time.Time, norms map[int]float64) *part {
 	f := v.cachedFit(m, w, key, now)
 	r := &part{v: v, m: m, f: f, kShown: map[int]float64{}, calls: map[int]float64{}, resid: map[int]float64{},
 		tden: map[int]float64{}, tk: map[int]float64{}, tn: map[int]float64{}, tu: map[int]float64{}, tcalls: map[int]float64{}, tnear: map[int]float64{},
@@ -168,11 +204,10 @@ func (v *View) part(m *model, w []float64, key string, q []float32, ranked []int
 		if wi == 0 {
 			continue
 		}
-		cos := float64(vek32.Dot(q, x.vec))
 		for _, s := range x.servers {
-			r.usage[s] += wi * cos
+			r.usage[s] += wi * cos[i]
 		}
-		k := wi * f.kernel(cos)
+		k := wi * f.kernel(cos[i])
 		seen := map[int]bool{}
 		for j, t := range x.tools {
 			s := x.toolSrv[j]
@@ -191,6 +226,7 @@ func (v *View) part(m *model, w []float64, key string, q []float32, ranked []int
 		if !x.usable() {
 			continue
 		}
+		r.total += wi
 		for c, a := range r.chosen {
 			if a < 0 {
 				continue
@@ -215,25 +251,24 @@ func (v *View) part(m *model, w []float64, key string, q []float32, ranked []int
 		for _, s := range x.servers {
 			r.calls[s] += k
 		}
-		res := f.residuals(x)
-		for j, s := range res.ids {
-			r.resid[s] += k * res.r[j]
-		}
+		f.eachResidual(x, func(s int, res float64) { r.resid[s] += k * res })
 	}
 	return r
 }
 
 // cachedFit is the fit of m weighed w under key (a caller, or "" for
-// every identity's reports), refitted when enough has changed: a
-// hundredth of the records (at least one) since, another model, or an
-// hour (reports fade).
+// every identity's reports), refitted when enough has changed: as many
+// changes to m as a hundredth of the records the fit used (at least
+// one), another model, or an hour (reports fade). Counting the fit's own
+// records, not m's, keeps a caller's fit of its own few reports fresh
+// however many another identity sends.
 func (v *View) cachedFit(m *model, w []float64, key string, now time.Time) *fit {
 	v.fitMu.Lock()
 	defer v.fitMu.Unlock()
 	f := v.fits[key]
 	if f != nil && f.model == m && now.Sub(f.at) < refitAfter {
 		changed := m.version - f.version
-		if changed == 0 || changed < uint64(max(1, len(m.recs)/100)) {
+		if changed == 0 || changed < uint64(max(1, f.used/100)) {
 			return f
 		}
 	}
@@ -267,26 +302,45 @@ func (r *Request) Tool(li int, pd float64) Evidence {
 	return r.mix(pd, func(p *part) Evidence { return p.tool(li, pd) })
 }
 
-// mix is the caller's own evidence and every identity's, mixed by the
-// weight of the others (Request).
+// mix is the caller's own evidence moved by the others' (Request): with
+// Share, every identity's alike; otherwise by Foreign times the least
+// move of the tallies without each group of others, and only when they
+// all move it the same way.
 func (r *Request) mix(pd float64, of func(*part) Evidence) Evidence {
 	own := Evidence{P: pd, PD: pd}
 	if r.own != nil {
 		own = r.finish(of(r.own))
 	}
-	if r.all == nil {
-		return own
-	}
-	all := r.finish(of(r.all))
-	if r.foreign >= 1 {
+	if r.all != nil {
+		all := r.finish(of(r.all))
 		all.Foreign = 1
 		return all
 	}
+	if len(r.alts) == 0 || r.foreign <= 0 {
+		return own
+	}
+	var least Evidence
+	var d float64
+	for i, p := range r.alts {
+		e := r.finish(of(p))
+		di := e.P - own.P
+		switch {
+		case i == 0:
+			least, d = e, di
+		case di*d <= 0:
+			return own // they disagree, or one adds nothing
+		case abs(di) < abs(d):
+			least, d = e, di
+		}
+	}
+	if d == 0 {
+		return own
+	}
 	out := own
 	if r.foreign > 0.5 || r.own == nil {
-		out = all
+		out = least
 	}
-	out.P = (1-r.foreign)*own.P + r.foreign*all.P
+	out.P = own.P + r.foreign*d
 	out.Foreign = r.foreign
 	return out
 }
@@ -334,7 +388,7 @@ func (p *part) server(li int, pd float64) Evidence {
 			e.CoWith, e.CoChosen, e.CoTasks, e.CoRate = p.m.list[a], c, p.in[k].n, in.o/p.in[k].n
 		}
 	}
-	e.Similar, e.Near = p.kAll, p.near
+	e.Similar, e.Near, e.Reported = p.kAll, p.near, p.total
 	if ok {
 		e.Similar += p.kShown[id]
 	}
@@ -370,7 +424,7 @@ func (p *part) tool(li int, pd float64) Evidence {
 	e.Global = sigmoid(logit(pd) + e.Offset)
 	e.Co = e.Global
 	if k := p.tk[sid]; k > 0 {
-		e.Similar, e.Credibility, e.Near = k, k/(k+1), p.tnear[sid]
+		e.Similar, e.Credibility, e.Near, e.Reported = k, k/(k+1), p.tnear[sid], tden
 		e.Rate = u / k
 		e.Residual = e.Rate - base
 	}
@@ -381,7 +435,9 @@ func (p *part) tool(li int, pd float64) Evidence {
 func (e Evidence) text() string {
 	switch {
 	case e.Credibility >= 0.5:
-		return fmt.Sprintf("called in %.0f%% of tasks like this (%.0f such of %.0f reported)", 100*e.Rate, max(e.Near, 1), e.Reports)
+		// Of every report weighed, not e.Reports (those that count for
+		// this server), which can be fewer than the tasks like this.
+		return fmt.Sprintf("called in %.0f%% of tasks like this (%.0f such of %.0f reported)", 100*e.Rate, max(e.Near, 1), max(e.Reported, e.Near, 1))
 	case e.CoWith != "" && abs(e.Co-e.Global) >= abs(e.Global-e.PD):
 		return fmt.Sprintf("called with %s in %.0f%% of its %.0f tasks", e.CoWith, 100*e.CoRate, e.CoTasks)
 	case e.Base > 0 && e.Reports > 0:
@@ -446,18 +502,40 @@ func (r *Request) Called(n int) []int {
 	r.v.l.mu.RLock()
 	defer r.v.l.mu.RUnlock()
 	weight := map[int]float64{}
-	for _, p := range []*part{r.own, r.all} {
-		if p == nil {
-			continue
-		}
+	called := func(p *part) map[int]float64 {
+		out := map[int]float64{}
 		for id, k := range p.calls {
-			weight[id] += k
+			out[id] += k
 		}
 		if p.chosen[0] >= 0 {
 			for id, a := range p.in[0].per {
-				weight[id] += a.o
+				out[id] += a.o
 			}
 		}
+		return out
+	}
+	for _, p := range []*part{r.own, r.all} {
+		if p != nil {
+			for id, k := range called(p) {
+				weight[id] += k
+			}
+		}
+	}
+	// The others' only as every tally without a group of them has it
+	// (Request): one identity alone lifts nothing.
+	var least map[int]float64
+	for i, p := range r.alts {
+		c := called(p)
+		if i == 0 {
+			least = c
+			continue
+		}
+		for id, k := range least {
+			least[id] = min(k, c[id])
+		}
+	}
+	for id, k := range least {
+		weight[id] += k
 	}
 	type cand struct {
 		li int

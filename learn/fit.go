@@ -89,6 +89,8 @@ type fit struct {
 	model   *model
 	version uint64
 	at      time.Time
+	// used is how many records the weighting used (weight above 0).
+	used int
 	// glob is each server's offset (by name id); a server no record
 	// counts for has none (offset 0: its descriptions' evidence).
 	glob map[int]srvFit
@@ -247,6 +249,11 @@ func serverStats(m *model, w []float64) map[int]*acc {
 // fitFor is the fit of m's records weighed w for the view's catalog.
 func (v *View) fitFor(m *model, w []float64, now time.Time) *fit {
 	f := &fit{model: m, version: m.version, at: now, glob: map[int]srvFit{}}
+	for _, x := range w {
+		if x > 0 {
+			f.used++
+		}
+	}
 	per := serverStats(m, w)
 	// The catalog's servers that records count for; the others' calls
 	// say nothing of any offset, so they leave τ alone.
@@ -398,6 +405,31 @@ func (f *fit) residuals(x *rec) residuals {
 	}
 	out.ids, out.r = ids, r
 	return out
+}
+
+// eachResidual calls fn with each of x's residuals (as residuals), in no
+// order and without allocating: for tallying them.
+func (f *fit) eachResidual(x *rec, fn func(id int, r float64)) {
+	one := func(s int, pd float64) {
+		if !x.counts(s) {
+			return
+		}
+		y := 0.0
+		if x.calls(s) {
+			y = 1
+		}
+		fn(s, y-sigmoid(logit(pd)+f.server(s).off))
+	}
+	for j, s := range x.descIDs {
+		if !slices.Contains(x.descIDs[:j], s) {
+			one(s, x.descP[slices.Index(x.descIDs, s)])
+		}
+	}
+	for j, s := range x.servers {
+		if !slices.Contains(x.descIDs, s) && !slices.Contains(x.servers[:j], s) {
+			one(s, x.dmin)
+		}
+	}
 }
 
 func dotResid(a, b residuals) float64 {

@@ -74,10 +74,11 @@ type Config struct {
 	// Share makes every identity's reports count alike in every caller's
 	// answers (each up to IdentityCap): for deployments whose reporters
 	// all trust each other. Off (the default), a caller's answers weigh
-	// its own reports fully and each other identity's as at most
-	// max(ForeignFloor, ForeignRatio × its own) reports (defaults 10 and
-	// 0.25), so a hostile identity holds at most a fifth of the weight in
-	// the answers of a caller with 40 reports or more.
+	// its own reports fully, and other identities' move them only as far
+	// as the others' reports agree with any one identity (or group of
+	// them) left out (Request), weighing at most max(ForeignFloor,
+	// ForeignRatio × its own) reports (defaults 10 and 0.25): one
+	// identity alone moves no other caller's answers.
 	Share        bool
 	ForeignFloor float64
 	ForeignRatio float64

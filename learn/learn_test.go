@@ -29,7 +29,7 @@ type fixture struct {
 	bare *route.Router // the same index without learning
 }
 
-func newFixture(t *testing.T, cfg learn.Config, st learn.Store) *fixture {
+func newFixture(t testing.TB, cfg learn.Config, st learn.Store) *fixture {
 	t.Helper()
 	rk := testrank.Ranker(t, testindex.Parse(t, testindex.Catalog), dims, nil)
 	l, err := learn.New(context.Background(), cfg, st)
@@ -42,7 +42,7 @@ func newFixture(t *testing.T, cfg learn.Config, st learn.Store) *fixture {
 }
 
 // describe is text's vector and the servers its descriptions rank first.
-func (f *fixture) describe(t *testing.T, text string) ([]float32, []learn.Prob) {
+func (f *fixture) describe(t testing.TB, text string) ([]float32, []learn.Prob) {
 	t.Helper()
 	v, d, err := f.rt.Describe(context.Background(), text)
 	if err != nil {

@@ -1,9 +1,12 @@
 package learn
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/viterin/vek/vek32"
@@ -309,5 +312,62 @@ func (m *model) records(identity string) []Record {
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out
+}
+
+// others is a group of identities other than a caller whose reports a
+// Request leaves out together: has is by identity id, key names the
+// group for the fit cache.
+type others struct {
+	has map[int]bool
+	key string
+}
+
+// othersGroups are the groups of the identities other than caller that
+// weigh anything in w: the n−1 weighing most one by one (ties by name),
+// the rest as one group, so at most n groups.
+func (m *model) othersGroups(w []float64, caller string, n int) []others {
+	mass := make([]float64, len(m.ids))
+	for i, x := range m.recs {
+		mass[x.identity] += w[i]
+	}
+	name := make([]string, len(m.ids))
+	for s, id := range m.ids {
+		name[id] = s
+	}
+	var ids []int
+	for id, ms := range mass {
+		if ms > 0 && (caller == "" || name[id] != caller) {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, func(a, b int) int {
+		if mass[a] != mass[b] {
+			if mass[a] > mass[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(name[a], name[b])
+	})
+	var out []others
+	for k := 0; k < len(ids); k++ {
+		if k < n-1 || k == len(ids)-1 {
+			out = append(out, others{has: map[int]bool{ids[k]: true}, key: "\x00without\x00" + name[ids[k]]})
+			continue
+		}
+		// The rest, together: named by a hash of its members.
+		rest := ids[k:]
+		slices.SortFunc(rest, func(a, b int) int { return strings.Compare(name[a], name[b]) })
+		h := sha256.New()
+		g := others{has: map[int]bool{}}
+		for _, id := range rest {
+			g.has[id] = true
+			h.Write([]byte(name[id] + "\x00"))
+		}
+		g.key = "\x00without-all\x00" + hex.EncodeToString(h.Sum(nil)[:12])
+		out = append(out, g)
+		break
+	}
 	return out
 }

@@ -376,7 +376,7 @@ func (c *Router) decide(ts []rank.Turn, all rank.Routed, needIdx []int, needRes 
 	for _, cd := range chosen {
 		selected[cd.s.Label] = true
 		ev, parts := c.Rk.Evidence(cd.s), c.Rk.Parts(cd.s)
-		if e, ok := learned[cd.s.Label]; ok {
+		if e, ok := learned[cd.s.Label]; ok && e.Text != "" {
 			ev, parts.Learned = "learned: "+e.Text+"; "+ev, e.Text
 		}
 		if cd.need > 0 {

@@ -437,7 +437,7 @@ func (c *Router) route(all rank.Routed, partRes []rank.Routed, maxS, maxT int, q
 			continue
 		}
 		ev, parts := c.Rk.Evidence(s), c.Rk.Parts(s)
-		if e, ok := learnedSrv[s.Label]; ok {
+		if e, ok := learnedSrv[s.Label]; ok && e.Text != "" {
 			ev, parts.Learned = "learned: "+e.Text+"; "+ev, e.Text
 		}
 		if keep[s.Label] && i >= maxS {

@@ -19,6 +19,6 @@ func addLearnFlags(fs *flag.FlagSet, c *LearnConfig) {
 	fs.DurationVar(&c.MaxAge, "learn-retention", 180*24*time.Hour, "delete reports older than this")
 	fs.StringVar(&c.Scope, "learn-scope", "", "name that keeps this deployment's reports apart from others sharing the store")
 	fs.Float64Var(&c.IdentityCap, "learn-identity-cap", 200, "one identity's reports weigh at most as this many reports")
-	fs.BoolVar(&c.Share, "learn-share", false, "every identity's reports count alike in every caller's answers (off: another identity's weigh at most a quarter of a caller's own, or 10 reports)")
+	fs.BoolVar(&c.Share, "learn-share", false, "every identity's reports count alike in every caller's answers: for reporters that all trust each other (off: a caller's own reports count fully; other identities' move its answers only as far as they agree with any one of them left out, so one identity alone moves nothing, and weigh at most a quarter of the caller's own, or 10 reports; docs/learning.md)")
 	fs.Float64Var(&c.Rate, "learn-report-rate", 20, "reports per second one identity may make (bursts of 10 seconds' worth)")
 }

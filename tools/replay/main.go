@@ -225,13 +225,6 @@ func (r *replayer) cfg() learn.Config {
 	return learn.Config{HalfLife: -1, Rate: 1e9, Burst: 1 << 30}
 }
 
-// bound is the largest share of the weight a hostile identity holds in
-// the answers of a caller with own reports.
-func bound(c learn.Config, own float64) float64 {
-	f := min(c.IdentityCap, max(c.ForeignFloor, c.ForeignRatio*min(own, c.IdentityCap)))
-	return f / (f + min(own, c.IdentityCap))
-}
-
 // answer is one routed task: the first five servers with confidences, and
 // the default answer's servers.
 type answer struct {
@@ -582,9 +575,11 @@ func (r *replayer) poisoning(ctx context.Context, w io.Writer) error {
 			changedTop++
 		}
 	}
-	c := r.cfg().WithDefaults()
-	fmt.Fprintf(w, "poisoning: a hostile identity reports random servers for %d requests; its weight in the victim's answers is at most max(%g, %g × the victim's %d reports) = %.0f%%\n",
-		r.o.poison, c.ForeignFloor, c.ForeignRatio, h, 100*bound(c, float64(h)))
+	// The victim's answers move only where the others' tallies without
+	// each other identity agree (learn.Request); with the hostile
+	// identity the only other one, they move by nothing.
+	fmt.Fprintf(w, "poisoning: a hostile identity reports random servers for %d requests before the victim's %d; no single other identity moves the victim's answers (learn.Request)\n",
+		r.o.poison, h)
 	fmt.Fprintf(w, "  victim recall@5 %.3f -> %.3f (%+.1f points); set F1 %.3f -> %.3f; top-5 changed in %d of %d tasks; |Δconfidence| of a top-5 server mean %.3f, max %.3f\n",
 		mc.recall(), md.recall(), 100*(md.recall()-mc.recall()), mc.f1(), md.f1(), changedTop, len(clean), sumDP/float64(max(n, 1)), maxDP)
 	return nil

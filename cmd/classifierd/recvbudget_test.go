@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -354,4 +355,66 @@ func firstErr(errs []error) error {
 		return nil
 	}
 	return errs[0]
+}
+
+// TestMCPRecvBudget: 60 connections to the daemon's --mcp-listen (plain
+// HTTP), each POSTing a 4 MiB tools/call with the weakest token that
+// reaches it and holding its last 100 KB, raise the daemon's live heap by
+// no more than --max-body-bytes-in-flight and 50 MB: past the caller's
+// share its bodies are answered 429 before they are read. Another
+// identity's Route keeps working. Without the budget on the MCP listener
+// each body was read and held whole (300 connections: +1 GB RSS).
+func TestMCPRecvBudget(t *testing.T) {
+	idx := genIndex(t, "testdata/mini.json")
+	maddr, mcpAddr := freeAddr(t), freeAddr(t)
+	_, conn := opsDaemon(t, freeAddr(t), insecureDial, "--index", idx, "--auth-token-file", recvTokens(t), "--metrics-listen", maddr,
+		"--mcp-listen", mcpAddr, "--max-body-bytes-in-flight", fmt.Sprint(recvBudget), "--max-body-bytes-in-flight-per-client", fmt.Sprint(recvBudget))
+	c := pb.NewClassifierServiceClient(conn)
+	if _, err := c.Route(bearerCtx(context.Background(), bobToken), &pb.RouteRequest{Query: "warm up"}); err != nil {
+		t.Fatal(err)
+	}
+	base, err := heapNow(maddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const size = 4<<20 - 4096
+	body := []byte(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"route","arguments":{"query":"` +
+		strings.Repeat("a", size-200) + `"}}}`)
+	head := fmt.Sprintf("POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
+		"Authorization: Bearer %s\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: %d\r\n\r\n", mcpAddr, aliceToken, len(body))
+
+	stop := make(chan struct{})
+	peak := heapPeak(maddr, stop)
+	victim := victimRoutes(t, c, bobToken, stop)
+	var mu sync.Mutex
+	answers := map[string]int{}
+	var wg sync.WaitGroup
+	for range 60 {
+		nc, err := net.Dial("tcp", mcpAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			go func() { _, _ = nc.Write(append([]byte(head), body[:len(body)-100<<10]...)) }()
+			_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+			line, _ := bufio.NewReader(nc).ReadString('\n')
+			mu.Lock()
+			answers[strings.TrimSpace(line)]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	top, v := <-peak, <-victim
+	checkHeap(t, base, top, fmt.Sprintf("answers to the held bodies: %v; victim: %v", answers, v))
+	if len(v.errs) > 0 || len(v.lat) == 0 {
+		t.Errorf("victim's Routes during the attack: %v (first error %v), want every one answered", v, firstErr(v.errs))
+	}
+	if answers["HTTP/1.1 429 Too Many Requests"] == 0 {
+		t.Errorf("answers to the held bodies: %v, want 429 past the caller's share", answers)
+	}
 }

@@ -58,8 +58,9 @@ type Config struct {
 	// connection may have open (--max-concurrent-streams).
 	RecvTimeout time.Duration
 	MaxStreams  int
-	// BodyBudget and BodyBudgetPerClient bound the HTTP/JSON request
-	// bytes held at once (--max-body-bytes-in-flight...).
+	// BodyBudget and BodyBudgetPerClient bound the request bytes being
+	// received at once on every listener, gRPC, HTTP/JSON and MCP
+	// (--max-body-bytes-in-flight...).
 	BodyBudget, BodyBudgetPerClient int64
 
 	// MaxConnsPerPeer and MaxConns bound the connections open on all the

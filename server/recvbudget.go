@@ -150,6 +150,21 @@ func (c *recvConn) done(call *recvCall) {
 	}
 }
 
+// recvCtx is a call's context the guard can end: its parent's error
+// first, so that the receive timeout's DEADLINE_EXCEEDED (arrivalCtx) is
+// still what a call it ends reports.
+type recvCtx struct {
+	context.Context
+	parent context.Context
+}
+
+func (c recvCtx) Err() error {
+	if err := c.parent.Err(); err != nil {
+		return err
+	}
+	return c.Context.Err()
+}
+
 type recvConnKey struct{}
 type recvCallKey struct{}
 
@@ -168,13 +183,14 @@ func (g *RecvGuard) Tap(next tap.ServerInHandle) tap.ServerInHandle {
 		if !ok {
 			return ctx, nil
 		}
+		parent := ctx
 		ctx, cancel := context.WithCancelCause(ctx)
 		call := &recvCall{cancel: cancel}
 		c.start(call)
 		// However the call ends (answered, reset, refused after the
 		// tap), its stream's context ends and it no longer receives.
 		context.AfterFunc(stream, func() { c.done(call) })
-		return context.WithValue(ctx, recvCallKey{}, call), nil
+		return recvCtx{context.WithValue(ctx, recvCallKey{}, call), parent}, nil
 	}
 }
 

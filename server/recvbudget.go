@@ -1,6 +1,7 @@
 package server
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"net"
@@ -61,8 +62,7 @@ func (l recvListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return c, err
 	}
-	rc := &recvConn{Conn: c, g: l.g, who: "grpc-conn:" + strconv.FormatInt(l.g.seq.Add(1), 10),
-		receiving: map[*recvCall]struct{}{}}
+	rc := &recvConn{Conn: c, g: l.g, who: "grpc-conn:" + strconv.FormatInt(l.g.seq.Add(1), 10)}
 	rc.addr = recvAddr{Addr: c.RemoteAddr(), c: rc}
 	return rc, nil
 }
@@ -81,15 +81,26 @@ type recvConn struct {
 	who  string
 	addr recvAddr
 
-	mu        sync.Mutex
-	held      int64 // bytes read while calls were receiving, charged to who
-	receiving map[*recvCall]struct{}
-	closed    bool
+	mu sync.Mutex
+	// read is every byte the connection has read. What it holds for
+	// calls still receiving is at most what it read since the oldest of
+	// them started (held, charged to who): the frames of calls that
+	// started later, or ended meanwhile, are within it, and nothing
+	// before it is still held. Counting from the last moment no call was
+	// receiving instead made a busy connection (one always receiving
+	// something) hold everything it ever read: a hog's answered 250 KB
+	// Routes added up past its share and ended the calls of another
+	// identity sharing its connection.
+	read, held int64
+	receiving  list.List // *recvCall, oldest first
+	closed     bool
 }
 
 // recvCall is a call whose request message has not arrived yet.
 type recvCall struct {
 	cancel context.CancelCauseFunc
+	from   int64 // recvConn.read when it started
+	el     *list.Element
 }
 
 func (c *recvConn) RemoteAddr() net.Addr { return c.addr }
@@ -98,14 +109,15 @@ func (c *recvConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.mu.Lock()
-		if len(c.receiving) > 0 {
+		c.read += int64(n)
+		if c.receiving.Len() > 0 {
 			c.held += int64(n)
 			if c.g.b.Charge(c.who, int64(n)) {
 				// The calls stay counted until their streams are gone:
 				// what they hold, and the frames still arriving for them,
 				// is freed only then.
-				for call := range c.receiving {
-					call.cancel(errRecvBudget)
+				for e := c.receiving.Front(); e != nil; e = e.Next() {
+					e.Value.(*recvCall).cancel(errRecvBudget)
 				}
 			}
 		}
@@ -114,17 +126,24 @@ func (c *recvConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// releaseLocked gives back what c holds.
-func (c *recvConn) releaseLocked() {
-	c.g.b.Release(c.who, c.held)
-	c.held = 0
+// settleLocked gives back what c no longer holds: what it read before
+// its oldest call still receiving started (everything when none is).
+func (c *recvConn) settleLocked() {
+	held := int64(0)
+	if e := c.receiving.Front(); e != nil {
+		held = min(c.held, c.read-e.Value.(*recvCall).from)
+	}
+	if held < c.held {
+		c.g.b.Release(c.who, c.held-held)
+		c.held = held
+	}
 }
 
 func (c *recvConn) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	clear(c.receiving)
-	c.releaseLocked()
+	c.receiving.Init()
+	c.settleLocked()
 	c.mu.Unlock()
 	return c.Conn.Close()
 }
@@ -133,21 +152,22 @@ func (c *recvConn) Close() error {
 func (c *recvConn) start(call *recvCall) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.closed {
-		c.receiving[call] = struct{}{}
+	if !c.closed && call.el == nil {
+		call.from = c.read
+		call.el = c.receiving.PushBack(call)
 	}
 }
 
-// done: call's request arrived, or its stream is gone. Once no call
-// receives, what c read is no longer held (it was decoded, or freed with
-// its stream).
+// done: call's request arrived, or its stream is gone.
 func (c *recvConn) done(call *recvCall) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.receiving, call)
-	if len(c.receiving) == 0 {
-		c.releaseLocked()
+	if call.el == nil || c.closed {
+		return
 	}
+	c.receiving.Remove(call.el)
+	call.el = nil
+	c.settleLocked()
 }
 
 // recvCtx is a call's context the guard can end: its parent's error

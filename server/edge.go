@@ -28,6 +28,10 @@ type Edge struct {
 	// MaxConcurrentStreams is the most calls one connection may have
 	// open at once (0: gRPC's default, unlimited).
 	MaxConcurrentStreams uint32
+	// Recv, if set, bounds the request bytes the connections of the
+	// listener it wraps (RecvGuard.Listener) hold while their calls'
+	// messages arrive, against the budget every listener shares.
+	Recv *RecvGuard
 }
 
 // MaxHeaderListBytes bounds the header block of one gRPC call (its
@@ -91,6 +95,10 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 	}
 	if e.RecvTimeout > 0 {
 		in = arrivalTap(e.RecvTimeout, in)
+	}
+	if e.Recv != nil { // last: a call is counted only once every other tap let it in
+		in = e.Recv.Tap(in)
+		opts = append(opts, e.Recv.ServerOption())
 	}
 	if in != nil {
 		opts = append(opts, grpc.InTapHandle(in))

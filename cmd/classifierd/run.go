@@ -196,7 +196,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	lis = op.Conns.Wrap("grpc", listeners.WithUserTimeout(lis, listeners.GRPCUserTimeout))
+	lis = op.Recv.Listener(op.Conns.Wrap("grpc", listeners.WithUserTimeout(lis, listeners.GRPCUserTimeout)))
 	gs := grpc.NewServer(append(append(op.ServerOptions(log, svc.Stats(), cfg.Timeout), tracer.ServerOptions()...),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),

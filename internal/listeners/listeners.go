@@ -307,6 +307,11 @@ const MCPPath = "/mcp"
 // headers.
 const MaxHeaderBytes = 64 << 10
 
+// MCPMaxConcurrentStreams is the most requests one HTTP/2 connection may
+// have open at once on an MCP listener, as on gRPC
+// (server.DefaultMaxConcurrentStreams).
+const MCPMaxConcurrentStreams = 64
+
 // ServeMCP serves h, an MCP handler, on lis in the background, over TLS when tlsConf is
 // set; the returned stop shuts the server down, closing what is still open
 // after wait.
@@ -316,7 +321,13 @@ func ServeMCP(lis net.Listener, tlsConf *tls.Config, h http.Handler, wait, idle 
 	// IdleTimeout closes keep-alive connections no request uses, as
 	// --http-listen does.
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idle, TLSConfig: tlsConf,
-		MaxHeaderBytes: MaxHeaderBytes, ErrorLog: ErrorLog(log)}
+		MaxHeaderBytes: MaxHeaderBytes, ErrorLog: ErrorLog(log),
+		// Over TLS the listener speaks HTTP/2, where one connection
+		// carries many requests: at net/http's default of 250 streams,
+		// 200 bodies on one connection were read at once (+924 MB before
+		// the body budget); the guard's budget bounds their bytes, this
+		// the requests one connection may have open.
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: MCPMaxConcurrentStreams}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -58,8 +58,9 @@ type Config struct {
 	// connection may have open (--max-concurrent-streams).
 	RecvTimeout time.Duration
 	MaxStreams  int
-	// BodyBudget and BodyBudgetPerClient bound the HTTP/JSON request
-	// bytes held at once (--max-body-bytes-in-flight...).
+	// BodyBudget and BodyBudgetPerClient bound the request bytes being
+	// received at once on every listener, gRPC, HTTP/JSON and MCP
+	// (--max-body-bytes-in-flight...).
 	BodyBudget, BodyBudgetPerClient int64
 
 	// MaxConnsPerPeer and MaxConns bound the connections open on all the
@@ -165,6 +166,11 @@ type Ops struct {
 	// Conns counts the connections of every listener of the daemon
 	// (--max-conns-per-peer, --max-conns): wrap each with Conns.Wrap.
 	Conns *listeners.Limiter
+	// Recv bounds what the gRPC listener's connections hold while their
+	// requests arrive, against Bodies, the budget every listener shares
+	// (--max-body-bytes-in-flight): wrap the listener with
+	// Recv.Listener.
+	Recv *server.RecvGuard
 }
 
 // Open opens what cfg says: the security, the metrics registry, the
@@ -176,6 +182,15 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 	}
 	o := &Ops{Security: sec, cfg: cfg, log: log, Registry: listeners.NewRegistry()}
 	if o.Metrics, err = server.NewMetrics(o.Registry); err != nil {
+		return nil, err
+	}
+	// One budget of request bytes being received for every listener:
+	// --listen (Recv), --http-listen (HTTPGuard) and --mcp-listen
+	// (security's MCPGuard).
+	o.Bodies = httpguard.NewBudget(cfg.BodyBudget, cfg.BodyBudgetPerClient)
+	o.Recv = server.NewRecvGuard(o.Bodies)
+	if err := o.Metrics.Gauge("classifierd_request_bytes_in_flight", "Request bytes being received or held until answered, all listeners together (bounded by --max-body-bytes-in-flight).",
+		func() float64 { return float64(o.Bodies.Used()) }); err != nil {
 		return nil, err
 	}
 	if o.Conns, err = listeners.NewLimiter(listeners.ConnLimits{PerPeer: cfg.MaxConnsPerPeer, Total: cfg.MaxConns,
@@ -302,7 +317,7 @@ func (o *Ops) WatchSessions(st interface {
 func (o *Ops) ServerOptions(log *slog.Logger, st *server.Stats, timeout time.Duration) []grpc.ServerOption {
 	edge := server.Edge{Log: log, Stats: st, Timeout: timeout, Metrics: o.Metrics, Admission: o.Admission,
 		Auth:        server.AuthConfig{Tokens: o.Tokens, ClientCerts: o.ClientCerts(), OnAuthenticated: o.OnAuthenticated},
-		RecvTimeout: o.cfg.RecvTimeout, MaxConcurrentStreams: uint32(o.cfg.MaxStreams)}
+		RecvTimeout: o.cfg.RecvTimeout, MaxConcurrentStreams: uint32(o.cfg.MaxStreams), Recv: o.Recv}
 	opts := edge.ServerOptions()
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
@@ -316,7 +331,7 @@ func (o *Ops) ServerOptions(log *slog.Logger, st *server.Stats, timeout time.Dur
 // else "unknown" (a client cannot mint label values).
 func (o *Ops) HTTPGuard(maxBody int64, served map[string]grpc.ServiceInfo) httpguard.Guard {
 	g := o.RPCGuard(maxBody)
-	g.Budget = httpguard.NewBudget(o.cfg.BodyBudget, o.cfg.BodyBudgetPerClient)
+	g.Budget = o.Bodies
 	refuse := g.Refuse
 	g.Refuse = func(w http.ResponseWriter, r *http.Request, code int, err error) {
 		if code == http.StatusUnauthorized || code == http.StatusForbidden {

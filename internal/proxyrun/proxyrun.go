@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/internal/httpguard"
 	"github.com/classifierd/classifierd/internal/learning"
 	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/mcpplaces"
@@ -167,6 +168,10 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 		return err
 	}
 	sec.OnAuthenticated = conns.Authenticated
+	// The proxy's request bodies in flight, bounded as the daemon's are
+	// (--max-body-bytes-in-flight's defaults): each body is bounded by
+	// MaxMessage, their sum was not (100 connections: +530 MB).
+	sec.Bodies = httpguard.NewBudget(httpguard.DefaultBodyBudget, httpguard.DefaultBodyBudgetPerClient)
 	// The tools that run the model (search_tools, hub__analyze_prompt)
 	// share it by caller as the daemon's do, with the daemon's defaults.
 	adm := server.NewAdmission(server.AdmissionConfig{MaxInFlight: 2 * cfg.Concurrency, MaxQueue: ops.DefaultMaxWaiting,

@@ -73,6 +73,10 @@ type Security struct {
 	// connection limiter's Authenticated, so such a connection is never
 	// evicted for a new one. Set it before serving.
 	OnAuthenticated func(local, remote string)
+	// Bodies, if set, bounds the request bytes the MCP listeners
+	// (MCPGuard) hold at once, in all and per caller; the daemon shares
+	// it with its other listeners. Set it before serving.
+	Bodies *httpguard.Budget
 }
 
 // authenticated tells OnAuthenticated of r's connection when c, r's
@@ -383,6 +387,7 @@ func (s *Security) MCPGuard(maxBody int64, anyOf ...string) httpguard.Guard {
 		MaxBody:   maxBody,
 		ReadWait:  httpguard.BodyReadWait,
 		CheckBody: httpguard.CheckMCPBatch,
+		Budget:    s.Bodies,
 		Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
 			if code == http.StatusUnauthorized && s.Tokens != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="classifierd"`)

@@ -98,29 +98,29 @@ type part struct {
 	v *View
 	m *model
 	f *fit
-	// Per server name id, over the tasks like this one: the credibility
-	// weights of the records that count for it (kAll: those that do not
-	// say what was shown, plus kShown), and their weighted calls and
-	// residuals.
+	t *tally
+	q []float32
+	// Per server name id, over the tasks like this one (the maxNear
+	// nearest records of this weighting): the credibility weights of the
+	// records that count for it (kAll: those that do not say what was
+	// shown, plus kShown), and their weighted calls and residuals.
 	kAll   float64
 	near   float64
-	total  float64
 	kShown map[int]float64
 	calls  map[int]float64
 	resid  map[int]float64
 	// The chosen servers (the first and second by the descriptions, name
 	// ids or -1), their probabilities, and their groups and the rest.
-	chosen   [2]int
-	pChosen  [2]float64
-	in, rest [2]*group
-	// Tools: per server name id, the weight and credibility weight of
-	// the records that called it with tools, and its tool calls; per
-	// tool key id, the weight and credibility weight of those that
+	chosen  [2]int
+	pChosen [2]float64
+	co      [2]*coGroups
+	// Tools, over the tasks like this one: per server name id, the
+	// credibility weight and weight of the records that called it with
+	// tools; per tool key id, the credibility weight of those that
 	// called it.
-	tden, tk, tcalls map[int]float64
-	tnear            map[int]float64
-	tn, tu           map[int]float64
-	usage, norms     map[int]float64
+	tk, tnear, tu map[int]float64
+	// nearN is how many records were taken as the tasks like this one.
+	nearN int
 }
 
 // Request tallies the reports for a request of caller (its identity, as
@@ -128,6 +128,10 @@ type part struct {
 // description probability (probs): the first is the chosen server whose
 // co-use counts (the second for the first itself). It returns nil when
 // the view's key has no reports.
+//
+// Its cost is one cosine per stored report and, per weighting, the
+// maxNear reports nearest q; what does not depend on the request is
+// tallied with each weighting's fit (tally).
 func (v *View) Request(caller string, q []float32, ranked []int, probs []float64) *Request {
 	if v == nil || len(q) == 0 {
 		return nil
@@ -141,25 +145,38 @@ func (v *View) Request(caller string, q []float32, ranked []int, probs []float64
 	}
 	now := time.Now()
 	r := &Request{v: v, m: m, combine: l.cfg.Combine}
-	l.usageMu.Lock()
-	norms := m.usageNorms(now, l.cfg)
-	l.usageMu.Unlock()
 	wAll, _ := m.weights(now, l.cfg, "")
 	// Each record's cosine with the request, once for every tally.
 	cos := make([]float64, len(m.recs))
 	for i, x := range m.recs {
 		cos[i] = float64(vek32.Dot(q, x.vec))
 	}
+	pt := func(key string, own int, keep func(identity int) bool) *part {
+		w := func() []float64 {
+			out := make([]float64, len(wAll))
+			for i, x := range m.recs {
+				if keep(x.identity) {
+					out[i] = wAll[i]
+				}
+			}
+			return out
+		}
+		return v.part(m, w, keep, key, own, q, cos, wAll, ranked, probs, now)
+	}
 	if l.cfg.Share {
 		r.foreign = 1
-		r.all = v.part(m, wAll, "", cos, ranked, probs, now, norms)
+		r.all = pt("", -1, func(int) bool { return true })
 		return r
 	}
 	var own float64
-	if caller != "" {
-		var wOwn []float64
-		if wOwn, own = m.weights(now, l.cfg, caller); own > 0 {
-			r.own = v.part(m, wOwn, caller, cos, ranked, probs, now, norms)
+	if id, ok := m.ids[caller]; ok && caller != "" {
+		for i, x := range m.recs {
+			if x.identity == id {
+				own += wAll[i]
+			}
+		}
+		if own > 0 {
+			r.own = pt(caller, id, func(identity int) bool { return identity == id })
 		}
 	}
 	groups := m.othersGroups(wAll, caller, maxGroups)
@@ -174,70 +191,40 @@ func (v *View) Request(caller string, q []float32, ranked []int, probs []float64
 	f := min(foreign, max(l.cfg.ForeignFloor, l.cfg.ForeignRatio*own))
 	r.foreign = f / (own + f)
 	for _, g := range groups {
-		w := slices.Clone(wAll)
-		for i, x := range m.recs {
-			if g.has[x.identity] {
-				w[i] = 0
-			}
-		}
-		r.alts = append(r.alts, v.part(m, w, g.key, cos, ranked, probs, now, norms))
+		r.alts = append(r.alts, pt(g.key, -1, func(identity int) bool { return !g.has[identity] }))
 	}
 	return r
 }
 
-// part tallies the reports weighed w (fitted as key's) for a request
-// whose cosine with each record is cos.
-func (v *View) part(m *model, w []float64, key string, cos []float64, ranked []int, probs []float64, now time.Time, norms map[int]float64) *part {
-	f := v.cachedFit(m, w, key, now)
-	r := &part{v: v, m: m, f: f, kShown: map[int]float64{}, calls: map[int]float64{}, resid: map[int]float64{},
-		tden: map[int]float64{}, tk: map[int]float64{}, tn: map[int]float64{}, tu: map[int]float64{}, tcalls: map[int]float64{}, tnear: map[int]float64{},
-		usage: map[int]float64{}, norms: norms, chosen: [2]int{-1, -1}}
+// part tallies the reports of one weighting: those whose identity keep
+// keeps, weighed wAll (w makes the whole weighting, for a fit under
+// key), for a request q whose cosine with each record is cos.
+func (v *View) part(m *model, w func() []float64, keep func(identity int) bool, key string, own int, q []float32, cos, wAll []float64, ranked []int, probs []float64, now time.Time) *part {
+	f := v.cachedFit(m, w, key, own, now)
+	r := &part{v: v, m: m, f: f, t: f.tally, q: q, kShown: map[int]float64{}, calls: map[int]float64{}, resid: map[int]float64{},
+		tk: map[int]float64{}, tu: map[int]float64{}, tnear: map[int]float64{}, chosen: [2]int{-1, -1}}
 	for k := 0; k < 2 && k < len(ranked); k++ {
 		if id, ok := m.names[v.idx.Labels[ranked[k]].ID]; ok {
 			r.chosen[k] = id
 			r.pChosen[k] = sigmoid(logit(probs[k]) + f.server(id).off)
-			r.in[k], r.rest[k] = newGroup(), newGroup()
+			r.co[k] = r.t.groups(id)
 		}
 	}
-	for i, x := range m.recs {
-		wi := w[i]
-		if wi == 0 {
-			continue
-		}
-		for _, s := range x.servers {
-			r.usage[s] += wi * cos[i]
-		}
+	near := nearest(cos, maxNear, func(i int) bool {
+		return wAll[i] > 0 && keep(m.recs[i].identity) && f.kernel(cos[i]) > 0
+	})
+	r.nearN = len(near)
+	for _, i := range near {
+		x, wi := m.recs[i], wAll[i]
 		k := wi * f.kernel(cos[i])
-		seen := map[int]bool{}
 		for j, t := range x.tools {
-			s := x.toolSrv[j]
-			if !seen[s] {
-				seen[s] = true
-				r.tden[s] += wi
+			if s := x.toolSrv[j]; firstAt(x.toolSrv, j) {
 				r.tk[s] += k
-				if k > 0 {
-					r.tnear[s] += wi
-				}
+				r.tnear[s] += wi
 			}
-			r.tn[t] += wi
 			r.tu[t] += k
-			r.tcalls[s] += wi
 		}
 		if !x.usable() {
-			continue
-		}
-		r.total += wi
-		for c, a := range r.chosen {
-			if a < 0 {
-				continue
-			}
-			if x.calls(a) {
-				r.in[c].add(x, wi)
-			} else {
-				r.rest[c].add(x, wi)
-			}
-		}
-		if k == 0 {
 			continue
 		}
 		r.near += wi
@@ -256,31 +243,51 @@ func (v *View) part(m *model, w []float64, key string, cos []float64, ranked []i
 	return r
 }
 
-// cachedFit is the fit of m weighed w under key (a caller, or "" for
+// cachedFit is the fit of m weighed w() under key (a caller, or "" for
 // every identity's reports), refitted when enough has changed: as many
 // changes to m as a hundredth of the records the fit used (at least
-// one), another model, or an hour (reports fade). Counting the fit's own
-// records, not m's, keeps a caller's fit of its own few reports fresh
-// however many another identity sends.
-func (v *View) cachedFit(m *model, w []float64, key string, now time.Time) *fit {
+// one), another model, or an hour (reports fade). A caller's fit of its
+// own reports (own, its identity id; -1 for any other weighting) counts
+// only the changes to them, so it stays exact however many reports
+// another identity sends, and costs nothing then.
+//
+// A refit of any other fit that is merely stale is paced and does not
+// block: not before refitPace times its last fitting's time has passed,
+// and while one caller refits, the others use the stale fit. So a flood
+// of reports costs a bounded share of the CPU in refits, and no Route
+// waits on another's refit (the eighth hostile pass).
+func (v *View) cachedFit(m *model, w func() []float64, key string, own int, now time.Time) *fit {
 	v.fitMu.Lock()
-	defer v.fitMu.Unlock()
 	f := v.fits[key]
 	if f != nil && f.model == m && now.Sub(f.at) < refitAfter {
-		changed := m.version - f.version
-		if changed == 0 || changed < uint64(max(1, f.used/100)) {
+		if own >= 0 {
+			if m.changesOf(own) == f.ownChanges {
+				v.fitMu.Unlock()
+				return f
+			}
+		} else if changed := m.version - f.version; changed == 0 || changed < uint64(max(1, f.used/100)) ||
+			now.Sub(f.at) < refitPace*f.took || v.fitting[key] {
+			v.fitMu.Unlock()
 			return f
 		}
 	}
-	f = v.fitFor(m, w, now)
-	if len(v.fits) >= maxFits {
+	v.fitting[key] = true
+	v.fitMu.Unlock()
+	start := time.Now()
+	nf := v.fitFor(m, w(), now)
+	nf.took = time.Since(start)
+	nf.ownChanges = m.changesOf(own)
+	v.fitMu.Lock()
+	defer v.fitMu.Unlock()
+	delete(v.fitting, key)
+	if _, ok := v.fits[key]; !ok && len(v.fits) >= maxFits {
 		for k := range v.fits {
 			delete(v.fits, k)
 			break
 		}
 	}
-	v.fits[key] = f
-	return f
+	v.fits[key] = nf
+	return nf
 }
 
 // Server is the evidence for server label li whose description-based
@@ -378,17 +385,18 @@ func (p *part) server(li int, pd float64) Evidence {
 	if p.chosen[0] == id && id >= 0 {
 		k = 1
 	}
-	if a := p.chosen[k]; a >= 0 && a != id && id >= 0 && p.in[k].n > 0 {
-		if _, named := p.in[k].stat(id); named {
-			offIn := coOffset(p.in[k], id, g.off, f.tauCo)
-			offRest := coOffset(p.rest[k], id, g.off, f.tauCo)
+	if a := p.chosen[k]; a >= 0 && a != id && id >= 0 && p.co[k].in.n > 0 {
+		in, rest := p.co[k].in, p.co[k].rest
+		if _, named := in.stat(id); named {
+			offIn := coOffset(in, id, g.off, f.tauCo)
+			offRest := coOffset(rest, id, g.off, f.tauCo)
 			c := p.pChosen[k]
 			e.Co = c*sigmoid(lp+offIn) + (1-c)*sigmoid(lp+offRest)
-			in, _ := p.in[k].stat(id)
-			e.CoWith, e.CoChosen, e.CoTasks, e.CoRate = p.m.list[a], c, p.in[k].n, in.o/p.in[k].n
+			st, _ := in.stat(id)
+			e.CoWith, e.CoChosen, e.CoTasks, e.CoRate = p.m.list[a], c, in.n, st.o/in.n
 		}
 	}
-	e.Similar, e.Near, e.Reported = p.kAll, p.near, p.total
+	e.Similar, e.Near, e.Reported = p.kAll, p.near, p.t.total
 	if ok {
 		e.Similar += p.kShown[id]
 	}
@@ -399,8 +407,8 @@ func (p *part) server(li int, pd float64) Evidence {
 			e.Residual = p.resid[id] / e.Similar
 		}
 	}
-	if ok && p.norms[id] > 0 {
-		e.Usage = p.usage[id] / p.norms[id]
+	if n := p.t.norm[id]; ok && n > 0 {
+		e.Usage = float64(vek32.Dot(p.q, p.t.usage[id])) / n
 	}
 	return e
 }
@@ -409,14 +417,14 @@ func (p *part) server(li int, pd float64) Evidence {
 func (p *part) tool(li int, pd float64) Evidence {
 	lb := &p.v.idx.Labels[li]
 	sid, ok := p.m.names[lb.Server]
-	if !ok || p.tden[sid] == 0 {
+	if !ok || p.t.tden[sid] == 0 {
 		return Evidence{P: pd, PD: pd}
 	}
-	tden, nt := p.tden[sid], float64(max(p.v.toolCount[lb.Server], 1))
-	avg := clampP(p.tcalls[sid] / (tden * nt))
+	tden, nt := p.t.tden[sid], float64(max(p.v.toolCount[lb.Server], 1))
+	avg := clampP(p.t.tcalls[sid] / (tden * nt))
 	var n, u float64
 	if id, ok := p.m.names[toolKey(lb.Server, lb.Name, p.v.hash[li])]; ok {
-		n, u = p.tn[id], p.tu[id]
+		n, u = p.t.tn[id], p.tu[id]
 	}
 	kappa := p.f.kappaTool
 	base := clampP((n + kappa*avg) / (tden + kappa))
@@ -482,8 +490,14 @@ func (v *View) Fitted(caller string) Fitted {
 	if l.cfg.Share {
 		key = ""
 	}
-	w, _ := m.weights(now, l.cfg, key)
-	f := v.cachedFit(m, w, key, now)
+	own := -1
+	if id, ok := m.ids[key]; ok && key != "" {
+		own = id
+	}
+	f := v.cachedFit(m, func() []float64 {
+		w, _ := m.weights(now, l.cfg, key)
+		return w
+	}, key, own, now)
 	return Fitted{Tau: f.tau, TauCo: f.tauCo, KappaTool: f.kappaTool, Pairs: f.pairs, Rho: slices.Clone(f.rho[:])}
 }
 
@@ -508,7 +522,7 @@ func (r *Request) Called(n int) []int {
 			out[id] += k
 		}
 		if p.chosen[0] >= 0 {
-			for id, a := range p.in[0].per {
+			for id, a := range p.co[0].in.per {
 				out[id] += a.o
 			}
 		}
@@ -593,8 +607,14 @@ func (v *View) Offsets(caller string) []Offset {
 	if l.cfg.Share {
 		key = ""
 	}
-	w, _ := m.weights(now, l.cfg, key)
-	f := v.cachedFit(m, w, key, now)
+	own := -1
+	if id, ok := m.ids[key]; ok && key != "" {
+		own = id
+	}
+	f := v.cachedFit(m, func() []float64 {
+		w, _ := m.weights(now, l.cfg, key)
+		return w
+	}, key, own, now)
 	var out []Offset
 	for _, s := range v.servers {
 		id, ok := m.names[s]

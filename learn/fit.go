@@ -47,6 +47,10 @@ const (
 	maxFits = 64
 	// refitAfter is how old a fit may get with reports fading.
 	refitAfter = time.Hour
+	// refitPace is how many times its fitting's time a fit is kept at
+	// least, however much changes: refits take at most about a tenth of
+	// a core per fit kept.
+	refitPace = 10
 )
 
 // The grid offsets are integrated over (log-odds, -6 to 6), and the
@@ -89,6 +93,11 @@ type fit struct {
 	model   *model
 	version uint64
 	at      time.Time
+	// took is how long the fitting took (cachedFit paces refits by it);
+	// ownChanges the changes to the caller's records it saw, for a fit
+	// of a caller's own.
+	took       time.Duration
+	ownChanges uint64
 	// used is how many records the weighting used (weight above 0).
 	used int
 	// glob is each server's offset (by name id); a server no record
@@ -103,6 +112,8 @@ type fit struct {
 	// kappaTool is how many reports of a server the base rate of its
 	// average tool weighs as, against a tool's own (beta-binomial).
 	kappaTool float64
+	// tally is what the records say whatever the request (tally).
+	tally *tally
 }
 
 // srvFit is one server's offset.
@@ -275,6 +286,7 @@ func (v *View) fitFor(m *model, w []float64, now time.Time) *fit {
 	f.tauCo = fitCoUse(m, w, f)
 	f.fitRho(m, w)
 	f.kappaTool = v.fitTools(m, w)
+	f.tally = newTally(m, w)
 	return f
 }
 

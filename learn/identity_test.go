@@ -195,28 +195,31 @@ func TestAgreeingIdentitiesReachOthers(t *testing.T) {
 }
 
 // BenchmarkRouteOthers is Route's cost for a caller with no reports of
-// its own, over 2,000 reports by 6 identities: "shared" tallies every
-// report once (--learn-share), "per-identity" once without each of the
-// three other identities weighing most and without the rest (four
-// tallies). Compare the two in one run.
+// its own, over 2,000 and 8,000 reports by 6 identities: "shared"
+// tallies every report once (--learn-share), "per-identity" once without
+// each of the three other identities weighing most and without the rest
+// (four tallies). Compare them in one run: a Route's cost should not
+// grow with the reports stored (the eighth hostile pass).
 func BenchmarkRouteOthers(b *testing.B) {
-	for _, share := range []bool{true, false} {
-		name := "per-identity"
-		if share {
-			name = "shared"
+	for _, n := range []int{2000, 8000} {
+		for _, share := range []bool{true, false} {
+			name := "per-identity"
+			if share {
+				name = "shared"
+			}
+			b.Run(fmt.Sprintf("%s/reports=%d", name, n), func(b *testing.B) {
+				f := newFixture(b, learn.Config{Rate: 1e9, Burst: 1 << 30, Share: share}, nil)
+				for i := 0; i < n; i++ {
+					v := victim[i%len(victim)]
+					f.reportShown(b, fmt.Sprintf("token:h%d", i%6), fmt.Sprintf("%s (%d)", v.q, i), v.right, v.right, "jira")
+				}
+				ranked(b, f.rt, "token:bob", victim[0].q) // the fits, once
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					ranked(b, f.rt, "token:bob", fmt.Sprintf("%s %d", victim[i%len(victim)].q, i))
+				}
+			})
 		}
-		b.Run(name, func(b *testing.B) {
-			f := newFixture(b, learn.Config{Rate: 1e9, Burst: 1 << 30, Share: share}, nil)
-			for i := 0; i < 2000; i++ {
-				v := victim[i%len(victim)]
-				f.reportShown(b, fmt.Sprintf("token:h%d", i%6), fmt.Sprintf("%s (%d)", v.q, i), v.right, v.right, "jira")
-			}
-			ranked(b, f.rt, "token:bob", victim[0].q) // the fits, once
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				ranked(b, f.rt, "token:bob", fmt.Sprintf("%s %d", victim[i%len(victim)].q, i))
-			}
-		})
 	}
 }
 
@@ -245,5 +248,59 @@ func TestFloodLeavesOwnAnswersExact(t *testing.T) {
 		if !same {
 			t.Errorf("answer %d with mallory's flood differs:\n got %+v\nwant %+v", i, g, w)
 		}
+	}
+}
+
+// A request takes at most learn.MaxNear reports per tally as the tasks
+// like this one, however many near reports are stored (the eighth
+// hostile pass: each Route tallied every report up to five times, 86 ms
+// of CPU per Route at 7,000 reports).
+func TestRequestTalliesAtMostMaxNear(t *testing.T) {
+	f := newFixture(t, learn.Config{Rate: 1e9, Burst: 1 << 30}, nil)
+	for i := 0; i < 1200; i++ {
+		f.reportShown(t, fmt.Sprintf("token:h%d", i%6), fmt.Sprintf("%s (%d)", victim[0].q, i), "jira", victim[0].right, "jira")
+	}
+	vec, _ := f.describe(t, victim[0].q)
+	r := f.view.Request("token:bob", vec, nil, nil)
+	sizes := learn.NearSizes(r)
+	if len(sizes) != 4 {
+		t.Fatalf("%d tallies, want 4 (the three other identities weighing most, and the rest)", len(sizes))
+	}
+	for i, n := range sizes {
+		// Every tally leaves out at most three of the six identities: at
+		// least 600 near reports, so exactly MaxNear taken.
+		if n != learn.MaxNear {
+			t.Errorf("tally %d took %d reports as the tasks like this one, want %d", i, n, learn.MaxNear)
+		}
+	}
+}
+
+// A caller's fit of its own reports is kept while other identities
+// report (it counts only changes to its own), and refitted when it
+// reports.
+func TestOwnFitKeptThroughOthersReports(t *testing.T) {
+	f := newFixture(t, learn.Config{Rate: 1e9, Burst: 1 << 30}, nil)
+	for i := 0; i < 20; i++ {
+		f.report(t, "token:alice", fmt.Sprintf("create github issue for the release (%d)", i), "github", "filesystem")
+	}
+	ranked(t, f.rt, "token:alice", "create github issue")
+	before := learn.FitOf(f.view, "token:alice")
+	if before == nil {
+		t.Fatal("no fit of alice's own reports after her Route")
+	}
+	for i := 0; i < 300; i++ {
+		f.reportShown(t, fmt.Sprintf("token:h%d", i%6), fmt.Sprintf("%s (%d)", victim[1].q, i), "filesystem", "filesystem")
+		if i%50 == 0 {
+			ranked(t, f.rt, "token:alice", "create github issue")
+		}
+	}
+	ranked(t, f.rt, "token:alice", "create github issue")
+	if learn.FitOf(f.view, "token:alice") != before {
+		t.Error("alice's own fit was refitted when only others reported")
+	}
+	f.report(t, "token:alice", "create github issue for the hotfix", "github")
+	ranked(t, f.rt, "token:alice", "create github issue")
+	if learn.FitOf(f.view, "token:alice") == before {
+		t.Error("alice's own fit was not refitted after her own report")
 	}
 }

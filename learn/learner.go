@@ -44,7 +44,6 @@ type Learner struct {
 
 	mu      sync.RWMutex
 	models  map[string]*model
-	usageMu sync.Mutex
 	pending *pending
 	limits  *limiters
 	cursor  int64

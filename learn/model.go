@@ -8,8 +8,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/viterin/vek/vek32"
 )
 
 func sqrt(x float64) float64 { return math.Sqrt(x) }
@@ -25,9 +23,28 @@ type model struct {
 	recs  []*rec         // oldest first
 	byID  map[string]*rec
 	// version grows with every change, so views know when their cached
-	// name maps and usage norms are stale.
+	// fits are stale.
 	version uint64
-	usage   usageCache
+	// changes counts the changes to each identity's records (by
+	// identity id), so a caller's fit of its own reports is refitted
+	// when they change, not when another identity's do.
+	changes []uint64
+}
+
+// touch counts a change to identity id's records.
+func (m *model) touch(id int) {
+	for len(m.changes) <= id {
+		m.changes = append(m.changes, 0)
+	}
+	m.changes[id]++
+}
+
+// changesOf is how many times identity id's records changed.
+func (m *model) changesOf(id int) uint64 {
+	if id < 0 || id >= len(m.changes) {
+		return 0
+	}
+	return m.changes[id]
 }
 
 // rec is a Record as the model uses it.
@@ -91,12 +108,6 @@ func (x *rec) usable() bool { return x.dmin >= 0 }
 
 // calls says whether x called server id.
 func (x *rec) calls(id int) bool { return slices.Contains(x.servers, id) }
-
-type usageCache struct {
-	version uint64
-	at      time.Time
-	norm    map[int]float64 // server id -> norm of its weighted vector sum
-}
 
 func newModel(key string) *model {
 	return &model{key: key, names: map[string]int{}, ids: map[string]int{}, byID: map[string]*rec{}}
@@ -169,6 +180,7 @@ func (m *model) put(r Record, cfg Config) (dropped []string) {
 	m.recs = slices.Insert(m.recs, i, x)
 	m.byID[r.ID] = x
 	m.version++
+	m.touch(id)
 	// Bounds: the identity's oldest beyond MaxPerIdentity, then the
 	// oldest beyond MaxReports, then anything past MaxAge.
 	mine := 0
@@ -214,6 +226,7 @@ func (m *model) remove(drop func(*rec) bool) []string {
 		if drop(y) {
 			ids = append(ids, y.r.ID)
 			delete(m.byID, y.r.ID)
+			m.touch(y.identity)
 			continue
 		}
 		kept = append(kept, y)
@@ -255,33 +268,6 @@ func (m *model) weights(now time.Time, cfg Config, only string) (w []float64, ow
 		ownMass = min(mass[own], cfg.IdentityCap)
 	}
 	return w, ownMass
-}
-
-// usageNorms are the norms of each server's vector sum (its usage
-// vector, every report weighing as for a caller sharing every report),
-// recomputed when the records change or an hour passes.
-func (m *model) usageNorms(now time.Time, cfg Config) map[int]float64 {
-	if m.usage.norm != nil && m.usage.version == m.version && now.Sub(m.usage.at) < time.Hour {
-		return m.usage.norm
-	}
-	w, _ := m.weights(now, cfg, "")
-	sums := map[int][]float32{}
-	for i, x := range m.recs {
-		for _, s := range x.servers {
-			sum := sums[s]
-			if sum == nil {
-				sum = make([]float32, m.dims)
-				sums[s] = sum
-			}
-			vek32.Add_Inplace(sum, vek32.MulNumber(x.vec, float32(w[i])))
-		}
-	}
-	norm := make(map[int]float64, len(sums))
-	for s, sum := range sums {
-		norm[s] = math.Sqrt(float64(vek32.Dot(sum, sum)))
-	}
-	m.usage = usageCache{version: m.version, at: now, norm: norm}
-	return norm
 }
 
 // summary counts what the model has learned.

@@ -29,6 +29,8 @@ type View struct {
 	// fits are the fits of the callers that asked lately (fitFor).
 	fitMu sync.Mutex
 	fits  map[string]*fit
+	// fitting are the keys being refitted (cachedFit).
+	fitting map[string]bool
 }
 
 // ToolHash is the content hash of a tool's definition: its name,
@@ -48,7 +50,7 @@ func (l *Learner) View(idx *index.Index) *View {
 		return nil
 	}
 	v := &View{l: l, key: Key(idx.Fingerprint, l.cfg.Scope), idx: idx, srvOf: map[string]int{}, toolOf: map[ToolRef]int{}, hash: map[int]string{},
-		toolCount: map[string]int{}, fits: map[string]*fit{}}
+		toolCount: map[string]int{}, fits: map[string]*fit{}, fitting: map[string]bool{}}
 	for _, li := range idx.LabelsOf(index.KindServer) {
 		lb := &idx.Labels[li]
 		v.servers = append(v.servers, lb.ID)

@@ -485,6 +485,14 @@ func (v *View) Fitted(caller string) Fitted {
 	if m == nil || len(m.recs) == 0 {
 		return Fitted{}
 	}
+	f := v.callerFit(m, caller)
+	return Fitted{Tau: f.tau, TauCo: f.tauCo, KappaTool: f.kappaTool, Pairs: f.pairs, Rho: slices.Clone(f.rho[:])}
+}
+
+// callerFit is the fit Request uses for caller's own reports now (every
+// identity's with Config.Share). The caller holds the learner's lock.
+func (v *View) callerFit(m *model, caller string) *fit {
+	l := v.l
 	now := time.Now()
 	key := caller
 	if l.cfg.Share {
@@ -494,11 +502,10 @@ func (v *View) Fitted(caller string) Fitted {
 	if id, ok := m.ids[key]; ok && key != "" {
 		own = id
 	}
-	f := v.cachedFit(m, func() []float64 {
+	return v.cachedFit(m, func() []float64 {
 		w, _ := m.weights(now, l.cfg, key)
 		return w
 	}, key, own, now)
-	return Fitted{Tau: f.tau, TauCo: f.tauCo, KappaTool: f.kappaTool, Pairs: f.pairs, Rho: slices.Clone(f.rho[:])}
 }
 
 // Called is at most n catalog server labels that the reports say this
@@ -602,19 +609,7 @@ func (v *View) Offsets(caller string) []Offset {
 	if m == nil || len(m.recs) == 0 {
 		return nil
 	}
-	now := time.Now()
-	key := caller
-	if l.cfg.Share {
-		key = ""
-	}
-	own := -1
-	if id, ok := m.ids[key]; ok && key != "" {
-		own = id
-	}
-	f := v.cachedFit(m, func() []float64 {
-		w, _ := m.weights(now, l.cfg, key)
-		return w
-	}, key, own, now)
+	f := v.callerFit(m, caller)
 	var out []Offset
 	for _, s := range v.servers {
 		id, ok := m.names[s]

@@ -227,13 +227,18 @@ func requestEncoding(h http.Header) (string, string) {
 	return "", ""
 }
 
-// clipHeader keeps an echoed header value short and printable.
+// clipHeader keeps an echoed header value short and printable: at most
+// maxEcho bytes of it, then "…" to say it was cut (a Content-Type with
+// its parameters read as another type when cut silently).
 func clipHeader(s string) string {
-	if len(s) > 32 {
-		s = s[:32]
+	if len(s) > maxEcho {
+		return strings.ToValidUTF8(s[:maxEcho], "?") + "…"
 	}
 	return strings.ToValidUTF8(s, "?")
 }
+
+// maxEcho bounds the bytes of a header value a refusal echoes.
+const maxEcho = 80
 
 // readBody reads r to its end into memory that grows with what arrives,
 // errBodyTooLarge past max bytes.

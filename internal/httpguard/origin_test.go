@@ -2,6 +2,7 @@ package httpguard
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -92,5 +93,25 @@ func TestBudgetReserve(t *testing.T) {
 	b.give("bob", 100)
 	if !b.take("grace", 100) {
 		t.Fatal("bytes given back were not taken again")
+	}
+}
+
+// TestClipHeader: a refusal echoes a long header value cut with "…", so
+// a cut Content-Type does not read as another type (the eighth hostile
+// pass saw `got "multipart/form-data; boundary=-"`, no sign it was cut).
+func TestClipHeader(t *testing.T) {
+	long := "multipart/form-data; boundary=----WebKitFormBoundary7MA4YWxkTrZu0gW----WebKitFormBoundary"
+	for _, tc := range []struct{ in, want string }{
+		{"text/plain", "text/plain"},
+		{long, long[:maxEcho] + "…"},
+		{"text/\xff", "text/?"},
+		{strings.Repeat("é", 41), strings.Repeat("é", 40) + "…"},
+	} {
+		if got := clipHeader(tc.in); got != tc.want {
+			t.Errorf("clipHeader(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if msg := errContentType(long).Error(); !strings.Contains(msg, "…") {
+		t.Errorf("415 message %q does not say the type was cut", msg)
 	}
 }

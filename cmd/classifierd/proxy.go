@@ -44,6 +44,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 	fs.IntVar(&c.MaxConns, "max-conns", 0, "most connections open on --mcp-listen and --metrics-listen together; past it a new one is closed as soon as accepted (0: the descriptor limit, RLIMIT_NOFILE, less an eighth of it and at least 256 kept for the proxy's own files and backends)")
 	fs.StringVar(&c.Exposure, "default-exposure", "meta-only", "what a new session sees beside the meta tools: meta-only (nothing else) or all")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.Int64Var(&c.MemoryLimit, "memory-limit", 0, "most bytes of memory the Go heap should keep to: the collector works harder near it (GOMEMLIMIT; the environment variable wins). 0: 90% of the container's memory limit (cgroup), none without one; -1: no limit")
 	fs.StringVar(&c.Security.TLSCert, "tls-cert", "", "serve --mcp-listen over TLS with this PEM certificate chain (with --tls-key); reloaded on SIGHUP")
 	fs.StringVar(&c.Security.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&c.Security.TLSClientCA, "tls-client-ca", "", "require client certificates signed by this PEM CA bundle (mTLS) on --mcp-listen; without --auth-token-file the subject CN is the caller, with every scope")

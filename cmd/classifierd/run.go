@@ -20,6 +20,7 @@ import (
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/internal/learning"
 	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/internal/memlimit"
 	"github.com/classifierd/classifierd/internal/ops"
 	"github.com/classifierd/classifierd/internal/reload"
 	"github.com/classifierd/classifierd/internal/security"
@@ -46,6 +47,8 @@ func splitList(s string) []string {
 // run loads the model and index, serves until ctx ends, then shuts down
 // gracefully within cfg.ShutdownWait.
 func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
+	limit, from := memlimit.Apply(cfg.Ops.MemoryLimit)
+	log.Info("memory limit", "bytes", limit, "from", from)
 	man, err := models.Resolve(cfg.Model, cfg.Manifest)
 	if err != nil {
 		return err

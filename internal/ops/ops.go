@@ -50,6 +50,9 @@ type Config struct {
 	MinDeadline          time.Duration
 	MaxIndexBytes        int64
 	IndexMmap            bool
+	// MemoryLimit is --memory-limit: the Go runtime's soft memory limit
+	// (package memlimit; 0: from the container's, -1: none).
+	MemoryLimit int64
 	// IdleTimeout closes a connection no call or request has used for
 	// this long, on every listener (--idle-timeout).
 	IdleTimeout time.Duration

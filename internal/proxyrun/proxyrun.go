@@ -23,6 +23,7 @@ import (
 	"github.com/classifierd/classifierd/internal/learning"
 	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/mcpplaces"
+	"github.com/classifierd/classifierd/internal/memlimit"
 	"github.com/classifierd/classifierd/internal/ops"
 	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/labels"
@@ -42,11 +43,13 @@ import (
 type Config struct {
 	// Learn is the --learn flags: the proxy learns from the calls it
 	// forwards (no --state, so --learn-db or memory).
-	Learn       learning.Config
-	MCPConfig   string
-	Model       string
-	Manifest    string
-	ORTLib      string
+	Learn     learning.Config
+	MCPConfig string
+	Model     string
+	Manifest  string
+	ORTLib    string
+	// MemoryLimit is --memory-limit (package memlimit).
+	MemoryLimit int64
 	Threads     int
 	Concurrency int
 	MCPListen   string
@@ -113,6 +116,8 @@ func (c *Config) ValidateListen() error {
 // the model and serves the filtered view until ctx ends (or, on stdio,
 // the agent closes the connection).
 func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err error) {
+	limit, from := memlimit.Apply(cfg.MemoryLimit)
+	log.Info("memory limit", "bytes", limit, "from", from)
 	mcfg, err := mcpsrc.LoadConfig(cfg.MCPConfig)
 	if err != nil {
 		return err

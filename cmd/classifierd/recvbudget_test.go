@@ -102,19 +102,8 @@ func heapPeak(maddr string, stop <-chan struct{}) <-chan heapFigures {
 // (or RST_STREAM) of each call answered so far.
 func h2Hold(t *testing.T, addr, path, token string, streams, size, declare int) (net.Conn, func() map[string]int) {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(nc, nc)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	nc, fr := rawH2(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30})
 	var wmu sync.Mutex
-	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30}); err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	cond := sync.NewCond(&mu)
 	connWin, initWin := int64(65535), int64(65535)

@@ -85,8 +85,9 @@ func TestGRPCStreamsBounded(t *testing.T) {
 }
 
 // rawH2 dials addr and opens an HTTP/2 connection by hand (the preface,
-// a SETTINGS frame), for tests that send what no client library would.
-func rawH2(t *testing.T, addr string) (net.Conn, *http2.Framer) {
+// a SETTINGS frame with settings), for tests that send what no client
+// library would.
+func rawH2(t *testing.T, addr string, settings ...http2.Setting) (net.Conn, *http2.Framer) {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -97,7 +98,7 @@ func rawH2(t *testing.T, addr string) (net.Conn, *http2.Framer) {
 	}
 	fr := http2.NewFramer(nc, nc)
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	if err := fr.WriteSettings(); err != nil {
+	if err := fr.WriteSettings(settings...); err != nil {
 		t.Fatal(err)
 	}
 	return nc, fr

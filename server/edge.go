@@ -51,8 +51,10 @@ const MaxHeaderListBytes = 64 << 10
 // stalled other clients, for as long as 170 connections a second came.
 const HandshakeTimeout = 10 * time.Second
 
-// ServerOptions returns the codec and interceptor chains of e.
+// ServerOptions returns the codec and interceptor chains of e. Requests
+// with compressed messages are refused (RefuseCompressedRequests).
 func (e Edge) ServerOptions() []grpc.ServerOption {
+	RefuseCompressedRequests()
 	codec := newRequestCodec()
 	var unary []grpc.UnaryServerInterceptor
 	var stream []grpc.StreamServerInterceptor

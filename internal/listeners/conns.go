@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/classifierd/classifierd/internal/peerkey"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -205,34 +206,11 @@ func (l *Limiter) Count(addr string) (total, peer int) {
 }
 
 // peerKey is the key a peer of address a is counted under (Limiter).
-func peerKey(a netip.Addr) netip.Addr {
-	a = a.Unmap().WithZone("")
-	if a.Is4() || a.IsLoopback() || a.IsLinkLocalUnicast() {
-		return a
-	}
-	p, err := a.Prefix(64)
-	if err != nil {
-		return a
-	}
-	return p.Addr()
-}
+func peerKey(a netip.Addr) netip.Addr { return peerkey.Of(a) }
 
 // remoteKey is the peer key of a connection's remote address; ok false
 // when it has none (a Unix socket).
-func remoteKey(addr net.Addr) (netip.Addr, bool) {
-	if ta, ok := addr.(*net.TCPAddr); ok {
-		a := ta.AddrPort().Addr()
-		return peerKey(a), a.IsValid()
-	}
-	if addr == nil {
-		return netip.Addr{}, false
-	}
-	ap, err := netip.ParseAddrPort(addr.String())
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	return peerKey(ap.Addr()), true
-}
+func remoteKey(addr net.Addr) (netip.Addr, bool) { return peerkey.Remote(addr) }
 
 // admit counts c, a connection of key (keyed: it has one), as open, or
 // says why it is refused. With evict, a keyed connection at a cap takes

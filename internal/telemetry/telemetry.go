@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -59,6 +60,11 @@ func (c *Config) Validate() error {
 	}
 	if strings.TrimSpace(c.ServiceName) == "" {
 		return errors.New("--otel-service-name must not be empty")
+	}
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION"} {
+		if v := os.Getenv(k); v != "" && v != "none" {
+			return fmt.Errorf("%s=%s: the daemon sends traces uncompressed (it refuses compressed gRPC messages, and has no compressor to send them); unset it", k, v)
+		}
 	}
 	return nil
 }

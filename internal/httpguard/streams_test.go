@@ -1,0 +1,66 @@
+package httpguard
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/classifierd/classifierd/server"
+)
+
+// TestStreamCharge: a request the guard lets in holds StreamCost of its
+// caller's share until its handler returns; once the share holds no more,
+// the next request of that caller is refused 429 with no body (a status
+// line that no HTTP/2 window holds back), another caller's goes through,
+// and everything is given back afterwards.
+func TestStreamCharge(t *testing.T) {
+	b := NewBudget(8*StreamCost, 2*StreamCost)
+	in, release := make(chan struct{}), make(chan struct{})
+	g := Guard{
+		Auth:    func(r *http.Request) (server.Caller, error) { return server.Caller{Name: r.Header.Get("Who")}, nil },
+		MaxBody: 1 << 20, Budget: b, Refuse: WriteRPCError,
+	}
+	h := g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Hold") != "" {
+			in <- struct{}{}
+			<-release
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	serve := func(who string, hold bool) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodGet, "/x", nil)
+		r.Header.Set("Who", who)
+		if hold {
+			r.Header.Set("Hold", "1")
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	done := make(chan struct{})
+	for range 2 {
+		go func() { serve("alice", true); done <- struct{}{} }()
+		<-in
+	}
+	if got := b.Used(); got != 2*StreamCost {
+		t.Fatalf("two requests in their handlers hold %d bytes, want %d", got, 2*StreamCost)
+	}
+	w := serve("alice", false)
+	if w.Code != http.StatusTooManyRequests || w.Body.Len() != 0 {
+		t.Errorf("alice's third request: %d %q, want 429 with no body", w.Code, w.Body.String())
+	}
+	if w := serve("bob", false); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "ok") {
+		t.Errorf("bob's request: %d %q, want 200", w.Code, w.Body.String())
+	}
+	close(release)
+	<-done
+	<-done
+	if got := b.Used(); got != 0 {
+		t.Errorf("after the handlers returned the budget holds %d bytes, want 0", got)
+	}
+	if w := serve("alice", false); w.Code != http.StatusOK {
+		t.Errorf("alice's request after hers ended: %d, want 200", w.Code)
+	}
+}

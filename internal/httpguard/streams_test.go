@@ -1,11 +1,15 @@
 package httpguard
 
 import (
+	"bufio"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/classifierd/classifierd/server"
 )
@@ -62,5 +66,43 @@ func TestStreamCharge(t *testing.T) {
 	}
 	if w := serve("alice", false); w.Code != http.StatusOK {
 		t.Errorf("alice's request after hers ended: %d, want 200", w.Code)
+	}
+}
+
+// TestKeepAliveAfterWriteDeadline: the deadline an answer leaves on an
+// HTTP/1.1 connection does not outlive its request: a later request on
+// the same connection, past that deadline, still gets its 100 Continue
+// (written by net/http before the handler writes) and its answer
+// (net/http lifts a connection's write deadline once a request is done).
+func TestKeepAliveAfterWriteDeadline(t *testing.T) {
+	g := Guard{MaxBody: 1 << 20, Budget: NewBudget(1<<20, 1<<20), Refuse: WriteRPCError, WriteWait: 100 * time.Millisecond}
+	srv := httptest.NewServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	})))
+	defer srv.Close()
+	nc, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	br := bufio.NewReader(nc)
+	for i := range 2 {
+		fmt.Fprintf(nc, "POST /x HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+		_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, err := br.ReadString('\n')
+		if err != nil || !strings.Contains(line, "100 Continue") {
+			t.Fatalf("request %d: %q %v, want 100 Continue", i, line, err)
+		}
+		_, _ = br.ReadString('\n')
+		_, _ = io.WriteString(nc, "{}")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || string(body) != "ok" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+		}
+		time.Sleep(300 * time.Millisecond) // past the last answer's deadline
 	}
 }

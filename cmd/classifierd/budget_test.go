@@ -32,7 +32,8 @@ func TestHTTPBodyBudget(t *testing.T) {
 	// 600,000 bytes of bodies and the two requests' own charge
 	// (httpguard.StreamCost each): the hog's 400 KB and the next post's
 	// 300 KB do not fit, a post alone does.
-	startDaemon(t, genIndex(t, "testdata/mini.json"), "--http-listen", addr, "--timeout", "60s",
+	maddr := freeAddr(t)
+	startDaemon(t, genIndex(t, "testdata/mini.json"), "--http-listen", addr, "--timeout", "60s", "--metrics-listen", maddr,
 		"--max-body-bytes-in-flight", "4000000", "--max-body-bytes-in-flight-per-client", fmt.Sprint(600000+2*httpguard.StreamCost))
 	const path = "/classifier.v1.ClassifierService/Route"
 
@@ -46,6 +47,10 @@ func TestHTTPBodyBudget(t *testing.T) {
 	if _, err := hog.Write(bytes.Repeat([]byte(" "), 400000)); err != nil {
 		t.Fatal(err)
 	}
+	// Post once the hog's 400 KB are read: a post racing them could
+	// take the share first and have the hog refused (seen at a load
+	// average of 25).
+	waitMetric(t, maddr, "classifierd_request_bytes_in_flight", 400000)
 
 	post := func() (int, string) {
 		body := `{"query":"` + strings.Repeat("a", 300000) + `"}`

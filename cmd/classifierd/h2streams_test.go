@@ -306,3 +306,35 @@ func TestH2HeldBodiesPerIdentity(t *testing.T) {
 		t.Errorf("live heap rose by %.0f MB, want at most %.0f MB", (top.live-base.live)/1e6, float64(recvSlack)/1e6)
 	}
 }
+
+// TestH2ProxyUnreadRefusalsReleased: the proxy's --mcp-listen over TLS,
+// the same attack with no token (20 connections of 250 streams announcing
+// a window of 0): its refusals are dropped after
+// httpguard.RefusalWriteWait, and the proxy's goroutines are back to those
+// of the connections while they stay open.
+func TestH2ProxyUnreadRefusalsReleased(t *testing.T) {
+	config, _ := proxySetup(t)
+	pki := newCerts(t)
+	serverCert, _ := pki.leaf(t, "classifierd-proxy")
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("alice route,call "+aliceToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, maddr := freeAddr(t), freeAddr(t)
+	d := startProxyHTTP(t, config, addr, "--tls-cert", serverCert, "--tls-key", serverCert+".key",
+		"--auth-token-file", tokens, "--metrics-listen", maddr, "--log-level", "info")
+	waitFor(t, d, "classifierd serving MCP over streamable HTTP")
+	waitMetric(t, maddr, "go_goroutines", 1)
+	base := goroutines(t, maddr)
+	const conns, streams = 20, 250
+	outcomes, closeAll := h2Attack(t, addr, "/mcp", "", []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`), conns, streams, 0, -1)
+	defer closeAll()
+	time.Sleep(httpguard.RefusalWriteWait + 5*time.Second)
+	held := goroutines(t, maddr)
+	load, _ := os.ReadFile("/proc/loadavg")
+	t.Logf("proxy: goroutines %.0f before, %.0f while %d connections of %d streams are held; outcomes %v; load %s",
+		base, held, conns, streams, outcomes(), strings.TrimSpace(string(load)))
+	if want := base + conns*perConnGoroutines + goroutineSlack; held > want {
+		t.Errorf("%.0f goroutines held (%.0f before), want at most %.0f", held, base, want)
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/classifierd/classifierd/internal/httpguard"
 )
 
 // TestHTTPBodyBudget: a body held half-sent on the real --http-listen
@@ -26,9 +28,13 @@ func TestHTTPBodyBudget(t *testing.T) {
 	// --timeout 60s: the listener's read timeout (--timeout + 10s) ends
 	// the hog's half-sent body and gives its bytes back; at the default
 	// 20s a busy machine's first few posts could outlast it (CI saw the
-	// loop below find no 429 at a load average of 20).
-	startDaemon(t, genIndex(t, "testdata/mini.json"), "--http-listen", addr, "--timeout", "60s",
-		"--max-body-bytes-in-flight", "4000000", "--max-body-bytes-in-flight-per-client", "600000")
+	// loop below find no 429 at a load average of 20). The share is
+	// 600,000 bytes of bodies and the two requests' own charge
+	// (httpguard.StreamCost each): the hog's 400 KB and the next post's
+	// 300 KB do not fit, a post alone does.
+	maddr := freeAddr(t)
+	startDaemon(t, genIndex(t, "testdata/mini.json"), "--http-listen", addr, "--timeout", "60s", "--metrics-listen", maddr,
+		"--max-body-bytes-in-flight", "4000000", "--max-body-bytes-in-flight-per-client", fmt.Sprint(600000+2*httpguard.StreamCost))
 	const path = "/classifier.v1.ClassifierService/Route"
 
 	// The hog: declares 500 KB, sends 400 KB, waits.
@@ -41,6 +47,10 @@ func TestHTTPBodyBudget(t *testing.T) {
 	if _, err := hog.Write(bytes.Repeat([]byte(" "), 400000)); err != nil {
 		t.Fatal(err)
 	}
+	// Post once the hog's 400 KB are read: a post racing them could
+	// take the share first and have the hog refused (seen at a load
+	// average of 25).
+	waitMetric(t, maddr, "classifierd_request_bytes_in_flight", 400000)
 
 	post := func() (int, string) {
 		body := `{"query":"` + strings.Repeat("a", 300000) + `"}`

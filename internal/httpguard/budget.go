@@ -120,11 +120,21 @@ func (br *budgetReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// errStreamBudget is a request refused because the requests and bodies
+// in flight fill the budget (StreamCost): the client should retry later
+// (429).
+var errStreamBudget = status.Error(codes.ResourceExhausted, "too many requests in flight (--max-body-bytes-in-flight): retry later")
+
 // bodyOwner is who a request's body is counted against.
 func bodyOwner(r *http.Request) string {
 	if c := server.CallerFrom(r.Context()); c.Name != "" {
 		return "id:" + c.Name
 	}
+	return peerOwner(r)
+}
+
+// peerOwner is r's peer host as a budget owner.
+func peerOwner(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr

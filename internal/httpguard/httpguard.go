@@ -84,6 +84,16 @@ type Guard struct {
 	Budget *Budget
 	// Refuse answers a refused request in the listener's protocol.
 	Refuse func(w http.ResponseWriter, r *http.Request, httpCode int, err error)
+	// WriteWait bounds each write of an answer (boundWriter); 0:
+	// DefaultWriteWait.
+	WriteWait time.Duration
+}
+
+func (g Guard) writeWait() time.Duration {
+	if g.WriteWait > 0 {
+		return g.WriteWait
+	}
+	return DefaultWriteWait
 }
 
 // BodyReadWait is how long an MCP listener waits for one request body:
@@ -94,32 +104,64 @@ const BodyReadWait = 30 * time.Second
 // errBodyTooLarge is a body past maxBody.
 var errBodyTooLarge = errors.New("request body too large")
 
+// Wrap puts g in front of next. Every request it lets in, refused or
+// not, is charged StreamCost to its caller in g.Budget (the identity, or
+// the peer host when it has none or its credentials are refused) until
+// its answer is written; each write of the answer is bounded in time
+// (DefaultWriteWait, RefusalWriteWait for a refusal). A request the
+// budget has no room for is refused (429, or the refusal it had already
+// earned) with a status and headers only, which no flow-control window
+// holds back.
 func (g Guard) Wrap(next http.Handler) http.Handler {
-	refuse := func(w http.ResponseWriter, r *http.Request, code int, err error) {
-		if r.ProtoMajor == 1 && hasBody(r) {
-			// Close the connection after the answer: net/http would
-			// otherwise read what is left of a small body first, from a
-			// client that may never send it.
-			w.Header().Set("Connection", "close")
-		}
-		g.Refuse(w, r, code, err)
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h1body := r.ProtoMajor == 1 && hasBody(r)
+		var refusal error
+		code := 0
 		if err := crossSite(r); err != nil {
-			refuse(w, r, http.StatusForbidden, err)
-			return
-		}
-		if g.Auth != nil && (g.Public == nil || !g.Public(r)) {
+			code, refusal = http.StatusForbidden, err
+		} else if g.Auth != nil && (g.Public == nil || !g.Public(r)) {
 			c, err := g.Auth(r)
 			if err != nil {
-				code := http.StatusUnauthorized
+				code, refusal = http.StatusUnauthorized, err
 				if status.Code(err) == codes.PermissionDenied {
 					code = http.StatusForbidden
 				}
-				refuse(w, r, code, err)
+			} else {
+				r = r.WithContext(server.WithCaller(r.Context(), c))
+			}
+		}
+		if g.Budget != nil {
+			who := bodyOwner(r)
+			if !g.Budget.take(who, StreamCost) {
+				if refusal == nil {
+					code, refusal = http.StatusTooManyRequests, errStreamBudget
+				}
+				if h1body {
+					w.Header().Set("Connection", "close")
+				}
+				_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(RefusalWriteWait))
+				r.Body = http.NoBody // an MCP refusal would read it for the request's id
+				g.Refuse(headOnly{w}, r, code, refusal)
 				return
 			}
-			r = r.WithContext(server.WithCaller(r.Context(), c))
+			defer g.Budget.give(who, StreamCost)
+		}
+		bw := newBoundWriter(w, r, g.writeWait())
+		defer bw.finish()
+		w = bw
+		refuse := func(w http.ResponseWriter, r *http.Request, code int, err error) {
+			bw.wait = RefusalWriteWait
+			if h1body {
+				// Close the connection after the answer: net/http would
+				// otherwise read what is left of a small body first, from a
+				// client that may never send it.
+				w.Header().Set("Connection", "close")
+			}
+			g.Refuse(w, r, code, err)
+		}
+		if refusal != nil {
+			refuse(w, r, code, refusal)
+			return
 		}
 		if r.ContentLength > g.MaxBody {
 			refuse(w, r, http.StatusRequestEntityTooLarge, tooLarge(g.MaxBody))
@@ -311,9 +353,12 @@ func WriteRPCError(w http.ResponseWriter, r *http.Request, httpCode int, err err
 }
 
 // PlainMCP is the guard of an MCP listener that checks no caller: it
-// bounds bodies, refuses large JSON-RPC batches and answers in JSON-RPC.
+// bounds bodies, refuses large JSON-RPC batches and answers in JSON-RPC;
+// the requests and bodies it holds at once are bounded by a budget of
+// the default size, per peer host.
 func PlainMCP(maxBody int64) Guard {
-	return Guard{MaxBody: maxBody, ReadWait: BodyReadWait, CheckBody: CheckMCPBatch, Refuse: RefuseMCP}
+	return Guard{MaxBody: maxBody, ReadWait: BodyReadWait, CheckBody: CheckMCPBatch, Refuse: RefuseMCP,
+		Budget: NewBudget(DefaultBodyBudget, DefaultBodyBudgetPerClient)}
 }
 
 // maxMCPBatch is the most messages one JSON-RPC batch may hold on an MCP

@@ -95,13 +95,19 @@ func NewHTTP(cfg HTTPConfig, gs *grpc.Server, g httpguard.Guard, log *slog.Logge
 	}
 	lis = cfg.Conns.Wrap("http", lis)
 	srv := &http.Server{
-		Handler:           loopbackHostOnly(g.Wrap(normalizeRequest(h))),
+		Handler:           loopbackHostOnly(g, g.Wrap(normalizeRequest(h))),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       cfg.Timeout + 10*time.Second, // bounds the time a body takes
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
 		ErrorLog:          ErrorLog(log),
 		TLSConfig:         cfg.TLS,
+		// Over TLS the listener speaks HTTP/2: as many requests open
+		// on one connection as on the MCP listener and on gRPC (at
+		// net/http's default of 250, the ninth hostile pass held
+		// 15,000 streams on 60 connections), and a connection whose
+		// client takes no bytes closed (h2Config).
+		HTTP2: h2Config(),
 	}
 	return &HTTP{srv: srv, lis: lis}, nil
 }
@@ -206,13 +212,18 @@ func normalizeRequest(next http.Handler) http.Handler {
 // takes the request's host from the target and drops the Host header, so
 // the header could not be checked, and browsers never send that form to
 // an origin server. The metrics listener answers alike.
-func loopbackHostOnly(next http.Handler) http.Handler {
+//
+// The refusal is written as g writes its own (httpguard.Guard.Refused:
+// charged to the peer, its writes bounded in time).
+func loopbackHostOnly(g httpguard.Guard, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil &&
 			loopbackName(local.String()) && (!loopbackName(r.Host) || r.URL.IsAbs()) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusForbidden)
-			_, _ = io.WriteString(w, `{"code":7,"message":"the Host header names no loopback address, on a loopback listener: use localhost or 127.0.0.1","details":[]}`)
+			g.Refused(w, r, func(w http.ResponseWriter) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusForbidden)
+				_, _ = io.WriteString(w, `{"code":7,"message":"the Host header names no loopback address, on a loopback listener: use localhost or 127.0.0.1","details":[]}`)
+			})
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -308,9 +319,21 @@ const MCPPath = "/mcp"
 const MaxHeaderBytes = 64 << 10
 
 // MCPMaxConcurrentStreams is the most requests one HTTP/2 connection may
-// have open at once on an MCP listener, as on gRPC
+// have open at once on an MCP listener and on --http-listen, as on gRPC
 // (server.DefaultMaxConcurrentStreams).
 const MCPMaxConcurrentStreams = 64
+
+// H2WriteByteTimeout closes an HTTP/2 connection on which nothing could
+// be written for this long: a client that stops reading its socket
+// holds every stream of the connection, whose resets (the write
+// deadlines of httpguard) cannot be sent either.
+const H2WriteByteTimeout = 30 * time.Second
+
+// h2Config is the HTTP/2 configuration of the HTTP/JSON and MCP
+// listeners (over TLS; the plain ones do not speak h2c).
+func h2Config() *http.HTTP2Config {
+	return &http.HTTP2Config{MaxConcurrentStreams: MCPMaxConcurrentStreams, WriteByteTimeout: H2WriteByteTimeout}
+}
 
 // ServeMCP serves h, an MCP handler, on lis in the background, over TLS when tlsConf is
 // set; the returned stop shuts the server down, closing what is still open
@@ -327,7 +350,7 @@ func ServeMCP(lis net.Listener, tlsConf *tls.Config, h http.Handler, wait, idle 
 		// 200 bodies on one connection were read at once (+924 MB before
 		// the body budget); the guard's budget bounds their bytes, this
 		// the requests one connection may have open.
-		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: MCPMaxConcurrentStreams}}
+		HTTP2: h2Config()}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -411,7 +434,7 @@ func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, co
 	// idle keep-alive connection for ever, and a scrape needs no token, so
 	// 1,024 connections that each sent one GET held the peer's whole share
 	// of every listener (--max-conns-per-peer) at no further cost.
-	srv := &http.Server{Handler: loopbackHostOnly(mux), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idle, MaxHeaderBytes: MaxHeaderBytes}
+	srv := &http.Server{Handler: loopbackHostOnly(httpguard.Guard{}, mux), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idle, MaxHeaderBytes: MaxHeaderBytes}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {

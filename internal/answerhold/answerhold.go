@@ -62,14 +62,3 @@ func Until(ctx context.Context, release func()) {
 	}
 	release()
 }
-
-// Held reports whether ctx carries a hold whose answer is not written yet.
-func Held(ctx context.Context) bool {
-	h, ok := ctx.Value(key{}).(*hold)
-	if !ok {
-		return false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return !h.answered
-}

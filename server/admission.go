@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/classifierd/classifierd/embed/batch"
+	"github.com/classifierd/classifierd/internal/answerhold"
 )
 
 // AdmissionConfig bounds the calls that run the model at once and the
@@ -1155,7 +1156,9 @@ func (a *Admission) unary() grpc.UnaryServerInterceptor {
 			setPushback(ctx, err)
 			return nil, err
 		}
-		defer release()
+		// On the HTTP/JSON listener the place is kept until the answer
+		// is encoded (answerhold); here, until the handler returns.
+		defer answerhold.Until(ctx, release)
 		return h(ctx, req)
 	}
 }

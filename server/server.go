@@ -23,6 +23,7 @@ import (
 	"github.com/classifierd/classifierd/classify"
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/internal/answerhold"
 	"github.com/classifierd/classifierd/learn"
 	"github.com/classifierd/classifierd/rank"
 	"github.com/classifierd/classifierd/route"
@@ -234,12 +235,26 @@ func (s *Server) Embed(ctx context.Context, req *pb.EmbedRequest) (*pb.EmbedResp
 		for _, t := range chunk {
 			n += len(t)
 		}
+		last := start+EmbedChunk >= len(texts)
+		if last {
+			// The last chunk's place is kept until the answer is
+			// encoded (answerhold): on the HTTP/JSON listener that is
+			// len(texts) × dims floats formatted as text, more work
+			// than the model runs when the texts are cached. Its size
+			// is the answer's, so the cost model learns it apart from
+			// the other chunks.
+			n += len(texts) * dom.Index.Dims * 4
+		}
 		cctx, release, err := admitChunk(ctx, int64(n))
 		if err != nil {
 			return nil, err
 		}
 		v, err := s.emb.Embed(cctx, chunk)
-		release()
+		if last && err == nil {
+			answerhold.Until(ctx, release)
+		} else {
+			release()
+		}
 		if err != nil {
 			if start > 0 { // the engine counts the chunk's texts from 0
 				err = fmt.Errorf("from texts[%d]: %w", start, err)

@@ -33,6 +33,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/classifierd/classifierd/internal/answerhold"
 	"github.com/classifierd/classifierd/internal/httpguard"
 	"github.com/classifierd/classifierd/web"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -95,7 +96,7 @@ func NewHTTP(cfg HTTPConfig, gs *grpc.Server, g httpguard.Guard, log *slog.Logge
 	}
 	lis = cfg.Conns.Wrap("http", lis)
 	srv := &http.Server{
-		Handler:           loopbackHostOnly(g, g.Wrap(normalizeRequest(h))),
+		Handler:           loopbackHostOnly(g, g.Wrap(normalizeRequest(holdAnswers(h)))),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       cfg.Timeout + 10*time.Second, // bounds the time a body takes
 		IdleTimeout:       cfg.IdleTimeout,
@@ -196,6 +197,47 @@ func normalizeRequest(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// holdAnswers gives each request a hold (package answerhold) on the
+// admission of the model call it makes: the call's place is given back
+// when the transcoder writes the answer's first byte, so the answer's
+// encoding to JSON (most of an Embed's cost when its texts are cached)
+// is done inside the caller's share of the places and cores, and counted
+// in its service time; a client slow to read its answer holds nothing.
+func holdAnswers(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, answered := answerhold.With(r.Context())
+		defer answered()
+		next.ServeHTTP(&answerWriter{ResponseWriter: w, answered: answered}, r.WithContext(ctx))
+	})
+}
+
+// answerWriter calls answered before anything of the answer is written.
+type answerWriter struct {
+	http.ResponseWriter
+	answered func()
+}
+
+func (w *answerWriter) WriteHeader(code int) {
+	w.answered()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *answerWriter) Write(p []byte) (int, error) {
+	w.answered()
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush implements http.Flusher, which gRPC's handler transport needs.
+func (w *answerWriter) Flush() {
+	w.answered()
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the writer underneath.
+func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // loopbackHostOnly refuses, on a listener bound to a loopback address, a
 // request whose Host header is not a loopback name (localhost, 127.0.0.0/8,

@@ -182,6 +182,7 @@ func (t *Turn) prepare() {
 	if t.prepared != t.Text {
 		t.lower, t.pattern, t.prepared = strings.ToLower(t.Text), patternText(t.Text), t.Text
 		t.lexHits, t.words = nil, nil
+		t.bm, t.exBM, t.bmBy = nil, nil, nil
 	}
 }
 
@@ -215,8 +216,10 @@ type Turn struct {
 	// count, but less than the current one, and less the clearer it is.
 	Penalty float64
 	// bm holds the tools' BM25 scores for this text, and exBM each
-	// tool's best example BM25 score, by label (nil: no match).
+	// tool's best example BM25 score, by label (nil: no match), as
+	// ranker bmBy scored them (for prepared).
 	bm, exBM []float64
+	bmBy     *Ranker
 	// held is set when the turn is an index vector scored as a query at
 	// calibration time: heldVec is left out of its label's centroid.
 	held    bool
@@ -248,17 +251,8 @@ func (r *Ranker) Dense(ts []Turn, vecs [][]float32) ([]Turn, error) {
 		if len(vecs[i]) != r.idx.Dims {
 			return nil, fmt.Errorf("rank: embedder returned a vector of %d dims, index has %d", len(vecs[i]), r.idx.Dims)
 		}
-		ts[i].prepare()
+		r.lexical(&ts[i])
 		ts[i].vec = vecs[i]
-		if r.fusion.BM25 > 0 || r.fusion.ExampleBM25 > 0 {
-			words := distinctLexWords(ts[i].Text)
-			if r.fusion.BM25 > 0 {
-				ts[i].bm = r.bm.scoreDense(words, len(r.idx.Labels), r.bufs.f64)
-			}
-			if r.fusion.ExampleBM25 > 0 {
-				ts[i].exBM = r.exBM.scoreDense(words, -1, len(r.idx.Labels), r.bufs.f64)
-			}
-		}
 	}
 	if f := r.short.get(); f != nil {
 		r.shortlist(f, ts, vecs)
@@ -275,6 +269,34 @@ func (r *Ranker) Dense(ts []Turn, vecs [][]float32) ([]Turn, error) {
 		ts[i].dots = dots[i]
 	}
 	return ts, nil
+}
+
+// PrepareLexical readies what each turn's scores need but its vector: its
+// lower-cased text and its BM25 scores. Dense does it for turns this
+// ranker has not readied, so a caller may call PrepareLexical while the
+// model embeds the turns (Vectors on a copy of them: this writes the
+// turns).
+func (r *Ranker) PrepareLexical(ts []Turn) {
+	for i := range ts {
+		r.lexical(&ts[i])
+	}
+}
+
+func (r *Ranker) lexical(t *Turn) {
+	t.prepare()
+	if t.bmBy == r {
+		return
+	}
+	t.bmBy = r
+	if r.fusion.BM25 > 0 || r.fusion.ExampleBM25 > 0 {
+		words := distinctLexWords(t.Text)
+		if r.fusion.BM25 > 0 {
+			t.bm = r.bm.scoreDense(words, len(r.idx.Labels), r.bufs.f64)
+		}
+		if r.fusion.ExampleBM25 > 0 {
+			t.exBM = r.exBM.scoreDense(words, -1, len(r.idx.Labels), r.bufs.f64)
+		}
+	}
 }
 
 // embedSplit embeds texts[0] (the current request) in one model call and

@@ -272,7 +272,7 @@ func (r *Ranker) Dense(ts []Turn, vecs [][]float32) ([]Turn, error) {
 }
 
 // PrepareLexical readies what each turn's scores need but its vector: its
-// lower-cased text and its BM25 scores. Dense does it for turns this
+// lower-cased text, its lexical evidence and its BM25 scores. Dense does it for turns this
 // ranker has not readied, so a caller may call PrepareLexical while the
 // model embeds the turns (Vectors on a copy of them: this writes the
 // turns).
@@ -283,7 +283,7 @@ func (r *Ranker) PrepareLexical(ts []Turn) {
 }
 
 func (r *Ranker) lexical(t *Turn) {
-	t.prepare()
+	r.readyLex(t)
 	if t.bmBy == r {
 		return
 	}
@@ -296,6 +296,16 @@ func (r *Ranker) lexical(t *Turn) {
 		if r.fusion.ExampleBM25 > 0 {
 			t.exBM = r.exBM.scoreDense(words, -1, len(r.idx.Labels), r.bufs.f64)
 		}
+	}
+}
+
+// readyLex prepares t and finds its lexical evidence for every label, so
+// that scoring it only reads it (RouteScoresParts scores on two
+// goroutines).
+func (r *Ranker) readyLex(t *Turn) {
+	t.prepare()
+	if t.lexHits == nil {
+		r.lx.scan(t)
 	}
 }
 

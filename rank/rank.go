@@ -262,7 +262,14 @@ func (r *Ranker) Dense(ts []Turn, vecs [][]float32) ([]Turn, error) {
 	for i := range ts {
 		dots[i] = r.bufs.f32(r.idx.NumVectors())
 	}
-	if err := r.idx.DotMany(vecs, dots); err != nil {
+	// Two halves of the turns side by side (see RouteScoresParts).
+	var errA, errB error
+	if h := len(ts) / 2; h > 0 {
+		both(func() { errA = r.idx.DotMany(vecs[h:], dots[h:]) }, func() { errB = r.idx.DotMany(vecs[:h], dots[:h]) })
+	} else {
+		errA = r.idx.DotMany(vecs, dots)
+	}
+	if err := errors.Join(errA, errB); err != nil {
 		return nil, err
 	}
 	for i := range ts {

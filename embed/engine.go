@@ -361,7 +361,10 @@ func (e *Engine) checkWordSplit() bool {
 		return false
 	}
 	pre, suf, ok := e.specials()
-	if !ok {
+	if !ok || e.man.AddSpecialTokens && len(suf) != 1 {
+		// encode truncates a text with special tokens by keeping its
+		// last token: the word path can do so only when that is the
+		// one closing special token.
 		return false
 	}
 	for _, p := range wordProbes {
@@ -565,7 +568,7 @@ func (e *Engine) encode(text string, label bool) (ids, types []int64, err error)
 			ids = append(append(append(ids, e.wordPre...), words...), e.wordSuf...)
 			if len(ids) > e.man.MaxTokens {
 				// As below: the first tokens, the closing special
-				// token last.
+				// token last (checkWordSplit: one at most).
 				ids = append(ids[:e.man.MaxTokens-len(e.wordSuf)], e.wordSuf...)
 			}
 			return ids, make([]int64, len(ids)), nil

@@ -142,7 +142,15 @@ type Engine struct {
 	// words caches the token ids of single words when the tokenizer is
 	// word-separable (checked at Open), which removes most tokenisation
 	// cost from the request path. Bounded; reset when full.
-	wordSplit  bool
+	wordSplit bool
+	// wordPre and wordSuf are the special tokens the tokenizer puts
+	// around a text ([CLS] and [SEP] for BERT), which the word path adds
+	// around the words' own tokens (none for a model without them).
+	wordPre, wordSuf []int64
+	// added are the texts of the tokenizer's added tokens ("[CLS]"...),
+	// which the library reads differently in a whole text and in a word
+	// alone: a text holding one never takes the word path.
+	added      []string
 	wordsMu    sync.RWMutex
 	words      map[string][]int64
 	wordsBytes int // what words holds, by wordCost
@@ -240,6 +248,11 @@ func Open(rt *Runtime, cfg Config) (*Engine, error) {
 		words:       map[string][]int64{},
 		wordsMax:    maxWordCacheBytes,
 		ownNorm:     ownNorm,
+	}
+	for _, a := range tf.AddedTokens {
+		if a.Content != "" {
+			e.added = append(e.added, strings.ToLower(a.Content))
+		}
 	}
 	switch n := tok.GetNormalizer().(type) {
 	case *normalizer.NFKC:
@@ -339,9 +352,19 @@ func (e *Engine) Tokens(text string) ([]int64, error) {
 
 // checkWordSplit reports whether the tokenizer treats each space-separated
 // word independently (true for SentencePiece/Metaspace and BERT word-piece
-// pre-tokenizers without special tokens), by comparing on probe texts.
+// pre-tokenizers), by comparing on probe texts: the whole text's tokens
+// must be the words' own tokens, each word tokenised alone without special
+// tokens, between the special tokens the tokenizer puts around a text
+// (BERT's [CLS] and [SEP]), which it then sets as wordPre and wordSuf.
 func (e *Engine) checkWordSplit() bool {
-	if e.man.AddSpecialTokens || !e.man.CollapseWhitespace {
+	if !e.man.CollapseWhitespace {
+		return false
+	}
+	pre, suf, ok := e.specials()
+	if !ok || e.man.AddSpecialTokens && len(suf) != 1 {
+		// encode truncates a text with special tokens by keeping its
+		// last token: the word path can do so only when that is the
+		// one closing special token.
 		return false
 	}
 	for _, p := range wordProbes {
@@ -350,19 +373,37 @@ func (e *Engine) checkWordSplit() bool {
 		if err != nil {
 			return false
 		}
-		var parts []int64
+		parts := slices.Clone(pre)
 		for _, w := range strings.Split(norm, " ") {
-			ids, err := e.tokenize(w)
+			if w == "" {
+				continue
+			}
+			ids, err := e.wordTokens(w)
 			if err != nil {
 				return false
 			}
 			parts = append(parts, ids...)
 		}
-		if !slices.Equal(whole, parts) {
+		if !slices.Equal(whole, append(parts, suf...)) {
 			return false
 		}
 	}
+	e.wordPre, e.wordSuf = pre, suf
 	return true
+}
+
+// wordTokens tokenises one word without special tokens.
+func (e *Engine) wordTokens(w string) ([]int64, error) {
+	enc, err := e.encodeRaw(w)
+	if err != nil {
+		return nil, err
+	}
+	raw := enc.GetIds()
+	ids := make([]int64, len(raw))
+	for i, x := range raw {
+		ids[i] = int64(x)
+	}
+	return ids, nil
 }
 
 // encodeSingle runs the tokenizer on normalised text. It turns a panic in
@@ -412,18 +453,46 @@ func (e *Engine) tokenize(norm string) ([]int64, error) {
 	return ids, nil
 }
 
-// encodeWords tokenises ASCII text word by word through the cache. NFKC and
-// the other normalisers are the identity on ASCII, so this equals
-// tokenising the whole text (checked at Open by checkWordSplit).
-func (e *Engine) encodeWords(norm string) ([]int64, error) {
+// wordPath reports whether the normalised text norm is tokenised word by
+// word: the tokenizer is word-separable, norm is ASCII, and it holds no
+// added token's text (in any case).
+func (e *Engine) wordPath(norm string) bool {
+	if !e.wordSplit || !isASCII(norm) {
+		return false
+	}
+	var lower string
+	for _, a := range e.added {
+		c := a[0]
+		if strings.IndexByte(norm, c) < 0 && (c < 'a' || c > 'z' || strings.IndexByte(norm, c-'a'+'A') < 0) {
+			continue
+		}
+		if lower == "" {
+			lower = strings.ToLower(norm)
+		}
+		if strings.Contains(lower, a) {
+			return false
+		}
+	}
+	return true
+}
+
+// encodeWords tokenises ASCII text word by word through the cache, without
+// special tokens, stopping once it has limit tokens or more (limit <= 0:
+// all). NFKC and the other normalisers are the identity on ASCII, so this
+// equals tokenising the whole text without special tokens (checked at Open
+// by checkWordSplit).
+func (e *Engine) encodeWords(norm string, limit int) ([]int64, error) {
 	var ids []int64
 	for _, w := range strings.Split(norm, " ") {
+		if w == "" {
+			continue
+		}
 		e.wordsMu.RLock()
 		cached, ok := e.words[w]
 		e.wordsMu.RUnlock()
 		if !ok {
 			var err error
-			if cached, err = e.tokenize(w); err != nil {
+			if cached, err = e.wordTokens(w); err != nil {
 				return nil, err
 			}
 			if len(w) <= maxCachedWordBytes {
@@ -431,7 +500,7 @@ func (e *Engine) encodeWords(norm string) ([]int64, error) {
 			}
 		}
 		ids = append(ids, cached...)
-		if len(ids) >= e.man.MaxTokens {
+		if limit > 0 && len(ids) >= limit {
 			break
 		}
 	}
@@ -489,18 +558,25 @@ func (e *Engine) encode(text string, label bool) (ids, types []int64, err error)
 	if IsBlank(norm) || IsBlank(text) {
 		return nil, nil, ErrEmptyText
 	}
-	if e.wordSplit && isASCII(norm) {
-		ids, err := e.encodeWords(norm)
+	if e.wordPath(norm) {
+		words, err := e.encodeWords(norm, e.man.MaxTokens)
 		if err != nil {
 			return nil, nil, err
 		}
-		if len(ids) == 0 {
+		if len(words) > 0 {
+			ids := make([]int64, 0, len(e.wordPre)+len(words)+len(e.wordSuf))
+			ids = append(append(append(ids, e.wordPre...), words...), e.wordSuf...)
+			if len(ids) > e.man.MaxTokens {
+				// As below: the first tokens, the closing special
+				// token last (checkWordSplit: one at most).
+				ids = append(ids[:e.man.MaxTokens-len(e.wordSuf)], e.wordSuf...)
+			}
+			return ids, make([]int64, len(ids)), nil
+		}
+		if len(e.wordPre)+len(e.wordSuf) == 0 {
 			return nil, nil, ErrEmptyText
 		}
-		if len(ids) > e.man.MaxTokens {
-			ids = ids[:e.man.MaxTokens]
-		}
-		return ids, make([]int64, len(ids)), nil
+		// No word token but special ones: as the tokenizer says.
 	}
 	enc, err := e.encodeSingle(norm)
 	if err != nil {

@@ -83,9 +83,12 @@ func (e *Engine) tokenSpans(text string, spans [][2]int, ids []int64) [][2]int {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return spans[order[a]][0] < spans[order[b]][0] })
-	pre, suf, ok := e.specials()
-	if !ok {
-		return nil
+	pre, suf := e.wordPre, e.wordSuf
+	if !e.wordSplit {
+		var ok bool
+		if pre, suf, ok = e.specials(); !ok {
+			return nil
+		}
 	}
 	full := slices.Clone(pre)
 	if p := e.man.TextPrefix(); p != "" {
@@ -161,6 +164,10 @@ func (e *Engine) rawTokens(s string) ([]int64, error) {
 	norm := strings.TrimPrefix(e.man.NormalizeText(s), e.man.TextPrefix())
 	if IsBlank(norm) {
 		return nil, nil
+	}
+	if e.wordPath(norm) {
+		// The words were mostly just tokenised for the whole text.
+		return e.encodeWords(norm, 0)
 	}
 	enc, err := e.encodeRaw(norm)
 	if err != nil {

@@ -21,6 +21,10 @@ func wholeTextTokens(t testing.TB, e *Engine, text string) []int64 {
 		t.Fatal(err)
 	}
 	if len(want) > e.man.MaxTokens {
+		if e.man.AddSpecialTokens {
+			// encode keeps the closing special token ([SEP]) last.
+			return append(want[:e.man.MaxTokens-1], want[len(want)-1])
+		}
 		want = want[:e.man.MaxTokens]
 	}
 	return want
@@ -28,12 +32,11 @@ func wholeTextTokens(t testing.TB, e *Engine, text string) []int64 {
 
 // TestWordCacheMatchesWholeText checks the word-by-word tokenisation fast
 // path gives exactly the ids of tokenising the whole text, on thousands of
-// real utterances (the Banking77 and MetaTool development sets).
+// real utterances (the Banking77 and MetaTool development sets, and texts
+// of 60 to 400 words joined from them, past the token cap), with
+// use-lite-en (SentencePiece, no special tokens) and the default model
+// (BERT word pieces between [CLS] and [SEP]).
 func TestWordCacheMatchesWholeText(t *testing.T) {
-	e := realEngine(t)
-	if !e.wordSplit {
-		t.Fatal("use-lite-en should be word-separable: the fast path is off")
-	}
 	var texts []string
 	for _, f := range []string{"banking77.json", "metatool.json"} {
 		raw, err := os.ReadFile(filepath.Join("..", "..", "shared", "datasets", f))
@@ -56,41 +59,70 @@ func TestWordCacheMatchesWholeText(t *testing.T) {
 			}
 		}
 	}
-	step, minChecked := 1, 5000
-	if raceEnabled {
-		step, minChecked = 10, 500
+	var joined []string
+	for i, n := 0, 5; i+n <= len(texts) && n <= 40; i, n = i+n, n+5 {
+		joined = append(joined, strings.Join(texts[i:i+n], " "))
 	}
-	checked := 0
-	for i := 0; i < len(texts); i += step {
-		text := texts[i]
-		norm := e.man.NormalizeText(text)
-		if IsBlank(norm) || !isASCII(norm) {
-			continue
-		}
-		got, err := e.Tokens(text)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := wholeTextTokens(t, e, text); !slices.Equal(got, want) {
-			t.Fatalf("text %q: word path %v, whole text %v", text, got, want)
-		}
-		checked++
+	direct, _ := defaultEngines(t)
+	for name, e := range map[string]*Engine{"use-lite-en": realEngine(t), "default": direct} {
+		t.Run(name, func(t *testing.T) {
+			if !e.wordSplit {
+				t.Fatal("the model should be word-separable: the fast path is off")
+			}
+			step, minChecked := 1, 5000
+			if raceEnabled {
+				step, minChecked = 10, 500
+			}
+			var sample []string
+			for i := 0; i < len(texts); i += step {
+				sample = append(sample, texts[i])
+			}
+			checked, long := 0, 0
+			for _, text := range slices.Concat(sample, joined, trickyASCII) {
+				norm := e.man.NormalizeText(text)
+				if IsBlank(norm) || !isASCII(norm) {
+					continue
+				}
+				got, err := e.Tokens(text)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := wholeTextTokens(t, e, text)
+				if !slices.Equal(got, want) {
+					t.Fatalf("text %q: word path %v, whole text %v", text, got, want)
+				}
+				if len(got) == e.man.MaxTokens {
+					long++
+				}
+				checked++
+			}
+			if checked < minChecked || long == 0 {
+				t.Fatalf("checked %d texts (%d at the token cap), want at least %d and one at the cap", checked, long, minChecked)
+			}
+			// And the embedding is the one the whole-text path gives.
+			v1, err := e.Embed(context.Background(), []string{texts[0]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v2, err := e.Infer(context.Background(), [][]int64{wholeTextTokens(t, e, texts[0])})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := maxAbsDiff(v1[0], v2[0]); d > 1e-6 {
+				t.Fatalf("word path embedding: got max diff %g from the whole-text one", d)
+			}
+		})
 	}
-	if checked < minChecked {
-		t.Fatalf("checked %d texts, want at least %d", checked, minChecked)
-	}
-	// And the embedding is the one the whole-text path gives.
-	v1, err := e.Embed(context.Background(), []string{texts[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v2, err := e.Infer(context.Background(), [][]int64{wholeTextTokens(t, e, texts[0])})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := maxAbsDiff(v1[0], v2[0]); d > 1e-6 {
-		t.Fatalf("word path embedding: got max diff %g from the whole-text one", d)
-	}
+}
+
+// trickyASCII are texts where a word path could part from the tokenizer:
+// special tokens written in the text, a word past WordPiece's 100
+// characters, runs of punctuation, control characters, digits.
+var trickyASCII = []string{
+	"[CLS] hello [SEP] world [MASK] [PAD] [UNK]", "x[SEP]y and[CLS]", strings.Repeat("a", 120) + " b " + strings.Repeat("xy", 60),
+	"!!!??? ... --- *** ((a)) [b] {c} <d> @#$%^&", "a\x1cb c", "x\x00y\ty", "1,250.00 + 3.5e-7 = 0x1F", "  leading and trailing  ",
+	"read config.json and push it, then open PR #42!", "e-mail@host.tld 'quoted' \"words\" snake_case_names C:\\Users\\bob",
+	strings.Repeat("word ", 300),
 }
 
 // FuzzWordCache: for any text, the ids the engine uses (word cache for
@@ -99,7 +131,7 @@ func FuzzWordCache(f *testing.F) {
 	for _, s := range []string{
 		"Check my GitHub notifications", "read config.json and push it, then open PR #42!",
 		"a\x1cb c", "x\x00y", "C:\\Users\\bob", "snake_case_names", "'quoted' \"words\"", "e-mail@host.tld",
-		"café ½", "ǆ", "\xff\xfe", strings.Repeat("word ", 200),
+		"café ½", "ǆ", "[CLS] x [sep]", "<s>a</s>", "\xff\xfe", strings.Repeat("word ", 200),
 	} {
 		f.Add(s)
 	}

@@ -58,6 +58,6 @@ func (r *Ranker) Release(ts []Turn) {
 			clear(m)
 			r.bufs.marks.Put(&m)
 		}
-		t.bm, t.exBM, t.dots, t.sl = nil, nil, nil, nil
+		t.bm, t.exBM, t.dots, t.sl, t.bmBy = nil, nil, nil, nil, nil
 	}
 }

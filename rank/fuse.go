@@ -56,14 +56,49 @@ func (r *Ranker) RouteScoresParts(ts []Turn, allowed map[int]bool, parts []int) 
 		scored = filter(sl.u.tools, func(li int) bool { return ok == nil || ok[r.serverOf[li]] })
 		srvLs = filter(sl.u.servers, func(li int) bool { return ok == nil || ok[li] })
 	}
-	toolRows, srvRows, catRows := r.scoreRows(scored, ts), r.scoreRows(srvLs, ts), r.scoreRows(r.cats, ts)
-	all := r.route(bestOfRows(toolRows, len(scored), ts), bestOfRows(srvRows, len(srvLs), ts), bestOfRows(catRows, len(r.cats), ts), cand)
-	var out []Routed
-	for _, ti := range parts {
+	// The work is split in two halves run side by side: after the
+	// model's run a request has the machine's cores to itself when the
+	// daemon is not busy, and each half only reads the ranker and the
+	// rows.
+	for i := range ts {
+		r.readyLex(&ts[i])
+	}
+	var toolRows, srvRows, catRows []Score
+	both(func() { toolRows = r.scoreRows(scored, ts) }, func() { srvRows, catRows = r.scoreRows(srvLs, ts), r.scoreRows(r.cats, ts) })
+	var all Routed
+	out := make([]Routed, len(parts))
+	part := func(k int) {
+		ti := parts[k]
 		row := func(rows []Score, n int) []Score { return slices.Clone(rows[ti*n : (ti+1)*n]) }
-		out = append(out, r.route(row(toolRows, len(scored)), row(srvRows, len(srvLs)), row(catRows, len(r.cats)), cand))
+		out[k] = r.route(row(toolRows, len(scored)), row(srvRows, len(srvLs)), row(catRows, len(r.cats)), cand)
+	}
+	half := (len(parts) + 1) / 2
+	both(func() {
+		for k := half; k < len(parts); k++ {
+			part(k)
+		}
+	}, func() {
+		all = r.route(bestOfRows(toolRows, len(scored), ts), bestOfRows(srvRows, len(srvLs), ts), bestOfRows(catRows, len(r.cats), ts), cand)
+		for k := 0; k < half; k++ {
+			part(k)
+		}
+	})
+	if len(out) == 0 {
+		out = nil
 	}
 	return all, out
+}
+
+// both runs f on a goroutine of its own and g on the caller's, and
+// returns when both have.
+func both(f, g func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	g()
+	<-done
 }
 
 // route lifts servers by their best tool and their categories, and tools

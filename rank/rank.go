@@ -182,6 +182,7 @@ func (t *Turn) prepare() {
 	if t.prepared != t.Text {
 		t.lower, t.pattern, t.prepared = strings.ToLower(t.Text), patternText(t.Text), t.Text
 		t.lexHits, t.words = nil, nil
+		t.bm, t.exBM, t.bmBy = nil, nil, nil
 	}
 }
 
@@ -215,8 +216,10 @@ type Turn struct {
 	// count, but less than the current one, and less the clearer it is.
 	Penalty float64
 	// bm holds the tools' BM25 scores for this text, and exBM each
-	// tool's best example BM25 score, by label (nil: no match).
+	// tool's best example BM25 score, by label (nil: no match), as
+	// ranker bmBy scored them (for prepared).
 	bm, exBM []float64
+	bmBy     *Ranker
 	// held is set when the turn is an index vector scored as a query at
 	// calibration time: heldVec is left out of its label's centroid.
 	held    bool
@@ -248,17 +251,8 @@ func (r *Ranker) Dense(ts []Turn, vecs [][]float32) ([]Turn, error) {
 		if len(vecs[i]) != r.idx.Dims {
 			return nil, fmt.Errorf("rank: embedder returned a vector of %d dims, index has %d", len(vecs[i]), r.idx.Dims)
 		}
-		ts[i].prepare()
+		r.lexical(&ts[i])
 		ts[i].vec = vecs[i]
-		if r.fusion.BM25 > 0 || r.fusion.ExampleBM25 > 0 {
-			words := distinctLexWords(ts[i].Text)
-			if r.fusion.BM25 > 0 {
-				ts[i].bm = r.bm.scoreDense(words, len(r.idx.Labels), r.bufs.f64)
-			}
-			if r.fusion.ExampleBM25 > 0 {
-				ts[i].exBM = r.exBM.scoreDense(words, -1, len(r.idx.Labels), r.bufs.f64)
-			}
-		}
 	}
 	if f := r.short.get(); f != nil {
 		r.shortlist(f, ts, vecs)
@@ -268,13 +262,58 @@ func (r *Ranker) Dense(ts []Turn, vecs [][]float32) ([]Turn, error) {
 	for i := range ts {
 		dots[i] = r.bufs.f32(r.idx.NumVectors())
 	}
-	if err := r.idx.DotMany(vecs, dots); err != nil {
+	// Two halves of the turns side by side (see RouteScoresParts).
+	var errA, errB error
+	if h := len(ts) / 2; h > 0 {
+		both(func() { errA = r.idx.DotMany(vecs[h:], dots[h:]) }, func() { errB = r.idx.DotMany(vecs[:h], dots[:h]) })
+	} else {
+		errA = r.idx.DotMany(vecs, dots)
+	}
+	if err := errors.Join(errA, errB); err != nil {
 		return nil, err
 	}
 	for i := range ts {
 		ts[i].dots = dots[i]
 	}
 	return ts, nil
+}
+
+// PrepareLexical readies what each turn's scores need but its vector: its
+// lower-cased text, its lexical evidence and its BM25 scores. Dense does it for turns this
+// ranker has not readied, so a caller may call PrepareLexical while the
+// model embeds the turns (Vectors on a copy of them: this writes the
+// turns).
+func (r *Ranker) PrepareLexical(ts []Turn) {
+	for i := range ts {
+		r.lexical(&ts[i])
+	}
+}
+
+func (r *Ranker) lexical(t *Turn) {
+	r.readyLex(t)
+	if t.bmBy == r {
+		return
+	}
+	t.bmBy = r
+	if r.fusion.BM25 > 0 || r.fusion.ExampleBM25 > 0 {
+		words := distinctLexWords(t.Text)
+		if r.fusion.BM25 > 0 {
+			t.bm = r.bm.scoreDense(words, len(r.idx.Labels), r.bufs.f64)
+		}
+		if r.fusion.ExampleBM25 > 0 {
+			t.exBM = r.exBM.scoreDense(words, -1, len(r.idx.Labels), r.bufs.f64)
+		}
+	}
+}
+
+// readyLex prepares t and finds its lexical evidence for every label, so
+// that scoring it only reads it (RouteScoresParts scores on two
+// goroutines).
+func (r *Ranker) readyLex(t *Turn) {
+	t.prepare()
+	if t.lexHits == nil {
+		r.lx.scan(t)
+	}
 }
 
 // embedSplit embeds texts[0] (the current request) in one model call and

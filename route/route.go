@@ -181,7 +181,7 @@ const maxContextTurns = 6
 
 // Route picks the servers and tools relevant to a query and conversation.
 func (c *Router) Route(ctx context.Context, q RouteQuery) (RouteResult, error) {
-	ts, err := c.routeTurns(q)
+	ts, latest, cueAt, err := c.routeTurns(q)
 	if err != nil {
 		return RouteResult{}, err
 	}
@@ -203,7 +203,7 @@ func (c *Router) Route(ctx context.Context, q RouteQuery) (RouteResult, error) {
 	if err != nil {
 		return RouteResult{}, err
 	}
-	vecs, err := c.Rk.Vectors(ctx, ts)
+	ts, vecs, err := c.embedTurns(ctx, ts, latest, cueAt)
 	if err != nil {
 		return RouteResult{}, err
 	}
@@ -240,25 +240,64 @@ func (c *Router) Route(ctx context.Context, q RouteQuery) (RouteResult, error) {
 	return res, nil
 }
 
+// embedTurns embeds the turns while, beside the model's run, it finds the
+// request's cues (rank.Cues of latest, inserted at cueAt; none for
+// cueAt < 0) and readies every turn's lexical scores: with one request on
+// a machine of two cores the regular expressions and BM25 then cost no
+// time of their own (on a 200-word request they took longer than
+// tokenising it). It returns the turns with the cues and their vectors.
+func (c *Router) embedTurns(ctx context.Context, ts []rank.Turn, latest string, cueAt int) ([]rank.Turn, [][]float32, error) {
+	own := slices.Clone(ts) // Vectors reads its copy, PrepareLexical writes ts
+	var vecs [][]float32
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		vecs, err = c.Rk.Vectors(ctx, own)
+	}()
+	var cues []rank.Turn
+	var cueVecs [][]float32
+	var cueErr error
+	if cueAt >= 0 {
+		// The capabilities' vectors are cached after a first request.
+		if cues = rank.Cues(latest); len(cues) > 0 {
+			cueVecs, cueErr = c.Rk.Vectors(ctx, cues)
+		}
+	}
+	c.Rk.PrepareLexical(ts)
+	c.Rk.PrepareLexical(cues)
+	<-done
+	if err := errors.Join(err, cueErr); err != nil {
+		return nil, nil, err
+	}
+	if len(cues) == 0 {
+		return ts, vecs, nil
+	}
+	return slices.Concat(ts[:cueAt], cues, ts[cueAt:]), slices.Concat(vecs[:cueAt], cueVecs, vecs[cueAt:]), nil
+}
+
 // routeTurns builds the weighted turns: the query (or the last user
 // message) counts fully, earlier turns count less, the older the less.
-func (c *Router) routeTurns(q RouteQuery) ([]rank.Turn, error) {
+// It returns the latest user text too and, where the request's cues are
+// turns of their own, where they go among the turns (embedTurns finds
+// them); else cueAt is -1.
+func (c *Router) routeTurns(q RouteQuery) ([]rank.Turn, string, int, error) {
 	if len(q.Messages) > c.cfg.Limits.MaxMessages {
-		return nil, fmt.Errorf("%w: %d messages, limit %d", request.ErrBadArgument, len(q.Messages), c.cfg.Limits.MaxMessages)
+		return nil, "", 0, fmt.Errorf("%w: %d messages, limit %d", request.ErrBadArgument, len(q.Messages), c.cfg.Limits.MaxMessages)
 	}
 	for i, m := range q.Messages {
 		if !validRoles[m.Role] {
-			return nil, fmt.Errorf("%w: messages[%d].role %q is not user, assistant, system or tool", request.ErrBadArgument, i, m.Role)
+			return nil, "", 0, fmt.Errorf("%w: messages[%d].role %q is not user, assistant, system or tool", request.ErrBadArgument, i, m.Role)
 		}
 		if len(m.Content) > c.cfg.Limits.MaxTextBytes {
-			return nil, fmt.Errorf("%w: messages[%d] is %d bytes, limit %d", request.ErrTextTooLong, i, len(m.Content), c.cfg.Limits.MaxTextBytes)
+			return nil, "", 0, fmt.Errorf("%w: messages[%d] is %d bytes, limit %d", request.ErrTextTooLong, i, len(m.Content), c.cfg.Limits.MaxTextBytes)
 		}
 	}
 	msgs := q.Messages
 	var latest string
 	if strings.TrimSpace(q.Query) != "" {
 		if err := c.cfg.Limits.CheckText("query", q.Query); err != nil {
-			return nil, err
+			return nil, "", 0, err
 		}
 		latest = q.Query
 	} else {
@@ -270,19 +309,23 @@ func (c *Router) routeTurns(q RouteQuery) ([]rank.Turn, error) {
 			}
 		}
 		if i < 0 {
-			return nil, fmt.Errorf("%w: query or a user message is required", request.ErrEmptyText)
+			return nil, "", 0, fmt.Errorf("%w: query or a user message is required", request.ErrEmptyText)
 		}
 		if err := c.cfg.Limits.CheckText(fmt.Sprintf("messages[%d].content", i), msgs[i].Content); err != nil {
-			return nil, err
+			return nil, "", 0, err
 		}
 		latest = msgs[i].Content
 		msgs = msgs[:i]
 	}
-	ts := rank.Needs(latest)
+	var ts []rank.Turn
+	cueAt := -1
 	if c.Cal.ServerEvidence != nil {
 		// Clauses and cues are needs of their own where the evidence
 		// map weighs them; a catalog with its own fit routes as before.
-		ts = append(rank.Clauses(latest), rank.Cues(latest)...)
+		ts = rank.Clauses(latest)
+		cueAt = len(ts)
+	} else {
+		ts = rank.Needs(latest)
 	}
 	f := c.Cal.Fusion
 	p := f.ContextPenalty
@@ -299,7 +342,7 @@ func (c *Router) routeTurns(q RouteQuery) ([]rank.Turn, error) {
 		n++
 		p += f.ContextDecay
 	}
-	return ts, nil
+	return ts, latest, cueAt, nil
 }
 
 // weighContext penalises earlier turns by how clearly the current turn

@@ -224,19 +224,22 @@ func (t TTYState) secretTTY() bool {
 // IsSecret decides whether an answer is secret: the prompt type says
 // password (the client's hint or the detector's verdict), the pty had echo
 // off, the prompt's words ask for a secret in any language (SecretPrompt),
-// or the value looks like a credential (SecretValue). Any one is enough:
-// when in doubt, the answer is not stored. Both stores decide with it
-// before they write (storeCore.prepare) and again when they read
-// (storeCore.redact), and the suggestion path with SecretPrompt and
-// SecretValue (suggestable, Infer).
+// the value looks like a credential (SecretValue), or there is no
+// positive evidence that the answer is not a secret (plainAnswer: a yes/no
+// or offered answer, a small number, a command at a shell prompt, a label
+// made only of known non-secret fields such as a name or a file). Any one
+// is enough: when in doubt, the answer is not stored. Both stores decide
+// with it before they write (storeCore.prepare) and again when they read
+// (storeCore.redact), and the suggestion path too (suggestable, Infer).
 func IsSecret(prompt, typ, input string, tty TTYState) bool {
-	return typ == TypePassword || tty.secretTTY() || SecretPrompt(prompt) || SecretValue(input)
+	return typ == TypePassword || tty.secretTTY() || SecretPrompt(prompt) || SecretValue(input) || !plainAnswer(prompt, input)
 }
 
 // suggestable is what a store may offer as learned answers to prompt, from
 // the answers counted for its pattern: nothing when the prompt asks for a
 // secret (whatever an older version stored), never a redacted or
-// secret-looking answer; the most successful first (then by answer), at
+// secret-looking answer, nor one without evidence that it is not secret
+// (plainAnswer); the most successful first (then by answer), at
 // most maxLearned, each with the total of those offered.
 func suggestable(prompt string, counted []Learned) []Learned {
 	if SecretPrompt(prompt) {
@@ -248,7 +251,7 @@ func suggestable(prompt string, counted []Learned) []Learned {
 	var out []Learned
 	total := 0
 	for _, l := range counted[:min(len(counted), maxLearned)] {
-		if l.Successes <= 0 || l.Input == Redacted || SecretValue(l.Input) {
+		if l.Successes <= 0 || l.Input == Redacted || SecretValue(l.Input) || !plainAnswer(prompt, l.Input) {
 			continue
 		}
 		total += l.Successes

@@ -100,3 +100,96 @@ func TestNinthPassSecretPrompts(t *testing.T) {
 		}
 	})
 }
+
+// commandTable is testdata/secret_commands9.txt: command lines holding a
+// secret (with the secret) and ordinary ones.
+func commandTable(t testing.TB) (secret [][2]string, ordinary []string) {
+	for _, l := range loadLines(t, "testdata/secret_commands9.txt") {
+		if c, s, ok := strings.Cut(l, "\t"); ok {
+			secret = append(secret, [2]string{c, s})
+		} else {
+			ordinary = append(ordinary, l)
+		}
+	}
+	return secret, ordinary
+}
+
+// TestNinthPassCommands: 25 of the ninth pass's 48 secret values typed at
+// a shell prompt were kept in clear (a quoted SQL password, IDENTIFIED
+// BY, mysqladmin's password argument, a key in a query string, an
+// Authorization header, user,password, user/password@service, az -p,
+// usermod -p, openssl passwd, a base32 seed, a card number, a recovery
+// phrase). Each command holding a secret is now kept as a length and
+// keyed hash only, never returned or suggested; ordinary commands are
+// still stored and learned.
+func TestNinthPassCommands(t *testing.T) {
+	secret, ordinary := commandTable(t)
+	const prompt = "bob@host:~/src$ "
+	for _, c := range secret {
+		if !IsSecret(prompt, "", c[0], TTYState{}) {
+			t.Errorf("%q: not judged secret", c[0])
+		}
+	}
+	for _, c := range ordinary {
+		if IsSecret(prompt, "", c, TTYState{}) {
+			t.Errorf("ordinary %q: judged secret", c)
+		}
+	}
+	ctx := context.Background()
+	forEachStore(t, StoreConfig{ShareLearned: true}, func(t *testing.T, s store) {
+		for _, c := range secret {
+			got, learned, err := s.Record(ctx, Event{SessionID: "shell-9", PromptText: prompt, Input: c[0], Success: true, Source: "user_typed"})
+			if err != nil || learned || got.Input != Redacted {
+				t.Fatalf("Record(%q): %q learned %v %v", c[0], got.Input, learned, err)
+			}
+		}
+		for _, c := range ordinary {
+			if _, learned, err := s.Record(ctx, Event{SessionID: "shell-9", PromptText: prompt, Input: c, Success: true, Source: "user_typed"}); err != nil || !learned {
+				t.Fatalf("Record(%q): learned %v %v", c, learned, err)
+			}
+		}
+		h, err := s.History(ctx, "shell-9", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := s.Learned(ctx, prompt, "another-9")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sg, _ := Infer(prompt, TypeCommand, nil, l)
+		var returned []string
+		for _, e := range h {
+			returned = append(returned, e.Input)
+		}
+		for _, x := range sg {
+			returned = append(returned, x.Input)
+		}
+		all, raw := strings.Join(returned, "\n"), string(storeBytes(t, s))
+		for _, c := range secret {
+			if strings.Contains(all, c[1]) || strings.Contains(raw, c[1]) {
+				t.Errorf("%q: its secret was returned, suggested or stored", c[0])
+			}
+		}
+		for _, c := range ordinary {
+			if !strings.Contains(all, c) || !strings.Contains(raw, c) {
+				t.Errorf("ordinary %q was not returned and stored", c)
+			}
+		}
+	})
+}
+
+// TestNinthPassPromptText: secrets shown in a prompt's own text after a
+// label in any language, or in a shape (a card number, user/password@,
+// a recovery phrase) are masked in what is stored.
+func TestNinthPassPromptText(t *testing.T) {
+	for _, l := range loadLines(t, "testdata/secret_prompt_text9.txt") {
+		p, secret, _ := strings.Cut(l, "\t")
+		got := MaskSecrets(p)
+		if strings.Contains(got, secret) || !strings.Contains(got, SecretMask) {
+			t.Errorf("MaskSecrets(%q) = %q", p, got)
+		}
+		if strings.Contains(PatternKey(p), strings.ToLower(secret)) {
+			t.Errorf("PatternKey(%q) holds the secret", p)
+		}
+	}
+}

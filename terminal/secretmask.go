@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // SecretMask replaces a secret found inside a prompt's text.
@@ -126,6 +127,10 @@ var labelSepRE = regexp.MustCompile(`(?i)([:：=]|\s(is|are|was|ist|lautet|est|e
 // line before it.
 const clauseEnd = ".!?;,\n。！？；，"
 
+// maxLabelBytes is how much text before a separator labelledValues
+// judges as its label.
+const maxLabelBytes = 96
+
 // valueRunRE is a value shown after a label: non-space characters up to a
 // full-width sentence mark.
 var valueRunRE = regexp.MustCompile(`^[^\s。，；！？、]+`)
@@ -151,6 +156,14 @@ func labelledValues(text string) [][2]int {
 			// A copula: the word right before it is the label ("PSK is x",
 			// not "Token x is about").
 			start = strings.LastIndexAny(text[:m[0]], clauseEnd+" \t") + 1
+		}
+		// A label is short: judging at most maxLabelBytes before each of
+		// up to 64 separators bounds the work a 4 KiB prompt can cause.
+		if m[0]-start > maxLabelBytes {
+			start = m[0] - maxLabelBytes
+			for start < m[0] && !utf8.RuneStart(text[start]) {
+				start++
+			}
 		}
 		// A mask already in the text is no label ("Token [secret] is").
 		secret := secretPromptLabel(strings.ReplaceAll(text[start:m[0]], SecretMask, " ")) != ""

@@ -184,8 +184,9 @@ var bracketRE = regexp.MustCompile(`[\[(<（]([^\[\]()<>（）]*)[\])>）]`)
 var rangeRE = regexp.MustCompile(`^\s*(\d{1,4})\s*(?:-|–|\.\.)\s*(\d{1,4})\s*$`)
 
 // shellPromptRE is a shell or REPL prompt: "bob@host:~/src$ ", "# ",
-// "(venv) alice@box %", "PS C:\Users\bob> ", ">>> ", "mysql> ".
-var shellPromptRE = regexp.MustCompile(`^\s*(\([^()\s]{1,40}\)\s*)?(PS\s+)?[^\s:]*(:[^\s]*)?(\$|#|%|>|❯|➜|»|>>>)\s*$`)
+// "(venv) alice@box %", "PS C:\Users\bob> ", ">>> ", "mysql> ", and
+// "root@vm ~ #", "[bob@host src]$" (user@host and at most one word).
+var shellPromptRE = regexp.MustCompile(`^\s*(\([^()\s]{1,40}\)\s*)?(PS\s+)?[^\s:]*(:[^\s]*)?(\$|#|%|>|❯|➜|»|>>>)\s*$|^\s*\[?[\w.-]+@[\w.-]+(\s+[^\s$#%]+)?\]?\s*[$#%]\s*$`)
 
 // plainPrompt is what the prompt's label says about the answer: its kind
 // when every word is a known non-secret field or filler, the answers it

@@ -193,3 +193,38 @@ func TestNinthPassPromptText(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainAnswerOnCorpus prints, for the waiting prompts of the
+// detection corpus (real programs' screens the non-secret fields were not
+// written from), how many would keep a typical answer of their type in
+// clear under the inverted default (yes/no "y", a choice "1", a path
+// "/tmp/x", a command "ls", a text "alpha"), and fails if a password
+// prompt would keep one. Run it with -v for the figures.
+func TestPlainAnswerOnCorpus(t *testing.T) {
+	ex, err := ShippedCorpusExamples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := map[string]string{TypeYesNo: "y", TypeChoice: "1", TypePath: "/tmp/x", TypeCommand: "ls", TypeText: "alpha", TypePassword: "alpha"}
+	kept, total := map[string]int{}, map[string]int{}
+	for _, e := range ex {
+		v, ok := answer[e.Type]
+		if !ok {
+			continue
+		}
+		total[e.Type]++
+		if IsSecret(e.Text, "", v, TTYState{}) {
+			if e.Type != TypePassword {
+				t.Logf("no longer learns (%s, %q): %q", e.Type, v, clipText(e.Text, 120))
+			}
+			continue
+		}
+		kept[e.Type]++
+		if e.Type == TypePassword {
+			t.Errorf("password prompt %s keeps %q in clear", e.Program, v)
+		}
+	}
+	for _, typ := range []string{TypeYesNo, TypeChoice, TypePath, TypeCommand, TypeText, TypePassword} {
+		t.Logf("%s: %d of %d prompts keep %q in clear", typ, kept[typ], total[typ], answer[typ])
+	}
+}

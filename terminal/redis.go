@@ -227,8 +227,9 @@ func (s *RedisStore) Run(ctx context.Context, every time.Duration, report func(e
 
 // secretRulesVersion names the secret rules (IsSecret) whose verdicts the
 // events in Redis follow; Scrub brings older events up to them once.
-// Version 2: the multilingual rules of issue 27.
-const secretRulesVersion = "2"
+// Version 2: the multilingual rules of issue 27. Version 3: an answer is
+// kept in clear only on evidence it is not secret (plainAnswer).
+const secretRulesVersion = "3"
 
 // scrubScript redacts one event whose answer is still what the caller
 // read (ARGV[3]), keeping its length and keyed hash, and takes the answer

@@ -87,7 +87,7 @@ const stdinPasswordReader = `(\bsudo\b[^;&|<]*\s-[a-zA-Z]*S|\S[^;&|<]*\s--passwo
 // assignmentREs find NAME=VALUE, NAME: VALUE and --name VALUE in a typed
 // line; secretAssignment judges the name.
 var assignmentREs = []*regexp.Regexp{
-	regexp.MustCompile(`(?:^|[\s;&|('"])([\pL_][\pL\pN_.-]*)\s*[=:]\s*['"]?[^\s'"]`),
+	regexp.MustCompile(`(?:^|[\s;&|('"?=,])([\pL_][\pL\pN_.-]*)\s*[=:]\s*['"]?[^\s'"]`),
 	regexp.MustCompile(`(?:^|\s)--?([\pL][\pL\pN_-]*)(?:=|\s+)['"]?[^\s'"-]`),
 }
 
@@ -96,7 +96,7 @@ var assignmentREs = []*regexp.Regexp{
 func secretAssignment(v string) bool {
 	for _, re := range assignmentREs {
 		for _, m := range re.FindAllStringSubmatch(v, 64) {
-			if secretPromptLabel(m[1]) != "" {
+			if secretPromptLabel(m[1]) != "" || gluedSecretName(m[1]) {
 				return true
 			}
 		}
@@ -117,8 +117,12 @@ var base64RunRE = regexp.MustCompile(`[A-Za-z0-9+/_-]{32,}={0,2}`)
 // Stripe, Hugging Face, npm, PyPI, Vault, Google, SendGrid, Shopify, age,
 // Azure, JWT, PEM private key), a URL with a password, an Authorization
 // value, a long hex or base64 run, a high-entropy word, a short word with
-// lower and upper case letters, digits and symbols, or an assignment to a
-// name that asks for a secret (PGPASSWORD=…, --token …).
+// lower and upper case letters, digits and symbols, an assignment to a
+// name that asks for a secret (PGPASSWORD=…, --token …, ADMINPASS=…), or
+// a secret by its shape or place (shapeSpans: a quoted SQL password,
+// user/password@service, an Authorization header, a password argument, a
+// Luhn-valid card number, an IBAN, a base32 seed, a run of 12 or more
+// recovery words; secretRedirect: echo x > ~/.vault_pass).
 // It errs on the side of redacting: a false positive costs one learned
 // answer, a false negative leaks a credential.
 func SecretValue(v string) bool {
@@ -138,7 +142,7 @@ func SecretValue(v string) bool {
 			return true
 		}
 	}
-	return secretAssignment(v)
+	return secretAssignment(v) || len(shapeSpans(v, true)) > 0 || secretRedirect(v)
 }
 
 // highEntropy judges one word: long enough, varied in character classes
@@ -224,19 +228,22 @@ func (t TTYState) secretTTY() bool {
 // IsSecret decides whether an answer is secret: the prompt type says
 // password (the client's hint or the detector's verdict), the pty had echo
 // off, the prompt's words ask for a secret in any language (SecretPrompt),
-// or the value looks like a credential (SecretValue). Any one is enough:
-// when in doubt, the answer is not stored. Both stores decide with it
-// before they write (storeCore.prepare) and again when they read
-// (storeCore.redact), and the suggestion path with SecretPrompt and
-// SecretValue (suggestable, Infer).
+// the value looks like a credential (SecretValue), or there is no
+// positive evidence that the answer is not a secret (plainAnswer: a yes/no
+// or offered answer, a small number, a command at a shell prompt, a label
+// made only of known non-secret fields such as a name or a file). Any one
+// is enough: when in doubt, the answer is not stored. Both stores decide
+// with it before they write (storeCore.prepare) and again when they read
+// (storeCore.redact), and the suggestion path too (suggestable, Infer).
 func IsSecret(prompt, typ, input string, tty TTYState) bool {
-	return typ == TypePassword || tty.secretTTY() || SecretPrompt(prompt) || SecretValue(input)
+	return typ == TypePassword || tty.secretTTY() || SecretPrompt(prompt) || SecretValue(input) || !plainAnswer(prompt, input)
 }
 
 // suggestable is what a store may offer as learned answers to prompt, from
 // the answers counted for its pattern: nothing when the prompt asks for a
 // secret (whatever an older version stored), never a redacted or
-// secret-looking answer; the most successful first (then by answer), at
+// secret-looking answer, nor one without evidence that it is not secret
+// (plainAnswer); the most successful first (then by answer), at
 // most maxLearned, each with the total of those offered.
 func suggestable(prompt string, counted []Learned) []Learned {
 	if SecretPrompt(prompt) {
@@ -248,7 +255,7 @@ func suggestable(prompt string, counted []Learned) []Learned {
 	var out []Learned
 	total := 0
 	for _, l := range counted[:min(len(counted), maxLearned)] {
-		if l.Successes <= 0 || l.Input == Redacted || SecretValue(l.Input) {
+		if l.Successes <= 0 || l.Input == Redacted || SecretValue(l.Input) || !plainAnswer(prompt, l.Input) {
 			continue
 		}
 		total += l.Successes

@@ -401,6 +401,8 @@ func FuzzSecretPrompt(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		_ = SecretPrompt(s)
 		_ = SecretValue(s)
+		_ = plainAnswer(s, s)
+		_ = MaskSecrets(s)
 		if !SecretPrompt(s + " password:") {
 			t.Fatalf("%q followed by password: not secret", s)
 		}
@@ -419,6 +421,32 @@ func BenchmarkSecretPrompt(b *testing.B) {
 			b.SetBytes(int64(len(bc.prompt)))
 			for b.Loop() {
 				SecretPrompt(bc.prompt)
+			}
+		})
+	}
+}
+
+// BenchmarkIsSecret is the whole decision on an answer, with the
+// positive evidence of plainAnswer, and MaskSecrets on the prompt's text:
+// what Record and History pay per event. The hostile cases are a 4 KiB
+// prompt of unknown words, one of many colons (labelledValues judges a
+// label before each), and a 4 KiB command line.
+func BenchmarkIsSecret(b *testing.B) {
+	colons := strings.Repeat("Field name: value ", 240)[:MaxPromptBytes]
+	for _, bc := range []struct{ name, prompt, input string }{
+		{"username", "Username:", "alice"},
+		{"unknown", "Enter the magic word:", "hunter"},
+		{"cjk", "请输入您的用户名：", "wang"},
+		{"shell", "bob@host:~/src$ ", "psql -c \"ALTER USER alice PASSWORD 'hunter2'\""},
+		{"4KiB-prompt", strings.Repeat("Lorem ipsum dolor sit amet, consectetur adipiscing elit ", 80)[:MaxPromptBytes], "y"},
+		{"4KiB-colons", colons, "y"},
+		{"4KiB-command", "$ ", strings.Repeat("echo hello world | grep -v x; ", 140)[:MaxPromptBytes]},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				IsSecret(bc.prompt, "", bc.input, TTYState{})
+				MaskSecrets(bc.prompt)
 			}
 		})
 	}

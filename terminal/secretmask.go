@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // SecretMask replaces a secret found inside a prompt's text.
@@ -45,7 +46,12 @@ func structured(w string) bool {
 // SecretMask: a known credential format or a password on a command line
 // (secretValueREs; the match runs to the end of the word it ends in), key
 // material, a high-entropy word, or an assignment to a name that asks for
-// a secret (PGPASSWORD=…). It is what is kept of a prompt's own text: a
+// a secret (PGPASSWORD=…), a secret by its shape (shapeSpans: a card
+// number, user/password@service...), and a value shown after a label that
+// asks for a secret in any language, or after any colon of a prompt that
+// asks for one (labelledValues: "Пароль: qwerty123", "Your temporary
+// password is: Xk4mPq9z", "WiFi PSK is sunshine2024"). It is what is kept
+// of a prompt's own text: a
 // prompt may show a token, a recovery key, or the command line typed
 // above it (the seventh hostile pass found them stored in clear while the
 // same values typed as the answer were redacted). Text without secrets is
@@ -68,6 +74,8 @@ func MaskSecrets(text string) string {
 			spans = append(spans, [2]int{m[0], m[1]})
 		}
 	}
+	spans = append(spans, shapeSpans(text, false)...)
+	spans = append(spans, labelledValues(text)...)
 	if len(spans) == 0 {
 		return text
 	}
@@ -109,4 +117,68 @@ func secretWord(w string) bool {
 
 func isSpaceByte(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}
+
+// labelSepRE finds what separates a label from the value it shows: a
+// colon, an equals sign, or a copula ("is", "ist", "lautet", "est", "是").
+var labelSepRE = regexp.MustCompile(`(?i)([:：=]|\s(is|are|was|ist|lautet|est|es|é|è|är|er|jest|je|это|是|は|为|為))[ \t]*`)
+
+// clauseEnd is where a label's clause starts: the end of the sentence or
+// line before it.
+const clauseEnd = ".!?;,\n。！？；，"
+
+// maxLabelBytes is how much text before a separator labelledValues
+// judges as its label.
+const maxLabelBytes = 96
+
+// valueRunRE is a value shown after a label: non-space characters up to a
+// full-width sentence mark.
+var valueRunRE = regexp.MustCompile(`^[^\s。，；！？、]+`)
+
+// labelledValues returns the spans of values shown after a label that
+// asks for a secret (its clause judged by secretPromptLabel), or after any
+// colon followed by a space when the whole text asks for one.
+func labelledValues(text string) [][2]int {
+	var out [][2]int
+	whole := -1 // SecretPrompt(text), judged once when needed
+	for _, m := range labelSepRE.FindAllStringSubmatchIndex(text, 64) {
+		vs := m[1]
+		if vs >= len(text) || m[1] == m[0]+1 && text[m[0]] == '=' {
+			continue // nothing after it; NAME=VALUE is secretAssignment's
+		}
+		run := valueRunRE.FindString(text[vs:])
+		run = strings.TrimRight(run, ".,;:!?)]'\"")
+		if run == "" || strings.HasPrefix(text[vs:], SecretMask) {
+			continue
+		}
+		start := strings.LastIndexAny(text[:m[0]], clauseEnd) + 1
+		if m[4] >= 0 {
+			// A copula: the word right before it is the label ("PSK is x",
+			// not "Token x is about").
+			start = strings.LastIndexAny(text[:m[0]], clauseEnd+" \t") + 1
+		}
+		// A label is short: judging at most maxLabelBytes before each of
+		// up to 64 separators bounds the work a 4 KiB prompt can cause.
+		if m[0]-start > maxLabelBytes {
+			start = m[0] - maxLabelBytes
+			for start < m[0] && !utf8.RuneStart(text[start]) {
+				start++
+			}
+		}
+		// A mask already in the text is no label ("Token [secret] is").
+		secret := secretPromptLabel(strings.ReplaceAll(text[start:m[0]], SecretMask, " ")) != ""
+		if g := text[m[2]:m[3]]; !secret && (g == ":" || g == "：") && m[1] > m[3] {
+			if whole < 0 {
+				whole = 0
+				if SecretPrompt(text) {
+					whole = 1
+				}
+			}
+			secret = whole == 1
+		}
+		if secret {
+			out = append(out, [2]int{vs, vs + len(run)})
+		}
+	}
+	return out
 }

@@ -57,8 +57,9 @@ type Store struct {
 
 // schemaVersion 3 keeps a secret answer's length and keyed hash
 // (input_len, input_mac) and redacts what the multilingual rules judge
-// secret.
-const schemaVersion = 3
+// secret; 4 re-judges every answer by the inverted rules of the ninth
+// hostile pass (kept in clear only on evidence it is not secret).
+const schemaVersion = 4
 
 const schema = `
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -149,7 +150,8 @@ func tighten(path string) error {
 // stored secrets typed at prompts not worded "password": version 2 drops
 // the table (answers are counted from events, per session). Version 2
 // stored secrets typed at prompts not worded in English: version 3 adds
-// input_len and input_mac. Every migration redacts what the current rules
+// input_len and input_mac; version 3 kept answers the secret words
+// missed: version 4 re-judges them (plainAnswer). Every migration redacts what the current rules
 // judge secret, keeping its length and keyed hash, and truncates the WAL
 // so the old values leave it too.
 func (s *Store) migrate() error {

@@ -66,7 +66,8 @@ var (
 // answer (n, no, q, cancel: what the prompt offers). A prompt that asks
 // for a secret (typ password, or SecretPrompt judges it so whatever typ
 // says) never gets a suggested value, and no secret-looking learned value
-// is ever suggested.
+// is ever suggested, nor one without evidence that it is not secret
+// (plainAnswer).
 func Infer(prompt, typ string, context []string, learned []Learned) (out []Suggestion, warnings []string) {
 	if typ == TypePassword || SecretPrompt(prompt) {
 		warnings = append(warnings, "secret prompt: ask the user; classifierd never suggests a value")
@@ -84,7 +85,7 @@ func Infer(prompt, typ string, context []string, learned []Learned) (out []Sugge
 	sort.SliceStable(learned, func(i, j int) bool { return learned[i].Successes > learned[j].Successes })
 	seen := map[string]bool{}
 	for _, l := range learned {
-		if l.Total == 0 || l.Input == Redacted || SecretValue(l.Input) {
+		if l.Total == 0 || l.Input == Redacted || SecretValue(l.Input) || !plainAnswer(prompt, l.Input) {
 			continue
 		}
 		out = append(out, Suggestion{Input: l.Input, Confidence: round3(float64(l.Successes) / float64(l.Total)),

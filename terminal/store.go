@@ -38,6 +38,10 @@ type Event struct {
 	// never returned by the API.
 	SecretLen int
 	SecretMAC string
+	// Rules is the version of the secret rules whose verdict the stored
+	// event carries (SecretRules when recorded; 0 for an event stored
+	// before verdicts were kept, which a read judges again).
+	Rules int
 }
 
 // MaxWALBytes bounds the write-ahead log: SQLite checkpoints it every
@@ -57,8 +61,9 @@ type Store struct {
 
 // schemaVersion 3 keeps a secret answer's length and keyed hash
 // (input_len, input_mac) and redacts what the multilingual rules judge
-// secret.
-const schemaVersion = 3
+// secret. Version 4 keeps each event's verdict (rules: the SecretRules it
+// was judged under), so that reading it does not judge it again.
+const schemaVersion = 4
 
 const schema = `
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -149,9 +154,11 @@ func tighten(path string) error {
 // stored secrets typed at prompts not worded "password": version 2 drops
 // the table (answers are counted from events, per session). Version 2
 // stored secrets typed at prompts not worded in English: version 3 adds
-// input_len and input_mac. Every migration redacts what the current rules
-// judge secret, keeping its length and keyed hash, and truncates the WAL
-// so the old values leave it too.
+// input_len and input_mac. Every migration up to version 3 redacts what
+// the current rules judge secret, keeping its length and keyed hash, and
+// truncates the WAL so the old values leave it too. Version 4 adds rules
+// (the verdict's version): the rows before it are judged again when read,
+// a bounded number a read, and their verdicts written back (History).
 func (s *Store) migrate() error {
 	if _, err := s.db.Exec(schema); err != nil {
 		return fmt.Errorf("terminal: create schema: %w", err)
@@ -171,12 +178,19 @@ func (s *Store) migrate() error {
 	if _, err := tx.Exec(`DROP TABLE IF EXISTS patterns`); err != nil {
 		return fmt.Errorf("terminal: migrate: %w", err)
 	}
-	for _, col := range []string{`input_len INTEGER NOT NULL DEFAULT 0`, `input_mac TEXT NOT NULL DEFAULT ''`} {
+	for _, col := range []string{`input_len INTEGER NOT NULL DEFAULT 0`, `input_mac TEXT NOT NULL DEFAULT ''`, `rules INTEGER NOT NULL DEFAULT 0`} {
 		if _, err := tx.Exec(`ALTER TABLE events ADD COLUMN ` + col); err != nil && !strings.Contains(err.Error(), "duplicate column") {
 			return fmt.Errorf("terminal: migrate: %w", err)
 		}
 	}
-	rows, err := tx.Query(`SELECT id, prompt_text, input_text, prompt_type FROM events WHERE input_text != ?`, Redacted)
+	// Version 3 already redacted with the multilingual rules: its rows
+	// (rules 0) are judged again when read (judgeRead), not all at once
+	// here.
+	old := `SELECT id, prompt_text, input_text, prompt_type FROM events WHERE input_text != ?`
+	if v.Valid && v.Int64 >= 3 {
+		old += ` AND 0`
+	}
+	rows, err := tx.Query(old, Redacted)
 	if err != nil {
 		return fmt.Errorf("terminal: migrate: %w", err)
 	}
@@ -238,9 +252,9 @@ func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
 		return Event{}, false, fmt.Errorf("terminal: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO events(id, session_id, prompt_text, input_text, success, input_source, response_time_ms, created_at, prompt_type, pattern_key, input_len, input_mac)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`, e.ID, e.SessionID, e.PromptText, e.Input, e.Success, e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey,
-		e.SecretLen, e.SecretMAC); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO events(id, session_id, prompt_text, input_text, success, input_source, response_time_ms, created_at, prompt_type, pattern_key, input_len, input_mac, rules)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`, e.ID, e.SessionID, e.PromptText, e.Input, e.Success, e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey,
+		e.SecretLen, e.SecretMAC, e.Rules); err != nil {
 		return Event{}, false, fmt.Errorf("terminal: insert event: %w", err)
 	}
 	// The session's bound, on every insert: the index on (session_id,
@@ -376,13 +390,30 @@ func (s *Store) Learned(ctx context.Context, prompt, session string) ([]Learned,
 }
 
 // History returns a session's events, oldest first, at most limit. An
-// input that the current rules judge secret is returned as Redacted even
-// if an older version stored it.
+// event recorded with the current rules' verdict is returned as stored;
+// one stored before verdicts were kept is judged again (at most
+// MaxRejudge a call, the rest returned redacted: judgeRead), after the
+// rows are read so that the store's connection is not held meanwhile,
+// and its verdict written back.
 func (s *Store) History(ctx context.Context, session string, limit int) ([]Event, error) {
 	if err := CheckSessionID(session); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, session_id, prompt_text, input_text, success, input_source, response_time_ms, created_at, prompt_type, pattern_key, input_len, input_mac
+	out, err := s.history(ctx, session, limit)
+	if err != nil {
+		return nil, err
+	}
+	if judged := s.judgeRead(out); len(judged) > 0 {
+		if err := s.writeVerdicts(ctx, out, judged); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// history reads a session's newest limit events, oldest first, as stored.
+func (s *Store) history(ctx context.Context, session string, limit int) ([]Event, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, session_id, prompt_text, input_text, success, input_source, response_time_ms, created_at, prompt_type, pattern_key, input_len, input_mac, rules
 		FROM (SELECT * FROM events WHERE session_id = ? ORDER BY created_at DESC LIMIT ?) ORDER BY created_at`, session, limit)
 	if err != nil {
 		return nil, fmt.Errorf("terminal: history: %w", err)
@@ -393,12 +424,33 @@ func (s *Store) History(ctx context.Context, session string, limit int) ([]Event
 		var e Event
 		var ns int64
 		if err := rows.Scan(&e.ID, &e.SessionID, &e.PromptText, &e.Input, &e.Success, &e.Source, &e.ResponseTimeMs, &ns, &e.PromptType, &e.PatternKey,
-			&e.SecretLen, &e.SecretMAC); err != nil {
+			&e.SecretLen, &e.SecretMAC, &e.Rules); err != nil {
 			return nil, fmt.Errorf("terminal: history: %w", err)
 		}
-		e = s.redact(e)
 		e.Time = time.Unix(0, ns)
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// writeVerdicts stores what judgeRead made of the events at idx (their
+// masked prompt, redacted answer and verdict), so that they are judged
+// once; an event deleted meanwhile stays deleted.
+func (s *Store) writeVerdicts(ctx context.Context, evs []Event, idx []int) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("terminal: history verdicts: %w", err)
+	}
+	defer tx.Rollback()
+	for _, i := range idx {
+		e := evs[i]
+		if _, err := tx.ExecContext(ctx, `UPDATE events SET prompt_text = ?, input_text = ?, input_len = ?, input_mac = ?, rules = ? WHERE id = ? AND rules < ?`,
+			e.PromptText, e.Input, e.SecretLen, e.SecretMAC, e.Rules, e.ID, SecretRules); err != nil {
+			return fmt.Errorf("terminal: history verdicts: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("terminal: history verdicts: %w", err)
+	}
+	return nil
 }

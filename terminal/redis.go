@@ -119,7 +119,7 @@ var recordScript = redis.NewScript(luaRemove + `
 local P, id, sess = ARGV[1], ARGV[2], ARGV[3]
 redis.call('HSET', P .. 't:e:' .. id, 'session', sess, 'prompt', ARGV[4], 'input', ARGV[5], 'success', ARGV[6],
   'source', ARGV[7], 'rt', ARGV[8], 'created', ARGV[9], 'type', ARGV[10], 'pattern', ARGV[11], 'learned', ARGV[12],
-  'ilen', ARGV[15], 'imac', ARGV[16], 'rules', ARGV[18])
+  'ilen', ARGV[15], 'imac', ARGV[16], 'rules', ARGV[18] or '0')
 redis.call('ZADD', P .. 't:s:' .. sess, ARGV[13], id)
 redis.call('ZADD', P .. 't:all', ARGV[13], id)
 if ARGV[12] == '1' then

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/classifierd/classifierd/embed/batch"
+	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/internal/answerhold"
 )
 
@@ -138,8 +139,14 @@ const (
 	retryPushbackKey = "grpc-retry-pushback-ms"
 )
 
-// admittedMethods run the model; the rest (sessions, index info, stats,
-// health) are cheap and never wait behind them.
+// admittedMethods run the model or cost CPU by their request; the rest
+// (sessions, index info, stats, health, deleting a terminal session) are
+// cheap and never wait behind them. TrackInputEvent judges and masks a
+// prompt of up to 4 KB (milliseconds of CPU; without a prompt_type it
+// also runs the model) and GetSessionHistory reads up to 1,000 events of
+// up to 8 KB: outside admission, one identity's flood of them took
+// another's small Route from p50 1.3 ms to 124 ms with refusals (the
+// ninth hostile pass).
 var admittedMethods = map[string]bool{
 	"/classifier.v1.ClassifierService/Classify":       true,
 	"/classifier.v1.ClassifierService/Route":          true,
@@ -148,6 +155,29 @@ var admittedMethods = map[string]bool{
 	"/classifier.v1.ClassifierService/DetectContexts": true,
 	"/terminal.v1.TerminalService/DetectInputPrompt":  true,
 	"/terminal.v1.TerminalService/InferExpectedInput": true,
+	"/terminal.v1.TerminalService/TrackInputEvent":    true,
+	"/terminal.v1.TerminalService/GetSessionHistory":  true,
+}
+
+// historyEventBytes is what one event GetSessionHistory may return counts
+// for in its cost expectation: the request is a few bytes, its work is
+// its limit's events (admissionBytes).
+const historyEventBytes = 64
+
+// admissionBytes is the size admission expects a call's work by (the
+// cost model's size classes): the request's encoded size, except for a
+// GetSessionHistory, whose work is the events it reads: its limit (100
+// when unset) × historyEventBytes, so it is expected to cost what such
+// calls cost, not what the smallest Routes do.
+func admissionBytes(req any) int64 {
+	if h, ok := req.(*terminalpb.GetSessionHistoryRequest); ok {
+		n := int64(h.GetLimit())
+		if n <= 0 {
+			n = 100
+		}
+		return n * historyEventBytes
+	}
+	return requestBytes(req)
 }
 
 // Admission is the fair, deadline-aware admission of model calls.
@@ -1151,7 +1181,7 @@ func (a *Admission) unary() grpc.UnaryServerInterceptor {
 		if chunkedMethods[info.FullMethod] {
 			return h(context.WithValue(ctx, chunkAdmitKey{}, chunkAdmitter{a, info.FullMethod}), req)
 		}
-		ctx, release, err := a.Admit(ctx, info.FullMethod, requestBytes(req))
+		ctx, release, err := a.Admit(ctx, info.FullMethod, admissionBytes(req))
 		if err != nil {
 			setPushback(ctx, err)
 			return nil, err

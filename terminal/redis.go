@@ -119,7 +119,7 @@ var recordScript = redis.NewScript(luaRemove + `
 local P, id, sess = ARGV[1], ARGV[2], ARGV[3]
 redis.call('HSET', P .. 't:e:' .. id, 'session', sess, 'prompt', ARGV[4], 'input', ARGV[5], 'success', ARGV[6],
   'source', ARGV[7], 'rt', ARGV[8], 'created', ARGV[9], 'type', ARGV[10], 'pattern', ARGV[11], 'learned', ARGV[12],
-  'ilen', ARGV[15], 'imac', ARGV[16])
+  'ilen', ARGV[15], 'imac', ARGV[16], 'rules', ARGV[18] or '0')
 redis.call('ZADD', P .. 't:s:' .. sess, ARGV[13], id)
 redis.call('ZADD', P .. 't:all', ARGV[13], id)
 if ARGV[12] == '1' then
@@ -159,7 +159,7 @@ func (s *RedisStore) Record(ctx context.Context, e Event) (Event, bool, error) {
 	}
 	err = recordScript.Run(ctx, s.rdb, nil, s.prefix, e.ID, e.SessionID, e.PromptText, e.Input, boolArg(e.Success),
 		e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey, boolArg(learned),
-		e.Time.UnixMicro(), s.cfg.MaxPerSession, e.SecretLen, e.SecretMAC, s.cfg.MaxPerOwner).Err()
+		e.Time.UnixMicro(), s.cfg.MaxPerSession, e.SecretLen, e.SecretMAC, s.cfg.MaxPerOwner, e.Rules).Err()
 	if err != nil {
 		return Event{}, false, unavailable(err)
 	}
@@ -371,7 +371,9 @@ func (s *RedisStore) Learned(ctx context.Context, prompt, session string) ([]Lea
 }
 
 // History returns a session's events, oldest first, at most limit, with
-// Store.History's redaction.
+// Store.History's redaction: events recorded with the current rules'
+// verdict as stored, older ones judged again (judgeRead) and their
+// verdicts written back.
 func (s *RedisStore) History(ctx context.Context, session string, limit int) ([]Event, error) {
 	if err := CheckSessionID(session); err != nil {
 		return nil, err
@@ -402,13 +404,43 @@ func (s *RedisStore) History(ctx context.Context, session string, limit int) ([]
 		ns, _ := strconv.ParseInt(f["created"], 10, 64)
 		rt, _ := strconv.ParseInt(f["rt"], 10, 64)
 		n, _ := strconv.Atoi(f["ilen"])
-		e := Event{ID: ids[i], SessionID: f["session"], PromptText: f["prompt"], Input: f["input"], Success: f["success"] == "1",
+		rules, _ := strconv.Atoi(f["rules"])
+		out = append(out, Event{ID: ids[i], SessionID: f["session"], PromptText: f["prompt"], Input: f["input"], Success: f["success"] == "1",
 			Source: f["source"], ResponseTimeMs: rt, Time: time.Unix(0, ns), PromptType: f["type"], PatternKey: f["pattern"],
-			SecretLen: n, SecretMAC: f["imac"]}
-		out = append(out, s.redact(e))
+			SecretLen: n, SecretMAC: f["imac"], Rules: rules})
+	}
+	judged := s.judgeRead(out)
+	if len(judged) == 0 {
+		return out, nil
+	}
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, i := range judged {
+			e := out[i]
+			verdictScript.Eval(ctx, p, nil, s.prefix, e.ID, e.PromptText, e.Input, e.SecretLen, e.SecretMAC, e.Rules)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, unavailable(err)
 	}
 	return out, nil
 }
+
+// verdictScript writes back what judgeRead made of an event (its masked
+// prompt, its answer, redacted or not, and the verdict) if the event
+// still exists and has no newer verdict; an answer it redacts leaves the
+// learned counts, as Scrub's do.
+var verdictScript = redis.NewScript(luaUnlearn + `
+local P, id = ARGV[1], ARGV[2]
+local k = P .. 't:e:' .. id
+local f = redis.call('HMGET', k, 'session', 'pattern', 'input', 'learned', 'rules')
+if not f[1] or tonumber(f[5] or '0') >= tonumber(ARGV[7]) then return 0 end
+if f[3] ~= ARGV[4] then
+  unlearn(P, f)
+  redis.call('HSET', k, 'learned', '0')
+end
+redis.call('HSET', k, 'prompt', ARGV[3], 'input', ARGV[4], 'ilen', ARGV[5], 'imac', ARGV[6], 'rules', ARGV[7])
+return 1`)
 
 // sha1hex is Lua's redis.sha1hex: the learned-count keys name a pattern
 // by it, so that any pattern text makes a well-formed key.

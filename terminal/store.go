@@ -38,6 +38,10 @@ type Event struct {
 	// never returned by the API.
 	SecretLen int
 	SecretMAC string
+	// Rules is the version of the secret rules whose verdict the stored
+	// event carries (SecretRules when recorded; 0 for an event stored
+	// before verdicts were kept, which a read judges again).
+	Rules int
 }
 
 // MaxWALBytes bounds the write-ahead log: SQLite checkpoints it every
@@ -51,13 +55,24 @@ const MaxWALBytes = 8 << 20
 // session taught.
 type Store struct {
 	*storeCore
-	db   *sql.DB
-	path string
+	db *sql.DB
+	// reads is History's and Learned's pool: WAL lets readers run beside
+	// the writer, so a GetSessionHistory reading 1,000 events of 8 KB
+	// does not hold the one connection every TrackInputEvent writes on
+	// (the ninth hostile pass: four such readers took another caller's
+	// TrackInputEvent p99 from 288 ms to 9.85 s).
+	reads *sql.DB
+	path  string
 }
+
+// readConns is how many connections History and Learned read on.
+const readConns = 2
 
 // schemaVersion 3 keeps a secret answer's length and keyed hash
 // (input_len, input_mac) and redacts what the multilingual rules judge
-// secret; 4 re-judges every answer by the inverted rules of the ninth
+// secret. Version 4 keeps each event's verdict (rules: the SecretRules it
+// was judged under), so that reading it does not judge it again, and
+// re-judges every stored answer by the inverted rules of the ninth
 // hostile pass (kept in clear only on evidence it is not secret).
 const schemaVersion = 4
 
@@ -125,12 +140,21 @@ func OpenStore(path string, cfg StoreConfig) (*Store, error) {
 	if err := s.migrate(); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
+	// Opened after the migration, so that a reader never sees the old
+	// schema.
+	reads, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("terminal: open store: %w", err), db.Close())
+	}
+	reads.SetMaxOpenConns(readConns)
+	s.reads = reads
+	closeAll := func() error { return errors.Join(reads.Close(), db.Close()) }
 	// The connection has created -wal and -shm by now.
 	if err := tighten(path); err != nil {
-		return nil, errors.Join(err, db.Close())
+		return nil, errors.Join(err, closeAll())
 	}
 	if err := s.Prune(context.Background()); err != nil {
-		return nil, errors.Join(err, db.Close())
+		return nil, errors.Join(err, closeAll())
 	}
 	return s, nil
 }
@@ -151,9 +175,13 @@ func tighten(path string) error {
 // the table (answers are counted from events, per session). Version 2
 // stored secrets typed at prompts not worded in English: version 3 adds
 // input_len and input_mac; version 3 kept answers the secret words
-// missed: version 4 re-judges them (plainAnswer). Every migration redacts what the current rules
+// missed: version 4 re-judges them (plainAnswer) and adds rules (the
+// verdict's version). Every migration redacts what the current rules
 // judge secret, keeping its length and keyed hash, and truncates the WAL
-// so the old values leave it too.
+// so the old values leave it too. A row judged under older rules than
+// SecretRules (rules 0 after a migration: its prompt text not yet
+// masked) is judged again when read, a bounded number a read, and its
+// verdict written back (History).
 func (s *Store) migrate() error {
 	if _, err := s.db.Exec(schema); err != nil {
 		return fmt.Errorf("terminal: create schema: %w", err)
@@ -173,11 +201,14 @@ func (s *Store) migrate() error {
 	if _, err := tx.Exec(`DROP TABLE IF EXISTS patterns`); err != nil {
 		return fmt.Errorf("terminal: migrate: %w", err)
 	}
-	for _, col := range []string{`input_len INTEGER NOT NULL DEFAULT 0`, `input_mac TEXT NOT NULL DEFAULT ''`} {
+	for _, col := range []string{`input_len INTEGER NOT NULL DEFAULT 0`, `input_mac TEXT NOT NULL DEFAULT ''`, `rules INTEGER NOT NULL DEFAULT 0`} {
 		if _, err := tx.Exec(`ALTER TABLE events ADD COLUMN ` + col); err != nil && !strings.Contains(err.Error(), "duplicate column") {
 			return fmt.Errorf("terminal: migrate: %w", err)
 		}
 	}
+	// Every answer is judged again here, so that what the rules now call
+	// secret leaves the file (and, below, the WAL) at the upgrade, not
+	// when someone reads it.
 	rows, err := tx.Query(`SELECT id, prompt_text, input_text, prompt_type FROM events WHERE input_text != ?`, Redacted)
 	if err != nil {
 		return fmt.Errorf("terminal: migrate: %w", err)
@@ -224,7 +255,7 @@ func (s *Store) migrate() error {
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error { return errors.Join(s.reads.Close(), s.db.Close()) }
 
 // Record stores an event. A secret answer (IsSecret: the prompt asks for
 // one, the pty had echo off, the value looks like a credential) is stored
@@ -240,9 +271,9 @@ func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
 		return Event{}, false, fmt.Errorf("terminal: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO events(id, session_id, prompt_text, input_text, success, input_source, response_time_ms, created_at, prompt_type, pattern_key, input_len, input_mac)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`, e.ID, e.SessionID, e.PromptText, e.Input, e.Success, e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey,
-		e.SecretLen, e.SecretMAC); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO events(id, session_id, prompt_text, input_text, success, input_source, response_time_ms, created_at, prompt_type, pattern_key, input_len, input_mac, rules)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`, e.ID, e.SessionID, e.PromptText, e.Input, e.Success, e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey,
+		e.SecretLen, e.SecretMAC, e.Rules); err != nil {
 		return Event{}, false, fmt.Errorf("terminal: insert event: %w", err)
 	}
 	// The session's bound, on every insert: the index on (session_id,
@@ -358,7 +389,7 @@ func (s *Store) Learned(ctx context.Context, prompt, session string) ([]Learned,
 	}
 	q += ` GROUP BY input_text ORDER BY n DESC, input_text LIMIT ?`
 	args = append(args, maxLearned)
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.reads.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("terminal: learned: %w", err)
 	}
@@ -378,13 +409,30 @@ func (s *Store) Learned(ctx context.Context, prompt, session string) ([]Learned,
 }
 
 // History returns a session's events, oldest first, at most limit. An
-// input that the current rules judge secret is returned as Redacted even
-// if an older version stored it.
+// event recorded with the current rules' verdict is returned as stored;
+// one stored before verdicts were kept is judged again (at most
+// MaxRejudge a call, the rest returned redacted: judgeRead), after the
+// rows are read so that the store's connection is not held meanwhile,
+// and its verdict written back.
 func (s *Store) History(ctx context.Context, session string, limit int) ([]Event, error) {
 	if err := CheckSessionID(session); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, session_id, prompt_text, input_text, success, input_source, response_time_ms, created_at, prompt_type, pattern_key, input_len, input_mac
+	out, err := s.history(ctx, session, limit)
+	if err != nil {
+		return nil, err
+	}
+	if judged := s.judgeRead(out); len(judged) > 0 {
+		if err := s.writeVerdicts(ctx, out, judged); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// history reads a session's newest limit events, oldest first, as stored.
+func (s *Store) history(ctx context.Context, session string, limit int) ([]Event, error) {
+	rows, err := s.reads.QueryContext(ctx, `SELECT id, session_id, prompt_text, input_text, success, input_source, response_time_ms, created_at, prompt_type, pattern_key, input_len, input_mac, rules
 		FROM (SELECT * FROM events WHERE session_id = ? ORDER BY created_at DESC LIMIT ?) ORDER BY created_at`, session, limit)
 	if err != nil {
 		return nil, fmt.Errorf("terminal: history: %w", err)
@@ -395,12 +443,33 @@ func (s *Store) History(ctx context.Context, session string, limit int) ([]Event
 		var e Event
 		var ns int64
 		if err := rows.Scan(&e.ID, &e.SessionID, &e.PromptText, &e.Input, &e.Success, &e.Source, &e.ResponseTimeMs, &ns, &e.PromptType, &e.PatternKey,
-			&e.SecretLen, &e.SecretMAC); err != nil {
+			&e.SecretLen, &e.SecretMAC, &e.Rules); err != nil {
 			return nil, fmt.Errorf("terminal: history: %w", err)
 		}
-		e = s.redact(e)
 		e.Time = time.Unix(0, ns)
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// writeVerdicts stores what judgeRead made of the events at idx (their
+// masked prompt, redacted answer and verdict), so that they are judged
+// once; an event deleted meanwhile stays deleted.
+func (s *Store) writeVerdicts(ctx context.Context, evs []Event, idx []int) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("terminal: history verdicts: %w", err)
+	}
+	defer tx.Rollback()
+	for _, i := range idx {
+		e := evs[i]
+		if _, err := tx.ExecContext(ctx, `UPDATE events SET prompt_text = ?, input_text = ?, input_len = ?, input_mac = ?, rules = ? WHERE id = ? AND rules < ?`,
+			e.PromptText, e.Input, e.SecretLen, e.SecretMAC, e.Rules, e.ID, SecretRules); err != nil {
+			return fmt.Errorf("terminal: history verdicts: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("terminal: history verdicts: %w", err)
+	}
+	return nil
 }

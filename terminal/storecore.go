@@ -151,8 +151,10 @@ func (c *storeCore) prepare(e Event) (_ Event, learned bool, _ error) {
 	if err != nil {
 		return Event{}, false, fmt.Errorf("terminal: event id: %w", err)
 	}
-	e.ID, e.PatternKey = id, PatternKey(e.PromptText)
+	// The prompt is masked once (the masking is most of an event's
+	// cost) and keyed from the masked text, as PatternKey does.
 	e.PromptText = MaskSecrets(e.PromptText)
+	e.ID, e.PatternKey, e.Rules = id, maskedPatternKey(e.PromptText), SecretRules
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
@@ -188,13 +190,56 @@ func (c *storeCore) reseal(prompt, typ, input string) (n int, mac string, ok boo
 // redact applies the current rules to an event read from a store: an
 // answer an older version stored in clear that they judge secret is
 // returned as Redacted, with its length and keyed hash, and the secrets
-// inside its prompt's text are masked.
+// inside its prompt's text are masked. The event then carries the
+// current rules' verdict (Rules).
 func (c *storeCore) redact(e Event) Event {
 	if n, mac, ok := c.reseal(e.PromptText, e.PromptType, e.Input); ok {
 		e.Input, e.SecretLen, e.SecretMAC = Redacted, n, mac
 	}
 	e.PromptText = MaskSecrets(e.PromptText)
+	e.Rules = SecretRules
 	return e
+}
+
+// SecretRules is the version of the secret rules (IsSecret, MaskSecrets)
+// whose verdict a store keeps with each event it records (Event.Rules):
+// an event stored with it is returned as stored, never judged again. An
+// event stored before verdicts were kept (Rules 0), or under older rules,
+// is judged again when it is read (judgeRead), and the store writes the
+// verdict back. Raise it when a change of the rules should reach what is
+// already stored.
+const SecretRules = 1
+
+// MaxRejudge bounds the stored events one read (History) judges again:
+// judging costs milliseconds of CPU an event (most of it MaskSecrets on a
+// 4 KB prompt), and GetSessionHistory of 1,000 events judged on every read
+// took 10 s (the ninth hostile pass). Beyond it, an unjudged event's
+// answer is returned Redacted and its prompt as SecretMask, never in
+// clear; its verdict is written back by a later read.
+const MaxRejudge = 50
+
+// judgeRead makes the events of one read safe to return, in place: an
+// event with the current rules' verdict is left as stored; one without
+// is judged again (redact), at most MaxRejudge of them, the rest returned
+// Redacted with their prompt masked whole. It returns the indexes of the
+// events judged again, whose verdict the store writes back so that the
+// next read does not judge them.
+func (c *storeCore) judgeRead(evs []Event) (judged []int) {
+	for i := range evs {
+		if evs[i].Rules >= SecretRules {
+			continue
+		}
+		if len(judged) < MaxRejudge {
+			evs[i] = c.redact(evs[i])
+			judged = append(judged, i)
+			continue
+		}
+		if evs[i].Input != Redacted {
+			evs[i].Input, evs[i].SecretLen, evs[i].SecretMAC = Redacted, 0, ""
+		}
+		evs[i].PromptText = SecretMask
+	}
+	return judged
 }
 
 // learnedScope is whose answers Learned counts for a prompt.

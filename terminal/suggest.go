@@ -44,7 +44,14 @@ var (
 // "Delete 3 tables?" and "Delete 5 tables?" give the same key. Secrets
 // inside the prompt are masked first (MaskSecrets): the key is stored.
 func PatternKey(prompt string) string {
-	s := quotedRE.ReplaceAllString(MaskSecrets(prompt), "<str>")
+	return maskedPatternKey(MaskSecrets(prompt))
+}
+
+// maskedPatternKey is PatternKey of a prompt whose secrets are already
+// masked (MaskSecrets' result): a store masks a prompt once and keys it
+// from the same result.
+func maskedPatternKey(masked string) string {
+	s := quotedRE.ReplaceAllString(masked, "<str>")
 	s = pathRE.ReplaceAllString(s, "<path>")
 	s = hexRE.ReplaceAllString(s, "<hex>")
 	s = numRE.ReplaceAllString(s, "#")

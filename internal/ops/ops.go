@@ -363,12 +363,13 @@ func (o *Ops) ServeMetrics(ctx context.Context) (func(), error) {
 	return listeners.ServeMetrics(ctx, o.cfg.MetricsListen, o.Registry, o.Conns, o.cfg.IdleTimeout, o.log)
 }
 
-// modelTools are the MCP tools of the daemon that run the model: they are
-// admitted as the gRPC methods they call are (the others read sessions or
-// forward to other servers).
+// modelTools are the MCP tools of the daemon that run the model or cost
+// CPU by their input (track_input_event judges and masks a 4 KB prompt,
+// as TrackInputEvent does): they are admitted as the gRPC methods they
+// call are (the others read sessions or forward to other servers).
 func modelTools() []string {
 	return []string{mcpserver.ToolSearch, mcpserver.ToolRoute, mcpserver.ToolAnalyzePrompt,
-		mcpserver.ToolDetectInputPrompt, mcpserver.ToolInferExpected}
+		mcpserver.ToolDetectInputPrompt, mcpserver.ToolInferExpected, mcpserver.ToolTrackInputEvent}
 }
 
 // MCPAdmit is the admission of MCP tool calls (mcpserver.Config.Admit):

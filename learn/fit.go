@@ -103,6 +103,8 @@ type fit struct {
 	// glob is each server's offset (by name id); a server no record
 	// counts for has none (offset 0: its descriptions' evidence).
 	glob map[int]srvFit
+	// offs is each server's offset by name id (glob's, for the hot path).
+	offs []float64
 	// tau and tauCo are the spreads of servers' offsets and of co-use
 	// offsets about them; rho the correlation of two reports' residuals
 	// by cosine bin, from pairs of total weight pairs.
@@ -280,8 +282,10 @@ func (v *View) fitFor(m *model, w []float64, now time.Time) *fit {
 		lls[k], mult[k] = per[id].loglik(0, 1), 1
 	}
 	f.tau = chooseTau(lls, mult, 1)
+	f.offs = make([]float64, len(m.list))
 	for id, a := range per {
 		f.glob[id] = srvFit{n: a.n, o: a.o, e: a.e, off: postMean(a.loglik(0, 1), f.tau, 1)}
+		f.offs[id] = f.glob[id].off
 	}
 	f.tauCo = fitCoUse(m, w, f)
 	f.fitRho(m, w)
@@ -422,7 +426,7 @@ func (f *fit) residuals(x *rec) residuals {
 // eachResidual calls fn with each of x's residuals (as residuals), in no
 // order and without allocating: for tallying them.
 func (f *fit) eachResidual(x *rec, fn func(id int, r float64)) {
-	one := func(s int, pd float64) {
+	one := func(s int, l float64) {
 		if !x.counts(s) {
 			return
 		}
@@ -430,18 +434,26 @@ func (f *fit) eachResidual(x *rec, fn func(id int, r float64)) {
 		if x.calls(s) {
 			y = 1
 		}
-		fn(s, y-sigmoid(logit(pd)+f.server(s).off))
+		fn(s, y-sigmoid(l+f.offOf(s)))
 	}
 	for j, s := range x.descIDs {
 		if !slices.Contains(x.descIDs[:j], s) {
-			one(s, x.descP[slices.Index(x.descIDs, s)])
+			one(s, x.descL[j])
 		}
 	}
 	for j, s := range x.servers {
 		if !slices.Contains(x.descIDs, s) && !slices.Contains(x.servers[:j], s) {
-			one(s, x.dmin)
+			one(s, x.dminL)
 		}
 	}
+}
+
+// offOf is server id's offset (server's), from a slice.
+func (f *fit) offOf(id int) float64 {
+	if id >= 0 && id < len(f.offs) {
+		return f.offs[id]
+	}
+	return 0
 }
 
 func dotResid(a, b residuals) float64 {

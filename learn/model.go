@@ -62,6 +62,9 @@ type rec struct {
 	descIDs []int
 	descP   []float64
 	dmin    float64
+	// descL and dminL are their log-odds (residuals take them often).
+	descL []float64
+	dminL float64
 }
 
 // pd is the description-based probability of server id for x's request.
@@ -167,8 +170,10 @@ func (m *model) put(r Record, cfg Config) (dropped []string) {
 		p := min(max(d.P, probFloor), 1-probFloor)
 		x.descIDs = append(x.descIDs, m.intern(d.Server))
 		x.descP = append(x.descP, p)
+		x.descL = append(x.descL, logit(p))
 		x.dmin = min(x.dmin, p)
 	}
+	x.dminL = logit(x.dmin)
 	if len(x.descIDs) == 0 {
 		x.dmin = -1 // nothing to weigh the calls against: not used (usable)
 	}

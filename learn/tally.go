@@ -1,7 +1,6 @@
 package learn
 
 import (
-	"container/heap"
 	"math"
 	"sync"
 
@@ -126,36 +125,46 @@ func (t *tally) groups(a int) *coGroups {
 }
 
 // nearest is the indices of at most n records, the nearest by cos,
-// among those for which keep is true.
+// among those for which keep is true: a min-heap of the n best so far,
+// which most records pass by one comparison with its least.
 func nearest(cos []float64, n int, keep func(i int) bool) []int {
-	h := &byCos{cos: cos}
-	for i, c := range cos {
-		full := len(h.idx) == n
-		if full && c <= cos[h.idx[0]] || !keep(i) {
-			continue
-		}
-		if !full {
-			heap.Push(h, i)
-		} else {
-			h.idx[0] = i
-			heap.Fix(h, 0)
+	h := make([]int, 0, min(n, len(cos)))
+	less := func(a, b int) bool { return cos[h[a]] < cos[h[b]] }
+	down := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= len(h) {
+				return
+			}
+			if r := l + 1; r < len(h) && less(r, l) {
+				l = r
+			}
+			if !less(l, i) {
+				return
+			}
+			h[i], h[l] = h[l], h[i]
+			i = l
 		}
 	}
-	return h.idx
-}
-
-// byCos is a min-heap of record indices by cosine.
-type byCos struct {
-	cos []float64
-	idx []int
-}
-
-func (h *byCos) Len() int           { return len(h.idx) }
-func (h *byCos) Less(a, b int) bool { return h.cos[h.idx[a]] < h.cos[h.idx[b]] }
-func (h *byCos) Swap(a, b int)      { h.idx[a], h.idx[b] = h.idx[b], h.idx[a] }
-func (h *byCos) Push(x any)         { h.idx = append(h.idx, x.(int)) }
-func (h *byCos) Pop() any {
-	x := h.idx[len(h.idx)-1]
-	h.idx = h.idx[:len(h.idx)-1]
-	return x
+	for i, c := range cos {
+		full := len(h) == n
+		if full && c <= cos[h[0]] || !keep(i) {
+			continue
+		}
+		if full {
+			h[0] = i
+			down(0)
+			continue
+		}
+		h = append(h, i)
+		for j := len(h) - 1; j > 0; {
+			p := (j - 1) / 2
+			if !less(j, p) {
+				break
+			}
+			h[j], h[p] = h[p], h[j]
+			j = p
+		}
+	}
+	return h
 }

@@ -101,6 +101,26 @@ func (g Guard) writeWait() time.Duration {
 // none holds its connection and a few KB no longer than this.
 const BodyReadWait = 30 * time.Second
 
+// headRefusal is the refusal a request's head alone earns, after
+// authentication: a declared body past the limit (413), a POST without
+// an API content type (415), a compressed body (415); 0 and nil if none.
+func (g Guard) headRefusal(r *http.Request) (int, error) {
+	if r.ContentLength > g.MaxBody {
+		return http.StatusRequestEntityTooLarge, tooLarge(g.MaxBody)
+	}
+	if ct := r.Header.Get("Content-Type"); r.Method == http.MethodPost && !apiContentType(ct) {
+		return http.StatusUnsupportedMediaType, errContentType(ct)
+	}
+	if !hasBody(r) {
+		return 0, nil
+	}
+	if h, enc := requestEncoding(r.Header); enc != "" {
+		return http.StatusUnsupportedMediaType, status.Errorf(codes.Unimplemented,
+			"%s %q is not accepted: send the request body uncompressed (at most %d bytes)", h, clipHeader(enc), g.MaxBody)
+	}
+	return 0, nil
+}
+
 // errBodyTooLarge is a body past maxBody.
 var errBodyTooLarge = errors.New("request body too large")
 
@@ -129,6 +149,11 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 			} else {
 				r = r.WithContext(server.WithCaller(r.Context(), c))
 			}
+		}
+		if refusal == nil {
+			// What the head alone refuses is refused as such, budget or
+			// not: a compressed body is 415 whether or not there is room.
+			code, refusal = g.headRefusal(r)
 		}
 		if g.Budget != nil {
 			who := bodyOwner(r)
@@ -163,21 +188,8 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 			refuse(w, r, code, refusal)
 			return
 		}
-		if r.ContentLength > g.MaxBody {
-			refuse(w, r, http.StatusRequestEntityTooLarge, tooLarge(g.MaxBody))
-			return
-		}
-		if ct := r.Header.Get("Content-Type"); r.Method == http.MethodPost && !apiContentType(ct) {
-			refuse(w, r, http.StatusUnsupportedMediaType, errContentType(ct))
-			return
-		}
 		if !hasBody(r) {
 			next.ServeHTTP(w, r)
-			return
-		}
-		if h, enc := requestEncoding(r.Header); enc != "" {
-			refuse(w, r, http.StatusUnsupportedMediaType, status.Errorf(codes.Unimplemented,
-				"%s %q is not accepted: send the request body uncompressed (at most %d bytes)", h, clipHeader(enc), g.MaxBody))
 			return
 		}
 		rc := http.NewResponseController(w)

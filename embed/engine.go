@@ -398,12 +398,7 @@ func (e *Engine) wordTokens(w string) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw := enc.GetIds()
-	ids := make([]int64, len(raw))
-	for i, x := range raw {
-		ids[i] = int64(x)
-	}
-	return ids, nil
+	return idsOf(enc), nil
 }
 
 // encodeSingle runs the tokenizer on normalised text. It turns a panic in
@@ -445,12 +440,17 @@ func (e *Engine) tokenize(norm string) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
+	return idsOf(enc), nil
+}
+
+// idsOf is enc's token ids as the model takes them.
+func idsOf(enc *tokenizer.Encoding) []int64 {
 	raw := enc.GetIds()
 	ids := make([]int64, len(raw))
 	for i, x := range raw {
 		ids[i] = int64(x)
 	}
-	return ids, nil
+	return ids
 }
 
 // wordPath reports whether the normalised text norm is tokenised word by

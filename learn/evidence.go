@@ -218,7 +218,7 @@ func (v *View) part(m *model, w func() []float64, keep func(identity int) bool, 
 		x, wi := m.recs[i], wAll[i]
 		k := wi * f.kernel(cos[i])
 		for j, t := range x.tools {
-			if s := x.toolSrv[j]; firstAt(x.toolSrv, j) {
+			if s := x.toolSrv[j]; !slices.Contains(x.toolSrv[:j], s) {
 				r.tk[s] += k
 				r.tnear[s] += wi
 			}

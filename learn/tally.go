@@ -2,6 +2,7 @@ package learn
 
 import (
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/viterin/vek/vek32"
@@ -69,7 +70,7 @@ func newTally(m *model, w []float64) *tally {
 		}
 		for j, tl := range x.tools {
 			s := x.toolSrv[j]
-			if firstAt(x.toolSrv, j) {
+			if !slices.Contains(x.toolSrv[:j], s) {
 				t.tden[s] += wi
 			}
 			t.tn[tl] += wi
@@ -83,16 +84,6 @@ func newTally(m *model, w []float64) *tally {
 		t.norm[s] = math.Sqrt(float64(vek32.Dot(u, u)))
 	}
 	return t
-}
-
-// firstAt says whether xs[j] is its first occurrence in xs.
-func firstAt(xs []int, j int) bool {
-	for _, y := range xs[:j] {
-		if y == xs[j] {
-			return false
-		}
-	}
-	return true
 }
 
 // groups are the co-use groups of chosen server a: the usable records

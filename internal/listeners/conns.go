@@ -200,17 +200,10 @@ func (l *Limiter) Count(addr string) (total, peer int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if a, err := netip.ParseAddr(addr); err == nil {
-		peer = l.peers[peerKey(a)]
+		peer = l.peers[peerkey.Of(a)]
 	}
 	return l.open, peer
 }
-
-// peerKey is the key a peer of address a is counted under (Limiter).
-func peerKey(a netip.Addr) netip.Addr { return peerkey.Of(a) }
-
-// remoteKey is the peer key of a connection's remote address; ok false
-// when it has none (a Unix socket).
-func remoteKey(addr net.Addr) (netip.Addr, bool) { return peerkey.Remote(addr) }
 
 // admit counts c, a connection of key (keyed: it has one), as open, or
 // says why it is refused. With evict, a keyed connection at a cap takes
@@ -418,7 +411,7 @@ func (ll *limitedListener) Accept() (net.Conn, error) {
 			continue // a closed listener's Accept returns its error
 		}
 		delay = 0
-		key, keyed := remoteKey(c.RemoteAddr())
+		key, keyed := peerkey.Remote(c.RemoteAddr())
 		lc := &limitedConn{Conn: c, l: ll.l, key: key, keyed: keyed, listener: ll.name, gauge: ll.gauge}
 		if ll.l.evict && keyed {
 			lc.addrs = connAddrs{c.LocalAddr().String(), c.RemoteAddr().String()}

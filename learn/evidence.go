@@ -100,15 +100,16 @@ type part struct {
 	f *fit
 	t *tally
 	q []float32
-	// Per server name id, over the tasks like this one (the maxNear
-	// nearest records of this weighting): the credibility weights of the
-	// records that count for it (kAll: those that do not say what was
-	// shown, plus kShown), and their weighted calls and residuals.
+	// Per catalog server (by View.slotOf), over the tasks like this one
+	// (the maxNear nearest records of this weighting): the credibility
+	// weights of the records that count for it (kAll: those that do not
+	// say what was shown, plus kShown), and their weighted calls and
+	// residuals.
 	kAll   float64
 	near   float64
-	kShown map[int]float64
-	calls  map[int]float64
-	resid  map[int]float64
+	kShown []float64
+	calls  []float64
+	resid  []float64
 	// The chosen servers (the first and second by the descriptions, name
 	// ids or -1), their probabilities, and their groups and the rest.
 	chosen  [2]int
@@ -147,9 +148,9 @@ func (v *View) Request(caller string, q []float32, ranked []int, probs []float64
 	r := &Request{v: v, m: m, combine: l.cfg.Combine}
 	wAll, _ := m.weights(now, l.cfg, "")
 	// Each record's cosine with the request, once for every tally.
-	cos := make([]float64, len(m.recs))
-	for i, x := range m.recs {
-		cos[i] = float64(vek32.Dot(q, x.vec))
+	cos := make([]float64, len(m.vecs))
+	for i, x := range m.vecs {
+		cos[i] = float64(vek32.Dot(q, x))
 	}
 	pt := func(key string, own int, keep func(identity int) bool) *part {
 		w := func() []float64 {
@@ -201,7 +202,8 @@ func (v *View) Request(caller string, q []float32, ranked []int, probs []float64
 // key), for a request q whose cosine with each record is cos.
 func (v *View) part(m *model, w func() []float64, keep func(identity int) bool, key string, own int, q []float32, cos, wAll []float64, ranked []int, probs []float64, now time.Time) *part {
 	f := v.cachedFit(m, w, key, own, now)
-	r := &part{v: v, m: m, f: f, t: f.tally, q: q, kShown: map[int]float64{}, calls: map[int]float64{}, resid: map[int]float64{},
+	n := len(v.slotLi)
+	r := &part{v: v, m: m, f: f, t: f.tally, q: q, kShown: make([]float64, n), calls: make([]float64, n), resid: make([]float64, n),
 		tk: map[int]float64{}, tu: map[int]float64{}, tnear: map[int]float64{}, chosen: [2]int{-1, -1}}
 	for k := 0; k < 2 && k < len(ranked); k++ {
 		if id, ok := m.names[v.idx.Labels[ranked[k]].ID]; ok {
@@ -211,7 +213,7 @@ func (v *View) part(m *model, w func() []float64, keep func(identity int) bool, 
 		}
 	}
 	near := nearest(cos, maxNear, func(i int) bool {
-		return wAll[i] > 0 && keep(m.recs[i].identity) && f.kernel(cos[i]) > 0
+		return wAll[i] > 0 && keep(m.idents[i]) && f.kernel(cos[i]) > 0
 	})
 	r.nearN = len(near)
 	for _, i := range near {
@@ -228,17 +230,20 @@ func (v *View) part(m *model, w func() []float64, keep func(identity int) bool, 
 			continue
 		}
 		r.near += wi
+		nr := r.t.nearOf(v, m, f, x)
 		if x.shown == nil {
 			r.kAll += k
 		} else {
-			for _, s := range x.shown {
+			for _, s := range nr.shown {
 				r.kShown[s] += k
 			}
 		}
-		for _, s := range x.servers {
+		for _, s := range nr.calls {
 			r.calls[s] += k
 		}
-		f.eachResidual(x, func(s int, res float64) { r.resid[s] += k * res })
+		for e, s := range nr.res {
+			r.resid[s] += k * nr.r[e]
+		}
 	}
 	return r
 }
@@ -388,8 +393,8 @@ func (p *part) server(li int, pd float64) Evidence {
 	if a := p.chosen[k]; a >= 0 && a != id && id >= 0 && p.co[k].in.n > 0 {
 		in, rest := p.co[k].in, p.co[k].rest
 		if _, named := in.stat(id); named {
-			offIn := coOffset(in, id, g.off, f.tauCo)
-			offRest := coOffset(rest, id, g.off, f.tauCo)
+			offIn := f.coOffsetOf(in, id)
+			offRest := f.coOffsetOf(rest, id)
 			c := p.pChosen[k]
 			e.Co = c*sigmoid(lp+offIn) + (1-c)*sigmoid(lp+offRest)
 			st, _ := in.stat(id)
@@ -397,14 +402,15 @@ func (p *part) server(li int, pd float64) Evidence {
 		}
 	}
 	e.Similar, e.Near, e.Reported = p.kAll, p.near, p.t.total
-	if ok {
-		e.Similar += p.kShown[id]
+	slot, inCatalog := p.v.slotOf[p.v.idx.Labels[li].ID]
+	if ok && inCatalog {
+		e.Similar += p.kShown[slot]
 	}
 	if e.Similar > 0 {
 		e.Credibility = e.Similar / (e.Similar + 1)
-		if ok {
-			e.Rate = p.calls[id] / e.Similar
-			e.Residual = p.resid[id] / e.Similar
+		if ok && inCatalog {
+			e.Rate = p.calls[slot] / e.Similar
+			e.Residual = p.resid[slot] / e.Similar
 		}
 	}
 	if n := p.t.norm[id]; ok && n > 0 {
@@ -522,15 +528,20 @@ func (r *Request) Called(n int) []int {
 	}
 	r.v.l.mu.RLock()
 	defer r.v.l.mu.RUnlock()
-	weight := map[int]float64{}
-	called := func(p *part) map[int]float64 {
-		out := map[int]float64{}
-		for id, k := range p.calls {
-			out[id] += k
+	// By catalog slot (View.slotOf).
+	weight := map[int32]float64{}
+	called := func(p *part) map[int32]float64 {
+		out := map[int32]float64{}
+		for slot, k := range p.calls {
+			if k != 0 {
+				out[int32(slot)] += k
+			}
 		}
 		if p.chosen[0] >= 0 {
 			for id, a := range p.co[0].in.per {
-				out[id] += a.o
+				if slot, ok := r.v.slotOf[r.m.list[id]]; ok {
+					out[slot] += a.o
+				}
 			}
 		}
 		return out
@@ -544,7 +555,7 @@ func (r *Request) Called(n int) []int {
 	}
 	// The others' only as every tally without a group of them has it
 	// (Request): one identity alone lifts nothing.
-	var least map[int]float64
+	var least map[int32]float64
 	for i, p := range r.alts {
 		c := called(p)
 		if i == 0 {
@@ -563,12 +574,9 @@ func (r *Request) Called(n int) []int {
 		w  float64
 	}
 	var cs []cand
-	for id, w := range weight {
-		if w <= 0 {
-			continue
-		}
-		if li, ok := r.v.srvOf[r.m.list[id]]; ok {
-			cs = append(cs, cand{li, w})
+	for slot, w := range weight {
+		if w > 0 {
+			cs = append(cs, cand{r.v.slotLi[slot], w})
 		}
 	}
 	slices.SortFunc(cs, func(a, b cand) int {

@@ -3,6 +3,7 @@ package learn
 import (
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/viterin/vek/vek32"
@@ -290,7 +291,7 @@ func (v *View) fitFor(m *model, w []float64, now time.Time) *fit {
 	f.tauCo = fitCoUse(m, w, f)
 	f.fitRho(m, w)
 	f.kappaTool = v.fitTools(m, w)
-	f.tally = newTally(m, w)
+	f.tally = v.newTally(m, w, f)
 	return f
 }
 
@@ -304,6 +305,12 @@ func (f *fit) server(id int) srvFit { return f.glob[id] }
 type group struct {
 	n   float64
 	per map[int]*acc
+	// offs keeps the offsets coOffset worked out for a tally's groups,
+	// whose parents and spread are their fit's: each is a posterior
+	// mean over the grid, taken once per server rather than once per
+	// request and tally (the ninth hostile pass).
+	mu   sync.Mutex
+	offs map[int]float64
 }
 
 func newGroup() *group { return &group{per: map[int]*acc{}} }
@@ -379,6 +386,22 @@ func coOffset(g *group, id int, parent, tau float64) float64 {
 		return parent
 	}
 	return parent + postMean(st.loglik(parent, 2), tau, 2)
+}
+
+// coOffsetOf is coOffset for a group of tally t at its fit f (parent
+// f's offset of id, spread f.tauCo), kept in g once worked out.
+func (f *fit) coOffsetOf(g *group, id int) float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if off, ok := g.offs[id]; ok {
+		return off
+	}
+	off := coOffset(g, id, f.server(id).off, f.tauCo)
+	if g.offs == nil {
+		g.offs = map[int]float64{}
+	}
+	g.offs[id] = off
+	return off
 }
 
 // residuals are a record's residuals for the servers it lists or called

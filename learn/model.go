@@ -21,7 +21,14 @@ type model struct {
 	list  []string
 	ids   map[string]int // identity -> id
 	recs  []*rec         // oldest first
-	byID  map[string]*rec
+	// vecs, idents and ats are each of recs' vector, identity id and
+	// time (UnixNano), in recs' order: what every request reads of
+	// every record, kept apart so the scan reads them in sequence rather
+	// than through each record (View.Request).
+	vecs   [][]float32
+	idents []int
+	ats    []int64
+	byID   map[string]*rec
 	// version grows with every change, so views know when their cached
 	// fits are stale.
 	version uint64
@@ -29,6 +36,8 @@ type model struct {
 	// identity id), so a caller's fit of its own reports is refitted
 	// when they change, not when another identity's do.
 	changes []uint64
+	// seq numbers the records as they are put (rec.seq).
+	seq uint64
 }
 
 // touch counts a change to identity id's records.
@@ -51,11 +60,14 @@ func (m *model) changesOf(id int) uint64 {
 type rec struct {
 	r        Record
 	identity int
-	vec      []float32
-	servers  []int
-	tools    []int // toolKey ids
-	toolSrv  []int // each tool's server id
-	shown    []int // nil: not known
+	// seq is the record's number in its model, unique and never reused:
+	// a tally finds what it kept of a record by it.
+	seq     uint64
+	vec     []float32
+	servers []int
+	tools   []int // toolKey ids
+	toolSrv []int // each tool's server id
+	shown   []int // nil: not known
 	// descIDs and descP are the description-based probabilities the
 	// record keeps (Record.Described), dmin the least of them: what a
 	// server it does not list is taken to have had, at most.
@@ -149,7 +161,8 @@ func (m *model) put(r Record, cfg Config) (dropped []string) {
 		id = len(m.ids)
 		m.ids[r.Identity] = id
 	}
-	x := &rec{r: r, identity: id, vec: vec}
+	m.seq++
+	x := &rec{r: r, identity: id, vec: vec, seq: m.seq}
 	for _, s := range r.Servers {
 		x.servers = append(x.servers, m.intern(s))
 	}
@@ -183,6 +196,9 @@ func (m *model) put(r Record, cfg Config) (dropped []string) {
 		i--
 	}
 	m.recs = slices.Insert(m.recs, i, x)
+	m.vecs = slices.Insert(m.vecs, i, x.vec)
+	m.idents = slices.Insert(m.idents, i, x.identity)
+	m.ats = slices.Insert(m.ats, i, r.At.UnixNano())
 	m.byID[r.ID] = x
 	m.version++
 	m.touch(id)
@@ -227,7 +243,8 @@ func (m *model) expire(now time.Time, maxAge time.Duration) []string {
 func (m *model) remove(drop func(*rec) bool) []string {
 	var ids []string
 	kept := m.recs[:0]
-	for _, y := range m.recs {
+	n := 0
+	for i, y := range m.recs {
 		if drop(y) {
 			ids = append(ids, y.r.ID)
 			delete(m.byID, y.r.ID)
@@ -235,9 +252,12 @@ func (m *model) remove(drop func(*rec) bool) []string {
 			continue
 		}
 		kept = append(kept, y)
+		m.vecs[n], m.idents[n], m.ats[n] = m.vecs[i], m.idents[i], m.ats[i]
+		n++
 	}
 	clear(m.recs[len(kept):])
-	m.recs = kept
+	clear(m.vecs[n:])
+	m.recs, m.vecs, m.idents, m.ats = kept, m.vecs[:n], m.idents[:n], m.ats[:n]
 	if len(ids) > 0 {
 		m.version++
 	}
@@ -252,20 +272,21 @@ func (m *model) weights(now time.Time, cfg Config, only string) (w []float64, ow
 	w = make([]float64, len(m.recs))
 	mass := make([]float64, len(m.ids))
 	own, isOwn := m.ids[only]
-	for i, x := range m.recs {
-		if only != "" && (!isOwn || x.identity != own) {
+	t := now.UnixNano()
+	for i, identity := range m.idents {
+		if only != "" && (!isOwn || identity != own) {
 			continue
 		}
 		w[i] = 1
 		if cfg.HalfLife > 0 {
-			if age := now.Sub(x.r.At); age > 0 {
+			if age := t - m.ats[i]; age > 0 {
 				w[i] = math.Exp2(-float64(age) / float64(cfg.HalfLife))
 			}
 		}
-		mass[x.identity] += w[i]
+		mass[identity] += w[i]
 	}
-	for i, x := range m.recs {
-		if mm := mass[x.identity]; mm > cfg.IdentityCap {
+	for i, identity := range m.idents {
+		if mm := mass[identity]; mm > cfg.IdentityCap {
 			w[i] *= cfg.IdentityCap / mm
 		}
 	}
@@ -307,10 +328,10 @@ func (m *model) records(identity string) []Record {
 }
 
 // others is a group of identities other than a caller whose reports a
-// Request leaves out together: has is by identity id, key names the
-// group for the fit cache.
+// Request leaves out together: has is by identity id (a slice, read
+// for every stored report), key names the group for the fit cache.
 type others struct {
-	has map[int]bool
+	has []bool
 	key string
 }
 
@@ -344,14 +365,16 @@ func (m *model) othersGroups(w []float64, caller string, n int) []others {
 	var out []others
 	for k := 0; k < len(ids); k++ {
 		if k < n-1 || k == len(ids)-1 {
-			out = append(out, others{has: map[int]bool{ids[k]: true}, key: "\x00without\x00" + name[ids[k]]})
+			g := others{has: make([]bool, len(m.ids)), key: "\x00without\x00" + name[ids[k]]}
+			g.has[ids[k]] = true
+			out = append(out, g)
 			continue
 		}
 		// The rest, together: named by a hash of its members.
 		rest := ids[k:]
 		slices.SortFunc(rest, func(a, b int) int { return strings.Compare(name[a], name[b]) })
 		h := sha256.New()
-		g := others{has: map[int]bool{}}
+		g := others{has: make([]bool, len(m.ids))}
 		for _, id := range rest {
 			g.has[id] = true
 			h.Write([]byte(name[id] + "\x00"))

@@ -1,6 +1,7 @@
 package learn
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sync"
@@ -40,6 +41,20 @@ type tally struct {
 	// vectors of the requests that called it; norm its norm.
 	usage map[int][]float32
 	norm  map[int]float64
+	// near is what each of recs adds to a request it is near, at the
+	// fit, for the view's catalog servers (View.slotOf): found by the
+	// record's seq (seqs ascending; at their positions in recs). What a
+	// record adds depends on it and the fit, never on the request, so a
+	// request reads it rather than taking a sigmoid and a map entry for
+	// each server of each of its near reports (the ninth hostile pass: a
+	// third of another caller's Route after 7,000 reports).
+	seqs []uint64
+	at   []int32
+	// The nearRecs of recs, end to end: recs[j]'s calls are
+	// calls[callAt[j]:callAt[j+1]], and shown and res alike.
+	callAt, shownAt, resAt []int32
+	calls, shown, res      []int32
+	r                      []float64
 
 	mu sync.Mutex
 	co map[int]*coGroups
@@ -49,15 +64,30 @@ type tally struct {
 // (group).
 type coGroups struct{ in, rest *group }
 
-func newTally(m *model, w []float64) *tally {
+func (v *View) newTally(m *model, w []float64, f *fit) *tally {
 	t := &tally{tden: map[int]float64{}, tcalls: map[int]float64{}, tn: map[int]float64{},
-		usage: map[int][]float32{}, norm: map[int]float64{}, co: map[int]*coGroups{}}
+		usage: map[int][]float32{}, norm: map[int]float64{}, co: map[int]*coGroups{},
+		callAt: []int32{0}, shownAt: []int32{0}, resAt: []int32{0}}
+	slots := map[int]int32{}
+	for s, slot := range v.slotOf {
+		if id, ok := m.names[s]; ok {
+			slots[id] = slot
+		}
+	}
+	slotOf := func(id int) (int32, bool) {
+		slot, ok := slots[id]
+		return slot, ok
+	}
 	scratch := make([]float32, m.dims)
 	for i, x := range m.recs {
 		wi := w[i]
 		if wi == 0 {
 			continue
 		}
+		t.seqs = append(t.seqs, x.seq)
+		n := f.nearRec(x, slotOf)
+		t.calls, t.shown, t.res, t.r = append(t.calls, n.calls...), append(t.shown, n.shown...), append(t.res, n.res...), append(t.r, n.r...)
+		t.callAt, t.shownAt, t.resAt = append(t.callAt, int32(len(t.calls))), append(t.shownAt, int32(len(t.shown))), append(t.resAt, int32(len(t.res)))
 		t.recs = append(t.recs, x)
 		t.w = append(t.w, wi)
 		for _, s := range x.servers {
@@ -83,7 +113,62 @@ func newTally(m *model, w []float64) *tally {
 	for s, u := range t.usage {
 		t.norm[s] = math.Sqrt(float64(vek32.Dot(u, u)))
 	}
+	t.at = make([]int32, len(t.seqs))
+	for j := range t.at {
+		t.at[j] = int32(j)
+	}
+	slices.SortFunc(t.at, func(a, b int32) int { return cmp.Compare(t.seqs[a], t.seqs[b]) })
+	sorted := make([]uint64, len(t.at))
+	for k, j := range t.at {
+		sorted[k] = t.seqs[j]
+	}
+	t.seqs = sorted
 	return t
+}
+
+// nearRec is what one record adds to a request it is near, per catalog
+// slot (View.slotOf): its calls, the servers it showed (in order, as
+// often as listed), and its residuals (fit.eachResidual's, in its
+// order). Names outside the catalog are left out: nothing reads them.
+type nearRec struct {
+	calls, shown, res []int32
+	r                 []float64
+}
+
+// nearRec is x's nearRec at f, slotOf giving a name id's slot.
+func (f *fit) nearRec(x *rec, slotOf func(id int) (int32, bool)) nearRec {
+	var n nearRec
+	for _, s := range x.servers {
+		if slot, ok := slotOf(s); ok {
+			n.calls = append(n.calls, slot)
+		}
+	}
+	for _, s := range x.shown {
+		if slot, ok := slotOf(s); ok {
+			n.shown = append(n.shown, slot)
+		}
+	}
+	f.eachResidual(x, func(id int, r float64) {
+		if slot, ok := slotOf(id); ok {
+			n.res = append(n.res, slot)
+			n.r = append(n.r, r)
+		}
+	})
+	return n
+}
+
+// nearOf is what x adds to a request near it at the tally's fit f: kept
+// for the records of the fit, worked out for one stored since.
+func (t *tally) nearOf(v *View, m *model, f *fit, x *rec) nearRec {
+	if k, ok := slices.BinarySearch(t.seqs, x.seq); ok {
+		j := t.at[k]
+		return nearRec{calls: t.calls[t.callAt[j]:t.callAt[j+1]], shown: t.shown[t.shownAt[j]:t.shownAt[j+1]],
+			res: t.res[t.resAt[j]:t.resAt[j+1]], r: t.r[t.resAt[j]:t.resAt[j+1]]}
+	}
+	return f.nearRec(x, func(id int) (int32, bool) {
+		slot, ok := v.slotOf[m.list[id]]
+		return slot, ok
+	})
 }
 
 // groups are the co-use groups of chosen server a: the usable records

@@ -25,6 +25,12 @@ type View struct {
 	// server id.
 	servers   []string
 	toolCount map[string]int
+	// slotOf numbers srvOf's names densely (its keys, in label order):
+	// a request tallies the tasks like this one per slot, in slices,
+	// since no other name's tally is ever read (part.server, Called);
+	// slotLi is each slot's label.
+	slotOf map[string]int32
+	slotLi []int
 
 	// fits are the fits of the callers that asked lately (fitFor).
 	fitMu sync.Mutex
@@ -58,6 +64,16 @@ func (l *Learner) View(idx *index.Index) *View {
 		if n := idx.ServerName(lb.ID); n != "" {
 			if _, taken := v.srvOf[n]; !taken {
 				v.srvOf[n] = li
+			}
+		}
+	}
+	v.slotOf = map[string]int32{}
+	for _, li := range idx.LabelsOf(index.KindServer) {
+		lb := &idx.Labels[li]
+		for _, s := range []string{lb.ID, idx.ServerName(lb.ID)} {
+			if _, done := v.slotOf[s]; !done && s != "" && v.srvOf[s] == li {
+				v.slotOf[s] = int32(len(v.slotLi))
+				v.slotLi = append(v.slotLi, li)
 			}
 		}
 	}

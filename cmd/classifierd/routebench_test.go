@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -203,4 +204,85 @@ func BenchmarkAnalyzePromptLearning(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkRouteAfterOthersReports is a caller's Route with no reports of
+// its own, on BenchmarkRouteDecisions' catalog: "idle" before any report,
+// "reports=7000" after seven other identities stored 1,000 reports each
+// (reports by query, three of eight servers called, all eight shown: the
+// eighth and ninth hostile passes' learning cost). Each reports p50-ms;
+// the ratio of the two in one run is what issue 27 bounds (≤ 2).
+func BenchmarkRouteAfterOthersReports(b *testing.B) {
+	ctx := context.Background()
+	cat, _, emb, idx := benchIndex(b)
+	var servers []string
+	for _, s := range cat.Servers[:8] {
+		servers = append(servers, s.ID)
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	b.Logf("catalog: %d servers; load average %s", len(cat.Servers), strings.TrimSpace(string(load)))
+	for _, reports := range []int{0, 7000} {
+		l, err := learn.New(ctx, learn.Config{Rate: 1e9, Burst: 1 << 30}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		view := l.View(idx)
+		dom, err := server.NewDomainConfig(idx, emb, server.DomainConfig{Learned: view})
+		if err != nil {
+			b.Fatal(err)
+		}
+		// 350 distinct requests, each reported by 20 identity and
+		// server choices: the vectors cost 350 model runs, not 7,000.
+		var vec []float32
+		var described []learn.Prob
+		for i := 0; i < reports; i++ {
+			if i%20 == 0 {
+				text := fmt.Sprintf("%s for the release %d", routeBenchTasks[0].text[:40+i%37], i)
+				if vec, described, err = dom.Router.Describe(ctx, text); err != nil {
+					b.Fatal(err)
+				}
+			}
+			called := []string{servers[i%8], servers[(i/8+1+i)%8], servers[(i/3+3+i)%8]}
+			if _, err := view.Report(ctx, learn.Use{Vec: vec, Described: described, Identity: fmt.Sprintf("token:h%d", i%7),
+				Servers: called, Shown: servers}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		name := "idle"
+		if reports > 0 {
+			name = fmt.Sprintf("reports=%d", reports)
+		}
+		b.Run(name, func(b *testing.B) {
+			q := func(i int) route.RouteQuery {
+				return route.RouteQuery{Query: fmt.Sprintf("(%d) %s", i, routeBenchTasks[0].text), Caller: "token:bob"}
+			}
+			if _, err := dom.Router.Route(ctx, q(-1)); err != nil { // the fits, once
+				b.Fatal(err)
+			}
+			lat := make([]time.Duration, 0, b.N)
+			cpu0 := cpuTime(b)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				if _, err := dom.Router.Route(ctx, q(i)); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			b.ReportMetric(ms(quantile(lat, 0.5)), "p50-ms")
+			b.ReportMetric(ms(quantile(lat, 0.99)), "p99-ms")
+			// The process's CPU per Route: on a loaded machine, steadier
+			// than the wall clock.
+			b.ReportMetric(ms(cpuTime(b)-cpu0)/float64(b.N), "cpu-ms")
+		})
+	}
+}
+
+// cpuTime is the CPU time this process has used (user and system).
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -147,10 +147,12 @@ func (v *View) Request(caller string, q []float32, ranked []int, probs []float64
 	now := time.Now()
 	r := &Request{v: v, m: m, combine: l.cfg.Combine}
 	wAll, _ := m.weights(now, l.cfg, "")
-	// Each record's cosine with the request, once for every tally.
-	cos := make([]float64, len(m.vecs))
-	for i, x := range m.vecs {
-		cos[i] = float64(vek32.Dot(q, x))
+	// Each record's cosine with the request, once for every tally: from
+	// its int8 codes (dotI8), the memory a scan of thousands of reports
+	// is bound by.
+	cos := make([]float64, len(m.codes))
+	for i, x := range m.codes {
+		cos[i] = float64(dotI8(q, x) * m.invs[i])
 	}
 	pt := func(key string, own int, keep func(identity int) bool) *part {
 		w := func() []float64 {

@@ -220,19 +220,24 @@ func Quantize(v []float32) []int8 {
 // Dequantize is a record's vector as a unit float vector.
 func Dequantize(q []int8) []float32 {
 	out := make([]float32, len(q))
-	var n float64
+	inv := invNorm(q)
 	for i, x := range q {
-		out[i] = float32(x)
+		out[i] = float32(x) * inv
+	}
+	return out
+}
+
+// invNorm is the inverse of q's norm as Dequantize scales by (0 for a
+// zero vector): q's cosine with a unit vector u is Σ u·q times it.
+func invNorm(q []int8) float32 {
+	var n float64
+	for _, x := range q {
 		n += float64(x) * float64(x)
 	}
 	if n == 0 {
-		return out
+		return 0
 	}
-	inv := float32(1 / sqrt(n))
-	for i := range out {
-		out[i] *= inv
-	}
-	return out
+	return float32(1 / sqrt(n))
 }
 
 func checkName(what, s string) error {

@@ -21,11 +21,14 @@ type model struct {
 	list  []string
 	ids   map[string]int // identity -> id
 	recs  []*rec         // oldest first
-	// vecs, idents and ats are each of recs' vector, identity id and
-	// time (UnixNano), in recs' order: what every request reads of
-	// every record, kept apart so the scan reads them in sequence rather
-	// than through each record (View.Request).
-	vecs   [][]float32
+	// codes, invs, idents and ats are each of recs' quantized vector
+	// (Record.Vec) and the inverse of its norm, identity id and time
+	// (UnixNano), in recs' order: what every request reads of every
+	// record, kept apart so the scan reads them in sequence rather than
+	// through each record, and a quarter of the vectors' float32 bytes
+	// (View.Request).
+	codes  [][]int8
+	invs   []float32
 	idents []int
 	ats    []int64
 	byID   map[string]*rec
@@ -196,7 +199,8 @@ func (m *model) put(r Record, cfg Config) (dropped []string) {
 		i--
 	}
 	m.recs = slices.Insert(m.recs, i, x)
-	m.vecs = slices.Insert(m.vecs, i, x.vec)
+	m.codes = slices.Insert(m.codes, i, r.Vec)
+	m.invs = slices.Insert(m.invs, i, invNorm(r.Vec))
 	m.idents = slices.Insert(m.idents, i, x.identity)
 	m.ats = slices.Insert(m.ats, i, r.At.UnixNano())
 	m.byID[r.ID] = x
@@ -252,12 +256,12 @@ func (m *model) remove(drop func(*rec) bool) []string {
 			continue
 		}
 		kept = append(kept, y)
-		m.vecs[n], m.idents[n], m.ats[n] = m.vecs[i], m.idents[i], m.ats[i]
+		m.codes[n], m.invs[n], m.idents[n], m.ats[n] = m.codes[i], m.invs[i], m.idents[i], m.ats[i]
 		n++
 	}
 	clear(m.recs[len(kept):])
-	clear(m.vecs[n:])
-	m.recs, m.vecs, m.idents, m.ats = kept, m.vecs[:n], m.idents[:n], m.ats[:n]
+	clear(m.codes[n:])
+	m.recs, m.codes, m.invs, m.idents, m.ats = kept, m.codes[:n], m.invs[:n], m.idents[:n], m.ats[:n]
 	if len(ids) > 0 {
 		m.version++
 	}

@@ -232,20 +232,10 @@ func (v *View) part(m *model, w func() []float64, keep func(identity int) bool, 
 			continue
 		}
 		r.near += wi
-		nr := r.t.nearOf(v, m, f, x)
 		if x.shown == nil {
 			r.kAll += k
-		} else {
-			for _, s := range nr.shown {
-				r.kShown[s] += k
-			}
 		}
-		for _, s := range nr.calls {
-			r.calls[s] += k
-		}
-		for e, s := range nr.res {
-			r.resid[s] += k * nr.r[e]
-		}
+		r.t.add(r, v, m, f, x, k)
 	}
 	return r
 }
@@ -281,14 +271,31 @@ func (v *View) cachedFit(m *model, w func() []float64, key string, own int, now 
 	v.fitting[key] = true
 	v.fitMu.Unlock()
 	start := time.Now()
-	nf := v.fitFor(m, w(), now)
+	ws := w()
+	// What the tally keeps per record comes out of the view's budget
+	// (maxNearBytes), reserved before it is made; without room the
+	// tally keeps nothing and its requests work it out.
+	need := nearBytes(m, ws)
+	v.fitMu.Lock()
+	keep := v.nearUsed+need <= maxNearBytes
+	if keep {
+		v.nearUsed += need
+	}
+	v.fitMu.Unlock()
+	nf := v.fitFor(m, ws, now, keep)
+	if keep {
+		nf.nearBytes = need
+	}
 	nf.took = time.Since(start)
 	nf.ownChanges = m.changesOf(own)
 	v.fitMu.Lock()
 	defer v.fitMu.Unlock()
 	delete(v.fitting, key)
-	if _, ok := v.fits[key]; !ok && len(v.fits) >= maxFits {
-		for k := range v.fits {
+	if old, ok := v.fits[key]; ok {
+		v.nearUsed -= old.nearBytes
+	} else if len(v.fits) >= maxFits {
+		for k, old := range v.fits {
+			v.nearUsed -= old.nearBytes
 			delete(v.fits, k)
 			break
 		}

@@ -25,3 +25,25 @@ func FitOf(v *View, key string) any {
 	}
 	return nil
 }
+
+// DropNear makes every tally v keeps forget what it kept of its records
+// (tally.keepNear), as a tally past the view's budget has nothing: its
+// requests work it out.
+func DropNear(v *View) {
+	v.fitMu.Lock()
+	defer v.fitMu.Unlock()
+	for _, f := range v.fits {
+		f.tally.callAt = nil
+	}
+}
+
+// NearBudget is what v's tallies keep of their records, as counted
+// against maxNearBytes and as the fits it keeps hold, and the bound.
+func NearBudget(v *View) (used, held, max int64) {
+	v.fitMu.Lock()
+	defer v.fitMu.Unlock()
+	for _, f := range v.fits {
+		held += f.nearBytes
+	}
+	return v.nearUsed, held, maxNearBytes
+}

@@ -46,6 +46,12 @@ const (
 	probFloor = 1e-4
 	// maxFits bounds the callers whose fits a view keeps.
 	maxFits = 64
+	// maxNearBytes bounds what a view's tallies keep of each record for
+	// the requests near it (tally.keepNear, nearBytes: about 300 bytes
+	// for a report with 16 described, 8 shown and 3 called servers):
+	// 32 MiB, some 16 tallies of 7,000 such reports or 5 of 20,000.
+	// Tallies past it keep nothing, and their requests work it out.
+	maxNearBytes = 32 << 20
 	// refitAfter is how old a fit may get with reports fading.
 	refitAfter = time.Hour
 	// refitPace is how many times its fitting's time a fit is kept at
@@ -115,8 +121,11 @@ type fit struct {
 	// kappaTool is how many reports of a server the base rate of its
 	// average tool weighs as, against a tool's own (beta-binomial).
 	kappaTool float64
-	// tally is what the records say whatever the request (tally).
-	tally *tally
+	// tally is what the records say whatever the request (tally);
+	// nearBytes what it keeps of each record counts against the view's
+	// maxNearBytes.
+	tally     *tally
+	nearBytes int64
 }
 
 // srvFit is one server's offset.
@@ -261,7 +270,7 @@ func serverStats(m *model, w []float64) map[int]*acc {
 }
 
 // fitFor is the fit of m's records weighed w for the view's catalog.
-func (v *View) fitFor(m *model, w []float64, now time.Time) *fit {
+func (v *View) fitFor(m *model, w []float64, now time.Time, keepNear bool) *fit {
 	f := &fit{model: m, version: m.version, at: now, glob: map[int]srvFit{}}
 	for _, x := range w {
 		if x > 0 {
@@ -291,7 +300,7 @@ func (v *View) fitFor(m *model, w []float64, now time.Time) *fit {
 	f.tauCo = fitCoUse(m, w, f)
 	f.fitRho(m, w)
 	f.kappaTool = v.fitTools(m, w)
-	f.tally = v.newTally(m, w, f)
+	f.tally = v.newTally(m, w, f, keepNear)
 	return f
 }
 

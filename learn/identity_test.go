@@ -304,3 +304,69 @@ func TestOwnFitKeptThroughOthersReports(t *testing.T) {
 		t.Error("alice's own fit was not refitted after her own report")
 	}
 }
+
+// What a tally keeps of each record for the requests near it changes no
+// answer: bob's answers with every tally's kept values and with the same
+// fits working them out (as a tally past the view's budget does) are the
+// same, including reports stored after the fits (worked out either way).
+func TestKeptNearChangesNothing(t *testing.T) {
+	// Reports that do not fade: the two answers are asked a moment apart.
+	f := newFixture(t, learn.Config{Rate: 1e9, Burst: 1 << 30, HalfLife: -1}, nil)
+	for i := 0; i < 600; i++ {
+		v := victim[i%len(victim)]
+		if i%3 == 0 {
+			f.report(t, fmt.Sprintf("token:h%d", i%6), fmt.Sprintf("%s (%d)", v.q, i), v.right, "filesystem")
+		} else {
+			f.reportShown(t, fmt.Sprintf("token:h%d", i%6), fmt.Sprintf("%s (%d)", v.q, i), v.right, v.right, "jira", "filesystem")
+		}
+		if i%50 == 0 {
+			f.report(t, "token:bob", fmt.Sprintf("%s for bob (%d)", v.q, i), v.right)
+		}
+	}
+	answers(t, f.rt, "token:bob") // the fits
+	for i := 0; i < 3; i++ {      // stored since: fewer than a hundredth, so no refit
+		f.reportShown(t, "token:h1", fmt.Sprintf("%s (late %d)", victim[0].q, i), "jira", "jira", "github")
+	}
+	kept := answers(t, f.rt, "token:bob")
+	learn.DropNear(f.view)
+	worked := answers(t, f.rt, "token:bob")
+	moved := 0
+	for i := range kept {
+		k, w := kept[i].Servers, worked[i].Servers
+		if len(k) != len(w) {
+			t.Fatalf("answer %d: %d servers kept, %d worked out", i, len(k), len(w))
+		}
+		for j := range k {
+			if k[j].ID != w[j].ID || k[j].Confidence != w[j].Confidence || k[j].Evidence != w[j].Evidence {
+				t.Errorf("answer %d, server %d: kept %+v, worked out %+v", i, j, k[j], w[j])
+			}
+			if k[j].Evidence != "" {
+				moved++
+			}
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no answer carries learned evidence: the test compares nothing")
+	}
+}
+
+// The view's budget for what tallies keep holds however many callers
+// fit: what it counts is what the fits it keeps hold, never above the
+// bound, as fits are replaced and evicted (more callers than maxFits).
+func TestNearBudgetHolds(t *testing.T) {
+	f := newFixture(t, learn.Config{Rate: 1e9, Burst: 1 << 30}, nil)
+	for i := 0; i < 300; i++ {
+		v := victim[i%len(victim)]
+		f.reportShown(t, fmt.Sprintf("token:c%d", i%100), fmt.Sprintf("%s (%d)", v.q, i), v.right, v.right, "jira")
+	}
+	for c := 0; c < 100; c++ {
+		ranked(t, f.rt, fmt.Sprintf("token:c%d", c), victim[c%len(victim)].q)
+		used, held, max := learn.NearBudget(f.view)
+		if used != held || used > max || used < 0 {
+			t.Fatalf("after caller %d: budget counts %d bytes, the fits hold %d, bound %d", c, used, held, max)
+		}
+	}
+	if used, _, _ := learn.NearBudget(f.view); used == 0 {
+		t.Error("no tally kept anything within the budget")
+	}
+}

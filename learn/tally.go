@@ -41,17 +41,22 @@ type tally struct {
 	// vectors of the requests that called it; norm its norm.
 	usage map[int][]float32
 	norm  map[int]float64
-	// near is what each of recs adds to a request it is near, at the
-	// fit, for the view's catalog servers (View.slotOf): found by the
-	// record's seq (seqs ascending; at their positions in recs). What a
-	// record adds depends on it and the fit, never on the request, so a
-	// request reads it rather than taking a sigmoid and a map entry for
-	// each server of each of its near reports (the ninth hostile pass: a
-	// third of another caller's Route after 7,000 reports).
-	seqs []uint64
-	at   []int32
-	// The nearRecs of recs, end to end: recs[j]'s calls are
-	// calls[callAt[j]:callAt[j+1]], and shown and res alike.
+	// slots are the view's catalog slots (View.slotOf) by name id, of
+	// the names the model had at the fit (names of them: ids below
+	// names).
+	slots map[int]int32
+	names int
+	// What each of recs adds to a request it is near, at the fit, per
+	// catalog slot (kept unless the view's budget for it is spent,
+	// maxNearBytes): found by the record's seq (seqs ascending, at their
+	// positions in recs); recs[j]'s calls are calls[callAt[j]:callAt[j+1]],
+	// its shown servers and residuals alike. It depends on the record and
+	// the fit, never on the request, so a request reads it rather than
+	// taking a sigmoid and a map entry for each server of each of its
+	// near reports (the ninth hostile pass: a third of another caller's
+	// Route after 7,000 reports).
+	seqs                   []uint64
+	at                     []int32
 	callAt, shownAt, resAt []int32
 	calls, shown, res      []int32
 	r                      []float64
@@ -64,19 +69,19 @@ type tally struct {
 // (group).
 type coGroups struct{ in, rest *group }
 
-func (v *View) newTally(m *model, w []float64, f *fit) *tally {
+// newTally is the tally of m's records weighed w at fit f; with keep,
+// it keeps what each adds to a request near it.
+func (v *View) newTally(m *model, w []float64, f *fit, keep bool) *tally {
 	t := &tally{tden: map[int]float64{}, tcalls: map[int]float64{}, tn: map[int]float64{},
 		usage: map[int][]float32{}, norm: map[int]float64{}, co: map[int]*coGroups{},
-		callAt: []int32{0}, shownAt: []int32{0}, resAt: []int32{0}}
-	slots := map[int]int32{}
+		slots: map[int]int32{}, names: len(m.list)}
 	for s, slot := range v.slotOf {
 		if id, ok := m.names[s]; ok {
-			slots[id] = slot
+			t.slots[id] = slot
 		}
 	}
-	slotOf := func(id int) (int32, bool) {
-		slot, ok := slots[id]
-		return slot, ok
+	if keep {
+		t.callAt, t.shownAt, t.resAt = []int32{0}, []int32{0}, []int32{0}
 	}
 	scratch := make([]float32, m.dims)
 	for i, x := range m.recs {
@@ -84,10 +89,9 @@ func (v *View) newTally(m *model, w []float64, f *fit) *tally {
 		if wi == 0 {
 			continue
 		}
-		t.seqs = append(t.seqs, x.seq)
-		n := f.nearRec(x, slotOf)
-		t.calls, t.shown, t.res, t.r = append(t.calls, n.calls...), append(t.shown, n.shown...), append(t.res, n.res...), append(t.r, n.r...)
-		t.callAt, t.shownAt, t.resAt = append(t.callAt, int32(len(t.calls))), append(t.shownAt, int32(len(t.shown))), append(t.resAt, int32(len(t.res)))
+		if keep {
+			t.keepNear(m, f, x)
+		}
 		t.recs = append(t.recs, x)
 		t.w = append(t.w, wi)
 		for _, s := range x.servers {
@@ -113,6 +117,9 @@ func (v *View) newTally(m *model, w []float64, f *fit) *tally {
 	for s, u := range t.usage {
 		t.norm[s] = math.Sqrt(float64(vek32.Dot(u, u)))
 	}
+	if !keep {
+		return t
+	}
 	t.at = make([]int32, len(t.seqs))
 	for j := range t.at {
 		t.at[j] = int32(j)
@@ -126,48 +133,91 @@ func (v *View) newTally(m *model, w []float64, f *fit) *tally {
 	return t
 }
 
-// nearRec is what one record adds to a request it is near, per catalog
-// slot (View.slotOf): its calls, the servers it showed (in order, as
-// often as listed), and its residuals (fit.eachResidual's, in its
-// order). Names outside the catalog are left out: nothing reads them.
-type nearRec struct {
-	calls, shown, res []int32
-	r                 []float64
-}
-
-// nearRec is x's nearRec at f, slotOf giving a name id's slot.
-func (f *fit) nearRec(x *rec, slotOf func(id int) (int32, bool)) nearRec {
-	var n nearRec
+// keepNear keeps what x adds to a request near it (tally.add).
+func (t *tally) keepNear(m *model, f *fit, x *rec) {
+	t.seqs = append(t.seqs, x.seq)
 	for _, s := range x.servers {
-		if slot, ok := slotOf(s); ok {
-			n.calls = append(n.calls, slot)
+		if slot, ok := t.slots[s]; ok {
+			t.calls = append(t.calls, slot)
 		}
 	}
 	for _, s := range x.shown {
-		if slot, ok := slotOf(s); ok {
-			n.shown = append(n.shown, slot)
+		if slot, ok := t.slots[s]; ok {
+			t.shown = append(t.shown, slot)
 		}
 	}
 	f.eachResidual(x, func(id int, r float64) {
-		if slot, ok := slotOf(id); ok {
-			n.res = append(n.res, slot)
-			n.r = append(n.r, r)
+		if slot, ok := t.slots[id]; ok {
+			t.res = append(t.res, slot)
+			t.r = append(t.r, r)
 		}
 	})
+	t.callAt, t.shownAt, t.resAt = append(t.callAt, int32(len(t.calls))), append(t.shownAt, int32(len(t.shown))), append(t.resAt, int32(len(t.res)))
+}
+
+// nearBytes bounds what newTally keeps for the records weighed in w
+// (keepNear), before it is made: for the view's budget.
+func nearBytes(m *model, w []float64) int64 {
+	var n int64
+	for i, x := range m.recs {
+		if w[i] > 0 {
+			n += 8 + 4*4 + 4*int64(len(x.servers)+len(x.shown)) + 12*int64(len(x.descIDs)+len(x.servers))
+		}
+	}
 	return n
 }
 
-// nearOf is what x adds to a request near it at the tally's fit f: kept
-// for the records of the fit, worked out for one stored since.
-func (t *tally) nearOf(v *View, m *model, f *fit, x *rec) nearRec {
-	if k, ok := slices.BinarySearch(t.seqs, x.seq); ok {
-		j := t.at[k]
-		return nearRec{calls: t.calls[t.callAt[j]:t.callAt[j+1]], shown: t.shown[t.shownAt[j]:t.shownAt[j+1]],
-			res: t.res[t.resAt[j]:t.resAt[j+1]], r: t.r[t.resAt[j]:t.resAt[j+1]]}
-	}
-	return f.nearRec(x, func(id int) (int32, bool) {
-		slot, ok := v.slotOf[m.list[id]]
+// slot is name id's catalog slot (View.slotOf), for a name the model
+// had at the fit or one named since.
+func (t *tally) slot(v *View, m *model, id int) (int32, bool) {
+	if id < t.names {
+		slot, ok := t.slots[id]
 		return slot, ok
+	}
+	slot, ok := v.slotOf[m.list[id]]
+	return slot, ok
+}
+
+// add adds what x, near a request with credibility weight k, says of
+// each catalog server to p: the weight of the shown servers, the calls
+// and the residuals at the tally's fit f. What the tally kept for x is
+// read; for a record stored since, or when the tally keeps nothing, it
+// is worked out (the same values, in the same order).
+func (t *tally) add(p *part, v *View, m *model, f *fit, x *rec, k float64) {
+	if t.callAt != nil {
+		if e, ok := slices.BinarySearch(t.seqs, x.seq); ok {
+			j := t.at[e]
+			if x.shown != nil {
+				for _, s := range t.shown[t.shownAt[j]:t.shownAt[j+1]] {
+					p.kShown[s] += k
+				}
+			}
+			for _, s := range t.calls[t.callAt[j]:t.callAt[j+1]] {
+				p.calls[s] += k
+			}
+			r := t.r[t.resAt[j]:t.resAt[j+1]]
+			for e, s := range t.res[t.resAt[j]:t.resAt[j+1]] {
+				p.resid[s] += k * r[e]
+			}
+			return
+		}
+	}
+	if x.shown != nil {
+		for _, s := range x.shown {
+			if slot, ok := t.slot(v, m, s); ok {
+				p.kShown[slot] += k
+			}
+		}
+	}
+	for _, s := range x.servers {
+		if slot, ok := t.slot(v, m, s); ok {
+			p.calls[slot] += k
+		}
+	}
+	f.eachResidual(x, func(id int, r float64) {
+		if slot, ok := t.slot(v, m, id); ok {
+			p.resid[slot] += k * r
+		}
 	})
 }
 

@@ -35,8 +35,10 @@ type View struct {
 	// fits are the fits of the callers that asked lately (fitFor).
 	fitMu sync.Mutex
 	fits  map[string]*fit
-	// fitting are the keys being refitted (cachedFit).
-	fitting map[string]bool
+	// fitting are the keys being refitted (cachedFit); nearUsed is what
+	// the fits' tallies keep of their records (maxNearBytes).
+	fitting  map[string]bool
+	nearUsed int64
 }
 
 // ToolHash is the content hash of a tool's definition: its name,

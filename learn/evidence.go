@@ -218,6 +218,9 @@ func (v *View) part(m *model, w func() []float64, keep func(identity int) bool, 
 		return wAll[i] > 0 && keep(m.idents[i]) && f.kernel(cos[i]) > 0
 	})
 	r.nearN = len(near)
+	// In the records' order: what is read of each is then read in
+	// sequence (the tally's blocks are in the same order).
+	slices.Sort(near)
 	for _, i := range near {
 		x, wi := m.recs[i], wAll[i]
 		k := wi * f.kernel(cos[i])
@@ -235,7 +238,7 @@ func (v *View) part(m *model, w func() []float64, keep func(identity int) bool, 
 		if x.shown == nil {
 			r.kAll += k
 		}
-		r.t.add(r, v, m, f, x, k)
+		r.t.add(r, v, m, f, i, x, k)
 	}
 	return r
 }

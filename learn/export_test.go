@@ -33,7 +33,7 @@ func DropNear(v *View) {
 	v.fitMu.Lock()
 	defer v.fitMu.Unlock()
 	for _, f := range v.fits {
-		f.tally.callAt = nil
+		f.tally.entAt = nil
 	}
 }
 

@@ -48,18 +48,23 @@ type tally struct {
 	names int
 	// What each of recs adds to a request it is near, at the fit, per
 	// catalog slot (kept unless the view's budget for it is spent,
-	// maxNearBytes): found by the record's seq (seqs ascending, at their
-	// positions in recs); recs[j]'s calls are calls[callAt[j]:callAt[j+1]],
-	// its shown servers and residuals alike. It depends on the record and
-	// the fit, never on the request, so a request reads it rather than
-	// taking a sigmoid and a map entry for each server of each of its
-	// near reports (the ninth hostile pass: a third of another caller's
-	// Route after 7,000 reports).
-	seqs                   []uint64
-	at                     []int32
-	callAt, shownAt, resAt []int32
-	calls, shown, res      []int32
-	r                      []float64
+	// maxNearBytes), one block per record: recs[j]'s is
+	// ent[entAt[j]:entAt[j+1]], its numbers of shown servers, calls and
+	// residuals, then their slots, and its residuals' values
+	// r[rAt[j]:rAt[j+1]]. It depends on the record and the fit, never on
+	// the request, so a request reads it rather than taking a sigmoid
+	// and a map entry for each server of each of its near reports (the
+	// ninth hostile pass: a third of another caller's Route after 7,000
+	// reports). A record is found by its position in the model's records
+	// while they are as at the fit (pos, version), else by its seq (seqs
+	// ascending, at their j).
+	version    uint64
+	pos        []int32
+	seqs       []uint64
+	at         []int32
+	entAt, rAt []int32
+	ent        []int32
+	r          []float64
 
 	mu sync.Mutex
 	co map[int]*coGroups
@@ -81,16 +86,20 @@ func (v *View) newTally(m *model, w []float64, f *fit, keep bool) *tally {
 		}
 	}
 	if keep {
-		t.callAt, t.shownAt, t.resAt = []int32{0}, []int32{0}, []int32{0}
+		t.version, t.pos, t.entAt, t.rAt = m.version, make([]int32, len(m.recs)), []int32{0}, []int32{0}
 	}
 	scratch := make([]float32, m.dims)
 	for i, x := range m.recs {
 		wi := w[i]
+		if keep {
+			t.pos[i] = -1
+		}
 		if wi == 0 {
 			continue
 		}
 		if keep {
-			t.keepNear(m, f, x)
+			t.pos[i] = int32(len(t.recs))
+			t.keepNear(f, x)
 		}
 		t.recs = append(t.recs, x)
 		t.w = append(t.w, wi)
@@ -134,25 +143,30 @@ func (v *View) newTally(m *model, w []float64, f *fit, keep bool) *tally {
 }
 
 // keepNear keeps what x adds to a request near it (tally.add).
-func (t *tally) keepNear(m *model, f *fit, x *rec) {
+func (t *tally) keepNear(f *fit, x *rec) {
 	t.seqs = append(t.seqs, x.seq)
-	for _, s := range x.servers {
-		if slot, ok := t.slots[s]; ok {
-			t.calls = append(t.calls, slot)
-		}
-	}
+	head := len(t.ent)
+	t.ent = append(t.ent, 0, 0, 0)
 	for _, s := range x.shown {
 		if slot, ok := t.slots[s]; ok {
-			t.shown = append(t.shown, slot)
+			t.ent = append(t.ent, slot)
+			t.ent[head]++
+		}
+	}
+	for _, s := range x.servers {
+		if slot, ok := t.slots[s]; ok {
+			t.ent = append(t.ent, slot)
+			t.ent[head+1]++
 		}
 	}
 	f.eachResidual(x, func(id int, r float64) {
 		if slot, ok := t.slots[id]; ok {
-			t.res = append(t.res, slot)
+			t.ent = append(t.ent, slot)
+			t.ent[head+2]++
 			t.r = append(t.r, r)
 		}
 	})
-	t.callAt, t.shownAt, t.resAt = append(t.callAt, int32(len(t.calls))), append(t.shownAt, int32(len(t.shown))), append(t.resAt, int32(len(t.res)))
+	t.entAt, t.rAt = append(t.entAt, int32(len(t.ent))), append(t.rAt, int32(len(t.r)))
 }
 
 // nearBytes bounds what newTally keeps for the records weighed in w
@@ -161,7 +175,7 @@ func nearBytes(m *model, w []float64) int64 {
 	var n int64
 	for i, x := range m.recs {
 		if w[i] > 0 {
-			n += 8 + 4*4 + 4*int64(len(x.servers)+len(x.shown)) + 12*int64(len(x.descIDs)+len(x.servers))
+			n += 8 + 4*5 + 4*int64(len(x.servers)+len(x.shown)) + 12*int64(len(x.descIDs)+len(x.servers))
 		}
 	}
 	return n
@@ -183,20 +197,25 @@ func (t *tally) slot(v *View, m *model, id int) (int32, bool) {
 // and the residuals at the tally's fit f. What the tally kept for x is
 // read; for a record stored since, or when the tally keeps nothing, it
 // is worked out (the same values, in the same order).
-func (t *tally) add(p *part, v *View, m *model, f *fit, x *rec, k float64) {
-	if t.callAt != nil {
-		if e, ok := slices.BinarySearch(t.seqs, x.seq); ok {
-			j := t.at[e]
-			if x.shown != nil {
-				for _, s := range t.shown[t.shownAt[j]:t.shownAt[j+1]] {
-					p.kShown[s] += k
-				}
+func (t *tally) add(p *part, v *View, m *model, f *fit, i int, x *rec, k float64) {
+	if t.entAt != nil {
+		j := int32(-1)
+		if m.version == t.version {
+			j = t.pos[i]
+		} else if e, ok := slices.BinarySearch(t.seqs, x.seq); ok {
+			j = t.at[e]
+		}
+		if j >= 0 {
+			b := t.ent[t.entAt[j]:t.entAt[j+1]]
+			nShown, nCalls := b[0], b[1]
+			for _, s := range b[3 : 3+nShown] {
+				p.kShown[s] += k
 			}
-			for _, s := range t.calls[t.callAt[j]:t.callAt[j+1]] {
+			for _, s := range b[3+nShown : 3+nShown+nCalls] {
 				p.calls[s] += k
 			}
-			r := t.r[t.resAt[j]:t.resAt[j+1]]
-			for e, s := range t.res[t.resAt[j]:t.resAt[j+1]] {
+			r := t.r[t.rAt[j]:t.rAt[j+1]]
+			for e, s := range b[3+nShown+nCalls:] {
 				p.resid[s] += k * r[e]
 			}
 			return

@@ -5,7 +5,9 @@ daemon binary in turn: bob's Route latency over HTTP/JSON idle, then after
 N reports (REPORTS, default 7000) by seven other identities (ReportUse by
 query, distinct paraphrases, three of eight servers called, all shown),
 then while those identities keep reporting (FLOOD seconds, default 20).
-Prints p50/p99 per phase with the load average. Loopback only; each
+Prints p50/p99 per phase with the load average, and the daemon's CPU per
+Route idle and after the reports (steadier than the clock on a busy
+machine). Loopback only; each
 daemon gets its own temporary learn store and token file."""
 import json, os, random, socket, statistics, subprocess, sys, tempfile, threading, time, urllib.request
 
@@ -28,7 +30,13 @@ def call(base, tok, method, body):
     except urllib.error.HTTPError as e:
         return e.code, e.read()
 
-def lat(base, tok, n, tag):
+def cpu(pid):
+    """The process's CPU seconds so far (user and system)."""
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+def lat(base, tok, n, tag, pid=None):
+    c0 = cpu(pid) if pid else 0
     out = []
     for i in range(n):
         t = time.perf_counter()
@@ -36,7 +44,8 @@ def lat(base, tok, n, tag):
         out.append((time.perf_counter() - t) * 1000)
         assert st == 200, st
     out.sort()
-    return f"p50 {statistics.median(out):6.1f} ms  p99 {out[int(0.99 * len(out)) - 1]:6.1f} ms"
+    c = f"  daemon CPU {(cpu(pid) - c0) * 1000 / n:5.1f} ms/Route" if pid else ""
+    return f"p50 {statistics.median(out):6.1f} ms  p99 {out[int(0.99 * len(out)) - 1]:6.1f} ms{c}"
 
 def run(binary):
     d = tempfile.mkdtemp(prefix="learncost10.")
@@ -60,7 +69,7 @@ def run(binary):
                 pass
             time.sleep(0.2)
         print(f"{os.path.basename(os.path.dirname(os.path.dirname(binary)))}: {binary}")
-        print(f"  idle            {lat(base, toks['bob'], 100, 'a')}  load {open('/proc/loadavg').read().split()[0]}")
+        print(f"  idle            {lat(base, toks['bob'], 200, 'a', p.pid)}  load {open('/proc/loadavg').read().split()[0]}")
         k = [0]
         lock = threading.Lock()
         def report(who, until=None, count=None):
@@ -74,7 +83,7 @@ def run(binary):
         ts = [threading.Thread(target=report, args=(w, None, REPORTS // len(WHO))) for w in WHO]
         t0 = time.time(); [t.start() for t in ts]; [t.join() for t in ts]
         print(f"  {k[0]} reports stored in {time.time() - t0:.0f} s")
-        print(f"  after reports   {lat(base, toks['bob'], 100, 'b')}  load {open('/proc/loadavg').read().split()[0]}")
+        print(f"  after reports   {lat(base, toks['bob'], 200, 'b', p.pid)}  load {open('/proc/loadavg').read().split()[0]}")
         until = time.time() + FLOOD
         ts = [threading.Thread(target=report, args=(w, until)) for w in WHO[:3]]
         [t.start() for t in ts]

@@ -271,45 +271,52 @@ func (t *tally) groups(a int) *coGroups {
 
 // nearest is the indices of at most n records, the nearest by cos,
 // among those for which keep is true: a min-heap of the n best so far,
-// which most records pass by one comparison with its least.
+// which most records pass by one comparison with its least. The heap
+// holds each cosine beside its index, so its comparisons read no other
+// memory.
 func nearest(cos []float64, n int, keep func(i int) bool) []int {
-	h := make([]int, 0, min(n, len(cos)))
-	less := func(a, b int) bool { return cos[h[a]] < cos[h[b]] }
-	down := func(i int) {
-		for {
-			l := 2*i + 1
-			if l >= len(h) {
-				return
-			}
-			if r := l + 1; r < len(h) && less(r, l) {
-				l = r
-			}
-			if !less(l, i) {
-				return
-			}
-			h[i], h[l] = h[l], h[i]
-			i = l
-		}
+	type cand struct {
+		c float64
+		i int
 	}
+	h := make([]cand, 0, min(n, len(cos)))
 	for i, c := range cos {
 		full := len(h) == n
-		if full && c <= cos[h[0]] || !keep(i) {
+		if full && c <= h[0].c || !keep(i) {
 			continue
 		}
 		if full {
-			h[0] = i
-			down(0)
+			// Replace the least and sift it down.
+			h[0] = cand{c, i}
+			for j := 0; ; {
+				l := 2*j + 1
+				if l >= len(h) {
+					break
+				}
+				if r := l + 1; r < len(h) && h[r].c < h[l].c {
+					l = r
+				}
+				if !(h[l].c < h[j].c) {
+					break
+				}
+				h[j], h[l] = h[l], h[j]
+				j = l
+			}
 			continue
 		}
-		h = append(h, i)
+		h = append(h, cand{c, i})
 		for j := len(h) - 1; j > 0; {
 			p := (j - 1) / 2
-			if !less(j, p) {
+			if !(h[j].c < h[p].c) {
 				break
 			}
 			h[j], h[p] = h[p], h[j]
 			j = p
 		}
 	}
-	return h
+	out := make([]int, len(h))
+	for k, x := range h {
+		out[k] = x.i
+	}
+	return out
 }

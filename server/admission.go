@@ -216,7 +216,7 @@ type Admission struct {
 	cfg AdmissionConfig
 	now func() time.Time
 
-	mu       sync.Mutex
+	mu       admissionLock
 	inFlight int
 	long     int   // long calls in flight (each holds a core)
 	queued   int   // waiting calls, all flows
@@ -370,7 +370,7 @@ func NewAdmission(cfg AdmissionConfig) *Admission {
 	if cfg.ActiveFor == 0 {
 		cfg.ActiveFor = DefaultAdmissionActiveFor
 	}
-	return &Admission{cfg: cfg, now: time.Now, flows: map[string]*flow{}, waitScale: 1, nextScale: 1, rejected: func(string) {},
+	return &Admission{cfg: cfg, mu: newAdmissionLock(), now: time.Now, flows: map[string]*flow{}, waitScale: 1, nextScale: 1, rejected: func(string) {},
 		waited: func(time.Duration) {}, answered: func(time.Duration) {}}
 }
 
@@ -993,7 +993,16 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 	key, weight := a.callerFlow(ctx)
 	attempts := previousAttempts(ctx)
 	arrived := a.now()
-	a.mu.Lock()
+	// The lock's waiters leave when their calls end: on a saturated
+	// daemon a call may wait for it longer than its caller waits for the
+	// answer (admissionLock).
+	if err := a.mu.LockCtx(ctx); err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
+	if err := ctx.Err(); err != nil {
+		a.mu.Unlock()
+		return nil, status.FromContextError(err).Err()
+	}
 	a.arrivals++
 	seq := a.arrivals
 	if a.forgetLocked(arrived) {

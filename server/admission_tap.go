@@ -171,8 +171,13 @@ const (
 )
 
 // observe adds a call's dispatch delay d, observed at now.
+// A delay that finds the lock taken is dropped: a sample, on every call's
+// goroutine as it starts; waiting for the lock there made a convoy of
+// them on a saturated daemon (docs/loadtest.md, "Eleventh pass").
 func (m *tripModel) observe(d time.Duration, now time.Time) {
-	m.mu.Lock()
+	if !m.mu.TryLock() {
+		return
+	}
 	defer m.mu.Unlock()
 	if last := m.last.Load(); m.n > 0 && now.UnixNano()-last >= int64(tripStale) {
 		m.n = 0 // learnt from recent calls only

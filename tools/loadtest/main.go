@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&sc.callTimeout, "call-timeout", 5*time.Second, "with --saturation: deadline of each call of the curve (the client's own: see --send-deadline)")
 	fs.BoolVar(&sc.sendDeadline, "send-deadline", false, "with --saturation: tell the daemon the curve's --call-timeout (grpc-timeout), so it may admit calls to wait up to --deadline-share of it; by default it is not told and bounds their waiting by --max-waiting-time, as when issue 17's targets were set")
 	fs.DurationVar(&sc.backoff, "backoff", 20*time.Millisecond, "with --saturation: a client's first pause after RESOURCE_EXHAUSTED, doubling per refusal in a row up to 1s (jitter: uniform in [b/2, 3b/2])")
-	fs.IntVar(&sc.conns, "conns", 8, "with --saturation: gRPC connections the clients share")
+	fs.IntVar(&sc.conns, "conns", 8, "with --saturation: gRPC connections the clients share, at least (a step gets more when its clients would otherwise wait in the client for a stream: 48 clients to a connection, under the daemon's 64 streams)")
 	fs.StringVar(&sc.queries, "queries", "", "with --saturation: JSON-lines file whose \"text\" fields are the prompts (default: the built-in ones)")
 	fs.StringVar(&sc.png, "png", "", "with --saturation: write the curve as a PNG chart")
 	replotFrom := fs.String("replot", "", "redraw the chart (--png) from the --json file of an earlier --saturation run, and exit")

@@ -217,8 +217,19 @@ func bareThroughput(ctx context.Context, d time.Duration, workers, n int, call f
 // without it refused clients would spin and the refusals alone would fill
 // the machine); only calls started after the step's warm-up count.
 func saturate(ctx context.Context, addr, metricsAddr string, pid int, sc satConfig, queries []string, out io.Writer) ([]step, error) {
-	conns := make([]*grpc.ClientConn, sc.conns)
-	clients := make([]pb.ClassifierServiceClient, sc.conns)
+	// At least --conns connections, and enough that no step's clients
+	// wait in the client for one of a connection's streams (connsFor): the
+	// daemon allows --max-concurrent-streams (64) calls per connection,
+	// and 2,000 clients on 8 connections had 1,488 of them queued in the
+	// load generator, where the daemon can neither see nor answer them,
+	// and the curve measured that queue (docs/loadtest.md, "Tenth pass").
+	// A step's clients share the first max(--conns, connsFor(clients)).
+	most := sc.conns
+	for _, n := range sc.steps {
+		most = max(most, connsFor(n))
+	}
+	conns := make([]*grpc.ClientConn, most)
+	clients := make([]pb.ClassifierServiceClient, most)
 	for i := range conns {
 		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
@@ -237,7 +248,7 @@ func saturate(ctx context.Context, addr, metricsAddr string, pid int, sc satConf
 		self0, selfErr := procCPU(os.Getpid())
 		busy0, total0, statErr := machineCPU()
 		began := time.Now()
-		st := runStep(ctx, clients, n, sc, queries, metricsAddr)
+		st := runStep(ctx, clients[:max(sc.conns, connsFor(n))], n, sc, queries, metricsAddr)
 		cpu1, cpuErr1 := procCPU(pid)
 		self1, selfErr1 := procCPU(os.Getpid())
 		busy1, total1, statErr1 := machineCPU()

@@ -154,6 +154,9 @@ func (v *View) Request(caller string, q []float32, ranked []int, probs []float64
 	for i, x := range m.codes {
 		cos[i] = float64(dotI8(q, x) * m.invs[i])
 	}
+	// The records nearest first, once for every tally: enough for a
+	// tally of each group to take maxNear without most of another's.
+	rank := newRanking(cos, wAll, (maxGroups+1)*maxNear)
 	pt := func(key string, own int, keep func(identity int) bool) *part {
 		w := func() []float64 {
 			out := make([]float64, len(wAll))
@@ -164,7 +167,7 @@ func (v *View) Request(caller string, q []float32, ranked []int, probs []float64
 			}
 			return out
 		}
-		return v.part(m, w, keep, key, own, q, cos, wAll, ranked, probs, now)
+		return v.part(m, w, keep, key, own, q, cos, wAll, rank, ranked, probs, now)
 	}
 	if l.cfg.Share {
 		r.foreign = 1
@@ -202,7 +205,7 @@ func (v *View) Request(caller string, q []float32, ranked []int, probs []float64
 // part tallies the reports of one weighting: those whose identity keep
 // keeps, weighed wAll (w makes the whole weighting, for a fit under
 // key), for a request q whose cosine with each record is cos.
-func (v *View) part(m *model, w func() []float64, keep func(identity int) bool, key string, own int, q []float32, cos, wAll []float64, ranked []int, probs []float64, now time.Time) *part {
+func (v *View) part(m *model, w func() []float64, keep func(identity int) bool, key string, own int, q []float32, cos, wAll []float64, rank *ranking, ranked []int, probs []float64, now time.Time) *part {
 	f := v.cachedFit(m, w, key, own, now)
 	n := len(v.slotLi)
 	r := &part{v: v, m: m, f: f, t: f.tally, q: q, kShown: make([]float64, n), calls: make([]float64, n), resid: make([]float64, n),
@@ -214,9 +217,8 @@ func (v *View) part(m *model, w func() []float64, keep func(identity int) bool, 
 			r.co[k] = r.t.groups(id)
 		}
 	}
-	near := nearest(cos, maxNear, func(i int) bool {
-		return wAll[i] > 0 && keep(m.idents[i]) && f.kernel(cos[i]) > 0
-	})
+	near := rank.nearest(maxNear, func(i int) bool { return keep(m.idents[i]) },
+		func(c float64) bool { return f.kernel(c) <= 0 })
 	r.nearN = len(near)
 	// In the records' order: what is read of each is then read in
 	// sequence (the tally's blocks are in the same order).

@@ -269,54 +269,89 @@ func (t *tally) groups(a int) *coGroups {
 	return g
 }
 
-// nearest is the indices of at most n records, the nearest by cos,
-// among those for which keep is true: a min-heap of the n best so far,
-// which most records pass by one comparison with its least. The heap
-// holds each cosine beside its index, so its comparisons read no other
-// memory.
-func nearest(cos []float64, n int, keep func(i int) bool) []int {
-	type cand struct {
-		c float64
-		i int
-	}
-	h := make([]cand, 0, min(n, len(cos)))
+// ranking is the records a request may take as the tasks like this one
+// (those weighing anything), nearest first: by cosine, descending, then
+// by position. It is made once per request for all of its tallies, of
+// the records above a cosine that leaves at least want of them (one pass
+// to count them by cosine, then a sort of those alone), and widened to
+// every record when a tally needs more.
+type ranking struct {
+	cos   []float64
+	w     []float64
+	order []int32
+	full  bool
+}
+
+// rankBins are the cosine bins ranking counts records in to find its cut.
+const rankBins = 256
+
+func rankBin(c float64) int { return min(max(int((c+1)*rankBins/2), 0), rankBins-1) }
+
+func newRanking(cos, w []float64, want int) *ranking {
+	r := &ranking{cos: cos, w: w}
+	var count [rankBins]int
 	for i, c := range cos {
-		full := len(h) == n
-		if full && c <= h[0].c || !keep(i) {
-			continue
-		}
-		if full {
-			// Replace the least and sift it down.
-			h[0] = cand{c, i}
-			for j := 0; ; {
-				l := 2*j + 1
-				if l >= len(h) {
-					break
-				}
-				if r := l + 1; r < len(h) && h[r].c < h[l].c {
-					l = r
-				}
-				if !(h[l].c < h[j].c) {
-					break
-				}
-				h[j], h[l] = h[l], h[j]
-				j = l
-			}
-			continue
-		}
-		h = append(h, cand{c, i})
-		for j := len(h) - 1; j > 0; {
-			p := (j - 1) / 2
-			if !(h[j].c < h[p].c) {
-				break
-			}
-			h[j], h[p] = h[p], h[j]
-			j = p
+		if w[i] > 0 {
+			count[rankBin(c)]++
 		}
 	}
-	out := make([]int, len(h))
-	for k, x := range h {
-		out[k] = x.i
+	cut, n := 0, 0
+	for b := rankBins - 1; b >= 0; b-- {
+		if n += count[b]; n >= want {
+			cut = b
+			break
+		}
 	}
-	return out
+	r.full = cut == 0
+	r.order = make([]int32, 0, n)
+	for i, c := range cos {
+		if w[i] > 0 && rankBin(c) >= cut {
+			r.order = append(r.order, int32(i))
+		}
+	}
+	r.sort()
+	return r
+}
+
+func (r *ranking) sort() {
+	slices.SortFunc(r.order, func(a, b int32) int {
+		if ca, cb := r.cos[a], r.cos[b]; ca != cb {
+			if ca > cb {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a, b)
+	})
+}
+
+// nearest is the indices of at most n records, the nearest first, among
+// those keep keeps, down to the first whose cosine stop says ends the
+// walk (stop is true of every cosine below one it is true of).
+func (r *ranking) nearest(n int, keep func(i int) bool, stop func(c float64) bool) []int {
+	out := make([]int, 0, n)
+	for _, i := range r.order {
+		if !keep(int(i)) {
+			continue
+		}
+		if stop(r.cos[i]) {
+			return out
+		}
+		if out = append(out, int(i)); len(out) == n {
+			return out
+		}
+	}
+	if r.full {
+		return out
+	}
+	// The cut left too few for this tally: every record.
+	r.order = r.order[:0]
+	for i := range r.cos {
+		if r.w[i] > 0 {
+			r.order = append(r.order, int32(i))
+		}
+	}
+	r.full = true
+	r.sort()
+	return r.nearest(n, keep, stop)
 }

@@ -6,8 +6,10 @@ import (
 	"testing"
 )
 
-// nearest keeps the n records nearest by cosine among those kept, as a
-// full sort would.
+// A ranking's nearest are the n records nearest by cosine among those
+// weighing anything and kept, as a full sort would have them, whether its
+// first cut holds enough of them or it has to widen (few kept, or a
+// small want), and none at or past the cosine stop ends the walk at.
 func TestNearest(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, size := range []int{0, 1, 5, 100, 2000} {
@@ -15,12 +17,24 @@ func TestNearest(t *testing.T) {
 		for i := range cos {
 			cos[i] = r.Float64()*2 - 1
 		}
+		w := make([]float64, size)
+		for i := range w {
+			if i%7 != 0 {
+				w[i] = 1
+			}
+		}
 		keep := func(i int) bool { return i%3 != 0 }
-		for _, n := range []int{1, 7, 512} {
-			got := nearest(cos, n, keep)
+		rare := func(i int) bool { return i%50 == 1 }
+		stop := func(c float64) bool { return c <= -0.5 }
+		for _, tc := range []struct {
+			n, want int
+			keep    func(int) bool
+		}{{1, 64, keep}, {7, 64, keep}, {512, 64, keep}, {512, 2048, keep}, {512, 2048, rare}, {7, 1, rare}} {
+			n := tc.n
+			got := newRanking(cos, w, tc.want).nearest(n, tc.keep, stop)
 			var want []int
 			for i := range cos {
-				if keep(i) {
+				if w[i] > 0 && tc.keep(i) && !stop(cos[i]) {
 					want = append(want, i)
 				}
 			}

@@ -37,6 +37,7 @@ var (
 	extra   = flag.String("extra", "", "extra header name:value pairs, ;-separated")
 	hold    = flag.Duration("hold", 30*time.Second, "how long")
 	refresh = flag.Bool("refresh", false, "reopen streams as they end")
+	empty   = flag.Bool("empty", false, "send an empty message and end the stream")
 	storm   = flag.Bool("storm", false, "after the streams, keep opening more (past the server's stream limit) until -hold")
 )
 
@@ -192,6 +193,9 @@ func run() error {
 				return err
 			}
 			blk = blk[n:]
+		}
+		if *empty {
+			return fr.WriteData(id, true, []byte{0, 0, 0, 0, 0})
 		}
 		if *partial {
 			return fr.WriteData(id, false, []byte{0, 0, 0, 0, 100, 'x'})

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
@@ -100,8 +99,10 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 		in = arrivalTap(e.RecvTimeout, in)
 	}
 	if e.Recv != nil { // last: a call is counted only once every other tap let it in
-		e.Recv.who = func(ctx context.Context, info *tap.Info) string {
-			return recvOwner(e.Auth.tapCaller(ctx, info))
+		e.Recv.who = e.Auth.tapCaller
+		e.Recv.anon.byPeer = map[string]int{}
+		if e.Auth.Tokens != nil || e.Auth.ClientCerts {
+			e.Recv.anon.total = MaxWaitingAnonymous
 		}
 		in = e.Recv.Tap(in)
 		opts = append(opts, e.Recv.ServerOption())
@@ -113,14 +114,4 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 		opts = append(opts, grpc.MaxConcurrentStreams(e.MaxConcurrentStreams))
 	}
 	return opts
-}
-
-// recvOwner is who a gRPC call's CallCost is charged to, as the HTTP
-// listeners name their callers (httpguard): an identity's calls on every
-// listener share its share; calls with no identity, their peer's host.
-func recvOwner(c Caller) string {
-	if c.Name != "" && c.Name != Anonymous {
-		return "id:" + c.Name
-	}
-	return c.Quota
 }

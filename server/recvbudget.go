@@ -29,22 +29,64 @@ type RecvBudget interface {
 	Take(who string, n int64) bool
 }
 
-// CallCost is what a gRPC call is charged, to its caller's share of the
-// budget, from its headers until its request message has arrived (or its
-// stream ends): its goroutines, stream and headers, whatever it sends. The
-// same as an HTTP request's (httpguard.StreamCost). Without it a call that
-// sent its headers and no message cost nothing in the budget and was held
-// until --recv-timeout: in the tenth hostile pass 1,000 connections × 64
-// health Checks with no token and no message held 67,022 goroutines, RSS
-// 226 → 1,097 MB, renewable every 10 s. So a caller (a token's identity, or
-// the peer's host without one) has at most its share ÷ CallCost (256 at
-// the defaults) calls waiting for their message; past it a call is
-// refused RESOURCE_EXHAUSTED from its headers.
+// CallCost is what a gRPC call of an identity is charged, to its share of
+// the budget, from its headers until its request message has arrived (or
+// its stream ends): its goroutines, stream and headers, whatever it sends.
+// The same as an HTTP request's (httpguard.StreamCost). Without it a call
+// that sent its headers and no message cost nothing in the budget and was
+// held until --recv-timeout: in the tenth hostile pass 1,000 connections ×
+// 64 health Checks with no token and no message held 67,022 goroutines,
+// RSS 226 → 1,097 MB, renewable every 10 s; with any token, as many calls
+// of any method. So an identity has at most its share ÷ CallCost (256 at
+// the defaults) calls waiting for their message; past it a call is refused
+// RESOURCE_EXHAUSTED from its headers.
+//
+// Calls with no identity (health checks without a token, every call of a
+// daemon without authentication) are not charged to the budget, which
+// several peers could then fill and so refuse every identity's calls (20
+// loopback addresses did, in the same pass): each peer host has at most
+// MaxWaitingPerPeer of them waiting for their message, and with
+// authentication on, all peers together MaxWaitingAnonymous.
 const CallCost = 64 << 10
+
+// Bounds on calls with no identity waiting for their message (CallCost).
+const (
+	MaxWaitingPerPeer   = 256
+	MaxWaitingAnonymous = 1024
+)
+
+// anonCalls counts the calls with no identity waiting for their message,
+// per peer host and in all.
+type anonCalls struct {
+	mu     sync.Mutex
+	total  int // 0: no bound in all
+	n      int
+	byPeer map[string]int
+}
+
+func (a *anonCalls) take(peer string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.byPeer[peer] >= MaxWaitingPerPeer || (a.total > 0 && a.n >= a.total) {
+		return false
+	}
+	a.byPeer[peer]++
+	a.n++
+	return true
+}
+
+func (a *anonCalls) give(peer string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.n--
+	if a.byPeer[peer]--; a.byPeer[peer] <= 0 {
+		delete(a.byPeer, peer)
+	}
+}
 
 // errRecvCalls refuses a call whose caller has its share of calls
 // waiting for their message.
-var errRecvCalls = status.Error(codes.ResourceExhausted, "too many calls waiting for their request message (--max-body-bytes-in-flight-per-client): send each call's message with its headers, or retry later")
+var errRecvCalls = status.Error(codes.ResourceExhausted, "too many calls waiting for their request message: send each call's message with its headers, or retry later")
 
 // errRecvBudget is the cause of a call ended because its connection held
 // more than its share of the request bytes in flight.
@@ -66,9 +108,11 @@ var errRecvBudget = errors.New("too many request bytes in flight (--max-body-byt
 type RecvGuard struct {
 	b   RecvBudget
 	seq atomic.Int64
-	// who is the budget owner CallCost is charged to (Edge sets it from
-	// the caller the authentication found); nil: calls are not charged.
-	who func(context.Context, *tap.Info) string
+	// who is the caller of a call (Edge sets it from the one the
+	// authentication found): an identity's calls are charged CallCost,
+	// the others counted in anon; nil: calls are neither.
+	who  func(context.Context, *tap.Info) Caller
+	anon anonCalls
 }
 
 // NewRecvGuard counts against b.
@@ -235,11 +279,18 @@ func (g *RecvGuard) Tap(next tap.ServerInHandle) tap.ServerInHandle {
 		}
 		call := &recvCall{}
 		if g.who != nil {
-			who := g.who(ctx, info)
-			if !g.b.Take(who, CallCost) {
-				return ctx, errRecvCalls
+			if who := g.who(ctx, info); who.Name != "" && who.Name != Anonymous {
+				owner := "id:" + who.Name // as the HTTP listeners name it: one share
+				if !g.b.Take(owner, CallCost) {
+					return ctx, errRecvCalls
+				}
+				call.release = sync.OnceFunc(func() { g.b.Release(owner, CallCost) })
+			} else {
+				if !g.anon.take(who.Quota) {
+					return ctx, errRecvCalls
+				}
+				call.release = sync.OnceFunc(func() { g.anon.give(who.Quota) })
 			}
-			call.release = sync.OnceFunc(func() { g.b.Release(who, CallCost) })
 		}
 		parent := ctx
 		ctx, cancel := context.WithCancelCause(ctx)

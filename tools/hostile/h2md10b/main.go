@@ -38,6 +38,7 @@ var (
 	hold    = flag.Duration("hold", 30*time.Second, "how long")
 	refresh = flag.Bool("refresh", false, "reopen streams as they end")
 	empty   = flag.Bool("empty", false, "send an empty message and end the stream")
+	src     = flag.String("src", "", "source addresses to dial from, comma-separated (connections spread over them)")
 	storm   = flag.Bool("storm", false, "after the streams, keep opening more (past the server's stream limit) until -hold")
 )
 
@@ -51,9 +52,17 @@ func count(k string) {
 func main() {
 	flag.Parse()
 	var wg sync.WaitGroup
+	var srcs []string
+	if *src != "" {
+		srcs = strings.Split(*src, ",")
+	}
 	for c := 0; c < *conns; c++ {
+		from := ""
+		if len(srcs) > 0 {
+			from = srcs[c%len(srcs)]
+		}
 		wg.Go(func() {
-			if err := run(); err != nil {
+			if err := run(from); err != nil {
 				count("conn: " + err.Error())
 			}
 		})
@@ -66,8 +75,12 @@ func main() {
 	})
 }
 
-func run() error {
-	nc, err := net.Dial("tcp", *addr)
+func run(from string) error {
+	d := net.Dialer{}
+	if from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	}
+	nc, err := d.Dial("tcp", *addr)
 	if err != nil {
 		return err
 	}

@@ -165,7 +165,7 @@ func hog() {
 						}
 						_, err = c.Embed(ctx, &pb.EmbedRequest{Texts: ts})
 					case "track":
-						_, err = tc.TrackInputEvent(ctx, &tpb.TrackInputEventRequest{SessionId: fmt.Sprintf("%s-%d-%d", *prefix, ti, g), PromptText: text(seed, *size) + " Continue? [y/N] ", InputText: "y", Success: true})
+						_, err = tc.TrackInputEvent(ctx, &tpb.TrackInputEventRequest{SessionId: fmt.Sprintf("%s-%d-%d", *prefix, ti, g), PromptText: text(seed, *size) + " Continue? [y/N] ", InputText: "y", Success: true, InputSource: "user_typed"})
 					case "history":
 						_, err = tc.GetSessionHistory(ctx, &tpb.GetSessionHistoryRequest{SessionId: fmt.Sprintf("%s-%d-%d", *prefix, ti, g), Limit: 1000})
 					}
@@ -219,7 +219,7 @@ func track() {
 		wg.Go(func() {
 			for i := g; i < *n; i += *conc {
 				ctx, cancel := cctx(*token)
-				_, err := tc.TrackInputEvent(ctx, &tpb.TrackInputEventRequest{SessionId: fmt.Sprintf("%s-%d", *prefix, i%*nsess), PromptText: text(i, *size) + " Continue? [y/N] ", InputText: "y", Success: true})
+				_, err := tc.TrackInputEvent(ctx, &tpb.TrackInputEventRequest{SessionId: fmt.Sprintf("%s-%d", *prefix, i%*nsess), PromptText: text(i, *size) + " Continue? [y/N] ", InputText: "y", Success: true, InputSource: "user_typed"})
 				cancel()
 				mu.Lock()
 				codes[codeOf(err)]++

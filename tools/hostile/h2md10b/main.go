@@ -38,6 +38,8 @@ var (
 	hold    = flag.Duration("hold", 30*time.Second, "how long")
 	refresh = flag.Bool("refresh", false, "reopen streams as they end")
 	empty   = flag.Bool("empty", false, "send an empty message and end the stream")
+	msg     = flag.String("msg", "", "send this protobuf message (as text bytes, e.g. \\x0a\\x04big1 via printf) and end the stream")
+	win0    = flag.Bool("win0", false, "announce SETTINGS_INITIAL_WINDOW_SIZE 0 and never open a window: answers cannot be sent")
 	src     = flag.String("src", "", "source addresses to dial from, comma-separated (connections spread over them)")
 	storm   = flag.Bool("storm", false, "after the streams, keep opening more (past the server's stream limit) until -hold")
 )
@@ -94,7 +96,11 @@ func run(from string) error {
 	fr.ReadMetaHeaders = hpack.NewDecoder(65536, nil)
 	fr.MaxHeaderListSize = 1 << 20
 	var wmu sync.Mutex
-	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30}, http2.Setting{ID: http2.SettingHeaderTableSize, Val: 65536}); err != nil {
+	win := uint32(1 << 30)
+	if *win0 {
+		win = 0
+	}
+	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: win}, http2.Setting{ID: http2.SettingHeaderTableSize, Val: 65536}); err != nil {
 		return err
 	}
 	ended := make(chan uint32, 1024)
@@ -126,8 +132,8 @@ func run(from string) error {
 						for _, g := range f.Fields {
 							if g.Name == "grpc-message" {
 								msg = g.Value
-								if len(msg) > 90 {
-									msg = msg[:90]
+								if len(msg) > 40 {
+									msg = msg[:40]
 								}
 							}
 						}
@@ -209,6 +215,10 @@ func run(from string) error {
 		}
 		if *empty {
 			return fr.WriteData(id, true, []byte{0, 0, 0, 0, 0})
+		}
+		if *msg != "" {
+			b := []byte{0, byte(len(*msg) >> 24), byte(len(*msg) >> 16), byte(len(*msg) >> 8), byte(len(*msg))}
+			return fr.WriteData(id, true, append(b, *msg...))
 		}
 		if *partial {
 			return fr.WriteData(id, false, []byte{0, 0, 0, 0, 100, 'x'})

@@ -100,9 +100,9 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 	}
 	if e.Recv != nil { // last: a call is counted only once every other tap let it in
 		e.Recv.who = e.Auth.tapCaller
-		e.Recv.anon.byPeer = map[string]int{}
+		e.Recv.waiting.byPeer = map[string]int{}
 		if e.Auth.Tokens != nil || e.Auth.ClientCerts {
-			e.Recv.anon.total = MaxWaitingAnonymous
+			e.Recv.waiting.anon = MaxWaitingAnonymous
 		}
 		in = e.Recv.Tap(in)
 		opts = append(opts, e.Recv.ServerOption())

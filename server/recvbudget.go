@@ -24,63 +24,57 @@ import (
 type RecvBudget interface {
 	Charge(who string, n int64) bool
 	Release(who string, n int64)
-	// Take counts n bytes of who's if they fit in the budget and who's
-	// share, and reports whether they did (nothing is counted if not).
-	Take(who string, n int64) bool
 }
 
-// CallCost is what a gRPC call of an identity is charged, to its share of
-// the budget, from its headers until its request message has arrived (or
-// its stream ends): its goroutines, stream and headers, whatever it sends.
-// The same as an HTTP request's (httpguard.StreamCost). Without it a call
-// that sent its headers and no message cost nothing in the budget and was
-// held until --recv-timeout: in the tenth hostile pass 1,000 connections ×
-// 64 health Checks with no token and no message held 67,022 goroutines,
-// RSS 226 → 1,097 MB, renewable every 10 s; with any token, as many calls
-// of any method. So an identity has at most its share ÷ CallCost (256 at
-// the defaults) calls waiting for their message; past it a call is refused
-// RESOURCE_EXHAUSTED from its headers.
-//
-// Calls with no identity (health checks without a token, every call of a
-// daemon without authentication) are not charged to the budget, which
-// several peers could then fill and so refuse every identity's calls (20
-// loopback addresses did, in the same pass): each peer host has at most
-// MaxWaitingPerPeer of them waiting for their message, and with
-// authentication on, all peers together MaxWaitingAnonymous.
-const CallCost = 64 << 10
-
-// Bounds on calls with no identity waiting for their message (CallCost).
+// MaxWaitingPerCaller bounds the gRPC calls one caller (a token's or
+// certificate's identity, or without one the peer's host) may have
+// waiting for their request message, from their headers: past it a call
+// is refused RESOURCE_EXHAUSTED at once. Without it a call that sent its
+// headers and no message cost nothing in the body budget and was held
+// until --recv-timeout: in the tenth hostile pass 1,000 connections × 64
+// health Checks with no token and no message held 67,022 goroutines, RSS
+// 226 → 1,097 MB, renewable every 10 s; with any token, as many calls of
+// any method. The calls are counted apart from the body budget: charged
+// to it, 20 peers without a token filled it and refused every identity's
+// calls, and a hog's bodies filling it refused another's small calls.
+// MaxWaitingAnonymous bounds the calls with no identity all peers
+// together, when authentication is on (only health checks pass without
+// it), so that many peers cannot add up either.
 const (
-	MaxWaitingPerPeer   = 256
+	MaxWaitingPerCaller = 256
 	MaxWaitingAnonymous = 1024
 )
 
-// anonCalls counts the calls with no identity waiting for their message,
-// per peer host and in all.
-type anonCalls struct {
+// waitingCalls counts the calls waiting for their message, per caller and
+// those with no identity in all.
+type waitingCalls struct {
 	mu     sync.Mutex
-	total  int // 0: no bound in all
-	n      int
+	anon   int // 0: no bound on the calls with no identity in all
+	nAnon  int
 	byPeer map[string]int
 }
 
-func (a *anonCalls) take(peer string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.byPeer[peer] >= MaxWaitingPerPeer || (a.total > 0 && a.n >= a.total) {
+func (w *waitingCalls) take(who string, anonymous bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.byPeer[who] >= MaxWaitingPerCaller || (anonymous && w.anon > 0 && w.nAnon >= w.anon) {
 		return false
 	}
-	a.byPeer[peer]++
-	a.n++
+	w.byPeer[who]++
+	if anonymous {
+		w.nAnon++
+	}
 	return true
 }
 
-func (a *anonCalls) give(peer string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.n--
-	if a.byPeer[peer]--; a.byPeer[peer] <= 0 {
-		delete(a.byPeer, peer)
+func (w *waitingCalls) give(who string, anonymous bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if anonymous {
+		w.nAnon--
+	}
+	if w.byPeer[who]--; w.byPeer[who] <= 0 {
+		delete(w.byPeer, who)
 	}
 }
 
@@ -109,10 +103,10 @@ type RecvGuard struct {
 	b   RecvBudget
 	seq atomic.Int64
 	// who is the caller of a call (Edge sets it from the one the
-	// authentication found): an identity's calls are charged CallCost,
-	// the others counted in anon; nil: calls are neither.
-	who  func(context.Context, *tap.Info) Caller
-	anon anonCalls
+	// authentication found), whose calls waiting for their message are
+	// counted in waiting; nil: they are not.
+	who     func(context.Context, *tap.Info) Caller
+	waiting waitingCalls
 }
 
 // NewRecvGuard counts against b.
@@ -170,7 +164,8 @@ type recvCall struct {
 	cancel context.CancelCauseFunc
 	from   int64 // recvConn.read when it started
 	el     *list.Element
-	// release gives back the call's CallCost (once); nil if not charged.
+	// release gives back the call's place in waitingCalls (once); nil
+	// if it took none.
 	release func()
 }
 
@@ -279,18 +274,15 @@ func (g *RecvGuard) Tap(next tap.ServerInHandle) tap.ServerInHandle {
 		}
 		call := &recvCall{}
 		if g.who != nil {
-			if who := g.who(ctx, info); who.Name != "" && who.Name != Anonymous {
-				owner := "id:" + who.Name // as the HTTP listeners name it: one share
-				if !g.b.Take(owner, CallCost) {
-					return ctx, errRecvCalls
-				}
-				call.release = sync.OnceFunc(func() { g.b.Release(owner, CallCost) })
-			} else {
-				if !g.anon.take(who.Quota) {
-					return ctx, errRecvCalls
-				}
-				call.release = sync.OnceFunc(func() { g.anon.give(who.Quota) })
+			who := g.who(ctx, info)
+			owner, anonymous := who.Quota, who.Name == "" || who.Name == Anonymous
+			if !anonymous {
+				owner = "id:" + who.Name
 			}
+			if !g.waiting.take(owner, anonymous) {
+				return ctx, errRecvCalls
+			}
+			call.release = sync.OnceFunc(func() { g.waiting.give(owner, anonymous) })
 		}
 		parent := ctx
 		ctx, cancel := context.WithCancelCause(ctx)

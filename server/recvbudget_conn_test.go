@@ -29,16 +29,6 @@ func (b *shareBudget) Release(who string, n int64) {
 	b.by[who] -= n
 }
 
-func (b *shareBudget) Take(who string, n int64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.by[who]+n > b.share {
-		return false
-	}
-	b.by[who] += n
-	return true
-}
-
 func (b *shareBudget) held(who string) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()

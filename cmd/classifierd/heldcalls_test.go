@@ -13,7 +13,6 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
-	"github.com/classifierd/classifierd/internal/httpguard"
 	"github.com/classifierd/classifierd/server"
 )
 
@@ -102,11 +101,12 @@ func headersOnly(t *testing.T, src, addr, path, token string, streams int) (net.
 // --recv-timeout, and cost the body budget nothing. The tenth hostile
 // pass held 1,000 connections × 64 health Checks with no token (health
 // needs none): 67,022 goroutines, RSS 226 → 1,097 MB, renewable every
-// 10 s; with any token, as many of any method. Each such call is now
-// charged server.CallCost of its caller's share (the peer's without a
-// token) until its message arrives, so a caller holds at most its share ÷
-// CallCost and the rest are refused RESOURCE_EXHAUSTED from their headers;
-// another identity's Routes are answered throughout.
+// 10 s; with any token, as many of any method. A caller (the peer's host
+// without a token) now has at most server.MaxWaitingPerCaller calls
+// waiting for their message, and callers with no identity
+// server.MaxWaitingAnonymous together; the rest are refused
+// RESOURCE_EXHAUSTED from their headers, and another identity's Routes
+// are answered throughout.
 func TestGRPCHeadersOnlyCallsBounded(t *testing.T) {
 	idx := genIndex(t, "testdata/mini.json")
 	maddr, addr := freeAddr(t), freeAddr(t)
@@ -116,7 +116,7 @@ func TestGRPCHeadersOnlyCallsBounded(t *testing.T) {
 	if _, err := c.Route(bearerCtx(context.Background(), bobToken), &pb.RouteRequest{Query: "warm up"}); err != nil {
 		t.Fatal(err)
 	}
-	share := int(httpguard.DefaultBodyBudgetPerClient / server.CallCost)
+	share := server.MaxWaitingPerCaller
 	for _, tc := range []struct {
 		name, path, token string
 		peers             int

@@ -30,11 +30,6 @@ func (b *Budget) Release(who string, n int64) {
 	}
 }
 
-// Take counts n bytes of who's if they fit (the total, who's share, and
-// the reserve for small callers, as a body's bytes), and reports whether
-// they did; nothing is counted if not.
-func (b *Budget) Take(who string, n int64) bool { return b.take(who, n) }
-
 // Used is the number of bytes held, all listeners together.
 func (b *Budget) Used() int64 {
 	b.mu.Lock()

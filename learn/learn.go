@@ -61,8 +61,10 @@ type Config struct {
 	HalfLife time.Duration
 	// MaxAge drops reports older than this (default 180 days).
 	MaxAge time.Duration
-	// MaxReports bounds the reports kept per key; the oldest go first
-	// (default 20,000: 20,000 × (384 bytes of vector + ids) ≈ 10 MB).
+	// MaxReports bounds the reports kept per key; past it the identity
+	// holding the most gives up its oldest, so others at their own bound
+	// cannot push out an identity's reports (default 20,000: 20,000 × (384
+	// bytes of vector + ids) ≈ 10 MB).
 	MaxReports int
 	// MaxPerIdentity bounds the reports one identity keeps per key; its
 	// oldest go first (default 5,000).

@@ -99,6 +99,11 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 		in = arrivalTap(e.RecvTimeout, in)
 	}
 	if e.Recv != nil { // last: a call is counted only once every other tap let it in
+		e.Recv.who = e.Auth.tapCaller
+		e.Recv.waiting.byPeer = map[string]int{}
+		if e.Auth.Tokens != nil || e.Auth.ClientCerts {
+			e.Recv.waiting.anon = MaxWaitingAnonymous
+		}
 		in = e.Recv.Tap(in)
 		opts = append(opts, e.Recv.ServerOption())
 	}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/server"
+)
+
+// headersOnly opens a connection to addr and starts streams calls of path
+// (with token, if any) that send their headers and never their message.
+// The returned func counts the grpc-status values the calls ended with so
+// far.
+func headersOnly(t *testing.T, src, addr, path, token string, streams int) (net.Conn, func() map[string]int) {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(nc, nc)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	var wmu, mu sync.Mutex
+	ended := map[string]int{}
+	go func() {
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					wmu.Lock()
+					_ = fr.WriteSettingsAck()
+					wmu.Unlock()
+				}
+			case *http2.PingFrame:
+				if !f.IsAck() {
+					wmu.Lock()
+					_ = fr.WritePing(true, f.Data)
+					wmu.Unlock()
+				}
+			case *http2.MetaHeadersFrame:
+				for _, h := range f.Fields {
+					if h.Name == "grpc-status" {
+						mu.Lock()
+						ended[h.Value]++
+						mu.Unlock()
+					}
+				}
+			}
+		}
+	}()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for s := range streams {
+		hb.Reset()
+		for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", path}, {":authority", addr},
+			{"content-type", "application/grpc"}, {"te", "trailers"}} {
+			_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+		}
+		if token != "" {
+			_ = enc.WriteField(hpack.HeaderField{Name: "authorization", Value: "Bearer " + token})
+		}
+		wmu.Lock()
+		err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*s + 1), BlockFragment: hb.Bytes(), EndHeaders: true})
+		wmu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nc, func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string]int{}
+		for k, v := range ended {
+			out[k] = v
+		}
+		return out
+	}
+}
+
+// TestGRPCHeadersOnlyCallsBounded: gRPC calls that send their headers and
+// never their message hold a goroutine and their stream each until
+// --recv-timeout, and cost the body budget nothing. The tenth hostile
+// pass held 1,000 connections × 64 health Checks with no token (health
+// needs none): 67,022 goroutines, RSS 226 → 1,097 MB, renewable every
+// 10 s; with any token, as many of any method. A caller (the peer's host
+// without a token) now has at most server.MaxWaitingPerCaller calls
+// waiting for their message, and callers with no identity
+// server.MaxWaitingAnonymous together; the rest are refused
+// RESOURCE_EXHAUSTED from their headers, and another identity's Routes
+// are answered throughout.
+func TestGRPCHeadersOnlyCallsBounded(t *testing.T) {
+	idx := genIndex(t, "testdata/mini.json")
+	maddr, addr := freeAddr(t), freeAddr(t)
+	_, conn := opsDaemon(t, addr, insecureDial, "--index", idx, "--auth-token-file", recvTokens(t), "--metrics-listen", maddr,
+		"--recv-timeout", "60s")
+	c := pb.NewClassifierServiceClient(conn)
+	if _, err := c.Route(bearerCtx(context.Background(), bobToken), &pb.RouteRequest{Query: "warm up"}); err != nil {
+		t.Fatal(err)
+	}
+	share := server.MaxWaitingPerCaller
+	for _, tc := range []struct {
+		name, path, token string
+		peers             int
+	}{
+		{"health Check, no token", "/grpc.health.v1.Health/Check", "", 1},
+		{"GetIndexInfo, a route token", "/classifier.v1.ClassifierService/GetIndexInfo", aliceToken, 1},
+		// Charged to the body budget, these filled it and every identity's
+		// calls were refused: calls with no identity are counted apart.
+		{"health Check, no token, 20 peers", "/grpc.health.v1.Health/Check", "", 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			waitMetric(t, maddr, "go_goroutines", 1)
+			base := goroutines(t, maddr)
+			stop := make(chan struct{})
+			victim := victimRoutes(t, c, bobToken, stop)
+			const conns, streams = 20, 64
+			var counts []func() map[string]int
+			for i := range conns {
+				src := fmt.Sprintf("127.0.0.%d", 1+i%tc.peers)
+				nc, st := headersOnly(t, src, addr, tc.path, tc.token, streams)
+				defer nc.Close()
+				counts = append(counts, st)
+			}
+			time.Sleep(5 * time.Second)
+			held := goroutines(t, maddr) - base
+			close(stop)
+			v := <-victim
+			ended := map[string]int{}
+			for _, st := range counts {
+				for k, n := range st() {
+					ended[k] += n
+				}
+			}
+			// Each held call is its handler's goroutine and its stream's
+			// context watcher; each connection a few of its own.
+			limit := float64(conns*perConnGoroutines + 2*share*tc.peers + goroutineSlack)
+			t.Logf("%d connections × %d calls sending no message: +%.0f goroutines held (limit %.0f); ended %v; victim %v; load %s",
+				conns, streams, held, limit, ended, v, loadavg())
+			if held > limit {
+				t.Errorf("+%.0f goroutines held by calls with no message, want at most %.0f (%d calls of one caller)", held, limit, share)
+			}
+			if want := conns*streams - min(share*tc.peers, server.MaxWaitingAnonymous); tc.peers == 1 && ended["8"] < want { // RESOURCE_EXHAUSTED
+				t.Errorf("%d calls refused RESOURCE_EXHAUSTED, want at least %d (ended %v)", ended["8"], want, ended)
+			}
+			if len(v.errs) > 0 || len(v.lat) == 0 {
+				t.Errorf("victim's Routes: %v (first error %v), want every one answered", v, firstErr(v.errs))
+			}
+		})
+	}
+}

@@ -80,6 +80,10 @@ type Guard struct {
 	// CheckBody, if set, checks a body read whole before the handler
 	// sees it (an INVALID_ARGUMENT status error: 400).
 	CheckBody func(body []byte) error
+	// CountValues, if set, refuses (400 INVALID_ARGUMENT) a body of
+	// more than MaxElements values before the handler decodes it
+	// (CheckElements): decoding costs memory per value.
+	CountValues bool
 	// Budget, if set, bounds the body bytes held at once (Budget).
 	Budget *Budget
 	// Refuse answers a refused request in the listener's protocol.
@@ -228,6 +232,12 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 		if enveloped(r.Header.Get("Content-Type")) {
 			if err := checkEnvelopes(body); err != nil {
 				refuse(w, r, http.StatusBadRequest, status.Error(codes.InvalidArgument, err.Error()))
+				return
+			}
+		}
+		if g.CountValues {
+			if err := CheckElements(r.URL.Path, r.Header.Get("Content-Type"), body); err != nil {
+				refuse(w, r, http.StatusBadRequest, err)
 				return
 			}
 		}

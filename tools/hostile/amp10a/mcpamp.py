@@ -24,11 +24,12 @@ item = b'{}' if arg != 'texts' else b'""'
 head = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"%s","arguments":{"query":"x","%s":[' % (tool.encode(), arg.encode())
 body = head + b','.join([item] * n) + b']}}}'
 codes = collections.Counter()
+ids = iter(range(100, 10**6))
 def one():
     for _ in range(rounds):
         try:
             cc = http.client.HTTPConnection(host, int(port), timeout=120)
-            cc.request('POST', '/mcp', body, H2)
+            cc.request('POST', '/mcp', body.replace(b'"id":7,', b'"id":%d,' % next(ids), 1), H2)
             rr = cc.getresponse(); d = rr.read()
             codes[(rr.status, d[:140])] += 1
         except Exception as e:

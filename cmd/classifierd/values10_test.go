@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,16 +23,20 @@ import (
 // identity (the body budget's share), +350 MB for one over gRPC-Web. Now
 // the body's values are counted before it is decoded and it is refused
 // 400 (httpguard.MaxElements), with the daemon's peak memory rising by
-// less than 150 MB for three JSON and three gRPC-Web bodies at once (it
-// rose by over 1 GB on main).
+// less than 150 MB for three JSON, three gRPC-Web and three MCP bodies
+// at once (it
+// rose by over 1 GB on main). The same on --mcp-listen, a route tool
+// call's arguments of 1.4 million empty messages: 135 MB each before (the
+// proxy's listener the same: three at once +405 MB).
 func TestHostileManyValuesRefusedBeforeDecoding(t *testing.T) {
 	idx := genIndex(t, "testdata/mini.json")
 	tokens := filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(tokens, []byte("hog route "+aliceToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	httpAddr := freeAddr(t)
-	d, _ := opsDaemon(t, freeAddr(t), insecureDial, "--index", idx, "--auth-token-file", tokens, "--http-listen", httpAddr)
+	httpAddr, mcpAddr := freeAddr(t), freeAddr(t)
+	d, _ := opsDaemon(t, freeAddr(t), insecureDial, "--index", idx, "--auth-token-file", tokens, "--http-listen", httpAddr,
+		"--mcp-listen", mcpAddr)
 	const limit = 4<<20 - 64
 
 	n := (limit - 30) / 3
@@ -42,14 +47,27 @@ func TestHostileManyValuesRefusedBeforeDecoding(t *testing.T) {
 	binary.BigEndian.PutUint32(webBody[1:], uint32(len(msg)))
 	webBody = append(webBody, msg...)
 
+	mcpSession := ""
+	mcpBody := append([]byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"route","arguments":{"query":"x","messages":[`),
+		bytes.Repeat([]byte(`{},`), n-40)...)
+	mcpBody = append(mcpBody[:len(mcpBody)-1], "]}}}"...)
 	post := func(ct string, body []byte) (int, string, string) {
-		req, err := http.NewRequest(http.MethodPost, "http://"+httpAddr+"/classifier.v1.ClassifierService/Route", bytes.NewReader(body))
+		url := "http://" + httpAddr + "/classifier.v1.ClassifierService/Route"
+		if ct == "mcp" {
+			url, ct = "http://"+mcpAddr+"/mcp", "application/json"
+		}
+		req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 		if err != nil {
 			t.Error(err)
 			return 0, "", ""
 		}
 		req.Header.Set("Content-Type", ct)
 		req.Header.Set("Authorization", "Bearer "+aliceToken)
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if mcpSession != "" {
+			req.Header.Set("Mcp-Session-Id", mcpSession)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
 		resp, err := (&http.Client{Timeout: 2 * time.Minute}).Do(req)
 		if err != nil {
 			t.Error(err)
@@ -57,17 +75,30 @@ func TestHostileManyValuesRefusedBeforeDecoding(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
+		if s := resp.Header.Get("Mcp-Session-Id"); s != "" {
+			mcpSession = s
+		}
 		return resp.StatusCode, string(b), resp.Header.Get("Grpc-Message")
 	}
 	// A small Route passes, so the refusal below is the count's.
 	if code, body, _ := post("application/json", []byte(`{"query":"open a pull request, then {merge} it [now]","messages":[{"role":"user","content":"a, b"}]}`)); code != http.StatusOK {
 		t.Fatalf("a small Route: %d %s", code, body)
 	}
+	if code, body, _ := post("mcp", []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`)); code != http.StatusOK || mcpSession == "" {
+		t.Fatalf("MCP initialize: %d %s", code, body)
+	}
 
 	meter := startPeakMeter(t, d.cmd.Process.Pid)
 	var wg sync.WaitGroup
 	for i := 0; i < 3; i++ {
-		wg.Add(2)
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			code, body, _ := post("mcp", bytes.Replace(mcpBody, []byte(`"id":7`), []byte(`"id":`+strconv.Itoa(10+i)), 1))
+			if code != http.StatusBadRequest || !strings.Contains(body, "values") {
+				t.Errorf("MCP route call of %d empty messages: %d %.200s; want 400 counting its values", n, code, body)
+			}
+		}()
 		go func() {
 			defer wg.Done()
 			code, body, _ := post("application/json", jsonBody)
@@ -85,8 +116,8 @@ func TestHostileManyValuesRefusedBeforeDecoding(t *testing.T) {
 	}
 	wg.Wait()
 	grew, how := meter.growth()
-	t.Logf("3 JSON and 3 gRPC-Web bodies of 4 MiB at once: peak +%d MB (%s)", grew>>20, how)
+	t.Logf("3 JSON, 3 gRPC-Web and 3 MCP bodies of 4 MiB at once: peak +%d MB (%s)", grew>>20, how)
 	if grew > 150<<20 {
-		t.Errorf("peak memory rose by %d MB for six 4 MiB bodies (%s); want under 150 MB", grew>>20, how)
+		t.Errorf("peak memory rose by %d MB for nine 4 MiB bodies (%s); want under 150 MB", grew>>20, how)
 	}
 }

@@ -11,13 +11,16 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
-// MaxElements is the most values one --http-listen request body may hold
+// MaxElements is the most values one request body may hold on
+// --http-listen and the MCP listeners (the daemon's and the proxy's)
 // (JSON objects, arrays and their members; protobuf fields, each element
 // of a repeated field one), counted before it is decoded. Decoding costs
 // memory per value, not per byte: the tenth hostile pass's 4 MiB Route of
 // 1.4 million empty messages ({} each, 3 bytes) cost 470 MB and 7.6 s of
 // CPU to be refused "1398070 messages, limit 64", three at once by one
-// identity 1.5 GB; over gRPC-Web 2 million (2 bytes each) 350 MB. The
+// identity 1.5 GB; over gRPC-Web 2 million (2 bytes each) 350 MB; as a
+// tool call's arguments on an MCP listener 135 MB each, three at once
+// +405 MB in the proxy (whose manifest allows 512 Mi). The
 // largest request the API takes at its defaults holds a few thousand
 // (AnalyzePrompt's 1,024 valid_categories, 64 messages or texts), so this
 // is room for limits raised sixteen-fold; 65,536 values decode in about
@@ -31,7 +34,7 @@ var errTooManyElements = errors.New("too many values")
 // body (the decoder's own limit is 10,000).
 const maxProtoDepth = 100
 
-// CheckElements refuses (INVALID_ARGUMENT) a --http-listen request body of
+// CheckElements refuses (INVALID_ARGUMENT) a request body of
 // more than MaxElements values, counted without decoding: a JSON body
 // (REST, Connect JSON, enveloped +json) by its structure outside strings,
 // a protobuf body (Connect, gRPC and gRPC-Web +proto) by its fields, along

@@ -375,11 +375,12 @@ func WriteRPCError(w http.ResponseWriter, r *http.Request, httpCode int, err err
 }
 
 // PlainMCP is the guard of an MCP listener that checks no caller: it
-// bounds bodies, refuses large JSON-RPC batches and answers in JSON-RPC;
+// bounds bodies and their values (MaxElements), refuses large JSON-RPC
+// batches and answers in JSON-RPC;
 // the requests and bodies it holds at once are bounded by a budget of
 // the default size, per peer host.
 func PlainMCP(maxBody int64) Guard {
-	return Guard{MaxBody: maxBody, ReadWait: BodyReadWait, CheckBody: CheckMCPBatch, Refuse: RefuseMCP,
+	return Guard{MaxBody: maxBody, ReadWait: BodyReadWait, CheckBody: CheckMCPBatch, CountValues: true, Refuse: RefuseMCP,
 		Budget: NewBudget(DefaultBodyBudget, DefaultBodyBudgetPerClient)}
 }
 

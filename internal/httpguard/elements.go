@@ -6,13 +6,14 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/classifierd/classifierd/server"
 )
 
-// MaxElements is the most values one request body may hold on
-// --http-listen and the MCP listeners (the daemon's and the proxy's)
+// MaxElements (server.MaxValues) is the most values one request body may
+// hold on --http-listen and the MCP listeners (the daemon's and the proxy's)
 // (JSON objects, arrays and their members; protobuf fields, each element
 // of a repeated field one), counted before it is decoded. Decoding costs
 // memory per value, not per byte: the tenth hostile pass's 4 MiB Route of
@@ -25,14 +26,10 @@ import (
 // (AnalyzePrompt's 1,024 valid_categories, 64 messages or texts), so this
 // is room for limits raised sixteen-fold; 65,536 values decode in about
 // 22 MB.
-const MaxElements = 1 << 16
+const MaxElements = server.MaxValues
 
 // errTooManyElements is a body past MaxElements.
-var errTooManyElements = errors.New("too many values")
-
-// maxProtoDepth bounds the nesting CheckElements follows in a protobuf
-// body (the decoder's own limit is 10,000).
-const maxProtoDepth = 100
+var errTooManyElements = server.ErrTooManyValues
 
 // CheckElements refuses (INVALID_ARGUMENT) a request body of
 // more than MaxElements values, counted without decoding: a JSON body
@@ -61,12 +58,12 @@ func CheckElements(path, contentType string, body []byte) error {
 			if size > len(rest)-5 {
 				break // checkEnvelopes refuses it
 			}
-			err = protoFields(rest[5:5+size], md, &n, 0)
+			err = server.CountProtoValues(rest[5:5+size], md, &n)
 			rest = rest[5+size:]
 		}
 	case strings.HasSuffix(ct, "proto") || strings.HasSuffix(ct, "protobuf"):
 		if md := requestDescriptor(path); md != nil {
-			err = protoFields(body, md, &n, 0)
+			err = server.CountProtoValues(body, md, &n)
 		}
 	}
 	if errors.Is(err, errTooManyElements) {
@@ -127,36 +124,4 @@ func requestDescriptor(path string) protoreflect.MessageDescriptor {
 		return nil
 	}
 	return m.Input()
-}
-
-// protoFields adds the fields of the protobuf message b (of type md) and
-// of the messages it holds to *n; errTooManyElements past MaxElements,
-// another error if b does not parse.
-func protoFields(b []byte, md protoreflect.MessageDescriptor, n *int, depth int) error {
-	if depth > maxProtoDepth {
-		return errors.New("nested too deep")
-	}
-	for len(b) > 0 {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 {
-			return protowire.ParseError(l)
-		}
-		b = b[l:]
-		v := protowire.ConsumeFieldValue(num, typ, b)
-		if v < 0 {
-			return protowire.ParseError(v)
-		}
-		if *n++; *n > MaxElements {
-			return errTooManyElements
-		}
-		if fd := md.Fields().ByNumber(num); fd != nil && typ == protowire.BytesType &&
-			(fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind) {
-			inner, _ := protowire.ConsumeBytes(b[:v])
-			if err := protoFields(inner, fd.Message(), n, depth+1); err != nil {
-				return err
-			}
-		}
-		b = b[v:]
-	}
-	return nil
 }

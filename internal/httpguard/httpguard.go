@@ -235,14 +235,14 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if g.CountValues {
-			if err := CheckElements(r.URL.Path, r.Header.Get("Content-Type"), body); err != nil {
+		if g.CheckBody != nil {
+			if err := g.CheckBody(body); err != nil {
 				refuse(w, r, http.StatusBadRequest, err)
 				return
 			}
 		}
-		if g.CheckBody != nil {
-			if err := g.CheckBody(body); err != nil {
+		if g.CountValues {
+			if err := CheckElements(r.URL.Path, r.Header.Get("Content-Type"), body); err != nil {
 				refuse(w, r, http.StatusBadRequest, err)
 				return
 			}

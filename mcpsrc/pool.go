@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -395,7 +396,7 @@ func (c *conn) transport() mcp.Transport {
 	switch sc.Transport {
 	case TransportStdio:
 		cmd := exec.Command(sc.Command, sc.Args...)
-		cmd.Env = os.Environ()
+		cmd.Env = InheritedEnv(os.Environ())
 		for _, k := range sortedKeys(sc.Env) {
 			cmd.Env = append(cmd.Env, k+"="+sc.Env[k])
 		}
@@ -427,4 +428,32 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return h.base.RoundTrip(r)
+}
+
+// InheritedEnv is the environment a stdio backend inherits from environ
+// (the daemon's or the proxy's): all of it but classifierd's own
+// configuration and secrets, every CLASSIFIERD_ variable (the Redis
+// password of --state, $CLASSIFIERD_STATE_PASSWORD) and the OTLP
+// exporter's headers (OTEL_EXPORTER_OTLP_HEADERS and its per-signal
+// forms, which carry the collector's credentials). A backend is another
+// program, often from a registry, and some answer their environment to
+// any caller (server-everything's get-env did, with the Redis password, in
+// the tenth hostile pass). A server's own "env" in the configuration is
+// added after, so one that needs such a variable is given it by name.
+func InheritedEnv(environ []string) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if ownSecret(name) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func ownSecret(name string) bool {
+	up := strings.ToUpper(name)
+	return strings.HasPrefix(up, "CLASSIFIERD_") ||
+		strings.HasPrefix(up, "OTEL_EXPORTER_OTLP_") && strings.HasSuffix(up, "HEADERS")
 }

@@ -180,3 +180,16 @@ func TestPoolStreamableHTTP(t *testing.T) {
 		t.Errorf("healthy server marked degraded: %+v", snap.Servers[0])
 	}
 }
+
+// TestInheritedEnv: a stdio backend inherits the environment but
+// classifierd's own variables and the OTLP exporter's headers.
+func TestInheritedEnv(t *testing.T) {
+	in := []string{"PATH=/usr/bin", "HOME=/root", "CLASSIFIERD_STATE_PASSWORD=pw", "classifierd_x=1",
+		"OTEL_EXPORTER_OTLP_HEADERS=a=b", "OTEL_EXPORTER_OTLP_TRACES_HEADERS=a=b", "OTEL_EXPORTER_OTLP_ENDPOINT=h:1",
+		"GITHUB_TOKEN=t", "NOEQUALS"}
+	got := mcpsrc.InheritedEnv(in)
+	want := []string{"PATH=/usr/bin", "HOME=/root", "OTEL_EXPORTER_OTLP_ENDPOINT=h:1", "GITHUB_TOKEN=t", "NOEQUALS"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("InheritedEnv = %q, want %q", got, want)
+	}
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	protov2 "google.golang.org/protobuf/proto"
 )
 
 // requestCodec is the proto codec, except that a request that does not
@@ -28,6 +30,18 @@ func newRequestCodec() *requestCodec {
 }
 
 func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if m, ok := v.(protov2.Message); ok {
+		// Counted before decoding: decoding costs memory per value
+		// (MaxValues), and a 4 MiB message can hold 2 million.
+		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+		n := 0
+		err := CountProtoValues(buf.ReadOnlyData(), m.ProtoReflect().Descriptor(), &n)
+		buf.Free()
+		if errors.Is(err, ErrTooManyValues) {
+			c.bad.Store(v, status.Errorf(codes.InvalidArgument, "request holds more than %d values: at most %d per request", MaxValues, MaxValues))
+			return nil
+		}
+	}
 	if err := c.CodecV2.Unmarshal(data, v); err != nil {
 		c.bad.Store(v, err)
 	}
@@ -36,7 +50,10 @@ func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 
 // failed reports (and forgets) a decode failure of msg.
 func (c *requestCodec) failed(msg any) error {
-	if _, ok := c.bad.LoadAndDelete(msg); ok {
+	if err, ok := c.bad.LoadAndDelete(msg); ok {
+		if _, counted := status.FromError(err.(error)); counted { // MaxValues
+			return err.(error)
+		}
 		return status.Error(codes.InvalidArgument, "request does not parse as the method's protobuf message")
 	}
 	return nil

@@ -319,9 +319,9 @@ func TestHostileAnalyzeValidCategories(t *testing.T) {
 		}
 		return out
 	}
-	_, err := c.AnalyzePrompt(ctx, &pb.AnalyzePromptRequest{Prompt: "check my github notifications", ValidCategories: names(100_000)})
-	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "valid_categories has 100000 names, limit 1024") {
-		t.Errorf("100,000 valid_categories: %v, want INVALID_ARGUMENT naming the limit", err)
+	_, err := c.AnalyzePrompt(ctx, &pb.AnalyzePromptRequest{Prompt: "check my github notifications", ValidCategories: names(50_000)})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "valid_categories has 50000 names, limit 1024") {
+		t.Errorf("50,000 valid_categories (under the 65,536 values every request may hold): %v, want INVALID_ARGUMENT naming the limit", err)
 	}
 	many := append(names(1000), "github", "unknown-category-000001")
 	r, err := c.AnalyzePrompt(ctx, &pb.AnalyzePromptRequest{Prompt: "check my github notifications", ValidCategories: many})

@@ -80,6 +80,10 @@ type Guard struct {
 	// CheckBody, if set, checks a body read whole before the handler
 	// sees it (an INVALID_ARGUMENT status error: 400).
 	CheckBody func(body []byte) error
+	// CountValues, if set, refuses (400 INVALID_ARGUMENT) a body of
+	// more than MaxElements values before the handler decodes it
+	// (CheckElements): decoding costs memory per value.
+	CountValues bool
 	// Budget, if set, bounds the body bytes held at once (Budget).
 	Budget *Budget
 	// Refuse answers a refused request in the listener's protocol.
@@ -237,6 +241,12 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 				return
 			}
 		}
+		if g.CountValues {
+			if err := CheckElements(r.URL.Path, r.Header.Get("Content-Type"), body); err != nil {
+				refuse(w, r, http.StatusBadRequest, err)
+				return
+			}
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
@@ -365,11 +375,12 @@ func WriteRPCError(w http.ResponseWriter, r *http.Request, httpCode int, err err
 }
 
 // PlainMCP is the guard of an MCP listener that checks no caller: it
-// bounds bodies, refuses large JSON-RPC batches and answers in JSON-RPC;
+// bounds bodies and their values (MaxElements), refuses large JSON-RPC
+// batches and answers in JSON-RPC;
 // the requests and bodies it holds at once are bounded by a budget of
 // the default size, per peer host.
 func PlainMCP(maxBody int64) Guard {
-	return Guard{MaxBody: maxBody, ReadWait: BodyReadWait, CheckBody: CheckMCPBatch, Refuse: RefuseMCP,
+	return Guard{MaxBody: maxBody, ReadWait: BodyReadWait, CheckBody: CheckMCPBatch, CountValues: true, Refuse: RefuseMCP,
 		Budget: NewBudget(DefaultBodyBudget, DefaultBodyBudgetPerClient)}
 }
 

@@ -343,7 +343,8 @@ func LoopbackListen(addr string) (bool, error) {
 
 // RPCGuard is the guard of --http-listen: callers are authenticated by the
 // gRPC edge's rules (server.AuthConfig.HTTPCaller) before a body is read;
-// bodies are bounded by --max-recv-bytes, as on gRPC; refusals are written
+// bodies are bounded by --max-recv-bytes, as on gRPC, and by the values
+// they hold (httpguard.MaxElements) before they are decoded; refusals are written
 // in the request's protocol (writeRPCError).
 func (s *Security) RPCGuard(maxBody int64) httpguard.Guard {
 	ac := server.AuthConfig{Tokens: s.Tokens, ClientCerts: s.ClientCerts()}
@@ -355,8 +356,9 @@ func (s *Security) RPCGuard(maxBody int64) httpguard.Guard {
 			}
 			return c, err
 		},
-		Public:  httpguard.BodilessRead,
-		MaxBody: maxBody,
+		Public:      httpguard.BodilessRead,
+		MaxBody:     maxBody,
+		CountValues: true,
 		Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
 			if code == http.StatusUnauthorized && s.Tokens != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="classifierd"`)
@@ -369,7 +371,8 @@ func (s *Security) RPCGuard(maxBody int64) httpguard.Guard {
 // MCPGuard is the guard of an MCP listener (the daemon's --mcp-listen,
 // classifierd proxy --mcp-listen): every request is authenticated by
 // MCPIdentity's rules and must hold one of the scopes anyOf; bodies are
-// bounded by maxBody (--max-recv-bytes) and read within bodyReadWait;
+// bounded by maxBody (--max-recv-bytes) and by the values they hold
+// (httpguard.MaxElements), and read within bodyReadWait;
 // refusals are JSON-RPC errors (writeMCPError).
 func (s *Security) MCPGuard(maxBody int64, anyOf ...string) httpguard.Guard {
 	return httpguard.Guard{
@@ -384,10 +387,11 @@ func (s *Security) MCPGuard(maxBody int64, anyOf ...string) httpguard.Guard {
 			s.authenticated(r, c)
 			return c, nil
 		},
-		MaxBody:   maxBody,
-		ReadWait:  httpguard.BodyReadWait,
-		CheckBody: httpguard.CheckMCPBatch,
-		Budget:    s.Bodies,
+		MaxBody:     maxBody,
+		ReadWait:    httpguard.BodyReadWait,
+		CheckBody:   httpguard.CheckMCPBatch,
+		CountValues: true,
+		Budget:      s.Bodies,
 		Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
 			if code == http.StatusUnauthorized && s.Tokens != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="classifierd"`)

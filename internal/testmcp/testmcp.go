@@ -22,6 +22,9 @@ type Tool struct {
 	Description string `json:"description"`
 	// Fail makes every call of the tool answer a tool error (isError).
 	Fail bool `json:"fail,omitempty"`
+	// Env makes the tool answer its process's environment, a NAME=value a
+	// line.
+	Env bool `json:"env,omitempty"`
 }
 
 // Binary builds the test server into t.TempDir() and returns its path

@@ -1,7 +1,9 @@
 // Command server is an MCP server for tests, built with the official Go SDK.
 // It serves the tools listed in a JSON file ([{"name","description"}]) and
 // watches that file: when it changes, the tool list changes and the SDK
-// sends notifications/tools/list_changed. Every tool answers its own name.
+// sends notifications/tools/list_changed. Every tool answers its own name,
+// but one with "env": true answers its process's environment, a NAME=value
+// a line (as npm's server-everything get-env does).
 //
 //	server --tools FILE             serve over stdio
 //	server --tools FILE --http ADDR serve streamable HTTP; the URL is written to --url-file
@@ -18,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,6 +31,7 @@ type toolDef struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
 	Fail        bool   `json:"fail"` // every call answers isError
+	Env         bool   `json:"env"`  // answers the process's environment
 }
 
 func main() {
@@ -59,10 +63,14 @@ func run(ctx context.Context, toolsPath, httpAddr, urlFile string) error {
 		var names []string
 		for _, d := range defs {
 			names = append(names, d.Name)
-			name, fail := d.Name, d.Fail
+			name, fail, env := d.Name, d.Fail, d.Env
 			srv.AddTool(&mcp.Tool{Name: d.Name, Description: d.Description, InputSchema: json.RawMessage(`{"type":"object"}`)},
 				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name}}, IsError: fail}, nil
+					text := name
+					if env {
+						text = strings.Join(os.Environ(), "\n")
+					}
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: fail}, nil
 				})
 		}
 		var gone []string

@@ -1,0 +1,127 @@
+package httpguard
+
+import (
+	"errors"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/classifierd/classifierd/server"
+)
+
+// MaxElements (server.MaxValues) is the most values one request body may
+// hold on --http-listen and the MCP listeners (the daemon's and the proxy's)
+// (JSON objects, arrays and their members; protobuf fields, each element
+// of a repeated field one), counted before it is decoded. Decoding costs
+// memory per value, not per byte: the tenth hostile pass's 4 MiB Route of
+// 1.4 million empty messages ({} each, 3 bytes) cost 470 MB and 7.6 s of
+// CPU to be refused "1398070 messages, limit 64", three at once by one
+// identity 1.5 GB; over gRPC-Web 2 million (2 bytes each) 350 MB; as a
+// tool call's arguments on an MCP listener 135 MB each, three at once
+// +405 MB in the proxy (whose manifest allows 512 Mi). The
+// largest request the API takes at its defaults holds a few thousand
+// (AnalyzePrompt's 1,024 valid_categories, 64 messages or texts), so this
+// is room for limits raised sixteen-fold; 65,536 values decode in about
+// 22 MB.
+const MaxElements = server.MaxValues
+
+// errTooManyElements is a body past MaxElements.
+var errTooManyElements = server.ErrTooManyValues
+
+// CheckElements refuses (INVALID_ARGUMENT) a request body of
+// more than MaxElements values, counted without decoding: a JSON body
+// (REST, Connect JSON, enveloped +json) by its structure outside strings,
+// a protobuf body (Connect, gRPC and gRPC-Web +proto) by its fields, along
+// the method's request message found from the path. A body whose method
+// is unknown or that does not parse is left to the decoder, which answers
+// its own error.
+func CheckElements(path, contentType string, body []byte) error {
+	ct := strings.ToLower(strings.TrimSpace(contentType))
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = strings.TrimSpace(ct[:i])
+	}
+	var n int
+	var err error
+	switch {
+	case strings.Contains(ct, "json") || ct == "":
+		n, err = jsonValues(body)
+	case enveloped(ct):
+		md := requestDescriptor(path)
+		if md == nil {
+			return nil
+		}
+		for rest := body; len(rest) >= 5 && err == nil; {
+			size := int(uint32(rest[1])<<24 | uint32(rest[2])<<16 | uint32(rest[3])<<8 | uint32(rest[4]))
+			if size > len(rest)-5 {
+				break // checkEnvelopes refuses it
+			}
+			err = server.CountProtoValues(rest[5:5+size], md, &n)
+			rest = rest[5+size:]
+		}
+	case strings.HasSuffix(ct, "proto") || strings.HasSuffix(ct, "protobuf"):
+		if md := requestDescriptor(path); md != nil {
+			err = server.CountProtoValues(body, md, &n)
+		}
+	}
+	if errors.Is(err, errTooManyElements) {
+		return status.Errorf(codes.InvalidArgument, "request body holds more than %d values: at most %d per request", MaxElements, MaxElements)
+	}
+	return nil
+}
+
+// jsonValues counts the values of a JSON text past which it stops, up
+// to MaxElements+1: each '{' and '[' and each ',' outside strings (a
+// member or element after the first). Whether the text is valid JSON is
+// the decoder's to say.
+func jsonValues(b []byte) (int, error) {
+	n := 0
+	inString, escaped := false, false
+	for _, c := range b {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[', ',':
+			if n++; n > MaxElements {
+				return n, errTooManyElements
+			}
+		}
+	}
+	return n, nil
+}
+
+// requestDescriptor is the request message of the RPC at path
+// (/package.Service/Method), or nil if no registered service has it.
+func requestDescriptor(path string) protoreflect.MessageDescriptor {
+	path = strings.TrimPrefix(path, "/")
+	i := strings.LastIndexByte(path, '/')
+	if i <= 0 {
+		return nil
+	}
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(path[:i]))
+	if err != nil {
+		return nil
+	}
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return nil
+	}
+	m := sd.Methods().ByName(protoreflect.Name(path[i+1:]))
+	if m == nil {
+		return nil
+	}
+	return m.Input()
+}

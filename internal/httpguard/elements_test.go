@@ -1,0 +1,65 @@
+package httpguard
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+)
+
+// TestCheckElements: values are counted outside JSON strings and along
+// the request message's fields; a body at MaxElements passes, one past it
+// is refused, whatever its framing.
+func TestCheckElements(t *testing.T) {
+	const route = "/classifier.v1.ClassifierService/Route"
+	msgs := func(n int) []byte {
+		m := &pb.RouteRequest{Query: "x"}
+		for range n {
+			m.Messages = append(m.Messages, &pb.Message{})
+		}
+		b, _ := proto.Marshal(m)
+		return b
+	}
+	// The query field and n messages: n+1 fields.
+	atLimit, overLimit := msgs(MaxElements-1), msgs(MaxElements)
+	jsonArray := func(n int) []byte { return []byte("[" + strings.Repeat("{},", n-1) + "{}]") }
+	for _, tc := range []struct {
+		name, path, ct string
+		body           []byte
+		refused        bool
+	}{
+		{"JSON commas and brackets inside strings", route, "application/json",
+			[]byte(`{"query":"` + strings.Repeat(`,{[\",`, 100000) + `"}`), false},
+		// "[" plus n objects and n-1 commas: 2n values.
+		{"JSON at the limit", route, "application/json", jsonArray(MaxElements / 2), false},
+		{"JSON past the limit", route, "application/json; charset=utf-8", jsonArray(MaxElements/2 + 1), true},
+		{"Connect streaming JSON past the limit", route, "application/connect+json", jsonArray(MaxElements), true},
+		{"protobuf at the limit", route, "application/proto", atLimit, false},
+		{"protobuf past the limit", route, "application/proto", overLimit, true},
+		{"gRPC-Web past the limit", route, "application/grpc-web+proto", []byte(envelope(string(overLimit))), true},
+		{"gRPC-Web at the limit", route, "application/grpc-web", []byte(envelope(string(atLimit))), false},
+		{"unknown method: left to the handler", "/x.Y/Z", "application/proto", overLimit, false},
+		{"not protobuf: left to the decoder", route, "application/proto", []byte{0xff, 0xff}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckElements(tc.path, tc.ct, tc.body)
+			if (err != nil) != tc.refused {
+				t.Fatalf("CheckElements: %v; want refused %v", err, tc.refused)
+			}
+		})
+	}
+}
+
+func FuzzCheckElements(f *testing.F) {
+	f.Add([]byte(`{"query":"x","messages":[{},{}]}`), true)
+	f.Add([]byte("\x0a\x01x\x12\x00"), false)
+	f.Fuzz(func(t *testing.T, body []byte, json bool) {
+		ct := "application/proto"
+		if json {
+			ct = "application/json"
+		}
+		_ = CheckElements("/classifier.v1.ClassifierService/Route", ct, body)
+	})
+}

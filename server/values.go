@@ -1,0 +1,64 @@
+package server
+
+import (
+	"errors"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// MaxValues is the most values one request message may hold (protobuf
+// fields, each element of a repeated field one; on the HTTP listeners JSON
+// values too), counted before it is decoded. Decoding costs memory per
+// value, not per byte: the tenth hostile pass's Route of 2 million empty
+// messages (2 bytes each, under the 4 MiB message limit) cost over 500 MB
+// to decode before its "limit 64" refusal, three at once +1.6 GB on
+// --listen. The largest request the API takes at its defaults holds a few
+// thousand (AnalyzePrompt's 1,024 valid_categories, 64 messages or texts),
+// so this is room for limits raised sixteen-fold; 65,536 values decode in
+// about 22 MB.
+const MaxValues = 1 << 16
+
+// ErrTooManyValues is a request of more than MaxValues values.
+var ErrTooManyValues = errors.New("too many values")
+
+// maxProtoDepth bounds the nesting CountProtoValues follows (the decoder's
+// own limit is 10,000).
+const maxProtoDepth = 100
+
+// CountProtoValues adds the fields of the protobuf message b (of type md)
+// and of the messages it holds to *n, without decoding it:
+// ErrTooManyValues past MaxValues, another error if b does not parse
+// (which the decoder then reports itself).
+func CountProtoValues(b []byte, md protoreflect.MessageDescriptor, n *int) error {
+	return countProto(b, md, n, 0)
+}
+
+func countProto(b []byte, md protoreflect.MessageDescriptor, n *int, depth int) error {
+	if depth > maxProtoDepth {
+		return errors.New("nested too deep")
+	}
+	for len(b) > 0 {
+		num, typ, l := protowire.ConsumeTag(b)
+		if l < 0 {
+			return protowire.ParseError(l)
+		}
+		b = b[l:]
+		v := protowire.ConsumeFieldValue(num, typ, b)
+		if v < 0 {
+			return protowire.ParseError(v)
+		}
+		if *n++; *n > MaxValues {
+			return ErrTooManyValues
+		}
+		if fd := md.Fields().ByNumber(num); fd != nil && typ == protowire.BytesType &&
+			(fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind) {
+			inner, _ := protowire.ConsumeBytes(b[:v])
+			if err := countProto(inner, fd.Message(), n, depth+1); err != nil {
+				return err
+			}
+		}
+		b = b[v:]
+	}
+	return nil
+}

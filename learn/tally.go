@@ -314,15 +314,33 @@ func newRanking(cos, w []float64, want int) *ranking {
 }
 
 func (r *ranking) sort() {
-	slices.SortFunc(r.order, func(a, b int32) int {
-		if ca, cb := r.cos[a], r.cos[b]; ca != cb {
-			if ca > cb {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Compare(a, b)
-	})
+	// One ordered key per record, sorted without a comparison function:
+	// the cosine (a float32's value: dotI8's product) made to sort
+	// descending in the high half, the position ascending in the low.
+	keys := make([]uint64, len(r.order))
+	for k, i := range r.order {
+		keys[k] = uint64(descKey(float32(r.cos[i])))<<32 | uint64(uint32(i))
+	}
+	slices.Sort(keys)
+	for k, key := range keys {
+		r.order[k] = int32(uint32(key))
+	}
+}
+
+// descKey orders float32s descending as unsigned integers ascending
+// (NaN aside): the IEEE bits, sign bit flipped for positives and every
+// bit for negatives, then complemented.
+func descKey(c float32) uint32 {
+	if c == 0 {
+		c = 0 // -0 as 0: equal cosines go by position
+	}
+	b := math.Float32bits(c)
+	if b&(1<<31) != 0 {
+		b = ^b
+	} else {
+		b |= 1 << 31
+	}
+	return ^b
 }
 
 // nearest is the indices of at most n records, the nearest first, among

@@ -1,6 +1,7 @@
 package learn
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -54,5 +55,19 @@ func TestNearest(t *testing.T) {
 				t.Errorf("size %d, n %d: nearest %v, want %v", size, n, got, want)
 			}
 		}
+	}
+}
+
+// descKey orders cosines as a descending sort would, ties alike, across
+// signs and zeros.
+func TestDescKey(t *testing.T) {
+	cs := []float32{1, 0.5, 0.25, 1e-30, 0, -1e-30, -0.25, -0.5, -1}
+	for i := 1; i < len(cs); i++ {
+		if !(descKey(cs[i-1]) < descKey(cs[i])) {
+			t.Errorf("descKey(%g) = %#x, not below descKey(%g) = %#x", cs[i-1], descKey(cs[i-1]), cs[i], descKey(cs[i]))
+		}
+	}
+	if negZero := float32(math.Copysign(0, -1)); descKey(negZero) != descKey(0) {
+		t.Error("-0 and 0, different keys")
 	}
 }

@@ -49,8 +49,9 @@ type tally struct {
 	// What each of recs adds to a request it is near, at the fit, per
 	// catalog slot (kept unless the view's budget for it is spent,
 	// maxNearBytes), one block per record: recs[j]'s is
-	// ent[entAt[j]:entAt[j+1]], its numbers of shown servers, calls and
-	// residuals, then their slots, and its residuals' values
+	// ent[entAt[j]:entAt[j+1]], its numbers of shown servers and calls,
+	// then the slots of those and of its residuals, and its residuals'
+	// values
 	// r[rAt[j]:rAt[j+1]]. It depends on the record and the fit, never on
 	// the request, so a request reads it rather than taking a sigmoid
 	// and a map entry for each server of each of its near reports (the
@@ -99,7 +100,7 @@ func (v *View) newTally(m *model, w []float64, f *fit, keep bool) *tally {
 		}
 		if keep {
 			t.pos[i] = int32(len(t.recs))
-			t.keepNear(f, x)
+			t.keepNear(v, m, f, x)
 		}
 		t.recs = append(t.recs, x)
 		t.w = append(t.w, wi)
@@ -142,31 +143,40 @@ func (v *View) newTally(m *model, w []float64, f *fit, keep bool) *tally {
 	return t
 }
 
-// keepNear keeps what x adds to a request near it (tally.add).
-func (t *tally) keepNear(f *fit, x *rec) {
+// keepNear keeps what x adds to a request near it (tally.add): a block
+// of its numbers of shown servers and calls, then the slots of its shown
+// servers, calls and residuals, and its residuals' values.
+func (t *tally) keepNear(v *View, m *model, f *fit, x *rec) {
 	t.seqs = append(t.seqs, x.seq)
 	head := len(t.ent)
-	t.ent = append(t.ent, 0, 0, 0)
+	t.ent = append(t.ent, 0, 0)
+	t.eachNear(v, m, f, x,
+		func(slot int32) { t.ent = append(t.ent, slot); t.ent[head]++ },
+		func(slot int32) { t.ent = append(t.ent, slot); t.ent[head+1]++ },
+		func(slot int32, r float64) { t.ent = append(t.ent, slot); t.r = append(t.r, r) })
+	t.entAt, t.rAt = append(t.entAt, int32(len(t.ent))), append(t.rAt, int32(len(t.r)))
+}
+
+// eachNear calls shown, call and res with the catalog slot of each
+// server x showed, called, and has a residual for at the tally's fit f
+// (with its value), in that order: what x adds to a request near it.
+// Names outside the catalog are left out: nothing reads them.
+func (t *tally) eachNear(v *View, m *model, f *fit, x *rec, shown, call func(slot int32), res func(slot int32, r float64)) {
 	for _, s := range x.shown {
-		if slot, ok := t.slots[s]; ok {
-			t.ent = append(t.ent, slot)
-			t.ent[head]++
+		if slot, ok := t.slot(v, m, s); ok {
+			shown(slot)
 		}
 	}
 	for _, s := range x.servers {
-		if slot, ok := t.slots[s]; ok {
-			t.ent = append(t.ent, slot)
-			t.ent[head+1]++
+		if slot, ok := t.slot(v, m, s); ok {
+			call(slot)
 		}
 	}
 	f.eachResidual(x, func(id int, r float64) {
-		if slot, ok := t.slots[id]; ok {
-			t.ent = append(t.ent, slot)
-			t.ent[head+2]++
-			t.r = append(t.r, r)
+		if slot, ok := t.slot(v, m, id); ok {
+			res(slot, r)
 		}
 	})
-	t.entAt, t.rAt = append(t.entAt, int32(len(t.ent))), append(t.rAt, int32(len(t.r)))
 }
 
 // nearBytes bounds what newTally keeps for the records weighed in w
@@ -208,36 +218,23 @@ func (t *tally) add(p *part, v *View, m *model, f *fit, i int, x *rec, k float64
 		if j >= 0 {
 			b := t.ent[t.entAt[j]:t.entAt[j+1]]
 			nShown, nCalls := b[0], b[1]
-			for _, s := range b[3 : 3+nShown] {
+			for _, s := range b[2 : 2+nShown] {
 				p.kShown[s] += k
 			}
-			for _, s := range b[3+nShown : 3+nShown+nCalls] {
+			for _, s := range b[2+nShown : 2+nShown+nCalls] {
 				p.calls[s] += k
 			}
 			r := t.r[t.rAt[j]:t.rAt[j+1]]
-			for e, s := range b[3+nShown+nCalls:] {
+			for e, s := range b[2+nShown+nCalls:] {
 				p.resid[s] += k * r[e]
 			}
 			return
 		}
 	}
-	if x.shown != nil {
-		for _, s := range x.shown {
-			if slot, ok := t.slot(v, m, s); ok {
-				p.kShown[slot] += k
-			}
-		}
-	}
-	for _, s := range x.servers {
-		if slot, ok := t.slot(v, m, s); ok {
-			p.calls[slot] += k
-		}
-	}
-	f.eachResidual(x, func(id int, r float64) {
-		if slot, ok := t.slot(v, m, id); ok {
-			p.resid[slot] += k * r
-		}
-	})
+	t.eachNear(v, m, f, x,
+		func(slot int32) { p.kShown[slot] += k },
+		func(slot int32) { p.calls[slot] += k },
+		func(slot int32, r float64) { p.resid[slot] += k * r })
 }
 
 // groups are the co-use groups of chosen server a: the usable records

@@ -77,6 +77,11 @@ var secretValueREs = []*regexp.Regexp{
 	regexp.MustCompile(`(?i)\bnet\s+user\s+\S+\s+[^\s/*]`), // net user NAME PASSWORD; * asks
 	regexp.MustCompile(`\b(echo|printf)(\s+-[a-zA-Z]+)*\s+['"]?[^\s$'"|;&][^|;&]*\|\s*` + stdinPasswordReader),
 	regexp.MustCompile(stdinPasswordReader + `[^;&|]*<<<\s*['"]?[^\s$'"]`),
+	// The tenth hostile pass: a password hash given to useradd or usermod
+	// (crackable offline), and rclone's KEY VALUE pairs, whose secret keys
+	// (pass, secret_access_key, client_secret, token...) name no flag.
+	regexp.MustCompile(`\b(useradd|usermod)\b[^;&|]*\s(-p|--password)(\s+|=)['"]?[^\s'"-]`),
+	regexp.MustCompile(`(?i)\brclone\s+config\s+(create|update|password)\b[^;&|]*\s\S*(pass|secret|token|key)\S*\s+['"]?[^\s'"]`),
 }
 
 // stdinPasswordReader matches a command that reads a password from its

@@ -186,7 +186,12 @@ func TestSecretValueShapes(t *testing.T) {
 		"cryptsetup luksOpen /dev/sdb x --key-file=- <<< hunter2", "pass insert -e x <<< hunter2",
 		"keytool -list -storepass hunter2", "jarsigner -keypass hunter2 a.jar k", "zip -e -P hunter2 a.zip f", "unzip -P hunter2 a.zip",
 		"unrar x -phunter2 a.rar", "rar a -phunter2 a.rar f", "7z a -phunter2 a.7z f", "mosquitto_pub -P hunter2 -t x -m y",
-		"nmcli dev wifi connect W password hunter2", "wpa_passphrase W hunter2", "net user bob hunter2 /add", "psql 'password=hunter2'"} {
+		"nmcli dev wifi connect W password hunter2", "wpa_passphrase W hunter2", "net user bob hunter2 /add", "psql 'password=hunter2'",
+		// The tenth hostile pass: a password hash for useradd/usermod, and
+		// rclone's secret KEY VALUE pairs.
+		"usermod -p '$6$salt$hashhashhash' bob", "useradd -m -p hunter2 bob", "useradd --password=hunter2 bob",
+		"rclone config create s3 s3 secret_access_key RcloneSak77", "rclone config update gd client_secret hunter2",
+		"rclone config create sftp1 sftp host h user bob pass hunter2"} {
 		if !SecretValue(v) {
 			t.Errorf("SecretValue(%q) = false", v)
 		}
@@ -198,7 +203,8 @@ func TestSecretValueShapes(t *testing.T) {
 		"ssh-keygen -N '' -f k", `ssh-keygen -t ed25519 -N ""`, "ssh-keygen -p -f k",
 		"echo $PW | docker login --password-stdin", `echo "$PW" | sudo -S ls`, "cat pw.txt | docker login --password-stdin",
 		"echo hi | grep h", "echo done; sudo -S ls", "sudo -S ls <<< $PW", "zip -r a.zip dir", "unzip -l a.zip", "rar a -p a.rar f",
-		"rar a -p- a.rar f", "7z x a.7z", "keytool -list -storepass:env PW", "nmcli dev wifi list", "net user bob *", "kinit bob"} {
+		"rar a -p- a.rar f", "7z x a.7z", "keytool -list -storepass:env PW", "nmcli dev wifi list", "net user bob *", "kinit bob",
+		"usermod -aG docker bob", "useradd -m -s /bin/bash bob", "rclone config create s3 s3 provider AWS", "rclone copy a remote:b"} {
 		if SecretValue(v) {
 			t.Errorf("SecretValue(%q) = true", v)
 		}

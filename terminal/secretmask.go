@@ -76,6 +76,7 @@ func MaskSecrets(text string) string {
 	}
 	spans = append(spans, shapeSpans(text, false)...)
 	spans = append(spans, labelledValues(text)...)
+	spans = append(spans, shownAnswers(text)...)
 	if len(spans) == 0 {
 		return text
 	}
@@ -134,6 +135,52 @@ const maxLabelBytes = 96
 // valueRunRE is a value shown after a label: non-space characters up to a
 // full-width sentence mark.
 var valueRunRE = regexp.MustCompile(`^[^\s。，；！？、]+`)
+
+// shownAnswers returns the spans of the defaults and offered answers a
+// prompt that asks for a secret shows in brackets ("Password
+// [Sunflower42]:", "Passphrase [alpha/bravo7x]:", "PIN (1234):"): typed
+// back, each is the secret itself (the tenth hostile pass found the answer
+// redacted and the same value kept in the prompt's text). A yes/no word,
+// a single character, a numbered range, a word that says nothing is set
+// ([None], [keep]) and a tag that opens the line ("[sudo] password for
+// bob:") are not secrets, nor is the mask itself; a note with spaces
+// ("(or 'skip')", "(4 digits)") is labelledValues' to judge.
+func shownAnswers(text string) [][2]int {
+	if !strings.ContainsAny(text, "[(<（") {
+		return nil
+	}
+	var out [][2]int
+	for _, m := range bracketRE.FindAllStringSubmatchIndex(text, 64) {
+		c := text[m[2]:m[3]]
+		if text[m[0]:m[1]] == SecretMask || strings.TrimSpace(text[strings.LastIndexByte(text[:m[0]], '\n')+1:m[0]]) == "" {
+			continue
+		}
+		if strings.TrimSpace(c) == "" || strings.ContainsAny(c, " \t") || rangeRE.MatchString(c) {
+			continue
+		}
+		at := m[2]
+		for _, o := range strings.FieldsFunc(c, func(r rune) bool { return r == '/' || r == '|' || r == ',' }) {
+			i := at + strings.Index(text[at:m[3]], o)
+			at = i + len(o)
+			if w := strings.Trim(o, "<>[]'\""); utf8.RuneCountInString(w) > 1 && !yesNoWords[fold(w)] && !unsetWords[fold(w)] {
+				out = append(out, [2]int{i, at})
+			}
+		}
+	}
+	// Judging the words costs more than finding the brackets: only a
+	// prompt that shows a candidate is judged.
+	if len(out) == 0 || !SecretPrompt(text) {
+		return nil
+	}
+	return out
+}
+
+// unsetWords are defaults that say no value is set or kept as it is.
+var unsetWords = map[string]bool{
+	"none": true, "null": true, "nil": true, "empty": true, "blank": true, "unset": true, "n/a": true, "keep": true,
+	"current": true, "unchanged": true, "default": true, "hidden": true, "skip": true, "auto": true, "random": true,
+	"generate": true, "generated": true,
+}
 
 // labelledValues returns the spans of values shown after a label that
 // asks for a secret (its clause judged by secretPromptLabel), or after any

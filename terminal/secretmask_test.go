@@ -20,6 +20,12 @@ var promptSecrets = []struct{ prompt, secret string }{
 	{"export PGPASSWORD=hunter2hunter2\nRun the migration now? [y/N]", "hunter2hunter2"},
 	{"Connecting to postgres://admin:Sup3rS3cret@db.internal:5432/app. Proceed? [y/N]", "Sup3rS3cret"},
 	{"Enter passphrase for qL7v9XkR2mWp4TzN8bYc3HdF6jS1gA0e:", "qL7v9XkR2mWp4TzN8bYc3HdF6jS1gA0e"},
+	// The tenth hostile pass: a secret prompt's own default or offered
+	// answers are the secret typed back.
+	{"Passphrase [alpha/bravo7x]: ", "bravo7x"},
+	{"Password [sunflower]: ", "sunflower"},
+	{"PIN (4711): ", "4711"},
+	{"Passwort [geheimnis]: ", "geheimnis"},
 }
 
 // TestMaskSecrets: the secret is gone from the masked text and from its
@@ -52,6 +58,9 @@ func TestMaskSecretsKeepsOrdinaryPrompts(t *testing.T) {
 		"Select a version [1.2.3, 2.0.0-rc.1]:",
 		"Which branch: feature/ISSUE-1234-add-login?",
 		"Ok to proceed? (y)",
+		// A secret prompt's yes/no answers, ranges and notes are no secrets.
+		"Password? (yes/no)", "Remember this password? [Y/n]", "Enter PIN [1-9999]:", "Enter password (or 'skip'):",
+		"Security key [none]:", "Port [5432]:",
 	}
 	for _, e := range tab.Ordinary {
 		prompts = append(prompts, e.Prompt)

@@ -207,8 +207,10 @@ func (c *storeCore) redact(e Event) Event {
 // event stored before verdicts were kept (Rules 0), or under older rules,
 // is judged again when it is read (judgeRead), and the store writes the
 // verdict back. Raise it when a change of the rules should reach what is
-// already stored.
-const SecretRules = 1
+// already stored. Version 2 (the tenth hostile pass) masks a secret
+// prompt's shown defaults and offered answers ("Password [Sunflower42]:")
+// and useradd/usermod/rclone passwords, which version 1 kept.
+const SecretRules = 2
 
 // MaxRejudge bounds the stored events one read (History) judges again:
 // judging costs milliseconds of CPU an event (most of it MaskSecrets on a

@@ -3,6 +3,7 @@ package learn
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -41,6 +42,10 @@ type model struct {
 	changes []uint64
 	// seq numbers the records as they are put (rec.seq).
 	seq uint64
+	// held is how many records each identity id holds, kept with every
+	// put and remove: counting them per put made loading a key's 20,000
+	// reports quadratic (the tenth hostile pass: seconds at start).
+	held map[int]int
 }
 
 // touch counts a change to identity id's records.
@@ -128,7 +133,7 @@ func (x *rec) usable() bool { return x.dmin >= 0 }
 func (x *rec) calls(id int) bool { return slices.Contains(x.servers, id) }
 
 func newModel(key string) *model {
-	return &model{key: key, names: map[string]int{}, ids: map[string]int{}, byID: map[string]*rec{}}
+	return &model{key: key, names: map[string]int{}, ids: map[string]int{}, byID: map[string]*rec{}, held: map[int]int{}}
 }
 
 func (m *model) intern(s string) int {
@@ -204,17 +209,12 @@ func (m *model) put(r Record, cfg Config) (dropped []string) {
 	m.idents = slices.Insert(m.idents, i, x.identity)
 	m.ats = slices.Insert(m.ats, i, r.At.UnixNano())
 	m.byID[r.ID] = x
+	m.held[id]++
 	m.version++
 	m.touch(id)
 	// Bounds: the identity's oldest beyond MaxPerIdentity, then beyond
 	// MaxReports the busiest identity's oldest, then anything past MaxAge.
-	mine := 0
-	for _, y := range m.recs {
-		if y.identity == id {
-			mine++
-		}
-	}
-	if mine > cfg.MaxPerIdentity {
+	if mine := m.held[id]; mine > cfg.MaxPerIdentity {
 		over := mine - cfg.MaxPerIdentity
 		dropped = append(dropped, m.remove(func(y *rec) bool {
 			if over > 0 && y.identity == id {
@@ -237,10 +237,7 @@ func (m *model) put(r Record, cfg Config) (dropped []string) {
 // in the tenth hostile pass 50 identities' 20,500 reports left alice none
 // of her 40, and four identities at MaxPerIdentity fill a key alone.
 func (m *model) busiest(over int) func(*rec) bool {
-	count := map[int]int{}
-	for _, y := range m.recs {
-		count[y.identity]++
-	}
+	count := maps.Clone(m.held)
 	drop := map[*rec]bool{}
 	for ; over > 0; over-- {
 		most := 0
@@ -277,6 +274,9 @@ func (m *model) remove(drop func(*rec) bool) []string {
 		if drop(y) {
 			ids = append(ids, y.r.ID)
 			delete(m.byID, y.r.ID)
+			if m.held[y.identity]--; m.held[y.identity] == 0 {
+				delete(m.held, y.identity)
+			}
 			m.touch(y.identity)
 			continue
 		}

@@ -145,6 +145,17 @@ func TestHTTPConnectJSON(t *testing.T) {
 		})
 	}
 
+	t.Run("400 does not echo a huge value", func(t *testing.T) {
+		// The tenth hostile pass: a 3 MB number came back whole in the
+		// message of its 400.
+		body := `{"query":"x","maxTools":` + strings.Repeat("9", 1<<20) + `}`
+		code, out := do(t, "POST", base+"/classifier.v1.ClassifierService/Route", "application/json", body)
+		msg, _ := out["message"].(string)
+		if code != 400 || out["code"] != float64(3) || len(msg) > 600 || !strings.HasPrefix(msg, "request body: ") {
+			t.Fatalf("status %d, code %v, message of %d bytes (%.80q), want 400 with code 3 and a short message", code, out["code"], len(msg), msg)
+		}
+	})
+
 	t.Run("body past --max-recv-bytes is 413", func(t *testing.T) {
 		body := `{"texts":["` + strings.Repeat("a ", 5<<19) + `"]}` // 5 MiB, limit 4 MiB
 		code, out := do(t, "POST", base+"/classifier.v1.ClassifierService/Embed", "application/json", body)

@@ -34,6 +34,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/classifierd/classifierd/internal/answerhold"
+	"github.com/classifierd/classifierd/internal/clip"
 	"github.com/classifierd/classifierd/internal/httpguard"
 	"github.com/classifierd/classifierd/web"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -339,13 +340,19 @@ func (c jsonCodec) UnmarshalField(data []byte, msg proto.Message, field protoref
 // badRequest is an unmarshal error as INVALID_ARGUMENT. Its message may
 // quote the body, which need not be UTF-8: such bytes become U+FFFD, or the
 // error itself could not be written as JSON (the answer was a 400 whose
-// body said code 13, "failed to marshal end error").
+// body said code 13, "failed to marshal end error"). It is clipped to
+// maxBadRequest bytes: the decoder quotes the value it refused, and a
+// 3 MB number came back whole in the 400 (the tenth hostile pass).
 func badRequest(err error) error {
 	if err == nil {
 		return nil
 	}
-	return connect.NewError(connect.CodeInvalidArgument, errors.New("request body: "+strings.ToValidUTF8(err.Error(), "\uFFFD")))
+	return connect.NewError(connect.CodeInvalidArgument, errors.New("request body: "+clip.String(strings.ToValidUTF8(err.Error(), "\uFFFD"), maxBadRequest)))
 }
+
+// maxBadRequest bounds the decoder's message in a 400: enough for where
+// and what, not for the value.
+const maxBadRequest = 256
 
 // MCPPath is where an MCP listener serves MCP.
 const MCPPath = "/mcp"

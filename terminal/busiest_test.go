@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/classifierd/classifierd/internal/testredis"
 )
 
 // quietAndBusy records quiet's 3 events first, then 6 events of each of
@@ -125,6 +129,53 @@ func TestStoreBoundTakesFromTheBusiestAfterReload(t *testing.T) {
 		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRecordAtBound is one Record in a store full at MaxEvents
+// (100 identities, a tenth each at most), so that every write also
+// deletes the busiest identity's oldest, by the store's size: the cost
+// of a write should not grow with it (counts read by index, no scan).
+func BenchmarkRecordAtBound(b *testing.B) {
+	ctx := context.Background()
+	for _, size := range []int{1_000, 20_000} {
+		for _, backend := range []string{"sqlite", "redis"} {
+			b.Run(fmt.Sprintf("%s/events=%d", backend, size), func(b *testing.B) {
+				cfg := StoreConfig{MaxEvents: size}
+				var s store
+				if backend == "sqlite" {
+					ss, err := OpenStore(filepath.Join(b.TempDir(), "e.db"), cfg)
+					if err != nil {
+						b.Fatal(err)
+					}
+					s = ss
+				} else {
+					srv := testredis.Start(b)
+					rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+					b.Cleanup(func() { rdb.Close() })
+					rs, err := NewRedisStore(rdb, "", cfg)
+					if err != nil {
+						b.Fatal(err)
+					}
+					s = rs
+				}
+				defer s.Close()
+				write := func(i int) {
+					if _, _, err := s.Record(ctx, rec(OwnedSessionID(fmt.Sprint("id", i%100), fmt.Sprint("s", i%7)), "Continue? [y/N]", "y", true)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for i := range size {
+					write(i)
+				}
+				b.ReportAllocs()
+				i := size
+				for b.Loop() {
+					write(i)
+					i++
+				}
+			})
 		}
 	}
 }

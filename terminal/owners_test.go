@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // ownerCounts returns what a store counts for each owner and in all,
@@ -272,5 +274,50 @@ func TestRedisIndexOlderEvents(t *testing.T) {
 	checkOwnerCounts(t, s2, "after the prune")
 	if err := s2.Index(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRedisTrimDropsStaleIDs: an id in an owner's set whose event is
+// gone (an older replica removed it without knowing the set) leaves the
+// set when the bound reaches it, and the bound still holds.
+func TestRedisTrimDropsStaleIDs(t *testing.T) {
+	ctx := context.Background()
+	_, rdb := startRedis(t)
+	s, err := NewRedisStore(rdb, "", StoreConfig{MaxEvents: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Now().Add(-time.Hour)
+	for i := range 10 {
+		e := rec("anon-1", "Continue? [y/N]", "y", true)
+		e.Time = base.Add(time.Second + time.Duration(i)*time.Millisecond)
+		if _, _, err := s.Record(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		if err := rdb.ZAdd(ctx, s.prefix+"t:o:", redis.Z{Score: float64(base.UnixMicro() + int64(i)), Member: fmt.Sprint("gone", i)}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.ZAdd(ctx, s.prefix+"t:oc", redis.Z{Score: 15, Member: ""}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	quiet := OwnedSessionID("bob", "b1")
+	if _, _, err := s.Record(ctx, rec(quiet, "Which one?", "staging", true)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkOwnerCounts(t, s, "after the stale ids")
+	if n, err := s.Count(ctx, ""); err != nil || n != 10 {
+		t.Errorf("store holds %d (%v), want 10", n, err)
+	}
+	if n, err := s.Count(ctx, quiet); err != nil || n != 1 {
+		t.Errorf("bob holds %d (%v), want 1", n, err)
+	}
+	if n := rdb.ZCard(ctx, s.prefix+"t:o:").Val(); n != 9 {
+		t.Errorf("the set of no owner holds %d ids, want 9 (the stale ones gone)", n)
 	}
 }

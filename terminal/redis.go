@@ -127,23 +127,34 @@ end
 -- trim removes up to limit events while the store holds more than max:
 -- each time the oldest of the owner holding the most (of those holding as
 -- many, the greatest key). An owner whose set is empty (counted before
--- Index finished) falls back to the oldest of all.
+-- Index finished) falls back to the oldest of all. It returns how many
+-- it removed, and stale ids dropped (at most limit of each).
 local function trim(P, max, limit)
-  local n = 0
+  local n, stale = 0, 0
   local over = math.min(redis.call('ZCARD', P .. 't:all') - max, limit)
-  while n < over do
+  while n < over and stale < limit do
     local id
     local top = redis.call('ZREVRANGE', P .. 't:oc', 0, 0)
     if top[1] then id = redis.call('ZRANGE', P .. 't:o:' .. top[1], 0, 0)[1] end
-    if not id then
+    if id then
+      -- An id whose event is gone (removed by an older version, which
+      -- kept no set for the sessions of no owner) leaves the set too.
+      if remove(P, id) == 0 then
+        redis.call('ZREM', P .. 't:o:' .. top[1], id)
+        count(P, top[1])
+        stale = stale + 1
+      else
+        n = n + 1
+      end
+    else
       if top[1] then count(P, top[1]) end
       id = redis.call('ZRANGE', P .. 't:all', 0, 0)[1]
+      if not id then break end
+      remove(P, id)
+      n = n + 1
     end
-    if not id then break end
-    remove(P, id)
-    n = n + 1
   end
-  return n
+  return n + stale
 end
 `
 
@@ -204,12 +215,6 @@ func (s *RedisStore) Record(ctx context.Context, e Event) (Event, bool, error) {
 	}
 	return e, learned, nil
 }
-
-// recordTrim bounds the events one Record removes for the overall bound:
-// an insert leaves the store at most one over it, and a store over by
-// more (MaxEvents lowered since it was written) is brought down by Prune,
-// pruneBatch at a time.
-const recordTrim = 8
 
 var pruneScript = redis.NewScript(luaRemove + `
 local P, batch = ARGV[1], tonumber(ARGV[4])

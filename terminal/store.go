@@ -338,7 +338,7 @@ func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
 			return Event{}, false, err
 		}
 	}
-	if _, err := trimBusiest(ctx, tx, s.cfg.MaxEvents, maxTrim); err != nil {
+	if _, err := trimBusiest(ctx, tx, s.cfg.MaxEvents, recordTrim); err != nil {
 		return Event{}, false, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -352,11 +352,9 @@ func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
 	return e, learned, nil
 }
 
-// maxTrim bounds the events one trimBusiest deletes. An insert leaves
-// the store at most one over its bound, so Record deletes one; a store
-// over by more (MaxEvents lowered since it was written) is brought down
-// by Prune, maxTrim at a time, each in its own transaction so that the
-// writer is not held for long.
+// maxTrim bounds the events one of Prune's trimBusiest deletes, each
+// batch in its own transaction so that the writer is not held for long
+// (Record deletes at most recordTrim).
 const maxTrim = 1000
 
 // execer is what trimOwner and trimBusiest need of a transaction.

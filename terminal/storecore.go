@@ -74,6 +74,13 @@ func (c *StoreConfig) validate() error {
 	return nil
 }
 
+// recordTrim bounds the events one Record removes for the overall bound:
+// an insert leaves the store at most one over it, and a store over by
+// more (MaxEvents lowered since it was written) is brought down by Prune,
+// in batches, at open (SQLite), every pruneEvery inserts and on Run's
+// ticks.
+const recordTrim = 8
+
 // pruneEvery is how many inserts pass between prunes (age, and the
 // bounds again for a store written under larger ones); the per-session,
 // per-owner and overall bounds are enforced on every insert.

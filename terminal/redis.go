@@ -27,8 +27,9 @@ const DefaultRedisPrefix = "classifierd:"
 // the same rules as Store (storeCore): secrets are redacted before they
 // are stored (prepare), learned answers are counted from the retained events
 // (so retention and deletion forget what a session taught), and the same
-// retention bounds hold (per session on every insert, age and overall
-// count every pruneEvery inserts and on Run's ticks).
+// retention bounds hold (per session, per owner and overall on every
+// insert, the overall bound taking from the owner holding the most; age
+// every pruneEvery inserts and on Run's ticks).
 //
 // Layout under the prefix P (standalone Redis: the scripts name keys
 // they derive from event fields):
@@ -37,6 +38,9 @@ const DefaultRedisPrefix = "classifierd:"
 //	P t:s:<session>            sorted set: the session's event ids by time (µs)
 //	P t:all                    sorted set: every event id by time (µs)
 //	P t:o:<owner>              sorted set: the event ids of one owner's sessions by time (µs)
+//	P t:o:                     sorted set: the event ids of the sessions of no owner by time (µs)
+//	P t:oc                     sorted set: owner ("u<hex>", "" for no owner) -> how many events it holds
+//	P t:layout                 string: "2" once every event is in its owner's set and counted (Index)
 //	P t:lp:<sha1(pattern)>     hash: answer -> successes, every session of no owner
 //	P t:lp:<sha1(pattern)>:<owner>  hash: answer -> successes, every session of one owner (u<hex>)
 //	P t:ls:<sha1(pattern)>:<session>  hash: answer -> successes in one session
@@ -99,8 +103,14 @@ end
 
 // luaRemove deletes one event and takes its answer out of the learned
 // counts; it returns 1 (0 for an id already gone, which it still takes
-// out of the overall set so that pruning always progresses).
+// out of the overall set so that pruning always progresses). count sets
+// an owner's count in t:oc to what its set holds, so that a count never
+// drifts from the events, whoever adds or removes them.
 const luaRemove = luaUnlearn + `
+local function count(P, o)
+  local n = redis.call('ZCARD', P .. 't:o:' .. o)
+  if n > 0 then redis.call('ZADD', P .. 't:oc', n, o) else redis.call('ZREM', P .. 't:oc', o) end
+end
 local function remove(P, id)
   local k = P .. 't:e:' .. id
   local f = redis.call('HMGET', k, 'session', 'pattern', 'input', 'learned')
@@ -108,10 +118,43 @@ local function remove(P, id)
   if not f[1] then return 0 end
   redis.call('DEL', k)
   redis.call('ZREM', P .. 't:s:' .. f[1], id)
-  local o = owner(f[1])
-  if o then redis.call('ZREM', P .. 't:o:' .. o, id) end
+  local o = owner(f[1]) or ''
+  redis.call('ZREM', P .. 't:o:' .. o, id)
+  count(P, o)
   unlearn(P, f)
   return 1
+end
+-- trim removes up to limit events while the store holds more than max:
+-- each time the oldest of the owner holding the most (of those holding as
+-- many, the greatest key). An owner whose set is empty (counted before
+-- Index finished) falls back to the oldest of all. It returns how many
+-- it removed, and stale ids dropped (at most limit of each).
+local function trim(P, max, limit)
+  local n, stale = 0, 0
+  local over = math.min(redis.call('ZCARD', P .. 't:all') - max, limit)
+  while n < over and stale < limit do
+    local id
+    local top = redis.call('ZREVRANGE', P .. 't:oc', 0, 0)
+    if top[1] then id = redis.call('ZRANGE', P .. 't:o:' .. top[1], 0, 0)[1] end
+    if id then
+      -- An id whose event is gone (removed by an older version, which
+      -- kept no set for the sessions of no owner) leaves the set too.
+      if remove(P, id) == 0 then
+        redis.call('ZREM', P .. 't:o:' .. top[1], id)
+        count(P, top[1])
+        stale = stale + 1
+      else
+        n = n + 1
+      end
+    else
+      if top[1] then count(P, top[1]) end
+      id = redis.call('ZRANGE', P .. 't:all', 0, 0)[1]
+      if not id then break end
+      remove(P, id)
+      n = n + 1
+    end
+  end
+  return n + stale
 end
 `
 
@@ -127,19 +170,21 @@ if ARGV[12] == '1' then
   redis.call('HINCRBY', lpkey(P, h, sess), ARGV[5], 1)
   redis.call('HINCRBY', P .. 't:ls:' .. h .. ':' .. sess, ARGV[5], 1)
 end
+local o = owner(sess) or ''
+local ok = P .. 't:o:' .. o
+redis.call('ZADD', ok, ARGV[13], id)
+count(P, o)
 local over = redis.call('ZCARD', P .. 't:s:' .. sess) - tonumber(ARGV[14])
 if over > 0 then
   for _, old in ipairs(redis.call('ZRANGE', P .. 't:s:' .. sess, 0, over - 1)) do remove(P, old) end
 end
-local o = owner(sess)
-if o then
-  local ok = P .. 't:o:' .. o
-  redis.call('ZADD', ok, ARGV[13], id)
+if o ~= '' then
   over = redis.call('ZCARD', ok) - tonumber(ARGV[17])
   if over > 0 then
     for _, old in ipairs(redis.call('ZRANGE', ok, 0, over - 1)) do remove(P, old) end
   end
 end
+if ARGV[19] then trim(P, tonumber(ARGV[19]), tonumber(ARGV[20])) end
 return 0`)
 
 func boolArg(b bool) string {
@@ -159,7 +204,7 @@ func (s *RedisStore) Record(ctx context.Context, e Event) (Event, bool, error) {
 	}
 	err = recordScript.Run(ctx, s.rdb, nil, s.prefix, e.ID, e.SessionID, e.PromptText, e.Input, boolArg(e.Success),
 		e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey, boolArg(learned),
-		e.Time.UnixMicro(), s.cfg.MaxPerSession, e.SecretLen, e.SecretMAC, s.cfg.MaxPerOwner, e.Rules).Err()
+		e.Time.UnixMicro(), s.cfg.MaxPerSession, e.SecretLen, e.SecretMAC, s.cfg.MaxPerOwner, e.Rules, s.cfg.MaxEvents, recordTrim).Err()
 	if err != nil {
 		return Event{}, false, unavailable(err)
 	}
@@ -178,20 +223,14 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 't:all', '-inf', '(' .. ARG
   remove(P, id)
   n = n + 1
 end
-local over = math.min(redis.call('ZCARD', P .. 't:all') - tonumber(ARGV[3]), batch - n)
-if over > 0 then
-  for _, id in ipairs(redis.call('ZRANGE', P .. 't:all', 0, over - 1)) do
-    remove(P, id)
-    n = n + 1
-  end
-end
-return n`)
+return n + trim(P, tonumber(ARGV[3]), batch - n)`)
 
 // pruneBatch bounds the events one prune script removes, so Redis never
 // runs one long script; Prune repeats it until nothing is left to remove.
 const pruneBatch = 1000
 
-// Prune deletes events older than MaxAge and the oldest beyond MaxEvents.
+// Prune deletes events older than MaxAge and, beyond MaxEvents, the
+// oldest of the owner holding the most (as Store.Prune).
 func (s *RedisStore) Prune(ctx context.Context) error {
 	cutoff := time.Now().Add(-s.cfg.MaxAge).UnixMicro()
 	for {
@@ -205,22 +244,89 @@ func (s *RedisStore) Prune(ctx context.Context) error {
 	}
 }
 
+// layoutVersion says what Index has done: "2", every event is in its
+// owner's set (t:o:<owner>, t:o: for no owner) and counted in t:oc.
+const layoutVersion = "2"
+
+// indexScript puts events written by an older version in their owner's
+// set and counts the owners it touched; an event removed meanwhile is
+// left out. Adding an event twice changes nothing.
+var indexScript = redis.NewScript(luaRemove + `
+local P = ARGV[1]
+local seen = {}
+for i = 2, #ARGV, 2 do
+  local id = ARGV[i]
+  local sess = redis.call('HGET', P .. 't:e:' .. id, 'session')
+  if sess then
+    local o = owner(sess) or ''
+    redis.call('ZADD', P .. 't:o:' .. o, ARGV[i + 1], id)
+    seen[o] = true
+  end
+end
+for o in pairs(seen) do count(P, o) end
+return 0`)
+
+// Index puts the events an older version wrote (the sessions of no
+// owner's, and the counts, were not kept) in their owner's set and counts
+// them, so that the overall bound can take from the owner holding the
+// most; until then it takes from the owners counted so far. It reads
+// t:all about scrubBatch at a time and indexes each batch with one short
+// script, once (t:layout says it is done; replicas indexing at once do
+// no harm).
+func (s *RedisStore) Index(ctx context.Context) error {
+	layout := s.prefix + "t:layout"
+	v, err := s.rdb.Get(ctx, layout).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return unavailable(err)
+	}
+	if v == layoutVersion {
+		return nil
+	}
+	var cursor uint64
+	for {
+		kv, next, err := s.rdb.ZScan(ctx, s.prefix+"t:all", cursor, "", scrubBatch).Result()
+		if err != nil {
+			return unavailable(err)
+		}
+		if len(kv) > 0 {
+			args := make([]any, 0, len(kv)+1)
+			args = append(args, s.prefix)
+			for _, x := range kv { // member, score
+				args = append(args, x)
+			}
+			if err := indexScript.Run(ctx, s.rdb, nil, args...).Err(); err != nil {
+				return unavailable(err)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	return unavailable(s.rdb.Set(ctx, layout, layoutVersion, 0).Err())
+}
+
 // Run prunes every interval until ctx is done, like Store.Run. First,
-// and on every tick until it has succeeded, it redacts what older versions
-// stored in clear (Scrub).
+// and on every tick until each has succeeded, it indexes the events older
+// versions wrote by owner (Index) and redacts what they stored in clear
+// (Scrub).
 func (s *RedisStore) Run(ctx context.Context, every time.Duration, report func(error)) {
-	scrubbed := false
-	scrub := func(ctx context.Context) {
+	indexed, scrubbed := false, false
+	upgrade := func(ctx context.Context) {
+		if !indexed {
+			err := s.Index(ctx)
+			indexed = err == nil
+			sweep.Report(ctx, err, report)
+		}
 		if !scrubbed {
 			err := s.Scrub(ctx)
 			scrubbed = err == nil
 			sweep.Report(ctx, err, report)
 		}
 	}
-	scrub(ctx)
+	upgrade(ctx)
 	sweep.Every(ctx, every, func(ctx context.Context) error {
 		sweep.Report(ctx, s.Prune(ctx), report)
-		scrub(ctx)
+		upgrade(ctx)
 		return nil
 	}, nil)
 }

@@ -197,6 +197,20 @@ func TestStoreRules(t *testing.T) {
 			}
 		})
 	})
+	t.Run("session bound", func(t *testing.T) {
+		forEachStore(t, StoreConfig{MaxPerSession: 5}, func(t *testing.T, s store) {
+			for i := range 40 {
+				if _, _, err := s.Record(ctx, rec(fmt.Sprint("s", i%4), "Continue? [y/N]", "y", true)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 4 {
+				if n, err := s.Count(ctx, fmt.Sprint("s", i)); err != nil || n != 5 {
+					t.Fatalf("session s%d holds %d events (%v), want 5", i, n, err)
+				}
+			}
+		})
+	})
 	t.Run("bounds", func(t *testing.T) {
 		forEachStore(t, StoreConfig{MaxPerSession: 5, MaxEvents: 12}, func(t *testing.T, s store) {
 			base := time.Now().Add(-time.Hour)
@@ -207,9 +221,11 @@ func TestStoreRules(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// The overall bound holds on every insert, not only at Prune:
+			// the sessions of no owner are one owner, its oldest go first.
 			for i := range 4 {
-				if n, err := s.Count(ctx, fmt.Sprint("s", i)); err != nil || n != 5 {
-					t.Fatalf("session s%d holds %d events (%v), want 5", i, n, err)
+				if n, err := s.Count(ctx, fmt.Sprint("s", i)); err != nil || n != 3 {
+					t.Fatalf("session s%d holds %d events (%v), want 3", i, n, err)
 				}
 			}
 			if err := s.Prune(ctx); err != nil {

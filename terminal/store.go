@@ -74,7 +74,11 @@ const readConns = 2
 // was judged under), so that reading it does not judge it again, and
 // re-judges every stored answer by the inverted rules of the ninth
 // hostile pass (kept in clear only on evidence it is not secret).
-const schemaVersion = 4
+// Version 5 keeps each event's owner (owner: "u" and the 12 hex digits
+// of OwnedSessionID's prefix, "" for a session of no owner) with an index,
+// and each owner's count (owners, kept by triggers) and the total (total),
+// so that a write finds the owner holding the most without a scan.
+const schemaVersion = 5
 
 const schema = `
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -93,6 +97,31 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_session ON events(session_id, created_at);
 CREATE INDEX IF NOT EXISTS events_created ON events(created_at);
 CREATE INDEX IF NOT EXISTS events_pattern ON events(pattern_key, session_id);
+`
+
+// schemaOwners is what version 5 adds (migrate creates it once the owner
+// column exists): the owner index, each owner's count and the total,
+// kept by triggers on every insert and delete whoever deletes (the
+// bounds, age, DeleteSession), so that they cannot drift from the rows.
+const schemaOwners = `
+CREATE INDEX IF NOT EXISTS events_owner ON events(owner, created_at);
+CREATE TABLE IF NOT EXISTS owners (owner TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS owners_n ON owners(n, owner);
+CREATE TABLE IF NOT EXISTS total (id INTEGER PRIMARY KEY CHECK (id = 0), n INTEGER NOT NULL);
+DELETE FROM owners;
+DELETE FROM total;
+INSERT INTO owners(owner, n) SELECT owner, COUNT(*) FROM events GROUP BY owner;
+INSERT INTO total(id, n) SELECT 0, COUNT(*) FROM events;
+CREATE TRIGGER IF NOT EXISTS events_counted AFTER INSERT ON events BEGIN
+  INSERT OR IGNORE INTO owners(owner, n) VALUES (NEW.owner, 0);
+  UPDATE owners SET n = n + 1 WHERE owner = NEW.owner;
+  UPDATE total SET n = n + 1 WHERE id = 0;
+END;
+CREATE TRIGGER IF NOT EXISTS events_uncounted AFTER DELETE ON events BEGIN
+  UPDATE owners SET n = n - 1 WHERE owner = OLD.owner;
+  DELETE FROM owners WHERE owner = OLD.owner AND n <= 0;
+  UPDATE total SET n = n - 1 WHERE id = 0;
+END;
 `
 
 // dbFiles are the database and the files SQLite keeps next to it.
@@ -176,12 +205,15 @@ func tighten(path string) error {
 // stored secrets typed at prompts not worded in English: version 3 adds
 // input_len and input_mac; version 3 kept answers the secret words
 // missed: version 4 re-judges them (plainAnswer) and adds rules (the
-// verdict's version). Every migration redacts what the current rules
-// judge secret, keeping its length and keyed hash, and truncates the WAL
-// so the old values leave it too. A row judged under older rules than
-// SecretRules (rules 0 after a migration: its prompt text not yet
-// masked) is judged again when read, a bounded number a read, and its
-// verdict written back (History).
+// verdict's version). Up to version 4 every migration redacts what the
+// current rules judge secret, keeping its length and keyed hash, and
+// truncates the WAL so the old values leave it too. A row judged under
+// older rules than SecretRules (rules 0 after a migration: its prompt
+// text not yet masked) is judged again when read, a bounded number a
+// read, and its verdict written back (History). Version 4 pruned the
+// oldest events whoever made them: version 5 adds each event's owner and
+// the counts that let the bound take from the owner holding the most
+// (schemaOwners), filled from the rows already there.
 func (s *Store) migrate() error {
 	if _, err := s.db.Exec(schema); err != nil {
 		return fmt.Errorf("terminal: create schema: %w", err)
@@ -201,14 +233,44 @@ func (s *Store) migrate() error {
 	if _, err := tx.Exec(`DROP TABLE IF EXISTS patterns`); err != nil {
 		return fmt.Errorf("terminal: migrate: %w", err)
 	}
-	for _, col := range []string{`input_len INTEGER NOT NULL DEFAULT 0`, `input_mac TEXT NOT NULL DEFAULT ''`, `rules INTEGER NOT NULL DEFAULT 0`} {
+	for _, col := range []string{`input_len INTEGER NOT NULL DEFAULT 0`, `input_mac TEXT NOT NULL DEFAULT ''`, `rules INTEGER NOT NULL DEFAULT 0`,
+		`owner TEXT NOT NULL DEFAULT ''`} {
 		if _, err := tx.Exec(`ALTER TABLE events ADD COLUMN ` + col); err != nil && !strings.Contains(err.Error(), "duplicate column") {
 			return fmt.Errorf("terminal: migrate: %w", err)
 		}
 	}
-	// Every answer is judged again here, so that what the rules now call
-	// secret leaves the file (and, below, the WAL) at the upgrade, not
-	// when someone reads it.
+	if !v.Valid || v.Int64 < 4 {
+		if err := s.resealAll(tx); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.Exec(`UPDATE events SET owner = substr(session_id, 1, ?) WHERE session_id GLOB ?`, ownerLen-1, ownerGlob); err != nil {
+		return fmt.Errorf("terminal: migrate: %w", err)
+	}
+	if _, err := tx.Exec(schemaOwners); err != nil {
+		return fmt.Errorf("terminal: migrate: %w", err)
+	}
+	if _, err := tx.Exec(`DELETE FROM schema_version`); err != nil {
+		return fmt.Errorf("terminal: migrate: %w", err)
+	}
+	if _, err := tx.Exec(`INSERT INTO schema_version(version) VALUES (?)`, schemaVersion); err != nil {
+		return fmt.Errorf("terminal: migrate: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("terminal: migrate: %w", err)
+	}
+	// The redacted rows' old pages are in the WAL: copy the new ones
+	// back and empty it.
+	if _, err := s.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		return fmt.Errorf("terminal: migrate: %w", err)
+	}
+	return nil
+}
+
+// resealAll judges every answer again in tx, so that what the rules now
+// call secret leaves the file (and, after migrate, the WAL) at the
+// upgrade, not when someone reads it.
+func (s *Store) resealAll(tx *sql.Tx) error {
 	rows, err := tx.Query(`SELECT id, prompt_text, input_text, prompt_type FROM events WHERE input_text != ?`, Redacted)
 	if err != nil {
 		return fmt.Errorf("terminal: migrate: %w", err)
@@ -237,20 +299,6 @@ func (s *Store) migrate() error {
 			return fmt.Errorf("terminal: migrate: %w", err)
 		}
 	}
-	if _, err := tx.Exec(`DELETE FROM schema_version`); err != nil {
-		return fmt.Errorf("terminal: migrate: %w", err)
-	}
-	if _, err := tx.Exec(`INSERT INTO schema_version(version) VALUES (?)`, schemaVersion); err != nil {
-		return fmt.Errorf("terminal: migrate: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("terminal: migrate: %w", err)
-	}
-	// The redacted rows' old pages are in the WAL: copy the new ones
-	// back and empty it.
-	if _, err := s.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
-		return fmt.Errorf("terminal: migrate: %w", err)
-	}
 	return nil
 }
 
@@ -271,9 +319,9 @@ func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
 		return Event{}, false, fmt.Errorf("terminal: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO events(id, session_id, prompt_text, input_text, success, input_source, response_time_ms, created_at, prompt_type, pattern_key, input_len, input_mac, rules)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`, e.ID, e.SessionID, e.PromptText, e.Input, e.Success, e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey,
-		e.SecretLen, e.SecretMAC, e.Rules); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO events(id, session_id, prompt_text, input_text, success, input_source, response_time_ms, created_at, prompt_type, pattern_key, input_len, input_mac, rules, owner)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, e.ID, e.SessionID, e.PromptText, e.Input, e.Success, e.Source, e.ResponseTimeMs, e.Time.UnixNano(), e.PromptType, e.PatternKey,
+		e.SecretLen, e.SecretMAC, e.Rules, ownerKey(e.SessionID)); err != nil {
 		return Event{}, false, fmt.Errorf("terminal: insert event: %w", err)
 	}
 	// The session's bound, on every insert: the index on (session_id,
@@ -281,6 +329,17 @@ func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE id IN (SELECT id FROM events WHERE session_id = ? ORDER BY created_at DESC LIMIT -1 OFFSET ?)`,
 		e.SessionID, s.cfg.MaxPerSession); err != nil {
 		return Event{}, false, fmt.Errorf("terminal: prune session: %w", err)
+	}
+	// The owner's bound and the overall one, on every insert too: each a
+	// lookup of a count and, past it, the oldest events of one owner by
+	// the index on (owner, created_at).
+	if o := ownerKey(e.SessionID); o != "" {
+		if err := trimOwner(ctx, tx, o, s.cfg.MaxPerOwner); err != nil {
+			return Event{}, false, err
+		}
+	}
+	if _, err := trimBusiest(ctx, tx, s.cfg.MaxEvents, recordTrim); err != nil {
+		return Event{}, false, err
 	}
 	if err := tx.Commit(); err != nil {
 		return Event{}, false, fmt.Errorf("terminal: commit: %w", err)
@@ -293,25 +352,118 @@ func (s *Store) Record(ctx context.Context, e Event) (Event, bool, error) {
 	return e, learned, nil
 }
 
+// maxTrim bounds the events one of Prune's trimBusiest deletes, each
+// batch in its own transaction so that the writer is not held for long
+// (Record deletes at most recordTrim).
+const maxTrim = 1000
+
+// execer is what trimOwner and trimBusiest need of a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// trimOwner deletes owner's oldest events beyond bound.
+func trimOwner(ctx context.Context, tx execer, owner string, bound int) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT n FROM owners WHERE owner = ?`, owner).Scan(&n); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("terminal: prune by owner: %w", err)
+	}
+	if n <= bound {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE id IN (SELECT id FROM events WHERE owner = ? ORDER BY created_at LIMIT ?)`, owner, n-bound); err != nil {
+		return fmt.Errorf("terminal: prune by owner: %w", err)
+	}
+	return nil
+}
+
+// trimBusiest brings the store down to bound events, at most limit of
+// them: each time the owner holding the most (of those holding as many,
+// the greatest key, as RedisStore picks; the sessions of no owner are one
+// owner, "") gives up its oldest. Before, the oldest went whoever made
+// them, and identities each within its own bound together emptied a
+// quiet one's history (the tenth hostile pass: twelve identities of 60
+// events each emptied bob's 10 in a store of 500). It reports how many
+// it deleted. Each round reads two counts by the index on owners(n) and
+// deletes down to the next owner's count, so it costs a few lookups
+// whatever the store holds.
+func trimBusiest(ctx context.Context, tx execer, bound, limit int) (int, error) {
+	var total int
+	if err := tx.QueryRowContext(ctx, `SELECT n FROM total WHERE id = 0`).Scan(&total); err != nil {
+		return 0, fmt.Errorf("terminal: prune by count: %w", err)
+	}
+	done := 0
+	for over := min(total-bound, limit); done < over; {
+		var owner string
+		var n, next int
+		if err := tx.QueryRowContext(ctx, `SELECT owner, n FROM owners ORDER BY n DESC, owner DESC LIMIT 1`).Scan(&owner, &n); err != nil {
+			return done, fmt.Errorf("terminal: prune by count: %w", err)
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT n FROM owners ORDER BY n DESC, owner DESC LIMIT 1 OFFSET 1`).Scan(&next); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return done, fmt.Errorf("terminal: prune by count: %w", err)
+		}
+		// Down to one below the next owner's count, which then is the
+		// busiest (or to what is over, whichever is less).
+		k := min(max(n-next, 1), over-done)
+		res, err := tx.ExecContext(ctx, `DELETE FROM events WHERE id IN (SELECT id FROM events WHERE owner = ? ORDER BY created_at LIMIT ?)`, owner, k)
+		if err != nil {
+			return done, fmt.Errorf("terminal: prune by count: %w", err)
+		}
+		m, err := res.RowsAffected()
+		if err != nil {
+			return done, fmt.Errorf("terminal: prune by count: %w", err)
+		}
+		if m == 0 {
+			return done, errors.New("terminal: prune by count: the owners' counts do not match the events")
+		}
+		done += int(m)
+	}
+	return done, nil
+}
+
 // Prune deletes events older than MaxAge, an owner's oldest beyond
-// MaxPerOwner, and the oldest beyond MaxEvents. Record calls it every
-// pruneEvery inserts; the daemon also calls it
-// periodically so that age applies to an idle store.
+// MaxPerOwner, and beyond MaxEvents the oldest of the owner holding the
+// most (trimBusiest). Record applies the last two on every insert and
+// calls Prune every pruneEvery inserts; the daemon also calls it
+// periodically so that age applies to an idle store. It reads counts by
+// index and never scans the events.
 func (s *Store) Prune(ctx context.Context) error {
 	cutoff := time.Now().Add(-s.cfg.MaxAge).UnixNano()
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM events WHERE created_at < ?`, cutoff); err != nil {
 		return fmt.Errorf("terminal: prune by age: %w", err)
 	}
-	// Each owner's share first, so that one identity's flood is cut from
-	// its own events, not from everyone's by MaxEvents.
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM events WHERE id IN (SELECT id FROM (
-		SELECT id, ROW_NUMBER() OVER (PARTITION BY substr(session_id, 1, ?) ORDER BY created_at DESC) AS n
-		FROM events WHERE session_id GLOB ?) WHERE n > ?)`, ownerLen, ownerGlob, s.cfg.MaxPerOwner); err != nil {
+	// Each owner's share first (a store written with a larger
+	// MaxPerOwner): the owners over it by the index on owners(n).
+	rows, err := s.db.QueryContext(ctx, `SELECT owner FROM owners WHERE n > ? AND owner != ''`, s.cfg.MaxPerOwner)
+	if err != nil {
 		return fmt.Errorf("terminal: prune by owner: %w", err)
 	}
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM events WHERE id IN (SELECT id FROM events ORDER BY created_at DESC LIMIT -1 OFFSET ?)`,
-		s.cfg.MaxEvents); err != nil {
-		return fmt.Errorf("terminal: prune by count: %w", err)
+	var over []string
+	for rows.Next() {
+		var o string
+		if err := rows.Scan(&o); err != nil {
+			rows.Close()
+			return fmt.Errorf("terminal: prune by owner: %w", err)
+		}
+		over = append(over, o)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("terminal: prune by owner: %w", err)
+	}
+	for _, o := range over {
+		if err := trimOwner(ctx, s.db, o, s.cfg.MaxPerOwner); err != nil {
+			return err
+		}
+	}
+	for {
+		n, err := s.trimBatch(ctx)
+		if err != nil {
+			return err
+		}
+		if n < maxTrim {
+			break
+		}
 	}
 	// Hand freed pages back to the WAL checkpoint so the WAL does not grow
 	// with the flood either.
@@ -319,6 +471,24 @@ func (s *Store) Prune(ctx context.Context) error {
 		return fmt.Errorf("terminal: checkpoint: %w", err)
 	}
 	return nil
+}
+
+// trimBatch runs one trimBusiest of at most maxTrim events in a
+// transaction of its own.
+func (s *Store) trimBatch(ctx context.Context) (int, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("terminal: prune by count: %w", err)
+	}
+	defer tx.Rollback()
+	n, err := trimBusiest(ctx, tx, s.cfg.MaxEvents, maxTrim)
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("terminal: prune by count: %w", err)
+	}
+	return n, nil
 }
 
 // Run prunes every interval until ctx is done, so that MaxAge applies

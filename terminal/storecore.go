@@ -29,15 +29,19 @@ type StoreConfig struct {
 	MaxAge time.Duration
 	// MaxPerSession: a session keeps its newest MaxPerSession events.
 	MaxPerSession int
-	// MaxEvents: the store keeps the newest MaxEvents events overall
-	// (enforced every pruneEvery inserts, so it may briefly hold
-	// pruneEvery-1 more).
+	// MaxEvents: the store keeps at most MaxEvents events overall, on
+	// every insert. Past it the owner holding the most (an identity's
+	// sessions, OwnedSessionID; the sessions of no owner count as one
+	// owner) gives up its oldest, so that a quiet identity keeps its
+	// events while busy ones displace each other (ties: the greatest
+	// owner key, the same in every store).
 	MaxEvents int
 	// MaxPerOwner: the sessions of one owner (an identity's,
 	// OwnedSessionID) keep their newest MaxPerOwner events together,
-	// enforced before MaxEvents, so that one identity recording in many
-	// sessions cannot push every other identity's events out. Zero: a
-	// tenth of MaxEvents.
+	// on every insert, so that one identity recording in many sessions
+	// fills at most this much of the store. The sessions of no owner
+	// (an anonymous daemon's, where every client is one identity) are
+	// bounded by MaxEvents alone. Zero: a tenth of MaxEvents.
 	MaxPerOwner int
 	// ShareLearned makes answers learned in one session suggestions for
 	// every session. Off, a session is suggested only what it taught, so
@@ -70,8 +74,16 @@ func (c *StoreConfig) validate() error {
 	return nil
 }
 
-// pruneEvery is how many inserts pass between overall prunes (age and
-// MaxEvents); the per-session bound is enforced on every insert.
+// recordTrim bounds the events one Record removes for the overall bound:
+// an insert leaves the store at most one over it, and a store over by
+// more (MaxEvents lowered since it was written) is brought down by Prune,
+// in batches, at open (SQLite), every pruneEvery inserts and on Run's
+// ticks.
+const recordTrim = 8
+
+// pruneEvery is how many inserts pass between prunes (age, and the
+// bounds again for a store written under larger ones); the per-session,
+// per-owner and overall bounds are enforced on every insert.
 const pruneEvery = 64
 
 // storeCore is what Store and RedisStore share: their limits, the key of
@@ -169,8 +181,8 @@ func newID() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-// pruneDue counts one insert and reports whether the overall prune (age
-// and MaxEvents) is due: every pruneEvery inserts.
+// pruneDue counts one insert and reports whether the prune (Prune) is
+// due: every pruneEvery inserts.
 func (c *storeCore) pruneDue() bool {
 	return c.inserts.Add(1)%pruneEvery == 0
 }

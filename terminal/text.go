@@ -142,6 +142,13 @@ func sessionOwner(session string) string {
 	return ownerPrefixRE.FindString(session)
 }
 
+// ownerKey is the owner a store counts a session's events under: "u"
+// and the 12 hex digits of its owner prefix, or "" for a session of no
+// owner (every session of an anonymous daemon: one owner).
+func ownerKey(session string) string {
+	return strings.TrimSuffix(sessionOwner(session), ".")
+}
+
 // CheckSessionID accepts plain names only: no path separators, no "..".
 func CheckSessionID(id string) error {
 	if !sessionIDRE.MatchString(id) || strings.Contains(id, "..") {

@@ -370,3 +370,56 @@ func TestHostileTerminalEventsPerIdentity(t *testing.T) {
 		t.Errorf("bob's learned answer after alice's events: %v %v", r.GetSuggestions(), err)
 	}
 }
+
+// TestHostileTerminalManyIdentitiesKeepAQuietOnesEvents: past
+// --terminal-max-events the identity holding the most gives up its
+// oldest, so identities each within its own bound do not together push
+// out a quiet one's events. The tenth hostile pass
+// (tools/hostile/termpool10b.py): in a store of 500 (50 per identity),
+// bob's 10 events, then 60 each of m0..m11: bob's history was emptied.
+func TestHostileTerminalManyIdentitiesKeepAQuietOnesEvents(t *testing.T) {
+	const k = 12
+	var file strings.Builder
+	fmt.Fprintf(&file, "bob terminal %s\n", bobToken)
+	for m := range k {
+		fmt.Fprintf(&file, "m%d terminal m%d-0123456789abcdef\n", m, m)
+	}
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte(file.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, conn := startDaemon(t, genIndex(t, "testdata/mini.json"), "--terminal", "--auth-token-file", tokens, "--terminal-max-events", "500")
+	c := terminalpb.NewTerminalServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bob := bearerCtx(ctx, bobToken)
+	for i := range 10 {
+		if _, err := c.TrackInputEvent(bob, &terminalpb.TrackInputEventRequest{SessionId: "b1", PromptText: fmt.Sprintf("Which env %d?", i),
+			InputText: "staging", Success: true, InputSource: "user_typed"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, k)
+	for m := range k {
+		wg.Go(func() {
+			who := bearerCtx(ctx, fmt.Sprintf("m%d-0123456789abcdef", m))
+			for i := range 60 {
+				if _, err := c.TrackInputEvent(who, &terminalpb.TrackInputEventRequest{SessionId: fmt.Sprint("s", i%5),
+					PromptText: "Continue? [y/N]", InputText: "y", Success: true, InputSource: "user_typed"}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	h, err := c.GetSessionHistory(bob, &terminalpb.GetSessionHistoryRequest{SessionId: "b1", Limit: 100})
+	if err != nil || len(h.GetEvents()) != 10 {
+		t.Fatalf("bob's history after %d identities' 60 events each: %d events (%v), want his 10", k, len(h.GetEvents()), err)
+	}
+}

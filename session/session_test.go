@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -413,4 +414,93 @@ func TestScopedID(t *testing.T) {
 			t.Errorf("key %q: %v, len %d; want a valid id of 33 characters", k, err, len(k))
 		}
 	}
+}
+
+// At MaxSessions a caller holding fewer sessions than the busiest takes
+// the place of the busiest's least recently used session, which ends as
+// an expired one does (NOT_FOUND, its watch closed, counted); the busiest
+// itself is refused. The tenth hostile pass: ten identities at their
+// 1,000 filled --max-sessions 10,000 and bob, with none, was refused
+// RESOURCE_EXHAUSTED for the whole TTL (tools/hostile/sessfill11.py).
+func TestFullStoreTakesFromTheBusiest(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	var displaced atomic.Int64
+	mut := func(c *Config) {
+		c.MaxSessions, c.MaxPerOwner, c.Now = 10, 4, clk.now
+		c.Displaced = func() { displaced.Add(1) }
+	}
+	forEachStore(t, mut, func(t *testing.T, st store) {
+		displaced.Store(0)
+		who := func(q string) Owner { return Owner{ID: q, Quota: q} }
+		ids := map[string][]string{}
+		create := func(q string) error {
+			clk.add(time.Second)
+			sn, err := st.CreateFor(bg, who(q), "", "")
+			if err == nil {
+				ids[q] = append(ids[q], sn.ID)
+			}
+			return err
+		}
+		for _, q := range []string{"b1", "b1", "b1", "b1", "b2", "b2", "b2", "b3", "b3", "b3"} {
+			if err := create(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		// A watch of b1's second session (which touches it), then b1's
+		// others are used again: the watched one is b1's least recently
+		// used.
+		ctx, cancel := context.WithCancel(bg)
+		defer cancel()
+		clk.add(time.Second)
+		w, err := st.Watch(ctx, ids["b1"][1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range []int{0, 2, 3} {
+			clk.add(time.Second)
+			if _, err := st.Get(bg, ids["b1"][i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		steps := []struct {
+			who, gone string // caller; the session that makes way ("" for none)
+			want      error
+		}{
+			{"bob", ids["b1"][1], nil}, // b1 holds 4, the most
+			{"b1", "", ErrLimit},       // b1 holds 3 as b2 and b3 do
+			{"bob", ids["b2"][0], nil}, // b1, b2, b3 at 3: b2's LRU is the oldest
+			{"bob", ids["b3"][0], nil}, // bob 2; b1 and b3 at 3: b3's is older
+			{"bob", "", ErrLimit},      // bob 3, as b1: as busy as the busiest
+		}
+		for i, s := range steps {
+			err := create(s.who)
+			if !errors.Is(err, s.want) || (s.want == nil && err != nil) {
+				t.Fatalf("step %d: %s creates: %v, want %v", i, s.who, err, s.want)
+			}
+			if s.gone != "" {
+				if _, err := st.Get(bg, s.gone); !errors.Is(err, ErrNotFound) {
+					t.Fatalf("step %d: the session that made way: %v, want ErrNotFound", i, err)
+				}
+			}
+			if n, err := st.Len(bg); err != nil || n != 10 {
+				t.Fatalf("step %d: Len %d (%v), want 10", i, n, err)
+			}
+		}
+		select {
+		case _, ok := <-w:
+			if ok {
+				t.Fatal("the watch of the session that made way got an event, want it closed")
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the watch of the session that made way is still open")
+		}
+		for _, id := range []string{ids["b1"][0], ids["b1"][2], ids["b1"][3], ids["b2"][1], ids["b3"][1]} {
+			if _, err := st.Get(bg, id); err != nil {
+				t.Fatalf("a session that did not make way: %v", err)
+			}
+		}
+		if got := displaced.Load(); got != 3 {
+			t.Fatalf("Displaced called %d times, want 3", got)
+		}
+	})
 }

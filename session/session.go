@@ -8,8 +8,8 @@
 package session
 
 import (
-	"context"
 	"container/list"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"

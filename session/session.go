@@ -8,6 +8,7 @@
 package session
 
 import (
+	"container/heap"
 	"container/list"
 	"context"
 	"crypto/rand"
@@ -196,6 +197,26 @@ type sess struct {
 type quota struct {
 	key string
 	lru *list.List // of *sess
+	idx int        // in its Store.byCount heap
+}
+
+// quotaHeap holds the quotas of one count, the one whose least recently
+// used session is the oldest first (of equal ones, the lower key).
+type quotaHeap []*quota
+
+func (h quotaHeap) Len() int { return len(h) }
+func (h quotaHeap) Less(i, j int) bool {
+	a, b := h[i].lru.Front().Value.(*sess).last, h[j].lru.Front().Value.(*sess).last
+	return a.Before(b) || (a.Equal(b) && h[i].key < h[j].key)
+}
+func (h quotaHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].idx, h[j].idx = i, j }
+func (h *quotaHeap) Push(x any)   { o := x.(*quota); o.idx = len(*h); *h = append(*h, o) }
+func (h *quotaHeap) Pop() any {
+	old := *h
+	o := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return o
 }
 
 // Store holds sessions. It is safe for concurrent use.
@@ -205,10 +226,11 @@ type Store struct {
 	m     map[string]*sess
 	lru   *list.List        // every session, least recently used first
 	owned map[string]*quota // by Owner.Quota; quotas holding none are absent
-	// byCount holds the quotas by the number of sessions they hold, and
-	// most is the highest such number: the busiest quota is found without
-	// a walk of every session.
-	byCount map[int]map[*quota]bool
+	// byCount holds the quotas by the number of sessions they hold, each
+	// number's in a heap by their least recently used session, and most
+	// is the highest number: the busiest quota's least recently used
+	// session is found without a walk of the sessions or the quotas.
+	byCount map[int]*quotaHeap
 	most    int
 	closed  bool
 }
@@ -227,7 +249,7 @@ func NewStore(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	return &Store{cfg: cfg.withDefaults(), m: map[string]*sess{}, lru: list.New(), owned: map[string]*quota{},
-		byCount: map[int]map[*quota]bool{}}, nil
+		byCount: map[int]*quotaHeap{}}, nil
 }
 
 var idRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
@@ -380,8 +402,7 @@ func (s *Store) Create(ctx context.Context, id string, exposure Exposure) (Snaps
 // The busiest owner itself, or one as busy, gets ErrLimit. So owners that
 // filled the store between them cannot refuse a quiet owner a session
 // until their sessions expire, and the total stays bounded. A create
-// costs the same whatever the number of sessions held (plus, for a
-// displacement, a look at the owners tied as busiest).
+// costs O(log owners) whatever the number of sessions held.
 func (s *Store) CreateFor(_ context.Context, owner Owner, id string, exposure Exposure) (Snapshot, error) {
 	id, cats, err := s.cfg.prepareCreate(id, exposure)
 	if err != nil {
@@ -444,21 +465,24 @@ func (s *Store) addLocked(ss *sess) {
 	s.countLocked(o, +1)
 }
 
-// countLocked files o under its count (add +1) or takes it out (-1).
+// countLocked files o under its count (add +1) or takes it out (-1),
+// in O(log quotas).
 func (s *Store) countLocked(o *quota, add int) {
 	n := o.lru.Len()
+	h := s.byCount[n]
 	if add > 0 {
-		if s.byCount[n] == nil {
-			s.byCount[n] = map[*quota]bool{}
+		if h == nil {
+			h = &quotaHeap{}
+			s.byCount[n] = h
 		}
-		s.byCount[n][o] = true
+		heap.Push(h, o)
 		s.most = max(s.most, n)
 		return
 	}
-	delete(s.byCount[n], o)
-	if len(s.byCount[n]) == 0 {
+	heap.Remove(h, o.idx)
+	if h.Len() == 0 {
 		delete(s.byCount, n)
-		for s.most > 0 && len(s.byCount[s.most]) == 0 {
+		for s.most > 0 && s.byCount[s.most] == nil {
 			s.most--
 		}
 	}
@@ -468,14 +492,11 @@ func (s *Store) countLocked(o *quota, add int) {
 // (of several as busy, the one whose least recently used is the oldest),
 // or nil when no session is held.
 func (s *Store) busiestLocked() *sess {
-	var victim *sess
-	for o := range s.byCount[s.most] {
-		ss := o.lru.Front().Value.(*sess)
-		if victim == nil || ss.last.Before(victim.last) || (ss.last.Equal(victim.last) && o.key < victim.owner.Quota) {
-			victim = ss
-		}
+	h := s.byCount[s.most]
+	if h == nil {
+		return nil
 	}
-	return victim
+	return (*h)[0].lru.Front().Value.(*sess)
 }
 
 func sortedKeys(m map[string]bool) []string {
@@ -507,7 +528,12 @@ func (s *Store) get(id string) (*sess, error) {
 	}
 	ss.last = now
 	s.lru.MoveToBack(ss.all)
-	s.owned[ss.owner.Quota].lru.MoveToBack(ss.own)
+	o := s.owned[ss.owner.Quota]
+	wasFront := o.lru.Front() == ss.own
+	o.lru.MoveToBack(ss.own)
+	if wasFront {
+		heap.Fix(s.byCount[o.lru.Len()], o.idx) // its least recently used changed
+	}
 	return ss, nil
 }
 

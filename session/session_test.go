@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand"
 	"slices"
 	"strings"
 	"sync"
@@ -525,6 +527,84 @@ func BenchmarkCreateAtLimit(b *testing.B) {
 		q := fmt.Sprint("new", i)
 		if _, err := st.CreateFor(bg, Owner{ID: q, Quota: q}, "", ""); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestFullStoreAgreesWithAWalk: random creates, uses and deletes by a few
+// owners at a small MaxSessions; after each, the sessions the store holds
+// are those of a model that finds the busiest owner's least recently used
+// session by walking every session.
+func TestFullStoreAgreesWithAWalk(t *testing.T) {
+	for seed := range int64(20) {
+		rng := rand.New(rand.NewSource(seed))
+		s, clk := newStore(t, func(c *Config) { c.MaxSessions, c.MaxPerOwner = 12, 6 })
+		type rec struct {
+			owner string
+			last  int
+		}
+		model := map[string]*rec{}
+		step := 0
+		for range 400 {
+			step++
+			clk.add(time.Millisecond)
+			q := fmt.Sprint("o", rng.Intn(5))
+			ids := slices.Sorted(maps.Keys(model))
+			switch r := rng.Intn(10); {
+			case r < 5: // create
+				held := map[string]int{}
+				for _, m := range model {
+					held[m.owner]++
+				}
+				want := error(nil)
+				victim := ""
+				if len(model) >= 12 {
+					most := 0
+					for _, n := range held {
+						most = max(most, n)
+					}
+					if held[q] >= most {
+						want = ErrLimit
+					} else {
+						for id, m := range model {
+							if held[m.owner] == most && (victim == "" || m.last < model[victim].last) {
+								victim = id
+							}
+						}
+					}
+				}
+				if want == nil && held[q] >= 6 && (victim == "" || model[victim].owner != q) {
+					want = ErrOwnerLimit
+				}
+				sn, err := s.CreateFor(bg, Owner{ID: q, Quota: q}, "", "")
+				if !errors.Is(err, want) || (want == nil && err != nil) {
+					t.Fatalf("seed %d step %d: %s creates: %v, want %v", seed, step, q, err, want)
+				}
+				if err == nil {
+					delete(model, victim)
+					model[sn.ID] = &rec{owner: q, last: step}
+				}
+			case r < 8 && len(ids) > 0: // use
+				id := ids[rng.Intn(len(ids))]
+				if _, err := s.Get(bg, id); err != nil {
+					t.Fatalf("seed %d step %d: Get: %v", seed, step, err)
+				}
+				model[id].last = step
+			case len(ids) > 0: // delete
+				id := ids[rng.Intn(len(ids))]
+				if err := s.Delete(bg, id); err != nil {
+					t.Fatalf("seed %d step %d: Delete: %v", seed, step, err)
+				}
+				delete(model, id)
+			}
+			if n, _ := s.Len(bg); n != len(model) {
+				t.Fatalf("seed %d step %d: Len %d, model %d", seed, step, n, len(model))
+			}
+			for id, m := range model {
+				if got, err := s.Owner(bg, id); err != nil || got != m.owner {
+					t.Fatalf("seed %d step %d: %s: owner %q %v, want %q", seed, step, id, got, err, m.owner)
+				}
+			}
 		}
 	}
 }

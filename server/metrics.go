@@ -35,6 +35,7 @@ type Metrics struct {
 	abstained     *prometheus.CounterVec
 	topConfidence *prometheus.HistogramVec
 	mcpRefused    *prometheus.CounterVec
+	displaced     prometheus.Counter
 	reg           prometheus.Registerer
 }
 
@@ -77,9 +78,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: prometheus.LinearBuckets(0.05, 0.05, 20)}, []string{"method"}),
 		mcpRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "classifierd_mcp_sessions_refused_total",
 			Help: "MCP sessions --mcp-listen refused with RESOURCE_EXHAUSTED, by the limit reached: per_client (--max-sessions-per-client) or total (--max-sessions)."}, []string{"limit"}),
+		displaced: prometheus.NewCounter(prometheus.CounterOpts{Name: "classifierd_sessions_displaced_total",
+			Help: "Hub sessions closed at --max-sessions to make room for a caller holding fewer than the busiest caller (its least recently used)."}),
 	}
 	for _, c := range []prometheus.Collector{m.rpcs, m.rpcSeconds, m.embedSeconds, m.embedBatch, m.embedErrors, m.rejected, m.admitWait, m.admitted,
-		m.authDenied, m.indexLabels, m.indexVectors, m.indexBytes, m.indexGen, m.answers, m.abstained, m.topConfidence, m.mcpRefused} {
+		m.authDenied, m.indexLabels, m.indexVectors, m.indexBytes, m.indexGen, m.answers, m.abstained, m.topConfidence, m.mcpRefused, m.displaced} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -96,6 +99,10 @@ var admissionBuckets = []float64{.001, .0025, .005, .01, .015, .02, .025, .03, .
 func (m *Metrics) Gauge(name, help string, f func() float64) error {
 	return m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 }
+
+// SessionDisplaced counts a hub session closed to make room for a
+// quieter caller (session.Config.Displaced).
+func (m *Metrics) SessionDisplaced() { m.displaced.Inc() }
 
 // MCPSessionRefused counts an MCP session refused at limit (per_client
 // or total).

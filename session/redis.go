@@ -37,10 +37,16 @@ const DefaultRedisPrefix = "classifierd:"
 //	P live     sorted set: id -> expiry (unix ms), the global session count
 //	P q:<quota> sorted set: id -> expiry, the sessions one Owner.Quota holds
 //	           (the hash's quota field names it)
+//	P owners   sorted set: P q:<quota> -> the sessions it holds, kept by
+//	           every write and corrected (expired sessions taken out) where
+//	           it is read, so that Create finds the busiest quota without a
+//	           walk of every session
 //	P events   pub/sub channel: one JSON message per change or deletion
 //
 // Each write is one Lua script, so it is atomic across daemons: Create
-// checks the global MaxSessions and the id together; Update
+// checks the global MaxSessions and the id together, and at MaxSessions
+// closes the busiest quota's least recently used session in the same step
+// (Store.CreateFor says when); Update
 // compares-and-sets on seq (retrying on a concurrent change) and publishes
 // its event in the same step, so events leave Redis in seq order. A
 // watcher that misses a seq (its daemon lost the subscription) is closed,
@@ -121,6 +127,7 @@ func (s *RedisStore) hist(id string) string { return s.prefix + "h:" + id }
 // keys are the KEYS of every per-session script: record, live set, history.
 func (s *RedisStore) keys(id string) []string { return []string{s.key(id), s.live(), s.hist(id)} }
 func (s *RedisStore) live() string            { return s.prefix + "live" }
+func (s *RedisStore) owners() string          { return s.prefix + "owners" }
 func (s *RedisStore) channel() string         { return s.prefix + "events" }
 
 // unavailable wraps a Redis or network error as ErrUnavailable; context
@@ -141,21 +148,81 @@ func (s *RedisStore) checkOpen() error {
 	return nil
 }
 
-var createScript = redis.NewScript(`
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[4])
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[4])
+// pruneLua defines prune(owners, q, now): it takes q's expired sessions
+// out, files q in owners under the number left (or takes it out when
+// none is) and returns that number.
+const pruneLua = `
+local function prune(owners, q, now)
+  redis.call('ZREMRANGEBYSCORE', q, '-inf', now)
+  local c = redis.call('ZCARD', q)
+  if c == 0 then redis.call('ZREM', owners, q) else redis.call('ZADD', owners, c, q) end
+  return c
+end
+`
+
+// maxTiedOwners bounds how many quotas, tied as the busiest, a Create at
+// MaxSessions compares for the oldest least recently used session, and
+// maxOwnerRounds how often it looks again after finding counts that
+// included expired sessions: the work of one Create stays bounded.
+const (
+	maxTiedOwners  = 64
+	maxOwnerRounds = 16
+)
+
+// createScript: KEYS record, live, history, quota, owners; ARGV rec, last
+// (ns), TTL (ms), now (ms), MaxSessions, id, history entry, MaxPerOwner,
+// key prefix, events channel. It answers 0 (made), 1 (made in the place
+// of the busiest quota's least recently used session, now closed), -1
+// (the id exists), -2 (MaxSessions), -3 (MaxPerOwner).
+var createScript = redis.NewScript(pruneLua + `
+local now = ARGV[4]
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return -2 end
-if redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[8]) then return -3 end
+local mine = prune(KEYS[5], KEYS[4], now)
+local displaced = 0
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then
+  local victim, vq, vscore, settled
+  for round = 1, ` + strconv.Itoa(maxOwnerRounds) + ` do
+    local top = redis.call('ZREVRANGE', KEYS[5], 0, 0, 'WITHSCORES')
+    if #top == 0 then break end
+    local most = tonumber(top[2])
+    local stale = false
+    victim = nil
+    for _, q in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], most, most, 'LIMIT', 0, ` + strconv.Itoa(maxTiedOwners) + `)) do
+      if prune(KEYS[5], q, now) ~= most then
+        stale = true
+      else
+        local f = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
+        if victim == nil or tonumber(f[2]) < vscore then victim, vq, vscore = f[1], q, tonumber(f[2]) end
+      end
+    end
+    if not stale then
+      if mine >= most then return -2 end
+      settled = true
+      break
+    end
+  end
+  if not settled or victim == nil then return -2 end
+  if mine >= tonumber(ARGV[8]) then return -3 end
+  redis.call('ZREM', vq, victim)
+  prune(KEYS[5], vq, now)
+  redis.call('ZREM', KEYS[2], victim)
+  local n = redis.call('DEL', ARGV[9] .. 's:' .. victim)
+  redis.call('DEL', ARGV[9] .. 'h:' .. victim)
+  if n == 1 then redis.call('PUBLISH', ARGV[10], cjson.encode({id = victim, deleted = true})) end
+  displaced = 1
+end
+if mine >= tonumber(ARGV[8]) then return -3 end
 redis.call('HSET', KEYS[1], 'rec', ARGV[1], 'last', ARGV[2], 'seq', 0, 'quota', KEYS[4])
 redis.call('ZADD', KEYS[4], tonumber(ARGV[4]) + tonumber(ARGV[3]), ARGV[6])
 redis.call('PEXPIRE', KEYS[4], ARGV[3])
+redis.call('ZADD', KEYS[5], mine + 1, KEYS[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('DEL', KEYS[3])
 redis.call('RPUSH', KEYS[3], ARGV[7])
 redis.call('PEXPIRE', KEYS[3], ARGV[3])
 redis.call('ZADD', KEYS[2], tonumber(ARGV[4]) + tonumber(ARGV[3]), ARGV[6])
-return 0`)
+return displaced`)
 
 // Create starts a session owned by nobody, like Store.Create;
 // MaxSessions counts the sessions of every daemon sharing the Redis.
@@ -168,6 +235,10 @@ func (s *RedisStore) quota(q string) string { return s.prefix + "q:" + q }
 
 // CreateFor is Create for an owner, who may hold at most
 // Config.MaxPerOwner sessions across every daemon (ErrOwnerLimit past it).
+// At MaxSessions an owner holding fewer sessions than the busiest takes
+// the place of the busiest's least recently used session, as
+// Store.CreateFor does, in the same atomic step; every daemon closes the
+// closed session's watchers.
 func (s *RedisStore) CreateFor(ctx context.Context, owner Owner, id string, exposure Exposure) (Snapshot, error) {
 	id, cats, err := s.cfg.prepareCreate(id, exposure)
 	if err != nil {
@@ -187,8 +258,9 @@ func (s *RedisStore) CreateFor(ctx context.Context, owner Owner, id string, expo
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("session: encode: %w", err)
 	}
-	n, err := createScript.Run(ctx, s.rdb, append(s.keys(id), s.quota(owner.Quota)),
-		b, now.UnixNano(), s.cfg.TTL.Milliseconds(), now.UnixMilli(), s.cfg.MaxSessions, id, hb, s.cfg.MaxPerOwner).Int()
+	n, err := createScript.Run(ctx, s.rdb, append(s.keys(id), s.quota(owner.Quota), s.owners()),
+		b, now.UnixNano(), s.cfg.TTL.Milliseconds(), now.UnixMilli(), s.cfg.MaxSessions, id, hb, s.cfg.MaxPerOwner,
+		s.prefix, s.channel()).Int()
 	switch {
 	case err != nil:
 		return Snapshot{}, unavailable(err)
@@ -198,6 +270,8 @@ func (s *RedisStore) CreateFor(ctx context.Context, owner Owner, id string, expo
 		return Snapshot{}, fmt.Errorf("%w (limit %d)", ErrLimit, s.cfg.MaxSessions)
 	case n == -3:
 		return Snapshot{}, fmt.Errorf("%w (limit %d)", ErrOwnerLimit, s.cfg.MaxPerOwner)
+	case n == 1 && s.cfg.Displaced != nil:
+		s.cfg.Displaced()
 	}
 	return rec.snapshot(id, now), nil
 }
@@ -206,7 +280,7 @@ func (r record) snapshot(id string, last time.Time) Snapshot {
 	return Snapshot{ID: id, Owner: r.Owner, Exposed: r.Exposed, History: r.History, Created: r.Created, LastActivity: last}
 }
 
-var touchScript = redis.NewScript(`
+var touchScript = redis.NewScript(pruneLua + `
 local v = redis.call('HMGET', KEYS[1], 'rec', 'seq')
 if not v[1] then return false end
 redis.call('HSET', KEYS[1], 'last', ARGV[1])
@@ -217,6 +291,7 @@ local q = redis.call('HGET', KEYS[1], 'quota')
 if q then
   redis.call('ZADD', q, tonumber(ARGV[3]) + tonumber(ARGV[2]), ARGV[4])
   redis.call('PEXPIRE', q, ARGV[2])
+  prune(KEYS[4], q, ARGV[3])
 end
 if ARGV[5] == '1' then
   for _, c in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do v[#v + 1] = c end
@@ -242,7 +317,7 @@ func (s *RedisStore) read(ctx context.Context, id string, withHistory bool) (rec
 	if withHistory {
 		flag = "1"
 	}
-	v, err := touchScript.Run(ctx, s.rdb, s.keys(id),
+	v, err := touchScript.Run(ctx, s.rdb, append(s.keys(id), s.owners()),
 		now.UnixNano(), s.cfg.TTL.Milliseconds(), now.UnixMilli(), id, flag).StringSlice()
 	if errors.Is(err, redis.Nil) {
 		return record{}, 0, time.Time{}, ErrNotFound
@@ -321,9 +396,12 @@ func (s *RedisStore) Exposed(ctx context.Context, id string) ([]string, error) {
 	return rec.Exposed, nil
 }
 
-var deleteScript = redis.NewScript(`
+var deleteScript = redis.NewScript(pruneLua + `
 local q = redis.call('HGET', KEYS[1], 'quota')
-if q then redis.call('ZREM', q, ARGV[1]) end
+if q then
+  redis.call('ZREM', q, ARGV[1])
+  prune(KEYS[4], q, ARGV[4])
+end
 local n = redis.call('DEL', KEYS[1])
 redis.call('DEL', KEYS[3])
 redis.call('ZREM', KEYS[2], ARGV[1])
@@ -342,7 +420,7 @@ func (s *RedisStore) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("session: encode: %w", err)
 	}
-	n, err := deleteScript.Run(ctx, s.rdb, s.keys(id), id, s.channel(), b).Int()
+	n, err := deleteScript.Run(ctx, s.rdb, append(s.keys(id), s.owners()), id, s.channel(), b, s.cfg.Now().UnixMilli()).Int()
 	if err != nil {
 		return unavailable(err)
 	}
@@ -589,6 +667,13 @@ func (s *RedisStore) Len(ctx context.Context) (int, error) {
 	return int(n), nil
 }
 
+// sweepOwnersScript corrects every quota's count in P owners (KEYS[1]) at
+// now (ARGV[1]): the writes keep the counts of the quotas they touch, and
+// this forgets the quotas whose sessions all expired unseen.
+var sweepOwnersScript = redis.NewScript(pruneLua + `
+for _, q in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do prune(KEYS[1], q, ARGV[1]) end
+return 0`)
+
 // Sweep forgets expired sessions in the global count (Redis itself
 // expires their records) and closes this daemon's watchers of sessions
 // that expired. It returns how many watched sessions ended.
@@ -598,6 +683,9 @@ func (s *RedisStore) Sweep(ctx context.Context) (int, error) {
 	}
 	now := strconv.FormatInt(s.cfg.Now().UnixMilli(), 10)
 	if err := s.rdb.ZRemRangeByScore(ctx, s.live(), "-inf", now).Err(); err != nil {
+		return 0, unavailable(err)
+	}
+	if err := sweepOwnersScript.Run(ctx, s.rdb, []string{s.owners()}, now).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, unavailable(err)
 	}
 	s.mu.Lock()

@@ -8,6 +8,8 @@
 package session
 
 import (
+	"container/heap"
+	"container/list"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -70,6 +72,10 @@ type Config struct {
 	HistoryLimit      int           // history entries kept per session (default 100)
 	WatchBuffer       int           // events buffered per watcher (default 16)
 	Now               func() time.Time
+	// Displaced, when set, is called once for each session closed to make
+	// room for a caller holding fewer sessions than the busiest (see
+	// CreateFor); the daemon counts them in its metrics.
+	Displaced func()
 }
 
 func (c *Config) withDefaults() Config {
@@ -184,15 +190,49 @@ type sess struct {
 	created  time.Time
 	last     time.Time
 	watchers map[*watcher]bool
+	all, own *list.Element // in Store.lru and in its quota's lru
+}
+
+// quota is the sessions one Owner.Quota holds, least recently used first.
+type quota struct {
+	key string
+	lru *list.List // of *sess
+	idx int        // in its Store.byCount heap
+}
+
+// quotaHeap holds the quotas of one count, the one whose least recently
+// used session is the oldest first (of equal ones, the lower key).
+type quotaHeap []*quota
+
+func (h quotaHeap) Len() int { return len(h) }
+func (h quotaHeap) Less(i, j int) bool {
+	a, b := h[i].lru.Front().Value.(*sess).last, h[j].lru.Front().Value.(*sess).last
+	return a.Before(b) || (a.Equal(b) && h[i].key < h[j].key)
+}
+func (h quotaHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].idx, h[j].idx = i, j }
+func (h *quotaHeap) Push(x any)   { o := x.(*quota); o.idx = len(*h); *h = append(*h, o) }
+func (h *quotaHeap) Pop() any {
+	old := *h
+	o := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return o
 }
 
 // Store holds sessions. It is safe for concurrent use.
 type Store struct {
-	cfg    Config
-	mu     sync.Mutex
-	m      map[string]*sess
-	owned  map[string]int // sessions held per Owner.Quota
-	closed bool
+	cfg   Config
+	mu    sync.Mutex
+	m     map[string]*sess
+	lru   *list.List        // every session, least recently used first
+	owned map[string]*quota // by Owner.Quota; quotas holding none are absent
+	// byCount holds the quotas by the number of sessions they hold, each
+	// number's in a heap by their least recently used session, and most
+	// is the highest number: the busiest quota's least recently used
+	// session is found without a walk of the sessions or the quotas.
+	byCount map[int]*quotaHeap
+	most    int
+	closed  bool
 }
 
 // Owner is who creates a session: ID may use it later, and Quota is the
@@ -208,7 +248,8 @@ func NewStore(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Store{cfg: cfg.withDefaults(), m: map[string]*sess{}, owned: map[string]int{}}, nil
+	return &Store{cfg: cfg.withDefaults(), m: map[string]*sess{}, lru: list.New(), owned: map[string]*quota{},
+		byCount: map[int]*quotaHeap{}}, nil
 }
 
 var idRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
@@ -352,6 +393,16 @@ func (s *Store) Create(ctx context.Context, id string, exposure Exposure) (Snaps
 
 // CreateFor is Create for an owner, who may hold at most
 // Config.MaxPerOwner sessions (ErrOwnerLimit past it).
+//
+// When Config.MaxSessions are held, an owner holding fewer sessions than
+// the busiest owner (the Owner.Quota holding the most; of several as busy,
+// the one whose least recently used session is the oldest) takes the place
+// of that owner's least recently used session, which is closed as if it
+// had expired: its watchers are closed and its next use is ErrNotFound.
+// The busiest owner itself, or one as busy, gets ErrLimit. So owners that
+// filled the store between them cannot refuse a quiet owner a session
+// until their sessions expire, and the total stays bounded. A create
+// costs O(log owners) whatever the number of sessions held.
 func (s *Store) CreateFor(_ context.Context, owner Owner, id string, exposure Exposure) (Snapshot, error) {
 	id, cats, err := s.cfg.prepareCreate(id, exposure)
 	if err != nil {
@@ -365,25 +416,87 @@ func (s *Store) CreateFor(_ context.Context, owner Owner, id string, exposure Ex
 	if _, ok := s.m[id]; ok {
 		return Snapshot{}, ErrExists
 	}
-	if len(s.m) >= s.cfg.MaxSessions {
+	if len(s.m) >= s.cfg.MaxSessions || s.heldLocked(owner.Quota) >= s.cfg.MaxPerOwner {
 		s.sweepLocked()
-		if len(s.m) >= s.cfg.MaxSessions {
+	}
+	if len(s.m) >= s.cfg.MaxSessions {
+		// The busiest holds at most MaxPerOwner, so a caller holding fewer
+		// is below its own limit too.
+		victim := s.busiestLocked()
+		if victim == nil || s.heldLocked(owner.Quota) >= s.heldLocked(victim.owner.Quota) {
 			return Snapshot{}, fmt.Errorf("%w (limit %d)", ErrLimit, s.cfg.MaxSessions)
 		}
-	}
-	if s.owned[owner.Quota] >= s.cfg.MaxPerOwner {
-		s.sweepLocked()
-		if s.owned[owner.Quota] >= s.cfg.MaxPerOwner {
-			return Snapshot{}, fmt.Errorf("%w (limit %d)", ErrOwnerLimit, s.cfg.MaxPerOwner)
+		s.removeLocked(victim)
+		if s.cfg.Displaced != nil {
+			s.cfg.Displaced()
 		}
 	}
-	s.owned[owner.Quota]++
+	if s.heldLocked(owner.Quota) >= s.cfg.MaxPerOwner {
+		return Snapshot{}, fmt.Errorf("%w (limit %d)", ErrOwnerLimit, s.cfg.MaxPerOwner)
+	}
 	now := s.cfg.Now()
 	ch, exposed := createChange(now, cats)
 	ss := &sess{id: id, owner: owner, exposed: setOf(exposed), created: now, last: now, watchers: map[*watcher]bool{}}
 	ss.history = append(ss.history, ch)
 	s.m[id] = ss
+	s.addLocked(ss)
 	return ss.snapshot(), nil
+}
+
+// heldLocked is the number of sessions quota q holds; callers hold mu.
+func (s *Store) heldLocked(q string) int {
+	if o := s.owned[q]; o != nil {
+		return o.lru.Len()
+	}
+	return 0
+}
+
+// addLocked enters a new session in the recency lists and the counts.
+func (s *Store) addLocked(ss *sess) {
+	o := s.owned[ss.owner.Quota]
+	if o == nil {
+		o = &quota{key: ss.owner.Quota, lru: list.New()}
+		s.owned[o.key] = o
+	} else {
+		s.countLocked(o, -1)
+	}
+	ss.all = s.lru.PushBack(ss)
+	ss.own = o.lru.PushBack(ss)
+	s.countLocked(o, +1)
+}
+
+// countLocked files o under its count (add +1) or takes it out (-1),
+// in O(log quotas).
+func (s *Store) countLocked(o *quota, add int) {
+	n := o.lru.Len()
+	h := s.byCount[n]
+	if add > 0 {
+		if h == nil {
+			h = &quotaHeap{}
+			s.byCount[n] = h
+		}
+		heap.Push(h, o)
+		s.most = max(s.most, n)
+		return
+	}
+	heap.Remove(h, o.idx)
+	if h.Len() == 0 {
+		delete(s.byCount, n)
+		for s.most > 0 && s.byCount[s.most] == nil {
+			s.most--
+		}
+	}
+}
+
+// busiestLocked is the least recently used session of the busiest quota
+// (of several as busy, the one whose least recently used is the oldest),
+// or nil when no session is held.
+func (s *Store) busiestLocked() *sess {
+	h := s.byCount[s.most]
+	if h == nil {
+		return nil
+	}
+	return (*h)[0].lru.Front().Value.(*sess)
 }
 
 func sortedKeys(m map[string]bool) []string {
@@ -414,6 +527,13 @@ func (s *Store) get(id string) (*sess, error) {
 		return nil, ErrNotFound
 	}
 	ss.last = now
+	s.lru.MoveToBack(ss.all)
+	o := s.owned[ss.owner.Quota]
+	wasFront := o.lru.Front() == ss.own
+	o.lru.MoveToBack(ss.own)
+	if wasFront {
+		heap.Fix(s.byCount[o.lru.Len()], o.idx) // its least recently used changed
+	}
 	return ss, nil
 }
 
@@ -471,8 +591,14 @@ func (s *Store) removeLocked(ss *sess) {
 	}
 	ss.watchers = nil
 	delete(s.m, ss.id)
-	if s.owned[ss.owner.Quota]--; s.owned[ss.owner.Quota] <= 0 {
-		delete(s.owned, ss.owner.Quota)
+	s.lru.Remove(ss.all)
+	o := s.owned[ss.owner.Quota]
+	s.countLocked(o, -1)
+	o.lru.Remove(ss.own)
+	if o.lru.Len() == 0 {
+		delete(s.owned, o.key)
+	} else {
+		s.countLocked(o, +1)
 	}
 }
 
@@ -558,14 +684,18 @@ func (s *Store) Sweep() int {
 	return s.sweepLocked()
 }
 
+// sweepLocked removes the expired sessions, which are the least recently
+// used: it walks only them.
 func (s *Store) sweepLocked() int {
 	now := s.cfg.Now()
 	n := 0
-	for _, ss := range s.m {
-		if now.Sub(ss.last) > s.cfg.TTL {
-			s.removeLocked(ss)
-			n++
+	for e := s.lru.Front(); e != nil; e = s.lru.Front() {
+		ss := e.Value.(*sess)
+		if now.Sub(ss.last) <= s.cfg.TTL {
+			break
 		}
+		s.removeLocked(ss)
+		n++
 	}
 	return n
 }

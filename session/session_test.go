@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -411,6 +414,197 @@ func TestScopedID(t *testing.T) {
 	for _, k := range []string{a, b, ScopedID("cert:CN with spaces/and slashes", strings.Repeat("x", 128))} {
 		if err := CheckID(k); err != nil || len(k) != 33 {
 			t.Errorf("key %q: %v, len %d; want a valid id of 33 characters", k, err, len(k))
+		}
+	}
+}
+
+// At MaxSessions a caller holding fewer sessions than the busiest takes
+// the place of the busiest's least recently used session, which ends as
+// an expired one does (NOT_FOUND, its watch closed, counted); the busiest
+// itself is refused. The tenth hostile pass: ten identities at their
+// 1,000 filled --max-sessions 10,000 and bob, with none, was refused
+// RESOURCE_EXHAUSTED for the whole TTL (tools/hostile/sessfill11.py).
+func TestFullStoreTakesFromTheBusiest(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	var displaced atomic.Int64
+	mut := func(c *Config) {
+		c.MaxSessions, c.MaxPerOwner, c.Now = 10, 4, clk.now
+		c.Displaced = func() { displaced.Add(1) }
+	}
+	forEachStore(t, mut, func(t *testing.T, st store) {
+		displaced.Store(0)
+		who := func(q string) Owner { return Owner{ID: q, Quota: q} }
+		ids := map[string][]string{}
+		create := func(q string) error {
+			clk.add(time.Second)
+			sn, err := st.CreateFor(bg, who(q), "", "")
+			if err == nil {
+				ids[q] = append(ids[q], sn.ID)
+			}
+			return err
+		}
+		for _, q := range []string{"b1", "b1", "b1", "b1", "b2", "b2", "b2", "b3", "b3", "b3"} {
+			if err := create(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		// A watch of b1's second session (which touches it), then b1's
+		// others are used again: the watched one is b1's least recently
+		// used.
+		ctx, cancel := context.WithCancel(bg)
+		defer cancel()
+		clk.add(time.Second)
+		w, err := st.Watch(ctx, ids["b1"][1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range []int{0, 2, 3} {
+			clk.add(time.Second)
+			if _, err := st.Get(bg, ids["b1"][i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		steps := []struct {
+			who, gone string // caller; the session that makes way ("" for none)
+			want      error
+		}{
+			{"bob", ids["b1"][1], nil}, // b1 holds 4, the most
+			{"b1", "", ErrLimit},       // b1 holds 3 as b2 and b3 do
+			{"bob", ids["b2"][0], nil}, // b1, b2, b3 at 3: b2's LRU is the oldest
+			{"bob", ids["b3"][0], nil}, // bob 2; b1 and b3 at 3: b3's is older
+			{"bob", "", ErrLimit},      // bob 3, as b1: as busy as the busiest
+		}
+		for i, s := range steps {
+			err := create(s.who)
+			if !errors.Is(err, s.want) || (s.want == nil && err != nil) {
+				t.Fatalf("step %d: %s creates: %v, want %v", i, s.who, err, s.want)
+			}
+			if s.gone != "" {
+				if _, err := st.Get(bg, s.gone); !errors.Is(err, ErrNotFound) {
+					t.Fatalf("step %d: the session that made way: %v, want ErrNotFound", i, err)
+				}
+			}
+			if n, err := st.Len(bg); err != nil || n != 10 {
+				t.Fatalf("step %d: Len %d (%v), want 10", i, n, err)
+			}
+		}
+		select {
+		case _, ok := <-w:
+			if ok {
+				t.Fatal("the watch of the session that made way got an event, want it closed")
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the watch of the session that made way is still open")
+		}
+		for _, id := range []string{ids["b1"][0], ids["b1"][2], ids["b1"][3], ids["b2"][1], ids["b3"][1]} {
+			if _, err := st.Get(bg, id); err != nil {
+				t.Fatalf("a session that did not make way: %v", err)
+			}
+		}
+		if got := displaced.Load(); got != 3 {
+			t.Fatalf("Displaced called %d times, want 3", got)
+		}
+	})
+}
+
+// BenchmarkCreateAtLimit: a create when MaxSessions (10,000, held by ten
+// owners) are held, each by a new owner, so each closes the busiest
+// owner's least recently used session. It costs the same whatever the
+// number held: the store walks neither its sessions nor its owners.
+func BenchmarkCreateAtLimit(b *testing.B) {
+	st, err := NewStore(Config{MaxSessions: 10000, MaxPerOwner: 1000, AllCategories: cats})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 10000 {
+		q := fmt.Sprint("m", i%10)
+		if _, err := st.CreateFor(bg, Owner{ID: q, Quota: q}, "", ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		q := fmt.Sprint("new", i)
+		if _, err := st.CreateFor(bg, Owner{ID: q, Quota: q}, "", ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestFullStoreAgreesWithAWalk: random creates, uses and deletes by a few
+// owners at a small MaxSessions; after each, the sessions the store holds
+// are those of a model that finds the busiest owner's least recently used
+// session by walking every session.
+func TestFullStoreAgreesWithAWalk(t *testing.T) {
+	for seed := range int64(20) {
+		rng := rand.New(rand.NewSource(seed))
+		s, clk := newStore(t, func(c *Config) { c.MaxSessions, c.MaxPerOwner = 12, 6 })
+		type rec struct {
+			owner string
+			last  int
+		}
+		model := map[string]*rec{}
+		step := 0
+		for range 400 {
+			step++
+			clk.add(time.Millisecond)
+			q := fmt.Sprint("o", rng.Intn(5))
+			ids := slices.Sorted(maps.Keys(model))
+			switch r := rng.Intn(10); {
+			case r < 5: // create
+				held := map[string]int{}
+				for _, m := range model {
+					held[m.owner]++
+				}
+				want := error(nil)
+				victim := ""
+				if len(model) >= 12 {
+					most := 0
+					for _, n := range held {
+						most = max(most, n)
+					}
+					if held[q] >= most {
+						want = ErrLimit
+					} else {
+						for id, m := range model {
+							if held[m.owner] == most && (victim == "" || m.last < model[victim].last) {
+								victim = id
+							}
+						}
+					}
+				}
+				if want == nil && held[q] >= 6 && (victim == "" || model[victim].owner != q) {
+					want = ErrOwnerLimit
+				}
+				sn, err := s.CreateFor(bg, Owner{ID: q, Quota: q}, "", "")
+				if !errors.Is(err, want) || (want == nil && err != nil) {
+					t.Fatalf("seed %d step %d: %s creates: %v, want %v", seed, step, q, err, want)
+				}
+				if err == nil {
+					delete(model, victim)
+					model[sn.ID] = &rec{owner: q, last: step}
+				}
+			case r < 8 && len(ids) > 0: // use
+				id := ids[rng.Intn(len(ids))]
+				if _, err := s.Get(bg, id); err != nil {
+					t.Fatalf("seed %d step %d: Get: %v", seed, step, err)
+				}
+				model[id].last = step
+			case len(ids) > 0: // delete
+				id := ids[rng.Intn(len(ids))]
+				if err := s.Delete(bg, id); err != nil {
+					t.Fatalf("seed %d step %d: Delete: %v", seed, step, err)
+				}
+				delete(model, id)
+			}
+			if n, _ := s.Len(bg); n != len(model) {
+				t.Fatalf("seed %d step %d: Len %d, model %d", seed, step, n, len(model))
+			}
+			for id, m := range model {
+				if got, err := s.Owner(bg, id); err != nil || got != m.owner {
+					t.Fatalf("seed %d step %d: %s: owner %q %v, want %q", seed, step, id, got, err, m.owner)
+				}
+			}
 		}
 	}
 }

@@ -121,7 +121,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		catIDs = append(catIDs, idx.Labels[li].ID)
 	}
 	st, err := state.Open(ctx, cfg.State, session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: op.SessionOwnerLimit(),
-		DefaultExposure: session.Exposure(cfg.Exposure), AllCategories: catIDs, MinimalCategories: splitList(cfg.Minimal)}, log)
+		DefaultExposure: session.Exposure(cfg.Exposure), AllCategories: catIDs, MinimalCategories: splitList(cfg.Minimal),
+		Displaced: op.Metrics.SessionDisplaced}, log)
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,7 @@ var errUnread = status.Error(codes.ResourceExhausted, "too many answer bytes not
 type unreadBytes struct {
 	mu      sync.Mutex
 	byOwner map[string]int64
+	total   int64
 }
 
 func (u *unreadBytes) over(owner string) bool {
@@ -60,6 +61,7 @@ func (u *unreadBytes) add(owner string, n int64) {
 	if u.byOwner == nil {
 		u.byOwner = map[string]int64{}
 	}
+	u.total += n
 	if u.byOwner[owner] += n; u.byOwner[owner] <= 0 {
 		delete(u.byOwner, owner)
 	}
@@ -71,6 +73,13 @@ func (g *RecvGuard) Unread(owner string) int64 {
 	g.unread.mu.Lock()
 	defer g.unread.mu.Unlock()
 	return g.unread.byOwner[owner]
+}
+
+// UnreadTotal is the answer bytes of every caller not yet written.
+func (g *RecvGuard) UnreadTotal() int64 {
+	g.unread.mu.Lock()
+	defer g.unread.mu.Unlock()
+	return g.unread.total
 }
 
 // owedAnswer is an answer message of a call handed (or about to be

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,6 +30,8 @@ type unreadConn struct {
 	closed   chan struct{} // the server closed the connection
 	data     atomic.Int64  // answer bytes received
 	statuses sync.Map      // grpc-status value -> *atomic.Int64
+	answered atomic.Int64  // answers begun: headers with no status
+	unread   atomic.Int64  // calls refused for their caller's unread answers
 }
 
 func (u *unreadConn) status(code string) int64 {
@@ -91,11 +94,21 @@ func dialUnread(t *testing.T, addr, path, token string, msg []byte, streams int,
 			case *http2.DataFrame:
 				u.data.Add(int64(len(f.Data())))
 			case *http2.MetaHeadersFrame:
+				ended := false
 				for _, h := range f.Fields {
-					if h.Name == "grpc-status" {
+					switch h.Name {
+					case "grpc-status":
+						ended = true
 						v, _ := u.statuses.LoadOrStore(h.Value, new(atomic.Int64))
 						v.(*atomic.Int64).Add(1)
+					case "grpc-message":
+						if strings.HasPrefix(h.Value, "too many answer bytes not yet read") {
+							u.unread.Add(1)
+						}
 					}
+				}
+				if !ended {
+					u.answered.Add(1)
 				}
 			}
 		}
@@ -211,16 +224,96 @@ func TestGRPCUnreadAnswersClosed(t *testing.T) {
 	for _, h := range hogs {
 		refused += h.status("8")
 	}
+	// The steady reader, watched for three stall limits once its answers
+	// flow: it owes answers throughout and is kept.
+	for steady.data.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	from := steady.data.Load()
+	select {
+	case <-steady.closed:
+	case <-time.After(3 * stall):
+	}
 	select {
 	case <-steady.closed:
 		t.Errorf("a client reading 40 KiB a second was closed after %v (%d answer bytes read), want it kept", time.Since(start), steady.data.Load())
 	default:
+		if got := steady.data.Load() - from; got < 3*server.StallProgressBytes {
+			t.Errorf("the steady reader read %d bytes in %v, want at least %d", got, 3*stall, 3*server.StallProgressBytes)
+		}
 	}
 	close(stop)
 	v := <-victim
-	t.Logf("%d connections × %d Embeds never read: closed after %v (limit %v), %d refused RESOURCE_EXHAUSTED (past %d MiB unread); steady reader got %d bytes; victim %v; load %s",
+	t.Logf("%d connections × %d Embeds never read: closed after %v (limit %v), %d calls refused RESOURCE_EXHAUSTED (the model's queue, or past %d MiB unread); steady reader got %d bytes and was kept; victim %v; load %s",
 		conns, streams, took.Round(time.Millisecond), stall, refused, server.MaxUnreadPerCaller>>20, steady.data.Load(), v, loadavg())
 	if len(v.errs) > 0 || len(v.lat) == 0 {
 		t.Errorf("victim's Routes: %v (first error %v), want every one answered", v, firstErr(v.errs))
+	}
+	if n := scrape(t, maddr)["classifierd_grpc_stalled_connections_closed_total"]; n < 1 {
+		t.Errorf("classifierd_grpc_stalled_connections_closed_total = %v, want at least 1", n)
+	}
+}
+
+// TestGRPCUnreadAnswersPerCaller: a caller whose connections hold 16 MiB
+// of answers unread (windows shut, --write-stall-timeout long) has its
+// new calls refused RESOURCE_EXHAUSTED from their headers, on any
+// connection, while another identity's calls are answered; once its
+// connections are gone it may call again.
+func TestGRPCUnreadAnswersPerCaller(t *testing.T) {
+	idx := genIndex(t, "testdata/mini.json")
+	maddr, addr := freeAddr(t), freeAddr(t)
+	_, conn := opsDaemon(t, addr, insecureDial, "--index", idx, "--auth-token-file", recvTokens(t), "--metrics-listen", maddr,
+		"--write-stall-timeout", "5m")
+	c := pb.NewClassifierServiceClient(conn)
+	if _, err := c.Route(bearerCtx(context.Background(), bobToken), &pb.RouteRequest{Query: "warm up"}); err != nil {
+		t.Fatal(err)
+	}
+	msg := embedMsg(t)
+	const path, streams = "/classifier.v1.ClassifierService/Embed", 32
+	stop := make(chan struct{})
+	victim := victimRoutes(t, c, bobToken, stop)
+	// One connection at a time, each until all its calls are answered
+	// (headers sent, the message held by the shut window) or refused.
+	var hogs []*unreadConn
+	refused := int64(0)
+	for i := 0; i < 12 && refused == 0; i++ {
+		h := dialUnread(t, addr, path, aliceToken, msg, streams, false)
+		hogs = append(hogs, h)
+		deadline := time.Now().Add(30 * time.Second)
+		for h.answered.Load()+h.unread.Load() < streams && !h.done(streams) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		refused = h.unread.Load()
+	}
+	held := scrape(t, maddr)["classifierd_grpc_unread_answer_bytes"]
+	answered := int64(0)
+	for _, h := range hogs {
+		answered += h.answered.Load()
+	}
+	close(stop)
+	v := <-victim
+	t.Logf("%d connections × %d Embeds never read: %d answered, then %d refused for unread answers; %.1f MiB unread; victim %v; load %s",
+		len(hogs), streams, answered, refused, held/(1<<20), v, loadavg())
+	if refused == 0 {
+		t.Errorf("no call refused with %d answers of ~100 KB unread, want refusals past %d MiB", answered, server.MaxUnreadPerCaller>>20)
+	}
+	if limit := float64(server.MaxUnreadPerCaller + streams*110_000); held > limit {
+		t.Errorf("%.1f MiB of answers unread, want at most %.1f MiB (the cap and one connection's calls)", held/(1<<20), limit/(1<<20))
+	}
+	if len(v.errs) > 0 || len(v.lat) == 0 {
+		t.Errorf("victim's Routes: %v (first error %v), want every one answered", v, firstErr(v.errs))
+	}
+	if _, err := c.Embed(bearerCtx(context.Background(), bobToken), &pb.EmbedRequest{Texts: []string{"another caller"}}); err != nil {
+		t.Errorf("another identity's Embed: %v, want it answered", err)
+	}
+	for _, h := range hogs {
+		_ = h.nc.Close()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for scrape(t, maddr)["classifierd_grpc_unread_answer_bytes"] > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := c.Embed(bearerCtx(context.Background(), aliceToken), &pb.EmbedRequest{Texts: []string{"read this time"}}); err != nil {
+		t.Errorf("the caller's Embed once its connections are gone: %v, want it answered", err)
 	}
 }

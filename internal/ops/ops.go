@@ -200,6 +200,15 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 		func() float64 { return float64(o.Bodies.Used()) }); err != nil {
 		return nil, err
 	}
+	if err := o.Metrics.Gauge("classifierd_grpc_unread_answer_bytes", "gRPC answer bytes handed to the transport and not yet written to their connections, all callers together (16 MiB of one caller's refuse its new calls).",
+		func() float64 { return float64(o.Recv.UnreadTotal()) }); err != nil {
+		return nil, err
+	}
+	if err := o.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "classifierd_grpc_stalled_connections_closed_total",
+		Help: "gRPC connections closed for leaving their answers unread a whole --write-stall-timeout."},
+		func() float64 { return float64(o.Recv.StalledClosed()) })); err != nil {
+		return nil, err
+	}
 	if o.Conns, err = listeners.NewLimiter(listeners.ConnLimits{PerPeer: cfg.MaxConnsPerPeer, Total: cfg.MaxConns,
 		EvictUnauthenticated: cfg.Identifies()}, o.Registry, log); err != nil {
 		return nil, err

@@ -174,7 +174,8 @@ type recvConn struct {
 	stallPaid int64
 }
 
-// recvCall is a call whose request message has not arrived yet.
+// recvCall is a call of a counted connection: its request message
+// while it arrives, and its answers until they are written.
 type recvCall struct {
 	cancel context.CancelCauseFunc
 	from   int64 // recvConn.read when it started

@@ -30,7 +30,8 @@ type Edge struct {
 	MaxConcurrentStreams uint32
 	// Recv, if set, bounds the request bytes the connections of the
 	// listener it wraps (RecvGuard.Listener) hold while their calls'
-	// messages arrive, against the budget every listener shares.
+	// messages arrive, against the budget every listener shares, and
+	// the answer bytes handed to them not yet written (unread.go).
 	Recv *RecvGuard
 }
 
@@ -58,6 +59,10 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 	codec := newRequestCodec()
 	var unary []grpc.UnaryServerInterceptor
 	var stream []grpc.StreamServerInterceptor
+	if e.Recv != nil { // outermost: it sees each answer as sent
+		u, s := e.Recv.interceptors()
+		unary, stream = append(unary, u), append(stream, s)
+	}
 	if e.RecvTimeout > 0 {
 		u, s := arrivalInterceptors()
 		unary, stream = append(unary, u), append(stream, s)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -107,6 +108,12 @@ type RecvGuard struct {
 	// counted in waiting; nil: they are not.
 	who     func(context.Context, *tap.Info) Caller
 	waiting waitingCalls
+	// StallTimeout closes a connection that owed answers for this long
+	// and wrote fewer than StallProgressBytes of them (0: never): an
+	// emulated write deadline (--write-stall-timeout).
+	StallTimeout time.Duration
+	unread       unreadBytes
+	stalled      atomic.Int64
 }
 
 // NewRecvGuard counts against b.
@@ -157,9 +164,18 @@ type recvConn struct {
 	read, held int64
 	receiving  list.List // *recvCall, oldest first
 	closed     bool
+
+	// owed is the answers handed to the transport not yet all written
+	// (*owedAnswer, oldest first); stall checks, from stallFrom, that
+	// stallPaid of them were written (unread.go).
+	owed      list.List
+	stall     *time.Timer
+	stallFrom time.Time
+	stallPaid int64
 }
 
-// recvCall is a call whose request message has not arrived yet.
+// recvCall is a call of a counted connection: its request message
+// while it arrives, and its answers until they are written.
 type recvCall struct {
 	cancel context.CancelCauseFunc
 	from   int64 // recvConn.read when it started
@@ -167,9 +183,21 @@ type recvCall struct {
 	// release gives back the call's place in waitingCalls (once); nil
 	// if it took none.
 	release func()
+	// owner is the caller its answers are counted to (unreadBytes);
+	// answers, those it handed to the transport not yet written.
+	owner   string
+	answers []*owedAnswer
 }
 
 func (c *recvConn) RemoteAddr() net.Addr { return c.addr }
+
+func (c *recvConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.paid(int64(n))
+	}
+	return n, err
+}
 
 func (c *recvConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
@@ -210,6 +238,7 @@ func (c *recvConn) Close() error {
 	c.closed = true
 	c.receiving.Init()
 	c.settleLocked()
+	c.releaseOwedLocked()
 	c.mu.Unlock()
 	return c.Conn.Close()
 }
@@ -279,9 +308,13 @@ func (g *RecvGuard) Tap(next tap.ServerInHandle) tap.ServerInHandle {
 			if !anonymous {
 				owner = "id:" + who.Name
 			}
+			if g.unread.over(owner) {
+				return ctx, errUnread
+			}
 			if !g.waiting.take(owner, anonymous) {
 				return ctx, errRecvCalls
 			}
+			call.owner = owner
 			call.release = sync.OnceFunc(func() { g.waiting.give(owner, anonymous) })
 		}
 		parent := ctx
@@ -313,14 +346,17 @@ func (recvStats) HandleConn(context.Context, stats.ConnStats) {}
 func (recvStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
 
 func (recvStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	switch s.(type) {
-	case *stats.InPayload, *stats.End:
-	default:
+	c, call, ok := counted(ctx)
+	if !ok {
 		return
 	}
-	c, ok := ctx.Value(recvConnKey{}).(*recvConn)
-	call, ok2 := ctx.Value(recvCallKey{}).(*recvCall)
-	if ok && ok2 {
+	switch s.(type) {
+	case *stats.InPayload:
 		c.done(call)
+	case *stats.OutPayload:
+		c.queued(call)
+	case *stats.End:
+		c.done(call)
+		c.ended(call)
 	}
 }

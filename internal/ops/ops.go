@@ -61,6 +61,9 @@ type Config struct {
 	// connection may have open (--max-concurrent-streams).
 	RecvTimeout time.Duration
 	MaxStreams  int
+	// WriteStallTimeout closes a gRPC connection that has left its
+	// answers unread this long (--write-stall-timeout).
+	WriteStallTimeout time.Duration
 	// BodyBudget and BodyBudgetPerClient bound the request bytes being
 	// received at once on every listener, gRPC, HTTP/JSON and MCP
 	// (--max-body-bytes-in-flight...).
@@ -115,8 +118,8 @@ func (c *Config) Validate(concurrency int) error {
 	if c.MaxSessionsPerClient < 1 || c.MaxInFlight < 0 || c.MaxQueue < 0 || c.MaxWaitingTime < 0 || c.MinDeadline < 0 || c.MaxIndexBytes < 1 || c.IdleTimeout <= 0 {
 		return errors.New("--max-sessions-per-client, --max-index-bytes and --idle-timeout must be positive; --max-inflight, --max-waiting, --max-waiting-time and --min-deadline not negative")
 	}
-	if c.RecvTimeout <= 0 || c.MaxStreams < 1 || c.BodyBudget < 1 || c.BodyBudgetPerClient < 1 {
-		return errors.New("--recv-timeout, --max-concurrent-streams, --max-body-bytes-in-flight and --max-body-bytes-in-flight-per-client must be positive")
+	if c.RecvTimeout <= 0 || c.WriteStallTimeout <= 0 || c.MaxStreams < 1 || c.BodyBudget < 1 || c.BodyBudgetPerClient < 1 {
+		return errors.New("--recv-timeout, --write-stall-timeout, --max-concurrent-streams, --max-body-bytes-in-flight and --max-body-bytes-in-flight-per-client must be positive")
 	}
 	if c.MaxWatches < 1 || c.MaxWatchesPerClient < 1 || c.MaxWatchesPerSession < 1 {
 		return errors.New("--max-watches, --max-watches-per-client and --max-watches-per-session must be positive")
@@ -192,8 +195,18 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 	// (security's MCPGuard).
 	o.Bodies = httpguard.NewBudget(cfg.BodyBudget, cfg.BodyBudgetPerClient)
 	o.Recv = server.NewRecvGuard(o.Bodies)
+	o.Recv.StallTimeout = cfg.WriteStallTimeout
 	if err := o.Metrics.Gauge("classifierd_request_bytes_in_flight", "Request bytes being received or held until answered, all listeners together (bounded by --max-body-bytes-in-flight).",
 		func() float64 { return float64(o.Bodies.Used()) }); err != nil {
+		return nil, err
+	}
+	if err := o.Metrics.Gauge("classifierd_grpc_unread_answer_bytes", "gRPC answer bytes handed to the transport and not yet written to their connections, all callers together (16 MiB of one caller's refuse its new calls).",
+		func() float64 { return float64(o.Recv.UnreadTotal()) }); err != nil {
+		return nil, err
+	}
+	if err := o.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "classifierd_grpc_stalled_connections_closed_total",
+		Help: "gRPC connections closed for leaving their answers unread a whole --write-stall-timeout."},
+		func() float64 { return float64(o.Recv.StalledClosed()) })); err != nil {
 		return nil, err
 	}
 	if o.Conns, err = listeners.NewLimiter(listeners.ConnLimits{PerPeer: cfg.MaxConnsPerPeer, Total: cfg.MaxConns,

@@ -9,7 +9,7 @@ import (
 )
 
 func valid() Config {
-	return Config{MaxSessionsPerClient: 1, MaxIndexBytes: 1, IdleTimeout: time.Minute, MaxWatches: 1, MaxWatchesPerClient: 1, MaxWatchesPerSession: 1, DeadlineShare: 0.4, RecvTimeout: time.Second, MaxStreams: 1, BodyBudget: 1, BodyBudgetPerClient: 1}
+	return Config{MaxSessionsPerClient: 1, MaxIndexBytes: 1, IdleTimeout: time.Minute, MaxWatches: 1, MaxWatchesPerClient: 1, MaxWatchesPerSession: 1, DeadlineShare: 0.4, RecvTimeout: time.Second, WriteStallTimeout: time.Second, MaxStreams: 1, BodyBudget: 1, BodyBudgetPerClient: 1}
 }
 
 // TestValidatePlaintextListeners: --plaintext-listeners names http and

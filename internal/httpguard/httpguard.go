@@ -328,12 +328,18 @@ func enveloped(ct string) bool {
 		strings.HasPrefix(ct, "application/connect+")
 }
 
-// checkEnvelopes checks that every length prefix of an enveloped body
-// fits in the body.
+// checkEnvelopes checks that every message of an enveloped body has flags
+// 0 (a compressed message is not accepted, and a client sends no trailers
+// or end-of-stream frame: vanguard answered a compressed flag INTERNAL,
+// "compressed flag set with identity or empty encoding", the client's
+// mistake, a 400 here) and a length prefix that fits in the body.
 func checkEnvelopes(body []byte) error {
 	for rest := body; len(rest) > 0; {
 		if len(rest) < 5 {
 			return errors.New("request body: a message prefix is cut short")
+		}
+		if rest[0] != 0 {
+			return fmt.Errorf("request body: message flags 0x%02x: send messages uncompressed (flags 0)", rest[0])
 		}
 		n := uint64(binary.BigEndian.Uint32(rest[1:5]))
 		if n > uint64(len(rest)-5) {

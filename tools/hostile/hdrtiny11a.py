@@ -3,8 +3,9 @@
 head limit) that never end (no blank line), no token, CONNS connections from each of the loopback
 addresses in SRCS (127.0.0.x), held HOLD s: what net/http holds while parsing a head (a map entry and
 strings per field); prints the target's RSS every 2 s and what the connections saw.
+With TLS=1 over TLS (ALPN http/1.1, certificate not verified).
 usage: hdrtiny11a.py HOST:PORT PID CONNS HOLD [SRC...]"""
-import os, sys, time, socket
+import os, sys, time, socket, ssl
 addr, pid, conns, hold = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]); srcs = sys.argv[5:] or ['127.0.0.1']
 host, port = addr.rsplit(':', 1)
 n = int(os.environ.get('N', '6500'))
@@ -17,7 +18,10 @@ socks = []
 for src in srcs:
     for i in range(conns):
         try:
-            s = socket.socket(); s.bind((src, 0)); s.settimeout(5); s.connect((host, int(port))); s.sendall(head); socks.append(s)
+            s = socket.socket(); s.bind((src, 0)); s.settimeout(5); s.connect((host, int(port)))
+            if os.environ.get('TLS'):
+                ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE; ctx.set_alpn_protocols(['http/1.1']); s = ctx.wrap_socket(s)
+            s.sendall(head); socks.append(s)
         except Exception as e:
             pass
 print('open', len(socks), rss(), flush=True)

@@ -14,8 +14,9 @@ import (
 
 // ErrTooManyBackends is Isolated.CallTool's refusal to start one more
 // backend: the caller holds its share (IsolatedOptions.MaxPerIdentity), or
-// every place is taken (MaxBackends) by backends that are busy or not idle
-// long enough to stop.
+// every place is taken (MaxBackends) by backends that are busy, or idle
+// ones of identities holding less than two more than the caller (an idle
+// backend of the identity holding the most otherwise gives way).
 var ErrTooManyBackends = errors.New("mcpsrc: too many backends")
 
 // Caller calls a tool on a named server: a *Pool, or an *Isolated.
@@ -124,27 +125,89 @@ func (i *Isolated) CallTool(ctx context.Context, server string, params *mcp.Call
 }
 
 // acquire returns key's backend, started if need be, with one more call
-// in flight.
+// in flight. When every place is taken, an idle backend of the identity
+// holding the most gives way (giveWay): identities within their own
+// shares cannot keep another out until their backends idle out.
 func (i *Isolated) acquire(key backendKey, sc ServerConfig) (*backend, error) {
+	for {
+		b, victim, err := i.place(key, sc)
+		if victim == nil {
+			return b, err
+		}
+		i.stopBackend(victim)
+	}
+}
+
+// place returns key's backend as acquire does, or an idle backend to stop
+// first (taken out of the map and counted as closing) before trying again.
+func (i *Isolated) place(key backendKey, sc ServerConfig) (*backend, *stopping, error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.closed {
-		return nil, fmt.Errorf("%w: %q", ErrUnavailable, key.server)
+		return nil, nil, fmt.Errorf("%w: %q", ErrUnavailable, key.server)
 	}
 	if b, ok := i.backends[key]; ok {
 		b.inflight++
-		return b, nil
+		return b, nil, nil
 	}
 	switch {
 	case i.byID[key.identity] >= i.opts.MaxPerIdentity:
-		return nil, fmt.Errorf("%w: this caller has %d backends (limit %d)", ErrTooManyBackends, i.byID[key.identity], i.opts.MaxPerIdentity)
+		return nil, nil, fmt.Errorf("%w: this caller has %d backends (limit %d)", ErrTooManyBackends, i.byID[key.identity], i.opts.MaxPerIdentity)
 	case len(i.backends)+i.closing >= i.opts.MaxBackends:
-		return nil, fmt.Errorf("%w: %d backends run (limit %d); retry once one is idle", ErrTooManyBackends, len(i.backends)+i.closing, i.opts.MaxBackends)
+		if v := i.giveWay(key.identity); v != nil {
+			return nil, v, nil
+		}
+		return nil, nil, fmt.Errorf("%w: %d backends run (limit %d); retry once one is idle", ErrTooManyBackends, len(i.backends)+i.closing, i.opts.MaxBackends)
 	}
 	b := &backend{pool: Open(&Config{Servers: []ServerConfig{sc.ForIdentity(IdentityKey(key.identity))}}, i.opts.Pool), inflight: 1}
 	i.backends[key] = b
 	i.byID[key.identity]++
-	return b, nil
+	return b, nil, nil
+}
+
+// stopping is a backend taken out of the map, to be stopped.
+type stopping struct {
+	key backendKey
+	b   *backend
+}
+
+// giveWay picks, when every place is taken, the backend to stop for a new
+// one of identity: an idle one (no call in flight) of the identity that
+// holds the most, the least recently used of its idle ones, if that
+// identity holds at least two more than identity does (so that, having
+// given one up, it still holds at least as many as identity then: two
+// identities never take a place back and forth). It takes the backend
+// out of the map, counted as closing until stopBackend has stopped it;
+// nil if there is none (every backend busy, or places shared evenly).
+// i.mu is held.
+func (i *Isolated) giveWay(identity string) *stopping {
+	var pick *stopping
+	for k, b := range i.backends {
+		if b.inflight > 0 || k.identity == identity || i.byID[k.identity] < i.byID[identity]+2 {
+			continue
+		}
+		if pick == nil || i.byID[k.identity] > i.byID[pick.key.identity] ||
+			i.byID[k.identity] == i.byID[pick.key.identity] && b.last.Before(pick.b.last) {
+			pick = &stopping{k, b}
+		}
+	}
+	if pick != nil {
+		delete(i.backends, pick.key)
+		i.closing++
+	}
+	return pick
+}
+
+// stopBackend stops a backend taken out of the map (Reap, giveWay) and
+// gives its place back once its process has ended.
+func (i *Isolated) stopBackend(s *stopping) {
+	_ = s.b.pool.Close()
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.closing--
+	if i.byID[s.key.identity]--; i.byID[s.key.identity] <= 0 {
+		delete(i.byID, s.key.identity)
+	}
 }
 
 func (i *Isolated) release(b *backend) {
@@ -174,28 +237,18 @@ func (i *Isolated) reap() {
 // IdleTimeout at now, and returns how many it stopped. A stopped backend
 // keeps its place until its process has ended.
 func (i *Isolated) Reap(now time.Time) int {
-	type idle struct {
-		key backendKey
-		b   *backend
-	}
-	var stop []idle
+	var stop []*stopping
 	i.mu.Lock()
 	for k, b := range i.backends {
 		if b.inflight == 0 && now.Sub(b.last) >= i.opts.IdleTimeout {
-			stop = append(stop, idle{k, b})
+			stop = append(stop, &stopping{k, b})
 			delete(i.backends, k)
 			i.closing++
 		}
 	}
 	i.mu.Unlock()
 	for _, s := range stop {
-		_ = s.b.pool.Close()
-		i.mu.Lock()
-		i.closing--
-		if i.byID[s.key.identity]--; i.byID[s.key.identity] <= 0 {
-			delete(i.byID, s.key.identity)
-		}
-		i.mu.Unlock()
+		i.stopBackend(s)
 	}
 	return len(stop)
 }

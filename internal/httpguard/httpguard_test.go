@@ -59,8 +59,36 @@ func FuzzCheckEnvelopes(f *testing.F) {
 			return
 		}
 		for rest := b; len(rest) > 0; {
+			if rest[0] != 0 {
+				t.Fatalf("accepted %q: a message with flags 0x%02x", b, rest[0])
+			}
 			n := int(binary.BigEndian.Uint32(rest[1:5]))
 			rest = rest[5+n:]
 		}
 	})
+}
+
+// TestCheckEnvelopes: uncompressed messages are accepted; a compressed
+// flag (which vanguard answered INTERNAL) and other flags are refused.
+func TestCheckEnvelopes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body string
+		ok   bool
+	}{
+		{"one message", envelope("abc"), true},
+		{"empty message", envelope(""), true},
+		{"empty body", "", true},
+		{"compressed flag", "\x01" + envelope("abc")[1:], false},
+		{"end-stream flag", "\x02" + envelope("abc")[1:], false},
+		{"trailer flag", "\x80" + envelope("abc")[1:], false},
+		{"two messages", envelope("a") + envelope("b"), true},
+		{"second compressed", envelope("a") + "\x01" + envelope("b")[1:], false},
+		{"bytes after", envelope("a") + "x", false},
+		{"prefix past the body", "\x00\x00\x00\x00\x09abc", false},
+	} {
+		if err := checkEnvelopes([]byte(tc.body)); (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want ok %v", tc.name, err, tc.ok)
+		}
+	}
 }

@@ -159,7 +159,7 @@ func serveOn(hs *http.Server, lis net.Listener) error {
 	if hs.TLSConfig != nil {
 		return hs.ServeTLS(lis, "", "")
 	}
-	return hs.Serve(lis)
+	return hs.Serve(limitHeadLines(hs, lis))
 }
 
 // Shutdown stops accepting, waits up to wait for requests in flight, then
@@ -486,7 +486,7 @@ func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, co
 	srv := &http.Server{Handler: loopbackHostOnly(httpguard.Guard{}, mux), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idle, MaxHeaderBytes: MaxHeaderBytes}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(limitHeadLines(srv, lis)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics server stopped", "err", err)
 		}
 	})

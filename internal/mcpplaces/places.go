@@ -90,8 +90,10 @@ func (s *Places) Take(quota string) (*Place, error) {
 	}
 	var victim *Place
 	if s.owners.Len() >= s.max {
+		// A place whose session has not started yet (its Take still being
+		// served) does not make way: refused, as the busiest would be.
 		v := s.owners.Victim(quota)
-		if v == nil {
+		if v == nil || v.Value.ss == nil {
 			s.mu.Unlock()
 			return nil, fmt.Errorf("%w (limit %d)", session.ErrLimit, s.max)
 		}
@@ -101,9 +103,14 @@ func (s *Places) Take(quota string) (*Place, error) {
 	}
 	p := &Place{s: s, quota: quota}
 	p.item = s.owners.Add(quota, p, time.Now())
+	var ss *mcp.ServerSession
+	if victim != nil {
+		ss = victim.ss
+	}
 	s.mu.Unlock()
 	if victim != nil {
-		victim.displace()
+		victim.Give()
+		s.close(ss)
 		if s.displaced != nil {
 			s.displaced()
 		}
@@ -152,17 +159,18 @@ type Place struct {
 	s     *Places
 	quota string
 	item  *busiest.Item[*Place] // in s.owners until given back
+	ss    *mcp.ServerSession    // its session once held (Hold); under s.mu
 	onEnd func()
 	give  sync.Once
 
-	mu   sync.Mutex
-	id   string
-	srv  *mcp.Server
-	gone bool // it made way for another session (Take)
+	mu  sync.Mutex
+	id  string
+	srv *mcp.Server
 }
 
 // OnEnd has f run when p is given back, before its place is free (the
-// proxy forgets the session's exposure). Call it before Name or Hold.
+// proxy forgets the session's exposure). Call it before Name or Hold: a
+// place makes way for another's only once held.
 func (p *Place) OnEnd(f func()) { p.onEnd = f }
 
 // Name makes p the place of session id as soon as the id is known, so
@@ -175,11 +183,7 @@ func (p *Place) Name(id string) {
 	}
 	p.mu.Lock()
 	p.id = id
-	gone := p.gone
 	p.mu.Unlock()
-	if gone {
-		return // given back already; Hold closes the session
-	}
 	p.s.mu.Lock()
 	p.s.held[id] = p
 	p.s.mu.Unlock()
@@ -197,39 +201,20 @@ func (p *Place) Hold(srv *mcp.Server, id string) {
 	p.mu.Lock()
 	p.srv = srv
 	named := p.id != ""
-	gone := p.gone
 	p.mu.Unlock()
-	if gone {
-		// It made way before its session was known (displace).
-		p.s.close(ss)
-		return
-	}
 	if !named && id != "" {
 		p.Name(id)
 	}
+	// From now its place may make way for another (Take).
+	p.s.mu.Lock()
+	p.ss = ss
+	p.s.mu.Unlock()
 	go func() { _ = ss.Wait(); p.Give() }()
 }
 
-// displace closes p's session, whose place another took (Take), and gives
-// p back now. The session closes in the background, since a close waits
-// for its requests in flight; its requests are answered 404 meanwhile
-// (Used). A session not yet held is closed when it is (Hold).
-func (p *Place) displace() {
-	p.mu.Lock()
-	p.gone = true
-	srv, id := p.srv, p.id
-	p.mu.Unlock()
-	var ss *mcp.ServerSession
-	if srv != nil {
-		ss = find(srv, id)
-	}
-	p.Give()
-	if ss != nil {
-		p.s.close(ss)
-	}
-}
-
-// close closes ss, answering its requests 404 until it is closed.
+// close closes ss, whose place another took (Take), in the background,
+// since a close waits for its requests in flight; its requests are
+// answered 404 meanwhile (Used).
 func (s *Places) close(ss *mcp.ServerSession) {
 	id := ss.ID()
 	s.mu.Lock()

@@ -105,7 +105,10 @@ func (s *Places) Take(quota string) (*Place, error) {
 	p.item = s.owners.Add(quota, p, time.Now())
 	var ss *mcp.ServerSession
 	if victim != nil {
+		// Its requests are answered 404 from now (Used), before it is
+		// forgotten (Give) and while it closes.
 		ss = victim.ss
+		s.closing[ss.ID()] = true
 	}
 	s.mu.Unlock()
 	if victim != nil {
@@ -212,14 +215,11 @@ func (p *Place) Hold(srv *mcp.Server, id string) {
 	go func() { _ = ss.Wait(); p.Give() }()
 }
 
-// close closes ss, whose place another took (Take), in the background,
-// since a close waits for its requests in flight; its requests are
-// answered 404 meanwhile (Used).
+// close closes ss, whose place another took (Take) and which is closing
+// already, in the background, since a close waits for its requests in
+// flight; its requests are answered 404 meanwhile (Used).
 func (s *Places) close(ss *mcp.ServerSession) {
 	id := ss.ID()
-	s.mu.Lock()
-	s.closing[id] = true
-	s.mu.Unlock()
 	go func() {
 		_ = ss.Close()
 		s.mu.Lock()

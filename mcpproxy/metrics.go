@@ -12,9 +12,10 @@ import (
 // them), registered on Config.Metrics. Their labels are bounded: server
 // names come from the configuration, and tool names are never labels.
 type metrics struct {
-	calls   *prometheus.CounterVec
-	seconds *prometheus.HistogramVec
-	refused *prometheus.CounterVec
+	calls     *prometheus.CounterVec
+	seconds   *prometheus.HistogramVec
+	refused   *prometheus.CounterVec
+	displaced prometheus.Counter
 }
 
 // newMetrics registers the series on reg, with every label value known
@@ -31,10 +32,12 @@ func newMetrics(reg prometheus.Registerer, servers []string, sessions func() flo
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "classifierd_proxy_sessions_refused_total",
 			Help: "Agent sessions refused with RESOURCE_EXHAUSTED, by the limit reached: per_client (--max-sessions-per-client) or total (--max-sessions)."},
 			[]string{"limit"}),
+		displaced: prometheus.NewCounter(prometheus.CounterOpts{Name: "classifierd_proxy_sessions_displaced_total",
+			Help: "Agent sessions closed at --max-sessions to make room for a caller holding fewer than the busiest caller (its least recently used)."}),
 	}
 	live := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "classifierd_proxy_sessions",
 		Help: "Live agent sessions (MCP sessions, or the one stdio session)."}, sessions)
-	for _, c := range []prometheus.Collector{m.calls, m.seconds, m.refused, live} {
+	for _, c := range []prometheus.Collector{m.calls, m.seconds, m.refused, m.displaced, live} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -66,5 +69,13 @@ func (m *metrics) call(server string, start time.Time, failed bool) {
 func (m *metrics) sessionRefused(err error) {
 	if limit := session.LimitReached(err); m != nil && limit != "" {
 		m.refused.WithLabelValues(limit).Inc()
+	}
+}
+
+// sessionDisplaced counts a session closed to make way for a quieter
+// caller.
+func (m *metrics) sessionDisplaced() {
+	if m != nil {
+		m.displaced.Inc()
 	}
 }

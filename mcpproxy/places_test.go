@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,8 +35,11 @@ func waitPlaces(t *testing.T, px *Proxy, owner string, total, held int) {
 }
 
 // TestSessionPlaces checks that NewSessionServer takes a place of its
-// owner's share before it makes anything and that the place comes back
-// when the session ends, or at once when none started.
+// owner's share before it makes anything, that at the total a quieter
+// owner takes the place of the busiest owner's least recently used
+// session (ended, its exposure forgotten) and one as busy is refused, and
+// that the place comes back when the session ends, or at once when none
+// started.
 func TestSessionPlaces(t *testing.T) {
 	px, _ := newTestProxyConfig(t, nil, session.Config{MaxSessions: 3, MaxPerOwner: 2})
 	alice := server.Caller{Name: "alice", Quota: "token:alice"}
@@ -57,11 +61,27 @@ func TestSessionPlaces(t *testing.T) {
 		t.Fatalf("store holds %d exposures after a refusal, want 2: a refused session makes nothing", n)
 	}
 	connectAs(t, px, bob, nil)
-	if _, _, err := px.NewSessionServer(bob); !errors.Is(err, session.ErrLimit) {
-		t.Fatalf("a fourth session of 3: %v, want ErrLimit", err)
+	// Every place taken; bob holds fewer than alice: her least recently
+	// used session, a1, makes way, and its exposure is gone before bob's
+	// is made.
+	_, served, err := px.NewSessionServer(bob)
+	if err != nil {
+		t.Fatalf("bob's second session, with alice the busiest: %v", err)
 	}
-
-	a1.Close()
+	if total, held := px.places.Count("token:alice"); total != 3 || held != 1 || storeLen() != 3 {
+		t.Fatalf("after bob took a1's place: %d places, %d alice's, %d exposures; want 3, 1, 3", total, held, storeLen())
+	}
+	if _, err := a1.ListTools(context.Background(), nil); err == nil {
+		t.Fatal("a1, which made way, still serves its client")
+	}
+	served() // it never started
+	waitPlaces(t, px, "token:alice", 2, 1)
+	// Each of three holds one, as the busiest: refused.
+	c1 := connectAs(t, px, server.Caller{Name: "carol", Quota: "token:carol"}, nil)
+	if _, _, err := px.NewSessionServer(bob); !errors.Is(err, session.ErrLimit) {
+		t.Fatalf("a fourth session of 3, bob as busy as the busiest: %v, want ErrLimit", err)
+	}
+	c1.Close()
 	waitPlaces(t, px, "token:alice", 2, 1)
 	if n := storeLen(); n != 2 {
 		t.Fatalf("store holds %d exposures after a session ended, want 2", n)
@@ -69,7 +89,7 @@ func TestSessionPlaces(t *testing.T) {
 
 	// A server whose session never starts gives its place back when
 	// served says so.
-	_, served, err := px.NewSessionServer(alice)
+	_, served, err = px.NewSessionServer(alice)
 	if err != nil {
 		t.Fatalf("alice after one of hers ended: %v", err)
 	}
@@ -100,14 +120,15 @@ func TestSessionPlaces(t *testing.T) {
 }
 
 // TestSessionPlacesChurn has agents of three owners open and end sessions
-// at once over the SDK's in-memory transport, some never starting (run
-// with -race): every place, client and exposure is gone at the end.
+// at once over the SDK's in-memory transport, some never starting, some
+// making way for a quieter owner's (run with -race): every place, client
+// and exposure is gone at the end.
 func TestSessionPlacesChurn(t *testing.T) {
 	const perOwner = 3
 	px, _ := newTestProxyConfig(t, nil, session.Config{MaxSessions: 8, MaxPerOwner: perOwner})
 	owners := []server.Caller{{Name: "alice", Quota: "token:alice"}, {Name: "bob", Quota: "token:bob"}, {Name: "anonymous", Quota: "peer:127.0.0.1"}}
 	var wg sync.WaitGroup
-	var opened, refused atomic.Int32
+	var opened, refused, displaced atomic.Int32
 	errs := make(chan error, 64)
 	for w := range 24 {
 		wg.Go(func() {
@@ -129,7 +150,12 @@ func TestSessionPlacesChurn(t *testing.T) {
 					served()
 					continue
 				}
-				if err := openAndClose(srv, served); err != nil {
+				if err := openAndClose(srv, served); ended(err) {
+					// Its place was taken and the server closed the
+					// session: nothing else ends one here.
+					displaced.Add(1)
+					continue
+				} else if err != nil {
 					errs <- err
 					return
 				}
@@ -152,7 +178,13 @@ func TestSessionPlacesChurn(t *testing.T) {
 	if err != nil || clients != 0 || byID != 0 || n != 0 {
 		t.Fatalf("after every session ended: %d clients, %d by id, %d exposures (%v), want none", clients, byID, n, err)
 	}
-	t.Logf("%d sessions opened and closed, %d refused", opened.Load(), refused.Load())
+	t.Logf("%d sessions opened and closed, %d refused, %d closed making way", opened.Load(), refused.Load(), displaced.Load())
+}
+
+// ended reports whether err says the session's connection ended (the
+// in-memory transport's pipe closed under it).
+func ended(err error) bool {
+	return errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe)
 }
 
 // openAndClose connects a client to srv in memory, lists its tools and

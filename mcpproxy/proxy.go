@@ -174,8 +174,9 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, errors.Join(err, st.Close())
 	}
-	p := &Proxy{cfg: cfg, sessions: st, prior: prior, clients: map[*client]bool{},
-		places: mcpplaces.New(sc.Limits())}
+	p := &Proxy{cfg: cfg, sessions: st, prior: prior, clients: map[*client]bool{}}
+	maxSessions, perOwner := sc.Limits()
+	p.places = mcpplaces.New(maxSessions, perOwner, func() { p.metrics.sessionDisplaced() })
 	if cfg.Metrics != nil {
 		if p.metrics, err = newMetrics(cfg.Metrics, cfg.ServerNames, func() float64 {
 			n, _ := p.places.Count("")
@@ -303,8 +304,11 @@ type client struct {
 // name.
 //
 // The session takes one of the places Config.Sessions allows, in all
-// (session.ErrLimit when none is free) and for owner.Quota
-// (session.ErrOwnerLimit), before anything is made. Serve the server on
+// and for owner.Quota (session.ErrOwnerLimit), before anything is made.
+// When every place is taken, an owner holding fewer sessions than the
+// busiest owner takes the place of that owner's least recently used
+// session (by its last request, Used), which is closed and forgotten;
+// an owner as busy as the busiest gets session.ErrLimit. Serve the server on
 // one connection, then call served once the request or connection that
 // was to start its session has been served, whatever came of it: the
 // place is given back when the session ends (a DELETE, the transport's
@@ -359,6 +363,13 @@ func (c *client) served() {
 	}
 	c.place.Hold(c.srv, id)
 }
+
+// Used marks the session id used by a request of the caller quota
+// (server.Caller.Quota), so that at --max-sessions its least recently
+// used sessions make way first (NewSessionServer), and reports whether
+// the session made way already and is closing: answer the request
+// mcpplaces.Gone then.
+func (p *Proxy) Used(id, quota string) (gone bool) { return p.places.Used(id, quota) }
 
 // Ended forgets the session whose MCP session id is id now if it has
 // ended, as once a DELETE for it has been served, rather than when the

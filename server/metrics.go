@@ -36,6 +36,7 @@ type Metrics struct {
 	topConfidence *prometheus.HistogramVec
 	mcpRefused    *prometheus.CounterVec
 	displaced     prometheus.Counter
+	mcpDisplaced  prometheus.Counter
 	reg           prometheus.Registerer
 }
 
@@ -80,9 +81,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "MCP sessions --mcp-listen refused with RESOURCE_EXHAUSTED, by the limit reached: per_client (--max-sessions-per-client) or total (--max-sessions)."}, []string{"limit"}),
 		displaced: prometheus.NewCounter(prometheus.CounterOpts{Name: "classifierd_sessions_displaced_total",
 			Help: "Hub sessions closed at --max-sessions to make room for a caller holding fewer than the busiest caller (its least recently used)."}),
+		mcpDisplaced: prometheus.NewCounter(prometheus.CounterOpts{Name: "classifierd_mcp_sessions_displaced_total",
+			Help: "MCP sessions on --mcp-listen closed at --max-sessions to make room for a caller holding fewer than the busiest caller (its least recently used)."}),
 	}
 	for _, c := range []prometheus.Collector{m.rpcs, m.rpcSeconds, m.embedSeconds, m.embedBatch, m.embedErrors, m.rejected, m.admitWait, m.admitted,
-		m.authDenied, m.indexLabels, m.indexVectors, m.indexBytes, m.indexGen, m.answers, m.abstained, m.topConfidence, m.mcpRefused, m.displaced} {
+		m.authDenied, m.indexLabels, m.indexVectors, m.indexBytes, m.indexGen, m.answers, m.abstained, m.topConfidence, m.mcpRefused, m.displaced, m.mcpDisplaced} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -103,6 +106,10 @@ func (m *Metrics) Gauge(name, help string, f func() float64) error {
 // SessionDisplaced counts a hub session closed to make room for a
 // quieter caller (session.Config.Displaced).
 func (m *Metrics) SessionDisplaced() { m.displaced.Inc() }
+
+// MCPSessionDisplaced counts an MCP session closed to make room for a
+// quieter caller (mcpplaces.New).
+func (m *Metrics) MCPSessionDisplaced() { m.mcpDisplaced.Inc() }
 
 // MCPSessionRefused counts an MCP session refused at limit (per_client
 // or total).

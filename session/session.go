@@ -8,7 +8,6 @@
 package session
 
 import (
-	"container/heap"
 	"container/list"
 	"context"
 	"crypto/rand"
@@ -23,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/classifierd/classifierd/internal/busiest"
 	"github.com/classifierd/classifierd/internal/clip"
 	"github.com/classifierd/classifierd/internal/sweep"
 )
@@ -190,49 +190,21 @@ type sess struct {
 	created  time.Time
 	last     time.Time
 	watchers map[*watcher]bool
-	all, own *list.Element // in Store.lru and in its quota's lru
-}
-
-// quota is the sessions one Owner.Quota holds, least recently used first.
-type quota struct {
-	key string
-	lru *list.List // of *sess
-	idx int        // in its Store.byCount heap
-}
-
-// quotaHeap holds the quotas of one count, the one whose least recently
-// used session is the oldest first (of equal ones, the lower key).
-type quotaHeap []*quota
-
-func (h quotaHeap) Len() int { return len(h) }
-func (h quotaHeap) Less(i, j int) bool {
-	a, b := h[i].lru.Front().Value.(*sess).last, h[j].lru.Front().Value.(*sess).last
-	return a.Before(b) || (a.Equal(b) && h[i].key < h[j].key)
-}
-func (h quotaHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].idx, h[j].idx = i, j }
-func (h *quotaHeap) Push(x any)   { o := x.(*quota); o.idx = len(*h); *h = append(*h, o) }
-func (h *quotaHeap) Pop() any {
-	old := *h
-	o := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return o
+	all      *list.Element        // in Store.lru
+	own      *busiest.Item[*sess] // in Store.owners
 }
 
 // Store holds sessions. It is safe for concurrent use.
 type Store struct {
-	cfg   Config
-	mu    sync.Mutex
-	m     map[string]*sess
-	lru   *list.List        // every session, least recently used first
-	owned map[string]*quota // by Owner.Quota; quotas holding none are absent
-	// byCount holds the quotas by the number of sessions they hold, each
-	// number's in a heap by their least recently used session, and most
-	// is the highest number: the busiest quota's least recently used
-	// session is found without a walk of the sessions or the quotas.
-	byCount map[int]*quotaHeap
-	most    int
-	closed  bool
+	cfg Config
+	mu  sync.Mutex
+	m   map[string]*sess
+	lru *list.List // every session, least recently used first
+	// owners holds the sessions by Owner.Quota, each quota's in order of
+	// use: the busiest quota's least recently used session is found
+	// without a walk of the sessions or the quotas.
+	owners *busiest.Owners[*sess]
+	closed bool
 }
 
 // Owner is who creates a session: ID may use it later, and Quota is the
@@ -248,8 +220,8 @@ func NewStore(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Store{cfg: cfg.withDefaults(), m: map[string]*sess{}, lru: list.New(), owned: map[string]*quota{},
-		byCount: map[int]*quotaHeap{}}, nil
+	return &Store{cfg: cfg.withDefaults(), m: map[string]*sess{}, lru: list.New(),
+		owners: busiest.New[*sess]()}, nil
 }
 
 var idRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
@@ -422,11 +394,11 @@ func (s *Store) CreateFor(_ context.Context, owner Owner, id string, exposure Ex
 	if len(s.m) >= s.cfg.MaxSessions {
 		// The busiest holds at most MaxPerOwner, so a caller holding fewer
 		// is below its own limit too.
-		victim := s.busiestLocked()
-		if victim == nil || s.heldLocked(owner.Quota) >= s.heldLocked(victim.owner.Quota) {
+		victim := s.owners.Victim(owner.Quota)
+		if victim == nil {
 			return Snapshot{}, fmt.Errorf("%w (limit %d)", ErrLimit, s.cfg.MaxSessions)
 		}
-		s.removeLocked(victim)
+		s.removeLocked(victim.Value)
 		if s.cfg.Displaced != nil {
 			s.cfg.Displaced()
 		}
@@ -444,59 +416,12 @@ func (s *Store) CreateFor(_ context.Context, owner Owner, id string, exposure Ex
 }
 
 // heldLocked is the number of sessions quota q holds; callers hold mu.
-func (s *Store) heldLocked(q string) int {
-	if o := s.owned[q]; o != nil {
-		return o.lru.Len()
-	}
-	return 0
-}
+func (s *Store) heldLocked(q string) int { return s.owners.Held(q) }
 
-// addLocked enters a new session in the recency lists and the counts.
+// addLocked enters a new session in the recency list and its quota's.
 func (s *Store) addLocked(ss *sess) {
-	o := s.owned[ss.owner.Quota]
-	if o == nil {
-		o = &quota{key: ss.owner.Quota, lru: list.New()}
-		s.owned[o.key] = o
-	} else {
-		s.countLocked(o, -1)
-	}
 	ss.all = s.lru.PushBack(ss)
-	ss.own = o.lru.PushBack(ss)
-	s.countLocked(o, +1)
-}
-
-// countLocked files o under its count (add +1) or takes it out (-1),
-// in O(log quotas).
-func (s *Store) countLocked(o *quota, add int) {
-	n := o.lru.Len()
-	h := s.byCount[n]
-	if add > 0 {
-		if h == nil {
-			h = &quotaHeap{}
-			s.byCount[n] = h
-		}
-		heap.Push(h, o)
-		s.most = max(s.most, n)
-		return
-	}
-	heap.Remove(h, o.idx)
-	if h.Len() == 0 {
-		delete(s.byCount, n)
-		for s.most > 0 && s.byCount[s.most] == nil {
-			s.most--
-		}
-	}
-}
-
-// busiestLocked is the least recently used session of the busiest quota
-// (of several as busy, the one whose least recently used is the oldest),
-// or nil when no session is held.
-func (s *Store) busiestLocked() *sess {
-	h := s.byCount[s.most]
-	if h == nil {
-		return nil
-	}
-	return (*h)[0].lru.Front().Value.(*sess)
+	ss.own = s.owners.Add(ss.owner.Quota, ss, ss.last)
 }
 
 func sortedKeys(m map[string]bool) []string {
@@ -528,12 +453,7 @@ func (s *Store) get(id string) (*sess, error) {
 	}
 	ss.last = now
 	s.lru.MoveToBack(ss.all)
-	o := s.owned[ss.owner.Quota]
-	wasFront := o.lru.Front() == ss.own
-	o.lru.MoveToBack(ss.own)
-	if wasFront {
-		heap.Fix(s.byCount[o.lru.Len()], o.idx) // its least recently used changed
-	}
+	s.owners.Touch(ss.own, now)
 	return ss, nil
 }
 
@@ -592,14 +512,7 @@ func (s *Store) removeLocked(ss *sess) {
 	ss.watchers = nil
 	delete(s.m, ss.id)
 	s.lru.Remove(ss.all)
-	o := s.owned[ss.owner.Quota]
-	s.countLocked(o, -1)
-	o.lru.Remove(ss.own)
-	if o.lru.Len() == 0 {
-		delete(s.owned, o.key)
-	} else {
-		s.countLocked(o, +1)
-	}
+	s.owners.Remove(ss.own)
 }
 
 func closeWatcher(w *watcher) {

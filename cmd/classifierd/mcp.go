@@ -158,14 +158,17 @@ func startMCPHTTPWith(cfg Config, edge mcpEdge, svc *server.Server, term *server
 	lis = edge.conns.Wrap("mcp", lis)
 	// The MCP sessions of --mcp-listen: the same limits as hub sessions,
 	// with a count of their own (mcpplaces).
-	places := mcpplaces.New(cfg.MaxSessions, cfg.Ops.MaxSessionsPerClient)
 	var refused mcpplaces.Refusals
+	var displaced func()
+	if edge.metrics != nil {
+		refused, displaced = edge.metrics, edge.metrics.MCPSessionDisplaced
+	}
+	places := mcpplaces.New(cfg.MaxSessions, cfg.Ops.MaxSessionsPerClient, displaced)
 	if edge.metrics != nil {
 		live := func() float64 { n, _ := places.Count(""); return float64(n) }
 		if err := edge.metrics.Gauge("classifierd_mcp_sessions", "MCP sessions held on --mcp-listen.", live); err != nil {
 			log.Warn("metrics: MCP sessions not exported", "err", err)
 		}
-		refused = edge.metrics
 	}
 	limit := places.Limit(s, cfg.MaxSessions, cfg.Ops.MaxSessionsPerClient, refused, log)
 	h := listeners.MCPHandler(func(*http.Request) *mcp.Server { return s }, cfg.MaxRecvBytes, cfg.SessionTTL, log, limit)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -31,7 +32,7 @@ func startCounted(t *testing.T, max, perClient int, ttl time.Duration) (*mcpplac
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := mcpserver.NewBare(mcpserver.Config{Version: "test", Logger: log})
-	count := mcpplaces.New(max, perClient)
+	count := mcpplaces.New(max, perClient, nil)
 	h := listeners.MCPHandler(func(*http.Request) *mcp.Server { return srv }, 1<<20, ttl, log, count.Limit(srv, max, perClient, nil, log))
 	gate := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		owner := r.Header.Get(testOwner)
@@ -79,15 +80,25 @@ func TestMCPSessionsCount(t *testing.T) {
 	refused("alice", http.StatusTooManyRequests, "RESOURCE_EXHAUSTED: too many sessions for this client (limit 2)")
 	wantCount(t, m, "alice", 2, 2)
 	b1 := connect("bob")
-	refused("carol", http.StatusServiceUnavailable, "RESOURCE_EXHAUSTED: too many sessions (limit 3)")
-	wantCount(t, m, "carol", 3, 0)
-
-	// A DELETE gives the place back before it is answered.
-	if err := a1.Close(); err != nil {
+	// alice uses a2: a1 is her least recently used.
+	if _, err := a2.ListTools(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	wantCount(t, m, "alice", 2, 1)
-	for _, cs := range []*mcp.ClientSession{a2, b1} {
+	// Every place taken: carol, holding none, takes the place of the
+	// busiest's (alice's) least recently used session.
+	c1 := connect("carol")
+	wantCount(t, m, "alice", 3, 1)
+	wantCount(t, m, "carol", 3, 1)
+	// Each holds one, as the busiest: refused.
+	refused("carol", http.StatusServiceUnavailable, "RESOURCE_EXHAUSTED: too many sessions (limit 3)")
+	wantCount(t, m, "carol", 3, 1)
+
+	// A DELETE gives the place back before it is answered.
+	if err := a2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantCount(t, m, "alice", 2, 0)
+	for _, cs := range []*mcp.ClientSession{a1, b1, c1} {
 		_ = cs.Close()
 	}
 	wantCount(t, m, "alice", 0, 0)
@@ -117,10 +128,12 @@ func TestMCPSessionsCount(t *testing.T) {
 }
 
 // TestMCPSessionsChurn opens and closes sessions of two owners at once
-// (run with -race): refused past the limits, they try again; when all are
-// closed every place is back, at once.
+// (run with -race): refused past their share, they try again; when all
+// are closed every place is back, at once. (The total is the two shares,
+// so no session makes way for another mid-use: mcpplaces'
+// TestPlacesConcurrent takes places from the busiest at once.)
 func TestMCPSessionsChurn(t *testing.T) {
-	m, endpoint := startCounted(t, 3, 2, time.Hour)
+	m, endpoint := startCounted(t, 4, 2, time.Hour)
 	testmcp.Churn{Endpoint: endpoint, Agents: 8, Sessions: 5,
 		Client: func(agent int) *http.Client { return ownerClient([]string{"alice", "bob"}[agent%2]) },
 		Full:   []int{http.StatusTooManyRequests, http.StatusServiceUnavailable}, Pause: time.Millisecond}.Run(t)
@@ -188,7 +201,6 @@ func TestMCPHTTPSessionLimits(t *testing.T) {
 	callTool(t, a1, "search_tools", query, &out) // her sessions are served all the same
 	b1 := connect(bobToken)
 	callTool(t, b1, "search_tools", query, &out)
-	refused(carolToken, http.StatusServiceUnavailable, "RESOURCE_EXHAUSTED: too many sessions (limit 3)")
 
 	// Bob cannot end alice's session (the SDK binds it to her), so it
 	// frees nothing.
@@ -208,9 +220,12 @@ func TestMCPHTTPSessionLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Each of three holds one, as the busiest: refused (a quieter caller
+	// would take the busiest's place, TestHostileFullMCPSessionsTakeFromTheBusiest).
 	connect(carolToken)
-	connect(carolToken)
+	connect(bobToken)
 	connect(aliceToken)
+	refused(carolToken, http.StatusServiceUnavailable, "RESOURCE_EXHAUSTED: too many sessions (limit 3)")
 
 	// The operator sees the sessions held and the refusals by limit (each
 	// refused call above asked at least twice: raw, then the SDK client).

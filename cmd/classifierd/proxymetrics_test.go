@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -9,13 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/testmcp"
 )
 
 // TestProxyMetrics runs the real proxy binary with --metrics-listen in
 // front of two real stdio servers and scrapes /metrics over HTTP after
-// sessions open, are refused at each limit and end, and after tool calls
+// sessions open, are refused at each limit, make way and end, and after tool calls
 // forwarded to a server that answer and that fail.
 func TestProxyMetrics(t *testing.T) {
 	bin := testmcp.Binary(t)
@@ -53,6 +56,7 @@ func TestProxyMetrics(t *testing.T) {
 		sessions  = "classifierd_proxy_sessions"
 		perClient = `classifierd_proxy_sessions_refused_total{limit="per_client"}`
 		total     = `classifierd_proxy_sessions_refused_total{limit="total"}`
+		displaced = "classifierd_proxy_sessions_displaced_total"
 		weatherOK = `classifierd_proxy_tool_calls_total{code="ok",server="weather"}`
 		weatherKO = `classifierd_proxy_tool_calls_total{code="error",server="weather"}`
 		notesOK   = `classifierd_proxy_tool_calls_total{code="ok",server="notes"}`
@@ -71,31 +75,62 @@ func TestProxyMetrics(t *testing.T) {
 
 	t.Run("at start every series is there at zero", func(t *testing.T) {
 		got := scrape(t, maddr)
-		check(t, map[string]float64{sessions: 0, perClient: 0, total: 0, weatherOK: 0, weatherKO: 0, notesOK: 0, weatherN: 0, notesN: 0})
+		check(t, map[string]float64{sessions: 0, perClient: 0, total: 0, displaced: 0, weatherOK: 0, weatherKO: 0, notesOK: 0, weatherN: 0, notesN: 0})
 		if got["go_goroutines"] <= 0 || got["process_resident_memory_bytes"] <= 0 {
 			t.Errorf("go_goroutines %v, process_resident_memory_bytes %v: want the Go and process collectors",
 				got["go_goroutines"], got["process_resident_memory_bytes"])
 		}
 	})
 	a1 := mustConnect(t, endpoint, bearerClient(aliceToken))
-	a2 := mustConnect(t, endpoint, bearerClient(aliceToken))
 	b1 := mustConnect(t, endpoint, bearerClient(bobToken))
+	c1 := mustConnect(t, endpoint, bearerClient(carolToken))
+	var a2, c2 *mcp.ClientSession
+	outer := t // the sessions live past the subtest that opens them
 	t.Run("refusals by limit", func(t *testing.T) {
+		// Three callers hold one each: alice is as busy as the busiest.
+		for range 2 {
+			if code, body := rawMCP(t, plain, http.MethodPost, endpoint, initializeBody, bearer(aliceToken)); code != http.StatusServiceUnavailable {
+				t.Fatalf("alice's second initialize, every session taken: %d %s, want 503", code, body)
+			}
+		}
+		if err := c1.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if a2, err = mcpConnect(outer, endpoint, bearerClient(aliceToken)); err != nil {
+			t.Fatal(err)
+		}
 		if code, body := rawMCP(t, plain, http.MethodPost, endpoint, initializeBody, bearer(aliceToken)); code != http.StatusTooManyRequests {
 			t.Fatalf("alice's third initialize: %d %s, want 429", code, body)
 		}
-		for range 2 {
-			if code, body := rawMCP(t, plain, http.MethodPost, endpoint, initializeBody, bearer(carolToken)); code != http.StatusServiceUnavailable {
-				t.Fatalf("carol's initialize: %d %s, want 503", code, body)
-			}
-		}
-		check(t, map[string]float64{sessions: 3, perClient: 1, total: 2})
+		check(t, map[string]float64{sessions: 3, perClient: 1, total: 2, displaced: 0})
 	})
+	if a2 == nil {
+		t.FailNow()
+	}
+	t.Run("the busiest caller's least recently used makes way", func(t *testing.T) {
+		if _, err := a2.ListTools(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+		c, err := mcpConnect(outer, endpoint, bearerClient(carolToken)) // carol holds none, alice two
+		if err != nil {
+			t.Fatal(err)
+		}
+		c2 = c
+		if code, body := rawMCP(t, plain, http.MethodPost, endpoint, `{"jsonrpc":"2.0","id":8,"method":"tools/list"}`,
+			sessionHeader(a1, bearer(aliceToken))); code != http.StatusNotFound {
+			t.Fatalf("alice's a1, which made way: %d %s, want 404", code, body)
+		}
+		check(t, map[string]float64{sessions: 3, perClient: 1, total: 2, displaced: 1})
+	})
+	if c2 == nil {
+		t.FailNow()
+	}
 	t.Run("forwarded calls by server and code", func(t *testing.T) {
-		if res := callToolResult(t, a1, "call_tool", map[string]any{"server": "weather", "tool": "get_weather"}); res.IsError {
+		if res := callToolResult(t, a2, "call_tool", map[string]any{"server": "weather", "tool": "get_weather"}); res.IsError {
 			t.Fatalf("call_tool get_weather: %q", resultText(res))
 		}
-		if res := callToolResult(t, a2, "weather__get_weather", nil); res.IsError {
+		if res := callToolResult(t, c2, "weather__get_weather", nil); res.IsError {
 			t.Fatalf("weather__get_weather: %q", resultText(res))
 		}
 		if res := callToolResult(t, b1, "weather__get_warnings", nil); !res.IsError {
@@ -117,10 +152,10 @@ func TestProxyMetrics(t *testing.T) {
 		}
 	})
 	t.Run("a session ended is no longer counted", func(t *testing.T) {
-		if err := a1.Close(); err != nil { // DELETE: the place is free before it is answered
+		if err := a2.Close(); err != nil { // DELETE: the place is free before it is answered
 			t.Fatal(err)
 		}
-		check(t, map[string]float64{sessions: 2, perClient: 1, total: 2})
+		check(t, map[string]float64{sessions: 2, perClient: 1, total: 2, displaced: 1})
 	})
 }
 

@@ -99,9 +99,6 @@ func TestProxySessionsPerClient(t *testing.T) {
 			t.Fatalf("bob's call_tool: isError %v %q", res.IsError, resultText(res))
 		}
 	})
-	t.Run("with every session taken, 503", func(t *testing.T) {
-		refused(t, carolToken, http.StatusServiceUnavailable, "RESOURCE_EXHAUSTED: too many sessions (limit 3)")
-	})
 	t.Run("a session closed gives its place back at once", func(t *testing.T) {
 		if err := a1.Close(); err != nil { // DELETE
 			t.Fatal(err)
@@ -128,6 +125,17 @@ func TestProxySessionsPerClient(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	t.Run("with every session taken, 503 to a caller as busy as the busiest", func(t *testing.T) {
+		// (A quieter caller takes the busiest's place:
+		// TestHostileFullMCPSessionsTakeFromTheBusiest.)
+		held := []*mcp.ClientSession{connect(t, aliceToken), connect(t, bobToken), connect(t, carolToken)}
+		refused(t, carolToken, http.StatusServiceUnavailable, "RESOURCE_EXHAUSTED: too many sessions (limit 3)")
+		for _, cs := range held {
+			if err := cs.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 	t.Run("an initialize the SDK refuses holds no place", func(t *testing.T) {
 		for _, tc := range []struct {
 			name   string

@@ -1,25 +1,32 @@
 // Package mcpplaces is the one mechanism that counts the live MCP
 // sessions of a streamable HTTP listener, used by the daemon's
 // --mcp-listen and by classifierd proxy --mcp-listen alike: a request that
-// would start a session takes a place (session.Places: --max-sessions in
-// all, --max-sessions-per-client per caller) before the SDK reads it; once
+// would start a session takes a place (--max-sessions in all,
+// --max-sessions-per-client per caller) before the SDK reads it; once
 // the SDK has answered, the place is the session's until the session ends
 // (a DELETE, or the SDK's idle timeout), when it is given back, once; a
 // DELETE served for the session gives it back at once, so its client can
 // start another. A request refused for want of a place is answered as
-// Refuse says, and the SDK never sees it.
+// Refuse says, and the SDK never sees it. When every place is taken, a
+// caller holding fewer sessions than the busiest caller takes the place of
+// that caller's least recently used session (by its last request), which
+// is closed: the hub sessions' rule (session.Store.CreateFor), on the same
+// bookkeeping (internal/busiest).
 package mcpplaces
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/classifierd/classifierd/internal/busiest"
 	"github.com/classifierd/classifierd/internal/httpguard"
 	"github.com/classifierd/classifierd/server"
 	"github.com/classifierd/classifierd/session"
@@ -33,20 +40,32 @@ const SessionHeader = "Mcp-Session-Id"
 // Places holds a place for each live MCP session. It is safe for
 // concurrent use.
 type Places struct {
-	places *session.Places
+	max, perOwner int
+	displaced     func()
 
-	mu   sync.Mutex
-	held map[string]*Place // by MCP session id
+	mu     sync.Mutex
+	owners *busiest.Owners[*Place] // every place taken, by quota, in order of use
+	held   map[string]*Place       // by MCP session id
+	// closing are the sessions that made way and whose close has not
+	// finished (it waits for their requests in flight): their requests
+	// are answered 404 meanwhile, as the SDK answers an ended session's.
+	closing map[string]bool
 }
 
 // New returns Places that allow max sessions in all and perOwner to one
-// owner (a server.Caller's Quota).
-func New(max, perOwner int) *Places {
-	return &Places{places: session.NewPlaces(max, perOwner), held: map[string]*Place{}}
+// owner (a server.Caller's Quota); displaced (nil: none) is called once
+// for each session closed to make way for a quieter caller (Take).
+func New(max, perOwner int, displaced func()) *Places {
+	return &Places{max: max, perOwner: perOwner, displaced: displaced, owners: busiest.New[*Place](),
+		held: map[string]*Place{}, closing: map[string]bool{}}
 }
 
 // Count returns the places taken, in all and by owner.
-func (s *Places) Count(owner string) (total, held int) { return s.places.Count(owner) }
+func (s *Places) Count(owner string) (total, held int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.owners.Len(), s.owners.Held(owner)
+}
 
 // Named is the number of places whose session id is known.
 func (s *Places) Named() int {
@@ -56,13 +75,67 @@ func (s *Places) Named() int {
 }
 
 // Take takes a place for the caller quota, before a session is started:
-// session.ErrLimit when every place is taken, session.ErrOwnerLimit when
-// quota holds its share already.
+// session.ErrOwnerLimit when quota holds its share already. When every
+// place is taken, a quota holding fewer places than the busiest quota
+// (the one holding the most; of several as busy, the one whose least
+// recently used session is the oldest) takes the place of that quota's
+// least recently used session, which is closed as if it had expired (its
+// OnEnd runs before Take returns; its next request is answered 404, and
+// its streams end); a quota as busy as the busiest gets session.ErrLimit.
 func (s *Places) Take(quota string) (*Place, error) {
-	if err := s.places.Take(quota); err != nil {
-		return nil, err
+	s.mu.Lock()
+	if s.owners.Held(quota) >= s.perOwner {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w (limit %d)", session.ErrOwnerLimit, s.perOwner)
 	}
-	return &Place{s: s, quota: quota}, nil
+	var victim *Place
+	if s.owners.Len() >= s.max {
+		// A place whose session has not started yet (its Take still being
+		// served) does not make way: refused, as the busiest would be.
+		v := s.owners.Victim(quota)
+		if v == nil || v.Value.ss == nil {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("%w (limit %d)", session.ErrLimit, s.max)
+		}
+		// Its place is the new one's from now.
+		victim = v.Value
+		s.owners.Remove(v)
+	}
+	p := &Place{s: s, quota: quota}
+	p.item = s.owners.Add(quota, p, time.Now())
+	var ss *mcp.ServerSession
+	if victim != nil {
+		// Its requests are answered 404 from now (Used), before it is
+		// forgotten (Give) and while it closes.
+		ss = victim.ss
+		s.closing[ss.ID()] = true
+	}
+	s.mu.Unlock()
+	if victim != nil {
+		victim.Give()
+		s.close(ss)
+		if s.displaced != nil {
+			s.displaced()
+		}
+	}
+	return p, nil
+}
+
+// Used marks the session id used by a request of the caller quota, its
+// most recently used, and reports whether the session made way for
+// another (Take) and is being closed: the request is answered 404 then. A
+// request of another caller (which the gate refuses) or for an unknown id
+// changes nothing.
+func (s *Places) Used(id, quota string) (gone bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing[id] {
+		return true
+	}
+	if p := s.held[id]; p != nil && p.quota == quota {
+		s.owners.Touch(p.item, time.Now())
+	}
+	return false
 }
 
 // Ended gives back the place of session id now if its session has ended,
@@ -88,6 +161,8 @@ func (s *Places) Ended(id string) {
 type Place struct {
 	s     *Places
 	quota string
+	item  *busiest.Item[*Place] // in s.owners until given back
+	ss    *mcp.ServerSession    // its session once held (Hold); under s.mu
 	onEnd func()
 	give  sync.Once
 
@@ -97,7 +172,8 @@ type Place struct {
 }
 
 // OnEnd has f run when p is given back, before its place is free (the
-// proxy forgets the session's exposure). Call it before Name or Hold.
+// proxy forgets the session's exposure). Call it before Name or Hold: a
+// place makes way for another's only once held.
 func (p *Place) OnEnd(f func()) { p.onEnd = f }
 
 // Name makes p the place of session id as soon as the id is known, so
@@ -132,7 +208,24 @@ func (p *Place) Hold(srv *mcp.Server, id string) {
 	if !named && id != "" {
 		p.Name(id)
 	}
+	// From now its place may make way for another (Take).
+	p.s.mu.Lock()
+	p.ss = ss
+	p.s.mu.Unlock()
 	go func() { _ = ss.Wait(); p.Give() }()
+}
+
+// close closes ss, whose place another took (Take) and which is closing
+// already, in the background, since a close waits for its requests in
+// flight; its requests are answered 404 meanwhile (Used).
+func (s *Places) close(ss *mcp.ServerSession) {
+	id := ss.ID()
+	go func() {
+		_ = ss.Close()
+		s.mu.Lock()
+		delete(s.closing, id)
+		s.mu.Unlock()
+	}()
 }
 
 // Give gives p back, once.
@@ -141,17 +234,17 @@ func (p *Place) Give() {
 		p.mu.Lock()
 		id := p.id
 		p.mu.Unlock()
-		if id != "" {
-			p.s.mu.Lock()
-			if p.s.held[id] == p {
-				delete(p.s.held, id)
-			}
-			p.s.mu.Unlock()
+		p.s.mu.Lock()
+		if id != "" && p.s.held[id] == p {
+			delete(p.s.held, id)
 		}
+		p.s.mu.Unlock()
 		if p.onEnd != nil {
 			p.onEnd()
 		}
-		p.s.places.Give(p.quota)
+		p.s.mu.Lock()
+		p.s.owners.Remove(p.item)
+		p.s.mu.Unlock()
 	})
 }
 
@@ -208,6 +301,8 @@ func (s *Places) Limit(srv *mcp.Server, max, perClient int, refused Refusals, lo
 				if named != "" {
 					p.Hold(srv, named)
 				}
+			case id != "" && s.Used(id, server.CallerFrom(r.Context()).Quota):
+				Gone(w)
 			case r.Method == http.MethodDelete && id != "":
 				next.ServeHTTP(w, r)
 				// Go's HTTP server sends the answer when the handler
@@ -218,6 +313,12 @@ func (s *Places) Limit(srv *mcp.Server, max, perClient int, refused Refusals, lo
 			}
 		})
 	}
+}
+
+// Gone answers a request of a session that made way for another and is
+// closing, as the SDK answers one of an ended session: 404.
+func Gone(w http.ResponseWriter) {
+	http.Error(w, "session not found", http.StatusNotFound)
 }
 
 // sessionIDWriter calls named once, with the Mcp-Session-Id of the answer

@@ -26,8 +26,11 @@ func (c *countRefusals) MCPSessionRefused(limit string) {
 	}
 }
 
-// serve is one SDK server over streamable HTTP behind Limit, every caller
-// with quota "q".
+// ownerHeader names the caller of a request to serve's listener, as the
+// gate would find it; without it the caller's quota is "q".
+const ownerHeader = "X-Test-Owner"
+
+// serve is one SDK server over streamable HTTP behind Limit.
 func serve(t *testing.T, places *Places, max, perClient int, refused Refusals) string {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -35,7 +38,11 @@ func serve(t *testing.T, places *Places, max, perClient int, refused Refusals) s
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	h := places.Limit(srv, max, perClient, refused, log)(sdk)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r.WithContext(server.WithCaller(r.Context(), server.Caller{Name: "c", Quota: "q"})))
+		q := r.Header.Get(ownerHeader)
+		if q == "" {
+			q = "q"
+		}
+		h.ServeHTTP(w, r.WithContext(server.WithCaller(r.Context(), server.Caller{Name: q, Quota: q})))
 	}))
 	t.Cleanup(ts.Close)
 	return ts.URL
@@ -50,7 +57,7 @@ func connect(url string) (*mcp.ClientSession, error) {
 // session past the limit is refused (and counted) without reaching the
 // SDK; a served DELETE frees the place before the client's next request.
 func TestLimitHoldsUntilDelete(t *testing.T) {
-	places := New(1, 1)
+	places := New(1, 1, nil)
 	var refused countRefusals
 	url := serve(t, places, 1, 1, &refused)
 	a, err := connect(url)
@@ -83,7 +90,7 @@ func TestLimitHoldsUntilDelete(t *testing.T) {
 // TestPlaceGivenBackOnce: a place without a session is given back at
 // once, its OnEnd run once however often it is given back.
 func TestPlaceGivenBackOnce(t *testing.T) {
-	places := New(2, 2)
+	places := New(2, 2, nil)
 	p, err := places.Take("q")
 	if err != nil {
 		t.Fatal(err)
@@ -99,10 +106,11 @@ func TestPlaceGivenBackOnce(t *testing.T) {
 	if _, err := places.Take("q"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := places.Take("q"); err != nil {
+	if _, err := places.Take("r"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := places.Take("r"); !errors.Is(err, session.ErrLimit) {
+	// q holds as many as the busiest: no place is taken from r.
+	if _, err := places.Take("q"); !errors.Is(err, session.ErrLimit) {
 		t.Fatalf("third place of 2: %v, want session.ErrLimit", err)
 	}
 }

@@ -359,6 +359,9 @@ func proxyHandler(px *mcpproxy.Proxy, cfg Config, version string, log *slog.Logg
 			}
 			defer served() // after the SDK has started the session, or not
 			r = r.WithContext(context.WithValue(r.Context(), sessionServerKey{}, s))
+		case id != "" && px.Used(id, server.CallerFrom(r.Context()).Quota):
+			mcpplaces.Gone(w) // it made way for a quieter caller's
+			return
 		case r.Method == http.MethodDelete && id != "":
 			// Go's HTTP server sends the answer when the handler returns:
 			// the session's place is free by then.

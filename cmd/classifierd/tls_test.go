@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -420,6 +421,63 @@ func TestTLSOnEveryListener(t *testing.T) {
 		callTool(t, hubMCP, "analyze_prompt", prompt, &an)
 		if !an.Changed || !slices.Contains(an.Added, "filesystem") {
 			t.Fatalf("hub over MCP, its session: %+v, want filesystem added", an)
+		}
+	})
+	t.Run("HTTP/1.1 over TLS", func(t *testing.T) {
+		// The listener makes the TLS handshake itself and counts an
+		// HTTP/1.1 connection's head lines above TLS (the eleventh
+		// hostile pass: heads of thousands of tiny fields over TLS were
+		// held whole): the client certificate still names the caller,
+		// and a head of more than 256 fields is 431.
+		h1 := func(c *http.Client) *http.Client {
+			tr := c.Transport.(*http.Transport).Clone()
+			tr.ForceAttemptHTTP2 = false
+			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+			tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
+			return &http.Client{Timeout: 30 * time.Second, Transport: tr}
+		}
+		hub1, other1 := h1(hub), h1(other)
+		code, proto, out, err := postJSON(t, hub1, api+"GetSession", `{"sessionId":"hub-1"}`, nil)
+		if err != nil || code != 200 || proto != "HTTP/1.1" {
+			t.Fatalf("hub over HTTP/1.1, its session: %d %s %v %v, want 200 over HTTP/1.1", code, proto, out, err)
+		}
+		if code, _, out, err := postJSON(t, other1, api+"GetSession", `{"sessionId":"hub-1"}`, nil); err != nil || code != http.StatusNotFound {
+			t.Fatalf("other over HTTP/1.1, hub's session: %d %v %v, want 404", code, out, err)
+		}
+		if _, err := mcpConnect(t, endpoint, hub1); err != nil {
+			t.Fatalf("MCP over HTTP/1.1 and TLS with a client certificate: %v", err)
+		}
+		for _, a := range []struct{ name, addr, url string }{{"HTTP/JSON", httpAddr, api + "Route"}, {"MCP", mcpAddr, endpoint}} {
+			req, _ := http.NewRequest(http.MethodPost, a.url, strings.NewReader(route))
+			req.Header.Set("Content-Type", "application/json")
+			for k, v := range tinyFields(200) {
+				req.Header.Set(k, v)
+			}
+			resp, err := hub1.Do(req)
+			if err != nil || resp.StatusCode == http.StatusRequestHeaderFieldsTooLarge {
+				t.Errorf("%s over HTTP/1.1 and TLS, 200 header fields: %v %v, want served", a.name, resp, err)
+			} else {
+				resp.Body.Close()
+			}
+			// A head of 6,500 fields that never ends is refused as it
+			// arrives, not held until ReadHeaderTimeout.
+			conf := hub1.Transport.(*http.Transport).TLSClientConfig.Clone()
+			tc, err := tls.Dial("tcp", a.addr, conf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			b.WriteString("POST / HTTP/1.1\r\nHost: x\r\n")
+			for i := range 6500 {
+				fmt.Fprintf(&b, "h%d: a\r\n", i)
+			}
+			_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
+			_, _ = tc.Write([]byte(b.String()))
+			got, _ := io.ReadAll(tc)
+			tc.Close()
+			if !strings.HasPrefix(string(got), "HTTP/1.1 431 ") {
+				t.Errorf("%s over HTTP/1.1 and TLS, a never-ended head of 6,500 fields: read %.80q in 5 s, want a 431 at once", a.name, got)
+			}
 		}
 	})
 	t.Run("SIGHUP swaps the certificate of every listener", func(t *testing.T) {

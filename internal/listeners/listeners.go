@@ -157,7 +157,7 @@ func (s *HTTP) Serve() error {
 // TLSConfig (whose GetCertificate gives the certificate).
 func serveOn(hs *http.Server, lis net.Listener) error {
 	if hs.TLSConfig != nil {
-		return hs.ServeTLS(lis, "", "")
+		return serveTLS(hs, lis)
 	}
 	return hs.Serve(limitHeadLines(hs, lis))
 }

@@ -110,9 +110,15 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 			e.Recv.waiting.anon = MaxWaitingAnonymous
 		}
 		in = e.Recv.Tap(in)
-		opts = append(opts, e.Recv.ServerOption())
+		opts = append(opts, e.Recv.ServerOption(), e.Recv.ResetOption())
 	}
 	if in != nil {
+		if e.RecvTimeout > 0 {
+			in = releaseRefused(in)
+		}
+		if e.Recv != nil {
+			in = refuseHeld(in)
+		}
 		opts = append(opts, grpc.InTapHandle(in))
 	}
 	if e.MaxConcurrentStreams > 0 {

@@ -114,6 +114,9 @@ type RecvGuard struct {
 	StallTimeout time.Duration
 	unread       unreadBytes
 	stalled      atomic.Int64
+	// resetCloses counts the connections closed for early resets
+	// (resets.go).
+	resetCloses atomic.Int64
 }
 
 // NewRecvGuard counts against b.
@@ -172,6 +175,9 @@ type recvConn struct {
 	stall     *time.Timer
 	stallFrom time.Time
 	stallPaid int64
+	// holdUntil, if not 0, is when a connection caught resetting its
+	// calls early is closed; until then it reads nothing (resets.go).
+	holdUntil atomic.Int64
 }
 
 // recvCall is a call of a counted connection: its request message
@@ -200,6 +206,9 @@ func (c *recvConn) Write(p []byte) (int, error) {
 }
 
 func (c *recvConn) Read(p []byte) (int, error) {
+	if c.holding() { // resets.go
+		return 0, net.ErrClosed
+	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.mu.Lock()
@@ -312,6 +321,7 @@ func (g *RecvGuard) Tap(next tap.ServerInHandle) tap.ServerInHandle {
 				return ctx, errUnread
 			}
 			if !g.waiting.take(owner, anonymous) {
+				resetStats{&g.resetCloses}.ended(ctx, true)
 				return ctx, errRecvCalls
 			}
 			call.owner = owner

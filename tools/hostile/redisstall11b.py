@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""redisstall11b.py: Redis stopped (SIGSTOP, STALL seconds) then killed mid-call under a start10b.sh daemon with --state redis (DIR, REDIS_PID): alice's TrackInputEvent, CreateSession and ReportUse go on throughout; prints each call's status counts per phase and whether every event and session answered OK before and after is still there."""
+"""redisstall11b.py: Redis stopped (SIGSTOP, STALL seconds, then SIGCONT) mid-call under a start10b.sh daemon with --state redis (DIR, REDIS_PID): alice's CreateSession and TrackInputEvent go on throughout; prints each call's status counts per phase and whether every session and event answered OK is still there after."""
 import json, os, signal, sys, threading, time, urllib.request, uuid
 D = os.environ["DIR"]; RP = int(os.environ["REDIS_PID"]); STALL = float(os.environ.get("STALL", 6))
 env = dict(l.strip().split("=", 1) for l in open(os.path.join(D, "env")) if "=" in l)

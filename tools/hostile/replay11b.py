@@ -10,8 +10,6 @@ def call(method, body, who, svc="classifier.v1.ClassifierService", raw=None):
     try:
         with urllib.request.urlopen(req, timeout=30) as r: return r.status, r.read().decode()[:120]
     except urllib.error.HTTPError as e: return e.code, e.read().decode()[:120]
-st, r = call("Route", {"query": "create a github issue"}, "alice"); rid = json.loads(r + "" if st != 200 else "{}") if False else None
-st, body = call("Route", {"query": "create a github issue about the login bug"}, "alice")
 req = urllib.request.Request(f"http://{env['HTTP']}/classifier.v1.ClassifierService/Route", json.dumps({"query": "create a github issue"}).encode(),
     {"Content-Type": "application/json", "Authorization": "Bearer " + tok["alice"]})
 rid = json.loads(urllib.request.urlopen(req).read())["requestId"]

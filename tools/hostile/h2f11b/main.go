@@ -189,7 +189,9 @@ func run(stop time.Time) error {
 		<-time.After(time.Until(stop))
 	case "cont": // one HEADERS without END_HEADERS, then CONTINUATION frames forever
 		blk := headers(enc, &hb)
-		if err := w(func() error { return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: false}) }); err != nil {
+		if err := w(func() error {
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: false})
+		}); err != nil {
 			return err
 		}
 		pad := []byte{}
@@ -220,7 +222,9 @@ func run(stop time.Time) error {
 		_ = w(func() error { return fr.WriteWindowUpdate(0, 1<<31-1) })
 		_ = w(func() error { return fr.WriteWindowUpdate(0, 1<<31-1) })
 		blk := headers(enc, &hb)
-		_ = w(func() error { return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true}) })
+		_ = w(func() error {
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true})
+		})
 		_ = w(func() error { return fr.WriteWindowUpdate(1, 1<<31-1) })
 		_ = w(func() error { return fr.WriteWindowUpdate(1, 1<<31-1) })
 		sent = 5
@@ -289,7 +293,9 @@ func run(stop time.Time) error {
 		}
 	case "empty": // a call, then empty DATA frames without END_STREAM forever
 		blk := headers(enc, &hb)
-		if err := w(func() error { return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true}) }); err != nil {
+		if err := w(func() error {
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true})
+		}); err != nil {
 			return err
 		}
 		for !ended() {
@@ -309,8 +315,12 @@ func run(stop time.Time) error {
 		}
 	case "badorder": // HEADERS for a stream id lower than one already used
 		blk := headers(enc, &hb)
-		_ = w(func() error { return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 101, BlockFragment: blk, EndHeaders: true}) })
-		_ = w(func() error { return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: blk, EndHeaders: true}) })
+		_ = w(func() error {
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 101, BlockFragment: blk, EndHeaders: true})
+		})
+		_ = w(func() error {
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: blk, EndHeaders: true})
+		})
 		sent = 2
 		select {
 		case <-done:

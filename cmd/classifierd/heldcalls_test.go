@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/server"
@@ -27,61 +25,21 @@ func headersOnly(t *testing.T, src, addr, path, token string, streams int) (net.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(nc, nc)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
-	var wmu, mu sync.Mutex
+	var mu sync.Mutex
 	ended := map[string]int{}
-	go func() {
-		for {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				return
-			}
-			switch f := f.(type) {
-			case *http2.SettingsFrame:
-				if !f.IsAck() {
-					wmu.Lock()
-					_ = fr.WriteSettingsAck()
-					wmu.Unlock()
-				}
-			case *http2.PingFrame:
-				if !f.IsAck() {
-					wmu.Lock()
-					_ = fr.WritePing(true, f.Data)
-					wmu.Unlock()
-				}
-			case *http2.MetaHeadersFrame:
-				for _, h := range f.Fields {
-					if h.Name == "grpc-status" {
-						mu.Lock()
-						ended[h.Value]++
-						mu.Unlock()
-					}
+	c := dialH2C(t, nc, addr, func(f http2.Frame) {
+		if f, ok := f.(*http2.MetaHeadersFrame); ok {
+			for _, h := range f.Fields {
+				if h.Name == "grpc-status" {
+					mu.Lock()
+					ended[h.Value]++
+					mu.Unlock()
 				}
 			}
 		}
-	}()
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
+	})
 	for s := range streams {
-		hb.Reset()
-		for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", path}, {":authority", addr},
-			{"content-type", "application/grpc"}, {"te", "trailers"}} {
-			_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
-		}
-		if token != "" {
-			_ = enc.WriteField(hpack.HeaderField{Name: "authorization", Value: "Bearer " + token})
-		}
-		wmu.Lock()
-		err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*s + 1), BlockFragment: hb.Bytes(), EndHeaders: true})
-		wmu.Unlock()
-		if err != nil {
+		if err := c.call(uint32(2*s+1), path, token, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/server"
@@ -24,40 +22,19 @@ func rapidResets(t *testing.T, addr string, n int) (net.Conn, <-chan struct{}) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(nc, nc)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
-	gone := make(chan struct{})
-	go func() { // drain: the server's refusals must not block it
-		defer close(gone)
-		for {
-			if _, err := fr.ReadFrame(); err != nil {
-				return
-			}
-		}
-	}()
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
+	// The server's refusals are read (and dropped) so that they do not
+	// block it.
+	c := dialH2C(t, nc, addr, nil)
 	go func() {
 		for s := range n {
-			hb.Reset()
-			for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/grpc.health.v1.Health/Check"},
-				{":authority", addr}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-				_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
-			}
 			id := uint32(2*s + 1)
-			if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}) != nil ||
-				fr.WriteRSTStream(id, http2.ErrCodeCancel) != nil {
+			if c.call(id, "/grpc.health.v1.Health/Check", "", nil) != nil ||
+				c.write(func(fr *http2.Framer) error { return fr.WriteRSTStream(id, http2.ErrCodeCancel) }) != nil {
 				return
 			}
 		}
 	}()
-	return nc, gone
+	return nc, c.gone
 }
 
 // TestGRPCRapidResetsHeldThenClosed: a client that opens gRPC calls and
@@ -113,49 +90,29 @@ func TestGRPCRapidResetsHeldThenClosed(t *testing.T) {
 		}
 		defer nc.Close()
 		_ = nc.SetDeadline(time.Now().Add(60 * time.Second))
-		_, _ = nc.Write([]byte(http2.ClientPreface))
-		fr := http2.NewFramer(nc, nc)
-		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-		if err := fr.WriteSettings(); err != nil {
-			t.Fatal(err)
-		}
-		var hb bytes.Buffer
-		enc := hpack.NewEncoder(&hb)
+		statuses := make(chan string, 16)
+		h := dialH2C(t, nc, addr, func(f http2.Frame) {
+			if f, ok := f.(*http2.MetaHeadersFrame); ok {
+				for _, hf := range f.Fields {
+					if hf.Name == "grpc-status" {
+						statuses <- hf.Value
+					}
+				}
+			}
+		})
 		n := 4 * server.EarlyResetsMin
 		for s := range n {
-			hb.Reset()
-			for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/grpc.health.v1.Health/Check"},
-				{":authority", addr}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-				_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
-			}
-			id := uint32(2*s + 1)
-			if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
-				t.Fatal(err)
-			}
-			if err := fr.WriteData(id, true, []byte{0, 0, 0, 0, 0}); err != nil {
+			if err := h.call(uint32(2*s+1), "/grpc.health.v1.Health/Check", "", []byte{}); err != nil {
 				t.Fatal(err)
 			}
 			// Each answered before the next: under MaxConcurrentStreams.
-			for answered := false; !answered; {
-				f, err := fr.ReadFrame()
-				if err != nil {
-					t.Fatalf("call %d of %d with its message: %v", s+1, n, err)
+			select {
+			case st := <-statuses:
+				if st != "0" {
+					t.Fatalf("call %d: grpc-status %s", s+1, st)
 				}
-				switch f := f.(type) {
-				case *http2.SettingsFrame:
-					if !f.IsAck() {
-						_ = fr.WriteSettingsAck()
-					}
-				case *http2.MetaHeadersFrame:
-					for _, h := range f.Fields {
-						if h.Name == "grpc-status" {
-							if h.Value != "0" {
-								t.Fatalf("call %d: grpc-status %s", s+1, h.Value)
-							}
-							answered = true
-						}
-					}
-				}
+			case <-h.gone:
+				t.Fatalf("call %d of %d with its message: the connection was closed", s+1, n)
 			}
 		}
 		// Calls cancelled after their message was sent are not early resets.

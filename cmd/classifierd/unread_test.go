@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"net"
 	"strings"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
@@ -27,11 +24,11 @@ import (
 // reader).
 type unreadConn struct {
 	nc       net.Conn
-	closed   chan struct{} // the server closed the connection
-	data     atomic.Int64  // answer bytes received
-	statuses sync.Map      // grpc-status value -> *atomic.Int64
-	answered atomic.Int64  // answers begun: headers with no status
-	unread   atomic.Int64  // calls refused for their caller's unread answers
+	closed   <-chan struct{} // the server closed the connection
+	data     atomic.Int64    // answer bytes received
+	statuses sync.Map        // grpc-status value -> *atomic.Int64
+	answered atomic.Int64    // answers begun: headers with no status
+	unread   atomic.Int64    // calls refused for their caller's unread answers
 }
 
 func (u *unreadConn) status(code string) int64 {
@@ -61,77 +58,33 @@ func dialUnread(t *testing.T, addr, path, token string, msg []byte, streams int,
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = nc.Close() })
-	u := &unreadConn{nc: nc, closed: make(chan struct{})}
-	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(nc, nc)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	var wmu sync.Mutex
-	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(u.closed)
-		for {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				return
-			}
-			switch f := f.(type) {
-			case *http2.SettingsFrame:
-				if !f.IsAck() {
-					wmu.Lock()
-					_ = fr.WriteSettingsAck()
-					wmu.Unlock()
-				}
-			case *http2.PingFrame:
-				if !f.IsAck() {
-					wmu.Lock()
-					_ = fr.WritePing(true, f.Data)
-					wmu.Unlock()
-				}
-			case *http2.DataFrame:
-				u.data.Add(int64(len(f.Data())))
-			case *http2.MetaHeadersFrame:
-				ended := false
-				for _, h := range f.Fields {
-					switch h.Name {
-					case "grpc-status":
-						ended = true
-						v, _ := u.statuses.LoadOrStore(h.Value, new(atomic.Int64))
-						v.(*atomic.Int64).Add(1)
-					case "grpc-message":
-						if strings.HasPrefix(h.Value, "too many answer bytes not yet read") {
-							u.unread.Add(1)
-						}
+	u := &unreadConn{nc: nc}
+	c := dialH2C(t, nc, addr, func(f http2.Frame) {
+		switch f := f.(type) {
+		case *http2.DataFrame:
+			u.data.Add(int64(len(f.Data())))
+		case *http2.MetaHeadersFrame:
+			ended := false
+			for _, h := range f.Fields {
+				switch h.Name {
+				case "grpc-status":
+					ended = true
+					v, _ := u.statuses.LoadOrStore(h.Value, new(atomic.Int64))
+					v.(*atomic.Int64).Add(1)
+				case "grpc-message":
+					if strings.HasPrefix(h.Value, "too many answer bytes not yet read") {
+						u.unread.Add(1)
 					}
 				}
-				if !ended {
-					u.answered.Add(1)
-				}
+			}
+			if !ended {
+				u.answered.Add(1)
 			}
 		}
-	}()
-	body := make([]byte, 5+len(msg))
-	binary.BigEndian.PutUint32(body[1:], uint32(len(msg)))
-	copy(body[5:], msg)
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
+	}, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	u.closed = c.gone
 	for s := range streams {
-		hb.Reset()
-		for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", path}, {":authority", addr},
-			{"content-type", "application/grpc"}, {"te", "trailers"}, {"authorization", "Bearer " + token}} {
-			_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
-		}
-		id := uint32(2*s + 1)
-		wmu.Lock()
-		err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true})
-		if err == nil {
-			err = fr.WriteData(id, true, body)
-		}
-		wmu.Unlock()
-		if err != nil {
+		if err := c.call(uint32(2*s+1), path, token, msg); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -145,12 +98,13 @@ func dialUnread(t *testing.T, addr, path, token string, msg []byte, streams int,
 					return
 				case <-time.After(100 * time.Millisecond):
 				}
-				wmu.Lock()
-				_ = fr.WriteWindowUpdate(0, uint32(512*streams))
-				for s := range streams {
-					_ = fr.WriteWindowUpdate(uint32(2*s+1), 512)
-				}
-				wmu.Unlock()
+				_ = c.write(func(fr *http2.Framer) error {
+					_ = fr.WriteWindowUpdate(0, uint32(512*streams))
+					for s := range streams {
+						_ = fr.WriteWindowUpdate(uint32(2*s+1), 512)
+					}
+					return nil
+				})
 			}
 		}()
 	}

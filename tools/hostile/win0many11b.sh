@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# win0many11b.sh: gRPC answers never read (H2=bin/h2slow11b EXTRA_H2="-trickle 24000 -every 20s": read slowly), from K identities at once (m0..m{K-1}, default 50), each CONNS connections (default 4) × 64 Embed calls with window 0 held HOLD s (default 60), against start10b.sh's daemon (BIN, DIR); prints RSS, heap, goroutines at 10 s, 25 s and HOLD-10 s, and bob's Route p50/p99.
+# win0many11b.sh: gRPC answers never read (H2=bin/h2md10b EXTRA_H2="-trickle 24000 -every 20s": read slowly), from K identities at once (m0..m{K-1}, default 50), each CONNS connections (default 4) × 64 Embed calls with window 0 held HOLD s (default 60), against start10b.sh's daemon (BIN, DIR); prints RSS, heap, goroutines at 10 s, 25 s and HOLD-10 s, and bob's Route p50/p99.
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd); cd "$ROOT"
-go build -o bin/g10b ./tools/hostile/g10b && go build -o bin/h2md10b ./tools/hostile/h2md10b && { [ ! -d tools/hostile/h2slow11b ] || go build -o bin/h2slow11b ./tools/hostile/h2slow11b; }
+go build -o bin/g10b ./tools/hostile/g10b && go build -o bin/h2md10b ./tools/hostile/h2md10b
 DIR=${DIR:-$ROOT/var/h11w0}; export DIR; rm -rf "$DIR/state"
 [ -f "$DIR/env" ] && { . "$DIR/env"; kill "$PID" 2>/dev/null || true; sleep 2; }
 tools/hostile/start10b.sh >/dev/null; . "$DIR/env"

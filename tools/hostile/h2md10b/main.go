@@ -42,6 +42,8 @@ var (
 	win0    = flag.Bool("win0", false, "announce SETTINGS_INITIAL_WINDOW_SIZE 0 and never open a window: answers cannot be sent")
 	src     = flag.String("src", "", "source addresses to dial from, comma-separated (connections spread over them)")
 	storm   = flag.Bool("storm", false, "after the streams, keep opening more (past the server's stream limit) until -hold")
+	trickle = flag.Int("trickle", 0, "with -win0: bytes of window opened every -every, shared by the streams (answers read slowly, never quite stalled; 0: never)")
+	every   = flag.Duration("every", 20*time.Second, "with -trickle: how often")
 )
 
 var answers sync.Map // string -> *atomic.Int64
@@ -231,6 +233,20 @@ func run(from string) error {
 		}
 	}
 	count("streams opened")
+	if *trickle > 0 {
+		go func() {
+			for time.Now().Before(stop) {
+				time.Sleep(*every)
+				wmu.Lock()
+				_ = fr.WriteWindowUpdate(0, uint32(*trickle))
+				for id := uint32(1); id < next; id += 2 {
+					_ = fr.WriteWindowUpdate(id, uint32(max(1, *trickle / *streams)))
+				}
+				wmu.Unlock()
+				count("trickles")
+			}
+		}()
+	}
 	seen := map[uint32]bool{}
 	for *storm && time.Now().Before(stop) {
 		select {

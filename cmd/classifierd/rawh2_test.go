@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+	"sync"
+	"testing"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// h2c is a hand-driven HTTP/2 (h2c) connection to a gRPC listener, for
+// the frames grpc-go's own client never sends: calls that stop after
+// their headers, resets, windows kept shut. Its reader answers the
+// server's SETTINGS and PINGs and hands every other frame to onFrame (on
+// the reader's goroutine); gone is closed when the server closes the
+// connection. Writes are serialized.
+type h2c struct {
+	nc   net.Conn
+	addr string
+	gone chan struct{}
+
+	mu  sync.Mutex // fr's writes, hb and enc
+	fr  *http2.Framer
+	hb  bytes.Buffer
+	enc *hpack.Encoder
+}
+
+// dialH2C starts the connection on nc (to addr, its :authority) with the
+// client preface and settings.
+func dialH2C(t *testing.T, nc net.Conn, addr string, onFrame func(http2.Frame), settings ...http2.Setting) *h2c {
+	t.Helper()
+	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	c := &h2c{nc: nc, addr: addr, gone: make(chan struct{}), fr: http2.NewFramer(nc, nc)}
+	c.enc = hpack.NewEncoder(&c.hb)
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if err := c.fr.WriteSettings(settings...); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(c.gone)
+		for {
+			f, err := c.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					_ = c.write(func(fr *http2.Framer) error { return fr.WriteSettingsAck() })
+				}
+				continue
+			case *http2.PingFrame:
+				if !f.IsAck() {
+					_ = c.write(func(fr *http2.Framer) error { return fr.WritePing(true, f.Data) })
+				}
+				continue
+			}
+			if onFrame != nil {
+				onFrame(f)
+			}
+		}
+	}()
+	return c
+}
+
+// write runs fn with the framer, alone.
+func (c *h2c) write(fn func(*http2.Framer) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fn(c.fr)
+}
+
+// call starts stream id's gRPC call of path, with a bearer token unless
+// it is "": its headers, then, unless msg is nil, msg as its one message,
+// which ends the stream.
+func (c *h2c) call(id uint32, path, token string, msg []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hb.Reset()
+	fields := [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", path}, {":authority", c.addr},
+		{"content-type", "application/grpc"}, {"te", "trailers"}}
+	if token != "" {
+		fields = append(fields, [2]string{"authorization", "Bearer " + token})
+	}
+	for _, kv := range fields {
+		_ = c.enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hb.Bytes(), EndHeaders: true}); err != nil || msg == nil {
+		return err
+	}
+	body := make([]byte, 5+len(msg))
+	binary.BigEndian.PutUint32(body[1:], uint32(len(msg)))
+	copy(body[5:], msg)
+	return c.fr.WriteData(id, true, body)
+}

@@ -139,6 +139,13 @@ func TestGuardMCPBatch(t *testing.T) {
 		{"a batch over it", batch(65), 400, "at most 64 per request"},
 		{"a batch of 20000", " \n" + batch(20000), 400, "a JSON-RPC batch of 20000 messages"},
 		{"not JSON", "[[[", 200, "served"},
+		// The twelfth hostile pass: the SDK quotes an unknown method or
+		// tool escaped, 4-5 times the bytes sent.
+		{"a method of 4 KB", `{"jsonrpc":"2.0","id":1,"method":"` + strings.Repeat("\x7f", 4096) + `"}`, 400, "a JSON-RPC method of 4096 bytes"},
+		{"a tool name of 1 MB", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + strings.Repeat("a", 1<<20) + `","arguments":{}}}`, 400, "params.name of 1048576 bytes"},
+		{"a long name in a batch", "[" + batch(2)[1:len(batch(2))-1] + `,{"jsonrpc":"2.0","id":9,"method":"prompts/get","params":{"name":"` + strings.Repeat("b", 600) + `"}}]`, 400, "params.name of 600 bytes"},
+		{"a long query, a short name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_tools","arguments":{"query":"` + strings.Repeat("q ", 50000) + `"}}}`, 200, "served"},
+		{"positional params", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["` + strings.Repeat("a", 1000) + `"]}`, 200, "served"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := served

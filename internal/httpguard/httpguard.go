@@ -414,7 +414,7 @@ func WriteRPCError(w http.ResponseWriter, r *http.Request, httpCode int, err err
 // the requests and bodies it holds at once are bounded by a budget of
 // the default size, per peer host.
 func PlainMCP(maxBody int64) Guard {
-	return Guard{MaxBody: maxBody, ReadWait: BodyReadWait, CheckBody: CheckMCPBatch, CountValues: true, Refuse: RefuseMCP,
+	return Guard{MaxBody: maxBody, ReadWait: BodyReadWait, CheckBody: CheckMCPBody, CountValues: true, Refuse: RefuseMCP,
 		Budget: NewBudget(DefaultBodyBudget, DefaultBodyBudgetPerClient)}
 }
 
@@ -441,6 +441,64 @@ func CheckMCPBatch(body []byte) error {
 	}
 	if len(msgs) > maxMCPBatch {
 		return status.Errorf(codes.InvalidArgument, "a JSON-RPC batch of %d messages: at most %d per request", len(msgs), maxMCPBatch)
+	}
+	return nil
+}
+
+// CheckMCPBody is the MCP listeners' check of a body read whole:
+// CheckMCPBatch, then checkMCPNames.
+func CheckMCPBody(body []byte) error {
+	if err := CheckMCPBatch(body); err != nil {
+		return err
+	}
+	return checkMCPNames(body)
+}
+
+// The longest method, tool or prompt name (params.name) and resource URI
+// (params.uri) an MCP request may carry. The SDK quotes an unknown
+// method or tool in its error, escaped: the twelfth hostile pass sent a
+// 4 MB name of DEL bytes (0x7f, raw in a JSON string) and got a 20 MB
+// answer (a 16 MB 400 for a method), six held unread +200 MB, with any
+// token. MCP's methods are a few dozen bytes; the spec asks tool names of
+// at most 128 characters.
+const (
+	maxMCPMethod = 128
+	maxMCPName   = 512
+	maxMCPURI    = 8 << 10
+)
+
+// checkMCPNames refuses a message (or a batch's) whose method, name or
+// URI is longer than its bound. A body too short to hold one is not
+// decoded.
+func checkMCPNames(body []byte) error {
+	if len(body) <= maxMCPMethod+maxMCPName {
+		return nil
+	}
+	type msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+			URI  string `json:"uri"`
+		} `json:"params"`
+	}
+	var msgs []msg
+	b := bytes.TrimLeft(body, " \t\r\n")
+	if len(b) > 0 && b[0] == '[' {
+		_ = json.Unmarshal(b, &msgs) // what does not decode is the SDK's to answer
+	} else {
+		var m msg
+		_ = json.Unmarshal(b, &m)
+		msgs = append(msgs, m)
+	}
+	for _, m := range msgs {
+		switch {
+		case len(m.Method) > maxMCPMethod:
+			return status.Errorf(codes.InvalidArgument, "a JSON-RPC method of %d bytes: at most %d", len(m.Method), maxMCPMethod)
+		case len(m.Params.Name) > maxMCPName:
+			return status.Errorf(codes.InvalidArgument, "params.name of %d bytes: at most %d", len(m.Params.Name), maxMCPName)
+		case len(m.Params.URI) > maxMCPURI:
+			return status.Errorf(codes.InvalidArgument, "params.uri of %d bytes: at most %d", len(m.Params.URI), maxMCPURI)
+		}
 	}
 	return nil
 }

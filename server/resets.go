@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -90,7 +91,11 @@ func (r resetStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	case *stats.InPayload:
 		arrived.Store(true)
 	case *stats.End:
-		r.ended(ctx, !arrived.Load() && status.Code(s.Error) == codes.Canceled)
+		// A call the body budget cut (errRecvBudget) ends CANCELLED before
+		// its message too, but the daemon ended it, not its client: a
+		// client uploading many large messages at once had its
+		// connection closed as a rapid resetter (the twelfth hostile pass).
+		r.ended(ctx, !arrived.Load() && status.Code(s.Error) == codes.Canceled && !errors.Is(context.Cause(ctx), errRecvBudget))
 	}
 }
 

@@ -2,9 +2,13 @@ package server
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 )
 
@@ -43,6 +47,37 @@ func TestRefusedCallFreesItsReceiveTimer(t *testing.T) {
 				if tc.release {
 					t.Fatal("a refused call's receive timer still holds it")
 				}
+			}
+		})
+	}
+}
+
+// Calls that end CANCELLED before their message are early resets when
+// their client reset them, not when the body budget cut them: a client
+// uploading many large messages at once was closed as a rapid resetter
+// (the twelfth hostile pass).
+func TestBudgetCutsAreNotEarlyResets(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		cause    error
+		wantHeld bool
+	}{
+		{"reset by the client", nil, true},
+		{"cut by the body budget", errRecvBudget, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &recvConn{}
+			var closed atomic.Int64
+			r := resetStats{&closed}
+			conn := context.WithValue(context.Background(), connResetsKey{}, &connResets{c: c})
+			for range 2 * EarlyResetsMin {
+				ctx, cancel := context.WithCancelCause(conn)
+				cancel(tc.cause) // nil: context.Canceled, as a client's reset
+				ctx = r.TagRPC(ctx, &stats.RPCTagInfo{})
+				r.HandleRPC(ctx, &stats.End{Error: status.Error(codes.Canceled, "context canceled")})
+			}
+			if held := c.holdUntil.Load() != 0; held != tc.wantHeld || (closed.Load() == 1) != tc.wantHeld {
+				t.Errorf("held %v, closes %d; want held %v", held, closed.Load(), tc.wantHeld)
 			}
 		})
 	}

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/classifierd/classifierd/internal/peerkey"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/stats"
@@ -114,13 +116,14 @@ type RecvGuard struct {
 	StallTimeout time.Duration
 	unread       unreadBytes
 	stalled      atomic.Int64
-	// resetCloses counts the connections closed for early resets
-	// (resets.go).
+	// resetCloses counts the connections closed for early resets;
+	// peers, each peer's early resets (resets.go).
 	resetCloses atomic.Int64
+	peers       *resetPeers
 }
 
 // NewRecvGuard counts against b.
-func NewRecvGuard(b RecvBudget) *RecvGuard { return &RecvGuard{b: b} }
+func NewRecvGuard(b RecvBudget) *RecvGuard { return &RecvGuard{b: b, peers: newResetPeers()} }
 
 // Listener wraps lis so that its connections count what they read.
 func (g *RecvGuard) Listener(lis net.Listener) net.Listener { return recvListener{lis, g} }
@@ -130,14 +133,24 @@ type recvListener struct {
 	g *RecvGuard
 }
 
+// Accept closes at once, and accepts the next, the new connections of a
+// peer the early-reset rule penalizes past its connections a second
+// (resetPeers.admit): before any HTTP/2 work.
 func (l recvListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return c, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return c, err
+		}
+		peer, hasPeer := peerkey.Remote(c.RemoteAddr())
+		if hasPeer && l.g.peers != nil && !l.g.peers.admit(peer) {
+			_ = c.Close()
+			continue
+		}
+		rc := &recvConn{Conn: c, g: l.g, who: "grpc-conn:" + strconv.FormatInt(l.g.seq.Add(1), 10), peer: peer, hasPeer: hasPeer}
+		rc.addr = recvAddr{Addr: c.RemoteAddr(), c: rc}
+		return rc, nil
 	}
-	rc := &recvConn{Conn: c, g: l.g, who: "grpc-conn:" + strconv.FormatInt(l.g.seq.Add(1), 10)}
-	rc.addr = recvAddr{Addr: c.RemoteAddr(), c: rc}
-	return rc, nil
 }
 
 // recvAddr is a counted connection's remote address: gRPC hands it to
@@ -153,6 +166,10 @@ type recvConn struct {
 	g    *RecvGuard
 	who  string
 	addr recvAddr
+	// peer is the remote address's key (peerkey), if it has one (not a
+	// Unix socket): the early-reset rule counts per peer too.
+	peer    netip.Addr
+	hasPeer bool
 
 	mu sync.Mutex
 	// read is every byte the connection has read. What it holds for
@@ -321,7 +338,7 @@ func (g *RecvGuard) Tap(next tap.ServerInHandle) tap.ServerInHandle {
 				return ctx, errUnread
 			}
 			if !g.waiting.take(owner, anonymous) {
-				resetStats{&g.resetCloses}.ended(ctx, true)
+				resetStats{&g.resetCloses, g.peers}.ended(ctx, true)
 				return ctx, errRecvCalls
 			}
 			call.owner = owner

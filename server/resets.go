@@ -3,6 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,19 +36,153 @@ import (
 // few hundred resets.
 const EarlyResetsMin = 64
 
-// EarlyResetHold is how long a connection caught by the early-reset rule
-// is held, read no further, before it is closed: closed at once, its
-// client connected again and reset as many more (four connections made
-// 170 new ones a second, and the daemon spent more on them than before).
-// Held, they count against --max-conns-per-peer and cost nothing.
+// EarlyResetHold is how long a connection with no peer address (a Unix
+// socket, where the peer rule below cannot apply) caught by the
+// early-reset rule is held, read no further, before it is closed: closed
+// at once, its client connected again and reset as many more (four
+// connections made 170 new ones a second, and the daemon spent more on
+// them than before). A connection from a peer is closed at once: the
+// peer rule bounds how fast its client may connect again.
 const EarlyResetHold = 10 * time.Second
 
+// The early-reset rule per peer (an IP address, peerkey), across its
+// connections: a client that sent 63 resets on a connection, closed it
+// and opened another was never caught by the rule per connection (the
+// twelfth hostile pass: 4 connections, 50,000 resets a second over 1,000
+// new connections a second, the daemon 8-10 s of CPU in 10 s and another
+// identity's Route p99 1.6-4.8 s). Once a peer's connections have had
+// PeerEarlyResetsMin early resets within PeerResetWindow, the peer is
+// penalized for PeerResetPenalty: each of its connections is closed at
+// once when it has PenalizedEarlyResetsMin early resets and they are more
+// than half of its calls, and the gRPC listener accepts at most
+// PenalizedConnsPerSecond of its new connections a second (a burst of
+// PenalizedConnBurst), closing the others at accept before any HTTP/2
+// work. A penalized peer's connections whose calls carry their messages
+// (another client behind the same address: a NAT, or loopback) go on
+// working; only their new connections are slowed. A client that resets
+// calls early is rare: gRPC sends a unary call's message with its
+// headers, so a call cancelled before its message reached the daemon
+// had almost no time to run.
+const (
+	PeerEarlyResetsMin       = 256
+	PeerResetWindow          = 10 * time.Second
+	PeerResetPenalty         = 30 * time.Second
+	PenalizedEarlyResetsMin  = 8
+	PenalizedConnsPerSecond  = 2
+	PenalizedConnBurst       = 4
+	maxResetPeers            = 1 << 16
+	resetPeersSweepThreshold = 1 << 12
+)
+
+// resetPeers counts the early resets of each peer in the current window
+// and holds the penalized peers.
+type resetPeers struct {
+	mu        sync.Mutex
+	m         map[netip.Addr]*peerResets
+	lastSweep time.Time
+	// now is time.Now; tests move it.
+	now func() time.Time
+	// penalized counts the peers penalized, refused the connections
+	// refused at accept.
+	penalized, refused atomic.Int64
+	// onPenalty, if set, is told of each peer penalized (the log).
+	onPenalty func(peer netip.Addr, resets int64, until time.Time)
+}
+
+type peerResets struct {
+	window time.Time // when the current window started
+	early  int64     // early resets in it
+	until  time.Time // penalized until (zero: not)
+	// The connections a penalized peer may still open: a token bucket.
+	tokens float64
+	last   time.Time
+}
+
+func newResetPeers() *resetPeers {
+	return &resetPeers{m: map[netip.Addr]*peerResets{}, now: time.Now}
+}
+
+// entryLocked is peer's record, created if room is left; nil if not
+// (the rule per connection still applies).
+func (r *resetPeers) entryLocked(peer netip.Addr, now time.Time) *peerResets {
+	if p, ok := r.m[peer]; ok {
+		return p
+	}
+	if len(r.m) >= resetPeersSweepThreshold && now.Sub(r.lastSweep) >= PeerResetWindow {
+		r.lastSweep = now
+		for k, p := range r.m {
+			if now.Sub(p.window) >= 2*PeerResetWindow && !now.Before(p.until) {
+				delete(r.m, k)
+			}
+		}
+	}
+	if len(r.m) >= maxResetPeers {
+		return nil
+	}
+	p := &peerResets{window: now}
+	r.m[peer] = p
+	return p
+}
+
+// early counts an early reset of peer and reports whether the peer is
+// penalized.
+func (r *resetPeers) early(peer netip.Addr) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	p := r.entryLocked(peer, now)
+	if p == nil {
+		return false
+	}
+	if now.Sub(p.window) >= PeerResetWindow {
+		p.window, p.early = now, 0
+	}
+	p.early++
+	if p.early >= PeerEarlyResetsMin && !now.Before(p.until) {
+		p.until = now.Add(PeerResetPenalty)
+		p.tokens, p.last = PenalizedConnBurst, now
+		p.early = 0
+		r.penalized.Add(1)
+		if r.onPenalty != nil {
+			r.onPenalty(peer, PeerEarlyResetsMin, p.until)
+		}
+	}
+	return now.Before(p.until)
+}
+
+// admit reports whether a new connection of peer may be served: always,
+// unless the peer is penalized and has used its connections for now.
+func (r *resetPeers) admit(peer netip.Addr) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.m[peer]
+	if !ok {
+		return true
+	}
+	now := r.now()
+	if !now.Before(p.until) {
+		return true
+	}
+	p.tokens = min(PenalizedConnBurst, p.tokens+now.Sub(p.last).Seconds()*PenalizedConnsPerSecond)
+	p.last = now
+	if p.tokens < 1 {
+		r.refused.Add(1)
+		return false
+	}
+	p.tokens--
+	return true
+}
+
 // resetStats is the stats handler counting each connection's calls and
-// its early resets (ResetGuard).
-type resetStats struct{ closed *atomic.Int64 }
+// its early resets, and each peer's (resetPeers).
+type resetStats struct {
+	closed *atomic.Int64
+	peers  *resetPeers
+}
 
 type connResets struct {
 	c            *recvConn
+	peers        *resetPeers
 	calls, early atomic.Int64
 	closed       atomic.Bool
 }
@@ -59,16 +196,34 @@ type (
 // guard's listener whose clients reset most of their calls before their
 // message (EarlyResetsMin); EarlyResetCloses counts them.
 func (g *RecvGuard) ResetOption() grpc.ServerOption {
-	return grpc.StatsHandler(resetStats{&g.resetCloses})
+	return grpc.StatsHandler(resetStats{&g.resetCloses, g.peers})
 }
 
 // EarlyResetCloses is how many connections were closed for resetting
 // most of their calls before their message.
 func (g *RecvGuard) EarlyResetCloses() int64 { return g.resetCloses.Load() }
 
+// PenalizedPeers is how many times a peer was penalized for its early
+// resets (PeerEarlyResetsMin); PenalizedConnsRefused, how many new
+// connections of penalized peers were closed at accept.
+func (g *RecvGuard) PenalizedPeers() int64 { return g.peers.penalized.Load() }
+
+// PenalizedConnsRefused: see PenalizedPeers.
+func (g *RecvGuard) PenalizedConnsRefused() int64 { return g.peers.refused.Load() }
+
+// LogPenalties logs each peer penalized for its early resets. Set before
+// serving.
+func (g *RecvGuard) LogPenalties(log *slog.Logger) {
+	g.peers.onPenalty = func(peer netip.Addr, resets int64, until time.Time) {
+		log.Warn("a peer reset many gRPC calls before their message: its connections that do so are closed and its new ones limited",
+			"peer", peer.String(), "early_resets", resets, "within", PeerResetWindow.String(),
+			"until", until.UTC().Format(time.RFC3339), "new_conns_per_second", PenalizedConnsPerSecond)
+	}
+}
+
 func (r resetStats) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
 	if a, ok := info.RemoteAddr.(recvAddr); ok {
-		return context.WithValue(ctx, connResetsKey{}, &connResets{c: a.c})
+		return context.WithValue(ctx, connResetsKey{}, &connResets{c: a.c, peers: r.peers})
 	}
 	return ctx
 }
@@ -110,10 +265,26 @@ func (r resetStats) ended(ctx context.Context, early bool) {
 	if !early {
 		return
 	}
-	if n := cr.early.Add(1); n >= EarlyResetsMin && 2*n > calls && cr.closed.CompareAndSwap(false, true) {
-		r.closed.Add(1)
-		cr.c.holdThenClose(EarlyResetHold)
+	n := cr.early.Add(1)
+	least := int64(EarlyResetsMin)
+	if cr.c.hasPeer && cr.peers != nil && cr.peers.early(cr.c.peer) {
+		least = PenalizedEarlyResetsMin
 	}
+	if n >= least && 2*n > calls && cr.closed.CompareAndSwap(false, true) {
+		r.closed.Add(1)
+		if cr.c.hasPeer {
+			cr.c.closeCaught()
+		} else {
+			cr.c.holdThenClose(EarlyResetHold)
+		}
+	}
+}
+
+// closeCaught closes c at once: it reads nothing more (the calls it had
+// sent are refused by refuseHeld), and its reader returns.
+func (c *recvConn) closeCaught() {
+	c.holdUntil.Store(time.Now().UnixNano())
+	_ = c.Close()
 }
 
 // holdThenClose stops c's reads for d, then closes it: what it had read is

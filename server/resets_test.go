@@ -2,6 +2,10 @@ package server
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,7 +72,7 @@ func TestBudgetCutsAreNotEarlyResets(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &recvConn{}
 			var closed atomic.Int64
-			r := resetStats{&closed}
+			r := resetStats{&closed, nil}
 			conn := context.WithValue(context.Background(), connResetsKey{}, &connResets{c: c})
 			for range 2 * EarlyResetsMin {
 				ctx, cancel := context.WithCancelCause(conn)
@@ -80,5 +84,162 @@ func TestBudgetCutsAreNotEarlyResets(t *testing.T) {
 				t.Errorf("held %v, closes %d; want held %v", held, closed.Load(), tc.wantHeld)
 			}
 		})
+	}
+}
+
+// endCalls ends n calls of conn, early (reset before their message) or
+// not, through the stats handler as gRPC does.
+func endCalls(r resetStats, conn context.Context, n int, early bool) {
+	for range n {
+		ctx, cancel := context.WithCancel(conn)
+		ctx = r.TagRPC(ctx, &stats.RPCTagInfo{})
+		var err error
+		if early {
+			cancel()
+			err = status.Error(codes.Canceled, "context canceled")
+		} else {
+			r.HandleRPC(ctx, &stats.InPayload{})
+		}
+		r.HandleRPC(ctx, &stats.End{Error: err})
+		cancel()
+	}
+}
+
+// peerConn is a counted connection of peer (a pipe's end: closing it is
+// seen on the other).
+func peerConn(t *testing.T, peer string) (*recvConn, net.Conn) {
+	a, b := net.Pipe()
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return &recvConn{Conn: a, peer: netip.MustParseAddr(peer), hasPeer: true}, b
+}
+
+func closedConn(other net.Conn) bool {
+	_ = other.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	_, err := other.Read(make([]byte, 1))
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe)
+}
+
+// TestEarlyResetsCountedPerPeer: a client that resets 63 calls on each
+// connection and opens another (the twelfth hostile pass) is caught by
+// its peer's count; then each of its connections is closed at its
+// PenalizedEarlyResetsMin-th early reset and its new connections are
+// limited to PenalizedConnsPerSecond, while its connections whose calls
+// carry their message, and other peers, are untouched.
+func TestEarlyResetsCountedPerPeer(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	peers := newResetPeers()
+	peers.now = func() time.Time { return now }
+	var penalized []netip.Addr
+	peers.onPenalty = func(p netip.Addr, _ int64, _ time.Time) { penalized = append(penalized, p) }
+	var closes atomic.Int64
+	r := resetStats{&closes, peers}
+	tag := func(c *recvConn) context.Context {
+		return context.WithValue(context.Background(), connResetsKey{}, &connResets{c: c, peers: peers})
+	}
+	const bad, good, other = "192.0.2.66", "192.0.2.66", "198.51.100.7"
+
+	// A connection of the same address whose calls carry their message
+	// (another client behind it), open throughout.
+	steady, steadyOther := peerConn(t, good)
+	steadyCtx := tag(steady)
+	endCalls(r, steadyCtx, 10, false)
+
+	// Four connections of 63 early resets each, and 4 more on a fifth:
+	// 256 early resets of the peer, no connection at the rule's 64.
+	for i := range 5 {
+		c, o := peerConn(t, bad)
+		n := EarlyResetsMin - 1
+		if i == 4 {
+			n = PeerEarlyResetsMin - 4*(EarlyResetsMin-1)
+		}
+		endCalls(r, tag(c), n, true)
+		if closedConn(o) {
+			t.Fatalf("connection %d closed before the peer's %d early resets", i, PeerEarlyResetsMin)
+		}
+	}
+	if len(penalized) != 1 || penalized[0] != netip.MustParseAddr(bad) {
+		t.Fatalf("penalized %v after %d early resets, want [%s]", penalized, PeerEarlyResetsMin, bad)
+	}
+
+	// Penalized: a new connection is closed at its 8th early reset.
+	c, o := peerConn(t, bad)
+	cctx := tag(c)
+	endCalls(r, cctx, PenalizedEarlyResetsMin-1, true)
+	if closedConn(o) {
+		t.Fatalf("closed before its %dth early reset", PenalizedEarlyResetsMin)
+	}
+	endCalls(r, cctx, 1, true)
+	if !closedConn(o) {
+		t.Fatalf("a penalized peer's connection with %d early resets is open", PenalizedEarlyResetsMin)
+	}
+	// The steady connection resets a few calls now and then: it is open.
+	endCalls(r, steadyCtx, 3, true)
+	endCalls(r, steadyCtx, 100, false)
+	endCalls(r, steadyCtx, PenalizedEarlyResetsMin, true)
+	if closedConn(steadyOther) {
+		t.Fatal("the peer's connection whose calls mostly carry their message was closed")
+	}
+
+	// New connections: a burst, then PenalizedConnsPerSecond a second.
+	badAddr, otherAddr := netip.MustParseAddr(bad), netip.MustParseAddr(other)
+	admitted := 0
+	for range 20 {
+		if peers.admit(badAddr) {
+			admitted++
+		}
+	}
+	if admitted != PenalizedConnBurst {
+		t.Errorf("admitted %d of 20 new connections at once, want the burst %d", admitted, PenalizedConnBurst)
+	}
+	now = now.Add(time.Second)
+	admitted = 0
+	for range 20 {
+		if peers.admit(badAddr) {
+			admitted++
+		}
+	}
+	if admitted != PenalizedConnsPerSecond {
+		t.Errorf("admitted %d a second later, want %d", admitted, PenalizedConnsPerSecond)
+	}
+	for range 20 {
+		if !peers.admit(otherAddr) {
+			t.Fatal("another peer's new connection was refused")
+		}
+	}
+	if want := int64(20-PenalizedConnBurst) + int64(20-PenalizedConnsPerSecond); peers.refused.Load() != want {
+		t.Errorf("refused %d, want %d", peers.refused.Load(), want)
+	}
+
+	// The penalty ends: the peer connects freely and is counted anew.
+	now = now.Add(PeerResetPenalty)
+	for range 20 {
+		if !peers.admit(badAddr) {
+			t.Fatal("refused after the penalty")
+		}
+	}
+	c, o = peerConn(t, bad)
+	endCalls(r, tag(c), EarlyResetsMin-1, true)
+	if closedConn(o) {
+		t.Fatal("after the penalty a connection was closed under the rule's 64")
+	}
+}
+
+// TestResetPeersBounded: the peers' records are bounded, and old ones
+// are swept.
+func TestResetPeersBounded(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	peers := newResetPeers()
+	peers.now = func() time.Time { return now }
+	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}) }
+	for i := range maxResetPeers + 100 {
+		peers.early(addr(i))
+	}
+	if n := len(peers.m); n != maxResetPeers {
+		t.Fatalf("%d records, want the bound %d", n, maxResetPeers)
+	}
+	now = now.Add(2 * PeerResetWindow)
+	peers.early(addr(maxResetPeers + 200))
+	if n := len(peers.m); n != 1 {
+		t.Fatalf("%d records after the sweep, want 1", n)
 	}
 }

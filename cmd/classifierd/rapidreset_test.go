@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/server"
@@ -131,4 +133,123 @@ func TestGRPCRapidResetsHeldThenClosed(t *testing.T) {
 			t.Fatalf("bob's Route after his own cancellations: %v", err)
 		}
 	})
+}
+
+// TestGRPCRapidResetsAcrossConnections: a client that resets
+// server.EarlyResetsMin-1 calls on a connection, closes it and opens
+// another (the twelfth hostile pass: 50,000 resets a second over 1,000 new
+// connections a second, never caught by the rule per connection) is
+// caught by its peer's count: the peer is penalized, most of its new
+// connections are closed at accept, and another peer's calls, on an open
+// connection and on a new one, are answered throughout.
+func TestGRPCRapidResetsAcrossConnections(t *testing.T) {
+	idx := genIndex(t, "testdata/mini.json")
+	addr, maddr := freeAddr(t), freeAddr(t)
+	d, conn := opsDaemon(t, addr, insecureDial, "--index", idx, "--auth-token-file", recvTokens(t), "--metrics-listen", maddr)
+	c := pb.NewClassifierServiceClient(conn)
+	ctx := bearerCtx(context.Background(), bobToken)
+	if _, err := c.Route(ctx, &pb.RouteRequest{Query: "warm up"}); err != nil {
+		t.Fatal(err)
+	}
+	attacker := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.7")}, Timeout: 5 * time.Second}
+	// Enough connections of EarlyResetsMin-1 resets each for the peer's
+	// PeerEarlyResetsMin; each is closed by the client once the server
+	// has read its resets (a call sent after them, with its message, is
+	// answered).
+	conns := server.PeerEarlyResetsMin/(server.EarlyResetsMin-1) + 1
+	for i := range conns {
+		nc, err := attacker.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
+		answered := make(chan struct{}, 1)
+		h := dialH2C(t, nc, addr, func(f http2.Frame) {
+			if f, ok := f.(*http2.MetaHeadersFrame); ok && f.StreamID == 2*uint32(server.EarlyResetsMin)-1 {
+				for _, hf := range f.Fields {
+					if hf.Name == "grpc-status" {
+						answered <- struct{}{}
+					}
+				}
+			}
+		})
+		for s := range server.EarlyResetsMin - 1 {
+			id := uint32(2*s + 1)
+			if err := h.call(id, "/grpc.health.v1.Health/Check", "", nil); err != nil {
+				t.Fatalf("connection %d, call %d: %v", i, s, err)
+			}
+			if err := h.write(func(fr *http2.Framer) error { return fr.WriteRSTStream(id, http2.ErrCodeCancel) }); err != nil {
+				t.Fatalf("connection %d, reset %d: %v", i, s, err)
+			}
+		}
+		if err := h.call(2*uint32(server.EarlyResetsMin)-1, "/grpc.health.v1.Health/Check", "", []byte{}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-answered:
+		case <-h.gone:
+			// The last one is caught by the peer's count, reached during
+			// it; one before that, by the rule per connection.
+			if i < conns-1 {
+				t.Fatalf("connection %d with %d early resets was closed: the rule per connection caught it", i, server.EarlyResetsMin-1)
+			}
+		}
+		nc.Close()
+	}
+	for end := time.Now().Add(10 * time.Second); scrape(t, maddr)["classifierd_grpc_reset_penalties_total"] < 1; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("no penalty after %d early resets of one peer", conns*(server.EarlyResetsMin-1))
+		}
+	}
+
+	// The penalized peer's new connections: a few served, the others
+	// closed before the server's SETTINGS.
+	const tries = 30
+	start := time.Now()
+	served := 0
+	for range tries {
+		nc, err := attacker.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := nc.Write([]byte(http2.ClientPreface)); err == nil {
+			fr := http2.NewFramer(nc, nc)
+			_ = fr.WriteSettings()
+			if f, err := fr.ReadFrame(); err == nil {
+				if _, ok := f.(*http2.SettingsFrame); ok {
+					served++
+				}
+			}
+		}
+		nc.Close()
+	}
+	// A burst, then PenalizedConnsPerSecond a second (and one for the
+	// second the loop started in).
+	allowed := server.PenalizedConnBurst + server.PenalizedConnsPerSecond*(int(time.Since(start).Seconds())+1)
+	if served > allowed {
+		t.Errorf("%d of %d new connections of the penalized peer served in %v, want at most %d", served, tries, time.Since(start), allowed)
+	}
+	m := scrape(t, maddr)
+	if got := m["classifierd_grpc_penalized_connections_refused_total"]; int(got) < tries-served {
+		t.Errorf("classifierd_grpc_penalized_connections_refused_total %v, want at least %d", got, tries-served)
+	}
+	if !strings.Contains(d.stderr.String(), "peer=127.0.0.7 ") {
+		t.Errorf("the penalty is not logged with its peer:\n%s", lastLines(d.stderr.String(), 5))
+	}
+
+	// Another peer: its open connection and a new one are served.
+	for i := range 10 {
+		if _, err := c.Route(ctx, &pb.RouteRequest{Query: "open a pull request"}); err != nil {
+			t.Fatalf("bob's Route %d after the resets: %v", i, err)
+		}
+	}
+	fresh, err := grpc.NewClient(addr, insecureDial...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if _, err := pb.NewClassifierServiceClient(fresh).Route(ctx, &pb.RouteRequest{Query: "open a pull request"}); err != nil {
+		t.Fatalf("bob's Route on a new connection: %v", err)
+	}
 }

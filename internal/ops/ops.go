@@ -204,6 +204,20 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 		func() float64 { return float64(o.Recv.UnreadTotal()) }); err != nil {
 		return nil, err
 	}
+	o.Recv.LogPenalties(log)
+	for _, c := range []struct {
+		name, help string
+		f          func() int64
+	}{
+		{"classifierd_grpc_early_reset_closes_total", "gRPC connections closed for resetting most of their calls before their message (an HTTP/2 rapid reset).", o.Recv.EarlyResetCloses},
+		{"classifierd_grpc_reset_penalties_total", "Peers penalized for resetting many gRPC calls before their message across their connections (each penalty lasts 30s).", o.Recv.PenalizedPeers},
+		{"classifierd_grpc_penalized_connections_refused_total", "New gRPC connections of penalized peers closed at accept (past 2 a second).", o.Recv.PenalizedConnsRefused},
+	} {
+		if err := o.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
+			func() float64 { return float64(c.f()) })); err != nil {
+			return nil, err
+		}
+	}
 	if err := o.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "classifierd_grpc_stalled_connections_closed_total",
 		Help: "gRPC connections closed for leaving their answers unread a whole --write-stall-timeout."},
 		func() float64 { return float64(o.Recv.StalledClosed()) })); err != nil {

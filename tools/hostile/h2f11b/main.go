@@ -27,6 +27,7 @@ var (
 	hold   = flag.Duration("hold", 10*time.Second, "how long")
 	read   = flag.Bool("read", true, "read (and drain) the server's frames")
 	again  = flag.Bool("reconnect", false, "connect again whenever the server closes a connection, until -hold")
+	per    = flag.Int("per", 0, "rst: close the connection after this many resets (0: never), and with -reconnect open another")
 )
 
 var answers sync.Map
@@ -246,6 +247,9 @@ func run(stop time.Time) error {
 			}
 			id += 2
 			sent++
+			if *per > 0 && sent >= int64(*per) {
+				return nil
+			}
 		}
 	case "flood": // legitimate calls (an empty message each), up to 60 in flight, answers read
 		id := uint32(1)

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/classifierd/classifierd/internal/peerkey"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/stats"
@@ -142,12 +141,12 @@ func (l recvListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return c, err
 		}
-		peer, hasPeer := peerkey.Remote(c.RemoteAddr())
-		if hasPeer && l.g.peers != nil && !l.g.peers.admit(peer) {
+		peer := resetPeerOf(c.RemoteAddr())
+		if l.g.peers != nil && !l.g.peers.admit(peer) {
 			_ = c.Close()
 			continue
 		}
-		rc := &recvConn{Conn: c, g: l.g, who: "grpc-conn:" + strconv.FormatInt(l.g.seq.Add(1), 10), peer: peer, hasPeer: hasPeer}
+		rc := &recvConn{Conn: c, g: l.g, who: "grpc-conn:" + strconv.FormatInt(l.g.seq.Add(1), 10), peer: peer}
 		rc.addr = recvAddr{Addr: c.RemoteAddr(), c: rc}
 		return rc, nil
 	}
@@ -166,10 +165,9 @@ type recvConn struct {
 	g    *RecvGuard
 	who  string
 	addr recvAddr
-	// peer is the remote address's key (peerkey), if it has one (not a
-	// Unix socket): the early-reset rule counts per peer too.
-	peer    netip.Addr
-	hasPeer bool
+	// peer is who the early-reset rule counts the connection's calls to
+	// (resetPeerOf).
+	peer netip.Addr
 
 	mu sync.Mutex
 	// read is every byte the connection has read. What it holds for
@@ -192,9 +190,9 @@ type recvConn struct {
 	stall     *time.Timer
 	stallFrom time.Time
 	stallPaid int64
-	// holdUntil, if not 0, is when a connection caught resetting its
-	// calls early is closed; until then it reads nothing (resets.go).
-	holdUntil atomic.Int64
+	// caught is set once the early-reset rule closed the connection: it
+	// reads nothing more and its calls are refused (resets.go).
+	caught atomic.Bool
 }
 
 // recvCall is a call of a counted connection: its request message
@@ -223,7 +221,7 @@ func (c *recvConn) Write(p []byte) (int, error) {
 }
 
 func (c *recvConn) Read(p []byte) (int, error) {
-	if c.holding() { // resets.go
+	if c.caught.Load() { // resets.go
 		return 0, net.ErrClosed
 	}
 	n, err := c.Conn.Read(p)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/classifierd/classifierd/internal/peerkey"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/stats"
@@ -28,41 +30,36 @@ import (
 // calls after sending their message, or lets their deadline pass, is not
 // counted: a gRPC client sends a unary call's message with its headers.
 // A call refused at its headers because its caller already has
-// MaxWaitingPerCaller calls waiting for their message counts as early too
-// (a flood of such calls was refused one by one, cheaply, but never
-// closed the connection). Once a connection has had EarlyResetsMin such calls and they are more
-// than half of its calls, it is closed; its client must connect again
-// (a TCP and HTTP/2 handshake, counted by --max-conns-per-peer) for every
-// few hundred resets.
+// MaxWaitingPerCaller calls waiting for their message counts as early
+// too (a flood of such calls was refused one by one, cheaply, but never
+// closed the connection). Once a connection has had EarlyResetsMin such
+// calls (PenalizedEarlyResetsMin if its peer is penalized) and they are
+// more than half of its calls, it is closed at once (what it had sent is
+// refused, nothing more is read) and its peer is penalized.
 const EarlyResetsMin = 64
 
-// EarlyResetHold is how long a connection with no peer address (a Unix
-// socket, where the peer rule below cannot apply) caught by the
-// early-reset rule is held, read no further, before it is closed: closed
-// at once, its client connected again and reset as many more (four
-// connections made 170 new ones a second, and the daemon spent more on
-// them than before). A connection from a peer is closed at once: the
-// peer rule bounds how fast its client may connect again.
-const EarlyResetHold = 10 * time.Second
-
-// The early-reset rule per peer (an IP address, peerkey), across its
-// connections: a client that sent 63 resets on a connection, closed it
-// and opened another was never caught by the rule per connection (the
-// twelfth hostile pass: 4 connections, 50,000 resets a second over 1,000
-// new connections a second, the daemon 8-10 s of CPU in 10 s and another
-// identity's Route p99 1.6-4.8 s). Once a peer's connections have had
-// PeerEarlyResetsMin early resets within PeerResetWindow, the peer is
-// penalized for PeerResetPenalty: each of its connections is closed at
-// once when it has PenalizedEarlyResetsMin early resets and they are more
-// than half of its calls, and the gRPC listener accepts at most
-// PenalizedConnsPerSecond of its new connections a second (a burst of
-// PenalizedConnBurst), closing the others at accept before any HTTP/2
-// work. A penalized peer's connections whose calls carry their messages
-// (another client behind the same address: a NAT, or loopback) go on
-// working; only their new connections are slowed. A client that resets
-// calls early is rare: gRPC sends a unary call's message with its
-// headers, so a call cancelled before its message reached the daemon
-// had almost no time to run.
+// The early-reset rule per peer, across its connections: a client that
+// sent 63 resets on a connection, closed it and opened another was never
+// caught by the rule per connection (the twelfth hostile pass: 4
+// connections, 50,000 resets a second over 1,000 new connections a
+// second, the daemon 8-10 s of CPU in 10 s and another identity's Route
+// p99 1.6-4.8 s). A peer is an IPv4 address or an IPv6 /64 (peerkey),
+// except that every loopback address and a Unix socket are one peer,
+// "local": the thirteenth hostile pass reset from 1,000 loopback
+// addresses, each a peer under its share, and was never caught. Once a
+// peer's calls within PeerResetWindow have had PeerEarlyResetsMin early
+// resets and they are more than half of its calls (a client whose short
+// deadlines expire before the daemon reads some messages is not a
+// resetter), or one of its connections is caught, the peer is penalized
+// for PeerResetPenalty: each of its connections is closed at its
+// PenalizedEarlyResetsMin-th early reset (if most of its calls), and the
+// gRPC listener accepts at most PenalizedConnsPerSecond of its new
+// connections a second (after a burst of PenalizedConnBurst), closing the
+// others at accept, before any HTTP/2 work. The penalized peer's open
+// connections whose calls carry their messages (another client behind
+// the same address: a NAT, or another local agent) go on working; their
+// new connections wait for the penalty to end or a place, as grpc-go's
+// reconnect backoff does.
 const (
 	PeerEarlyResetsMin       = 256
 	PeerResetWindow          = 10 * time.Second
@@ -73,6 +70,20 @@ const (
 	maxResetPeers            = 1 << 16
 	resetPeersSweepThreshold = 1 << 12
 )
+
+// localPeer is the one peer every loopback address and a Unix socket
+// count as for the early-reset rule.
+var localPeer = netip.IPv6Loopback()
+
+// resetPeerOf is the peer a connection from addr counts as for the
+// early-reset rule.
+func resetPeerOf(addr net.Addr) netip.Addr {
+	p, ok := peerkey.Remote(addr)
+	if !ok || p.IsLoopback() {
+		return localPeer
+	}
+	return p
+}
 
 // resetPeers counts the early resets of each peer in the current window
 // and holds the penalized peers.
@@ -86,13 +97,13 @@ type resetPeers struct {
 	// refused at accept.
 	penalized, refused atomic.Int64
 	// onPenalty, if set, is told of each peer penalized (the log).
-	onPenalty func(peer netip.Addr, resets int64, until time.Time)
+	onPenalty func(peer netip.Addr, resets, calls int64, until time.Time)
 }
 
 type peerResets struct {
-	window time.Time // when the current window started
-	early  int64     // early resets in it
-	until  time.Time // penalized until (zero: not)
+	window       time.Time // when the current window started
+	calls, early int64     // calls ended in it, and early resets
+	until        time.Time // penalized until (zero: not)
 	// The connections a penalized peer may still open: a token bucket.
 	tokens float64
 	last   time.Time
@@ -124,9 +135,10 @@ func (r *resetPeers) entryLocked(peer netip.Addr, now time.Time) *peerResets {
 	return p
 }
 
-// early counts an early reset of peer and reports whether the peer is
-// penalized.
-func (r *resetPeers) early(peer netip.Addr) bool {
+// ended counts a call of peer that ended, early or not, penalizes the
+// peer past the rule (or at once when caught says one of its connections
+// was), and reports whether it is penalized.
+func (r *resetPeers) ended(peer netip.Addr, early, caught bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
@@ -135,17 +147,22 @@ func (r *resetPeers) early(peer netip.Addr) bool {
 		return false
 	}
 	if now.Sub(p.window) >= PeerResetWindow {
-		p.window, p.early = now, 0
+		p.window, p.calls, p.early = now, 0, 0
 	}
-	p.early++
-	if p.early >= PeerEarlyResetsMin && !now.Before(p.until) {
+	if !caught {
+		p.calls++
+		if early {
+			p.early++
+		}
+	}
+	if penalized := now.Before(p.until); !penalized && (caught || p.early >= PeerEarlyResetsMin && 2*p.early > p.calls) {
 		p.until = now.Add(PeerResetPenalty)
 		p.tokens, p.last = PenalizedConnBurst, now
-		p.early = 0
 		r.penalized.Add(1)
 		if r.onPenalty != nil {
-			r.onPenalty(peer, PeerEarlyResetsMin, p.until)
+			r.onPenalty(peer, p.early, p.calls, p.until)
 		}
+		p.calls, p.early = 0, 0
 	}
 	return now.Before(p.until)
 }
@@ -214,9 +231,13 @@ func (g *RecvGuard) PenalizedConnsRefused() int64 { return g.peers.refused.Load(
 // LogPenalties logs each peer penalized for its early resets. Set before
 // serving.
 func (g *RecvGuard) LogPenalties(log *slog.Logger) {
-	g.peers.onPenalty = func(peer netip.Addr, resets int64, until time.Time) {
+	g.peers.onPenalty = func(peer netip.Addr, resets, calls int64, until time.Time) {
+		who := peer.String()
+		if peer == localPeer {
+			who = "local (loopback or Unix socket)"
+		}
 		log.Warn("a peer reset many gRPC calls before their message: its connections that do so are closed and its new ones limited",
-			"peer", peer.String(), "early_resets", resets, "within", PeerResetWindow.String(),
+			"peer", who, "early_resets", resets, "calls", calls, "within", PeerResetWindow.String(),
 			"until", until.UTC().Format(time.RFC3339), "new_conns_per_second", PenalizedConnsPerSecond)
 	}
 }
@@ -254,67 +275,48 @@ func (r resetStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	}
 }
 
-// ended counts a call of ctx's connection, early or not, and closes the
-// connection past the rule.
+// ended counts a call of ctx's connection and its peer, early or not,
+// and closes the connection past the rule.
 func (r resetStats) ended(ctx context.Context, early bool) {
 	cr, ok := ctx.Value(connResetsKey{}).(*connResets)
 	if !ok {
 		return
 	}
 	calls := cr.calls.Add(1)
-	if !early {
-		return
+	n := cr.early.Load()
+	if early {
+		n = cr.early.Add(1)
 	}
-	n := cr.early.Add(1)
 	least := int64(EarlyResetsMin)
-	if cr.c.hasPeer && cr.peers != nil && cr.peers.early(cr.c.peer) {
+	if cr.peers != nil && cr.peers.ended(cr.c.peer, early, false) {
 		least = PenalizedEarlyResetsMin
 	}
-	if n >= least && 2*n > calls && cr.closed.CompareAndSwap(false, true) {
+	if early && n >= least && 2*n > calls && cr.closed.CompareAndSwap(false, true) {
 		r.closed.Add(1)
-		if cr.c.hasPeer {
-			cr.c.closeCaught()
-		} else {
-			cr.c.holdThenClose(EarlyResetHold)
+		cr.c.closeCaught()
+		if cr.peers != nil {
+			cr.peers.ended(cr.c.peer, false, true)
 		}
 	}
 }
 
-// closeCaught closes c at once: it reads nothing more (the calls it had
-// sent are refused by refuseHeld), and its reader returns.
+// closeCaught closes c at once: it reads nothing more, and the calls it
+// had sent (up to a read buffer of them) are refused by refuseHeld.
 func (c *recvConn) closeCaught() {
-	c.holdUntil.Store(time.Now().UnixNano())
+	c.caught.Store(true)
 	_ = c.Close()
 }
 
-// holdThenClose stops c's reads for d, then closes it: what it had read is
-// still served, nothing more.
-func (c *recvConn) holdThenClose(d time.Duration) {
-	c.holdUntil.Store(time.Now().Add(d).UnixNano())
-}
-
-// holding, when c is held, waits out the hold (or c's close), closes c and
-// reports true.
-func (c *recvConn) holding() bool {
-	until := c.holdUntil.Load()
-	if until == 0 {
-		return false
-	}
-	time.Sleep(time.Until(time.Unix(0, until)))
-	_ = c.Close()
-	return true
-}
-
-// errHeld refuses the calls a held connection had already sent.
+// errHeld refuses the calls a caught connection had already sent.
 var errHeld = status.Error(codes.ResourceExhausted, "this connection reset too many calls before their message: it is closed")
 
 // refuseHeld refuses at once, before any other tap, every call of a
-// connection the early-reset rule holds: the calls it had sent before it
+// connection the early-reset rule caught: the calls it had sent before it
 // was caught (up to a read buffer of them) otherwise each still took a
 // handler.
 func refuseHeld(next tap.ServerInHandle) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
-		if c, ok := ctx.Value(recvConnKey{}).(*recvConn); ok && c.holdUntil.Load() != 0 {
+		if c, ok := ctx.Value(recvConnKey{}).(*recvConn); ok && c.caught.Load() {
 			return ctx, errHeld
 		}
 		return next(ctx, info)

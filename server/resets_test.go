@@ -70,7 +70,7 @@ func TestBudgetCutsAreNotEarlyResets(t *testing.T) {
 		{"cut by the body budget", errRecvBudget, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &recvConn{}
+			c, _ := peerConn(t, "192.0.2.1")
 			var closed atomic.Int64
 			r := resetStats{&closed, nil}
 			conn := context.WithValue(context.Background(), connResetsKey{}, &connResets{c: c})
@@ -80,8 +80,8 @@ func TestBudgetCutsAreNotEarlyResets(t *testing.T) {
 				ctx = r.TagRPC(ctx, &stats.RPCTagInfo{})
 				r.HandleRPC(ctx, &stats.End{Error: status.Error(codes.Canceled, "context canceled")})
 			}
-			if held := c.holdUntil.Load() != 0; held != tc.wantHeld || (closed.Load() == 1) != tc.wantHeld {
-				t.Errorf("held %v, closes %d; want held %v", held, closed.Load(), tc.wantHeld)
+			if held := c.caught.Load(); held != tc.wantHeld || (closed.Load() == 1) != tc.wantHeld {
+				t.Errorf("caught %v, closes %d; want caught %v", held, closed.Load(), tc.wantHeld)
 			}
 		})
 	}
@@ -110,7 +110,7 @@ func endCalls(r resetStats, conn context.Context, n int, early bool) {
 func peerConn(t *testing.T, peer string) (*recvConn, net.Conn) {
 	a, b := net.Pipe()
 	t.Cleanup(func() { a.Close(); b.Close() })
-	return &recvConn{Conn: a, peer: netip.MustParseAddr(peer), hasPeer: true}, b
+	return &recvConn{Conn: a, peer: netip.MustParseAddr(peer)}, b
 }
 
 func closedConn(other net.Conn) bool {
@@ -130,7 +130,7 @@ func TestEarlyResetsCountedPerPeer(t *testing.T) {
 	peers := newResetPeers()
 	peers.now = func() time.Time { return now }
 	var penalized []netip.Addr
-	peers.onPenalty = func(p netip.Addr, _ int64, _ time.Time) { penalized = append(penalized, p) }
+	peers.onPenalty = func(p netip.Addr, _, _ int64, _ time.Time) { penalized = append(penalized, p) }
 	var closes atomic.Int64
 	r := resetStats{&closes, peers}
 	tag := func(c *recvConn) context.Context {
@@ -232,14 +232,72 @@ func TestResetPeersBounded(t *testing.T) {
 	peers.now = func() time.Time { return now }
 	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}) }
 	for i := range maxResetPeers + 100 {
-		peers.early(addr(i))
+		peers.ended(addr(i), true, false)
 	}
 	if n := len(peers.m); n != maxResetPeers {
 		t.Fatalf("%d records, want the bound %d", n, maxResetPeers)
 	}
 	now = now.Add(2 * PeerResetWindow)
-	peers.early(addr(maxResetPeers + 200))
+	peers.ended(addr(maxResetPeers+200), true, false)
 	if n := len(peers.m); n != 1 {
 		t.Fatalf("%d records after the sweep, want 1", n)
+	}
+}
+
+// TestResetPeerOf: every loopback address and a Unix socket are one peer
+// (the thirteenth hostile pass reset from 1,000 loopback addresses, each
+// under its share); other addresses are their peerkey.
+func TestResetPeerOf(t *testing.T) {
+	for _, tc := range []struct {
+		addr net.Addr
+		want netip.Addr
+	}{
+		{&net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 1}, localPeer},
+		{&net.TCPAddr{IP: net.ParseIP("127.9.8.7"), Port: 1}, localPeer},
+		{&net.TCPAddr{IP: net.ParseIP("::1"), Port: 1}, localPeer},
+		{&net.TCPAddr{IP: net.ParseIP("::ffff:127.0.0.2"), Port: 1}, localPeer},
+		{&net.UnixAddr{Name: "@", Net: "unix"}, localPeer},
+		{&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 1}, netip.MustParseAddr("192.0.2.7")},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2::9"), Port: 1}, netip.MustParseAddr("2001:db8:1:2::")},
+	} {
+		if got := resetPeerOf(tc.addr); got != tc.want {
+			t.Errorf("resetPeerOf(%v) = %v, want %v", tc.addr, got, tc.want)
+		}
+	}
+}
+
+// TestShortDeadlinesDoNotPenalize: a client whose short deadlines expire
+// before the daemon reads some of its messages (the thirteenth hostile
+// pass: 32 Routes at once with 5 ms deadlines penalized 127.0.0.1) has
+// many early resets but fewer than its calls carrying their message: its
+// peer is not penalized, and its connections stay open. A connection
+// caught by the rule per connection penalizes its peer at once.
+func TestShortDeadlinesDoNotPenalize(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	peers := newResetPeers()
+	peers.now = func() time.Time { return now }
+	var closes atomic.Int64
+	r := resetStats{&closes, peers}
+	tag := func(c *recvConn) context.Context {
+		return context.WithValue(context.Background(), connResetsKey{}, &connResets{c: c, peers: peers})
+	}
+	c, o := peerConn(t, "192.0.2.5")
+	ctx := tag(c)
+	for range 100 { // 4 of every 10 calls expire before their message is read
+		endCalls(r, ctx, 6, false)
+		endCalls(r, ctx, 4, true)
+	}
+	if peers.penalized.Load() != 0 || closedConn(o) {
+		t.Fatalf("400 early resets of 1,000 calls: penalized %d, closed %v", peers.penalized.Load(), closedConn(o))
+	}
+	// Another peer's connection resets 64 calls of 64: closed, and its
+	// peer penalized at once.
+	c2, o2 := peerConn(t, "198.51.100.9")
+	endCalls(r, tag(c2), EarlyResetsMin, true)
+	if !closedConn(o2) || peers.penalized.Load() != 1 {
+		t.Fatalf("a connection of %d early resets: closed %v, penalties %d", EarlyResetsMin, closedConn(o2), peers.penalized.Load())
+	}
+	if !peers.admit(netip.MustParseAddr("198.51.100.9")) || !peers.admit(netip.MustParseAddr("192.0.2.5")) {
+		t.Fatal("admit: the penalized peer's burst, or the other peer")
 	}
 }

@@ -32,14 +32,24 @@ type h2c struct {
 // client preface and settings.
 func dialH2C(t *testing.T, nc net.Conn, addr string, onFrame func(http2.Frame), settings ...http2.Setting) *h2c {
 	t.Helper()
-	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
+	c, err := startH2C(nc, addr, onFrame, settings...)
+	if err != nil {
 		t.Fatal(err)
+	}
+	return c
+}
+
+// startH2C is dialH2C returning the error of a connection the server
+// closed at once.
+func startH2C(nc net.Conn, addr string, onFrame func(http2.Frame), settings ...http2.Setting) (*h2c, error) {
+	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
+		return nil, err
 	}
 	c := &h2c{nc: nc, addr: addr, gone: make(chan struct{}), fr: http2.NewFramer(nc, nc)}
 	c.enc = hpack.NewEncoder(&c.hb)
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	if err := c.fr.WriteSettings(settings...); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	go func() {
 		defer close(c.gone)
@@ -65,7 +75,7 @@ func dialH2C(t *testing.T, nc net.Conn, addr string, onFrame func(http2.Frame), 
 			}
 		}
 	}()
-	return c
+	return c, nil
 }
 
 // write runs fn with the framer, alone.

@@ -15,6 +15,9 @@
 //	reportid  -token routes (alice), -token2 (m0, report scope) reports its
 //	        request_id; then the first re-reports it: who may report
 //	        another identity's request, and what the second report gets.
+//	refl    one reflection stream as -token: -n FileContainingSymbol
+//	        requests sent and not read for -hold, then read; how many
+//	        answers and bytes came back, and how the stream ended.
 //	watch   -n WatchExposure streams as -token over -conc connections, 8 per
 //	        session (sessions created first), held for -hold; codes of the
 //	        opens and of how the streams ended.
@@ -22,12 +25,12 @@ package main
 
 import (
 	"context"
-	"strings"
-	"sync"
 	"flag"
 	"fmt"
 	"net"
 	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -36,6 +39,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/protobuf/proto"
 )
 
 var (
@@ -119,6 +124,8 @@ func main() {
 		watch()
 	case "reportid":
 		reportid()
+	case "refl":
+		refl()
 	case "fresh":
 		codes := map[string]int{}
 		for i := range *n {
@@ -303,4 +310,37 @@ func reportid() {
 	fmt.Printf("owner reports it after: %s %v\n", codeOf(err), rr)
 	_, err = c.ReportUse(other, &pb.ReportUseRequest{RequestId: id + "x", Servers: []string{srv}})
 	fmt.Printf("other identity, unknown id: %s %v\n", codeOf(err), err)
+}
+
+func refl() {
+	cc := dial()
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(ctxTok(), *hold+30*time.Second)
+	defer cancel()
+	st, err := rpb.NewServerReflectionClient(cc).ServerReflectionInfo(ctx)
+	if err != nil {
+		fmt.Println("open:", codeOf(err), err)
+		return
+	}
+	sent := 0
+	go func() {
+		for range *n {
+			if st.Send(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: "classifier.v1.ClassifierService"}}) != nil {
+				return
+			}
+			sent++
+		}
+		_ = st.CloseSend()
+	}()
+	time.Sleep(*hold)
+	got, bytes := 0, 0
+	for {
+		r, err := st.Recv()
+		if err != nil {
+			fmt.Printf("refl: sent %d, got %d answers, %d bytes; end %s %v\n", sent, got, bytes, codeOf(err), err)
+			return
+		}
+		got++
+		bytes += proto.Size(r)
+	}
 }

@@ -124,32 +124,18 @@ type RecvGuard struct {
 // NewRecvGuard counts against b.
 func NewRecvGuard(b RecvBudget) *RecvGuard { return &RecvGuard{b: b, peers: newResetPeers()} }
 
-// Listener wraps lis so that its connections count what they read.
-func (g *RecvGuard) Listener(lis net.Listener) net.Listener { return recvListener{lis, g} }
-
-type recvListener struct {
-	net.Listener
-	g *RecvGuard
+// Listener wraps lis so that its connections count what they read, and
+// holds back the new connections of peers the early-reset rule penalizes
+// (tarpit.go).
+func (g *RecvGuard) Listener(lis net.Listener) net.Listener {
+	return &recvListener{Listener: lis, g: g, out: make(chan accepted), done: make(chan struct{})}
 }
 
-// Accept closes at once, and accepts the next, the new connections of a
-// peer the early-reset rule penalizes past its connections a second
-// (resetPeers.admit): before any HTTP/2 work.
-func (l recvListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return c, err
-		}
-		peer := resetPeerOf(c.RemoteAddr())
-		if l.g.peers != nil && !l.g.peers.admit(peer) {
-			_ = c.Close()
-			continue
-		}
-		rc := &recvConn{Conn: c, g: l.g, who: "grpc-conn:" + strconv.FormatInt(l.g.seq.Add(1), 10), peer: peer}
-		rc.addr = recvAddr{Addr: c.RemoteAddr(), c: rc}
-		return rc, nil
-	}
+// wrap counts c, accepted from peer.
+func (g *RecvGuard) wrap(c net.Conn, peer netip.Addr) net.Conn {
+	rc := &recvConn{Conn: c, g: g, who: "grpc-conn:" + strconv.FormatInt(g.seq.Add(1), 10), peer: peer}
+	rc.addr = recvAddr{Addr: c.RemoteAddr(), c: rc}
+	return rc
 }
 
 // recvAddr is a counted connection's remote address: gRPC hands it to

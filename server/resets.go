@@ -167,8 +167,9 @@ func (r *resetPeers) ended(peer netip.Addr, early, caught bool) bool {
 	return now.Before(p.until)
 }
 
-// admit reports whether a new connection of peer may be served: always,
-// unless the peer is penalized and has used its connections for now.
+// admit reports whether a new connection of peer may be served now:
+// always, unless the peer is penalized and has used its places for now
+// (then the listener holds it back: tarpit.go).
 func (r *resetPeers) admit(peer netip.Addr) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -183,11 +184,19 @@ func (r *resetPeers) admit(peer netip.Addr) bool {
 	p.tokens = min(PenalizedConnBurst, p.tokens+now.Sub(p.last).Seconds()*PenalizedConnsPerSecond)
 	p.last = now
 	if p.tokens < 1 {
-		r.refused.Add(1)
 		return false
 	}
 	p.tokens--
 	return true
+}
+
+// giveBack returns a place admit took for peer.
+func (r *resetPeers) giveBack(peer netip.Addr) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p, ok := r.m[peer]; ok && r.now().Before(p.until) {
+		p.tokens = min(PenalizedConnBurst, p.tokens+1)
+	}
 }
 
 // resetStats is the stats handler counting each connection's calls and

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/net/http2"
@@ -16,11 +17,14 @@ import (
 // their headers, resets, windows kept shut. Its reader answers the
 // server's SETTINGS and PINGs and hands every other frame to onFrame (on
 // the reader's goroutine); gone is closed when the server closes the
-// connection. Writes are serialized.
+// connection; served is set once the server's SETTINGS came (a
+// connection a penalized peer opened may be held back before). Writes
+// are serialized.
 type h2c struct {
-	nc   net.Conn
-	addr string
-	gone chan struct{}
+	nc     net.Conn
+	addr   string
+	gone   chan struct{}
+	served atomic.Bool
 
 	mu  sync.Mutex // fr's writes, hb and enc
 	fr  *http2.Framer
@@ -61,6 +65,7 @@ func startH2C(nc net.Conn, addr string, onFrame func(http2.Frame), settings ...h
 			switch f := f.(type) {
 			case *http2.SettingsFrame:
 				if !f.IsAck() {
+					c.served.Store(true)
 					_ = c.write(func(fr *http2.Framer) error { return fr.WriteSettingsAck() })
 				}
 				continue

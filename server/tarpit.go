@@ -1,0 +1,198 @@
+package server
+
+import (
+	"container/list"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// A penalized peer's new connections past its PenalizedConnsPerSecond are
+// held back, unread, in a queue per peer and handed to gRPC in their
+// order as the peer's places come (a tarpit), rather than closed at
+// accept: closed, every other client behind the address (on loopback,
+// every local agent) was kept out for as long as the resets went on (the
+// thirteenth hostile pass: bob's new connections 30 of 30 UNAVAILABLE),
+// and the resetting client connected again at once, 3,600-7,100 times a
+// second. Held, a client that waits for its connection (as a reset loop
+// does, and as grpc-go does) waits its turn: the resetter gets its places
+// a second, and another client behind the address gets in after the
+// connections queued before its own. A queue holds PenalizedConnsQueued
+// connections; past it, or after PenalizedConnWait in it, a connection is
+// closed (counted in classifierd_grpc_penalized_connections_refused_total).
+const (
+	PenalizedConnsQueued = 64
+	PenalizedConnWait    = 10 * time.Second
+	tarpitTick           = 50 * time.Millisecond
+)
+
+type accepted struct {
+	c   net.Conn
+	err error
+}
+
+// recvListener is the gRPC listener's wrapper: one goroutine accepts
+// (acceptLoop), another releases the held connections (releaseLoop),
+// both from the first Accept; Accept returns what they hand over.
+type recvListener struct {
+	net.Listener
+	g     *RecvGuard
+	start sync.Once
+	out   chan accepted
+	done  chan struct{}
+	close sync.Once
+
+	mu     sync.Mutex
+	queues map[netip.Addr]*list.List // of *heldConn, oldest first
+	held   int
+}
+
+type heldConn struct {
+	c     net.Conn
+	since time.Time
+}
+
+func (l *recvListener) Accept() (net.Conn, error) {
+	l.start.Do(func() {
+		l.queues = map[netip.Addr]*list.List{}
+		go l.acceptLoop()
+		go l.releaseLoop()
+	})
+	select {
+	case a := <-l.out:
+		return a.c, a.err
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *recvListener) Close() error {
+	err := l.Listener.Close()
+	l.close.Do(func() {
+		close(l.done)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for peer, q := range l.queues {
+			for e := q.Front(); e != nil; e = e.Next() {
+				_ = e.Value.(*heldConn).c.Close()
+			}
+			delete(l.queues, peer)
+		}
+		l.held = 0
+	})
+	return err
+}
+
+// hand gives a to Accept, or reports false once the listener is closed.
+func (l *recvListener) hand(a accepted) bool {
+	select {
+	case l.out <- a:
+		return true
+	case <-l.done:
+		if a.c != nil {
+			_ = a.c.Close()
+		}
+		return false
+	}
+}
+
+func (l *recvListener) acceptLoop() {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			if !l.hand(accepted{nil, err}) {
+				return
+			}
+			if ne, ok := err.(interface{ Temporary() bool }); ok && ne.Temporary() {
+				continue // gRPC waits and accepts again
+			}
+			return
+		}
+		peer := resetPeerOf(c.RemoteAddr())
+		if l.g.peers == nil || l.g.peers.admit(peer) && !l.queued(peer) {
+			if !l.hand(accepted{l.g.wrap(c, peer), nil}) {
+				return
+			}
+			continue
+		}
+		l.hold(peer, c)
+	}
+}
+
+// queued reports whether peer has connections held (a new one waits
+// behind them). The place admit took is then given back.
+func (l *recvListener) queued(peer netip.Addr) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if q := l.queues[peer]; q != nil && q.Len() > 0 {
+		l.g.peers.giveBack(peer)
+		return true
+	}
+	return false
+}
+
+// hold queues c, of a penalized peer, or closes it when the peer's queue
+// is full.
+func (l *recvListener) hold(peer netip.Addr, c net.Conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.queues[peer]
+	if q == nil {
+		q = list.New()
+		l.queues[peer] = q
+	}
+	if q.Len() >= PenalizedConnsQueued {
+		l.g.peers.refused.Add(1)
+		_ = c.Close()
+		return
+	}
+	q.PushBack(&heldConn{c: c, since: time.Now()})
+	l.held++
+}
+
+// releaseLoop hands the held connections to gRPC as their peers' places
+// come, oldest first, and closes those held PenalizedConnWait.
+func (l *recvListener) releaseLoop() {
+	t := time.NewTicker(tarpitTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-t.C:
+		}
+		for _, a := range l.release(time.Now()) {
+			if !l.hand(a) {
+				return
+			}
+		}
+	}
+}
+
+// release takes off the queues the connections whose peers have a place
+// (wrapped, to hand to gRPC), and closes the ones held too long.
+func (l *recvListener) release(now time.Time) []accepted {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []accepted
+	for peer, q := range l.queues {
+		for e := q.Front(); e != nil; e = q.Front() {
+			h := e.Value.(*heldConn)
+			if now.Sub(h.since) >= PenalizedConnWait {
+				l.g.peers.refused.Add(1)
+				_ = h.c.Close()
+			} else if l.g.peers.admit(peer) {
+				out = append(out, accepted{l.g.wrap(h.c, peer), nil})
+			} else {
+				break
+			}
+			q.Remove(e)
+			l.held--
+		}
+		if q.Len() == 0 {
+			delete(l.queues, peer)
+		}
+	}
+	return out
+}

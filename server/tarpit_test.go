@@ -1,0 +1,129 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// TestTarpitHoldsPenalizedConnections: the new connections of a
+// penalized peer past its burst are held back, not closed, and handed to
+// Accept in their order, a place every 1/PenalizedConnsPerSecond; the
+// listener's Close closes those still held.
+func TestTarpitHoldsPenalizedConnections(t *testing.T) {
+	g := NewRecvGuard(nil)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis := g.Listener(inner)
+	defer lis.Close()
+	g.peers.ended(localPeer, false, true) // penalized: one of its connections was caught
+
+	const n = PenalizedConnBurst + 3
+	for i := range n {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // accepted in this order
+	}
+	start := time.Now()
+	for i := range n {
+		c, err := lis.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		b := make([]byte, 1)
+		if _, err := io.ReadFull(c, b); err != nil || int(b[0]) != i {
+			t.Fatalf("accepted connection %d: %v %v, want the %d-th dialled", i, b, err, i)
+		}
+		if past := i - PenalizedConnBurst + 1; past > 0 && took < time.Duration(past-1)*time.Second/PenalizedConnsPerSecond {
+			t.Errorf("connection %d handed over after %v: sooner than a place a second", i, took)
+		}
+		c.Close()
+	}
+
+	// Held when the listener closes: closed.
+	c, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitHeld(t, lis.(*recvListener), 1)
+	lis.Close()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !isReset(err) {
+		t.Errorf("a held connection after Close: read %v, want it closed", err)
+	}
+	if _, err := lis.Accept(); err == nil {
+		t.Error("Accept after Close returned a connection")
+	}
+}
+
+// TestTarpitQueueBounded: past PenalizedConnsQueued held connections, a
+// penalized peer's new ones are closed at once.
+func TestTarpitQueueBounded(t *testing.T) {
+	g := NewRecvGuard(nil)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis := g.Listener(inner)
+	defer lis.Close()
+	g.peers.ended(localPeer, false, true)
+	for range PenalizedConnBurst {
+		g.peers.admit(localPeer) // the burst used
+	}
+	go func() { // Accept starts the loops; what it hands over is dropped
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	for range PenalizedConnsQueued + 10 {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	for end := time.Now().Add(10 * time.Second); g.PenalizedConnsRefused() < 10-2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%d refused with %d held, want the ones past %d", g.PenalizedConnsRefused(), held(lis.(*recvListener)), PenalizedConnsQueued)
+		}
+	}
+	if h := held(lis.(*recvListener)); h > PenalizedConnsQueued {
+		t.Errorf("%d held, want at most %d", h, PenalizedConnsQueued)
+	}
+}
+
+func held(l *recvListener) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held
+}
+
+func waitHeld(t *testing.T, l *recvListener, n int) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); held(l) < n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%d held, want %d", held(l), n)
+		}
+	}
+}
+
+func isReset(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op)
+}

@@ -274,12 +274,28 @@ return 0`)
 // script, once (t:layout says it is done; replicas indexing at once do
 // no harm).
 func (s *RedisStore) Index(ctx context.Context) error {
-	layout := s.prefix + "t:layout"
-	v, err := s.rdb.Get(ctx, layout).Result()
+	return s.onceOverEvents(ctx, "t:layout", layoutVersion, func(kv []string) error {
+		args := make([]any, 0, len(kv)+1)
+		args = append(args, s.prefix)
+		for _, x := range kv { // member, score
+			args = append(args, x)
+		}
+		return indexScript.Run(ctx, s.rdb, nil, args...).Err()
+	})
+}
+
+// onceOverEvents runs batch over every event of t:all, about scrubBatch
+// at a time (their ids and scores, alternately), unless the key P name
+// already holds version, and sets it to version once batch has seen them
+// all. ZSCAN returns every event present from the first call to the
+// last, whatever is added or pruned meanwhile.
+func (s *RedisStore) onceOverEvents(ctx context.Context, name, version string, batch func(kv []string) error) error {
+	key := s.prefix + name
+	v, err := s.rdb.Get(ctx, key).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return unavailable(err)
 	}
-	if v == layoutVersion {
+	if v == version {
 		return nil
 	}
 	var cursor uint64
@@ -289,12 +305,7 @@ func (s *RedisStore) Index(ctx context.Context) error {
 			return unavailable(err)
 		}
 		if len(kv) > 0 {
-			args := make([]any, 0, len(kv)+1)
-			args = append(args, s.prefix)
-			for _, x := range kv { // member, score
-				args = append(args, x)
-			}
-			if err := indexScript.Run(ctx, s.rdb, nil, args...).Err(); err != nil {
+			if err := batch(kv); err != nil {
 				return unavailable(err)
 			}
 		}
@@ -302,7 +313,7 @@ func (s *RedisStore) Index(ctx context.Context) error {
 			break
 		}
 	}
-	return unavailable(s.rdb.Set(ctx, layout, layoutVersion, 0).Err())
+	return unavailable(s.rdb.Set(ctx, key, version, 0).Err())
 }
 
 // Run prunes every interval until ctx is done, like Store.Run. First,
@@ -359,22 +370,7 @@ const scrubBatch = 500
 // events about scrubBatch at a time and redacts each with its own short
 // script, so Redis never runs a long one.
 func (s *RedisStore) Scrub(ctx context.Context) error {
-	rules := s.prefix + "t:rules"
-	v, err := s.rdb.Get(ctx, rules).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return unavailable(err)
-	}
-	if v == secretRulesVersion {
-		return nil
-	}
-	// ZSCAN returns every event present from the first call to the last,
-	// whatever is added or pruned meanwhile.
-	var cursor uint64
-	for {
-		kv, next, err := s.rdb.ZScan(ctx, s.prefix+"t:all", cursor, "", scrubBatch).Result()
-		if err != nil {
-			return unavailable(err)
-		}
+	return s.onceOverEvents(ctx, "t:rules", secretRulesVersion, func(kv []string) error {
 		var ids []string
 		for i := 0; i < len(kv); i += 2 { // member, score
 			ids = append(ids, kv[i])
@@ -386,7 +382,7 @@ func (s *RedisStore) Scrub(ctx context.Context) error {
 			}
 			return nil
 		}); err != nil {
-			return unavailable(err)
+			return err
 		}
 		for i, c := range cmds {
 			f := c.Val()
@@ -401,14 +397,11 @@ func (s *RedisStore) Scrub(ctx context.Context) error {
 				continue
 			}
 			if err := scrubScript.Run(ctx, s.rdb, nil, s.prefix, ids[i], input, Redacted, n, mac).Err(); err != nil {
-				return unavailable(err)
+				return err
 			}
 		}
-		if cursor = next; cursor == 0 {
-			break
-		}
-	}
-	return unavailable(s.rdb.Set(ctx, rules, secretRulesVersion, 0).Err())
+		return nil
+	})
 }
 
 // Count returns how many events the store holds, overall or for session

@@ -101,7 +101,7 @@ func TestPromptSecretsNotStored(t *testing.T) {
 		}
 		raw := storeBytes(t, s)
 		for _, tc := range promptSecrets {
-			if bytes.Contains(raw, []byte(tc.secret)) || bytes.Contains(raw, []byte(strings.ToLower(tc.secret))) {
+			if holdsSecret(raw, tc.secret) || holdsSecret(raw, strings.ToLower(tc.secret)) {
 				t.Errorf("%q is in the store's bytes", tc.secret)
 			}
 			if IsSecret(tc.prompt, TypeText, "y", TTYState{}) {
@@ -116,4 +116,47 @@ func TestPromptSecretsNotStored(t *testing.T) {
 			t.Error("the prompts' text is not in the store's bytes: the scan sees nothing")
 		}
 	})
+}
+
+// holdsSecret reports whether raw holds secret. A secret of digits only
+// counts where no digit is on either side: a four-digit PIN is found by
+// chance inside the store's millisecond times and counters (CI failed once
+// on "4711" inside such a number).
+func holdsSecret(raw []byte, secret string) bool {
+	digits := strings.Trim(secret, "0123456789") == ""
+	for from := 0; ; {
+		i := bytes.Index(raw[from:], []byte(secret))
+		if i < 0 {
+			return false
+		}
+		i += from
+		end := i + len(secret)
+		if !digits || ((i == 0 || !isDigit(raw[i-1])) && (end == len(raw) || !isDigit(raw[end]))) {
+			return true
+		}
+		from = i + 1
+	}
+}
+
+func isDigit(b byte) bool { return b >= '0' && b <= '9' }
+
+// TestHoldsSecret: the check finds a PIN standing alone and not one inside
+// a longer number.
+func TestHoldsSecret(t *testing.T) {
+	for _, tc := range []struct {
+		raw, secret string
+		want        bool
+	}{
+		{"PIN (4711): ", "4711", true},
+		{"4711", "4711", true},
+		{"at=1795847112301", "4711", false},
+		{"at=1795847112301 PIN 4711", "4711", true},
+		{"key=ab4711cd", "4711", true},
+		{"Password [sunflower]", "sunflower", true},
+		{"Password [****]", "sunflower", false},
+	} {
+		if got := holdsSecret([]byte(tc.raw), tc.secret); got != tc.want {
+			t.Errorf("holdsSecret(%q, %q) = %v, want %v", tc.raw, tc.secret, got, tc.want)
+		}
+	}
 }

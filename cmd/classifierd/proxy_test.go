@@ -138,7 +138,7 @@ func TestProxyStdio(t *testing.T) {
 	})
 	t.Run("analyze_prompt widens the exposure and notifies once", func(t *testing.T) {
 		var out mcpproxy.AnalyzeOutput
-		callTool(t, cs, mcpproxy.ToolAnalyze, map[string]any{"prompt": "write a note in my notebook: buy milk"}, &out)
+		callTool(t, cs, mcpproxy.ToolAnalyze, map[string]any{"prompt": "create a new note in my notebook: buy milk"}, &out)
 		if !out.Changed || !slices.Contains(out.Exposed, "notes") || slices.Contains(out.Exposed, "weather") || out.Tools != 3 {
 			t.Fatalf("got %+v, want notes exposed with its 3 tools", out)
 		}
@@ -153,7 +153,7 @@ func TestProxyStdio(t *testing.T) {
 			t.Fatalf("notes__create_note: %v %q", res.IsError, resultText(res))
 		}
 		var again mcpproxy.AnalyzeOutput
-		callTool(t, cs, mcpproxy.ToolAnalyze, map[string]any{"prompt": "write a note in my notebook: buy milk"}, &again)
+		callTool(t, cs, mcpproxy.ToolAnalyze, map[string]any{"prompt": "create a new note in my notebook: buy milk"}, &again)
 		if again.Changed {
 			t.Fatalf("the same prompt changed the exposure again: %+v", again)
 		}

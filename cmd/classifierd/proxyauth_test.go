@@ -129,7 +129,7 @@ func TestProxyTokens(t *testing.T) {
 			t.Fatalf("search_tools: %+v, want a weather tool", out.Tools)
 		}
 		var an mcpproxy.AnalyzeOutput
-		callTool(t, reader, mcpproxy.ToolAnalyze, map[string]any{"prompt": "write a note in my notebook: buy milk"}, &an)
+		callTool(t, reader, mcpproxy.ToolAnalyze, map[string]any{"prompt": "create a new note in my notebook: buy milk"}, &an)
 		if !an.Changed {
 			t.Fatalf("hub__analyze_prompt in its own session: %+v, want a change", an)
 		}

@@ -427,31 +427,30 @@ func PlainMCP(maxBody int64) Guard {
 // call may carry texts (--max-batch's default).
 const maxMCPBatch = 64
 
-// CheckMCPBatch refuses a JSON-RPC batch (a body that is a JSON array) of
-// more than maxMCPBatch messages; any other body passes to the SDK, which
-// parses it.
-func CheckMCPBatch(body []byte) error {
-	b := bytes.TrimLeft(body, " \t\r\n")
-	if len(b) == 0 || b[0] != '[' {
+// CheckMCPBody is the MCP listeners' check of a body read whole, in one
+// pass over it (skimMCP): a JSON-RPC batch (a body that is a JSON array)
+// of more than maxMCPBatch messages is refused, and so is a message whose
+// method, params.name or params.uri is past its bound. Any other body
+// passes to the SDK, which parses it (and answers what does not parse).
+func CheckMCPBody(body []byte) error {
+	msgs, n, batch, ok := skimMCP(body)
+	if !ok {
 		return nil
 	}
-	var msgs []json.RawMessage
-	if err := json.Unmarshal(b, &msgs); err != nil {
-		return nil // not a batch the SDK can read either: it answers the parse error
+	if batch && n > maxMCPBatch {
+		return status.Errorf(codes.InvalidArgument, "a JSON-RPC batch of %d messages: at most %d per request", n, maxMCPBatch)
 	}
-	if len(msgs) > maxMCPBatch {
-		return status.Errorf(codes.InvalidArgument, "a JSON-RPC batch of %d messages: at most %d per request", len(msgs), maxMCPBatch)
+	for _, m := range msgs {
+		switch {
+		case m.method > maxMCPMethod:
+			return status.Errorf(codes.InvalidArgument, "a JSON-RPC method of %d bytes: at most %d", m.method, maxMCPMethod)
+		case m.name > maxMCPName:
+			return status.Errorf(codes.InvalidArgument, "params.name of %d bytes: at most %d", m.name, maxMCPName)
+		case m.uri > maxMCPURI:
+			return status.Errorf(codes.InvalidArgument, "params.uri of %d bytes: at most %d", m.uri, maxMCPURI)
+		}
 	}
 	return nil
-}
-
-// CheckMCPBody is the MCP listeners' check of a body read whole:
-// CheckMCPBatch, then checkMCPNames.
-func CheckMCPBody(body []byte) error {
-	if err := CheckMCPBatch(body); err != nil {
-		return err
-	}
-	return checkMCPNames(body)
 }
 
 // The longest method, tool or prompt name (params.name) and resource URI
@@ -466,42 +465,6 @@ const (
 	maxMCPName   = 512
 	maxMCPURI    = 8 << 10
 )
-
-// checkMCPNames refuses a message (or a batch's) whose method, name or
-// URI is longer than its bound. A body too short to hold one is not
-// decoded.
-func checkMCPNames(body []byte) error {
-	if len(body) <= maxMCPMethod+maxMCPName {
-		return nil
-	}
-	type msg struct {
-		Method string `json:"method"`
-		Params struct {
-			Name string `json:"name"`
-			URI  string `json:"uri"`
-		} `json:"params"`
-	}
-	var msgs []msg
-	b := bytes.TrimLeft(body, " \t\r\n")
-	if len(b) > 0 && b[0] == '[' {
-		_ = json.Unmarshal(b, &msgs) // what does not decode is the SDK's to answer
-	} else {
-		var m msg
-		_ = json.Unmarshal(b, &m)
-		msgs = append(msgs, m)
-	}
-	for _, m := range msgs {
-		switch {
-		case len(m.Method) > maxMCPMethod:
-			return status.Errorf(codes.InvalidArgument, "a JSON-RPC method of %d bytes: at most %d", len(m.Method), maxMCPMethod)
-		case len(m.Params.Name) > maxMCPName:
-			return status.Errorf(codes.InvalidArgument, "params.name of %d bytes: at most %d", len(m.Params.Name), maxMCPName)
-		case len(m.Params.URI) > maxMCPURI:
-			return status.Errorf(codes.InvalidArgument, "params.uri of %d bytes: at most %d", len(m.Params.URI), maxMCPURI)
-		}
-	}
-	return nil
-}
 
 // refuseMCP answers a request the guard refuses with a JSON-RPC error:
 // under the request's id when it is refused before its body is read (401,

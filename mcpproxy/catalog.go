@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -28,12 +29,23 @@ type liveTool struct {
 // per server (so a session's exposure is a set of servers), described by
 // its name and with its tools' descriptions as examples, and the server
 // with its tools. Servers without tools are left out. It also returns
-// every tool by exposed name.
+// every tool by exposed name. A tool that cannot be indexed (a blank,
+// duplicate or over-long name, or not UTF-8) is left out, as the daemon's
+// mcpsrc.Catalog leaves it out: one such tool of one backend failed the
+// whole index, and every identity's search_tools and call_tool answered
+// UNAVAILABLE on every server (the thirteenth hostile pass).
 func buildCatalog(snap mcpsrc.Snapshot) (*catalog.Catalog, map[string]liveTool, error) {
 	cat := &catalog.Catalog{}
+	kept := map[string][]*mcp.Tool{} // by server name, as s.Tools
 	for _, st := range snap.Servers {
 		s := catalog.Server{ID: st.Name, Name: st.Name, Description: "MCP server " + st.Name}
+		seen := map[string]bool{}
 		for _, t := range st.Tools {
+			if strings.TrimSpace(t.Name) == "" || !utf8.ValidString(t.Name) || len(t.Name) > catalog.MaxNameBytes || seen[t.Name] {
+				continue
+			}
+			seen[t.Name] = true
+			kept[st.Name] = append(kept[st.Name], t)
 			schema, err := json.Marshal(t.InputSchema)
 			if err != nil || len(schema) > catalog.MaxSchemaBytes || len(schema) == 0 || schema[0] != '{' {
 				schema = nil
@@ -64,11 +76,11 @@ func buildCatalog(snap mcpsrc.Snapshot) (*catalog.Catalog, map[string]liveTool, 
 		cat.Categories = append(cat.Categories, catalog.Category{ID: s.ID, Description: "tools of the " + s.Name + " MCP server",
 			Examples: examples, Keywords: []string{strings.ToLower(s.Name)}})
 		s.Categories = []string{s.ID}
-		st := serverState(snap, s.Name)
+		src := kept[s.Name]
 		for j := range s.Tools {
 			t := &s.Tools[j]
 			t.Category = s.ID
-			lt := liveTool{Exposed: s.ID + "__" + t.Name, Server: s.Name, ServerID: s.ID, Tool: st.Tools[j]}
+			lt := liveTool{Exposed: s.ID + "__" + t.Name, Server: s.Name, ServerID: s.ID, Tool: src[j]}
 			tools[lt.Exposed] = lt
 		}
 	}
@@ -93,15 +105,6 @@ func serverIDs(names []string) ([]string, error) {
 		ids = append(ids, s.ID)
 	}
 	return ids, nil
-}
-
-func serverState(snap mcpsrc.Snapshot, name string) mcpsrc.ServerState {
-	for _, st := range snap.Servers {
-		if st.Name == name {
-			return st
-		}
-	}
-	return mcpsrc.ServerState{}
 }
 
 // toolsKey is what a rebuild depends on: every server's tools, so a

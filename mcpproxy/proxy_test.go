@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/classifierd/classifierd/catalog"
 	"github.com/classifierd/classifierd/internal/testindex"
 	"github.com/classifierd/classifierd/labels"
 	"github.com/classifierd/classifierd/mcpsrc"
@@ -375,6 +377,39 @@ func TestBuildCatalogServerIDs(t *testing.T) {
 	}
 	if _, _, err := buildCatalog(mcpsrc.Snapshot{Servers: []mcpsrc.ServerState{{Name: "empty"}}}); err != errNoTools {
 		t.Fatalf("no tools: err %v, want errNoTools", err)
+	}
+}
+
+// TestBuildCatalogLeavesOutBadTools: a backend's tool with a name over
+// catalog.MaxNameBytes, blank, not UTF-8 or listed twice is left out; the
+// others, on that server and the rest, are indexed (one such tool failed
+// the whole index: the thirteenth hostile pass).
+func TestBuildCatalogLeavesOutBadTools(t *testing.T) {
+	snap := mcpsrc.Snapshot{Servers: []mcpsrc.ServerState{
+		{Name: "evil", Tools: []*mcp.Tool{
+			{Name: strings.Repeat("x", catalog.MaxNameBytes+1), Description: "long"},
+			{Name: "  ", Description: "blank"},
+			{Name: "bad\xff", Description: "not UTF-8"},
+			{Name: "list", Description: "list the things"},
+			{Name: "list", Description: "again"},
+			{Name: "get", Description: "get a thing"},
+		}},
+		{Name: "notes", Tools: []*mcp.Tool{{Name: "create", Description: "create a note"}}},
+	}}
+	cat, tools, err := buildCatalog(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools) != 3 {
+		t.Fatalf("tools %v, want evil's list and get and notes' create", slices.Collect(maps.Keys(tools)))
+	}
+	for name, lt := range tools {
+		if !strings.HasSuffix(name, "__"+lt.Tool.Name) || (lt.Tool.Name == "list" && lt.Tool.Description != "list the things") {
+			t.Errorf("%s: %+v (the first list kept, each name its own tool)", name, lt.Tool)
+		}
+	}
+	if len(cat.Servers) != 2 {
+		t.Fatalf("servers %+v", cat.Servers)
 	}
 }
 

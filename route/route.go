@@ -17,6 +17,7 @@ import (
 	"github.com/classifierd/classifierd/calibrate"
 	"github.com/classifierd/classifierd/classify"
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/internal/clip"
 	"github.com/classifierd/classifierd/internal/tracing"
 	"github.com/classifierd/classifierd/learn"
 	"github.com/classifierd/classifierd/policy"
@@ -287,7 +288,7 @@ func (c *Router) routeTurns(q RouteQuery) ([]rank.Turn, string, int, error) {
 	}
 	for i, m := range q.Messages {
 		if !validRoles[m.Role] {
-			return nil, "", 0, fmt.Errorf("%w: messages[%d].role %q is not user, assistant, system or tool", request.ErrBadArgument, i, m.Role)
+			return nil, "", 0, fmt.Errorf("%w: messages[%d].role %q is not user, assistant, system or tool", request.ErrBadArgument, i, clip.String(m.Role, 64))
 		}
 		if len(m.Content) > c.cfg.Limits.MaxTextBytes {
 			return nil, "", 0, fmt.Errorf("%w: messages[%d] is %d bytes, limit %d", request.ErrTextTooLong, i, len(m.Content), c.cfg.Limits.MaxTextBytes)

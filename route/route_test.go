@@ -3,6 +3,7 @@ package route
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -138,6 +139,12 @@ func TestRoute(t *testing.T) {
 			if _, err := c.Route(ctx, q); err == nil {
 				t.Fatalf("%+v: no error", q)
 			}
+		}
+		// A long role is quoted clipped: the thirteenth hostile pass sent a
+		// 4 MB role of DEL bytes and got a 20 MB 400.
+		_, err := c.Route(ctx, RouteQuery{Query: "x", Messages: []Message{{Role: strings.Repeat("\x7f", 1<<20), Content: "x"}}})
+		if err == nil || len(err.Error()) > 1024 {
+			t.Fatalf("a 1 MiB role: error of %d bytes, want a short one", len(fmt.Sprint(err)))
 		}
 	})
 }

@@ -542,6 +542,13 @@ func TestTerminalService(t *testing.T) {
 			_, err := c.TrackInputEvent(ctx, &terminalpb.TrackInputEventRequest{SessionId: "t", PromptText: "x", PromptType: "nope"})
 			return err
 		}, codes.InvalidArgument, ""},
+		{"TrackInputEvent long bad prompt type: quoted clipped", func() error {
+			_, err := c.TrackInputEvent(ctx, &terminalpb.TrackInputEventRequest{SessionId: "t", PromptText: "x", PromptType: strings.Repeat("\x7f", 100_000)})
+			if err != nil && len(err.Error()) > 1024 {
+				return fmt.Errorf("an error of %d bytes", len(err.Error()))
+			}
+			return err
+		}, codes.InvalidArgument, ""},
 		{"TrackInputEvent bad source", func() error {
 			_, err := c.TrackInputEvent(ctx, &terminalpb.TrackInputEventRequest{SessionId: "t", PromptText: "Password:",
 				PromptType: terminal.TypePassword, InputSource: strings.Repeat("ü", 40)})

@@ -21,6 +21,9 @@ import (
 // connections queued before its own. A queue holds PenalizedConnsQueued
 // connections; past it, or after PenalizedConnWait in it, a connection is
 // closed (counted in classifierd_grpc_penalized_connections_refused_total).
+// A held connection whose client has closed or reset it (a reset loop
+// writes and closes without waiting) is dropped from the queue, so that
+// it takes neither a place in the queue nor one of its peer's.
 const (
 	PenalizedConnsQueued = 64
 	PenalizedConnWait    = 10 * time.Second
@@ -143,6 +146,9 @@ func (l *recvListener) hold(peer netip.Addr, c net.Conn) {
 		l.queues[peer] = q
 	}
 	if q.Len() >= PenalizedConnsQueued {
+		l.dropGoneLocked(q)
+	}
+	if q.Len() >= PenalizedConnsQueued {
 		l.g.peers.refused.Add(1)
 		_ = c.Close()
 		return
@@ -177,6 +183,7 @@ func (l *recvListener) release(now time.Time) []accepted {
 	defer l.mu.Unlock()
 	var out []accepted
 	for peer, q := range l.queues {
+		l.dropGoneLocked(q)
 		for e := q.Front(); e != nil; e = q.Front() {
 			h := e.Value.(*heldConn)
 			if now.Sub(h.since) >= PenalizedConnWait {
@@ -195,4 +202,20 @@ func (l *recvListener) release(now time.Time) []accepted {
 		}
 	}
 	return out
+}
+
+// dropGoneLocked closes and takes off q the connections whose clients
+// have given up (peerGone): a reset loop writes its resets and closes
+// without waiting for the server, and its dead connections filled the
+// queue ahead of a live client's.
+func (l *recvListener) dropGoneLocked(q *list.List) {
+	for e := q.Front(); e != nil; {
+		next := e.Next()
+		if h := e.Value.(*heldConn); peerGone(h.c) {
+			_ = h.c.Close()
+			q.Remove(e)
+			l.held--
+		}
+		e = next
+	}
 }

@@ -127,3 +127,60 @@ func isReset(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op)
 }
+
+// TestTarpitDropsGoneConnections: a held connection whose client closed
+// it is dropped, and takes no place of its peer: the live one behind it
+// is handed over first.
+func TestTarpitDropsGoneConnections(t *testing.T) {
+	g := NewRecvGuard(nil)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis := g.Listener(inner)
+	defer lis.Close()
+	g.peers.ended(localPeer, false, true)
+	for range PenalizedConnBurst {
+		g.peers.admit(localPeer)
+	}
+	accepted := make(chan net.Conn, 8)
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	var dead []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead = append(dead, c)
+	}
+	live, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	if _, err := live.Write([]byte("L")); err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, lis.(*recvListener), 4)
+	for _, c := range dead {
+		c.Close()
+	}
+	select {
+	case c := <-accepted:
+		b := make([]byte, 1)
+		if _, err := io.ReadFull(c, b); err != nil || b[0] != 'L' {
+			t.Fatalf("first connection handed over: %q %v, want the live one", b, err)
+		}
+		c.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the live connection was not handed over")
+	}
+}

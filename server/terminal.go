@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
+	"github.com/classifierd/classifierd/internal/clip"
 	"github.com/classifierd/classifierd/terminal"
 )
 
@@ -153,7 +154,7 @@ var promptTypes = map[string]bool{terminal.TypePassword: true, terminal.TypeYesN
 // prompt text when empty.
 func (s *TerminalServer) promptType(ctx context.Context, method, typ, prompt string) (string, error) {
 	if !promptTypes[typ] {
-		return "", status.Errorf(codes.InvalidArgument, "prompt_type %q is not password, yes_no, choice, path, text, command or unknown", typ)
+		return "", status.Errorf(codes.InvalidArgument, "prompt_type %q is not password, yes_no, choice, path, text, command or unknown", clip.String(typ, 64))
 	}
 	if typ != "" {
 		return typ, nil

@@ -448,6 +448,8 @@ func CheckMCPBody(body []byte) error {
 			return status.Errorf(codes.InvalidArgument, "params.name of %d bytes: at most %d", m.name, maxMCPName)
 		case m.uri > maxMCPURI:
 			return status.Errorf(codes.InvalidArgument, "params.uri of %d bytes: at most %d", m.uri, maxMCPURI)
+		case m.key > maxMCPKey:
+			return status.Errorf(codes.InvalidArgument, "an object key of %d bytes: at most %d", m.key, maxMCPKey)
 		}
 	}
 	return nil
@@ -460,10 +462,16 @@ func CheckMCPBody(body []byte) error {
 // answer (a 16 MB 400 for a method), six held unread +200 MB, with any
 // token. MCP's methods are a few dozen bytes; the spec asks tool names of
 // at most 128 characters.
+//
+// Any object key (a tool call's argument names) is bounded too: the SDK's
+// argument validation quotes an unexpected property's name, and the
+// thirteenth hostile pass got a 15 MB answer for a 3 MB one (six unread:
+// the proxy's RSS 233 -> 738 MB).
 const (
 	maxMCPMethod = 128
 	maxMCPName   = 512
 	maxMCPURI    = 8 << 10
+	maxMCPKey    = 1 << 10
 )
 
 // refuseMCP answers a request the guard refuses with a JSON-RPC error:

@@ -9,8 +9,9 @@ import (
 
 // mcpFields are what the MCP checks read of one JSON-RPC message: its
 // method, params.name and params.uri, decoded lengths in bytes (every
-// occurrence's longest: a key given twice counts at its longest).
-type mcpFields struct{ method, name, uri int }
+// occurrence's longest: a key given twice counts at its longest), and
+// the longest object key anywhere in it (a tool call's argument names).
+type mcpFields struct{ method, name, uri, key int }
 
 // skimMCP reads a body as one JSON-RPC message or a batch (an array of
 // them) in one pass over its bytes, decoding nothing but the strings the
@@ -74,6 +75,19 @@ func skimMCP(body []byte) (msgs []mcpFields, n int, batch bool, ok bool) {
 type skimmer struct {
 	b []byte
 	i int
+	// longestKey is the decoded length of the longest object key read
+	// since it was last reset.
+	longestKey int
+}
+
+// noteKey counts raw, an object key undecoded, in longestKey: decoded
+// only when it is long enough to matter.
+func (s *skimmer) noteKey(raw []byte) {
+	if len(raw) <= s.longestKey || len(raw) <= maxMCPKey/3 {
+		s.longestKey = max(s.longestKey, len(raw))
+		return
+	}
+	s.longestKey = max(s.longestKey, decodedLen(raw))
 }
 
 func (s *skimmer) at(c byte) bool { return s.i < len(s.b) && s.b[s.i] == c }
@@ -135,6 +149,7 @@ func (s *skimmer) key() (string, bool) {
 	if !ok {
 		return "", false
 	}
+	s.noteKey(raw)
 	s.ws()
 	if !s.at(':') {
 		return "", false
@@ -196,6 +211,8 @@ func (s *skimmer) object(field func(key string) bool) bool {
 }
 
 func (s *skimmer) message(f *mcpFields) bool {
+	s.longestKey = 0
+	defer func() { f.key = s.longestKey }()
 	return s.object(func(k string) bool {
 		switch {
 		case eqFold(k, "method"):
@@ -241,8 +258,16 @@ func (s *skimmer) value() bool {
 		for s.i < len(s.b) {
 			switch s.b[s.i] {
 			case '"':
-				if _, ok := s.str(); !ok {
+				raw, ok := s.str()
+				if !ok {
 					return false
+				}
+				j := s.i
+				for j < len(s.b) && (s.b[j] == ' ' || s.b[j] == '\t' || s.b[j] == '\r' || s.b[j] == '\n') {
+					j++
+				}
+				if j < len(s.b) && s.b[j] == ':' { // a string followed by a colon is a key
+					s.noteKey(raw)
 				}
 				continue
 			case '{', '[':

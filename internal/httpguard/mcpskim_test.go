@@ -32,7 +32,7 @@ func refFields(t testing.TB, body []byte) ([]mcpFields, bool) {
 	}
 	var out []mcpFields
 	for _, m := range msgs {
-		out = append(out, mcpFields{len(m.Method), len(m.Params.Name), len(m.Params.URI)})
+		out = append(out, mcpFields{method: len(m.Method), name: len(m.Params.Name), uri: len(m.Params.URI)})
 	}
 	return out, true
 }
@@ -50,8 +50,8 @@ func TestSkimMCPAgreesWithEncodingJSON(t *testing.T) {
 		`{"METHOD":"x","Params":{"NAME":"` + long + `"}}`,
 		`{"\u006dethod":"` + long[:200] + `","params":{"n\u0061me":"y"}}`,
 		`{"method":"a\"}{[","params":{"name":"\u00e9\u00e9\ud83d\ude80","x":[1,{"y":"}"}],"uri":"u"}}`,
-		`{"method":"` + strings.Repeat(`\u00e9`, 100) + `"}`, // 600 raw bytes, 200 decoded
-		"{\"method\":\"" + strings.Repeat("\xff", 50) + "\"}",  // invalid bytes: U+FFFD each
+		`{"method":"` + strings.Repeat(`\u00e9`, 100) + `"}`,  // 600 raw bytes, 200 decoded
+		"{\"method\":\"" + strings.Repeat("\xff", 50) + "\"}", // invalid bytes: U+FFFD each
 		`{"params":"not an object","method":"m"}`,
 		`{"params":{"name":123,"uri":null},"method":"m"}`,
 		` [ {"method":"a"} , {"method":"` + long + `"}, 7, "s", {"params":{"name":"n"}} ] `,
@@ -69,7 +69,7 @@ func TestSkimMCPAgreesWithEncodingJSON(t *testing.T) {
 			continue
 		}
 		for i := range want {
-			if got[i] != want[i] {
+			if g := got[i]; g.method != want[i].method || g.name != want[i].name || g.uri != want[i].uri {
 				t.Errorf("skimMCP(%.80q) message %d: %+v, encoding/json %+v", body, i, got[i], want[i])
 			}
 		}
@@ -124,6 +124,29 @@ func BenchmarkCheckMCPBody(b *testing.B) {
 	for b.Loop() {
 		if err := CheckMCPBody(body); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestCheckMCPBodyKeys: an object key anywhere in a message (a tool
+// call's argument names, at any depth) is bounded; keys' look-alikes in
+// strings are not keys.
+func TestCheckMCPBodyKeys(t *testing.T) {
+	long := strings.Repeat("k", maxMCPKey+1)
+	esc := strings.Repeat(`\u00e9`, maxMCPKey/2+1) // 6 raw bytes, 2 decoded each
+	for _, tc := range []struct {
+		body    string
+		refused bool
+	}{
+		{`{"method":"tools/call","params":{"name":"t","arguments":{"` + long + `":1}}}`, true},
+		{`{"method":"tools/call","params":{"name":"t","arguments":{"a":[{"b":{"` + long + `" :"x"}}]}}}`, true},
+		{`{"method":"tools/call","params":{"name":"t","arguments":{"` + esc + `":1}}}`, true},
+		{`{"method":"tools/call","` + long + `":1}`, true},
+		{`{"method":"tools/call","params":{"name":"t","arguments":{"a":"` + long + `","b":["` + long + `"]}}}`, false},     // long values
+		{`{"method":"tools/call","params":{"name":"t","arguments":{"` + strings.Repeat(`\n`, maxMCPKey) + `":1}}}`, false}, // 2 KiB raw, 1 KiB decoded
+	} {
+		if err := CheckMCPBody([]byte(tc.body)); (err != nil) != tc.refused {
+			t.Errorf("CheckMCPBody(%.70q...): %v, want refused %v", tc.body, err, tc.refused)
 		}
 	}
 }

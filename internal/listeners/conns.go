@@ -493,6 +493,9 @@ func (c *limitedConn) Close() error {
 	return c.Conn.Close()
 }
 
+// NetConn is the connection c wraps (as tls.Conn.NetConn).
+func (c *limitedConn) NetConn() net.Conn { return c.Conn }
+
 // CloseWrite half-closes the connection when it can (net/http does so
 // before closing an HTTP/1 connection it answered with an error).
 func (c *limitedConn) CloseWrite() error {

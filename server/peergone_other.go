@@ -1,0 +1,9 @@
+//go:build !linux
+
+package server
+
+import "net"
+
+// peerGone cannot tell here: held connections wait their turn or
+// PenalizedConnWait.
+func peerGone(net.Conn) bool { return false }

@@ -92,3 +92,39 @@ func TestCheckEnvelopes(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchChargedPerMessage: a JSON-RPC batch is charged StreamCost for
+// each of its messages, as that many requests are: with places for two
+// requests (and their bodies), a batch of two is served and a batch of
+// three is refused 429
+// (the thirteenth hostile pass: batches of 64 tools/list were charged as
+// one request).
+func TestBatchChargedPerMessage(t *testing.T) {
+	served := 0
+	g := Guard{MaxBody: 1 << 20, CheckBody: CheckMCPBody, Budget: NewBudget(64*StreamCost, 2*StreamCost+4096), Messages: MCPMessages,
+		Refuse: RefuseMCP}
+	h := g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served++ }))
+	msg := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	for _, tc := range []struct {
+		body string
+		code int
+	}{
+		{msg, 200},
+		{"[" + msg + "," + msg + "]", 200},
+		{"[" + msg + "," + msg + "," + msg + "]", http.StatusTooManyRequests},
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("POST", "/mcp", strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(rec, req)
+		if rec.Code != tc.code {
+			t.Errorf("%d messages: %d %s, want %d", MCPMessages([]byte(tc.body)), rec.Code, rec.Body.String(), tc.code)
+		}
+	}
+	if served != 2 {
+		t.Errorf("served %d, want 2", served)
+	}
+	if g.Budget.Used() != 0 {
+		t.Errorf("%d bytes still charged", g.Budget.Used())
+	}
+}

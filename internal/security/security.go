@@ -390,6 +390,7 @@ func (s *Security) MCPGuard(maxBody int64, anyOf ...string) httpguard.Guard {
 		MaxBody:     maxBody,
 		ReadWait:    httpguard.BodyReadWait,
 		CheckBody:   httpguard.CheckMCPBody,
+		Messages:    httpguard.MCPMessages,
 		CountValues: true,
 		Budget:      s.Bodies,
 		Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {

@@ -112,13 +112,31 @@ func DefaultCatalog() string {
 // FreeAddr is a loopback address whose port was free a moment ago.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		// The kernel may hand the same free port out twice in a row:
+		// a test asking for two addresses got one, and its daemon's
+		// second listener failed "address already in use" (CI, 2026-11-27).
+		handedMu.Lock()
+		seen := handed[addr]
+		handed[addr] = true
+		handedMu.Unlock()
+		if !seen {
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
+
+// handed is every address FreeAddr returned in this process.
+var (
+	handedMu sync.Mutex
+	handed   = map[string]bool{}
+)
 
 // Args are the flags every test daemon takes: the real model and ONNX
 // Runtime library, --listen addr, and terminal logs and database in a

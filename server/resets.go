@@ -53,13 +53,12 @@ const EarlyResetsMin = 64
 // resetter), or one of its connections is caught, the peer is penalized
 // for PeerResetPenalty: each of its connections is closed at its
 // PenalizedEarlyResetsMin-th early reset (if most of its calls), and the
-// gRPC listener accepts at most PenalizedConnsPerSecond of its new
-// connections a second (after a burst of PenalizedConnBurst), closing the
-// others at accept, before any HTTP/2 work. The penalized peer's open
-// connections whose calls carry their messages (another client behind
-// the same address: a NAT, or another local agent) go on working; their
-// new connections wait for the penalty to end or a place, as grpc-go's
-// reconnect backoff does.
+// gRPC listener serves at most PenalizedConnsPerSecond of its new
+// connections a second (after a burst of PenalizedConnBurst), holding the
+// others back unread, in order, before any HTTP/2 work (tarpit.go). The
+// penalized peer's open connections whose calls carry their messages
+// (another client behind the same address: a NAT, or another local
+// agent) go on working; their new connections wait their turn.
 const (
 	PeerEarlyResetsMin       = 256
 	PeerResetWindow          = 10 * time.Second
@@ -93,8 +92,8 @@ type resetPeers struct {
 	lastSweep time.Time
 	// now is time.Now; tests move it.
 	now func() time.Time
-	// penalized counts the peers penalized, refused the connections
-	// refused at accept.
+	// penalized counts the peers penalized, refused the held connections
+	// closed (the queue full, or held too long).
 	penalized, refused atomic.Int64
 	// onPenalty, if set, is told of each peer penalized (the log).
 	onPenalty func(peer netip.Addr, resets, calls int64, until time.Time)

@@ -230,7 +230,7 @@ func (g *RecvGuard) EarlyResetCloses() int64 { return g.resetCloses.Load() }
 
 // PenalizedPeers is how many times a peer was penalized for its early
 // resets (PeerEarlyResetsMin); PenalizedConnsRefused, how many new
-// connections of penalized peers were closed at accept.
+// connections of penalized peers were closed unserved (tarpit.go).
 func (g *RecvGuard) PenalizedPeers() int64 { return g.peers.penalized.Load() }
 
 // PenalizedConnsRefused: see PenalizedPeers.

@@ -101,7 +101,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                          # The float word table is 47 of the 56 MB: int8 in
                          # blocks of 32 makes the committed file about 25 MB.
                          **({"word_int8_block": chosen["word_int8_block"]} if chosen.get("word_int8_block") else {})},
-        name: {"kind": "quantized", "from": f"{name}-fp32", "license": lic, "min_cosine": 0.97, "manifest": manifest},
+        # 0.96 as all-MiniLM-L6-v2-int8's (models/sources.toml): the check
+        # runs the int8 file on the CPU it is built on, and one without
+        # VNNI gave 0.968 on a smoke model (CI, 2026-11-27).
+        name: {"kind": "quantized", "from": f"{name}-fp32", "license": lic, "min_cosine": 0.96, "manifest": manifest},
     }
     models = out / "models"
     mdir = build(name, sources, Paths(cache=models, wheelhouse=None), models, force=True)

@@ -13,14 +13,7 @@ import (
 // Accept in their order, a place every 1/PenalizedConnsPerSecond; the
 // listener's Close closes those still held.
 func TestTarpitHoldsPenalizedConnections(t *testing.T) {
-	g := NewRecvGuard(nil)
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis := g.Listener(inner)
-	defer lis.Close()
-	g.peers.ended(localPeer, false, true) // penalized: one of its connections was caught
+	_, inner, lis := penalizedListener(t)
 
 	const n = PenalizedConnBurst + 3
 	for i := range n {
@@ -71,14 +64,7 @@ func TestTarpitHoldsPenalizedConnections(t *testing.T) {
 // TestTarpitQueueBounded: past PenalizedConnsQueued held connections, a
 // penalized peer's new ones are closed at once.
 func TestTarpitQueueBounded(t *testing.T) {
-	g := NewRecvGuard(nil)
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis := g.Listener(inner)
-	defer lis.Close()
-	g.peers.ended(localPeer, false, true)
+	g, inner, lis := penalizedListener(t)
 	for range PenalizedConnBurst {
 		g.peers.admit(localPeer) // the burst used
 	}
@@ -132,16 +118,9 @@ func isReset(err error) bool {
 // it is dropped, and takes no place of its peer: the live one behind it
 // is handed over first.
 func TestTarpitDropsGoneConnections(t *testing.T) {
-	g := NewRecvGuard(nil)
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis := g.Listener(inner)
-	defer lis.Close()
-	g.peers.ended(localPeer, false, true)
+	g, inner, lis := penalizedListener(t)
 	for range PenalizedConnBurst {
-		g.peers.admit(localPeer)
+		g.peers.admit(localPeer) // the burst used
 	}
 	accepted := make(chan net.Conn, 8)
 	go func() {
@@ -183,4 +162,20 @@ func TestTarpitDropsGoneConnections(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the live connection was not handed over")
 	}
+}
+
+// penalizedListener is a guard's listener on a loopback port whose peer,
+// local, is penalized (one of its connections was caught), and the port
+// it wraps; closed when the test ends.
+func penalizedListener(t *testing.T) (*RecvGuard, net.Listener, net.Listener) {
+	t.Helper()
+	g := NewRecvGuard(nil)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis := g.Listener(inner)
+	t.Cleanup(func() { lis.Close() })
+	g.peers.ended(localPeer, false, true)
+	return g, inner, lis
 }

@@ -133,13 +133,20 @@ func decodedLen(raw []byte) int {
 	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
 		return len(raw)
 	}
-	var v string
-	q := make([]byte, 0, len(raw)+2)
-	q = append(append(append(q, '"'), raw...), '"')
-	if json.Unmarshal(q, &v) != nil {
+	v, ok := unquote(raw)
+	if !ok {
 		return -1
 	}
 	return len(v)
+}
+
+// unquote decodes raw, a JSON string without its quotes, as encoding/json
+// does.
+func unquote(raw []byte) (string, bool) {
+	var v string
+	q := make([]byte, 0, len(raw)+2)
+	q = append(append(append(q, '"'), raw...), '"')
+	return v, json.Unmarshal(q, &v) == nil
 }
 
 // key reads an object's key and its colon, and returns the key decoded
@@ -162,11 +169,7 @@ func (s *skimmer) key() (string, bool) {
 	if bytes.IndexByte(raw, '\\') < 0 {
 		return string(raw), true
 	}
-	var k string
-	if json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &k) != nil {
-		return "", false
-	}
-	return k, true
+	return unquote(raw)
 }
 
 // strLen reads a value: a string's decoded length, or -1 for any other
@@ -262,11 +265,8 @@ func (s *skimmer) value() bool {
 				if !ok {
 					return false
 				}
-				j := s.i
-				for j < len(s.b) && (s.b[j] == ' ' || s.b[j] == '\t' || s.b[j] == '\r' || s.b[j] == '\n') {
-					j++
-				}
-				if j < len(s.b) && s.b[j] == ':' { // a string followed by a colon is a key
+				s.ws()
+				if s.at(':') { // a string followed by a colon is a key
 					s.noteKey(raw)
 				}
 				continue

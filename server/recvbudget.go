@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/classifierd/classifierd/internal/rapidreset"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/stats"
@@ -118,17 +120,17 @@ type RecvGuard struct {
 	// resetCloses counts the connections closed for early resets;
 	// peers, each peer's early resets (resets.go).
 	resetCloses atomic.Int64
-	peers       *resetPeers
+	peers       *rapidreset.Peers
 }
 
 // NewRecvGuard counts against b.
-func NewRecvGuard(b RecvBudget) *RecvGuard { return &RecvGuard{b: b, peers: newResetPeers()} }
+func NewRecvGuard(b RecvBudget) *RecvGuard { return &RecvGuard{b: b, peers: rapidreset.New()} }
 
 // Listener wraps lis so that its connections count what they read, and
 // holds back the new connections of peers the early-reset rule penalizes
 // (tarpit.go).
 func (g *RecvGuard) Listener(lis net.Listener) net.Listener {
-	return &recvListener{Listener: lis, g: g, out: make(chan accepted), done: make(chan struct{})}
+	return g.peers.Listener(lis, g.wrap)
 }
 
 // wrap counts c, accepted from peer.
@@ -152,7 +154,7 @@ type recvConn struct {
 	who  string
 	addr recvAddr
 	// peer is who the early-reset rule counts the connection's calls to
-	// (resetPeerOf).
+	// (rapidreset.PeerOf).
 	peer netip.Addr
 
 	mu sync.Mutex

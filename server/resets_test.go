@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/classifierd/classifierd/internal/rapidreset"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
@@ -73,8 +74,8 @@ func TestBudgetCutsAreNotEarlyResets(t *testing.T) {
 			c, _ := peerConn(t, "192.0.2.1")
 			var closed atomic.Int64
 			r := resetStats{&closed, nil}
-			conn := context.WithValue(context.Background(), connResetsKey{}, &connResets{c: c})
-			for range 2 * EarlyResetsMin {
+			conn := context.WithValue(context.Background(), connResetsKey{}, newConnResets(c, nil))
+			for range 2 * rapidreset.EarlyResetsMin {
 				ctx, cancel := context.WithCancelCause(conn)
 				cancel(tc.cause) // nil: context.Canceled, as a client's reset
 				ctx = r.TagRPC(ctx, &stats.RPCTagInfo{})
@@ -122,19 +123,18 @@ func closedConn(other net.Conn) bool {
 // TestEarlyResetsCountedPerPeer: a client that resets 63 calls on each
 // connection and opens another (the twelfth hostile pass) is caught by
 // its peer's count; then each of its connections is closed at its
-// PenalizedEarlyResetsMin-th early reset and its new connections are
-// limited to PenalizedConnsPerSecond, while its connections whose calls
+// rapidreset.PenalizedEarlyResetsMin-th early reset and its new connections are
+// limited to rapidreset.PenalizedConnsPerSecond, while its connections whose calls
 // carry their message, and other peers, are untouched.
 func TestEarlyResetsCountedPerPeer(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	peers := newResetPeers()
-	peers.now = func() time.Time { return now }
+	peers := rapidreset.NewAt(func() time.Time { return now })
 	var penalized []netip.Addr
-	peers.onPenalty = func(p netip.Addr, _, _ int64, _ time.Time) { penalized = append(penalized, p) }
+	peers.OnPenalty(func(p netip.Addr, _, _ int64, _ time.Time) { penalized = append(penalized, p) })
 	var closes atomic.Int64
 	r := resetStats{&closes, peers}
 	tag := func(c *recvConn) context.Context {
-		return context.WithValue(context.Background(), connResetsKey{}, &connResets{c: c, peers: peers})
+		return context.WithValue(context.Background(), connResetsKey{}, newConnResets(c, peers))
 	}
 	const bad, good, other = "192.0.2.66", "192.0.2.66", "198.51.100.7"
 
@@ -148,118 +148,76 @@ func TestEarlyResetsCountedPerPeer(t *testing.T) {
 	// 256 early resets of the peer, no connection at the rule's 64.
 	for i := range 5 {
 		c, o := peerConn(t, bad)
-		n := EarlyResetsMin - 1
+		n := rapidreset.EarlyResetsMin - 1
 		if i == 4 {
-			n = PeerEarlyResetsMin - 4*(EarlyResetsMin-1)
+			n = rapidreset.PeerEarlyResetsMin - 4*(rapidreset.EarlyResetsMin-1)
 		}
 		endCalls(r, tag(c), n, true)
 		if closedConn(o) {
-			t.Fatalf("connection %d closed before the peer's %d early resets", i, PeerEarlyResetsMin)
+			t.Fatalf("connection %d closed before the peer's %d early resets", i, rapidreset.PeerEarlyResetsMin)
 		}
 	}
 	if len(penalized) != 1 || penalized[0] != netip.MustParseAddr(bad) {
-		t.Fatalf("penalized %v after %d early resets, want [%s]", penalized, PeerEarlyResetsMin, bad)
+		t.Fatalf("penalized %v after %d early resets, want [%s]", penalized, rapidreset.PeerEarlyResetsMin, bad)
 	}
 
 	// Penalized: a new connection is closed at its 8th early reset.
 	c, o := peerConn(t, bad)
 	cctx := tag(c)
-	endCalls(r, cctx, PenalizedEarlyResetsMin-1, true)
+	endCalls(r, cctx, rapidreset.PenalizedEarlyResetsMin-1, true)
 	if closedConn(o) {
-		t.Fatalf("closed before its %dth early reset", PenalizedEarlyResetsMin)
+		t.Fatalf("closed before its %dth early reset", rapidreset.PenalizedEarlyResetsMin)
 	}
 	endCalls(r, cctx, 1, true)
 	if !closedConn(o) {
-		t.Fatalf("a penalized peer's connection with %d early resets is open", PenalizedEarlyResetsMin)
+		t.Fatalf("a penalized peer's connection with %d early resets is open", rapidreset.PenalizedEarlyResetsMin)
 	}
 	// The steady connection resets a few calls now and then: it is open.
 	endCalls(r, steadyCtx, 3, true)
 	endCalls(r, steadyCtx, 100, false)
-	endCalls(r, steadyCtx, PenalizedEarlyResetsMin, true)
+	endCalls(r, steadyCtx, rapidreset.PenalizedEarlyResetsMin, true)
 	if closedConn(steadyOther) {
 		t.Fatal("the peer's connection whose calls mostly carry their message was closed")
 	}
 
-	// New connections: a burst, then PenalizedConnsPerSecond a second.
+	// New connections: a burst, then rapidreset.PenalizedConnsPerSecond a second.
 	badAddr, otherAddr := netip.MustParseAddr(bad), netip.MustParseAddr(other)
 	admitted := 0
 	for range 20 {
-		if peers.admit(badAddr) {
+		if peers.Admit(badAddr) {
 			admitted++
 		}
 	}
-	if admitted != PenalizedConnBurst {
-		t.Errorf("admitted %d of 20 new connections at once, want the burst %d", admitted, PenalizedConnBurst)
+	if admitted != rapidreset.PenalizedConnBurst {
+		t.Errorf("admitted %d of 20 new connections at once, want the burst %d", admitted, rapidreset.PenalizedConnBurst)
 	}
 	now = now.Add(time.Second)
 	admitted = 0
 	for range 20 {
-		if peers.admit(badAddr) {
+		if peers.Admit(badAddr) {
 			admitted++
 		}
 	}
-	if admitted != PenalizedConnsPerSecond {
-		t.Errorf("admitted %d a second later, want %d", admitted, PenalizedConnsPerSecond)
+	if admitted != rapidreset.PenalizedConnsPerSecond {
+		t.Errorf("admitted %d a second later, want %d", admitted, rapidreset.PenalizedConnsPerSecond)
 	}
 	for range 20 {
-		if !peers.admit(otherAddr) {
+		if !peers.Admit(otherAddr) {
 			t.Fatal("another peer's new connection was refused")
 		}
 	}
 
 	// The penalty ends: the peer connects freely and is counted anew.
-	now = now.Add(PeerResetPenalty)
+	now = now.Add(rapidreset.PeerResetPenalty)
 	for range 20 {
-		if !peers.admit(badAddr) {
+		if !peers.Admit(badAddr) {
 			t.Fatal("refused after the penalty")
 		}
 	}
 	c, o = peerConn(t, bad)
-	endCalls(r, tag(c), EarlyResetsMin-1, true)
+	endCalls(r, tag(c), rapidreset.EarlyResetsMin-1, true)
 	if closedConn(o) {
 		t.Fatal("after the penalty a connection was closed under the rule's 64")
-	}
-}
-
-// TestResetPeersBounded: the peers' records are bounded, and old ones
-// are swept.
-func TestResetPeersBounded(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	peers := newResetPeers()
-	peers.now = func() time.Time { return now }
-	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}) }
-	for i := range maxResetPeers + 100 {
-		peers.ended(addr(i), true, false)
-	}
-	if n := len(peers.m); n != maxResetPeers {
-		t.Fatalf("%d records, want the bound %d", n, maxResetPeers)
-	}
-	now = now.Add(2 * PeerResetWindow)
-	peers.ended(addr(maxResetPeers+200), true, false)
-	if n := len(peers.m); n != 1 {
-		t.Fatalf("%d records after the sweep, want 1", n)
-	}
-}
-
-// TestResetPeerOf: every loopback address and a Unix socket are one peer
-// (the thirteenth hostile pass reset from 1,000 loopback addresses, each
-// under its share); other addresses are their peerkey.
-func TestResetPeerOf(t *testing.T) {
-	for _, tc := range []struct {
-		addr net.Addr
-		want netip.Addr
-	}{
-		{&net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 1}, localPeer},
-		{&net.TCPAddr{IP: net.ParseIP("127.9.8.7"), Port: 1}, localPeer},
-		{&net.TCPAddr{IP: net.ParseIP("::1"), Port: 1}, localPeer},
-		{&net.TCPAddr{IP: net.ParseIP("::ffff:127.0.0.2"), Port: 1}, localPeer},
-		{&net.UnixAddr{Name: "@", Net: "unix"}, localPeer},
-		{&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 1}, netip.MustParseAddr("192.0.2.7")},
-		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2::9"), Port: 1}, netip.MustParseAddr("2001:db8:1:2::")},
-	} {
-		if got := resetPeerOf(tc.addr); got != tc.want {
-			t.Errorf("resetPeerOf(%v) = %v, want %v", tc.addr, got, tc.want)
-		}
 	}
 }
 
@@ -271,12 +229,11 @@ func TestResetPeerOf(t *testing.T) {
 // caught by the rule per connection penalizes its peer at once.
 func TestShortDeadlinesDoNotPenalize(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	peers := newResetPeers()
-	peers.now = func() time.Time { return now }
+	peers := rapidreset.NewAt(func() time.Time { return now })
 	var closes atomic.Int64
 	r := resetStats{&closes, peers}
 	tag := func(c *recvConn) context.Context {
-		return context.WithValue(context.Background(), connResetsKey{}, &connResets{c: c, peers: peers})
+		return context.WithValue(context.Background(), connResetsKey{}, newConnResets(c, peers))
 	}
 	c, o := peerConn(t, "192.0.2.5")
 	ctx := tag(c)
@@ -284,17 +241,17 @@ func TestShortDeadlinesDoNotPenalize(t *testing.T) {
 		endCalls(r, ctx, 6, false)
 		endCalls(r, ctx, 4, true)
 	}
-	if peers.penalized.Load() != 0 || closedConn(o) {
-		t.Fatalf("400 early resets of 1,000 calls: penalized %d, closed %v", peers.penalized.Load(), closedConn(o))
+	if peers.Penalties() != 0 || closedConn(o) {
+		t.Fatalf("400 early resets of 1,000 calls: penalized %d, closed %v", peers.Penalties(), closedConn(o))
 	}
 	// Another peer's connection resets 64 calls of 64: closed, and its
 	// peer penalized at once.
 	c2, o2 := peerConn(t, "198.51.100.9")
-	endCalls(r, tag(c2), EarlyResetsMin, true)
-	if !closedConn(o2) || peers.penalized.Load() != 1 {
-		t.Fatalf("a connection of %d early resets: closed %v, penalties %d", EarlyResetsMin, closedConn(o2), peers.penalized.Load())
+	endCalls(r, tag(c2), rapidreset.EarlyResetsMin, true)
+	if !closedConn(o2) || peers.Penalties() != 1 {
+		t.Fatalf("a connection of %d early resets: closed %v, penalties %d", rapidreset.EarlyResetsMin, closedConn(o2), peers.Penalties())
 	}
-	if !peers.admit(netip.MustParseAddr("198.51.100.9")) || !peers.admit(netip.MustParseAddr("192.0.2.5")) {
+	if !peers.Admit(netip.MustParseAddr("198.51.100.9")) || !peers.Admit(netip.MustParseAddr("192.0.2.5")) {
 		t.Fatal("admit: the penalized peer's burst, or the other peer")
 	}
 }

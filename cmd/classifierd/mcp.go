@@ -17,6 +17,7 @@ import (
 	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/mcpplaces"
 	"github.com/classifierd/classifierd/internal/ops"
+	"github.com/classifierd/classifierd/internal/rapidreset"
 	"github.com/classifierd/classifierd/internal/reload"
 	"github.com/classifierd/classifierd/internal/security"
 	"github.com/classifierd/classifierd/internal/telemetry"
@@ -51,6 +52,9 @@ type mcpEdge struct {
 	// conns counts --mcp-listen's connections with the daemon's other
 	// listeners' (nil: no caps).
 	conns *listeners.Limiter
+	// resets counts --mcp-listen's requests abandoned before their answer
+	// with the daemon's other listeners' (nil: not counted).
+	resets *rapidreset.Peers
 }
 
 // newMCPServer is the daemon's MCP server: the classifier tools over the
@@ -179,5 +183,5 @@ func startMCPHTTPWith(cfg Config, edge mcpEdge, svc *server.Server, term *server
 	} else {
 		h = security.ClientCertHeader(httpguard.PlainMCP(int64(cfg.MaxRecvBytes)).Wrap(h))
 	}
-	return listeners.ServeMCP(lis, edge.tls, h, cfg.ShutdownWait, cfg.Ops.IdleTimeout, log), nil
+	return listeners.ServeMCP(lis, edge.tls, h, edge.resets, cfg.ShutdownWait, cfg.Ops.IdleTimeout, log), nil
 }

@@ -192,7 +192,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		defer func() { stopJanitor(); <-swept }()
 	}
 
-	edge := mcpEdge{sec: op.Security, metrics: op.Metrics, tracer: tracer, tls: mcpTLS, admission: op.Admission, conns: op.Conns}
+	edge := mcpEdge{sec: op.Security, metrics: op.Metrics, tracer: tracer, tls: mcpTLS, admission: op.Admission, conns: op.Conns, resets: op.Recv.Peers()}
 	if cfg.MCPStdio {
 		return serveMCPStdio(ctx, cfg, edge, svc, term, idx, rl.Caller(), log)
 	}
@@ -214,7 +214,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	register(gs, hs, svc, term)
 	var hsrv *listeners.HTTP
 	if cfg.HTTPListen != "" {
-		if hsrv, err = listeners.NewHTTP(listeners.HTTPConfig{Addr: cfg.HTTPListen, MaxRecvBytes: cfg.MaxRecvBytes, Timeout: cfg.Timeout, IdleTimeout: cfg.Ops.IdleTimeout, TLS: httpTLS, Conns: op.Conns}, gs, op.HTTPGuard(int64(cfg.MaxRecvBytes), gs.GetServiceInfo()), log); err != nil {
+		if hsrv, err = listeners.NewHTTP(listeners.HTTPConfig{Addr: cfg.HTTPListen, MaxRecvBytes: cfg.MaxRecvBytes, Timeout: cfg.Timeout, IdleTimeout: cfg.Ops.IdleTimeout, TLS: httpTLS, Conns: op.Conns, Resets: op.Recv.Peers()}, gs, op.HTTPGuard(int64(cfg.MaxRecvBytes), gs.GetServiceInfo()), log); err != nil {
 			_ = lis.Close()
 			return err
 		}

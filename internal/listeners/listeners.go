@@ -36,6 +36,7 @@ import (
 	"github.com/classifierd/classifierd/internal/answerhold"
 	"github.com/classifierd/classifierd/internal/clip"
 	"github.com/classifierd/classifierd/internal/httpguard"
+	"github.com/classifierd/classifierd/internal/rapidreset"
 	"github.com/classifierd/classifierd/web"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,6 +52,10 @@ type HTTPConfig struct {
 	IdleTimeout  time.Duration // --idle-timeout
 	TLS          *tls.Config   // nil: plain text
 	Conns        *Limiter      // --max-conns-per-peer, --max-conns (nil: no caps)
+	// Resets counts each peer's requests abandoned before their answer
+	// (HTTP/2 rapid resets) with the process's other listeners, and holds
+	// back the new connections of penalized peers (nil: not counted).
+	Resets *rapidreset.Peers
 }
 
 // HTTP is --http-listen: every gRPC service registered on gs, over
@@ -64,8 +69,9 @@ type HTTPConfig struct {
 //     GET /tools/metrics, POST /tools/metrics/reset);
 //   - the explain page (package web) at / for every other path.
 type HTTP struct {
-	srv *http.Server
-	lis net.Listener
+	srv    *http.Server
+	lis    net.Listener
+	resets *rapidreset.Peers
 }
 
 // NewHTTP listens on cfg.Addr, over TLS when cfg.TLS is
@@ -111,7 +117,7 @@ func NewHTTP(cfg HTTPConfig, gs *grpc.Server, g httpguard.Guard, log *slog.Logge
 		// client takes no bytes closed (h2Config).
 		HTTP2: h2Config(),
 	}
-	return &HTTP{srv: srv, lis: lis}, nil
+	return &HTTP{srv: srv, lis: lis, resets: cfg.Resets}, nil
 }
 
 // ErrorLog is an HTTP server's ErrorLog: what net/http reports, at
@@ -147,15 +153,21 @@ func (s *HTTP) URL() string {
 
 // Serve serves until Shutdown; a clean shutdown returns nil.
 func (s *HTTP) Serve() error {
-	if err := serveOn(s.srv, s.lis); !errors.Is(err, http.ErrServerClosed) {
+	if err := serveOn(s.srv, s.lis, s.resets); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("http: %w", err)
 	}
 	return nil
 }
 
 // serveOn serves hs on lis until it is shut down, over TLS when hs has a
-// TLSConfig (whose GetCertificate gives the certificate).
-func serveOn(hs *http.Server, lis net.Listener) error {
+// TLSConfig (whose GetCertificate gives the certificate), its requests
+// counted to resets (nil: not counted) and the new connections of the
+// peers it penalizes held back before their handshake.
+func serveOn(hs *http.Server, lis net.Listener, resets *rapidreset.Peers) error {
+	if resets != nil {
+		resets.Serve(hs)
+		lis = resets.Listener(lis, nil)
+	}
 	if hs.TLSConfig != nil {
 		return serveTLS(hs, lis)
 	}
@@ -385,9 +397,9 @@ func h2Config() *http.HTTP2Config {
 }
 
 // ServeMCP serves h, an MCP handler, on lis in the background, over TLS when tlsConf is
-// set; the returned stop shuts the server down, closing what is still open
-// after wait.
-func ServeMCP(lis net.Listener, tlsConf *tls.Config, h http.Handler, wait, idle time.Duration, log *slog.Logger) (stop func()) {
+// set, its requests counted to resets (as HTTPConfig.Resets); the returned
+// stop shuts the server down, closing what is still open after wait.
+func ServeMCP(lis net.Listener, tlsConf *tls.Config, h http.Handler, resets *rapidreset.Peers, wait, idle time.Duration, log *slog.Logger) (stop func()) {
 	// No ReadTimeout: it would end event streams (GET) and long tool
 	// calls; the guard in h (mcpGate) bounds the time a body takes.
 	// IdleTimeout closes keep-alive connections no request uses, as
@@ -403,7 +415,7 @@ func ServeMCP(lis net.Listener, tlsConf *tls.Config, h http.Handler, wait, idle 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := serveOn(hs, lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serveOn(hs, lis, resets); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("MCP HTTP server failed", "err", err)
 		}
 	}()

@@ -204,14 +204,15 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 		func() float64 { return float64(o.Recv.UnreadTotal()) }); err != nil {
 		return nil, err
 	}
-	o.Recv.LogPenalties(log)
+	o.Recv.Peers().Log(log)
 	for _, c := range []struct {
 		name, help string
 		f          func() int64
 	}{
 		{"classifierd_grpc_early_reset_closes_total", "gRPC connections closed for resetting most of their calls before their message (an HTTP/2 rapid reset).", o.Recv.EarlyResetCloses},
-		{"classifierd_grpc_reset_penalties_total", "Peers penalized for resetting many gRPC calls before their message across their connections (each penalty lasts 30s).", o.Recv.PenalizedPeers},
-		{"classifierd_grpc_penalized_connections_refused_total", "New gRPC connections of penalized peers closed unserved: past the 64 held back per peer, or held 10s (a burst of 4, then 2 a second, are served in order).", o.Recv.PenalizedConnsRefused},
+		{"classifierd_http_early_reset_closes_total", "HTTP/JSON and MCP connections closed for abandoning most of their requests before their answer (an HTTP/2 rapid reset).", o.Recv.Peers().HTTPCloses},
+		{"classifierd_grpc_reset_penalties_total", "Peers penalized for abandoning many requests before their answer (gRPC, HTTP/JSON and MCP together) across their connections (each penalty lasts 30s).", o.Recv.PenalizedPeers},
+		{"classifierd_grpc_penalized_connections_refused_total", "New connections (every listener) of penalized peers closed unserved: past the 64 held back per peer, or held 10s (a burst of 4, then 2 a second, are served in order).", o.Recv.PenalizedConnsRefused},
 	} {
 		if err := o.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
 			func() float64 { return float64(c.f()) })); err != nil {

@@ -1,4 +1,4 @@
-package server
+package rapidreset
 
 import (
 	"errors"
@@ -50,7 +50,7 @@ func TestTarpitHoldsPenalizedConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	waitHeld(t, lis.(*recvListener), 1)
+	waitHeld(t, lis.(*tarpit), 1)
 	lis.Close()
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !isReset(err) {
@@ -64,9 +64,9 @@ func TestTarpitHoldsPenalizedConnections(t *testing.T) {
 // TestTarpitQueueBounded: past PenalizedConnsQueued held connections, a
 // penalized peer's new ones are closed at once.
 func TestTarpitQueueBounded(t *testing.T) {
-	g, inner, lis := penalizedListener(t)
+	peers, inner, lis := penalizedListener(t)
 	for range PenalizedConnBurst {
-		g.peers.admit(localPeer) // the burst used
+		peers.Admit(Local) // the burst used
 	}
 	go func() { // Accept starts the loops; what it hands over is dropped
 		for {
@@ -84,23 +84,23 @@ func TestTarpitQueueBounded(t *testing.T) {
 		}
 		defer c.Close()
 	}
-	for end := time.Now().Add(10 * time.Second); g.PenalizedConnsRefused() < 10-2; time.Sleep(10 * time.Millisecond) {
+	for end := time.Now().Add(10 * time.Second); peers.Refused() < 10-2; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
-			t.Fatalf("%d refused with %d held, want the ones past %d", g.PenalizedConnsRefused(), held(lis.(*recvListener)), PenalizedConnsQueued)
+			t.Fatalf("%d refused with %d held, want the ones past %d", peers.Refused(), held(lis.(*tarpit)), PenalizedConnsQueued)
 		}
 	}
-	if h := held(lis.(*recvListener)); h > PenalizedConnsQueued {
+	if h := held(lis.(*tarpit)); h > PenalizedConnsQueued {
 		t.Errorf("%d held, want at most %d", h, PenalizedConnsQueued)
 	}
 }
 
-func held(l *recvListener) int {
+func held(l *tarpit) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.held
 }
 
-func waitHeld(t *testing.T, l *recvListener, n int) {
+func waitHeld(t *testing.T, l *tarpit, n int) {
 	t.Helper()
 	for end := time.Now().Add(5 * time.Second); held(l) < n; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
@@ -118,9 +118,9 @@ func isReset(err error) bool {
 // it is dropped, and takes no place of its peer: the live one behind it
 // is handed over first.
 func TestTarpitDropsGoneConnections(t *testing.T) {
-	g, inner, lis := penalizedListener(t)
+	peers, inner, lis := penalizedListener(t)
 	for range PenalizedConnBurst {
-		g.peers.admit(localPeer) // the burst used
+		peers.Admit(Local) // the burst used
 	}
 	accepted := make(chan net.Conn, 8)
 	go func() {
@@ -148,7 +148,7 @@ func TestTarpitDropsGoneConnections(t *testing.T) {
 	if _, err := live.Write([]byte("L")); err != nil {
 		t.Fatal(err)
 	}
-	waitHeld(t, lis.(*recvListener), 4)
+	waitHeld(t, lis.(*tarpit), 4)
 	for _, c := range dead {
 		c.Close()
 	}
@@ -164,18 +164,18 @@ func TestTarpitDropsGoneConnections(t *testing.T) {
 	}
 }
 
-// penalizedListener is a guard's listener on a loopback port whose peer,
-// local, is penalized (one of its connections was caught), and the port
-// it wraps; closed when the test ends.
-func penalizedListener(t *testing.T) (*RecvGuard, net.Listener, net.Listener) {
+// penalizedListener is a tarpit on a loopback port whose peer, Local, is
+// penalized (one of its connections was caught), and the port it wraps;
+// closed when the test ends.
+func penalizedListener(t *testing.T) (*Peers, net.Listener, net.Listener) {
 	t.Helper()
-	g := NewRecvGuard(nil)
+	peers := New()
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis := g.Listener(inner)
+	lis := peers.Listener(inner, nil)
 	t.Cleanup(func() { lis.Close() })
-	g.peers.ended(localPeer, false, true)
-	return g, inner, lis
+	peers.Ended(Local, false, true)
+	return peers, inner, lis
 }

@@ -1,4 +1,4 @@
-package server
+package rapidreset
 
 import (
 	"net"
@@ -9,7 +9,7 @@ import (
 // peerGone reports whether c's client has closed or reset its end (its
 // TCP state is no longer ESTABLISHED): a held connection whose client
 // gave up, as a reset loop does at once, is closed rather than handed to
-// gRPC for a handshake and a place of its peer.
+// a server for a handshake and a place of its peer.
 func peerGone(c net.Conn) bool {
 	for {
 		u, ok := c.(interface{ NetConn() net.Conn })

@@ -1,4 +1,4 @@
-package server
+package rapidreset
 
 import (
 	"container/list"
@@ -9,8 +9,8 @@ import (
 )
 
 // A penalized peer's new connections past its PenalizedConnsPerSecond are
-// held back, unread, in a queue per peer and handed to gRPC in their
-// order as the peer's places come (a tarpit), rather than closed at
+// held back, unread, in a queue per peer and handed to the server in
+// their order as the peer's places come (a tarpit), rather than closed at
 // accept: closed, every other client behind the address (on loopback,
 // every local agent) was kept out for as long as the resets went on (the
 // thirteenth hostile pass: bob's new connections 30 of 30 UNAVAILABLE),
@@ -20,7 +20,7 @@ import (
 // a second, and another client behind the address gets in after the
 // connections queued before its own. A queue holds PenalizedConnsQueued
 // connections; past it, or after PenalizedConnWait in it, a connection is
-// closed (counted in classifierd_grpc_penalized_connections_refused_total).
+// closed (Refused: classifierd_grpc_penalized_connections_refused_total).
 // A held connection whose client has closed or reset it (a reset loop
 // writes and closes without waiting) is dropped from the queue, so that
 // it takes neither a place in the queue nor one of its peer's.
@@ -35,12 +35,24 @@ type accepted struct {
 	err error
 }
 
-// recvListener is the gRPC listener's wrapper: one goroutine accepts
-// (acceptLoop), another releases the held connections (releaseLoop),
-// both from the first Accept; Accept returns what they hand over.
-type recvListener struct {
+// Listener wraps lis (before any TLS: a held connection costs no
+// handshake) so that it holds back the new connections of penalized
+// peers, and hands each connection it serves through wrap (nil: as is)
+// with its peer.
+func (r *Peers) Listener(lis net.Listener, wrap func(net.Conn, netip.Addr) net.Conn) net.Listener {
+	if wrap == nil {
+		wrap = func(c net.Conn, _ netip.Addr) net.Conn { return c }
+	}
+	return &tarpit{Listener: lis, peers: r, wrap: wrap, out: make(chan accepted), done: make(chan struct{})}
+}
+
+// tarpit is Listener's: one goroutine accepts (acceptLoop), another
+// releases the held connections (releaseLoop), both from the first
+// Accept; Accept returns what they hand over.
+type tarpit struct {
 	net.Listener
-	g     *RecvGuard
+	peers *Peers
+	wrap  func(net.Conn, netip.Addr) net.Conn
 	start sync.Once
 	out   chan accepted
 	done  chan struct{}
@@ -56,7 +68,7 @@ type heldConn struct {
 	since time.Time
 }
 
-func (l *recvListener) Accept() (net.Conn, error) {
+func (l *tarpit) Accept() (net.Conn, error) {
 	l.start.Do(func() {
 		l.queues = map[netip.Addr]*list.List{}
 		go l.acceptLoop()
@@ -70,7 +82,7 @@ func (l *recvListener) Accept() (net.Conn, error) {
 	}
 }
 
-func (l *recvListener) Close() error {
+func (l *tarpit) Close() error {
 	err := l.Listener.Close()
 	l.close.Do(func() {
 		close(l.done)
@@ -88,7 +100,7 @@ func (l *recvListener) Close() error {
 }
 
 // hand gives a to Accept, or reports false once the listener is closed.
-func (l *recvListener) hand(a accepted) bool {
+func (l *tarpit) hand(a accepted) bool {
 	select {
 	case l.out <- a:
 		return true
@@ -100,7 +112,7 @@ func (l *recvListener) hand(a accepted) bool {
 	}
 }
 
-func (l *recvListener) acceptLoop() {
+func (l *tarpit) acceptLoop() {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
@@ -108,13 +120,13 @@ func (l *recvListener) acceptLoop() {
 				return
 			}
 			if ne, ok := err.(interface{ Temporary() bool }); ok && ne.Temporary() {
-				continue // gRPC waits and accepts again
+				continue // the server waits and accepts again
 			}
 			return
 		}
-		peer := resetPeerOf(c.RemoteAddr())
-		if l.g.peers == nil || l.g.peers.admit(peer) && !l.queued(peer) {
-			if !l.hand(accepted{l.g.wrap(c, peer), nil}) {
+		peer := PeerOf(c.RemoteAddr())
+		if l.peers.Admit(peer) && !l.queued(peer) {
+			if !l.hand(accepted{l.wrap(c, peer), nil}) {
 				return
 			}
 			continue
@@ -125,11 +137,11 @@ func (l *recvListener) acceptLoop() {
 
 // queued reports whether peer has connections held (a new one waits
 // behind them). The place admit took is then given back.
-func (l *recvListener) queued(peer netip.Addr) bool {
+func (l *tarpit) queued(peer netip.Addr) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if q := l.queues[peer]; q != nil && q.Len() > 0 {
-		l.g.peers.giveBack(peer)
+		l.peers.GiveBack(peer)
 		return true
 	}
 	return false
@@ -137,7 +149,7 @@ func (l *recvListener) queued(peer netip.Addr) bool {
 
 // hold queues c, of a penalized peer, or closes it when the peer's queue
 // is full.
-func (l *recvListener) hold(peer netip.Addr, c net.Conn) {
+func (l *tarpit) hold(peer netip.Addr, c net.Conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	q := l.queues[peer]
@@ -149,7 +161,7 @@ func (l *recvListener) hold(peer netip.Addr, c net.Conn) {
 		l.dropGoneLocked(q)
 	}
 	if q.Len() >= PenalizedConnsQueued {
-		l.g.peers.refused.Add(1)
+		l.peers.refused.Add(1)
 		_ = c.Close()
 		return
 	}
@@ -157,9 +169,9 @@ func (l *recvListener) hold(peer netip.Addr, c net.Conn) {
 	l.held++
 }
 
-// releaseLoop hands the held connections to gRPC as their peers' places
+// releaseLoop hands the held connections to the server as their peers' places
 // come, oldest first, and closes those held PenalizedConnWait.
-func (l *recvListener) releaseLoop() {
+func (l *tarpit) releaseLoop() {
 	t := time.NewTicker(tarpitTick)
 	defer t.Stop()
 	for {
@@ -177,8 +189,8 @@ func (l *recvListener) releaseLoop() {
 }
 
 // release takes off the queues the connections whose peers have a place
-// (wrapped, to hand to gRPC), and closes the ones held too long.
-func (l *recvListener) release(now time.Time) []accepted {
+// (wrapped, to hand to the server), and closes the ones held too long.
+func (l *tarpit) release(now time.Time) []accepted {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []accepted
@@ -187,10 +199,10 @@ func (l *recvListener) release(now time.Time) []accepted {
 		for e := q.Front(); e != nil; e = q.Front() {
 			h := e.Value.(*heldConn)
 			if now.Sub(h.since) >= PenalizedConnWait {
-				l.g.peers.refused.Add(1)
+				l.peers.refused.Add(1)
 				_ = h.c.Close()
-			} else if l.g.peers.admit(peer) {
-				out = append(out, accepted{l.g.wrap(h.c, peer), nil})
+			} else if l.peers.Admit(peer) {
+				out = append(out, accepted{l.wrap(h.c, peer), nil})
 			} else {
 				break
 			}
@@ -208,7 +220,7 @@ func (l *recvListener) release(now time.Time) []accepted {
 // have given up (peerGone): a reset loop writes its resets and closes
 // without waiting for the server, and its dead connections filled the
 // queue ahead of a live client's.
-func (l *recvListener) dropGoneLocked(q *list.List) {
+func (l *tarpit) dropGoneLocked(q *list.List) {
 	for e := q.Front(); e != nil; {
 		next := e.Next()
 		if h := e.Value.(*heldConn); peerGone(h.c) {

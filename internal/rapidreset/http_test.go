@@ -1,0 +1,145 @@
+package rapidreset
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// resetServer is an HTTP/2 server over TLS counting to a fresh Peers:
+// a request without an Authorization header is refused 401 at once (as
+// the guard does), /block waits for its client, /stream flushes its
+// answer and then waits, anything else is answered 200.
+func resetServer(t *testing.T) (*Peers, *httptest.Server) {
+	t.Helper()
+	peers := New()
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			http.Error(w, "no token", http.StatusUnauthorized)
+			return
+		}
+		switch r.URL.Path {
+		case "/block":
+			<-r.Context().Done()
+		case "/stream":
+			_, _ = io.WriteString(w, "event: x\n\n")
+			http.NewResponseController(w).Flush()
+			<-r.Context().Done()
+		default:
+			_, _ = io.WriteString(w, "ok")
+		}
+	}))
+	ts.EnableHTTP2 = true
+	peers.Serve(ts.Config)
+	ts.Listener = peers.Listener(ts.Listener, nil)
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	return peers, ts
+}
+
+// get sends n GETs of path, with a token or not, each abandoned after
+// abandon (0: waited for), and counts the answers.
+func get(t *testing.T, ts *httptest.Server, path string, token bool, abandon time.Duration, n int) (answered int) {
+	t.Helper()
+	c := ts.Client()
+	for range n {
+		ctx, cancel := context.WithCancel(context.Background())
+		if abandon > 0 {
+			time.AfterFunc(abandon, cancel)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+path, nil)
+		if token {
+			req.Header.Set("Authorization", "Bearer x")
+		}
+		resp, err := c.Do(req)
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err == nil || abandon > 0 {
+				answered++
+			}
+		}
+		cancel()
+		if err != nil && !errors.Is(err, context.Canceled) && abandon == 0 {
+			t.Logf("%s: %v", path, err)
+		}
+	}
+	return answered
+}
+
+// waitCloses waits for the server to count n HTTP connections closed by
+// the rule (it counts after the handler returns).
+func waitCloses(t *testing.T, peers *Peers, n int64) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); peers.HTTPCloses() < n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%d connections closed by the rule, want %d", peers.HTTPCloses(), n)
+		}
+	}
+}
+
+// TestServeClosesWastefulConnections: an HTTP/2 connection whose
+// requests are mostly refused for want of a token (a rapid reset with no
+// token: each answered 401 before its reset is read) or abandoned before
+// their answer is closed at its EarlyResetsMin-th, and its peer
+// penalized; requests answered, or event streams the client ends after
+// their answer started, are not counted against it.
+func TestServeClosesWastefulConnections(t *testing.T) {
+	t.Run("401s", func(t *testing.T) {
+		peers, ts := resetServer(t)
+		get(t, ts, "/", false, 0, EarlyResetsMin-1)
+		time.Sleep(100 * time.Millisecond)
+		if peers.HTTPCloses() != 0 || peers.Penalties() != 0 {
+			t.Fatalf("after %d refusals: %d closes, %d penalties, want none", EarlyResetsMin-1, peers.HTTPCloses(), peers.Penalties())
+		}
+		get(t, ts, "/", false, 0, 1)
+		waitCloses(t, peers, 1)
+		if peers.Penalties() != 1 {
+			t.Fatalf("%d penalties after a connection was caught, want 1", peers.Penalties())
+		}
+	})
+	t.Run("mostly answered", func(t *testing.T) {
+		peers, ts := resetServer(t)
+		get(t, ts, "/", true, 0, 2*EarlyResetsMin)
+		get(t, ts, "/", false, 0, EarlyResetsMin+10)
+		get(t, ts, "/stream", true, 50*time.Millisecond, 20)
+		time.Sleep(100 * time.Millisecond)
+		if peers.HTTPCloses() != 0 || peers.Penalties() != 0 {
+			t.Fatalf("a connection mostly answered: %d closes, %d penalties, want none", peers.HTTPCloses(), peers.Penalties())
+		}
+	})
+	t.Run("abandoned", func(t *testing.T) {
+		peers, ts := resetServer(t)
+		get(t, ts, "/block", true, 5*time.Millisecond, EarlyResetsMin)
+		waitCloses(t, peers, 1)
+	})
+}
+
+// TestServeHoldsPenalizedPeers: once the peer is penalized, its new
+// connections past the burst wait for a place before their TLS
+// handshake, and a connection of it is closed at its
+// PenalizedEarlyResetsMin-th early request.
+func TestServeHoldsPenalizedPeers(t *testing.T) {
+	peers, ts := resetServer(t)
+	peers.Ended(Local, false, true) // caught elsewhere: penalized
+	c := ts.Client()
+	start := time.Now()
+	for i := range PenalizedConnBurst + 2 {
+		c.CloseIdleConnections() // a new connection each time
+		resp, err := c.Get(ts.URL + "/")
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		resp.Body.Close()
+	}
+	if took := time.Since(start); took < time.Second/PenalizedConnsPerSecond {
+		t.Errorf("%d new connections of a penalized peer served in %v: past the burst of %d, a place is 1/%d s", PenalizedConnBurst+2, took, PenalizedConnBurst, PenalizedConnsPerSecond)
+	}
+	before := peers.HTTPCloses()
+	get(t, ts, "/", false, 0, PenalizedEarlyResetsMin)
+	waitCloses(t, peers, before+1)
+}

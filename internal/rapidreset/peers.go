@@ -1,0 +1,258 @@
+// Package rapidreset counts, per peer and across its connections, the
+// requests clients abandon before the server could answer them (an
+// HTTP/2 "rapid reset": HEADERS then RST_STREAM, over and over), and
+// penalizes the peers that make them most of their requests: their
+// connections that go on are closed early, and their new connections are
+// held back before any TLS or HTTP/2 work (Listener, a tarpit). The gRPC
+// listener (package server) and the HTTP listeners (HTTP/JSON, MCP, the
+// proxy's MCP: Handler) count to the same Peers, so a peer penalized on
+// one is penalized on all of a process's listeners.
+package rapidreset
+
+import (
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/classifierd/classifierd/internal/peerkey"
+)
+
+// EarlyResetsMin: a connection that has had this many early resets, more
+// than half of its requests, is closed at once (PenalizedEarlyResetsMin
+// if its peer is penalized), and its peer penalized. Each such request
+// costs the server its headers' decoding, a handler and its teardown,
+// and the client almost nothing: it reads no answer and never waits.
+const EarlyResetsMin = 64
+
+// The rule per peer, across its connections: a client that sent 63
+// resets on a connection, closed it and opened another was never caught
+// by the rule per connection (the twelfth hostile pass: 4 connections,
+// 50,000 resets a second over 1,000 new connections a second, the daemon
+// 8-10 s of CPU in 10 s and another identity's Route p99 1.6-4.8 s; the
+// thirteenth, the same over TLS on the HTTP listeners). A peer is an IPv4
+// address or an IPv6 /64 (peerkey), except that every loopback address
+// and a Unix socket are one peer, Local: the thirteenth hostile pass
+// reset from 1,000 loopback addresses, each a peer under its share, and
+// was never caught. Once a peer's requests within PeerResetWindow have
+// had PeerEarlyResetsMin early resets and they are more than half of its
+// requests (a client whose short deadlines expire before the server
+// reads some messages is not a resetter), or one of its connections is
+// caught, the peer is penalized for PeerResetPenalty: each of its
+// connections is closed at its PenalizedEarlyResetsMin-th early reset (if
+// most of its requests), and the listeners serve at most
+// PenalizedConnsPerSecond of its new connections a second (after a burst
+// of PenalizedConnBurst), holding the others back unread, in order
+// (Listener). The penalized peer's open connections whose requests are
+// answered (another client behind the same address: a NAT, or another
+// local agent) go on working; their new connections wait their turn.
+const (
+	PeerEarlyResetsMin      = 256
+	PeerResetWindow         = 10 * time.Second
+	PeerResetPenalty        = 30 * time.Second
+	PenalizedEarlyResetsMin = 8
+	PenalizedConnsPerSecond = 2
+	PenalizedConnBurst      = 4
+	maxPeers                = 1 << 16
+	peersSweepThreshold     = 1 << 12
+)
+
+// Local is the one peer every loopback address and a Unix socket count
+// as.
+var Local = netip.IPv6Loopback()
+
+// PeerOf is the peer a connection from addr counts as.
+func PeerOf(addr net.Addr) netip.Addr {
+	p, ok := peerkey.Remote(addr)
+	if !ok || p.IsLoopback() {
+		return Local
+	}
+	return p
+}
+
+// Peers counts the early resets of each peer in the current window and
+// holds the penalized peers. Its zero value is not ready: use New.
+type Peers struct {
+	mu        sync.Mutex
+	m         map[netip.Addr]*peerResets
+	lastSweep time.Time
+	now       func() time.Time
+	// penalized counts the peers penalized, refused the held connections
+	// closed (the queue full, or held too long), httpCloses the HTTP
+	// connections closed by the rule.
+	penalized, refused, httpCloses atomic.Int64
+	onPenalty                      func(peer netip.Addr, resets, calls int64, until time.Time)
+}
+
+type peerResets struct {
+	window       time.Time // when the current window started
+	calls, early int64     // requests ended in it, and early resets
+	until        time.Time // penalized until (zero: not)
+	// The connections a penalized peer may still open: a token bucket.
+	tokens float64
+	last   time.Time
+}
+
+// New returns empty Peers on the wall clock.
+func New() *Peers { return NewAt(time.Now) }
+
+// NewAt returns empty Peers on the clock now (tests move it).
+func NewAt(now func() time.Time) *Peers {
+	return &Peers{m: map[netip.Addr]*peerResets{}, now: now}
+}
+
+// OnPenalty has f told of each peer penalized (the log). Set before
+// serving.
+func (r *Peers) OnPenalty(f func(peer netip.Addr, resets, calls int64, until time.Time)) {
+	r.onPenalty = f
+}
+
+// Log logs each peer penalized. Set before serving.
+func (r *Peers) Log(log *slog.Logger) {
+	r.OnPenalty(func(peer netip.Addr, resets, calls int64, until time.Time) {
+		who := peer.String()
+		if peer == Local {
+			who = "local (loopback or Unix socket)"
+		}
+		log.Warn("a peer reset many requests before their answer: its connections that do so are closed and its new ones limited",
+			"peer", who, "early_resets", resets, "requests", calls, "within", PeerResetWindow.String(),
+			"until", until.UTC().Format(time.RFC3339), "new_conns_per_second", PenalizedConnsPerSecond)
+	})
+}
+
+// Penalties is how many times a peer was penalized; Refused, how many
+// new connections of penalized peers were closed unserved (the queue
+// full, or held PenalizedConnWait); HTTPCloses, how many HTTP
+// connections the rule closed (Handler).
+func (r *Peers) Penalties() int64 { return r.penalized.Load() }
+
+// Refused: see Penalties.
+func (r *Peers) Refused() int64 { return r.refused.Load() }
+
+// HTTPCloses: see Penalties.
+func (r *Peers) HTTPCloses() int64 { return r.httpCloses.Load() }
+
+// entryLocked is peer's record, created if room is left; nil if not
+// (the rule per connection still applies).
+func (r *Peers) entryLocked(peer netip.Addr, now time.Time) *peerResets {
+	if p, ok := r.m[peer]; ok {
+		return p
+	}
+	if len(r.m) >= peersSweepThreshold && now.Sub(r.lastSweep) >= PeerResetWindow {
+		r.lastSweep = now
+		for k, p := range r.m {
+			if now.Sub(p.window) >= 2*PeerResetWindow && !now.Before(p.until) {
+				delete(r.m, k)
+			}
+		}
+	}
+	if len(r.m) >= maxPeers {
+		return nil
+	}
+	p := &peerResets{window: now}
+	r.m[peer] = p
+	return p
+}
+
+// Ended counts a request of peer that ended, early or not, penalizes the
+// peer past the rule (or at once when caught says one of its connections
+// was), and reports whether it is penalized.
+func (r *Peers) Ended(peer netip.Addr, early, caught bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	p := r.entryLocked(peer, now)
+	if p == nil {
+		return false
+	}
+	if now.Sub(p.window) >= PeerResetWindow {
+		p.window, p.calls, p.early = now, 0, 0
+	}
+	if !caught {
+		p.calls++
+		if early {
+			p.early++
+		}
+	}
+	if penalized := now.Before(p.until); !penalized && (caught || p.early >= PeerEarlyResetsMin && 2*p.early > p.calls) {
+		p.until = now.Add(PeerResetPenalty)
+		p.tokens, p.last = PenalizedConnBurst, now
+		r.penalized.Add(1)
+		if r.onPenalty != nil {
+			r.onPenalty(peer, p.early, p.calls, p.until)
+		}
+		p.calls, p.early = 0, 0
+	}
+	return now.Before(p.until)
+}
+
+// Admit reports whether a new connection of peer may be served now:
+// always, unless the peer is penalized and has used its places for now
+// (then Listener holds it back).
+func (r *Peers) Admit(peer netip.Addr) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.m[peer]
+	if !ok {
+		return true
+	}
+	now := r.now()
+	if !now.Before(p.until) {
+		return true
+	}
+	p.tokens = min(PenalizedConnBurst, p.tokens+now.Sub(p.last).Seconds()*PenalizedConnsPerSecond)
+	p.last = now
+	if p.tokens < 1 {
+		return false
+	}
+	p.tokens--
+	return true
+}
+
+// GiveBack returns a place Admit took for peer.
+func (r *Peers) GiveBack(peer netip.Addr) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p, ok := r.m[peer]; ok && r.now().Before(p.until) {
+		p.tokens = min(PenalizedConnBurst, p.tokens+1)
+	}
+}
+
+// Conn counts one connection's requests and early resets for the rule
+// per connection, and its peer's (Peers may be nil: the rule per
+// connection alone).
+type Conn struct {
+	Peers        *Peers
+	Peer         netip.Addr
+	calls, early atomic.Int64
+	caught       atomic.Bool
+}
+
+// Ended counts a request of the connection that ended, early or not,
+// and reports true once, for the request that has the connection caught:
+// EarlyResetsMin early resets (PenalizedEarlyResetsMin if its peer is
+// penalized), more than half of its requests. Its peer is then penalized
+// at once; the caller closes the connection.
+func (c *Conn) Ended(early bool) bool {
+	calls := c.calls.Add(1)
+	n := c.early.Load()
+	if early {
+		n = c.early.Add(1)
+	}
+	least := int64(EarlyResetsMin)
+	if c.Peers != nil && c.Peers.Ended(c.Peer, early, false) {
+		least = PenalizedEarlyResetsMin
+	}
+	if !early || n < least || 2*n <= calls || !c.caught.CompareAndSwap(false, true) {
+		return false
+	}
+	if c.Peers != nil {
+		c.Peers.Ended(c.Peer, false, true)
+	}
+	return true
+}
+
+// Caught reports whether Ended has had the connection caught.
+func (c *Conn) Caught() bool { return c.caught.Load() }

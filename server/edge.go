@@ -2,10 +2,12 @@ package server
 
 import (
 	"log/slog"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 )
 
@@ -85,6 +87,7 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 	u, s = e.Auth.interceptors(denied)
 	unary, stream = append(unary, u), append(stream, s)
 	unary = append(unary, e.Admission.unary())
+	stream = append(stream, boundReflection)
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(codec),
 		grpc.ChainUnaryInterceptor(unary...),
@@ -125,4 +128,32 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 		opts = append(opts, grpc.MaxConcurrentStreams(e.MaxConcurrentStreams))
 	}
 	return opts
+}
+
+// MaxReflectionRequests bounds the requests one reflection stream
+// (ServerReflectionInfo) answers: a stream answered any number (the
+// thirteenth hostile pass: 34,534 requests of 40 bytes, 13 KB answered
+// each, 392 MB in 30 s and 17.5 s of the daemon's CPU on one stream).
+// A tool such as grpcurl asks a few dozen.
+const MaxReflectionRequests = 1024
+
+// boundReflection ends a reflection stream past MaxReflectionRequests
+// requests with RESOURCE_EXHAUSTED.
+func boundReflection(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if !strings.HasPrefix(info.FullMethod, "/grpc.reflection.") {
+		return handler(srv, ss)
+	}
+	return handler(srv, &reflectionStream{ServerStream: ss})
+}
+
+type reflectionStream struct {
+	grpc.ServerStream
+	n int
+}
+
+func (s *reflectionStream) RecvMsg(m any) error {
+	if s.n++; s.n > MaxReflectionRequests {
+		return status.Errorf(codes.ResourceExhausted, "at most %d reflection requests on one stream: open another", MaxReflectionRequests)
+	}
+	return s.ServerStream.RecvMsg(m)
 }

@@ -323,12 +323,18 @@ func BodilessRead(r *http.Request) bool {
 // requestEncoding is the header and value of a compression of the request
 // body other than identity, or "" for none: Content-Encoding (REST, Connect
 // unary, MCP), Connect-Content-Encoding (Connect streaming), Grpc-Encoding
-// (gRPC, gRPC-Web).
+// (gRPC, gRPC-Web). Content-Encoding's coding is case-insensitive (RFC
+// 9110); the other two name a compressor the transcoder looks up as
+// spelled, so "Identity" there is a compression the API does not have
+// (it answered 501 "Decompressor is not installed", the thirteenth
+// hostile pass).
 func requestEncoding(h http.Header) (string, string) {
 	for _, name := range []string{"Content-Encoding", "Connect-Content-Encoding", "Grpc-Encoding"} {
 		for _, v := range h.Values(name) {
 			for _, e := range strings.Split(v, ",") {
-				if e = strings.TrimSpace(e); e != "" && !strings.EqualFold(e, "identity") {
+				e = strings.TrimSpace(e)
+				identity := e == "identity" || name == "Content-Encoding" && strings.EqualFold(e, "identity")
+				if e != "" && !identity {
 					return name, e
 				}
 			}

@@ -128,3 +128,30 @@ func TestBatchChargedPerMessage(t *testing.T) {
 		t.Errorf("%d bytes still charged", g.Budget.Used())
 	}
 }
+
+// TestRequestEncoding: a body compression other than identity is named
+// (and refused 415 by the guard); Content-Encoding's identity in any
+// case is none, while Grpc-Encoding and Connect-Content-Encoding name
+// compressors as spelled ("Identity" was answered 501 by the transcoder).
+func TestRequestEncoding(t *testing.T) {
+	for _, tc := range []struct {
+		header, value string
+		refused       bool
+	}{
+		{"Content-Encoding", "identity", false},
+		{"Content-Encoding", "Identity", false},
+		{"Content-Encoding", "gzip", true},
+		{"Content-Encoding", "identity, gzip", true},
+		{"Grpc-Encoding", "identity", false},
+		{"Grpc-Encoding", "Identity", true},
+		{"Connect-Content-Encoding", "IDENTITY", true},
+		{"Connect-Content-Encoding", " identity ", false},
+	} {
+		h := http.Header{}
+		h.Set(tc.header, tc.value)
+		name, e := requestEncoding(h)
+		if (name != "") != tc.refused {
+			t.Errorf("%s: %q: named %q %q, want refused %v", tc.header, tc.value, name, e, tc.refused)
+		}
+	}
+}

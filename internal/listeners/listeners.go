@@ -202,6 +202,20 @@ func normalizeRequest(next http.Handler) http.Handler {
 			return
 		}
 		ct := r.Header.Get("Content-Type")
+		if v := r.Header.Get("Connect-Timeout-Ms"); len(v) > maxTimeoutEcho {
+			// Malformed (a valid one has at most 10 digits): the transcoder
+			// refuses it 400 quoting it, so it is cut first (60 KB came
+			// back twice over, the thirteenth hostile pass).
+			r.Header.Set("Connect-Timeout-Ms", v[:maxTimeoutEcho])
+		}
+		if v := r.Header.Values("Grpc-Timeout"); len(v) > 0 && isREST(r, ct) && (len(v) > 1 || !validGRPCTimeout(v[0])) {
+			// The transcoder hands it to gRPC, which answered a REST caller
+			// 500 INTERNAL for it.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"code":3,"message":"malformed Grpc-Timeout header (1 to 8 digits and a unit: H, M, S, m, u or n)","details":[]}`)
+			return
+		}
 		if r.Method == http.MethodPost && r.ContentLength == 0 && (ct == "" || ct == "application/json") {
 			r.Body = io.NopCloser(strings.NewReader("{}"))
 			r.ContentLength = 2
@@ -209,6 +223,32 @@ func normalizeRequest(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// maxTimeoutEcho is the most of a malformed Connect-Timeout-Ms the
+// transcoder's refusal may quote.
+const maxTimeoutEcho = 16
+
+// isREST reports whether r is a REST call, not gRPC-Web or Connect
+// (whose errors the transcoder writes in their own protocol).
+func isREST(r *http.Request, ct string) bool {
+	ct = strings.ToLower(ct)
+	return r.Header.Get("Connect-Protocol-Version") == "" && !strings.HasPrefix(ct, "application/grpc") &&
+		!strings.HasPrefix(ct, "application/connect")
+}
+
+// validGRPCTimeout reports whether v is a gRPC timeout: 1 to 8 ASCII
+// digits and a unit.
+func validGRPCTimeout(v string) bool {
+	if len(v) < 2 || len(v) > 9 || !strings.ContainsRune("HMSmun", rune(v[len(v)-1])) {
+		return false
+	}
+	for _, c := range v[:len(v)-1] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // holdAnswers gives each request a hold (package answerhold) on the

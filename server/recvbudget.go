@@ -133,9 +133,9 @@ func (g *RecvGuard) Listener(lis net.Listener) net.Listener {
 	return g.peers.Listener(lis, g.wrap)
 }
 
-// wrap counts c, accepted from peer.
-func (g *RecvGuard) wrap(c net.Conn, peer netip.Addr) net.Conn {
-	rc := &recvConn{Conn: c, g: g, who: "grpc-conn:" + strconv.FormatInt(g.seq.Add(1), 10), peer: peer}
+// wrap counts c, accepted with its early-reset count n.
+func (g *RecvGuard) wrap(c net.Conn, n *rapidreset.Conn) net.Conn {
+	rc := &recvConn{Conn: c, g: g, who: "grpc-conn:" + strconv.FormatInt(g.seq.Add(1), 10), peer: n.Peer, resets: n}
 	rc.addr = recvAddr{Addr: c.RemoteAddr(), c: rc}
 	return rc
 }
@@ -154,8 +154,10 @@ type recvConn struct {
 	who  string
 	addr recvAddr
 	// peer is who the early-reset rule counts the connection's calls to
-	// (rapidreset.PeerOf).
-	peer netip.Addr
+	// (rapidreset.PeerOf); resets, the connection's count (nil in unit
+	// tests: made by the stats handler).
+	peer   netip.Addr
+	resets *rapidreset.Conn
 
 	mu sync.Mutex
 	// read is every byte the connection has read. What it holds for
@@ -252,6 +254,9 @@ func (c *recvConn) Close() error {
 	c.settleLocked()
 	c.releaseOwedLocked()
 	c.mu.Unlock()
+	if c.resets != nil {
+		c.resets.Closed()
+	}
 	return c.Conn.Close()
 }
 

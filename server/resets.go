@@ -37,11 +37,14 @@ type resetStats struct {
 
 type connResets struct {
 	c *recvConn
-	n rapidreset.Conn
+	n *rapidreset.Conn
 }
 
 func newConnResets(c *recvConn, peers *rapidreset.Peers) *connResets {
-	return &connResets{c: c, n: rapidreset.Conn{Peers: peers, Peer: c.peer}}
+	if c.resets == nil {
+		c.resets = &rapidreset.Conn{Peers: peers, Peer: c.peer}
+	}
+	return &connResets{c: c, n: c.resets}
 }
 
 type (

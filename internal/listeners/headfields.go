@@ -81,6 +81,10 @@ type headConn struct {
 	lastNL bool // the last byte other than CR seen in the head was LF
 }
 
+// NetConn is the connection underneath (rapidreset.ConnOf finds its
+// count through it).
+func (c *headConn) NetConn() net.Conn { return c.Conn }
+
 func (c *headConn) nextHead() {
 	c.mu.Lock()
 	c.inHead, c.lines, c.lastNL = true, 0, false

@@ -33,7 +33,11 @@ func (r *Peers) Serve(hs *http.Server) {
 		if prev != nil {
 			ctx = prev(ctx, c)
 		}
-		return context.WithValue(ctx, connKey{}, &httpConn{conn: c, n: Conn{Peers: r, Peer: PeerOf(c.RemoteAddr())}})
+		n := ConnOf(c)
+		if n == nil { // not served on r.Listener: requests counted, not the end
+			n = &Conn{Peers: r, Peer: PeerOf(c.RemoteAddr())}
+		}
+		return context.WithValue(ctx, connKey{}, &httpConn{conn: c, n: n})
 	}
 	next := hs.Handler
 	hs.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -62,7 +66,7 @@ type connKey struct{}
 // httpConn is an HTTP connection's count, and the connection to close.
 type httpConn struct {
 	conn net.Conn
-	n    Conn
+	n    *Conn
 }
 
 // flushWriter records the answer's status and whether the handler

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -34,6 +36,7 @@ func resetServer(t *testing.T) (*Peers, *httptest.Server) {
 		}
 	}))
 	ts.EnableHTTP2 = true
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0) // the empty connections' handshakes
 	peers.Serve(ts.Config)
 	ts.Listener = peers.Listener(ts.Listener, nil)
 	ts.StartTLS()
@@ -114,7 +117,7 @@ func TestServeClosesWastefulConnections(t *testing.T) {
 	})
 	t.Run("abandoned", func(t *testing.T) {
 		peers, ts := resetServer(t)
-		get(t, ts, "/block", true, 5*time.Millisecond, EarlyResetsMin)
+		get(t, ts, "/block", true, 5*time.Millisecond, 2*EarlyResetsMin) // the client may open a second connection
 		waitCloses(t, peers, 1)
 	})
 }
@@ -142,4 +145,35 @@ func TestServeHoldsPenalizedPeers(t *testing.T) {
 	before := peers.HTTPCloses()
 	get(t, ts, "/", false, 0, PenalizedEarlyResetsMin)
 	waitCloses(t, peers, before+1)
+}
+
+// TestEmptyConnectionsPenalize: connections that carry no request (a TCP
+// or TLS handshake, then nothing: the thirteenth hostile pass opened
+// 3,900 a second) count as early resets of their peer, which is
+// penalized at PeerEarlyResetsMin of them; a connection that carried a
+// request does not count.
+func TestEmptyConnectionsPenalize(t *testing.T) {
+	peers, ts := resetServer(t)
+	addr := ts.Listener.Addr().String()
+	for range PeerEarlyResetsMin - 1 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	time.Sleep(200 * time.Millisecond)
+	if peers.Penalties() != 0 {
+		t.Fatalf("penalized after %d empty connections, want at %d", PeerEarlyResetsMin-1, PeerEarlyResetsMin)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	for end := time.Now().Add(5 * time.Second); peers.Penalties() < 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("not penalized after %d empty connections", PeerEarlyResetsMin)
+		}
+	}
 }

@@ -37,11 +37,12 @@ type accepted struct {
 
 // Listener wraps lis (before any TLS: a held connection costs no
 // handshake) so that it holds back the new connections of penalized
-// peers, and hands each connection it serves through wrap (nil: as is)
-// with its peer.
-func (r *Peers) Listener(lis net.Listener, wrap func(net.Conn, netip.Addr) net.Conn) net.Listener {
+// peers, and hands each connection it serves through wrap with its
+// count (nil: a connection that counts its end, found by ConnOf). The
+// connection wrap returns must call the count's Closed when it closes.
+func (r *Peers) Listener(lis net.Listener, wrap func(net.Conn, *Conn) net.Conn) net.Listener {
 	if wrap == nil {
-		wrap = func(c net.Conn, _ netip.Addr) net.Conn { return c }
+		wrap = func(c net.Conn, n *Conn) net.Conn { return &countedConn{Conn: c, n: n} }
 	}
 	return &tarpit{Listener: lis, peers: r, wrap: wrap, out: make(chan accepted), done: make(chan struct{})}
 }
@@ -52,7 +53,7 @@ func (r *Peers) Listener(lis net.Listener, wrap func(net.Conn, netip.Addr) net.C
 type tarpit struct {
 	net.Listener
 	peers *Peers
-	wrap  func(net.Conn, netip.Addr) net.Conn
+	wrap  func(net.Conn, *Conn) net.Conn
 	start sync.Once
 	out   chan accepted
 	done  chan struct{}
@@ -126,7 +127,7 @@ func (l *tarpit) acceptLoop() {
 		}
 		peer := PeerOf(c.RemoteAddr())
 		if l.peers.Admit(peer) && !l.queued(peer) {
-			if !l.hand(accepted{l.wrap(c, peer), nil}) {
+			if !l.hand(accepted{l.wrap(c, &Conn{Peers: l.peers, Peer: peer}), nil}) {
 				return
 			}
 			continue
@@ -202,7 +203,7 @@ func (l *tarpit) release(now time.Time) []accepted {
 				l.peers.refused.Add(1)
 				_ = h.c.Close()
 			} else if l.peers.Admit(peer) {
-				out = append(out, accepted{l.wrap(h.c, peer), nil})
+				out = append(out, accepted{l.wrap(h.c, &Conn{Peers: l.peers, Peer: peer}), nil})
 			} else {
 				break
 			}
@@ -230,4 +231,34 @@ func (l *tarpit) dropGoneLocked(q *list.List) {
 		}
 		e = next
 	}
+}
+
+// countedConn is a served connection counting its end (Conn.Closed).
+type countedConn struct {
+	net.Conn
+	n *Conn
+}
+
+func (c *countedConn) Close() error {
+	c.n.Closed()
+	return c.Conn.Close()
+}
+
+// NetConn is the connection underneath.
+func (c *countedConn) NetConn() net.Conn { return c.Conn }
+
+// ConnOf is the count of c, a connection of Listener (through any
+// wrappers with a NetConn method, as *tls.Conn has), or nil.
+func ConnOf(c net.Conn) *Conn {
+	for c != nil {
+		if cc, ok := c.(*countedConn); ok {
+			return cc.n
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = u.NetConn()
+	}
+	return nil
 }

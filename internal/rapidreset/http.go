@@ -21,12 +21,15 @@ import (
 // A request counts as early when the client abandoned it before the
 // handler was done with it (its stream reset, or its connection closed:
 // the request's context ended), unless the handler had flushed its
-// answer (an event stream the client ends); and when it was refused for
-// want of a credential (401). The second is what a rapid reset without a
-// token looks like from here: the guard answers 401 at once, before the
-// server reads the stream's reset, and net/http2 lets a handler see
-// nothing of a reset that comes after it returned. A client with no or
-// an unknown token gets nothing from 256 requests in 10 s either way.
+// answer (an event stream the client ends); and, on HTTP/2, when it was
+// refused for want of a credential (401). The second is what a rapid
+// reset without a token looks like from here: the guard answers 401 at
+// once, before the server reads the stream's reset, and net/http2 lets a
+// handler see nothing of a reset that comes after it returned. On
+// HTTP/1.1 a client waits for each answer before its next request on a
+// connection, and its connections are capped (--max-conns-per-peer): its
+// 401s are not counted, so many clients of one address that each lack a
+// token each get their 401.
 func (r *Peers) Serve(hs *http.Server) {
 	prev := hs.ConnContext
 	hs.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
@@ -53,7 +56,7 @@ func (r *Peers) Serve(hs *http.Server) {
 		}
 		sw := &flushWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, req)
-		early := !sw.flushed.Load() && req.Context().Err() != nil || sw.status.Load() == http.StatusUnauthorized
+		early := !sw.flushed.Load() && req.Context().Err() != nil || req.ProtoMajor == 2 && sw.status.Load() == http.StatusUnauthorized
 		if hc.n.Ended(early) {
 			r.httpCloses.Add(1)
 			_ = hc.conn.Close()

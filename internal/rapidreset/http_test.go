@@ -2,6 +2,7 @@ package rapidreset
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log"
@@ -103,6 +104,27 @@ func TestServeClosesWastefulConnections(t *testing.T) {
 		waitCloses(t, peers, 1)
 		if peers.Penalties() != 1 {
 			t.Fatalf("%d penalties after a connection was caught, want 1", peers.Penalties())
+		}
+	})
+	t.Run("401s over HTTP/1.1", func(t *testing.T) {
+		peers, ts := resetServer(t)
+		tr := ts.Client().Transport.(*http.Transport).Clone()
+		tr.ForceAttemptHTTP2 = false
+		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+		tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
+		c := &http.Client{Transport: tr}
+		for range 2 * EarlyResetsMin {
+			resp, err := c.Get(ts.URL + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.ProtoMajor != 1 || resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("%s %d, want HTTP/1.1 401", resp.Proto, resp.StatusCode)
+			}
+			resp.Body.Close()
+		}
+		if peers.HTTPCloses() != 0 || peers.Penalties() != 0 {
+			t.Fatalf("HTTP/1.1 401s: %d closes, %d penalties, want none (a client waits for each)", peers.HTTPCloses(), peers.Penalties())
 		}
 	})
 	t.Run("mostly answered", func(t *testing.T) {

@@ -2,6 +2,7 @@ package mcpproxy
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -9,12 +10,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/classifierd/classifierd/internal/testindex"
 	"github.com/classifierd/classifierd/labels"
+	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/server"
 	"github.com/classifierd/classifierd/session"
 )
@@ -22,14 +25,19 @@ import (
 // TestToolCallsAreAdmitted: each of an agent's tool calls passes
 // Config.Admit with the agent's caller before it runs (the daemon admits
 // the ones that run the model, search_tools and hub__analyze_prompt, as
-// its own gRPC calls), and a refusal is the call's error result.
+// its own gRPC calls), and a refusal is the call's error result; its
+// other requests (initialize, tools/list) pass it too, with the caller
+// Config.Identify names, and a refused tools/list is a JSON-RPC error.
 func TestToolCallsAreAdmitted(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	refuse := ""
-	admit := func(ctx context.Context, tool string, _ int) (context.Context, func(), error) {
+	admit := func(ctx context.Context, method, tool string, _ int) (context.Context, func(), error) {
 		mu.Lock()
 		defer mu.Unlock()
+		if method != "tools/call" {
+			tool = method
+		}
 		seen = append(seen, server.CallerFrom(ctx).Quota+" "+tool)
 		if tool == refuse {
 			return ctx, nil, status.Error(codes.ResourceExhausted, "server overloaded: test")
@@ -42,7 +50,8 @@ func TestToolCallsAreAdmitted(t *testing.T) {
 	px, err := New(context.Background(), Config{Source: src, Embedder: testindex.Embedder{Dims: 64},
 		Model: labels.Model{Name: "bow", Fingerprint: "f", Dims: 64}, ServerNames: []string{"notes", "weather"},
 		Sessions: session.Config{DefaultExposure: session.ExposeMetaOnly}, Logger: slog.New(slog.DiscardHandler),
-		Caller: func(string, http.Header) (server.Caller, error) { return alice, nil }, Admit: admit})
+		Caller:   func(string, http.Header) (server.Caller, error) { return alice, nil },
+		Identify: func(http.Header) (server.Caller, error) { return alice, nil }, Admit: admit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,9 +76,20 @@ func TestToolCallsAreAdmitted(t *testing.T) {
 	if err != nil || !res.IsError || !strings.HasPrefix(res.Content[0].(*mcp.TextContent).Text, "RESOURCE_EXHAUSTED") {
 		t.Fatalf("refused %s: %v %v, want an error result RESOURCE_EXHAUSTED", ToolAnalyze, res, err)
 	}
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	refuse = "tools/list"
+	mu.Unlock()
+	var we *jsonrpc.Error
+	if _, err := cs.ListTools(ctx, nil); !errors.As(err, &we) || we.Code != mcpserver.CodeResourceExhausted || !strings.HasPrefix(we.Message, "RESOURCE_EXHAUSTED") {
+		t.Fatalf("refused tools/list: %v, want a JSON-RPC error %d RESOURCE_EXHAUSTED", err, mcpserver.CodeResourceExhausted)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	want := []string{"token:alice " + ToolSearch, "token:alice " + ToolAnalyze, "token:alice " + ToolAnalyze}
+	want := []string{"token:alice initialize", "token:alice " + ToolSearch, "token:alice " + ToolAnalyze, "token:alice " + ToolAnalyze,
+		"token:alice tools/list", "token:alice tools/list"}
 	if !slices.Equal(seen, want) {
 		t.Fatalf("admitted %v, want %v", seen, want)
 	}

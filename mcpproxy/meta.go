@@ -50,7 +50,7 @@ type AnalyzeOutput struct {
 
 func (c *client) addMetaTools() {
 	p := c.p
-	mcp.AddTool(c.srv, &mcp.Tool{Name: ToolSearch, Description: "Search every tool of every connected MCP server, including tools " +
+	mcpserver.AddTool(c.srv, &mcp.Tool{Name: ToolSearch, Description: "Search every tool of every connected MCP server, including tools " +
 		"not in your tool list, ranked best first with calibrated confidence; call one with call_tool.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in mcpserver.SearchToolsInput) (*mcp.CallToolResult, SearchOutput, error) {
@@ -73,7 +73,7 @@ func (c *client) addMetaTools() {
 			}
 			return nil, out, nil
 		})
-	mcp.AddTool(c.srv, &mcp.Tool{Name: ToolCall, Description: "Call any tool of any connected MCP server by server and tool name " +
+	mcpserver.AddTool(c.srv, &mcp.Tool{Name: ToolCall, Description: "Call any tool of any connected MCP server by server and tool name " +
 		"(as search_tools returns them), whether or not it is in your tool list."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in CallInput) (*mcp.CallToolResult, any, error) {
 			l, err := p.current()
@@ -88,7 +88,7 @@ func (c *client) addMetaTools() {
 			res, err := c.call(ctx, lt.Server, lt.Tool.Name, in.Arguments)
 			return res, nil, err
 		})
-	mcp.AddTool(c.srv, &mcp.Tool{Name: ToolAnalyze, Description: "Analyze the user's prompt and add the tools it needs to your tool list " +
+	mcpserver.AddTool(c.srv, &mcp.Tool{Name: ToolAnalyze, Description: "Analyze the user's prompt and add the tools it needs to your tool list " +
 		"(mode additive, the default) or replace it (mode replacement); your tool list changes (tools/list_changed) only when " +
 		"what you see changes."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in AnalyzeInput) (*mcp.CallToolResult, AnalyzeOutput, error) {

@@ -107,10 +107,14 @@ type Config struct {
 	// scope a tool needs is ToolScope's. Nil: every call is
 	// server.Anonymous.
 	Caller func(tool string, header http.Header) (server.Caller, error)
-	// Admit, if set, admits each tool call before it runs, as
-	// mcpserver.Config.Admit (the proxy admits the ones that run its
-	// model, search_tools and hub__analyze_prompt, by caller).
-	Admit func(ctx context.Context, tool string, size int) (context.Context, func(), error)
+	// Identify says who makes a request that is not a tool call, as
+	// mcpserver.Config.Identify (nil: server.Anonymous).
+	Identify func(header http.Header) (server.Caller, error)
+	// Admit, if set, admits each request before it runs, as
+	// mcpserver.Config.Admit (the proxy admits the tool calls that run
+	// its model, search_tools and hub__analyze_prompt, and every request
+	// that is not a tool call, such as tools/list, by caller).
+	Admit func(ctx context.Context, method, tool string, size int) (context.Context, func(), error)
 	// Metrics, when set, gets the proxy's series (metrics.go): live
 	// sessions, sessions refused, forwarded tool calls.
 	Metrics prometheus.Registerer
@@ -332,7 +336,7 @@ func (p *Proxy) NewSessionServer(owner server.Caller) (srv *mcp.Server, served f
 	// the places count.
 	place.OnEnd(func() { p.drop(c) })
 	c.srv = mcpserver.NewBare(mcpserver.Config{Timeout: p.cfg.Timeout, Version: p.cfg.Version, Logger: p.cfg.Logger,
-		ProtocolVersions: SessionVersions(), Caller: p.cfg.Caller, Admit: p.cfg.Admit})
+		ProtocolVersions: SessionVersions(), Caller: p.cfg.Caller, Identify: p.cfg.Identify, Admit: p.cfg.Admit})
 	c.addMetaTools()
 	c.srv.AddSendingMiddleware(c.listChanged)
 	// Every request of the session keeps its exposure alive: the

@@ -133,15 +133,15 @@ type ReportUseOutput struct {
 // AddClassifierTools adds search_tools, route, analyze_prompt and
 // report_use to s.
 func AddClassifierTools(s *mcp.Server, backend func() Backend) {
-	mcp.AddTool(s, &mcp.Tool{Name: ToolSearch, Description: "Find the tools that fit a need among every tool of every MCP server in the catalog, " +
+	AddTool(s, &mcp.Tool{Name: ToolSearch, Description: "Find the tools that fit a need among every tool of every MCP server in the catalog, " +
 		"including tools not shown to you, ranked best first with their server, description, calibrated confidence and evidence.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, searchTools(backend))
-	mcp.AddTool(s, &mcp.Tool{Name: ToolRoute, Description: "Route a request or conversation to the MCP servers and tools it needs, " +
+	AddTool(s, &mcp.Tool{Name: ToolRoute, Description: "Route a request or conversation to the MCP servers and tools it needs, " +
 		"with calibrated confidences and the no-match policy (none, meta or all).",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, routeTool(backend))
-	mcp.AddTool(s, &mcp.Tool{Name: ToolAnalyzePrompt, Description: "Analyze a prompt into the tool categories it needs; " +
+	AddTool(s, &mcp.Tool{Name: ToolAnalyzePrompt, Description: "Analyze a prompt into the tool categories it needs; " +
 		"with session_id, widen (additive) or replace that hub session's exposed categories."}, AnalyzePrompt(backend))
-	mcp.AddTool(s, &mcp.Tool{Name: ToolReportUse, Description: "Report which servers and tools the agent actually called for a request " +
+	AddTool(s, &mcp.Tool{Name: ToolReportUse, Description: "Report which servers and tools the agent actually called for a request " +
 		"(by the request_id of a route, search_tools or analyze_prompt answer, or by its text), so later answers weigh what this " +
 		"deployment's agents call. Needs scopes report and route."}, reportUse(backend))
 }

@@ -32,7 +32,7 @@ type CallToolInput struct {
 // index named by id or name, through caller, so an agent can call what
 // search_tools found although it was never shown the tool.
 func AddCallTool(s *mcp.Server, backend func() Backend, caller Caller) {
-	mcp.AddTool(s, &mcp.Tool{Name: ToolCall, Description: "Call a tool of any MCP server in the catalog by server and tool name " +
+	AddTool(s, &mcp.Tool{Name: ToolCall, Description: "Call a tool of any MCP server in the catalog by server and tool name " +
 		"(as search_tools returns them), whether or not it is in your tool list."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in CallToolInput) (*mcp.CallToolResult, any, error) {
 			name, ok := serverName(backend().Index, in.Server)

@@ -46,7 +46,7 @@ func TestToolError(t *testing.T) {
 }
 
 func TestGuardRecoversPanics(t *testing.T) {
-	h := guard(discard(), 0, nil)(func(context.Context, string, mcp.Request) (mcp.Result, error) { panic("boom") })
+	h := guard(discard(), 0, nil, nil)(func(context.Context, string, mcp.Request) (mcp.Result, error) { panic("boom") })
 	res, err := h(context.Background(), "tools/call", nil)
 	var we *jsonrpc.Error
 	if res != nil || !errors.As(err, &we) || we.Code != jsonrpc.CodeInternalError || we.Message != "internal error" {
@@ -63,7 +63,7 @@ func TestGuardRefusesAsToolResult(t *testing.T) {
 		return server.Caller{}, status.Error(codes.PermissionDenied, "search_tools needs scope \"route\"")
 	}
 	ran := false
-	h := guard(discard(), 0, refuse)(func(context.Context, string, mcp.Request) (mcp.Result, error) { ran = true; return nil, nil })
+	h := guard(discard(), 0, refuse, nil)(func(context.Context, string, mcp.Request) (mcp.Result, error) { ran = true; return nil, nil })
 	res, err := h(context.Background(), "tools/call", &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "search_tools"}})
 	r, ok := res.(*mcp.CallToolResult)
 	if err != nil || !ok || !r.IsError || len(r.Content) != 1 {

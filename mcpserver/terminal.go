@@ -89,7 +89,7 @@ type TrackInputEventOutput struct {
 // AddTerminalTools adds the terminal prompt contract's tools to s; each
 // calls the same TerminalServer method as the gRPC API.
 func AddTerminalTools(s *mcp.Server, term *server.TerminalServer) {
-	mcp.AddTool(s, &mcp.Tool{Name: ToolDetectInputPrompt, Description: "Detect whether a terminal session is waiting for input " +
+	AddTool(s, &mcp.Tool{Name: ToolDetectInputPrompt, Description: "Detect whether a terminal session is waiting for input " +
 		"(password, yes/no, choice, path, text, command), with confidence and whether answering is dangerous.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in DetectInputPromptInput) (*mcp.CallToolResult, DetectInputPromptOutput, error) {
@@ -107,7 +107,7 @@ func AddTerminalTools(s *mcp.Server, term *server.TerminalServer) {
 			}
 			return nil, out, nil
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: ToolInferExpected, Description: "Suggest what to type at a terminal prompt, with confidence, " +
+	AddTool(s, &mcp.Tool{Name: ToolInferExpected, Description: "Suggest what to type at a terminal prompt, with confidence, " +
 		"source and warnings (never suggests secrets).", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in InferExpectedInputInput) (*mcp.CallToolResult, InferExpectedInputOutput, error) {
 			resp, err := term.InferExpectedInput(ctx, &terminalpb.InferExpectedInputRequest{PromptText: in.PromptText, PromptType: in.PromptType,
@@ -125,7 +125,7 @@ func AddTerminalTools(s *mcp.Server, term *server.TerminalServer) {
 			}
 			return nil, out, nil
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: ToolTrackInputEvent, Description: "Record what was typed at a terminal prompt and whether it worked, " +
+	AddTool(s, &mcp.Tool{Name: ToolTrackInputEvent, Description: "Record what was typed at a terminal prompt and whether it worked, " +
 		"so later suggestions learn from it (secret inputs are redacted before storage)."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in TrackInputEventInput) (*mcp.CallToolResult, TrackInputEventOutput, error) {
 			resp, err := term.TrackInputEvent(ctx, &terminalpb.TrackInputEventRequest{SessionId: in.SessionID, PromptText: in.PromptText,

@@ -338,6 +338,7 @@ type waiter struct {
 	bytes    int64
 	cost     float64 // expected service, when it queued
 	long     bool    // holds a core once it starts
+	cpu      bool    // AdmitCPU's
 	attempts int
 	granted  bool  // guarded by Admission.mu
 	err      error // guarded by Admission.mu
@@ -561,6 +562,12 @@ func (a *Admission) sharedLocked(f *flow) bool {
 // holds a core (AdmissionConfig.Cores) while it runs.
 func (a *Admission) longLocked(c float64) bool {
 	return a.cfg.Cores > 0 && a.cost.trained() && c >= longCallFactor*a.cost.cheapest()
+}
+
+// holdsCoreLocked reports whether a call of expected service c holds a
+// core while it runs: a long one, or one of AdmitCPU's (cpu).
+func (a *Admission) holdsCoreLocked(c float64, cpu bool) bool {
+	return (cpu && a.cfg.Cores > 0) || a.longLocked(c)
 }
 
 // shareLocked is f's share of the places among active flows of total
@@ -981,9 +988,35 @@ func (a *Admission) Admit(ctx context.Context, method string, bytes int64) (cont
 	return batch.WithFlow(ctx, key, weight), release, nil
 }
 
+// AdmitCPU takes a place for one call that runs no model and whose work
+// is the daemon's own CPU, such as an MCP tools/list, whose answer (14 KB
+// of JSON schemas) is encoded in its place: as Admit, under the caller's
+// share, with a request of no size, and while another identity is active
+// it holds one of AdmissionConfig.Cores as well as a place, as a long
+// call does, so one identity's such calls keep no more than its share of
+// the cores busy (its share of the places is every core on a 2-core
+// machine). Its cost is learnt apart from every model call's (the size
+// class of empty requests, which costModel.cheapest leaves out). A nil
+// Admission admits every call.
+func (a *Admission) AdmitCPU(ctx context.Context, method string) (context.Context, func(), error) {
+	if a == nil {
+		return ctx, func() {}, nil
+	}
+	release, err := a.admitAs(ctx, method, 0, true)
+	if err != nil {
+		return ctx, nil, err
+	}
+	return ctx, release, nil
+}
+
 // admit takes a place for one call of bytes of request, waiting in its
 // identity's queue if needed; the returned func gives it back.
 func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func(), error) {
+	return a.admitAs(ctx, method, bytes, false)
+}
+
+// admitAs is admit, for one of AdmitCPU's calls if cpu.
+func (a *Admission) admitAs(ctx context.Context, method string, bytes int64, cpu bool) (func(), error) {
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
@@ -1011,7 +1044,7 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 	f, fresh := a.flowLocked(key, weight)
 	s := a.sharesLocked()
 	cost := a.cost.predict(float64(bytes))
-	long := a.longLocked(cost)
+	long := a.holdsCoreLocked(cost, cpu)
 	if f.queued == 0 && a.mayStartLocked(f, s, long) {
 		charged, r := a.startLocked(f, bytes, seq, long, arrived)
 		a.mu.Unlock()
@@ -1046,7 +1079,7 @@ func (a *Admission) admit(ctx context.Context, method string, bytes int64) (func
 	if first {
 		scale = a.nextScale
 	}
-	w := &waiter{f: f, ready: make(chan struct{}), bytes: bytes, cost: cost, long: long, attempts: attempts,
+	w := &waiter{f: f, ready: make(chan struct{}), bytes: bytes, cost: cost, long: long, cpu: cpu, attempts: attempts,
 		expected: time.Duration(float64(wait) / scale), seq: seq, next: first}
 	a.enqueueLocked(w, arrived)
 	a.dispatchLocked(arrived) // a push-out may have forgotten a flow and freed its places
@@ -1174,7 +1207,7 @@ func (a *Admission) repriceLocked() {
 			for el := f.waiting[k].Front(); el != nil; el = el.Next() {
 				w := el.Value.(*waiter)
 				w.cost = a.cost.predict(float64(w.bytes))
-				w.long = a.longLocked(w.cost)
+				w.long = a.holdsCoreLocked(w.cost, w.cpu)
 				f.cWait[k] += w.cost
 				f.qCost += w.cost
 			}
@@ -1261,10 +1294,12 @@ func costClass(x float64) int {
 func (m *costModel) trained() bool { return m.any }
 
 // cheapest is the expected service of the cheapest size class seen (0:
-// none yet).
+// none yet), leaving out the class of empty requests (under 2 bytes):
+// those run no model (AdmitCPU's calls, an empty Route refused before
+// it), so a call ten times theirs is not long.
 func (m *costModel) cheapest() float64 {
 	c := 0.0
-	for _, v := range m.mean {
+	for _, v := range m.mean[1:] {
 		if v > 0 && (c == 0 || v < c) {
 			c = v
 		}

@@ -830,3 +830,79 @@ func TestAdmissionLongCallsShareTheCores(t *testing.T) {
 		t.Fatalf("after the small caller left, %s's end started %v, want %d of the hog's calls", hogRunning, got, places)
 	}
 }
+
+// AdmitCPU's calls (an MCP tools/list, whose answer is the daemon's CPU)
+// hold a core as well as a place while another identity is active, as
+// long calls do, so one identity's flood of them keeps at most its share
+// of the cores busy (its share of the places is every core on a 2-core
+// machine): a second such call of the hog waits while places are free,
+// and starts when its first ends. Their cost is learnt apart: however
+// cheap, it does not make a small model call long. Alone, the hog takes
+// every place.
+func TestAdmissionCPUCallsShareTheCores(t *testing.T) {
+	const places, cores = 4, 2
+	h := newFairHarness(t, AdmissionConfig{MaxInFlight: places, Cores: cores, MaxQueue: 1000, ActiveFor: 100 * time.Millisecond})
+	small := spec{caller: "small", bytes: 100, deadline: time.Hour}
+	hog := WithCaller(context.Background(), Caller{Name: "hog", Quota: "token:hog"})
+	h.train(small, 3, 2*time.Millisecond)
+	list := func() func() {
+		t.Helper()
+		_, release, err := h.a.AdmitCPU(hog, "mcp/tools/list")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return release
+	}
+	for range 3 { // each 0.1 ms: a twentieth of a small call
+		r := list()
+		h.clk.Advance(100 * time.Microsecond)
+		r()
+	}
+	if p := h.a.cost.predict(0); p != float64(100*time.Microsecond) {
+		t.Fatalf("expected service of a tools/list %v, want 100µs", time.Duration(p))
+	}
+	if h.a.longLocked(h.a.cost.predict(100)) {
+		t.Fatal("a small call is long beside tools/list twenty times cheaper")
+	}
+	h.must("started", "s0", small)
+	first := list()
+	if n := h.a.LongInFlight(); n != 1 {
+		t.Fatalf("%d calls hold a core, want 1 (the hog's tools/list)", n)
+	}
+	second := make(chan func(), 1)
+	go func() {
+		_, release, err := h.a.AdmitCPU(hog, "mcp/tools/list")
+		if err != nil {
+			t.Error(err)
+			release = func() {}
+		}
+		second <- release
+	}()
+	for deadline := time.Now().Add(10 * time.Second); h.a.Queued() == 0; time.Sleep(time.Millisecond) {
+		if len(second) > 0 || time.Now().After(deadline) {
+			t.Fatal("the hog's second tools/list did not wait for a core")
+		}
+	}
+	if in := h.a.InFlight(); in != 2 {
+		t.Fatalf("%d calls in flight, want 2: the hog's second tools/list waits for a core, its share of the places is 2", in)
+	}
+	h.clk.Advance(100 * time.Microsecond)
+	first()
+	r := <-second
+	if n := h.a.LongInFlight(); n != 1 || h.a.Queued() != 0 {
+		t.Fatalf("after the first ended: %d calls hold a core, %d wait; want the second holding one", n, h.a.Queued())
+	}
+	r()
+	h.release("s0", 2*time.Millisecond)
+	h.clk.Advance(time.Second) // the small caller has gone
+	var rs []func()
+	for range places {
+		rs = append(rs, list()) // alone: every place at once
+	}
+	if n := h.a.LongInFlight(); n != places {
+		t.Fatalf("%d of the hog's tools/list hold a core alone, want %d", n, places)
+	}
+	for _, r := range rs {
+		r()
+	}
+}

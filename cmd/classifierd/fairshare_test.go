@@ -73,9 +73,10 @@ func TestHogCannotRefuseAnotherIdentity(t *testing.T) {
 
 // TestMCPToolCallsAreAdmitted: the daemon's MCP tool calls that run the
 // model pass the same admission as its gRPC calls (the admitted-call
-// histogram counts them), and the ones that do not (listing tools) do
-// not. Before, the MCP listeners called the domain directly and a hostile
-// MCP client escaped the fair shares.
+// histogram counts them), and so does listing tools, whose answer is its
+// work (TestMCPListHogCannotRefuseAnotherIdentity). Before, the MCP
+// listeners called the domain directly and a hostile MCP client escaped
+// the fair shares.
 func TestMCPToolCallsAreAdmitted(t *testing.T) {
 	idx := genIndex(t, "testdata/mini.json")
 	tokens := filepath.Join(t.TempDir(), "tokens")
@@ -84,9 +85,11 @@ func TestMCPToolCallsAreAdmitted(t *testing.T) {
 	}
 	mcpAddr, metricsAddr := freeAddr(t), freeAddr(t)
 	startDaemon(t, idx, "--mcp-listen", mcpAddr, "--auth-token-file", tokens, "--metrics-listen", metricsAddr)
-	const admitted = "classifierd_admitted_call_seconds_count"
-	before := scrape(t, metricsAddr)[admitted]
+	// Counted when admitted, before the call runs: the session's own
+	// requests (initialize) are counted once it is connected.
+	const admitted = "classifierd_admission_wait_seconds_count"
 	cs := mustConnect(t, "http://"+mcpAddr+listeners.MCPPath, bearerClient(aliceToken))
+	before := scrape(t, metricsAddr)[admitted]
 	ctx := context.Background()
 	for _, tool := range []string{"route", "search_tools", "analyze_prompt"} {
 		args := map[string]any{"query": "list the open pull requests on github", "prompt": "list the open pull requests on github"}
@@ -100,11 +103,14 @@ func TestMCPToolCallsAreAdmitted(t *testing.T) {
 			t.Fatalf("%s: %v %v", tool, res, err)
 		}
 	}
+	if got := scrape(t, metricsAddr)[admitted] - before; got != 3 {
+		t.Fatalf("admitted model calls grew by %v over three MCP tool calls, want 3", got)
+	}
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := scrape(t, metricsAddr)[admitted] - before; got != 3 {
-		t.Fatalf("admitted model calls grew by %v over three MCP tool calls, want 3", got)
+	if got := scrape(t, metricsAddr)[admitted] - before; got != 4 {
+		t.Fatalf("admitted calls grew by %v over three MCP tool calls and a tools/list, want 4", got)
 	}
 }
 

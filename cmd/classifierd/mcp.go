@@ -65,11 +65,12 @@ func newMCPServer(cfg Config, edge mcpEdge, svc *server.Server, term *server.Ter
 	// swap it under the daemon (server.Server.Swap).
 	backend := func() mcpserver.Backend { return mcpserver.Backend{Classifier: svc, Index: svc.Index()} }
 	var caller func(string, http.Header) (server.Caller, error) // nil: anonymous
+	var identify func(http.Header) (server.Caller, error)
 	if edge.sec != nil {
-		caller = edge.sec.MCPCaller
+		caller, identify = edge.sec.MCPCaller, edge.sec.MCPIdentity
 	}
 	s, err := mcpserver.New(mcpserver.Config{Backend: backend, Terminal: term, Timeout: cfg.Timeout, Version: version, Logger: log,
-		Caller: caller, Admit: ops.MCPAdmit(edge.admission)})
+		Caller: caller, Identify: identify, Admit: ops.MCPAdmit(edge.admission)})
 	if err != nil {
 		return nil, err
 	}

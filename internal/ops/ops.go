@@ -400,11 +400,16 @@ func modelTools() []string {
 		mcpserver.ToolDetectInputPrompt, mcpserver.ToolInferExpected, mcpserver.ToolTrackInputEvent}
 }
 
-// MCPAdmit is the admission of MCP tool calls (mcpserver.Config.Admit):
-// the model's tools (the daemon's, and more, such as the proxy's
-// hub__analyze_prompt) by a, under the caller the MCP server put in ctx,
-// so an MCP caller has the same share as over gRPC; nil without a.
-func MCPAdmit(a *server.Admission, more ...string) func(context.Context, string, int) (context.Context, func(), error) {
+// MCPAdmit is the admission of MCP requests (mcpserver.Config.Admit) by
+// a, under the caller the MCP server put in ctx, so an MCP caller has the
+// same share as over gRPC: the calls of the model's tools (the daemon's,
+// and more, such as the proxy's hub__analyze_prompt), and every request
+// that is not a tool call (tools/list, initialize, ping, ...), whose
+// answer is encoded in its place (server.Admission.AdmitCPU: it holds a
+// core of the caller's share too). The other tools
+// (report_use, call_tool, the proxy's forwarded calls) read sessions or
+// forward to other servers, and are not admitted. Nil without a.
+func MCPAdmit(a *server.Admission, more ...string) func(context.Context, string, string, int) (context.Context, func(), error) {
 	if a == nil {
 		return nil
 	}
@@ -412,7 +417,10 @@ func MCPAdmit(a *server.Admission, more ...string) func(context.Context, string,
 	for _, tool := range append(modelTools(), more...) {
 		admitted[tool] = true
 	}
-	return func(ctx context.Context, tool string, size int) (context.Context, func(), error) {
+	return func(ctx context.Context, method, tool string, size int) (context.Context, func(), error) {
+		if method != "tools/call" {
+			return a.AdmitCPU(ctx, "mcp/"+method)
+		}
 		if !admitted[tool] {
 			return ctx, func() {}, nil
 		}

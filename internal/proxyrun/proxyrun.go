@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/classifierd/classifierd/embed"
@@ -200,7 +201,8 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 	// share it by caller as the daemon's do, with the daemon's defaults.
 	adm := server.NewAdmission(server.AdmissionConfig{MaxInFlight: 2 * cfg.Concurrency, MaxQueue: ops.DefaultMaxWaiting,
 		MaxQueueBytes: server.DefaultAdmissionMaxQueueBytes, MaxWait: server.DefaultAdmissionMaxWait,
-		StandingAfter: server.DefaultAdmissionStandingAfter, IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: 2 * time.Millisecond})
+		StandingAfter: server.DefaultAdmissionStandingAfter, IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: 2 * time.Millisecond,
+		Cores: runtime.GOMAXPROCS(0)})
 	src, closeSrc, err := isolate(pool, perIdentity, cfg, poolOpts, reg, log)
 	if err != nil {
 		return err
@@ -211,7 +213,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 		Limits: request.Limits{}, ServerNames: names, Timeout: cfg.Timeout, Version: version, Logger: log,
 		Sessions: session.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPerOwner: cfg.MaxSessionsPerClient,
 			DefaultExposure: session.Exposure(cfg.Exposure)},
-		Caller: sec.ToolCaller(mcpproxy.ToolScope), Admit: ops.MCPAdmit(adm, mcpproxy.ToolAnalyze), Metrics: reg, Learner: learner})
+		Caller: sec.ToolCaller(mcpproxy.ToolScope), Identify: sec.MCPIdentity, Admit: ops.MCPAdmit(adm, mcpproxy.ToolAnalyze), Metrics: reg, Learner: learner})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,12 @@ POSTing MCP batches (protocol 2025-03-26) of 64 tools/list (3.6 KB, about 0.9 MB
 full) to the daemon's --mcp-listen (or the proxy's with TARGET=PROXY, WHO=caller) for SECS s, after
 SECS s idle (BATCH=1: single requests instead, for comparison); bob times his small Route over --http-listen (keep-alive) idle and meanwhile. Prints
 bob's p50/p99, the batches done, the target's CPU seconds and load average in each phase.
+SPLIT=1: bob times his calls in a process of his own: in the hog's process his thread waits for the
+GIL while the hog's threads parse their 0.9 MB answers (json.loads holds it throughout), which the
+faster the target answers the hog, the longer bob's times (the fourteenth pass). NICE=N (with
+SPLIT=1): the hog's process runs at nice N, bob's at the nice it was started with, as if the hog's
+client ran on another machine than the target and bob (his process and the target keep their
+share of the cores from the hog's JSON parsing).
 usage: mcpbatchloop13a.py DIR T SECS"""
 import os, sys, json, time, threading, http.client
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'amp10a')); import mcp10
@@ -42,7 +48,14 @@ def phase(name, flood):
                 st[type(e).__name__] = st.get(type(e).__name__, 0) + 1
     ths = [threading.Thread(target=hog, args=(k,), daemon=True) for k in range(T if flood else 0)]
     [t.start() for t in ths]; time.sleep(1 if flood else 0)
-    c0 = cpu(); t0 = time.time(); v = victim(secs); dt = time.time() - t0
+    c0 = cpu(); t0 = time.time()
+    v = pool.apply(victim, (secs,)) if pool else victim(secs)
+    dt = time.time() - t0
     print('%-6s %s; %s %.1fs CPU in %.1fs; batches %d %s; load %s' % (name, v, target, cpu() - c0, dt, done[0], st, open('/proc/loadavg').read().split()[0]), flush=True)
     stop[0] = True; [t.join(60) for t in ths]
+pool = None
+if os.environ.get('SPLIT') == '1':
+    import multiprocessing
+    pool = multiprocessing.get_context('fork').Pool(1); pool.apply(time.sleep, (0,))  # bob's process, started now
+    os.nice(int(os.environ.get('NICE', '0')))
 phase('idle', False); phase('flood', True); time.sleep(5); phase('after', False)

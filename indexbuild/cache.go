@@ -78,6 +78,21 @@ func (c *Cache) Embed(ctx context.Context, texts []string) ([][]float32, error) 
 	return out, nil
 }
 
+// Missing counts the distinct texts whose vectors are not cached: what
+// an Embed of texts would embed.
+func (c *Cache) Missing(texts []string) int {
+	miss := map[[32]byte]bool{}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range texts {
+		k := c.key(t)
+		if _, ok := c.vecs[k]; !ok {
+			miss[k] = true
+		}
+	}
+	return len(miss)
+}
+
 // Prune drops every vector not used since the last Prune and returns the
 // hits and misses since then.
 func (c *Cache) Prune() (hits, misses int) {

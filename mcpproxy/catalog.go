@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -25,32 +25,129 @@ type liveTool struct {
 	Tool     *mcp.Tool
 }
 
+// The bounds on what the proxy indexes of its backends (the thirteenth
+// hostile pass: one backend of 2,000 tools with 1 KB descriptions, within
+// mcpsrc.MaxTools, kept the listener from opening for over 9 minutes).
+// Catalogs within them index as before.
+const (
+	// MaxEmbedText bounds each description embedded for a backend tool
+	// (and each of a server's examples, which are its tools'
+	// descriptions), in bytes: longer ones are clipped before embedding.
+	// The model reads at most its max_tokens (256 for the default one,
+	// about 1-1.5 KB of English), so the clip changes no vector of an
+	// ordinary description; it bounds what is hashed, held and tokenised.
+	// What a session's tool list shows is the backend's own description.
+	MaxEmbedText = 2048
+	// MaxToolsPerServer bounds the tools indexed of one backend; those
+	// past it (in the backend's order) are left out with a warning
+	// naming the server: not searchable, not shown, not callable through
+	// the proxy.
+	MaxToolsPerServer = 500
+	// MaxToolsIndexed bounds the tools indexed of every backend together;
+	// backends are taken in configuration order, and the tools past it
+	// are left out with a warning naming each server cut.
+	MaxToolsIndexed = 5000
+	// MaxServerExamples bounds the examples of a server's category (its
+	// tools' descriptions, in order): each is one more text embedded and
+	// one more held-out example at every fit.
+	MaxServerExamples = 200
+	// MaxToolName is the longest tool name the proxy exposes, the
+	// "<server id>__" prefix included: the MCP specification (2025-11-25)
+	// asks for names of 1-128 characters of A-Za-z0-9, '_', '-' and '.'.
+	MaxToolName = 128
+)
+
+// toolNameProblem says why the proxy does not expose a backend tool named
+// name on the server of id serverID ("" when it does): a name outside
+// the MCP specification's set (1-128 characters of A-Za-z0-9_.-; so no
+// NUL, escape sequence, bidi override, space or '/'), holding the
+// proxy's separator "__" (evil__a__b would read as server evil's tool
+// a__b or server evil__a's tool b), or too long once exposed as
+// "<server id>__<name>".
+func toolNameProblem(serverID, name string) string {
+	if name == "" {
+		return "name is blank"
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return "name holds characters outside A-Za-z0-9_.- (MCP specification 2025-11-25)"
+		}
+	}
+	if strings.Contains(name, "__") {
+		return "name holds the proxy's separator \"__\""
+	}
+	if len(serverID)+2+len(name) > MaxToolName {
+		return fmt.Sprintf("exposed name %s__… is over %d characters", serverID, MaxToolName)
+	}
+	return ""
+}
+
+// serverTools returns the tools of st the proxy indexes, in st's order,
+// with a warning for each left out: a name toolNameProblem refuses (or
+// one the catalog could not hold), a name listed twice (the first kept),
+// and those past MaxToolsPerServer (one warning). id is the server's id
+// (serverIDs). Names in warnings are quoted and clipped to 64 bytes.
+func serverTools(st mcpsrc.ServerState, id string) ([]*mcp.Tool, []string) {
+	var kept []*mcp.Tool
+	var warnings []string
+	seen := map[string]bool{}
+	over := 0
+	for _, t := range st.Tools {
+		problem := toolNameProblem(id, t.Name)
+		switch {
+		case problem == "" && seen[t.Name]:
+			problem = "listed twice; the first kept"
+		case problem == "" && len(kept) >= MaxToolsPerServer:
+			over++
+			continue
+		}
+		if problem != "" {
+			warnings = append(warnings, fmt.Sprintf("server %q: tool %s left out: %s", st.Name, strconv.QuoteToASCII(clip.String(t.Name, 64)), problem))
+			continue
+		}
+		seen[t.Name] = true
+		kept = append(kept, t)
+	}
+	if over > 0 {
+		warnings = append(warnings, fmt.Sprintf("server %q lists more than %d tools: the %d past them are left out (not searchable, not shown, not callable through the proxy)",
+			st.Name, MaxToolsPerServer, over))
+	}
+	return kept, warnings
+}
+
 // buildCatalog turns the servers' live tools into a catalog: one category
 // per server (so a session's exposure is a set of servers), described by
-// its name and with its tools' descriptions as examples, and the server
-// with its tools. Servers without tools are left out. It also returns
-// every tool by exposed name. A tool that cannot be indexed (a blank,
-// duplicate or over-long name, or not UTF-8) is left out, as the daemon's
-// mcpsrc.Catalog leaves it out: one such tool of one backend failed the
-// whole index, and every identity's search_tools and call_tool answered
-// UNAVAILABLE on every server (the thirteenth hostile pass).
+// its name and with its tools' descriptions as examples (at most
+// MaxServerExamples), and the server with its tools. Servers without tools
+// are left out. It also returns every tool by exposed name. A tool that
+// cannot be indexed or exposed (serverTools: a name outside the MCP set,
+// holding "__", listed twice; past MaxToolsPerServer) is left out, as the
+// daemon's mcpsrc.Catalog leaves it out: one such tool of one backend
+// failed the whole index, and every identity's search_tools and call_tool
+// answered UNAVAILABLE on every server (the thirteenth hostile pass). Each
+// description is clipped to MaxEmbedText for the index.
 func buildCatalog(snap mcpsrc.Snapshot) (*catalog.Catalog, map[string]liveTool, error) {
 	cat := &catalog.Catalog{}
+	names := make([]string, len(snap.Servers))
+	for i, st := range snap.Servers {
+		names[i] = st.Name
+	}
+	ids, err := serverIDs(names)
+	if err != nil {
+		return nil, nil, err
+	}
 	kept := map[string][]*mcp.Tool{} // by server name, as s.Tools
-	for _, st := range snap.Servers {
+	for i, st := range snap.Servers {
 		s := catalog.Server{ID: st.Name, Name: st.Name, Description: "MCP server " + st.Name}
-		seen := map[string]bool{}
-		for _, t := range st.Tools {
-			if strings.TrimSpace(t.Name) == "" || !utf8.ValidString(t.Name) || len(t.Name) > catalog.MaxNameBytes || seen[t.Name] {
-				continue
-			}
-			seen[t.Name] = true
-			kept[st.Name] = append(kept[st.Name], t)
+		ts, _ := serverTools(st, ids[i])
+		kept[st.Name] = ts
+		for _, t := range ts {
 			schema, err := json.Marshal(t.InputSchema)
 			if err != nil || len(schema) > catalog.MaxSchemaBytes || len(schema) == 0 || schema[0] != '{' {
 				schema = nil
 			}
-			s.Tools = append(s.Tools, catalog.Tool{Name: t.Name, Description: clip.String(t.Description, catalog.MaxTextBytes),
+			s.Tools = append(s.Tools, catalog.Tool{Name: t.Name, Description: clip.String(t.Description, MaxEmbedText),
 				InputSchema: schema})
 		}
 		cat.Servers = append(cat.Servers, s)
@@ -69,7 +166,7 @@ func buildCatalog(snap mcpsrc.Snapshot) (*catalog.Catalog, map[string]liveTool, 
 		s := &cat.Servers[i]
 		var examples []string
 		for _, t := range s.Tools {
-			if d := strings.TrimSpace(t.Description); d != "" && len(examples) < catalog.MaxExamples {
+			if d := strings.TrimSpace(t.Description); d != "" && len(examples) < min(MaxServerExamples, catalog.MaxExamples) {
 				examples = append(examples, d)
 			}
 		}

@@ -3,7 +3,9 @@ package mcpproxy
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
+	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -15,6 +17,10 @@ import (
 // each with the name to call it by.
 type SearchOutput struct {
 	Tools []FoundTool `json:"tools"`
+	// Indexing names the servers whose tools are being indexed: not
+	// searchable yet (a server's first index; later ones keep its
+	// previous tools searchable).
+	Indexing []string `json:"indexing,omitempty" jsonschema:"servers whose tools are being indexed and are not searchable yet; search again shortly"`
 }
 
 // FoundTool is a ranked live tool.
@@ -65,7 +71,7 @@ func (c *client) addMetaTools() {
 			c.startTask(res.RequestID, false)
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			out := SearchOutput{Tools: []FoundTool{}}
+			out := SearchOutput{Tools: []FoundTool{}, Indexing: p.Indexing()}
 			for _, t := range res.Tools {
 				name := t.Server + "__" + t.Name
 				_, shown := c.shown[name]
@@ -81,6 +87,10 @@ func (c *client) addMetaTools() {
 				return nil, nil, err
 			}
 			lt, ok := l.find(in.Server, in.Tool)
+			if !ok && p.indexingServer(in.Server) {
+				return nil, nil, errors.New("UNAVAILABLE: the tools of server " + strconv.Quote(clip.String(in.Server, 128)) +
+					" are being indexed; try again shortly")
+			}
 			if !ok {
 				return nil, nil, errors.New("NOT_FOUND: no tool " + clip.String(in.Tool, 128) + " on server " + clip.String(in.Server, 128) +
 					"; find one with search_tools")
@@ -114,6 +124,22 @@ func (c *client) addMetaTools() {
 			c.mu.Unlock()
 			return nil, out, nil
 		})
+}
+
+// indexingServer reports whether the server of that name or id waits
+// for its first index.
+func (p *Proxy) indexingServer(server string) bool {
+	ix := p.Indexing()
+	if len(ix) == 0 {
+		return false
+	}
+	ids, err := serverIDs(p.cfg.ServerNames)
+	for i, name := range p.cfg.ServerNames {
+		if slices.Contains(ix, name) && (server == name || err == nil && server == ids[i]) {
+			return true
+		}
+	}
+	return slices.Contains(ix, server)
 }
 
 // find looks a live tool up by server id or name and tool name.

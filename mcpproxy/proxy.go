@@ -10,8 +10,10 @@
 // so the agent can call what it was not shown.
 //
 // The index over the live tools is rebuilt (indexbuild.Build) whenever a
-// server's tools change; exposures live in a session.Store, and every
-// answer comes from the same server.Server the gRPC API uses.
+// server's tools change, each server's listing indexed in the background
+// on its own and bounded (indexer.go, catalog.go); exposures live in a
+// session.Store, and every answer comes from the same server.Server the
+// gRPC API uses.
 package mcpproxy
 
 import (
@@ -24,6 +26,8 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +38,7 @@ import (
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/indexbuild"
+	"github.com/classifierd/classifierd/internal/clip"
 	"github.com/classifierd/classifierd/internal/mcpplaces"
 	"github.com/classifierd/classifierd/labels"
 	"github.com/classifierd/classifierd/learn"
@@ -100,8 +105,11 @@ type Config struct {
 	// Timeout bounds each tool call (0: none); Debounce is how long the
 	// proxy waits for more changes before rebuilding (default 100ms).
 	Timeout, Debounce time.Duration
-	Version           string
-	Logger            *slog.Logger
+	// MinReindex is the least time between two indexes of one server's
+	// listing (default MinReindexInterval).
+	MinReindex time.Duration
+	Version    string
+	Logger     *slog.Logger
 	// Caller says who makes a tool call and whether it may, from the HTTP
 	// request's header (nil over stdio), as mcpserver.Config.Caller; the
 	// scope a tool needs is ToolScope's. Nil: every call is
@@ -141,6 +149,27 @@ type Proxy struct {
 	// mechanism the daemon's --mcp-listen uses too).
 	places  *mcpplaces.Places
 	metrics *metrics // nil without Config.Metrics
+
+	// backends are the servers by name, order their names as first seen
+	// (p.mu); cut is how many tools of each server MaxToolsIndexed left
+	// out of the last index. progress is closed (and replaced) when a
+	// backend's first index is ready or failed.
+	backends map[string]*backend
+	order    []string
+	cut      map[string]int
+	progress chan struct{}
+	// gate lets callers' embeddings (query, through it) go before the
+	// index's (cache, through it).
+	gate    *embedGate
+	query   Embedder
+	cache   *vecCache
+	workers sync.WaitGroup
+	// sleep waits between two indexes of a backend (sleepCtx; tests
+	// replace it).
+	sleep func(ctx context.Context, d time.Duration) bool
+	// burst and perMinute are each backend's embedding budget
+	// (EmbedBurst, EmbedPerMinute; tests set others).
+	burst, perMinute float64
 }
 
 // live is one build over the servers' tools; it is never modified.
@@ -161,6 +190,9 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	if cfg.Debounce <= 0 {
 		cfg.Debounce = 100 * time.Millisecond
 	}
+	if cfg.MinReindex <= 0 {
+		cfg.MinReindex = MinReindexInterval
+	}
 	sc := cfg.Sessions
 	ids, err := serverIDs(cfg.ServerNames)
 	if err != nil {
@@ -178,7 +210,11 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, errors.Join(err, st.Close())
 	}
-	p := &Proxy{cfg: cfg, sessions: st, prior: prior, clients: map[*client]bool{}}
+	p := &Proxy{cfg: cfg, sessions: st, prior: prior, clients: map[*client]bool{}, backends: map[string]*backend{},
+		cut: map[string]int{}, progress: make(chan struct{}), gate: newEmbedGate(), sleep: sleepCtx,
+		burst: EmbedBurst, perMinute: EmbedPerMinute}
+	p.query = p.gate.foreground(cfg.Embedder)
+	p.cache = newVecCache(p.gate.background(cfg.LabelEmbedder), MaxCachedVectors)
 	maxSessions, perOwner := sc.Limits()
 	p.places = mcpplaces.New(maxSessions, perOwner, func() { p.metrics.sessionDisplaced() })
 	if cfg.Metrics != nil {
@@ -195,16 +231,17 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 // Close ends the sessions.
 func (p *Proxy) Close() error { return p.sessions.Close() }
 
-// Run rebuilds the index whenever the source's tools change and updates
-// every session's tool list, until ctx ends. The first build happens
-// before it waits.
+// Run indexes the source's tools and follows their changes, updating
+// every session's tool list, until ctx ends; it returns once its indexing
+// has stopped. Each server's listing is indexed in the background on its
+// own (offer): one backend's large or changing listing delays neither the
+// others' nor the callers'.
 func (p *Proxy) Run(ctx context.Context) {
 	go p.sessions.Run(ctx)
+	defer p.workers.Wait()
 	for {
 		snap := p.cfg.Source.Snapshot()
-		if err := p.Rebuild(ctx, snap); err != nil && !errors.Is(err, errNoTools) && ctx.Err() == nil {
-			p.cfg.Logger.Warn("proxy: live tools not indexed; keeping the previous index", "err", err)
-		}
+		p.offer(ctx, snap)
 		select {
 		case <-ctx.Done():
 			return
@@ -219,11 +256,73 @@ func (p *Proxy) Run(ctx context.Context) {
 	}
 }
 
-// Rebuild indexes snap's tools if they differ from the current build's,
-// then brings every session's tool list in step.
+// WaitIndexed waits until every server that had listed in snap has its
+// first index ready (or failed), or ctx ends (its error then). Run does
+// the indexing.
+func (p *Proxy) WaitIndexed(ctx context.Context, snap mcpsrc.Snapshot) error {
+	for {
+		p.mu.Lock()
+		done := true
+		for _, st := range snap.Servers {
+			if b := p.backends[st.Name]; st.Listed && (b == nil || b.ready == nil && b.failed == "") {
+				done = false
+			}
+		}
+		ch := p.progress
+		p.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Rebuild indexes snap's tools now, each server's listing that differs
+// from its indexed one (whatever MinReindex says), then brings every
+// session's tool list in step.
 func (p *Proxy) Rebuild(ctx context.Context, snap mcpsrc.Snapshot) error {
+	for _, l := range p.listings(snap) {
+		p.mu.Lock()
+		b := p.backends[l.state.Name]
+		if b.want == nil || b.want.key != l.key {
+			b.want = l
+		}
+		indexed := b.ready != nil && b.ready.key == l.key
+		p.mu.Unlock()
+		if indexed {
+			continue
+		}
+		if _, err := p.embedListing(ctx, l); err != nil {
+			return err
+		}
+		p.mu.Lock()
+		b.ready, b.failed, b.last = l, "", time.Now()
+		p.mu.Unlock()
+	}
+	err := p.assemble(ctx)
+	p.mu.Lock()
+	p.progressLocked()
+	p.mu.Unlock()
+	return err
+}
+
+// progressLocked wakes WaitIndexed (p.mu held).
+func (p *Proxy) progressLocked() {
+	close(p.progress)
+	p.progress = make(chan struct{})
+}
+
+// assemble indexes the listings of every backend indexed so far (their
+// texts are in the cache: nothing new is embedded) if they differ from
+// the current build's, then brings every session's tool list in step.
+func (p *Proxy) assemble(ctx context.Context) error {
 	p.buildMu.Lock()
 	defer p.buildMu.Unlock()
+	snap, _ := p.readySnapshot()
 	key := toolsKey(snap)
 	p.mu.Lock()
 	cur := p.live
@@ -236,16 +335,16 @@ func (p *Proxy) Rebuild(ctx context.Context, snap mcpsrc.Snapshot) error {
 		return err
 	}
 	prior := p.prior
-	idx, err := indexbuild.Build(ctx, cat, p.cfg.LabelEmbedder, p.cfg.Model, indexbuild.Options{ReferencePrior: &prior,
+	idx, err := indexbuild.Build(ctx, cat, p.cache, p.cfg.Model, indexbuild.Options{ReferencePrior: &prior,
 		Embedding: labels.Options{Generator: "classifierd proxy"}})
 	if err != nil {
 		return err
 	}
-	dom, err := server.NewDomainConfig(idx, p.cfg.Embedder, server.DomainConfig{Limits: p.cfg.Limits, Learned: p.cfg.Learner.View(idx)})
+	dom, err := server.NewDomainConfig(idx, p.query, server.DomainConfig{Limits: p.cfg.Limits, Learned: p.cfg.Learner.View(idx)})
 	if err != nil {
 		return err
 	}
-	svc, err := server.New(server.Config{Sessions: p.sessions, Learner: p.cfg.Learner}, dom, p.cfg.Embedder, p.cfg.Logger)
+	svc, err := server.New(server.Config{Sessions: p.sessions, Learner: p.cfg.Learner}, dom, p.query, p.cfg.Logger)
 	if err != nil {
 		return err
 	}
@@ -261,7 +360,7 @@ func (p *Proxy) Rebuild(ctx context.Context, snap mcpsrc.Snapshot) error {
 		clients = append(clients, c)
 	}
 	p.mu.Unlock()
-	p.cfg.Logger.Info("proxy: indexed live tools", "servers", len(cat.Servers), "tools", len(tools))
+	p.cfg.Logger.Info("proxy: indexed live tools", "servers", len(cat.Servers), "tools", len(tools), "cached_vectors", p.cache.Len())
 	for _, c := range clients {
 		c.sync()
 	}
@@ -272,9 +371,29 @@ func (p *Proxy) current() (*live, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.live == nil {
+		if ix := p.indexingLocked(); len(ix) > 0 {
+			return nil, fmt.Errorf("UNAVAILABLE: the tools of %s are being indexed; try again shortly", serverList(ix))
+		}
 		return nil, errors.New("UNAVAILABLE: no MCP server has listed its tools yet; try again shortly")
 	}
 	return p.live, nil
+}
+
+// serverList names servers for a message, clipped.
+func serverList(names []string) string {
+	const most = 8
+	var q []string
+	for i, n := range names {
+		if i == most {
+			q = append(q, fmt.Sprintf("and %d more", len(names)-most))
+			break
+		}
+		q = append(q, strconv.Quote(clip.String(n, 64)))
+	}
+	if len(names) == 1 {
+		return "server " + q[0]
+	}
+	return "servers " + strings.Join(q, ", ")
 }
 
 // client is one agent session: its own MCP server (so its tool list is its

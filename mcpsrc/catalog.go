@@ -10,6 +10,22 @@ import (
 	"github.com/classifierd/classifierd/internal/clip"
 )
 
+// What Catalog keeps of one server's live tools (the thirteenth hostile
+// pass: a server of 2,000 tools with 1 KB descriptions, within MaxTools,
+// kept the proxy's listener shut for over 9 minutes; the daemon builds its
+// first index from --mcp-config before it serves, so the same server kept
+// it from serving).
+const (
+	// MaxIndexedTools bounds the live tools indexed of one server: those
+	// past it, in the server's order, are left out with a warning naming
+	// the server.
+	MaxIndexedTools = 500
+	// MaxDescription bounds a live tool's description in the index, in
+	// bytes: longer ones are clipped with a warning. The default model
+	// reads at most 256 tokens (about 1-1.5 KB of English) of it anyway.
+	MaxDescription = 2048
+)
+
 // Catalog merges the live tools of a snapshot into base (which may be nil)
 // and returns a new, validated catalog with ids assigned, plus warnings
 // for what was left out or shortened. base is not modified.
@@ -26,8 +42,9 @@ import (
 // A server counts with its last known tools, degraded or not; one that
 // has never listed is left out. A tool that cannot be indexed (a blank,
 // duplicate or over-long name) is left out with a warning rather than
-// failing the whole catalog; an over-long description is clipped and an
-// over-large input schema dropped.
+// failing the whole catalog; so are the tools past MaxIndexedTools; a
+// description over MaxDescription is clipped and an over-large input
+// schema dropped.
 func Catalog(base *catalog.Catalog, snap Snapshot) (*catalog.Catalog, []string, error) {
 	out := &catalog.Catalog{}
 	var warnings []string
@@ -94,7 +111,12 @@ func liveTools(st ServerState) ([]catalog.Tool, []string) {
 	var out []catalog.Tool
 	var warnings []string
 	seen := map[string]bool{}
-	for _, t := range st.Tools {
+	for i, t := range st.Tools {
+		if len(out) == MaxIndexedTools {
+			warnings = append(warnings, fmt.Sprintf("server %q lists more than %d tools: the %d past them are left out",
+				st.Name, MaxIndexedTools, len(st.Tools)-i))
+			break
+		}
 		where := fmt.Sprintf("tool %q on server %q", clip.String(t.Name, 80), st.Name)
 		switch {
 		case strings.TrimSpace(t.Name) == "" || !utf8.ValidString(t.Name) || len(t.Name) > catalog.MaxNameBytes:
@@ -109,8 +131,8 @@ func liveTools(st ServerState) ([]catalog.Tool, []string) {
 		if ct.Description == "" {
 			ct.Description = t.Title
 		}
-		if len(ct.Description) > catalog.MaxTextBytes {
-			ct.Description = clip.String(ct.Description, catalog.MaxTextBytes-len(clip.Ellipsis))
+		if len(ct.Description) > MaxDescription {
+			ct.Description = clip.String(ct.Description, MaxDescription-len(clip.Ellipsis))
 			warnings = append(warnings, where+": description clipped")
 		}
 		if t.InputSchema != nil {

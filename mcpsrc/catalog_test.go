@@ -49,8 +49,8 @@ func TestCatalogMergesLiveToolsIntoBase(t *testing.T) {
 	if gh.Description != "GitHub API" || len(gh.Categories) != 1 {
 		t.Errorf("github server lost base's description or categories: %+v", gh)
 	}
-	if d := gh.Tools[2].Description; len(d) > catalog.MaxTextBytes {
-		t.Errorf("long description is %d bytes, want at most %d", len(d), catalog.MaxTextBytes)
+	if d := gh.Tools[2].Description; len(d) > MaxDescription {
+		t.Errorf("long description is %d bytes, want at most %d", len(d), MaxDescription)
 	}
 	if y := cat.Servers[2]; y.Name != "MCP Yahoo Finance" || y.ID != "mcp_yahoo_finance" || y.Tools[0].Description != "Stock quote" {
 		t.Errorf("new server = %+v, want name kept, derived id, title as description", y)
@@ -72,5 +72,31 @@ func TestCatalogMergesLiveToolsIntoBase(t *testing.T) {
 func TestCatalogWithNothingListedFails(t *testing.T) {
 	if _, _, err := Catalog(nil, Snapshot{Servers: []ServerState{{Name: "down", Degraded: true}}}); err == nil {
 		t.Error("a catalog with no servers and no categories was accepted")
+	}
+}
+
+// TestCatalogBoundsToolsPerServer: a server listing more than
+// MaxIndexedTools has its first MaxIndexedTools indexed and a warning
+// naming it (a server of 2,000 tools of 1 KB kept the daemon from
+// serving: the thirteenth hostile pass).
+func TestCatalogBoundsToolsPerServer(t *testing.T) {
+	st := ServerState{Name: "big", Listed: true}
+	for i := range MaxIndexedTools + 7 {
+		st.Tools = append(st.Tools, &mcp.Tool{Name: "t" + strings.Repeat("x", i%3) + string(rune('a'+i%26)) + strings.Repeat("0", i/26),
+			Description: strings.Repeat("word ", 1000)})
+	}
+	cat, warnings, err := Catalog(nil, Snapshot{Servers: []ServerState{st}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(cat.Servers[0].Tools); n != MaxIndexedTools {
+		t.Fatalf("%d tools indexed, want %d", n, MaxIndexedTools)
+	}
+	if cat.Servers[0].Tools[0].Name != st.Tools[0].Name || len(cat.Servers[0].Tools[0].Description) > MaxDescription {
+		t.Fatalf("first tool %q with a description of %d bytes, want %q clipped to %d", cat.Servers[0].Tools[0].Name,
+			len(cat.Servers[0].Tools[0].Description), st.Tools[0].Name, MaxDescription)
+	}
+	if !strings.Contains(strings.Join(warnings, "\n"), `server "big" lists more than 500 tools: the 7 past them are left out`) {
+		t.Fatalf("warnings %q", warnings)
 	}
 }

@@ -39,6 +39,11 @@ type Options struct {
 	// RetryMin and RetryMax bound the exponential wait before reconnecting
 	// to a failed server (default 1s and 1m).
 	RetryMin, RetryMax time.Duration
+	// MinRelist is the least time between two tools/list of one server
+	// (default DefaultMinRelist): the notifications/tools/list_changed
+	// a server sends meanwhile are answered by one tools/list when it has
+	// passed, which sees the server's latest tools.
+	MinRelist time.Duration
 	// KeepAlive, if positive, pings each server at this interval; a server
 	// that stops answering is marked degraded and reconnected.
 	KeepAlive time.Duration
@@ -48,7 +53,18 @@ type Options struct {
 	ClientName, ClientVersion string
 }
 
+// DefaultMinRelist is Options.MinRelist's default: a server sending
+// notifications/tools/list_changed without pause is listed, and its tools
+// decoded and compared by the daemon or the proxy, once a second at most
+// (what the daemon and the proxy then index is bounded apart: the
+// proxy's MinReindexInterval and embedding budget, the daemon's
+// rebuild budget).
+const DefaultMinRelist = time.Second
+
 func (o Options) withDefaults() Options {
+	if o.MinRelist <= 0 {
+		o.MinRelist = DefaultMinRelist
+	}
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
 	}
@@ -350,21 +366,51 @@ func (c *conn) session1(ctx context.Context) (listed bool, _ error) {
 		defer t.Stop()
 		tick = t.C
 	}
+	// relist fires MinRelist after the last list, once told of a change.
+	relist := time.NewTimer(time.Hour)
+	relist.Stop()
+	defer relist.Stop()
+	var wait <-chan time.Time
 	for {
+		select {
+		case <-changed: // this list covers what was announced before it
+		default:
+		}
+		last := time.Now()
 		if err := c.list(ctx, cs); err != nil {
 			return listed, err
 		}
 		listed = true
-		select {
-		case <-ctx.Done():
-			return listed, nil
-		case err := <-ended:
-			if err == nil {
-				err = errors.New("server closed the connection")
+	waiting:
+		for {
+			select {
+			case <-ctx.Done():
+				return listed, nil
+			case err := <-ended:
+				if err == nil {
+					err = errors.New("server closed the connection")
+				}
+				return listed, fmt.Errorf("session ended: %w", err)
+			case <-changed:
+				if wait != nil {
+					continue // a list is due already
+				}
+				if d := time.Until(last.Add(c.p.opts.MinRelist)); d > 0 {
+					relist.Reset(d)
+					wait = relist.C
+					continue
+				}
+				break waiting
+			case <-wait:
+				wait = nil
+				break waiting
+			case <-tick:
+				if wait != nil {
+					relist.Stop()
+					wait = nil
+				}
+				break waiting
 			}
-			return listed, fmt.Errorf("session ended: %w", err)
-		case <-changed:
-		case <-tick:
 		}
 	}
 }

@@ -31,7 +31,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on HOST:PORT/metrics in plain HTTP, with or without --mcp-listen: sessions, sessions refused, forwarded tool calls by server (off when empty; bind it to an address only your scraper reaches)")
 	fs.DurationVar(&c.Timeout, "timeout", 60*time.Second, "deadline of one tool call, forwarded ones included")
 	fs.DurationVar(&c.Connect, "connect-timeout", 10*time.Second, "bound on connecting to one server and listing its tools")
-	fs.DurationVar(&c.Wait, "startup-wait", 30*time.Second, "how long to wait at start for every server's first tools/list")
+	fs.DurationVar(&c.Wait, "startup-wait", 30*time.Second, "how long to wait at start for every server's first tools/list and index before serving (servers indexed later are searchable once indexed)")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 30*time.Minute, "idle time after which an agent session's exposure is forgotten and, over --mcp-listen, the session ends (its place given back)")
 	fs.IntVar(&c.MaxSessions, "max-sessions", 1000, "most concurrent agent sessions; more get HTTP 503 RESOURCE_EXHAUSTED")
 	fs.IntVar(&c.MaxSessionsPerClient, "max-sessions-per-client", defaultProxySessionsPerClient,

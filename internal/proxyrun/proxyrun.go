@@ -225,9 +225,20 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 		return err
 	}
 	defer func() { stopMetrics(); waitMetrics() }()
+	// The index is built in the background (px.Run), each server's
+	// listing on its own and bounded (mcpproxy's MaxToolsPerServer...):
+	// the proxy serves once every server has listed and been indexed, or
+	// at --startup-wait, whichever comes first, and a server indexed
+	// later is searchable from then on (search_tools says which are not
+	// yet). A backend of 2,000 tools of 1 KB kept the listener shut for
+	// over 9 minutes when the index was built first (the thirteenth
+	// hostile pass).
+	runCtx, stopRun := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); px.Run(runCtx) }()
+	defer func() { stopRun(); <-ran }() // before the engine closes
 	waitCtx, cancel := context.WithTimeout(ctx, cfg.Wait)
 	snap, werr := pool.WaitReady(waitCtx)
-	cancel()
 	if werr != nil {
 		log.Warn("proxy: not every server answered in time; serving what is known", "wait", cfg.Wait)
 	}
@@ -236,12 +247,13 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 			log.Warn("proxy: server not available", "server", st.Name, "err", st.LastError)
 		}
 	}
-	if err := px.Rebuild(ctx, snap); err != nil {
-		log.Warn("proxy: no tools indexed yet", "err", err)
+	if werr == nil && px.WaitIndexed(waitCtx, snap) != nil && ctx.Err() == nil {
+		log.Warn("proxy: serving while indexing; these servers' tools are searchable once indexed", "servers", px.Indexing(), "wait", cfg.Wait)
 	}
-	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
-	go px.Run(runCtx)
+	cancel()
+	if ix := px.Indexing(); len(ix) == 0 && !px.Indexed() && ctx.Err() == nil {
+		log.Warn("proxy: no tools indexed yet")
+	}
 
 	if cfg.MCPListen == "" {
 		owner, _ := sec.MCPIdentity(nil) // the process that started the proxy

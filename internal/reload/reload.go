@@ -112,6 +112,54 @@ type Reloader struct {
 	// watched are the files checked every Interval, with what each was
 	// last: the index, or the catalog and the MCP config.
 	watched map[string]fileStamp
+	// budget is the texts a rebuild for changed MCP tools may embed now
+	// (RebuildEmbedBurst at most), as of budgetAt; retry fires when a
+	// rebuild that waits for it is due.
+	budget   float64
+	budgetAt time.Time
+	retry    *time.Timer
+}
+
+// The budget of the rebuilds for changed MCP tools (not the first build,
+// SIGHUP or a changed file): the texts they embed that are not cached.
+// A rebuild that would embed more than the budget holds waits until it
+// holds them (then builds from the latest tools): a server sending
+// notifications/tools/list_changed with new descriptions without end (the
+// thirteenth hostile pass: 200 tools of 2 KB every second) costs at most
+// RebuildEmbedPerMinute texts a minute, about 8 s of a core at the
+// default model's 256-token worst case. Rebuilds embed in batches of
+// rebuildBatch, so the callers' embeddings interleave.
+const (
+	RebuildEmbedBurst     = 2048
+	RebuildEmbedPerMinute = 120
+	rebuildBatch          = 8
+)
+
+// errBudget defers a rebuild until the embedding budget holds its texts.
+type errBudget struct {
+	texts int
+	wait  time.Duration
+}
+
+func (e errBudget) Error() string {
+	return fmt.Sprintf("%d new texts wait %v for the embedding budget", e.texts, e.wait)
+}
+
+// spend takes n texts from the budget and returns 0, or how long until it
+// holds n, taking nothing.
+func (r *Reloader) spend(n int, now time.Time) time.Duration {
+	if r.budgetAt.IsZero() {
+		r.budget = RebuildEmbedBurst
+	} else {
+		r.budget = min(RebuildEmbedBurst, r.budget+now.Sub(r.budgetAt).Minutes()*RebuildEmbedPerMinute)
+	}
+	r.budgetAt = now
+	need := min(float64(n), RebuildEmbedBurst)
+	if r.budget >= need {
+		r.budget -= need
+		return 0
+	}
+	return time.Duration((need - r.budget) / RebuildEmbedPerMinute * float64(time.Minute))
 }
 
 // New starts listening for SIGHUP (so a SIGHUP during start-up
@@ -199,7 +247,7 @@ func (r *Reloader) Initial(ctx context.Context, loaded *index.Index) (*index.Ind
 		return nil, "", ctx.Err()
 	}
 	r.logServers(snap)
-	idx, _, err := r.buildMCP(ctx, snap)
+	idx, _, err := r.buildMCP(ctx, snap, false)
 	if err != nil {
 		return nil, "", fmt.Errorf("build the index from %s: %w", r.cfg.Reload.MCPConfig, err)
 	}
@@ -219,8 +267,10 @@ func (r *Reloader) loadFile() (*index.Index, error) {
 }
 
 // buildMCP builds an index from the snapshot's tools and the base
-// catalog. Vectors of unchanged texts come from the cache.
-func (r *Reloader) buildMCP(ctx context.Context, snap mcpsrc.Snapshot) (*index.Index, *catalog.Catalog, error) {
+// catalog. Vectors of unchanged texts come from the cache. budgeted: a
+// rebuild for changed tools, whose new texts must fit the budget (else
+// errBudget) and are embedded in small batches.
+func (r *Reloader) buildMCP(ctx context.Context, snap mcpsrc.Snapshot, budgeted bool) (*index.Index, *catalog.Catalog, error) {
 	var base *catalog.Catalog
 	if r.cfg.Reload.Catalog != "" {
 		var err error
@@ -235,10 +285,22 @@ func (r *Reloader) buildMCP(ctx context.Context, snap mcpsrc.Snapshot) (*index.I
 	if err != nil {
 		return nil, nil, err
 	}
+	batch := 0 // labels' default
+	if budgeted {
+		var texts []string
+		for _, l := range labels.Labels(cat) {
+			texts = append(texts, l.Texts...)
+		}
+		n := r.cache.Missing(texts)
+		if wait := r.spend(n, time.Now()); wait > 0 {
+			return nil, nil, errBudget{texts: n, wait: wait}
+		}
+		batch = rebuildBatch
+	}
 	start := time.Now()
 	man := r.eng.Manifest()
 	idx, err := indexbuild.Build(ctx, cat, r.cache, labels.Model{Name: man.Name, Fingerprint: r.eng.Fingerprint(), Dims: r.eng.Dims()},
-		indexbuild.Options{Embedding: labels.Options{Generator: "classifierd --mcp-config"}})
+		indexbuild.Options{Embedding: labels.Options{Generator: "classifierd --mcp-config", BatchSize: batch}})
 	hits, misses := r.cache.Prune()
 	if err != nil {
 		return nil, nil, err
@@ -278,6 +340,9 @@ func (r *Reloader) Run(ctx context.Context, srv *server.Server, hs *health.Serve
 		tick = t.C
 	}
 	var mcpChanged <-chan struct{}
+	r.retry = time.NewTimer(time.Hour)
+	r.retry.Stop()
+	defer r.retry.Stop()
 	if r.pool != nil {
 		snap := r.pool.Snapshot()
 		mcpChanged = snap.Changed
@@ -303,6 +368,9 @@ func (r *Reloader) Run(ctx context.Context, srv *server.Server, hs *health.Serve
 			if changed {
 				r.reload(ctx, srv, "file changed")
 			}
+		case <-r.retry.C:
+			// A rebuild waited for the embedding budget: the latest tools.
+			r.reload(ctx, srv, "mcp tools changed")
 		case <-mcpChanged:
 			// Let changes of several servers (or several notifications of
 			// one) arrive, then rebuild once.
@@ -341,7 +409,16 @@ func (r *Reloader) reload(ctx context.Context, srv *server.Server, reason string
 			return
 		}
 		r.logServers(snap)
-		idx, _, err = r.buildMCP(ctx, snap)
+		idx, _, err = r.buildMCP(ctx, snap, reason == "mcp tools changed")
+		var eb errBudget
+		if errors.As(err, &eb) {
+			r.log.Info("mcp tools changed: the rebuild waits for the embedding budget; the previous index keeps serving",
+				"texts", eb.texts, "wait", eb.wait.Round(time.Second))
+			if r.retry != nil {
+				r.retry.Reset(eb.wait)
+			}
+			return
+		}
 	}
 	var dom server.Domain
 	if err == nil {

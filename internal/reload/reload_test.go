@@ -54,3 +54,21 @@ func TestStampFileSeesAReplacement(t *testing.T) {
 		t.Fatal("a replaced file kept its stamp")
 	}
 }
+
+// TestRebuildBudget: rebuilds for changed MCP tools spend a budget of
+// texts that refills at RebuildEmbedPerMinute; one that needs more than
+// it holds waits for them (a server re-listing new descriptions without
+// end rebuilt every time: the thirteenth hostile pass).
+func TestRebuildBudget(t *testing.T) {
+	var r Reloader
+	now := time.Unix(1_700_000_000, 0)
+	if w := r.spend(RebuildEmbedBurst-10, now); w != 0 {
+		t.Fatalf("a full budget: wait %v", w)
+	}
+	if w := r.spend(70, now); w != 30*time.Second {
+		t.Fatalf("10 left, 70 wanted at %d a minute: wait %v, want 30s", RebuildEmbedPerMinute, w)
+	}
+	if w := r.spend(70, now.Add(30*time.Second)); w != 0 {
+		t.Fatalf("after the wait: %v", w)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -218,57 +217,40 @@ func TestGRPCRapidResetsAcrossConnections(t *testing.T) {
 		}
 	}
 
-	// The penalized peer's new connections, opened at once: a burst is
-	// served, the others held back and served a place a second, in order.
+	// The penalized peer is local: its new connections are served at once
+	// (held, every local agent's waited behind the resetter's, the
+	// fourteenth hostile pass), and one that resets its calls is closed at
+	// its PenalizedEarlyResetsMin-th.
 	const tries = 12
-	start := time.Now()
-	servedAt := make(chan time.Duration, tries)
-	for range tries {
+	for i := range tries {
 		nc, err := attacker.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer nc.Close()
 		_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
-		if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
-			t.Fatal(err)
-		}
-		fr := http2.NewFramer(nc, nc)
-		if err := fr.WriteSettings(); err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			if f, err := fr.ReadFrame(); err == nil {
-				if _, ok := f.(*http2.SettingsFrame); ok {
-					servedAt <- time.Since(start)
-					return
-				}
+		h := dialH2C(t, nc, addr, nil)
+		for end := time.Now().Add(30 * time.Second); !h.served.Load(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("the penalized local peer's new connection %d: no SETTINGS from the server", i)
 			}
-			servedAt <- -1
-		}()
-	}
-	var at []time.Duration
-	for range tries {
-		at = append(at, <-servedAt)
-	}
-	slices.Sort(at)
-	t.Logf("the penalized peer's %d new connections served after %v", tries, at)
-	for i, d := range at {
-		if d < 0 {
-			t.Fatalf("connection %d of %d held back was closed, not served: %v", i+1, tries, at)
 		}
-		// A burst at once, then PenalizedConnsPerSecond a second: the
-		// n-th past the burst no sooner than (n-1)/rate seconds in.
-		if past := i - rapidreset.PenalizedConnBurst; past > 0 && d < time.Duration(past-1)*time.Second/rapidreset.PenalizedConnsPerSecond {
-			t.Errorf("connection %d served after %v: sooner than a place a second allows (%v)", i+1, d, at)
-		}
+		nc.Close()
+	}
+	if n := scrape(t, maddr)["classifierd_grpc_penalized_connections_held_total"]; n != 0 {
+		t.Errorf("%v new connections of the local peer held back, want none", n)
+	}
+	_, gone := rapidResets(t, addr, 4*rapidreset.EarlyResetsMin)
+	select {
+	case <-gone:
+	case <-time.After(20 * time.Second):
+		t.Errorf("a penalized peer's connection resetting %d calls was not closed", 4*rapidreset.EarlyResetsMin)
 	}
 	if !strings.Contains(d.stderr.String(), `peer="local (loopback or Unix socket)"`) {
 		t.Errorf("the penalty is not logged with its peer:\n%s", lastLines(d.stderr.String(), 5))
 	}
 
 	// Another identity on the local peer: its open connection is served,
-	// and a new one gets in, after the connections held before it.
+	// and a new one gets in.
 	for i := range 10 {
 		if _, err := c.Route(ctx, &pb.RouteRequest{Query: "open a pull request"}); err != nil {
 			t.Fatalf("bob's Route %d after the resets: %v", i, err)
@@ -346,8 +328,8 @@ func tlsRapidResets(t *testing.T, addr, path string, n int) (pinged bool) {
 // the daemon 5.7-7.8 s of CPU in 10 s, the proxy 7.9 s, another
 // identity's Route p99 123-323 ms; net/http2 closes a connection only
 // past 4×64 resets queued), are counted per peer as on gRPC: the local
-// peer is penalized, its connections that go on are closed early, and
-// its new connections are held back before their TLS handshake, while
+// peer is penalized and its connections that go on are closed early
+// (its new connections are not held: it is every local agent), while
 // another identity's open connection is answered throughout.
 func TestHTTPRapidResetsAcrossConnections(t *testing.T) {
 	httpAddr, mcpAddr, maddr, client := h2Daemon(t)
@@ -377,35 +359,18 @@ func TestHTTPRapidResetsAcrossConnections(t *testing.T) {
 	if n := scrape(t, maddr)["classifierd_http_early_reset_closes_total"]; n < 1 {
 		t.Errorf("classifierd_http_early_reset_closes_total %v, want ≥ 1", n)
 	}
-	// New connections: a burst, then a place every 1/PenalizedConnsPerSecond
-	// s, held before their handshake.
-	const tries = 8
-	start := time.Now()
-	done := make(chan time.Duration, tries)
-	for range tries {
-		go func() {
-			nc, err := tls.DialWithDialer(&net.Dialer{Timeout: 30 * time.Second}, "tcp", httpAddr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
-			if err != nil {
-				done <- -1
-				return
-			}
-			nc.Close()
-			done <- time.Since(start)
-		}()
-	}
-	var at []time.Duration
-	for range tries {
-		at = append(at, <-done)
-	}
-	slices.Sort(at)
-	t.Logf("the penalized peer's %d new TLS connections handshaken after %v", tries, at)
-	for i, d := range at {
-		if d < 0 {
-			t.Fatalf("connection %d of %d held back was closed, not served: %v", i+1, tries, at)
+	// New connections of the local peer are served at once (held, every
+	// local agent's waited behind the resetter's: the fourteenth hostile
+	// pass).
+	for i := range 12 {
+		nc, err := tls.DialWithDialer(&net.Dialer{Timeout: 30 * time.Second}, "tcp", httpAddr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+		if err != nil {
+			t.Fatalf("the penalized local peer's new TLS connection %d: %v", i, err)
 		}
-		if past := i - rapidreset.PenalizedConnBurst; past > 0 && d < time.Duration(past-1)*time.Second/rapidreset.PenalizedConnsPerSecond {
-			t.Errorf("connection %d handshaken after %v: sooner than a place a second allows (%v)", i+1, d, at)
-		}
+		nc.Close()
+	}
+	if n := scrape(t, maddr)["classifierd_grpc_penalized_connections_held_total"]; n != 0 {
+		t.Errorf("%v new connections of the local peer held back, want none", n)
 	}
 	// bob's connection, open before, is answered throughout.
 	for i := range 10 {

@@ -202,7 +202,20 @@ func normalizeRequest(next http.Handler) http.Handler {
 			return
 		}
 		ct := r.Header.Get("Content-Type")
-		if v := r.Header.Get("Connect-Timeout-Ms"); len(v) > maxTimeoutEcho {
+		if isConnect(r, ct) {
+			if v := r.Header.Values("Connect-Timeout-Ms"); len(v) > 1 || len(v) == 1 && !validConnectTimeout(v[0]) {
+				// The transcoder answered a plain-text Go error (strconv.ParseInt: ...).
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, `{"code":"invalid_argument","message":"malformed Connect-Timeout-Ms header (1 to 10 digits)"}`)
+				return
+			}
+			// Not a Connect header: the transcoder handed a malformed one to
+			// gRPC, which answered 500 internal (the fourteenth hostile pass).
+			if v := r.Header.Values("Grpc-Timeout"); len(v) > 1 || len(v) == 1 && !validGRPCTimeout(v[0]) {
+				r.Header.Del("Grpc-Timeout")
+			}
+		} else if v := r.Header.Get("Connect-Timeout-Ms"); len(v) > maxTimeoutEcho {
 			// Malformed (a valid one has at most 10 digits): the transcoder
 			// refuses it 400 quoting it, so it is cut first (60 KB came
 			// back twice over, the thirteenth hostile pass).
@@ -228,6 +241,25 @@ func normalizeRequest(next http.Handler) http.Handler {
 // maxTimeoutEcho is the most of a malformed Connect-Timeout-Ms the
 // transcoder's refusal may quote.
 const maxTimeoutEcho = 16
+
+// isConnect reports whether r is a Connect call (unary or streaming).
+func isConnect(r *http.Request, ct string) bool {
+	return r.Header.Get("Connect-Protocol-Version") != "" || strings.HasPrefix(strings.ToLower(ct), "application/connect")
+}
+
+// validConnectTimeout reports whether v is a Connect timeout: 1 to 10
+// ASCII digits.
+func validConnectTimeout(v string) bool {
+	if len(v) < 1 || len(v) > 10 {
+		return false
+	}
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // isREST reports whether r is a REST call, not gRPC-Web or Connect
 // (whose errors the transcoder writes in their own protocol).

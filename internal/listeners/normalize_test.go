@@ -24,15 +24,17 @@ func TestNormalizeTimeouts(t *testing.T) {
 		{"REST, negative", map[string]string{"Grpc-Timeout": "-5S"}, http.StatusBadRequest, ""},
 		{"REST, nine digits", map[string]string{"Grpc-Timeout": "123456789S"}, http.StatusBadRequest, ""},
 		{"gRPC-Web, junk", map[string]string{"Grpc-Timeout": "abc", "Content-Type": "application/grpc-web+proto"}, 0, ""},
-		{"Connect, junk", map[string]string{"Grpc-Timeout": "abc", "Connect-Protocol-Version": "1"}, 0, ""},
-		{"Connect-Timeout-Ms, valid", map[string]string{"Connect-Timeout-Ms": "1500"}, 0, "1500"},
-		{"Connect-Timeout-Ms, 60 KB", map[string]string{"Connect-Timeout-Ms": strings.Repeat(`"\`, 30_000)}, 0, strings.Repeat(`"\`, 8)},
+		{"Connect, Grpc-Timeout junk: dropped", map[string]string{"Grpc-Timeout": "abc", "Connect-Protocol-Version": "1"}, 0, ""},
+		{"Connect, valid", map[string]string{"Connect-Timeout-Ms": "1500", "Connect-Protocol-Version": "1"}, 0, "1500"},
+		{"Connect, junk", map[string]string{"Connect-Timeout-Ms": "abc", "Connect-Protocol-Version": "1"}, http.StatusBadRequest, ""},
+		{"Connect streaming, eleven digits", map[string]string{"Connect-Timeout-Ms": "12345678901", "Content-Type": "application/connect+json"}, http.StatusBadRequest, ""},
+		{"REST, Connect-Timeout-Ms of 60 KB", map[string]string{"Connect-Timeout-Ms": strings.Repeat(`"\`, 30_000)}, 0, strings.Repeat(`"\`, 8)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var passed bool
-			var seen string
+			var seen, grpcTimeout string
 			h := normalizeRequest(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				passed, seen = true, r.Header.Get("Connect-Timeout-Ms")
+				passed, seen, grpcTimeout = true, r.Header.Get("Connect-Timeout-Ms"), r.Header.Get("Grpc-Timeout")
 			}))
 			req := httptest.NewRequest(http.MethodPost, "/classifier.v1.ClassifierService/Route", strings.NewReader(`{"query":"x"}`))
 			req.Header.Set("Content-Type", "application/json")
@@ -42,12 +44,15 @@ func TestNormalizeTimeouts(t *testing.T) {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			if tc.wantCode == 0 {
+				if grpcTimeout != "" && !validGRPCTimeout(grpcTimeout) && !strings.HasPrefix(tc.header["Content-Type"], "application/grpc") {
+					t.Errorf("a malformed Grpc-Timeout %q passed on", grpcTimeout)
+				}
 				if !passed || seen != tc.wantSeen {
 					t.Fatalf("passed %v with Connect-Timeout-Ms %q; want passed with %q (answer %d %s)", passed, seen, tc.wantSeen, rec.Code, rec.Body)
 				}
 				return
 			}
-			if passed || rec.Code != tc.wantCode || !strings.Contains(rec.Body.String(), `"code":3`) {
+			if passed || rec.Code != tc.wantCode || !strings.Contains(rec.Body.String(), `"code":3`) && !strings.Contains(rec.Body.String(), `"code":"invalid_argument"`) {
 				t.Fatalf("passed %v, answer %d %s; want %d invalid_argument", passed, rec.Code, rec.Body, tc.wantCode)
 			}
 		})

@@ -18,6 +18,12 @@ import (
 // the guard does), /block waits for its client, /stream flushes its
 // answer and then waits, anything else is answered 200.
 func resetServer(t *testing.T) (*Peers, *httptest.Server) {
+	return resetServerOn(t, false)
+}
+
+// resetServerOn is resetServer, its connections said to come from
+// remotePeer when remote (else Local).
+func resetServerOn(t *testing.T, remote bool) (*Peers, *httptest.Server) {
 	t.Helper()
 	peers := New()
 	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -26,6 +32,10 @@ func resetServer(t *testing.T) (*Peers, *httptest.Server) {
 			return
 		}
 		switch r.URL.Path {
+		case "/forbidden":
+			http.Error(w, "no", http.StatusForbidden)
+		case "/busy":
+			http.Error(w, "busy", http.StatusTooManyRequests)
 		case "/block":
 			<-r.Context().Done()
 		case "/stream":
@@ -39,6 +49,9 @@ func resetServer(t *testing.T) (*Peers, *httptest.Server) {
 	ts.EnableHTTP2 = true
 	ts.Config.ErrorLog = log.New(io.Discard, "", 0) // the empty connections' handshakes
 	peers.Serve(ts.Config)
+	if remote {
+		ts.Listener = remoteListener{ts.Listener}
+	}
 	ts.Listener = peers.Listener(ts.Listener, nil)
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
@@ -106,6 +119,19 @@ func TestServeClosesWastefulConnections(t *testing.T) {
 			t.Fatalf("%d penalties after a connection was caught, want 1", peers.Penalties())
 		}
 	})
+	t.Run("403s", func(t *testing.T) {
+		peers, ts := resetServer(t)
+		get(t, ts, "/forbidden", true, 0, 2*EarlyResetsMin)
+		waitCloses(t, peers, 1)
+	})
+	t.Run("429s are the server's", func(t *testing.T) {
+		peers, ts := resetServer(t)
+		get(t, ts, "/busy", true, 0, 2*EarlyResetsMin)
+		time.Sleep(100 * time.Millisecond)
+		if peers.HTTPCloses() != 0 || peers.Penalties() != 0 {
+			t.Fatalf("429s: %d closes, %d penalties, want none", peers.HTTPCloses(), peers.Penalties())
+		}
+	})
 	t.Run("401s over HTTP/1.1", func(t *testing.T) {
 		peers, ts := resetServer(t)
 		tr := ts.Client().Transport.(*http.Transport).Clone()
@@ -149,8 +175,8 @@ func TestServeClosesWastefulConnections(t *testing.T) {
 // handshake, and a connection of it is closed at its
 // PenalizedEarlyResetsMin-th early request.
 func TestServeHoldsPenalizedPeers(t *testing.T) {
-	peers, ts := resetServer(t)
-	peers.Ended(Local, false, true) // caught elsewhere: penalized
+	peers, ts := resetServerOn(t, true)
+	peers.Ended(remotePeer, false, true) // caught elsewhere: penalized
 	c := ts.Client()
 	start := time.Now()
 	for i := range PenalizedConnBurst + 2 {

@@ -82,8 +82,8 @@ type Peers struct {
 	// penalized counts the peers penalized, refused the held connections
 	// closed (the queue full, or held too long), httpCloses the HTTP
 	// connections closed by the rule.
-	penalized, refused, httpCloses atomic.Int64
-	onPenalty                      func(peer netip.Addr, resets, calls int64, until time.Time)
+	penalized, refused, httpCloses, held atomic.Int64
+	onPenalty                            func(peer netip.Addr, resets, calls int64, until time.Time)
 }
 
 type peerResets struct {
@@ -130,6 +130,10 @@ func (r *Peers) Penalties() int64 { return r.penalized.Load() }
 
 // Refused: see Penalties.
 func (r *Peers) Refused() int64 { return r.refused.Load() }
+
+// Held is how many new connections of penalized peers were held back
+// (never the local peer's).
+func (r *Peers) Held() int64 { return r.held.Load() }
 
 // HTTPCloses: see Penalties.
 func (r *Peers) HTTPCloses() int64 { return r.httpCloses.Load() }

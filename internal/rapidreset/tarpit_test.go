@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -66,7 +67,7 @@ func TestTarpitHoldsPenalizedConnections(t *testing.T) {
 func TestTarpitQueueBounded(t *testing.T) {
 	peers, inner, lis := penalizedListener(t)
 	for range PenalizedConnBurst {
-		peers.Admit(Local) // the burst used
+		peers.Admit(remotePeer) // the burst used
 	}
 	go func() { // Accept starts the loops; what it hands over is dropped
 		for {
@@ -120,7 +121,7 @@ func isReset(err error) bool {
 func TestTarpitDropsGoneConnections(t *testing.T) {
 	peers, inner, lis := penalizedListener(t)
 	for range PenalizedConnBurst {
-		peers.Admit(Local) // the burst used
+		peers.Admit(remotePeer) // the burst used
 	}
 	accepted := make(chan net.Conn, 8)
 	go func() {
@@ -164,9 +165,33 @@ func TestTarpitDropsGoneConnections(t *testing.T) {
 	}
 }
 
-// penalizedListener is a tarpit on a loopback port whose peer, Local, is
-// penalized (one of its connections was caught), and the port it wraps;
-// closed when the test ends.
+// remotePeer is the address remoteListener gives its connections: a
+// peer that is not Local.
+var remotePeer = netip.MustParseAddr("192.0.2.77")
+
+// remoteListener is a loopback listener whose connections say they come
+// from remotePeer.
+type remoteListener struct{ net.Listener }
+
+func (l remoteListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return remoteConn{c}, nil
+}
+
+type remoteConn struct{ net.Conn }
+
+func (remoteConn) RemoteAddr() net.Addr {
+	return &net.TCPAddr{IP: remotePeer.AsSlice(), Port: 4242}
+}
+
+func (c remoteConn) NetConn() net.Conn { return c.Conn }
+
+// penalizedListener is a tarpit on a loopback port whose connections
+// come from remotePeer, penalized (one of its connections was caught),
+// and the port it wraps; closed when the test ends.
 func penalizedListener(t *testing.T) (*Peers, net.Listener, net.Listener) {
 	t.Helper()
 	peers := New()
@@ -174,8 +199,42 @@ func penalizedListener(t *testing.T) (*Peers, net.Listener, net.Listener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis := peers.Listener(inner, nil)
+	lis := peers.Listener(remoteListener{inner}, nil)
 	t.Cleanup(func() { lis.Close() })
-	peers.Ended(Local, false, true)
+	peers.Ended(remotePeer, false, true)
 	return peers, inner, lis
+}
+
+// TestTarpitNeverHoldsLocal: the local peer, penalized, has its new
+// connections served at once (every local agent is that peer: held, any
+// local process with no token kept the others waiting, the fourteenth
+// hostile pass).
+func TestTarpitNeverHoldsLocal(t *testing.T) {
+	peers := New()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis := peers.Listener(inner, nil)
+	defer lis.Close()
+	peers.Ended(Local, false, true)
+	const n = 3 * PenalizedConnBurst
+	go func() {
+		for range n {
+			if c, err := net.Dial("tcp", inner.Addr().String()); err == nil {
+				defer c.Close()
+			}
+		}
+		time.Sleep(5 * time.Second)
+	}()
+	for i := range n {
+		c, err := lis.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		if held(lis.(*tarpit)) != 0 {
+			t.Fatalf("connection %d: a local connection held", i)
+		}
+	}
 }

@@ -89,8 +89,11 @@ func dialUnread(t *testing.T, addr, path, token string, msg []byte, streams int,
 		}
 	}
 	if steady {
-		// 512 bytes a stream every 100ms (and as much on the
-		// connection): 8 streams read 40 KiB a second.
+		// 2 KiB a stream every 100ms (and as much on the connection):
+		// 20 KiB a second for each stream whose answer is ready. At 512
+		// bytes a stream, a reader whose other answers still waited for
+		// the model (a loaded machine) read 5 KiB a second, under the
+		// 16 KiB in 2 s the stall rule asks, and was closed.
 		go func() {
 			for {
 				select {
@@ -99,9 +102,9 @@ func dialUnread(t *testing.T, addr, path, token string, msg []byte, streams int,
 				case <-time.After(100 * time.Millisecond):
 				}
 				_ = c.write(func(fr *http2.Framer) error {
-					_ = fr.WriteWindowUpdate(0, uint32(512*streams))
+					_ = fr.WriteWindowUpdate(0, uint32(2048*streams))
 					for s := range streams {
-						_ = fr.WriteWindowUpdate(uint32(2*s+1), 512)
+						_ = fr.WriteWindowUpdate(uint32(2*s+1), 2048)
 					}
 					return nil
 				})
@@ -134,8 +137,8 @@ func embedMsg(t *testing.T) []byte {
 // 100 connections × 64 Embed calls, RSS 225 → 712 MB, held 150 s, past
 // --idle-timeout). Now a connection that owed answers for all of
 // --write-stall-timeout and wrote under 16 KiB of them is closed, which
-// frees them; a client reading as slowly as 40 KiB a second keeps its
-// connection; another identity's Routes are answered throughout.
+// frees them; a client reading as slowly as 20 KiB a second an answer
+// keeps its connection; another identity's Routes are answered throughout.
 func TestGRPCUnreadAnswersClosed(t *testing.T) {
 	idx := genIndex(t, "testdata/mini.json")
 	maddr, addr := freeAddr(t), freeAddr(t)
@@ -156,8 +159,8 @@ func TestGRPCUnreadAnswersClosed(t *testing.T) {
 	for range conns {
 		hogs = append(hogs, dialUnread(t, addr, path, aliceToken, msg, streams, false))
 	}
-	// Steady: 8 calls read at 40 KiB/s in all, each answer (~100 KB)
-	// done in about 20 s: longer than the stall limit, never stalled.
+	// Steady: 8 calls read at 20 KiB/s each, each answer (~100 KB) done
+	// in about 5 s: longer than the stall limit, never stalled.
 	steady := dialUnread(t, addr, path, bobToken, msg, 8, true)
 	start := time.Now()
 	// A connection whose calls were all refused (RESOURCE_EXHAUSTED:
@@ -190,7 +193,7 @@ func TestGRPCUnreadAnswersClosed(t *testing.T) {
 	}
 	select {
 	case <-steady.closed:
-		t.Errorf("a client reading 40 KiB a second was closed after %v (%d answer bytes read), want it kept", time.Since(start), steady.data.Load())
+		t.Errorf("a client reading 20 KiB a second an answer was closed after %v (%d answer bytes read), want it kept", time.Since(start), steady.data.Load())
 	default:
 		if got := steady.data.Load() - from; got < 3*server.StallProgressBytes {
 			t.Errorf("the steady reader read %d bytes in %v, want at least %d", got, 3*stall, 3*server.StallProgressBytes)

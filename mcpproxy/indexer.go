@@ -258,6 +258,10 @@ type backend struct {
 	// key of a listing whose index failed (not tried again).
 	want, ready *listing
 	failed      string
+	// assembling: ready's texts are embedded and the index that holds
+	// them is being put together; until it serves, Indexing still names
+	// the server (a caller told it was done found no tool of it).
+	assembling bool
 	// busy: an index of this backend's listing is in flight or waits
 	// for MinReindex (indexLoop).
 	busy bool
@@ -444,7 +448,7 @@ func (p *Proxy) indexListing(ctx context.Context, b *backend, l *listing) {
 		b.failed = l.key
 		p.progressLocked()
 	} else {
-		b.ready, b.failed = l, ""
+		b.ready, b.failed, b.assembling = l, "", true
 	}
 	p.mu.Unlock()
 	if err != nil {
@@ -459,6 +463,7 @@ func (p *Proxy) indexListing(ctx context.Context, b *backend, l *listing) {
 		p.cfg.Logger.Warn("proxy: live tools not indexed; keeping the previous index", "err", err)
 	}
 	p.mu.Lock()
+	b.assembling = false
 	p.progressLocked() // after the index holds it
 	p.mu.Unlock()
 }
@@ -540,7 +545,13 @@ func (p *Proxy) indexingLocked() []string {
 func (p *Proxy) Indexing() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return slices.Clone(p.indexingLocked())
+	out := slices.Clone(p.indexingLocked())
+	for _, name := range p.order {
+		if b := p.backends[name]; b.assembling && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // serverKey is what one server's index depends on: its tools.

@@ -263,7 +263,7 @@ func TestServesWhileIndexing(t *testing.T) {
 	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: ToolCall,
 		Arguments: map[string]any{"server": "slow", "tool": "lag0"}})
 	if err != nil || res.IsError {
-		t.Fatalf("call_tool once indexed: %v %+v", err, res)
+		t.Fatalf("call_tool once indexed: %v %+v %s", err, res, res.Content[0].(*mcp.TextContent).Text)
 	}
 }
 

@@ -1,6 +1,8 @@
 package mcpproxy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -23,6 +25,12 @@ type liveTool struct {
 	// ServerID is the server's id in the index (its category too).
 	ServerID string
 	Tool     *mcp.Tool
+	// shown is the tool as sessions list it (exposedTool), and def the
+	// sha256 of Tool's JSON, by which a session sees it changed: made
+	// once per index, for every session (a copy of each in each session
+	// grew the proxy 16 MB a session, the fourteenth hostile pass).
+	shown *mcp.Tool
+	def   string
 }
 
 // The bounds on what the proxy indexes of its backends (the thirteenth
@@ -55,6 +63,11 @@ const (
 	// "<server id>__" prefix included: the MCP specification (2025-11-25)
 	// asks for names of 1-128 characters of A-Za-z0-9, '_', '-' and '.'.
 	MaxToolName = 128
+	// MaxToolDef bounds a backend tool's definition (its JSON: name,
+	// description, schemas, annotations), in bytes: a tool past it is
+	// left out with a warning. Every session that shows the tool lists it
+	// whole.
+	MaxToolDef = 64 << 10
 )
 
 // toolNameProblem says why the proxy does not expose a backend tool named
@@ -95,6 +108,13 @@ func serverTools(st mcpsrc.ServerState, id string) ([]*mcp.Tool, []string) {
 	over := 0
 	for _, t := range st.Tools {
 		problem := toolNameProblem(id, t.Name)
+		if problem == "" {
+			if b, err := json.Marshal(t); err != nil {
+				problem = "definition is not JSON: " + clip.String(err.Error(), 64)
+			} else if len(b) > MaxToolDef {
+				problem = fmt.Sprintf("definition is %d bytes, over %d", len(b), MaxToolDef)
+			}
+		}
 		switch {
 		case problem == "" && seen[t.Name]:
 			problem = "listed twice; the first kept"
@@ -178,6 +198,9 @@ func buildCatalog(snap mcpsrc.Snapshot) (*catalog.Catalog, map[string]liveTool, 
 			t := &s.Tools[j]
 			t.Category = s.ID
 			lt := liveTool{Exposed: s.ID + "__" + t.Name, Server: s.Name, ServerID: s.ID, Tool: src[j]}
+			lt.shown = exposedTool(lt)
+			sum := sha256.Sum256([]byte(toolDef(lt.Tool)))
+			lt.def = hex.EncodeToString(sum[:])
 			tools[lt.Exposed] = lt
 		}
 	}

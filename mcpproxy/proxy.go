@@ -146,8 +146,10 @@ type Proxy struct {
 	live    *live
 	clients map[*client]bool
 	// places holds a place for each live agent session (mcpplaces, the
-	// mechanism the daemon's --mcp-listen uses too).
-	places  *mcpplaces.Places
+	// mechanism the daemon's --mcp-listen uses too); inFlight each
+	// caller's forwarded calls.
+	places   *mcpplaces.Places
+	inFlight callSlots
 	metrics *metrics // nil without Config.Metrics
 
 	// backends are the servers by name, order their names as first seen
@@ -405,10 +407,11 @@ type client struct {
 	// where server.Server looks up the owner's session id.
 	key   string
 	place *mcpplaces.Place // the owner's (server.Caller.Quota), held while the session lives
+	quota string           // the owner's server.Caller.Quota: its forwarded calls share MaxCallsPerCaller
 	srv   *mcp.Server
 
 	mu    sync.Mutex
-	shown map[string]string // exposed backend tools now on srv: their definitions (toolDef)
+	shown map[string]string // exposed backend tools now on srv: their definitions' digests (liveTool.def)
 	// changes counts the syncs that changed srv's tools; notified is its
 	// value when the session was last told so (notifyChanged).
 	changes, notified uint64
@@ -445,7 +448,7 @@ func (p *Proxy) NewSessionServer(owner server.Caller) (srv *mcp.Server, served f
 	}
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	c := &client{p: p, id: "mcp-" + hex.EncodeToString(b[:]), place: place, shown: map[string]string{}}
+	c := &client{p: p, id: "mcp-" + hex.EncodeToString(b[:]), place: place, quota: owner.Quota, shown: map[string]string{}}
 	c.key = session.ScopedID(owner.Name, c.id)
 	if _, err := p.sessions.CreateFor(context.Background(), session.Owner{ID: owner.Name, Quota: owner.Quota}, c.key, ""); err != nil {
 		place.Give()
@@ -550,7 +553,7 @@ func (c *client) sync() (changed bool) {
 	// another server's change notifies no session that does not see it.
 	var gone []string
 	for name, def := range c.shown {
-		if lt, ok := want[name]; !ok || toolDef(lt.Tool) != def {
+		if lt, ok := want[name]; !ok || lt.def != def {
 			gone = append(gone, name)
 			delete(c.shown, name)
 		}
@@ -563,8 +566,12 @@ func (c *client) sync() (changed bool) {
 		if _, ok := c.shown[name]; ok {
 			continue
 		}
-		c.srv.AddTool(exposedTool(lt), c.forward(lt.Server, lt.Tool.Name))
-		c.shown[name] = toolDef(lt.Tool)
+		// One definition for every session (buildCatalog): each holding
+		// its own copy, and the JSON of each, grew the proxy 16 MB a
+		// session for a backend of 400 tools with 20 KB schemas (the
+		// fourteenth hostile pass).
+		c.srv.AddTool(lt.shown, c.forward(lt.Server, lt.Tool.Name))
+		c.shown[name] = lt.def
 		changed = true
 	}
 	if changed {
@@ -655,8 +662,20 @@ func (c *client) forward(server, tool string) mcp.ToolHandler {
 	}
 }
 
-// call forwards a tool call and reports it for the session's task.
+// call forwards a tool call and reports it for the session's task,
+// within the owner's MaxCallsPerCaller: its place is given back when the
+// call's request ends, which the SDK ends once the answer is written (an
+// answer its client does not read holds it).
 func (c *client) call(ctx context.Context, server, tool string, args any) (*mcp.CallToolResult, error) {
+	release, ok := c.p.inFlight.take(c.quota)
+	if !ok {
+		return errorResult(fmt.Sprintf("RESOURCE_EXHAUSTED: %d tool calls of this caller are in flight (their answers not all read); retry when one has ended", MaxCallsPerCaller)), nil
+	}
+	if ctx.Done() == nil {
+		defer release()
+	} else {
+		context.AfterFunc(ctx, release)
+	}
 	res, err := c.p.call(ctx, server, tool, args)
 	c.report(ctx, server, tool)
 	return res, err
@@ -712,6 +731,57 @@ func (c *client) report(ctx context.Context, server, tool string) {
 func (p *Proxy) call(ctx context.Context, server, tool string, args any) (*mcp.CallToolResult, error) {
 	start := time.Now()
 	res := mcpserver.Forward(ctx, p.cfg.Source, server, tool, args)
+	if res != nil {
+		if b, err := json.Marshal(res); err == nil && len(b) > MaxForwardedAnswer {
+			res = errorResult(fmt.Sprintf("RESOURCE_EXHAUSTED: the answer of %s's %s is %d bytes, over the proxy's %d", server, tool, len(b), MaxForwardedAnswer))
+		}
+	}
 	p.metrics.call(server, start, res == nil || res.IsError)
 	return res, nil
+}
+
+// MaxForwardedAnswer bounds the answer of a backend tool the proxy
+// forwards, in bytes of JSON: a larger one is an error result for the
+// agent. MaxCallsPerCaller bounds the forwarded calls of one caller
+// (server.Caller.Quota) in flight, their answers written or not. With
+// neither, 40 calls of one identity (scope route,call) whose 15 MB
+// answers it never read grew the proxy from 166 MB to 1.4 GB, and an
+// honest memory server's 10.9 MB read_graph did as much (the fourteenth
+// hostile pass). A tool answer is text for a model's context: 4 MiB is
+// about a million tokens.
+const (
+	MaxForwardedAnswer = 4 << 20
+	MaxCallsPerCaller  = 8
+)
+
+// errorResult is a tool call's error result saying msg.
+func errorResult(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
+// callSlots counts each caller's forwarded calls in flight.
+type callSlots struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// take takes one of quota's MaxCallsPerCaller places, if one is free,
+// and returns its release (idempotent).
+func (s *callSlots) take(quota string) (func(), bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[string]int{}
+	}
+	if s.n[quota] >= MaxCallsPerCaller {
+		return nil, false
+	}
+	s.n[quota]++
+	return sync.OnceFunc(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.n[quota]--; s.n[quota] <= 0 {
+			delete(s.n, quota)
+		}
+	}), true
 }

@@ -150,7 +150,7 @@ type Proxy struct {
 	// caller's forwarded calls.
 	places   *mcpplaces.Places
 	inFlight callSlots
-	metrics *metrics // nil without Config.Metrics
+	metrics  *metrics // nil without Config.Metrics
 
 	// backends are the servers by name, order their names as first seen
 	// (p.mu); cut is how many tools of each server MaxToolsIndexed left

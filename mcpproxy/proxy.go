@@ -731,10 +731,8 @@ func (c *client) report(ctx context.Context, server, tool string) {
 func (p *Proxy) call(ctx context.Context, server, tool string, args any) (*mcp.CallToolResult, error) {
 	start := time.Now()
 	res := mcpserver.Forward(ctx, p.cfg.Source, server, tool, args)
-	if res != nil {
-		if b, err := json.Marshal(res); err == nil && len(b) > MaxForwardedAnswer {
-			res = errorResult(fmt.Sprintf("RESOURCE_EXHAUSTED: the answer of %s's %s is %d bytes, over the proxy's %d", server, tool, len(b), MaxForwardedAnswer))
-		}
+	if n := answerBytes(res); n > MaxForwardedAnswer {
+		res = errorResult(fmt.Sprintf("RESOURCE_EXHAUSTED: the answer of %s's %s is about %d bytes, over the proxy's %d", server, tool, n, MaxForwardedAnswer))
 	}
 	p.metrics.call(server, start, res == nil || res.IsError)
 	return res, nil
@@ -748,11 +746,48 @@ func (p *Proxy) call(ctx context.Context, server, tool string, args any) (*mcp.C
 // answers it never read grew the proxy from 166 MB to 1.4 GB, and an
 // honest memory server's 10.9 MB read_graph did as much (the fourteenth
 // hostile pass). A tool answer is text for a model's context: 4 MiB is
-// about a million tokens.
+// about a million tokens. A backend's answer is read whole (up to the
+// SDK's 16 MiB line on stdio) before it is measured: a caller's calls
+// hold at most MaxCallsPerCaller of those at once.
 const (
 	MaxForwardedAnswer = 4 << 20
-	MaxCallsPerCaller  = 8
+	MaxCallsPerCaller  = 4
 )
+
+// answerBytes is about the size of res in JSON, without encoding its
+// texts and data (marshalling a 15 MB answer to measure it took as much
+// memory again).
+func answerBytes(res *mcp.CallToolResult) int {
+	if res == nil {
+		return 0
+	}
+	n := 0
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			n += len(c.Text)
+		case *mcp.ImageContent:
+			n += len(c.Data) * 4 / 3
+		case *mcp.AudioContent:
+			n += len(c.Data) * 4 / 3
+		case *mcp.EmbeddedResource:
+			if c.Resource != nil {
+				n += len(c.Resource.Text) + len(c.Resource.Blob)*4/3
+			}
+		default:
+			b, _ := json.Marshal(c)
+			n += len(b)
+		}
+		if n > MaxForwardedAnswer {
+			return n
+		}
+	}
+	if res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		n += len(b)
+	}
+	return n
+}
 
 // errorResult is a tool call's error result saying msg.
 func errorResult(msg string) *mcp.CallToolResult {

@@ -149,7 +149,7 @@ type Proxy struct {
 	// mechanism the daemon's --mcp-listen uses too); inFlight each
 	// caller's forwarded calls.
 	places   *mcpplaces.Places
-	inFlight callSlots
+	inFlight mcpserver.CallSlots
 	metrics  *metrics // nil without Config.Metrics
 
 	// backends are the servers by name, order their names as first seen
@@ -667,15 +667,11 @@ func (c *client) forward(server, tool string) mcp.ToolHandler {
 // call's request ends, which the SDK ends once the answer is written (an
 // answer its client does not read holds it).
 func (c *client) call(ctx context.Context, server, tool string, args any) (*mcp.CallToolResult, error) {
-	release, ok := c.p.inFlight.take(c.quota)
+	release, ok := c.p.inFlight.Take(ctx, c.quota)
 	if !ok {
-		return errorResult(fmt.Sprintf("RESOURCE_EXHAUSTED: %d tool calls of this caller are in flight (their answers not all read); retry when one has ended", MaxCallsPerCaller)), nil
+		return mcpserver.SlotsExhausted(), nil
 	}
-	if ctx.Done() == nil {
-		defer release()
-	} else {
-		context.AfterFunc(ctx, release)
-	}
+	defer release()
 	res, err := c.p.call(ctx, server, tool, args)
 	c.report(ctx, server, tool)
 	return res, err
@@ -731,92 +727,13 @@ func (c *client) report(ctx context.Context, server, tool string) {
 func (p *Proxy) call(ctx context.Context, server, tool string, args any) (*mcp.CallToolResult, error) {
 	start := time.Now()
 	res := mcpserver.Forward(ctx, p.cfg.Source, server, tool, args)
-	if n := answerBytes(res); n > MaxForwardedAnswer {
-		res = errorResult(fmt.Sprintf("RESOURCE_EXHAUSTED: the answer of %s's %s is about %d bytes, over the proxy's %d", server, tool, n, MaxForwardedAnswer))
-	}
 	p.metrics.call(server, start, res == nil || res.IsError)
 	return res, nil
 }
 
-// MaxForwardedAnswer bounds the answer of a backend tool the proxy
-// forwards, in bytes of JSON: a larger one is an error result for the
-// agent. MaxCallsPerCaller bounds the forwarded calls of one caller
-// (server.Caller.Quota) in flight, their answers written or not. With
-// neither, 40 calls of one identity (scope route,call) whose 15 MB
-// answers it never read grew the proxy from 166 MB to 1.4 GB, and an
-// honest memory server's 10.9 MB read_graph did as much (the fourteenth
-// hostile pass). A tool answer is text for a model's context: 4 MiB is
-// about a million tokens. A backend's answer is read whole (up to the
-// SDK's 16 MiB line on stdio) before it is measured: a caller's calls
-// hold at most MaxCallsPerCaller of those at once.
+// MaxForwardedAnswer and MaxCallsPerCaller are mcpserver's: the
+// proxy's forwarded calls are bounded as the daemon's call_tool is.
 const (
-	MaxForwardedAnswer = 4 << 20
-	MaxCallsPerCaller  = 4
+	MaxForwardedAnswer = mcpserver.MaxForwardedAnswer
+	MaxCallsPerCaller  = mcpserver.MaxCallsPerCaller
 )
-
-// answerBytes is about the size of res in JSON, without encoding its
-// texts and data (marshalling a 15 MB answer to measure it took as much
-// memory again).
-func answerBytes(res *mcp.CallToolResult) int {
-	if res == nil {
-		return 0
-	}
-	n := 0
-	for _, c := range res.Content {
-		switch c := c.(type) {
-		case *mcp.TextContent:
-			n += len(c.Text)
-		case *mcp.ImageContent:
-			n += len(c.Data) * 4 / 3
-		case *mcp.AudioContent:
-			n += len(c.Data) * 4 / 3
-		case *mcp.EmbeddedResource:
-			if c.Resource != nil {
-				n += len(c.Resource.Text) + len(c.Resource.Blob)*4/3
-			}
-		default:
-			b, _ := json.Marshal(c)
-			n += len(b)
-		}
-		if n > MaxForwardedAnswer {
-			return n
-		}
-	}
-	if res.StructuredContent != nil {
-		b, _ := json.Marshal(res.StructuredContent)
-		n += len(b)
-	}
-	return n
-}
-
-// errorResult is a tool call's error result saying msg.
-func errorResult(msg string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
-}
-
-// callSlots counts each caller's forwarded calls in flight.
-type callSlots struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-// take takes one of quota's MaxCallsPerCaller places, if one is free,
-// and returns its release (idempotent).
-func (s *callSlots) take(quota string) (func(), bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n == nil {
-		s.n = map[string]int{}
-	}
-	if s.n[quota] >= MaxCallsPerCaller {
-		return nil, false
-	}
-	s.n[quota]++
-	return sync.OnceFunc(func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.n[quota]--; s.n[quota] <= 0 {
-			delete(s.n, quota)
-		}
-	}), true
-}

@@ -2,15 +2,18 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/classifierd/classifierd/index"
 	"github.com/classifierd/classifierd/internal/clip"
 	"github.com/classifierd/classifierd/mcpsrc"
+	"github.com/classifierd/classifierd/server"
 )
 
 // ToolCall is the name of the tool that calls a catalog tool on its server.
@@ -32,6 +35,7 @@ type CallToolInput struct {
 // index named by id or name, through caller, so an agent can call what
 // search_tools found although it was never shown the tool.
 func AddCallTool(s *mcp.Server, backend func() Backend, caller Caller) {
+	var slots CallSlots
 	AddTool(s, &mcp.Tool{Name: ToolCall, Description: "Call a tool of any MCP server in the catalog by server and tool name " +
 		"(as search_tools returns them), whether or not it is in your tool list."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in CallToolInput) (*mcp.CallToolResult, any, error) {
@@ -39,8 +43,106 @@ func AddCallTool(s *mcp.Server, backend func() Backend, caller Caller) {
 			if !ok {
 				return nil, nil, fmt.Errorf("NOT_FOUND: no server %q in the catalog; find one with search_tools", clip.String(in.Server, 128))
 			}
+			release, ok := slots.Take(ctx, server.CallerFrom(ctx).Quota)
+			if !ok {
+				return SlotsExhausted(), nil, nil
+			}
+			defer release()
 			return Forward(ctx, caller, name, in.Tool, in.Arguments), nil, nil
 		})
+}
+
+// MaxForwardedAnswer bounds the answer of a tool Forward passes on, in
+// bytes of JSON (about: AnswerBytes): a larger one is an error result
+// for the agent. MaxCallsPerCaller bounds the forwarded calls of one
+// caller (server.Caller.Quota) in flight, their answers written or not
+// (CallSlots). With neither, 40 calls of one identity (scope
+// route,call) whose 15 MB answers it never read grew the proxy from 166
+// MB to 1.4 GB, and an honest memory server's 10.9 MB read_graph did as
+// much (the fourteenth hostile pass). A tool answer is text for a
+// model's context: 4 MiB is about a million tokens. A backend's answer is
+// read whole (up to the SDK's 16 MiB line on stdio) before it is
+// measured: a caller's calls hold at most MaxCallsPerCaller of those.
+const (
+	MaxForwardedAnswer = 4 << 20
+	MaxCallsPerCaller  = 4
+)
+
+// CallSlots counts each caller's forwarded calls in flight. Its zero
+// value is ready.
+type CallSlots struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// Take takes one of quota's MaxCallsPerCaller places if one is free, and
+// returns its release: call it when the call returns, or leave it to
+// ctx, a request's context, which the SDK ends once its answer is
+// written (an answer its client does not read then holds the place).
+func (s *CallSlots) Take(ctx context.Context, quota string) (release func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[string]int{}
+	}
+	if s.n[quota] >= MaxCallsPerCaller {
+		return nil, false
+	}
+	s.n[quota]++
+	give := sync.OnceFunc(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.n[quota]--; s.n[quota] <= 0 {
+			delete(s.n, quota)
+		}
+	})
+	if ctx.Done() == nil {
+		return give, true
+	}
+	context.AfterFunc(ctx, give)
+	return func() {}, true
+}
+
+// SlotsExhausted is the result of a call CallSlots refused.
+func SlotsExhausted() *mcp.CallToolResult {
+	var r mcp.CallToolResult
+	r.SetError(fmt.Errorf("RESOURCE_EXHAUSTED: %d tool calls of this caller are in flight (their answers not all read); retry when one has ended", MaxCallsPerCaller))
+	return &r
+}
+
+// AnswerBytes is about the size of res in JSON, without encoding its
+// texts and data (marshalling a 15 MB answer to measure it took as much
+// memory again); it stops counting past MaxForwardedAnswer.
+func AnswerBytes(res *mcp.CallToolResult) int {
+	if res == nil {
+		return 0
+	}
+	n := 0
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			n += len(c.Text)
+		case *mcp.ImageContent:
+			n += len(c.Data) * 4 / 3
+		case *mcp.AudioContent:
+			n += len(c.Data) * 4 / 3
+		case *mcp.EmbeddedResource:
+			if c.Resource != nil {
+				n += len(c.Resource.Text) + len(c.Resource.Blob)*4/3
+			}
+		default:
+			b, _ := json.Marshal(c)
+			n += len(b)
+		}
+		if n > MaxForwardedAnswer {
+			return n
+		}
+	}
+	if res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		n += len(b)
+	}
+	return n
 }
 
 // serverName is the verbatim name of the index's server with this id or
@@ -64,11 +166,17 @@ func serverName(idx *index.Index, server string) (string, bool) {
 // on as UNKNOWN so the agent can correct itself.
 func Forward(ctx context.Context, c Caller, server, tool string, args any) *mcp.CallToolResult {
 	res, err := c.CallTool(ctx, server, &mcp.CallToolParams{Name: tool, Arguments: args})
+	name := clip.String(server, 128)
 	if err == nil {
+		if n := AnswerBytes(res); n > MaxForwardedAnswer {
+			var r mcp.CallToolResult
+			r.SetError(fmt.Errorf("RESOURCE_EXHAUSTED: the answer of server %q's %s is about %d bytes, over the %d this server passes on",
+				name, clip.String(tool, 128), n, MaxForwardedAnswer))
+			return &r
+		}
 		return res
 	}
 	var r mcp.CallToolResult
-	name := clip.String(server, 128)
 	switch {
 	case errors.Is(err, mcpsrc.ErrUnknownServer):
 		r.SetError(fmt.Errorf("NOT_FOUND: no server %q is configured", name))

@@ -217,10 +217,11 @@ func TestGRPCRapidResetsAcrossConnections(t *testing.T) {
 		}
 	}
 
-	// The penalized peer is local: its new connections are served at once
-	// (held, every local agent's waited behind the resetter's, the
-	// fourteenth hostile pass), and one that resets its calls is closed at
-	// its PenalizedEarlyResetsMin-th.
+	// The penalized peer is local: its new connections are all served,
+	// held LocalMaxHold at most (held like a remote peer's, every local
+	// agent's waited behind the resetter's, the fourteenth hostile pass),
+	// and one that resets its calls is closed at its
+	// PenalizedEarlyResetsMin-th.
 	const tries = 12
 	for i := range tries {
 		nc, err := attacker.Dial("tcp", addr)
@@ -236,8 +237,8 @@ func TestGRPCRapidResetsAcrossConnections(t *testing.T) {
 		}
 		nc.Close()
 	}
-	if n := scrape(t, maddr)["classifierd_grpc_penalized_connections_held_total"]; n != 0 {
-		t.Errorf("%v new connections of the local peer held back, want none", n)
+	if n := scrape(t, maddr)["classifierd_grpc_penalized_connections_refused_total"]; n != 0 {
+		t.Errorf("%v new connections of the local peer refused, want none (held %v s at most)", n, rapidreset.LocalMaxHold.Seconds())
 	}
 	_, gone := rapidResets(t, addr, 4*rapidreset.EarlyResetsMin)
 	select {
@@ -329,7 +330,8 @@ func tlsRapidResets(t *testing.T, addr, path string, n int) (pinged bool) {
 // identity's Route p99 123-323 ms; net/http2 closes a connection only
 // past 4×64 resets queued), are counted per peer as on gRPC: the local
 // peer is penalized and its connections that go on are closed early
-// (its new connections are not held: it is every local agent), while
+// (its new connections are held briefly, never refused: it is every
+// local agent), while
 // another identity's open connection is answered throughout.
 func TestHTTPRapidResetsAcrossConnections(t *testing.T) {
 	httpAddr, mcpAddr, maddr, client := h2Daemon(t)
@@ -359,9 +361,9 @@ func TestHTTPRapidResetsAcrossConnections(t *testing.T) {
 	if n := scrape(t, maddr)["classifierd_http_early_reset_closes_total"]; n < 1 {
 		t.Errorf("classifierd_http_early_reset_closes_total %v, want ≥ 1", n)
 	}
-	// New connections of the local peer are served at once (held, every
-	// local agent's waited behind the resetter's: the fourteenth hostile
-	// pass).
+	// New connections of the local peer are all served, held
+	// LocalMaxHold at most (held like a remote peer's, every local agent's
+	// waited behind the resetter's: the fourteenth hostile pass).
 	for i := range 12 {
 		nc, err := tls.DialWithDialer(&net.Dialer{Timeout: 30 * time.Second}, "tcp", httpAddr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
 		if err != nil {
@@ -369,8 +371,8 @@ func TestHTTPRapidResetsAcrossConnections(t *testing.T) {
 		}
 		nc.Close()
 	}
-	if n := scrape(t, maddr)["classifierd_grpc_penalized_connections_held_total"]; n != 0 {
-		t.Errorf("%v new connections of the local peer held back, want none", n)
+	if n := scrape(t, maddr)["classifierd_grpc_penalized_connections_refused_total"]; n != 0 {
+		t.Errorf("%v new connections of the local peer refused, want none (held %v s at most)", n, rapidreset.LocalMaxHold.Seconds())
 	}
 	// bob's connection, open before, is answered throughout.
 	for i := range 10 {

@@ -25,19 +25,22 @@ import (
 // writes and closes without waiting) is dropped from the queue, so that
 // it takes neither a place in the queue nor one of its peer's.
 //
-// The local peer (every loopback address and the Unix socket) is never
-// held: every local agent is that one peer, and any local process, with
-// no token, kept the others' new connections waiting their turn behind
-// its own, 2 a second (the fourteenth hostile pass: 4 reset loops took
-// 0.08 s of CPU and a client opening a connection per call waited 2.4 s
-// p50; 40 empty connections a second and 80 idle ones had half of its
-// calls fail). A penalized local peer's connections are still closed at
-// their PenalizedEarlyResetsMin-th early reset, so a local resetter pays
-// a handshake for every 8 resets: about what it costs the daemon, as any
-// local process can spend the machine's CPU directly.
+// The local peer (every loopback address and the Unix socket) is held
+// at most LocalMaxHold, then served, and never refused: every local
+// agent is that one peer, and held like a remote peer any local process,
+// with no token, kept the others' new connections waiting their turn
+// behind its own, 2 a second (the fourteenth hostile pass: 4 reset loops
+// took 0.08 s of CPU and a client opening a connection per call waited
+// 2.4 s p50; 40 empty connections a second and 80 idle ones had half of
+// its calls fail). Not held at all, a reset loop reconnected at will and
+// cost the daemon twice its own CPU, a core for as long as it ran (the
+// fifteenth): a short hold slows each of its loops to a few connections
+// a second and delays another local agent's new connection by a fraction
+// of a second at most.
 const (
 	PenalizedConnsQueued = 64
 	PenalizedConnWait    = 10 * time.Second
+	LocalMaxHold         = 200 * time.Millisecond
 	tarpitTick           = 50 * time.Millisecond
 )
 
@@ -137,13 +140,17 @@ func (l *tarpit) acceptLoop() {
 			return
 		}
 		peer := PeerOf(c.RemoteAddr())
-		if peer == Local || l.peers.Admit(peer) && !l.queued(peer) {
+		if l.peers.Admit(peer) && !l.queued(peer) {
 			if !l.hand(accepted{l.wrap(c, &Conn{Peers: l.peers, Peer: peer}), nil}) {
 				return
 			}
 			continue
 		}
-		l.hold(peer, c)
+		if !l.hold(peer, c) {
+			if !l.hand(accepted{l.wrap(c, &Conn{Peers: l.peers, Peer: peer}), nil}) {
+				return
+			}
+		}
 	}
 }
 
@@ -160,8 +167,8 @@ func (l *tarpit) queued(peer netip.Addr) bool {
 }
 
 // hold queues c, of a penalized peer, or closes it when the peer's queue
-// is full.
-func (l *tarpit) hold(peer netip.Addr, c net.Conn) {
+// is full; a local connection is served instead (hold reports false).
+func (l *tarpit) hold(peer netip.Addr, c net.Conn) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	q := l.queues[peer]
@@ -173,13 +180,17 @@ func (l *tarpit) hold(peer netip.Addr, c net.Conn) {
 		l.dropGoneLocked(q)
 	}
 	if q.Len() >= PenalizedConnsQueued {
+		if peer == Local {
+			return false
+		}
 		l.peers.refused.Add(1)
 		_ = c.Close()
-		return
+		return true
 	}
 	q.PushBack(&heldConn{c: c, since: time.Now()})
 	l.held++
 	l.peers.held.Add(1)
+	return true
 }
 
 // releaseLoop hands the held connections to the server as their peers' places
@@ -211,7 +222,9 @@ func (l *tarpit) release(now time.Time) []accepted {
 		l.dropGoneLocked(q)
 		for e := q.Front(); e != nil; e = q.Front() {
 			h := e.Value.(*heldConn)
-			if now.Sub(h.since) >= PenalizedConnWait {
+			if peer == Local && now.Sub(h.since) >= LocalMaxHold {
+				out = append(out, accepted{l.wrap(h.c, &Conn{Peers: l.peers, Peer: peer}), nil})
+			} else if now.Sub(h.since) >= PenalizedConnWait {
 				l.peers.refused.Add(1)
 				_ = h.c.Close()
 			} else if l.peers.Admit(peer) {

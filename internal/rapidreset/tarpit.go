@@ -140,18 +140,19 @@ func (l *tarpit) acceptLoop() {
 			return
 		}
 		peer := PeerOf(c.RemoteAddr())
-		if l.peers.Admit(peer) && !l.queued(peer) {
-			if !l.hand(accepted{l.wrap(c, &Conn{Peers: l.peers, Peer: peer}), nil}) {
-				return
-			}
-			continue
-		}
-		if !l.hold(peer, c) {
-			if !l.hand(accepted{l.wrap(c, &Conn{Peers: l.peers, Peer: peer}), nil}) {
+		// Served now when the peer has a place, or when hold does not
+		// keep it (a local connection past a full queue).
+		if l.peers.Admit(peer) && !l.queued(peer) || !l.hold(peer, c) {
+			if !l.hand(l.served(c, peer)) {
 				return
 			}
 		}
 	}
+}
+
+// served is c, of peer, as handed to the server: wrapped with its count.
+func (l *tarpit) served(c net.Conn, peer netip.Addr) accepted {
+	return accepted{l.wrap(c, &Conn{Peers: l.peers, Peer: peer}), nil}
 }
 
 // queued reports whether peer has connections held (a new one waits
@@ -223,12 +224,12 @@ func (l *tarpit) release(now time.Time) []accepted {
 		for e := q.Front(); e != nil; e = q.Front() {
 			h := e.Value.(*heldConn)
 			if peer == Local && now.Sub(h.since) >= LocalMaxHold {
-				out = append(out, accepted{l.wrap(h.c, &Conn{Peers: l.peers, Peer: peer}), nil})
+				out = append(out, l.served(h.c, peer))
 			} else if now.Sub(h.since) >= PenalizedConnWait {
 				l.peers.refused.Add(1)
 				_ = h.c.Close()
 			} else if l.peers.Admit(peer) {
-				out = append(out, accepted{l.wrap(h.c, &Conn{Peers: l.peers, Peer: peer}), nil})
+				out = append(out, l.served(h.c, peer))
 			} else {
 				break
 			}

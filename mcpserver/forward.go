@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/classifierd/classifierd/index"
@@ -60,9 +61,10 @@ func AddCallTool(s *mcp.Server, backend func() Backend, caller Caller) {
 // route,call) whose 15 MB answers it never read grew the proxy from 166
 // MB to 1.4 GB, and an honest memory server's 10.9 MB read_graph did as
 // much (the fourteenth hostile pass). A tool answer is text for a
-// model's context: 4 MiB is about a million tokens. A backend's answer is
-// read whole (up to the SDK's 16 MiB line on stdio) before it is
-// measured: a caller's calls hold at most MaxCallsPerCaller of those.
+// model's context: 4 MiB is about a million tokens. A backend's message
+// over mcpsrc.MaxMessage is skipped while it is read; one under it is
+// read whole before it is measured: a caller's calls hold at most
+// MaxCallsPerCaller of those.
 const (
 	MaxForwardedAnswer = 4 << 20
 	MaxCallsPerCaller  = 4
@@ -177,7 +179,11 @@ func Forward(ctx context.Context, c Caller, server, tool string, args any) *mcp.
 		return res
 	}
 	var r mcp.CallToolResult
+	var wire *jsonrpc.Error
 	switch {
+	case errors.As(err, &wire) && wire.Code == mcpsrc.CodeMessageTooLarge:
+		r.SetError(fmt.Errorf("RESOURCE_EXHAUSTED: the answer of server %q's %s is over the %d bytes this server reads",
+			name, clip.String(tool, 128), mcpsrc.MaxMessage))
 	case errors.Is(err, mcpsrc.ErrUnknownServer):
 		r.SetError(fmt.Errorf("NOT_FOUND: no server %q is configured", name))
 	case errors.Is(err, mcpsrc.ErrUnavailable):

@@ -448,7 +448,7 @@ func (c *conn) transport() mcp.Transport {
 		}
 		cmd.Dir = sc.Dir
 		cmd.Stderr = c.p.opts.Stderr
-		return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+		return &commandTransport{cmd: cmd, terminate: 2 * time.Second}
 	case TransportSSE:
 		return &mcp.SSEClientTransport{Endpoint: sc.URL, HTTPClient: c.httpClient()}
 	default:
@@ -460,7 +460,8 @@ func (c *conn) httpClient() *http.Client {
 	return &http.Client{Transport: headerTransport{headers: c.cfg.Headers, base: http.DefaultTransport}}
 }
 
-// headerTransport adds the configured headers to every request.
+// headerTransport adds the configured headers to every request, and caps
+// the messages of every answer (MaxMessage).
 type headerTransport struct {
 	headers map[string]string
 	base    http.RoundTripper
@@ -473,7 +474,11 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Header.Set(k, v)
 		}
 	}
-	return h.base.RoundTrip(r)
+	resp, err := h.base.RoundTrip(r)
+	if err == nil {
+		resp.Body = cappedBody(resp.Body, resp.Header.Get("Content-Type"))
+	}
+	return resp, err
 }
 
 // InheritedEnv is the environment a stdio backend inherits from environ

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/classifierd/classifierd/internal/testmcp"
@@ -191,5 +192,59 @@ func TestInheritedEnv(t *testing.T) {
 	want := []string{"PATH=/usr/bin", "HOME=/root", "OTEL_EXPORTER_OTLP_ENDPOINT=h:1", "GITHUB_TOKEN=t", "NOEQUALS"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("InheritedEnv = %q, want %q", got, want)
+	}
+}
+
+// TestPoolCapsBackendMessages: a backend's answer over MaxMessage is an
+// error of CodeMessageTooLarge for its call, over stdio and streamable
+// HTTP, read without being kept (the fifteenth hostile pass: 15 MB
+// answers were read and decoded whole), and the connection goes on
+// serving: an answer under the bound after it passes whole.
+func TestPoolCapsBackendMessages(t *testing.T) {
+	bin := testmcp.Binary(t)
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools.json")
+	testmcp.WriteTools(t, tools, []testmcp.Tool{
+		{Name: "huge", Description: "answers too much", Bytes: mcpsrc.MaxMessage + 1},
+		{Name: "fair", Description: "answers a megabyte", Bytes: 1 << 20},
+	})
+	urlFile := filepath.Join(dir, "url")
+	cmd := exec.Command(bin, "--tools", tools, "--http", "127.0.0.1:0", "--url-file", urlFile)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var url []byte
+	for deadline := time.Now().Add(10 * time.Second); len(url) == 0; {
+		url, _ = os.ReadFile(urlFile)
+		if time.Now().After(deadline) {
+			t.Fatal("test server wrote no URL")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cfg, err := mcpsrc.ParseConfig([]byte(`{"mcpServers":{"stdio":{"command":"` + bin + `","args":["--tools","` + tools + `"]},` +
+		`"http":{"type":"http","url":"` + string(url) + `"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mcpsrc.Open(cfg, mcpsrc.Options{Timeout: 20 * time.Second})
+	defer p.Close()
+	waitFor(t, p, 15*time.Second, "both listed", func(s mcpsrc.Snapshot) bool {
+		return len(s.Servers) == 2 && s.Servers[0].Listed && s.Servers[1].Listed
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, srv := range []string{"stdio", "http"} {
+		for range 2 {
+			_, err := p.CallTool(ctx, srv, &mcp.CallToolParams{Name: "huge"})
+			var we *jsonrpc.Error
+			if !errors.As(err, &we) || we.Code != mcpsrc.CodeMessageTooLarge || !strings.Contains(we.Message, "RESOURCE_EXHAUSTED") {
+				t.Fatalf("%s: an answer over %d bytes: %v, want a JSON-RPC error of code %d", srv, mcpsrc.MaxMessage, err, mcpsrc.CodeMessageTooLarge)
+			}
+			res, err := p.CallTool(ctx, srv, &mcp.CallToolParams{Name: "fair"})
+			if err != nil || len(res.Content) != 1 || len(res.Content[0].(*mcp.TextContent).Text) != 1<<20 {
+				t.Fatalf("%s: the call after it: %v", srv, err)
+			}
+		}
 	}
 }

@@ -25,6 +25,8 @@ type Tool struct {
 	// Env makes the tool answer its process's environment, a NAME=value a
 	// line.
 	Env bool `json:"env,omitempty"`
+	// Bytes makes the tool answer a text of this many bytes.
+	Bytes int `json:"bytes,omitempty"`
 }
 
 // Binary builds the test server into t.TempDir() and returns its path

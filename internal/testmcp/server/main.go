@@ -3,7 +3,8 @@
 // watches that file: when it changes, the tool list changes and the SDK
 // sends notifications/tools/list_changed. Every tool answers its own name,
 // but one with "env": true answers its process's environment, a NAME=value
-// a line (as npm's server-everything get-env does).
+// a line (as npm's server-everything get-env does), and one with "bytes": N
+// a text of N bytes.
 //
 //	server --tools FILE             serve over stdio
 //	server --tools FILE --http ADDR serve streamable HTTP; the URL is written to --url-file
@@ -30,8 +31,9 @@ import (
 type toolDef struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
-	Fail        bool   `json:"fail"` // every call answers isError
-	Env         bool   `json:"env"`  // answers the process's environment
+	Fail        bool   `json:"fail"`  // every call answers isError
+	Env         bool   `json:"env"`   // answers the process's environment
+	Bytes       int    `json:"bytes"` // answers a text of this many bytes
 }
 
 func main() {
@@ -63,12 +65,15 @@ func run(ctx context.Context, toolsPath, httpAddr, urlFile string) error {
 		var names []string
 		for _, d := range defs {
 			names = append(names, d.Name)
-			name, fail, env := d.Name, d.Fail, d.Env
+			name, fail, env, size := d.Name, d.Fail, d.Env, d.Bytes
 			srv.AddTool(&mcp.Tool{Name: d.Name, Description: d.Description, InputSchema: json.RawMessage(`{"type":"object"}`)},
 				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 					text := name
 					if env {
 						text = strings.Join(os.Environ(), "\n")
+					}
+					if size > 0 {
+						text = strings.Repeat("x", size)
 					}
 					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: fail}, nil
 				})

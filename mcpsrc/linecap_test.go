@@ -1,0 +1,90 @@
+package mcpsrc
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+// TestCapReader: messages up to the limit pass whole and unchanged, an
+// over-long one becomes an error answer to its id (read from its first
+// or its last bytes) or a warning, and what follows is read as before.
+func TestCapReader(t *testing.T) {
+	big := strings.Repeat("y", 300)
+	cases := []struct {
+		name, in, want string
+		sep            byte
+	}{
+		{"short lines pass", "{\"a\":1}\n{\"b\":2}\n", "{\"a\":1}\n{\"b\":2}\n", '\n'},
+		{"last line without newline", "{\"a\":1}\n{\"b\":2}", "{\"a\":1}\n{\"b\":2}", '\n'},
+		{"id first", `{"jsonrpc":"2.0","id":7,"result":"` + big + "\"}\n{\"ok\":1}\n", "error 7|{\"ok\":1}\n", '\n'},
+		{"id last (TypeScript)", `{"result":{"t":"` + big + `"},"jsonrpc":"2.0","id":"r-9"}` + "\n{\"ok\":1}\n", "error \"r-9\"|{\"ok\":1}\n", '\n'},
+		{"id before jsonrpc", `{"result":"` + big + `","id":12,"jsonrpc":"2.0"}` + "\n", "error 12|", '\n'},
+		{"nested id is not the id", `{"result":{"id":5,"t":"` + big + `"}}` + "\n", "warning|", '\n'},
+		{"no id: a warning", `{"method":"notifications/progress","params":"` + big + "\"}\n{\"ok\":1}\n", "warning|{\"ok\":1}\n", '\n'},
+		{"SSE data line", "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":\"" + big + "\"}\n\n", "event: message\ndata: error 3|\n", '\n'},
+		{"a body over the limit", `{"jsonrpc":"2.0","id":4,"result":"` + big + `"}`, "error 4|", 0},
+		{"a body under it", `{"jsonrpc":"2.0","id":4}`, `{"jsonrpc":"2.0","id":4}`, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, r := range []io.Reader{strings.NewReader(c.in), iotest.OneByteReader(strings.NewReader(c.in))} {
+				cr := newCapReader(r, c.sep, 200)
+				cr.tooLarge = func(head, tail []byte, n int64) []byte {
+					var m struct {
+						ID     json.RawMessage
+						Method string
+					}
+					b := tooLargeMessage(head, tail, n)
+					prefix := ""
+					if rest, ok := bytes.CutPrefix(b, []byte("data: ")); ok {
+						prefix, b = "data: ", rest
+					}
+					if err := json.Unmarshal(b, &m); err != nil {
+						t.Fatalf("replacement %q: %v", b, err)
+					}
+					if m.Method != "" {
+						return []byte(prefix + "warning|")
+					}
+					return []byte(prefix + "error " + string(m.ID) + "|")
+				}
+				got, err := io.ReadAll(cr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = bytes.ReplaceAll(got, []byte("|\n"), []byte("|"))
+				got = bytes.ReplaceAll(got, []byte("|\x00"), []byte("|"))
+				if string(got) != c.want {
+					t.Fatalf("got %q\nwant %q", got, c.want)
+				}
+			}
+		})
+	}
+}
+
+// TestCapReaderKeepsLittle: an over-long message is read without being
+// kept: the reader's buffers stay small whatever its length.
+func TestCapReaderKeepsLittle(t *testing.T) {
+	msg := `{"jsonrpc":"2.0","id":1,"result":"` + strings.Repeat("z", 64<<20) + "\"}\n"
+	cr := newCapReader(strings.NewReader(msg), '\n', MaxMessage)
+	out, err := io.ReadAll(cr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		ID    int
+		Error struct {
+			Code    int
+			Message string
+		}
+	}
+	if err := json.Unmarshal(out, &m); err != nil || m.ID != 1 || m.Error.Code != CodeMessageTooLarge || !strings.Contains(m.Error.Message, "RESOURCE_EXHAUSTED") {
+		t.Fatalf("answer %q (%v)", out, err)
+	}
+	if c := cap(cr.msg) + cap(cr.head) + cap(cr.tail); c > MaxMessage+capRead+capHead+2*capTail {
+		t.Fatalf("the reader kept %d bytes", c)
+	}
+}

@@ -100,19 +100,21 @@ func toolNameProblem(serverID, name string) string {
 // with a warning for each left out: a name toolNameProblem refuses (or
 // one the catalog could not hold), a name listed twice (the first kept),
 // and those past MaxToolsPerServer (one warning). id is the server's id
-// (serverIDs). Names in warnings are quoted and clipped to 64 bytes.
-func serverTools(st mcpsrc.ServerState, id string) ([]*mcp.Tool, []string) {
-	var kept []*mcp.Tool
-	var warnings []string
+// (serverIDs). Names in warnings are quoted and clipped to 64 bytes. defs
+// are the kept tools' definitions' sha256 (liveTool.def), from the JSON
+// measured here.
+func serverTools(st mcpsrc.ServerState, id string) (kept []*mcp.Tool, defs, warnings []string) {
 	seen := map[string]bool{}
 	over := 0
 	for _, t := range st.Tools {
 		problem := toolNameProblem(id, t.Name)
+		var def []byte
 		if problem == "" {
-			if b, err := json.Marshal(t); err != nil {
+			var err error
+			if def, err = json.Marshal(t); err != nil {
 				problem = "definition is not JSON: " + clip.String(err.Error(), 64)
-			} else if len(b) > MaxToolDef {
-				problem = fmt.Sprintf("definition is %d bytes, over %d", len(b), MaxToolDef)
+			} else if len(def) > MaxToolDef {
+				problem = fmt.Sprintf("definition is %d bytes, over %d", len(def), MaxToolDef)
 			}
 		}
 		switch {
@@ -128,12 +130,14 @@ func serverTools(st mcpsrc.ServerState, id string) ([]*mcp.Tool, []string) {
 		}
 		seen[t.Name] = true
 		kept = append(kept, t)
+		sum := sha256.Sum256(def)
+		defs = append(defs, hex.EncodeToString(sum[:]))
 	}
 	if over > 0 {
 		warnings = append(warnings, fmt.Sprintf("server %q lists more than %d tools: the %d past them are left out (not searchable, not shown, not callable through the proxy)",
 			st.Name, MaxToolsPerServer, over))
 	}
-	return kept, warnings
+	return kept, defs, warnings
 }
 
 // buildCatalog turns the servers' live tools into a catalog: one category
@@ -158,10 +162,11 @@ func buildCatalog(snap mcpsrc.Snapshot) (*catalog.Catalog, map[string]liveTool, 
 		return nil, nil, err
 	}
 	kept := map[string][]*mcp.Tool{} // by server name, as s.Tools
+	defs := map[string][]string{}    // and their digests
 	for i, st := range snap.Servers {
 		s := catalog.Server{ID: st.Name, Name: st.Name, Description: "MCP server " + st.Name}
-		ts, _ := serverTools(st, ids[i])
-		kept[st.Name] = ts
+		ts, ds, _ := serverTools(st, ids[i])
+		kept[st.Name], defs[st.Name] = ts, ds
 		for _, t := range ts {
 			schema, err := json.Marshal(t.InputSchema)
 			if err != nil || len(schema) > catalog.MaxSchemaBytes || len(schema) == 0 || schema[0] != '{' {
@@ -197,10 +202,8 @@ func buildCatalog(snap mcpsrc.Snapshot) (*catalog.Catalog, map[string]liveTool, 
 		for j := range s.Tools {
 			t := &s.Tools[j]
 			t.Category = s.ID
-			lt := liveTool{Exposed: s.ID + "__" + t.Name, Server: s.Name, ServerID: s.ID, Tool: src[j]}
+			lt := liveTool{Exposed: s.ID + "__" + t.Name, Server: s.Name, ServerID: s.ID, Tool: src[j], def: defs[s.Name][j]}
 			lt.shown = exposedTool(lt)
-			sum := sha256.Sum256([]byte(toolDef(lt.Tool)))
-			lt.def = hex.EncodeToString(sum[:])
 			tools[lt.Exposed] = lt
 		}
 	}

@@ -360,7 +360,7 @@ func (p *Proxy) listings(snap mcpsrc.Snapshot) []*listing {
 			out = append(out, b.want)
 			continue
 		}
-		tools, warnings := serverTools(st, ids[i])
+		tools, _, warnings := serverTools(st, ids[i])
 		const shown = 8
 		if w := strings.Join(warnings, "\n"); w == b.warned {
 			warnings = nil

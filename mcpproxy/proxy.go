@@ -20,7 +20,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -630,15 +629,6 @@ func (c *client) listChanged(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
-}
-
-// toolDef is a tool's definition as the agent sees it, for comparison.
-func toolDef(t *mcp.Tool) string {
-	b, err := json.Marshal(t)
-	if err != nil {
-		return fmt.Sprintf("%p", t) // unmarshalable: compare by identity
-	}
-	return string(b)
 }
 
 // exposedTool is a backend tool under its exposed name.

@@ -1020,7 +1020,7 @@ func (a *Admission) admitAs(ctx context.Context, method string, bytes int64, cpu
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < a.cfg.MinDeadline {
+	if dl, ok := ctx.Deadline(); ok && dl.Sub(a.now()) < a.cfg.MinDeadline {
 		return nil, status.Errorf(codes.DeadlineExceeded, "less than %v left of the call's deadline", a.cfg.MinDeadline)
 	}
 	key, weight := a.callerFlow(ctx)

@@ -49,8 +49,11 @@ type fairHarness struct {
 }
 
 func newFairHarness(t *testing.T, cfg AdmissionConfig) *fairHarness {
-	// The clock starts now, so a context deadline set from it is real.
-	h := &fairHarness{t: t, a: NewAdmission(cfg), clk: &fakeClock{t: time.Now()}, releases: map[string]func(){},
+	// The clock starts an hour ahead of the real one and only runs
+	// ahead of it, so a context deadline set from it (ctx) is a real one
+	// that never expires during the test: one starting now expired
+	// before the first call on a loaded machine.
+	h := &fairHarness{t: t, a: NewAdmission(cfg), clk: &fakeClock{t: time.Now().Add(time.Hour)}, releases: map[string]func(){},
 		granted: make(chan string, 1000), pushed: make(chan string, 1000), refusals: map[string]error{}}
 	h.a.now = h.clk.Now
 	return h
@@ -70,8 +73,8 @@ func (h *fairHarness) ctx(s spec) context.Context {
 		ctx = dispatchClock{h.a}.TagRPC(ctx, &stats.RPCTagInfo{FullMethodName: "/classifier.v1.ClassifierService/Route"})
 	}
 	if s.deadline > 0 {
-		// Real deadlines at fake times: the fake clock only runs ahead of
-		// the real one, so the context does not expire during the test.
+		// Real deadlines at fake times: the fake clock runs an hour ahead
+		// of the real one, so the context does not expire during the test.
 		ctx, cancel := context.WithDeadline(ctx, h.clk.Now().Add(s.deadline))
 		h.t.Cleanup(cancel)
 		return ctx

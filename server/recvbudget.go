@@ -173,6 +173,15 @@ type recvConn struct {
 	receiving  list.List // *recvCall, oldest first
 	closed     bool
 
+	// frames counts the streams the client opens (frames.go), read by
+	// the reader's goroutine alone; untapped, those counted as early
+	// resets for reaching no tap; tapped, those the taps saw; viaTLS,
+	// that frameConn scans the deciphered bytes instead.
+	frames   h2Blocks
+	untapped int64
+	tapped   atomic.Int64
+	viaTLS   atomic.Bool
+
 	// owed is the answers handed to the transport not yet all written
 	// (*owedAnswer, oldest first); stall checks, from stallFrom, that
 	// stallPaid of them were written (unread.go).
@@ -215,6 +224,7 @@ func (c *recvConn) Read(p []byte) (int, error) {
 		return 0, net.ErrClosed
 	}
 	n, err := c.Conn.Read(p)
+	c.countFrames(p[:n])
 	if n > 0 {
 		c.mu.Lock()
 		c.read += int64(n)

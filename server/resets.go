@@ -132,14 +132,17 @@ func (c *recvConn) closeCaught() {
 // errHeld refuses the calls a caught connection had already sent.
 var errHeld = status.Error(codes.ResourceExhausted, "this connection reset too many calls before their message: it is closed")
 
-// refuseHeld refuses at once, before any other tap, every call of a
-// connection the early-reset rule caught: the calls it had sent before it
+// refuseHeld, the first tap, counts the calls the taps see, and refuses
+// at once every call of a connection the early-reset rule caught: the calls it had sent before it
 // was caught (up to a read buffer of them) otherwise each still took a
 // handler.
 func refuseHeld(next tap.ServerInHandle) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
-		if c, ok := ctx.Value(recvConnKey{}).(*recvConn); ok && c.caught.Load() {
-			return ctx, errHeld
+		if c, ok := ctx.Value(recvConnKey{}).(*recvConn); ok {
+			c.tapped.Add(1) // seen (frames.go): not refused by the transport
+			if c.caught.Load() {
+				return ctx, errHeld
+			}
 		}
 		return next(ctx, info)
 	}

@@ -30,6 +30,8 @@ type h2c struct {
 	fr  *http2.Framer
 	hb  bytes.Buffer
 	enc *hpack.Encoder
+	// extra are header fields call adds to every call's.
+	extra [][2]string
 }
 
 // dialH2C starts the connection on nc (to addr, its :authority) with the
@@ -102,6 +104,7 @@ func (c *h2c) call(id uint32, path, token string, msg []byte) error {
 	if token != "" {
 		fields = append(fields, [2]string{"authorization", "Bearer " + token})
 	}
+	fields = append(fields, c.extra...)
 	for _, kv := range fields {
 		_ = c.enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
 	}

@@ -352,7 +352,7 @@ func (o *Ops) ServerOptions(log *slog.Logger, st *server.Stats, timeout time.Dur
 		RecvTimeout: o.cfg.RecvTimeout, MaxConcurrentStreams: uint32(o.cfg.MaxStreams), Recv: o.Recv}
 	opts := edge.ServerOptions()
 	if o.TLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
+		opts = append(opts, grpc.Creds(server.FrameCounting(credentials.NewTLS(o.TLS))))
 	}
 	return opts
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"io"
 	"net"
 
 	"google.golang.org/grpc/credentials"
@@ -15,7 +16,8 @@ import (
 // going from 7 to 70 ms. The early-reset rule now counts them: a
 // connection's bytes are read through a scanner of HTTP/2 frame headers
 // (after TLS), which counts the header blocks opening a stream; each one
-// the taps never saw is an early reset. grpc-go reads a connection again
+// the taps never saw is an early reset. A read hands on BlocksPerRead of
+// them at most. grpc-go reads a connection again
 // only once it has handled every frame of what it read before, so at the
 // start of each read every block counted until then was either tapped or
 // refused.
@@ -45,14 +47,17 @@ type h2Blocks struct {
 	off     bool    // not HTTP/2: nothing is counted
 }
 
-func (h *h2Blocks) feed(p []byte) {
-	for len(p) > 0 && !h.off {
+// feed scans p, or its start: it stops after the frame completing the
+// limit-th block (when limit > 0), and returns how many bytes it scanned.
+func (h *h2Blocks) feed(p []byte, limit int64) int {
+	total, stop := len(p), h.blocks+limit
+	for len(p) > 0 && !h.off && (limit <= 0 || h.blocks < stop) {
 		switch {
 		case h.preface < len(clientPreface):
 			n := min(len(p), len(clientPreface)-h.preface)
 			if string(p[:n]) != clientPreface[h.preface:h.preface+n] {
 				h.off = true
-				return
+				break
 			}
 			h.preface += n
 			p = p[n:]
@@ -75,6 +80,10 @@ func (h *h2Blocks) feed(p []byte) {
 			h.hn, h.ends = 0, false
 		}
 	}
+	if h.off {
+		return total
+	}
+	return total - len(p)
 }
 
 // frame reads the frame header just gathered.
@@ -99,16 +108,52 @@ func (h *h2Blocks) frame() {
 	}
 }
 
+// BlocksPerRead bounds the streams a connection's client opens that one
+// read hands to grpc-go: it handles every frame of a read before it reads
+// again, and a read of 32 KiB holds 1,600 header blocks of 20 bytes (HPACK
+// indexes repeated fields), every one handled before the count below
+// could close the connection; the rest waits in the connection's own
+// buffer for the next read, which settles first.
+const BlocksPerRead = 16
+
+// frameGate hands a connection's bytes to grpc-go at most BlocksPerRead
+// opening blocks at a time, counting them (h2Blocks).
+type frameGate struct {
+	blocks  h2Blocks
+	pending []byte // read, not handed on yet
+	perr    error  // the error of the read that filled pending
+}
+
+// read fills p from pending, or from r, up to the end of the
+// BlocksPerRead-th block opening a stream.
+func (g *frameGate) read(r io.Reader, p []byte) (int, error) {
+	if len(g.pending) == 0 && g.perr == nil {
+		n, err := r.Read(p)
+		k := g.blocks.feed(p[:n], BlocksPerRead)
+		if k < n {
+			g.pending, g.perr = append(g.pending[:0], p[k:n]...), err
+			return k, nil
+		}
+		return n, err
+	}
+	n := copy(p, g.pending)
+	k := g.blocks.feed(p[:n], BlocksPerRead)
+	g.pending = g.pending[k:]
+	if len(g.pending) > 0 {
+		return k, nil
+	}
+	g.pending = nil
+	err := g.perr
+	g.perr = nil
+	return k, err
+}
+
 // settleUntapped counts as early resets the streams c's client opened
-// that no tap saw (refused by grpc-go's transport), and closes c when
-// the rule says so. It runs at the start of each read, when grpc-go has
+// that no tap saw (refused by grpc-go's transport), and closes c when the
+// rule says so. It runs at the start of each read, when grpc-go has
 // handled every block read before.
 func (c *recvConn) settleUntapped() {
-	opened := c.frames.blocks
-	if opened == c.untapped+c.tapped.Load() {
-		return
-	}
-	n := opened - c.tapped.Load() - c.untapped
+	n := c.gate.blocks.blocks - c.tapped.Load() - c.untapped
 	if n <= 0 || c.resets == nil {
 		return
 	}
@@ -122,13 +167,14 @@ func (c *recvConn) settleUntapped() {
 	}
 }
 
-// countFrames scans the bytes c's client sends for the streams it opens.
-func (c *recvConn) countFrames(p []byte) {
-	if c.viaTLS.Load() {
-		return // frameConn scans them, deciphered
-	}
+// readCounted is c's read of its plaintext connection (or, through TLS,
+// of what frameConn deciphers): settled, then gated.
+func (c *recvConn) readCounted(r io.Reader, p []byte) (int, error) {
 	c.settleUntapped()
-	c.frames.feed(p)
+	if c.caught.Load() {
+		return 0, net.ErrClosed
+	}
+	return c.gate.read(r, p)
 }
 
 // FrameCounting is creds, whose connections' deciphered bytes are
@@ -137,7 +183,9 @@ func FrameCounting(creds credentials.TransportCredentials) credentials.Transport
 	return frameCreds{creds}
 }
 
-type frameCreds struct{ credentials.TransportCredentials }
+type frameCreds struct {
+	credentials.TransportCredentials
+}
 
 func (f frameCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	rc, ok := raw.(*recvConn)
@@ -156,21 +204,13 @@ func (f frameCreds) Clone() credentials.TransportCredentials {
 }
 
 // frameConn is a TLS connection of a counted connection: what it
-// deciphers is scanned.
+// deciphers is scanned and gated.
 type frameConn struct {
 	net.Conn
 	rc *recvConn
 }
 
-func (c *frameConn) Read(p []byte) (int, error) {
-	c.rc.settleUntapped()
-	if c.rc.caught.Load() {
-		return 0, net.ErrClosed
-	}
-	n, err := c.Conn.Read(p)
-	c.rc.frames.feed(p[:n])
-	return n, err
-}
+func (c *frameConn) Read(p []byte) (int, error) { return c.rc.readCounted(c.Conn, p) }
 
 // NetConn is the TLS connection, as tls.Conn's NetConn is the raw one.
 func (c *frameConn) NetConn() net.Conn { return c.Conn }

@@ -2,7 +2,9 @@ package server
 
 import (
 	"bytes"
+	"io"
 	"testing"
+	"testing/iotest"
 
 	"golang.org/x/net/http2"
 )
@@ -53,7 +55,7 @@ func TestH2BlocksCountsOpeningBlocks(t *testing.T) {
 		for i, end := range ends {
 			for from < end {
 				n := min(chunk, end-from)
-				h.feed(wire[from : from+n])
+				h.feed(wire[from:from+n], 0)
 				from += n
 				if from < end && h.blocks != max(0, steps[max(0, i-1)].want) && i > 0 {
 					t.Fatalf("chunks of %d: %d blocks before frame %d is whole, want %d", chunk, h.blocks, i, steps[i-1].want)
@@ -68,8 +70,48 @@ func TestH2BlocksCountsOpeningBlocks(t *testing.T) {
 		}
 	}
 	var h h2Blocks
-	h.feed([]byte("GET / HTTP/1.1\r\n\r\n" + clientPreface))
+	h.feed([]byte("GET / HTTP/1.1\r\n\r\n"+clientPreface), 0)
 	if !h.off || h.blocks != 0 {
 		t.Fatalf("not HTTP/2: off %v, %d blocks", h.off, h.blocks)
+	}
+}
+
+// TestFrameGateHandsOnBlocksPerRead: a read hands on at most
+// BlocksPerRead blocks opening a stream, the rest kept for the next
+// reads, byte for byte, with the error of the read that brought them.
+func TestFrameGateHandsOnBlocksPerRead(t *testing.T) {
+	var b bytes.Buffer
+	b.WriteString(clientPreface)
+	fr := http2.NewFramer(&b, nil)
+	const streams = 5*BlocksPerRead + 3
+	for s := range streams {
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*s + 1), BlockFragment: []byte("\x82\x86"), EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := fr.WriteData(uint32(2*s+1), true, []byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wire := b.Bytes()
+	var g frameGate
+	r := iotest.DataErrReader(bytes.NewReader(wire)) // the last bytes come with io.EOF
+	var got []byte
+	buf := make([]byte, 64<<10)
+	for reads := 0; ; reads++ {
+		before := g.blocks.blocks
+		n, err := g.read(r, buf)
+		got = append(got, buf[:n]...)
+		if d := g.blocks.blocks - before; d > BlocksPerRead {
+			t.Fatalf("read %d handed on %d blocks", reads, d)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil || reads > 100 {
+			t.Fatalf("read %d: %v", reads, err)
+		}
+	}
+	if !bytes.Equal(got, wire) || g.blocks.blocks != streams {
+		t.Fatalf("handed on %d of %d bytes, %d blocks of %d", len(got), len(wire), g.blocks.blocks, streams)
 	}
 }

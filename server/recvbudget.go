@@ -173,11 +173,11 @@ type recvConn struct {
 	receiving  list.List // *recvCall, oldest first
 	closed     bool
 
-	// frames counts the streams the client opens (frames.go), read by
-	// the reader's goroutine alone; untapped, those counted as early
+	// gate counts the streams the client opens (frames.go), used by the
+	// reader's goroutine alone; untapped, those counted as early
 	// resets for reaching no tap; tapped, those the taps saw; viaTLS,
 	// that frameConn scans the deciphered bytes instead.
-	frames   h2Blocks
+	gate     frameGate
 	untapped int64
 	tapped   atomic.Int64
 	viaTLS   atomic.Bool
@@ -223,8 +223,13 @@ func (c *recvConn) Read(p []byte) (int, error) {
 	if c.caught.Load() { // resets.go
 		return 0, net.ErrClosed
 	}
-	n, err := c.Conn.Read(p)
-	c.countFrames(p[:n])
+	var n int
+	var err error
+	if c.viaTLS.Load() {
+		n, err = c.Conn.Read(p) // frameConn gates what TLS deciphers
+	} else if n, err = c.readCounted(c.Conn, p); errors.Is(err, net.ErrClosed) && c.caught.Load() {
+		return n, err
+	}
 	if n > 0 {
 		c.mu.Lock()
 		c.read += int64(n)

@@ -41,7 +41,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // HTTPConfig is what --http-listen is served with.
@@ -562,12 +561,14 @@ func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, co
 	}
 	lis = conns.Wrap("metrics", lis)
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/metrics", newMetricsCache(reg))
 	// IdleTimeout: without it (and without ReadTimeout) net/http keeps an
 	// idle keep-alive connection for ever, and a scrape needs no token, so
 	// 1,024 connections that each sent one GET held the peer's whole share
 	// of every listener (--max-conns-per-peer) at no further cost.
-	srv := &http.Server{Handler: loopbackHostOnly(httpguard.Guard{}, mux), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idle, MaxHeaderBytes: MaxHeaderBytes}
+	// WriteTimeout: MetricsWriteTimeout. Scrapes: newMetricsCache.
+	srv := &http.Server{Handler: loopbackHostOnly(httpguard.Guard{}, mux), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idle, MaxHeaderBytes: MaxHeaderBytes,
+		WriteTimeout: MetricsWriteTimeout}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := srv.Serve(limitHeadLines(srv, lis)); err != nil && !errors.Is(err, http.ErrServerClosed) {

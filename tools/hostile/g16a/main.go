@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	gcodes "google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/metadata"
@@ -135,6 +136,55 @@ func main() {
 				fmt.Printf("%-9s %-8s %-16s %q\n", k, where, s.Code(), m)
 			}
 		}
+	case "watch": // -n watches as -token, 8 a session, on -conc connections, never read; updates as fast as 8 loops go for -hold
+		all := []string{"agile", "communication", "database", "docker", "documents", "filesystem", "git", "github", "jira", "memory", "meta", "notes", "python", "search", "users", "vertex_ai", "web"}
+		nsess := (*n + 7) / 8
+		for i := range nsess {
+			_, err := c.CreateSession(ctx, &pb.CreateSessionRequest{SessionId: fmt.Sprintf("w16-%d", i), DefaultExposure: "all"})
+			if err != nil && status.Code(err) != gcodes.AlreadyExists {
+				note(err)
+			}
+		}
+		var held []grpc.ServerStreamingClient[pb.WatchExposureResponse]
+		ccs := []*grpc.ClientConn{}
+		for range *conc {
+			x, _ := grpc.NewClient(*addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}))) //nolint:gosec // self-signed test daemon
+			ccs = append(ccs, x)
+		}
+		for i := range *n {
+			w, err := pb.NewClassifierServiceClient(ccs[i%len(ccs)]).WatchExposure(ctx, &pb.WatchExposureRequest{SessionId: fmt.Sprintf("w16-%d", i/8)})
+			if err != nil {
+				note(err)
+				continue
+			}
+			if _, err := w.Header(); err != nil {
+				note(err)
+				continue
+			}
+			held = append(held, w)
+		}
+		fmt.Printf("watch: %d watches open on %d sessions, %d connections; %v\n", len(held), nsess, len(ccs), codes)
+		var wg sync.WaitGroup
+		end := time.Now().Add(*hold)
+		var ups int
+		for k := range 8 {
+			wg.Go(func() {
+				for i := k; time.Now().Before(end); i++ {
+					cats := all
+					if i%2 == 0 {
+						cats = []string{"meta"}
+					}
+					_, err := c.UpdateExposure(ctx, &pb.UpdateExposureRequest{SessionId: fmt.Sprintf("w16-%d", i%nsess), Categories: cats, Mode: "replacement"})
+					note(err)
+					mu.Lock()
+					ups++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		fmt.Printf("watch: %d updates in %v: %v; first error: %s; holding the watches unread 20 s more\n", ups, *hold, codes, first)
+		time.Sleep(20 * time.Second)
 	case "hog":
 		var wg sync.WaitGroup
 		end := time.Now().Add(*hold)

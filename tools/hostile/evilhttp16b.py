@@ -6,6 +6,8 @@ first line of MODEFILE:
   big MB        an application/json answer of MB megabytes (a text content), streamed in 1 MB writes
   bigerr MB     the same body with HTTP status 500
   ssebig MB     a text/event-stream answer whose one event is MB megabytes
+  ssemulti MB   a text/event-stream answer whose one event is MB data lines of 1 MB each (a "pong"
+                result with a _meta of MB keys, one a line: valid JSON once the lines are joined)
 Logs what it serves to MODEFILE.log."""
 import json, sys, time, threading, uuid
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
@@ -53,6 +55,18 @@ class H(BaseHTTPRequestHandler):
                     self.wfile.write(tail)
                 except OSError as e:
                     LOG.write('write ended: %s\n' % e)
+                return
+            if m[0] == 'ssemulti':
+                mb = int(m[1]); self.send_response(200); self.send_header('Content-Type', 'text/event-stream'); self.end_headers()
+                try:
+                    self.wfile.write(('event: message\ndata: {"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"pong"}],"_meta":{\n' % json.dumps(mid)).encode())
+                    line = 'M' * ((1 << 20) - 40)
+                    for k in range(mb):
+                        self.wfile.write(('data: "k%d":"%s"%s\n' % (k, line, ',' if k < mb - 1 else '')).encode())
+                    self.wfile.write(b'data: }}}\n\n'); self.wfile.flush()
+                except OSError as e:
+                    LOG.write('write ended: %s\n' % e)
+                self.close_connection = True
                 return
             return self.js({'jsonrpc': '2.0', 'id': mid, 'result': {'content': [{'type': 'text', 'text': 'pong'}]}})
         if meth == 'ping':

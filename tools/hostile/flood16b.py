@@ -6,7 +6,7 @@ parsed): big (call_tool evil/echo, 3.5 MB string argument), many (call_tool evil
 values), deep (call_tool evil/echo, arguments nested 9,000 deep), wide (call_tool evil/echo, 60,000
 keys), search (search_tools, 240 KB query of distinct words, under the 256 KiB limit), analyze
 (hub__analyze_prompt, 240 KB prompt), hbig (call_tool everything/echo, an honest server, 3.5 MB message), small (search_tools of a short query, a flood of small calls), echo (call_tool
-everything/echo "hi"), evil (call_tool evil/echo, small: the backend's mode decides), evilpi (the same on
+everything/echo "hi"), swide (search_tools with 60,000 keys besides its query: scope route), evil (call_tool evil/echo, small: the backend's mode decides), evilpi (the same on
 the caller's own evilpi). Prints bob's p50/p99/max and errors per phase, the proxy's CPU and RSS, the
 flooder's own CPU and statuses, the load."""
 import os, sys, json, time, threading, subprocess, http.client, resource, random
@@ -26,6 +26,7 @@ def body(variant, i):
          'hbig': lambda: {'name': 'call_tool', 'arguments': {'server': 'everything', 'tool': 'echo', 'arguments': {'message': 'a' * (3500 << 10)}}},
          'evil': lambda: ct({'q': 'hi'}),
          'evilpi': lambda: {'name': 'call_tool', 'arguments': {'server': 'evilpi', 'tool': 'echo', 'arguments': {'q': 'hi'}}},
+         'swide': lambda: {'name': 'search_tools', 'arguments': dict({'query': 'open a pull request'}, **{'k%d' % j: 1 for j in range(60000)})},
          'many': lambda: ct({'q': [1] * 60000}),
          'deep': lambda: '@DEEP@',
          'wide': lambda: ct({'k%d' % j: 1 for j in range(60000)}),

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -41,8 +42,11 @@ func TestMetricsGathersBounded(t *testing.T) {
 	m := newMetricsCache(g)
 	clock := time.Unix(1e9, 0)
 	m.now = func() time.Time { return clock }
+	peer := 0
 	scrape := func(gz bool) string {
 		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		peer++ // many peers, each under its own bound (TestMetricsScrapesPerPeerBounded)
+		r.RemoteAddr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(peer >> 8), byte(peer), 1}), 1).String()
 		if gz {
 			r.Header.Set("Accept-Encoding", "gzip")
 		}
@@ -136,5 +140,41 @@ func TestMetricsUnreadAnswersClosed(t *testing.T) {
 		if ne, ok := err.(net.Error); ok && ne.Timeout() {
 			t.Fatalf("the connection is still open %v after its last request", time.Since(start))
 		}
+	}
+}
+
+// TestMetricsScrapesPerPeerBounded: a peer's scrapes past its burst and
+// rate are refused 429 with the connection closed; another peer's are
+// served; every loopback address is one peer.
+func TestMetricsScrapesPerPeerBounded(t *testing.T) {
+	m := newMetricsCache(prometheus.NewRegistry())
+	clock := time.Unix(1e9, 0)
+	m.now = func() time.Time { return clock }
+	code := func(from string) (int, string) {
+		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		r.RemoteAddr = from
+		w := httptest.NewRecorder()
+		m.ServeHTTP(w, r)
+		return w.Code, w.Header().Get("Connection")
+	}
+	for i := range MetricsScrapeBurst {
+		if c, _ := code("127.0.0." + string(rune('1'+i%8)) + ":4000"); c != http.StatusOK {
+			t.Fatalf("scrape %d of the burst: %d", i, c)
+		}
+	}
+	if c, conn := code("127.0.0.9:4000"); c != http.StatusTooManyRequests || conn != "close" {
+		t.Fatalf("a local scrape past the burst: %d, Connection %q; want 429, close", c, conn)
+	}
+	if c, _ := code("192.0.2.7:4000"); c != http.StatusOK {
+		t.Fatalf("another peer's scrape: %d", c)
+	}
+	clock = clock.Add(time.Second)
+	for i := range MetricsScrapesPerSecond {
+		if c, _ := code("[::1]:4000"); c != http.StatusOK {
+			t.Fatalf("scrape %d a second later: %d", i, c)
+		}
+	}
+	if c, _ := code("[::1]:4000"); c != http.StatusTooManyRequests {
+		t.Fatalf("scrape past the rate: %d", c)
 	}
 }

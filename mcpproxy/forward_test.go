@@ -38,6 +38,9 @@ func (g *gatedSource) CallTool(ctx context.Context, srv string, p *mcp.CallToolP
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	case srv == "notes" && p.Name == "meta_notes":
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "small",
+			Meta: mcp.Meta{"pad": strings.Repeat("m", g.big)}}}}, nil
 	case srv == "notes" && p.Name == "flood_notes":
 		return nil, &jsonrpc.Error{Code: mcpsrc.CodeMessageTooLarge, Message: "RESOURCE_EXHAUSTED: 15728640 bytes"}
 	case srv == "notes" && p.Name == "search_notes":
@@ -49,7 +52,7 @@ func (g *gatedSource) CallTool(ctx context.Context, srv string, p *mcp.CallToolP
 func gatedProxy(t *testing.T) (*Proxy, *gatedSource) {
 	t.Helper()
 	src := &gatedSource{fakeSource: &fakeSource{}, gate: make(chan struct{}), big: MaxForwardedAnswer + 1}
-	src.set(map[string][]string{"notes": {"create_note", "search_notes", "flood_notes"}, "weather": {"get_weather"}})
+	src.set(map[string][]string{"notes": {"create_note", "search_notes", "flood_notes", "meta_notes"}, "weather": {"get_weather"}})
 	px, err := New(context.Background(), Config{Source: src, Embedder: testindex.Embedder{Dims: 64},
 		Model: labels.Model{Name: "bow", Fingerprint: "f", Dims: 64}, ServerNames: []string{"notes", "weather"},
 		Sessions: session.Config{DefaultExposure: session.ExposeMetaOnly}, Logger: slog.New(slog.DiscardHandler)})
@@ -125,6 +128,12 @@ func TestForwardedAnswerBounded(t *testing.T) {
 	res, err := callTool(cs, "notes", "search_notes")
 	if err != nil || !res.IsError || !strings.Contains(resultText(res), "over the") || len(resultText(res)) > 1024 {
 		t.Fatalf("an answer of %d bytes: %v, error %v, %d bytes of text %.80q", MaxForwardedAnswer+1, err, res != nil && res.IsError, len(resultText(res)), resultText(res))
+	}
+	// _meta counts (an answer of 4.25 MB of _meta was passed on, the
+	// sixteenth hostile pass).
+	res, err = callTool(cs, "notes", "meta_notes")
+	if err != nil || !res.IsError || !strings.Contains(resultText(res), "over the") {
+		t.Fatalf("an answer of %d bytes of _meta: %v %.80q", MaxForwardedAnswer+1, err, resultText(res))
 	}
 	// One over mcpsrc.MaxMessage was cut while it was read (mcpsrc's
 	// TestPoolCapsBackendMessages): its error is the caller's.

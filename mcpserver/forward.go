@@ -123,15 +123,16 @@ func AnswerBytes(res *mcp.CallToolResult) int {
 	for _, c := range res.Content {
 		switch c := c.(type) {
 		case *mcp.TextContent:
-			n += len(c.Text)
+			n += len(c.Text) + metaBytes(c.Meta)
 		case *mcp.ImageContent:
-			n += len(c.Data) * 4 / 3
+			n += len(c.Data)*4/3 + metaBytes(c.Meta)
 		case *mcp.AudioContent:
-			n += len(c.Data) * 4 / 3
+			n += len(c.Data)*4/3 + metaBytes(c.Meta)
 		case *mcp.EmbeddedResource:
 			if c.Resource != nil {
-				n += len(c.Resource.Text) + len(c.Resource.Blob)*4/3
+				n += len(c.Resource.Text) + len(c.Resource.Blob)*4/3 + metaBytes(c.Resource.Meta)
 			}
+			n += metaBytes(c.Meta)
 		default:
 			b, _ := json.Marshal(c)
 			n += len(b)
@@ -144,7 +145,18 @@ func AnswerBytes(res *mcp.CallToolResult) int {
 		b, _ := json.Marshal(res.StructuredContent)
 		n += len(b)
 	}
-	return n
+	return n + metaBytes(res.Meta)
+}
+
+// metaBytes is the size of m, a _meta, in JSON (within what mcpsrc read:
+// mcpsrc.MaxMessage). _meta was not counted: an answer of 4.25 MB of
+// _meta was passed on over the bound (the sixteenth hostile pass).
+func metaBytes(m mcp.Meta) int {
+	if len(m) == 0 {
+		return 0
+	}
+	b, _ := json.Marshal(m)
+	return len(b)
 }
 
 // serverName is the verbatim name of the index's server with this id or

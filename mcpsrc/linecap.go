@@ -55,12 +55,26 @@ type capReader struct {
 	n    int64  // its length
 	err  error  // r's error, passed on once out is empty
 
+	// events makes a message an SSE event: its lines up to a blank line
+	// (the SDK joins an event's data lines whatever their number: capped
+	// by the line, 50 lines of 5 MiB made one answer of 250 MB, the
+	// sixteenth hostile pass). lineLen is the current line's bytes so far.
+	events  bool
+	lineLen int
+
 	// tooLarge is the message that replaces an over-long one of n bytes.
 	tooLarge func(head, tail []byte, n int64) []byte
 }
 
 func newCapReader(r io.Reader, sep byte, limit int) *capReader {
 	return &capReader{r: bufio.NewReaderSize(r, capRead), sep: sep, limit: limit, tooLarge: tooLargeMessage}
+}
+
+// newEventCapReader caps the events of an SSE stream at limit bytes each.
+func newEventCapReader(r io.Reader, limit int) *capReader {
+	c := newCapReader(r, '\n', limit)
+	c.events = true
+	return c
 }
 
 const (
@@ -104,11 +118,22 @@ func (c *capReader) fill() {
 			c.keepTail(chunk)
 			c.msg = c.msg[:0]
 		}
-		ended := err == nil || (err == io.EOF && (c.over || len(c.msg) > 0))
+		lineEnded := err == nil
+		if c.events {
+			c.lineLen += len(chunk)
+			if lineEnded {
+				// An event ends at a blank line.
+				lineEnded = c.lineLen == len(chunk) && (string(chunk) == "\n" || string(chunk) == "\r\n")
+				c.lineLen = 0
+			}
+		}
+		ended := lineEnded || (err == io.EOF && (c.over || len(c.msg) > 0))
 		if ended {
 			if c.over {
 				c.out = c.tooLarge(c.head, c.tail, c.n)
-				if c.sep != 0 {
+				if c.events {
+					c.out = append(c.out, "\n\n"...)
+				} else if c.sep != 0 {
 					c.out = append(c.out, c.sep)
 				}
 				c.over, c.head, c.tail = false, nil, nil
@@ -141,8 +166,12 @@ func (c *capReader) keepTail(b []byte) {
 // bytes, is a warning that it was skipped. An SSE data line stays one.
 func tooLargeMessage(head, tail []byte, n int64) []byte {
 	var prefix []byte
-	if rest, ok := bytes.CutPrefix(head, []byte("data:")); ok {
-		prefix, head = []byte("data: "), bytes.TrimLeft(rest, " ")
+	if i := dataLine(head); i >= 0 { // an SSE event: its other fields are dropped
+		prefix, head = []byte("data: "), bytes.TrimLeft(head[i+len("data:"):], " ")
+		tail = bytes.TrimRight(tail, "\r\n")
+		if j := bytes.LastIndex(tail, []byte("\ndata:")); j >= 0 {
+			tail = bytes.TrimLeft(tail[j+len("\ndata:"):], " ")
+		}
 	}
 	msg := fmt.Sprintf("RESOURCE_EXHAUSTED: the server's message is %d bytes, over the %d classifierd reads", n, MaxMessage)
 	var b []byte
@@ -154,6 +183,27 @@ func tooLargeMessage(head, tail []byte, n int64) []byte {
 			"params": map[string]any{"level": "warning", "logger": "classifierd", "data": msg + "; it answered no request classifierd could name, and was skipped"}})
 	}
 	return append(prefix, b...)
+}
+
+// dataLine is where head's first SSE data line starts, or -1 when head
+// does not start as an SSE event (with a field name, a comment, or data).
+func dataLine(head []byte) int {
+	for i := 0; i < len(head); {
+		line := head[i:]
+		if bytes.HasPrefix(line, []byte("data:")) {
+			return i
+		}
+		name, _, ok := bytes.Cut(line, []byte(":"))
+		if !ok || len(name) > 16 || bytes.ContainsAny(name, "{\"\n") {
+			return -1 // JSON, not a field line
+		}
+		nl := bytes.IndexByte(line, '\n')
+		if nl < 0 {
+			return -1
+		}
+		i += nl + 1
+	}
+	return -1
 }
 
 // idLast is a top-level id written last, as the TypeScript SDK writes
@@ -208,7 +258,7 @@ func cappedBody(body io.ReadCloser, contentType string) io.ReadCloser {
 	mt, _, _ := strings.Cut(strings.ToLower(contentType), ";")
 	switch strings.TrimSpace(mt) {
 	case "text/event-stream":
-		return readCloser{newCapReader(body, '\n', MaxMessage+len("data: ")), body}
+		return readCloser{newEventCapReader(body, MaxMessage+1024), body}
 	case "application/json":
 		return readCloser{newCapReader(body, 0, MaxMessage), body}
 	}

@@ -88,3 +88,36 @@ func TestCapReaderKeepsLittle(t *testing.T) {
 		t.Fatalf("the reader kept %d bytes", c)
 	}
 }
+
+// TestEventCapReader: on an SSE stream the cap is an event's (its lines up
+// to a blank line): an event of many data lines, each under the cap, is
+// replaced whole by an error answer to its id; events under it pass.
+func TestEventCapReader(t *testing.T) {
+	line := strings.Repeat("q", 90)
+	var big strings.Builder
+	big.WriteString("event: message\nid: 17\ndata: {\"result\":{\"text\":\"")
+	for range 10 {
+		big.WriteString(line + "\ndata: ")
+	}
+	big.WriteString(`"},"jsonrpc":"2.0","id":42}` + "\n\n")
+	small := "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n"
+	in := small + big.String() + small + ": a comment\n\n"
+	for _, r := range []io.Reader{strings.NewReader(in), iotest.OneByteReader(strings.NewReader(in))} {
+		out, err := io.ReadAll(newEventCapReader(r, 400))
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts := strings.Split(string(out), "\n\n")
+		if len(parts) != 5 || parts[0]+"\n\n" != small || parts[2]+"\n\n" != small || parts[3] != ": a comment" {
+			t.Fatalf("events %q", parts)
+		}
+		var m struct {
+			ID    int
+			Error struct{ Code int }
+		}
+		data, ok := strings.CutPrefix(parts[1], "data: ")
+		if !ok || json.Unmarshal([]byte(data), &m) != nil || m.ID != 42 || m.Error.Code != CodeMessageTooLarge {
+			t.Fatalf("the event over the cap became %q", parts[1])
+		}
+	}
+}

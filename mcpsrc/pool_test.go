@@ -205,7 +205,7 @@ func TestPoolCapsBackendMessages(t *testing.T) {
 	dir := t.TempDir()
 	tools := filepath.Join(dir, "tools.json")
 	testmcp.WriteTools(t, tools, []testmcp.Tool{
-		{Name: "huge", Description: "answers too much", Bytes: mcpsrc.MaxMessage + 1},
+		{Name: "huge", Description: "answers too much", Bytes: mcpsrc.MaxMessage + 4096}, // over an SSE event's room for its fields too
 		{Name: "fair", Description: "answers a megabyte", Bytes: 1 << 20},
 	})
 	urlFile := filepath.Join(dir, "url")

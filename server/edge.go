@@ -43,8 +43,12 @@ type Edge struct {
 // authentication tap runs: at grpc-go's default of 16 MiB a client with
 // no token held 15 MB per connection by sending a header block and never
 // ending it (60 connections: +888 MB, until --idle-timeout). A bearer
-// token, a deadline and trace context need a few hundred bytes.
-const MaxHeaderListBytes = 64 << 10
+// token, a deadline and trace context need a few hundred bytes. HPACK
+// lets a client repeat a 4 KB value by a one-byte reference, so each call
+// of 15 references cost the daemon 60 KB of values decoded before its
+// token was checked (4.6 times the client's CPU, the sixteenth hostile
+// pass); 16 KiB was 64.
+const MaxHeaderListBytes = 16 << 10
 
 // HandshakeTimeout bounds how long a new gRPC connection may take to
 // finish its TLS handshake and HTTP/2 preface, as the HTTP listeners
@@ -120,7 +124,7 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 			in = releaseRefused(in)
 		}
 		if e.Recv != nil {
-			in = refuseHeld(in)
+			in = e.Recv.refuseHeld(in)
 		}
 		opts = append(opts, grpc.InTapHandle(in))
 	}

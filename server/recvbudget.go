@@ -121,6 +121,8 @@ type RecvGuard struct {
 	// peers, each peer's early resets (resets.go).
 	resetCloses atomic.Int64
 	peers       *rapidreset.Peers
+	// health bounds each peer's health checks (refuseHeld).
+	health peerBuckets
 }
 
 // NewRecvGuard counts against b.

@@ -17,6 +17,7 @@ import (
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/internal/rapidreset"
+	"github.com/classifierd/classifierd/server"
 )
 
 // rapidResets opens a connection to addr and sends n health Checks (no
@@ -89,6 +90,9 @@ func TestGRPCRapidResetsClosed(t *testing.T) {
 		}
 	})
 	t.Run("calls with their message: kept", func(t *testing.T) {
+		// The resets above took the local peer's health checks
+		// (server.HealthChecksPerSecond): they come back.
+		time.Sleep(time.Duration(server.HealthCheckBurst/server.HealthChecksPerSecond+1) * time.Second)
 		// On one connection, many calls with their message, answered:
 		// the connection stays open.
 		nc, err := net.Dial("tcp", addr)
@@ -487,4 +491,87 @@ func TestGRPCTransportRefusalsClosed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGRPCRefusedCallsCountedEarly: complete calls the taps refuse for
+// their caller's fault (here UNAUTHENTICATED: no token) count as early
+// resets, so a connection of them is closed, and a peer's health checks
+// past server.HealthChecksPerSecond (after its burst) are refused: the
+// sixteenth hostile pass sent both with HPACK references, never counted,
+// at 1.6-4.6 times its own CPU in the daemon's.
+func TestGRPCRefusedCallsCountedEarly(t *testing.T) {
+	idx := genIndex(t, "testdata/mini.json")
+	addr := freeAddr(t)
+	_, conn := opsDaemon(t, addr, insecureDial, "--index", idx, "--auth-token-file", recvTokens(t))
+	c := pb.NewClassifierServiceClient(conn)
+	ctx := bearerCtx(context.Background(), bobToken)
+	if _, err := c.Route(ctx, &pb.RouteRequest{Query: "warm up"}); err != nil {
+		t.Fatal(err)
+	}
+	open := func() (*h2c, chan string) {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		statuses := make(chan string, 1<<14)
+		return dialH2C(t, nc, addr, func(f http2.Frame) {
+			if f, ok := f.(*http2.MetaHeadersFrame); ok {
+				for _, hf := range f.Fields {
+					if hf.Name == "grpc-status" {
+						select {
+						case statuses <- hf.Value:
+						default:
+						}
+					}
+				}
+			}
+		}), statuses
+	}
+	t.Run("health checks past the peer's rate: refused", func(t *testing.T) {
+		h, statuses := open()
+		// In batches under MaxConcurrentStreams, faster than the rate.
+		n, batch, refused := 2*server.HealthCheckBurst, 60, 0
+		for sent := 0; sent < n && refused == 0; sent += batch {
+			for s := sent; s < sent+batch; s++ {
+				if err := h.call(uint32(2*s+1), "/grpc.health.v1.Health/Check", "", []byte{}); err != nil {
+					t.Fatalf("call %d: %v", s, err)
+				}
+			}
+			for range batch {
+				select {
+				case st := <-statuses:
+					if st == "8" { // RESOURCE_EXHAUSTED
+						refused++
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatalf("no answer in 30 s (%d sent)", sent)
+				}
+			}
+		}
+		if refused == 0 {
+			t.Fatalf("%d health checks from one peer as fast as answered: none refused", n)
+		}
+	})
+	t.Run("calls refused UNAUTHENTICATED: closed", func(t *testing.T) {
+		time.Sleep(time.Duration(server.HealthCheckBurst/server.HealthChecksPerSecond+1) * time.Second)
+		h, _ := open()
+		go func() {
+			for s := range 10 * rapidreset.EarlyResetsMin {
+				if h.call(uint32(2*s+1), "/classifier.v1.ClassifierService/Route", "", []byte{}) != nil {
+					return
+				}
+			}
+		}()
+		for i := range 10 {
+			if _, err := c.Route(ctx, &pb.RouteRequest{Query: "open a pull request"}); err != nil {
+				t.Fatalf("bob's Route %d meanwhile: %v", i, err)
+			}
+		}
+		select {
+		case <-h.gone:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("a connection of %d calls with no token still open after 15 s (load %s)", 10*rapidreset.EarlyResetsMin, loadavg())
+		}
+	})
 }

@@ -559,9 +559,11 @@ func WriteMCPError(w http.ResponseWriter, r *http.Request, code int, rpcCode int
 	var id jsonrpc.ID
 	if r.Method == http.MethodPost && r.Body != nil {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refusalReadWait))
-		body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+		body, _ := io.ReadAll(io.LimitReader(r.Body, refusalReadBytes))
 		if req, ok := decodeRequest(body); ok {
 			id = req.ID
+		} else if v, ok := leadingID(body); ok {
+			id = v
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -579,6 +581,50 @@ func WriteMCPErrorNoID(w http.ResponseWriter, code int, rpcCode int64, err error
 	if data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{Error: &jsonrpc.Error{Code: rpcCode, Message: mcpserver.ToolError(err).Error()}}); err == nil {
 		_, _ = w.Write(data)
 	}
+}
+
+// refusalReadBytes is what WriteMCPError reads of a refused request's
+// body for its id: a client sends "jsonrpc", "id" and "method" first.
+// It read 64 KiB, and a body longer than that never decoded: 750 KB
+// bodies with no token cost the proxy 2.2 times its client's CPU (the
+// sixteenth hostile pass).
+const refusalReadBytes = 4 << 10
+
+// leadingID is the id of the JSON-RPC request of which body is the start,
+// read among its first members.
+func leadingID(body []byte) (jsonrpc.ID, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return jsonrpc.ID{}, false
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			break
+		}
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			break
+		}
+		if k != "id" {
+			continue
+		}
+		switch x := v.(type) {
+		case string:
+			if id, err := jsonrpc.MakeID(x); err == nil {
+				return id, true
+			}
+		case json.Number:
+			if f, err := x.Float64(); err == nil {
+				if id, err := jsonrpc.MakeID(f); err == nil {
+					return id, true
+				}
+			}
+		}
+		break
+	}
+	return jsonrpc.ID{}, false
 }
 
 func decodeRequest(body []byte) (*jsonrpc.Request, bool) {

@@ -121,3 +121,31 @@ func TestEventCapReader(t *testing.T) {
 		}
 	}
 }
+
+// TestBackendReaderDropsUnheardNotifications: a backend's notifications
+// the pool has no handler for are dropped before the SDK decodes them;
+// tools/list_changed, requests and answers pass, on stdio and SSE.
+func TestBackendReaderDropsUnheardNotifications(t *testing.T) {
+	progress := `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":3}}`
+	logmsg := `{"method": "notifications/message","params":{"level":"info","data":"x"},"jsonrpc":"2.0"}`
+	changed := `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`
+	ping := `{"jsonrpc":"2.0","id":4,"method":"ping"}`
+	answer := `{"jsonrpc":"2.0","id":5,"result":{"content":[{"type":"text","text":"\"method\":\"notifications/progress\""}]}}`
+	in := strings.Join([]string{progress, changed, logmsg, ping, progress, answer, ""}, "\n")
+	out, err := io.ReadAll(backendReader(newCapReader(strings.NewReader(in), '\n', MaxMessage)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Join([]string{changed, ping, answer, ""}, "\n"); string(out) != want {
+		t.Fatalf("stdio: got %q\nwant %q", out, want)
+	}
+	ev := func(data string) string { return "event: message\ndata: " + data + "\n\n" }
+	in = ev(progress) + ev(answer) + ev(logmsg) + ev(changed)
+	out, err = io.ReadAll(backendReader(newEventCapReader(strings.NewReader(in), MaxMessage)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := ev(answer) + ev(changed); string(out) != want {
+		t.Fatalf("SSE: got %q\nwant %q", out, want)
+	}
+}

@@ -2,12 +2,17 @@ package mcpsrc_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,5 +251,72 @@ func TestPoolCapsBackendMessages(t *testing.T) {
 				t.Fatalf("%s: the call after it: %v", srv, err)
 			}
 		}
+	}
+}
+
+// loopingLister is a minimal streamable HTTP MCP server whose tools/list
+// always gives a next cursor: cursor(n) for page n.
+func loopingLister(t *testing.T, cursor func(page int) string) string {
+	var pages atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "no", http.StatusMethodNotAllowed)
+			return
+		}
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.ID == nil {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		var result any
+		switch req.Method {
+		case "initialize":
+			result = map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}},
+				"serverInfo": map[string]any{"name": "looper", "version": "0"}}
+		case "tools/list":
+			n := int(pages.Add(1))
+			result = map[string]any{"tools": []any{map[string]any{"name": fmt.Sprintf("t%d", n), "inputSchema": map[string]any{"type": "object"}}},
+				"nextCursor": cursor(n)}
+		default:
+			result = map[string]any{}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestPoolListingBounded: a listing whose cursors loop, or whose pages
+// never end, is an error at once, not a listing for the whole timeout
+// (the sixteenth hostile pass: 2,000-6,000 pages a second for 10 s).
+func TestPoolListingBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cursor func(int) string
+		want   string
+	}{
+		{"a cursor given again", func(int) string { return "same" }, "cursor given again"},
+		{"pages without end", func(n int) string { return fmt.Sprint("c", n) }, fmt.Sprintf("more than %d pages", mcpsrc.MaxListPages)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := loopingLister(t, tc.cursor)
+			cfg, err := mcpsrc.ParseConfig([]byte(`{"servers":{"loop":{"type":"http","url":"` + url + `"}}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := mcpsrc.Open(cfg, mcpsrc.Options{Timeout: 30 * time.Second, RetryMin: time.Hour})
+			defer p.Close()
+			// Within 20 s of a 30 s timeout: refused by the bound.
+			snap := waitFor(t, p, 20*time.Second, "the listing refused", func(s mcpsrc.Snapshot) bool {
+				return strings.Contains(s.Servers[0].LastError, tc.want)
+			})
+			if snap.Servers[0].Listed {
+				t.Fatalf("listed %+v", snap.Servers[0])
+			}
+		})
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	terminalpb "github.com/classifierd/classifierd/gen/terminal/v1"
 	"github.com/classifierd/classifierd/internal/listeners"
+	"github.com/classifierd/classifierd/server"
 )
 
 // The third hostile pass's findings made repeatable (tools/hostile has
@@ -132,13 +133,13 @@ func TestHostileRequestHeads(t *testing.T) {
 		}
 	})
 
-	t.Run("gRPC: a header block over 64 KiB is refused", func(t *testing.T) {
+	t.Run("gRPC: a header block over server.MaxHeaderListBytes is refused", func(t *testing.T) {
 		// Under the bound, the tap answers the missing token; over it,
 		// grpc-go drops the connection before the call is read.
 		for _, tc := range []struct {
 			size int
 			want []string
-		}{{16 << 10, []string{"grpc-status 16"}}, {200 << 10, []string{"rst ", "goaway ", "connection closed", "closed while"}}} {
+		}{{server.MaxHeaderListBytes / 2, []string{"grpc-status 16"}}, {server.MaxHeaderListBytes + 1<<10, []string{"rst ", "goaway ", "connection closed", "closed while"}}, {200 << 10, []string{"rst ", "goaway ", "connection closed", "closed while"}}} {
 			nc, answer := grpcHeaderBlock(t, d.addr, tc.size, true)
 			select {
 			case got := <-answer:

@@ -17,6 +17,9 @@ import (
 // token, PIN, pass) is enough unless a benign word says what else is
 // meant ("Enter file in which to save the key", "Country code", "Max
 // tokens") or the prompt offers yes/no answers ("Pin the version? [y/N]").
+// A prompt ending in '>' whose name holds a secret word glued to others
+// ("MASTERKEY> ", "mypass> ", "keystore> ") asks for one too, though it
+// is shaped like a REPL's (replSecretLabel).
 // It is judged on the prompt itself, so a client's prompt_type can add
 // redaction but never remove it.
 func SecretPrompt(prompt string) bool {
@@ -82,6 +85,16 @@ var secretValueREs = []*regexp.Regexp{
 	// (pass, secret_access_key, client_secret, token...) name no flag.
 	regexp.MustCompile(`\b(useradd|usermod)\b[^;&|]*\s(-p|--password)(\s+|=)['"]?[^\s'"-]`),
 	regexp.MustCompile(`(?i)\brclone\s+config\s+(create|update|password)\b[^;&|]*\s\S*(pass|secret|token|key)\S*\s+['"]?[^\s'"]`),
+	// The sixteenth hostile pass: Windows' net use, whose password is the
+	// bare word after the share (before or after its /options; * asks),
+	// and cmdkey's /pass:.
+	regexp.MustCompile(`(?i)\bnet\s+use\b[^;&|]*?\s\\\\\S+(\s+/\S+)*\s+['"]?[^\s/*'"]`),
+	regexp.MustCompile(`(?i)\bcmdkey\b[^;&|]*\s/pass:['"]?[^\s'"]`),
+	// httpie's user:password, a Wi-Fi key given to iwconfig (s:ASCII or
+	// hex; off, on and open are no key) or to wpa_cli.
+	regexp.MustCompile(`\b(http|https|xh|xhs)\b[^;&|]*\s(-a|--auth)[\s=]+[^\s:]+:\S`),
+	regexp.MustCompile(`\biwconfig\b[^;&|]*\s(key|enc)\s+(\[\d\]\s+)?(s:\S|[0-9A-Fa-f]{4})`),
+	regexp.MustCompile(`\bwpa_cli\b[^;&|]*\bset_network\s+\S+\s+(psk|password|wep_key\d|sae_password)\s+\S`),
 }
 
 // stdinPasswordReader matches a command that reads a password from its
@@ -94,6 +107,12 @@ const stdinPasswordReader = `(\bsudo\b[^;&|<]*\s-[a-zA-Z]*S|\S[^;&|<]*\s--passwo
 var assignmentREs = []*regexp.Regexp{
 	regexp.MustCompile(`(?:^|[\s;&|('"?=,])([\pL_][\pL\pN_.-]*)\s*[=:]\s*['"]?[^\s'"]`),
 	regexp.MustCompile(`(?:^|\s)--?([\pL][\pL\pN_-]*)(?:=|\s+)['"]?[^\s'"-]`),
+	// The sixteenth hostile pass: NAME VALUE set by a command, fish's
+	// "set -x DB_PASSWORD x", csh's setenv, Windows' "setx API_TOKEN x",
+	// "aws configure set aws_secret_access_key x" (any "... set NAME
+	// VALUE"), and PowerShell's "$env:API_KEY = 'x'".
+	regexp.MustCompile(`(?:^|[\s;&|(])(?:set|setx|setenv)(?:\s+[-/][-\w]+)*\s+([\pL_][\pL\pN_.-]*)\s+['"]?[^\s'"|;&<>]`),
+	regexp.MustCompile(`(?i)\$env:([\pL_][\pL\pN_.-]*)\s*=\s*['"]?[^\s'"]`),
 }
 
 // secretAssignment reports whether v sets a variable, option or field

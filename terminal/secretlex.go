@@ -316,9 +316,11 @@ func secretPromptLabel(prompt string) string {
 	// leet digits, letters spaced apart ("Раssword:", "p@ssw0rd:",
 	// "P a s s w o r d:").
 	if u, ok := unconfuse(prompt); ok {
-		return lexiconLabel(u)
+		if l := lexiconLabel(u); l != "" {
+			return l
+		}
 	}
-	return ""
+	return replSecretLabel(prompt)
 }
 
 // lexiconLabel is secretPromptLabel's judgement of prompt as written.

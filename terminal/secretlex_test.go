@@ -161,6 +161,32 @@ func TestSecretPromptRules(t *testing.T) {
 		{"Ime datoteke:", false},
 		{"Šifra artikla? [y/N]", false},
 		{"", false},
+		// The sixteenth hostile pass: a '>' prompt (a REPL's shape) whose
+		// name holds a secret word glued to others; ordinary REPL and
+		// shell prompts stay ordinary.
+		{"MASTERKEY> ", true},
+		{"masterkey> ", true},
+		{"SIGNINGKEY> ", true},
+		{"ADMINPASS> ", true},
+		{"mypass> ", true},
+		{"keystore> ", true},
+		{"Password> ", true},
+		{"KEY> ", true},
+		{"token> ", true},
+		{"Enter rootpw> ", true},
+		{"user@host:~$ ", false},
+		{"mysql> ", false},
+		{">>> ", false},
+		{"irb(main):001:0> ", false},
+		{`PS C:\Users\bob> `, false},
+		{`PS C:\Users\mickey> `, false},
+		{"sqlite> ", false},
+		{"redis 127.0.0.1:6379> ", false},
+		{"(gdb) ", false},
+		{"ftp> ", false},
+		{"psql=# ", false},
+		{"cqlsh:mykeyspace> ", false},
+		{"alice@box ~/src/keystore> ", false}, // a working directory, not a name
 	} {
 		if got := SecretPrompt(tc.prompt); got != tc.secret {
 			t.Errorf("SecretPrompt(%q) = %v (%q), want %v", tc.prompt, got, secretPromptLabel(tc.prompt), tc.secret)
@@ -191,7 +217,13 @@ func TestSecretValueShapes(t *testing.T) {
 		// rclone's secret KEY VALUE pairs.
 		"usermod -p '$6$salt$hashhashhash' bob", "useradd -m -p hunter2 bob", "useradd --password=hunter2 bob",
 		"rclone config create s3 s3 secret_access_key RcloneSak77", "rclone config update gd client_secret hunter2",
-		"rclone config create sftp1 sftp host h user bob pass hunter2"} {
+		"rclone config create sftp1 sftp host h user bob pass hunter2",
+		// The sixteenth hostile pass: fish, csh, Windows and aws ways of
+		// setting a secret, httpie, iwconfig and wpa_cli.
+		"set -x DB_PASSWORD hunter2", "set -gx API_TOKEN abc", "setx API_TOKEN abc123", `net use \\srv\share /user:alice S3cret!`,
+		"aws configure set aws_secret_access_key abc123", "setenv DB_PASSWORD hunter2", "$env:API_KEY = 'abc123'",
+		"cmdkey /add:srv /user:u /pass:hunter2", "http -a bob:hunter2 example.org", "iwconfig wlan0 key s:hunter2",
+		`wpa_cli set_network 0 psk '"hunter2"'`} {
 		if !SecretValue(v) {
 			t.Errorf("SecretValue(%q) = false", v)
 		}
@@ -204,7 +236,9 @@ func TestSecretValueShapes(t *testing.T) {
 		"echo $PW | docker login --password-stdin", `echo "$PW" | sudo -S ls`, "cat pw.txt | docker login --password-stdin",
 		"echo hi | grep h", "echo done; sudo -S ls", "sudo -S ls <<< $PW", "zip -r a.zip dir", "unzip -l a.zip", "rar a -p a.rar f",
 		"rar a -p- a.rar f", "7z x a.7z", "keytool -list -storepass:env PW", "nmcli dev wifi list", "net user bob *", "kinit bob",
-		"usermod -aG docker bob", "useradd -m -s /bin/bash bob", "rclone config create s3 s3 provider AWS", "rclone copy a remote:b"} {
+		"usermod -aG docker bob", "useradd -m -s /bin/bash bob", "rclone config create s3 s3 provider AWS", "rclone copy a remote:b",
+		"set -x PATH /usr/bin", "set -e", "aws configure set region us-east-1", `setx PATH C:\bin`, `net use Z: \\srv\share`,
+		`net use \\srv\share /user:alice *`, "cmdkey /list", "http GET example.org", "iwconfig wlan0 key off"} {
 		if SecretValue(v) {
 			t.Errorf("SecretValue(%q) = true", v)
 		}

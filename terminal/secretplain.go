@@ -185,8 +185,12 @@ var rangeRE = regexp.MustCompile(`^\s*(\d{1,4})\s*(?:-|–|\.\.)\s*(\d{1,4})\s*$
 
 // shellPromptRE is a shell or REPL prompt: "bob@host:~/src$ ", "# ",
 // "(venv) alice@box %", "PS C:\Users\bob> ", ">>> ", "mysql> ", and
-// "root@vm ~ #", "[bob@host src]$" (user@host and at most one word).
-var shellPromptRE = regexp.MustCompile(`^\s*(\([^()\s]{1,40}\)\s*)?(PS\s+)?[^\s:]*(:[^\s]*)?(\$|#|%|>|❯|➜|»|>>>)\s*$|^\s*\[?[\w.-]+@[\w.-]+(\s+[^\s$#%]+)?\]?\s*[$#%]\s*$`)
+// "root@vm ~ #", "[bob@host src]$" (user@host and at most one word), and
+// the debuggers' "(gdb) ", "(lldb) ", "(Pdb) " and redis-cli's "redis
+// 127.0.0.1:6379> ", which the detector calls commands too (tool_repl).
+// A prompt of this shape whose name holds a secret word ("MASTERKEY> ")
+// is SecretPrompt's (replSecretLabel), whatever this says.
+var shellPromptRE = regexp.MustCompile(`^\s*(\([^()\s]{1,40}\)\s*)?(PS\s+)?[^\s:]*(:[^\s]*)?(\$|#|%|>|❯|➜|»|>>>)\s*$|^\s*\[?[\w.-]+@[\w.-]+(\s+[^\s$#%]+)?\]?\s*[$#%]\s*$|^\s*\((gdb|lldb|Pdb|pdb|ipdb)\)\s*$|^\s*redis\s+[^\s>]+>\s*$`)
 
 // plainPrompt is what the prompt's label says about the answer: its kind
 // when every word is a known non-secret field or filler, the answers it

@@ -203,3 +203,80 @@ func gluedSecretName(name string) bool {
 	}, n)
 	return strings.HasSuffix(letters, "pw") || strings.HasSuffix(letters, "pwd")
 }
+
+// The sixteenth hostile pass: a prompt ending in '>' is shaped like a
+// REPL's ("mysql> ", "ftp> "), so judgePrompt takes what is typed at it
+// for commands, and a secret word glued into its name went unseen:
+// "MASTERKEY> ", "SIGNINGKEY> ", "ADMINPASS> ", "mypass> ", "keystore> "
+// kept their answers in clear and suggested them back. replSecretLabel
+// judges such a name before it is taken for a REPL's.
+
+// replGlued are the words that make a '>' prompt's name secret when
+// found anywhere in it (folded): the glued stems, "key", and the single
+// strong and weak secret words of secretLanguages written in Latin,
+// Greek or Cyrillic letters, of four letters or more (a shorter one is
+// too often part of another word: "pin" in "spinner", "cle" in
+// "oracle"). replGluedExceptions are names of ordinary programs and
+// words that hold one ("cqlsh:mykeyspace> ", "monkey", "opcode").
+var (
+	replGlued           = compileReplGlued()
+	replGluedExceptions = append([]string{"keyspace", "keyboard", "keyword", "keynote", "monkey", "donkey", "turkey", "hockey",
+		"jockey", "whiskey", "opcode", "bytecode", "unicode", "vscode", "barcode", "encode", "decode", "postcode", "zipcode",
+		"passage"}, gluedExceptions...)
+)
+
+func compileReplGlued() []string {
+	seen := map[string]bool{"key": true}
+	out := append([]string{"key"}, gluedStems...)
+	for _, s := range gluedStems {
+		seen[s] = true
+	}
+	for _, l := range secretLanguages {
+		for _, w := range append(append([]string(nil), l.strong...), l.weak...) {
+			f := strings.Trim(fold(w), "*")
+			if strings.ContainsAny(f, " *") || !allWordScript(f) || len([]rune(f)) < 4 || seen[f] {
+				continue
+			}
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// replSecretLabel is why a prompt whose last line ends in '>' asks for a
+// secret ("" when it does not): the name before the '>' (its last word)
+// is or holds a secret word glued to others (replGlued), or is a glued
+// secret identifier (gluedSecretName: ADMINPASS, rootpw). A name that is
+// a path is a shell's working directory ("PS C:\Users\bob> "), not a
+// question.
+func replSecretLabel(prompt string) string {
+	line := strings.TrimRight(prompt, " \t\r\n")
+	if i := strings.LastIndexByte(line, '\n'); i >= 0 {
+		line = line[i+1:]
+	}
+	if !strings.HasSuffix(line, ">") {
+		return ""
+	}
+	fields := strings.Fields(strings.TrimRight(line, "> \t"))
+	if len(fields) == 0 {
+		return ""
+	}
+	name := fields[len(fields)-1]
+	if strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, "~") {
+		return ""
+	}
+	if gluedSecretName(name) {
+		return "glued:" + name
+	}
+	n := fold(name)
+	for _, e := range replGluedExceptions {
+		n = strings.ReplaceAll(n, e, " ")
+	}
+	for _, w := range replGlued {
+		if strings.Contains(n, w) {
+			return "glued:" + w
+		}
+	}
+	return ""
+}

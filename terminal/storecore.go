@@ -221,8 +221,12 @@ func (c *storeCore) redact(e Event) Event {
 // verdict back. Raise it when a change of the rules should reach what is
 // already stored. Version 2 (the tenth hostile pass) masks a secret
 // prompt's shown defaults and offered answers ("Password [Sunflower42]:")
-// and useradd/usermod/rclone passwords, which version 1 kept.
-const SecretRules = 2
+// and useradd/usermod/rclone passwords, which version 1 kept. Version 3
+// (the sixteenth hostile pass) redacts what was typed at a '>' prompt
+// whose name holds a secret word ("MASTERKEY> ", "mypass> ") and fish's
+// set -x, setx, setenv, "aws configure set", $env:, net use, cmdkey,
+// httpie, iwconfig and wpa_cli secrets, which version 2 kept.
+const SecretRules = 3
 
 // MaxRejudge bounds the stored events one read (History) judges again:
 // judging costs milliseconds of CPU an event (most of it MaskSecrets on a

@@ -1,6 +1,7 @@
 package httpguard
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -41,6 +42,12 @@ func TestCheckElements(t *testing.T) {
 		{"gRPC-Web past the limit", route, "application/grpc-web+proto", []byte(envelope(string(overLimit))), true},
 		{"gRPC-Web at the limit", route, "application/grpc-web", []byte(envelope(string(atLimit))), false},
 		{"unknown method: left to the handler", "/x.Y/Z", "application/proto", overLimit, false},
+		{"an object at the members' limit", route, "application/json", jsonObject(MaxObjectMembers), false},
+		{"an object past the members' limit", route, "application/json", jsonObject(MaxObjectMembers + 1), true},
+		{"a nested object past it, after a long array", route, "application/json",
+			[]byte(`{"a":[` + strings.Repeat("1,", 10000) + `1],"b":{"args":` + string(jsonObject(MaxObjectMembers+1)) + `}}`), true},
+		{"members of nested objects counted apart", route, "application/json",
+			[]byte(`{"a":` + string(jsonObject(MaxObjectMembers)) + `,"b":` + string(jsonObject(MaxObjectMembers)) + `}`), false},
 		{"not protobuf: left to the decoder", route, "application/proto", []byte{0xff, 0xff}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,6 +57,20 @@ func TestCheckElements(t *testing.T) {
 			}
 		})
 	}
+}
+
+// jsonObject is an object of n members.
+func jsonObject(n int) []byte {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"k%d":1`, i)
+	}
+	b.WriteString("}")
+	return []byte(b.String())
 }
 
 func FuzzCheckElements(f *testing.F) {

@@ -84,15 +84,35 @@ func newCapReader(r io.Reader, sep byte, limit int) *capReader {
 // nothing the pool waits for either.
 func unheard(msg []byte) bool {
 	head := msg[:min(len(msg), 512)]
-	i := bytes.Index(head, []byte(`"notifications/`))
-	if i < 0 {
+	if i := dataLine(head); i >= 0 {
+		head = bytes.TrimLeft(head[i+len("data:"):], " ")
+	}
+	// The top-level members, in order: "method" naming a notification
+	// before any "id", "result" or "error" (the review of the sixteenth
+	// pass's fix: a result holding that text was dropped).
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return false
 	}
-	before := bytes.TrimRight(head[:i], " \t:")
-	if !bytes.HasSuffix(before, []byte(`"method"`)) {
-		return false
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		switch k {
+		case "id", "result", "error":
+			return false
+		case "method":
+			v, err := dec.Token()
+			m, ok := v.(string)
+			return err == nil && ok && strings.HasPrefix(m, "notifications/") && m != "notifications/tools/list_changed"
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return false
+		}
 	}
-	return !bytes.HasPrefix(head[i:], []byte(`"notifications/tools/list_changed"`))
+	return false
 }
 
 // backendReader is c reading a backend: notifications the pool does not
@@ -250,20 +270,34 @@ var idLast = regexp.MustCompile(`"id"\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.){0,256}")\s
 func messageID(head, tail []byte) (any, bool) {
 	dec := json.NewDecoder(bytes.NewReader(head))
 	dec.UseNumber()
+	var id json.RawMessage
 	if t, err := dec.Token(); err == nil && t == json.Delim('{') {
 		for dec.More() {
 			k, err := dec.Token()
 			if err != nil {
 				break
 			}
+			switch k {
+			case "method":
+				// A request of the server's (the Go SDK writes its id
+				// first): its id is not one of ours.
+				return nil, false
+			case "result", "error":
+				if id != nil {
+					return validID(id)
+				}
+			}
 			var v json.RawMessage
 			if err := dec.Decode(&v); err != nil {
 				break
 			}
 			if k == "id" {
-				return validID(v)
+				id = v
 			}
 		}
+	}
+	if id != nil {
+		return validID(id)
 	}
 	if m := idLast.FindSubmatch(bytes.TrimRight(tail, "\r\n")); m != nil {
 		return validID(m[1])

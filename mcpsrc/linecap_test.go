@@ -24,6 +24,9 @@ func TestCapReader(t *testing.T) {
 		{"id last (TypeScript)", `{"result":{"t":"` + big + `"},"jsonrpc":"2.0","id":"r-9"}` + "\n{\"ok\":1}\n", "error \"r-9\"|{\"ok\":1}\n", '\n'},
 		{"id before jsonrpc", `{"result":"` + big + `","id":12,"jsonrpc":"2.0"}` + "\n", "error 12|", '\n'},
 		{"nested id is not the id", `{"result":{"id":5,"t":"` + big + `"}}` + "\n", "warning|", '\n'},
+		{"a request of the server's answers nothing", `{"jsonrpc":"2.0","method":"sampling/createMessage","id":1,"params":"` + big + "\"}\n", "warning|", '\n'},
+		{"nor with its id first (Go)", `{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage","params":"` + big + "\"}\n", "warning|", '\n'},
+		{"nor with it last (TypeScript)", `{"method":"sampling/createMessage","params":"` + big + `","jsonrpc":"2.0","id":1}` + "\n", "warning|", '\n'},
 		{"no id: a warning", `{"method":"notifications/progress","params":"` + big + "\"}\n{\"ok\":1}\n", "warning|{\"ok\":1}\n", '\n'},
 		{"SSE data line", "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":\"" + big + "\"}\n\n", "event: message\ndata: error 3|\n", '\n'},
 		{"a body over the limit", `{"jsonrpc":"2.0","id":4,"result":"` + big + `"}`, "error 4|", 0},
@@ -131,12 +134,15 @@ func TestBackendReaderDropsUnheardNotifications(t *testing.T) {
 	changed := `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`
 	ping := `{"jsonrpc":"2.0","id":4,"method":"ping"}`
 	answer := `{"jsonrpc":"2.0","id":5,"result":{"content":[{"type":"text","text":"\"method\":\"notifications/progress\""}]}}`
-	in := strings.Join([]string{progress, changed, logmsg, ping, progress, answer, ""}, "\n")
+	// TypeScript writes the result first: a result naming a notification
+	// method is still an answer (the review of the fix).
+	tsAnswer := `{"result":{"structuredContent":{"method":"notifications/progress"}},"jsonrpc":"2.0","id":7}`
+	in := strings.Join([]string{progress, changed, logmsg, ping, progress, answer, tsAnswer, ""}, "\n")
 	out, err := io.ReadAll(backendReader(newCapReader(strings.NewReader(in), '\n', MaxMessage)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := strings.Join([]string{changed, ping, answer, ""}, "\n"); string(out) != want {
+	if want := strings.Join([]string{changed, ping, answer, tsAnswer, ""}, "\n"); string(out) != want {
 		t.Fatalf("stdio: got %q\nwant %q", out, want)
 	}
 	ev := func(data string) string { return "event: message\ndata: " + data + "\n\n" }

@@ -26,17 +26,17 @@ var (
 )
 
 // MaxTools bounds the tools kept for one server; a server listing more is
-// an error (and keeps its last known tools). MaxListPages and
-// MaxListBytes bound one listing's pages and its tools' definitions (the
-// bytes of their names, descriptions and schemas); a cursor given twice
-// ends it as an error too. A listing was bounded by Timeout alone: a
+// an error (and keeps its last known tools). MaxEmptyPages bounds the
+// pages of one listing that hold no tool (every other page holds one at
+// least, so MaxTools bounds them), and MaxListBytes its tools'
+// definitions in JSON; a cursor given twice ends it as an error too. A listing was bounded by Timeout alone: a
 // backend looping over empty pages answered 2,000-6,000 a second for its
 // 10 s, and one of 4,000 tools of 70 KB took the proxy from 294 to 588 MB
 // at each listing (the sixteenth hostile pass).
 const (
-	MaxTools     = 5000
-	MaxListPages = 100
-	MaxListBytes = 64 << 20
+	MaxTools      = 5000
+	MaxEmptyPages = 16
+	MaxListBytes  = 64 << 20
 )
 
 // Options tunes a Pool. The zero value uses the defaults below.
@@ -435,13 +435,15 @@ func (c *conn) list(ctx context.Context, cs *mcp.ClientSession) error {
 	params := &mcp.ListToolsParams{}
 	seen := map[string]bool{}
 	size := 0
-	for page := 0; ; page++ {
-		if page == MaxListPages {
-			return fmt.Errorf("tools/list: more than %d pages", MaxListPages)
-		}
+	for empty := 0; ; {
 		res, err := cs.ListTools(lctx, params)
 		if err != nil {
 			return fmt.Errorf("tools/list: %w", err)
+		}
+		if len(res.Tools) == 0 {
+			if empty++; empty > MaxEmptyPages {
+				return fmt.Errorf("tools/list: more than %d pages without a tool", MaxEmptyPages)
+			}
 		}
 		for _, t := range res.Tools {
 			if len(tools) == MaxTools {
@@ -468,15 +470,10 @@ func (c *conn) list(ctx context.Context, cs *mcp.ClientSession) error {
 	return nil
 }
 
-// toolBytes is about the size of t's definition: its name, title,
-// description and input schema.
+// toolBytes is the size of t's definition in JSON.
 func toolBytes(t *mcp.Tool) int {
-	n := len(t.Name) + len(t.Title) + len(t.Description)
-	if t.InputSchema != nil {
-		b, _ := json.Marshal(t.InputSchema)
-		n += len(b)
-	}
-	return n
+	b, _ := json.Marshal(t)
+	return len(b)
 }
 
 func (c *conn) transport() mcp.Transport {

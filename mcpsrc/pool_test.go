@@ -255,7 +255,7 @@ func TestPoolCapsBackendMessages(t *testing.T) {
 }
 
 // loopingLister is a minimal streamable HTTP MCP server whose tools/list
-// always gives a next cursor: cursor(n) for page n.
+// answers empty pages, always with a next cursor: cursor(n) for page n.
 func loopingLister(t *testing.T, cursor func(page int) string) string {
 	var pages atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -278,8 +278,7 @@ func loopingLister(t *testing.T, cursor func(page int) string) string {
 				"serverInfo": map[string]any{"name": "looper", "version": "0"}}
 		case "tools/list":
 			n := int(pages.Add(1))
-			result = map[string]any{"tools": []any{map[string]any{"name": fmt.Sprintf("t%d", n), "inputSchema": map[string]any{"type": "object"}}},
-				"nextCursor": cursor(n)}
+			result = map[string]any{"tools": []any{}, "nextCursor": cursor(n)}
 		default:
 			result = map[string]any{}
 		}
@@ -300,7 +299,7 @@ func TestPoolListingBounded(t *testing.T) {
 		want   string
 	}{
 		{"a cursor given again", func(int) string { return "same" }, "cursor given again"},
-		{"pages without end", func(n int) string { return fmt.Sprint("c", n) }, fmt.Sprintf("more than %d pages", mcpsrc.MaxListPages)},
+		{"empty pages without end", func(n int) string { return fmt.Sprint("c", n) }, fmt.Sprintf("more than %d pages without a tool", mcpsrc.MaxEmptyPages)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			url := loopingLister(t, tc.cursor)

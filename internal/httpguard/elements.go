@@ -86,6 +86,7 @@ func jsonValues(b []byte) (int, error) {
 	// tracked to maxTrackedDepth; deeper nesting is the decoder's to
 	// refuse.
 	var members []int
+	depth := 0 // containers open, tracked or not
 	for _, c := range b {
 		if inString {
 			switch {
@@ -106,18 +107,27 @@ func jsonValues(b []byte) (int, error) {
 				return n, errTooManyElements
 			}
 			switch {
-			case c == ',' && len(members) > 0 && members[len(members)-1] >= 0:
-				if members[len(members)-1]++; members[len(members)-1] >= MaxObjectMembers {
-					return n, errTooManyMembers
+			case c == ',':
+				if depth == len(members) && depth > 0 && members[depth-1] >= 0 {
+					if members[depth-1]++; members[depth-1] >= MaxObjectMembers {
+						return n, errTooManyMembers
+					}
 				}
-			case c == '{' && len(members) < maxTrackedDepth:
+			case depth >= maxTrackedDepth:
+				depth++ // deeper than tracked: counted, not followed
+			case c == '{':
+				depth++
 				members = append(members, 0)
-			case c == '[' && len(members) < maxTrackedDepth:
+			default:
+				depth++
 				members = append(members, -1)
 			}
 		case '}', ']':
-			if len(members) > 0 {
-				members = members[:len(members)-1]
+			if depth > 0 {
+				if depth == len(members) {
+					members = members[:depth-1]
+				}
+				depth--
 			}
 		}
 	}

@@ -591,10 +591,10 @@ func WriteMCPErrorNoID(w http.ResponseWriter, code int, rpcCode int64, err error
 const refusalReadBytes = 4 << 10
 
 // leadingID is the id of the JSON-RPC request of which body is the start,
-// read among its first members.
+// read among its first members, as the SDK reads an id (a request of its
+// id alone is decoded by jsonrpc.DecodeMessage).
 func leadingID(body []byte) (jsonrpc.ID, bool) {
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return jsonrpc.ID{}, false
 	}
@@ -603,24 +603,15 @@ func leadingID(body []byte) (jsonrpc.ID, bool) {
 		if err != nil {
 			break
 		}
-		var v any
+		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
 			break
 		}
 		if k != "id" {
 			continue
 		}
-		switch x := v.(type) {
-		case string:
-			if id, err := jsonrpc.MakeID(x); err == nil {
-				return id, true
-			}
-		case json.Number:
-			if f, err := x.Float64(); err == nil {
-				if id, err := jsonrpc.MakeID(f); err == nil {
-					return id, true
-				}
-			}
+		if req, ok := decodeRequest([]byte(`{"jsonrpc":"2.0","method":"x","id":` + string(v) + `}`)); ok {
+			return req.ID, true
 		}
 		break
 	}

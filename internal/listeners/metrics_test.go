@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -176,5 +177,43 @@ func TestMetricsScrapesPerPeerBounded(t *testing.T) {
 	}
 	if c, _ := code("[::1]:4000"); c != http.StatusTooManyRequests {
 		t.Fatalf("scrape past the rate: %d", c)
+	}
+}
+
+// TestMetricsNeverStale: one format scraped past the gathers' rate does
+// not freeze another format's answer: every answer is at most
+// MetricsMaxAge old (the review of the cache: Prometheus read the same
+// value for a minute beside a local client scraping text 40 times a
+// second).
+func TestMetricsNeverStale(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_events_total", Help: "events"})
+	reg.MustRegister(c)
+	m := newMetricsCache(reg)
+	clock := time.Unix(1e9, 0)
+	m.now = func() time.Time { return clock }
+	peer := 0
+	scrape := func(accept string) string {
+		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		peer++
+		r.RemoteAddr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(peer >> 8), byte(peer), 1}), 1).String()
+		r.Header.Set("Accept", accept)
+		w := httptest.NewRecorder()
+		m.ServeHTTP(w, r)
+		return w.Body.String()
+	}
+	const other = "text/plain;version=0.0.4;escaping=underscores"
+	for i := range 400 { // 10 s at 40 scrapes a second
+		clock = clock.Add(25 * time.Millisecond)
+		c.Inc()
+		scrape("text/plain")
+		if i%60 == 59 {
+			want := fmt.Sprintf("test_events_total %d", i+1-int(MetricsMaxAge/(25*time.Millisecond)))
+			got := scrape(other)
+			var n int
+			if _, err := fmt.Sscanf(got[strings.Index(got, "\ntest_events_total ")+1:], "test_events_total %d", &n); err != nil || n < i+1-int(MetricsMaxAge/(25*time.Millisecond)) {
+				t.Fatalf("after %d events the other format's answer is older than %v: %q (want at least %q)", i+1, MetricsMaxAge, got, want)
+			}
+		}
 	}
 }

@@ -25,6 +25,9 @@ var sixteenthPassShells = [][2]string{
 	{`PS C:\Users\bob> `, "Get-ChildItem"}, {"sqlite> ", ".tables"}, {"redis 127.0.0.1:6379> ", "GET foo"},
 	{"(gdb) ", "info registers"}, {"ftp> ", "get notes.txt"}, {"psql=# ", "SELECT now();"},
 	{"cqlsh:mykeyspace> ", "DESCRIBE TABLES;"}, {`PS C:\Users\mickey> `, "dir"}, {"(Pdb) ", "next"},
+	// Names that hold a secret word's letters but name a database or a
+	// tool (the review of the sixteenth pass's fix).
+	{"keycloak=> ", "SELECT 1;"}, {"keycloak> ", "help"}, {"hotkeys> ", "list"},
 }
 
 // sixteenthPassCommands are command lines holding a secret (the second

@@ -222,7 +222,8 @@ var (
 	replGlued           = compileReplGlued()
 	replGluedExceptions = append([]string{"keyspace", "keyboard", "keyword", "keynote", "monkey", "donkey", "turkey", "hockey",
 		"jockey", "whiskey", "opcode", "bytecode", "unicode", "vscode", "barcode", "encode", "decode", "postcode", "zipcode",
-		"passage"}, gluedExceptions...)
+		"passage", "keycloak", "passport", "hotkey", "keychain", "keymap", "keypad", "keystroke", "turnkey",
+		"hockey", "passenger", "passover", "compass", "bypass"}, gluedExceptions...)
 )
 
 func compileReplGlued() []string {
@@ -258,7 +259,8 @@ func replSecretLabel(prompt string) string {
 	if !strings.HasSuffix(line, ">") {
 		return ""
 	}
-	fields := strings.Fields(strings.TrimRight(line, "> \t"))
+	// psql's "db=> " and "db=# " name a database, not a field.
+	fields := strings.Fields(strings.TrimRight(strings.TrimRight(line, "> \t"), "=-#"))
 	if len(fields) == 0 {
 		return ""
 	}

@@ -137,7 +137,10 @@ func TestBackendReaderDropsUnheardNotifications(t *testing.T) {
 	// TypeScript writes the result first: a result naming a notification
 	// method is still an answer (the review of the fix).
 	tsAnswer := `{"result":{"structuredContent":{"method":"notifications/progress"}},"jsonrpc":"2.0","id":7}`
-	in := strings.Join([]string{progress, changed, logmsg, ping, progress, answer, tsAnswer, ""}, "\n")
+	// Its method last, after 1 KB of params, or escaped: still dropped.
+	late := `{"params":{"progressToken":1,"message":"` + strings.Repeat("p", 1024) + `"},"jsonrpc":"2.0","method":"notifications/progress"}`
+	escaped := `{"jsonrpc":"2.0","\u006dethod":"notifications\/message","params":{}}`
+	in := strings.Join([]string{progress, changed, logmsg, ping, progress, answer, late, tsAnswer, escaped, ""}, "\n")
 	out, err := io.ReadAll(backendReader(newCapReader(strings.NewReader(in), '\n', MaxMessage)))
 	if err != nil {
 		t.Fatal(err)
@@ -153,5 +156,25 @@ func TestBackendReaderDropsUnheardNotifications(t *testing.T) {
 	}
 	if want := ev(answer) + ev(changed); string(out) != want {
 		t.Fatalf("SSE: got %q\nwant %q", out, want)
+	}
+}
+
+// TestEventCapReaderBoundsLines: an SSE event of more than MaxEventLines
+// lines, however small, is replaced as an over-long one.
+func TestEventCapReaderBoundsLines(t *testing.T) {
+	var ev strings.Builder
+	ev.WriteString("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"x\":[")
+	for range 40000 {
+		ev.WriteString("\ndata: 0,")
+	}
+	ev.WriteString("\ndata: 0]}}\n\n")
+	small := "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n"
+	out, err := io.ReadAll(newEventCapReader(strings.NewReader(ev.String()+small), MaxMessage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(string(out), "\n\n")
+	if len(parts) != 3 || parts[1]+"\n\n" != small || !strings.Contains(parts[0], `"id":9`) || !strings.Contains(parts[0], "RESOURCE_EXHAUSTED") {
+		t.Fatalf("events %.300q", parts)
 	}
 }

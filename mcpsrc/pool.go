@@ -36,7 +36,7 @@ var (
 const (
 	MaxTools      = 5000
 	MaxEmptyPages = 16
-	MaxListBytes  = 64 << 20
+	MaxListBytes  = 16 << 20
 )
 
 // Options tunes a Pool. The zero value uses the defaults below.

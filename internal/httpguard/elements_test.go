@@ -50,6 +50,8 @@ func TestCheckElements(t *testing.T) {
 			[]byte(`{"x":` + strings.Repeat("[", maxTrackedDepth+100) + strings.Repeat("]", maxTrackedDepth+100) + `,` + string(jsonObject(MaxObjectMembers + 1))[1:]), true},
 		{"a long array after nesting deeper than tracked", route, "application/json",
 			[]byte(`{"x":` + strings.Repeat("[", maxTrackedDepth+100) + strings.Repeat("]", maxTrackedDepth+100) + `,"a":[` + strings.Repeat("1,", 10000) + `1]}`), false},
+		{"many objects under the bound, past it together", route, "application/json",
+			[]byte(`[` + strings.Repeat(string(jsonObject(MaxObjectMembers-1))+",", 4) + string(jsonObject(MaxObjectMembers-1)) + `]`), true},
 		{"members of nested objects counted apart", route, "application/json",
 			[]byte(`{"a":` + string(jsonObject(MaxObjectMembers)) + `,"b":` + string(jsonObject(MaxObjectMembers)) + `}`), false},
 		{"not protobuf: left to the decoder", route, "application/proto", []byte{0xff, 0xff}, false},

@@ -113,6 +113,9 @@ var assignmentREs = []*regexp.Regexp{
 	// VALUE"), and PowerShell's "$env:API_KEY = 'x'".
 	regexp.MustCompile(`(?:^|[\s;&|(])(?:set|setx|setenv)(?:\s+[-/][-\w]+)*\s+([\pL_][\pL\pN_.-]*)\s+['"]?[^\s'"|;&<>]`),
 	regexp.MustCompile(`(?i)\$env:([\pL_][\pL\pN_.-]*)\s*=\s*['"]?[^\s'"]`),
+	// PowerShell's "Set-Item env:API_KEY x" (-Value, -Path too), found
+	// kept by the re-verification of the sixteenth pass.
+	regexp.MustCompile(`(?i)(?:^|[\s;|(])(?:set-item|si|new-item|ni)\s+(?:-path\s+)?env:([\pL_][\pL\pN_.-]*)\s+(?:-value\s+)?['"]?[^\s'"-]`),
 }
 
 // secretAssignment reports whether v sets a variable, option or field

@@ -44,6 +44,7 @@ var sixteenthPassCommands = [][2]string{
 	{"setenv DB_PASSWORD qZx16c07", "qZx16c07"},
 	{"set -Ux GITHUB_TOKEN qZx16c08", "qZx16c08"},
 	{"$env:API_KEY = 'qZx16c09'", "qZx16c09"},
+	{"Set-Item env:API_KEY qZx16c21", "qZx16c21"}, {"Set-Item -Path env:DB_PASSWORD -Value 'qZx16c22'", "qZx16c22"},
 	{"cmdkey /add:srv /user:u /pass:qZx16c10", "qZx16c10"},
 	{"http -a alice:qZx16c11 example.org", "qZx16c11"},
 	{"iwconfig wlan0 key s:qZx16c12", "qZx16c12"},

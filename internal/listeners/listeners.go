@@ -568,7 +568,7 @@ func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, co
 	// of every listener (--max-conns-per-peer) at no further cost.
 	// WriteTimeout: MetricsWriteTimeout. Scrapes: newMetricsCache.
 	srv := &http.Server{Handler: loopbackHostOnly(httpguard.Guard{}, mux), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idle, MaxHeaderBytes: MaxHeaderBytes,
-		WriteTimeout: MetricsWriteTimeout}
+		WriteTimeout: MetricsWriteTimeout, ConnContext: func(ctx context.Context, _ net.Conn) context.Context { return withScrapeBucket(ctx) }}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := srv.Serve(limitHeadLines(srv, lis)); err != nil && !errors.Is(err, http.ErrServerClosed) {

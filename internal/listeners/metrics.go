@@ -3,8 +3,8 @@ package listeners
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -12,8 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
-
-	"github.com/classifierd/classifierd/internal/peerkey"
 )
 
 // MetricsGathersPerSecond bounds how often a scrape gathers the registry
@@ -31,14 +29,17 @@ const (
 	MetricsMaxAge           = time.Second
 )
 
-// MetricsScrapesPerSecond bounds each peer's scrapes (after a burst of
-// MetricsScrapeBurst; every loopback address is one peer); past it a
-// scrape is answered 429 and its connection closed. Served from the cache, a scrape still wrote its
+// MetricsScrapesPerSecond bounds each connection's scrapes (after a
+// burst of MetricsScrapeBurst); past it a scrape is answered 429 and the
+// connection closed. Served from the cache, a scrape still wrote its
 // answer (4.5 KB gzipped): a client pipelining 28,000 scrapes a second
-// cost the daemon 1.75 times its own CPU.
+// cost the daemon 1.75 times its own CPU. Counted per connection, not per
+// peer: a bound per peer (every loopback address one) let a local client
+// with no token keep every local scraper at 429 (the re-verification of
+// the sixteenth pass). A scraper scrapes once in 15 s or more.
 const (
-	MetricsScrapesPerSecond = 50
-	MetricsScrapeBurst      = 100
+	MetricsScrapesPerSecond = 10
+	MetricsScrapeBurst      = 20
 )
 
 // MetricsWriteTimeout bounds a metrics connection's request and answer:
@@ -63,7 +64,6 @@ type metricsCache struct {
 	gathered  time.Time
 	gen       int
 	entries   map[metricsKey]*metricsAnswer // the formats NegotiateAccept names: a few dozen at most
-	peers     map[netip.Addr]*bucket        // each peer's scrapes (peerkey), at most maxMetricsPeers
 }
 
 // bucket is a token bucket.
@@ -84,29 +84,29 @@ func (b *bucket) take(now time.Time, rate, burst float64) bool {
 	return true
 }
 
-const maxMetricsPeers = 4096
+// scrapeBucketKey carries a metrics connection's bucket
+// (ServeMetrics's ConnContext).
+type scrapeBucketKey struct{}
 
-// metricsPeer is the peer whose bucket a scrape from a takes from: its
-// peerkey, every loopback address one.
-func metricsPeer(a netip.Addr) netip.Addr {
-	if a = a.Unmap(); a.IsLoopback() {
-		return netip.IPv6Loopback()
-	}
-	return peerkey.Of(a)
+// withScrapeBucket is ctx, a new connection's, with its scrape bucket.
+func withScrapeBucket(ctx context.Context) context.Context {
+	return context.WithValue(ctx, scrapeBucketKey{}, &scrapeBucket{bucket: bucket{tokens: MetricsScrapeBurst}})
 }
 
-// admit reports whether peer may scrape now.
-func (m *metricsCache) admit(peer netip.Addr) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b := m.peers[peer]
-	if b == nil {
-		if len(m.peers) >= maxMetricsPeers {
-			clear(m.peers) // a fresh burst for everyone, not a map without bound
-		}
-		b = &bucket{tokens: MetricsScrapeBurst, last: m.now()}
-		m.peers[peer] = b
+type scrapeBucket struct {
+	mu sync.Mutex
+	bucket
+}
+
+// admit reports whether the connection of ctx may scrape now (one not
+// counted may).
+func (m *metricsCache) admit(ctx context.Context) bool {
+	b, ok := ctx.Value(scrapeBucketKey{}).(*scrapeBucket)
+	if !ok {
+		return true
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	return b.take(m.now(), MetricsScrapesPerSecond, MetricsScrapeBurst)
 }
 
@@ -114,7 +114,6 @@ type metricsKey struct {
 	format expfmt.Format
 	gzip   bool
 }
-
 type metricsAnswer struct {
 	gen  int // the gathering it encodes
 	body []byte
@@ -122,15 +121,14 @@ type metricsAnswer struct {
 }
 
 func newMetricsCache(g prometheus.Gatherer) *metricsCache {
-	return &metricsCache{g: g, now: time.Now, gathers: bucket{tokens: MetricsGatherBurst}, entries: map[metricsKey]*metricsAnswer{},
-		peers: map[netip.Addr]*bucket{}}
+	return &metricsCache{g: g, now: time.Now, gathers: bucket{tokens: MetricsGatherBurst}, entries: map[metricsKey]*metricsAnswer{}}
 }
 
 func (m *metricsCache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if peer, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && !m.admit(metricsPeer(peer.Addr())) {
+	if !m.admit(r.Context()) {
 		w.Header().Set("Connection", "close")
 		w.Header().Set("Retry-After", "1")
-		http.Error(w, "too many scrapes from this address", http.StatusTooManyRequests)
+		http.Error(w, "too many scrapes on this connection", http.StatusTooManyRequests)
 		return
 	}
 	k := metricsKey{format: expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...), gzip: acceptsGzip(r.Header.Get("Accept-Encoding"))}

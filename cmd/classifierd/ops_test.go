@@ -67,10 +67,16 @@ func wantCode(t *testing.T, what string, err error, want codes.Code) {
 	}
 }
 
+// scrapeClient opens a connection for each scrape: the daemon answers
+// at most listeners.MetricsScrapesPerSecond scrapes a second on one
+// connection (after a burst), and tests sample far faster than a
+// Prometheus server does.
+var scrapeClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
 // scrape fetches /metrics and returns the value of every sample line.
 func scrape(t *testing.T, addr string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	resp, err := scrapeClient.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -46,8 +45,7 @@ const recvSlack = 50 << 20
 type heapFigures struct{ inuse, live float64 }
 
 func heapNow(maddr string) (heapFigures, error) {
-	client := http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get("http://" + maddr + "/metrics")
+	resp, err := scrapeClient.Get("http://" + maddr + "/metrics")
 	if err != nil {
 		return heapFigures{}, err
 	}

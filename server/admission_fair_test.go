@@ -666,6 +666,33 @@ func TestAdmissionNewcomerWithoutDeadlineIsNotRefused(t *testing.T) {
 	}
 }
 
+// A caller's calls within its share of the places wait for them, however
+// long the queue ahead, without a deadline of their own: a second
+// concurrent call of a caller whose first still waits beside a hog was
+// refused by MaxWait (the sixteenth hostile pass: 3.5 % of a two-client
+// caller's calls). Past its share the bound applies again.
+func TestAdmissionCallsWithinShareWait(t *testing.T) {
+	h := newFairHarness(t, AdmissionConfig{MaxInFlight: 4, Cores: 2, MaxQueue: 100, MaxWait: time.Millisecond})
+	hog := spec{caller: "hog", bytes: 100_000}
+	small := spec{caller: "small", bytes: 100}
+	h.train(small, 3, time.Millisecond)
+	h.train(hog, 3, 30*time.Millisecond)
+	h.clk.Advance(time.Second)
+	for i := range 4 { // alone, the hog takes every place
+		h.must("started", fmt.Sprintf("h%d", i), hog)
+	}
+	h.must("queued", "h4", spec{caller: "hog", bytes: 100_000, deadline: time.Hour})
+	h.must("refused", "h5", hog) // the hog is past its share: MaxWait applies
+	h.must("queued", "s0", small)
+	h.must("queued", "s1", small)  // refused before: s0 waits ahead of it
+	h.must("refused", "s2", small) // past small's share of 2 places
+	for i, want := range []string{"s0", "s1"} {
+		if got := h.release(fmt.Sprintf("h%d", i), 30*time.Millisecond); got != want {
+			t.Fatalf("h%d's place went to %q, want %s", i, got, want)
+		}
+	}
+}
+
 // The cost model keeps each request size's own cost: many small calls
 // after a few large ones do not wash out what a large one costs (a single
 // line fitted over all calls did), a size between two seen is

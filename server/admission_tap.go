@@ -108,8 +108,9 @@ func (a *Admission) precheck(ctx context.Context, c Caller, attempts int, now ti
 		return nil
 	}
 	first := f.queued == 0 && a.shareLocked(f, s.weights) > f.inFlight
+	within := a.shareLocked(f, s.weights) > f.inFlight+f.queued
 	wait := a.expectedWaitLocked(f, attempts, false, first, now)
-	why, after := a.refuseLocked(ctx, now, wait, time.Duration(a.cost.cheapest()), first)
+	why, after := a.refuseLocked(ctx, now, wait, time.Duration(a.cost.cheapest()), first, within)
 	restore()
 	if why == "" {
 		return nil

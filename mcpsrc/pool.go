@@ -39,6 +39,21 @@ const (
 	MaxListBytes  = 16 << 20
 )
 
+// errListBound marks a listing ended by one of the bounds above: the
+// server's fault, not a passing failure, so it is tried again after
+// Options.BoundRetry, not the reconnection backoff.
+var errListBound = errors.New("a listing bound")
+
+// boundError is a listing's error for breaking a bound.
+func boundError(format string, args ...any) error {
+	return &listBoundError{msg: fmt.Sprintf(format, args...)}
+}
+
+type listBoundError struct{ msg string }
+
+func (e *listBoundError) Error() string        { return e.msg }
+func (e *listBoundError) Is(target error) bool { return target == errListBound }
+
 // Options tunes a Pool. The zero value uses the defaults below.
 type Options struct {
 	// Timeout bounds connecting (with initialisation) and each tools/list
@@ -50,6 +65,10 @@ type Options struct {
 	// RetryMin and RetryMax bound the exponential wait before reconnecting
 	// to a failed server (default 1s and 1m).
 	RetryMin, RetryMax time.Duration
+	// BoundRetry is the wait before reconnecting to a server whose
+	// listing broke a bound (MaxTools, MaxEmptyPages, MaxListBytes, a
+	// cursor given twice; default DefaultBoundRetry, at least RetryMax).
+	BoundRetry time.Duration
 	// MinRelist is the least time between two tools/list of one server
 	// (default DefaultMinRelist): the notifications/tools/list_changed
 	// a server sends meanwhile are answered by one tools/list when it has
@@ -72,6 +91,13 @@ type Options struct {
 // rebuild budget).
 const DefaultMinRelist = time.Second
 
+// DefaultBoundRetry is Options.BoundRetry's default. Such a server was
+// restarted and listed again after the backoff, at most a minute, each
+// time up to MaxListBytes of definitions decoded (the sixteenth hostile
+// pass's re-verification; times --max-backends for the proxy's
+// per-identity backends); what it lists will not change by itself.
+const DefaultBoundRetry = time.Hour
+
 func (o Options) withDefaults() Options {
 	if o.MinRelist <= 0 {
 		o.MinRelist = DefaultMinRelist
@@ -85,6 +111,10 @@ func (o Options) withDefaults() Options {
 	if o.RetryMax < o.RetryMin {
 		o.RetryMax = max(time.Minute, o.RetryMin)
 	}
+	if o.BoundRetry <= 0 {
+		o.BoundRetry = DefaultBoundRetry
+	}
+	o.BoundRetry = max(o.BoundRetry, o.RetryMax)
 	if o.Stderr == nil {
 		o.Stderr = io.Discard
 	}
@@ -322,17 +352,22 @@ func (c *conn) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		c.fail(err)
-		if listed {
+		next := wait
+		switch {
+		case errors.Is(err, errListBound):
+			next = c.p.opts.BoundRetry
+			err = fmt.Errorf("%w (tried again in %v)", err, next)
+		case listed:
 			// The server was healthy: reconnect soon.
-			wait = c.p.opts.RetryMin
+			next = c.p.opts.RetryMin
 		}
+		c.fail(err)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-time.After(next):
 		}
-		wait = min(wait*2, c.p.opts.RetryMax)
+		wait = min(next*2, c.p.opts.RetryMax)
 	}
 }
 
@@ -442,15 +477,15 @@ func (c *conn) list(ctx context.Context, cs *mcp.ClientSession) error {
 		}
 		if len(res.Tools) == 0 {
 			if empty++; empty > MaxEmptyPages {
-				return fmt.Errorf("tools/list: more than %d pages without a tool", MaxEmptyPages)
+				return boundError("tools/list: more than %d pages without a tool", MaxEmptyPages)
 			}
 		}
 		for _, t := range res.Tools {
 			if len(tools) == MaxTools {
-				return fmt.Errorf("tools/list: more than %d tools", MaxTools)
+				return boundError("tools/list: more than %d tools", MaxTools)
 			}
 			if size += toolBytes(t); size > MaxListBytes {
-				return fmt.Errorf("tools/list: more than %d bytes of tool definitions", MaxListBytes)
+				return boundError("tools/list: more than %d bytes of tool definitions", MaxListBytes)
 			}
 			tools = append(tools, t)
 		}
@@ -458,7 +493,7 @@ func (c *conn) list(ctx context.Context, cs *mcp.ClientSession) error {
 			break
 		}
 		if seen[res.NextCursor] {
-			return errors.New("tools/list: a page's cursor given again")
+			return boundError("tools/list: a page's cursor given again")
 		}
 		seen[res.NextCursor] = true
 		params = &mcp.ListToolsParams{Cursor: res.NextCursor}

@@ -256,8 +256,8 @@ func TestPoolCapsBackendMessages(t *testing.T) {
 
 // loopingLister is a minimal streamable HTTP MCP server whose tools/list
 // answers empty pages, always with a next cursor: cursor(n) for page n.
-func loopingLister(t *testing.T, cursor func(page int) string) string {
-	var pages atomic.Int64
+func loopingLister(t *testing.T, cursor func(page int) string) (string, *atomic.Int64) {
+	var pages, inits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			http.Error(w, "no", http.StatusMethodNotAllowed)
@@ -274,6 +274,7 @@ func loopingLister(t *testing.T, cursor func(page int) string) string {
 		var result any
 		switch req.Method {
 		case "initialize":
+			inits.Add(1)
 			result = map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}},
 				"serverInfo": map[string]any{"name": "looper", "version": "0"}}
 		case "tools/list":
@@ -286,7 +287,7 @@ func loopingLister(t *testing.T, cursor func(page int) string) string {
 		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
 	}))
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return srv.URL, &inits
 }
 
 // TestPoolListingBounded: a listing whose cursors loop, or whose pages
@@ -302,12 +303,14 @@ func TestPoolListingBounded(t *testing.T) {
 		{"empty pages without end", func(n int) string { return fmt.Sprint("c", n) }, fmt.Sprintf("more than %d pages without a tool", mcpsrc.MaxEmptyPages)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			url := loopingLister(t, tc.cursor)
+			url, inits := loopingLister(t, tc.cursor)
 			cfg, err := mcpsrc.ParseConfig([]byte(`{"servers":{"loop":{"type":"http","url":"` + url + `"}}}`))
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := mcpsrc.Open(cfg, mcpsrc.Options{Timeout: 30 * time.Second, RetryMin: time.Hour})
+			// Reconnections a few milliseconds apart, but a listing
+			// refused for a bound is tried again after BoundRetry only.
+			p := mcpsrc.Open(cfg, mcpsrc.Options{Timeout: 30 * time.Second, RetryMin: time.Millisecond, RetryMax: 4 * time.Millisecond})
 			defer p.Close()
 			// Within 20 s of a 30 s timeout: refused by the bound.
 			snap := waitFor(t, p, 20*time.Second, "the listing refused", func(s mcpsrc.Snapshot) bool {
@@ -315,6 +318,13 @@ func TestPoolListingBounded(t *testing.T) {
 			})
 			if snap.Servers[0].Listed {
 				t.Fatalf("listed %+v", snap.Servers[0])
+			}
+			if want := fmt.Sprintf("tried again in %v", mcpsrc.DefaultBoundRetry); !strings.Contains(snap.Servers[0].LastError, want) {
+				t.Fatalf("last error %q, want it to say %q", snap.Servers[0].LastError, want)
+			}
+			time.Sleep(time.Second) // 250 backoffs of RetryMax
+			if n := inits.Load(); n != 1 {
+				t.Fatalf("the server was connected %d times in a second, want once (then after %v)", n, mcpsrc.DefaultBoundRetry)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package httpguard
 
 import (
 	"errors"
+	"io"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -66,6 +67,12 @@ func CheckElements(path, contentType string, body []byte) error {
 			err = server.CountProtoValues(body, md, &n)
 		}
 	}
+	return elementsRefusal(err)
+}
+
+// elementsRefusal is the refusal of a body for err, a counter's error
+// (nil if it is none of the bounds').
+func elementsRefusal(err error) error {
 	if errors.Is(err, errTooManyElements) {
 		return status.Errorf(codes.InvalidArgument, "request body holds more than %d values: at most %d per request", MaxElements, MaxElements)
 	}
@@ -75,65 +82,112 @@ func CheckElements(path, contentType string, body []byte) error {
 	return nil
 }
 
+// jsonBody reports whether CheckElements counts a body of contentType as
+// JSON.
+func jsonBody(contentType string) bool {
+	ct := strings.ToLower(strings.TrimSpace(contentType))
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = strings.TrimSpace(ct[:i])
+	}
+	return strings.Contains(ct, "json") || ct == ""
+}
+
+// countingReader counts the JSON values of what it reads (jsonCounter),
+// failing the read at a bound broken.
+type countingReader struct {
+	r io.Reader
+	c jsonCounter
+}
+
+func (cr *countingReader) Read(p []byte) (int, error) {
+	n, err := cr.r.Read(p)
+	if cerr := cr.c.feed(p[:n]); cerr != nil {
+		return n, cerr
+	}
+	return n, err
+}
+
 // jsonValues counts the values of a JSON text past which it stops, up
 // to MaxElements+1: each '{' and '[' and each ',' outside strings (a
 // member or element after the first). Whether the text is valid JSON is
 // the decoder's to say.
 func jsonValues(b []byte) (int, error) {
-	n := 0
-	inString, escaped := false, false
+	var c jsonCounter
+	err := c.feed(b)
+	return c.n, err
+}
+
+// jsonCounter is jsonValues fed a text in pieces, as it is read: a body
+// past a bound is refused at the byte that breaks it, not once read
+// whole (60,000 keys in 769 KB were read and scanned, then refused, at
+// 6 times the client's CPU: the sixteenth pass's re-verification).
+type jsonCounter struct {
+	n                 int
+	inString, escaped bool
 	// members counts the members of each object open (-1: an array),
 	// tracked to maxTrackedDepth; deeper nesting is the decoder's to
 	// refuse.
-	var members []int
-	depth := 0 // containers open, tracked or not
-	total := 0 // members of every object after their first
+	members []int
+	depth   int   // containers open, tracked or not
+	total   int   // members of every object after their first
+	err     error // the bound broken, once one is
+}
+
+// feed counts b, which follows what was fed before; it returns
+// errTooManyElements or errTooManyMembers at the first byte past a
+// bound (and then on every call).
+func (j *jsonCounter) feed(b []byte) error {
+	if j.err != nil {
+		return j.err
+	}
 	for _, c := range b {
-		if inString {
+		if j.inString {
 			switch {
-			case escaped:
-				escaped = false
+			case j.escaped:
+				j.escaped = false
 			case c == '\\':
-				escaped = true
+				j.escaped = true
 			case c == '"':
-				inString = false
+				j.inString = false
 			}
 			continue
 		}
 		switch c {
 		case '"':
-			inString = true
+			j.inString = true
 		case '{', '[', ',':
-			if n++; n > MaxElements {
-				return n, errTooManyElements
+			if j.n++; j.n > MaxElements {
+				j.err = errTooManyElements
+				return j.err
 			}
 			switch {
 			case c == ',':
-				if depth == len(members) && depth > 0 && members[depth-1] >= 0 {
-					total++
-					if members[depth-1]++; members[depth-1] >= MaxObjectMembers || total >= MaxObjectMembers*4 {
-						return n, errTooManyMembers
+				if j.depth == len(j.members) && j.depth > 0 && j.members[j.depth-1] >= 0 {
+					j.total++
+					if j.members[j.depth-1]++; j.members[j.depth-1] >= MaxObjectMembers || j.total >= MaxObjectMembers*4 {
+						j.err = errTooManyMembers
+						return j.err
 					}
 				}
-			case depth >= maxTrackedDepth:
-				depth++ // deeper than tracked: counted, not followed
+			case j.depth >= maxTrackedDepth:
+				j.depth++ // deeper than tracked: counted, not followed
 			case c == '{':
-				depth++
-				members = append(members, 0)
+				j.depth++
+				j.members = append(j.members, 0)
 			default:
-				depth++
-				members = append(members, -1)
+				j.depth++
+				j.members = append(j.members, -1)
 			}
 		case '}', ']':
-			if depth > 0 {
-				if depth == len(members) {
-					members = members[:depth-1]
+			if j.depth > 0 {
+				if j.depth == len(j.members) {
+					j.members = j.members[:j.depth-1]
 				}
-				depth--
+				j.depth--
 			}
 		}
 	}
-	return n, nil
+	return nil
 }
 
 // MaxObjectMembers bounds the members of one JSON object in a request

@@ -218,6 +218,12 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 			defer func() { g.Budget.give(br.who, br.taken) }()
 			src = br
 		}
+		// A JSON body's values are counted as it is read: one past a
+		// bound is refused there, not read whole first.
+		counted := g.CountValues && jsonBody(r.Header.Get("Content-Type"))
+		if counted {
+			src = &countingReader{r: src}
+		}
 		body, err := readBody(src, g.MaxBody)
 		if g.ReadWait > 0 {
 			// Lifted once the body is in: the server reads on in the
@@ -226,6 +232,9 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 			_ = rc.SetReadDeadline(time.Time{})
 		}
 		switch {
+		case elementsRefusal(err) != nil:
+			refuse(w, r, http.StatusBadRequest, elementsRefusal(err))
+			return
 		case errors.Is(err, errBodyBudget):
 			refuse(w, r, http.StatusTooManyRequests, err)
 			return
@@ -250,7 +259,7 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if g.CountValues {
+		if g.CountValues && !counted {
 			if err := CheckElements(r.URL.Path, r.Header.Get("Content-Type"), body); err != nil {
 				refuse(w, r, http.StatusBadRequest, err)
 				return

@@ -3,6 +3,7 @@ package httpguard
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -55,5 +56,51 @@ func TestRefusalReadsLittle(t *testing.T) {
 				t.Fatalf("id %s, want %q (answer %s)", got, tc.want, w.Body.String())
 			}
 		})
+	}
+}
+
+// TestMembersRefusedAsRead: a JSON body past the members bound is
+// refused at the chunk that breaks it, not read whole first (60,000
+// keys in 769 KB were read and scanned before the refusal: the sixteenth
+// pass's re-verification), and a body within the bounds is counted
+// once, as it is read, and served whole.
+func TestMembersRefusedAsRead(t *testing.T) {
+	var wide strings.Builder
+	wide.WriteString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{`)
+	for i := range 60_000 {
+		if i > 0 {
+			wide.WriteByte(',')
+		}
+		fmt.Fprintf(&wide, `"k%d":1`, i)
+	}
+	wide.WriteString(`}}}`)
+	served := ""
+	g := Guard{MaxBody: 4 << 20, CheckBody: CheckMCPBody, CountValues: true, Refuse: RefuseMCP}
+	h := g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		served = string(b)
+	}))
+	body := &countingBody{Reader: strings.NewReader(wide.String())}
+	req := httptest.NewRequest("POST", "/mcp", nil)
+	req.Body, req.ContentLength = body, int64(wide.Len())
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "members") {
+		t.Fatalf("%d %s, want 400 naming the members bound", rec.Code, rec.Body.String())
+	}
+	if limit := 128 << 10; body.n > limit || body.n >= wide.Len() {
+		t.Fatalf("read %d bytes of a %d-byte body before refusing it, want at most %d", body.n, wide.Len(), limit)
+	}
+	if served != "" {
+		t.Fatal("the refused body was served")
+	}
+	ok := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","arguments":{"a":[1,2,3],"b":"{,,,}"}}}`
+	req = httptest.NewRequest("POST", "/mcp", strings.NewReader(ok))
+	req.Header.Set("Content-Type", "application/json")
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK || served != ok {
+		t.Fatalf("%d %s, served %q; want 200 and the body whole", rec.Code, rec.Body.String(), served)
 	}
 }

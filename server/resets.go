@@ -7,9 +7,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/classifierd/classifierd/internal/rapidreset"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/stats"
@@ -177,37 +177,26 @@ const (
 
 var errHealthChecks = status.Errorf(codes.ResourceExhausted, "more than %d health checks a second from this address", HealthChecksPerSecond)
 
-// peerBuckets is a token bucket per peer, at most maxBucketPeers of them
-// (past it they all start afresh). Its zero value is ready.
+// peerBuckets is a token bucket per peer (HealthChecksPerSecond, burst
+// HealthCheckBurst), at most maxBucketPeers of them (past it they all
+// start afresh). Its zero value is ready.
 type peerBuckets struct {
 	mu sync.Mutex
-	m  map[netip.Addr]*peerBucket
-}
-
-type peerBucket struct {
-	tokens float64
-	last   time.Time
+	m  map[netip.Addr]*rate.Limiter
 }
 
 const maxBucketPeers = 1 << 14
 
 func (b *peerBuckets) take(peer netip.Addr) bool {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := time.Now()
 	if b.m == nil || len(b.m) >= maxBucketPeers {
-		b.m = map[netip.Addr]*peerBucket{}
+		b.m = map[netip.Addr]*rate.Limiter{}
 	}
-	p := b.m[peer]
-	if p == nil {
-		p = &peerBucket{tokens: HealthCheckBurst, last: now}
-		b.m[peer] = p
+	l := b.m[peer]
+	if l == nil {
+		l = rate.NewLimiter(HealthChecksPerSecond, HealthCheckBurst)
+		b.m[peer] = l
 	}
-	p.tokens = min(HealthCheckBurst, p.tokens+now.Sub(p.last).Seconds()*HealthChecksPerSecond)
-	p.last = now
-	if p.tokens < 1 {
-		return false
-	}
-	p.tokens--
-	return true
+	b.mu.Unlock()
+	return l.Allow()
 }

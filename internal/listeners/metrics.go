@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"golang.org/x/time/rate"
 )
 
 // MetricsGathersPerSecond bounds how often a scrape gathers the registry
@@ -58,30 +59,12 @@ type metricsCache struct {
 	now func() time.Time
 
 	mu        sync.Mutex
-	gathers   bucket
+	gathers   *rate.Limiter
 	mfs       []*dto.MetricFamily // the last gathering, at gathered, number gen
 	gatherErr error
 	gathered  time.Time
 	gen       int
 	entries   map[metricsKey]*metricsAnswer // the formats NegotiateAccept names: a few dozen at most
-}
-
-// bucket is a token bucket.
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
-
-// take takes a token of a bucket of rate a second and burst, if one is
-// left at now.
-func (b *bucket) take(now time.Time, rate, burst float64) bool {
-	b.tokens = min(burst, b.tokens+now.Sub(b.last).Seconds()*rate)
-	b.last = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
 }
 
 // scrapeBucketKey carries a metrics connection's bucket
@@ -90,24 +73,14 @@ type scrapeBucketKey struct{}
 
 // withScrapeBucket is ctx, a new connection's, with its scrape bucket.
 func withScrapeBucket(ctx context.Context) context.Context {
-	return context.WithValue(ctx, scrapeBucketKey{}, &scrapeBucket{bucket: bucket{tokens: MetricsScrapeBurst}})
-}
-
-type scrapeBucket struct {
-	mu sync.Mutex
-	bucket
+	return context.WithValue(ctx, scrapeBucketKey{}, rate.NewLimiter(MetricsScrapesPerSecond, MetricsScrapeBurst))
 }
 
 // admit reports whether the connection of ctx may scrape now (one not
 // counted may).
 func (m *metricsCache) admit(ctx context.Context) bool {
-	b, ok := ctx.Value(scrapeBucketKey{}).(*scrapeBucket)
-	if !ok {
-		return true
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.take(m.now(), MetricsScrapesPerSecond, MetricsScrapeBurst)
+	b, ok := ctx.Value(scrapeBucketKey{}).(*rate.Limiter)
+	return !ok || b.AllowN(m.now(), 1)
 }
 
 type metricsKey struct {
@@ -121,7 +94,7 @@ type metricsAnswer struct {
 }
 
 func newMetricsCache(g prometheus.Gatherer) *metricsCache {
-	return &metricsCache{g: g, now: time.Now, gathers: bucket{tokens: MetricsGatherBurst}, entries: map[metricsKey]*metricsAnswer{}}
+	return &metricsCache{g: g, now: time.Now, gathers: rate.NewLimiter(MetricsGathersPerSecond, MetricsGatherBurst), entries: map[metricsKey]*metricsAnswer{}}
 }
 
 func (m *metricsCache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -155,7 +128,7 @@ func (m *metricsCache) answer(k metricsKey) *metricsAnswer {
 	// MetricsMaxAge whatever it says: one format scraped often must not
 	// leave another's answer stale (the review of this cache: a local
 	// client scraping text 40 times a second froze Prometheus's numbers).
-	if m.gathers.take(now, MetricsGathersPerSecond, MetricsGatherBurst) || m.mfs == nil || now.Sub(m.gathered) >= MetricsMaxAge {
+	if m.gathers.AllowN(now, 1) || m.mfs == nil || now.Sub(m.gathered) >= MetricsMaxAge {
 		m.mfs, m.gatherErr = m.g.Gather()
 		m.gathered = now
 		m.gen++

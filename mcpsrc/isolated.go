@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
 
 	"github.com/classifierd/classifierd/internal/sweep"
 )
@@ -39,6 +40,15 @@ type IsolatedOptions struct {
 	// IdleTimeout stops a backend no call has used for this long (default
 	// 10 minutes); what it kept in memory goes with it.
 	IdleTimeout time.Duration
+	// StartsPerSecond and StartBurst pace the backends started, in all
+	// (default 2 a second after a burst of 8): a call that needs a new
+	// backend waits for its turn within its deadline, or is refused
+	// ErrTooManyBackends at once when its deadline would pass first. A
+	// stdio backend's start is a process's (the memory server's node
+	// takes about half a second of CPU): 40 identities' first calls at
+	// once started 40 of them together (the sixteenth hostile pass).
+	StartsPerSecond float64
+	StartBurst      int
 	// Pool configures each backend's connection (timeouts, stderr).
 	Pool Options
 }
@@ -58,6 +68,7 @@ type Isolated struct {
 	opts    IsolatedOptions
 	stop    chan struct{}
 	reaped  sync.WaitGroup
+	starts  *rate.Limiter
 
 	mu       sync.Mutex
 	backends map[backendKey]*backend
@@ -91,8 +102,14 @@ func NewIsolated(shared Caller, perIdentity []ServerConfig, opts IsolatedOptions
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = 10 * time.Minute
 	}
+	if opts.StartsPerSecond <= 0 {
+		opts.StartsPerSecond = 2
+	}
+	if opts.StartBurst <= 0 {
+		opts.StartBurst = 8
+	}
 	i := &Isolated{shared: shared, servers: map[string]ServerConfig{}, opts: opts, stop: make(chan struct{}),
-		backends: map[backendKey]*backend{}, byID: map[string]int{}}
+		backends: map[backendKey]*backend{}, byID: map[string]int{}, starts: rate.NewLimiter(rate.Limit(opts.StartsPerSecond), opts.StartBurst)}
 	for _, sc := range perIdentity {
 		i.servers[sc.Name] = sc
 	}
@@ -110,7 +127,7 @@ func (i *Isolated) CallTool(ctx context.Context, server string, params *mcp.Call
 		return i.shared.CallTool(ctx, server, params)
 	}
 	key := backendKey{identity: i.opts.Identity(ctx), server: server}
-	b, err := i.acquire(key, sc)
+	b, err := i.acquire(ctx, key, sc)
 	if err != nil {
 		return nil, err
 	}
@@ -128,9 +145,20 @@ func (i *Isolated) CallTool(ctx context.Context, server string, params *mcp.Call
 // in flight. When every place is taken, an idle backend of the identity
 // holding the most gives way (giveWay): identities within their own
 // shares cannot keep another out until their backends idle out.
-func (i *Isolated) acquire(key backendKey, sc ServerConfig) (*backend, error) {
+// A backend is started in its turn (StartsPerSecond), waited for
+// within ctx's deadline.
+func (i *Isolated) acquire(ctx context.Context, key backendKey, sc ServerConfig) (*backend, error) {
+	paced := false
 	for {
-		b, victim, err := i.place(key, sc)
+		b, victim, err := i.place(key, sc, paced)
+		if errors.Is(err, errStartUnpaced) {
+			if err := i.starts.Wait(ctx); err != nil {
+				return nil, fmt.Errorf("%w: backends start at most %v a second, and this call's deadline comes first; retry later",
+					ErrTooManyBackends, i.opts.StartsPerSecond)
+			}
+			paced = true
+			continue
+		}
 		if victim == nil {
 			return b, err
 		}
@@ -138,9 +166,14 @@ func (i *Isolated) acquire(key backendKey, sc ServerConfig) (*backend, error) {
 	}
 }
 
+// errStartUnpaced is place's answer when key needs a new backend and
+// its caller has not waited for its turn to start one.
+var errStartUnpaced = errors.New("mcpsrc: a backend start not paced")
+
 // place returns key's backend as acquire does, or an idle backend to stop
-// first (taken out of the map and counted as closing) before trying again.
-func (i *Isolated) place(key backendKey, sc ServerConfig) (*backend, *stopping, error) {
+// first (taken out of the map and counted as closing) before trying
+// again; errStartUnpaced if it would start one and paced is false.
+func (i *Isolated) place(key backendKey, sc ServerConfig, paced bool) (*backend, *stopping, error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.closed {
@@ -154,10 +187,20 @@ func (i *Isolated) place(key backendKey, sc ServerConfig) (*backend, *stopping, 
 	case i.byID[key.identity] >= i.opts.MaxPerIdentity:
 		return nil, nil, fmt.Errorf("%w: this caller has %d backends (limit %d)", ErrTooManyBackends, i.byID[key.identity], i.opts.MaxPerIdentity)
 	case len(i.backends)+i.closing >= i.opts.MaxBackends:
-		if v := i.giveWay(key.identity); v != nil {
-			return nil, v, nil
+		// Refused before its turn is taken: refusals past the bound
+		// do not use up the starts of others.
+		v := i.giveWay(key.identity)
+		switch {
+		case v == nil:
+			return nil, nil, fmt.Errorf("%w: %d backends run (limit %d); retry once one is idle", ErrTooManyBackends, len(i.backends)+i.closing, i.opts.MaxBackends)
+		case !paced:
+			return nil, nil, errStartUnpaced
 		}
-		return nil, nil, fmt.Errorf("%w: %d backends run (limit %d); retry once one is idle", ErrTooManyBackends, len(i.backends)+i.closing, i.opts.MaxBackends)
+		delete(i.backends, v.key)
+		i.closing++
+		return nil, v, nil
+	case !paced:
+		return nil, nil, errStartUnpaced
 	}
 	b := &backend{pool: Open(&Config{Servers: []ServerConfig{sc.ForIdentity(IdentityKey(key.identity))}}, i.opts.Pool), inflight: 1}
 	i.backends[key] = b
@@ -176,10 +219,10 @@ type stopping struct {
 // holds the most, the least recently used of its idle ones, if that
 // identity holds at least two more than identity does (so that, having
 // given one up, it still holds at least as many as identity then: two
-// identities never take a place back and forth). It takes the backend
-// out of the map, counted as closing until stopBackend has stopped it;
-// nil if there is none (every backend busy, or places shared evenly).
-// i.mu is held.
+// identities never take a place back and forth); nil if there is none
+// (every backend busy, or places shared evenly). The caller takes it out
+// of the map, counted as closing until stopBackend has stopped it. i.mu
+// is held.
 func (i *Isolated) giveWay(identity string) *stopping {
 	var pick *stopping
 	for k, b := range i.backends {
@@ -190,10 +233,6 @@ func (i *Isolated) giveWay(identity string) *stopping {
 			i.byID[k.identity] == i.byID[pick.key.identity] && b.last.Before(pick.b.last) {
 			pick = &stopping{k, b}
 		}
-	}
-	if pick != nil {
-		delete(i.backends, pick.key)
-		i.closing++
 	}
 	return pick
 }

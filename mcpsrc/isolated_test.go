@@ -225,3 +225,55 @@ func TestIsolatedPerIdentityBound(t *testing.T) {
 		t.Fatalf("bob is not bound by alice's share: %v", err)
 	}
 }
+
+// TestIsolatedStartsPaced: backends start in their turn
+// (StartsPerSecond); a call whose deadline would pass before its turn is
+// refused ErrTooManyBackends at once, one whose deadline leaves room
+// waits for it, and calls on a running backend are not paced.
+func TestIsolatedStartsPaced(t *testing.T) {
+	bin := testmcp.Binary(t)
+	tools := filepath.Join(t.TempDir(), "tools.json")
+	testmcp.WriteTools(t, tools, []testmcp.Tool{{Name: "t", Description: "a tool"}})
+	cfg, err := mcpsrc.ParseConfig([]byte(`{"mcpServers":{"a":{"command":"` + bin + `","args":["--tools","` + tools + `"]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listing, per, err := cfg.Isolate(mcpsrc.IsolationPerIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := mcpsrc.Open(listing, mcpsrc.Options{})
+	defer pool.Close()
+	iso, err := mcpsrc.NewIsolated(pool, per, mcpsrc.IsolatedOptions{
+		Identity:        func(ctx context.Context) string { s, _ := ctx.Value(identityKey{}).(string); return s },
+		StartsPerSecond: 1, StartBurst: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer iso.Close()
+	call := func(who string, d time.Duration) error {
+		ctx, cancel := context.WithTimeout(as(who), d)
+		defer cancel()
+		_, err := iso.CallTool(ctx, "a", &mcp.CallToolParams{Name: "t"})
+		return err
+	}
+	if err := call("alice", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The next start's turn is a second away.
+	if err := call("bob", 100*time.Millisecond); !errors.Is(err, mcpsrc.ErrTooManyBackends) {
+		t.Fatalf("bob's start before its turn, past his deadline: %v, want ErrTooManyBackends", err)
+	}
+	if total, _ := iso.Backends(""); total != 1 {
+		t.Fatalf("%d backends, want alice's alone", total)
+	}
+	if err := call("alice", 30*time.Second); err != nil {
+		t.Fatalf("alice's call on her running backend: %v", err)
+	}
+	if err := call("carol", 30*time.Second); err != nil {
+		t.Fatalf("carol's start, her deadline leaving room for its turn: %v", err)
+	}
+	if total, _ := iso.Backends(""); total != 2 {
+		t.Fatalf("%d backends, want alice's and carol's", total)
+	}
+}

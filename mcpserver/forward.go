@@ -70,13 +70,6 @@ const (
 	MaxCallsPerCaller  = 4
 )
 
-// EncodeAdmitBytes is the least answer of a forwarded call (AnswerBytes)
-// whose encoding for the agent is admitted (Forward): a smaller one
-// costs less than its admission (an answer of a few bytes held a place
-// past its handler, until the SDK ended the request, and the caller's
-// next call waited for it).
-const EncodeAdmitBytes = 64 << 10
-
 // CallSlots counts each caller's forwarded calls in flight. Its zero
 // value is ready.
 type CallSlots struct {
@@ -185,25 +178,11 @@ func serverName(idx *index.Index, server string) (string, bool) {
 // contract's spelling (NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED), and the
 // server's own protocol error (an unknown tool, bad arguments) is passed
 // on as UNKNOWN so the agent can correct itself.
-//
-// The call's admission (Config.Admit) is given back while the server
-// works, once the arguments are encoded for it, and taken again for an
-// answer of EncodeAdmitBytes or more, which the SDK encodes for the
-// agent: a forwarded call holds a core of its caller's share while its
-// JSON is decoded, validated and encoded, not while it waits for a server
-// (MaxCallsPerCaller bounds those).
 func Forward(ctx context.Context, c Caller, server, tool string, args any) *mcp.CallToolResult {
-	adm := callAdmissionFrom(ctx)
-	args = encodeArgs(args)
-	adm.suspend()
 	res, err := c.CallTool(ctx, server, &mcp.CallToolParams{Name: tool, Arguments: args})
 	name := clip.String(server, 128)
 	if err == nil {
-		n := AnswerBytes(res)
-		if n >= EncodeAdmitBytes && n <= MaxForwardedAnswer {
-			adm.resume(ctx)
-		}
-		if n > MaxForwardedAnswer {
+		if n := AnswerBytes(res); n > MaxForwardedAnswer {
 			var r mcp.CallToolResult
 			r.SetError(fmt.Errorf("RESOURCE_EXHAUSTED: the answer of server %q's %s is about %d bytes, over the %d this server passes on",
 				name, clip.String(tool, 128), n, MaxForwardedAnswer))

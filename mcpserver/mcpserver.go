@@ -83,11 +83,6 @@ type Config struct {
 	// (the SDK ends the request's context then): encoding a tools/list
 	// answer is its work, 14 KB of JSON schemas, not the handler's.
 	// Notifications have no answer to refuse with and are not admitted.
-	// A tool call whose HTTP body was admitted before the SDK decoded it
-	// (HoldCall) has that admission in ctx (HeldCallFrom): Admit makes it
-	// the call's own (returns its End) or ends it before taking another.
-	// Forward gives a call's admission back while a server works on the
-	// call, and takes one again (Admit, no HeldCall) for its answer.
 	Admit func(ctx context.Context, method, tool string, size int) (context.Context, func(), error)
 }
 
@@ -210,9 +205,6 @@ func guard(log *slog.Logger, timeout time.Duration, caller func(string, http.Hea
 // any admission one identity's floods of tools/list took another's small
 // Route from p50 2.4 ms to 176 ms (issue 27, the thirteenth pass).
 // Notifications are not admitted: they have no answer to refuse with.
-// A tool call's admission taken in front of the SDK (HoldCall) reaches
-// admit in its context (HeldCallFrom), and is given back when the call's
-// own admission is, if admit did not end it before.
 func admitted(admit func(context.Context, string, string, int) (context.Context, func(), error)) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -232,23 +224,15 @@ func admitted(admit func(context.Context, string, string, int) (context.Context,
 				}
 				return next(actx, method, req)
 			}
-			held := claimHeld(r.GetExtra())
 			if r.Params == nil {
-				held.End()
 				return next(ctx, method, req)
 			}
-			tool, size := r.Params.Name, len(r.Params.Arguments)
-			actx, release, err := admit(context.WithValue(ctx, heldKey{}, held), method, tool, size)
+			ctx, release, err := admit(ctx, method, r.Params.Name, len(r.Params.Arguments))
 			if err != nil {
-				held.End()
 				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: ToolError(err).Error()}}}, nil
 			}
-			ca := &callAdmission{release: func() { release(); held.End() }, retake: func() (func(), error) {
-				_, r, err := admit(ctx, method, tool, 0)
-				return r, err
-			}}
-			defer ca.end()
-			return next(context.WithValue(actx, callAdmissionKey{}, ca), method, req)
+			defer release()
+			return next(ctx, method, req)
 		}
 	}
 }

@@ -176,11 +176,7 @@ func startMCPHTTPWith(cfg Config, edge mcpEdge, svc *server.Server, term *server
 		}
 	}
 	limit := places.Limit(s, cfg.MaxSessions, cfg.Ops.MaxSessionsPerClient, refused, log)
-	// Tool calls are admitted under their caller's share before the SDK
-	// decodes them (httpguard.AdmitCalls), as in the proxy.
-	calls := ops.MCPCallAdmit(edge.admission)
-	around := func(h http.Handler) http.Handler { return limit(httpguard.AdmitCalls(h, calls)) }
-	h := listeners.MCPHandler(func(*http.Request) *mcp.Server { return s }, cfg.MaxRecvBytes, cfg.SessionTTL, log, around)
+	h := listeners.MCPHandler(func(*http.Request) *mcp.Server { return s }, cfg.MaxRecvBytes, cfg.SessionTTL, log, limit)
 	if edge.sec != nil {
 		// Any scope of a daemon MCP tool opens a session; each tool call
 		// then checks its own (security.DaemonToolScope).

@@ -8,7 +8,6 @@ package httpguard
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -280,7 +279,6 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 				defer g.Budget.give(who, extra)
 			}
 		}
-		r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		r.Header.Set("Content-Length", strconv.Itoa(len(body)))

@@ -11,12 +11,7 @@ import (
 // method, params.name and params.uri, decoded lengths in bytes (every
 // occurrence's longest: a key given twice counts at its longest), and
 // the longest object key anywhere in it (a tool call's argument names).
-type mcpFields struct {
-	method, name, uri, key int
-	// call: a method of the message is tools/call (any of its
-	// occurrences: the SDK reads the last, as encoding/json does).
-	call bool
-}
+type mcpFields struct{ method, name, uri, key int }
 
 // skimMCP reads a body as one JSON-RPC message or a batch (an array of
 // them) in one pass over its bytes, decoding nothing but the strings the
@@ -76,9 +71,6 @@ func skimMCP(body []byte) (msgs []mcpFields, n int, batch bool, ok bool) {
 	}
 	return []mcpFields{f}, 1, false, true
 }
-
-// methodCall is the method of a tool call.
-const methodCall = "tools/call"
 
 type skimmer struct {
 	b []byte
@@ -227,20 +219,9 @@ func (s *skimmer) message(f *mcpFields) bool {
 	return s.object(func(k string) bool {
 		switch {
 		case eqFold(k, "method"):
-			if !s.at('"') {
-				return s.value()
-			}
-			raw, ok := s.str()
-			if !ok {
-				return false
-			}
-			n := decodedLen(raw)
+			n, ok := s.strLen()
 			f.method = max(f.method, n)
-			if n == len(methodCall) {
-				v, _ := unquote(raw)
-				f.call = f.call || v == methodCall
-			}
-			return true
+			return ok
 		case eqFold(k, "params") && s.at('{'):
 			return s.object(func(k string) bool {
 				var n int

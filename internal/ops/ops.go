@@ -404,15 +404,12 @@ func modelTools() []string {
 // MCPAdmit is the admission of MCP requests (mcpserver.Config.Admit) by
 // a, under the caller the MCP server put in ctx, so an MCP caller has the
 // same share as over gRPC: the calls of the model's tools (the daemon's,
-// and more, such as the proxy's hub__analyze_prompt) by the size of
-// their arguments; every request that is not a tool call (tools/list,
-// initialize, ping, ...), whose answer is encoded in its place, and every
-// other tool call (call_tool, the proxy's forwarded calls, report_use),
-// whose arguments are decoded, validated and encoded for a server in its
-// place, under server.Admission.AdmitCPU (it holds a core of the
-// caller's share too). A tool call admitted in front of the SDK
-// (MCPCallAdmit, mcpserver.HoldCall) keeps that admission, or gives it
-// back before a model call's. Nil without a.
+// and more, such as the proxy's hub__analyze_prompt), and every request
+// that is not a tool call (tools/list, initialize, ping, ...), whose
+// answer is encoded in its place (server.Admission.AdmitCPU: it holds a
+// core of the caller's share too). The other tools
+// (report_use, call_tool, the proxy's forwarded calls) read sessions or
+// forward to other servers, and are not admitted. Nil without a.
 func MCPAdmit(a *server.Admission, more ...string) func(context.Context, string, string, int) (context.Context, func(), error) {
 	if a == nil {
 		return nil
@@ -425,28 +422,9 @@ func MCPAdmit(a *server.Admission, more ...string) func(context.Context, string,
 		if method != "tools/call" {
 			return a.AdmitCPU(ctx, "mcp/"+method)
 		}
-		held := mcpserver.HeldCallFrom(ctx)
-		if admitted[tool] {
-			// Not nested: a caller at its share would wait for itself.
-			held.End()
-			return a.Admit(ctx, "mcp/"+tool, int64(size))
+		if !admitted[tool] {
+			return ctx, func() {}, nil
 		}
-		if held != nil {
-			return ctx, held.End, nil
-		}
-		return a.AdmitCPU(ctx, "mcp/tools/call")
-	}
-}
-
-// MCPCallAdmit is the admission of a tool call's HTTP body before the
-// MCP SDK decodes it (httpguard.AdmitCalls): under a's AdmitCPU, by the
-// caller the listener's guard put in ctx. Nil without a.
-func MCPCallAdmit(a *server.Admission) func(context.Context) (func(), error) {
-	if a == nil {
-		return nil
-	}
-	return func(ctx context.Context) (func(), error) {
-		_, release, err := a.AdmitCPU(ctx, "mcp/tools/call")
-		return release, err
+		return a.Admit(ctx, "mcp/"+tool, int64(size))
 	}
 }

@@ -276,11 +276,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 	}
 	lis = conns.Wrap("mcp", lis)
 	logProxyListen(log, cfg, sec)
-	admitCall, err := countedCallAdmit(ops.MCPCallAdmit(adm), reg)
-	if err != nil {
-		return err
-	}
-	stopHTTP := listeners.ServeMCP(lis, sec.ListenerTLS(false), sec.MCPGate(proxyHandler(px, cfg, version, admitCall, log), MaxMessage, auth.ScopeRoute, auth.ScopeCall), resets, 5*time.Second, listeners.DefaultIdleTimeout, log)
+	stopHTTP := listeners.ServeMCP(lis, sec.ListenerTLS(false), sec.MCPGate(proxyHandler(px, cfg, version, log), MaxMessage, auth.ScopeRoute, auth.ScopeCall), resets, 5*time.Second, listeners.DefaultIdleTimeout, log)
 	defer stopHTTP()
 	<-ctx.Done()
 	return nil
@@ -367,11 +363,7 @@ type sessionServerKey struct{}
 // new one, and only while the caller's share of sessions
 // (--max-sessions-per-client, else 429) and the proxy's (--max-sessions,
 // else 503) have room: a refused session costs nothing.
-//
-// A tool call is admitted under its caller's CPU share (admitCall,
-// httpguard.AdmitCalls) before the SDK decodes it: its arguments are up
-// to 4 MiB of JSON.
-func proxyHandler(px *mcpproxy.Proxy, cfg Config, version string, admitCall func(context.Context) (func(), error), log *slog.Logger) http.Handler {
+func proxyHandler(px *mcpproxy.Proxy, cfg Config, version string, log *slog.Logger) http.Handler {
 	// The SDK checks versions against this one on every request. It
 	// serves no session: one the SDK starts on it (a request without a
 	// session that isInitialize did not take for an initialize, such as a
@@ -389,7 +381,7 @@ func proxyHandler(px *mcpproxy.Proxy, cfg Config, version string, admitCall func
 			return s
 		}
 		return shared
-	}, MaxMessage, cfg.SessionTTL, log, func(h http.Handler) http.Handler { return httpguard.AdmitCalls(h, admitCall) })
+	}, MaxMessage, cfg.SessionTTL, log, nil)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(mcpplaces.SessionHeader)
 		switch {
@@ -411,28 +403,6 @@ func proxyHandler(px *mcpproxy.Proxy, cfg Config, version string, admitCall func
 		}
 		inner.ServeHTTP(w, r)
 	})
-}
-
-// countedCallAdmit is admit, the admission of tool calls before the SDK
-// decodes them (httpguard.AdmitCalls), counted in
-// classifierd_proxy_call_admissions_total by result.
-func countedCallAdmit(admit func(context.Context) (func(), error), reg prometheus.Registerer) (func(context.Context) (func(), error), error) {
-	counts := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "classifierd_proxy_call_admissions_total",
-		Help: "Tool calls (tools/call) admitted under their caller's CPU share before their body is decoded (result admitted), or refused 429 RESOURCE_EXHAUSTED (refused)."},
-		[]string{"result"})
-	if err := reg.Register(counts); err != nil {
-		return nil, err
-	}
-	admitted, refused := counts.WithLabelValues("admitted"), counts.WithLabelValues("refused")
-	return func(ctx context.Context) (func(), error) {
-		release, err := admit(ctx)
-		if err != nil {
-			refused.Inc()
-			return nil, err
-		}
-		admitted.Inc()
-		return release, nil
-	}, nil
 }
 
 // ErrNoSession answers a message that reached no session's server.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -280,6 +281,12 @@ type Admission struct {
 	// (waiting and running): the server's latency of admitted calls.
 	rejected         func(method string)
 	waited, answered func(time.Duration)
+
+	// refusals are the identities' buckets of refusals (under mu), and
+	// pastRateRefusals counts the refusals past their rate
+	// (admission_refusals.go).
+	refusals         map[string]*refusalBucket
+	pastRateRefusals atomic.Int64
 }
 
 // flow is one identity's share: its waiting calls in order and the
@@ -1071,8 +1078,10 @@ func (a *Admission) admitAs(ctx context.Context, method string, bytes int64, cpu
 		} else if a.idleLocked(f, arrived) {
 			a.dispatchLocked(arrived)
 		}
+		past := a.refusedLocked(key, arrived)
 		a.mu.Unlock()
 		a.rejected(method)
+		a.pastRate(ctx, past)
 		return nil, refusal(why, after)
 	}
 	scale := a.waitScale
@@ -1108,8 +1117,12 @@ func (a *Admission) admitAs(ctx context.Context, method string, bytes int64, cpu
 		}
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
-	if w.err != nil {
+	if w.err != nil { // pushed out of the queue: a refusal too
+		a.mu.Lock()
+		past := a.refusedLocked(key, a.now())
+		a.mu.Unlock()
 		a.rejected(method)
+		a.pastRate(ctx, past)
 		return nil, w.err
 	}
 	got := a.now()

@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,9 +141,10 @@ const (
 	retryPushbackKey = "grpc-retry-pushback-ms"
 )
 
-// admittedMethods run the model or cost CPU by their request; the rest
-// (sessions, index info, stats, health, deleting a terminal session) are
-// cheap and never wait behind them. TrackInputEvent judges and masks a
+// admittedMethods run the model or cost CPU by their request, and are
+// admitted by it (Admit); the rest (sessions, index info, stats,
+// deleting a terminal session) are cheap, and admitted as AdmitCPU's
+// calls, but for the health checks (cpuAdmitted). TrackInputEvent judges and masks a
 // prompt of up to 4 KB (milliseconds of CPU; without a prompt_type it
 // also runs the model) and GetSessionHistory reads up to 1,000 events of
 // up to 8 KB: outside admission, one identity's flood of them took
@@ -1228,9 +1230,34 @@ func (a *Admission) repriceLocked() {
 	}
 }
 
+// cpuAdmitted reports whether a unary call of method that runs no model
+// passes admission as AdmitCPU's: every one but the health checks, which
+// a load balancer must have answered however busy the daemon is, and
+// which are bounded per peer (HealthChecksPerSecond). Outside admission a
+// flood of GetIndexInfo by one identity over HTTP (864 calls a second)
+// cost the daemon 14 times its client's CPU and took another identity's
+// Route from p50 3-4 ms to 19-20 ms (the sixteenth hostile pass): within
+// it, such calls hold no more than their caller's share of the cores,
+// and their refusals count to the caller's rate (admission_refusals.go).
+func cpuAdmitted(method string) bool {
+	return !strings.HasPrefix(method, "/grpc.health.v1.Health/")
+}
+
 func (a *Admission) unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		if a == nil || !admittedMethods[info.FullMethod] {
+		if a == nil {
+			return h(ctx, req)
+		}
+		if !admittedMethods[info.FullMethod] {
+			if !cpuAdmitted(info.FullMethod) {
+				return h(ctx, req)
+			}
+			ctx, release, err := a.AdmitCPU(ctx, info.FullMethod)
+			if err != nil {
+				setPushback(ctx, err)
+				return nil, err
+			}
+			defer answerhold.Until(ctx, release)
 			return h(ctx, req)
 		}
 		if chunkedMethods[info.FullMethod] {

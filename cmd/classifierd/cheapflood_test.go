@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/server"
 )
 
@@ -35,7 +41,7 @@ func TestCheapCallFloodClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr, maddr := freeAddr(t), freeAddr(t)
-	startDaemon(t, genIndex(t, "testdata/mini.json"), "--auth-token-file", tokens, "--http-listen", addr, "--metrics-listen", maddr,
+	_, bobConn := startDaemon(t, genIndex(t, "testdata/mini.json"), "--auth-token-file", tokens, "--http-listen", addr, "--metrics-listen", maddr,
 		"--max-inflight", "1", "--max-waiting", "1")
 	const path = "/classifier.v1.ClassifierService/GetIndexInfo"
 	request := func(token string) []byte {
@@ -82,7 +88,7 @@ func TestCheapCallFloodClosed(t *testing.T) {
 	// one is closed after a refusal that says so.
 	const conns, batch = 6, 32
 	var mu sync.Mutex
-	codes := map[int]int{}
+	answers := map[int]int{}
 	var closedAfter, unanswered atomic.Int64
 	deadline := time.Now().Add(40 * time.Second)
 	var wg sync.WaitGroup
@@ -111,7 +117,7 @@ func TestCheapCallFloodClosed(t *testing.T) {
 						_, _ = io.Copy(io.Discard, resp.Body)
 						resp.Body.Close()
 						mu.Lock()
-						codes[resp.StatusCode]++
+						answers[resp.StatusCode]++
 						mu.Unlock()
 						if resp.Close {
 							closing = resp.StatusCode == http.StatusTooManyRequests
@@ -145,12 +151,12 @@ func TestCheapCallFloodClosed(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("carol's answers %v; %d connections closed after a refusal, %d pipelined calls unanswered; bob %d answered, %d refused",
-		codes, closedAfter.Load(), unanswered.Load(), bobOK.Load(), bobRefused.Load())
-	if codes[http.StatusTooManyRequests] == 0 {
-		t.Fatalf("carol's pipelined GetIndexInfo on %d connections at once with one place: none refused (%v); the calls are outside admission", conns, codes)
+		answers, closedAfter.Load(), unanswered.Load(), bobOK.Load(), bobRefused.Load())
+	if answers[http.StatusTooManyRequests] == 0 {
+		t.Fatalf("carol's pipelined GetIndexInfo on %d connections at once with one place: none refused (%v); the calls are outside admission", conns, answers)
 	}
 	if closedAfter.Load() == 0 {
-		t.Fatalf("carol refused %d times: no connection closed after a refusal past her rate (%d a second)", codes[http.StatusTooManyRequests], server.AdmissionRefusalsPerSecond)
+		t.Fatalf("carol refused %d times: no connection closed after a refusal past her rate (%d a second)", answers[http.StatusTooManyRequests], server.AdmissionRefusalsPerSecond)
 	}
 	if bobClosed.Load() != 0 {
 		t.Fatalf("bob, calling ten times a second, was told to close %d times", bobClosed.Load())
@@ -161,4 +167,80 @@ func TestCheapCallFloodClosed(t *testing.T) {
 	if m := scrape(t, maddr); m["classifierd_admission_refused_past_rate_total"] == 0 {
 		t.Fatal("classifierd_admission_refused_past_rate_total is 0")
 	}
+
+	// gRPC: carol's Routes of 4 KB, 64 at a time on one connection with
+	// one place, are mostly refused, past her rate: the early-reset rule
+	// closes the connection (a connection whose calls are mostly
+	// answered is not closed: the rule's). Bob's calls on his own
+	// connection meanwhile never fail but by a refusal.
+	t.Run("gRPC", func(t *testing.T) {
+		carolConn, err := grpc.NewClient(bobConn.Target(), insecureDial...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer carolConn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		carol := pb.NewClassifierServiceClient(carolConn)
+		cctx := bearerCtx(ctx, carolToken)
+		var unavailable, exhausted atomic.Int64
+		var closed atomic.Bool
+		var first atomic.Value
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for ctx.Err() == nil && !closed.Load() {
+				time.Sleep(200 * time.Millisecond)
+				closed.Store(grpcEarlyCloses(maddr) > 0)
+			}
+		})
+		query := strings.Repeat("please open a pull request for the release branch ", 80)
+		for range 64 {
+			wg.Go(func() {
+				for ctx.Err() == nil && !closed.Load() {
+					_, err := carol.Route(cctx, &pb.RouteRequest{Query: query})
+					switch status.Code(err) {
+					case codes.Unavailable:
+						unavailable.Add(1)
+					case codes.ResourceExhausted:
+						if exhausted.Add(1) == 1 {
+							first.Store(err.Error())
+						}
+					}
+				}
+			})
+		}
+		bob := pb.NewClassifierServiceClient(bobConn)
+		bctx := bearerCtx(ctx, bobToken)
+		for i := 0; i < 20 && ctx.Err() == nil; i++ {
+			if _, err := bob.GetIndexInfo(bctx, &pb.GetIndexInfoRequest{}); err != nil && status.Code(err) != codes.ResourceExhausted {
+				t.Errorf("bob's GetIndexInfo %d: %v", i, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		wg.Wait()
+		t.Logf("carol over gRPC: %d refused, %d unavailable (her connection closed)", exhausted.Load(), unavailable.Load())
+		if !closed.Load() {
+			t.Fatalf("carol's gRPC calls refused %d times (the first: %v), %v past her rate: no connection closed (load %s)",
+				exhausted.Load(), first.Load(), scrape(t, maddr)["classifierd_admission_refused_past_rate_total"], loadavg())
+		}
+	})
+}
+
+// grpcEarlyCloses is classifierd_grpc_early_reset_closes_total (0 when
+// the scrape fails: from a goroutine, which may not stop the test).
+func grpcEarlyCloses(maddr string) float64 {
+	resp, err := scrapeClient.Get("http://" + maddr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "classifierd_grpc_early_reset_closes_total "); ok {
+			var n float64
+			_, _ = fmt.Sscan(v, &n)
+			return n
+		}
+	}
+	return 0
 }

@@ -8,7 +8,9 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -139,9 +141,10 @@ const (
 	retryPushbackKey = "grpc-retry-pushback-ms"
 )
 
-// admittedMethods run the model or cost CPU by their request; the rest
-// (sessions, index info, stats, health, deleting a terminal session) are
-// cheap and never wait behind them. TrackInputEvent judges and masks a
+// admittedMethods run the model or cost CPU by their request, and are
+// admitted by it (Admit); the rest (sessions, index info, stats,
+// deleting a terminal session) are cheap, and admitted as AdmitCPU's
+// calls, but for the health checks (cpuAdmitted). TrackInputEvent judges and masks a
 // prompt of up to 4 KB (milliseconds of CPU; without a prompt_type it
 // also runs the model) and GetSessionHistory reads up to 1,000 events of
 // up to 8 KB: outside admission, one identity's flood of them took
@@ -280,6 +283,12 @@ type Admission struct {
 	// (waiting and running): the server's latency of admitted calls.
 	rejected         func(method string)
 	waited, answered func(time.Duration)
+
+	// refusals are the identities' buckets of refusals (under mu), and
+	// pastRateRefusals counts the refusals past their rate
+	// (admission_refusals.go).
+	refusals         map[string]*refusalBucket
+	pastRateRefusals atomic.Int64
 }
 
 // flow is one identity's share: its waiting calls in order and the
@@ -1080,8 +1089,10 @@ func (a *Admission) admitAs(ctx context.Context, method string, bytes int64, cpu
 		} else if a.idleLocked(f, arrived) {
 			a.dispatchLocked(arrived)
 		}
+		past := a.refusedLocked(key, arrived)
 		a.mu.Unlock()
 		a.rejected(method)
+		a.pastRate(ctx, past)
 		return nil, refusal(why, after)
 	}
 	scale := a.waitScale
@@ -1117,8 +1128,12 @@ func (a *Admission) admitAs(ctx context.Context, method string, bytes int64, cpu
 		}
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
-	if w.err != nil {
+	if w.err != nil { // pushed out of the queue: a refusal too
+		a.mu.Lock()
+		past := a.refusedLocked(key, a.now())
+		a.mu.Unlock()
 		a.rejected(method)
+		a.pastRate(ctx, past)
 		return nil, w.err
 	}
 	got := a.now()
@@ -1224,9 +1239,34 @@ func (a *Admission) repriceLocked() {
 	}
 }
 
+// cpuAdmitted reports whether a unary call of method that runs no model
+// passes admission as AdmitCPU's: every one but the health checks, which
+// a load balancer must have answered however busy the daemon is, and
+// which are bounded per peer (HealthChecksPerSecond). Outside admission a
+// flood of GetIndexInfo by one identity over HTTP (864 calls a second)
+// cost the daemon 14 times its client's CPU and took another identity's
+// Route from p50 3-4 ms to 19-20 ms (the sixteenth hostile pass): within
+// it, such calls hold no more than their caller's share of the cores,
+// and their refusals count to the caller's rate (admission_refusals.go).
+func cpuAdmitted(method string) bool {
+	return !strings.HasPrefix(method, "/grpc.health.v1.Health/")
+}
+
 func (a *Admission) unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		if a == nil || !admittedMethods[info.FullMethod] {
+		if a == nil {
+			return h(ctx, req)
+		}
+		if !admittedMethods[info.FullMethod] {
+			if !cpuAdmitted(info.FullMethod) {
+				return h(ctx, req)
+			}
+			ctx, release, err := a.AdmitCPU(ctx, info.FullMethod)
+			if err != nil {
+				setPushback(ctx, err)
+				return nil, err
+			}
+			defer answerhold.Until(ctx, release)
 			return h(ctx, req)
 		}
 		if chunkedMethods[info.FullMethod] {

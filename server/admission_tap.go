@@ -121,6 +121,7 @@ func (a *Admission) precheck(ctx context.Context, c Caller, attempts int, now ti
 			a.dispatchLocked(now)
 		}
 	}
+	a.pastRate(ctx, a.refusedLocked(key, now))
 	return refusal(why, after)
 }
 

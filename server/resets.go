@@ -89,27 +89,38 @@ func (r resetStats) TagConn(ctx context.Context, info *stats.ConnTagInfo) contex
 
 func (resetStats) HandleConn(context.Context, stats.ConnStats) {}
 
+// callState is a call's: whether its message arrived, and whether
+// admission refused it past its caller's rate (rapidreset.WithRequest).
+type callState struct {
+	arrived atomic.Bool
+	past    func() bool
+}
+
 func (resetStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
 	if ctx.Value(connResetsKey{}) == nil {
 		return ctx
 	}
-	return context.WithValue(ctx, callArrived{}, new(atomic.Bool))
+	c := &callState{}
+	ctx, c.past = rapidreset.WithRequest(ctx)
+	return context.WithValue(ctx, callArrived{}, c)
 }
 
 func (r resetStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	arrived, ok := ctx.Value(callArrived{}).(*atomic.Bool)
+	c, ok := ctx.Value(callArrived{}).(*callState)
 	if !ok {
 		return
 	}
 	switch s := s.(type) {
 	case *stats.InPayload:
-		arrived.Store(true)
+		c.arrived.Store(true)
 	case *stats.End:
 		// A call the body budget cut (errRecvBudget) ends CANCELLED before
 		// its message too, but the daemon ended it, not its client: a
 		// client uploading many large messages at once had its
 		// connection closed as a rapid resetter (the twelfth hostile pass).
-		r.ended(ctx, !arrived.Load() && status.Code(s.Error) == codes.Canceled && !errors.Is(context.Cause(ctx), errRecvBudget))
+		// A call refused past its caller's rate of refusals is early
+		// (admission_refusals.go).
+		r.ended(ctx, !c.arrived.Load() && status.Code(s.Error) == codes.Canceled && !errors.Is(context.Cause(ctx), errRecvBudget) || c.past())
 	}
 }
 
@@ -144,7 +155,9 @@ var errHeld = status.Error(codes.ResourceExhausted, "this connection reset too m
 // past its peer's HealthChecksPerSecond count as early resets, as a 4xx
 // does on the HTTP listeners: complete calls with no token were never
 // counted, and cost the daemon 1.6-4 times their client's CPU, health
-// checks (no token needed) 3.8 times (the sixteenth hostile pass).
+// checks (no token needed) 3.8 times (the sixteenth hostile pass). So
+// does a call admission refuses here past its caller's rate of refusals
+// (admission_refusals.go).
 func (g *RecvGuard) refuseHeld(next tap.ServerInHandle) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
 		c, ok := ctx.Value(recvConnKey{}).(*recvConn)
@@ -159,8 +172,9 @@ func (g *RecvGuard) refuseHeld(next tap.ServerInHandle) tap.ServerInHandle {
 			resetStats{&g.resetCloses, g.peers}.ended(ctx, true)
 			return ctx, errHealthChecks
 		}
+		ctx, past := rapidreset.WithRequest(ctx)
 		ctx, err := next(ctx, info)
-		if code := status.Code(err); code == codes.Unauthenticated || code == codes.PermissionDenied {
+		if code := status.Code(err); code == codes.Unauthenticated || code == codes.PermissionDenied || err != nil && past() {
 			resetStats{&g.resetCloses, g.peers}.ended(ctx, true)
 		}
 		return ctx, err

@@ -234,6 +234,13 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 		MaxQueueBytes: cfg.MaxWaitingBytes, MaxWait: cfg.MaxWaitingTime, StandingAfter: server.DefaultAdmissionStandingAfter,
 		IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: cfg.MinDeadline, DeadlineShare: cfg.DeadlineShare, Weights: cfg.weights,
 		Cores: runtime.GOMAXPROCS(0)})
+	if o.Admission != nil {
+		if err := o.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "classifierd_admission_refused_past_rate_total",
+			Help: "Calls refused (RESOURCE_EXHAUSTED, 429) past their caller's rate of refusals (20 a second after a burst of 64): each counts as an early reset, and on HTTP/1.1 closes its connection."},
+			func() float64 { return float64(o.Admission.RefusalsPastRate()) })); err != nil {
+			return nil, err
+		}
+	}
 	if err := o.Metrics.Gauge("classifierd_admission_queue_depth", "Model calls waiting for a place.",
 		func() float64 { return float64(o.Admission.Queued()) }); err != nil {
 		return nil, err

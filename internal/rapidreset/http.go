@@ -31,7 +31,9 @@ import (
 // nothing). On HTTP/1.1 a client waits for each answer before its next
 // request on a connection, and its connections are capped
 // (--max-conns-per-peer): its refusals are not counted, so many clients
-// of one address that each lack a token each get their 401.
+// of one address that each lack a token each get their 401. A request
+// refused past its caller's rate (RefusedPastRate) counts as early on
+// both, and on HTTP/1.1 its answer closes the connection.
 func (r *Peers) Serve(hs *http.Server) {
 	prev := hs.ConnContext
 	hs.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
@@ -56,9 +58,10 @@ func (r *Peers) Serve(hs *http.Server) {
 			http.Error(w, "this connection reset too many requests before their answer: it is closed", http.StatusTooManyRequests)
 			return
 		}
-		sw := &flushWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, req)
-		early := !sw.flushed.Load() && req.Context().Err() != nil || req.ProtoMajor == 2 && refusedEarly(int(sw.status.Load()))
+		ctx, past := WithRequest(req.Context())
+		sw := &flushWriter{ResponseWriter: w, past: past, h1: req.ProtoMajor == 1}
+		next.ServeHTTP(sw, req.WithContext(ctx))
+		early := !sw.flushed.Load() && req.Context().Err() != nil || req.ProtoMajor == 2 && refusedEarly(int(sw.status.Load())) || past()
 		if hc.n.Ended(early) {
 			r.httpCloses.Add(1)
 			_ = hc.conn.Close()
@@ -84,17 +87,32 @@ type httpConn struct {
 }
 
 // flushWriter records the answer's status and whether the handler
-// flushed it (an event stream). It keeps the writer's Hijack (HTTP/1.1 upgrades), and Unwrap
-// for http.ResponseController.
+// flushed it (an event stream), and on HTTP/1.1 (h1) has the answer of a
+// request refused past its caller's rate (past) close the connection.
+// It keeps the writer's Hijack (HTTP/1.1 upgrades), and Unwrap for
+// http.ResponseController.
 type flushWriter struct {
 	http.ResponseWriter
 	flushed atomic.Bool
 	status  atomic.Int32
+	past    func() bool
+	h1      bool
 }
 
 func (w *flushWriter) WriteHeader(code int) {
-	w.status.CompareAndSwap(0, int32(code))
+	if w.status.CompareAndSwap(0, int32(code)) && w.h1 && w.past() {
+		// net/http closes the connection after an answer that says so,
+		// and reads nothing more of it (what was pipelined is dropped).
+		w.Header().Set("Connection", "close")
+	}
 	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *flushWriter) Write(p []byte) (int, error) {
+	if w.status.Load() == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
 }
 
 func (w *flushWriter) Flush() {

@@ -1,6 +1,7 @@
 package rapidreset
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -16,7 +17,8 @@ import (
 // resetServer is an HTTP/2 server over TLS counting to a fresh Peers:
 // a request without an Authorization header is refused 401 at once (as
 // the guard does), /block waits for its client, /stream flushes its
-// answer and then waits, anything else is answered 200.
+// answer and then waits, /busy is refused 429, /pastrate too, past the
+// caller's rate (RefusedPastRate), anything else is answered 200.
 func resetServer(t *testing.T) (*Peers, *httptest.Server) {
 	return resetServerOn(t, false)
 }
@@ -35,6 +37,9 @@ func resetServerOn(t *testing.T, remote bool) (*Peers, *httptest.Server) {
 		case "/forbidden":
 			http.Error(w, "no", http.StatusForbidden)
 		case "/busy":
+			http.Error(w, "busy", http.StatusTooManyRequests)
+		case "/pastrate": // refused past the caller's rate, as admission does
+			RefusedPastRate(r.Context())
 			http.Error(w, "busy", http.StatusTooManyRequests)
 		case "/block":
 			<-r.Context().Done()
@@ -163,6 +168,11 @@ func TestServeClosesWastefulConnections(t *testing.T) {
 			t.Fatalf("a connection mostly answered: %d closes, %d penalties, want none", peers.HTTPCloses(), peers.Penalties())
 		}
 	})
+	t.Run("429s past the caller's rate", func(t *testing.T) {
+		peers, ts := resetServer(t)
+		get(t, ts, "/pastrate", true, 0, 2*EarlyResetsMin)
+		waitCloses(t, peers, 1)
+	})
 	t.Run("abandoned", func(t *testing.T) {
 		peers, ts := resetServer(t)
 		get(t, ts, "/block", true, 5*time.Millisecond, 2*EarlyResetsMin) // the client may open a second connection
@@ -223,5 +233,50 @@ func TestEmptyConnectionsPenalize(t *testing.T) {
 		if time.Now().After(end) {
 			t.Fatalf("not penalized after %d empty connections", PeerEarlyResetsMin)
 		}
+	}
+}
+
+// TestServeClosesHTTP1PastRate: on HTTP/1.1 a request refused past its
+// caller's rate is answered Connection: close and its connection closed,
+// with the requests pipelined behind it unread (the sixteenth hostile
+// pass pipelined 64 small Routes at a time, mostly refused 429); a
+// refusal within the rate (429) and an answer keep the connection.
+func TestServeClosesHTTP1PastRate(t *testing.T) {
+	_, ts := resetServer(t)
+	pipeline := func(paths ...string) (statuses []int, closes []bool) {
+		t.Helper()
+		nc, err := tls.Dial("tcp", ts.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+		var req []byte
+		for _, p := range paths {
+			req = append(req, "GET "+p+" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer x\r\n\r\n"...)
+		}
+		if _, err := nc.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(nc)
+		for range paths {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				break // closed
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses = append(statuses, resp.StatusCode)
+			closes = append(closes, resp.Close) // Connection: close (taken out of the header)
+		}
+		return statuses, closes
+	}
+	st, cl := pipeline("/", "/busy", "/", "/")
+	if len(st) != 4 || st[1] != http.StatusTooManyRequests || cl[1] {
+		t.Fatalf("pipelined /, /busy, /, /: statuses %v, closing %v; want 4 answers, the 429 keeping the connection", st, cl)
+	}
+	st, cl = pipeline("/", "/pastrate", "/", "/")
+	if len(st) != 2 || st[1] != http.StatusTooManyRequests || !cl[1] {
+		t.Fatalf("pipelined /, /pastrate, /, /: statuses %v, closing %v; want 2 answers, the second 429 with Connection: close, then the connection closed", st, cl)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -287,7 +288,7 @@ type Admission struct {
 	// refusals are the identities' buckets of refusals (under mu), and
 	// pastRateRefusals counts the refusals past their rate
 	// (admission_refusals.go).
-	refusals         map[string]*refusalBucket
+	refusals         map[string]*rate.Limiter
 	pastRateRefusals atomic.Int64
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/classifierd/classifierd/internal/rapidreset"
 )
 
@@ -28,30 +30,18 @@ const (
 	maxRefusalBuckets = 4096
 )
 
-// refusalBucket is an identity's token bucket of refusals.
-type refusalBucket struct {
-	tokens float64
-	last   time.Time
-}
-
 // refusedLocked counts a refusal of the identity key at now and reports
 // whether it is past the identity's rate.
 func (a *Admission) refusedLocked(key string, now time.Time) bool {
 	if a.refusals == nil || len(a.refusals) >= maxRefusalBuckets {
-		a.refusals = map[string]*refusalBucket{}
+		a.refusals = map[string]*rate.Limiter{}
 	}
 	b := a.refusals[key]
 	if b == nil {
-		b = &refusalBucket{tokens: AdmissionRefusalBurst, last: now}
+		b = rate.NewLimiter(AdmissionRefusalsPerSecond, AdmissionRefusalBurst)
 		a.refusals[key] = b
 	}
-	b.tokens = min(AdmissionRefusalBurst, b.tokens+now.Sub(b.last).Seconds()*AdmissionRefusalsPerSecond)
-	b.last = now
-	if b.tokens >= 1 {
-		b.tokens--
-		return false
-	}
-	return true
+	return !b.AllowN(now, 1)
 }
 
 // pastRate marks the request of ctx as refused past its caller's rate

@@ -69,6 +69,9 @@ type Isolated struct {
 	stop    chan struct{}
 	reaped  sync.WaitGroup
 	starts  *rate.Limiter
+	// turns are the calls waiting for a turn to start a backend, by
+	// key (under mu): closed when the wait is done.
+	turns map[backendKey]chan struct{}
 
 	mu       sync.Mutex
 	backends map[backendKey]*backend
@@ -109,7 +112,7 @@ func NewIsolated(shared Caller, perIdentity []ServerConfig, opts IsolatedOptions
 		opts.StartBurst = 8
 	}
 	i := &Isolated{shared: shared, servers: map[string]ServerConfig{}, opts: opts, stop: make(chan struct{}),
-		backends: map[backendKey]*backend{}, byID: map[string]int{}, starts: rate.NewLimiter(rate.Limit(opts.StartsPerSecond), opts.StartBurst)}
+		backends: map[backendKey]*backend{}, byID: map[string]int{}, turns: map[backendKey]chan struct{}{}, starts: rate.NewLimiter(rate.Limit(opts.StartsPerSecond), opts.StartBurst)}
 	for _, sc := range perIdentity {
 		i.servers[sc.Name] = sc
 	}
@@ -147,14 +150,15 @@ func (i *Isolated) CallTool(ctx context.Context, server string, params *mcp.Call
 // shares cannot keep another out until their backends idle out.
 // A backend is started in its turn (StartsPerSecond), waited for
 // within ctx's deadline.
+// Concurrent calls of one key wait for one turn: the first takes it,
+// the others wait for it to be done and find the backend started.
 func (i *Isolated) acquire(ctx context.Context, key backendKey, sc ServerConfig) (*backend, error) {
 	paced := false
 	for {
 		b, victim, err := i.place(key, sc, paced)
 		if errors.Is(err, errStartUnpaced) {
-			if err := i.starts.Wait(ctx); err != nil {
-				return nil, fmt.Errorf("%w: backends start at most %v a second, and this call's deadline comes first; retry later",
-					ErrTooManyBackends, i.opts.StartsPerSecond)
+			if err := i.turn(ctx, key); err != nil {
+				return nil, err
 			}
 			paced = true
 			continue
@@ -164,6 +168,38 @@ func (i *Isolated) acquire(ctx context.Context, key backendKey, sc ServerConfig)
 		}
 		i.stopBackend(victim)
 	}
+}
+
+// turn waits for key's turn to start a backend (StartsPerSecond) within
+// ctx, or for another call of key waiting for one to be done (then its
+// caller tries again, finding the backend or taking a turn itself).
+func (i *Isolated) turn(ctx context.Context, key backendKey) error {
+	i.mu.Lock()
+	if done, ok := i.turns[key]; ok {
+		i.mu.Unlock()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w while its backend was starting", ErrTooManyBackends, ctx.Err())
+		}
+	}
+	done := make(chan struct{})
+	i.turns[key] = done
+	i.mu.Unlock()
+	err := i.starts.Wait(ctx)
+	i.mu.Lock()
+	delete(i.turns, key)
+	i.mu.Unlock()
+	close(done)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: %w while waiting for its turn to start a backend", ErrTooManyBackends, ctx.Err())
+	}
+	return fmt.Errorf("%w: backends start at most %v a second, and this call's deadline comes before its turn; retry later",
+		ErrTooManyBackends, i.opts.StartsPerSecond)
 }
 
 // errStartUnpaced is place's answer when key needs a new backend and

@@ -246,7 +246,7 @@ func TestIsolatedStartsPaced(t *testing.T) {
 	defer pool.Close()
 	iso, err := mcpsrc.NewIsolated(pool, per, mcpsrc.IsolatedOptions{
 		Identity:        func(ctx context.Context) string { s, _ := ctx.Value(identityKey{}).(string); return s },
-		StartsPerSecond: 1, StartBurst: 1})
+		StartsPerSecond: 1.0 / 3600, StartBurst: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,8 +260,8 @@ func TestIsolatedStartsPaced(t *testing.T) {
 	if err := call("alice", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	// The next start's turn is a second away.
-	if err := call("bob", 100*time.Millisecond); !errors.Is(err, mcpsrc.ErrTooManyBackends) {
+	// The next start's turn is an hour away.
+	if err := call("bob", 30*time.Second); !errors.Is(err, mcpsrc.ErrTooManyBackends) || !strings.Contains(err.Error(), "before its turn") {
 		t.Fatalf("bob's start before its turn, past his deadline: %v, want ErrTooManyBackends", err)
 	}
 	if total, _ := iso.Backends(""); total != 1 {
@@ -270,10 +270,64 @@ func TestIsolatedStartsPaced(t *testing.T) {
 	if err := call("alice", 30*time.Second); err != nil {
 		t.Fatalf("alice's call on her running backend: %v", err)
 	}
-	if err := call("carol", 30*time.Second); err != nil {
-		t.Fatalf("carol's start, her deadline leaving room for its turn: %v", err)
+}
+
+// TestIsolatedStartWaitsItsTurn: a call whose deadline leaves room waits
+// for its turn to start a backend, and concurrent calls of one identity
+// wait for one turn (the others' turns are not used up).
+func TestIsolatedStartWaitsItsTurn(t *testing.T) {
+	bin := testmcp.Binary(t)
+	tools := filepath.Join(t.TempDir(), "tools.json")
+	testmcp.WriteTools(t, tools, []testmcp.Tool{{Name: "t", Description: "a tool"}})
+	cfg, err := mcpsrc.ParseConfig([]byte(`{"mcpServers":{"a":{"command":"` + bin + `","args":["--tools","` + tools + `"]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listing, per, err := cfg.Isolate(mcpsrc.IsolationPerIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := mcpsrc.Open(listing, mcpsrc.Options{})
+	defer pool.Close()
+	// A turn every 2 s, none at first but alice's: carol's start waits
+	// one turn.
+	iso, err := mcpsrc.NewIsolated(pool, per, mcpsrc.IsolatedOptions{
+		Identity:        func(ctx context.Context) string { s, _ := ctx.Value(identityKey{}).(string); return s },
+		StartsPerSecond: 0.5, StartBurst: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer iso.Close()
+	call := func(who string, d time.Duration) error {
+		ctx, cancel := context.WithTimeout(as(who), d)
+		defer cancel()
+		_, err := iso.CallTool(ctx, "a", &mcp.CallToolParams{Name: "t"})
+		return err
+	}
+	if err := call("alice", 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Four calls of carol at once, 5 s deadlines: they wait for one turn
+	// (2 s away). Had each taken a turn, the third and the fourth (6 and
+	// 8 s away) would have been refused at once.
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() { errs <- call("carol", 5*time.Second) }()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatalf("carol's calls, her deadline leaving room for a turn: %v", err)
+		}
 	}
 	if total, _ := iso.Backends(""); total != 2 {
 		t.Fatalf("%d backends, want alice's and carol's", total)
+	}
+	start := time.Now()
+	if err := call("dave", 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("dave's start waited %v (a turn every 2 s)", time.Since(start).Round(time.Millisecond))
+	if total, _ := iso.Backends(""); total != 3 {
+		t.Fatalf("%d backends, want 3", total)
 	}
 }

@@ -65,9 +65,11 @@ type Options struct {
 	// RetryMin and RetryMax bound the exponential wait before reconnecting
 	// to a failed server (default 1s and 1m).
 	RetryMin, RetryMax time.Duration
-	// BoundRetry is the wait before reconnecting to a server whose
+	// BoundRetry bounds the wait before reconnecting to a server whose
 	// listing broke a bound (MaxTools, MaxEmptyPages, MaxListBytes, a
-	// cursor given twice; default DefaultBoundRetry, at least RetryMax).
+	// cursor given twice): twice RetryMax at first, doubled at each such
+	// listing up to BoundRetry (default DefaultBoundRetry, at least
+	// RetryMax), back to the usual backoff once a listing succeeds.
 	BoundRetry time.Duration
 	// MinRelist is the least time between two tools/list of one server
 	// (default DefaultMinRelist): the notifications/tools/list_changed
@@ -95,7 +97,8 @@ const DefaultMinRelist = time.Second
 // restarted and listed again after the backoff, at most a minute, each
 // time up to MaxListBytes of definitions decoded (the sixteenth hostile
 // pass's re-verification; times --max-backends for the proxy's
-// per-identity backends); what it lists will not change by itself.
+// per-identity backends); what it lists seldom changes by itself, so it
+// is tried 2, 4, 8, ... minutes later, then hourly.
 const DefaultBoundRetry = time.Hour
 
 func (o Options) withDefaults() Options {
@@ -347,6 +350,7 @@ func (c *conn) fail(err error) {
 // run connects, lists, follows changes and reconnects until ctx ends.
 func (c *conn) run(ctx context.Context) {
 	wait := c.p.opts.RetryMin
+	bound := c.p.opts.RetryMax // the wait after a listing over a bound, doubled each time
 	for ctx.Err() == nil {
 		listed, err := c.session1(ctx)
 		if ctx.Err() != nil {
@@ -355,11 +359,12 @@ func (c *conn) run(ctx context.Context) {
 		next := wait
 		switch {
 		case errors.Is(err, errListBound):
-			next = c.p.opts.BoundRetry
+			bound = min(bound*2, c.p.opts.BoundRetry)
+			next = bound
 			err = fmt.Errorf("%w (tried again in %v)", err, next)
 		case listed:
 			// The server was healthy: reconnect soon.
-			next = c.p.opts.RetryMin
+			next, bound = c.p.opts.RetryMin, c.p.opts.RetryMax
 		}
 		c.fail(err)
 		select {

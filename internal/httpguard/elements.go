@@ -47,6 +47,19 @@ func CheckElements(path, contentType string, body []byte) error {
 	var n int
 	var err error
 	switch {
+	case enveloped(ct) && strings.HasSuffix(ct, "json"):
+		// Each message's JSON apart: a prefix's bytes are not JSON (a
+		// length byte of '"' opened a string that hid what followed).
+		var j jsonCounter
+		for rest := body; len(rest) >= 5 && err == nil; {
+			size := int(uint32(rest[1])<<24 | uint32(rest[2])<<16 | uint32(rest[3])<<8 | uint32(rest[4]))
+			if size > len(rest)-5 {
+				break // checkEnvelopes refuses it
+			}
+			j.newMessage()
+			err = j.feed(rest[5 : 5+size])
+			rest = rest[5+size:]
+		}
 	case strings.Contains(ct, "json") || ct == "":
 		n, err = jsonValues(body)
 	case enveloped(ct):
@@ -89,7 +102,7 @@ func jsonBody(contentType string) bool {
 	if i := strings.IndexByte(ct, ';'); i >= 0 {
 		ct = strings.TrimSpace(ct[:i])
 	}
-	return strings.Contains(ct, "json") || ct == ""
+	return !enveloped(ct) && (strings.Contains(ct, "json") || ct == "")
 }
 
 // countingReader counts the JSON values of what it reads (jsonCounter),
@@ -131,6 +144,12 @@ type jsonCounter struct {
 	depth   int   // containers open, tracked or not
 	total   int   // members of every object after their first
 	err     error // the bound broken, once one is
+}
+
+// newMessage starts the count of another message of the same body: the
+// values and members counted so far stay counted.
+func (j *jsonCounter) newMessage() {
+	j.inString, j.escaped, j.members, j.depth = false, false, j.members[:0], 0
 }
 
 // feed counts b, which follows what was fed before; it returns

@@ -36,7 +36,11 @@ func TestCheckElements(t *testing.T) {
 		// "[" plus n objects and n-1 commas: 2n values.
 		{"JSON at the limit", route, "application/json", jsonArray(MaxElements / 2), false},
 		{"JSON past the limit", route, "application/json; charset=utf-8", jsonArray(MaxElements/2 + 1), true},
-		{"Connect streaming JSON past the limit", route, "application/connect+json", jsonArray(MaxElements), true},
+		{"Connect streaming JSON past the limit", route, "application/connect+json", []byte(envelope(string(jsonArray(MaxElements)))), true},
+		// The first prefix's length byte is '"' (a 34-byte message): read
+		// as JSON it opened a string that hid the next message's values.
+		{"+json messages counted without their prefixes", route, "application/grpc-web+json",
+			[]byte(envelope(`{"query":"`+strings.Repeat("x", 22)+`"}`) + envelope(string(jsonArray(MaxElements)))), true},
 		{"protobuf at the limit", route, "application/proto", atLimit, false},
 		{"protobuf past the limit", route, "application/proto", overLimit, true},
 		{"gRPC-Web past the limit", route, "application/grpc-web+proto", []byte(envelope(string(overLimit))), true},

@@ -295,11 +295,16 @@ func (m *model) remove(drop func(*rec) bool) []string {
 
 // weights are each record's weight now: faded by age, then scaled so no
 // identity weighs more than cfg.IdentityCap reports; with only set, the
-// records of other identities weigh 0. It returns the weights and the
-// weight of only's records (0 without only).
-func (m *model) weights(now time.Time, cfg Config, only string) (w []float64, ownMass float64) {
+// records of other identities weigh 0. It returns the weights and each
+// identity's weight (by identity id): its faded records', at most
+// IdentityCap, exactly IdentityCap for every identity above it (so
+// identities at the cap tie, and othersGroups ranks them by name rather
+// than by the rounding of a sum of their scaled weights, which moved
+// with the clock and changed a request's groups, and so its fits, from
+// one request to the next).
+func (m *model) weights(now time.Time, cfg Config, only string) (w []float64, mass []float64) {
 	w = make([]float64, len(m.recs))
-	mass := make([]float64, len(m.ids))
+	mass = make([]float64, len(m.ids))
 	own, isOwn := m.ids[only]
 	t := now.UnixNano()
 	for i, identity := range m.idents {
@@ -319,10 +324,10 @@ func (m *model) weights(now time.Time, cfg Config, only string) (w []float64, ow
 			w[i] *= cfg.IdentityCap / mm
 		}
 	}
-	if isOwn {
-		ownMass = min(mass[own], cfg.IdentityCap)
+	for id, mm := range mass {
+		mass[id] = min(mm, cfg.IdentityCap)
 	}
-	return w, ownMass
+	return w, mass
 }
 
 // summary counts what the model has learned.
@@ -365,13 +370,10 @@ type others struct {
 }
 
 // othersGroups are the groups of the identities other than caller that
-// weigh anything in w: the n−1 weighing most one by one (ties by name),
-// the rest as one group, so at most n groups.
-func (m *model) othersGroups(w []float64, caller string, n int) []others {
-	mass := make([]float64, len(m.ids))
-	for i, x := range m.recs {
-		mass[x.identity] += w[i]
-	}
+// weigh anything (mass, by identity id: weights'): the n−1 weighing
+// most one by one (ties by name), the rest as one group, so at most n
+// groups.
+func (m *model) othersGroups(mass []float64, caller string, n int) []others {
 	name := make([]string, len(m.ids))
 	for s, id := range m.ids {
 		name[id] = s

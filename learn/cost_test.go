@@ -15,8 +15,8 @@ import (
 // costCases are the reports BenchmarkRouteManyIdentities stores before
 // bob routes: none, one identity's 7,000 (5,000 kept, MaxPerIdentity),
 // seven identities' 7,000 (docs/learning.md, "What a request costs"),
-// and 50 identities' 9,500 (the sixteenth hostile pass: bob's Route p50
-// 3.4 → 11.2 ms).
+// 50 identities' 9,500 (the sixteenth hostile pass: bob's Route p50
+// 3.4 → 11.2 ms), and 2,000 identities' 9,500.
 var costCases = []struct {
 	name       string
 	identities int
@@ -26,6 +26,7 @@ var costCases = []struct {
 	{"one-identity-7000", 1, 7000},
 	{"seven-identities-7000", 7, 7000},
 	{"fifty-identities-9500", 50, 9500},
+	{"2000-identities-9500", 2000, 9500},
 }
 
 // costReports stores n reports by k identities as learncost10.py makes

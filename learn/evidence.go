@@ -120,8 +120,10 @@ type part struct {
 	// tools; per tool key id, the credibility weight of those that
 	// called it.
 	tk, tnear, tu map[int]float64
-	// nearN is how many records were taken as the tasks like this one.
-	nearN int
+	// taken are the records taken as the tasks like this one, by
+	// position; keep is which identities' records the part tallies.
+	taken []int
+	keep  []bool
 }
 
 // Request tallies the reports for a request of caller (its identity, as
@@ -146,7 +148,55 @@ func (v *View) Request(caller string, q []float32, ranked []int, probs []float64
 	}
 	now := time.Now()
 	r := &Request{v: v, m: m, combine: l.cfg.Combine}
-	wAll, _ := m.weights(now, l.cfg, "")
+	wAll, mass := m.weights(now, l.cfg, "")
+	// The tallies this request makes, by what each keeps of the
+	// identities (by identity id), and under what key its fit is kept.
+	type tallyOf struct {
+		key  string
+		own  int
+		keep []bool
+	}
+	var tallies []tallyOf
+	every := func(keep func(identity int) bool) []bool {
+		out := make([]bool, len(m.ids))
+		for id := range out {
+			out[id] = keep(id)
+		}
+		return out
+	}
+	var own float64
+	if l.cfg.Share {
+		r.foreign = 1
+		tallies = append(tallies, tallyOf{"", -1, every(func(int) bool { return true })})
+	} else {
+		if id, ok := m.ids[caller]; ok && caller != "" {
+			for i, x := range m.idents {
+				if x == id {
+					own += wAll[i]
+				}
+			}
+			if own > 0 {
+				tallies = append(tallies, tallyOf{caller, id, every(func(identity int) bool { return identity == id })})
+			}
+		}
+		// One other identity (or none) does not count alone: no tallies
+		// of the others then.
+		if groups := m.othersGroups(mass, caller, maxGroups); len(groups) >= 2 {
+			var total float64
+			for _, x := range wAll {
+				total += x
+			}
+			foreign := total - own
+			f := min(foreign, max(l.cfg.ForeignFloor, l.cfg.ForeignRatio*own))
+			r.foreign = f / (own + f)
+			for _, g := range groups {
+				tallies = append(tallies, tallyOf{g.key, -1, every(func(identity int) bool { return !g.has[identity] })})
+			}
+		}
+	}
+	if len(tallies) == 0 {
+		return r
+	}
 	// Each record's cosine with the request, once for every tally: from
 	// its int8 codes (dotI8), the memory a scan of thousands of reports
 	// is bound by.
@@ -154,58 +204,40 @@ func (v *View) Request(caller string, q []float32, ranked []int, probs []float64
 	for i, x := range m.codes {
 		cos[i] = float64(dotI8(q, x) * m.invs[i])
 	}
-	// The records nearest first, once for every tally: enough for a
-	// tally of each group to take maxNear without most of another's.
-	rank := newRanking(cos, wAll, (maxGroups+1)*maxNear)
-	pt := func(key string, own int, keep func(identity int) bool) *part {
+	// The records nearest first, once for every tally: enough for each
+	// to take maxNear of those it keeps.
+	keeps := make([][]bool, len(tallies))
+	for g, t := range tallies {
+		keeps[g] = t.keep
+	}
+	rank := newRanking(cos, wAll, m.idents, keeps, maxNear)
+	for g, t := range tallies {
 		w := func() []float64 {
 			out := make([]float64, len(wAll))
-			for i, x := range m.recs {
-				if keep(x.identity) {
+			for i, x := range m.idents {
+				if t.keep[x] {
 					out[i] = wAll[i]
 				}
 			}
 			return out
 		}
-		return v.part(m, w, keep, key, own, q, cos, wAll, rank, ranked, probs, now)
-	}
-	if l.cfg.Share {
-		r.foreign = 1
-		r.all = pt("", -1, func(int) bool { return true })
-		return r
-	}
-	var own float64
-	if id, ok := m.ids[caller]; ok && caller != "" {
-		for i, x := range m.recs {
-			if x.identity == id {
-				own += wAll[i]
-			}
+		p := v.part(m, w, g, t.key, t.own, q, cos, wAll, rank, ranked, probs, now)
+		switch {
+		case l.cfg.Share:
+			r.all = p
+		case t.own >= 0:
+			r.own = p
+		default:
+			r.alts = append(r.alts, p)
 		}
-		if own > 0 {
-			r.own = pt(caller, id, func(identity int) bool { return identity == id })
-		}
-	}
-	groups := m.othersGroups(wAll, caller, maxGroups)
-	if len(groups) < 2 {
-		return r // one other identity (or none): it does not count alone
-	}
-	var total float64
-	for _, x := range wAll {
-		total += x
-	}
-	foreign := total - own
-	f := min(foreign, max(l.cfg.ForeignFloor, l.cfg.ForeignRatio*own))
-	r.foreign = f / (own + f)
-	for _, g := range groups {
-		r.alts = append(r.alts, pt(g.key, -1, func(identity int) bool { return !g.has[identity] }))
 	}
 	return r
 }
 
-// part tallies the reports of one weighting: those whose identity keep
-// keeps, weighed wAll (w makes the whole weighting, for a fit under
-// key), for a request q whose cosine with each record is cos.
-func (v *View) part(m *model, w func() []float64, keep func(identity int) bool, key string, own int, q []float32, cos, wAll []float64, rank *ranking, ranked []int, probs []float64, now time.Time) *part {
+// part tallies the reports of one weighting: those of rank's tally g,
+// weighed wAll (w makes the whole weighting, for a fit under key), for
+// a request q whose cosine with each record is cos.
+func (v *View) part(m *model, w func() []float64, g int, key string, own int, q []float32, cos, wAll []float64, rank *ranking, ranked []int, probs []float64, now time.Time) *part {
 	f := v.cachedFit(m, w, key, own, now)
 	n := len(v.slotLi)
 	r := &part{v: v, m: m, f: f, t: f.tally, q: q, kShown: make([]float64, n), calls: make([]float64, n), resid: make([]float64, n),
@@ -217,9 +249,8 @@ func (v *View) part(m *model, w func() []float64, keep func(identity int) bool, 
 			r.co[k] = r.t.groups(id)
 		}
 	}
-	near := rank.nearest(maxNear, func(i int) bool { return keep(m.idents[i]) },
-		func(c float64) bool { return f.kernel(c) <= 0 })
-	r.nearN = len(near)
+	near := rank.nearest(g, maxNear, func(c float64) bool { return f.kernel(c) <= 0 })
+	r.taken, r.keep = near, rank.keeps[g]
 	// In the records' order: what is read of each is then read in
 	// sequence (the tally's blocks are in the same order).
 	slices.Sort(near)

@@ -3,6 +3,7 @@ package learn
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"maps"
 	"math"
 	"slices"
@@ -21,7 +22,12 @@ type model struct {
 	names map[string]int // server ids and tool keys (toolKey) -> id
 	list  []string
 	ids   map[string]int // identity -> id
-	recs  []*rec         // oldest first
+	// idName is each identity id's name, byName the ids in their names'
+	// order: a request's groups of the others read them (othersGroups)
+	// rather than a map and a sort of every identity by name.
+	idName []string
+	byName []int
+	recs   []*rec // oldest first
 	// codes, invs, idents and ats are each of recs' quantized vector
 	// (Record.Vec) and the inverse of its norm, identity id and time
 	// (UnixNano), in recs' order: what every request reads of every
@@ -168,6 +174,9 @@ func (m *model) put(r Record, cfg Config) (dropped []string) {
 	if !ok {
 		id = len(m.ids)
 		m.ids[r.Identity] = id
+		m.idName = append(m.idName, r.Identity)
+		at, _ := slices.BinarySearchFunc(m.byName, r.Identity, func(x int, name string) int { return strings.Compare(m.idName[x], name) })
+		m.byName = slices.Insert(m.byName, at, id)
 	}
 	m.seq++
 	x := &rec{r: r, identity: id, vec: vec, seq: m.seq}
@@ -295,11 +304,16 @@ func (m *model) remove(drop func(*rec) bool) []string {
 
 // weights are each record's weight now: faded by age, then scaled so no
 // identity weighs more than cfg.IdentityCap reports; with only set, the
-// records of other identities weigh 0. It returns the weights and the
-// weight of only's records (0 without only).
-func (m *model) weights(now time.Time, cfg Config, only string) (w []float64, ownMass float64) {
+// records of other identities weigh 0. It returns the weights and each
+// identity's weight (by identity id): its faded records', at most
+// IdentityCap, exactly IdentityCap for every identity above it (so
+// identities at the cap tie, and othersGroups ranks them by name rather
+// than by the rounding of a sum of their scaled weights, which moved
+// with the clock and changed a request's groups, and so its fits, from
+// one request to the next).
+func (m *model) weights(now time.Time, cfg Config, only string) (w []float64, mass []float64) {
 	w = make([]float64, len(m.recs))
-	mass := make([]float64, len(m.ids))
+	mass = make([]float64, len(m.ids))
 	own, isOwn := m.ids[only]
 	t := now.UnixNano()
 	for i, identity := range m.idents {
@@ -319,10 +333,10 @@ func (m *model) weights(now time.Time, cfg Config, only string) (w []float64, ow
 			w[i] *= cfg.IdentityCap / mm
 		}
 	}
-	if isOwn {
-		ownMass = min(mass[own], cfg.IdentityCap)
+	for id, mm := range mass {
+		mass[id] = min(mm, cfg.IdentityCap)
 	}
-	return w, ownMass
+	return w, mass
 }
 
 // summary counts what the model has learned.
@@ -365,52 +379,80 @@ type others struct {
 }
 
 // othersGroups are the groups of the identities other than caller that
-// weigh anything in w: the n−1 weighing most one by one (ties by name),
-// the rest as one group, so at most n groups.
-func (m *model) othersGroups(w []float64, caller string, n int) []others {
-	mass := make([]float64, len(m.ids))
-	for i, x := range m.recs {
-		mass[x.identity] += w[i]
-	}
-	name := make([]string, len(m.ids))
-	for s, id := range m.ids {
-		name[id] = s
-	}
-	var ids []int
-	for id, ms := range mass {
-		if ms > 0 && (caller == "" || name[id] != caller) {
-			ids = append(ids, id)
-		}
-	}
-	slices.SortFunc(ids, func(a, b int) int {
+// weigh anything (mass, by identity id: weights'): the n−1 weighing
+// most one by one (ties by name), the rest as one group, so at most n
+// groups.
+func (m *model) othersGroups(mass []float64, caller string, n int) []others {
+	name := m.idName
+	heavier := func(a, b int) bool {
 		if mass[a] != mass[b] {
-			if mass[a] > mass[b] {
-				return -1
-			}
-			return 1
+			return mass[a] > mass[b]
 		}
-		return strings.Compare(name[a], name[b])
-	})
-	var out []others
-	for k := 0; k < len(ids); k++ {
-		if k < n-1 || k == len(ids)-1 {
-			g := others{has: make([]bool, len(m.ids)), key: "\x00without\x00" + name[ids[k]]}
-			g.has[ids[k]] = true
-			out = append(out, g)
+		return name[a] < name[b]
+	}
+	// The n−1 weighing most, in order, by one walk (insertion into a
+	// list of at most n−1) rather than a sort of every identity.
+	var top []int
+	count := 0
+	for id, ms := range mass {
+		if ms <= 0 || caller != "" && name[id] == caller {
 			continue
 		}
-		// The rest, together: named by a hash of its members.
-		rest := ids[k:]
-		slices.SortFunc(rest, func(a, b int) int { return strings.Compare(name[a], name[b]) })
-		h := sha256.New()
-		g := others{has: make([]bool, len(m.ids))}
-		for _, id := range rest {
-			g.has[id] = true
-			h.Write([]byte(name[id] + "\x00"))
+		count++
+		at := len(top)
+		for at > 0 && heavier(id, top[at-1]) {
+			at--
 		}
-		g.key = "\x00without-all\x00" + hex.EncodeToString(h.Sum(nil)[:12])
-		out = append(out, g)
-		break
+		if at < n-1 {
+			top = slices.Insert(top, at, id)
+			if len(top) > n-1 {
+				top = top[:n-1]
+			}
+		}
 	}
-	return out
+	var out []others
+	one := func(id int) {
+		g := others{has: make([]bool, len(m.ids)), key: "\x00without\x00" + name[id]}
+		g.has[id] = true
+		out = append(out, g)
+	}
+	if count <= n {
+		// Every one alone: the last is the lightest.
+		for _, id := range top {
+			one(id)
+		}
+		if count == n {
+			inTop := make([]bool, len(m.ids))
+			for _, id := range top {
+				inTop[id] = true
+			}
+			for id, ms := range mass {
+				if ms > 0 && (caller == "" || name[id] != caller) && !inTop[id] {
+					one(id)
+				}
+			}
+		}
+		return out
+	}
+	for _, id := range top {
+		one(id)
+	}
+	// The rest, together: named by a hash of its members, in their
+	// names' order.
+	g := others{has: make([]bool, len(m.ids))}
+	for _, id := range top {
+		g.has[id] = true
+	}
+	h := sha256.New()
+	rest := make([]bool, len(m.ids))
+	for _, id := range m.byName {
+		if id < len(mass) && mass[id] > 0 && (caller == "" || name[id] != caller) && !g.has[id] {
+			rest[id] = true
+			io.WriteString(h, name[id])
+			h.Write([]byte{0})
+		}
+	}
+	g.has = rest
+	g.key = "\x00without-all\x00" + hex.EncodeToString(h.Sum(nil)[:12])
+	return append(out, g)
 }

@@ -137,7 +137,10 @@ func TestGuardMCPBatch(t *testing.T) {
 		{"one message", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 200, "served"},
 		{"a batch at the bound", batch(64), 200, "served"},
 		{"a batch over it", batch(65), 400, "at most 64 per request"},
-		{"a batch of 20000", " \n" + batch(20000), 400, "a JSON-RPC batch of 20000 messages"},
+		// Refused as it is read, for its objects' members together,
+		// before the whole batch is read and its messages counted.
+		{"a batch of 20000", " \n" + batch(20000), 400, "members together"},
+		{"a batch of 2000", batch(2000), 400, "a JSON-RPC batch of 2000 messages"},
 		{"not JSON", "[[[", 200, "served"},
 		// The twelfth hostile pass: the SDK quotes an unknown method or
 		// tool escaped, 4-5 times the bytes sent.

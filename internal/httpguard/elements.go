@@ -89,7 +89,7 @@ func elementsRefusal(err error) error {
 	if errors.Is(err, errTooManyElements) {
 		return status.Errorf(codes.InvalidArgument, "request body holds more than %d values: at most %d per request", MaxElements, MaxElements)
 	}
-	if errors.Is(err, errTooManyMembers) {
+	if errors.Is(err, errTooManyMembers) || errors.Is(err, errTooManyMembersTogether) {
 		return err
 	}
 	return nil
@@ -183,8 +183,12 @@ func (j *jsonCounter) feed(b []byte) error {
 			case c == ',':
 				if j.depth == len(j.members) && j.depth > 0 && j.members[j.depth-1] >= 0 {
 					j.total++
-					if j.members[j.depth-1]++; j.members[j.depth-1] >= MaxObjectMembers || j.total >= MaxObjectMembers*4 {
+					if j.members[j.depth-1]++; j.members[j.depth-1] >= MaxObjectMembers {
 						j.err = errTooManyMembers
+						return j.err
+					}
+					if j.total >= MaxObjectMembers*4 {
+						j.err = errTooManyMembersTogether
 						return j.err
 					}
 				}
@@ -223,8 +227,13 @@ const MaxObjectMembers = 4096
 
 const maxTrackedDepth = 1 << 12
 
-// errTooManyMembers is a JSON object past MaxObjectMembers.
-var errTooManyMembers = status.Errorf(codes.InvalidArgument, "a JSON object of the request holds more than %d members", MaxObjectMembers)
+// errTooManyMembers is a JSON object past MaxObjectMembers, and
+// errTooManyMembersTogether a body whose objects are past it together
+// (4 times it).
+var (
+	errTooManyMembers         = status.Errorf(codes.InvalidArgument, "a JSON object of the request holds more than %d members", MaxObjectMembers)
+	errTooManyMembersTogether = status.Errorf(codes.InvalidArgument, "the JSON objects of the request hold more than %d members together", MaxObjectMembers*4)
+)
 
 // requestDescriptor is the request message of the RPC at path
 // (/package.Service/Method), or nil if no registered service has it.

@@ -70,8 +70,8 @@ type Isolated struct {
 	reaped  sync.WaitGroup
 	starts  *rate.Limiter
 	// turns are the calls waiting for a turn to start a backend, by
-	// key (under mu): closed when the wait is done.
-	turns map[backendKey]chan struct{}
+	// identity (under mu): closed when the wait is done.
+	turns map[string]chan struct{}
 
 	mu       sync.Mutex
 	backends map[backendKey]*backend
@@ -112,7 +112,7 @@ func NewIsolated(shared Caller, perIdentity []ServerConfig, opts IsolatedOptions
 		opts.StartBurst = 8
 	}
 	i := &Isolated{shared: shared, servers: map[string]ServerConfig{}, opts: opts, stop: make(chan struct{}),
-		backends: map[backendKey]*backend{}, byID: map[string]int{}, turns: map[backendKey]chan struct{}{}, starts: rate.NewLimiter(rate.Limit(opts.StartsPerSecond), opts.StartBurst)}
+		backends: map[backendKey]*backend{}, byID: map[string]int{}, turns: map[string]chan struct{}{}, starts: rate.NewLimiter(rate.Limit(opts.StartsPerSecond), opts.StartBurst)}
 	for _, sc := range perIdentity {
 		i.servers[sc.Name] = sc
 	}
@@ -149,18 +149,22 @@ func (i *Isolated) CallTool(ctx context.Context, server string, params *mcp.Call
 // holding the most gives way (giveWay): identities within their own
 // shares cannot keep another out until their backends idle out.
 // A backend is started in its turn (StartsPerSecond), waited for
-// within ctx's deadline.
-// Concurrent calls of one key wait for one turn: the first takes it,
-// the others wait for it to be done and find the backend started.
+// within ctx's deadline. An identity has one call at most waiting for a
+// turn: its other calls that need a backend wait for that call to have
+// started its own, then try again.
 func (i *Isolated) acquire(ctx context.Context, key backendKey, sc ServerConfig) (*backend, error) {
 	paced := false
+	defer func() {
+		if paced {
+			i.endTurn(key.identity)
+		}
+	}()
 	for {
 		b, victim, err := i.place(key, sc, paced)
 		if errors.Is(err, errStartUnpaced) {
-			if err := i.turn(ctx, key); err != nil {
+			if paced, err = i.turn(ctx, key.identity); err != nil {
 				return nil, err
 			}
-			paced = true
 			continue
 		}
 		if victim == nil {
@@ -170,36 +174,61 @@ func (i *Isolated) acquire(ctx context.Context, key backendKey, sc ServerConfig)
 	}
 }
 
-// turn waits for key's turn to start a backend (StartsPerSecond) within
-// ctx, or for another call of key waiting for one to be done (then its
-// caller tries again, finding the backend or taking a turn itself).
-func (i *Isolated) turn(ctx context.Context, key backendKey) error {
+// turn waits, within ctx, for a turn to start a backend of identity
+// (StartsPerSecond), and reports true when it has taken one (its caller
+// then calls endTurn once it has placed its backend); false when it
+// waited for another call of identity's turn to end instead (its caller
+// then tries again: that call may have started the backend it needs). A
+// turn is taken when it comes, never reserved ahead: a wait given up
+// uses none (reservations cancelled out of order were not given back:
+// 200 calls cancelled in a second put the next start a minute away, the
+// seventeenth hostile pass).
+func (i *Isolated) turn(ctx context.Context, identity string) (bool, error) {
 	i.mu.Lock()
-	if done, ok := i.turns[key]; ok {
+	if done, ok := i.turns[identity]; ok {
 		i.mu.Unlock()
 		select {
 		case <-done:
-			return nil
+			return false, nil
 		case <-ctx.Done():
-			return fmt.Errorf("%w: %w while its backend was starting", ErrTooManyBackends, ctx.Err())
+			return false, fmt.Errorf("mcpsrc: waiting for a backend to start: %w", ctx.Err())
 		}
 	}
-	done := make(chan struct{})
-	i.turns[key] = done
+	i.turns[identity] = make(chan struct{})
 	i.mu.Unlock()
-	err := i.starts.Wait(ctx)
-	i.mu.Lock()
-	delete(i.turns, key)
-	i.mu.Unlock()
-	close(done)
-	switch {
-	case err == nil:
-		return nil
-	case ctx.Err() != nil:
-		return fmt.Errorf("%w: %w while waiting for its turn to start a backend", ErrTooManyBackends, ctx.Err())
+	for {
+		now := time.Now()
+		if i.starts.AllowN(now, 1) {
+			return true, nil
+		}
+		wait := time.Duration((1 - i.starts.TokensAt(now)) / i.opts.StartsPerSecond * float64(time.Second))
+		wait = max(wait, time.Millisecond)
+		if dl, ok := ctx.Deadline(); ok && now.Add(wait).After(dl) {
+			i.endTurn(identity)
+			return false, fmt.Errorf("%w: backends start at most %v a second, and this call's deadline comes before its turn; retry later",
+				ErrTooManyBackends, i.opts.StartsPerSecond)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			i.endTurn(identity)
+			return false, fmt.Errorf("mcpsrc: waiting for a turn to start a backend: %w", ctx.Err())
+		}
 	}
-	return fmt.Errorf("%w: backends start at most %v a second, and this call's deadline comes before its turn; retry later",
-		ErrTooManyBackends, i.opts.StartsPerSecond)
+}
+
+// endTurn ends identity's wait for a turn (turn): its other calls
+// waiting for it try again.
+func (i *Isolated) endTurn(identity string) {
+	i.mu.Lock()
+	done := i.turns[identity]
+	delete(i.turns, identity)
+	i.mu.Unlock()
+	if done != nil {
+		close(done)
+	}
 }
 
 // errStartUnpaced is place's answer when key needs a new backend and

@@ -3,8 +3,10 @@ package mcpsrc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -329,5 +331,55 @@ func TestIsolatedStartWaitsItsTurn(t *testing.T) {
 	t.Logf("dave's start waited %v (a turn every 2 s)", time.Since(start).Round(time.Millisecond))
 	if total, _ := iso.Backends(""); total != 3 {
 		t.Fatalf("%d backends, want 3", total)
+	}
+}
+
+// TestIsolatedCancelledWaitsUseNoTurn: calls that give up waiting for a
+// turn to start a backend use none, so the next call's turn is not
+// pushed back (the seventeenth hostile pass: turns reserved ahead and
+// cancelled out of order put the next start a minute away).
+func TestIsolatedCancelledWaitsUseNoTurn(t *testing.T) {
+	bin := testmcp.Binary(t)
+	tools := filepath.Join(t.TempDir(), "tools.json")
+	testmcp.WriteTools(t, tools, []testmcp.Tool{{Name: "t", Description: "a tool"}})
+	cfg, err := mcpsrc.ParseConfig([]byte(`{"mcpServers":{"a":{"command":"` + bin + `","args":["--tools","` + tools + `"]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listing, per, err := cfg.Isolate(mcpsrc.IsolationPerIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := mcpsrc.Open(listing, mcpsrc.Options{})
+	defer pool.Close()
+	iso, err := mcpsrc.NewIsolated(pool, per, mcpsrc.IsolatedOptions{
+		Identity:        func(ctx context.Context) string { s, _ := ctx.Value(identityKey{}).(string); return s },
+		StartsPerSecond: 2, StartBurst: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer iso.Close()
+	ctx, cancel := context.WithTimeout(as("alice"), 30*time.Second)
+	defer cancel()
+	if _, err := iso.CallTool(ctx, "a", &mcp.CallToolParams{Name: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	// 100 identities' calls wait for a turn and give up.
+	var wg sync.WaitGroup
+	for n := range 100 {
+		wg.Go(func() {
+			ctx, cancel := context.WithCancel(as(fmt.Sprint("d", n)))
+			time.AfterFunc(5*time.Millisecond, cancel)
+			if _, err := iso.CallTool(ctx, "a", &mcp.CallToolParams{Name: "t"}); err == nil {
+				t.Errorf("d%d: a backend started within 5 ms, the burst used", n)
+			}
+		})
+	}
+	wg.Wait()
+	// Carol's turn is half a second away at most, within her deadline.
+	cctx, ccancel := context.WithTimeout(as("carol"), 5*time.Second)
+	defer ccancel()
+	if _, err := iso.CallTool(cctx, "a", &mcp.CallToolParams{Name: "t"}); err != nil {
+		t.Fatalf("carol's start after 100 waits given up: %v", err)
 	}
 }

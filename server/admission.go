@@ -157,6 +157,10 @@ var admittedMethods = map[string]bool{
 	"/classifier.v1.ClassifierService/Embed":          true,
 	"/classifier.v1.ClassifierService/AnalyzePrompt":  true,
 	"/classifier.v1.ClassifierService/DetectContexts": true,
+	// ReportUse by query routes the query first (a model run): outside
+	// this admission, one identity's reports by query over MCP cost the
+	// daemon 24-34 times its client's CPU (the seventeenth hostile pass).
+	"/classifier.v1.ClassifierService/ReportUse":      true,
 	"/terminal.v1.TerminalService/DetectInputPrompt":  true,
 	"/terminal.v1.TerminalService/InferExpectedInput": true,
 	"/terminal.v1.TerminalService/TrackInputEvent":    true,

@@ -404,7 +404,7 @@ func (o *Ops) ServeMetrics(ctx context.Context) (func(), error) {
 // as TrackInputEvent does): they are admitted as the gRPC methods they
 // call are (the others read sessions or forward to other servers).
 func modelTools() []string {
-	return []string{mcpserver.ToolSearch, mcpserver.ToolRoute, mcpserver.ToolAnalyzePrompt,
+	return []string{mcpserver.ToolSearch, mcpserver.ToolRoute, mcpserver.ToolAnalyzePrompt, mcpserver.ToolReportUse,
 		mcpserver.ToolDetectInputPrompt, mcpserver.ToolInferExpected, mcpserver.ToolTrackInputEvent}
 }
 
@@ -414,9 +414,10 @@ func modelTools() []string {
 // and more, such as the proxy's hub__analyze_prompt), and every request
 // that is not a tool call (tools/list, initialize, ping, ...), whose
 // answer is encoded in its place (server.Admission.AdmitCPU: it holds a
-// core of the caller's share too). The other tools
-// (report_use, call_tool, the proxy's forwarded calls) read sessions or
-// forward to other servers, and are not admitted. Nil without a.
+// core of the caller's share too). report_use is a model tool (a report
+// by query routes the query). The other tools (call_tool, the proxy's
+// forwarded calls) read sessions or forward to other servers, and are
+// not admitted. Nil without a.
 func MCPAdmit(a *server.Admission, more ...string) func(context.Context, string, string, int) (context.Context, func(), error) {
 	if a == nil {
 		return nil

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -27,7 +29,7 @@ func TestReflectionStreamBounded(t *testing.T) {
 	} {
 		const sent = MaxReflectionRequests + 100
 		n := 0
-		err := boundReflection(nil, endlessStream{}, &grpc.StreamServerInfo{FullMethod: tc.method}, func(_ any, ss grpc.ServerStream) error {
+		err := (*Admission)(nil).boundReflection(nil, endlessStream{}, &grpc.StreamServerInfo{FullMethod: tc.method}, func(_ any, ss grpc.ServerStream) error {
 			for n < sent {
 				if err := ss.RecvMsg(nil); err != nil {
 					return err
@@ -42,5 +44,61 @@ func TestReflectionStreamBounded(t *testing.T) {
 		if !tc.bound && (n != sent || err != nil) {
 			t.Errorf("%s: %d requests read, %v; want all %d", tc.method, n, err, sent)
 		}
+	}
+}
+
+// admittedStream is an endless stream of ctx whose answers go nowhere.
+type admittedStream struct {
+	endlessStream
+	ctx context.Context
+}
+
+func (s admittedStream) Context() context.Context { return s.ctx }
+func (admittedStream) SendMsg(any) error          { return nil }
+
+// TestReflectionRequestsAdmitted: each reflection request holds a place
+// of its caller's share from its reading to its answer (the seventeenth
+// hostile pass: streams opened one after another answered outside any
+// share, 8 times the client's CPU), and is refused with the others'
+// calls when the daemon is full.
+func TestReflectionRequestsAdmitted(t *testing.T) {
+	a := NewAdmission(AdmissionConfig{MaxInFlight: 1, MaxQueue: 1})
+	ctx := WithCaller(context.Background(), Caller{Name: "carol", Quota: "token:carol"})
+	const method = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
+	var during []int64
+	err := a.boundReflection(nil, admittedStream{ctx: ctx}, &grpc.StreamServerInfo{FullMethod: method}, func(_ any, ss grpc.ServerStream) error {
+		for range 3 {
+			if err := ss.RecvMsg(nil); err != nil {
+				return err
+			}
+			during = append(during, a.InFlight())
+			if err := ss.SendMsg(nil); err != nil {
+				return err
+			}
+			during = append(during, a.InFlight())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{1, 0, 1, 0, 1, 0}; fmt.Sprint(during) != fmt.Sprint(want) {
+		t.Fatalf("places in flight while answering and after: %v, want %v", during, want)
+	}
+	// Another caller's call holds the only place: a reflection request
+	// waits, and with nothing of its own deadline it is refused once the
+	// queue is full.
+	_, release, err := a.Admit(WithCaller(context.Background(), Caller{Name: "bob", Quota: "token:bob"}), "/x", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	err = a.boundReflection(nil, admittedStream{ctx: cctx}, &grpc.StreamServerInfo{FullMethod: method}, func(_ any, ss grpc.ServerStream) error {
+		return ss.RecvMsg(nil)
+	})
+	if err == nil {
+		t.Fatal("a reflection request was answered while the only place was another's and its stream ended")
 	}
 }

@@ -39,6 +39,16 @@ const (
 	MaxListBytes  = 16 << 20
 )
 
+// relistFactor spaces a server's listings by their cost: the next at
+// least this many times the last one's duration after it began (and
+// MinRelist). healthySession is how long a session must have lasted for
+// its end to be followed by a reconnection after RetryMin, not the
+// backoff.
+const (
+	relistFactor   = 10
+	healthySession = time.Minute
+)
+
 // errListBound marks a listing ended by one of the bounds above: the
 // server's fault, not a passing failure, so it is tried again after
 // Options.BoundRetry, not the reconnection backoff.
@@ -352,6 +362,7 @@ func (c *conn) run(ctx context.Context) {
 	wait := c.p.opts.RetryMin
 	bound := c.p.opts.RetryMax // the wait after a listing over a bound, doubled each time
 	for ctx.Err() == nil {
+		began := time.Now()
 		listed, err := c.session1(ctx)
 		if ctx.Err() != nil {
 			return
@@ -362,8 +373,10 @@ func (c *conn) run(ctx context.Context) {
 			bound = min(bound*2, c.p.opts.BoundRetry)
 			next = bound
 			err = fmt.Errorf("%w (tried again in %v)", err, next)
-		case listed:
-			// The server was healthy: reconnect soon.
+		case listed && time.Since(began) >= healthySession:
+			// The server was healthy: reconnect soon. One that lists
+			// and exits at once backs off (a 15 MB listing then an exit
+			// was restarted every 2.3 s: the seventeenth hostile pass).
 			next, bound = c.p.opts.RetryMin, c.p.opts.RetryMax
 		}
 		c.fail(err)
@@ -432,6 +445,12 @@ func (c *conn) session1(ctx context.Context) (listed bool, _ error) {
 			return listed, err
 		}
 		listed = true
+		// A listing's cost spaces the next: one that took 0.5 s is
+		// followed by one 5 s later at the soonest. A backend listing 15 MB
+		// under the bounds and announcing a change every 100 ms was listed
+		// every second (MinRelist), 28 s of the proxy's CPU in 30 s (the
+		// seventeenth hostile pass).
+		gap := max(c.p.opts.MinRelist, relistFactor*time.Since(last))
 	waiting:
 		for {
 			select {
@@ -446,7 +465,7 @@ func (c *conn) session1(ctx context.Context) (listed bool, _ error) {
 				if wait != nil {
 					continue // a list is due already
 				}
-				if d := time.Until(last.Add(c.p.opts.MinRelist)); d > 0 {
+				if d := time.Until(last.Add(gap)); d > 0 {
 					relist.Reset(d)
 					wait = relist.C
 					continue

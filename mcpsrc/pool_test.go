@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -328,5 +329,62 @@ func TestPoolListingBounded(t *testing.T) {
 				t.Fatalf("the server was connected %d times in 1.5 s, want 3 at most (200, 400, 800 ms apart)", n)
 			}
 		})
+	}
+}
+
+// TestPoolRelistSpacedByItsCost: a server announcing a change of its
+// tools without pause is listed again no sooner than ten times its last
+// listing's duration (and MinRelist): a backend listing 15 MB under the
+// bounds and announcing a change every 100 ms was listed every second,
+// 28 s of the proxy's CPU in 30 s (the seventeenth hostile pass).
+func TestPoolRelistSpacedByItsCost(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "busy", Version: "0"}, nil)
+	var lists atomic.Int64
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" {
+				lists.Add(1)
+				time.Sleep(100 * time.Millisecond) // a costly listing
+			}
+			return next(ctx, method, req)
+		}
+	})
+	handler := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	}
+	srv.AddTool(&mcp.Tool{Name: "t", InputSchema: &jsonschema.Schema{Type: "object"}}, handler)
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	defer hs.Close()
+	cfg, err := mcpsrc.ParseConfig([]byte(`{"servers":{"busy":{"type":"http","url":"` + hs.URL + `"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mcpsrc.Open(cfg, mcpsrc.Options{MinRelist: 10 * time.Millisecond})
+	defer p.Close()
+	waitFor(t, p, 20*time.Second, "the first listing", func(s mcpsrc.Snapshot) bool { return s.Servers[0].Listed })
+	n0 := lists.Load()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // a change announced every 10 ms
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			name := fmt.Sprint("x", i%2)
+			srv.AddTool(&mcp.Tool{Name: name, InputSchema: &jsonschema.Schema{Type: "object"}}, handler)
+			srv.RemoveTools(fmt.Sprint("x", (i+1)%2))
+		}
+	}()
+	time.Sleep(2500 * time.Millisecond)
+	close(stop)
+	<-done
+	// MinRelist alone: a listing every 110 ms, about 22; spaced by ten
+	// times its 100 ms: one a second at most, 3 or 4 with the first's
+	// spacing counted from before it.
+	if n := lists.Load() - n0; n > 4 {
+		t.Fatalf("%d listings in 2.5 s of announced changes, want 4 at most (each 100 ms long: 1 s apart)", n)
 	}
 }

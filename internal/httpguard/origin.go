@@ -94,6 +94,13 @@ func apiContentType(ct string) bool {
 	return false
 }
 
+// jsonContentType reports whether ct is application/json (any
+// parameters).
+func jsonContentType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
+}
+
 // errContentType is the refusal (415) of a POST whose Content-Type is not
 // apiContentType's.
 func errContentType(ct string) error {

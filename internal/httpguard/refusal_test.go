@@ -104,3 +104,35 @@ func TestMembersRefusedAsRead(t *testing.T) {
 		t.Fatalf("%d %s, served %q; want 200 and the body whole", rec.Code, rec.Body.String(), served)
 	}
 }
+
+// TestMCPGuardTakesJSONOnly: an MCP guard refuses a POST of another API
+// type (protobuf, Connect, gRPC) from its head, 415, before reading its
+// body (the seventeenth hostile pass: read whole and scanned first, at
+// 4-7 times the client's CPU); application/json with parameters passes.
+func TestMCPGuardTakesJSONOnly(t *testing.T) {
+	h := PlainMCP(4 << 20).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for _, tc := range []struct {
+		ct   string
+		want int
+	}{
+		{"application/json", 200},
+		{"application/json; charset=utf-8", 200},
+		{"Application/JSON", 200},
+		{"application/proto", http.StatusUnsupportedMediaType},
+		{"application/connect+json", http.StatusUnsupportedMediaType},
+		{"application/grpc-web+json", http.StatusUnsupportedMediaType},
+	} {
+		body := &countingBody{Reader: strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + strings.Repeat(" ", 1<<20))}
+		req := httptest.NewRequest("POST", "/mcp", nil)
+		req.Body, req.ContentLength = body, int64(1<<20+40)
+		req.Header.Set("Content-Type", tc.ct)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != tc.want {
+			t.Errorf("%s: %d %s, want %d", tc.ct, rec.Code, rec.Body.String(), tc.want)
+		}
+		if tc.want != 200 && body.n > 0 {
+			t.Errorf("%s: %d bytes of the body read before the refusal", tc.ct, body.n)
+		}
+	}
+}

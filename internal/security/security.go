@@ -392,6 +392,7 @@ func (s *Security) MCPGuard(maxBody int64, anyOf ...string) httpguard.Guard {
 		CheckBody:   httpguard.CheckMCPBody,
 		Messages:    httpguard.MCPMessages,
 		CountValues: true,
+		JSONOnly:    true,
 		Budget:      s.Bodies,
 		Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
 			if code == http.StatusUnauthorized && s.Tokens != nil {

@@ -26,6 +26,11 @@
 #   many      20 identities (m0..m19), each 2 loops of 262 KB Routes without
 #             a deadline (within their shares they wait, whatever
 #             --max-waiting-time); RSS and queue depth sampled
+#   cheap     carol's hog while bob calls GetIndexInfo over HTTP/1.1 (no
+#             model; AdmitCPU holds a core while the cores are shared),
+#             VT threads (default 1) every VE ms (default 50), with
+#             X-Server-Timeout DL ms when DL is set (victim17a.py)
+#   cheapidle the same without the hog
 #   shared    carol's hog while one gRPC connection carries alice's Routes
 #             with 5 ms deadlines and bob's without (g17a -mode shared)
 set -u
@@ -49,11 +54,13 @@ mcproute) $N python3 "$H/mcprep17a.py" "$D" rep 4 "$T" 100000 route & victim; wa
 idx) $N python3 "$H/idx17a.py" "$D" carol 4 "$T" 64 & victim; wait ;;
 deadline) $N /tmp/g17a -addr "$GRPC" -mode hog -token "$(tok carol)" -conc 8 -size 262000 -hold "$((T + 4))s" -label "carol " &
   sleep 2
-  /tmp/g17a -addr "$GRPC" -mode victim -token "$(tok bob)" -every 20ms -conc 8 -deadline 50ms -hold "${T}s" -label "bob-grpc " &
-  python3 "$H/victim17a.py" "$D" bob "$T" 4 80 0.05; wait ;;
+  /tmp/g17a -addr "$GRPC" -mode victim -token "$(tok bob)" -every 20ms -conc 8 -deadline "${DL:-50}ms" -hold "${T}s" -label "bob-grpc " &
+  python3 "$H/victim17a.py" "$D" bob "$T" 4 80 "$(echo "${DL:-50}" | awk '{print $1/1000}')"; wait ;;
+cheap|cheapidle) [ "$S" = cheap ] && { $N /tmp/g17a -addr "$GRPC" -mode hog -token "$(tok carol)" -conc 8 -size 262000 -hold "$((T + 4))s" -label "carol " & sleep 2; }
+  python3 "$H/victim17a.py" "$D" bob "$T" "${VT:-1}" "${VE:-50}" "$(echo "${DL:-0}" | awk '{print $1/1000}')" classifier.v1.ClassifierService/GetIndexInfo '{}'; wait ;;
 shared) $N /tmp/g17a -addr "$GRPC" -mode hog -token "$(tok carol)" -conc 8 -size 262000 -hold "$((T + 4))s" -label "carol " &
   sleep 2
-  /tmp/g17a -addr "$GRPC" -mode shared -token "$(tok bob)" -token2 "$(tok alice)" -every 50ms -conc 8 -deadline 5ms -hold "${T}s"; wait ;;
+  /tmp/g17a -addr "$GRPC" -mode shared -token "$(tok bob)" -token2 "$(tok alice)" -every 50ms -conc 8 -deadline "${ADL:-30}ms" -hold "${T}s"; wait ;;
 many) for i in $(seq 0 19); do $N /tmp/g17a -addr "$GRPC" -mode hog -token "$(tok m$i)" -conc 2 -size 262000 -hold "${T}s" -label "m$i " > "$D/many.m$i" & done
   ( for k in $(seq 1 $((T / 3))); do sleep 3; echo "t+$((k * 3))s RSS $(awk '/VmRSS/{print $2/1024 " MB"}' /proc/$PID/status) $(curl -s "http://$METRICS/metrics" | grep -E '^classifierd_admission_(queue_depth|in_flight|callers) ' | tr '\n' ' ')"; done ) &
   victim; wait; cat "$D"/many.m* | awk '{print}' | cut -c1-200 ;;

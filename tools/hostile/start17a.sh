@@ -39,7 +39,7 @@ if [ "${TLS:-0}" = 1 ]; then
 fi
 "$BIN" "${args[@]}" >>"$DIR/daemon.log" 2>&1 &
 PID=$!
-printf 'PID=%s\nGRPC=127.0.0.1:%s\nHTTP=127.0.0.1:%s\nMCP=127.0.0.1:%s\nMETRICS=127.0.0.1:%s\nDIR=%s\n' $PID $G $H $M $P "$DIR" > "$DIR/env"
+printf 'PID=%s\nGRPC=%s:%s\nHTTP=%s:%s\nMCP=%s:%s\nMETRICS=%s:%s\nDIR=%s\n' $PID $HOST $G $HOST $H $HOST $M $HOST $P "$DIR" > "$DIR/env"
 [ "${TLS:-0}" = 1 ] && echo "CERT=$DIR/c.pem" >> "$DIR/env"
 for i in $(seq 150); do curl -sf "http://$HOST:$P/metrics" >/dev/null && break; sleep 0.2; done
 cat "$DIR/env"

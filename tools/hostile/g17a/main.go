@@ -153,10 +153,11 @@ func main() {
 		if *mode == "shared" {
 			actx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+*token2)
 			at := newTally()
+			adl := *deadline
 			for range *conc {
 				wg.Go(func() {
 					for time.Now().Before(end) {
-						cctx, cancel := context.WithTimeout(actx, *deadline)
+						cctx, cancel := context.WithTimeout(actx, adl)
 						_, err := c.Route(cctx, &pb.RouteRequest{Query: "open a pull request on github"})
 						cancel()
 						at.note(err, 0)

@@ -5,7 +5,8 @@
 # line, then bob's. Needs /tmp/g17a (go build -o /tmp/g17a ./tools/hostile/g17a).
 # Scenarios:
 #   idle      bob alone
-#   hhttp     health Checks over --http-listen, no token, 4 connections
+#   hhttp     health Checks over --http-listen, no token, 4 connections (held:
+#             health is not served there, 405 from the explain page)
 #             pipelining 64 (hflood17a.py)
 #   hgrpc     health Checks over gRPC, no token, 16 loops on 4 connections,
 #             while a probe opens a connection every 500 ms to Check

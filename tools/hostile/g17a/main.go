@@ -18,6 +18,10 @@
 //	        sends -conc loops of Routes with a -deadline deadline (refused
 //	        when the daemon is busy), -token (the victim) a small Route with
 //	        no deadline every -every: the victim's codes.
+//	hwatch  -conc health Watch streams (no token) on -conns connections
+//	        from -src, held open for -hold; prints how many opened and the
+//	        first refusal. Run from 16 loopback addresses (each its own peer
+//	        of DefaultMaxHealthWatchesPerPeer 64) to fill the 1,024 of all.
 //	hog     -conc loops of -size byte Routes as -token for -hold.
 //	refl    -conc loops of reflection streams as -token on -conns
 //	        connections for -hold, each stream sending 1,000 requests
@@ -273,6 +277,23 @@ func main() {
 			})
 		}
 		defer func() { fmt.Printf("%srefl: %d answers, %d descriptor bytes\n", *label, answers, bytes) }()
+	case "hwatch":
+		for i := range *conc {
+			c := healthpb.NewHealthClient(ccs[i%len(ccs)])
+			wg.Go(func() {
+				wctx, cancel := context.WithDeadline(context.Background(), end)
+				defer cancel()
+				s := time.Now()
+				w, err := c.Watch(wctx, &healthpb.HealthCheckRequest{})
+				if err == nil {
+					_, err = w.Recv()
+				}
+				t.note(err, time.Since(s))
+				if err == nil {
+					<-wctx.Done()
+				}
+			})
+		}
 	case "hog":
 		c := pb.NewClassifierServiceClient(ccs[0])
 		for range *conc {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """turnburn17b.py DIR SECS VICTIMS [STEP]: can one identity keep every other identity's per-identity
 backends from starting? (mcpsrc.Isolated's start turns: one rate.Limiter, 2 a second after a burst of 8.)
- 0. bob starts his own memory backend (before), and carol and dave start 8 backends (the burst).
+ 0. bob starts his own memory backend (before), and carol, ops, alice and caller start 10 backends (the
+    burst and more), dave's first call 0.05 s after theirs.
  1. For SECS s dave alternates two per-identity servers he has no backend of (evil17pi, files): a
     tools/call that waits for its turn, then (STEP s later, default 0.1) a notifications/cancelled for
     the other server's waiting call. A cancelled rate.Limiter reservation that is not the last one gives
@@ -40,13 +41,14 @@ def call(s, server, i=None):
 c0 = cpu()
 bob = mcp10.Session(env['PROXY'], tok['bob'], timeout=120)
 print('bob before:', call(bob, 'memory'), flush=True)
-drain = [('carol', s) for s in TOOLS] + [('dave', s) for s in ('memory', 'evmine', 'evilpi')]
-out = {}
-ths = [threading.Thread(target=lambda w=w, s=s: out.setdefault((w, s), call(mcp10.Session(env['PROXY'], tok[w], timeout=120), s))) for w, s in drain]
-[t.start() for t in ths]; [t.join() for t in ths]
-print('burst drained by carol and dave:', collections.Counter(v[1] for v in out.values()), 'max %.1f s' % max(v[0] for v in out.values()), flush=True)
+drain = [(w, s) for w in ('carol', 'ops') for s in ('memory', 'evmine', 'evilpi', 'evil17pi')] + [('alice', 'memory'), ('caller', 'memory')]
+dsess = {w: mcp10.Session(env['PROXY'], tok[w], timeout=120) for w in ('carol', 'ops', 'alice', 'caller')}
 keys = ['evil17pi', 'files']
 sess = {k: mcp10.Session(env['PROXY'], tok['dave'], timeout=120) for k in keys}
+out = {}
+ths = [threading.Thread(target=lambda w=w, s=s: out.setdefault((w, s), call(dsess[w], s))) for w, s in drain]
+[t.start() for t in ths]
+time.sleep(0.05)
 dave = collections.Counter(); lk = threading.Lock(); stop = [False]
 def burn():
     n = 0; pending = {}
@@ -65,7 +67,9 @@ def burn():
         sess[k].post({'jsonrpc': '2.0', 'method': 'notifications/cancelled', 'params': {'requestId': i, 'reason': 'x'}})
     with lk: dave['cycles'] = n
 bt = threading.Thread(target=burn); t0 = time.time(); bt.start()
-time.sleep(5)
+[t.join() for t in ths]
+print('burst drained by carol, ops, alice, caller:', collections.Counter(v[1] for v in out.values()), 'max %.1f s' % max(v[0] for v in out.values()), flush=True)
+time.sleep(max(0, 5 - (time.time() - t0)))
 vic = {}
 def victim(k):
     s = mcp10.Session(env['PROXY'], tok['i%d' % k], timeout=120)

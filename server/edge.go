@@ -1,12 +1,15 @@
 package server
 
 import (
+	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 )
@@ -91,7 +94,7 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 	u, s = e.Auth.interceptors(denied)
 	unary, stream = append(unary, u), append(stream, s)
 	unary = append(unary, e.Admission.unary())
-	stream = append(stream, e.Admission.boundReflection)
+	stream = append(stream, e.Admission.boundReflection, e.Admission.admitStreamSetup)
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(codec),
 		grpc.ChainUnaryInterceptor(unary...),
@@ -194,4 +197,51 @@ func (s *reflectionStream) SendMsg(m any) error {
 	err := s.ServerStream.SendMsg(m)
 	s.release()
 	return err
+}
+
+// setupAdmittedStreams are the server streams whose setup (until their
+// headers or first message, or their end) is admitted as an AdmitCPU
+// call: outside admission, one identity's 32 loops of WatchExposure on a
+// missing session got 100,805 NOT_FOUND answers in 15 s, never refused,
+// and another's Route p99 from 8.2 to 21.9 ms (the seventeenth hostile
+// pass). A watch then runs outside its place: it mostly waits.
+var setupAdmittedStreams = map[string]bool{
+	"/classifier.v1.ClassifierService/WatchExposure": true,
+}
+
+// admitStreamSetup admits the setup of setupAdmittedStreams' streams
+// under their caller's share (nil a: not admitted).
+func (a *Admission) admitStreamSetup(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if a == nil || !setupAdmittedStreams[info.FullMethod] {
+		return handler(srv, ss)
+	}
+	ctx, release, err := a.AdmitCPU(ss.Context(), info.FullMethod)
+	if err != nil {
+		return err
+	}
+	st := &setupStream{ServerStream: ss, ctx: ctx, release: release}
+	defer st.end()
+	return handler(srv, st)
+}
+
+// setupStream gives its admission back at its headers, its first
+// message or its end, whichever comes first.
+type setupStream struct {
+	grpc.ServerStream
+	ctx     context.Context
+	once    sync.Once
+	release func()
+}
+
+func (s *setupStream) end()                     { s.once.Do(s.release) }
+func (s *setupStream) Context() context.Context { return s.ctx }
+
+func (s *setupStream) SendHeader(md metadata.MD) error {
+	s.end()
+	return s.ServerStream.SendHeader(md)
+}
+
+func (s *setupStream) SendMsg(m any) error {
+	s.end()
+	return s.ServerStream.SendMsg(m)
 }

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -102,3 +103,48 @@ func TestReflectionRequestsAdmitted(t *testing.T) {
 		t.Fatal("a reflection request was answered while the only place was another's and its stream ended")
 	}
 }
+
+// TestStreamSetupAdmitted: a WatchExposure stream holds an AdmitCPU
+// place of its caller until its headers are sent (or it ends), not while
+// it watches, and is refused with the caller's other calls when the
+// daemon is full; other streams are not admitted.
+func TestStreamSetupAdmitted(t *testing.T) {
+	a := NewAdmission(AdmissionConfig{MaxInFlight: 1, MaxQueue: 1})
+	ctx := WithCaller(context.Background(), Caller{Name: "carol", Quota: "token:carol"})
+	const method = "/classifier.v1.ClassifierService/WatchExposure"
+	var during, after int64
+	err := a.admitStreamSetup(nil, headerStream{admittedStream{ctx: ctx}}, &grpc.StreamServerInfo{FullMethod: method}, func(_ any, ss grpc.ServerStream) error {
+		during = a.InFlight()
+		if err := ss.SendHeader(nil); err != nil {
+			return err
+		}
+		after = a.InFlight()
+		return nil
+	})
+	if err != nil || during != 1 || after != 0 || a.InFlight() != 0 {
+		t.Fatalf("err %v; places in flight during the setup %d, after the headers %d, at the end %d; want nil, 1, 0, 0", err, during, after, a.InFlight())
+	}
+	_, release, err := a.Admit(WithCaller(context.Background(), Caller{Name: "bob", Quota: "token:bob"}), "/x", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	ran := false
+	err = a.admitStreamSetup(nil, headerStream{admittedStream{ctx: cctx}}, &grpc.StreamServerInfo{FullMethod: method}, func(any, grpc.ServerStream) error {
+		ran = true
+		return nil
+	})
+	if err == nil || ran {
+		t.Fatalf("a watch was set up (%v, ran %v) while the only place was another's and its caller gone", err, ran)
+	}
+	if err := a.admitStreamSetup(nil, headerStream{admittedStream{ctx: cctx}}, &grpc.StreamServerInfo{FullMethod: "/x.Y/Other"}, func(any, grpc.ServerStream) error { return nil }); err != nil {
+		t.Fatalf("another stream: %v", err)
+	}
+}
+
+// headerStream is an admittedStream whose headers go nowhere.
+type headerStream struct{ admittedStream }
+
+func (headerStream) SendHeader(metadata.MD) error { return nil }

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/time/rate"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -292,7 +291,7 @@ type Admission struct {
 	// refusals are the identities' buckets of refusals (under mu), and
 	// pastRateRefusals counts the refusals past their rate
 	// (admission_refusals.go).
-	refusals         map[string]*rate.Limiter
+	refusals         keyedLimiters[string]
 	pastRateRefusals atomic.Int64
 }
 
@@ -386,7 +385,8 @@ func NewAdmission(cfg AdmissionConfig) *Admission {
 		cfg.ActiveFor = DefaultAdmissionActiveFor
 	}
 	return &Admission{cfg: cfg, mu: newAdmissionLock(), now: time.Now, flows: map[string]*flow{}, waitScale: 1, nextScale: 1, rejected: func(string) {},
-		waited: func(time.Duration) {}, answered: func(time.Duration) {}}
+		waited: func(time.Duration) {}, answered: func(time.Duration) {},
+		refusals: keyedLimiters[string]{r: AdmissionRefusalsPerSecond, b: AdmissionRefusalBurst, max: maxRefusalBuckets}}
 }
 
 // Queued is the number of calls waiting for a place.
@@ -591,6 +591,16 @@ func (a *Admission) shareLocked(f *flow, w float64) int {
 		return a.cfg.MaxInFlight
 	}
 	return max(1, int(math.Floor(float64(a.cfg.MaxInFlight)*f.weight/w+1e-9)))
+}
+
+// withinShareLocked reports whether a call of f, with its caller's
+// calls running and waiting, is within f's share of the places (and of
+// the cores for a long call while they are shared). With nothing of f
+// waiting, such a call is a first call: it takes the next place that
+// comes free (refuseLocked).
+func (a *Admission) withinShareLocked(f *flow, s shares, long bool) bool {
+	return a.shareLocked(f, s.weights) > f.inFlight+f.queued &&
+		(!long || !a.sharedLocked(f) || a.coreShareLocked(f, s.weights) > f.long+f.queued)
 }
 
 // mayStartLocked reports whether f may start a call now: a place is free
@@ -1071,9 +1081,8 @@ func (a *Admission) admitAs(ctx context.Context, method string, bytes int64, cpu
 		a.mu.Unlock()
 		return a.placed(ctx, f, bytes, charged, long, r, arrived, arrived), nil
 	}
-	first := f.queued == 0 && a.shareLocked(f, s.weights) > f.inFlight && (!long || !a.sharedLocked(f) || a.coreShareLocked(f, s.weights) > f.long)
-	shared := a.sharedLocked(f)
-	within := a.shareLocked(f, s.weights) > f.inFlight+f.queued && (!long || !shared || a.coreShareLocked(f, s.weights) > f.long+f.queued)
+	within := a.withinShareLocked(f, s, long)
+	first := f.queued == 0 && within
 	wait := a.expectedWaitLocked(f, attempts, long, first, arrived)
 	why, after := a.refuseLocked(ctx, arrived, wait, time.Duration(cost), first, within)
 	if why == "" && a.fullLocked(bytes) && !a.pushOutLocked(f, bytes, attempts, arrived) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/classifierd/classifierd/internal/rapidreset"
 )
 
@@ -33,15 +31,7 @@ const (
 // refusedLocked counts a refusal of the identity key at now and reports
 // whether it is past the identity's rate.
 func (a *Admission) refusedLocked(key string, now time.Time) bool {
-	if a.refusals == nil || len(a.refusals) >= maxRefusalBuckets {
-		a.refusals = map[string]*rate.Limiter{}
-	}
-	b := a.refusals[key]
-	if b == nil {
-		b = rate.NewLimiter(AdmissionRefusalsPerSecond, AdmissionRefusalBurst)
-		a.refusals[key] = b
-	}
-	return !b.AllowN(now, 1)
+	return !a.refusals.get(key).AllowN(now, 1)
 }
 
 // pastRate marks the request of ctx as refused past its caller's rate

@@ -107,8 +107,8 @@ func (a *Admission) precheck(ctx context.Context, c Caller, attempts int, now ti
 		restore()
 		return nil
 	}
-	first := f.queued == 0 && a.shareLocked(f, s.weights) > f.inFlight
-	within := a.shareLocked(f, s.weights) > f.inFlight+f.queued
+	within := a.withinShareLocked(f, s, false)
+	first := f.queued == 0 && within
 	wait := a.expectedWaitLocked(f, attempts, false, first, now)
 	why, after := a.refuseLocked(ctx, now, wait, time.Duration(a.cost.cheapest()), first, within)
 	restore()

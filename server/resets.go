@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/classifierd/classifierd/internal/rapidreset"
-	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/stats"
@@ -196,21 +195,17 @@ var errHealthChecks = status.Errorf(codes.ResourceExhausted, "more than %d healt
 // start afresh). Its zero value is ready.
 type peerBuckets struct {
 	mu sync.Mutex
-	m  map[netip.Addr]*rate.Limiter
+	l  keyedLimiters[netip.Addr]
 }
 
 const maxBucketPeers = 1 << 14
 
 func (b *peerBuckets) take(peer netip.Addr) bool {
 	b.mu.Lock()
-	if b.m == nil || len(b.m) >= maxBucketPeers {
-		b.m = map[netip.Addr]*rate.Limiter{}
+	if b.l.max == 0 {
+		b.l = keyedLimiters[netip.Addr]{r: HealthChecksPerSecond, b: HealthCheckBurst, max: maxBucketPeers}
 	}
-	l := b.m[peer]
-	if l == nil {
-		l = rate.NewLimiter(HealthChecksPerSecond, HealthCheckBurst)
-		b.m[peer] = l
-	}
+	l := b.l.get(peer)
 	b.mu.Unlock()
 	return l.Allow()
 }

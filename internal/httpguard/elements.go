@@ -1,6 +1,7 @@
 package httpguard
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 	"strings"
@@ -40,10 +41,7 @@ var errTooManyElements = server.ErrTooManyValues
 // is unknown or that does not parse is left to the decoder, which answers
 // its own error.
 func CheckElements(path, contentType string, body []byte) error {
-	ct := strings.ToLower(strings.TrimSpace(contentType))
-	if i := strings.IndexByte(ct, ';'); i >= 0 {
-		ct = strings.TrimSpace(ct[:i])
-	}
+	ct := mediaType(contentType)
 	var n int
 	var err error
 	switch {
@@ -51,15 +49,10 @@ func CheckElements(path, contentType string, body []byte) error {
 		// Each message's JSON apart: a prefix's bytes are not JSON (a
 		// length byte of '"' opened a string that hid what followed).
 		var j jsonCounter
-		for rest := body; len(rest) >= 5 && err == nil; {
-			size := int(uint32(rest[1])<<24 | uint32(rest[2])<<16 | uint32(rest[3])<<8 | uint32(rest[4]))
-			if size > len(rest)-5 {
-				break // checkEnvelopes refuses it
-			}
+		err = eachMessage(body, func(msg []byte) error {
 			j.newMessage()
-			err = j.feed(rest[5 : 5+size])
-			rest = rest[5+size:]
-		}
+			return j.feed(msg)
+		})
 	case strings.Contains(ct, "json") || ct == "":
 		n, err = jsonValues(body)
 	case enveloped(ct):
@@ -67,14 +60,7 @@ func CheckElements(path, contentType string, body []byte) error {
 		if md == nil {
 			return nil
 		}
-		for rest := body; len(rest) >= 5 && err == nil; {
-			size := int(uint32(rest[1])<<24 | uint32(rest[2])<<16 | uint32(rest[3])<<8 | uint32(rest[4]))
-			if size > len(rest)-5 {
-				break // checkEnvelopes refuses it
-			}
-			err = server.CountProtoValues(rest[5:5+size], md, &n)
-			rest = rest[5+size:]
-		}
+		err = eachMessage(body, func(msg []byte) error { return server.CountProtoValues(msg, md, &n) })
 	case strings.HasSuffix(ct, "proto") || strings.HasSuffix(ct, "protobuf"):
 		if md := requestDescriptor(path); md != nil {
 			err = server.CountProtoValues(body, md, &n)
@@ -96,13 +82,38 @@ func elementsRefusal(err error) error {
 }
 
 // jsonBody reports whether CheckElements counts a body of contentType as
-// JSON.
+// plain JSON (not enveloped).
 func jsonBody(contentType string) bool {
+	ct := mediaType(contentType)
+	return !enveloped(ct) && (strings.Contains(ct, "json") || ct == "")
+}
+
+// mediaType is a Content-Type's media type, in lower case, without its
+// parameters.
+func mediaType(contentType string) string {
 	ct := strings.ToLower(strings.TrimSpace(contentType))
 	if i := strings.IndexByte(ct, ';'); i >= 0 {
 		ct = strings.TrimSpace(ct[:i])
 	}
-	return !enveloped(ct) && (strings.Contains(ct, "json") || ct == "")
+	return ct
+}
+
+// eachMessage calls f with each message of an enveloped body (5-byte
+// prefixes: flags, big-endian length) until f fails, stopping at a
+// prefix cut short or declaring more than the body holds
+// (checkEnvelopes refuses those).
+func eachMessage(body []byte, f func(msg []byte) error) error {
+	for rest := body; len(rest) >= 5; {
+		size := uint64(binary.BigEndian.Uint32(rest[1:5]))
+		if size > uint64(len(rest)-5) {
+			return nil
+		}
+		if err := f(rest[5 : 5+size]); err != nil {
+			return err
+		}
+		rest = rest[5+size:]
+	}
+	return nil
 }
 
 // countingReader counts the JSON values of what it reads (jsonCounter),

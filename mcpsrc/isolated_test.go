@@ -233,43 +233,18 @@ func TestIsolatedPerIdentityBound(t *testing.T) {
 // refused ErrTooManyBackends at once, one whose deadline leaves room
 // waits for it, and calls on a running backend are not paced.
 func TestIsolatedStartsPaced(t *testing.T) {
-	bin := testmcp.Binary(t)
-	tools := filepath.Join(t.TempDir(), "tools.json")
-	testmcp.WriteTools(t, tools, []testmcp.Tool{{Name: "t", Description: "a tool"}})
-	cfg, err := mcpsrc.ParseConfig([]byte(`{"mcpServers":{"a":{"command":"` + bin + `","args":["--tools","` + tools + `"]}}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	listing, per, err := cfg.Isolate(mcpsrc.IsolationPerIdentity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := mcpsrc.Open(listing, mcpsrc.Options{})
-	defer pool.Close()
-	iso, err := mcpsrc.NewIsolated(pool, per, mcpsrc.IsolatedOptions{
-		Identity:        func(ctx context.Context) string { s, _ := ctx.Value(identityKey{}).(string); return s },
-		StartsPerSecond: 1.0 / 3600, StartBurst: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer iso.Close()
-	call := func(who string, d time.Duration) error {
-		ctx, cancel := context.WithTimeout(as(who), d)
-		defer cancel()
-		_, err := iso.CallTool(ctx, "a", &mcp.CallToolParams{Name: "t"})
-		return err
-	}
-	if err := call("alice", 30*time.Second); err != nil {
+	iso := pacedIsolated(t, 1.0/3600)
+	if err := callA(iso, "alice", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	// The next start's turn is an hour away.
-	if err := call("bob", 30*time.Second); !errors.Is(err, mcpsrc.ErrTooManyBackends) || !strings.Contains(err.Error(), "before its turn") {
+	if err := callA(iso, "bob", 30*time.Second); !errors.Is(err, mcpsrc.ErrTooManyBackends) || !strings.Contains(err.Error(), "before its turn") {
 		t.Fatalf("bob's start before its turn, past his deadline: %v, want ErrTooManyBackends", err)
 	}
 	if total, _ := iso.Backends(""); total != 1 {
 		t.Fatalf("%d backends, want alice's alone", total)
 	}
-	if err := call("alice", 30*time.Second); err != nil {
+	if err := callA(iso, "alice", 30*time.Second); err != nil {
 		t.Fatalf("alice's call on her running backend: %v", err)
 	}
 }
@@ -278,35 +253,10 @@ func TestIsolatedStartsPaced(t *testing.T) {
 // for its turn to start a backend, and concurrent calls of one identity
 // wait for one turn (the others' turns are not used up).
 func TestIsolatedStartWaitsItsTurn(t *testing.T) {
-	bin := testmcp.Binary(t)
-	tools := filepath.Join(t.TempDir(), "tools.json")
-	testmcp.WriteTools(t, tools, []testmcp.Tool{{Name: "t", Description: "a tool"}})
-	cfg, err := mcpsrc.ParseConfig([]byte(`{"mcpServers":{"a":{"command":"` + bin + `","args":["--tools","` + tools + `"]}}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	listing, per, err := cfg.Isolate(mcpsrc.IsolationPerIdentity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := mcpsrc.Open(listing, mcpsrc.Options{})
-	defer pool.Close()
 	// A turn every 2 s, none at first but alice's: carol's start waits
 	// one turn.
-	iso, err := mcpsrc.NewIsolated(pool, per, mcpsrc.IsolatedOptions{
-		Identity:        func(ctx context.Context) string { s, _ := ctx.Value(identityKey{}).(string); return s },
-		StartsPerSecond: 0.5, StartBurst: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer iso.Close()
-	call := func(who string, d time.Duration) error {
-		ctx, cancel := context.WithTimeout(as(who), d)
-		defer cancel()
-		_, err := iso.CallTool(ctx, "a", &mcp.CallToolParams{Name: "t"})
-		return err
-	}
-	if err := call("alice", 60*time.Second); err != nil {
+	iso := pacedIsolated(t, 0.5)
+	if err := callA(iso, "alice", 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	// Four calls of carol at once, 5 s deadlines: they wait for one turn
@@ -314,7 +264,7 @@ func TestIsolatedStartWaitsItsTurn(t *testing.T) {
 	// 8 s away) would have been refused at once.
 	errs := make(chan error, 4)
 	for range 4 {
-		go func() { errs <- call("carol", 5*time.Second) }()
+		go func() { errs <- callA(iso, "carol", 5*time.Second) }()
 	}
 	for range 4 {
 		if err := <-errs; err != nil {
@@ -325,7 +275,7 @@ func TestIsolatedStartWaitsItsTurn(t *testing.T) {
 		t.Fatalf("%d backends, want alice's and carol's", total)
 	}
 	start := time.Now()
-	if err := call("dave", 60*time.Second); err != nil {
+	if err := callA(iso, "dave", 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("dave's start waited %v (a turn every 2 s)", time.Since(start).Round(time.Millisecond))
@@ -339,29 +289,8 @@ func TestIsolatedStartWaitsItsTurn(t *testing.T) {
 // pushed back (the seventeenth hostile pass: turns reserved ahead and
 // cancelled out of order put the next start a minute away).
 func TestIsolatedCancelledWaitsUseNoTurn(t *testing.T) {
-	bin := testmcp.Binary(t)
-	tools := filepath.Join(t.TempDir(), "tools.json")
-	testmcp.WriteTools(t, tools, []testmcp.Tool{{Name: "t", Description: "a tool"}})
-	cfg, err := mcpsrc.ParseConfig([]byte(`{"mcpServers":{"a":{"command":"` + bin + `","args":["--tools","` + tools + `"]}}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	listing, per, err := cfg.Isolate(mcpsrc.IsolationPerIdentity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := mcpsrc.Open(listing, mcpsrc.Options{})
-	defer pool.Close()
-	iso, err := mcpsrc.NewIsolated(pool, per, mcpsrc.IsolatedOptions{
-		Identity:        func(ctx context.Context) string { s, _ := ctx.Value(identityKey{}).(string); return s },
-		StartsPerSecond: 2, StartBurst: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer iso.Close()
-	ctx, cancel := context.WithTimeout(as("alice"), 30*time.Second)
-	defer cancel()
-	if _, err := iso.CallTool(ctx, "a", &mcp.CallToolParams{Name: "t"}); err != nil {
+	iso := pacedIsolated(t, 2)
+	if err := callA(iso, "alice", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	// 100 identities' calls wait for a turn and give up.
@@ -377,9 +306,43 @@ func TestIsolatedCancelledWaitsUseNoTurn(t *testing.T) {
 	}
 	wg.Wait()
 	// Carol's turn is half a second away at most, within her deadline.
-	cctx, ccancel := context.WithTimeout(as("carol"), 5*time.Second)
-	defer ccancel()
-	if _, err := iso.CallTool(cctx, "a", &mcp.CallToolParams{Name: "t"}); err != nil {
+	if err := callA(iso, "carol", 5*time.Second); err != nil {
 		t.Fatalf("carol's start after 100 waits given up: %v", err)
 	}
+}
+
+// pacedIsolated is an Isolated of one per-identity server "a" (tool "t")
+// whose backends start startsPerSecond after a burst of one, closed with
+// t.
+func pacedIsolated(t *testing.T, startsPerSecond float64) *mcpsrc.Isolated {
+	t.Helper()
+	bin := testmcp.Binary(t)
+	tools := filepath.Join(t.TempDir(), "tools.json")
+	testmcp.WriteTools(t, tools, []testmcp.Tool{{Name: "t", Description: "a tool"}})
+	cfg, err := mcpsrc.ParseConfig([]byte(`{"mcpServers":{"a":{"command":"` + bin + `","args":["--tools","` + tools + `"]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listing, per, err := cfg.Isolate(mcpsrc.IsolationPerIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := mcpsrc.Open(listing, mcpsrc.Options{})
+	t.Cleanup(func() { _ = pool.Close() })
+	iso, err := mcpsrc.NewIsolated(pool, per, mcpsrc.IsolatedOptions{
+		Identity:        func(ctx context.Context) string { s, _ := ctx.Value(identityKey{}).(string); return s },
+		StartsPerSecond: startsPerSecond, StartBurst: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = iso.Close() })
+	return iso
+}
+
+// callA calls tool t of server a on iso as who, within d.
+func callA(iso *mcpsrc.Isolated, who string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(as(who), d)
+	defer cancel()
+	_, err := iso.CallTool(ctx, "a", &mcp.CallToolParams{Name: "t"})
+	return err
 }

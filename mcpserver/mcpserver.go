@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/classifierd/classifierd/index"
+	"github.com/classifierd/classifierd/internal/rapidreset"
 	"github.com/classifierd/classifierd/server"
 	"github.com/classifierd/classifierd/server/auth"
 )
@@ -205,11 +206,18 @@ func guard(log *slog.Logger, timeout time.Duration, caller func(string, http.Hea
 // any admission one identity's floods of tools/list took another's small
 // Route from p50 2.4 ms to 176 ms (issue 27, the thirteenth pass).
 // Notifications are not admitted: they have no answer to refuse with.
+// Admission runs on the SDK's context, not the HTTP request's: the HTTP
+// request's mark (rapidreset.FromHeader) goes with it, so that a request
+// refused past its caller's rate closes its HTTP/1.1 connection as on
+// --http-listen.
 func admitted(admit func(context.Context, string, string, int) (context.Context, func(), error)) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if notification(method) {
 				return next(ctx, method, req)
+			}
+			if x := req.GetExtra(); x != nil {
+				ctx = rapidreset.FromHeader(ctx, x.Header)
 			}
 			r, ok := req.(*mcp.CallToolRequest)
 			if !ok {

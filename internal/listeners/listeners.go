@@ -590,8 +590,11 @@ func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, co
 // sessions end after ttl (--session-ttl). around, if set, wraps the SDK's
 // handler.
 func MCPHandler(getServer func(*http.Request) *mcp.Server, maxBody int, ttl time.Duration, log *slog.Logger, around func(http.Handler) http.Handler) http.Handler {
-	var h http.Handler = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: log,
-		MaxRequestBodyBytes: int64(maxBody), SessionTimeout: ttl})
+	// HeaderMarks: a request the MCP server's admission refuses past its
+	// caller's rate is found by its header (rapidreset.FromHeader) and
+	// closes its connection as on --http-listen.
+	h := rapidreset.HeaderMarks(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: log,
+		MaxRequestBodyBytes: int64(maxBody), SessionTimeout: ttl}))
 	if around != nil {
 		h = around(h)
 	}

@@ -28,7 +28,7 @@ func resetServer(t *testing.T) (*Peers, *httptest.Server) {
 func resetServerOn(t *testing.T, remote bool) (*Peers, *httptest.Server) {
 	t.Helper()
 	peers := New()
-	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ts := httptest.NewUnstartedServer(HeaderMarks(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "" {
 			http.Error(w, "no token", http.StatusUnauthorized)
 			return
@@ -41,6 +41,14 @@ func resetServerOn(t *testing.T, remote bool) (*Peers, *httptest.Server) {
 		case "/pastrate": // refused past the caller's rate, as admission does
 			RefusedPastRate(r.Context())
 			http.Error(w, "busy", http.StatusTooManyRequests)
+		case "/detached": // refused past the rate on a context of its own, as the MCP SDK's requests run
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				RefusedPastRate(FromHeader(context.Background(), r.Header))
+			}()
+			<-done
+			http.Error(w, "busy", http.StatusTooManyRequests)
 		case "/block":
 			<-r.Context().Done()
 		case "/stream":
@@ -50,7 +58,7 @@ func resetServerOn(t *testing.T, remote bool) (*Peers, *httptest.Server) {
 		default:
 			_, _ = io.WriteString(w, "ok")
 		}
-	}))
+	})))
 	ts.EnableHTTP2 = true
 	ts.Config.ErrorLog = log.New(io.Discard, "", 0) // the empty connections' handshakes
 	peers.Serve(ts.Config)
@@ -278,5 +286,14 @@ func TestServeClosesHTTP1PastRate(t *testing.T) {
 	st, cl = pipeline("/", "/pastrate", "/", "/")
 	if len(st) != 2 || st[1] != http.StatusTooManyRequests || !cl[1] {
 		t.Fatalf("pipelined /, /pastrate, /, /: statuses %v, closing %v; want 2 answers, the second 429 with Connection: close, then the connection closed", st, cl)
+	}
+	// The MCP SDK runs a request on a context of its own: the mark is
+	// found by the request's header map (HeaderMarks, FromHeader).
+	st, cl = pipeline("/", "/detached", "/", "/")
+	if len(st) != 2 || st[1] != http.StatusTooManyRequests || !cl[1] {
+		t.Fatalf("pipelined /, /detached, /, /: statuses %v, closing %v; want 2 answers, the second 429 with Connection: close, then the connection closed", st, cl)
+	}
+	if got := FromHeader(context.Background(), http.Header{"A": {"b"}}); got.Value(refusedKey{}) != nil {
+		t.Fatal("FromHeader marked a context for a header no request being served has")
 	}
 }

@@ -53,13 +53,21 @@ if os.environ.get('ROLE') == 'hog':
                     hl = head.decode('latin1').lower()
                     code = head[9:12].decode()
                     n = int(hl.split('content-length:')[1].split('\r\n')[0]) if 'content-length:' in hl else None
-                    if n is None:  # event stream or chunked: read to the blank line after data
-                        while b'\n\n' not in buf and b'0\r\n\r\n' not in buf:
-                            x = c.recv(65536)
-                            if not x: raise ConnectionResetError('closed')
-                            buf += x
-                        cut = buf.find(b'0\r\n\r\n')
-                        body, buf = (buf[:cut], buf[cut + 5:]) if cut >= 0 else (buf, b'')
+                    if n is None:  # chunked (an event stream): read every chunk to the last, empty one
+                        body = b''
+                        while True:
+                            while b'\r\n' not in buf:
+                                x = c.recv(65536)
+                                if not x: raise ConnectionResetError('closed')
+                                buf += x
+                            line, buf = buf.split(b'\r\n', 1)
+                            size = int(line.split(b';')[0], 16)
+                            while len(buf) < size + 2:
+                                x = c.recv(65536)
+                                if not x: raise ConnectionResetError('closed')
+                                buf += x
+                            body += buf[:size]; buf = buf[size + 2:]
+                            if size == 0: break
                     else:
                         while len(buf) < n:
                             x = c.recv(65536)

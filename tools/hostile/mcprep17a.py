@@ -3,7 +3,8 @@
 --mcp-listen connection (HTTPS when DIR/env has CERT=, ALPN http/1.1), calling as fast as answered the tool
 TOOL (default report_use: a SIZE-byte query of fresh words, servers [github]; route: the same query) as WHO
 for SECS s. report_use is not among the MCP tools the daemon admits (internal/ops MCPAdmit), yet by query
-it embeds and scores its text (a Route of it) before the identity's --learn-report-rate is checked. Prints
+it embeds and scores its text (a Route of it) before the identity's --learn-report-rate is checked. An initialize
+refused, or a session gone (404), is tried again. Prints
 answers by outcome (ok, tool error text), calls/s, this client's CPU and the daemon's in the window."""
 import os, sys, json, time, http.client, ssl, threading, collections, resource, random, itertools
 d, who, conns, secs, size = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
@@ -23,7 +24,12 @@ def post(c, hd, msg):
     return r.status, b, r.getheader('Mcp-Session-Id'), (r.getheader('Connection') or '').lower() == 'close'
 def session(c):
     hd = {'Content-Type': 'application/json', 'Accept': 'application/json, text/event-stream', 'Authorization': 'Bearer ' + tok[who]}
-    st, b, sid, _ = post(c, hd, {'jsonrpc': '2.0', 'id': 0, 'method': 'initialize', 'params': {'protocolVersion': '2025-06-18', 'capabilities': {}, 'clientInfo': {'name': 'r17', 'version': '0'}}})
+    for _ in range(50):  # an initialize refused (-32029 while WHO's other sessions are busy) leaves no session: again
+        st, b, sid, _ = post(c, hd, {'jsonrpc': '2.0', 'id': 0, 'method': 'initialize', 'params': {'protocolVersion': '2025-06-18', 'capabilities': {}, 'clientInfo': {'name': 'r17', 'version': '0'}}})
+        if st == 200 and sid and b'"error"' not in b[:400]:
+            break
+        with lk: codes['initialize refused'] += 1
+        time.sleep(0.3)
     hd['Mcp-Session-Id'] = sid; hd['MCP-Protocol-Version'] = '2025-06-18'
     post(c, hd, {'jsonrpc': '2.0', 'method': 'notifications/initialized'})
     return hd
@@ -43,6 +49,7 @@ def run(end):
                 codes[k] += 1
                 if k not in first: first[k] = t[:220]
             if close: c.close(); c = conn()
+            if st == 404: hd = session(c)  # the session is gone (its initialize failed): a new one
         except Exception as e:
             with lk: codes[type(e).__name__] += 1
             c.close(); c = conn(); hd = session(c)

@@ -2,7 +2,7 @@
 # run17a.sh DIR SCENARIO [SECS]: one scenario of the seventeenth pass (A)
 # against the start13a.sh daemon of DIR (TLS=1), with bob's small Route
 # over --http-listen every 50 ms (victim16a.py) beside it; the attacker's
-# line, then bob's. Needs /tmp/g17a (go build -o /tmp/g17a ./tools/hostile/g17a).
+# line, then bob's. Needs the g17a binary at $G17A (default /tmp/g17a: go build -o /tmp/g17a ./tools/hostile/g17a).
 # Scenarios:
 #   idle      bob alone
 #   hhttp     health Checks over --http-listen, no token, 4 connections (held:
@@ -38,31 +38,32 @@ set -u
 D=$1; S=$2; T=${3:-15}
 H=$(cd "$(dirname "$0")" && pwd)
 . "$D/env"
+G17A=${G17A:-/tmp/g17a}
 tok() { awk -v n="$1" '$1==n{print $3}' "$D/tokens"; }
 N="nice -n 10"
 victim() { python3 "$H/victim16a.py" "$D" "$T" bob; }
 case $S in
 idle) victim ;;
 hhttp) $N python3 "$H/hflood17a.py" "$D" - 4 "$T" 64 & victim; wait ;;
-hgrpc) $N /tmp/g17a -addr "$GRPC" -mode health -conc 16 -conns 4 -hold "${T}s" -label "flood " &
-  /tmp/g17a -addr "$GRPC" -mode hprobe -every 500ms -deadline 1s -hold "${T}s" -label "probe " & victim; wait ;;
-watch) $N /tmp/g17a -addr "$GRPC" -mode watch -token "$(tok alice)" -conc 32 -conns 4 -hold "${T}s" & victim; wait ;;
-refl) $N /tmp/g17a -addr "$GRPC" -mode refl -token "$(tok carol)" -conc 4 -conns 2 -hold "${T}s" & victim; wait ;;
+hgrpc) $N "$G17A" -addr "$GRPC" -mode health -conc 16 -conns 4 -hold "${T}s" -label "flood " &
+  "$G17A" -addr "$GRPC" -mode hprobe -every 500ms -deadline 1s -hold "${T}s" -label "probe " & victim; wait ;;
+watch) $N "$G17A" -addr "$GRPC" -mode watch -token "$(tok alice)" -conc 32 -conns 4 -hold "${T}s" & victim; wait ;;
+refl) $N "$G17A" -addr "$GRPC" -mode refl -token "$(tok carol)" -conc 4 -conns 2 -hold "${T}s" & victim; wait ;;
 report) $N python3 "$H/rep17a.py" "$D" rep 4 "$T" 100000 & victim; wait ;;
 route) $N python3 "$H/rep17a.py" "$D" rep 4 "$T" 100000 Route & victim; wait ;;
 mcprep) $N python3 "$H/mcprep17a.py" "$D" rep 4 "$T" 100000 & victim; wait ;;
 mcproute) $N python3 "$H/mcprep17a.py" "$D" rep 4 "$T" 100000 route & victim; wait ;;
 idx) $N python3 "$H/idx17a.py" "$D" carol 4 "$T" 64 & victim; wait ;;
-deadline) $N /tmp/g17a -addr "$GRPC" -mode hog -token "$(tok carol)" -conc 8 -size 262000 -hold "$((T + 4))s" -label "carol " &
+deadline) $N "$G17A" -addr "$GRPC" -mode hog -token "$(tok carol)" -conc 8 -size 262000 -hold "$((T + 4))s" -label "carol " &
   sleep 2
-  /tmp/g17a -addr "$GRPC" -mode victim -token "$(tok bob)" -every 20ms -conc 8 -deadline "${DL:-50}ms" -hold "${T}s" -label "bob-grpc " &
+  "$G17A" -addr "$GRPC" -mode victim -token "$(tok bob)" -every 20ms -conc 8 -deadline "${DL:-50}ms" -hold "${T}s" -label "bob-grpc " &
   python3 "$H/victim17a.py" "$D" bob "$T" 4 80 "$(echo "${DL:-50}" | awk '{print $1/1000}')"; wait ;;
-cheap|cheapidle) [ "$S" = cheap ] && { $N /tmp/g17a -addr "$GRPC" -mode hog -token "$(tok carol)" -conc 8 -size 262000 -hold "$((T + 4))s" -label "carol " & sleep 2; }
+cheap|cheapidle) [ "$S" = cheap ] && { $N "$G17A" -addr "$GRPC" -mode hog -token "$(tok carol)" -conc 8 -size 262000 -hold "$((T + 4))s" -label "carol " & sleep 2; }
   python3 "$H/victim17a.py" "$D" bob "$T" "${VT:-1}" "${VE:-50}" "$(echo "${DL:-0}" | awk '{print $1/1000}')" classifier.v1.ClassifierService/GetIndexInfo '{}'; wait ;;
-shared) $N /tmp/g17a -addr "$GRPC" -mode hog -token "$(tok carol)" -conc 8 -size 262000 -hold "$((T + 4))s" -label "carol " &
+shared) $N "$G17A" -addr "$GRPC" -mode hog -token "$(tok carol)" -conc 8 -size 262000 -hold "$((T + 4))s" -label "carol " &
   sleep 2
-  /tmp/g17a -addr "$GRPC" -mode shared -token "$(tok bob)" -token2 "$(tok alice)" -every 50ms -conc 8 -deadline "${ADL:-30}ms" -hold "${T}s"; wait ;;
-many) for i in $(seq 0 19); do $N /tmp/g17a -addr "$GRPC" -mode hog -token "$(tok m$i)" -conc 2 -size 262000 -hold "${T}s" -label "m$i " > "$D/many.m$i" & done
+  "$G17A" -addr "$GRPC" -mode shared -token "$(tok bob)" -token2 "$(tok alice)" -every 50ms -conc 8 -deadline "${ADL:-30}ms" -hold "${T}s"; wait ;;
+many) for i in $(seq 0 19); do $N "$G17A" -addr "$GRPC" -mode hog -token "$(tok m$i)" -conc 2 -size 262000 -hold "${T}s" -label "m$i " > "$D/many.m$i" & done
   ( for k in $(seq 1 $((T / 3))); do sleep 3; echo "t+$((k * 3))s RSS $(awk '/VmRSS/{print $2/1024 " MB"}' /proc/$PID/status) $(curl -s "http://$METRICS/metrics" | grep -E '^classifierd_admission_(queue_depth|in_flight|callers) ' | tr '\n' ' ')"; done ) &
   victim; wait; cat "$D"/many.m* | awk '{print}' | cut -c1-200 ;;
 *) echo "unknown scenario $S"; exit 2 ;;

@@ -925,6 +925,23 @@ func (a *Admission) refuseLocked(ctx context.Context, now time.Time, wait, servi
 // if that is another flow's, or one of f's own with fewer attempts. It
 // reports false when nothing may give way: the newcomer is refused.
 func (a *Admission) pushOutLocked(f *flow, bytes int64, attempts int, now time.Time) bool {
+	victim := a.pushOutVictimLocked(f, bytes, attempts)
+	if victim == nil {
+		return false
+	}
+	last := victim.newest()
+	a.removeLocked(last, now)
+	last.err = refusal("pushed out of the full queue by a call with a better claim", a.expectedWaitLocked(victim, 0, false, false, now))
+	close(last.ready)
+	a.idleLocked(victim, now)
+	return true
+}
+
+// pushOutVictimLocked is the flow whose newest call pushOutLocked would
+// push out of the full queue for a call of f (bytes, attempts), or nil
+// when nothing may give way. It changes nothing (the tap's precheck asks
+// it too).
+func (a *Admission) pushOutVictimLocked(f *flow, bytes int64, attempts int) *flow {
 	var victim *flow
 	worst := -1.0
 	for _, g := range a.flows {
@@ -944,17 +961,20 @@ func (a *Admission) pushOutLocked(f *flow, bytes int64, attempts int, now time.T
 		}
 	}
 	if victim == nil || victim.queued == 0 {
-		return false
+		return nil
 	}
-	last := victim.newest()
-	if victim == f && last.attempts >= attempts {
-		return false
+	if victim == f && victim.newest().attempts >= attempts {
+		return nil
 	}
-	a.removeLocked(last, now)
-	last.err = refusal("pushed out of the full queue by a call with a better claim", a.expectedWaitLocked(victim, 0, false, false, now))
-	close(last.ready)
-	a.idleLocked(victim, now)
-	return true
+	return victim
+}
+
+// fullWhyLocked is why a call is refused for a full queue.
+func (a *Admission) fullWhyLocked() string {
+	if a.queued < a.cfg.MaxQueue {
+		return fmt.Sprintf("%d bytes of requests waiting, limit %d", a.qBytes, a.cfg.MaxQueueBytes)
+	}
+	return fmt.Sprintf("%d calls waiting, limit %d", a.queued, a.cfg.MaxQueue)
 }
 
 // fullLocked reports whether a call of bytes has no room in the queue.
@@ -1086,10 +1106,7 @@ func (a *Admission) admitAs(ctx context.Context, method string, bytes int64, cpu
 	wait := a.expectedWaitLocked(f, attempts, long, first, arrived)
 	why, after := a.refuseLocked(ctx, arrived, wait, time.Duration(cost), first, within)
 	if why == "" && a.fullLocked(bytes) && !a.pushOutLocked(f, bytes, attempts, arrived) {
-		why, after = fmt.Sprintf("%d calls waiting, limit %d", a.queued, a.cfg.MaxQueue), wait
-		if a.queued < a.cfg.MaxQueue {
-			why = fmt.Sprintf("%d bytes of requests waiting, limit %d", a.qBytes, a.cfg.MaxQueueBytes)
-		}
+		why, after = a.fullWhyLocked(), wait
 	}
 	if why != "" {
 		// A caller refused at once keeps no share, unless it was below

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,18 @@ type tapCallerKey struct{}
 // A refusal here carries its retry delay in the status details
 // (RetryInfo) but not in a grpc-retry-pushback-ms trailer: a
 // trailers-only early answer has no trailers of its own.
+//
+// The cheap calls of our services (AdmitCPU's: GetIndexInfo, sessions,
+// ListTools, WatchExposure's setup, ...) are prechecked here too, as
+// AdmitCPU would decide them now: in the seventeenth hostile pass one
+// identity's flood of them, mostly refused after their message was read
+// and decoded, cost the daemon about 3 times its client's CPU, and was
+// contained only by closing its connections for refusals past a rate,
+// a rule that also disconnected an honest hub of thousands of callers
+// backing off as told (make loadtest: Unavailable at 1,000 and 2,000
+// clients). Refused here a call costs the daemon microseconds on the
+// connection's reader, so its refusals need no penalty at all
+// (admission_refusals.go).
 func (a *Admission) tap(after tap.ServerInHandle, who func(context.Context, *tap.Info) Caller) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
 		if after != nil {
@@ -49,15 +62,23 @@ func (a *Admission) tap(after tap.ServerInHandle, who func(context.Context, *tap
 		}
 		now := a.now()
 		ctx = context.WithValue(ctx, connArrivalKey{}, now)
-		if !admittedMethods[info.FullMethodName] {
+		cpu := !admittedMethods[info.FullMethodName]
+		if cpu && !tapCPUMethod(info.FullMethodName) {
 			return ctx, nil
 		}
-		if err := a.precheck(ctx, who(ctx, info), tapAttempts(info.Header), now); err != nil {
+		if err := a.precheck(ctx, who(ctx, info), tapAttempts(info.Header), now, cpu); err != nil {
 			a.rejected(info.FullMethodName)
 			return ctx, err
 		}
 		return ctx, nil
 	}
+}
+
+// tapCPUMethod reports whether the tap prechecks method as one of
+// AdmitCPU's calls: a method of our own services (the health checks and
+// reflection are not; they have their own bounds) that runs no model.
+func tapCPUMethod(method string) bool {
+	return strings.HasPrefix(method, "/classifier.v1.") || strings.HasPrefix(method, "/terminal.v1.")
 }
 
 // tapAttempts is the grpc-previous-rpc-attempts of a call's headers,
@@ -67,15 +88,18 @@ func tapAttempts(md metadata.MD) int {
 }
 
 // precheck returns the refusal admit would give now to the cheapest call
-// of caller c with the given attempts and ctx's deadline, or nil. It
-// leaves the scheduler as it found it (but for forgetting the flows idle
+// of caller c with the given attempts and ctx's deadline (for its
+// deadline, the overload's wait bound, or a full queue none of whose
+// calls would give way to it), or nil; with cpu, to one of AdmitCPU's
+// calls (a request of no size, holding a core while the cores are
+// shared). It leaves the scheduler as it found it (but for forgetting the flows idle
 // past ActiveFor, as any call does). It never waits for the scheduler's
 // lock: it runs on a connection's reader goroutine, which every call of
 // the connection waits for, so when the lock is taken the call goes on
 // and the interceptor decides it (a trace of short2000 with a waiting
 // lock here: the readers spent 27% of their scheduling delay handing
 // the lock on).
-func (a *Admission) precheck(ctx context.Context, c Caller, attempts int, now time.Time) error {
+func (a *Admission) precheck(ctx context.Context, c Caller, attempts int, now time.Time, cpu bool) error {
 	if dl, ok := ctx.Deadline(); ok && dl.Sub(now) < a.cfg.MinDeadline {
 		return nil // the interceptor's DEADLINE_EXCEEDED, as before
 	}
@@ -83,9 +107,6 @@ func (a *Admission) precheck(ctx context.Context, c Caller, attempts int, now ti
 		return nil
 	}
 	defer a.mu.Unlock()
-	if !a.cost.trained() {
-		return nil
-	}
 	if a.forgetLocked(now) {
 		a.dispatchLocked(now)
 	}
@@ -103,14 +124,24 @@ func (a *Admission) precheck(ctx context.Context, c Caller, attempts int, now ti
 		restore = func() { f.vtime, f.weight = v, w }
 	}
 	s := a.sharesLocked()
-	if f.queued == 0 && a.mayStartLocked(f, s, false) {
+	cost, long := a.cost.cheapest(), false
+	if cpu {
+		cost = a.cost.predict(0)
+		long = a.holdsCoreLocked(cost, true)
+	}
+	if f.queued == 0 && a.mayStartLocked(f, s, long) {
 		restore()
 		return nil
 	}
-	within := a.withinShareLocked(f, s, false)
+	within := a.withinShareLocked(f, s, long)
 	first := f.queued == 0 && within
-	wait := a.expectedWaitLocked(f, attempts, false, first, now)
-	why, after := a.refuseLocked(ctx, now, wait, time.Duration(a.cost.cheapest()), first, within)
+	wait := a.expectedWaitLocked(f, attempts, long, first, now)
+	why, after := a.refuseLocked(ctx, now, wait, time.Duration(cost), first, within)
+	if why == "" && a.fullLocked(0) && a.pushOutVictimLocked(f, 0, attempts) == nil {
+		// The queue is full and none of its calls would give way to
+		// this one (admit's push-out): its caller's own calls fill it.
+		why, after = a.fullWhyLocked(), wait
+	}
 	restore()
 	if why == "" {
 		return nil
@@ -233,3 +264,43 @@ func (dispatchClock) HandleRPC(context.Context, stats.RPCStats) {}
 func (dispatchClock) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
 
 func (dispatchClock) HandleConn(context.Context, stats.ConnStats) {}
+
+// PrecheckHTTP is the tap's precheck for a request of --http-listen
+// (whose calls reach the gRPC handlers through grpc.Server.ServeHTTP,
+// where no tap runs): the refusal admission would give now to a call
+// of method ("/pkg.Service/Method") by the caller the HTTP guard put in
+// ctx, with timeout as the call's own deadline (0: none), or nil. The
+// guard answers a refusal 429 at once, after the request's body but
+// before vanguard transcodes it and the gRPC handler decodes it: the
+// seventeenth hostile pass's flood of cheap calls over HTTP cost the
+// daemon 13.3 s of CPU against its client's 7.8 s, mostly there. A
+// method it does not know, or a request without an authenticated
+// caller, is left to the interceptor (nil); so is any call the
+// precheck cannot decide without waiting for the scheduler's lock. A
+// nil Admission refuses nothing.
+func (a *Admission) PrecheckHTTP(ctx context.Context, method string, timeout time.Duration) error {
+	if a == nil {
+		return nil
+	}
+	c, ok := ctx.Value(callerKey{}).(Caller)
+	if !ok {
+		return nil
+	}
+	cpu := !admittedMethods[method]
+	if cpu && !tapCPUMethod(method) {
+		return nil
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	err := a.precheck(ctx, c, 0, a.now(), cpu)
+	if err != nil {
+		a.rejected(method)
+	}
+	return err
+}
+
+// RetryAfter is the retry delay a refusal of admission carries (0: none).
+func RetryAfter(err error) time.Duration { return retryAfter(err) }

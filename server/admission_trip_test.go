@@ -100,8 +100,9 @@ func TestTripModelForgetsAnOldMargin(t *testing.T) {
 }
 
 // The tap refuses at once a call that the interceptor would refuse even
-// at the cheapest size, and lets through one that may fit, leaving no
-// state behind either way.
+// at the cheapest size (a cheap call, as AdmitCPU would: before the
+// eighteenth pass it let every such call through), and lets through one
+// that may fit, leaving no state behind either way.
 func TestAdmissionTapPrechecks(t *testing.T) {
 	h := newFairHarness(t, AdmissionConfig{MaxInFlight: 1, MaxQueue: 100, DeadlineShare: 0.5, MinDeadline: 10 * time.Millisecond})
 	var refused []string
@@ -129,7 +130,11 @@ func TestAdmissionTapPrechecks(t *testing.T) {
 		{"d, 30ms", "d", route, 30 * time.Millisecond, true},
 		// Less than MinDeadline left: the interceptor's DEADLINE_EXCEEDED.
 		{"c, 5ms", "c", route, 5 * time.Millisecond, false},
-		{"c, 100ms, not a model call", "c", "/classifier.v1.ClassifierService/GetIndexInfo", 100 * time.Millisecond, false},
+		// A cheap call (AdmitCPU's) is prechecked as AdmitCPU would
+		// decide it; a health check is not (its own per-peer bound).
+		{"c, 100ms, a cheap call", "c", "/classifier.v1.ClassifierService/GetIndexInfo", 100 * time.Millisecond, true},
+		{"c, 1s, a cheap call", "c", "/classifier.v1.ClassifierService/GetIndexInfo", time.Second, false},
+		{"c, 100ms, a health check", "c", "/grpc.health.v1.Health/Check", 100 * time.Millisecond, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(refused)

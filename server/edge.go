@@ -115,7 +115,7 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 	}
 	if e.Recv != nil { // last: a call is counted only once every other tap let it in
 		e.Recv.who = e.Auth.tapCaller
-		e.Recv.waiting.byPeer = map[string]int{}
+		e.Recv.waiting.byPeer = map[string]*waitingOf{}
 		if e.Auth.Tokens != nil || e.Auth.ClientCerts {
 			e.Recv.waiting.anon = MaxWaitingAnonymous
 		}

@@ -164,7 +164,7 @@ func TestEdgeRejectsAtOnceWhenFull(t *testing.T) {
 		worst = max(worst, took)
 	}
 	// A cheap call of the caller holding every place passes its share
-	// too: refused at once (TestCheapCallsAdmittedAndClosedPastRate).
+	// too: refused at once (TestCheapCallsRefusedAtHeadersNeverClosed).
 	wantCode(t, func() error { _, err := c.GetIndexInfo(ctx, &pb.GetIndexInfoRequest{}); return err }(), codes.ResourceExhausted)
 	t.Logf("%d refused calls while full: mean %v, max %v (bufconn round trip included)", probes, total/probes, worst)
 	close(emb.release)

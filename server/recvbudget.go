@@ -49,36 +49,69 @@ const (
 	MaxWaitingAnonymous = 1024
 )
 
+// StaleWaitingCall: a caller refused for MaxWaitingPerCaller (or
+// MaxWaitingAnonymous) counts that refusal as an early reset only when
+// its oldest call waiting for its message has waited this long. A gRPC
+// client sends a unary call's message with its headers: its calls wait
+// only for the daemon to start them, which takes longer than their
+// answer only on a saturated daemon, and that briefly (tens to a few
+// hundred milliseconds: make loadtest's dispatch delays). In make
+// loadtest every such refusal of the one local identity counted (its
+// 1,000-2,000 clients had more than 256 calls between their headers and
+// their goroutine), so its connections were closed by the early-reset
+// rule and its new ones held back: Unavailable. A client that parks
+// calls without their message (held until --recv-timeout) to flood more
+// headers past the cap, uncounted, is counted once its parked calls are
+// this old (the eleventh hostile pass's rapid resets, refused by the
+// cap, were most of its cost).
+const StaleWaitingCall = 2 * time.Second
+
 // waitingCalls counts the calls waiting for their message, per caller and
-// those with no identity in all.
+// those with no identity in all, and when each caller's began waiting.
 type waitingCalls struct {
 	mu     sync.Mutex
 	anon   int // 0: no bound on the calls with no identity in all
 	nAnon  int
-	byPeer map[string]int
+	byPeer map[string]*waitingOf
 }
 
-func (w *waitingCalls) take(who string, anonymous bool) bool {
+// waitingOf is one caller's calls waiting for their message, in the
+// order they began (the front is the oldest).
+type waitingOf struct{ since list.List } // of time.Time
+
+// take counts a call of who waiting from now, or reports false past the
+// caller's bound (or the anonymous callers' together), with whether the
+// caller's oldest call waiting has waited StaleWaitingCall (stale). el
+// is the call's entry, for give.
+func (w *waitingCalls) take(who string, anonymous bool, now time.Time) (el *list.Element, ok, stale bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.byPeer[who] >= MaxWaitingPerCaller || (anonymous && w.anon > 0 && w.nAnon >= w.anon) {
-		return false
+	o := w.byPeer[who]
+	if o == nil {
+		o = &waitingOf{}
 	}
-	w.byPeer[who]++
+	if o.since.Len() >= MaxWaitingPerCaller || (anonymous && w.anon > 0 && w.nAnon >= w.anon) {
+		front := o.since.Front()
+		return nil, false, front != nil && now.Sub(front.Value.(time.Time)) >= StaleWaitingCall
+	}
+	w.byPeer[who] = o
 	if anonymous {
 		w.nAnon++
 	}
-	return true
+	return o.since.PushBack(now), true, false
 }
 
-func (w *waitingCalls) give(who string, anonymous bool) {
+func (w *waitingCalls) give(who string, anonymous bool, el *list.Element) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if anonymous {
 		w.nAnon--
 	}
-	if w.byPeer[who]--; w.byPeer[who] <= 0 {
-		delete(w.byPeer, who)
+	if o := w.byPeer[who]; o != nil {
+		o.since.Remove(el)
+		if o.since.Len() == 0 {
+			delete(w.byPeer, who)
+		}
 	}
 }
 
@@ -345,12 +378,18 @@ func (g *RecvGuard) Tap(next tap.ServerInHandle) tap.ServerInHandle {
 			if g.unread.over(owner) {
 				return ctx, errUnread
 			}
-			if !g.waiting.take(owner, anonymous) {
-				resetStats{&g.resetCloses, g.peers}.ended(ctx, true)
+			el, ok, stale := g.waiting.take(owner, anonymous, time.Now())
+			if !ok {
+				// An early reset only when the caller's calls have been
+				// waiting for their message long (StaleWaitingCall): a
+				// hub's honest calls merely wait for their goroutine.
+				if stale {
+					resetStats{&g.resetCloses, g.peers}.ended(ctx, true)
+				}
 				return ctx, errRecvCalls
 			}
 			call.owner = owner
-			call.release = sync.OnceFunc(func() { g.waiting.give(owner, anonymous) })
+			call.release = sync.OnceFunc(func() { g.waiting.give(owner, anonymous, el) })
 		}
 		parent := ctx
 		ctx, cancel := context.WithCancelCause(ctx)

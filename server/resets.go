@@ -28,7 +28,10 @@ import (
 // message with its headers. A call refused at its headers because its
 // caller already has MaxWaitingPerCaller calls waiting for their message
 // counts as early too (a flood of such calls was refused one by one,
-// cheaply, but never closed the connection). A caught connection is
+// cheaply, but never closed the connection), once the oldest of those
+// has waited StaleWaitingCall: a hub's honest calls wait only for their
+// goroutine. A call admission refuses
+// (RESOURCE_EXHAUSTED) is never early. A caught connection is
 // closed at once (what it had sent is refused, nothing more is read).
 
 // resetStats is the stats handler counting each connection's calls and
@@ -88,20 +91,16 @@ func (r resetStats) TagConn(ctx context.Context, info *stats.ConnTagInfo) contex
 
 func (resetStats) HandleConn(context.Context, stats.ConnStats) {}
 
-// callState is a call's: whether its message arrived, and whether
-// admission refused it past its caller's rate (rapidreset.WithRequest).
+// callState is a call's: whether its message arrived.
 type callState struct {
 	arrived atomic.Bool
-	past    func() bool
 }
 
 func (resetStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
 	if ctx.Value(connResetsKey{}) == nil {
 		return ctx
 	}
-	c := &callState{}
-	ctx, c.past = rapidreset.WithRequest(ctx)
-	return context.WithValue(ctx, callArrived{}, c)
+	return context.WithValue(ctx, callArrived{}, &callState{})
 }
 
 func (r resetStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
@@ -117,9 +116,9 @@ func (r resetStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		// its message too, but the daemon ended it, not its client: a
 		// client uploading many large messages at once had its
 		// connection closed as a rapid resetter (the twelfth hostile pass).
-		// A call refused past its caller's rate of refusals is early
-		// (admission_refusals.go).
-		r.ended(ctx, !c.arrived.Load() && status.Code(s.Error) == codes.Canceled && !errors.Is(context.Cause(ctx), errRecvBudget) || c.past())
+		// A call admission refused is not early, at any rate: its client
+		// sent it whole and read its answer (admission_refusals.go).
+		r.ended(ctx, !c.arrived.Load() && status.Code(s.Error) == codes.Canceled && !errors.Is(context.Cause(ctx), errRecvBudget))
 	}
 }
 
@@ -154,9 +153,11 @@ var errHeld = status.Error(codes.ResourceExhausted, "this connection reset too m
 // past its peer's HealthChecksPerSecond count as early resets, as a 4xx
 // does on the HTTP listeners: complete calls with no token were never
 // counted, and cost the daemon 1.6-4 times their client's CPU, health
-// checks (no token needed) 3.8 times (the sixteenth hostile pass). So
-// does a call admission refuses here past its caller's rate of refusals
-// (admission_refusals.go).
+// checks (no token needed) 3.8 times (the sixteenth hostile pass). A
+// call admission refuses here (RESOURCE_EXHAUSTED) does not count, at
+// any rate: the refusal costs microseconds, and an honest hub of
+// thousands of callers backing off as told is refused many times a
+// second under overload (admission_refusals.go).
 func (g *RecvGuard) refuseHeld(next tap.ServerInHandle) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
 		c, ok := ctx.Value(recvConnKey{}).(*recvConn)
@@ -171,9 +172,8 @@ func (g *RecvGuard) refuseHeld(next tap.ServerInHandle) tap.ServerInHandle {
 			resetStats{&g.resetCloses, g.peers}.ended(ctx, true)
 			return ctx, errHealthChecks
 		}
-		ctx, past := rapidreset.WithRequest(ctx)
 		ctx, err := next(ctx, info)
-		if code := status.Code(err); code == codes.Unauthenticated || code == codes.PermissionDenied || err != nil && past() {
+		if code := status.Code(err); code == codes.Unauthenticated || code == codes.PermissionDenied {
 			resetStats{&g.resetCloses, g.peers}.ended(ctx, true)
 		}
 		return ctx, err

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -102,6 +103,15 @@ type Guard struct {
 	// JSON-RPC batch's messages): each past the first is charged
 	// StreamCost more, as a request of its own is.
 	Messages func(body []byte) int
+	// Admit, if set, is admission's precheck of a request let in, after
+	// its body is read and checked and before the handler sees it
+	// (--http-listen: server.Admission.PrecheckHTTP, before vanguard
+	// transcodes it): a refusal (RESOURCE_EXHAUSTED with a retry delay)
+	// is answered 429 with Retry-After at once. The connection is kept
+	// (its body was read whole): an honest client refused under
+	// overload keeps it, unless the refusal is past its caller's rate
+	// (rapidreset.RefusedPastRate closes an HTTP/1.1 one).
+	Admit func(r *http.Request) error
 }
 
 func (g Guard) writeWait() time.Duration {
@@ -210,8 +220,25 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 			refuse(w, r, code, refusal)
 			return
 		}
+		admitted := func() bool {
+			if g.Admit == nil {
+				return true
+			}
+			err := g.Admit(r)
+			if err == nil {
+				return true
+			}
+			bw.wait = RefusalWriteWait
+			if d := server.RetryAfter(err); d > 0 {
+				w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10))
+			}
+			g.Refuse(w, r, http.StatusTooManyRequests, err)
+			return false
+		}
 		if !hasBody(r) {
-			next.ServeHTTP(w, r)
+			if admitted() {
+				next.ServeHTTP(w, r)
+			}
 			return
 		}
 		rc := http.NewResponseController(w)
@@ -288,12 +315,40 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 				defer g.Budget.give(who, extra)
 			}
 		}
+		if !admitted() {
+			return
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
 		r.TransferEncoding = nil
 		next.ServeHTTP(w, r)
 	})
+}
+
+// RequestTimeout is the deadline a request of --http-listen gives its
+// call, as vanguard reads it (Connect-Timeout-Ms, X-Server-Timeout in
+// seconds, Grpc-Timeout for gRPC-Web): 0 and true without one; false
+// when one does not parse (the transcoder refuses it, or gives it to
+// gRPC: the caller's precheck is then left to the interceptor).
+func RequestTimeout(h http.Header) (time.Duration, bool) {
+	if v := h.Get("Connect-Timeout-Ms"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		return time.Duration(n) * time.Millisecond, err == nil && n > 0 && n < 1e10
+	}
+	if v := h.Get("X-Server-Timeout"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		return time.Duration(f * float64(time.Second)), err == nil && f > 0 && f < 1e8
+	}
+	if v := h.Get("Grpc-Timeout"); len(v) >= 2 && len(v) <= 9 {
+		n, err := strconv.ParseInt(v[:len(v)-1], 10, 64)
+		unit, ok := map[byte]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second,
+			'm': time.Millisecond, 'u': time.Microsecond, 'n': time.Nanosecond}[v[len(v)-1]]
+		return time.Duration(n) * unit, err == nil && ok && n > 0
+	} else if v != "" {
+		return 0, false
+	}
+	return 0, true
 }
 
 // MaxHeaderFields bounds the header fields of a request (each value of a

@@ -236,7 +236,7 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 		Cores: runtime.GOMAXPROCS(0)})
 	if o.Admission != nil {
 		if err := o.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "classifierd_admission_refused_past_rate_total",
-			Help: "Calls refused (RESOURCE_EXHAUSTED, 429) past their caller's rate of refusals (20 a second after a burst of 64): each counts as an early reset, and on HTTP/1.1 closes its connection."},
+			Help: "Calls refused (RESOURCE_EXHAUSTED, 429) past their caller's rate of refusals (20 a second after a burst of 64): on HTTP/1.1 each answer closes its connection (Connection: close); none is an early reset."},
 			func() float64 { return float64(o.Admission.RefusalsPastRate()) })); err != nil {
 			return nil, err
 		}
@@ -377,6 +377,19 @@ func (o *Ops) HTTPGuard(maxBody int64, served map[string]grpc.ServiceInfo) httpg
 			o.Metrics.Denied(servedMethod(r.URL.Path, served), status.Code(err))
 		}
 		refuse(w, r, code, err)
+	}
+	if o.Admission != nil {
+		// Admission's refusals made before vanguard transcodes a call
+		// (server.Admission.PrecheckHTTP), as the gRPC tap makes them
+		// before a call's message is read.
+		g.Admit = func(r *http.Request) error {
+			m := servedMethod(r.URL.Path, served)
+			timeout, ok := httpguard.RequestTimeout(r.Header)
+			if m == "unknown" || !ok {
+				return nil
+			}
+			return o.Admission.PrecheckHTTP(r.Context(), m, timeout)
+		}
 	}
 	return g
 }

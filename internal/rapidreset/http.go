@@ -32,8 +32,10 @@ import (
 // request on a connection, and its connections are capped
 // (--max-conns-per-peer): its refusals are not counted, so many clients
 // of one address that each lack a token each get their 401. A request
-// refused past its caller's rate (RefusedPastRate) counts as early on
-// both, and on HTTP/1.1 its answer closes the connection.
+// refused past its caller's rate (RefusedPastRate) is not early on
+// either: on HTTP/1.1 its answer closes its connection (Connection:
+// close), which costs an honest client a reconnection and a pipelining
+// one what it had pipelined, and touches no other connection.
 func (r *Peers) Serve(hs *http.Server) {
 	prev := hs.ConnContext
 	hs.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
@@ -61,7 +63,7 @@ func (r *Peers) Serve(hs *http.Server) {
 		ctx, past := WithRequest(req.Context())
 		sw := &flushWriter{ResponseWriter: w, past: past, h1: req.ProtoMajor == 1}
 		next.ServeHTTP(sw, req.WithContext(ctx))
-		early := !sw.flushed.Load() && req.Context().Err() != nil || req.ProtoMajor == 2 && refusedEarly(int(sw.status.Load())) || past()
+		early := !sw.flushed.Load() && req.Context().Err() != nil || req.ProtoMajor == 2 && refusedEarly(int(sw.status.Load()))
 		if hc.n.Ended(early) {
 			r.httpCloses.Add(1)
 			_ = hc.conn.Close()

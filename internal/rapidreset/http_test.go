@@ -176,10 +176,18 @@ func TestServeClosesWastefulConnections(t *testing.T) {
 			t.Fatalf("a connection mostly answered: %d closes, %d penalties, want none", peers.HTTPCloses(), peers.Penalties())
 		}
 	})
+	// Refusals past the caller's rate are no early resets (they were
+	// before the eighteenth pass: a hub's honest callers, refused under
+	// overload, had their peer penalized): an HTTP/2 connection of them
+	// is never closed, nor its peer penalized.
 	t.Run("429s past the caller's rate", func(t *testing.T) {
 		peers, ts := resetServer(t)
 		get(t, ts, "/pastrate", true, 0, 2*EarlyResetsMin)
-		waitCloses(t, peers, 1)
+		get(t, ts, "/pastrate", true, 0, PeerEarlyResetsMin)
+		time.Sleep(100 * time.Millisecond)
+		if peers.HTTPCloses() != 0 || peers.Penalties() != 0 {
+			t.Fatalf("a connection of 429s past the rate: %d closes, %d penalties, want none", peers.HTTPCloses(), peers.Penalties())
+		}
 	})
 	t.Run("abandoned", func(t *testing.T) {
 		peers, ts := resetServer(t)
@@ -248,9 +256,11 @@ func TestEmptyConnectionsPenalize(t *testing.T) {
 // caller's rate is answered Connection: close and its connection closed,
 // with the requests pipelined behind it unread (the sixteenth hostile
 // pass pipelined 64 small Routes at a time, mostly refused 429); a
-// refusal within the rate (429) and an answer keep the connection.
+// refusal within the rate (429) and an answer keep the connection. It
+// touches that connection only: its peer is never penalized, however
+// many such refusals (a hub's callers each reconnecting after theirs).
 func TestServeClosesHTTP1PastRate(t *testing.T) {
-	_, ts := resetServer(t)
+	peers, ts := resetServer(t)
 	pipeline := func(paths ...string) (statuses []int, closes []bool) {
 		t.Helper()
 		nc, err := tls.Dial("tcp", ts.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
@@ -295,5 +305,14 @@ func TestServeClosesHTTP1PastRate(t *testing.T) {
 	}
 	if got := FromHeader(context.Background(), http.Header{"A": {"b"}}); got.Value(refusedKey{}) != nil {
 		t.Fatal("FromHeader marked a context for a header no request being served has")
+	}
+	for i := range PeerEarlyResetsMin + 8 {
+		if st, cl := pipeline("/pastrate"); len(st) != 1 || !cl[0] {
+			t.Fatalf("connection %d, /pastrate: statuses %v, closing %v; want one 429 with Connection: close", i, st, cl)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if peers.Penalties() != 0 || peers.HTTPCloses() != 0 {
+		t.Fatalf("%d connections of one refusal past the rate each: %d penalties, %d closes by the rule, want none", PeerEarlyResetsMin+9, peers.Penalties(), peers.HTTPCloses())
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -557,23 +558,56 @@ func TestGRPCRefusedCallsCountedEarly(t *testing.T) {
 				}
 			}
 		}
+		// While a flood goes on (16 loops on 4 connections, reconnected
+		// when closed), a kubelet's probe from the same address (every
+		// loopback address is one peer): each check on a new
+		// connection, answered. The flood's refusals are its
+		// connections', not the peer's: the peer's new connections are
+		// not held back, and a connection's first checks are answered
+		// whatever the peer's rate.
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 4 {
+			fc, err := grpc.NewClient(addr, insecureDial...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fc.Close()
+			hc := healthpb.NewHealthClient(fc)
+			for range 4 {
+				wg.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+						_, _ = hc.Check(cctx, &healthpb.HealthCheckRequest{})
+						cancel()
+					}
+				})
+			}
+		}
+		defer wg.Wait()
+		defer close(stop)
+		time.Sleep(time.Second)
+		for i := range 5 {
+			pc, err := grpc.NewClient(addr, insecureDial...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err = healthpb.NewHealthClient(pc).Check(pctx, &healthpb.HealthCheckRequest{})
+			cancel()
+			pc.Close()
+			if err != nil {
+				t.Fatalf("a probe's check %d beside the flood: %v", i+1, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 		if !closed {
 			t.Fatalf("%d health checks on one connection as fast as answered (%d refused): the connection is open", n, refused)
-		}
-		// A kubelet's probe from the same address (every loopback
-		// address is one peer): a new connection, answered. The flood's
-		// refusals were its connection's, not the peer's: the peer's
-		// new connections are not held back, and a connection's first
-		// checks are answered whatever the peer's rate.
-		pc, err := grpc.NewClient(addr, insecureDial...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pc.Close()
-		pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := healthpb.NewHealthClient(pc).Check(pctx, &healthpb.HealthCheckRequest{}); err != nil {
-			t.Fatalf("a probe's check just after the flood (%d refused): %v", refused, err)
 		}
 	})
 	t.Run("calls refused UNAUTHENTICATED: closed", func(t *testing.T) {

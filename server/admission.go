@@ -1273,7 +1273,7 @@ func (a *Admission) repriceLocked() {
 // cpuAdmitted reports whether a unary call of method that runs no model
 // passes admission as AdmitCPU's: every one but the health checks, which
 // a load balancer must have answered however busy the daemon is, and
-// which are bounded per peer (HealthChecksPerSecond). Outside admission a
+// which are bounded per peer and connection (healthCheck). Outside admission a
 // flood of GetIndexInfo by one identity over HTTP (864 calls a second)
 // cost the daemon 14 times its client's CPU and took another identity's
 // Route from p50 3-4 ms to 19-20 ms (the sixteenth hostile pass): within

@@ -27,25 +27,54 @@ type Health struct {
 	stop chan struct{}
 
 	// MaxWatches and MaxWatchesPerPeer bound the Watch streams open at
-	// once, in all and per peer (peerkey); past them Watch answers
+	// once, in all and per network (watchNet: an IPv4 /24, an IPv6 /64);
+	// the last WatchReserve of MaxWatches go only to networks holding
+	// fewer than ReservedWatchesPerPeer. Past them Watch answers
 	// RESOURCE_EXHAUSTED.
-	MaxWatches, MaxWatchesPerPeer int
-	mu                            sync.Mutex
-	watches                       int
-	perPeer                       map[netip.Addr]int
+	MaxWatches, MaxWatchesPerPeer        int
+	WatchReserve, ReservedWatchesPerPeer int
+	mu                                   sync.Mutex
+	watches                              int
+	perPeer                              map[netip.Addr]int
 }
 
 // Bounds of the health watches (Health): a client-side health check
-// keeps one per connection.
+// keeps one per connection. Counted per address, 16 addresses filled
+// the 1,024 (the seventeenth hostile pass: from 127.0.0.2-17, every
+// further Watch refused, a real balancer's too). Now a peer is its
+// network, an IPv4 /24 or an IPv6 /64 (an address's neighbours are
+// mostly one owner's, as a NAT's or a host's are), and the last 256
+// places are kept for networks that hold fewer than 4: once 768 are
+// open, only such a network opens one. Filling every place so takes 12
+// networks of 64 and 64 more of 4 (76 /24s or /64s, where 16 addresses
+// did), and until then a network that holds none, a balancer's, opens
+// up to 4. A finite cap can still be filled by a client with enough
+// networks (on loopback, 127/8 has 65,536 /24s); ending the watches of
+// the largest holder for a newcomer would be next. An honest fleet of
+// balancers behind one /24 shares 64 watches (one per connection).
 const (
 	DefaultMaxHealthWatches        = 1024
 	DefaultMaxHealthWatchesPerPeer = 64
+	DefaultHealthWatchReserve      = DefaultMaxHealthWatches / 4
+	DefaultReservedWatchesPerPeer  = 4
 )
 
 // NewHealth returns a health server with every status unset.
 func NewHealth() *Health {
 	return &Health{Server: health.NewServer(), stop: make(chan struct{}), MaxWatches: DefaultMaxHealthWatches,
-		MaxWatchesPerPeer: DefaultMaxHealthWatchesPerPeer, perPeer: map[netip.Addr]int{}}
+		MaxWatchesPerPeer: DefaultMaxHealthWatchesPerPeer, WatchReserve: DefaultHealthWatchReserve,
+		ReservedWatchesPerPeer: DefaultReservedWatchesPerPeer, perPeer: map[netip.Addr]int{}}
+}
+
+// watchNet is the network whose watches are counted together: an IPv4
+// address's /24 (a loopback one's too), an IPv6 address's /64
+// (peerkey.Of); the zero address (a Unix socket) is one.
+func watchNet(a netip.Addr) netip.Addr {
+	if a.Is4() {
+		p, _ := a.Prefix(24)
+		return p.Addr()
+	}
+	return a
 }
 
 // admitWatch counts a Watch stream of ctx's peer, or refuses it past the
@@ -54,14 +83,20 @@ func (h *Health) admitWatch(ctx context.Context) (release func(), err error) {
 	var key netip.Addr
 	if p, ok := peer.FromContext(ctx); ok {
 		key, _ = peerkey.Remote(p.Addr)
+		key = watchNet(key)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	held := h.perPeer[key]
 	if h.watches >= h.MaxWatches {
 		return nil, status.Errorf(codes.ResourceExhausted, "%d health watches are open, the most this server keeps: use Check, or retry later", h.watches)
 	}
-	if h.perPeer[key] >= h.MaxWatchesPerPeer {
-		return nil, status.Errorf(codes.ResourceExhausted, "this peer has %d health watches open, the most one peer may: close some, or use Check", h.perPeer[key])
+	if h.watches >= h.MaxWatches-h.WatchReserve && held >= h.ReservedWatchesPerPeer {
+		return nil, status.Errorf(codes.ResourceExhausted, "%d health watches are open, and this network holds %d: the last %d are kept for networks holding fewer than %d; use Check, or retry later",
+			h.watches, held, h.WatchReserve, h.ReservedWatchesPerPeer)
+	}
+	if held >= h.MaxWatchesPerPeer {
+		return nil, status.Errorf(codes.ResourceExhausted, "this network (%s) has %d health watches open, the most one may: close some, or use Check", key, held)
 	}
 	h.watches++
 	h.perPeer[key]++

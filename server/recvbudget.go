@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/classifierd/classifierd/internal/rapidreset"
+	"golang.org/x/time/rate"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -154,8 +155,10 @@ type RecvGuard struct {
 	// peers, each peer's early resets (resets.go).
 	resetCloses atomic.Int64
 	peers       *rapidreset.Peers
-	// health bounds each peer's health checks (refuseHeld).
-	health peerBuckets
+	// health bounds each peer's health checks (healthCheck);
+	// healthCloses counts the connections closed past them.
+	health       peerBuckets
+	healthCloses atomic.Int64
 }
 
 // NewRecvGuard counts against b.
@@ -193,6 +196,13 @@ type recvConn struct {
 	// tests: made by the stats handler).
 	peer   netip.Addr
 	resets *rapidreset.Conn
+	// healthOwn is the connection's own bucket of health checks,
+	// healthRefused its checks refused, healthFlood whether it was
+	// closed for them (resets.go).
+	healthOnce    sync.Once
+	healthOwn     *rate.Limiter
+	healthRefused atomic.Int64
+	healthFlood   atomic.Bool
 
 	mu sync.Mutex
 	// read is every byte the connection has read. What it holds for

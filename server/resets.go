@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/classifierd/classifierd/internal/rapidreset"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/stats"
@@ -149,15 +150,15 @@ var errHeld = status.Error(codes.ResourceExhausted, "this connection reset too m
 // at once every call of a connection the early-reset rule caught: the
 // calls it had sent before it was caught (up to a read buffer of them)
 // otherwise each still took a handler. A call the taps refuse for its
-// caller's fault (UNAUTHENTICATED, PERMISSION_DENIED) and a health check
-// past its peer's HealthChecksPerSecond count as early resets, as a 4xx
-// does on the HTTP listeners: complete calls with no token were never
-// counted, and cost the daemon 1.6-4 times their client's CPU, health
-// checks (no token needed) 3.8 times (the sixteenth hostile pass). A
-// call admission refuses here (RESOURCE_EXHAUSTED) does not count, at
-// any rate: the refusal costs microseconds, and an honest hub of
-// thousands of callers backing off as told is refused many times a
-// second under overload (admission_refusals.go).
+// caller's fault (UNAUTHENTICATED, PERMISSION_DENIED) counts as an early
+// reset, as a 4xx does on the HTTP listeners: complete calls with no
+// token were never counted, and cost the daemon 1.6-4 times their
+// client's CPU (the sixteenth hostile pass). A call admission refuses
+// here (RESOURCE_EXHAUSTED) does not count, at any rate: the refusal
+// costs microseconds, and an honest hub of thousands of callers backing
+// off as told is refused many times a second under overload
+// (admission_refusals.go). Health checks are bounded by healthCheck,
+// whose refusals are the connection's alone.
 func (g *RecvGuard) refuseHeld(next tap.ServerInHandle) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
 		c, ok := ctx.Value(recvConnKey{}).(*recvConn)
@@ -166,10 +167,12 @@ func (g *RecvGuard) refuseHeld(next tap.ServerInHandle) tap.ServerInHandle {
 		}
 		c.tapped.Add(1) // seen (frames.go): not refused by the transport
 		if c.caught.Load() {
+			if c.healthFlood.Load() {
+				return ctx, errHealthFlood
+			}
 			return ctx, errHeld
 		}
-		if strings.HasPrefix(info.FullMethodName, "/grpc.health.v1.Health/") && !g.health.take(c.peer) {
-			resetStats{&g.resetCloses, g.peers}.ended(ctx, true)
+		if strings.HasPrefix(info.FullMethodName, "/grpc.health.v1.Health/") && !g.healthCheck(c) {
 			return ctx, errHealthChecks
 		}
 		ctx, err := next(ctx, info)
@@ -182,13 +185,65 @@ func (g *RecvGuard) refuseHeld(next tap.ServerInHandle) tap.ServerInHandle {
 
 // HealthChecksPerSecond bounds each peer's health checks (every loopback
 // address one peer), after a burst of HealthCheckBurst: a probe checks
-// every few seconds, a load balancer a few times a second.
+// every few seconds, a load balancer a few times a second. Health needs
+// no token, and a flood of checks cost the daemon 3.8 times its client's
+// CPU (the sixteenth hostile pass: HPACK references).
+//
+// A connection's own HealthChecksPerConnection a second, after a burst
+// of HealthCheckConnectionBurst, are answered whatever its peer's rate
+// (a kubelet or grpc_health_probe opens a connection per check, a
+// balancer checks a few services a second on one): a flood from a
+// prober's address used up the peer's rate, and its refusals counted as
+// early resets of the peer, whose new connections were then held back,
+// so the prober's own checks went 16 of 16 answered to 10 of 10
+// DEADLINE_EXCEEDED (the seventeenth hostile pass). Past both, a check
+// is refused RESOURCE_EXHAUSTED and counted to its connection alone:
+// at its HealthRefusalsPerConnection-th refusal the connection is
+// closed, and its peer is not penalized. A flooder is bounded all the
+// same: its connection ends after a few refusals, a new one costs it a
+// TCP (and TLS) handshake for the few checks it then gets (16 loops of
+// checks reconnecting cost the daemon 1.0 times their client's CPU,
+// with HPACK references 1.6 times), and a peer holds at most
+// --max-conns-per-peer connections. Holding a flooder's new connections
+// back, as a penalty does, would hold its prober's too.
 const (
-	HealthChecksPerSecond = 200
-	HealthCheckBurst      = 2000
+	HealthChecksPerSecond       = 200
+	HealthCheckBurst            = 2000
+	HealthChecksPerConnection   = 5
+	HealthCheckConnectionBurst  = 10
+	HealthRefusalsPerConnection = 8
 )
 
-var errHealthChecks = status.Errorf(codes.ResourceExhausted, "more than %d health checks a second from this address", HealthChecksPerSecond)
+var (
+	errHealthChecks = status.Errorf(codes.ResourceExhausted, "more than %d health checks a second from this address, and more than %d on this connection", HealthChecksPerSecond, HealthChecksPerConnection)
+	errHealthFlood  = status.Errorf(codes.ResourceExhausted, "this connection sent health checks past their rate after %d refusals: it is closed", HealthRefusalsPerConnection)
+)
+
+// healthCheck reports whether a health check of c is answered (see
+// HealthChecksPerSecond): within c's own rate, else within its peer's.
+// A refused one is counted to c, closed at its
+// HealthRefusalsPerConnection-th.
+func (g *RecvGuard) healthCheck(c *recvConn) bool {
+	if c.healthChecks().Allow() || g.health.take(c.peer) {
+		return true
+	}
+	if c.healthRefused.Add(1) == HealthRefusalsPerConnection {
+		g.healthCloses.Add(1)
+		c.healthFlood.Store(true)
+		c.closeCaught()
+	}
+	return false
+}
+
+// healthChecks is c's own bucket of health checks, made at its first.
+func (c *recvConn) healthChecks() *rate.Limiter {
+	c.healthOnce.Do(func() { c.healthOwn = rate.NewLimiter(HealthChecksPerConnection, HealthCheckConnectionBurst) })
+	return c.healthOwn
+}
+
+// HealthFloodCloses is how many connections were closed for health
+// checks past their rate (HealthRefusalsPerConnection).
+func (g *RecvGuard) HealthFloodCloses() int64 { return g.healthCloses.Load() }
 
 // peerBuckets is a token bucket per peer (HealthChecksPerSecond, burst
 // HealthCheckBurst), at most maxBucketPeers of them (past it they all

@@ -8,12 +8,14 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/internal/rapidreset"
@@ -498,7 +500,9 @@ func TestGRPCTransportRefusalsClosed(t *testing.T) {
 // resets, so a connection of them is closed, and a peer's health checks
 // past server.HealthChecksPerSecond (after its burst) are refused: the
 // sixteenth hostile pass sent both with HPACK references, never counted,
-// at 1.6-4.6 times its own CPU in the daemon's.
+// at 1.6-4.6 times its own CPU in the daemon's. The health checks'
+// refusals close their connection, not the peer's others: a probe from
+// the same address is answered (the seventeenth pass's was held back).
 func TestGRPCRefusedCallsCountedEarly(t *testing.T) {
 	idx := genIndex(t, "testdata/mini.json")
 	addr := freeAddr(t)
@@ -528,14 +532,16 @@ func TestGRPCRefusedCallsCountedEarly(t *testing.T) {
 			}
 		}), statuses
 	}
-	t.Run("health checks past the peer's rate: refused", func(t *testing.T) {
+	t.Run("health checks past their rate: refused, the connection closed, a probe answered", func(t *testing.T) {
 		h, statuses := open()
 		// In batches under MaxConcurrentStreams, faster than the rate.
 		n, batch, refused := 2*server.HealthCheckBurst, 60, 0
-		for sent := 0; sent < n && refused == 0; sent += batch {
+		closed := false
+	flood:
+		for sent := 0; sent < n && !closed; sent += batch {
 			for s := sent; s < sent+batch; s++ {
 				if err := h.call(uint32(2*s+1), "/grpc.health.v1.Health/Check", "", []byte{}); err != nil {
-					t.Fatalf("call %d: %v", s, err)
+					break // closed meanwhile
 				}
 			}
 			for range batch {
@@ -544,13 +550,64 @@ func TestGRPCRefusedCallsCountedEarly(t *testing.T) {
 					if st == "8" { // RESOURCE_EXHAUSTED
 						refused++
 					}
+				case <-h.gone:
+					closed = true
+					continue flood
 				case <-time.After(30 * time.Second):
 					t.Fatalf("no answer in 30 s (%d sent)", sent)
 				}
 			}
 		}
-		if refused == 0 {
-			t.Fatalf("%d health checks from one peer as fast as answered: none refused", n)
+		// While a flood goes on (16 loops on 4 connections, reconnected
+		// when closed), a kubelet's probe from the same address (every
+		// loopback address is one peer): each check on a new
+		// connection, answered. The flood's refusals are its
+		// connections', not the peer's: the peer's new connections are
+		// not held back, and a connection's first checks are answered
+		// whatever the peer's rate.
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 4 {
+			fc, err := grpc.NewClient(addr, insecureDial...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fc.Close()
+			hc := healthpb.NewHealthClient(fc)
+			for range 4 {
+				wg.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+						_, _ = hc.Check(cctx, &healthpb.HealthCheckRequest{})
+						cancel()
+					}
+				})
+			}
+		}
+		defer wg.Wait()
+		defer close(stop)
+		time.Sleep(time.Second)
+		for i := range 5 {
+			pc, err := grpc.NewClient(addr, insecureDial...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err = healthpb.NewHealthClient(pc).Check(pctx, &healthpb.HealthCheckRequest{})
+			cancel()
+			pc.Close()
+			if err != nil {
+				t.Fatalf("a probe's check %d beside the flood: %v", i+1, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if !closed {
+			t.Fatalf("%d health checks on one connection as fast as answered (%d refused): the connection is open", n, refused)
 		}
 	})
 	t.Run("calls refused UNAUTHENTICATED: closed", func(t *testing.T) {

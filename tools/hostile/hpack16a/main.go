@@ -38,6 +38,7 @@ var (
 	inflight = flag.Int("inflight", 60, "requests in flight per connection")
 	hold     = flag.Duration("hold", 10*time.Second, "how long")
 	again    = flag.Bool("reconnect", true, "connect again when the server closes")
+	src      = flag.String("src", "", "source address to bind (a peer other than loopback)")
 )
 
 var (
@@ -78,10 +79,14 @@ func main() {
 func run(stop time.Time) error {
 	var nc net.Conn
 	var err error
+	d := &net.Dialer{}
+	if *src != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(*src)}
+	}
 	if *useTLS {
-		nc, err = tls.Dial("tcp", *addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // a probe against a self-signed test daemon
+		nc, err = tls.DialWithDialer(d, "tcp", *addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // a probe against a self-signed test daemon
 	} else {
-		nc, err = net.Dial("tcp", *addr)
+		nc, err = d.Dial("tcp", *addr)
 	}
 	if err != nil {
 		return err

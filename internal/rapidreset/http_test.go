@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 )
@@ -261,33 +262,9 @@ func TestEmptyConnectionsPenalize(t *testing.T) {
 // many such refusals (a hub's callers each reconnecting after theirs).
 func TestServeClosesHTTP1PastRate(t *testing.T) {
 	peers, ts := resetServer(t)
-	pipeline := func(paths ...string) (statuses []int, closes []bool) {
+	pipeline := func(paths ...string) ([]int, []bool) {
 		t.Helper()
-		nc, err := tls.Dial("tcp", ts.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-		var req []byte
-		for _, p := range paths {
-			req = append(req, "GET "+p+" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer x\r\n\r\n"...)
-		}
-		if _, err := nc.Write(req); err != nil {
-			t.Fatal(err)
-		}
-		br := bufio.NewReader(nc)
-		for range paths {
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				break // closed
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			statuses = append(statuses, resp.StatusCode)
-			closes = append(closes, resp.Close) // Connection: close (taken out of the header)
-		}
-		return statuses, closes
+		return pipelineHTTP1(t, ts, "Authorization: Bearer x\r\n", paths...)
 	}
 	st, cl := pipeline("/", "/busy", "/", "/")
 	if len(st) != 4 || st[1] != http.StatusTooManyRequests || cl[1] {
@@ -314,5 +291,76 @@ func TestServeClosesHTTP1PastRate(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if peers.Penalties() != 0 || peers.HTTPCloses() != 0 {
 		t.Fatalf("%d connections of one refusal past the rate each: %d penalties, %d closes by the rule, want none", PeerEarlyResetsMin+9, peers.Penalties(), peers.HTTPCloses())
+	}
+}
+
+// pipelineHTTP1 sends paths as GET requests pipelined on one new
+// HTTP/1.1 connection to ts, each with the header lines hdr, and returns
+// the statuses of the answers read before the connection closed, and
+// whether each said Connection: close.
+func pipelineHTTP1(t *testing.T, ts *httptest.Server, hdr string, paths ...string) (statuses []int, closes []bool) {
+	t.Helper()
+	nc, err := tls.Dial("tcp", ts.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	var req []byte
+	for _, p := range paths {
+		req = append(req, "GET "+p+" HTTP/1.1\r\nHost: x\r\n"+hdr+"\r\n"...)
+	}
+	if _, err := nc.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(nc)
+	for range paths {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			break // closed
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		statuses = append(statuses, resp.StatusCode)
+		closes = append(closes, resp.Close) // Connection: close (taken out of the header)
+	}
+	return statuses, closes
+}
+
+// TestServeClosesHTTP1RefusedInARow: an HTTP/1.1 connection whose
+// answers are refused for the caller's fault HTTP1RefusalsInARow times in
+// a row has the last of them close it, dropping what was pipelined
+// behind (the re-run of the seventeenth hostile pass: 64 pipelined 405s
+// at a time, never closed); an answer that is not such a refusal starts
+// the count again, a 429 (the server's load) is not one, and the peer is
+// never penalized.
+func TestServeClosesHTTP1RefusedInARow(t *testing.T) {
+	peers, ts := resetServer(t)
+	many := make([]string, 3*HTTP1RefusalsInARow)
+	for i := range many {
+		many[i] = "/forbidden"
+	}
+	st, cl := pipelineHTTP1(t, ts, "", many...)
+	if len(st) != HTTP1RefusalsInARow || st[0] != http.StatusUnauthorized || !cl[len(cl)-1] || cl[0] {
+		t.Fatalf("%d pipelined requests with no token: statuses %v, closing %v; want %d 401s, the last closing", len(many), st, cl, HTTP1RefusalsInARow)
+	}
+	st, cl = pipelineHTTP1(t, ts, "Authorization: Bearer x\r\n", many...)
+	if len(st) != HTTP1RefusalsInARow || st[0] != http.StatusForbidden || !cl[len(cl)-1] {
+		t.Fatalf("%d pipelined 403s: statuses %v, closing %v; want %d, the last closing", len(many), st, cl, HTTP1RefusalsInARow)
+	}
+	// Refusals broken by an answer, and 429s, keep the connection.
+	var mixed []string
+	for range 3 {
+		for range HTTP1RefusalsInARow - 1 {
+			mixed = append(mixed, "/forbidden")
+		}
+		mixed = append(mixed, "/", "/busy")
+	}
+	st, cl = pipelineHTTP1(t, ts, "Authorization: Bearer x\r\n", mixed...)
+	if len(st) != len(mixed) || slices.Contains(cl, true) {
+		t.Fatalf("%d pipelined, never %d refusals in a row: statuses %v, closing %v; want every answer, none closing", len(mixed), HTTP1RefusalsInARow, st, cl)
+	}
+	if peers.Penalties() != 0 || peers.HTTPCloses() != 0 {
+		t.Fatalf("refusals in a row on HTTP/1.1: %d penalties, %d closes by the rule; want none", peers.Penalties(), peers.HTTPCloses())
 	}
 }

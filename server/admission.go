@@ -293,6 +293,11 @@ type Admission struct {
 	// (admission_refusals.go).
 	refusals         keyedLimiters[string]
 	pastRateRefusals atomic.Int64
+
+	// reflection are the identities' buckets of reflection requests
+	// (edge.go, ReflectionRequestsPerSecond), under reflMu.
+	reflMu     sync.Mutex
+	reflection keyedLimiters[string]
 }
 
 // flow is one identity's share: its waiting calls in order and the
@@ -386,7 +391,8 @@ func NewAdmission(cfg AdmissionConfig) *Admission {
 	}
 	return &Admission{cfg: cfg, mu: newAdmissionLock(), now: time.Now, flows: map[string]*flow{}, waitScale: 1, nextScale: 1, rejected: func(string) {},
 		waited: func(time.Duration) {}, answered: func(time.Duration) {},
-		refusals: keyedLimiters[string]{r: AdmissionRefusalsPerSecond, b: AdmissionRefusalBurst, max: maxRefusalBuckets}}
+		refusals:   keyedLimiters[string]{r: AdmissionRefusalsPerSecond, b: AdmissionRefusalBurst, max: maxRefusalBuckets},
+		reflection: keyedLimiters[string]{r: ReflectionRequestsPerSecond, b: ReflectionRequestBurst, max: maxReflectionBuckets}}
 }
 
 // Queued is the number of calls waiting for a place.

@@ -71,6 +71,9 @@ func (f backendFunc) CallTool(ctx context.Context, _ string, params *mcp.CallToo
 
 // encodeProbe is a structured answer that records the places held each
 // time it is encoded (by Forward measuring it, by the SDK writing it).
+// It gives a place being given back during its encoding (by another
+// goroutine: context.AfterFunc's) 50 ms to show: a slow machine can
+// only miss it, never fail a correct build.
 type encodeProbe struct {
 	p    *places
 	mu   sync.Mutex
@@ -78,6 +81,9 @@ type encodeProbe struct {
 }
 
 func (e *encodeProbe) MarshalJSON() ([]byte, error) {
+	for i := 0; i < 50 && e.p.now() > 0; i++ {
+		time.Sleep(time.Millisecond)
+	}
 	e.mu.Lock()
 	e.seen = append(e.seen, e.p.now())
 	e.mu.Unlock()
@@ -89,7 +95,7 @@ func (e *encodeProbe) MarshalJSON() ([]byte, error) {
 // as call_tool does.
 func forwardServer(t *testing.T, p *places, before func(context.Context), backend backendFunc) *mcp.ClientSession {
 	t.Helper()
-	s := NewBare(Config{Logger: discard(), Admit: p.admit})
+	s := NewBare(Config{Logger: discard(), Admit: p.admit, Timeout: time.Minute}) // a default deadline, cancelled when guard returns
 	type in struct {
 		Args map[string]any `json:"args"`
 	}
@@ -203,6 +209,10 @@ func TestForwardedCallPlacesNotLeaked(t *testing.T) {
 		cs := forwardServer(t, p, func(hctx context.Context) {
 			close(started)
 			<-hctx.Done() // the client's cancel reached the server
+			// A place given back on another goroutine: as encodeProbe.
+			for i := 0; i < 50 && p.now() > 0; i++ {
+				time.Sleep(time.Millisecond)
+			}
 			atCancel = p.now()
 		}, func(ctx context.Context, _ *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 			called <- struct{}{}

@@ -120,7 +120,9 @@ type Config struct {
 	// Admit, if set, admits each request before it runs, as
 	// mcpserver.Config.Admit (the proxy admits the tool calls that run
 	// its model, search_tools and hub__analyze_prompt, and every request
-	// that is not a tool call, such as tools/list, by caller).
+	// that is not a tool call, such as tools/list, by caller; the
+	// forwarded calls for their own CPU, the place given back while the
+	// backend works: mcpserver.Forward).
 	Admit func(ctx context.Context, method, tool string, size int) (context.Context, func(), error)
 	// Metrics, when set, gets the proxy's series (metrics.go): live
 	// sessions, sessions refused, forwarded tool calls.

@@ -178,8 +178,19 @@ func serverName(idx *index.Index, server string) (string, bool) {
 // contract's spelling (NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED), and the
 // server's own protocol error (an unknown tool, bad arguments) is passed
 // on as UNKNOWN so the agent can correct itself.
+//
+// Its CPU is charged to its caller's admission place (admitted), except
+// while the backend works: the arguments are encoded for the backend here,
+// in the place, then the place is given back for the backend's work
+// (pauseAdmission) and taken again when it answers, for the answer's
+// handling and encoding. The SDK client still checks and copies the
+// encoded arguments as it sends them (json.RawMessage), outside any
+// place: it has no hook between its encoding and its wait.
 func Forward(ctx context.Context, c Caller, server, tool string, args any) *mcp.CallToolResult {
+	args = encodedArguments(args)
+	resume := pauseAdmission(ctx)
 	res, err := c.CallTool(ctx, server, &mcp.CallToolParams{Name: tool, Arguments: args})
+	resume()
 	name := clip.String(server, 128)
 	if err == nil {
 		if n := AnswerBytes(res); n > MaxForwardedAnswer {
@@ -208,4 +219,19 @@ func Forward(ctx context.Context, c Caller, server, tool string, args any) *mcp.
 		r.SetError(fmt.Errorf("UNKNOWN: server %q: %v", name, err))
 	}
 	return &r
+}
+
+// encodedArguments is args encoded as the SDK client would send them
+// (json.RawMessage: already encoded arguments are left alone); args as
+// they are if they do not encode, for the SDK to report.
+func encodedArguments(args any) any {
+	switch args.(type) {
+	case nil, json.RawMessage:
+		return args
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return args
+	}
+	return json.RawMessage(b)
 }

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -79,7 +80,9 @@ type Config struct {
 	// daemon with gRPC callers by identity. It returns the context to run
 	// the request with and the func that ends its admission; its error is
 	// a tool call's error result, and any other request's JSON-RPC error
-	// (rpcError). A tool call's admission ends when its handler returns;
+	// (rpcError). A tool call's admission ends when its handler returns,
+	// except a forwarded call's (Forward): given back while its backend
+	// works, taken again for the answer, which holds it until written;
 	// any other request's when its answer has been encoded and written
 	// (the SDK ends the request's context then): encoding a tools/list
 	// answer is its work, 14 KB of JSON schemas, not the handler's.
@@ -177,6 +180,12 @@ func guard(log *slog.Logger, timeout time.Duration, caller func(string, http.Hea
 				}
 				ctx = server.WithCaller(ctx, c)
 			}
+			if method == "tools/call" {
+				// The SDK's own context, which it ends once the answer
+				// is written: a forwarded call's place is held until
+				// then (admitted), not until this deadline's cancel.
+				ctx = context.WithValue(ctx, requestCtxKey{}, ctx)
+			}
 			if method == "tools/call" && timeout > 0 {
 				if _, ok := ctx.Deadline(); !ok {
 					var cancel context.CancelFunc
@@ -196,7 +205,8 @@ func guard(log *slog.Logger, timeout time.Duration, caller func(string, http.Hea
 }
 
 // admitted admits each request with admit (Config.Admit) before it runs.
-// A tool call's admission ends when it returns, and a refusal is the
+// A tool call's admission ends when it returns (a forwarded call's:
+// heldPlace), and a refusal is the
 // call's error result ("RESOURCE_EXHAUSTED: ..."), as guard's are. Any
 // other request's admission ends when the request's context does, which
 // the SDK ends once the answer has been encoded and written (or the
@@ -235,14 +245,136 @@ func admitted(admit func(context.Context, string, string, int) (context.Context,
 			if r.Params == nil {
 				return next(ctx, method, req)
 			}
-			ctx, release, err := admit(ctx, method, r.Params.Name, len(r.Params.Arguments))
+			name, size := r.Params.Name, len(r.Params.Arguments)
+			ctx, release, err := admit(ctx, method, name, size)
 			if err != nil {
 				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: ToolError(err).Error()}}}, nil
 			}
-			defer release()
-			return next(ctx, method, req)
+			h := &heldPlace{release: release, retake: func(ctx context.Context) func() {
+				// The backend's answer is paid for: a refusal (past the
+				// caller's share under overload, a deadline too near)
+				// leaves its encoding uncharged rather than lost.
+				_, release, err := admit(ctx, method, name, size)
+				if err != nil {
+					return nil
+				}
+				return release
+			}}
+			base, _ := ctx.Value(requestCtxKey{}).(context.Context)
+			if base == nil {
+				base = ctx
+			}
+			defer h.end(base)
+			res, err := next(context.WithValue(ctx, heldPlaceKey{}, h), method, req)
+			if h.wasPaused() && base.Err() != nil && err == nil {
+				// Cancelled while its backend worked: nobody reads the
+				// answer, and ending the hold now must not leave a large
+				// one to encode outside it.
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "CANCELLED: the call was cancelled"}}}, nil
+			}
+			return res, err
 		}
 	}
+}
+
+// requestCtxKey marks the context of a tool call's handlers with the
+// SDK's own context of the request (guard), before the daemon's default
+// deadline: the SDK ends it once the call's answer has been encoded and
+// written, or when the client cancels the call.
+type requestCtxKey struct{}
+
+// heldPlaceKey marks the context of a tool call's handler with its
+// *heldPlace.
+type heldPlaceKey struct{}
+
+// heldPlace is the admission place of a tool call (Config.Admit), held
+// from before the SDK checks and decodes its arguments (admitted calls
+// the SDK's handler as next). A forwarded call gives it back while its
+// backend works (pauseAdmission: that work is not this process's, and a
+// place held by a slow backend would keep the caller's others, and
+// everyone's past their shares, waiting) and takes one again when the
+// backend answers, held until the SDK has written the answer. It is
+// given back by code flow only, never by the client's cancel while the
+// SDK still works on the call in it.
+type heldPlace struct {
+	mu      sync.Mutex
+	release func() // the place held now; nil: none
+	retake  func(context.Context) func()
+	paused  bool // given back for a backend's work once
+	ended   bool // the handler has returned
+}
+
+// pause gives the place back (if held) and returns the func that takes
+// one again: call it when the wait ends, whatever came of it.
+func (h *heldPlace) pause() (resume func(context.Context)) {
+	h.mu.Lock()
+	r := h.release
+	h.release, h.paused = nil, true
+	h.mu.Unlock()
+	if r != nil {
+		r()
+	}
+	return func(ctx context.Context) {
+		h.mu.Lock()
+		if h.ended || h.release != nil {
+			h.mu.Unlock()
+			return
+		}
+		h.mu.Unlock()
+		r := h.retake(ctx)
+		if r == nil {
+			return
+		}
+		h.mu.Lock()
+		if h.ended || h.release != nil { // not the handler's own goroutine
+			h.mu.Unlock()
+			r()
+			return
+		}
+		h.release = r
+		h.mu.Unlock()
+	}
+}
+
+func (h *heldPlace) wasPaused() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.paused
+}
+
+// end gives back what the call holds when its handler has returned: the
+// place taken first at once (nothing was forwarded; a tool call's answer
+// is small, or, for the model's tools, encoded as it always was), a place
+// taken again after a backend's answer when the SDK ends the request's
+// context base, once that answer is written.
+func (h *heldPlace) end(base context.Context) {
+	h.mu.Lock()
+	r, paused := h.release, h.paused
+	h.release, h.ended = nil, true
+	h.mu.Unlock()
+	switch {
+	case r == nil:
+	case paused && base.Done() != nil:
+		context.AfterFunc(base, r)
+	default:
+		r()
+	}
+}
+
+// pauseAdmission gives back the admission place of ctx's tool call, if
+// it holds one (admitted), while the call waits on work that is not this
+// process's (a backend), and returns the func that takes a place again,
+// in the caller's flow, when the wait ends: call it then (the answer's
+// handling and encoding are charged to it). The place taken again is
+// never refused: when the admission refuses one the answer goes on
+// without.
+func pauseAdmission(ctx context.Context) (resume func()) {
+	h, _ := ctx.Value(heldPlaceKey{}).(*heldPlace)
+	if h == nil {
+		return func() {}
+	}
+	r := h.pause()
+	return func() { r(ctx) }
 }
 
 // notification reports whether method is a notification's, which has no

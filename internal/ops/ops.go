@@ -430,8 +430,13 @@ func modelTools() []string {
 // answer is encoded in its place (server.Admission.AdmitCPU: it holds a
 // core of the caller's share too). report_use is a model tool (a report
 // by query routes the query). The other tools (call_tool, the proxy's
-// forwarded calls) read sessions or forward to other servers, and are
-// not admitted. Nil without a.
+// forwarded calls) forward to other servers: they are admitted as
+// AdmitCPU's too, under one name ("mcp/forward": the tool names are the
+// callers'), for the SDK's check and decoding of their arguments and
+// their encoding for the backend; mcpserver.Forward gives the place back
+// while the backend works and takes one again for the answer (issue 27,
+// the eighteenth pass: 59 % of the proxy's CPU under a flood of
+// call_tool was there, outside any share). Nil without a.
 func MCPAdmit(a *server.Admission, more ...string) func(context.Context, string, string, int) (context.Context, func(), error) {
 	if a == nil {
 		return nil
@@ -445,7 +450,7 @@ func MCPAdmit(a *server.Admission, more ...string) func(context.Context, string,
 			return a.AdmitCPU(ctx, "mcp/"+method)
 		}
 		if !admitted[tool] {
-			return ctx, func() {}, nil
+			return a.AdmitCPU(ctx, "mcp/forward")
 		}
 		return a.Admit(ctx, "mcp/"+tool, int64(size))
 	}

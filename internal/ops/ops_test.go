@@ -1,11 +1,15 @@
 package ops
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/classifierd/classifierd/mcpserver"
+	"github.com/classifierd/classifierd/server"
 )
 
 func valid() Config {
@@ -46,6 +50,26 @@ func TestServedMethod(t *testing.T) {
 	} {
 		if got := servedMethod(path, served); got != want {
 			t.Errorf("servedMethod(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+// TestMCPAdmitForwardedCalls: a forwarded MCP tool call (call_tool, the
+// proxy's server tools, whatever name a caller sends) takes a CPU place
+// of its caller's share (AdmitCPU: a core too while another identity is
+// active), as tools/list does; on main it took none.
+func TestMCPAdmitForwardedCalls(t *testing.T) {
+	a := server.NewAdmission(server.AdmissionConfig{MaxInFlight: 2, Cores: 1, MaxQueue: 4})
+	admit := MCPAdmit(a)
+	ctx := server.WithCaller(context.Background(), server.Caller{Name: "alice", Quota: "token:alice"})
+	for _, tool := range []string{mcpserver.ToolCall, "notes__create_note", "no such tool"} {
+		_, release, err := admit(ctx, "tools/call", tool, 100)
+		if err != nil || a.InFlight() != 1 || a.LongInFlight() != 1 {
+			t.Fatalf("%s: %v, %d places and %d cores held; want 1 and 1", tool, err, a.InFlight(), a.LongInFlight())
+		}
+		release()
+		if a.InFlight() != 0 {
+			t.Fatalf("%s: %d places held after release", tool, a.InFlight())
 		}
 	}
 }

@@ -199,7 +199,9 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 	// MaxMessage, their sum was not (100 connections: +530 MB).
 	sec.Bodies = httpguard.NewBudget(httpguard.DefaultBodyBudget, httpguard.DefaultBodyBudgetPerClient)
 	// The tools that run the model (search_tools, hub__analyze_prompt)
-	// share it by caller as the daemon's do, with the daemon's defaults.
+	// share it by caller as the daemon's do, with the daemon's defaults;
+	// the forwarded calls for the proxy's own CPU (ops.MCPAdmit), not
+	// while their backends work.
 	adm := server.NewAdmission(server.AdmissionConfig{MaxInFlight: 2 * cfg.Concurrency, MaxQueue: ops.DefaultMaxWaiting,
 		MaxQueueBytes: server.DefaultAdmissionMaxQueueBytes, MaxWait: server.DefaultAdmissionMaxWait,
 		StandingAfter: server.DefaultAdmissionStandingAfter, IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: 2 * time.Millisecond,

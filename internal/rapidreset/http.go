@@ -31,9 +31,9 @@ import (
 // nothing). On HTTP/1.1 a client waits for each answer before its next
 // request on a connection, and its connections are capped
 // (--max-conns-per-peer): its refusals are not counted, so many clients
-// of one address that each lack a token each get their 401; a connection
-// refused HTTP1RefusalsInARow times in a row (pipelining, which breaks
-// that wait) is closed by the last such answer, and only it. A request
+// of one address that each lack a token each get their 401. A client
+// that pipelines, which breaks that wait, has its connection closed after
+// HTTP1PipelinedMax pipelined requests, whatever their answers; only it. A request
 // refused past its caller's rate (RefusedPastRate) is not early on
 // either: on HTTP/1.1 its answer closes its connection (Connection:
 // close), which costs an honest client a reconnection and a pipelining
@@ -63,7 +63,10 @@ func (r *Peers) Serve(hs *http.Server) {
 			return
 		}
 		ctx, past := WithRequest(req.Context())
-		sw := &flushWriter{ResponseWriter: w, past: past, h1: req.ProtoMajor == 1, refusals: &hc.refusals}
+		sw := &flushWriter{ResponseWriter: w, past: past, h1: req.ProtoMajor == 1}
+		if sw.h1 && hc.requests.Add(1) > 1 && hc.n.Pipelined() && hc.pipelined.Add(1) >= HTTP1PipelinedMax {
+			sw.closing = true
+		}
 		next.ServeHTTP(sw, req.WithContext(ctx))
 		early := !sw.flushed.Load() && req.Context().Err() != nil || req.ProtoMajor == 2 && refusedEarly(int(sw.status.Load()))
 		if hc.n.Ended(early) {
@@ -85,29 +88,32 @@ func refusedEarly(status int) bool {
 type connKey struct{}
 
 // httpConn is an HTTP connection's count, and the connection to close;
-// refusals counts its HTTP/1.1 answers refused for the caller's fault in
-// a row (HTTP1RefusalsInARow).
+// requests counts its HTTP/1.1 requests, pipelined those of them read
+// before the answer to the one before was written (HTTP1PipelinedMax).
 type httpConn struct {
-	conn     net.Conn
-	n        *Conn
-	refusals atomic.Int32
+	conn                net.Conn
+	n                   *Conn
+	requests, pipelined atomic.Int32
 }
 
-// HTTP1RefusalsInARow is how many answers in a row an HTTP/1.1
-// connection may get refused for its caller's fault (refusedEarly: 401,
-// 403, 404, 405, 400, ...) before such an answer closes it (Connection:
-// close), dropping what the client had pipelined behind it. Such
-// refusals are not early resets on HTTP/1.1 (Serve), so a client that
-// pipelines requests it knows will be refused cost the daemon a request's
-// reading, parsing and answer each for a few bytes of its own: the
+// HTTP1PipelinedMax is how many pipelined requests (sent before the
+// answer to the one before: Conn.Pipelined) an HTTP/1.1 connection may
+// make: the answer to the last says Connection: close, and what was
+// pipelined behind it is dropped. A pipelined request costs the daemon
+// its reading, parsing and answer for a few bytes of the client's: the
 // re-run of the seventeenth hostile pass's probes pipelined health
 // Checks on --http-listen with no token, 64 at a time, 111,000-118,000
 // 405s in 15 s, the daemon 2.1-2.4 times the client's CPU, another
-// identity's p99 10 → 74-91 ms, and no connection was ever closed. An
-// honest client refused eight times in a row (a bad token, a gone
-// session) pays a reconnection; an answer that is not such a refusal
-// starts the count again, and no other connection is touched.
-const HTTP1RefusalsInARow = 8
+// identity's p99 10 -> 74-91 ms, never closed. A first fix closed a
+// connection at its 8th refusal in a row, which the eighteenth pass got
+// round with one answered GET of the explain page in 8 (no token, plain
+// HTTP: 6.5-6.9 times the client's CPU, another identity's p50 4 times);
+// an answered request costs the same to read. Browsers, curl, Go's and
+// Python's clients do not pipeline, so they are never closed; a client
+// that does pays a reconnection per HTTP1PipelinedMax requests. The
+// first request of a connection is never counted (the TLS session
+// tickets written after the handshake may follow its reading).
+const HTTP1PipelinedMax = 8
 
 // flushWriter records the answer's status and whether the handler
 // flushed it (an event stream), and on HTTP/1.1 (h1) has the answer of a
@@ -116,36 +122,20 @@ const HTTP1RefusalsInARow = 8
 // http.ResponseController.
 type flushWriter struct {
 	http.ResponseWriter
-	flushed  atomic.Bool
-	status   atomic.Int32
-	past     func() bool
-	h1       bool
-	refusals *atomic.Int32 // the connection's refusals in a row (httpConn)
+	flushed atomic.Bool
+	status  atomic.Int32
+	past    func() bool
+	h1      bool
+	closing bool // a pipelined request past HTTP1PipelinedMax: close
 }
 
 func (w *flushWriter) WriteHeader(code int) {
-	if w.status.CompareAndSwap(0, int32(code)) && w.h1 && (w.past() || w.refusedInARow(code)) {
+	if w.status.CompareAndSwap(0, int32(code)) && w.h1 && (w.closing || w.past()) {
 		// net/http closes the connection after an answer that says so,
 		// and reads nothing more of it (what was pipelined is dropped).
 		w.Header().Set("Connection", "close")
 	}
 	w.ResponseWriter.WriteHeader(code)
-}
-
-// refusedInARow counts an HTTP/1.1 answer of status code to its
-// connection's refusals in a row, and reports whether it is the
-// HTTP1RefusalsInARow-th or later. Informational answers (1xx) neither
-// count nor start the count again.
-func (w *flushWriter) refusedInARow(code int) bool {
-	switch {
-	case w.refusals == nil || code < 200:
-		return false
-	case refusedEarly(code):
-		return w.refusals.Add(1) >= HTTP1RefusalsInARow
-	default:
-		w.refusals.Store(0)
-		return false
-	}
 }
 
 func (w *flushWriter) Write(p []byte) (int, error) {

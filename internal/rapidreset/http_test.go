@@ -327,40 +327,52 @@ func pipelineHTTP1(t *testing.T, ts *httptest.Server, hdr string, paths ...strin
 	return statuses, closes
 }
 
-// TestServeClosesHTTP1RefusedInARow: an HTTP/1.1 connection whose
-// answers are refused for the caller's fault HTTP1RefusalsInARow times in
-// a row has the last of them close it, dropping what was pipelined
-// behind (the re-run of the seventeenth hostile pass: 64 pipelined 405s
-// at a time, never closed); an answer that is not such a refusal starts
-// the count again, a 429 (the server's load) is not one, and the peer is
-// never penalized.
-func TestServeClosesHTTP1RefusedInARow(t *testing.T) {
+// TestServeClosesHTTP1Pipelined: an HTTP/1.1 connection that pipelines
+// (sends a request before the answer to the one before) is closed by the
+// answer to its HTTP1PipelinedMax-th pipelined request, whatever the
+// answers (the re-run of the seventeenth hostile pass pipelined 405s 64
+// at a time, never closed; the eighteenth got round a close at 8
+// refusals in a row with one answered request in 8); a client that waits
+// for each answer is never closed, and the peer is never penalized.
+func TestServeClosesHTTP1Pipelined(t *testing.T) {
 	peers, ts := resetServer(t)
-	many := make([]string, 3*HTTP1RefusalsInARow)
+	const tok = "Authorization: Bearer x\r\n"
+	many := make([]string, 3*HTTP1PipelinedMax)
 	for i := range many {
-		many[i] = "/forbidden"
-	}
-	st, cl := pipelineHTTP1(t, ts, "", many...)
-	if len(st) != HTTP1RefusalsInARow || st[0] != http.StatusUnauthorized || !cl[len(cl)-1] || cl[0] {
-		t.Fatalf("%d pipelined requests with no token: statuses %v, closing %v; want %d 401s, the last closing", len(many), st, cl, HTTP1RefusalsInARow)
-	}
-	st, cl = pipelineHTTP1(t, ts, "Authorization: Bearer x\r\n", many...)
-	if len(st) != HTTP1RefusalsInARow || st[0] != http.StatusForbidden || !cl[len(cl)-1] {
-		t.Fatalf("%d pipelined 403s: statuses %v, closing %v; want %d, the last closing", len(many), st, cl, HTTP1RefusalsInARow)
-	}
-	// Refusals broken by an answer, and 429s, keep the connection.
-	var mixed []string
-	for range 3 {
-		for range HTTP1RefusalsInARow - 1 {
-			mixed = append(mixed, "/forbidden")
+		many[i] = "/"
+		if i%8 != 7 {
+			many[i] = "/forbidden"
 		}
-		mixed = append(mixed, "/", "/busy")
 	}
-	st, cl = pipelineHTTP1(t, ts, "Authorization: Bearer x\r\n", mixed...)
-	if len(st) != len(mixed) || slices.Contains(cl, true) {
-		t.Fatalf("%d pipelined, never %d refusals in a row: statuses %v, closing %v; want every answer, none closing", len(mixed), HTTP1RefusalsInARow, st, cl)
+	for _, hdr := range []string{"", tok} {
+		st, cl := pipelineHTTP1(t, ts, hdr, many...)
+		if len(st) != HTTP1PipelinedMax+1 || !cl[len(cl)-1] || slices.Contains(cl[:len(cl)-1], true) {
+			t.Fatalf("%d pipelined requests (token %q): statuses %v, closing %v; want %d answers, the last closing", len(many), hdr, st, cl, HTTP1PipelinedMax+1)
+		}
+	}
+	// One at a time on one connection: never closed, answered or refused.
+	nc, err := tls.Dial("tcp", ts.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(nc)
+	for i, p := range many {
+		if _, err := io.WriteString(nc, "GET "+p+" HTTP/1.1\r\nHost: x\r\n"+tok+"\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d of one at a time: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.Close {
+			t.Fatalf("request %d of one at a time (%s, %d) closed the connection", i, p, resp.StatusCode)
+		}
 	}
 	if peers.Penalties() != 0 || peers.HTTPCloses() != 0 {
-		t.Fatalf("refusals in a row on HTTP/1.1: %d penalties, %d closes by the rule; want none", peers.Penalties(), peers.HTTPCloses())
+		t.Fatalf("pipelining on HTTP/1.1: %d penalties, %d closes by the rule; want none", peers.Penalties(), peers.HTTPCloses())
 	}
 }

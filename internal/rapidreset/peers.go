@@ -232,7 +232,19 @@ type Conn struct {
 	Peer         netip.Addr
 	calls, early atomic.Int64
 	caught, done atomic.Bool
+
+	// io numbers the connection's reads and writes that moved bytes (on
+	// Listener's connections); lastRead and lastWrite are the latest
+	// of each (Pipelined).
+	io, lastRead, lastWrite atomic.Int64
 }
+
+// Pipelined reports whether the connection has written since it last
+// read: asked as an HTTP/1.1 request starts, whether the request was
+// read before the answer to the one before it was written, that is
+// pipelined (an honest client waits for each answer, so its next
+// request is read after it). False on a connection not of Listener.
+func (c *Conn) Pipelined() bool { return c.lastWrite.Load() > c.lastRead.Load() }
 
 // Ended counts a request of the connection that ended, early or not,
 // and reports true once, for the request that has the connection caught:

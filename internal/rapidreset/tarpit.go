@@ -265,6 +265,22 @@ type countedConn struct {
 	n *Conn
 }
 
+func (c *countedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.n.lastRead.Store(c.n.io.Add(1))
+	}
+	return n, err
+}
+
+func (c *countedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.n.lastWrite.Store(c.n.io.Add(1))
+	}
+	return n, err
+}
+
 func (c *countedConn) Close() error {
 	c.n.Closed()
 	return c.Conn.Close()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -70,6 +71,13 @@ const (
 	MaxCallsPerCaller  = 4
 )
 
+// MaxForwardedArguments bounds a forwarded call's arguments as encoded
+// for its backend (mcpsrc.MaxMessage, what is read of a backend's
+// answer): the encoder escapes `<`, `>` and `&` in 6 bytes, so 3 MB of
+// `<` in a request went to the backend's stdin as 18 MB (the eighteenth
+// hostile pass).
+const MaxForwardedArguments = mcpsrc.MaxMessage
+
 // CallSlots counts each caller's forwarded calls in flight. Its zero
 // value is ready.
 type CallSlots struct {
@@ -123,14 +131,14 @@ func AnswerBytes(res *mcp.CallToolResult) int {
 	for _, c := range res.Content {
 		switch c := c.(type) {
 		case *mcp.TextContent:
-			n += len(c.Text) + metaBytes(c.Meta)
+			n += jsonStringBytes(c.Text) + metaBytes(c.Meta)
 		case *mcp.ImageContent:
 			n += len(c.Data)*4/3 + metaBytes(c.Meta)
 		case *mcp.AudioContent:
 			n += len(c.Data)*4/3 + metaBytes(c.Meta)
 		case *mcp.EmbeddedResource:
 			if c.Resource != nil {
-				n += len(c.Resource.Text) + len(c.Resource.Blob)*4/3 + metaBytes(c.Resource.Meta)
+				n += jsonStringBytes(c.Resource.Text) + len(c.Resource.Blob)*4/3 + metaBytes(c.Resource.Meta)
 			}
 			n += metaBytes(c.Meta)
 		default:
@@ -146,6 +154,39 @@ func AnswerBytes(res *mcp.CallToolResult) int {
 		n += len(b)
 	}
 	return n + metaBytes(res.Meta)
+}
+
+// jsonStringBytes is the size of s as encoding/json writes it, quotes
+// aside: with `<`, `>` and `&` escaped (\u003c, 6 bytes), as the SDK's
+// encoder has them. Counting a text's bytes let a 3 MB answer of `<`
+// through as 18 MB (the eighteenth hostile pass: 1.88 s of the proxy's
+// CPU a call, 5 such answers unread +250 MB).
+func jsonStringBytes(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			switch {
+			case b == '"' || b == '\\' || b == '\n' || b == '\r' || b == '\t' || b == '\b' || b == '\f':
+				n += 2
+			case b < 0x20 || b == '<' || b == '>' || b == '&':
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
 }
 
 // metaBytes is the size of m, a _meta, in JSON (within what mcpsrc read:
@@ -188,6 +229,12 @@ func serverName(idx *index.Index, server string) (string, bool) {
 // place: it has no hook between its encoding and its wait.
 func Forward(ctx context.Context, c Caller, server, tool string, args any) *mcp.CallToolResult {
 	args = encodedArguments(args)
+	if raw, ok := args.(json.RawMessage); ok && len(raw) > MaxForwardedArguments {
+		var r mcp.CallToolResult
+		r.SetError(fmt.Errorf("RESOURCE_EXHAUSTED: the arguments for server %q's %s are %d bytes of JSON, over the %d this server forwards",
+			clip.String(server, 128), clip.String(tool, 128), len(raw), MaxForwardedArguments))
+		return &r
+	}
 	resume := pauseAdmission(ctx)
 	res, err := c.CallTool(ctx, server, &mcp.CallToolParams{Name: tool, Arguments: args})
 	resume()

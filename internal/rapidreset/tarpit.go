@@ -273,12 +273,14 @@ func (c *countedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Write numbers itself before it writes, Read after it has read: the
+// client may answer what is written before Write returns, and its
+// answer must not be numbered before the write it follows (Pipelined).
 func (c *countedConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	if n > 0 {
+	if len(p) > 0 {
 		c.n.lastWrite.Store(c.n.io.Add(1))
 	}
-	return n, err
+	return c.Conn.Write(p)
 }
 
 func (c *countedConn) Close() error {

@@ -153,7 +153,13 @@ func TestCheapCallFloodClosed(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	time.Sleep(300 * time.Millisecond) // a few more of bob's calls after
+	// A few more of bob's calls after, at least one answered (the flood,
+	// closed at its pipelined batches, can be over before bob's first
+	// call, and a call of his during it may be refused).
+	for end := time.Now().Add(10 * time.Second); bobOK.Load() == 0 && time.Now().Before(end); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
 	close(stop)
 	<-bobDone
 	mu.Lock()

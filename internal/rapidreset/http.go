@@ -112,7 +112,10 @@ type httpConn struct {
 // Python's clients do not pipeline, so they are never closed; a client
 // that does pays a reconnection per HTTP1PipelinedMax requests. The
 // first request of a connection is never counted (the TLS session
-// tickets written after the handshake may follow its reading).
+// tickets written after the handshake may follow its reading), nor one
+// whose bytes the server's reads split and whose rest was read after the
+// answer before it was written: a connection gets a few more answers
+// than this when its requests cross the server's 4 KB reads.
 const HTTP1PipelinedMax = 8
 
 // flushWriter records the answer's status and whether the handler

@@ -64,7 +64,9 @@ func (r *Peers) Serve(hs *http.Server) {
 		}
 		ctx, past := WithRequest(req.Context())
 		sw := &flushWriter{ResponseWriter: w, past: past, h1: req.ProtoMajor == 1}
-		if sw.h1 && hc.requests.Add(1) > 1 && hc.n.Pipelined() && hc.pipelined.Add(1) >= HTTP1PipelinedMax {
+		// calls: the connection's requests before this one (HTTP/1.1's
+		// run one after another, each counted by Ended as it ends).
+		if sw.h1 && hc.n.calls.Load() > 0 && hc.n.Pipelined() && hc.pipelined.Add(1) >= HTTP1PipelinedMax {
 			sw.closing = true
 		}
 		next.ServeHTTP(sw, req.WithContext(ctx))
@@ -88,12 +90,12 @@ func refusedEarly(status int) bool {
 type connKey struct{}
 
 // httpConn is an HTTP connection's count, and the connection to close;
-// requests counts its HTTP/1.1 requests, pipelined those of them read
-// before the answer to the one before was written (HTTP1PipelinedMax).
+// pipelined counts its HTTP/1.1 requests read before the answer to the
+// one before was written (HTTP1PipelinedMax).
 type httpConn struct {
-	conn                net.Conn
-	n                   *Conn
-	requests, pipelined atomic.Int32
+	conn      net.Conn
+	n         *Conn
+	pipelined atomic.Int32
 }
 
 // HTTP1PipelinedMax is how many pipelined requests (sent before the

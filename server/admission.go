@@ -298,6 +298,11 @@ type Admission struct {
 	// (edge.go, ReflectionRequestsPerSecond), under reflMu.
 	reflMu     sync.Mutex
 	reflection keyedLimiters[string]
+
+	// failedSetups are the identities' buckets of stream setups that
+	// failed (edge.go, FailedSetupsPerSecond), under setupMu.
+	setupMu      sync.Mutex
+	failedSetups keyedLimiters[string]
 }
 
 // flow is one identity's share: its waiting calls in order and the
@@ -391,8 +396,9 @@ func NewAdmission(cfg AdmissionConfig) *Admission {
 	}
 	return &Admission{cfg: cfg, mu: newAdmissionLock(), now: time.Now, flows: map[string]*flow{}, waitScale: 1, nextScale: 1, rejected: func(string) {},
 		waited: func(time.Duration) {}, answered: func(time.Duration) {},
-		refusals:   keyedLimiters[string]{r: AdmissionRefusalsPerSecond, b: AdmissionRefusalBurst, max: maxRefusalBuckets},
-		reflection: keyedLimiters[string]{r: ReflectionRequestsPerSecond, b: ReflectionRequestBurst, max: maxReflectionBuckets}}
+		refusals:     keyedLimiters[string]{r: AdmissionRefusalsPerSecond, b: AdmissionRefusalBurst, max: maxRefusalBuckets},
+		reflection:   keyedLimiters[string]{r: ReflectionRequestsPerSecond, b: ReflectionRequestBurst, max: maxReflectionBuckets},
+		failedSetups: keyedLimiters[string]{r: FailedSetupsPerSecond, b: FailedSetupBurst, max: maxFailedSetupBuckets}}
 }
 
 // Queued is the number of calls waiting for a place.

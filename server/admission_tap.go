@@ -66,7 +66,11 @@ func (a *Admission) tap(after tap.ServerInHandle, who func(context.Context, *tap
 		if cpu && !tapCPUMethod(info.FullMethodName) {
 			return ctx, nil
 		}
-		if err := a.precheck(ctx, who(ctx, info), tapAttempts(info.Header), now, cpu); err != nil {
+		c := who(ctx, info)
+		if err := a.setupRefused(ctx, c, info.FullMethodName, now, true); err != nil {
+			return ctx, err
+		}
+		if err := a.precheck(ctx, c, tapAttempts(info.Header), now, cpu); err != nil {
 			a.rejected(info.FullMethodName)
 			return ctx, err
 		}
@@ -294,6 +298,9 @@ func (a *Admission) PrecheckHTTP(ctx context.Context, method string, timeout tim
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
+	}
+	if err := a.setupRefused(ctx, c, method, a.now(), false); err != nil {
+		return err
 	}
 	err := a.precheck(ctx, c, 0, a.now(), cpu)
 	if err != nil {

@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -239,11 +241,84 @@ var setupAdmittedStreams = map[string]bool{
 	"/classifier.v1.ClassifierService/WatchExposure": true,
 }
 
+// Each identity may have FailedSetupsPerSecond setups of
+// setupAdmittedStreams' streams fail a second (a watch of a session that
+// does not exist or is not its own, or any error before the stream's
+// headers), after a burst of FailedSetupBurst; past that its next setup
+// is refused RESOURCE_EXHAUSTED before it is tried, as the admission
+// refuses: at the gRPC tap, before --http-listen transcodes it, and by
+// the interceptor, each counted as the caller's other refusals (past
+// AdmissionRefusalsPerSecond: marked, so an HTTP/1.1 answer closes its
+// connection). A NOT_FOUND is no refusal, so the admission's setup
+// place alone slowed nothing: 32 loops watching a missing session got
+// 72,000-90,000 NOT_FOUND in 15 s, the daemon 1.7-2.0 times the client's
+// CPU (the seventeenth hostile pass and its re-run). A hub that watches
+// sessions as they end, or re-watches all its sessions on reconnecting,
+// fails a few: the burst is for that.
+const (
+	FailedSetupsPerSecond = 20
+	FailedSetupBurst      = 256
+	// maxFailedSetupBuckets bounds the identities whose failed setups
+	// are counted; past it they all start afresh.
+	maxFailedSetupBuckets = 4096
+)
+
+// setupRefused returns the refusal of a setup of method by caller c at
+// now when c's failed setups are past FailedSetupsPerSecond (nil: none,
+// or method is not one of setupAdmittedStreams), counting it as a
+// refusal of c. With try, it never waits for the scheduler's lock (the
+// tap: a connection's reader): when that is taken the refusal is not
+// counted against the caller's refusal rate.
+func (a *Admission) setupRefused(ctx context.Context, c Caller, method string, now time.Time, try bool) error {
+	if a == nil || !setupAdmittedStreams[method] {
+		return nil
+	}
+	key, _ := a.flowOf(c)
+	a.setupMu.Lock()
+	var tokens float64 = FailedSetupBurst
+	if l := a.failedSetups.lookup(key); l != nil {
+		tokens = l.TokensAt(now)
+	}
+	a.setupMu.Unlock()
+	if tokens >= 1 {
+		return nil
+	}
+	a.rejected(method)
+	err := refusal(fmt.Sprintf("more than %d failed stream setups a second by this caller", FailedSetupsPerSecond),
+		time.Duration((1-tokens)/FailedSetupsPerSecond*float64(time.Second)))
+	if try {
+		if !a.mu.TryLock() {
+			return err
+		}
+	} else {
+		a.mu.Lock()
+	}
+	past := a.refusedLocked(key, now)
+	a.mu.Unlock()
+	a.pastRate(ctx, past)
+	return err
+}
+
+// setupFailed counts a failed setup of ctx's caller (FailedSetupsPerSecond).
+func (a *Admission) setupFailed(ctx context.Context) {
+	key, _ := a.callerFlow(ctx)
+	now := a.now()
+	a.setupMu.Lock()
+	defer a.setupMu.Unlock()
+	a.failedSetups.get(key).AllowN(now, 1)
+}
+
 // admitStreamSetup admits the setup of setupAdmittedStreams' streams
-// under their caller's share (nil a: not admitted).
+// under their caller's share (nil a: not admitted), refuses it when its
+// caller's failed setups are past their rate (setupRefused), and counts
+// it failed when it ends in an error before its headers or first
+// message.
 func (a *Admission) admitStreamSetup(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if a == nil || !setupAdmittedStreams[info.FullMethod] {
 		return handler(srv, ss)
+	}
+	if err := a.setupRefused(ss.Context(), CallerFrom(ss.Context()), info.FullMethod, a.now(), false); err != nil {
+		return err
 	}
 	ctx, release, err := a.AdmitCPU(ss.Context(), info.FullMethod)
 	if err != nil {
@@ -251,27 +326,35 @@ func (a *Admission) admitStreamSetup(srv any, ss grpc.ServerStream, info *grpc.S
 	}
 	st := &setupStream{ServerStream: ss, ctx: ctx, release: release}
 	defer st.end()
-	return handler(srv, st)
+	err = handler(srv, st)
+	if err != nil && !st.set.Load() {
+		a.setupFailed(ctx)
+	}
+	return err
 }
 
 // setupStream gives its admission back at its headers, its first
-// message or its end, whichever comes first.
+// message or its end, whichever comes first; set records that its
+// headers or a message were sent (its setup succeeded).
 type setupStream struct {
 	grpc.ServerStream
 	ctx     context.Context
 	once    sync.Once
 	release func()
+	set     atomic.Bool
 }
 
 func (s *setupStream) end()                     { s.once.Do(s.release) }
 func (s *setupStream) Context() context.Context { return s.ctx }
 
 func (s *setupStream) SendHeader(md metadata.MD) error {
+	s.set.Store(true)
 	s.end()
 	return s.ServerStream.SendHeader(md)
 }
 
 func (s *setupStream) SendMsg(m any) error {
+	s.set.Store(true)
 	s.end()
 	return s.ServerStream.SendMsg(m)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/classifierd/classifierd/internal/rapidreset"
 	"google.golang.org/grpc/codes"
@@ -84,5 +85,67 @@ func TestHealthFloodPenalizesItsConnection(t *testing.T) {
 	}
 	if refused == 0 {
 		t.Fatal("100 checks past a connection's own burst, the peer's used up: none refused")
+	}
+}
+
+// TestHealthRefusalsCountedInAWindow: a connection's refused health
+// checks close it only when HealthRefusalsPerConnection of them come
+// within HealthRefusalWindow; a long-lived balancer of a flooding
+// address, refused a few times now and then, stays open (counted over
+// the connection's life, its 8th refusal closed it, however far apart:
+// the eighteenth hostile pass).
+func TestHealthRefusalsCountedInAWindow(t *testing.T) {
+	const addr = "192.0.2.2"
+	g := NewRecvGuard(nil)
+	now := time.Unix(1e9, 0)
+	g.now = func() time.Time { return now }
+	in := g.refuseHeld(func(ctx context.Context, _ *tap.Info) (context.Context, error) { return ctx, nil })
+	check := &tap.Info{FullMethodName: "/grpc.health.v1.Health/Check"}
+	conn := func() (context.Context, func() bool) {
+		c, other := peerConn(t, addr)
+		c.resets = &rapidreset.Conn{Peers: g.peers, Peer: c.peer}
+		ctx := context.WithValue(context.Background(), recvConnKey{}, c)
+		ctx = context.WithValue(ctx, connResetsKey{}, newConnResets(c, g.peers))
+		return ctx, func() bool { return closedConn(other) }
+	}
+	// flood uses up the peer's rate from connections of its own.
+	flood := func() {
+		t.Helper()
+		for refused := 0; refused == 0; {
+			ctx, _ := conn()
+			for range HealthCheckBurst + HealthCheckConnectionBurst + 1 {
+				if _, err := in(ctx, check); status.Code(err) == codes.ResourceExhausted {
+					refused++
+					break
+				}
+			}
+		}
+	}
+	balancer, balancerClosed := conn()
+	// checks sends n checks of the balancer, returning how many were refused.
+	checks := func(n int) int {
+		refused := 0
+		for range n {
+			if _, err := in(balancer, check); status.Code(err) == codes.ResourceExhausted {
+				refused++
+			}
+		}
+		return refused
+	}
+	for round := range 4 {
+		flood()
+		if r := checks(HealthCheckConnectionBurst + HealthRefusalsPerConnection - 1); r != HealthRefusalsPerConnection-1 {
+			t.Fatalf("round %d: %d of the balancer's checks refused, want %d", round, r, HealthRefusalsPerConnection-1)
+		}
+		if balancerClosed() {
+			t.Fatalf("round %d: the balancer's connection closed after %d refusals, each round's within its window", round, (round+1)*(HealthRefusalsPerConnection-1))
+		}
+		now = now.Add(HealthRefusalWindow)
+	}
+	// A flood on the balancer's own connection still closes it.
+	flood()
+	checks(HealthCheckConnectionBurst + HealthRefusalsPerConnection)
+	if !balancerClosed() {
+		t.Fatal("the balancer's connection is open after a flood of its own")
 	}
 }

@@ -25,3 +25,6 @@ func (l *keyedLimiters[K]) get(k K) *rate.Limiter {
 	}
 	return x
 }
+
+// lookup is k's limiter if it has one (nil: none, as if full).
+func (l *keyedLimiters[K]) lookup(k K) *rate.Limiter { return l.m[k] }

@@ -159,6 +159,8 @@ type RecvGuard struct {
 	// healthCloses counts the connections closed past them.
 	health       peerBuckets
 	healthCloses atomic.Int64
+	// now is the health checks' clock (nil: time.Now).
+	now func() time.Time
 }
 
 // NewRecvGuard counts against b.
@@ -197,11 +199,14 @@ type recvConn struct {
 	peer   netip.Addr
 	resets *rapidreset.Conn
 	// healthOwn is the connection's own bucket of health checks,
-	// healthRefused its checks refused, healthFlood whether it was
+	// healthRefused its checks refused since healthSince (within
+	// HealthRefusalWindow, under healthMu), healthFlood whether it was
 	// closed for them (resets.go).
 	healthOnce    sync.Once
 	healthOwn     *rate.Limiter
-	healthRefused atomic.Int64
+	healthMu      sync.Mutex
+	healthSince   time.Time
+	healthRefused int
 	healthFlood   atomic.Bool
 
 	mu sync.Mutex

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/classifierd/classifierd/internal/rapidreset"
 	"golang.org/x/time/rate"
@@ -198,8 +199,12 @@ func (g *RecvGuard) refuseHeld(next tap.ServerInHandle) tap.ServerInHandle {
 // so the prober's own checks went 16 of 16 answered to 10 of 10
 // DEADLINE_EXCEEDED (the seventeenth hostile pass). Past both, a check
 // is refused RESOURCE_EXHAUSTED and counted to its connection alone:
-// at its HealthRefusalsPerConnection-th refusal the connection is
-// closed, and its peer is not penalized. A flooder is bounded all the
+// at its HealthRefusalsPerConnection-th refusal within
+// HealthRefusalWindow the connection is closed, and its peer is not
+// penalized. Counted over a connection's whole life, the refusals of a
+// long-lived balancer behind a flooding address, however far apart,
+// added up to its close (the eighteenth hostile pass); in a window only
+// a flood closes it. A flooder is bounded all the
 // same: its connection ends after a few refusals, a new one costs it a
 // TCP (and TLS) handshake for the few checks it then gets (16 loops of
 // checks reconnecting cost the daemon 1.0 times their client's CPU,
@@ -212,27 +217,44 @@ const (
 	HealthChecksPerConnection   = 5
 	HealthCheckConnectionBurst  = 10
 	HealthRefusalsPerConnection = 8
+	HealthRefusalWindow         = 10 * time.Second
 )
 
 var (
 	errHealthChecks = status.Errorf(codes.ResourceExhausted, "more than %d health checks a second from this address, and more than %d on this connection", HealthChecksPerSecond, HealthChecksPerConnection)
-	errHealthFlood  = status.Errorf(codes.ResourceExhausted, "this connection sent health checks past their rate after %d refusals: it is closed", HealthRefusalsPerConnection)
+	errHealthFlood  = status.Errorf(codes.ResourceExhausted, "this connection sent health checks past their rate after %d refusals in %v: it is closed", HealthRefusalsPerConnection, HealthRefusalWindow)
 )
 
 // healthCheck reports whether a health check of c is answered (see
 // HealthChecksPerSecond): within c's own rate, else within its peer's.
 // A refused one is counted to c, closed at its
-// HealthRefusalsPerConnection-th.
+// HealthRefusalsPerConnection-th within HealthRefusalWindow.
 func (g *RecvGuard) healthCheck(c *recvConn) bool {
-	if c.healthChecks().Allow() || g.health.take(c.peer) {
+	now := time.Now()
+	if g.now != nil {
+		now = g.now()
+	}
+	if c.healthChecks().AllowN(now, 1) || g.health.take(c.peer, now) {
 		return true
 	}
-	if c.healthRefused.Add(1) == HealthRefusalsPerConnection {
+	if c.healthRefusal(now) && !c.healthFlood.Swap(true) {
 		g.healthCloses.Add(1)
-		c.healthFlood.Store(true)
 		c.closeCaught()
 	}
 	return false
+}
+
+// healthRefusal counts a refused health check of c at now and reports
+// whether it is the HealthRefusalsPerConnection-th of the window
+// (HealthRefusalWindow from the first refusal counted in it).
+func (c *recvConn) healthRefusal(now time.Time) bool {
+	c.healthMu.Lock()
+	defer c.healthMu.Unlock()
+	if c.healthRefused == 0 || now.Sub(c.healthSince) >= HealthRefusalWindow {
+		c.healthSince, c.healthRefused = now, 0
+	}
+	c.healthRefused++
+	return c.healthRefused == HealthRefusalsPerConnection
 }
 
 // healthChecks is c's own bucket of health checks, made at its first.
@@ -255,12 +277,12 @@ type peerBuckets struct {
 
 const maxBucketPeers = 1 << 14
 
-func (b *peerBuckets) take(peer netip.Addr) bool {
+func (b *peerBuckets) take(peer netip.Addr, now time.Time) bool {
 	b.mu.Lock()
 	if b.l.max == 0 {
 		b.l = keyedLimiters[netip.Addr]{r: HealthChecksPerSecond, b: HealthCheckBurst, max: maxBucketPeers}
 	}
 	l := b.l.get(peer)
 	b.mu.Unlock()
-	return l.Allow()
+	return l.AllowN(now, 1)
 }

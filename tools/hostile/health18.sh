@@ -10,6 +10,11 @@
 #   hwatch  (first) 16 addresses of one /24 (127.0.0.2-17) each open 64 health
 #           Watches; then 16 /24s (127.0.N.2) each 64; after each, a
 #           balancer's Watch from another /24 (127.0.200.1).
+#   hlong   (the nineteenth pass) the same flood beside a long-lived
+#           balancer from the same address: one connection, a burst of
+#           BURST (default 12) Checks every EVERY (default 5s), past its
+#           own 10 when the flood holds the peer's rate: its codes and how
+#           often its connection was closed for refusals.
 #   hpack   hpack16a's health Checks of 12 KB of header values in 4 bytes
 #           (-refs 3), 2 connections reconnecting, from SRC: the daemon's
 #           CPU against the client's.
@@ -23,7 +28,8 @@
 # connections a penalty holds 200 ms at most). Default: SRC 127.0.0.2 to
 # 127.0.0.1.
 # Needs /tmp/h18-g17a and /tmp/h18-hpack16a (go build -o /tmp/h18-g17a
-# ./tools/hostile/g17a; the same for hpack16a).
+# ./tools/hostile/g17a; the same for hpack16a), or G17A_BIN= and
+# HPACK_BIN= to name them.
 set -u
 BIN=$1; B=$2; T=${3:-15}
 H=$(cd "$(dirname "$0")" && pwd)
@@ -31,7 +37,7 @@ D=$(mktemp -d /tmp/h18-run.XXXXXX)
 X=""; HOST=127.0.0.1; S=127.0.0.2; TO=127.0.0.1
 [ -n "${NS:-}" ] && { X="ip netns exec $NS"; HOST=0.0.0.0; S=192.0.2.2; TO=192.0.2.1; }
 SRC=${SRC:-$S}
-G="$X /tmp/h18-g17a"
+G="$X ${G17A_BIN:-/tmp/h18-g17a}"
 DIR=$D BIN=$BIN PORTBASE=$B TLS=1 LOGLEVEL=warn HOST=$HOST $X "$H/start17a.sh" >/dev/null
 . "$D/env"
 GRPC=127.0.0.1:$B; METRICS=127.0.0.1:$((B + 3))
@@ -60,9 +66,16 @@ wait
 echo "daemon CPU in the flood's window: $(echo "$(cpu) $c0" | awk '{printf "%.2f", $1-$2}') s"
 metric
 ;;
+hlong)
+nice -n 10 $G -addr "$TO:$B" -mode health -src "$SRC" -conc 16 -conns 4 -hold "${T}s" -label "flood " &
+sleep 1
+$G -addr "$TO:$B" -mode hlong -src "$SRC" -conc "${BURST:-12}" -every "${EVERY:-5s}" -hold "$((T - 2))s" -label "balancer beside the flood "
+wait
+metric
+;;
 hpack)
 c0=$(cpu)
-$X /usr/bin/time -f "hpack16a client CPU %U+%S s" nice -n 10 /tmp/h18-hpack16a -addr "$TO:$B" -src "$SRC" -conns 2 -refs 3 -hold "${T}s" 2>&1 | tail -8
+$X /usr/bin/time -f "hpack16a client CPU %U+%S s" nice -n 10 "${HPACK_BIN:-/tmp/h18-hpack16a}" -addr "$TO:$B" -src "$SRC" -conns 2 -refs 3 -hold "${T}s" 2>&1 | tail -8
 echo "daemon CPU in the window: $(echo "$(cpu) $c0" | awk '{printf "%.2f", $1-$2}') s"
 metric
 ;;

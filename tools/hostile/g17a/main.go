@@ -14,6 +14,10 @@
 //	hprobe  a health Check on a new connection every -every for -hold, as a
 //	        kubelet's or grpc_health_probe does (timeout -deadline): codes,
 //	        latencies.
+//	hlong   a long-lived balancer: one connection for -hold, a burst of
+//	        -conc health Checks (a balancer checking its services) every
+//	        -every: codes, and the connection's closes (UNAVAILABLE: the
+//	        check in flight when it closed).
 //	shared  one connection carrying two identities: -token2 (the attacker)
 //	        sends -conc loops of Routes with a -deadline deadline (refused
 //	        when the daemon is busy), -token (the victim) a small Route with
@@ -48,6 +52,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -59,7 +64,7 @@ import (
 
 var (
 	addr     = flag.String("addr", "127.0.0.1:47500", "gRPC listener (TLS)")
-	mode     = flag.String("mode", "victim", "victim, watch, health, hprobe, shared, hog")
+	mode     = flag.String("mode", "victim", "victim, watch, health, hprobe, hlong, shared, hog")
 	token    = flag.String("token", "", "bearer token")
 	token2   = flag.String("token2", "", "shared: the attacker's bearer token")
 	conc     = flag.Int("conc", 4, "loops")
@@ -233,6 +238,28 @@ func main() {
 			cc.Close()
 			time.Sleep(*every)
 		}
+	case "hlong":
+		for _, cc := range ccs[1:] {
+			cc.Close()
+		}
+		if *deadline == 0 {
+			*deadline = time.Second
+		}
+		hc := healthpb.NewHealthClient(ccs[0])
+		closes := 0
+		for time.Now().Before(end) {
+			for range *conc {
+				call(context.Background(), func(c2 context.Context) error {
+					_, err := hc.Check(c2, &healthpb.HealthCheckRequest{Service: "classifier.v1.ClassifierService"})
+					if status.Code(err) == codes.Unavailable || err != nil && strings.Contains(err.Error(), "it is closed") {
+						closes++
+					}
+					return err
+				})
+			}
+			time.Sleep(*every)
+		}
+		fmt.Printf("%sconnection closed for refusals: %d times\n", *label, closes)
 	case "refl":
 		var bytes, answers int64
 		var bmu sync.Mutex

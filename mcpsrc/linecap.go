@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/classifierd/classifierd/internal/rpcid"
 )
 
 // MaxMessage bounds one message a backend sends, in bytes of its JSON
@@ -340,37 +342,13 @@ var idLast = regexp.MustCompile(`"id"\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.){0,256}")\s
 
 // messageID is the id of the JSON-RPC message of which head is the first
 // bytes and tail the last: read as the first members of the object until
-// one cannot be read whole, else from its end.
+// one cannot be read whole (rpcid.Leading), else from its end. A message
+// with a method is a request of the server's (the Go SDK writes its id
+// first): its id is not one of ours.
 func messageID(head, tail []byte) (any, bool) {
-	dec := json.NewDecoder(bytes.NewReader(head))
-	dec.UseNumber()
-	var id json.RawMessage
-	if t, err := dec.Token(); err == nil && t == json.Delim('{') {
-		for dec.More() {
-			k, err := dec.Token()
-			if err != nil {
-				break
-			}
-			switch k {
-			case "method":
-				// A request of the server's (the Go SDK writes its id
-				// first): its id is not one of ours.
-				return nil, false
-			case "result", "error":
-				if id != nil {
-					return validID(id)
-				}
-			}
-			var v json.RawMessage
-			if err := dec.Decode(&v); err != nil {
-				break
-			}
-			if k == "id" {
-				id = v
-			}
-		}
-	}
-	if id != nil {
+	if id, ok, request := rpcid.Leading(head, true); request {
+		return nil, false
+	} else if ok {
 		return validID(id)
 	}
 	if m := idLast.FindSubmatch(bytes.TrimRight(tail, "\r\n")); m != nil {

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -319,6 +322,48 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	if err != nil || !slices.Contains(sn.GetSession().GetExposedCategories(), "filesystem") {
 		t.Fatalf("session after MCP analyze_prompt: %v %v", sn, err)
 	}
+	// An agent's start at the default --mcp-requests-per-second and
+	// --mcp-request-burst: 64 tool calls and 64 listings at once, on a
+	// new session, none refused by the rate (it holds back floods, not
+	// this); on a loaded machine the admission may refuse some as
+	// overloaded (--max-waiting-time), as it would any burst.
+	agent := mcpClient(t, &mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 128)
+	for i := range 64 {
+		wg.Go(func() {
+			res, err := agent.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": fmt.Sprintf("show my unread GitHub notifications %d", i), "k": 1}})
+			if err == nil && res.IsError {
+				err = errors.New("tool error")
+				if len(res.Content) > 0 {
+					if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+						err = errors.New(tc.Text)
+					}
+				}
+			}
+			errs <- err
+		})
+		wg.Go(func() {
+			_, err := agent.ListTools(ctx, nil)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	overloaded := 0
+	for err := range errs {
+		switch {
+		case err == nil:
+		case strings.Contains(err.Error(), "RESOURCE_EXHAUSTED: server overloaded"):
+			overloaded++
+		default:
+			t.Fatalf("an agent's start of 128 requests at once, at the default request rate: %v", err)
+		}
+	}
+	if overloaded == 128 {
+		t.Fatal("an agent's start of 128 requests at once: none answered")
+	}
+	t.Logf("an agent's start of 128 requests at once: %d refused by the admission as overloaded, none by the rate", overloaded)
 	if strings.Contains(d.stderr.String(), "panic") {
 		t.Fatalf("daemon log has a panic:\n%s", d.stderr.String())
 	}

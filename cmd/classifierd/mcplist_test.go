@@ -30,6 +30,8 @@ type batchMCP struct {
 	url, tok string
 	sid      string
 	hc       *http.Client
+	// closed is whether the last answer said Connection: close.
+	closed bool
 }
 
 func newBatchMCP(t *testing.T, addr, token string) *batchMCP {
@@ -64,6 +66,7 @@ func (s *batchMCP) post(body string) (int, []rpcAnswer, error) {
 		return 0, nil, err
 	}
 	defer resp.Body.Close()
+	s.closed = resp.Close
 	if s.sid == "" {
 		s.sid = resp.Header.Get("Mcp-Session-Id")
 	}
@@ -250,5 +253,84 @@ func TestMCPListHogCannotRefuseAnotherIdentity(t *testing.T) {
 	}
 	if got := after[admitted] - before[admitted]; got < want {
 		t.Errorf("admitted calls grew by %v, fewer than the %v tools/list and Routes answered: tools/list passes no admission", got, want)
+	}
+}
+
+// TestMCPFloodRefusedBeforeTheSDK: through the real daemon, one token's
+// tools/list sent one after another on a kept-alive HTTP/1.1 connection
+// are served up to its --mcp-request-burst, then held to
+// --mcp-requests-per-second: each one past the rate is answered 429 with
+// a JSON-RPC error RESOURCE_EXHAUSTED (-32029) under its own id, says
+// Connection: close, and never reaches the SDK (the admission, which
+// counts every request the SDK has decoded, counts only the listings
+// answered); a notification past the rate is refused with no id; the
+// refusals are counted in classifierd_admission_refused_past_rate_total.
+// Another token's tools/list meanwhile are all answered. Before, such a
+// flood was decoded and answered by the SDK whatever its rate: the
+// eighteenth hostile pass's tools/list flood cost the proxy 5 times the
+// flooder's CPU (tools/hostile/mcpflood18.py measures it).
+func TestMCPFloodRefusedBeforeTheSDK(t *testing.T) {
+	idx := genIndex(t, "testdata/mini.json")
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("carol route "+carolToken+"\nbob route "+bobToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mcpAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	opsDaemon(t, freeAddr(t), insecureDial, "--index", idx, "--auth-token-file", tokens,
+		"--mcp-listen", mcpAddr, "--metrics-listen", metricsAddr, "--mcp-requests-per-second", "5", "--mcp-request-burst", "40")
+	carol, bob := newBatchMCP(t, mcpAddr, carolToken), newBatchMCP(t, mcpAddr, bobToken) // 2 of each one's burst
+	const admitted, rejected, past = "classifierd_admission_wait_seconds_count", `classifierd_admission_rejected_total{method="mcp/tools/list"}`, "classifierd_admission_refused_past_rate_total"
+	before := scrape(t, metricsAddr)
+
+	var carolListed, carolRefused, bobListed int
+	const wantRefused = 30
+	for i := 1; carolRefused < wantRefused; i++ {
+		if i > 2000 {
+			t.Fatalf("carol sent %d tools/list one after another: %d listed, %d refused past her rate of 5 a second after 40", i, carolListed, carolRefused)
+		}
+		code, answers, err := carol.post(listBatch(1, i))
+		switch {
+		case err != nil:
+			t.Fatalf("carol's tools/list %d: %v", i, err)
+		case code == http.StatusOK && len(answers) == 1 && answers[0].Error == nil:
+			carolListed++
+		case code == http.StatusTooManyRequests && len(answers) == 1 && answers[0].Error != nil:
+			a := answers[0]
+			if a.Error.Code != mcpserver.CodeResourceExhausted || !strings.HasPrefix(a.Error.Message, "RESOURCE_EXHAUSTED: ") || string(a.ID) != fmt.Sprint(i) {
+				t.Fatalf("carol's tools/list %d past her rate: id %s, %+v; want id %d, %d RESOURCE_EXHAUSTED", i, a.ID, a.Error, i, mcpserver.CodeResourceExhausted)
+			}
+			if !carol.closed {
+				t.Fatalf("carol's tools/list %d refused past her rate without Connection: close", i)
+			}
+			carolRefused++
+		default:
+			t.Fatalf("carol's tools/list %d: %d %+v", i, code, answers)
+		}
+		if i%10 == 0 {
+			code, answers, err := bob.post(listBatch(1, i))
+			if err != nil || code != http.StatusOK || len(answers) != 1 || answers[0].Error != nil {
+				t.Fatalf("bob's tools/list while carol floods: %d %+v %v", code, answers, err)
+			}
+			bobListed++
+		}
+	}
+	code, answers, err := carol.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
+	if err != nil || code != http.StatusTooManyRequests || len(answers) != 1 || answers[0].Error == nil ||
+		answers[0].Error.Code != mcpserver.CodeResourceExhausted || len(answers[0].ID) != 0 {
+		t.Fatalf("carol's notification past her rate: %d %+v %v; want 429, %d with no id", code, answers, err, mcpserver.CodeResourceExhausted)
+	}
+	after := scrape(t, metricsAddr)
+	t.Logf("carol: %d listed, %d refused past her rate; bob: %d listed; admission: %v admitted, %v refused; %v refused past the rate",
+		carolListed, carolRefused, bobListed, after[admitted]-before[admitted], after[rejected]-before[rejected], after[past]-before[past])
+	if carolListed < 38 {
+		t.Errorf("carol's burst of 40 (2 taken by her session's start): %d listed", carolListed)
+	}
+	// Every tools/list the SDK decoded went to the admission (admitted
+	// or refused): only the answered ones, none of the refused.
+	if got, want := after[admitted]-before[admitted]+after[rejected]-before[rejected], float64(carolListed+bobListed); got != want {
+		t.Errorf("the admission saw %v tools/list, want the %v answered: requests refused past the rate reached the SDK", got, want)
+	}
+	if got := after[past] - before[past]; got != float64(carolRefused+1) {
+		t.Errorf("%v refusals past the rate counted, want %d", got, carolRefused+1)
 	}
 }

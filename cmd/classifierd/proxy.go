@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/classifierd/classifierd/embed"
+	"github.com/classifierd/classifierd/internal/httpguard"
 	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/proxyrun"
 )
@@ -40,6 +41,8 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 	fs.IntVar(&c.MaxBackends, "max-backends", defaultMaxBackends, "most backends of per-identity servers at once, in all (a stdio server's backend is a process); when all run, an idle backend of the identity holding the most gives way to an identity holding at least two fewer, else a call that would start one more gets RESOURCE_EXHAUSTED")
 	fs.IntVar(&c.MaxBackendsPerClient, "max-backends-per-client", 0, "most backends of per-identity servers one caller may have at once (default: one of each per-identity server)")
 	fs.DurationVar(&c.BackendIdle, "backend-idle-timeout", 10*time.Minute, "stop a per-identity backend no call has used for this long (what it kept in memory goes with it); the caller's next call starts another")
+	fs.Float64Var(&c.MCPRequestsPerSecond, "mcp-requests-per-second", httpguard.DefaultMCPRequestsPerSecond, "most MCP requests (POSTs: requests, notifications, a batch's messages each) one caller (identity, or peer host when anonymous) may make a second on --mcp-listen, after --mcp-request-burst; past it a request gets 429 and a JSON-RPC error RESOURCE_EXHAUSTED (-32029) under its id before its body is read or decoded, and on HTTP/1.1 its connection is closed (0: no bound). An agent makes a few a second")
+	fs.IntVar(&c.MCPRequestBurst, "mcp-request-burst", httpguard.DefaultMCPRequestBurst, "MCP requests one caller may make at once before --mcp-requests-per-second holds it back (an agent's start, a hub opening sessions)")
 	fs.IntVar(&c.MaxConnsPerPeer, "max-conns-per-peer", listeners.DefaultMaxConnsPerPeer, "most connections one peer (an IPv4 address, an IPv6 /64) may hold open on --mcp-listen and --metrics-listen together; past it a new one is closed as soon as accepted (0: no per-peer cap). On loopback every local client is one peer")
 	fs.IntVar(&c.MaxConns, "max-conns", 0, "most connections open on --mcp-listen and --metrics-listen together; past it a new one is closed as soon as accepted (0: the descriptor limit, RLIMIT_NOFILE, less an eighth of it and at least 256 kept for the proxy's own files and backends)")
 	fs.StringVar(&c.Exposure, "default-exposure", "meta-only", "what a new session sees beside the meta tools: meta-only (nothing else) or all")
@@ -81,6 +84,8 @@ func parseProxyFlags(args []string, stderr io.Writer) (ProxyConfig, error) {
 		return c, errors.New("--threads and --concurrency must be at least 1")
 	case c.Timeout <= 0 || c.Connect <= 0 || c.Wait <= 0 || c.SessionTTL <= 0 || c.MaxSessions < 1 || c.MaxSessionsPerClient < 1:
 		return c, errors.New("durations, --max-sessions and --max-sessions-per-client must be positive")
+	case c.MCPRequestsPerSecond < 0 || c.MCPRequestBurst < 0 || c.MCPRequestsPerSecond > 0 && c.MCPRequestBurst < 1:
+		return c, errors.New("--mcp-requests-per-second must not be negative (0: no bound), and --mcp-request-burst must be positive with it")
 	case c.MaxConnsPerPeer < 0 || c.MaxConns < 0:
 		return c, errors.New("--max-conns-per-peer and --max-conns must not be negative")
 	case c.MaxBackends < 1 || c.MaxBackendsPerClient < 0 || c.BackendIdle <= 0:

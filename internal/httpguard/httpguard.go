@@ -25,6 +25,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/classifierd/classifierd/internal/rapidreset"
+	"github.com/classifierd/classifierd/internal/rpcid"
 	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/server"
 )
@@ -112,6 +114,16 @@ type Guard struct {
 	// overload keeps it, unless the refusal is past its caller's rate
 	// (rapidreset.RefusedPastRate closes an HTTP/1.1 one).
 	Admit func(r *http.Request) error
+	// Rate, if set, holds each caller's POSTs (an MCP listener's
+	// requests, notifications and batches, a batch's messages each
+	// counted) to its rate (RequestRate). One past it is refused 429
+	// after authentication and before its body is read (a batch's
+	// further messages, once it is read and counted): at once, with
+	// Retry-After, under the request's id (Refuse reads the first bytes
+	// of the body for it), and on HTTP/1.1 with Connection: close
+	// (rapidreset.RefusedPastRate), dropping what the client pipelined
+	// behind it.
+	Rate *RequestRate
 }
 
 func (g Guard) writeWait() time.Duration {
@@ -226,6 +238,21 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 			refuse(w, r, code, refusal)
 			return
 		}
+		pastRate := func(n int) bool {
+			if r.Method != http.MethodPost || g.Rate.allow(bodyOwner(r), n) {
+				return false
+			}
+			bw.wait = RefusalWriteWait
+			if !rapidreset.RefusedPastRate(r.Context()) && r.ProtoMajor == 1 {
+				w.Header().Set("Connection", "close") // a listener without the marks
+			}
+			w.Header().Set("Retry-After", "1")
+			g.Refuse(w, r, http.StatusTooManyRequests, g.Rate.refusal())
+			return true
+		}
+		if pastRate(1) {
+			return
+		}
 		admitted := func() bool {
 			if g.Admit == nil {
 				return true
@@ -307,12 +334,16 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if g.Budget != nil && g.Messages != nil {
+		if g.Messages != nil && (g.Budget != nil || g.Rate != nil) {
 			// A batch of 64 tools/list was charged as one request: one
 			// identity's 8 threads held 512 in flight, where its 256
 			// places (a 16 MiB share of 64 KiB each) allow 256 requests
 			// (the thirteenth hostile pass: another's p50 2 -> 424 ms).
-			if n := g.Messages(body); n > 1 {
+			n := g.Messages(body)
+			if n > 1 && pastRate(n-1) { // its body read: refused with no id
+				return
+			}
+			if n > 1 && g.Budget != nil {
 				who, extra := bodyOwner(r), int64(n-1)*StreamCost
 				if !g.Budget.take(who, extra) {
 					refuse(w, r, http.StatusTooManyRequests, errStreamBudget)
@@ -642,6 +673,14 @@ func RefuseMCP(w http.ResponseWriter, r *http.Request, code int, err error) {
 		WriteMCPErrorNoID(w, code, CodeTooLarge, err)
 	case http.StatusUnsupportedMediaType:
 		WriteMCPErrorNoID(w, code, CodeUnsupportedEncoding, err)
+	case http.StatusTooManyRequests:
+		if errors.As(err, new(errRequestRate)) {
+			// Refused past the caller's rate of requests: before its body
+			// was read (a batch's, once read, was taken: no id is found).
+			WriteMCPError(w, r, code, CodeResourceExhausted, err)
+			return
+		}
+		WriteMCPErrorNoID(w, code, CodeInvalidRequest, err)
 	default:
 		WriteMCPErrorNoID(w, code, CodeInvalidRequest, err)
 	}
@@ -677,9 +716,7 @@ func WriteMCPError(w http.ResponseWriter, r *http.Request, code int, rpcCode int
 	if r.Method == http.MethodPost && r.Body != nil {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refusalReadWait))
 		body, _ := io.ReadAll(io.LimitReader(r.Body, refusalReadBytes))
-		if req, ok := decodeRequest(body); ok {
-			id = req.ID
-		} else if v, ok := leadingID(body); ok {
+		if v, ok := leadingID(body); ok {
 			id = v
 		}
 	}
@@ -707,30 +744,16 @@ func WriteMCPErrorNoID(w http.ResponseWriter, code int, rpcCode int64, err error
 // sixteenth hostile pass).
 const refusalReadBytes = 4 << 10
 
-// leadingID is the id of the JSON-RPC request of which body is the start,
-// read among its first members, as the SDK reads an id (a request of its
-// id alone is decoded by jsonrpc.DecodeMessage).
+// leadingID is the id of the JSON-RPC request of which body is the start
+// (rpcid.Leading), as the SDK holds it.
 func leadingID(body []byte) (jsonrpc.ID, bool) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+	raw, ok, _ := rpcid.Leading(body, false)
+	if !ok {
 		return jsonrpc.ID{}, false
 	}
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			break
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			break
-		}
-		if k != "id" {
-			continue
-		}
-		if req, ok := decodeRequest([]byte(`{"jsonrpc":"2.0","method":"x","id":` + string(v) + `}`)); ok {
-			return req.ID, true
-		}
-		break
+	// The SDK's reading of that id (a number it cannot hold is no id).
+	if req, ok := decodeRequest([]byte(`{"jsonrpc":"2.0","method":"x","id":` + string(raw) + `}`)); ok {
+		return req.ID, true
 	}
 	return jsonrpc.ID{}, false
 }

@@ -68,6 +68,11 @@ type Config struct {
 	// received at once on every listener, gRPC, HTTP/JSON and MCP
 	// (--max-body-bytes-in-flight...).
 	BodyBudget, BodyBudgetPerClient int64
+	// MCPRequestsPerSecond and MCPRequestBurst hold each caller's
+	// requests on --mcp-listen to a rate, refused before the SDK reads
+	// them (--mcp-requests-per-second, --mcp-request-burst; 0: none).
+	MCPRequestsPerSecond float64
+	MCPRequestBurst      int
 
 	// MaxConnsPerPeer and MaxConns bound the connections open on all the
 	// listeners, per peer address and in all (--max-conns-per-peer,
@@ -120,6 +125,9 @@ func (c *Config) Validate(concurrency int) error {
 	}
 	if c.RecvTimeout <= 0 || c.WriteStallTimeout <= 0 || c.MaxStreams < 1 || c.BodyBudget < 1 || c.BodyBudgetPerClient < 1 {
 		return errors.New("--recv-timeout, --write-stall-timeout, --max-concurrent-streams, --max-body-bytes-in-flight and --max-body-bytes-in-flight-per-client must be positive")
+	}
+	if c.MCPRequestsPerSecond < 0 || c.MCPRequestBurst < 0 || c.MCPRequestsPerSecond > 0 && c.MCPRequestBurst < 1 {
+		return errors.New("--mcp-requests-per-second must not be negative (0: no bound), and --mcp-request-burst must be positive with it")
 	}
 	if c.MaxWatches < 1 || c.MaxWatchesPerClient < 1 || c.MaxWatchesPerSession < 1 {
 		return errors.New("--max-watches, --max-watches-per-client and --max-watches-per-session must be positive")
@@ -195,6 +203,7 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 	// (security's MCPGuard).
 	o.Bodies = httpguard.NewBudget(cfg.BodyBudget, cfg.BodyBudgetPerClient)
 	o.Recv = server.NewRecvGuard(o.Bodies)
+	sec.MCPRequests = httpguard.NewRequestRate(cfg.MCPRequestsPerSecond, cfg.MCPRequestBurst)
 	o.Recv.StallTimeout = cfg.WriteStallTimeout
 	if err := o.Metrics.Gauge("classifierd_request_bytes_in_flight", "Request bytes being received or held until answered, all listeners together (bounded by --max-body-bytes-in-flight).",
 		func() float64 { return float64(o.Bodies.Used()) }); err != nil {
@@ -235,12 +244,10 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 		MaxQueueBytes: cfg.MaxWaitingBytes, MaxWait: cfg.MaxWaitingTime, StandingAfter: server.DefaultAdmissionStandingAfter,
 		IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: cfg.MinDeadline, DeadlineShare: cfg.DeadlineShare, Weights: cfg.weights,
 		Cores: runtime.GOMAXPROCS(0)})
-	if o.Admission != nil {
-		if err := o.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "classifierd_admission_refused_past_rate_total",
-			Help: "Calls refused (RESOURCE_EXHAUSTED, 429) past their caller's rate of refusals (20 a second after a burst of 64): on HTTP/1.1 each answer closes its connection (Connection: close); none is an early reset."},
-			func() float64 { return float64(o.Admission.RefusalsPastRate()) })); err != nil {
-			return nil, err
-		}
+	if err := o.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "classifierd_admission_refused_past_rate_total",
+		Help: "Calls refused (RESOURCE_EXHAUSTED, 429) past their caller's rate of refusals (20 a second after a burst of 64), and MCP requests refused (429, JSON-RPC -32029) past their caller's --mcp-requests-per-second before the SDK read them: on HTTP/1.1 each answer closes its connection (Connection: close); none is an early reset."},
+		func() float64 { return float64(o.Admission.RefusalsPastRate() + sec.MCPRequests.Refused()) })); err != nil {
+		return nil, err
 	}
 	if err := o.Metrics.Gauge("classifierd_admission_queue_depth", "Model calls waiting for a place.",
 		func() float64 { return float64(o.Admission.Queued()) }); err != nil {

@@ -84,6 +84,11 @@ type Config struct {
 	// --mcp-listen and --metrics-listen together, per peer address and
 	// in all (--max-conns-per-peer, --max-conns; listeners.Limiter).
 	MaxConnsPerPeer, MaxConns int
+	// MCPRequestsPerSecond and MCPRequestBurst hold each caller's
+	// requests on --mcp-listen to a rate, refused before the SDK reads
+	// them (--mcp-requests-per-second, --mcp-request-burst; 0: none).
+	MCPRequestsPerSecond float64
+	MCPRequestBurst      int
 }
 
 // defaultIsolation is the isolation of a server whose entry sets none:
@@ -198,6 +203,10 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 	// (--max-body-bytes-in-flight's defaults): each body is bounded by
 	// MaxMessage, their sum was not (100 connections: +530 MB).
 	sec.Bodies = httpguard.NewBudget(httpguard.DefaultBodyBudget, httpguard.DefaultBodyBudgetPerClient)
+	// Each caller's requests at a rate, refused at the gate before the
+	// SDK reads them (httpguard.RequestRate): its tools/list flood cost
+	// the proxy 5 times its client's CPU (the eighteenth hostile pass).
+	sec.MCPRequests = httpguard.NewRequestRate(cfg.MCPRequestsPerSecond, cfg.MCPRequestBurst)
 	// The tools that run the model (search_tools, hub__analyze_prompt)
 	// share it by caller as the daemon's do, with the daemon's defaults;
 	// the forwarded calls for the proxy's own CPU (ops.MCPAdmit), not
@@ -206,6 +215,11 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 		MaxQueueBytes: server.DefaultAdmissionMaxQueueBytes, MaxWait: server.DefaultAdmissionMaxWait,
 		StandingAfter: server.DefaultAdmissionStandingAfter, IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: 2 * time.Millisecond,
 		Cores: runtime.GOMAXPROCS(0)})
+	if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "classifierd_proxy_refused_past_rate_total",
+		Help: "MCP requests refused (429, JSON-RPC -32029) past their caller's --mcp-requests-per-second before the SDK read them, and calls refused past their caller's rate of refusals (20 a second after a burst of 64): on HTTP/1.1 each answer closes its connection (Connection: close)."},
+		func() float64 { return float64(adm.RefusalsPastRate() + sec.MCPRequests.Refused()) })); err != nil {
+		return err
+	}
 	src, closeSrc, err := isolate(pool, perIdentity, cfg, poolOpts, reg, log)
 	if err != nil {
 		return err

@@ -77,6 +77,10 @@ type Security struct {
 	// (MCPGuard) hold at once, in all and per caller; the daemon shares
 	// it with its other listeners. Set it before serving.
 	Bodies *httpguard.Budget
+	// MCPRequests, if set, holds each caller's requests on the MCP
+	// listeners (MCPGuard) to its rate, refused 429 before the SDK reads
+	// them (--mcp-requests-per-second). Set it before serving.
+	MCPRequests *httpguard.RequestRate
 }
 
 // authenticated tells OnAuthenticated of r's connection when c, r's
@@ -394,6 +398,7 @@ func (s *Security) MCPGuard(maxBody int64, anyOf ...string) httpguard.Guard {
 		CountValues: true,
 		JSONOnly:    true,
 		Budget:      s.Bodies,
+		Rate:        s.MCPRequests,
 		Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
 			if code == http.StatusUnauthorized && s.Tokens != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="classifierd"`)

@@ -372,7 +372,83 @@ func TestServeClosesHTTP1Pipelined(t *testing.T) {
 			t.Fatalf("request %d of one at a time (%s, %d) closed the connection", i, p, resp.StatusCode)
 		}
 	}
-	if peers.Penalties() != 0 || peers.HTTPCloses() != 0 {
-		t.Fatalf("pipelining on HTTP/1.1: %d penalties, %d closes by the rule; want none", peers.Penalties(), peers.HTTPCloses())
+	if peers.Penalties() != 0 || peers.HTTPCloses() != 0 || peers.PipelinedCloses() != 2 {
+		t.Fatalf("pipelining on HTTP/1.1: %d penalties, %d closes by the rule, %d for pipelining; want none, none, 2", peers.Penalties(), peers.HTTPCloses(), peers.PipelinedCloses())
+	}
+}
+
+// TestServePenalizesRepeatedPipelining: a peer (not local) whose HTTP/1.1
+// connections are closed for pipelining PeerPipelinedClosesMin times is
+// penalized, its new connections past the burst held back (the
+// eighteenth hostile pass: over plain HTTP a flooder closed at its 8th
+// pipelined request reconnected for nothing, 5,000-8,700 405s a second);
+// one close fewer is not. Many connections of one peer that each wait
+// for their answers (a balancer's), refused or not, and a connection per
+// refusal past the caller's rate (an honest hub under overload), never
+// penalize it.
+func TestServePenalizesRepeatedPipelining(t *testing.T) {
+	peers, ts := resetServerOn(t, true)
+	many := make([]string, 3*HTTP1PipelinedMax)
+	for i := range many {
+		many[i] = "/forbidden"
+	}
+	const tok = "Authorization: Bearer x\r\n"
+	// The balancer: 32 connections, each 3 requests one at a time.
+	for i := range 32 {
+		nc, err := tls.Dial("tcp", ts.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(nc)
+		for j, p := range []string{"/", "/forbidden", "/busy"} {
+			hdr := tok
+			if (i+j)%3 == 0 {
+				hdr = "" // 401
+			}
+			if _, err := io.WriteString(nc, "GET "+p+" HTTP/1.1\r\nHost: x\r\n"+hdr+"\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("balancer connection %d, request %d: %v", i, j, err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		nc.Close()
+	}
+	for i := range PeerEarlyResetsMin {
+		if st, cl := pipelineHTTP1(t, ts, tok, "/pastrate"); len(st) != 1 || !cl[0] {
+			t.Fatalf("connection %d, /pastrate: statuses %v, closing %v; want one 429 with Connection: close", i, st, cl)
+		}
+	}
+	if peers.Penalties() != 0 || peers.PipelinedCloses() != 0 {
+		t.Fatalf("a balancer's connections and refusals past the rate: %d penalties, %d pipelined closes; want none", peers.Penalties(), peers.PipelinedCloses())
+	}
+	for i := range PeerPipelinedClosesMin {
+		if st, cl := pipelineHTTP1(t, ts, tok, many...); len(st) != HTTP1PipelinedMax+1 || !cl[len(cl)-1] {
+			t.Fatalf("pipelining connection %d: statuses %v, closing %v; want %d answers, the last closing", i, st, cl, HTTP1PipelinedMax+1)
+		}
+		// Counted after the answer is written: wait for it.
+		for end := time.Now().Add(5 * time.Second); peers.PipelinedCloses() < int64(i+1) && time.Now().Before(end); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if want := i == PeerPipelinedClosesMin-1; (peers.Penalties() == 1) != want {
+			t.Fatalf("after %d pipelining connections closed: %d penalties, want penalized %v", i+1, peers.Penalties(), want)
+		}
+	}
+	// Its new connections past the burst are held back.
+	for range PenalizedConnBurst + 4 {
+		nc, err := net.Dial("tcp", ts.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+	}
+	for end := time.Now().Add(5 * time.Second); peers.Held() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%d new connections of the penalized peer: none held back", PenalizedConnBurst+4)
+		}
 	}
 }

@@ -47,3 +47,71 @@ func TestResetPeerOf(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelinedClosesPenalize: a peer whose HTTP/1.1 connections are
+// closed for pipelining PeerPipelinedClosesMin times within
+// PeerResetWindow is penalized (its new connections past a burst are not
+// admitted); fewer, or as many spread over windows, are not; another
+// peer is never touched.
+func TestPipelinedClosesPenalize(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	peers := NewAt(func() time.Time { return now })
+	var logged []netip.Addr
+	peers.OnPipelinedPenalty(func(p netip.Addr, closes int64, _ time.Time) {
+		if closes != PeerPipelinedClosesMin {
+			t.Errorf("penalty logged after %d closes, want %d", closes, PeerPipelinedClosesMin)
+		}
+		logged = append(logged, p)
+	})
+	flooder, other := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	// One window short of the count, then the next window: no penalty.
+	for range 2 {
+		for range PeerPipelinedClosesMin - 1 {
+			if peers.PipelinedClosed(flooder) {
+				t.Fatalf("penalized at fewer than %d pipelined closes in a window", PeerPipelinedClosesMin)
+			}
+			now = now.Add(time.Second)
+		}
+		now = now.Add(PeerResetWindow)
+	}
+	if peers.Penalties() != 0 {
+		t.Fatalf("%d penalties for %d closes in a window, twice", peers.Penalties(), PeerPipelinedClosesMin-1)
+	}
+	for i := range PenalizedConnBurst + 4 {
+		if !peers.Admit(flooder) {
+			t.Fatalf("connection %d of an unpenalized peer not admitted", i)
+		}
+	}
+	for i := range PeerPipelinedClosesMin {
+		if got := peers.PipelinedClosed(flooder); got != (i == PeerPipelinedClosesMin-1) {
+			t.Fatalf("close %d of %d in a window: penalized %v", i+1, PeerPipelinedClosesMin, got)
+		}
+	}
+	for range 3 * PeerPipelinedClosesMin { // more while penalized: one penalty
+		peers.PipelinedClosed(flooder)
+	}
+	if peers.Penalties() != 1 || peers.PipelinedPenalties() != 1 || len(logged) != 1 || logged[0] != flooder {
+		t.Fatalf("penalties %d (pipelined %d), logged %v; want one, of %v", peers.Penalties(), peers.PipelinedPenalties(), logged, flooder)
+	}
+	if want := int64(2*(PeerPipelinedClosesMin-1) + 4*PeerPipelinedClosesMin); peers.PipelinedCloses() != want {
+		t.Fatalf("%d pipelined closes counted, want %d", peers.PipelinedCloses(), want)
+	}
+	admitted := 0
+	for range PenalizedConnBurst + 4 {
+		if peers.Admit(flooder) {
+			admitted++
+		}
+	}
+	if admitted != PenalizedConnBurst {
+		t.Fatalf("the penalized peer had %d new connections admitted at once, want its burst %d", admitted, PenalizedConnBurst)
+	}
+	for i := range PenalizedConnBurst + 4 {
+		if !peers.Admit(other) {
+			t.Fatalf("connection %d of another peer not admitted", i)
+		}
+	}
+	now = now.Add(PeerResetPenalty)
+	if !peers.Admit(flooder) {
+		t.Fatal("the peer's connections still limited after its penalty")
+	}
+}

@@ -143,14 +143,29 @@ func TestWatchExposureBounded(t *testing.T) {
 func openWatches(t *testing.T, ctx context.Context, c pb.ClassifierServiceClient, id string, n int) []grpc.ServerStreamingClient[pb.WatchExposureResponse] {
 	t.Helper()
 	var out []grpc.ServerStreamingClient[pb.WatchExposureResponse]
+	deadline := time.Now().Add(30 * time.Second)
 	for range n {
-		w, err := startWatch(ctx, c, id)
-		switch status.Code(err) {
-		case codes.OK:
-			out = append(out, w)
-		case codes.ResourceExhausted:
-		default:
-			t.Fatalf("WatchExposure %s: %v, want OK or RESOURCE_EXHAUSTED", id, err)
+		for {
+			w, err := startWatch(ctx, c, id)
+			// A caller whose own flood of watches failed past
+			// server.FailedSetupsPerSecond is refused before its next
+			// setup is tried: it waits as told (the retry delay is a
+			// fraction of a second) and tries again.
+			if status.Code(err) == codes.ResourceExhausted && strings.Contains(status.Convert(err).Message(), "failed stream setups") {
+				if time.Now().After(deadline) {
+					t.Fatalf("WatchExposure %s: still refused for failed setups after 30 s: %v", id, err)
+				}
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			switch status.Code(err) {
+			case codes.OK:
+				out = append(out, w)
+			case codes.ResourceExhausted:
+			default:
+				t.Fatalf("WatchExposure %s: %v, want OK or RESOURCE_EXHAUSTED", id, err)
+			}
+			break
 		}
 	}
 	return out

@@ -190,9 +190,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 		f          func() int64
 	}{
 		{"classifierd_proxy_early_reset_closes_total", "MCP connections closed for abandoning most of their requests before their answer (an HTTP/2 rapid reset).", resets.HTTPCloses},
-		{"classifierd_proxy_reset_penalties_total", "Peers penalized for abandoning many requests before their answer across their connections, or for 4 connections closed for pipelining within 10s (each penalty lasts 30s).", resets.Penalties},
-		{"classifierd_proxy_pipelined_closes_total", "HTTP/1.1 MCP connections closed for pipelining (the answer to their 8th request sent before the answer to the one before says Connection: close); 4 of a peer's within 10s penalize it.", resets.PipelinedCloses},
-		{"classifierd_proxy_pipelined_penalties_total", "Peers penalized for 4 HTTP/1.1 connections closed for pipelining within 10s (also in classifierd_proxy_reset_penalties_total).", resets.PipelinedPenalties},
+		{"classifierd_proxy_reset_penalties_total", "Peers penalized for abandoning many requests before their answer across their connections (each penalty lasts 30s).", resets.Penalties},
 		{"classifierd_proxy_penalized_connections_held_total", "New connections of penalized peers held back before their TLS handshake (a burst of 4, then 2 a second, are served in order); the local peer's 200 ms at most, then served.", resets.Held},
 		{"classifierd_proxy_penalized_connections_refused_total", "New connections of penalized peers closed unserved: past the 64 held back per peer, or held 10s (a burst of 4, then 2 a second, are served in order).", resets.Refused},
 	} {

@@ -33,11 +33,7 @@ import (
 // (--max-conns-per-peer): its refusals are not counted, so many clients
 // of one address that each lack a token each get their 401. A client
 // that pipelines, which breaks that wait, has its connection closed after
-// HTTP1PipelinedMax pipelined requests, whatever their answers; only it,
-// until its peer has had PeerPipelinedClosesMin connections so closed
-// within PeerResetWindow: the peer is then penalized (its new
-// connections held back, a few a second), as a flooder over plain HTTP
-// reconnects for nothing. A request
+// HTTP1PipelinedMax pipelined requests, whatever their answers; only it. A request
 // refused past its caller's rate (RefusedPastRate) is not early on
 // either: on HTTP/1.1 its answer closes its connection (Connection:
 // close), which costs an honest client a reconnection and a pipelining
@@ -74,11 +70,6 @@ func (r *Peers) Serve(hs *http.Server) {
 			sw.closing = true
 		}
 		next.ServeHTTP(sw, req.WithContext(ctx))
-		if sw.closing && sw.status.Load() != 0 && hc.closed.CompareAndSwap(false, true) {
-			// Its answer said Connection: close: the peer's count of
-			// such closes may penalize it (PeerPipelinedClosesMin).
-			r.PipelinedClosed(hc.n.Peer)
-		}
 		early := !sw.flushed.Load() && req.Context().Err() != nil || req.ProtoMajor == 2 && refusedEarly(int(sw.status.Load()))
 		if hc.n.Ended(early) {
 			r.httpCloses.Add(1)
@@ -105,7 +96,6 @@ type httpConn struct {
 	conn      net.Conn
 	n         *Conn
 	pipelined atomic.Int32
-	closed    atomic.Bool // closed for pipelining: counted to the peer once
 }
 
 // HTTP1PipelinedMax is how many pipelined requests (sent before the
@@ -122,9 +112,7 @@ type httpConn struct {
 // HTTP: 6.5-6.9 times the client's CPU, another identity's p50 4 times);
 // an answered request costs the same to read. Browsers, curl, Go's and
 // Python's clients do not pipeline, so they are never closed; a client
-// that does pays a reconnection per HTTP1PipelinedMax requests, and its
-// peer is penalized once PeerPipelinedClosesMin of its connections were
-// so closed within PeerResetWindow. The
+// that does pays a reconnection per HTTP1PipelinedMax requests. The
 // first request of a connection is never counted (the TLS session
 // tickets written after the handshake may follow its reading), nor one
 // whose bytes the server's reads split and whose rest was read after the

@@ -55,25 +55,10 @@ const (
 	PenalizedEarlyResetsMin = 8
 	PenalizedConnsPerSecond = 2
 	PenalizedConnBurst      = 4
-	PeerPipelinedClosesMin  = 4
 	maxPeers                = 1 << 16
 	peersSweepThreshold     = 1 << 12
 )
 
-// PeerPipelinedClosesMin: a peer whose HTTP/1.1 connections were closed
-// for pipelining (HTTP1PipelinedMax) this many times within
-// PeerResetWindow is penalized as a resetter is (PeerResetPenalty: its
-// new connections held back, Listener). Closed, a pipelining flooder
-// over plain HTTP reconnected at once and pipelined 8 more, a
-// reconnection costing it nothing without a TLS handshake (the
-// eighteenth hostile pass: 5,000-8,700 405s a second with no token, the
-// daemon 2.4-3.4 times the client's CPU). One close, or a few, is a
-// client that pipelines by mistake and pays a reconnection; an honest
-// client that waits for each answer, or a balancer's many connections,
-// is never closed so, and a refusal past the caller's rate (which also
-// closes, RefusedPastRate) is not counted: an honest hub's refusals
-// under overload are not the peer's fault.
-//
 // Local is the one peer every loopback address and a Unix socket count
 // as.
 var Local = netip.IPv6Loopback()
@@ -98,18 +83,12 @@ type Peers struct {
 	// closed (the queue full, or held too long), httpCloses the HTTP
 	// connections closed by the rule.
 	penalized, refused, httpCloses, held atomic.Int64
-	// pipelinedCloses counts the HTTP/1.1 connections closed for
-	// pipelining (PipelinedClosed), pipelinedPenalties the penalties they
-	// made.
-	pipelinedCloses, pipelinedPenalties atomic.Int64
-	onPenalty                           func(peer netip.Addr, resets, calls int64, until time.Time)
-	onPipelinedPenalty                  func(peer netip.Addr, closes int64, until time.Time)
+	onPenalty                            func(peer netip.Addr, resets, calls int64, until time.Time)
 }
 
 type peerResets struct {
 	window       time.Time // when the current window started
 	calls, early int64     // requests ended in it, and early resets
-	pipelined    int64     // connections closed for pipelining in it
 	until        time.Time // penalized until (zero: not)
 	// The connections a penalized peer may still open: a token bucket.
 	tokens float64
@@ -130,28 +109,13 @@ func (r *Peers) OnPenalty(f func(peer netip.Addr, resets, calls int64, until tim
 	r.onPenalty = f
 }
 
-// OnPipelinedPenalty has f told of each peer penalized for its
-// connections closed for pipelining (PipelinedClosed). Set before
-// serving.
-func (r *Peers) OnPipelinedPenalty(f func(peer netip.Addr, closes int64, until time.Time)) {
-	r.onPipelinedPenalty = f
-}
-
 // Log logs each peer penalized. Set before serving.
 func (r *Peers) Log(log *slog.Logger) {
-	name := func(peer netip.Addr) string {
-		if peer == Local {
-			return "local (loopback or Unix socket)"
-		}
-		return peer.String()
-	}
-	r.OnPipelinedPenalty(func(peer netip.Addr, closes int64, until time.Time) {
-		log.Warn("a peer's HTTP/1.1 connections were closed many times for pipelining requests: its new connections are limited",
-			"peer", name(peer), "connections_closed", closes, "within", PeerResetWindow.String(),
-			"until", until.UTC().Format(time.RFC3339), "new_conns_per_second", PenalizedConnsPerSecond)
-	})
 	r.OnPenalty(func(peer netip.Addr, resets, calls int64, until time.Time) {
-		who := name(peer)
+		who := peer.String()
+		if peer == Local {
+			who = "local (loopback or Unix socket)"
+		}
 		log.Warn("a peer reset many requests before their answer: its connections that do so are closed and its new ones limited",
 			"peer", who, "early_resets", resets, "requests", calls, "within", PeerResetWindow.String(),
 			"until", until.UTC().Format(time.RFC3339), "new_conns_per_second", PenalizedConnsPerSecond)
@@ -208,7 +172,7 @@ func (r *Peers) Ended(peer netip.Addr, early, caught bool) bool {
 		return false
 	}
 	if now.Sub(p.window) >= PeerResetWindow {
-		p.window, p.calls, p.early, p.pipelined = now, 0, 0, 0
+		p.window, p.calls, p.early = now, 0, 0
 	}
 	if !caught {
 		p.calls++
@@ -217,7 +181,9 @@ func (r *Peers) Ended(peer netip.Addr, early, caught bool) bool {
 		}
 	}
 	if penalized := now.Before(p.until); !penalized && (caught || p.early >= PeerEarlyResetsMin && 2*p.early > p.calls) {
-		r.penalizeLocked(p, now)
+		p.until = now.Add(PeerResetPenalty)
+		p.tokens, p.last = PenalizedConnBurst, now
+		r.penalized.Add(1)
 		if r.onPenalty != nil {
 			r.onPenalty(peer, p.early, p.calls, p.until)
 		}
@@ -225,49 +191,6 @@ func (r *Peers) Ended(peer netip.Addr, early, caught bool) bool {
 	}
 	return now.Before(p.until)
 }
-
-// penalizeLocked penalizes p from now for PeerResetPenalty.
-func (r *Peers) penalizeLocked(p *peerResets, now time.Time) {
-	p.until = now.Add(PeerResetPenalty)
-	p.tokens, p.last = PenalizedConnBurst, now
-	r.penalized.Add(1)
-}
-
-// PipelinedClosed counts an HTTP/1.1 connection of peer closed for
-// pipelining (HTTP1PipelinedMax), penalizes the peer at its
-// PeerPipelinedClosesMin-th within PeerResetWindow, and reports whether
-// it is penalized.
-func (r *Peers) PipelinedClosed(peer netip.Addr) bool {
-	r.pipelinedCloses.Add(1)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := r.now()
-	p := r.entryLocked(peer, now)
-	if p == nil {
-		return false
-	}
-	if now.Sub(p.window) >= PeerResetWindow {
-		p.window, p.calls, p.early, p.pipelined = now, 0, 0, 0
-	}
-	p.pipelined++
-	if !now.Before(p.until) && p.pipelined >= PeerPipelinedClosesMin {
-		r.penalizeLocked(p, now)
-		r.pipelinedPenalties.Add(1)
-		if r.onPipelinedPenalty != nil {
-			r.onPipelinedPenalty(peer, p.pipelined, p.until)
-		}
-		p.pipelined = 0
-	}
-	return now.Before(p.until)
-}
-
-// PipelinedCloses is how many HTTP/1.1 connections were closed for
-// pipelining (PipelinedClosed); PipelinedPenalties, how many of the
-// penalties (Penalties) those closes made.
-func (r *Peers) PipelinedCloses() int64 { return r.pipelinedCloses.Load() }
-
-// PipelinedPenalties: see PipelinedCloses.
-func (r *Peers) PipelinedPenalties() int64 { return r.pipelinedPenalties.Load() }
 
 // Admit reports whether a new connection of peer may be served now:
 // always, unless the peer is penalized and has used its places for now

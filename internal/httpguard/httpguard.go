@@ -178,7 +178,6 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 		h1body := r.ProtoMajor == 1 && hasBody(r)
 		var refusal error
 		code := 0
-		scope := false // refused for a missing scope: the credentials hold
 		if n := headerFields(r.Header); n > MaxHeaderFields {
 			code, refusal = http.StatusRequestHeaderFieldsTooLarge, status.Errorf(codes.ResourceExhausted,
 				"request head holds %d header fields: at most %d", n, MaxHeaderFields)
@@ -189,7 +188,7 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 			if err != nil {
 				code, refusal = http.StatusUnauthorized, err
 				if status.Code(err) == codes.PermissionDenied {
-					code, scope = http.StatusForbidden, true
+					code = http.StatusForbidden
 				}
 			} else {
 				r = r.WithContext(server.WithCaller(r.Context(), c))
@@ -230,11 +229,6 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 			g.Refuse(w, r, code, err)
 		}
 		if refusal != nil {
-			if scope && h1body && keepRefused(w, r) {
-				bw.wait = RefusalWriteWait
-				g.Refuse(w, r, code, refusal)
-				return
-			}
 			refuse(w, r, code, refusal)
 			return
 		}
@@ -361,44 +355,6 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 		r.TransferEncoding = nil
 		next.ServeHTTP(w, r)
 	})
-}
-
-// A request refused 403 for a missing scope (its credentials are valid:
-// an honest client whose token lacks one scope) keeps its HTTP/1.1
-// connection when its body, at most RefusalDrainBytes, comes whole
-// within RefusalDrainWait (keepRefused); otherwise, as every other
-// refusal made before the body is read, its answer says Connection:
-// close, so that nothing waits for a body a client may never send. Every
-// such 403 closed its connection before (the eighteenth hostile pass: 12
-// of 12 keep-alive answers). A flood of them is closed as any other
-// requests are, by the pipelining rule (rapidreset.HTTP1PipelinedMax).
-const (
-	RefusalDrainBytes = 64 << 10
-	RefusalDrainWait  = 2 * time.Second
-)
-
-// keepRefused reads the body of r, refused before it was read, when it
-// is at most RefusalDrainBytes and comes within RefusalDrainWait, and
-// reports whether it did: the connection can then serve its next
-// request. Either way r.Body reads the body from its start again (an MCP
-// refusal reads it for the request's id), as far as it came in time.
-func keepRefused(w http.ResponseWriter, r *http.Request) bool {
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(RefusalDrainWait))
-	body, err := io.ReadAll(io.LimitReader(r.Body, RefusalDrainBytes+1))
-	if err == nil && len(body) <= RefusalDrainBytes {
-		// Lifted: the server reads on in the background once the body
-		// is in, and the next request sets its own.
-		_ = rc.SetReadDeadline(time.Time{})
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		return true
-	}
-	rest := r.Body
-	if err != nil { // it did not come in time: wait no longer for it
-		rest = http.NoBody
-	}
-	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), rest))
-	return false
 }
 
 // RequestTimeout is the deadline a request of --http-listen gives its

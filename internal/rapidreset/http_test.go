@@ -2,6 +2,7 @@ package rapidreset
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -50,6 +51,9 @@ func resetServerOn(t *testing.T, remote bool) (*Peers, *httptest.Server) {
 			}()
 			<-done
 			http.Error(w, "busy", http.StatusTooManyRequests)
+		case "/close": // refused, closing the connection, as httpguard refuses a request with a body
+			w.Header().Set("Connection", "close")
+			http.Error(w, "no", http.StatusUnauthorized)
 		case "/block":
 			<-r.Context().Done()
 		case "/stream":
@@ -374,5 +378,65 @@ func TestServeClosesHTTP1Pipelined(t *testing.T) {
 	}
 	if peers.Penalties() != 0 || peers.HTTPCloses() != 0 {
 		t.Fatalf("pipelining on HTTP/1.1: %d penalties, %d closes by the rule; want none", peers.Penalties(), peers.HTTPCloses())
+	}
+}
+
+// TestClosingAnswerReadsNoMoreBody: an HTTP/1.1 answer that closes its
+// connection, to a request whose chunked body is still coming, reads no
+// more of it. net/http's own body.Close reads up to 256 KiB of a chunked
+// body looking for its trailer before it closes, and a body sent in
+// one-byte chunks after a 401 cost the daemon 26-37 times its client's
+// CPU (the nineteenth hostile pass). The client writes one-byte chunks
+// until the connection is gone: far fewer than 256 KiB of them pass.
+func TestClosingAnswerReadsNoMoreBody(t *testing.T) {
+	_, ts := resetServer(t)
+	for _, path := range []string{"/close", "/ok"} {
+		nc, err := tls.Dial("tcp", ts.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.SetDeadline(time.Now().Add(60 * time.Second))
+		if _, err := io.WriteString(nc, "POST "+path+" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		// One-byte chunks until a write fails (the server closed) or
+		// 512 KiB of body have gone, while the answer is read.
+		sentc := make(chan int, 1)
+		go func() {
+			sent := 0
+			batch := bytes.Repeat([]byte("1\r\nx\r\n"), 1024)
+			for sent < 512<<10 {
+				if _, err := nc.Write(batch); err != nil {
+					break
+				}
+				sent += 1024
+			}
+			sentc <- sent
+		}()
+		resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		sent := <-sentc
+		nc.Close()
+		t.Logf("%s: %d, closing %v; %d KiB of body in one-byte chunks sent", path, resp.StatusCode, resp.Close, sent>>10)
+		switch path {
+		case "/close":
+			if !resp.Close {
+				t.Fatalf("%s: the answer does not close the connection", path)
+			}
+			// Socket buffers hold some; net/http's drain would have
+			// taken 256 KiB of body (1.5 MB on the wire) before closing.
+			if sent >= 192<<10 {
+				t.Fatalf("%s: %d KiB of body sent after an answer that closes the connection: it went on reading", path, sent>>10)
+			}
+		case "/ok":
+			// The check itself: an answer that keeps the connection
+			// reads up to net/http's 256 KiB first.
+			if sent < 256<<10 {
+				t.Fatalf("%s: only %d KiB of body sent: the check cannot tell reading from closing", path, sent>>10)
+			}
+		}
 	}
 }

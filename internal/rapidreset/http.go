@@ -3,8 +3,11 @@ package rapidreset
 import (
 	"bufio"
 	"context"
+	"errors"
+	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -66,6 +69,10 @@ func (r *Peers) Serve(hs *http.Server) {
 		}
 		ctx, past := WithRequest(req.Context())
 		sw := &flushWriter{ResponseWriter: w, past: past, h1: req.ProtoMajor == 1}
+		if sw.h1 && slices.Contains(req.TransferEncoding, "chunked") {
+			sw.body = &chunkedBody{ReadCloser: req.Body, n: hc.n, start: hc.n.wire.Load()}
+			req.Body = sw.body
+		}
 		// calls: the connection's requests before this one (HTTP/1.1's
 		// run one after another, each counted by Ended as it ends).
 		if sw.h1 && hc.n.calls.Load() > 0 && hc.n.Pipelined() && hc.pipelined.Add(1) >= HTTP1PipelinedMax {
@@ -143,10 +150,69 @@ type flushWriter struct {
 	past    func() bool
 	h1      bool
 	closing bool // a pipelined request past HTTP1PipelinedMax: close
+	// body is an HTTP/1.1 request's chunked body: answered before its
+	// end (unread, or cut for its overhead), the connection is closed,
+	// so that net/http does not read what is left of it (up to 256 KiB,
+	// chunk by chunk) to keep the connection.
+	body *chunkedBody
+}
+
+// ChunkedOverhead bounds the bytes an HTTP/1.1 connection may read for a
+// chunked request body: past ChunkedSlack, at most this many times the
+// body's bytes (chunk sizes, line ends and the TLS records around them
+// included). A body sent in one-byte chunks is six bytes on the wire per
+// byte of body, each chunk parsed on its own: 64 KiB of them cost the
+// daemon 27 times its client's CPU on a kept connection, an authenticated
+// caller's requests answered 405, another identity's p50 10 times (the
+// nineteenth hostile pass). net/http bounds only a chunk header's own
+// overhead (16 bytes a chunk). HTTP clients chunk by their writes, in
+// hundreds of bytes or more (a chunk's framing is 5-10 bytes): at a
+// ratio of 2 they are never cut; one-byte chunks are cut at about 4 KiB
+// of body, 24 KiB on the wire.
+const (
+	ChunkedOverhead = 2
+	ChunkedSlack    = 16 << 10
+)
+
+// ErrChunkedOverhead is the read error of a chunked body past
+// ChunkedOverhead.
+var ErrChunkedOverhead = errors.New("chunked request body: too many bytes of chunk framing for its data (send larger chunks, or a Content-Length)")
+
+// chunkedBody is an HTTP/1.1 request's chunked body, cut with
+// ErrChunkedOverhead when its connection has read more than
+// ChunkedOverhead times its bytes (past ChunkedSlack) since it began;
+// ended records its end (EOF, an error or the cut). HTTP/1.1 reads one
+// request at a time, so the connection's bytes since are the request's
+// (and up to a read buffer of what follows).
+type chunkedBody struct {
+	io.ReadCloser
+	n     *Conn
+	start int64
+	got   int64
+	cut   bool
+	ended atomic.Bool
+}
+
+func (b *chunkedBody) Read(p []byte) (int, error) {
+	if b.cut {
+		return 0, ErrChunkedOverhead
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.got += int64(n)
+	if err != nil {
+		b.ended.Store(true)
+		return n, err
+	}
+	if wire := b.n.wire.Load() - b.start; wire > ChunkedSlack+ChunkedOverhead*b.got {
+		b.cut = true
+		b.ended.Store(true)
+		return n, ErrChunkedOverhead
+	}
+	return n, nil
 }
 
 func (w *flushWriter) WriteHeader(code int) {
-	if w.status.CompareAndSwap(0, int32(code)) && w.h1 && (w.closing || w.past()) {
+	if w.status.CompareAndSwap(0, int32(code)) && w.h1 && (w.closing || w.past() || w.body != nil && !w.body.ended.Load()) {
 		// net/http closes the connection after an answer that says so,
 		// and reads nothing more of it (what was pipelined is dropped).
 		w.Header().Set("Connection", "close")

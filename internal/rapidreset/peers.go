@@ -237,6 +237,9 @@ type Conn struct {
 	// Listener's connections); lastRead and lastWrite are the latest
 	// of each (Pipelined).
 	io, lastRead, lastWrite atomic.Int64
+	// wire counts the bytes read (on Listener's connections), for the
+	// overhead of a chunked body (ChunkedOverhead).
+	wire atomic.Int64
 }
 
 // Pipelined reports whether the connection has written since it last

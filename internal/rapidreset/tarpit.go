@@ -268,6 +268,7 @@ type countedConn struct {
 func (c *countedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
+		c.n.wire.Add(int64(n))
 		c.n.lastRead.Store(c.n.io.Add(1))
 	}
 	return n, err

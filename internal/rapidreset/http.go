@@ -151,7 +151,7 @@ type flushWriter struct {
 	h1      bool
 	closing bool // a pipelined request past HTTP1PipelinedMax: close
 	// body is an HTTP/1.1 request's chunked body: answered before its
-	// end (unread, or cut for its overhead), the connection is closed,
+	// end (unread) or cut for its overhead, the connection is closed,
 	// so that net/http does not read what is left of it (up to 256 KiB,
 	// chunk by chunk) to keep the connection.
 	body *chunkedBody
@@ -189,12 +189,12 @@ type chunkedBody struct {
 	n     *Conn
 	start int64
 	got   int64
-	cut   bool
+	cut   atomic.Bool
 	ended atomic.Bool
 }
 
 func (b *chunkedBody) Read(p []byte) (int, error) {
-	if b.cut {
+	if b.cut.Load() {
 		return 0, ErrChunkedOverhead
 	}
 	n, err := b.ReadCloser.Read(p)
@@ -204,7 +204,7 @@ func (b *chunkedBody) Read(p []byte) (int, error) {
 		return n, err
 	}
 	if wire := b.n.wire.Load() - b.start; wire > ChunkedSlack+ChunkedOverhead*b.got {
-		b.cut = true
+		b.cut.Store(true)
 		b.ended.Store(true)
 		return n, ErrChunkedOverhead
 	}
@@ -212,7 +212,7 @@ func (b *chunkedBody) Read(p []byte) (int, error) {
 }
 
 func (w *flushWriter) WriteHeader(code int) {
-	if w.status.CompareAndSwap(0, int32(code)) && w.h1 && (w.closing || w.past() || w.body != nil && !w.body.ended.Load()) {
+	if w.status.CompareAndSwap(0, int32(code)) && w.h1 && (w.closing || w.past() || w.body != nil && (!w.body.ended.Load() || w.body.cut.Load())) {
 		// net/http closes the connection after an answer that says so,
 		// and reads nothing more of it (what was pipelined is dropped).
 		w.Header().Set("Connection", "close")

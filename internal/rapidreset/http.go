@@ -80,13 +80,17 @@ func (r *Peers) Serve(hs *http.Server) {
 		}
 		next.ServeHTTP(sw, req.WithContext(ctx))
 		early := !sw.flushed.Load() && req.Context().Err() != nil || req.ProtoMajor == 2 && refusedEarly(int(sw.status.Load()))
-		if sw.h1 && strings.EqualFold(w.Header().Get("Connection"), "close") {
-			// An answer that closes the connection: net/http would still
-			// read up to 256 KiB of what is left of a chunked body first
-			// (its body.Close looks for the trailer), and a body sent in
-			// one-byte chunks after a 401 cost the daemon 26-37 times its
-			// client's CPU (the nineteenth hostile pass). Nothing more is
-			// read: the read fails at once, the answer is still written.
+		if sw.body != nil && strings.EqualFold(w.Header().Get("Connection"), "close") {
+			// An answer that closes the connection of a chunked body:
+			// net/http would still read up to 256 KiB of what is left of
+			// it first (its body.Close looks for the trailer), and a body
+			// sent in one-byte chunks after a 401 cost the daemon 26-37
+			// times its client's CPU (the nineteenth hostile pass).
+			// Nothing more is read: the read fails at once, the answer is
+			// still written. A body of declared length is left to
+			// net/http, which reads what is left of it (in bulk, at most
+			// 256 KiB) so that its client, still sending, reads the answer
+			// rather than a reset (TestHTTPBodyBudget's 429s).
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 		}
 		if hc.n.Ended(early) {

@@ -48,7 +48,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -60,6 +59,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/tools/hostile/internal/probe"
 )
 
 var (
@@ -76,12 +76,6 @@ var (
 	src      = flag.String("src", "", "source address to bind")
 	label    = flag.String("label", "", "prefix of the printed line")
 )
-
-func cpu() float64 {
-	var r syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r)
-	return float64(r.Utime.Nano()+r.Stime.Nano()) / 1e9
-}
 
 func dial() *grpc.ClientConn {
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})), //nolint:gosec // self-signed test daemon
@@ -140,7 +134,7 @@ func main() {
 	flag.Parse()
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+*token)
 	t := newTally()
-	c0, t0 := cpu(), time.Now()
+	c0, t0 := probe.CPUSeconds(""), time.Now()
 	end := t0.Add(*hold)
 	var wg sync.WaitGroup
 	var ccs []*grpc.ClientConn
@@ -347,5 +341,5 @@ func main() {
 	for _, v := range t.codes {
 		n += v
 	}
-	fmt.Printf("%s%s: %d calls in %.1fs (%.0f/s), client CPU %.2fs: %s\n", *label, *mode, n, el, float64(n)/el, cpu()-c0, t)
+	fmt.Printf("%s%s: %d calls in %.1fs (%.0f/s), client CPU %.2fs: %s\n", *label, *mode, n, el, float64(n)/el, probe.CPUSeconds("")-c0, t)
 }

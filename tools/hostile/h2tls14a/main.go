@@ -1,16 +1,11 @@
-// Command h2tls14a is h2tls13a with -authority and -method (the fourteenth pass, A: a
+// Command h2tls14a is h2tls13a (HTTP/2 frame-level abuse over TLS with ALPN h2, for the HTTP
+// listeners; see its -mode list) with -authority, -origin and -method (the fourteenth pass, A: a
 // request answered at once with a status other than 401, e.g. 403 for a :authority that names
-// no loopback address, is not an early reset). h2tls13a is h2f11b (HTTP/2 frame-level abuse) over TLS with ALPN h2, for the HTTP
-// listeners that speak HTTP/2 only over TLS: --http-listen, --mcp-listen and the proxy's
-// --mcp-listen (the thirteenth pass, A). -mode tiny|cont|contlit|settings|winupd|winover|rst|rstmsg|
-// flood|ping|empty|priority|badorder; -path and -ctype name the request (default a Connect JSON
-// Route); answers are counted by :status as well as grpc-status. contlit: one HEADERS without
-// END_HEADERS, then CONTINUATION frames each carrying a new literal header field, forever.
+// no loopback address, is not an early reset).
 package main
 
 import (
 	"flag"
-	"time"
 
 	"golang.org/x/net/http2/hpack"
 
@@ -18,39 +13,23 @@ import (
 	"github.com/classifierd/classifierd/tools/hostile/internal/probe"
 )
 
-var (
-	addr      = flag.String("addr", "127.0.0.1:42111", "HTTP listener (TLS)")
-	mode      = flag.String("mode", "tiny", "tiny, cont, settings, winupd, winover, rst, ping, empty, priority, badorder")
-	path      = flag.String("path", "/classifier.v1.ClassifierService/Route", "request path")
-	ctype     = flag.String("ctype", "application/json", "content-type")
-	useTLS    = flag.Bool("tls", true, "TLS with ALPN h2 (false: h2c prior knowledge)")
-	token     = flag.String("token", "", "bearer token")
-	conns     = flag.Int("conns", 4, "connections")
-	nstr      = flag.Int("streams", 1, "tiny: streams per connection")
-	length    = flag.Int("len", 4<<20-16, "tiny: declared message length")
-	chunk     = flag.Int("chunk", 1, "tiny: bytes per DATA frame")
-	hold      = flag.Duration("hold", 10*time.Second, "how long")
-	read      = flag.Bool("read", true, "read (and drain) the server's frames")
-	again     = flag.Bool("reconnect", false, "connect again whenever the server closes a connection, until -hold")
-	authority = flag.String("authority", "", ":authority (empty: -addr)")
-	origin    = flag.String("origin", "", "an Origin header field (empty: none)")
-	method    = flag.String("method", "POST", ":method")
-	per       = flag.Int("per", 0, "rst: close the connection after this many resets (0: never), and with -reconnect open another")
-)
-
 func main() {
+	c := h2abuse.Flags("127.0.0.1:42111", "HTTP listener (TLS)", "/classifier.v1.ClassifierService/Route", "request path")
+	ctype := c.TLSFlags()
+	authority := flag.String("authority", "", ":authority (empty: -addr)")
+	origin := flag.String("origin", "", "an Origin header field (empty: none)")
+	method := flag.String("method", "POST", ":method")
 	flag.Parse()
-	auth := *addr
+	auth := c.Addr
 	if *authority != "" {
 		auth = *authority
 	}
-	h2abuse.Run(h2abuse.Config{Addr: *addr, Mode: *mode, TLS: *useTLS, Conns: *conns, Streams: *nstr, Len: *length, Chunk: *chunk,
-		Hold: *hold, Read: *read, Reconnect: *again, Per: *per, Status: true, ContLit: true,
-		Fields: func() []hpack.HeaderField {
-			f := probe.Head(*method, h2abuse.Scheme(*useTLS), *path, auth, *ctype)
-			if *origin != "" {
-				f = append(f, hpack.HeaderField{Name: "origin", Value: *origin})
-			}
-			return append(f, probe.Bearer(*token)...)
-		}})
+	c.Fields = func() []hpack.HeaderField {
+		f := probe.Head(*method, h2abuse.Scheme(c.TLS), c.Path, auth, *ctype)
+		if *origin != "" {
+			f = append(f, hpack.HeaderField{Name: "origin", Value: *origin})
+		}
+		return append(f, probe.Bearer(c.Token)...)
+	}
+	h2abuse.Run(*c)
 }

@@ -7,6 +7,7 @@ package h2abuse
 import (
 	"bytes"
 	"crypto/tls"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -25,7 +26,9 @@ import (
 type Config struct {
 	Addr      string
 	Mode      string
-	TLS       bool // TLS with ALPN h2 (else h2c prior knowledge)
+	Path      string // the requests' :path
+	Token     string // bearer token (empty: none)
+	TLS       bool   // TLS with ALPN h2 (else h2c prior knowledge)
 	Conns     int
 	Streams   int // tiny: streams per connection
 	Len       int // tiny: declared message length
@@ -40,6 +43,35 @@ type Config struct {
 	Status bool
 	// ContLit offers the mode contlit (else it is an unknown mode).
 	ContLit bool
+}
+
+// Flags defines on the command line the flags the abuse commands share,
+// into the Config it returns (read it after flag.Parse); -addr and -path
+// take the command's own default and usage.
+func Flags(addr, addrUsage, path, pathUsage string) *Config {
+	c := &Config{}
+	flag.StringVar(&c.Addr, "addr", addr, addrUsage)
+	flag.StringVar(&c.Mode, "mode", "tiny", "tiny, cont, settings, winupd, winover, rst, ping, empty, priority, badorder")
+	flag.StringVar(&c.Path, "path", path, pathUsage)
+	flag.StringVar(&c.Token, "token", "", "bearer token")
+	flag.IntVar(&c.Conns, "conns", 4, "connections")
+	flag.IntVar(&c.Streams, "streams", 1, "tiny: streams per connection")
+	flag.IntVar(&c.Len, "len", 4<<20-16, "tiny: declared message length")
+	flag.IntVar(&c.Chunk, "chunk", 1, "tiny: bytes per DATA frame")
+	flag.DurationVar(&c.Hold, "hold", 10*time.Second, "how long")
+	flag.BoolVar(&c.Read, "read", true, "read (and drain) the server's frames")
+	flag.BoolVar(&c.Reconnect, "reconnect", false, "connect again whenever the server closes a connection, until -hold")
+	flag.IntVar(&c.Per, "per", 0, "rst: close the connection after this many resets (0: never), and with -reconnect open another")
+	return c
+}
+
+// TLSFlags defines the flags of the commands for the HTTP listeners
+// (h2tls13a, h2tls14a): -tls into c.TLS, and -ctype, returned. Their
+// answers are counted by :status too, and they offer the mode contlit.
+func (c *Config) TLSFlags() (ctype *string) {
+	c.Status, c.ContLit = true, true
+	flag.BoolVar(&c.TLS, "tls", true, "TLS with ALPN h2 (false: h2c prior knowledge)")
+	return flag.String("ctype", "application/json", "content-type")
 }
 
 type abuse struct {

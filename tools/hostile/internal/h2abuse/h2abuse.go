@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -43,6 +44,8 @@ type Config struct {
 	Status bool
 	// ContLit offers the mode contlit (else it is an unknown mode).
 	ContLit bool
+	// Out receives the report (nil: standard output).
+	Out io.Writer
 }
 
 // Flags defines on the command line the flags the abuse commands share,
@@ -100,8 +103,12 @@ func Run(c Config) {
 		})
 	}
 	wg.Wait()
-	fmt.Printf("%10d  frames (or streams) sent in all, %.0f/s\n", a.sentTotal.Load(), float64(a.sentTotal.Load())/a.Hold.Seconds())
-	a.answers.Print(os.Stdout, 10)
+	out := a.Out
+	if out == nil {
+		out = os.Stdout
+	}
+	fmt.Fprintf(out, "%10d  frames (or streams) sent in all, %.0f/s\n", a.sentTotal.Load(), float64(a.sentTotal.Load())/a.Hold.Seconds())
+	a.answers.Print(out, 10)
 }
 
 func clip(s string) string {
@@ -191,6 +198,12 @@ func (a *abuse) run(stop time.Time) error {
 	enc := hpack.NewEncoder(&hb)
 	headers := func() []byte { return probe.Block(enc, &hb, a.Fields()) }
 	w := func(f func() error) error { wmu.Lock(); defer wmu.Unlock(); return f() }
+	call := func(id uint32, blk []byte) error { // a whole call: HEADERS, then an empty message ending the stream
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: blk, EndHeaders: true}); err != nil {
+			return err
+		}
+		return fr.WriteData(id, true, []byte{0, 0, 0, 0, 0})
+	}
 	ended := func() bool {
 		select {
 		case <-done:
@@ -314,12 +327,7 @@ func (a *abuse) run(stop time.Time) error {
 			case <-time.After(time.Until(stop)):
 			}
 			blk := headers()
-			if err := w(func() error {
-				if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: blk, EndHeaders: true}); err != nil {
-					return err
-				}
-				return fr.WriteData(id, true, []byte{0, 0, 0, 0, 0})
-			}); err != nil {
+			if err := w(func() error { return call(id, blk) }); err != nil {
 				return err
 			}
 			id += 2
@@ -330,10 +338,7 @@ func (a *abuse) run(stop time.Time) error {
 		for !ended() {
 			blk := headers()
 			if err := w(func() error {
-				if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: blk, EndHeaders: true}); err != nil {
-					return err
-				}
-				if err := fr.WriteData(id, true, []byte{0, 0, 0, 0, 0}); err != nil {
+				if err := call(id, blk); err != nil {
 					return err
 				}
 				return fr.WriteRSTStream(id, http2.ErrCodeCancel)

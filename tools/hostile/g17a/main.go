@@ -38,9 +38,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"net"
@@ -320,10 +318,7 @@ func main() {
 		for range *conc {
 			wg.Go(func() {
 				for time.Now().Before(end) {
-					b := make([]byte, 8)
-					_, _ = rand.Read(b)
-					w := hex.EncodeToString(b)
-					q := strings.Repeat(w+" word ", *size/(len(w)+6)+1)[:*size]
+					q := probe.UniqueQuery(*size)
 					call(ctx, func(c2 context.Context) error {
 						_, err := c.Route(c2, &pb.RouteRequest{Query: q})
 						return err

@@ -10,7 +10,9 @@ package probe
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -159,4 +161,13 @@ func CPUSeconds(pid string) float64 {
 func LoadAvg() string {
 	load, _ := os.ReadFile("/proc/loadavg")
 	return strings.Fields(string(load))[0]
+}
+
+// UniqueQuery is a query of size bytes no other call sends (a random word
+// repeated with " word "), so that no cache of the daemon answers it.
+func UniqueQuery(size int) string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	w := hex.EncodeToString(b)
+	return strings.Repeat(w+" word ", size/(len(w)+6)+1)[:size]
 }

@@ -142,3 +142,10 @@ func TestCPUSeconds(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestUniqueQuery(t *testing.T) {
+	a, b := UniqueQuery(100), UniqueQuery(100)
+	if len(a) != 100 || len(b) != 100 || a == b || len(UniqueQuery(3)) != 3 {
+		t.Fatalf("%q %q", a, b)
+	}
+}

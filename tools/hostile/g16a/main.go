@@ -15,9 +15,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"strings"
@@ -34,6 +32,7 @@ import (
 	"google.golang.org/grpc/mem"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/tools/hostile/internal/probe"
 )
 
 var (
@@ -192,10 +191,7 @@ func main() {
 		for range *conc {
 			wg.Go(func() {
 				for time.Now().Before(end) {
-					b := make([]byte, 8)
-					_, _ = rand.Read(b)
-					w := hex.EncodeToString(b)
-					q := strings.Repeat(w+" word ", *size/(len(w)+6)+1)[:*size]
+					q := probe.UniqueQuery(*size)
 					_, err := c.Route(ctx, &pb.RouteRequest{Query: q})
 					note(err)
 					mu.Lock()

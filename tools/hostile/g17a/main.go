@@ -38,9 +38,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"net"
@@ -48,7 +46,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -60,6 +57,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/tools/hostile/internal/probe"
 )
 
 var (
@@ -76,12 +74,6 @@ var (
 	src      = flag.String("src", "", "source address to bind")
 	label    = flag.String("label", "", "prefix of the printed line")
 )
-
-func cpu() float64 {
-	var r syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r)
-	return float64(r.Utime.Nano()+r.Stime.Nano()) / 1e9
-}
 
 func dial() *grpc.ClientConn {
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})), //nolint:gosec // self-signed test daemon
@@ -140,7 +132,7 @@ func main() {
 	flag.Parse()
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+*token)
 	t := newTally()
-	c0, t0 := cpu(), time.Now()
+	c0, t0 := probe.CPUSeconds(""), time.Now()
 	end := t0.Add(*hold)
 	var wg sync.WaitGroup
 	var ccs []*grpc.ClientConn
@@ -326,10 +318,7 @@ func main() {
 		for range *conc {
 			wg.Go(func() {
 				for time.Now().Before(end) {
-					b := make([]byte, 8)
-					_, _ = rand.Read(b)
-					w := hex.EncodeToString(b)
-					q := strings.Repeat(w+" word ", *size/(len(w)+6)+1)[:*size]
+					q := probe.UniqueQuery(*size)
 					call(ctx, func(c2 context.Context) error {
 						_, err := c.Route(c2, &pb.RouteRequest{Query: q})
 						return err
@@ -347,5 +336,5 @@ func main() {
 	for _, v := range t.codes {
 		n += v
 	}
-	fmt.Printf("%s%s: %d calls in %.1fs (%.0f/s), client CPU %.2fs: %s\n", *label, *mode, n, el, float64(n)/el, cpu()-c0, t)
+	fmt.Printf("%s%s: %d calls in %.1fs (%.0f/s), client CPU %.2fs: %s\n", *label, *mode, n, el, float64(n)/el, probe.CPUSeconds("")-c0, t)
 }

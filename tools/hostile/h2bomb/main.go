@@ -18,6 +18,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/classifierd/classifierd/tools/hostile/internal/probe"
 )
 
 func main() {
@@ -50,15 +52,11 @@ func run(addr, path, ctype, token string, streams, size int, frame bool, hold ti
 		return err
 	}
 	defer nc.Close()
-	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
+	fr, err := probe.Start(nc, 4096, probe.BigWindow)
+	if err != nil {
 		return err
 	}
-	fr := http2.NewFramer(nc, nc)
 	var wmu sync.Mutex
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30}); err != nil {
-		return err
-	}
 	var mu sync.Mutex
 	cond := sync.NewCond(&mu)
 	connWin := int64(65535)
@@ -131,13 +129,7 @@ func run(addr, path, ctype, token string, streams, size int, frame bool, hold ti
 	for s := 0; s < streams; s++ {
 		id := uint32(2*s + 1)
 		hb.Reset()
-		for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", path}, {":authority", addr},
-			{"content-type", ctype}, {"te", "trailers"}} {
-			_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
-		}
-		if token != "" {
-			_ = enc.WriteField(hpack.HeaderField{Name: "authorization", Value: "Bearer " + token})
-		}
+		probe.WriteFields(enc, append(probe.Head("POST", "http", path, addr, ctype), probe.Bearer(token)...))
 		mu.Lock()
 		streamWin[id] = initWin
 		mu.Unlock()

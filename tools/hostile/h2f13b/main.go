@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/classifierd/classifierd/tools/hostile/internal/probe"
 )
 
 var (
@@ -52,17 +55,14 @@ var (
 )
 
 var (
-	answers   sync.Map
+	answers   probe.Tally
 	sentTotal atomic.Int64
 	connTotal atomic.Int64
 	srcList   []netip.Addr
 	srcNext   atomic.Int64
 )
 
-func count(k string) {
-	v, _ := answers.LoadOrStore(k, new(atomic.Int64))
-	v.(*atomic.Int64).Add(1)
-}
+func count(k string) { answers.Count(k) }
 
 func parseSrcs(s string) []netip.Addr {
 	if s == "" {
@@ -102,7 +102,7 @@ func main() {
 	wg.Wait()
 	el := time.Since(start).Seconds()
 	fmt.Printf("%10d  resets sent, %.0f/s; %d connections, %.0f/s; %d sources\n", sentTotal.Load(), float64(sentTotal.Load())/el, connTotal.Load(), float64(connTotal.Load())/el, max(1, len(srcList)))
-	answers.Range(func(k, v any) bool { fmt.Printf("%10d  %s\n", v.(*atomic.Int64).Load(), k); return true })
+	answers.Print(os.Stdout, 10)
 }
 
 func clip(s string) string {
@@ -135,31 +135,16 @@ func run(stop time.Time) error {
 	connTotal.Add(1)
 	defer nc.Close()
 	_ = nc.SetDeadline(stop.Add(3 * time.Second))
-	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
+	fr, err := probe.Start(nc, 65536, probe.BigWindow)
+	if err != nil {
 		return err
 	}
-	fr := http2.NewFramer(nc, nc)
-	fr.ReadMetaHeaders = hpack.NewDecoder(65536, nil)
 	var wmu sync.Mutex
-	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30}); err != nil {
-		return err
-	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				count("read end: " + clip(err.Error()))
-				return
-			}
+		err := probe.ReadLoop(fr, &wmu, false, func(f http2.Frame) {
 			switch f := f.(type) {
-			case *http2.SettingsFrame:
-				if !f.IsAck() {
-					wmu.Lock()
-					_ = fr.WriteSettingsAck()
-					wmu.Unlock()
-				}
 			case *http2.MetaHeadersFrame:
 				for _, h := range f.Fields {
 					if h.Name == "grpc-status" {
@@ -175,27 +160,20 @@ func run(stop time.Time) error {
 			case *http2.GoAwayFrame:
 				count("goaway " + f.ErrCode.String() + " " + clip(string(f.DebugData())))
 			}
-		}
+		})
+		count("read end: " + clip(err.Error()))
 	}()
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
 	hdrs := func() []byte {
-		hb.Reset()
-		fs := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: *path},
-			{Name: ":authority", Value: *addr}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}}
-		if *token != "" {
-			fs = append(fs, hpack.HeaderField{Name: "authorization", Value: "Bearer " + *token})
-		}
+		fs := append(probe.Head("POST", "http", *path, *addr, "application/grpc"), probe.Bearer(*token)...)
 		if *extra != "" {
 			for _, kv := range strings.Split(*extra, ";") {
 				k, v, _ := strings.Cut(kv, "=")
 				fs = append(fs, hpack.HeaderField{Name: k, Value: v})
 			}
 		}
-		for _, x := range fs {
-			_ = enc.WriteField(x)
-		}
-		return append([]byte(nil), hb.Bytes()...)
+		return probe.Block(enc, &hb, fs)
 	}
 	body := []byte{}
 	if *msg != "" {

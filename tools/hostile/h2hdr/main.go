@@ -19,6 +19,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/classifierd/classifierd/tools/hostile/internal/probe"
 )
 
 func main() {
@@ -52,11 +54,8 @@ func run(addr string, size int, hold time.Duration) string {
 		return "dial: " + err.Error()
 	}
 	defer nc.Close()
-	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
-		return err.Error()
-	}
-	fr := http2.NewFramer(nc, nc)
-	if err := fr.WriteSettings(); err != nil {
+	fr, err := probe.Start(nc, 0)
+	if err != nil {
 		return err.Error()
 	}
 	done := make(chan string, 1)
@@ -75,10 +74,7 @@ func run(addr string, size int, hold time.Duration) string {
 	}()
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
-	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/classifier.v1.ClassifierService/Route"},
-		{":authority", addr}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-		_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
-	}
+	probe.WriteFields(enc, probe.Head("POST", "http", "/classifier.v1.ClassifierService/Route", addr, "application/grpc"))
 	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: false}); err != nil {
 		return err.Error()
 	}

@@ -15,13 +15,15 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/classifierd/classifierd/tools/hostile/internal/probe"
 )
 
 var (
@@ -46,12 +48,9 @@ var (
 	every   = flag.Duration("every", 20*time.Second, "with -trickle: how often")
 )
 
-var answers sync.Map // string -> *atomic.Int64
+var answers probe.Tally
 
-func count(k string) {
-	v, _ := answers.LoadOrStore(k, new(atomic.Int64))
-	v.(*atomic.Int64).Add(1)
-}
+func count(k string) { answers.Count(k) }
 
 func main() {
 	flag.Parse()
@@ -73,10 +72,7 @@ func main() {
 		time.Sleep(2 * time.Millisecond)
 	}
 	wg.Wait()
-	answers.Range(func(k, v any) bool {
-		fmt.Printf("%8d  %s\n", v.(*atomic.Int64).Load(), k)
-		return true
-	})
+	answers.Print(os.Stdout, 8)
 }
 
 func run(from string) error {
@@ -91,42 +87,22 @@ func run(from string) error {
 	defer nc.Close()
 	stop := time.Now().Add(*hold)
 	_ = nc.SetDeadline(stop.Add(5 * time.Second))
-	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
-		return err
-	}
-	fr := http2.NewFramer(nc, nc)
-	fr.ReadMetaHeaders = hpack.NewDecoder(65536, nil)
-	fr.MaxHeaderListSize = 1 << 20
-	var wmu sync.Mutex
 	win := uint32(1 << 30)
 	if *win0 {
 		win = 0
 	}
-	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: win}, http2.Setting{ID: http2.SettingHeaderTableSize, Val: 65536}); err != nil {
+	fr, err := probe.Start(nc, 65536, http2.Setting{ID: http2.SettingInitialWindowSize, Val: win}, http2.Setting{ID: http2.SettingHeaderTableSize, Val: 65536})
+	if err != nil {
 		return err
 	}
+	fr.MaxHeaderListSize = 1 << 20
+	var wmu sync.Mutex
 	ended := make(chan uint32, 1024)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				return
-			}
+		_ = probe.ReadLoop(fr, &wmu, true, func(f http2.Frame) {
 			switch f := f.(type) {
-			case *http2.SettingsFrame:
-				if !f.IsAck() {
-					wmu.Lock()
-					_ = fr.WriteSettingsAck()
-					wmu.Unlock()
-				}
-			case *http2.PingFrame:
-				if !f.IsAck() {
-					wmu.Lock()
-					_ = fr.WritePing(true, f.Data)
-					wmu.Unlock()
-				}
 			case *http2.MetaHeadersFrame:
 				for _, h := range f.Fields {
 					if h.Name == "grpc-status" {
@@ -157,7 +133,7 @@ func run(from string) error {
 			case *http2.GoAwayFrame:
 				count("goaway " + f.ErrCode.String() + " " + string(f.DebugData()))
 			}
-		}
+		})
 	}()
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
@@ -172,11 +148,7 @@ func run(from string) error {
 	next := uint32(1)
 	open := func() error {
 		hb.Reset()
-		fields := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: *path}, {Name: ":authority", Value: *addr},
-			{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}}
-		if *token != "" {
-			fields = append(fields, hpack.HeaderField{Name: "authorization", Value: "Bearer " + *token})
-		}
+		fields := append(probe.Head("POST", "http", *path, *addr, "application/grpc"), probe.Bearer(*token)...)
 		if *timeout != "" {
 			fields = append(fields, hpack.HeaderField{Name: "grpc-timeout", Value: *timeout})
 		}
@@ -186,9 +158,7 @@ func run(from string) error {
 				fields = append(fields, hpack.HeaderField{Name: k, Value: v})
 			}
 		}
-		for _, f := range fields {
-			_ = enc.WriteField(f)
-		}
+		probe.WriteFields(enc, fields)
 		for _, p := range pads {
 			if !*indexed {
 				p.Sensitive = true

@@ -9,35 +9,16 @@ package main
 
 import (
 	"bytes"
-	"crypto/tls"
 	"flag"
 	"fmt"
-	"os"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-)
 
-func cpu(pid string) float64 {
-	if pid == "" {
-		var ru syscall.Rusage
-		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-	}
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	var u, s float64
-	fmt.Sscan(f[11], &u)
-	fmt.Sscan(f[12], &s)
-	return (u + s) / 100
-}
+	"github.com/classifierd/classifierd/tools/hostile/internal/probe"
+)
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:43011", "")
@@ -52,7 +33,7 @@ func main() {
 	flag.Parse()
 	var mu sync.Mutex
 	codes := map[string]int{}
-	c0, d0 := cpu(""), cpu(*pid)
+	c0, d0 := probe.CPUSeconds(""), probe.CPUSeconds(*pid)
 	t0 := time.Now()
 	end := t0.Add(time.Duration(*secs * float64(time.Second)))
 	var wg sync.WaitGroup
@@ -69,7 +50,7 @@ func main() {
 				mu.Unlock()
 			}()
 			for time.Now().Before(end) {
-				c, err := tls.Dial("tcp", *addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+				c, err := probe.DialTLS(nil, *addr)
 				if err != nil {
 					local["dial"]++
 					time.Sleep(50 * time.Millisecond)
@@ -92,9 +73,7 @@ func main() {
 					for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":authority", *addr}, {":path", *path}, {"content-type", *ctype}, {"te", "trailers"}} {
 						enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
 					}
-					if *token != "" {
-						enc.WriteField(hpack.HeaderField{Name: "authorization", Value: "Bearer " + *token})
-					}
+					probe.WriteFields(enc, probe.Bearer(*token))
 					fr.WriteHeaders(http2.HeadersFrameParam{StreamID: sid, BlockFragment: hb.Bytes(), EndHeaders: true})
 					for n := 0; n < *size; n += *frame {
 						fr.WriteData(sid, n+*frame >= *size, body)
@@ -162,7 +141,6 @@ func main() {
 		}()
 	}
 	wg.Wait()
-	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("h2tiny19 size %d frame %d: %v in %.1fs, client CPU %.2fs, daemon CPU %.2fs, load %s\n",
-		*size, *frame, codes, time.Since(t0).Seconds(), cpu("")-c0, cpu(*pid)-d0, strings.Fields(string(load))[0])
+		*size, *frame, codes, time.Since(t0).Seconds(), probe.CPUSeconds("")-c0, probe.CPUSeconds(*pid)-d0, probe.LoadAvg())
 }

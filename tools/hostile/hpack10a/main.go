@@ -12,7 +12,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
@@ -24,6 +23,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/classifierd/classifierd/tools/hostile/internal/probe"
 )
 
 func proc(pid int) string {
@@ -72,7 +73,7 @@ func main() {
 }
 
 func run(addr, mode string, streams int, path string) string {
-	tc, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	tc, err := probe.DialTLS(nil, addr)
 	if err != nil {
 		return "dial: " + err.Error()
 	}

@@ -13,10 +13,10 @@ package main
 
 import (
 	"bytes"
-	"crypto/tls"
 	"flag"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +24,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/classifierd/classifierd/tools/hostile/internal/probe"
 )
 
 var (
@@ -42,14 +44,11 @@ var (
 )
 
 var (
-	answers sync.Map
+	answers probe.Tally
 	sent    atomic.Int64
 )
 
-func count(k string) {
-	v, _ := answers.LoadOrStore(k, new(atomic.Int64))
-	v.(*atomic.Int64).Add(1)
-}
+func count(k string) { answers.Count(k) }
 
 func main() {
 	flag.Parse()
@@ -73,7 +72,7 @@ func main() {
 	}
 	wg.Wait()
 	fmt.Printf("%10d  requests sent, %.0f/s\n", sent.Load(), float64(sent.Load())/hold.Seconds())
-	answers.Range(func(k, v any) bool { fmt.Printf("%10d  %s\n", v.(*atomic.Int64).Load(), k); return true })
+	answers.Print(os.Stdout, 10)
 }
 
 func run(stop time.Time) error {
@@ -84,7 +83,7 @@ func run(stop time.Time) error {
 		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(*src)}
 	}
 	if *useTLS {
-		nc, err = tls.DialWithDialer(d, "tcp", *addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // a probe against a self-signed test daemon
+		nc, err = probe.DialTLS(d, *addr)
 	} else {
 		nc, err = d.Dial("tcp", *addr)
 	}
@@ -93,33 +92,19 @@ func run(stop time.Time) error {
 	}
 	defer nc.Close()
 	_ = nc.SetDeadline(stop.Add(2 * time.Second))
-	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
+	fr, err := probe.Start(nc, 65536, probe.BigWindow)
+	if err != nil {
 		return err
 	}
-	fr := http2.NewFramer(nc, nc)
-	fr.ReadMetaHeaders = hpack.NewDecoder(65536, nil)
 	fr.MaxHeaderListSize = 1 << 20
-	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30}); err != nil {
-		return err
-	}
 	_ = fr.WriteWindowUpdate(0, 1<<30)
 	var wmu sync.Mutex
 	slots := make(chan struct{}, *inflight)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				return
-			}
+		_ = probe.ReadLoop(fr, &wmu, false, func(f http2.Frame) {
 			switch f := f.(type) {
-			case *http2.SettingsFrame:
-				if !f.IsAck() {
-					wmu.Lock()
-					_ = fr.WriteSettingsAck()
-					wmu.Unlock()
-				}
 			case *http2.MetaHeadersFrame:
 				st, gs := "", ""
 				for _, h := range f.Fields {
@@ -154,7 +139,7 @@ func run(stop time.Time) error {
 			case *http2.GoAwayFrame:
 				count("goaway " + f.ErrCode.String())
 			}
-		}
+		})
 	}()
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
@@ -173,16 +158,11 @@ func run(stop time.Time) error {
 			return nil
 		}
 		hb.Reset()
-		for _, x := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "https"}, {Name: ":path", Value: *path},
-			{Name: ":authority", Value: *addr}, {Name: "content-type", Value: ctype}, {Name: "te", Value: "trailers"}} {
-			_ = enc.WriteField(x)
-		}
+		probe.WriteFields(enc, probe.Head("POST", "https", *path, *addr, ctype))
 		if !*grpcReq {
 			_ = enc.WriteField(hpack.HeaderField{Name: "connect-protocol-version", Value: "1"})
 		}
-		if *token != "" {
-			_ = enc.WriteField(hpack.HeaderField{Name: "authorization", Value: "Bearer " + *token})
-		}
+		probe.WriteFields(enc, probe.Bearer(*token))
 		if *refs > 0 {
 			if first {
 				_ = enc.WriteField(hpack.HeaderField{Name: "x-b", Value: big})

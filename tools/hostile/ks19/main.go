@@ -19,28 +19,11 @@ import (
 	"net/http"
 	"os"
 	"sort"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
-)
 
-func cpu(pid string) float64 {
-	if pid == "" {
-		var ru syscall.Rusage
-		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-	}
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	var u, s float64
-	fmt.Sscan(f[11], &u)
-	fmt.Sscan(f[12], &s)
-	return (u + s) / 100
-}
+	"github.com/classifierd/classifierd/tools/hostile/internal/probe"
+)
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:43001", "")
@@ -68,7 +51,7 @@ func main() {
 	codes := map[string]int{}
 	opened, closed := 0, 0
 	var lat []float64
-	c0, d0 := cpu(""), cpu(*pid)
+	c0, d0 := probe.CPUSeconds(""), probe.CPUSeconds(*pid)
 	t0 := time.Now()
 	end := t0.Add(time.Duration(*secs * float64(time.Second)))
 	var wg sync.WaitGroup
@@ -158,7 +141,6 @@ func main() {
 		}
 		return lat[int(float64(len(lat)-1)*q)]
 	}
-	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("%s: %v in %.1fs, conns opened %d closed %d, batch p50 %.1f p99 %.1f ms, client CPU %.2fs, daemon CPU %.2fs, load %s\n",
-		*label, codes, el, opened, closed, p(.5), p(.99), cpu("")-c0, cpu(*pid)-d0, strings.Fields(string(load))[0])
+		*label, codes, el, opened, closed, p(.5), p(.99), probe.CPUSeconds("")-c0, probe.CPUSeconds(*pid)-d0, probe.LoadAvg())
 }

@@ -20,7 +20,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/tls"
 	"flag"
 	"fmt"
 	"log"
@@ -33,6 +32,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/classifierd/classifierd/tools/hostile/internal/probe"
 )
 
 var (
@@ -122,8 +123,7 @@ func handshakes() {
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(stop) {
-				c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", *addr,
-					&tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+				c, err := probe.DialTLS(&net.Dialer{Timeout: 10 * time.Second}, *addr)
 				if err != nil {
 					bad.Add(1)
 					continue
@@ -139,7 +139,7 @@ func handshakes() {
 
 func dial() (net.Conn, error) {
 	if *useTLS {
-		return tls.Dial("tcp", *addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+		return probe.DialTLS(nil, *addr)
 	}
 	return net.Dial("tcp", *addr)
 }
@@ -194,13 +194,7 @@ func h2(m string) string {
 		if *useTLS {
 			scheme = "https"
 		}
-		for _, kv := range [][2]string{{":method", "POST"}, {":scheme", scheme}, {":path", *path},
-			{":authority", *addr}, {"content-type", *ctype}, {"te", "trailers"}} {
-			_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
-		}
-		if *token != "" {
-			_ = enc.WriteField(hpack.HeaderField{Name: "authorization", Value: "Bearer " + *token})
-		}
+		probe.WriteFields(enc, append(probe.Head("POST", scheme, *path, *addr, *ctype), probe.Bearer(*token)...))
 		return hb.Bytes()
 	}()
 	sent := 0

@@ -42,8 +42,12 @@ func embedText(s string) string {
 }
 
 // head returns at most n bytes from the start of s, cut after its last
-// whole word (or on a rune boundary when the first word is longer).
+// whole word (or on a rune boundary when the first word is longer). White
+// space before the first word is not counted: a piece of a text that has
+// words is never blank (a Route whose query was padded with 5,000 spaces
+// before its words was refused "empty text": its head piece was spaces).
 func head(s string, n int) string {
+	s = strings.TrimLeftFunc(s, unicode.IsSpace)
 	if len(s) <= n {
 		return s
 	}
@@ -58,8 +62,10 @@ func head(s string, n int) string {
 }
 
 // tail returns at most n bytes from the end of s, starting at its first
-// whole word (or on a rune boundary when the last word is longer).
+// whole word (or on a rune boundary when the last word is longer); white
+// space after the last word is not counted (head).
 func tail(s string, n int) string {
+	s = strings.TrimRightFunc(s, unicode.IsSpace)
 	if len(s) <= n {
 		return s
 	}

@@ -18,6 +18,8 @@ func TestPieces(t *testing.T) {
 		{"runes", "héllo wörld ☕ täil", 14, "héllo wörld", "☕ täil"},
 		{"one long word", "ééééé", 5, "éé", "éé"},
 		{"empty", "", 3, "", ""},
+		{"padded", strings.Repeat(" ", 5000) + "list my pull requests" + strings.Repeat("\n ", 3000), 16, "list my pull", "pull requests"},
+		{"blank", strings.Repeat(" \t", 3000), 16, "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -65,3 +65,33 @@ func BenchmarkRouteRealModel20KBPrompt(b *testing.B) {
 		})
 	}
 }
+
+// TestRouteRealModelPaddedPrompt: a long prompt whose words sit behind
+// or before thousands of blanks (a paste of an indented file, a form's
+// padding) is routed by its words: its head and tail pieces were blank
+// and Route answered INVALID_ARGUMENT "empty text".
+func TestRouteRealModelPaddedPrompt(t *testing.T) {
+	idx, err := index.Load(genIndex(t, defaultCatalog(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dom, err := server.NewDomain(idx, realEngine(t), request.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := "Post a short summary in the #ops channel on Slack"
+	for name, prompt := range map[string]string{
+		"blanks after":  q + strings.Repeat(" ", 20_000),
+		"blanks before": strings.Repeat(" \t", 3_000) + q,
+		"both":          strings.Repeat("\n", 5_000) + q + strings.Repeat(" \n", 5_000),
+	} {
+		res, err := dom.Router.Route(context.Background(), route.RouteQuery{Query: prompt})
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if len(res.Servers) == 0 || idx.Labels[res.Servers[0].Label].ID != "slack" {
+			t.Errorf("%s: servers %v, want slack first", name, res.Servers)
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/classifierd/classifierd/internal/rapidreset"
 )
 
 // MaxHeadLines bounds the lines of a request head (request line and header
@@ -56,7 +58,7 @@ func (l headListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	switch c.(type) {
-	case *headConn, *tls.Conn: // counted already, or HTTP/2 (serveTLS)
+	case *headConn, *h2Conn: // counted already, or HTTP/2 (serveTLS)
 		return c, nil
 	}
 	return &headConn{Conn: c, inHead: true}, nil
@@ -142,6 +144,13 @@ func (c *headConn) scan(b []byte) bool {
 // never-ended heads of tiny fields with no token raised the daemon's RSS
 // from 226 to 419 MB (the eleventh hostile pass). HTTP/2 heads are
 // bounded by net/http's own header list size.
+//
+// An HTTP/2 connection is handed on as an *h2Conn, which counts its
+// client's DATA frames above TLS (rapidreset.H2Scan): net/http takes it
+// for an unencrypted connection and serves it as HTTP/2 from its preface
+// (Protocols' UnencryptedHTTP2, on this TLS server only: the plaintext
+// listeners still do not speak h2c), its TLS state carried as an
+// HTTP/1.1 connection's is.
 func serveTLS(hs *http.Server, lis net.Listener) error {
 	cfg := hs.TLSConfig.Clone()
 	if len(cfg.NextProtos) == 0 {
@@ -149,10 +158,20 @@ func serveTLS(hs *http.Server, lis net.Listener) error {
 	}
 	// net/http configures HTTP/2 in Serve when its TLSConfig offers h2.
 	hs.TLSConfig = cfg
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetHTTP2(true)
+	protos.SetUnencryptedHTTP2(true)
+	hs.Protocols = &protos
 	prevCtx := hs.ConnContext
 	hs.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		if hc, ok := c.(*headConn); ok && hc.tls != nil {
-			ctx = context.WithValue(ctx, tlsStateKey{}, hc.tls)
+		switch c := c.(type) {
+		case *headConn:
+			if c.tls != nil {
+				ctx = context.WithValue(ctx, tlsStateKey{}, c.tls)
+			}
+		case *h2Conn:
+			ctx = context.WithValue(ctx, tlsStateKey{}, c.tls)
 		}
 		if prevCtx != nil {
 			ctx = prevCtx(ctx, c)
@@ -183,7 +202,7 @@ func withTLSState(next http.Handler) http.Handler {
 // handshakeListener accepts connections and makes their TLS handshakes,
 // each in its own goroutine within timeout (a client that never finishes
 // one holds no other back), and hands them on: an HTTP/2 connection as
-// its *tls.Conn, an HTTP/1.1 one as a *headConn counting its heads' lines
+// an *h2Conn counting its DATA frames, an HTTP/1.1 one as a *headConn counting its heads' lines
 // (limitHeadLines' Accept leaves a *headConn as it is).
 type handshakeListener struct {
 	net.Listener
@@ -239,9 +258,13 @@ func (l *handshakeListener) handshake(raw net.Conn) {
 		_ = raw.Close()
 		return
 	}
-	var c net.Conn = tc
-	if st := tc.ConnectionState(); st.NegotiatedProtocol != "h2" {
-		c = &headConn{Conn: tc, inHead: true, tls: &st}
+	st := tc.ConnectionState()
+	// An HTTP/1.1 connection is scanned too: net/http serves HTTP/2 on
+	// any of them that opens with its preface (serveTLS). The scanner
+	// is off from its first byte otherwise.
+	var c net.Conn = &h2Conn{Conn: tc, tls: &st, n: rapidreset.ConnOf(tc)}
+	if st.NegotiatedProtocol != "h2" {
+		c = &headConn{Conn: c, inHead: true, tls: &st}
 	}
 	select {
 	case l.ready <- c:
@@ -276,3 +299,38 @@ func (l *handshakeListener) Close() error {
 	l.once.Do(func() { close(l.done) })
 	return l.Listener.Close()
 }
+
+// h2Conn is an HTTP/2 connection over TLS (serveTLS): what TLS deciphers
+// is scanned for its client's frames (rapidreset.H2Scan), and past
+// DataFlood (a flood of tiny DATA frames) the connection is closed and
+// its peer penalized as a rapid resetter is (rapidreset.Conn.Flooded).
+// It has no ConnectionState method, so that net/http serves it as the
+// HTTP/2 its preface says (serveTLS).
+type h2Conn struct {
+	net.Conn // the *tls.Conn
+	tls      *tls.ConnectionState
+	n        *rapidreset.Conn // nil when the listener counts no resets
+	// scan is fed by one reader at a time: net/http's read of the
+	// preface, then the HTTP/2 server's frame reader.
+	scan rapidreset.H2Scan
+}
+
+// errDataFlood ends the read of a connection past H2Scan.DataFlood.
+var errDataFlood = errors.New("HTTP/2: too many DATA frames for the streams and bytes they carry")
+
+func (c *h2Conn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.scan.Feed(p[:n], 0)
+	if c.scan.DataFlood() {
+		if c.n != nil {
+			c.n.Flooded()
+		}
+		_ = c.Conn.Close()
+		return 0, errDataFlood
+	}
+	return n, err
+}
+
+// NetConn is the TLS connection (rapidreset.ConnOf finds its count
+// through it).
+func (c *h2Conn) NetConn() net.Conn { return c.Conn }

@@ -220,6 +220,7 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 	}{
 		{"classifierd_grpc_early_reset_closes_total", "gRPC connections closed for resetting most of their calls before their message (an HTTP/2 rapid reset).", o.Recv.EarlyResetCloses},
 		{"classifierd_http_early_reset_closes_total", "HTTP/JSON and MCP connections closed for abandoning most of their requests before their answer (an HTTP/2 rapid reset).", o.Recv.Peers().HTTPCloses},
+		{"classifierd_http2_data_flood_closes_total", "HTTP/2 connections (gRPC, HTTP/JSON and MCP over TLS) closed for more DATA frames than their streams and bytes account for (256, 16 a stream and one a KiB; a flood of tiny frames); the peer is penalized as a rapid resetter.", o.Recv.Peers().DataCloses},
 		{"classifierd_grpc_health_flood_closes_total", "gRPC connections closed for 8 health checks refused past their rate (each connection may check 5 times a second after 10, past that its peer 200 a second after 2000); the peer is not penalized.", o.Recv.HealthFloodCloses},
 		{"classifierd_grpc_reset_penalties_total", "Peers penalized for abandoning many requests before their answer (gRPC, HTTP/JSON and MCP together) across their connections (each penalty lasts 30s).", o.Recv.PenalizedPeers},
 		{"classifierd_grpc_penalized_connections_held_total", "New connections (every listener) of penalized peers held back before any TLS or HTTP/2 work (a burst of 4, then 2 a second, are served in order); the local peer's (loopback, Unix socket) 200 ms at most, then served.", o.Recv.Peers().Held},

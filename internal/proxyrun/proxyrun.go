@@ -190,6 +190,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 		f          func() int64
 	}{
 		{"classifierd_proxy_early_reset_closes_total", "MCP connections closed for abandoning most of their requests before their answer (an HTTP/2 rapid reset).", resets.HTTPCloses},
+		{"classifierd_proxy_data_flood_closes_total", "HTTP/2 MCP connections (over TLS) closed for more DATA frames than their streams and bytes account for (256, 16 a stream and one a KiB; a flood of tiny frames); the peer is penalized as a rapid resetter.", resets.DataCloses},
 		{"classifierd_proxy_reset_penalties_total", "Peers penalized for abandoning many requests before their answer across their connections (each penalty lasts 30s).", resets.Penalties},
 		{"classifierd_proxy_penalized_connections_held_total", "New connections of penalized peers held back before their TLS handshake (a burst of 4, then 2 a second, are served in order); the local peer's 200 ms at most, then served.", resets.Held},
 		{"classifierd_proxy_penalized_connections_refused_total", "New connections of penalized peers closed unserved: past the 64 held back per peer, or held 10s (a burst of 4, then 2 a second, are served in order).", resets.Refused},

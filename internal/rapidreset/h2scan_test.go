@@ -74,7 +74,6 @@ func TestH2ScanCountsOpeningBlocks(t *testing.T) {
 	}
 }
 
-
 // TestH2ScanDataFlood: DATA frames of a byte are a flood once past the
 // slack and each stream's share; a client's bodies in frames of its
 // writes (whole, or 16 KiB pieces, or a few small writes each) are not.

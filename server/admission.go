@@ -300,9 +300,12 @@ type Admission struct {
 	reflection keyedLimiters[string]
 
 	// failedSetups are the identities' buckets of stream setups that
-	// failed (edge.go, FailedSetupsPerSecond), under setupMu.
-	setupMu      sync.Mutex
-	failedSetups keyedLimiters[string]
+	// failed (edge.go, FailedSetupsPerSecond), and setupsInFlight their
+	// setups running, each holding a place in its bucket until it
+	// succeeds or fails (reserveSetup), under setupMu.
+	setupMu        sync.Mutex
+	failedSetups   keyedLimiters[string]
+	setupsInFlight map[string]int
 }
 
 // flow is one identity's share: its waiting calls in order and the

@@ -263,29 +263,86 @@ const (
 	maxFailedSetupBuckets = 4096
 )
 
+// A setup running holds a place in its identity's bucket from its
+// admission to its outcome (reserveSetup, settleSetup): the room left is
+// the bucket's tokens less the setups in flight, as if each of them
+// failed. The bucket was only looked at before and counted after, so
+// setups queued for their places all passed it before any of them had
+// failed: the nineteenth hostile pass (512 concurrent loops) got 815
+// NOT_FOUND in 15 s where 256 + 20 × 15 = 556 were meant. A setup that
+// succeeds gives its place back at its headers or first message, so
+// only setups running at once (each within an admission place) hold
+// one: an honest hub's concurrent watches are not held back by it.
+
+// setupRoomLocked is how many more of key's setups may fail at now:
+// its bucket's tokens less its setups in flight. a.setupMu is held.
+func (a *Admission) setupRoomLocked(key string, now time.Time) float64 {
+	var tokens float64 = FailedSetupBurst
+	if l := a.failedSetups.lookup(key); l != nil {
+		tokens = l.TokensAt(now)
+	}
+	return tokens - float64(a.setupsInFlight[key])
+}
+
+// reserveSetup takes a place in key's bucket for a setup about to run,
+// when there is room for it to fail; else it returns the room left.
+func (a *Admission) reserveSetup(key string, now time.Time) (float64, bool) {
+	a.setupMu.Lock()
+	defer a.setupMu.Unlock()
+	room := a.setupRoomLocked(key, now)
+	if room < 1 {
+		return room, false
+	}
+	if a.setupsInFlight == nil {
+		a.setupsInFlight = map[string]int{}
+	}
+	a.setupsInFlight[key]++
+	return room, true
+}
+
+// settleSetup gives back the place of one of key's setups in flight,
+// counting it in key's bucket if it failed.
+func (a *Admission) settleSetup(key string, failed bool) {
+	now := a.now()
+	a.setupMu.Lock()
+	defer a.setupMu.Unlock()
+	if n := a.setupsInFlight[key]; n > 1 {
+		a.setupsInFlight[key] = n - 1
+	} else {
+		delete(a.setupsInFlight, key)
+	}
+	if failed {
+		a.failedSetups.get(key).AllowN(now, 1)
+	}
+}
+
 // setupRefused returns the refusal of a setup of method by caller c at
-// now when c's failed setups are past FailedSetupsPerSecond (nil: none,
-// or method is not one of setupAdmittedStreams), counting it as a
-// refusal of c. With try, it never waits for the scheduler's lock (the
-// tap: a connection's reader): when that is taken the refusal is not
-// counted against the caller's refusal rate.
+// now when c's failed setups (and setups in flight) are past
+// FailedSetupsPerSecond (nil: none, or method is not one of
+// setupAdmittedStreams), counting it as a refusal of c. With try, it
+// never waits for the scheduler's lock (the tap: a connection's reader):
+// when that is taken the refusal is not counted against the caller's
+// refusal rate.
 func (a *Admission) setupRefused(ctx context.Context, c Caller, method string, now time.Time, try bool) error {
 	if a == nil || !setupAdmittedStreams[method] {
 		return nil
 	}
 	key, _ := a.flowOf(c)
 	a.setupMu.Lock()
-	var tokens float64 = FailedSetupBurst
-	if l := a.failedSetups.lookup(key); l != nil {
-		tokens = l.TokensAt(now)
-	}
+	room := a.setupRoomLocked(key, now)
 	a.setupMu.Unlock()
-	if tokens >= 1 {
+	if room >= 1 {
 		return nil
 	}
+	return a.refuseSetup(ctx, key, method, room, now, try)
+}
+
+// refuseSetup is the refusal of a setup of method by key with room left
+// in its bucket, counted as a refusal of key's (setupRefused).
+func (a *Admission) refuseSetup(ctx context.Context, key, method string, room float64, now time.Time, try bool) error {
 	a.rejected(method)
 	err := refusal(fmt.Sprintf("more than %d failed stream setups a second by this caller", FailedSetupsPerSecond),
-		time.Duration((1-tokens)/FailedSetupsPerSecond*float64(time.Second)))
+		time.Duration((1-room)/FailedSetupsPerSecond*float64(time.Second)))
 	if try {
 		if !a.mu.TryLock() {
 			return err
@@ -299,20 +356,12 @@ func (a *Admission) setupRefused(ctx context.Context, c Caller, method string, n
 	return err
 }
 
-// setupFailed counts a failed setup of ctx's caller (FailedSetupsPerSecond).
-func (a *Admission) setupFailed(ctx context.Context) {
-	key, _ := a.callerFlow(ctx)
-	now := a.now()
-	a.setupMu.Lock()
-	defer a.setupMu.Unlock()
-	a.failedSetups.get(key).AllowN(now, 1)
-}
-
 // admitStreamSetup admits the setup of setupAdmittedStreams' streams
 // under their caller's share (nil a: not admitted), refuses it when its
-// caller's failed setups are past their rate (setupRefused), and counts
-// it failed when it ends in an error before its headers or first
-// message.
+// caller's failed setups are past their rate (setupRefused, and again
+// once admitted: reserveSetup, which holds a place in the caller's
+// bucket while it runs), and counts it failed when it ends in an error
+// before its headers or first message.
 func (a *Admission) admitStreamSetup(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if a == nil || !setupAdmittedStreams[info.FullMethod] {
 		return handler(srv, ss)
@@ -324,37 +373,54 @@ func (a *Admission) admitStreamSetup(srv any, ss grpc.ServerStream, info *grpc.S
 	if err != nil {
 		return err
 	}
-	st := &setupStream{ServerStream: ss, ctx: ctx, release: release}
-	defer st.end()
-	err = handler(srv, st)
-	if err != nil && !st.set.Load() {
-		a.setupFailed(ctx)
+	key, _ := a.callerFlow(ctx)
+	if room, ok := a.reserveSetup(key, a.now()); !ok {
+		// Others of the caller's setups failed, or are running, while
+		// this one waited for its place.
+		release()
+		return a.refuseSetup(ctx, key, info.FullMethod, room, a.now(), false)
 	}
+	st := &setupStream{ServerStream: ss, ctx: ctx, release: release, settle: func(failed bool) { a.settleSetup(key, failed) }}
+	failed := true // a handler that panics failed
+	defer func() {
+		st.settled.Do(func() { st.settle(failed && !st.set.Load()) })
+		st.end()
+	}()
+	err = handler(srv, st)
+	failed = err != nil
 	return err
 }
 
 // setupStream gives its admission back at its headers, its first
 // message or its end, whichever comes first; set records that its
-// headers or a message were sent (its setup succeeded).
+// headers or a message were sent (its setup succeeded), and settle is
+// called once with its outcome: at its headers or first message (not
+// failed), or at its end.
 type setupStream struct {
 	grpc.ServerStream
 	ctx     context.Context
 	once    sync.Once
 	release func()
 	set     atomic.Bool
+	settled sync.Once
+	settle  func(failed bool)
 }
 
 func (s *setupStream) end()                     { s.once.Do(s.release) }
 func (s *setupStream) Context() context.Context { return s.ctx }
 
-func (s *setupStream) SendHeader(md metadata.MD) error {
+func (s *setupStream) succeeded() {
 	s.set.Store(true)
+	s.settled.Do(func() { s.settle(false) })
 	s.end()
+}
+
+func (s *setupStream) SendHeader(md metadata.MD) error {
+	s.succeeded()
 	return s.ServerStream.SendHeader(md)
 }
 
 func (s *setupStream) SendMsg(m any) error {
-	s.set.Store(true)
-	s.end()
+	s.succeeded()
 	return s.ServerStream.SendMsg(m)
 }

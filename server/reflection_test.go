@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -292,5 +294,97 @@ func TestFailedStreamSetupsRateByCaller(t *testing.T) {
 	}
 	if a.InFlight() != 0 {
 		t.Fatalf("%d places held after the setups", a.InFlight())
+	}
+}
+
+// TestConcurrentFailedSetupsHeldToTheBurst: an identity's setups that
+// run at once each hold a place in its failed-setup bucket until they
+// succeed or fail, so however many arrive together, no more of them fail
+// than the bucket holds: 512 concurrent setups of a missing session, all
+// running before any has failed, are FailedSetupBurst tried and the rest
+// refused RESOURCE_EXHAUSTED. Before, the bucket was looked at before
+// and counted after, so all 512 were tried (the nineteenth hostile pass,
+// LOW 7: 815 NOT_FOUND in 15 s where 256 + 20 × 15 = 556 were meant).
+// Setups that succeed give their places back at their headers: another
+// identity's 200 watches held open at once are all served, and its
+// failures after them still get the whole burst.
+func TestConcurrentFailedSetupsHeldToTheBurst(t *testing.T) {
+	const n = 2 * FailedSetupBurst
+	a := NewAdmission(AdmissionConfig{MaxInFlight: 2 * n, MaxQueue: 2 * n})
+	now := time.Unix(1e9, 0)
+	a.now = func() time.Time { return now } // no refill within the test
+	var rejected atomic.Int64
+	a.rejected = func(string) { rejected.Add(1) }
+	info := &grpc.StreamServerInfo{FullMethod: "/classifier.v1.ClassifierService/WatchExposure"}
+	missing := status.Error(codes.NotFound, "session not found")
+	// together runs count setups of who's at once, each held in its
+	// handler (after its headers if ok) until all have run or been
+	// refused; it returns how many ran, were refused, and failed.
+	together := func(who string, count int, ok bool) (ran, refused, failed int64) {
+		gate := make(chan struct{})
+		var nRan, nRefused, nFailed, nOther atomic.Int64
+		var wg sync.WaitGroup
+		for range count {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx := WithCaller(context.Background(), Caller{Name: who, Quota: "token:" + who})
+				err := a.admitStreamSetup(nil, headerStream{admittedStream{ctx: ctx}}, info, func(_ any, ss grpc.ServerStream) error {
+					nRan.Add(1)
+					if ok {
+						if err := ss.SendHeader(nil); err != nil {
+							return err
+						}
+					}
+					<-gate
+					if ok {
+						return nil
+					}
+					return missing
+				})
+				switch {
+				case status.Code(err) == codes.ResourceExhausted && RetryAfter(err) > 0:
+					nRefused.Add(1)
+				case !ok && status.Code(err) == codes.NotFound:
+					nFailed.Add(1)
+				case ok && err == nil:
+				default:
+					nOther.Add(1)
+					t.Errorf("%s's setup: %v", who, err)
+				}
+			}()
+		}
+		// Wait for every setup to run or be refused (on main all ran,
+		// each in its place, before any had failed).
+		for i := 0; nRan.Load()+nRefused.Load()+nOther.Load() < int64(count) && i < 20000; i++ {
+			time.Sleep(time.Millisecond)
+		}
+		close(gate)
+		wg.Wait()
+		return nRan.Load(), nRefused.Load(), nFailed.Load()
+	}
+	ran, refused, failed := together("carol", n, false)
+	t.Logf("carol's %d setups at once: %d tried (%d failed), %d refused", n, ran, failed, refused)
+	if ran != FailedSetupBurst || failed != FailedSetupBurst || refused != n-FailedSetupBurst {
+		t.Errorf("carol's %d failing setups at once: %d tried, %d failed, %d refused; want %d tried and failed (the burst), %d refused",
+			n, ran, failed, refused, FailedSetupBurst, n-FailedSetupBurst)
+	}
+	if ran, refused, _ := together("carol", 1, true); ran != 0 || refused != 1 {
+		t.Errorf("carol's setup after her burst failed: %d tried, %d refused; want it refused", ran, refused)
+	}
+	if ran, refused, _ := together("bob", 200, true); ran != 200 || refused != 0 {
+		t.Errorf("bob's 200 watches at once: %d served, %d refused; want all served", ran, refused)
+	}
+	if ran, refused, failed := together("bob", n, false); ran != FailedSetupBurst || failed != FailedSetupBurst || refused != n-FailedSetupBurst {
+		t.Errorf("bob's %d failing setups after his watches: %d tried, %d failed, %d refused; want the burst, %d", n, ran, failed, refused, FailedSetupBurst)
+	}
+	if got := rejected.Load(); got != 2*(n-FailedSetupBurst)+1 {
+		t.Errorf("%d refusals counted, want %d", got, 2*(n-FailedSetupBurst)+1)
+	}
+	a.setupMu.Lock()
+	left := len(a.setupsInFlight)
+	a.setupMu.Unlock()
+	if left != 0 || a.InFlight() != 0 {
+		t.Errorf("after the setups: %d identities with setups in flight, %d places held; want none", left, a.InFlight())
 	}
 }

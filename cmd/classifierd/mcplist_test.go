@@ -263,7 +263,7 @@ func TestMCPListHogCannotRefuseAnotherIdentity(t *testing.T) {
 // a JSON-RPC error RESOURCE_EXHAUSTED (-32029) under its own id, says
 // Connection: close, and never reaches the SDK (the admission, which
 // counts every request the SDK has decoded, counts only the listings
-// answered); a notification past the rate is refused with no id; the
+// answered); a notification past the rate is refused with "id": null; the
 // refusals are counted in classifierd_admission_refused_past_rate_total.
 // Another token's tools/list meanwhile are all answered. Before, such a
 // flood was decoded and answered by the SDK whatever its rate: the
@@ -316,8 +316,8 @@ func TestMCPFloodRefusedBeforeTheSDK(t *testing.T) {
 	}
 	code, answers, err := carol.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
 	if err != nil || code != http.StatusTooManyRequests || len(answers) != 1 || answers[0].Error == nil ||
-		answers[0].Error.Code != mcpserver.CodeResourceExhausted || len(answers[0].ID) != 0 {
-		t.Fatalf("carol's notification past her rate: %d %+v %v; want 429, %d with no id", code, answers, err, mcpserver.CodeResourceExhausted)
+		answers[0].Error.Code != mcpserver.CodeResourceExhausted || string(answers[0].ID) != "null" {
+		t.Fatalf("carol's notification past her rate: %d %+v %v; want 429, %d with \"id\": null", code, answers, err, mcpserver.CodeResourceExhausted)
 	}
 	after := scrape(t, metricsAddr)
 	t.Logf("carol: %d listed, %d refused past her rate; bob: %d listed; admission: %v admitted, %v refused; %v refused past the rate",

@@ -114,9 +114,10 @@ type Guard struct {
 	// overload keeps it, unless the refusal is past its caller's rate
 	// (rapidreset.RefusedPastRate closes an HTTP/1.1 one).
 	Admit func(r *http.Request) error
-	// Rate, if set, holds each caller's POSTs (an MCP listener's
-	// requests, notifications and batches, a batch's messages each
-	// counted) to its rate (RequestRate). One past it is refused 429
+	// Rate, if set, holds each caller's requests (an MCP listener's
+	// POSTs, its requests, notifications and batches, a batch's messages
+	// each counted; its GETs and DELETEs, and any other method, one each)
+	// to its rate (RequestRate). One past it is refused 429
 	// after authentication and before its body is read (a batch's
 	// further messages, once it is read and counted): at once, with
 	// Retry-After, under the request's id (Refuse reads the first bytes
@@ -233,7 +234,7 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		pastRate := func(n int) bool {
-			if r.Method != http.MethodPost || g.Rate.allow(bodyOwner(r), n) {
+			if g.Rate.allow(bodyOwner(r), n) { // every method: a GET, a DELETE too
 				return false
 			}
 			bw.wait = RefusalWriteWait
@@ -676,21 +677,46 @@ func WriteMCPError(w http.ResponseWriter, r *http.Request, code int, rpcCode int
 			id = v
 		}
 	}
+	writeMCPError(w, code, id, rpcCode, err)
+}
+
+// WriteMCPErrorNoID is WriteMCPError for a request whose body is not read
+// again (too large, compressed, cut short): the error's id is null.
+func WriteMCPErrorNoID(w http.ResponseWriter, code int, rpcCode int64, err error) {
+	writeMCPError(w, code, jsonrpc.ID{}, rpcCode, err)
+}
+
+func writeMCPError(w http.ResponseWriter, code int, id jsonrpc.ID, rpcCode int64, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	if data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: rpcCode, Message: mcpserver.ToolError(err).Error()}}); err == nil {
+	if data, err := encodeMCPError(id, rpcCode, err); err == nil {
 		_, _ = w.Write(data)
 	}
 }
 
-// WriteMCPErrorNoID is WriteMCPError for a request whose body is not read
-// again (too large, compressed, cut short): the error has no id.
-func WriteMCPErrorNoID(w http.ResponseWriter, code int, rpcCode int64, err error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	if data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{Error: &jsonrpc.Error{Code: rpcCode, Message: mcpserver.ToolError(err).Error()}}); err == nil {
-		_, _ = w.Write(data)
+// encodeMCPError is a JSON-RPC error response under id, or under
+// "id": null when id is none (not found: past the first bytes of the
+// body, a batch, a notification, a body not read). JSON-RPC 2.0 asks
+// for null "if there was an error in detecting the id"; the SDK's
+// encoder leaves out an id it does not hold, so that answer is written
+// here, in the SDK's member order (the nineteenth hostile pass, LOW 8:
+// a 429 past the rate had no id member at all).
+func encodeMCPError(id jsonrpc.ID, rpcCode int64, err error) ([]byte, error) {
+	e := &jsonrpc.Error{Code: rpcCode, Message: mcpserver.ToolError(err).Error()}
+	if id.IsValid() {
+		return jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: e})
 	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // as the SDK's encoder
+	if err := enc.Encode(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   *jsonrpc.Error  `json:"error"`
+	}{"2.0", json.RawMessage("null"), e}); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
 // refusalReadBytes is what WriteMCPError reads of a refused request's

@@ -11,8 +11,9 @@ import (
 )
 
 // An MCP listener's requests (POSTs: a JSON-RPC request, a notification,
-// or a batch) are held to a rate per caller (the identity, or the peer
-// host when anonymous: bodyOwner) at the guard, after authentication and
+// or a batch; GETs, the event stream; DELETEs, a session's end; any other
+// method) are held to a rate per caller (the identity, or the peer host
+// when anonymous: bodyOwner) at the guard, after authentication and
 // before a byte of the body is read, so before the MCP SDK reads and
 // decodes it. The eighteenth hostile pass: one identity's tools/list
 // (or ping) flood over keep-alive HTTP/1.1 cost the proxy about 5 times
@@ -22,15 +23,22 @@ import (
 // cannot see the work before and around it.
 //
 // The defaults are far above an honest agent: one opens its session
-// with initialize, notifications/initialized and tools/list, then calls
-// tools as fast as its model decides, a few a second; a burst of many
-// parallel tool calls at start, or a hub opening a hundred sessions under
-// one identity (three POSTs each), fits in the burst. A tools/list costs
-// the proxy 0.6-0.7 ms of CPU: 100 a second is under a tenth of a core,
-// where the flood answered 1,000-1,250 a second.
+// with initialize, notifications/initialized and tools/list, and the Go
+// SDK's client opens its event stream (a GET), then calls tools as fast
+// as its model decides, a few a second, and ends with a DELETE; a burst
+// of many parallel tool calls at start, or a hub opening a hundred
+// sessions under one identity (four requests each), fits in the burst.
+// A tools/list costs the proxy 0.6-0.7 ms of CPU: 100 a second is under
+// a tenth of a core, where the flood answered 1,000-1,250 a second.
+//
+// GETs and DELETEs were not counted until the nineteenth hostile pass:
+// one token's GETs (or DELETEs) of an unknown session on a kept-alive
+// connection were answered 404 by the SDK at 1.5 times the flooder's
+// CPU, never refused nor closed. They count one each, and the burst grew
+// from 400 to 500 with the hub's fourth request (its event stream).
 const (
 	DefaultMCPRequestsPerSecond = 100
-	DefaultMCPRequestBurst      = 400
+	DefaultMCPRequestBurst      = 500
 	// maxRateBuckets bounds the callers whose rates are kept; past it
 	// they all start afresh (each with its burst).
 	maxRateBuckets = 4096

@@ -18,7 +18,7 @@ import (
 // request's id (read from the first bytes of its body, wherever the
 // client put the id), Retry-After, and Connection: close on HTTP/1.1,
 // without the handler (the MCP SDK) seeing it; a notification past the
-// rate gets the same with no id; a batch's messages each count; another
+// rate gets the same under "id": null; a batch's messages each count; another
 // caller is served meanwhile; each refusal is counted.
 func TestRateRefusesBeforeTheHandler(t *testing.T) {
 	rate := NewRequestRate(0.001, 3) // no refill within the test
@@ -32,7 +32,7 @@ func TestRateRefusesBeforeTheHandler(t *testing.T) {
 	})))
 	defer ts.Close()
 	type answer struct {
-		ID    *json.RawMessage `json:"id"`
+		ID    json.RawMessage `json:"id"` // "null" for null, empty for no member
 		Error *struct {
 			Code    int64  `json:"code"`
 			Message string `json:"message"`
@@ -59,13 +59,10 @@ func TestRateRefusesBeforeTheHandler(t *testing.T) {
 	}
 	refused := func(resp *http.Response, a answer, wantID string) {
 		t.Helper()
-		id := ""
-		if a.ID != nil {
-			id = string(*a.ID)
-		}
+		id := string(a.ID)
 		if resp.StatusCode != http.StatusTooManyRequests || a.Error == nil || a.Error.Code != CodeResourceExhausted ||
 			!strings.HasPrefix(a.Error.Message, "RESOURCE_EXHAUSTED: ") || id != wantID {
-			t.Fatalf("past the rate: %s %+v (id %s); want 429, %d RESOURCE_EXHAUSTED under id %q (\"\": none)", resp.Status, a.Error, id, CodeResourceExhausted, wantID)
+			t.Fatalf("past the rate: %s %+v (id %s); want 429, %d RESOURCE_EXHAUSTED under id %q (\"\": no member)", resp.Status, a.Error, id, CodeResourceExhausted, wantID)
 		}
 		if !resp.Close || resp.Header.Get("Retry-After") != "1" {
 			t.Fatalf("past the rate: Connection: close %v, Retry-After %q; want the connection closed, 1", resp.Close, resp.Header.Get("Retry-After"))
@@ -82,7 +79,7 @@ func TestRateRefusesBeforeTheHandler(t *testing.T) {
 	resp, a = post("carol", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"x","arguments":{"q":"`+strings.Repeat("a", 64<<10)+`"}}}`)
 	refused(resp, a, `5`)
 	resp, a = post("carol", `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	refused(resp, a, "")
+	refused(resp, a, "null")
 	if handled.Load() != 3 {
 		t.Fatalf("%d requests reached the handler, want carol's 3 within her burst", handled.Load())
 	}
@@ -95,7 +92,7 @@ func TestRateRefusesBeforeTheHandler(t *testing.T) {
 		t.Fatalf("dave's batch of 2: %s", resp.Status)
 	}
 	resp, a = post("dave", `[{"jsonrpc":"2.0","id":3,"method":"ping"},{"jsonrpc":"2.0","id":4,"method":"ping"},{"jsonrpc":"2.0","id":5,"method":"ping"}]`)
-	refused(resp, a, "")
+	refused(resp, a, "null")
 	if got := rate.Refused(); got != 4 {
 		t.Fatalf("%d refusals counted, want 4", got)
 	}
@@ -118,5 +115,124 @@ func TestLeadingIDAsTheSDKHoldsIt(t *testing.T) {
 		if ok != (want != nil) || ok && id.Raw() != want {
 			t.Errorf("leadingID(%s) = %v, %v; want %v", body, id.Raw(), ok, want)
 		}
+	}
+}
+
+// TestRefusalWithoutIDSaysNull: a refusal past the rate whose request's
+// id was not found (past the first 4 KiB of the body, a batch, a
+// notification, a GET) is the exact JSON-RPC error JSON-RPC 2.0 asks
+// for, with "id": null; one whose id was found carries it. The
+// nineteenth hostile pass (LOW 8): no id member at all.
+func TestRefusalWithoutIDSaysNull(t *testing.T) {
+	rate := NewRequestRate(0.001, 1) // no refill within the test
+	g := Guard{MaxBody: 1 << 20, JSONOnly: true, CountValues: true, Messages: MCPMessages, Refuse: RefuseMCP, Rate: rate,
+		Auth: func(r *http.Request) (server.Caller, error) { return server.Caller{Name: "carol"}, nil }}
+	ts := httptest.NewServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusAccepted)
+	})))
+	defer ts.Close()
+	send := func(method, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, ts.URL+"/mcp", strings.NewReader(body))
+		if body == "" {
+			req.Body = http.NoBody
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(data)
+	}
+	if code, _ := send(http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"ping"}`); code != http.StatusAccepted {
+		t.Fatalf("carol's burst of 1: %d", code)
+	}
+	const msg = `"message":"RESOURCE_EXHAUSTED: more than 0.001 MCP requests a second (after a burst of 1) from this caller: retry later, or raise --mcp-requests-per-second"}}`
+	const null = `{"jsonrpc":"2.0","id":null,"error":{"code":-32029,` + msg
+	for _, c := range []struct{ name, method, body, want string }{
+		{"id after 4 KiB", http.MethodPost, `{"jsonrpc":"2.0","method":"tools/list","params":{"cursor":"` + strings.Repeat("x", 5<<10) + `"},"id":9}`, null},
+		{"batch", http.MethodPost, `[{"jsonrpc":"2.0","id":3,"method":"ping"},{"jsonrpc":"2.0","id":4,"method":"ping"}]`, null},
+		{"notification", http.MethodPost, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, null},
+		{"GET", http.MethodGet, "", null},
+		{"id found", http.MethodPost, `{"jsonrpc":"2.0","id":"a<b>&","method":"ping"}`, `{"jsonrpc":"2.0","id":"a<b>&","error":{"code":-32029,` + msg},
+	} {
+		code, body := send(c.method, c.body)
+		if code != http.StatusTooManyRequests || body != c.want {
+			t.Errorf("%s past the rate: %d %s\nwant 429 %s", c.name, code, body, c.want)
+		}
+	}
+	// Any refusal written with no id says null too (413 here).
+	rec := httptest.NewRecorder()
+	WriteMCPErrorNoID(rec, http.StatusRequestEntityTooLarge, CodeTooLarge, tooLarge(10))
+	if want := `{"jsonrpc":"2.0","id":null,"error":{"code":-32013,"message":"RESOURCE_EXHAUSTED: request body is over the limit of 10 bytes"}}`; rec.Body.String() != want {
+		t.Errorf("WriteMCPErrorNoID: %s\nwant %s", rec.Body, want)
+	}
+}
+
+// TestRateCountsGetAndDelete: an MCP listener's GETs (the event stream)
+// and DELETEs (a session's end) count one each against their caller's
+// rate with its POSTs: past it they are refused 429 with Retry-After, a
+// JSON-RPC -32029 error and Connection: close, before the handler (the
+// SDK, which answered an unknown session 404 however many came); another
+// caller's are served. The nineteenth hostile pass (LOW 6): 83,000 GETs
+// (or DELETEs) of an unknown session in 8 s on 4 kept-alive connections,
+// none refused or closed, at 1.5 times the flooder's CPU.
+func TestRateCountsGetAndDelete(t *testing.T) {
+	rate := NewRequestRate(0.001, 4) // no refill within the test
+	var handled atomic.Int64
+	g := Guard{MaxBody: 1 << 20, JSONOnly: true, CountValues: true, Messages: MCPMessages, Refuse: RefuseMCP, Rate: rate,
+		Auth: func(r *http.Request) (server.Caller, error) { return server.Caller{Name: r.Header.Get("X-Who")}, nil }}
+	ts := httptest.NewServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handled.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		http.Error(w, "session not found", http.StatusNotFound) // the SDK, of an unknown session
+	})))
+	defer ts.Close()
+	send := func(who, method string) *http.Response {
+		t.Helper()
+		var body io.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		}
+		req, _ := http.NewRequest(method, ts.URL+"/mcp", body)
+		req.Header.Set("X-Who", who)
+		req.Header.Set("Mcp-Session-Id", "NOSUCHSESSION")
+		if method == http.MethodPost {
+			req.Header.Set("Content-Type", "application/json")
+		} else if method == http.MethodGet {
+			req.Header.Set("Accept", "text/event-stream")
+		}
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	for _, m := range []string{http.MethodGet, http.MethodDelete, http.MethodPost, http.MethodGet} {
+		if resp := send("carol", m); resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("carol's %s within her burst of 4: %s", m, resp.Status)
+		}
+	}
+	for _, m := range []string{http.MethodGet, http.MethodDelete, http.MethodPost} {
+		resp := send("carol", m)
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" || !resp.Close ||
+			resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("carol's %s past her rate: %s, Retry-After %q, Connection: close %v, %s; want 429, 1, closed, a JSON-RPC error",
+				m, resp.Status, resp.Header.Get("Retry-After"), resp.Close, resp.Header.Get("Content-Type"))
+		}
+	}
+	if got := handled.Load(); got != 4 {
+		t.Errorf("%d requests reached the handler, want carol's 4 within her burst", got)
+	}
+	if got := rate.Refused(); got != 3 {
+		t.Errorf("%d refusals counted, want 3", got)
+	}
+	if resp := send("bob", http.MethodGet); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("bob's GET while carol is past her rate: %s", resp.Status)
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"io"
 	"net"
+	"time"
 
 	"google.golang.org/grpc/credentials"
 
@@ -84,20 +85,21 @@ func (c *recvConn) settleUntapped() {
 }
 
 // readCounted is c's read of its plaintext connection (or, through TLS,
-// of what frameConn deciphers): settled, then gated.
+// of what frameConn deciphers): settled, gated, and held to the cheap
+// frames' rate.
 func (c *recvConn) readCounted(r io.Reader, p []byte) (int, error) {
 	c.settleUntapped()
 	if c.caught.Load() {
 		return 0, net.ErrClosed
 	}
 	n, err := c.gate.read(r, p)
-	if c.gate.blocks.DataFlood() && c.resets != nil && c.resets.Flooded() {
-		// A flood of tiny DATA frames (rapidreset.DataFramesSlack):
-		// grpc-go reads each, and charges and answers the window of
-		// each; nothing of this read is handed on.
-		c.g.resetCloses.Add(1)
-		c.closeCaught()
-		return 0, net.ErrClosed
+	if wait := c.budget.Wait(time.Now(), c.gate.blocks.Cheap(), c.tapped.Load(), c.wrote.Load()); wait > 0 {
+		// Control frames or small DATA frames past their rate
+		// (rapidreset.FrameBudget): what was read waits.
+		c.resets.Throttle()
+		if !rapidreset.Sleep(wait, c.gone) {
+			return 0, net.ErrClosed
+		}
 	}
 	return n, err
 }

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"crypto/tls"
+
+	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,59 +17,99 @@ import (
 	"github.com/classifierd/classifierd/internal/rapidreset"
 )
 
-// TestH2TinyDataFramesClosed: the nineteenth hostile pass's request
-// bodies in DATA frames of one byte, with no token, over TLS (h2tiny19):
-// each request was refused from its headers and every frame after that
-// read and answered, at 6.6 times the client's CPU on --http-listen and
-// 3 on gRPC, the connection never closed. Now a connection sending more
-// DATA frames than its streams and bytes account for is closed, on the
-// gRPC, HTTP/JSON and MCP listeners, and counted; an honest client's
-// large body, sent in frames of its writes, is still answered.
-func TestH2TinyDataFramesClosed(t *testing.T) {
+// TestH2CheapFramesThrottled: the nineteenth hostile pass's request
+// bodies in DATA frames of one byte, with no token, over TLS (h2tiny19),
+// and the next pass's WINDOW_UPDATE floods: each frame was read and
+// handled (after a 401, each DATA frame answered with a RST_STREAM of its
+// own), at 6.6 times the client's CPU on --http-listen and 20-45 for
+// control frames. Now the frames that carry no request or large body are
+// held to rapidreset.FrameRate a connection after FrameBurst, on the
+// gRPC, HTTP/JSON and MCP listeners: the server answers at most that many
+// (counted here by the RST_STREAMs it sends), and the reads it held back
+// are counted. An honest client writing its body a hundred bytes at a
+// time, and one sending 180 KB at once, are answered.
+func TestH2CheapFramesThrottled(t *testing.T) {
 	grpcAddr, httpAddr, mcpAddr, maddr, client := h2DaemonGRPC(t)
-	for _, tc := range []struct{ name, addr, path, ctype, alpn string }{
-		{"http", httpAddr, "/classifier.v1.ClassifierService/Route", "application/json", "h2"},
-		{"mcp", mcpAddr, "/mcp", "application/json", "h2"},
-		{"grpc", grpcAddr, "/classifier.v1.ClassifierService/Route", "application/grpc", "h2"},
+	throttled := func() float64 { return scrape(t, maddr)["classifierd_http2_throttled_reads_total"] }
+	for _, tc := range []struct {
+		name, addr, path, ctype, alpn string
+		window                        bool // WINDOW_UPDATE frames, not DATA
+		rsts                          bool // the server answers each DATA frame with a RST_STREAM
+	}{
+		{"http", httpAddr, "/classifier.v1.ClassifierService/Route", "application/json", "h2", false, true},
+		{"mcp", mcpAddr, "/mcp", "application/json", "h2", false, true},
+		{"grpc", grpcAddr, "/classifier.v1.ClassifierService/Route", "application/grpc", "h2", false, false},
+		{"http WINDOW_UPDATE", httpAddr, "/classifier.v1.ClassifierService/Route", "application/json", "h2", true, false},
 		// HTTP/1.1 negotiated, then HTTP/2's preface: net/http serves
 		// it as HTTP/2 too.
-		{"http, ALPN http/1.1", httpAddr, "/classifier.v1.ClassifierService/Route", "application/json", "http/1.1"},
+		{"http, ALPN http/1.1", httpAddr, "/classifier.v1.ClassifierService/Route", "application/json", "http/1.1", false, true},
 	} {
-		sent, closed := tinyFrames(t, tc.addr, tc.path, tc.ctype, tc.alpn, 100_000)
-		t.Logf("%s: %d one-byte DATA frames sent, connection closed %v", tc.name, sent, closed)
-		if !closed {
-			t.Errorf("%s: the connection was not closed after %d one-byte DATA frames", tc.name, sent)
+		before := throttled()
+		sent, rsts, took := cheapFrames(t, tc.addr, tc.path, tc.ctype, tc.alpn, tc.window, 200_000, 6*time.Second)
+		after := throttled()
+		t.Logf("%s: %d frames sent, %d RST_STREAM answered in %v; throttled reads %v → %v", tc.name, sent, rsts, took, before, after)
+		if after <= before {
+			t.Errorf("%s: no read held back after %d cheap frames", tc.name, sent)
+		}
+		// What one read hands on is handled before the next waits: a
+		// TLS record of 16 KiB holds 1,638 frames of one byte.
+		if most := rapidreset.FrameBurst + rapidreset.FramesPerRequest + int64(rapidreset.FrameRate*took.Seconds()) + 1640; tc.rsts && rsts > most {
+			t.Errorf("%s: %d frames answered in %v, want at most %d", tc.name, rsts, took, most)
 		}
 	}
-	// Every flood is counted at once, when its connection is closed.
-	if got := scrape(t, maddr)["classifierd_http2_data_flood_closes_total"]; got < 4 {
-		t.Errorf("classifierd_http2_data_flood_closes_total %v, want 4", got)
+
+	route := func(body io.Reader) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, "https://"+httpAddr+"/classifier.v1.ClassifierService/Route", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+bobToken)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		answer, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Logf("answer: %.300s", answer)
+		}
+		return resp.StatusCode, resp.Proto
 	}
 	// An honest client's body of 180 KB (Go's HTTP/2 client writes it
 	// in frames of up to 16 KiB).
 	prompt := strings.Repeat("list my open pull requests and the reviews they wait for ", 3000)
-	req, err := http.NewRequest(http.MethodPost, "https://"+httpAddr+"/classifier.v1.ClassifierService/Route", strings.NewReader(`{"query":"`+prompt+`"}`))
-	if err != nil {
-		t.Fatal(err)
+	if code, proto := route(strings.NewReader(`{"query":"` + prompt + `"}`)); code != http.StatusOK || proto != "HTTP/2.0" {
+		t.Errorf("an honest 180 KB Route over HTTP/2: %d %s, want 200 over HTTP/2", code, proto)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+bobToken)
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// A body written a hundred bytes at a time (a frame each), 2,000
+	// pieces: past the burst, slowed, never cut.
+	pr, pw := io.Pipe()
+	go func() {
+		_, _ = io.WriteString(pw, `{"query":"list my open pull requests`)
+		piece := strings.Repeat("and the reviews they wait for ", 4)[:100]
+		for range 2000 {
+			if _, err := io.WriteString(pw, piece); err != nil {
+				return
+			}
+		}
+		_, _ = io.WriteString(pw, `"}`)
+		pw.Close()
+	}()
+	start := time.Now()
+	if code, proto := route(pr); code != http.StatusOK || proto != "HTTP/2.0" {
+		t.Errorf("a body in 2,000 pieces of 100 bytes over HTTP/2: %d %s, want 200", code, proto)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
-		t.Errorf("an honest 180 KB Route over HTTP/2: %d %s, want 200 over HTTP/2", resp.StatusCode, resp.Proto)
-	}
+	t.Logf("a body in 2,000 pieces of 100 bytes answered in %v", time.Since(start))
 }
 
-// tinyFrames opens one HTTP/2 connection over TLS to addr (offering
-// alpn), starts a POST
-// of path with no token, and sends up to max DATA frames of one byte on
-// it, a hundred at a time, while reading what comes back; it returns the
-// frames sent and whether the server closed the connection.
-func tinyFrames(t *testing.T, addr, path, ctype, alpn string, max int) (sent int, closed bool) {
+// cheapFrames opens one HTTP/2 connection over TLS to addr (offering
+// alpn), starts a POST of path with no token, and sends on it up to max
+// DATA frames of one byte (WINDOW_UPDATE frames with window), a hundred
+// per write, for at most d; it returns the frames sent, the RST_STREAM
+// frames the server sent back, and the time taken.
+func cheapFrames(t *testing.T, addr, path, ctype, alpn string, window bool, max int, d time.Duration) (sent int, rsts int64, took time.Duration) {
 	t.Helper()
 	nc, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{alpn}})
 	if err != nil {
@@ -80,12 +123,15 @@ func tinyFrames(t *testing.T, addr, path, ctype, alpn string, max int) (sent int
 	if err := fr.WriteSettings(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
+	var rst atomic.Int64
 	go func() {
-		defer close(done)
 		for {
-			if _, err := fr.ReadFrame(); err != nil {
+			f, err := fr.ReadFrame()
+			if err != nil {
 				return
+			}
+			if _, ok := f.(*http2.RSTStreamFrame); ok {
+				rst.Add(1)
 			}
 		}
 	}()
@@ -95,36 +141,32 @@ func tinyFrames(t *testing.T, addr, path, ctype, alpn string, max int) (sent int
 		{"content-type", ctype}, {"te", "trailers"}} {
 		_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
 	}
-	// Settings and their acknowledgement are written by the server
-	// before it reads the stream; the reader above ignores them (the
-	// frames sent here fit the default windows).
+	// The frames fit the default windows: the reader above need not
+	// open any (and the server's SETTINGS are acknowledged by nothing:
+	// it does not wait for that).
 	var frames bytes.Buffer
 	fw := http2.NewFramer(&frames, nil)
 	for range 100 {
-		_ = fw.WriteData(1, false, []byte{'x'})
+		if window {
+			_ = fw.WriteWindowUpdate(0, 1)
+		} else {
+			_ = fw.WriteData(1, false, []byte{'x'})
+		}
 	}
 	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
 		t.Fatal(err)
 	}
-	_ = nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	start := time.Now()
+	_ = nc.SetWriteDeadline(start.Add(d))
 	for sent < max {
-		select {
-		case <-done:
-			return sent, true
-		default:
-		}
 		if _, err := nc.Write(frames.Bytes()); err != nil {
 			break
 		}
 		sent += 100
-		if sent%rapidreset.DataFramesSlack == 0 {
-			time.Sleep(time.Millisecond) // let the server read
-		}
 	}
-	select {
-	case <-done:
-		return sent, true
-	case <-time.After(10 * time.Second):
-		return sent, false
+	if rest := d - time.Since(start); rest > 0 {
+		time.Sleep(rest) // what the server answers in d
 	}
+	took = time.Since(start)
+	return sent, rst.Load(), took
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/classifierd/classifierd/internal/rapidreset"
@@ -145,8 +146,9 @@ func (c *headConn) scan(b []byte) bool {
 // from 226 to 419 MB (the eleventh hostile pass). HTTP/2 heads are
 // bounded by net/http's own header list size.
 //
-// An HTTP/2 connection is handed on as an *h2Conn, which counts its
-// client's DATA frames above TLS (rapidreset.H2Scan): net/http takes it
+// An HTTP/2 connection is handed on as an *h2Conn, which holds its
+// client's cheap frames to their rate above TLS
+// (rapidreset.FrameBudget): net/http takes it
 // for an unencrypted connection and serves it as HTTP/2 from its preface
 // (Protocols' UnencryptedHTTP2, on this TLS server only: the plaintext
 // listeners still do not speak h2c), its TLS state carried as an
@@ -202,7 +204,7 @@ func withTLSState(next http.Handler) http.Handler {
 // handshakeListener accepts connections and makes their TLS handshakes,
 // each in its own goroutine within timeout (a client that never finishes
 // one holds no other back), and hands them on: an HTTP/2 connection as
-// an *h2Conn counting its DATA frames, an HTTP/1.1 one as a *headConn counting its heads' lines
+// an *h2Conn holding its cheap frames to their rate, an HTTP/1.1 one as a *headConn counting its heads' lines
 // (limitHeadLines' Accept leaves a *headConn as it is).
 type handshakeListener struct {
 	net.Listener
@@ -262,7 +264,7 @@ func (l *handshakeListener) handshake(raw net.Conn) {
 	// An HTTP/1.1 connection is scanned too: net/http serves HTTP/2 on
 	// any of them that opens with its preface (serveTLS). The scanner
 	// is off from its first byte otherwise.
-	var c net.Conn = &h2Conn{Conn: tc, tls: &st, n: rapidreset.ConnOf(tc)}
+	var c net.Conn = newH2Conn(tc, &st)
 	if st.NegotiatedProtocol != "h2" {
 		c = &headConn{Conn: c, inHead: true, tls: &st}
 	}
@@ -301,34 +303,56 @@ func (l *handshakeListener) Close() error {
 }
 
 // h2Conn is an HTTP/2 connection over TLS (serveTLS): what TLS deciphers
-// is scanned for its client's frames (rapidreset.H2Scan), and past
-// DataFlood (a flood of tiny DATA frames) the connection is closed and
-// its peer penalized as a rapid resetter is (rapidreset.Conn.Flooded).
-// It has no ConnectionState method, so that net/http serves it as the
-// HTTP/2 its preface says (serveTLS).
+// is scanned for its client's frames (rapidreset.H2Scan), and its frames
+// that carry no request or large body are held to their rate
+// (rapidreset.FrameBudget, credited with the requests its handlers saw
+// and the bytes written): past it a read waits. It has no
+// ConnectionState method, so that net/http serves it as the HTTP/2 its
+// preface says (serveTLS).
 type h2Conn struct {
 	net.Conn // the *tls.Conn
 	tls      *tls.ConnectionState
 	n        *rapidreset.Conn // nil when the listener counts no resets
-	// scan is fed by one reader at a time: net/http's read of the
-	// preface, then the HTTP/2 server's frame reader.
-	scan rapidreset.H2Scan
+	// scan and budget are used by one reader at a time: net/http's read
+	// of the preface, then the HTTP/2 server's frame reader.
+	scan     rapidreset.H2Scan
+	budget   rapidreset.FrameBudget
+	wrote    atomic.Int64
+	gone     chan struct{}
+	goneOnce sync.Once
 }
 
-// errDataFlood ends the read of a connection past H2Scan.DataFlood.
-var errDataFlood = errors.New("HTTP/2: too many DATA frames for the streams and bytes they carry")
+func newH2Conn(tc *tls.Conn, st *tls.ConnectionState) *h2Conn {
+	return &h2Conn{Conn: tc, tls: st, n: rapidreset.ConnOf(tc), gone: make(chan struct{})}
+}
 
 func (c *h2Conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.scan.Feed(p[:n], 0)
-	if c.scan.DataFlood() {
-		if c.n != nil {
-			c.n.Flooded()
+	var requests int64
+	if c.n != nil {
+		requests = c.n.Requests()
+	} else {
+		requests = c.scan.Blocks()
+	}
+	if wait := c.budget.Wait(time.Now(), c.scan.Cheap(), requests, c.wrote.Load()); wait > 0 {
+		c.n.Throttle()
+		if !rapidreset.Sleep(wait, c.gone) {
+			return 0, net.ErrClosed
 		}
-		_ = c.Conn.Close()
-		return 0, errDataFlood
 	}
 	return n, err
+}
+
+func (c *h2Conn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.wrote.Add(int64(n))
+	return n, err
+}
+
+func (c *h2Conn) Close() error {
+	c.goneOnce.Do(func() { close(c.gone) })
+	return c.Conn.Close()
 }
 
 // NetConn is the TLS connection (rapidreset.ConnOf finds its count

@@ -187,7 +187,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 	resets.Log(log)
 	if err := listeners.Counters(reg,
 		listeners.Counter{Name: "classifierd_proxy_early_reset_closes_total", Help: "MCP connections closed for abandoning most of their requests before their answer (an HTTP/2 rapid reset).", F: resets.HTTPCloses},
-		listeners.Counter{Name: "classifierd_proxy_data_flood_closes_total", Help: "HTTP/2 MCP connections (over TLS) closed for more DATA frames than their streams and bytes account for (256, 16 a stream and one a KiB; a flood of tiny frames); the peer is penalized as a rapid resetter.", F: resets.DataCloses},
+		listeners.Counter{Name: "classifierd_proxy_throttled_reads_total", Help: "Reads of HTTP/2 MCP connections (over TLS) held back because their client sent frames that carry no request or large body past their rate (see classifierd_http2_throttled_reads_total).", F: resets.Throttled},
 		listeners.Counter{Name: "classifierd_proxy_reset_penalties_total", Help: "Peers penalized for abandoning many requests before their answer across their connections (each penalty lasts 30s).", F: resets.Penalties},
 		listeners.Counter{Name: "classifierd_proxy_penalized_connections_held_total", Help: "New connections of penalized peers held back before their TLS handshake (a burst of 4, then 2 a second, are served in order); the local peer's 200 ms at most, then served.", F: resets.Held},
 		listeners.Counter{Name: "classifierd_proxy_penalized_connections_refused_total", Help: "New connections of penalized peers closed unserved: past the 64 held back per peer, or held 10s (a burst of 4, then 2 a second, are served in order).", F: resets.Refused},

@@ -13,7 +13,7 @@ const (
 
 // H2Scan reads an HTTP/2 connection's frame headers from its client's
 // bytes, fed as they are read: it counts the header blocks that open a
-// stream (Blocks) and the DATA frames and their bytes (DataFlood). It
+// stream (Blocks), and the frames that carry no large body (Cheap). It
 // keeps nine bytes of state whatever the frames: payloads are skipped,
 // never held.
 type H2Scan struct {
@@ -27,6 +27,7 @@ type H2Scan struct {
 	blocks  int64   // blocks opening a stream, complete
 	data    int64   // DATA frames
 	bytes   int64   // their payload bytes
+	cheap   int64   // frames but DATA of DataFrameBytes or more (FrameBudget)
 	off     bool    // not HTTP/2: nothing is counted
 }
 
@@ -83,6 +84,9 @@ func (h *H2Scan) frame() {
 	h.skip = int(b[0])<<16 | int(b[1])<<8 | int(b[2])
 	typ, flags := b[3], b[4]
 	id := (uint32(b[5])<<24 | uint32(b[6])<<16 | uint32(b[7])<<8 | uint32(b[8])) & (1<<31 - 1)
+	if typ != frameData || h.skip < DataFrameBytes {
+		h.cheap++
+	}
 	switch typ {
 	case frameData:
 		h.data++
@@ -103,31 +107,11 @@ func (h *H2Scan) frame() {
 	}
 }
 
-// The bound on a connection's DATA frames: DataFramesSlack, and
-// DataFramesPerStream for each stream its client opened, and one for
-// each DataFrameBytes of DATA payload. The nineteenth hostile pass sent
-// request bodies of 64 KiB in DATA frames of one byte over TLS with no
-// token: each request was refused 401 from its headers, and each frame
-// after that, on a stream the server had closed, was read, charged to
-// the connection's window and answered with a RST_STREAM of its own
-// (net/http's HTTP/2 server writes one per such frame): the daemon 14.75
-// s of CPU in 10 s against the client's 2.24 s (6.6×), another
-// identity's Route p50 2.6 → 35 ms. A body costs a server per frame,
-// and a client that writes a body sends it in frames as large as its
-// writes (a JSON request is one write: one frame, or frames of 16 KiB,
-// the default largest frame, for a large one). No API of ours streams a
-// request body, so a stream carrying more than a few tiny frames is not
-// a client of ours; 16 each leaves room for one that writes a body a
-// piece at a time.
-const (
-	DataFramesSlack     = 256
-	DataFramesPerStream = 16
-	DataFrameBytes      = 1 << 10
-)
+// Cheap is how many frames were fed that carry no large body: every
+// frame but a DATA frame of DataFrameBytes or more (FrameBudget).
+func (h *H2Scan) Cheap() int64 { return h.cheap }
 
-// DataFlood reports whether the connection's client has sent more DATA
-// frames than the bound above allows for its streams and their bytes:
-// past it, the connection is closed (H2Conn, and the gRPC listener's).
-func (h *H2Scan) DataFlood() bool {
-	return h.data > DataFramesSlack+DataFramesPerStream*h.blocks+h.bytes/DataFrameBytes
-}
+// DataFrameBytes: a DATA frame of this many bytes or more costs its
+// client what it costs the server (its bytes' encryption and sending);
+// a smaller one is cheap (FrameBudget).
+const DataFrameBytes = 1 << 10

@@ -3,6 +3,7 @@ package rapidreset
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 )
@@ -74,65 +75,95 @@ func TestH2ScanCountsOpeningBlocks(t *testing.T) {
 	}
 }
 
-// TestH2ScanDataFlood: DATA frames of a byte are a flood once past the
-// slack and each stream's share; a client's bodies in frames of its
-// writes (whole, or 16 KiB pieces, or a few small writes each) are not.
-func TestH2ScanDataFlood(t *testing.T) {
-	frames := func(h *H2Scan, write func(fr *http2.Framer) error) {
-		t.Helper()
-		var b bytes.Buffer
-		if err := write(http2.NewFramer(&b, nil)); err != nil {
+// TestH2ScanCheap: every frame is cheap but a DATA frame of
+// DataFrameBytes or more.
+func TestH2ScanCheap(t *testing.T) {
+	var b bytes.Buffer
+	b.WriteString(ClientPreface)
+	fr := http2.NewFramer(&b, nil)
+	for _, w := range []func() error{
+		func() error { return fr.WriteSettings() },
+		func() error {
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte("\x83\x86"), EndHeaders: true})
+		},
+		func() error { return fr.WriteData(1, false, make([]byte, DataFrameBytes-1)) },
+		func() error { return fr.WriteData(1, false, make([]byte, DataFrameBytes)) }, // not cheap
+		func() error { return fr.WriteData(1, true, nil) },
+		func() error { return fr.WriteWindowUpdate(0, 1) },
+		func() error { return fr.WriteRSTStream(1, http2.ErrCodeCancel) },
+		func() error { return fr.WritePriority(3, http2.PriorityParam{Weight: 1}) },
+		func() error { return fr.WritePing(false, [8]byte{}) },
+	} {
+		if err := w(); err != nil {
 			t.Fatal(err)
 		}
-		h.Feed(b.Bytes(), 0)
 	}
-	open := func(id uint32) func(fr *http2.Framer) error {
-		return func(fr *http2.Framer) error {
-			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: []byte("\x83\x86"), EndHeaders: true})
+	var h H2Scan
+	for _, c := range b.Bytes() { // a byte at a time
+		h.Feed([]byte{c}, 0)
+	}
+	if h.Cheap() != 8 || h.Blocks() != 1 {
+		t.Fatalf("cheap %d, blocks %d; want 8, 1", h.Cheap(), h.Blocks())
+	}
+}
+
+// TestFrameBudget: cheap frames pass up to FrameBurst, then at
+// FrameRate; a request handled credits FramesPerRequest and
+// FrameCreditBytes written one; an honest client's frames never wait,
+// a flood's wait grows with what it sent.
+func TestFrameBudget(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var b FrameBudget
+	if w := b.Wait(t0, FrameBurst, 0, 0); w != 0 {
+		t.Fatalf("the burst waits %v", w)
+	}
+	if w := b.Wait(t0, FrameBurst+1, 0, 0); w != time.Second/FrameRate {
+		t.Fatalf("one past the burst waits %v, want %v", w, time.Second/FrameRate)
+	}
+	// A second later, FrameRate more have come.
+	if w := b.Wait(t0.Add(time.Second), FrameBurst+FrameRate, 0, 0); w != 0 {
+		t.Fatalf("after a second, %d more wait %v", FrameRate-1, w)
+	}
+	// Credits: two requests and 8 KiB written pay for 12 more.
+	if w := b.Wait(t0.Add(time.Second), FrameBurst+FrameRate+2*FramesPerRequest+2, 2, 2*FrameCreditBytes); w != 0 {
+		t.Fatalf("credited frames wait %v", w)
+	}
+	if w := b.Wait(t0.Add(time.Second), FrameBurst+FrameRate+2*FramesPerRequest+3, 2, 2*FrameCreditBytes+FrameCreditBytes-1); w == 0 {
+		t.Fatal("a frame past the credits passed")
+	}
+
+	// An honest client: 20,000 requests in 4 s on one connection, each a
+	// HEADERS and a small DATA frame, and a WINDOW_UPDATE for every 8
+	// KiB of answers of 1 KiB each.
+	var honest FrameBudget
+	var cheap, written int64
+	for i := range int64(20_000) {
+		now := t0.Add(time.Duration(i) * 200 * time.Microsecond)
+		cheap += 2
+		if i%8 == 7 {
+			cheap++
 		}
+		if w := honest.Wait(now, cheap, i, written); w != 0 {
+			t.Fatalf("request %d of an honest client waits %v", i, w)
+		}
+		written += 1 << 10
 	}
-	var flood H2Scan
-	flood.Feed([]byte(ClientPreface), 0)
-	frames(&flood, open(1))
-	for i := 1; i <= DataFramesSlack+DataFramesPerStream+1; i++ {
-		frames(&flood, func(fr *http2.Framer) error { return fr.WriteData(1, false, []byte{'x'}) })
-		if want := i > DataFramesSlack+DataFramesPerStream; flood.DataFlood() != want {
-			t.Fatalf("after %d one-byte frames on one stream: flood %v, want %v", i, flood.DataFlood(), want)
+	// A client writing a body a piece at a time: 400 frames of 100 bytes
+	// at once, then 400 a second.
+	var pieces FrameBudget
+	for i := range int64(4000) {
+		if w := pieces.Wait(t0.Add(time.Duration(i)*2500*time.Microsecond), 400+i, 1, 0); w != 0 {
+			t.Fatalf("piece %d waits %v", i, w)
 		}
 	}
 
-	var honest H2Scan
-	honest.Feed([]byte(ClientPreface), 0)
-	for s := range uint32(2000) {
-		id := 2*s + 1
-		frames(&honest, open(id))
-		switch s % 4 {
-		case 0: // a small body in one write
-			frames(&honest, func(fr *http2.Framer) error { return fr.WriteData(id, true, make([]byte, 300)) })
-		case 1: // a large body in frames of 16 KiB, ended by an empty frame
-			frames(&honest, func(fr *http2.Framer) error {
-				for range 8 {
-					if err := fr.WriteData(id, false, make([]byte, 16<<10)); err != nil {
-						return err
-					}
-				}
-				return fr.WriteData(id, true, nil)
-			})
-		case 2: // a body written a piece at a time
-			frames(&honest, func(fr *http2.Framer) error {
-				for range DataFramesPerStream - 1 {
-					if err := fr.WriteData(id, false, make([]byte, 40)); err != nil {
-						return err
-					}
-				}
-				return fr.WriteData(id, true, nil)
-			})
-		}
-		if honest.DataFlood() {
-			t.Fatalf("honest bodies taken for a flood at stream %d", s)
-		}
+	// A flood: 100,000 frames in one go, and another 100,000.
+	var flood FrameBudget
+	want := time.Duration(float64(100_000-FrameBurst) / FrameRate * float64(time.Second))
+	if w := flood.Wait(t0, 100_000, 0, 0); w < want-time.Millisecond || w > want+time.Millisecond {
+		t.Fatalf("a flood waits %v, want %v", w, want)
 	}
-	if honest.Blocks() != 2000 {
-		t.Fatalf("%d streams counted, want 2000", honest.Blocks())
+	if w := flood.Wait(t0.Add(want), 200_000, 0, 0); w < 199*time.Second {
+		t.Fatalf("a flood's second part waits %v", w)
 	}
 }

@@ -83,10 +83,10 @@ type Peers struct {
 	// closed (the queue full, or held too long), httpCloses the HTTP
 	// connections closed by the rule.
 	penalized, refused, httpCloses, held atomic.Int64
-	// dataCloses counts the HTTP/2 connections closed for their floods
-	// of tiny DATA frames (Flooded), on every listener of the Peers.
-	dataCloses atomic.Int64
-	onPenalty  func(peer netip.Addr, resets, calls int64, until time.Time)
+	// throttled counts the reads of HTTP/2 connections held back for
+	// their cheap frames (FrameBudget), on every listener of the Peers.
+	throttled atomic.Int64
+	onPenalty func(peer netip.Addr, resets, calls int64, until time.Time)
 }
 
 type peerResets struct {
@@ -140,11 +140,6 @@ func (r *Peers) Held() int64 { return r.held.Load() }
 
 // HTTPCloses: see Penalties.
 func (r *Peers) HTTPCloses() int64 { return r.httpCloses.Load() }
-
-// DataCloses is how many HTTP/2 connections were closed for sending
-// more DATA frames than their streams and bytes account for
-// (H2Scan.DataFlood), on every listener counting to r.
-func (r *Peers) DataCloses() int64 { return r.dataCloses.Load() }
 
 // entryLocked is peer's record, created if room is left; nil if not
 // (the rule per connection still applies).
@@ -248,6 +243,9 @@ type Conn struct {
 	// wire counts the bytes read (on Listener's connections), for the
 	// overhead of a chunked body (ChunkedOverhead).
 	wire atomic.Int64
+	// requests counts the HTTP requests that reached the handler
+	// (Serve), credited to the connection's FrameBudget.
+	requests atomic.Int64
 }
 
 // Pipelined reports whether the connection has written since it last
@@ -294,20 +292,5 @@ func (c *Conn) Closed() {
 	}
 }
 
-// Flooded catches the connection for its client's flood of tiny DATA
-// frames (H2Scan.DataFlood): its peer is penalized at once, as for a
-// connection caught resetting, and true is reported once; the caller
-// closes the connection.
-func (c *Conn) Flooded() bool {
-	if !c.caught.CompareAndSwap(false, true) {
-		return false
-	}
-	if c.Peers != nil {
-		c.Peers.dataCloses.Add(1)
-		c.Peers.Ended(c.Peer, false, true)
-	}
-	return true
-}
-
-// Caught reports whether Ended or Flooded has had the connection caught.
+// Caught reports whether Ended has had the connection caught.
 func (c *Conn) Caught() bool { return c.caught.Load() }

@@ -170,3 +170,27 @@ func cheapFrames(t *testing.T, addr, path, ctype, alpn string, window bool, max 
 	took = time.Since(start)
 	return sent, rst.Load(), took
 }
+
+// TestTLS12OnlyAEAD: over TLS 1.2 the listeners offer only the cipher
+// suites HTTP/2 allows (net/http no longer checks them itself, serving
+// HTTP/2 on connections it does not see as TLS); a client offering only
+// CBC suites fails its handshake, one offering GCM is served.
+func TestTLS12OnlyAEAD(t *testing.T) {
+	grpcAddr, httpAddr, mcpAddr, _, _ := h2DaemonGRPC(t)
+	cbc := []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA}
+	gcm := []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}
+	for _, addr := range []string{grpcAddr, httpAddr, mcpAddr} {
+		for _, tc := range []struct {
+			suites []uint16
+			ok     bool
+		}{{cbc, false}, {gcm, true}} {
+			c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS12, CipherSuites: tc.suites, NextProtos: []string{"h2"}})
+			if c != nil {
+				c.Close()
+			}
+			if (err == nil) != tc.ok {
+				t.Errorf("%s, TLS 1.2 with %v: handshake error %v, want success %v", addr, tls.CipherSuiteName(tc.suites[0]), err, tc.ok)
+			}
+		}
+	}
+}

@@ -23,8 +23,9 @@ import (
 // handled (after a 401, each DATA frame answered with a RST_STREAM of its
 // own), at 6.6 times the client's CPU on --http-listen and 20-45 for
 // control frames. Now the frames that carry no request or large body are
-// held to rapidreset.FrameRate a connection after FrameBurst, on the
-// gRPC, HTTP/JSON and MCP listeners: the server answers at most that many
+// held to a connection's rapidreset.FrameBurst and FrameRate, and what
+// its peer has left of PeerFrameRate, on the gRPC, HTTP/JSON and MCP
+// listeners: the server answers at most that many
 // (counted here by the RST_STREAMs it sends), and the reads it held back
 // are counted. An honest client writing its body a hundred bytes at a
 // time, and one sending 180 KB at once, are answered.
@@ -53,7 +54,7 @@ func TestH2CheapFramesThrottled(t *testing.T) {
 		}
 		// What one read hands on is handled before the next waits: a
 		// TLS record of 16 KiB holds 1,638 frames of one byte.
-		if most := rapidreset.FrameBurst + rapidreset.FramesPerRequest + int64(rapidreset.FrameRate*took.Seconds()) + 1640; tc.rsts && rsts > most {
+		if most := rapidreset.FrameBurst + rapidreset.FramesPerRequest + rapidreset.PeerFrameBurst + int64((rapidreset.FrameRate+rapidreset.PeerFrameRate)*took.Seconds()) + 1640; tc.rsts && rsts > most {
 			t.Errorf("%s: %d frames answered in %v, want at most %d", tc.name, rsts, took, most)
 		}
 	}
@@ -84,7 +85,8 @@ func TestH2CheapFramesThrottled(t *testing.T) {
 		t.Errorf("an honest 180 KB Route over HTTP/2: %d %s, want 200 over HTTP/2", code, proto)
 	}
 	// A body written a hundred bytes at a time (a frame each), 2,000
-	// pieces: past the burst, slowed, never cut.
+	// pieces: past its own budget, from its peer's or at its own rate
+	// (slowed, never cut).
 	pr, pw := io.Pipe()
 	go func() {
 		_, _ = io.WriteString(pw, `{"query":"list my open pull requests`)

@@ -1,6 +1,7 @@
 package listeners
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -303,18 +304,20 @@ func (l *handshakeListener) Close() error {
 }
 
 // h2Conn is an HTTP/2 connection over TLS (serveTLS): what TLS deciphers
-// is scanned for its client's frames (rapidreset.H2Scan), and its frames
-// that carry no request or large body are held to their rate
-// (rapidreset.FrameBudget, credited with the requests its handlers saw
-// and the bytes written): past it a read waits. It has no
-// ConnectionState method, so that net/http serves it as the HTTP/2 its
-// preface says (serveTLS).
+// is read a record at a time into rd (net/http's HTTP/2 server reads a
+// frame's header, then its payload, straight from its connection),
+// scanned for its client's frames (rapidreset.H2Scan), and held to the
+// cheap frames' budget (rapidreset.FrameBudget, credited with the
+// requests its handlers saw and the bytes written): past it a read
+// waits. It has no ConnectionState method, so that net/http serves it as
+// the HTTP/2 its preface says (serveTLS).
 type h2Conn struct {
 	net.Conn // the *tls.Conn
 	tls      *tls.ConnectionState
 	n        *rapidreset.Conn // nil when the listener counts no resets
-	// scan and budget are used by one reader at a time: net/http's read
-	// of the preface, then the HTTP/2 server's frame reader.
+	// rd, scan and budget are used by one reader at a time: net/http's
+	// read of the preface, then the HTTP/2 server's frame reader.
+	rd       *bufio.Reader
 	scan     rapidreset.H2Scan
 	budget   rapidreset.FrameBudget
 	wrote    atomic.Int64
@@ -322,11 +325,22 @@ type h2Conn struct {
 	goneOnce sync.Once
 }
 
+// h2ReadBuffer holds a TLS record's plaintext (16 KiB at most).
+const h2ReadBuffer = 16 << 10
+
 func newH2Conn(tc *tls.Conn, st *tls.ConnectionState) *h2Conn {
-	return &h2Conn{Conn: tc, tls: st, n: rapidreset.ConnOf(tc), gone: make(chan struct{})}
+	c := &h2Conn{Conn: tc, tls: st, n: rapidreset.ConnOf(tc), gone: make(chan struct{})}
+	c.rd = bufio.NewReaderSize(h2Records{c}, h2ReadBuffer)
+	return c
 }
 
-func (c *h2Conn) Read(p []byte) (int, error) {
+func (c *h2Conn) Read(p []byte) (int, error) { return c.rd.Read(p) }
+
+// h2Records reads c's TLS connection, a record at a time into c.rd.
+type h2Records struct{ c *h2Conn }
+
+func (r h2Records) Read(p []byte) (int, error) {
+	c := r.c
 	n, err := c.Conn.Read(p)
 	c.scan.Feed(p[:n], 0)
 	var requests int64
@@ -335,9 +349,10 @@ func (c *h2Conn) Read(p []byte) (int, error) {
 	} else {
 		requests = c.scan.Blocks()
 	}
-	if wait := c.budget.Wait(time.Now(), c.scan.Cheap(), requests, c.wrote.Load()); wait > 0 {
+	if wait := c.budget.Wait(time.Now(), c.scan.Cheap(), requests, c.wrote.Load(), c.n.TakeFrames); wait > 0 {
 		c.n.Throttle()
-		if !rapidreset.Sleep(wait, c.gone) {
+		if c.budget.Exhausted() || rapidreset.PeerGone(c.Conn) || !rapidreset.Sleep(wait, c.gone) || rapidreset.PeerGone(c.Conn) {
+			_ = c.Close()
 			return 0, net.ErrClosed
 		}
 	}

@@ -2,6 +2,7 @@ package rapidreset
 
 import (
 	"bytes"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -107,63 +108,106 @@ func TestH2ScanCheap(t *testing.T) {
 	}
 }
 
-// TestFrameBudget: cheap frames pass up to FrameBurst, then at
-// FrameRate; a request handled credits FramesPerRequest and
-// FrameCreditBytes written one; an honest client's frames never wait,
-// a flood's wait grows with what it sent.
+// TestFrameBudget: a connection's cheap frames pass up to its own
+// FrameBurst, refilled by FramesPerRequest for each request handled, one
+// for each FrameCreditBytes written and FrameRate a second; past that
+// they come out of what its peer has left of PeerFrameRate, or wait for
+// the connection's own rate. An honest client's frames never wait; a
+// flood's connections share the peer's rate and then wait for their own,
+// and none waits behind another.
 func TestFrameBudget(t *testing.T) {
 	t0 := time.Unix(1000, 0)
+	r := NewAt(func() time.Time { return t0 })
+	peer := netip.MustParseAddr("192.0.2.1")
+	c := &Conn{Peers: r, Peer: peer}
 	var b FrameBudget
-	if w := b.Wait(t0, FrameBurst, 0, 0); w != 0 {
+	if w := b.Wait(t0, FrameBurst, 0, 0, c.TakeFrames); w != 0 {
 		t.Fatalf("the burst waits %v", w)
 	}
-	if w := b.Wait(t0, FrameBurst+1, 0, 0); w != time.Second/FrameRate {
-		t.Fatalf("one past the burst waits %v, want %v", w, time.Second/FrameRate)
-	}
-	// A second later, FrameRate more have come.
-	if w := b.Wait(t0.Add(time.Second), FrameBurst+FrameRate, 0, 0); w != 0 {
-		t.Fatalf("after a second, %d more wait %v", FrameRate-1, w)
-	}
 	// Credits: two requests and 8 KiB written pay for 12 more.
-	if w := b.Wait(t0.Add(time.Second), FrameBurst+FrameRate+2*FramesPerRequest+2, 2, 2*FrameCreditBytes); w != 0 {
+	n := int64(FrameBurst + 2*FramesPerRequest + 2)
+	if w := b.Wait(t0, n, 2, 2*FrameCreditBytes, c.TakeFrames); w != 0 {
 		t.Fatalf("credited frames wait %v", w)
 	}
-	if w := b.Wait(t0.Add(time.Second), FrameBurst+FrameRate+2*FramesPerRequest+3, 2, 2*FrameCreditBytes+FrameCreditBytes-1); w == 0 {
-		t.Fatal("a frame past the credits passed")
+	// Past its own: the peer's burst, taken whole or not at all.
+	n += PeerFrameBurst - 1
+	if w := b.Wait(t0, n, 2, 2*FrameCreditBytes, c.TakeFrames); w != 0 {
+		t.Fatalf("the peer's burst waits %v", w)
+	}
+	n += FrameRate
+	if w := b.Wait(t0, n, 2, 2*FrameCreditBytes, c.TakeFrames); w != time.Second {
+		t.Fatalf("past the peer's burst, %d frames wait %v, want 1s of the connection's rate", FrameRate, w)
+	}
+	// A second later the connection has paid, and the peer has
+	// PeerFrameRate again.
+	n += PeerFrameRate - 1
+	if w := b.Wait(t0.Add(time.Second), n, 2, 2*FrameCreditBytes, c.TakeFrames); w != 0 {
+		t.Fatalf("a second later, the peer's rate waits %v", w)
+	}
+	// Another connection of the peer, past its own burst, waits for its
+	// own rate only, whatever the first took.
+	var b2 FrameBudget
+	if w := b2.Wait(t0.Add(time.Second), FrameBurst+FrameRate/2, 0, 0, (&Conn{Peers: r, Peer: peer}).TakeFrames); w != time.Second/2 {
+		t.Fatalf("the peer's second connection waits %v, want 500ms", w)
 	}
 
-	// An honest client: 20,000 requests in 4 s on one connection, each a
+	// An honest client: 20,000 requests on one connection, each a
 	// HEADERS and a small DATA frame, and a WINDOW_UPDATE for every 8
-	// KiB of answers of 1 KiB each.
+	// KiB of answers of 1 KiB each; and a body written in 2,000 pieces
+	// of 100 bytes (one request), from its own budget and its peer's.
 	var honest FrameBudget
+	hc := &Conn{Peers: r, Peer: netip.MustParseAddr("192.0.2.3")}
 	var cheap, written int64
 	for i := range int64(20_000) {
-		now := t0.Add(time.Duration(i) * 200 * time.Microsecond)
 		cheap += 2
 		if i%8 == 7 {
 			cheap++
 		}
-		if w := honest.Wait(now, cheap, i, written); w != 0 {
+		if w := honest.Wait(t0, cheap, i, written, hc.TakeFrames); w != 0 {
 			t.Fatalf("request %d of an honest client waits %v", i, w)
 		}
 		written += 1 << 10
 	}
-	// A client writing a body a piece at a time: 400 frames of 100 bytes
-	// at once, then 400 a second.
 	var pieces FrameBudget
-	for i := range int64(4000) {
-		if w := pieces.Wait(t0.Add(time.Duration(i)*2500*time.Microsecond), 400+i, 1, 0); w != 0 {
-			t.Fatalf("piece %d waits %v", i, w)
-		}
+	if w := pieces.Wait(t0, 2000, 1, 0, (&Conn{Peers: r, Peer: netip.MustParseAddr("192.0.2.4")}).TakeFrames); w != 0 {
+		t.Fatalf("a body in 2,000 pieces waits %v", w)
 	}
 
-	// A flood: 100,000 frames in one go, and another 100,000.
-	var flood FrameBudget
-	want := time.Duration(float64(100_000-FrameBurst) / FrameRate * float64(time.Second))
-	if w := flood.Wait(t0, 100_000, 0, 0); w < want-time.Millisecond || w > want+time.Millisecond {
-		t.Fatalf("a flood waits %v, want %v", w, want)
+	// A flood: 704 connections of a peer each past its burst by a
+	// record of 1,600 frames: two take the peer's burst, the others wait
+	// 8 s each for their own rate.
+	flood := netip.MustParseAddr("192.0.2.5")
+	waited := 0
+	for range 704 {
+		var fb FrameBudget
+		if w := fb.Wait(t0, FrameBurst+1600, 0, 0, (&Conn{Peers: r, Peer: flood}).TakeFrames); w > 0 {
+			waited++
+			if w != 8*time.Second {
+				t.Fatalf("a flood's connection waits %v, want 8s", w)
+			}
+		}
 	}
-	if w := flood.Wait(t0.Add(want), 200_000, 0, 0); w < 199*time.Second {
-		t.Fatalf("a flood's second part waits %v", w)
+	if waited != 702 {
+		t.Fatalf("%d of 704 flood connections waited, want 702", waited)
+	}
+	// A connection that waits FrameWaitMax with no request handled is
+	// exhausted; a request handled starts the count again.
+	var slow FrameBudget
+	cheapN := int64(FrameBurst)
+	for i := 0; !slow.Exhausted(); i++ {
+		if i > int(FrameWaitMax/time.Second) {
+			t.Fatal("never exhausted")
+		}
+		cheapN += FrameRate
+		slow.Wait(t0, cheapN, 0, 0, (*Conn)(nil).TakeFrames)
+	}
+	slow.Wait(t0, cheapN+1, 1, 0, (*Conn)(nil).TakeFrames)
+	if slow.Exhausted() {
+		t.Fatal("a request handled did not start the wait again")
+	}
+	// With no peers counted, the connection's own rate.
+	var lone FrameBudget
+	if w := lone.Wait(t0, FrameBurst+FrameRate, 0, 0, (*Conn)(nil).TakeFrames); w != time.Second {
+		t.Fatalf("a connection with no peer waits %v, want 1s", w)
 	}
 }

@@ -3,8 +3,11 @@ package server
 import (
 	"io"
 	"net"
+	"time"
 
 	"google.golang.org/grpc/credentials"
+
+	"github.com/classifierd/classifierd/internal/rapidreset"
 )
 
 // Streams grpc-go refuses in its transport, before any tap or stats
@@ -22,92 +25,6 @@ import (
 // start of each read every block counted until then was either tapped or
 // refused.
 
-// clientPreface opens every HTTP/2 connection.
-const clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-
-// HTTP/2 frame types and flags the scanner reads.
-const (
-	frameHeaders      = 0x1
-	frameContinuation = 0x9
-	flagEndHeaders    = 0x4
-)
-
-// h2Blocks counts the header blocks that open a client stream in an
-// HTTP/2 connection's bytes, fed as they are read. It keeps nine bytes of
-// state whatever the frames: payloads are skipped, never held.
-type h2Blocks struct {
-	preface int     // bytes of the client preface matched
-	hdr     [9]byte // a frame header being gathered
-	hn      int     // its bytes so far
-	skip    int     // payload bytes of the current frame still to come
-	ends    bool    // the current frame ends a block opening a stream
-	opening bool    // a block opening a stream awaits its END_HEADERS
-	last    uint32  // the highest stream id opened
-	blocks  int64   // blocks opening a stream, complete
-	off     bool    // not HTTP/2: nothing is counted
-}
-
-// feed scans p, or its start: it stops after the frame completing the
-// limit-th block (when limit > 0), and returns how many bytes it scanned.
-func (h *h2Blocks) feed(p []byte, limit int64) int {
-	total, stop := len(p), h.blocks+limit
-	for len(p) > 0 && !h.off && (limit <= 0 || h.blocks < stop) {
-		switch {
-		case h.preface < len(clientPreface):
-			n := min(len(p), len(clientPreface)-h.preface)
-			if string(p[:n]) != clientPreface[h.preface:h.preface+n] {
-				h.off = true
-				break
-			}
-			h.preface += n
-			p = p[n:]
-		case h.hn < len(h.hdr):
-			n := copy(h.hdr[h.hn:], p)
-			h.hn += n
-			p = p[n:]
-			if h.hn == len(h.hdr) {
-				h.frame()
-			}
-		default:
-			n := min(len(p), h.skip)
-			h.skip -= n
-			p = p[n:]
-		}
-		if h.hn == len(h.hdr) && h.skip == 0 {
-			if h.ends {
-				h.blocks++
-			}
-			h.hn, h.ends = 0, false
-		}
-	}
-	if h.off {
-		return total
-	}
-	return total - len(p)
-}
-
-// frame reads the frame header just gathered.
-func (h *h2Blocks) frame() {
-	b := h.hdr
-	h.skip = int(b[0])<<16 | int(b[1])<<8 | int(b[2])
-	typ, flags := b[3], b[4]
-	id := (uint32(b[5])<<24 | uint32(b[6])<<16 | uint32(b[7])<<8 | uint32(b[8])) & (1<<31 - 1)
-	switch typ {
-	case frameHeaders:
-		if id%2 == 1 && id > h.last {
-			h.last, h.opening = id, true
-		} else {
-			h.opening = false // trailers, or a stream the server refuses at once
-		}
-	case frameContinuation:
-	default:
-		return
-	}
-	if h.opening && flags&flagEndHeaders != 0 {
-		h.ends, h.opening = true, false
-	}
-}
-
 // BlocksPerRead bounds the streams a connection's client opens that one
 // read hands to grpc-go: it handles every frame of a read before it reads
 // again, and a read of 32 KiB holds 1,600 header blocks of 20 bytes (HPACK
@@ -117,9 +34,9 @@ func (h *h2Blocks) frame() {
 const BlocksPerRead = 16
 
 // frameGate hands a connection's bytes to grpc-go at most BlocksPerRead
-// opening blocks at a time, counting them (h2Blocks).
+// opening blocks at a time, counting them (rapidreset.H2Scan).
 type frameGate struct {
-	blocks  h2Blocks
+	blocks  rapidreset.H2Scan
 	pending []byte // read, not handed on yet
 	perr    error  // the error of the read that filled pending
 }
@@ -129,7 +46,7 @@ type frameGate struct {
 func (g *frameGate) read(r io.Reader, p []byte) (int, error) {
 	if len(g.pending) == 0 && g.perr == nil {
 		n, err := r.Read(p)
-		k := g.blocks.feed(p[:n], BlocksPerRead)
+		k := g.blocks.Feed(p[:n], BlocksPerRead)
 		if k < n {
 			g.pending, g.perr = append(g.pending[:0], p[k:n]...), err
 			return k, nil
@@ -137,7 +54,7 @@ func (g *frameGate) read(r io.Reader, p []byte) (int, error) {
 		return n, err
 	}
 	n := copy(p, g.pending)
-	k := g.blocks.feed(p[:n], BlocksPerRead)
+	k := g.blocks.Feed(p[:n], BlocksPerRead)
 	g.pending = g.pending[k:]
 	if len(g.pending) > 0 {
 		return k, nil
@@ -153,7 +70,7 @@ func (g *frameGate) read(r io.Reader, p []byte) (int, error) {
 // rule says so. It runs at the start of each read, when grpc-go has
 // handled every block read before.
 func (c *recvConn) settleUntapped() {
-	n := c.gate.blocks.blocks - c.tapped.Load() - c.untapped
+	n := c.gate.blocks.Blocks() - c.tapped.Load() - c.untapped
 	if n <= 0 || c.resets == nil {
 		return
 	}
@@ -168,13 +85,25 @@ func (c *recvConn) settleUntapped() {
 }
 
 // readCounted is c's read of its plaintext connection (or, through TLS,
-// of what frameConn deciphers): settled, then gated.
+// of what frameConn deciphers): settled, gated, and held to the cheap
+// frames' rate.
 func (c *recvConn) readCounted(r io.Reader, p []byte) (int, error) {
 	c.settleUntapped()
 	if c.caught.Load() {
 		return 0, net.ErrClosed
 	}
-	return c.gate.read(r, p)
+	n, err := c.gate.read(r, p)
+	if wait := c.budget.Wait(time.Now(), c.gate.blocks.Cheap(), c.tapped.Load(), c.wrote.Load(), c.resets.TakeFrames); wait > 0 {
+		// Control frames or small DATA frames past their rate
+		// (rapidreset.FrameBudget): what was read waits, unless the
+		// client has gone.
+		c.resets.Throttle()
+		if c.budget.Exhausted() || rapidreset.PeerGone(c.Conn) || !rapidreset.Sleep(wait, c.gone) || rapidreset.PeerGone(c.Conn) {
+			_ = c.Close()
+			return 0, net.ErrClosed
+		}
+	}
+	return n, err
 }
 
 // FrameCounting is creds, whose connections' deciphered bytes are

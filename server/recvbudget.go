@@ -175,7 +175,7 @@ func (g *RecvGuard) Listener(lis net.Listener) net.Listener {
 
 // wrap counts c, accepted with its early-reset count n.
 func (g *RecvGuard) wrap(c net.Conn, n *rapidreset.Conn) net.Conn {
-	rc := &recvConn{Conn: c, g: g, who: "grpc-conn:" + strconv.FormatInt(g.seq.Add(1), 10), peer: n.Peer, resets: n}
+	rc := &recvConn{Conn: c, g: g, who: "grpc-conn:" + strconv.FormatInt(g.seq.Add(1), 10), peer: n.Peer, resets: n, gone: make(chan struct{})}
 	rc.addr = recvAddr{Addr: c.RemoteAddr(), c: rc}
 	return rc
 }
@@ -231,6 +231,14 @@ type recvConn struct {
 	untapped int64
 	tapped   atomic.Int64
 	viaTLS   atomic.Bool
+	// budget holds the client's cheap frames to their rate
+	// (rapidreset.FrameBudget), used by the reader alone, credited with
+	// the calls tapped and the bytes written (wrote); gone is closed with
+	// the connection, ending a wait.
+	budget   rapidreset.FrameBudget
+	wrote    atomic.Int64
+	gone     chan struct{}
+	goneOnce sync.Once
 
 	// owed is the answers handed to the transport not yet all written
 	// (*owedAnswer, oldest first); stall checks, from stallFrom, that
@@ -265,6 +273,7 @@ func (c *recvConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	if n > 0 {
 		c.paid(int64(n))
+		c.wrote.Add(int64(n))
 	}
 	return n, err
 }
@@ -322,6 +331,11 @@ func (c *recvConn) Close() error {
 	if c.resets != nil {
 		c.resets.Closed()
 	}
+	c.goneOnce.Do(func() {
+		if c.gone != nil {
+			close(c.gone)
+		}
+	})
 	return c.Conn.Close()
 }
 

@@ -147,6 +147,13 @@ func h2Attack(t *testing.T, addr, path, token string, body []byte, conns, stream
 // HTTPS client that trusts the daemon's certificate.
 func h2Daemon(t *testing.T) (httpAddr, mcpAddr, maddr string, client *http.Client) {
 	t.Helper()
+	_, httpAddr, mcpAddr, maddr, client = h2DaemonGRPC(t)
+	return httpAddr, mcpAddr, maddr, client
+}
+
+// h2DaemonGRPC is h2Daemon, with the gRPC listener's address too.
+func h2DaemonGRPC(t *testing.T) (grpcAddr, httpAddr, mcpAddr, maddr string, client *http.Client) {
+	t.Helper()
 	pki := newCerts(t)
 	serverCert, _ := pki.leaf(t, "localhost")
 	tokens := filepath.Join(t.TempDir(), "tokens")
@@ -157,11 +164,12 @@ func h2Daemon(t *testing.T) (httpAddr, mcpAddr, maddr string, client *http.Clien
 	pool := x509.NewCertPool()
 	pool.AddCert(pki.ca)
 	tconf := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	opsDaemon(t, freeAddr(t), pki.dial(nil), "--index", genIndex(t, "testdata/mini.json"),
+	grpcAddr = freeAddr(t)
+	opsDaemon(t, grpcAddr, pki.dial(nil), "--index", genIndex(t, "testdata/mini.json"),
 		"--tls-cert", serverCert, "--tls-key", serverCert+".key", "--auth-token-file", tokens,
 		"--http-listen", httpAddr, "--mcp-listen", mcpAddr, "--metrics-listen", maddr)
 	client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tconf, ForceAttemptHTTP2: true}}
-	return httpAddr, mcpAddr, maddr, client
+	return grpcAddr, httpAddr, mcpAddr, maddr, client
 }
 
 // h2Route calls Route over HTTP/JSON with token and returns the status (0

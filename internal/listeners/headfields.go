@@ -1,6 +1,7 @@
 package listeners
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -8,7 +9,10 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/classifierd/classifierd/internal/rapidreset"
 )
 
 // MaxHeadLines bounds the lines of a request head (request line and header
@@ -56,7 +60,7 @@ func (l headListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	switch c.(type) {
-	case *headConn, *tls.Conn: // counted already, or HTTP/2 (serveTLS)
+	case *headConn, *h2Conn: // counted already, or HTTP/2 (serveTLS)
 		return c, nil
 	}
 	return &headConn{Conn: c, inHead: true}, nil
@@ -142,6 +146,14 @@ func (c *headConn) scan(b []byte) bool {
 // never-ended heads of tiny fields with no token raised the daemon's RSS
 // from 226 to 419 MB (the eleventh hostile pass). HTTP/2 heads are
 // bounded by net/http's own header list size.
+//
+// An HTTP/2 connection is handed on as an *h2Conn, which holds its
+// client's cheap frames to their rate above TLS
+// (rapidreset.FrameBudget): net/http takes it
+// for an unencrypted connection and serves it as HTTP/2 from its preface
+// (Protocols' UnencryptedHTTP2, on this TLS server only: the plaintext
+// listeners still do not speak h2c), its TLS state carried as an
+// HTTP/1.1 connection's is.
 func serveTLS(hs *http.Server, lis net.Listener) error {
 	cfg := hs.TLSConfig.Clone()
 	if len(cfg.NextProtos) == 0 {
@@ -149,10 +161,20 @@ func serveTLS(hs *http.Server, lis net.Listener) error {
 	}
 	// net/http configures HTTP/2 in Serve when its TLSConfig offers h2.
 	hs.TLSConfig = cfg
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetHTTP2(true)
+	protos.SetUnencryptedHTTP2(true)
+	hs.Protocols = &protos
 	prevCtx := hs.ConnContext
 	hs.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		if hc, ok := c.(*headConn); ok && hc.tls != nil {
-			ctx = context.WithValue(ctx, tlsStateKey{}, hc.tls)
+		switch c := c.(type) {
+		case *headConn:
+			if c.tls != nil {
+				ctx = context.WithValue(ctx, tlsStateKey{}, c.tls)
+			}
+		case *h2Conn:
+			ctx = context.WithValue(ctx, tlsStateKey{}, c.tls)
 		}
 		if prevCtx != nil {
 			ctx = prevCtx(ctx, c)
@@ -183,7 +205,7 @@ func withTLSState(next http.Handler) http.Handler {
 // handshakeListener accepts connections and makes their TLS handshakes,
 // each in its own goroutine within timeout (a client that never finishes
 // one holds no other back), and hands them on: an HTTP/2 connection as
-// its *tls.Conn, an HTTP/1.1 one as a *headConn counting its heads' lines
+// an *h2Conn holding its cheap frames to their rate, an HTTP/1.1 one as a *headConn counting its heads' lines
 // (limitHeadLines' Accept leaves a *headConn as it is).
 type handshakeListener struct {
 	net.Listener
@@ -239,9 +261,13 @@ func (l *handshakeListener) handshake(raw net.Conn) {
 		_ = raw.Close()
 		return
 	}
-	var c net.Conn = tc
-	if st := tc.ConnectionState(); st.NegotiatedProtocol != "h2" {
-		c = &headConn{Conn: tc, inHead: true, tls: &st}
+	st := tc.ConnectionState()
+	// An HTTP/1.1 connection is scanned too: net/http serves HTTP/2 on
+	// any of them that opens with its preface (serveTLS). The scanner
+	// is off from its first byte otherwise.
+	var c net.Conn = newH2Conn(tc, &st)
+	if st.NegotiatedProtocol != "h2" {
+		c = &headConn{Conn: c, inHead: true, tls: &st}
 	}
 	select {
 	case l.ready <- c:
@@ -276,3 +302,74 @@ func (l *handshakeListener) Close() error {
 	l.once.Do(func() { close(l.done) })
 	return l.Listener.Close()
 }
+
+// h2Conn is an HTTP/2 connection over TLS (serveTLS): what TLS deciphers
+// is read a record at a time into rd (net/http's HTTP/2 server reads a
+// frame's header, then its payload, straight from its connection),
+// scanned for its client's frames (rapidreset.H2Scan), and held to the
+// cheap frames' budget (rapidreset.FrameBudget, credited with the
+// requests its handlers saw and the bytes written): past it a read
+// waits. It has no ConnectionState method, so that net/http serves it as
+// the HTTP/2 its preface says (serveTLS).
+type h2Conn struct {
+	net.Conn // the *tls.Conn
+	tls      *tls.ConnectionState
+	n        *rapidreset.Conn // nil when the listener counts no resets
+	// rd, scan and budget are used by one reader at a time: net/http's
+	// read of the preface, then the HTTP/2 server's frame reader.
+	rd       *bufio.Reader
+	scan     rapidreset.H2Scan
+	budget   rapidreset.FrameBudget
+	wrote    atomic.Int64
+	gone     chan struct{}
+	goneOnce sync.Once
+}
+
+// h2ReadBuffer holds a TLS record's plaintext (16 KiB at most).
+const h2ReadBuffer = 16 << 10
+
+func newH2Conn(tc *tls.Conn, st *tls.ConnectionState) *h2Conn {
+	c := &h2Conn{Conn: tc, tls: st, n: rapidreset.ConnOf(tc), gone: make(chan struct{})}
+	c.rd = bufio.NewReaderSize(h2Records{c}, h2ReadBuffer)
+	return c
+}
+
+func (c *h2Conn) Read(p []byte) (int, error) { return c.rd.Read(p) }
+
+// h2Records reads c's TLS connection, a record at a time into c.rd.
+type h2Records struct{ c *h2Conn }
+
+func (r h2Records) Read(p []byte) (int, error) {
+	c := r.c
+	n, err := c.Conn.Read(p)
+	c.scan.Feed(p[:n], 0)
+	var requests int64
+	if c.n != nil {
+		requests = c.n.Requests()
+	} else {
+		requests = c.scan.Blocks()
+	}
+	if wait := c.budget.Wait(time.Now(), c.scan.Cheap(), requests, c.wrote.Load(), c.n.TakeFrames); wait > 0 {
+		c.n.Throttle()
+		if c.budget.Exhausted() || rapidreset.PeerGone(c.Conn) || !rapidreset.Sleep(wait, c.gone) || rapidreset.PeerGone(c.Conn) {
+			_ = c.Close()
+			return 0, net.ErrClosed
+		}
+	}
+	return n, err
+}
+
+func (c *h2Conn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.wrote.Add(int64(n))
+	return n, err
+}
+
+func (c *h2Conn) Close() error {
+	c.goneOnce.Do(func() { close(c.gone) })
+	return c.Conn.Close()
+}
+
+// NetConn is the TLS connection (rapidreset.ConnOf finds its count
+// through it).
+func (c *h2Conn) NetConn() net.Conn { return c.Conn }

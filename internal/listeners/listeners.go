@@ -547,6 +547,25 @@ func NewRegistry() *prometheus.Registry {
 	return reg
 }
 
+// Counter is a counter read from f when reg is scraped (Counters).
+type Counter struct {
+	Name, Help string
+	F          func() int64
+}
+
+// Counters registers each of cs on reg, as the daemon and the proxy
+// register the counts their guards keep.
+func Counters(reg prometheus.Registerer, cs ...Counter) error {
+	for _, c := range cs {
+		f := c.F
+		if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.Name, Help: c.Help},
+			func() float64 { return float64(f()) })); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ServeMetrics serves reg at addr/metrics in plain HTTP (--metrics-listen)
 // until ctx ends, its connections counted by conns (nil: not counted), a
 // keep-alive connection no scrape has used for idle closed; the returned

@@ -214,25 +214,16 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 		return nil, err
 	}
 	o.Recv.Peers().Log(log)
-	for _, c := range []struct {
-		name, help string
-		f          func() int64
-	}{
-		{"classifierd_grpc_early_reset_closes_total", "gRPC connections closed for resetting most of their calls before their message (an HTTP/2 rapid reset).", o.Recv.EarlyResetCloses},
-		{"classifierd_http_early_reset_closes_total", "HTTP/JSON and MCP connections closed for abandoning most of their requests before their answer (an HTTP/2 rapid reset).", o.Recv.Peers().HTTPCloses},
-		{"classifierd_grpc_health_flood_closes_total", "gRPC connections closed for 8 health checks refused past their rate (each connection may check 5 times a second after 10, past that its peer 200 a second after 2000); the peer is not penalized.", o.Recv.HealthFloodCloses},
-		{"classifierd_grpc_reset_penalties_total", "Peers penalized for abandoning many requests before their answer (gRPC, HTTP/JSON and MCP together) across their connections (each penalty lasts 30s).", o.Recv.PenalizedPeers},
-		{"classifierd_grpc_penalized_connections_held_total", "New connections (every listener) of penalized peers held back before any TLS or HTTP/2 work (a burst of 4, then 2 a second, are served in order); the local peer's (loopback, Unix socket) 200 ms at most, then served.", o.Recv.Peers().Held},
-		{"classifierd_grpc_penalized_connections_refused_total", "New connections (every listener) of penalized peers closed unserved: past the 64 held back per peer, or held 10s (a burst of 4, then 2 a second, are served in order).", o.Recv.PenalizedConnsRefused},
-	} {
-		if err := o.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
-			func() float64 { return float64(c.f()) })); err != nil {
-			return nil, err
-		}
-	}
-	if err := o.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "classifierd_grpc_stalled_connections_closed_total",
-		Help: "gRPC connections closed for leaving their answers unread a whole --write-stall-timeout."},
-		func() float64 { return float64(o.Recv.StalledClosed()) })); err != nil {
+	if err := listeners.Counters(o.Registry,
+		listeners.Counter{Name: "classifierd_grpc_early_reset_closes_total", Help: "gRPC connections closed for resetting most of their calls before their message (an HTTP/2 rapid reset).", F: o.Recv.EarlyResetCloses},
+		listeners.Counter{Name: "classifierd_http_early_reset_closes_total", Help: "HTTP/JSON and MCP connections closed for abandoning most of their requests before their answer (an HTTP/2 rapid reset).", F: o.Recv.Peers().HTTPCloses},
+		listeners.Counter{Name: "classifierd_http2_throttled_reads_total", Help: "Reads of HTTP/2 connections (gRPC, and HTTP/JSON and MCP over TLS) held back because their client sent frames that carry no request or large body (control frames, DATA frames under 1 KiB) past their own budget (256, 5 more per request handled, one per 4 KiB answered, 200 a second) and their peer's spare (2,000 a second): the connection is slowed; one that waited 30 s with no request is closed.", F: o.Recv.Peers().Throttled},
+		listeners.Counter{Name: "classifierd_grpc_health_flood_closes_total", Help: "gRPC connections closed for 8 health checks refused past their rate (each connection may check 5 times a second after 10, past that its peer 200 a second after 2000); the peer is not penalized.", F: o.Recv.HealthFloodCloses},
+		listeners.Counter{Name: "classifierd_grpc_reset_penalties_total", Help: "Peers penalized for abandoning many requests before their answer (gRPC, HTTP/JSON and MCP together) across their connections (each penalty lasts 30s).", F: o.Recv.PenalizedPeers},
+		listeners.Counter{Name: "classifierd_grpc_penalized_connections_held_total", Help: "New connections (every listener) of penalized peers held back before any TLS or HTTP/2 work (a burst of 4, then 2 a second, are served in order); the local peer's (loopback, Unix socket) 200 ms at most, then served.", F: o.Recv.Peers().Held},
+		listeners.Counter{Name: "classifierd_grpc_penalized_connections_refused_total", Help: "New connections (every listener) of penalized peers closed unserved: past the 64 held back per peer, or held 10s (a burst of 4, then 2 a second, are served in order).", F: o.Recv.PenalizedConnsRefused},
+		listeners.Counter{Name: "classifierd_grpc_stalled_connections_closed_total", Help: "gRPC connections closed for leaving their answers unread a whole --write-stall-timeout.", F: o.Recv.StalledClosed},
+	); err != nil {
 		return nil, err
 	}
 	if o.Conns, err = listeners.NewLimiter(listeners.ConnLimits{PerPeer: cfg.MaxConnsPerPeer, Total: cfg.MaxConns,
@@ -244,9 +235,9 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 		MaxQueueBytes: cfg.MaxWaitingBytes, MaxWait: cfg.MaxWaitingTime, StandingAfter: server.DefaultAdmissionStandingAfter,
 		IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: cfg.MinDeadline, DeadlineShare: cfg.DeadlineShare, Weights: cfg.weights,
 		Cores: runtime.GOMAXPROCS(0)})
-	if err := o.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "classifierd_admission_refused_past_rate_total",
-		Help: "Calls refused (RESOURCE_EXHAUSTED, 429) past their caller's rate of refusals (20 a second after a burst of 64), and MCP requests refused (429, JSON-RPC -32029) past their caller's --mcp-requests-per-second before the SDK read them: on HTTP/1.1 each answer closes its connection (Connection: close); none is an early reset."},
-		func() float64 { return float64(o.Admission.RefusalsPastRate() + sec.MCPRequests.Refused()) })); err != nil {
+	if err := listeners.Counters(o.Registry, listeners.Counter{Name: "classifierd_admission_refused_past_rate_total",
+		Help: "Calls refused (RESOURCE_EXHAUSTED, 429) past their caller's rate of refusals (20 a second after a burst of 64), and MCP requests refused (429, JSON-RPC -32029) past their caller's --mcp-requests-per-second before the SDK read them: on HTTP/1.1 each answer closes its connection (Connection: close); none is an early reset.",
+		F:    func() int64 { return o.Admission.RefusalsPastRate() + sec.MCPRequests.Refused() }}); err != nil {
 		return nil, err
 	}
 	if err := o.Metrics.Gauge("classifierd_admission_queue_depth", "Model calls waiting for a place.",

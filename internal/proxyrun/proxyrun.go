@@ -185,19 +185,14 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 	// thirteenth hostile pass cost the proxy 7.9 s of CPU in 10 s.
 	resets := rapidreset.New()
 	resets.Log(log)
-	for _, c := range []struct {
-		name, help string
-		f          func() int64
-	}{
-		{"classifierd_proxy_early_reset_closes_total", "MCP connections closed for abandoning most of their requests before their answer (an HTTP/2 rapid reset).", resets.HTTPCloses},
-		{"classifierd_proxy_reset_penalties_total", "Peers penalized for abandoning many requests before their answer across their connections (each penalty lasts 30s).", resets.Penalties},
-		{"classifierd_proxy_penalized_connections_held_total", "New connections of penalized peers held back before their TLS handshake (a burst of 4, then 2 a second, are served in order); the local peer's 200 ms at most, then served.", resets.Held},
-		{"classifierd_proxy_penalized_connections_refused_total", "New connections of penalized peers closed unserved: past the 64 held back per peer, or held 10s (a burst of 4, then 2 a second, are served in order).", resets.Refused},
-	} {
-		if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
-			func() float64 { return float64(c.f()) })); err != nil {
-			return err
-		}
+	if err := listeners.Counters(reg,
+		listeners.Counter{Name: "classifierd_proxy_early_reset_closes_total", Help: "MCP connections closed for abandoning most of their requests before their answer (an HTTP/2 rapid reset).", F: resets.HTTPCloses},
+		listeners.Counter{Name: "classifierd_proxy_throttled_reads_total", Help: "Reads of HTTP/2 MCP connections (over TLS) held back because their client sent frames that carry no request or large body past their rate (see classifierd_http2_throttled_reads_total).", F: resets.Throttled},
+		listeners.Counter{Name: "classifierd_proxy_reset_penalties_total", Help: "Peers penalized for abandoning many requests before their answer across their connections (each penalty lasts 30s).", F: resets.Penalties},
+		listeners.Counter{Name: "classifierd_proxy_penalized_connections_held_total", Help: "New connections of penalized peers held back before their TLS handshake (a burst of 4, then 2 a second, are served in order); the local peer's 200 ms at most, then served.", F: resets.Held},
+		listeners.Counter{Name: "classifierd_proxy_penalized_connections_refused_total", Help: "New connections of penalized peers closed unserved: past the 64 held back per peer, or held 10s (a burst of 4, then 2 a second, are served in order).", F: resets.Refused},
+	); err != nil {
+		return err
 	}
 	// The proxy's request bodies in flight, bounded as the daemon's are
 	// (--max-body-bytes-in-flight's defaults): each body is bounded by
@@ -215,9 +210,9 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 		MaxQueueBytes: server.DefaultAdmissionMaxQueueBytes, MaxWait: server.DefaultAdmissionMaxWait,
 		StandingAfter: server.DefaultAdmissionStandingAfter, IdleAfter: server.DefaultAdmissionIdleAfter, MinDeadline: 2 * time.Millisecond,
 		Cores: runtime.GOMAXPROCS(0)})
-	if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "classifierd_proxy_refused_past_rate_total",
-		Help: "MCP requests refused (429, JSON-RPC -32029) past their caller's --mcp-requests-per-second before the SDK read them, and calls refused past their caller's rate of refusals (20 a second after a burst of 64): on HTTP/1.1 each answer closes its connection (Connection: close)."},
-		func() float64 { return float64(adm.RefusalsPastRate() + sec.MCPRequests.Refused()) })); err != nil {
+	if err := listeners.Counters(reg, listeners.Counter{Name: "classifierd_proxy_refused_past_rate_total",
+		Help: "MCP requests refused (429, JSON-RPC -32029) past their caller's --mcp-requests-per-second before the SDK read them, and calls refused past their caller's rate of refusals (20 a second after a burst of 64): on HTTP/1.1 each answer closes its connection (Connection: close).",
+		F:    func() int64 { return adm.RefusalsPastRate() + sec.MCPRequests.Refused() }}); err != nil {
 		return err
 	}
 	src, closeSrc, err := isolate(pool, perIdentity, cfg, poolOpts, reg, log)

@@ -83,7 +83,10 @@ type Peers struct {
 	// closed (the queue full, or held too long), httpCloses the HTTP
 	// connections closed by the rule.
 	penalized, refused, httpCloses, held atomic.Int64
-	onPenalty                            func(peer netip.Addr, resets, calls int64, until time.Time)
+	// throttled counts the reads of HTTP/2 connections held back for
+	// their cheap frames (FrameBudget), on every listener of the Peers.
+	throttled atomic.Int64
+	onPenalty func(peer netip.Addr, resets, calls int64, until time.Time)
 }
 
 type peerResets struct {
@@ -93,6 +96,12 @@ type peerResets struct {
 	// The connections a penalized peer may still open: a token bucket.
 	tokens float64
 	last   time.Time
+	// frames is the peer's cheap frames past its connections' own
+	// budgets (FrameBudget): a token bucket, in frames, at ftokens when
+	// flast.
+	ftokens float64
+	flast   time.Time
+	fstart  bool
 }
 
 // New returns empty Peers on the wall clock.
@@ -240,6 +249,9 @@ type Conn struct {
 	// wire counts the bytes read (on Listener's connections), for the
 	// overhead of a chunked body (ChunkedOverhead).
 	wire atomic.Int64
+	// requests counts the HTTP requests that reached the handler
+	// (Serve), credited to the connection's FrameBudget.
+	requests atomic.Int64
 }
 
 // Pipelined reports whether the connection has written since it last

@@ -117,6 +117,18 @@ func Open(cfg Config) (*Security, error) {
 	return s, nil
 }
 
+// tls12AEAD are the TLS 1.2 cipher suites every listener offers (TLS
+// 1.3's are all allowed): those HTTP/2 allows (RFC 9113 9.2.2). net/http
+// refused HTTP/2 over the others itself, until its HTTP/2 listeners
+// served HTTP/2 on connections it does not see as TLS (the listeners'
+// serveTLS, to read their frames): the twentieth hostile pass was
+// served over ECDHE-ECDSA-AES128-SHA. gRPC is HTTP/2 too.
+var tls12AEAD = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
 // openTLS loads the certificate (swapped on SIGHUP) and the client CA.
 func (s *Security) openTLS() (*tls.Config, error) {
 	var cert atomic.Pointer[tls.Certificate]
@@ -132,7 +144,7 @@ func (s *Security) openTLS() (*tls.Config, error) {
 		return nil, err
 	}
 	s.Reloaders = append(s.Reloaders, Reloader{Name: "TLS certificate", Reload: load})
-	conf := &tls.Config{MinVersion: tls.VersionTLS12,
+	conf := &tls.Config{MinVersion: tls.VersionTLS12, CipherSuites: tls12AEAD,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert.Load(), nil }}
 	if s.cfg.TLSClientCA != "" {
 		pem, err := os.ReadFile(s.cfg.TLSClientCA)

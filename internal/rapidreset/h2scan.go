@@ -1,0 +1,117 @@
+package rapidreset
+
+// ClientPreface opens every HTTP/2 connection.
+const ClientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// HTTP/2 frame types and flags the scanner reads.
+const (
+	frameData         = 0x0
+	frameHeaders      = 0x1
+	frameContinuation = 0x9
+	flagEndHeaders    = 0x4
+)
+
+// H2Scan reads an HTTP/2 connection's frame headers from its client's
+// bytes, fed as they are read: it counts the header blocks that open a
+// stream (Blocks), and the frames that carry no large body (Cheap). It
+// keeps nine bytes of state whatever the frames: payloads are skipped,
+// never held.
+type H2Scan struct {
+	preface int     // bytes of the client preface matched
+	hdr     [9]byte // a frame header being gathered
+	hn      int     // its bytes so far
+	skip    int     // payload bytes of the current frame still to come
+	ends    bool    // the current frame ends a block opening a stream
+	opening bool    // a block opening a stream awaits its END_HEADERS
+	last    uint32  // the highest stream id opened
+	blocks  int64   // blocks opening a stream, complete
+	data    int64   // DATA frames
+	bytes   int64   // their payload bytes
+	cheap   int64   // frames but DATA of DataFrameBytes or more (FrameBudget)
+	off     bool    // not HTTP/2: nothing is counted
+}
+
+// Blocks is how many header blocks opening a stream were fed whole.
+func (h *H2Scan) Blocks() int64 { return h.blocks }
+
+// Off reports that the connection is not HTTP/2: it did not open with
+// the client preface, and nothing is counted.
+func (h *H2Scan) Off() bool { return h.off }
+
+// Feed scans p, or its start: it stops after the frame completing the
+// limit-th block (when limit > 0) from here, and returns how many bytes
+// it scanned.
+func (h *H2Scan) Feed(p []byte, limit int64) int {
+	total, stop := len(p), h.blocks+limit
+	for len(p) > 0 && !h.off && (limit <= 0 || h.blocks < stop) {
+		switch {
+		case h.preface < len(ClientPreface):
+			n := min(len(p), len(ClientPreface)-h.preface)
+			if string(p[:n]) != ClientPreface[h.preface:h.preface+n] {
+				h.off = true
+				break
+			}
+			h.preface += n
+			p = p[n:]
+		case h.hn < len(h.hdr):
+			n := copy(h.hdr[h.hn:], p)
+			h.hn += n
+			p = p[n:]
+			if h.hn == len(h.hdr) {
+				h.frame()
+			}
+		default:
+			n := min(len(p), h.skip)
+			h.skip -= n
+			p = p[n:]
+		}
+		if h.hn == len(h.hdr) && h.skip == 0 {
+			if h.ends {
+				h.blocks++
+			}
+			h.hn, h.ends = 0, false
+		}
+	}
+	if h.off {
+		return total
+	}
+	return total - len(p)
+}
+
+// frame reads the frame header just gathered.
+func (h *H2Scan) frame() {
+	b := h.hdr
+	h.skip = int(b[0])<<16 | int(b[1])<<8 | int(b[2])
+	typ, flags := b[3], b[4]
+	id := (uint32(b[5])<<24 | uint32(b[6])<<16 | uint32(b[7])<<8 | uint32(b[8])) & (1<<31 - 1)
+	if typ != frameData || h.skip < DataFrameBytes {
+		h.cheap++
+	}
+	switch typ {
+	case frameData:
+		h.data++
+		h.bytes += int64(h.skip)
+		return
+	case frameHeaders:
+		if id%2 == 1 && id > h.last {
+			h.last, h.opening = id, true
+		} else {
+			h.opening = false // trailers, or a stream the server refuses at once
+		}
+	case frameContinuation:
+	default:
+		return
+	}
+	if h.opening && flags&flagEndHeaders != 0 {
+		h.ends, h.opening = true, false
+	}
+}
+
+// Cheap is how many frames were fed that carry no large body: every
+// frame but a DATA frame of DataFrameBytes or more (FrameBudget).
+func (h *H2Scan) Cheap() int64 { return h.cheap }
+
+// DataFrameBytes: a DATA frame of this many bytes or more costs its
+// client what it costs the server (its bytes' encryption and sending);
+// a smaller one is cheap (FrameBudget).
+const DataFrameBytes = 1 << 10

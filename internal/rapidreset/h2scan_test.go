@@ -1,0 +1,213 @@
+package rapidreset
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// TestH2ScanCountsOpeningBlocks: the scanner counts a header block
+// that opens a stream once its last frame has arrived whole, whatever
+// the reads' boundaries; trailers, frames of other types and a
+// connection that is not HTTP/2 count nothing.
+func TestH2ScanCountsOpeningBlocks(t *testing.T) {
+	var b bytes.Buffer
+	b.WriteString(ClientPreface)
+	fr := http2.NewFramer(&b, nil)
+	block := []byte("\x82\x86\x84") // any bytes: the scanner reads no header block
+	steps := []struct {
+		write func() error
+		want  int64 // blocks counted once this frame is whole
+	}{
+		{func() error { return fr.WriteSettings() }, 0},
+		{func() error {
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndHeaders: true})
+		}, 1},
+		{func() error { return fr.WriteData(1, false, make([]byte, 300)) }, 1},
+		{func() error {
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndHeaders: true, EndStream: true})
+		}, 1}, // trailers
+		{func() error { return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: block}) }, 1},
+		{func() error { return fr.WritePing(false, [8]byte{}) }, 1},
+		{func() error { return fr.WriteContinuation(3, true, block) }, 2},
+		{func() error { return fr.WriteRSTStream(3, http2.ErrCodeCancel) }, 2},
+		{func() error {
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 2, BlockFragment: block, EndHeaders: true})
+		}, 2}, // an even id opens nothing
+		{func() error {
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 7, BlockFragment: make([]byte, 5000), EndHeaders: true})
+		}, 3},
+	}
+	var ends []int
+	for _, s := range steps {
+		if err := s.write(); err != nil {
+			t.Fatal(err)
+		}
+		ends = append(ends, b.Len())
+	}
+	wire := b.Bytes()
+	for _, chunk := range []int{1, 7, 4096, len(wire)} {
+		var h H2Scan
+		from := 0
+		for i, end := range ends {
+			for from < end {
+				n := min(chunk, end-from)
+				h.Feed(wire[from:from+n], 0)
+				from += n
+				if from < end && h.blocks != max(0, steps[max(0, i-1)].want) && i > 0 {
+					t.Fatalf("chunks of %d: %d blocks before frame %d is whole, want %d", chunk, h.blocks, i, steps[i-1].want)
+				}
+			}
+			if chunk == 1 && h.blocks != steps[i].want {
+				t.Fatalf("chunks of %d: %d blocks after frame %d, want %d", chunk, h.blocks, i, steps[i].want)
+			}
+		}
+		if h.blocks != 3 {
+			t.Fatalf("chunks of %d: %d blocks, want 3", chunk, h.blocks)
+		}
+	}
+	var h H2Scan
+	h.Feed([]byte("GET / HTTP/1.1\r\n\r\n"+ClientPreface), 0)
+	if !h.off || h.blocks != 0 {
+		t.Fatalf("not HTTP/2: off %v, %d blocks", h.off, h.blocks)
+	}
+}
+
+// TestH2ScanCheap: every frame is cheap but a DATA frame of
+// DataFrameBytes or more.
+func TestH2ScanCheap(t *testing.T) {
+	var b bytes.Buffer
+	b.WriteString(ClientPreface)
+	fr := http2.NewFramer(&b, nil)
+	for _, w := range []func() error{
+		func() error { return fr.WriteSettings() },
+		func() error {
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte("\x83\x86"), EndHeaders: true})
+		},
+		func() error { return fr.WriteData(1, false, make([]byte, DataFrameBytes-1)) },
+		func() error { return fr.WriteData(1, false, make([]byte, DataFrameBytes)) }, // not cheap
+		func() error { return fr.WriteData(1, true, nil) },
+		func() error { return fr.WriteWindowUpdate(0, 1) },
+		func() error { return fr.WriteRSTStream(1, http2.ErrCodeCancel) },
+		func() error { return fr.WritePriority(3, http2.PriorityParam{Weight: 1}) },
+		func() error { return fr.WritePing(false, [8]byte{}) },
+	} {
+		if err := w(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var h H2Scan
+	for _, c := range b.Bytes() { // a byte at a time
+		h.Feed([]byte{c}, 0)
+	}
+	if h.Cheap() != 8 || h.Blocks() != 1 {
+		t.Fatalf("cheap %d, blocks %d; want 8, 1", h.Cheap(), h.Blocks())
+	}
+}
+
+// TestFrameBudget: a connection's cheap frames pass up to its own
+// FrameBurst, refilled by FramesPerRequest for each request handled, one
+// for each FrameCreditBytes written and FrameRate a second; past that
+// they come out of what its peer has left of PeerFrameRate, or wait for
+// the connection's own rate. An honest client's frames never wait; a
+// flood's connections share the peer's rate and then wait for their own,
+// and none waits behind another.
+func TestFrameBudget(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	r := NewAt(func() time.Time { return t0 })
+	peer := netip.MustParseAddr("192.0.2.1")
+	c := &Conn{Peers: r, Peer: peer}
+	var b FrameBudget
+	if w := b.Wait(t0, FrameBurst, 0, 0, c.TakeFrames); w != 0 {
+		t.Fatalf("the burst waits %v", w)
+	}
+	// Credits: two requests and 8 KiB written pay for 12 more.
+	n := int64(FrameBurst + 2*FramesPerRequest + 2)
+	if w := b.Wait(t0, n, 2, 2*FrameCreditBytes, c.TakeFrames); w != 0 {
+		t.Fatalf("credited frames wait %v", w)
+	}
+	// Past its own: the peer's burst, taken whole or not at all.
+	n += PeerFrameBurst - 1
+	if w := b.Wait(t0, n, 2, 2*FrameCreditBytes, c.TakeFrames); w != 0 {
+		t.Fatalf("the peer's burst waits %v", w)
+	}
+	n += FrameRate
+	if w := b.Wait(t0, n, 2, 2*FrameCreditBytes, c.TakeFrames); w != time.Second {
+		t.Fatalf("past the peer's burst, %d frames wait %v, want 1s of the connection's rate", FrameRate, w)
+	}
+	// A second later the connection has paid, and the peer has
+	// PeerFrameRate again.
+	n += PeerFrameRate - 1
+	if w := b.Wait(t0.Add(time.Second), n, 2, 2*FrameCreditBytes, c.TakeFrames); w != 0 {
+		t.Fatalf("a second later, the peer's rate waits %v", w)
+	}
+	// Another connection of the peer, past its own burst, waits for its
+	// own rate only, whatever the first took.
+	var b2 FrameBudget
+	if w := b2.Wait(t0.Add(time.Second), FrameBurst+FrameRate/2, 0, 0, (&Conn{Peers: r, Peer: peer}).TakeFrames); w != time.Second/2 {
+		t.Fatalf("the peer's second connection waits %v, want 500ms", w)
+	}
+
+	// An honest client: 20,000 requests on one connection, each a
+	// HEADERS and a small DATA frame, and a WINDOW_UPDATE for every 8
+	// KiB of answers of 1 KiB each; and a body written in 2,000 pieces
+	// of 100 bytes (one request), from its own budget and its peer's.
+	var honest FrameBudget
+	hc := &Conn{Peers: r, Peer: netip.MustParseAddr("192.0.2.3")}
+	var cheap, written int64
+	for i := range int64(20_000) {
+		cheap += 2
+		if i%8 == 7 {
+			cheap++
+		}
+		if w := honest.Wait(t0, cheap, i, written, hc.TakeFrames); w != 0 {
+			t.Fatalf("request %d of an honest client waits %v", i, w)
+		}
+		written += 1 << 10
+	}
+	var pieces FrameBudget
+	if w := pieces.Wait(t0, 2000, 1, 0, (&Conn{Peers: r, Peer: netip.MustParseAddr("192.0.2.4")}).TakeFrames); w != 0 {
+		t.Fatalf("a body in 2,000 pieces waits %v", w)
+	}
+
+	// A flood: 704 connections of a peer each past its burst by a
+	// record of 1,600 frames: two take the peer's burst, the others wait
+	// 8 s each for their own rate.
+	flood := netip.MustParseAddr("192.0.2.5")
+	waited := 0
+	for range 704 {
+		var fb FrameBudget
+		if w := fb.Wait(t0, FrameBurst+1600, 0, 0, (&Conn{Peers: r, Peer: flood}).TakeFrames); w > 0 {
+			waited++
+			if w != 8*time.Second {
+				t.Fatalf("a flood's connection waits %v, want 8s", w)
+			}
+		}
+	}
+	if waited != 702 {
+		t.Fatalf("%d of 704 flood connections waited, want 702", waited)
+	}
+	// A connection that waits FrameWaitMax with no request handled is
+	// exhausted; a request handled starts the count again.
+	var slow FrameBudget
+	cheapN := int64(FrameBurst)
+	for i := 0; !slow.Exhausted(); i++ {
+		if i > int(FrameWaitMax/time.Second) {
+			t.Fatal("never exhausted")
+		}
+		cheapN += FrameRate
+		slow.Wait(t0, cheapN, 0, 0, (*Conn)(nil).TakeFrames)
+	}
+	slow.Wait(t0, cheapN+1, 1, 0, (*Conn)(nil).TakeFrames)
+	if slow.Exhausted() {
+		t.Fatal("a request handled did not start the wait again")
+	}
+	// With no peers counted, the connection's own rate.
+	var lone FrameBudget
+	if w := lone.Wait(t0, FrameBurst+FrameRate, 0, 0, (*Conn)(nil).TakeFrames); w != time.Second {
+		t.Fatalf("a connection with no peer waits %v, want 1s", w)
+	}
+}

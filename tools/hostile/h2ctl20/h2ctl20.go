@@ -18,33 +18,15 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-)
 
-func cpu(pid string) float64 {
-	if pid == "" {
-		var ru syscall.Rusage
-		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-	}
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	var u, s float64
-	fmt.Sscan(f[11], &u)
-	fmt.Sscan(f[12], &s)
-	return (u + s) / 100
-}
+	"github.com/classifierd/classifierd/tools/hostile/internal/probe"
+)
 
 var (
 	addr     = flag.String("addr", "127.0.0.1:47301", "")
@@ -76,7 +58,7 @@ var framesSent, bytesSent atomic.Int64
 
 func main() {
 	flag.Parse()
-	c0, d0 := cpu(""), cpu(*pid)
+	c0, d0 := probe.CPUSeconds(""), probe.CPUSeconds(*pid)
 	t0 := time.Now()
 	end := t0.Add(time.Duration(*secs * float64(time.Second)))
 	var wg sync.WaitGroup
@@ -90,14 +72,13 @@ func main() {
 		}()
 	}
 	wg.Wait()
-	load, _ := os.ReadFile("/proc/loadavg")
-	cc, dc := cpu("")-c0, cpu(*pid)-d0
+	cc, dc := probe.CPUSeconds("")-c0, probe.CPUSeconds(*pid)-d0
 	ratio := 0.0
 	if cc > 0 {
 		ratio = dc / cc
 	}
 	fmt.Printf("h2p mode %s ctrl %s frame %d per %d: %v frames %d bytes %d in %.1fs, client CPU %.2fs, daemon CPU %.2fs (%.2fx), load %s\n",
-		*mode, *ctrl, *frame, *per, st.m, framesSent.Load(), bytesSent.Load(), time.Since(t0).Seconds(), cc, dc, ratio, strings.Fields(string(load))[0])
+		*mode, *ctrl, *frame, *per, st.m, framesSent.Load(), bytesSent.Load(), time.Since(t0).Seconds(), cc, dc, ratio, probe.LoadAvg())
 }
 
 func runConn(end time.Time) {

@@ -3,7 +3,6 @@ package server
 import (
 	"io"
 	"net"
-	"time"
 
 	"google.golang.org/grpc/credentials"
 
@@ -93,15 +92,12 @@ func (c *recvConn) readCounted(r io.Reader, p []byte) (int, error) {
 		return 0, net.ErrClosed
 	}
 	n, err := c.gate.read(r, p)
-	if wait := c.budget.Wait(time.Now(), c.gate.blocks.Cheap(), c.tapped.Load(), c.wrote.Load(), c.resets.TakeFrames); wait > 0 {
-		// Control frames or small DATA frames past their rate
-		// (rapidreset.FrameBudget): what was read waits, unless the
-		// client has gone.
-		c.resets.Throttle()
-		if c.budget.Exhausted() || rapidreset.PeerGone(c.Conn) || !rapidreset.Sleep(wait, c.gone) || rapidreset.PeerGone(c.Conn) {
-			_ = c.Close()
-			return 0, net.ErrClosed
-		}
+	// Control frames or small DATA frames past their rate
+	// (rapidreset.FrameBudget): what was read waits, unless the client
+	// has gone.
+	if !c.resets.Hold(&c.budget, c.Conn, c.gone, c.gate.blocks.Cheap(), c.tapped.Load(), c.wrote.Load()) {
+		_ = c.Close()
+		return 0, net.ErrClosed
 	}
 	return n, err
 }

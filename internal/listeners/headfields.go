@@ -349,12 +349,9 @@ func (r h2Records) Read(p []byte) (int, error) {
 	} else {
 		requests = c.scan.Blocks()
 	}
-	if wait := c.budget.Wait(time.Now(), c.scan.Cheap(), requests, c.wrote.Load(), c.n.TakeFrames); wait > 0 {
-		c.n.Throttle()
-		if c.budget.Exhausted() || rapidreset.PeerGone(c.Conn) || !rapidreset.Sleep(wait, c.gone) || rapidreset.PeerGone(c.Conn) {
-			_ = c.Close()
-			return 0, net.ErrClosed
-		}
+	if !c.n.Hold(&c.budget, c.Conn, c.gone, c.scan.Cheap(), requests, c.wrote.Load()) {
+		_ = c.Close()
+		return 0, net.ErrClosed
 	}
 	return n, err
 }

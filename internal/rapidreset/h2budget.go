@@ -135,28 +135,36 @@ func (r *Peers) takeFrames(peer netip.Addr, n int64, now time.Time) bool {
 	return true
 }
 
-// PeerGone reports whether c's client has closed or reset its end (on
-// Linux; false elsewhere): a connection waiting for its rate is closed
-// then, rather than read on from what its client had sent.
-func PeerGone(c net.Conn) bool { return peerGone(c) }
+// Hold charges the cheap frames a connection of c has read so far to
+// its budget b, crediting its requests and the bytes written (running
+// counts, as FrameBudget.Wait), and past the budget counts the read as
+// held and waits. It reports false when the connection is to be closed
+// instead: it has waited FrameWaitMax with no request handled
+// (Exhausted), its client has gone (raw's TCP state: a connection
+// waiting for its rate is not read on from what a departed client had
+// sent), or gone was closed while it waited. c may be nil (no peers
+// counted): the connection's own rate alone.
+func (c *Conn) Hold(b *FrameBudget, raw net.Conn, gone <-chan struct{}, cheap, requests, written int64) bool {
+	wait := b.Wait(time.Now(), cheap, requests, written, c.TakeFrames)
+	if wait <= 0 {
+		return true
+	}
+	if c != nil && c.Peers != nil {
+		c.Peers.throttled.Add(1)
+	}
+	return !b.Exhausted() && !peerGone(raw) && sleep(wait, gone) && !peerGone(raw)
+}
 
 // Throttled counts the reads held back by FrameBudget on every
 // listener counting to r.
 func (r *Peers) Throttled() int64 { return r.throttled.Load() }
 
-// Throttle counts a read of c held back (FrameBudget).
-func (c *Conn) Throttle() {
-	if c != nil && c.Peers != nil {
-		c.Peers.throttled.Add(1)
-	}
-}
-
 // Requests is how many HTTP requests of the connection reached the
 // server's handler (Serve), credited to its FrameBudget.
 func (c *Conn) Requests() int64 { return c.requests.Load() }
 
-// Sleep waits d, or until done is closed (false).
-func Sleep(d time.Duration, done <-chan struct{}) bool {
+// sleep waits d, or until done is closed (false).
+func sleep(d time.Duration, done <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -25,18 +25,12 @@ type H2Scan struct {
 	opening bool    // a block opening a stream awaits its END_HEADERS
 	last    uint32  // the highest stream id opened
 	blocks  int64   // blocks opening a stream, complete
-	data    int64   // DATA frames
-	bytes   int64   // their payload bytes
 	cheap   int64   // frames but DATA of DataFrameBytes or more (FrameBudget)
 	off     bool    // not HTTP/2: nothing is counted
 }
 
 // Blocks is how many header blocks opening a stream were fed whole.
 func (h *H2Scan) Blocks() int64 { return h.blocks }
-
-// Off reports that the connection is not HTTP/2: it did not open with
-// the client preface, and nothing is counted.
-func (h *H2Scan) Off() bool { return h.off }
 
 // Feed scans p, or its start: it stops after the frame completing the
 // limit-th block (when limit > 0) from here, and returns how many bytes
@@ -88,10 +82,6 @@ func (h *H2Scan) frame() {
 		h.cheap++
 	}
 	switch typ {
-	case frameData:
-		h.data++
-		h.bytes += int64(h.skip)
-		return
 	case frameHeaders:
 		if id%2 == 1 && id > h.last {
 			h.last, h.opening = id, true

@@ -21,16 +21,7 @@ import (
 // rate gets the same under "id": null; a batch's messages each count; another
 // caller is served meanwhile; each refusal is counted.
 func TestRateRefusesBeforeTheHandler(t *testing.T) {
-	rate := NewRequestRate(0.001, 3) // no refill within the test
-	var handled atomic.Int64
-	g := Guard{MaxBody: 1 << 20, JSONOnly: true, CountValues: true, Messages: MCPMessages, Refuse: RefuseMCP, Rate: rate,
-		Auth: func(r *http.Request) (server.Caller, error) { return server.Caller{Name: r.Header.Get("X-Who")}, nil }}
-	ts := httptest.NewServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		handled.Add(1)
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.WriteHeader(http.StatusAccepted)
-	})))
-	defer ts.Close()
+	ts, rate, handled := rateServer(t, 3, func(w http.ResponseWriter) { w.WriteHeader(http.StatusAccepted) })
 	type answer struct {
 		ID    json.RawMessage `json:"id"` // "null" for null, empty for no member
 		Error *struct {
@@ -124,14 +115,7 @@ func TestLeadingIDAsTheSDKHoldsIt(t *testing.T) {
 // for, with "id": null; one whose id was found carries it. The
 // nineteenth hostile pass (LOW 8): no id member at all.
 func TestRefusalWithoutIDSaysNull(t *testing.T) {
-	rate := NewRequestRate(0.001, 1) // no refill within the test
-	g := Guard{MaxBody: 1 << 20, JSONOnly: true, CountValues: true, Messages: MCPMessages, Refuse: RefuseMCP, Rate: rate,
-		Auth: func(r *http.Request) (server.Caller, error) { return server.Caller{Name: "carol"}, nil }}
-	ts := httptest.NewServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.WriteHeader(http.StatusAccepted)
-	})))
-	defer ts.Close()
+	ts, _, _ := rateServer(t, 1, func(w http.ResponseWriter) { w.WriteHeader(http.StatusAccepted) })
 	send := func(method, body string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, ts.URL+"/mcp", strings.NewReader(body))
@@ -181,16 +165,9 @@ func TestRefusalWithoutIDSaysNull(t *testing.T) {
 // (or DELETEs) of an unknown session in 8 s on 4 kept-alive connections,
 // none refused or closed, at 1.5 times the flooder's CPU.
 func TestRateCountsGetAndDelete(t *testing.T) {
-	rate := NewRequestRate(0.001, 4) // no refill within the test
-	var handled atomic.Int64
-	g := Guard{MaxBody: 1 << 20, JSONOnly: true, CountValues: true, Messages: MCPMessages, Refuse: RefuseMCP, Rate: rate,
-		Auth: func(r *http.Request) (server.Caller, error) { return server.Caller{Name: r.Header.Get("X-Who")}, nil }}
-	ts := httptest.NewServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		handled.Add(1)
-		_, _ = io.Copy(io.Discard, r.Body)
+	ts, rate, handled := rateServer(t, 4, func(w http.ResponseWriter) {
 		http.Error(w, "session not found", http.StatusNotFound) // the SDK, of an unknown session
-	})))
-	defer ts.Close()
+	})
 	send := func(who, method string) *http.Response {
 		t.Helper()
 		var body io.Reader
@@ -235,4 +212,29 @@ func TestRateCountsGetAndDelete(t *testing.T) {
 	if resp := send("bob", http.MethodGet); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("bob's GET while carol is past her rate: %s", resp.Status)
 	}
+}
+
+// rateServer serves, behind a guard holding each caller (X-Who, carol
+// when none) to burst MCP requests (no refill within a test), a handler
+// that reads the body and answers with answer; it returns the server
+// (closed with the test), the rate and how many requests the handler saw.
+func rateServer(t *testing.T, burst int, answer func(http.ResponseWriter)) (*httptest.Server, *RequestRate, *atomic.Int64) {
+	t.Helper()
+	rate := NewRequestRate(0.001, burst)
+	handled := new(atomic.Int64)
+	g := Guard{MaxBody: 1 << 20, JSONOnly: true, CountValues: true, Messages: MCPMessages, Refuse: RefuseMCP, Rate: rate,
+		Auth: func(r *http.Request) (server.Caller, error) {
+			who := r.Header.Get("X-Who")
+			if who == "" {
+				who = "carol"
+			}
+			return server.Caller{Name: who}, nil
+		}}
+	ts := httptest.NewServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handled.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		answer(w)
+	})))
+	t.Cleanup(ts.Close)
+	return ts, rate, handled
 }

@@ -60,10 +60,9 @@ const (
 type FrameBudget struct {
 	tokens   float64
 	last     time.Time
-	charged  int64 // cheap frames charged
-	requests int64 // requests credited
-	units    int64 // FrameCreditBytes written, credited
-	started  bool
+	charged  int64         // cheap frames charged
+	requests int64         // requests credited
+	units    int64         // FrameCreditBytes written, credited
 	waited   time.Duration // since a request was last credited
 }
 
@@ -77,8 +76,8 @@ func (b *FrameBudget) Exhausted() bool { return b.waited >= FrameWaitMax }
 // peer's if it has that many left (peer: Conn.TakeFrames), and returns
 // how long the reader should wait for its own rate otherwise (0: none).
 func (b *FrameBudget) Wait(now time.Time, cheap, requests, written int64, peer func(n int64, now time.Time) bool) time.Duration {
-	if !b.started {
-		b.started, b.tokens, b.last = true, FrameBurst, now
+	if b.last.IsZero() {
+		b.tokens, b.last = FrameBurst, now
 	}
 	if dt := now.Sub(b.last); dt > 0 {
 		b.tokens += dt.Seconds() * FrameRate
@@ -121,8 +120,8 @@ func (r *Peers) takeFrames(peer netip.Addr, n int64, now time.Time) bool {
 	if p == nil {
 		return false
 	}
-	if !p.fstart {
-		p.fstart, p.ftokens, p.flast = true, PeerFrameBurst, now
+	if p.flast.IsZero() {
+		p.ftokens, p.flast = PeerFrameBurst, now
 	}
 	if dt := now.Sub(p.flast); dt > 0 {
 		p.ftokens = min(p.ftokens+dt.Seconds()*PeerFrameRate, PeerFrameBurst)

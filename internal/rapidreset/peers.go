@@ -96,12 +96,11 @@ type peerResets struct {
 	// The connections a penalized peer may still open: a token bucket.
 	tokens float64
 	last   time.Time
-	// frames is the peer's cheap frames past its connections' own
-	// budgets (FrameBudget): a token bucket, in frames, at ftokens when
-	// flast.
+	// The peer's cheap frames past its connections' own budgets
+	// (FrameBudget): a token bucket, in frames, at ftokens when flast
+	// (zero: full).
 	ftokens float64
 	flast   time.Time
-	fstart  bool
 }
 
 // New returns empty Peers on the wall clock.

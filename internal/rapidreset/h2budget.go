@@ -40,6 +40,19 @@ import (
 // a connection whose client has gone is closed rather than read on
 // (PeerGone). An honest connection stays within its own budget (its
 // requests and answers pay for its frames).
+//
+// The pass after that kept each of 500 to 1,500 loopback connections
+// just inside its own budget (FrameRate cheap frames a second, a TLS
+// record a second): none was ever held, and the daemon spent 2.2 to 3
+// times the client's CPU (0.3-0.6 of a core), since a connection's own
+// rate was charged to no one. So what is past a connection's burst,
+// credits and its peer's spare is paid at its own rate and also queued
+// on its peer's share of its connections' own rates, PeerOwnRate a
+// second (Conn.ReserveOwn), in the order it came: the connections of a
+// peer that pay for nothing get that much a second across them however
+// many they are, each waiting its turn (one whose turn is further than
+// FrameWaitMax is closed), while each of its honest connections goes on
+// paying its way with its requests and answers.
 const (
 	FrameBurst       = 256
 	FramesPerRequest = 5
@@ -47,6 +60,10 @@ const (
 	FrameRate        = 200
 	PeerFrameRate    = 2000
 	PeerFrameBurst   = 4096
+	// PeerOwnRate: the own rates (FrameRate) of a peer's connections
+	// are paid out of this many cheap frames a second, after as many at
+	// once: fifty connections on their whole rate together.
+	PeerOwnRate = 10000
 	// FrameWaitMax: a connection that has waited this long in all since
 	// a request of it was last handled is closed (Exhausted). A client
 	// that sent its flood and went sends no FIN until the flood is read
@@ -58,8 +75,8 @@ const (
 // FrameBudget counts one connection's cheap frames against its own
 // budget. Its reader alone calls Wait.
 type FrameBudget struct {
-	tokens   float64
-	last     time.Time
+	tokens   float64       // the burst and the credits left
+	paid     time.Time     // what was past them is paid at FrameRate until then
 	charged  int64         // cheap frames charged
 	requests int64         // requests credited
 	units    int64         // FrameCreditBytes written, credited
@@ -70,18 +87,18 @@ type FrameBudget struct {
 // a request of it was last handled: its reader closes it.
 func (b *FrameBudget) Exhausted() bool { return b.waited >= FrameWaitMax }
 
-// Wait charges the cheap frames read so far (cheap, a running count),
-// credits the requests handled and the bytes written so far (running
-// counts too), takes what is past the connection's own budget from its
-// peer's if it has that many left (peer: Conn.TakeFrames), and returns
-// how long the reader should wait for its own rate otherwise (0: none).
-func (b *FrameBudget) Wait(now time.Time, cheap, requests, written int64, peer func(n int64, now time.Time) bool) time.Duration {
-	if b.last.IsZero() {
-		b.tokens, b.last = FrameBurst, now
-	}
-	if dt := now.Sub(b.last); dt > 0 {
-		b.tokens += dt.Seconds() * FrameRate
-		b.last = now
+// Wait charges the cheap frames read so far (cheap, a running count)
+// and credits the requests handled and the bytes written so far
+// (running counts too). What is past the connection's budget is taken
+// from its peer's spare if it has that many left (c.TakeFrames), or paid
+// in the order it came at the connection's own rate (FrameRate, after a
+// burst of FrameBurst) and out of its peer's share of its connections'
+// own rates (c.ReserveOwn): Wait returns how long the reader should wait
+// for both (0: none). c may be nil (no peers counted): the connection's
+// own rate alone.
+func (b *FrameBudget) Wait(now time.Time, cheap, requests, written int64, c *Conn) time.Duration {
+	if b.paid.IsZero() {
+		b.tokens, b.paid = FrameBurst, now
 	}
 	if requests > b.requests {
 		b.waited = 0
@@ -94,13 +111,59 @@ func (b *FrameBudget) Wait(now time.Time, cheap, requests, written int64, peer f
 	if b.tokens >= 0 {
 		return 0
 	}
-	if peer(int64(-b.tokens+1), now) {
-		b.tokens = 0
+	d := -b.tokens
+	b.tokens = 0
+	if c.TakeFrames(int64(d+1), now) {
 		return 0
 	}
-	wait := time.Duration(-b.tokens / FrameRate * float64(time.Second))
+	b.paid = later(b.paid, now).Add(frames(d, FrameRate))
+	wait := max(b.paid.Sub(now)-frames(FrameBurst, FrameRate), 0)
+	peer, ok := c.ReserveOwn(d, now, FrameWaitMax-b.waited)
+	if !ok {
+		b.waited = FrameWaitMax
+		return FrameWaitMax
+	}
+	wait = max(wait, peer)
 	b.waited += wait
 	return wait
+}
+
+// frames is how long n frames take at rate a second.
+func frames(n, rate float64) time.Duration { return time.Duration(n / rate * float64(time.Second)) }
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// ReserveOwn queues n cheap frames of a connection's own rate on what
+// its peer has of PeerOwnRate a second (after a second's worth at once),
+// behind those its other connections queued, and returns how long until
+// they are paid, unless that is longer than most (false: nothing
+// queued). With no peers counted, or past maxPeers of them: 0, true.
+func (c *Conn) ReserveOwn(n float64, now time.Time, most time.Duration) (time.Duration, bool) {
+	if c == nil || c.Peers == nil {
+		return 0, true
+	}
+	return c.Peers.reserveOwn(c.Peer, n, now, most)
+}
+
+func (r *Peers) reserveOwn(peer netip.Addr, n float64, now time.Time, most time.Duration) (time.Duration, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.entryLocked(peer, now)
+	if p == nil {
+		return 0, true
+	}
+	paid := later(p.opaid, now).Add(frames(n, PeerOwnRate))
+	wait := max(paid.Sub(now)-time.Second, 0)
+	if wait > most {
+		return 0, false
+	}
+	p.opaid = paid
+	return wait, true
 }
 
 // TakeFrames takes n cheap frames from what the connection's peer has
@@ -144,7 +207,7 @@ func (r *Peers) takeFrames(peer netip.Addr, n int64, now time.Time) bool {
 // sent), or gone was closed while it waited. c may be nil (no peers
 // counted): the connection's own rate alone.
 func (c *Conn) Hold(b *FrameBudget, raw net.Conn, gone <-chan struct{}, cheap, requests, written int64) bool {
-	wait := b.Wait(time.Now(), cheap, requests, written, c.TakeFrames)
+	wait := b.Wait(time.Now(), cheap, requests, written, c)
 	if wait <= 0 {
 		return true
 	}

@@ -121,33 +121,38 @@ func TestFrameBudget(t *testing.T) {
 	peer := netip.MustParseAddr("192.0.2.1")
 	c := &Conn{Peers: r, Peer: peer}
 	var b FrameBudget
-	if w := b.Wait(t0, FrameBurst, 0, 0, c.TakeFrames); w != 0 {
+	if w := b.Wait(t0, FrameBurst, 0, 0, c); w != 0 {
 		t.Fatalf("the burst waits %v", w)
 	}
 	// Credits: two requests and 8 KiB written pay for 12 more.
 	n := int64(FrameBurst + 2*FramesPerRequest + 2)
-	if w := b.Wait(t0, n, 2, 2*FrameCreditBytes, c.TakeFrames); w != 0 {
+	if w := b.Wait(t0, n, 2, 2*FrameCreditBytes, c); w != 0 {
 		t.Fatalf("credited frames wait %v", w)
 	}
 	// Past its own: the peer's burst, taken whole or not at all.
 	n += PeerFrameBurst - 1
-	if w := b.Wait(t0, n, 2, 2*FrameCreditBytes, c.TakeFrames); w != 0 {
+	if w := b.Wait(t0, n, 2, 2*FrameCreditBytes, c); w != 0 {
 		t.Fatalf("the peer's burst waits %v", w)
 	}
+	// Then the connection's own rate, after a burst of FrameBurst.
+	n += FrameBurst
+	if w := b.Wait(t0, n, 2, 2*FrameCreditBytes, c); w != 0 {
+		t.Fatalf("past the peer's burst, the connection's own burst waits %v", w)
+	}
 	n += FrameRate
-	if w := b.Wait(t0, n, 2, 2*FrameCreditBytes, c.TakeFrames); w != time.Second {
-		t.Fatalf("past the peer's burst, %d frames wait %v, want 1s of the connection's rate", FrameRate, w)
+	if w := b.Wait(t0, n, 2, 2*FrameCreditBytes, c); w != time.Second {
+		t.Fatalf("past its own burst, %d frames wait %v, want 1s of the connection's rate", FrameRate, w)
 	}
 	// A second later the connection has paid, and the peer has
 	// PeerFrameRate again.
 	n += PeerFrameRate - 1
-	if w := b.Wait(t0.Add(time.Second), n, 2, 2*FrameCreditBytes, c.TakeFrames); w != 0 {
+	if w := b.Wait(t0.Add(time.Second), n, 2, 2*FrameCreditBytes, c); w != 0 {
 		t.Fatalf("a second later, the peer's rate waits %v", w)
 	}
 	// Another connection of the peer, past its own burst, waits for its
 	// own rate only, whatever the first took.
 	var b2 FrameBudget
-	if w := b2.Wait(t0.Add(time.Second), FrameBurst+FrameRate/2, 0, 0, (&Conn{Peers: r, Peer: peer}).TakeFrames); w != time.Second/2 {
+	if w := b2.Wait(t0.Add(time.Second), 2*FrameBurst+FrameRate/2, 0, 0, &Conn{Peers: r, Peer: peer}); w != time.Second/2 {
 		t.Fatalf("the peer's second connection waits %v, want 500ms", w)
 	}
 
@@ -163,32 +168,43 @@ func TestFrameBudget(t *testing.T) {
 		if i%8 == 7 {
 			cheap++
 		}
-		if w := honest.Wait(t0, cheap, i, written, hc.TakeFrames); w != 0 {
+		if w := honest.Wait(t0, cheap, i, written, hc); w != 0 {
 			t.Fatalf("request %d of an honest client waits %v", i, w)
 		}
 		written += 1 << 10
 	}
 	var pieces FrameBudget
-	if w := pieces.Wait(t0, 2000, 1, 0, (&Conn{Peers: r, Peer: netip.MustParseAddr("192.0.2.4")}).TakeFrames); w != 0 {
+	if w := pieces.Wait(t0, 2000, 1, 0, &Conn{Peers: r, Peer: netip.MustParseAddr("192.0.2.4")}); w != 0 {
 		t.Fatalf("a body in 2,000 pieces waits %v", w)
 	}
 
 	// A flood: 704 connections of a peer each past its burst by a
-	// record of 1,600 frames: two take the peer's burst, the others wait
-	// 8 s each for their own rate.
+	// record of 1,600 frames: two take the peer's burst; the others wait
+	// for their own rate (6.72 s past its burst) and their turn in the
+	// peer's share of its connections' own rates, and those whose turn
+	// is further than FrameWaitMax are closed.
 	flood := netip.MustParseAddr("192.0.2.5")
-	waited := 0
+	var waited, closed int
+	var queued float64
 	for range 704 {
 		var fb FrameBudget
-		if w := fb.Wait(t0, FrameBurst+1600, 0, 0, (&Conn{Peers: r, Peer: flood}).TakeFrames); w > 0 {
+		w := fb.Wait(t0, FrameBurst+1600, 0, 0, &Conn{Peers: r, Peer: flood})
+		switch {
+		case fb.Exhausted():
+			closed++
+		case w > 0:
 			waited++
-			if w != 8*time.Second {
-				t.Fatalf("a flood's connection waits %v, want 8s", w)
+			queued += 1600
+			if own := frames(1600-FrameBurst, FrameRate); w < own {
+				t.Fatalf("a flood's connection waits %v, less than its own rate's %v", w, own)
 			}
 		}
 	}
-	if waited != 702 {
-		t.Fatalf("%d of 704 flood connections waited, want 702", waited)
+	if waited+closed != 702 || closed == 0 {
+		t.Fatalf("of 704 flood connections %d waited and %d were closed, want 702 in all and some closed", waited, closed)
+	}
+	if most := (FrameWaitMax + time.Second).Seconds() * PeerOwnRate; queued > most {
+		t.Fatalf("the flood's connections queued %.0f frames, more than the %.0f the peer's share pays in FrameWaitMax", queued, most)
 	}
 	// A connection that waits FrameWaitMax with no request handled is
 	// exhausted; a request handled starts the count again.
@@ -199,15 +215,109 @@ func TestFrameBudget(t *testing.T) {
 			t.Fatal("never exhausted")
 		}
 		cheapN += FrameRate
-		slow.Wait(t0, cheapN, 0, 0, (*Conn)(nil).TakeFrames)
+		slow.Wait(t0, cheapN, 0, 0, nil)
 	}
-	slow.Wait(t0, cheapN+1, 1, 0, (*Conn)(nil).TakeFrames)
+	slow.Wait(t0, cheapN+1, 1, 0, nil)
 	if slow.Exhausted() {
 		t.Fatal("a request handled did not start the wait again")
 	}
 	// With no peers counted, the connection's own rate.
 	var lone FrameBudget
-	if w := lone.Wait(t0, FrameBurst+FrameRate, 0, 0, (*Conn)(nil).TakeFrames); w != time.Second {
+	if w := lone.Wait(t0, 2*FrameBurst+FrameRate, 0, 0, nil); w != time.Second {
 		t.Fatalf("a connection with no peer waits %v, want 1s", w)
+	}
+}
+
+// TestFrameBudgetPeerOwnRate: a peer's connections that each keep just
+// inside their own rate (a record of FrameRate cheap frames a second, no
+// request) have PeerOwnRate and the peer's spare a second handled across
+// them, however many they are; fifty of them alone have all theirs
+// handled; an honest connection of the same peer, paying with its
+// requests, never waits; another peer's connections are not charged for
+// them.
+func TestFrameBudgetPeerOwnRate(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	r := NewAt(func() time.Time { return t0 })
+	const step = 10 * time.Millisecond
+
+	// handled simulates conns connections of peer for secs seconds,
+	// each sent a record at the start of each of its seconds (their
+	// seconds staggered by step), read a record at a time when not
+	// held, and returns the frames handled (their hold over) in each
+	// second; a connection closed (Exhausted) handles no more.
+	handled := func(peer netip.Addr, conns, secs int) []int64 {
+		type conn struct {
+			b      FrameBudget
+			c      *Conn
+			read   int64
+			until  time.Time
+			closed bool
+		}
+		cs := make([]conn, conns)
+		for i := range cs {
+			cs[i].c = &Conn{Peers: r, Peer: peer}
+		}
+		out := make([]int64, secs+int(FrameWaitMax/time.Second)+2)
+		for tick := range secs * int(time.Second/step) {
+			now := t0.Add(time.Duration(tick) * step)
+			for i := range cs {
+				c := &cs[i]
+				since := now.Sub(t0) - time.Duration(i%100)*step
+				if c.closed || since < 0 || now.Before(c.until) || c.read >= int64(since/time.Second+1)*FrameRate {
+					continue
+				}
+				c.read += FrameRate
+				w := c.b.Wait(now, c.read, 0, 0, c.c)
+				if c.b.Exhausted() {
+					c.closed = true
+					continue
+				}
+				c.until = now.Add(w)
+				out[int(c.until.Sub(t0)/time.Second)] += FrameRate
+			}
+		}
+		return out[:secs]
+	}
+
+	few := handled(netip.MustParseAddr("192.0.2.8"), PeerOwnRate/FrameRate, 20)
+	for s, n := range few[1:] {
+		if n != PeerOwnRate {
+			t.Fatalf("second %d: %d of fifty paced connections' frames handled, want all %d", s+1, n, PeerOwnRate)
+		}
+	}
+
+	const many, secs = 1500, 40
+	flood := netip.MustParseAddr("192.0.2.7")
+	got := handled(flood, many, secs)
+	if got[0] != many*FrameRate {
+		t.Fatalf("the first second (the connections' bursts) handled %d, want %d", got[0], many*FrameRate)
+	}
+	// From the fifth second: the peer's share of its connections' own
+	// rates and its spare, with its spare's burst once.
+	var after int64
+	for _, n := range got[5:] {
+		after += n
+	}
+	if most := int64((secs-5)*(PeerOwnRate+PeerFrameRate) + PeerFrameBurst); after > most {
+		t.Fatalf("1,500 paced connections had %d frames handled in %d s, more than %d", after, secs-5, most)
+	}
+	if after < (secs-5)*PeerOwnRate/2 {
+		t.Fatalf("1,500 paced connections had %d frames handled in %d s: the peer's share was not handed out", after, secs-5)
+	}
+
+	// Meanwhile an honest connection of the flood's peer (a request a
+	// second, a HEADERS, a DATA and a WINDOW_UPDATE for each, and 1 KiB
+	// of answer), and a paced connection of another peer, never wait.
+	now := t0.Add(secs * time.Second)
+	var honest, other FrameBudget
+	hc, oc := &Conn{Peers: r, Peer: flood}, &Conn{Peers: r, Peer: netip.MustParseAddr("192.0.2.9")}
+	for s := range int64(600) {
+		at := now.Add(time.Duration(s) * time.Second)
+		if w := honest.Wait(at, 3*s, s, s<<10, hc); w != 0 {
+			t.Fatalf("second %d: an honest connection of the flooding peer waits %v", s, w)
+		}
+		if w := other.Wait(at, FrameRate*(s+1), 0, 0, oc); w != 0 {
+			t.Fatalf("second %d: another peer's paced connection waits %v", s, w)
+		}
 	}
 }

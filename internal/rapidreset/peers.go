@@ -101,6 +101,9 @@ type peerResets struct {
 	// (zero: full).
 	ftokens float64
 	flast   time.Time
+	// The own rates of the peer's connections (FrameBudget,
+	// PeerOwnRate): what they queued is paid until opaid.
+	opaid time.Time
 }
 
 // New returns empty Peers on the wall clock.

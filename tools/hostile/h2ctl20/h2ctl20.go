@@ -6,7 +6,9 @@
 //	malformed: stream = HEADERS with a block missing :path (server RSTs, no handler) + -per DATA frames
 //	pre     : -per malformed HEADERS (no :path: RST by net/http, no handler, yet counted as opened streams by H2Scan), wait for their RSTs, then 256+16*streams-margin 1-byte DATA frames on those closed streams, again and again
 //	closed  : stream = HEADERS GET with END_STREAM, then -per DATA frames on the (half-)closed stream
-//	ctrl    : -ctrl kind flood: wu (WINDOW_UPDATE conn), wus (WINDOW_UPDATE on closed stream), prio, rst (RST on closed stream), ping, settings, empty (empty DATA on closed stream)
+//	ctrl    : -ctrl kind flood: wu (WINDOW_UPDATE conn), wus (WINDOW_UPDATE on closed stream), prio, rst (RST on closed stream), ping, settings, empty (empty DATA on closed stream);
+//	          with -pace N, N such frames a second per connection in one write (each connection
+//	          kept inside its own budget), the connections' seconds staggered
 //
 // Pipelines streams with at most -inflight outstanding. Prints stats, client CPU and daemon CPU (-pid).
 package main
@@ -17,6 +19,7 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -44,6 +47,7 @@ var (
 	bodyStr  = flag.String("body", "", "body content (repeated/cut to per*frame)")
 	margin   = flag.Int("margin", 8, "frames kept under the bound in pre mode")
 	h1pre    = flag.Bool("h1alpn", false, "negotiate http/1.1 then send preface")
+	pace     = flag.Int("pace", 0, "ctrl mode: send this many frames a second per connection, in one TLS record (0: 256 at a time, unpaced)")
 )
 
 type stats struct {
@@ -216,6 +220,13 @@ func runConn(end time.Time) {
 	}
 	writeErr := false
 	var totalBlocks, dataSent int64
+	batch, tick := 256, time.Now()
+	if *pace > 0 {
+		batch = *pace
+		// Stagger the connections' seconds.
+		time.Sleep(time.Duration(rand.Int64N(int64(time.Second))))
+		tick = time.Now()
+	}
 	for time.Now().Before(end) && !closed.Load() && !writeErr {
 		if *mode != "ctrl" {
 			for outstanding.Load() >= int64(*inflight) && !closed.Load() && time.Now().Before(end) {
@@ -302,7 +313,7 @@ func runConn(end time.Time) {
 				headers(true, false)
 				sid += 2
 			}
-			for k := 0; k < 256; k++ {
+			for k := 0; k < batch; k++ {
 				switch *ctrl {
 				case "wu":
 					fr.WriteWindowUpdate(0, 1)
@@ -327,6 +338,10 @@ func runConn(end time.Time) {
 		if err != nil {
 			st.add("werr", 1)
 			writeErr = true
+		}
+		if *pace > 0 && *mode == "ctrl" {
+			tick = tick.Add(time.Second)
+			time.Sleep(time.Until(tick))
 		}
 	}
 	if !closed.Load() && *mode != "ctrl" {

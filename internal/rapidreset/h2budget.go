@@ -1,6 +1,7 @@
 package rapidreset
 
 import (
+	"math"
 	"net"
 	"net/netip"
 	"time"
@@ -113,17 +114,27 @@ func (b *FrameBudget) Wait(now time.Time, cheap, requests, written int64, c *Con
 	}
 	d := -b.tokens
 	b.tokens = 0
-	if c.TakeFrames(int64(d+1), now) {
+	// The connection's own rate first, when it and its peer's share pay
+	// for d at once; then the peer's spare, d frames rounded up; then
+	// both, waited for. (The spare first, charged d+1, had a lone
+	// connection streaming a body a frame at a time take twice as long:
+	// each frame took two of the spare.)
+	paid := later(b.paid, now).Add(frames(d, FrameRate))
+	own := max(paid.Sub(now)-frames(FrameBurst, FrameRate), 0)
+	if _, ok := c.ReserveOwn(d, now, 0); ok && own == 0 {
+		b.paid = paid
 		return 0
 	}
-	b.paid = later(b.paid, now).Add(frames(d, FrameRate))
-	wait := max(b.paid.Sub(now)-frames(FrameBurst, FrameRate), 0)
+	if c.TakeFrames(int64(math.Ceil(d)), now) {
+		return 0
+	}
 	peer, ok := c.ReserveOwn(d, now, FrameWaitMax-b.waited)
 	if !ok {
 		b.waited = FrameWaitMax
 		return FrameWaitMax
 	}
-	wait = max(wait, peer)
+	b.paid = paid
+	wait := max(own, peer)
 	b.waited += wait
 	return wait
 }

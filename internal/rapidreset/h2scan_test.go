@@ -321,3 +321,27 @@ func TestFrameBudgetPeerOwnRate(t *testing.T) {
 		}
 	}
 }
+
+// TestFrameBudgetOwnRateBeforeSpare: a lone connection streaming a body
+// in small frames (no credits: a DATA frame of 10 bytes read at a time)
+// is paid by its own rate and its peer's spare together, as before the
+// peer's share: 20,000 frames in about (20,000 - FrameBurst -
+// PeerFrameBurst) / (FrameRate + PeerFrameRate) seconds. With the spare
+// tried first and charged a frame more than the deficit (d+1 where the
+// old fractional deficit rounded down), it took twice as long.
+func TestFrameBudgetOwnRateBeforeSpare(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	r := NewAt(func() time.Time { return t0 })
+	c := &Conn{Peers: r, Peer: netip.MustParseAddr("192.0.2.10")}
+	var b FrameBudget
+	now, sent := t0, int64(0)
+	for sent < 20_000 {
+		sent++
+		now = now.Add(b.Wait(now, sent, 0, 0, c) + 100*time.Microsecond)
+	}
+	took := now.Sub(t0)
+	want := frames(20_000-FrameBurst-PeerFrameBurst, FrameRate+PeerFrameRate)
+	if took > want+want/10 {
+		t.Fatalf("20,000 frames took %v, want about %v", took, want)
+	}
+}

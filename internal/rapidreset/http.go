@@ -144,8 +144,8 @@ type httpConn struct {
 const HTTP1PipelinedMax = 8
 
 // flushWriter records the answer's status and whether the handler
-// flushed it (an event stream), and on HTTP/1.1 (h1) has the answer of a
-// request refused past its caller's rate (past) close the connection.
+// flushed it (an event stream), and has the answer of a request refused
+// past its caller's rate (past) close the connection (GOAWAY on HTTP/2).
 // It keeps the writer's Hijack (HTTP/1.1 upgrades), and Unwrap for
 // http.ResponseController.
 type flushWriter struct {
@@ -217,9 +217,11 @@ func (b *chunkedBody) Read(p []byte) (int, error) {
 }
 
 func (w *flushWriter) WriteHeader(code int) {
-	if w.status.CompareAndSwap(0, int32(code)) && w.h1 && (w.closing || w.past() || w.body != nil && (!w.body.ended.Load() || w.body.cut.Load())) {
-		// net/http closes the connection after an answer that says so,
-		// and reads nothing more of it (what was pipelined is dropped).
+	if w.status.CompareAndSwap(0, int32(code)) && (w.past() || w.h1 && (w.closing || w.body != nil && (!w.body.ended.Load() || w.body.cut.Load()))) {
+		// net/http closes the connection after an answer that says so:
+		// on HTTP/1.1 it reads nothing more of it (what was pipelined
+		// is dropped); on HTTP/2 it sends GOAWAY, answers the streams
+		// open before it and closes the connection once they end.
 		w.Header().Set("Connection", "close")
 	}
 	w.ResponseWriter.WriteHeader(code)

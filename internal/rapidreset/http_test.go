@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -486,5 +487,58 @@ func TestChunkedBodiesBounded(t *testing.T) {
 		case c.status == http.StatusOK && c.path == "/read" && string(msg) != fmt.Sprintf("read %d", 512<<10):
 			t.Fatalf("%s: %q, want the whole body read", c.path, msg)
 		}
+	}
+}
+
+// TestServeClosesHTTP2PastRate: on HTTP/2 the answer to a request
+// refused past its caller's rate has net/http send GOAWAY, so the
+// client's next request goes on a new connection (the twenty-first
+// hostile pass: MCP requests past a caller's rate over HTTP/2, 12,000
+// refusals a second on four connections, never closed); a refusal
+// within the rate and an answer keep the connection, and the peer is
+// never penalized.
+func TestServeClosesHTTP2PastRate(t *testing.T) {
+	peers, ts := resetServer(t)
+	c := ts.Client()
+	do := func(path string) (status int, reused bool) {
+		t.Helper()
+		var got httptrace.GotConnInfo
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { got = i }})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer x")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("%s answered over %s, want HTTP/2", path, resp.Proto)
+		}
+		return resp.StatusCode, got.Reused
+	}
+	do("/")
+	if st, r := do("/busy"); st != http.StatusTooManyRequests || !r {
+		t.Fatalf("/busy: %d, reused %v; want 429 on the open connection", st, r)
+	}
+	if _, r := do("/"); !r {
+		t.Fatal("a refusal within the rate closed the connection")
+	}
+	for i := range 3 {
+		if st, _ := do("/pastrate"); st != http.StatusTooManyRequests {
+			t.Fatalf("/pastrate: %d, want 429", st)
+		}
+		if _, r := do("/"); r {
+			t.Fatalf("refusal %d past the rate: the next request went on the same connection", i)
+		}
+	}
+	if _, r := do("/detached"); !r {
+		t.Fatal("/detached did not go on the connection opened after the last refusal")
+	}
+	if _, r := do("/"); r {
+		t.Fatal("a refusal past the rate on the MCP SDK's own context kept the connection")
+	}
+	if peers.Penalties() != 0 {
+		t.Fatalf("refusals past the rate penalized the peer %d times", peers.Penalties())
 	}
 }

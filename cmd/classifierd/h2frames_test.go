@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/classifierd/classifierd/internal/listeners"
 	"github.com/classifierd/classifierd/internal/rapidreset"
 )
 
@@ -194,5 +197,58 @@ func TestTLS12OnlyAEAD(t *testing.T) {
 				t.Errorf("%s, TLS 1.2 with %v: handshake error %v, want success %v", addr, tls.CipherSuiteName(tc.suites[0]), err, tc.ok)
 			}
 		}
+	}
+}
+
+// TestHTTPPageRate: the explain page is served with no token, so the
+// twenty-first hostile pass asked for it over HTTP/2 as fast as the
+// streams allowed (82,520 answers in 10 s on 4 connections, the daemon
+// 4.75 times the client's CPU). Now a peer gets listeners.PagesBurst of
+// its files and then PagesPerSecond a second; past that a request is
+// refused 429 with Retry-After, and its connection sent GOAWAY, so the
+// next request takes a new one. An API call with a token is not held
+// back by the page's rate.
+func TestHTTPPageRate(t *testing.T) {
+	_, httpAddr, _, _, client := h2DaemonGRPC(t)
+	var ok, refused, fresh int
+	start := time.Now()
+	for range listeners.PagesBurst + 60 {
+		var got httptrace.GotConnInfo
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { got = i }})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+httpAddr+"/", nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("the page answered over %s, want HTTP/2", resp.Proto)
+		}
+		if !got.Reused {
+			fresh++
+		}
+		switch resp.StatusCode {
+		case http.StatusOK:
+			ok++
+		case http.StatusTooManyRequests:
+			refused++
+			if resp.Header.Get("Retry-After") == "" {
+				t.Fatal("a 429 of the page without Retry-After")
+			}
+		default:
+			t.Fatalf("the page answered %d", resp.StatusCode)
+		}
+	}
+	most := listeners.PagesBurst + int(listeners.PagesPerSecond*time.Since(start).Seconds()) + 1
+	t.Logf("%d answered, %d refused, %d connections", ok, refused, fresh)
+	if ok > most || refused == 0 {
+		t.Fatalf("%d of %d page requests answered and %d refused, want at most %d answered", ok, listeners.PagesBurst+60, refused, most)
+	}
+	if fresh < refused {
+		t.Fatalf("%d refusals past the page's rate on %d connections: each should close its own", refused, fresh)
+	}
+	if st, _, err := h2Route(client, httpAddr, bobToken); err != nil || st != http.StatusOK {
+		t.Fatalf("bob's Route beside the page's refusals: %d, %v", st, err)
 	}
 }

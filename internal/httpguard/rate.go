@@ -65,6 +65,10 @@ func NewRequestRate(perSecond float64, burst int) *RequestRate {
 	return &RequestRate{perSecond: perSecond, burst: max(burst, 1), by: map[string]*rate.Limiter{}}
 }
 
+// Allow takes a request of who's rate now, and counts a refusal when
+// there is no room for it.
+func (q *RequestRate) Allow(who string) bool { return q.allow(who, 1) }
+
 // allow takes n requests of who's rate now, and counts a refusal when
 // there is no room for them.
 func (q *RequestRate) allow(who string, n int) bool {

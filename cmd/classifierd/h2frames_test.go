@@ -179,8 +179,9 @@ func cheapFrames(t *testing.T, addr, path, ctype, alpn string, window bool, size
 // times the client's CPU over 64 connections, another identity's Route
 // p99 114-350 ms). net/http read each frame, buffered or discarded it,
 // and answered each one on the closed stream with a RST_STREAM. Now
-// every DATA frame is charged to the connection's rapidreset.FrameBudget,
-// each KiB of body a handler reads credits one back, and each RST_STREAM
+// every DATA frame is charged to the connection's rapidreset.FrameBudget
+// (a frame a KiB of its size), each KiB of body a handler reads credits
+// one back, and each RST_STREAM
 // the server writes is charged as well: the server answers at most about
 // the budget's worth of them, on --http-listen and --mcp-listen, while
 // an honest body written a KiB at a time (a DATA frame each, all read)
@@ -188,20 +189,26 @@ func cheapFrames(t *testing.T, addr, path, ctype, alpn string, window bool, size
 func TestH2RefusedBodyCharged(t *testing.T) {
 	_, httpAddr, mcpAddr, maddr, client := h2DaemonGRPC(t)
 	throttled := func() float64 { return scrape(t, maddr)["classifierd_http2_throttled_reads_total"] }
-	for _, tc := range []struct{ name, addr, path string }{
-		{"http", httpAddr, "/classifier.v1.ClassifierService/Route"},
-		{"mcp", mcpAddr, "/mcp"},
+	for _, tc := range []struct {
+		name, addr, path string
+		kib              int // the DATA frames' size
+	}{
+		{"http", httpAddr, "/classifier.v1.ClassifierService/Route", 1},
+		{"mcp", mcpAddr, "/mcp", 1},
+		// Charged by their size: a frame of 16 KiB is 16 frames' worth.
+		{"http, frames of 16 KiB", httpAddr, "/classifier.v1.ClassifierService/Route", 16},
 	} {
 		before := throttled()
-		sent, rsts, took := cheapFrames(t, tc.addr, tc.path, "application/json", "h2", false, rapidreset.DataFrameBytes, 200_000, 6*time.Second)
+		sent, rsts, took := cheapFrames(t, tc.addr, tc.path, "application/json", "h2", false, tc.kib*rapidreset.DataFrameBytes, 200_000, 6*time.Second)
 		after := throttled()
-		t.Logf("%s: %d DATA frames of 1 KiB sent, %d RST_STREAM answered in %v; throttled reads %v → %v", tc.name, sent, rsts, took, before, after)
+		t.Logf("%s: %d DATA frames of %d KiB sent, %d RST_STREAM answered in %v; throttled reads %v → %v", tc.name, sent, tc.kib, rsts, took, before, after)
 		if after <= before {
 			t.Errorf("%s: no read held back after %d DATA frames no handler read", tc.name, sent)
 		}
-		// A TLS record of 16 KiB holds 15 such frames, handled before
-		// the next read waits.
-		if most := rapidreset.FrameBurst + rapidreset.FramesPerRequest + rapidreset.PeerFrameBurst + int64((rapidreset.FrameRate+rapidreset.PeerFrameRate)*took.Seconds()) + 16; rsts > most {
+		// A TLS record of 16 KiB holds 15 frames of 1 KiB, handled
+		// before the next read waits.
+		budget := rapidreset.FrameBurst + rapidreset.FramesPerRequest + rapidreset.PeerFrameBurst + int64((rapidreset.FrameRate+rapidreset.PeerFrameRate)*took.Seconds())
+		if most := budget/int64(tc.kib) + 16; rsts > most {
 			t.Errorf("%s: %d frames answered in %v, want at most %d", tc.name, rsts, took, most)
 		}
 	}

@@ -27,7 +27,7 @@ type H2Scan struct {
 	last    uint32  // the highest stream id opened
 	blocks  int64   // blocks opening a stream, complete
 	cheap   int64   // frames but DATA of DataFrameBytes or more (FrameBudget)
-	data    int64   // DATA frames of DataFrameBytes or more
+	data    int64   // DataFrameBytes of DATA frames of DataFrameBytes or more
 	off     bool    // not HTTP/2: nothing is counted
 }
 
@@ -87,7 +87,7 @@ func (h *H2Scan) frame() {
 	if typ != frameData || h.skip < DataFrameBytes {
 		h.cheap++
 	} else {
-		h.data++
+		h.data += int64((h.skip + DataFrameBytes - 1) / DataFrameBytes)
 	}
 	switch typ {
 	case frameHeaders:
@@ -109,9 +109,11 @@ func (h *H2Scan) frame() {
 // frame but a DATA frame of DataFrameBytes or more (FrameBudget).
 func (h *H2Scan) Cheap() int64 { return h.cheap }
 
-// Data is how many DATA frames of DataFrameBytes or more were fed (the
-// frames Cheap does not count): the HTTP listeners charge them too, and
-// credit the body bytes their handlers read (listeners' h2Conn).
+// Data is the size of the DATA frames of DataFrameBytes or more fed (the
+// frames Cheap does not count), in DataFrameBytes, each frame's rounded
+// up: the HTTP listeners charge it too, and credit the body their
+// handlers read at the same rate (listeners' h2Conn), so that a body no
+// handler reads is held to the budget whatever its frames' size.
 func (h *H2Scan) Data() int64 { return h.data }
 
 // DataFrameBytes: a DATA frame of this many bytes or more costs its

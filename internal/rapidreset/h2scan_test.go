@@ -77,7 +77,8 @@ func TestH2ScanCountsOpeningBlocks(t *testing.T) {
 }
 
 // TestH2ScanCheap: every frame is cheap but a DATA frame of
-// DataFrameBytes or more, which Data counts.
+// DataFrameBytes or more, which Data counts by its size in
+// DataFrameBytes, rounded up.
 func TestH2ScanCheap(t *testing.T) {
 	var b bytes.Buffer
 	b.WriteString(ClientPreface)
@@ -88,7 +89,8 @@ func TestH2ScanCheap(t *testing.T) {
 			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte("\x83\x86"), EndHeaders: true})
 		},
 		func() error { return fr.WriteData(1, false, make([]byte, DataFrameBytes-1)) },
-		func() error { return fr.WriteData(1, false, make([]byte, DataFrameBytes)) }, // not cheap
+		func() error { return fr.WriteData(1, false, make([]byte, DataFrameBytes)) },      // not cheap: Data 1
+		func() error { return fr.WriteData(1, false, make([]byte, 16*DataFrameBytes+1)) }, // Data 17
 		func() error { return fr.WriteData(1, true, nil) },
 		func() error { return fr.WriteWindowUpdate(0, 1) },
 		func() error { return fr.WriteRSTStream(1, http2.ErrCodeCancel) },
@@ -103,8 +105,8 @@ func TestH2ScanCheap(t *testing.T) {
 	for _, c := range b.Bytes() { // a byte at a time
 		h.Feed([]byte{c}, 0)
 	}
-	if h.Cheap() != 8 || h.Blocks() != 1 || h.Data() != 1 {
-		t.Fatalf("cheap %d, blocks %d, data %d; want 8, 1, 1", h.Cheap(), h.Blocks(), h.Data())
+	if h.Cheap() != 8 || h.Blocks() != 1 || h.Data() != 18 {
+		t.Fatalf("cheap %d, blocks %d, data %d; want 8, 1, 18", h.Cheap(), h.Blocks(), h.Data())
 	}
 }
 

@@ -175,6 +175,7 @@ func serveTLS(hs *http.Server, lis net.Listener) error {
 			}
 		case *h2Conn:
 			ctx = context.WithValue(ctx, tlsStateKey{}, c.tls)
+			ctx = context.WithValue(ctx, h2ConnKey{}, c)
 		}
 		if prevCtx != nil {
 			ctx = prevCtx(ctx, c)
@@ -186,11 +187,16 @@ func serveTLS(hs *http.Server, lis net.Listener) error {
 	return hs.Serve(limitHeadLines(hs, hl))
 }
 
-// tlsStateKey keys a wrapped TLS connection's state in its context.
-type tlsStateKey struct{}
+// tlsStateKey keys a wrapped TLS connection's state in its context;
+// h2ConnKey, an HTTP/2 connection's *h2Conn.
+type (
+	tlsStateKey struct{}
+	h2ConnKey   struct{}
+)
 
 // withTLSState gives a request on a wrapped HTTP/1.1 TLS connection its
-// r.TLS, as net/http does for a *tls.Conn.
+// r.TLS, as net/http does for a *tls.Conn; on an HTTP/2 one it counts
+// the body bytes the handlers read to the connection (h2Conn.bodyRead).
 func withTLSState(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS == nil {
@@ -198,8 +204,23 @@ func withTLSState(next http.Handler) http.Handler {
 				r.TLS = st
 			}
 		}
+		if c, ok := r.Context().Value(h2ConnKey{}).(*h2Conn); ok && r.Body != nil && r.Body != http.NoBody {
+			r.Body = &bodyCount{ReadCloser: r.Body, n: &c.bodyRead}
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bodyCount counts the bytes read from a request's body into n.
+type bodyCount struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *bodyCount) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
 }
 
 // handshakeListener accepts connections and makes their TLS handshakes,
@@ -311,6 +332,29 @@ func (l *handshakeListener) Close() error {
 // requests its handlers saw and the bytes written): past it a read
 // waits. It has no ConnectionState method, so that net/http serves it as
 // the HTTP/2 its preface says (serveTLS).
+//
+// The DATA frames of DataFrameBytes or more, which are not cheap, are
+// charged to the budget too, one frame for each DataFrameBytes of their
+// size (H2Scan.Data), and each DataFrameBytes of body a handler reads
+// credits one frame back (bodyRead, counted by withTLSState): a body its
+// handler reads pays for its frames, whatever their size, and one it
+// never reads does not. (Charged a frame each, bodies of 16 KiB frames
+// no handler read still took a core over 64 connections, another
+// identity's Route p99 140 ms.) The twentieth hostile pass's re-check
+// sent bodies of 64 KiB in DATA frames of 1 KiB with no token over 64
+// connections: each request refused 401 from its headers, its body read
+// all the same (net/http takes a stream's DATA into its buffer until
+// the handler has returned, then discards it, and answers a frame on a
+// stream it has closed with a RST_STREAM), at 2.5-4.2 times the
+// client's CPU, another identity's Route p99 114-350 ms. Most of those
+// frames arrive while their stream is still open (the RST_STREAMs the
+// client read were 0.1-20% of its frames): counting the server's
+// RST_STREAMs would not have caught them, counting what no handler reads
+// does. Each RST_STREAM the server writes is charged as a frame as well
+// (writes): once the reads are held, a refused stream is closed before
+// the rest of its body comes, and net/http answers each frame of it with
+// a RST_STREAM of its own, a write and a flush of a TLS record (13% of
+// the daemon's CPU left in that probe, 88,000 RST_STREAMs in 10 s).
 type h2Conn struct {
 	net.Conn // the *tls.Conn
 	tls      *tls.ConnectionState
@@ -321,6 +365,14 @@ type h2Conn struct {
 	scan     rapidreset.H2Scan
 	budget   rapidreset.FrameBudget
 	wrote    atomic.Int64
+	bodyRead atomic.Int64 // request body bytes its handlers read
+	// h2 is set once the client's preface has been read whole (its
+	// reader): what the server writes after it is HTTP/2 frames, which
+	// writes scans, under wmu, counting its RST_STREAMs into resets.
+	h2       atomic.Bool
+	wmu      sync.Mutex
+	writes   rapidreset.H2Writes
+	resets   atomic.Int64
 	gone     chan struct{}
 	goneOnce sync.Once
 }
@@ -343,13 +395,22 @@ func (r h2Records) Read(p []byte) (int, error) {
 	c := r.c
 	n, err := c.Conn.Read(p)
 	c.scan.Feed(p[:n], 0)
+	if !c.h2.Load() && c.scan.HTTP2() {
+		c.h2.Store(true)
+	}
 	var requests int64
 	if c.n != nil {
 		requests = c.n.Requests()
 	} else {
 		requests = c.scan.Blocks()
 	}
-	if !c.n.Hold(&c.budget, c.Conn, c.gone, c.scan.Cheap(), requests, c.wrote.Load()) {
+	// Every frame read is charged, a large DATA frame by its size, and
+	// each RST_STREAM the server wrote once more; a DataFrameBytes of
+	// body read credits a frame (the credit of FrameCreditBytes
+	// written, four times over).
+	charged := c.scan.Cheap() + c.scan.Data() + c.resets.Load()
+	credit := c.wrote.Load() + c.bodyRead.Load()*(rapidreset.FrameCreditBytes/rapidreset.DataFrameBytes)
+	if !c.n.Hold(&c.budget, c.Conn, c.gone, charged, requests, credit) {
 		_ = c.Close()
 		return 0, net.ErrClosed
 	}
@@ -359,6 +420,12 @@ func (r h2Records) Read(p []byte) (int, error) {
 func (c *h2Conn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	c.wrote.Add(int64(n))
+	if n > 0 && c.h2.Load() {
+		c.wmu.Lock()
+		c.writes.Feed(p[:n])
+		c.resets.Store(c.writes.Resets())
+		c.wmu.Unlock()
+	}
 	return n, err
 }
 

@@ -7,6 +7,7 @@ const ClientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 const (
 	frameData         = 0x0
 	frameHeaders      = 0x1
+	frameRSTStream    = 0x3
 	frameContinuation = 0x9
 	flagEndHeaders    = 0x4
 )
@@ -26,11 +27,16 @@ type H2Scan struct {
 	last    uint32  // the highest stream id opened
 	blocks  int64   // blocks opening a stream, complete
 	cheap   int64   // frames but DATA of DataFrameBytes or more (FrameBudget)
+	data    int64   // DataFrameBytes of DATA frames of DataFrameBytes or more
 	off     bool    // not HTTP/2: nothing is counted
 }
 
 // Blocks is how many header blocks opening a stream were fed whole.
 func (h *H2Scan) Blocks() int64 { return h.blocks }
+
+// HTTP2 reports whether what was fed began with the client preface,
+// whole.
+func (h *H2Scan) HTTP2() bool { return !h.off && h.preface == len(ClientPreface) }
 
 // Feed scans p, or its start: it stops after the frame completing the
 // limit-th block (when limit > 0) from here, and returns how many bytes
@@ -80,6 +86,8 @@ func (h *H2Scan) frame() {
 	id := (uint32(b[5])<<24 | uint32(b[6])<<16 | uint32(b[7])<<8 | uint32(b[8])) & (1<<31 - 1)
 	if typ != frameData || h.skip < DataFrameBytes {
 		h.cheap++
+	} else {
+		h.data += int64((h.skip + DataFrameBytes - 1) / DataFrameBytes)
 	}
 	switch typ {
 	case frameHeaders:
@@ -101,7 +109,51 @@ func (h *H2Scan) frame() {
 // frame but a DATA frame of DataFrameBytes or more (FrameBudget).
 func (h *H2Scan) Cheap() int64 { return h.cheap }
 
+// Data is the size of the DATA frames of DataFrameBytes or more fed (the
+// frames Cheap does not count), in DataFrameBytes, each frame's rounded
+// up: the HTTP listeners charge it too, and credit the body their
+// handlers read at the same rate (listeners' h2Conn), so that a body no
+// handler reads is held to the budget whatever its frames' size.
+func (h *H2Scan) Data() int64 { return h.data }
+
 // DataFrameBytes: a DATA frame of this many bytes or more costs its
 // client what it costs the server (its bytes' encryption and sending);
 // a smaller one is cheap (FrameBudget).
 const DataFrameBytes = 1 << 10
+
+// H2Writes reads the frame headers of what a server writes on an HTTP/2
+// connection (after the client's preface: the server writes none), fed
+// as it is written, whatever the writes' boundaries, and counts the
+// RST_STREAM frames (Resets). Nine bytes of state, payloads skipped.
+type H2Writes struct {
+	hdr    [9]byte
+	hn     int
+	skip   int
+	resets int64
+}
+
+// Feed scans p, the next bytes written.
+func (w *H2Writes) Feed(p []byte) {
+	for len(p) > 0 {
+		if w.skip > 0 {
+			n := min(len(p), w.skip)
+			w.skip -= n
+			p = p[n:]
+			continue
+		}
+		n := copy(w.hdr[w.hn:], p)
+		w.hn += n
+		p = p[n:]
+		if w.hn == len(w.hdr) {
+			w.skip = int(w.hdr[0])<<16 | int(w.hdr[1])<<8 | int(w.hdr[2])
+			if w.hdr[3] == frameRSTStream {
+				w.resets++
+			}
+			w.hn = 0
+		}
+	}
+}
+
+// Resets is how many RST_STREAM frames were fed, counted from their
+// header.
+func (w *H2Writes) Resets() int64 { return w.resets }

@@ -77,7 +77,8 @@ func TestH2ScanCountsOpeningBlocks(t *testing.T) {
 }
 
 // TestH2ScanCheap: every frame is cheap but a DATA frame of
-// DataFrameBytes or more.
+// DataFrameBytes or more, which Data counts by its size in
+// DataFrameBytes, rounded up.
 func TestH2ScanCheap(t *testing.T) {
 	var b bytes.Buffer
 	b.WriteString(ClientPreface)
@@ -88,7 +89,8 @@ func TestH2ScanCheap(t *testing.T) {
 			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte("\x83\x86"), EndHeaders: true})
 		},
 		func() error { return fr.WriteData(1, false, make([]byte, DataFrameBytes-1)) },
-		func() error { return fr.WriteData(1, false, make([]byte, DataFrameBytes)) }, // not cheap
+		func() error { return fr.WriteData(1, false, make([]byte, DataFrameBytes)) },      // not cheap: Data 1
+		func() error { return fr.WriteData(1, false, make([]byte, 16*DataFrameBytes+1)) }, // Data 17
 		func() error { return fr.WriteData(1, true, nil) },
 		func() error { return fr.WriteWindowUpdate(0, 1) },
 		func() error { return fr.WriteRSTStream(1, http2.ErrCodeCancel) },
@@ -103,8 +105,8 @@ func TestH2ScanCheap(t *testing.T) {
 	for _, c := range b.Bytes() { // a byte at a time
 		h.Feed([]byte{c}, 0)
 	}
-	if h.Cheap() != 8 || h.Blocks() != 1 {
-		t.Fatalf("cheap %d, blocks %d; want 8, 1", h.Cheap(), h.Blocks())
+	if h.Cheap() != 8 || h.Blocks() != 1 || h.Data() != 18 {
+		t.Fatalf("cheap %d, blocks %d, data %d; want 8, 1, 18", h.Cheap(), h.Blocks(), h.Data())
 	}
 }
 
@@ -343,5 +345,55 @@ func TestFrameBudgetOwnRateBeforeSpare(t *testing.T) {
 	want := frames(20_000-FrameBurst-PeerFrameBurst, FrameRate+PeerFrameRate)
 	if took > want+want/10 {
 		t.Fatalf("20,000 frames took %v, want about %v", took, want)
+	}
+}
+
+// TestH2WritesResets: the scanner of a server's writes counts its
+// RST_STREAM frames, and no other frame, whatever the writes' boundaries
+// (a frame header split across writes, several frames in one, a payload
+// that looks like a frame header).
+func TestH2WritesResets(t *testing.T) {
+	var b bytes.Buffer
+	fr := http2.NewFramer(&b, nil)
+	fake := []byte{0, 0, 4, 0x3, 0, 0, 0, 0, 1, 0, 0, 0, 0} // a RST_STREAM's bytes, as a payload
+	for _, w := range []func() error{
+		func() error { return fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 250}) },
+		func() error { return fr.WriteWindowUpdate(0, 1<<20) },
+		func() error {
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: fake, EndHeaders: true})
+		},
+		func() error { return fr.WriteData(1, false, bytes.Repeat(fake, 2000)) },
+		func() error { return fr.WriteRSTStream(1, http2.ErrCodeNo) },
+		func() error { return fr.WriteRSTStream(3, http2.ErrCodeStreamClosed) },
+		func() error { return fr.WriteData(3, true, nil) },
+		func() error { return fr.WritePing(true, [8]byte{3}) },
+		func() error { return fr.WriteRSTStream(5, http2.ErrCodeStreamClosed) },
+		func() error { return fr.WriteGoAway(5, http2.ErrCodeNo, fake) },
+	} {
+		if err := w(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wire := b.Bytes()
+	for _, chunk := range []int{1, 2, 5, 9, 13, 100, 4096, len(wire)} {
+		var w H2Writes
+		for from := 0; from < len(wire); from += chunk {
+			w.Feed(wire[from:min(from+chunk, len(wire))])
+		}
+		if w.Resets() != 3 {
+			t.Errorf("writes of %d bytes: %d RST_STREAM frames counted, want 3", chunk, w.Resets())
+		}
+	}
+	var w H2Writes
+	w.Feed(wire[:len(wire)-1]) // the last frame not yet whole: counted from its header
+	if w.Resets() != 3 {
+		t.Errorf("before the last byte: %d RST_STREAM frames, want 3", w.Resets())
+	}
+	var h H2Scan
+	if h.Feed([]byte(ClientPreface[:10]), 0); h.HTTP2() {
+		t.Error("HTTP2 before the whole preface")
+	}
+	if h.Feed([]byte(ClientPreface[10:]), 0); !h.HTTP2() {
+		t.Error("not HTTP2 after the whole preface")
 	}
 }

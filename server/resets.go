@@ -93,16 +93,22 @@ func (r resetStats) TagConn(ctx context.Context, info *stats.ConnTagInfo) contex
 
 func (resetStats) HandleConn(context.Context, stats.ConnStats) {}
 
-// callState is a call's: whether its message arrived.
+// callState is a call's: whether its message arrived, and its count as
+// under way on its connection n (rapidreset.Conn.Begin), from its Begin
+// to its End (grpc-go reports both for a method it serves, and neither
+// for one it answers UNIMPLEMENTED).
 type callState struct {
 	arrived atomic.Bool
+	n       *rapidreset.Conn
+	end     func()
 }
 
 func (resetStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
-	if ctx.Value(connResetsKey{}) == nil {
+	cr, ok := ctx.Value(connResetsKey{}).(*connResets)
+	if !ok {
 		return ctx
 	}
-	return context.WithValue(ctx, callArrived{}, &callState{})
+	return context.WithValue(ctx, callArrived{}, &callState{n: cr.n})
 }
 
 func (r resetStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
@@ -113,7 +119,12 @@ func (r resetStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	switch s := s.(type) {
 	case *stats.InPayload:
 		c.arrived.Store(true)
+	case *stats.Begin:
+		c.end = c.n.Begin()
 	case *stats.End:
+		if c.end != nil {
+			c.end()
+		}
 		// A call the body budget cut (errRecvBudget) ends CANCELLED before
 		// its message too, but the daemon ended it, not its client: a
 		// client uploading many large messages at once had its

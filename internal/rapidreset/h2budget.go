@@ -178,10 +178,16 @@ func (r *Peers) reserveOwn(peer netip.Addr, n float64, now time.Time, most time.
 }
 
 // TakeFrames takes n cheap frames from what the connection's peer has
-// left of PeerFrameRate, if it has that many (false: none taken, and
-// always with no peers counted).
+// left of PeerFrameRate, if it has that many and the connection has a
+// request under way (Begin), and reports whether it did (always false
+// with no peers counted). The twenty-first hostile pass filled the
+// local peer's share of its connections' own rates with a flood of
+// control frames and no request, and an honest client of the same
+// address streaming a body in 100-byte DATA frames waited behind it
+// for 16-20 s and was cut: the spare is now for the connections whose
+// frames serve a request, the body being read among them.
 func (c *Conn) TakeFrames(n int64, now time.Time) bool {
-	if c == nil || c.Peers == nil {
+	if c == nil || c.Peers == nil || c.active.Load() <= 0 {
 		return false
 	}
 	return c.Peers.takeFrames(c.Peer, n, now)

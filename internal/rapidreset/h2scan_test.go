@@ -111,17 +111,19 @@ func TestH2ScanCheap(t *testing.T) {
 }
 
 // TestFrameBudget: a connection's cheap frames pass up to its own
-// FrameBurst, refilled by FramesPerRequest for each request handled, one
-// for each FrameCreditBytes written and FrameRate a second; past that
-// they come out of what its peer has left of PeerFrameRate, or wait for
-// the connection's own rate. An honest client's frames never wait; a
-// flood's connections share the peer's rate and then wait for their own,
-// and none waits behind another.
+// FrameBurst, refilled by FramesPerRequest for each request handled and
+// one for each FrameCreditBytes written; past that they come out of its
+// own rate (after a burst) or, for a connection with a request under
+// way, what its peer has left of PeerFrameRate, or wait for its own rate
+// and its turn in the peer's share. An honest client's frames never
+// wait; a flood's connections with no request take none of the spare,
+// wait for their own rate and their turn, or are closed.
 func TestFrameBudget(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	r := NewAt(func() time.Time { return t0 })
 	peer := netip.MustParseAddr("192.0.2.1")
 	c := &Conn{Peers: r, Peer: peer}
+	c.Begin() // a request under way: the peer's spare is for such connections
 	var b FrameBudget
 	if w := b.Wait(t0, FrameBurst, 0, 0, c); w != 0 {
 		t.Fatalf("the burst waits %v", w)
@@ -154,7 +156,9 @@ func TestFrameBudget(t *testing.T) {
 	// Another connection of the peer, past its own burst, waits for its
 	// own rate only, whatever the first took.
 	var b2 FrameBudget
-	if w := b2.Wait(t0.Add(time.Second), 2*FrameBurst+FrameRate/2, 0, 0, &Conn{Peers: r, Peer: peer}); w != time.Second/2 {
+	c2 := &Conn{Peers: r, Peer: peer}
+	c2.Begin()
+	if w := b2.Wait(t0.Add(time.Second), 2*FrameBurst+FrameRate/2, 0, 0, c2); w != time.Second/2 {
 		t.Fatalf("the peer's second connection waits %v, want 500ms", w)
 	}
 
@@ -164,6 +168,7 @@ func TestFrameBudget(t *testing.T) {
 	// of 100 bytes (one request), from its own budget and its peer's.
 	var honest FrameBudget
 	hc := &Conn{Peers: r, Peer: netip.MustParseAddr("192.0.2.3")}
+	hc.Begin()
 	var cheap, written int64
 	for i := range int64(20_000) {
 		cheap += 2
@@ -176,15 +181,17 @@ func TestFrameBudget(t *testing.T) {
 		written += 1 << 10
 	}
 	var pieces FrameBudget
-	if w := pieces.Wait(t0, 2000, 1, 0, &Conn{Peers: r, Peer: netip.MustParseAddr("192.0.2.4")}); w != 0 {
+	pc := &Conn{Peers: r, Peer: netip.MustParseAddr("192.0.2.4")}
+	pc.Begin()
+	if w := pieces.Wait(t0, 2000, 1, 0, pc); w != 0 {
 		t.Fatalf("a body in 2,000 pieces waits %v", w)
 	}
 
 	// A flood: 704 connections of a peer each past its burst by a
-	// record of 1,600 frames: two take the peer's burst; the others wait
-	// for their own rate (6.72 s past its burst) and their turn in the
-	// peer's share of its connections' own rates, and those whose turn
-	// is further than FrameWaitMax are closed.
+	// record of 1,600 frames, no request under way: none takes the
+	// peer's spare; each waits for its own rate (6.72 s past its burst)
+	// and its turn in the peer's share of its connections' own rates,
+	// and those whose turn is further than FrameWaitMax are closed.
 	flood := netip.MustParseAddr("192.0.2.5")
 	var waited, closed int
 	var queued float64
@@ -202,8 +209,16 @@ func TestFrameBudget(t *testing.T) {
 			}
 		}
 	}
-	if waited+closed != 702 || closed == 0 {
-		t.Fatalf("of 704 flood connections %d waited and %d were closed, want 702 in all and some closed", waited, closed)
+	if waited+closed != 704 || closed == 0 {
+		t.Fatalf("of 704 flood connections %d waited and %d were closed, want all and some closed", waited, closed)
+	}
+	// The spare is whole for a connection of the flood's peer that has a
+	// request under way (a body being read): it passes at once.
+	var body FrameBudget
+	bc := &Conn{Peers: r, Peer: flood}
+	bc.Begin()
+	if w := body.Wait(t0, FrameBurst+PeerFrameBurst, 1, 0, bc); w != 0 {
+		t.Fatalf("a request's body on the flooding peer, past its burst, waits %v for the spare", w)
 	}
 	if most := (FrameWaitMax + time.Second).Seconds() * PeerOwnRate; queued > most {
 		t.Fatalf("the flood's connections queued %.0f frames, more than the %.0f the peer's share pays in FrameWaitMax", queued, most)
@@ -335,6 +350,7 @@ func TestFrameBudgetOwnRateBeforeSpare(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	r := NewAt(func() time.Time { return t0 })
 	c := &Conn{Peers: r, Peer: netip.MustParseAddr("192.0.2.10")}
+	c.Begin()
 	var b FrameBudget
 	now, sent := t0, int64(0)
 	for sent < 20_000 {

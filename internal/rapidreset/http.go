@@ -63,6 +63,7 @@ func (r *Peers) Serve(hs *http.Server) {
 			return
 		}
 		hc.n.requests.Add(1)
+		defer hc.n.Begin()()
 		if hc.n.Caught() {
 			// Sent before the connection was caught and closed: no work.
 			http.Error(w, "this connection reset too many requests before their answer: it is closed", http.StatusTooManyRequests)

@@ -252,8 +252,17 @@ type Conn struct {
 	// overhead of a chunked body (ChunkedOverhead).
 	wire atomic.Int64
 	// requests counts the HTTP requests that reached the handler
-	// (Serve), credited to the connection's FrameBudget.
-	requests atomic.Int64
+	// (Serve), credited to the connection's FrameBudget; active, the
+	// requests (or gRPC calls) under way (Begin).
+	requests, active atomic.Int64
+}
+
+// Begin counts a request (or call) of the connection under way until
+// end is called: only a connection with one under way takes its peer's
+// spare of cheap frames (TakeFrames).
+func (c *Conn) Begin() (end func()) {
+	c.active.Add(1)
+	return func() { c.active.Add(-1) }
 }
 
 // Pipelined reports whether the connection has written since it last

@@ -7,7 +7,8 @@
 //	         connection's fresh FrameBurst); -wait reads the server's SETTINGS
 //	         first.
 //	credit : one connection, requests (HEADERS GET -path with END_STREAM,
-//	         -token if any) each followed by -n cheap frames of -ctrl
+//	         -token if any; with -body a POST of it in one DATA frame, -accept
+//	         an Accept header) each followed by -n cheap frames of -ctrl
 //	         (FramesPerRequest credited per request), at most -inflight
 //	         outstanding, reconnecting when closed.
 //
@@ -46,6 +47,8 @@ var (
 	token    = flag.String("token", "", "")
 	inflight = flag.Int("inflight", 32, "")
 	ctype    = flag.String("ctype", "application/json", "")
+	body     = flag.String("body", "", "credit: POST this body (one DATA frame) instead of a GET")
+	accept   = flag.String("accept", "", "credit: an Accept header (MCP: \"application/json, text/event-stream\")")
 )
 
 var (
@@ -159,8 +162,15 @@ func credit(end time.Time) {
 		}()
 		var hb bytes.Buffer
 		enc := hpack.NewEncoder(&hb)
-		fields := append([]hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"},
+		method := "GET"
+		if *body != "" {
+			method = "POST"
+		}
+		fields := append([]hpack.HeaderField{{Name: ":method", Value: method}, {Name: ":scheme", Value: "https"},
 			{Name: ":path", Value: *path}, {Name: ":authority", Value: *addr}, {Name: "content-type", Value: *ctype}}, probe.Bearer(*token)...)
+		if *accept != "" {
+			fields = append(fields, hpack.HeaderField{Name: "accept", Value: *accept})
+		}
 		sid := uint32(1)
 	loop:
 		for time.Now().Before(end) {
@@ -176,7 +186,10 @@ func credit(end time.Time) {
 			}
 			wmu.Lock()
 			blk := probe.Block(enc, &hb, fields)
-			err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: sid, BlockFragment: blk, EndHeaders: true, EndStream: true})
+			err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: sid, BlockFragment: blk, EndHeaders: true, EndStream: *body == ""})
+			if err == nil && *body != "" {
+				err = fr.WriteData(sid, true, []byte(*body))
+			}
 			for k := 0; k < *n && err == nil; k++ {
 				cheap(fr, k)
 			}

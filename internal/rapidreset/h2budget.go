@@ -121,9 +121,11 @@ func (b *FrameBudget) Wait(now time.Time, cheap, requests, written int64, c *Con
 	// each frame took two of the spare.)
 	paid := later(b.paid, now).Add(frames(d, FrameRate))
 	own := max(paid.Sub(now)-frames(FrameBurst, FrameRate), 0)
-	if _, ok := c.ReserveOwn(d, now, 0); ok && own == 0 {
-		b.paid = paid
-		return 0
+	if own == 0 {
+		if _, ok := c.ReserveOwn(d, now, 0); ok {
+			b.paid = paid
+			return 0
+		}
 	}
 	if c.TakeFrames(int64(math.Ceil(d)), now) {
 		return 0

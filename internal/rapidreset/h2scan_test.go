@@ -212,6 +212,16 @@ func TestFrameBudget(t *testing.T) {
 	if waited+closed != 704 || closed == 0 {
 		t.Fatalf("of 704 flood connections %d waited and %d were closed, want all and some closed", waited, closed)
 	}
+	// A connection past its own rate's burst, its peer's spare taken:
+	// its frames are queued on the peer's share once.
+	single := netip.MustParseAddr("192.0.2.11")
+	var sb FrameBudget
+	if w := sb.Wait(t0, 2*FrameBurst+FrameRate, 0, 0, &Conn{Peers: r, Peer: single}); w != time.Second {
+		t.Fatalf("past its own burst, %d frames wait %v, want 1s", FrameRate, w)
+	}
+	if got, want := r.m[single].opaid.Sub(t0), frames(FrameBurst+FrameRate, PeerOwnRate); got != want {
+		t.Fatalf("the peer's share holds %v of frames, want %v (queued once)", got, want)
+	}
 	// The spare is whole for a connection of the flood's peer that has a
 	// request under way (a body being read): it passes at once.
 	var body FrameBudget

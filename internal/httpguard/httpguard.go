@@ -209,6 +209,13 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 				if h1body {
 					w.Header().Set("Connection", "close")
 				}
+				// Its connection is closed after the answer (GOAWAY on
+				// HTTP/2), as past a caller's rate: the twenty-second
+				// hostile pass filled the local peer's share with 256
+				// answers held unread, then had 181,826 of these 429s
+				// answered in 10 s on 4 HTTP/2 connections with no
+				// token, never closed (3.1 times the client's CPU).
+				rapidreset.RefusedPastRate(r.Context())
 				_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(RefusalWriteWait))
 				r.Body = http.NoBody // an MCP refusal would read it for the request's id
 				g.Refuse(headOnly{w}, r, code, refusal)

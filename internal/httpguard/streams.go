@@ -69,6 +69,27 @@ func (b *boundWriter) FlushError() error {
 // Unwrap is the ResponseWriter under b, for http.ResponseController.
 func (b *boundWriter) Unwrap() http.ResponseWriter { return b.ResponseWriter }
 
+// ShortenWriteWait bounds the writes of the answer w is writing (through
+// a guard's Wrap) to d each, if that is shorter than the guard's. The
+// explain page's answers, served with no token, are written within
+// RefusalWriteWait: the twenty-second hostile pass held 256 of them
+// unread (an HTTP/2 window of 0) for the guard's 30 s each, renewed
+// within the page's rate, and kept its peer's share of the budget full.
+// It reports whether it found the guard's writer.
+func ShortenWriteWait(w http.ResponseWriter, d time.Duration) bool {
+	for {
+		switch x := w.(type) {
+		case *boundWriter:
+			x.wait = min(x.wait, d)
+			return true
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return false
+		}
+	}
+}
+
 // finish bounds what the handler left unsent once it has returned. Over
 // HTTP/2 it also sends it, within the deadline, while the request is
 // still charged to the budget: net/http would send it after the handler

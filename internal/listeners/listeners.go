@@ -656,6 +656,7 @@ func pageRate(next http.Handler) http.Handler {
 			http.Error(w, fmt.Sprintf("too many requests for the page from this address: at most %d a second", PagesPerSecond), http.StatusTooManyRequests)
 			return
 		}
+		httpguard.ShortenWriteWait(w, httpguard.RefusalWriteWait)
 		next.ServeHTTP(w, r)
 	})
 }

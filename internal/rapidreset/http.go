@@ -63,7 +63,13 @@ func (r *Peers) Serve(hs *http.Server) {
 			return
 		}
 		hc.n.requests.Add(1)
-		defer hc.n.Begin()()
+		if req.ContentLength != 0 {
+			// Under way while its handler runs, if it has a body to
+			// read (TakeFrames): a GET held by a client that takes none
+			// of its answer (an HTTP/2 window of 0) served no request
+			// the spare is for (the twenty-second hostile pass).
+			defer hc.n.Begin()()
+		}
 		if hc.n.Caught() {
 			// Sent before the connection was caught and closed: no work.
 			http.Error(w, "this connection reset too many requests before their answer: it is closed", http.StatusTooManyRequests)

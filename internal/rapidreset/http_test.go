@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,6 +67,9 @@ func resetServerOn(t *testing.T, remote bool) (*Peers, *httptest.Server) {
 				return
 			}
 			_, _ = fmt.Fprintf(w, "read %d", n)
+		case "/active": // the connection's requests under way (Begin), this one among them if it has a body
+			_, _ = io.Copy(io.Discard, r.Body)
+			_, _ = fmt.Fprintf(w, "%d", r.Context().Value(connKey{}).(*httpConn).n.active.Load())
 		case "/block":
 			<-r.Context().Done()
 		case "/stream":
@@ -540,5 +544,35 @@ func TestServeClosesHTTP2PastRate(t *testing.T) {
 	}
 	if peers.Penalties() != 0 {
 		t.Fatalf("refusals past the rate penalized the peer %d times", peers.Penalties())
+	}
+}
+
+// TestServeBodiesUnderWay: a request counts as under way on its
+// connection (Conn.Begin, for the peer's spare of cheap frames) while
+// its handler runs only if it has a body to read: a GET held by a
+// client that takes none of its answer serves nothing the spare is for
+// (the twenty-second hostile pass held window-0 GETs to earn it).
+func TestServeBodiesUnderWay(t *testing.T) {
+	_, ts := resetServer(t)
+	c := ts.Client()
+	for _, tc := range []struct {
+		method string
+		body   io.Reader
+		want   string
+	}{
+		{http.MethodGet, nil, "0"},
+		{http.MethodPost, strings.NewReader("a body"), "1"},
+	} {
+		req, _ := http.NewRequest(tc.method, ts.URL+"/active", tc.body)
+		req.Header.Set("Authorization", "Bearer x")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(got) != tc.want {
+			t.Errorf("%s /active: %q under way, want %s", tc.method, got, tc.want)
+		}
 	}
 }

@@ -36,7 +36,6 @@ import (
 	"github.com/classifierd/classifierd/internal/answerhold"
 	"github.com/classifierd/classifierd/internal/clip"
 	"github.com/classifierd/classifierd/internal/httpguard"
-	"github.com/classifierd/classifierd/internal/peerkey"
 	"github.com/classifierd/classifierd/internal/rapidreset"
 	"github.com/classifierd/classifierd/web"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -662,16 +661,14 @@ func pageRate(next http.Handler) http.Handler {
 }
 
 // pagePeer is the peer of a request's remote address as pageRate counts
-// it: rapidreset's (an IPv6 /64; every loopback address, and a Unix
-// socket's empty address, one).
+// it: rapidreset.PeerOf's (an IPv6 /64; every loopback address, and a
+// Unix socket's empty address, one).
 func pagePeer(remote string) string {
-	ap, err := netip.ParseAddrPort(remote)
-	if err != nil {
-		return rapidreset.Local.String()
-	}
-	a := peerkey.Of(ap.Addr())
-	if a.IsLoopback() {
-		a = rapidreset.Local
-	}
-	return a.String()
+	return rapidreset.PeerOf(remoteAddr(remote)).String()
 }
+
+// remoteAddr is an http.Request's RemoteAddr as a net.Addr.
+type remoteAddr string
+
+func (remoteAddr) Network() string  { return "tcp" }
+func (a remoteAddr) String() string { return string(a) }

@@ -80,10 +80,9 @@ func (h *H2Scan) Feed(p []byte, limit int64) int {
 
 // frame reads the frame header just gathered.
 func (h *H2Scan) frame() {
-	b := h.hdr
-	h.skip = int(b[0])<<16 | int(b[1])<<8 | int(b[2])
-	typ, flags := b[3], b[4]
-	id := (uint32(b[5])<<24 | uint32(b[6])<<16 | uint32(b[7])<<8 | uint32(b[8])) & (1<<31 - 1)
+	var typ, flags byte
+	var id uint32
+	h.skip, typ, flags, id = frameHeader(h.hdr)
 	if typ != frameData || h.skip < DataFrameBytes {
 		h.cheap++
 	} else {
@@ -103,6 +102,13 @@ func (h *H2Scan) frame() {
 	if h.opening && flags&flagEndHeaders != 0 {
 		h.ends, h.opening = true, false
 	}
+}
+
+// frameHeader reads an HTTP/2 frame header: its payload's length, type,
+// flags and stream id.
+func frameHeader(b [9]byte) (length int, typ, flags byte, id uint32) {
+	return int(b[0])<<16 | int(b[1])<<8 | int(b[2]), b[3], b[4],
+		(uint32(b[5])<<24 | uint32(b[6])<<16 | uint32(b[7])<<8 | uint32(b[8])) & (1<<31 - 1)
 }
 
 // Cheap is how many frames were fed that carry no large body: every
@@ -145,8 +151,9 @@ func (w *H2Writes) Feed(p []byte) {
 		w.hn += n
 		p = p[n:]
 		if w.hn == len(w.hdr) {
-			w.skip = int(w.hdr[0])<<16 | int(w.hdr[1])<<8 | int(w.hdr[2])
-			if w.hdr[3] == frameRSTStream {
+			var typ byte
+			w.skip, typ, _, _ = frameHeader(w.hdr)
+			if typ == frameRSTStream {
 				w.resets++
 			}
 			w.hn = 0

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -18,14 +19,29 @@ import (
 	"github.com/classifierd/classifierd/internal/rapidreset"
 )
 
-// TestH2BodyReadCredits: over TLS, every HTTP/2 DATA frame is charged to
-// its connection's rapidreset.FrameBudget, those of DataFrameBytes or
-// more too, and each DataFrameBytes of body the handler reads credits
-// one back. A body of 16 MiB written a KiB at a time (16,384 DATA frames
-// of 1 KiB, four times the peer's burst), all read by its handler, has
-// no read held; without the credit it was held past the connection's
-// burst and its peer's.
+// TestH2BodyReadCredits: over TLS, every HTTP/2 DATA frame no handler
+// reads is charged to its connection's rapidreset.FrameBudget, those of
+// DataFrameBytes or more by their size, and a body its handler reads
+// costs nothing. A body of 16 MiB written a KiB at a time (16,384 DATA
+// frames of 1 KiB, four times the peer's burst), all read by its
+// handler, has no read held: read at once, and read a window
+// (H2ConnWindow) at a time with 10 ms between (a handler behind its
+// client's frames, as on a busy machine: the window fills while it
+// sleeps). Charged at arrival and credited by the reads (credits past
+// the burst lost), the lagging reader's connection was held, and so was
+// the steady one's on a machine with both cores taken (29-35 reads
+// held, 6 runs in 6); without the reads counted, both were held past
+// the connection's burst and its peer's.
 func TestH2BodyReadCredits(t *testing.T) {
+	for _, lag := range []time.Duration{0, 10 * time.Millisecond} {
+		t.Run(fmt.Sprintf("lag=%v", lag), func(t *testing.T) { h2Upload(t, lag) })
+	}
+}
+
+// h2Upload posts 16 MiB over HTTP/2 to a handler that reads it all,
+// a window at a time with lag between reads, and checks that no read of
+// its connection was held.
+func h2Upload(t *testing.T, lag time.Duration) {
 	cert := selfSigned(t)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -35,12 +51,19 @@ func TestH2BodyReadCredits(t *testing.T) {
 	done := make(chan struct{}, 1)
 	hs := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			n, _ := io.Copy(io.Discard, r.Body)
-			read = n
+			for {
+				n, err := io.CopyN(io.Discard, r.Body, H2ConnWindow)
+				read += n
+				if err != nil {
+					break
+				}
+				time.Sleep(lag)
+			}
 			done <- struct{}{}
 		}),
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}},
 		ReadHeaderTimeout: 5 * time.Second,
+		HTTP2:             h2Config(),
 	}
 	peers := rapidreset.New()
 	served := make(chan error, 1)

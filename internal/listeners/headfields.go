@@ -196,7 +196,9 @@ type (
 
 // withTLSState gives a request on a wrapped HTTP/1.1 TLS connection its
 // r.TLS, as net/http does for a *tls.Conn; on an HTTP/2 one it counts
-// the body bytes the handlers read to the connection (h2Conn.bodyRead).
+// the body bytes the handlers read to the connection (h2Conn.bodyRead),
+// and the bodies being read (h2Conn.readers: from a handler's first read
+// to the body's end, its Close or the handler's return).
 func withTLSState(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS == nil {
@@ -205,22 +207,45 @@ func withTLSState(next http.Handler) http.Handler {
 			}
 		}
 		if c, ok := r.Context().Value(h2ConnKey{}).(*h2Conn); ok && r.Body != nil && r.Body != http.NoBody {
-			r.Body = &bodyCount{ReadCloser: r.Body, n: &c.bodyRead}
+			b := &bodyCount{ReadCloser: r.Body, c: c}
+			r.Body = b
+			defer b.done()
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// bodyCount counts the bytes read from a request's body into n.
+// bodyCount counts the bytes read from a request's body to its
+// connection c, and counts the body among c's readers from its first
+// read to its end (done).
 type bodyCount struct {
 	io.ReadCloser
-	n *atomic.Int64
+	c     *h2Conn
+	state atomic.Int32 // 0 unread, 1 being read, 2 done
 }
 
 func (b *bodyCount) Read(p []byte) (int, error) {
+	if b.state.CompareAndSwap(0, 1) {
+		b.c.readers.Add(1)
+	}
 	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
+	b.c.bodyRead.Add(int64(n))
+	if err != nil {
+		b.done()
+	}
 	return n, err
+}
+
+func (b *bodyCount) Close() error {
+	b.done()
+	return b.ReadCloser.Close()
+}
+
+// done ends the body's count among its connection's readers.
+func (b *bodyCount) done() {
+	if b.state.Swap(2) == 1 {
+		b.c.readers.Add(-1)
+	}
 }
 
 // handshakeListener accepts connections and makes their TLS handshakes,
@@ -335,26 +360,40 @@ func (l *handshakeListener) Close() error {
 //
 // The DATA frames of DataFrameBytes or more, which are not cheap, are
 // charged to the budget too, one frame for each DataFrameBytes of their
-// size (H2Scan.Data), and each DataFrameBytes of body a handler reads
-// credits one frame back (bodyRead, counted by withTLSState): a body its
-// handler reads pays for its frames, whatever their size, and one it
-// never reads does not. (Charged a frame each, bodies of 16 KiB frames
-// no handler read still took a core over 64 connections, another
-// identity's Route p99 140 ms.) The twentieth hostile pass's re-check
-// sent bodies of 64 KiB in DATA frames of 1 KiB with no token over 64
-// connections: each request refused 401 from its headers, its body read
-// all the same (net/http takes a stream's DATA into its buffer until
-// the handler has returned, then discards it, and answers a frame on a
-// stream it has closed with a RST_STREAM), at 2.5-4.2 times the
-// client's CPU, another identity's Route p99 114-350 ms. Most of those
-// frames arrive while their stream is still open (the RST_STREAMs the
-// client read were 0.1-20% of its frames): counting the server's
-// RST_STREAMs would not have caught them, counting what no handler reads
-// does. Each RST_STREAM the server writes is charged as a frame as well
-// (writes): once the reads are held, a refused stream is closed before
-// the rest of its body comes, and net/http answers each frame of it with
-// a RST_STREAM of its own, a write and a flush of a TLS record (13% of
-// the daemon's CPU left in that probe, 88,000 RST_STREAMs in 10 s).
+// size (H2Scan.Data) that no handler read (settled): a body its handler
+// reads costs nothing, whatever its frames' size, and one it never reads
+// pays. (Charged a frame each, bodies of 16 KiB frames no handler read
+// still took a core over 64 connections, another identity's Route p99
+// 140 ms.) The twentieth hostile pass's re-check sent bodies of 64 KiB
+// in DATA frames of 1 KiB with no token over 64 connections: each
+// request refused 401 from its headers, its body read all the same
+// (net/http takes a stream's DATA into its buffer until the handler has
+// returned, then discards it, and answers a frame on a stream it has
+// closed with a RST_STREAM), at 2.5-4.2 times the client's CPU, another
+// identity's Route p99 114-350 ms. Most of those frames arrive while
+// their stream is still open (the RST_STREAMs the client read were
+// 0.1-20% of its frames): counting the server's RST_STREAMs would not
+// have caught them, counting what no handler reads does.
+//
+// What is unread is charged as it arrives, except, while a handler is
+// reading a body of the connection (readers), up to H2ConnWindow of it
+// (as far as a handler's reads may lag, the connection's flow control);
+// all of it when a stream ends (a RST_STREAM, or END_STREAM on a
+// response, which net/http writes once its handler has returned:
+// H2Writes.Ends). The charge is the most that was ever unread, not a
+// sum: a body read keeps it where it was. Charged as they arrived and
+// credited as a handler read them (credits past the burst are lost),
+// the frames of an upload of 16 MiB were held 29-35 times on a machine
+// with both cores taken, each time its handler lagged
+// (TestH2BodyReadCredits). Charged only at a stream's end, the refused
+// bodies above came at 3 times the rate and took 3.5 times the daemon's
+// CPU: each connection's frames were handled before they were charged,
+// and the early-reset rule closed it before it waited for them. Each RST_STREAM the server writes is charged as
+// a frame as well (writes): once the reads are held, a refused stream
+// is closed before the rest of its body comes, and net/http answers
+// each frame of it with a RST_STREAM of its own, a write and a flush of
+// a TLS record (13% of the daemon's CPU left in that probe, 88,000
+// RST_STREAMs in 10 s).
 type h2Conn struct {
 	net.Conn // the *tls.Conn
 	tls      *tls.ConnectionState
@@ -366,6 +405,12 @@ type h2Conn struct {
 	budget   rapidreset.FrameBudget
 	wrote    atomic.Int64
 	bodyRead atomic.Int64 // request body bytes its handlers read
+	readers  atomic.Int64 // request bodies being read (bodyCount)
+	// settled is the DATA charged (in DataFrameBytes): the most the
+	// connection's DATA ran ahead of its handlers' reads, past
+	// H2ConnWindow or when a stream ended; seen, the stream ends it was
+	// last settled at whole. The reader's.
+	settled, seen int64
 	// h2 is set once the client's preface has been read whole (its
 	// reader): what the server writes after it is HTTP/2 frames, which
 	// writes scans, under wmu, counting its RST_STREAMs into resets.
@@ -373,6 +418,7 @@ type h2Conn struct {
 	wmu      sync.Mutex
 	writes   rapidreset.H2Writes
 	resets   atomic.Int64
+	ends     atomic.Int64 // streams the server ended (H2Writes.Ends)
 	gone     chan struct{}
 	goneOnce sync.Once
 }
@@ -404,12 +450,19 @@ func (r h2Records) Read(p []byte) (int, error) {
 	} else {
 		requests = c.scan.Blocks()
 	}
-	// Every frame read is charged, a large DATA frame by its size, and
-	// each RST_STREAM the server wrote once more; a DataFrameBytes of
-	// body read credits a frame (the credit of FrameCreditBytes
-	// written, four times over).
-	charged := c.scan.Cheap() + c.scan.Data() + c.resets.Load()
-	credit := c.wrote.Load() + c.bodyRead.Load()*(rapidreset.FrameCreditBytes/rapidreset.DataFrameBytes)
+	// Every frame read is charged, a large DATA frame by its size as
+	// far as no handler read it (past the window, or once a stream
+	// ended), and each RST_STREAM the server wrote once more.
+	unread, lag := c.scan.Data()-c.bodyRead.Load(), int64(0)
+	if c.readers.Load() > 0 {
+		lag = H2ConnWindow
+	}
+	if e := c.ends.Load(); e != c.seen {
+		c.seen, lag = e, 0
+	}
+	c.settled = max(c.settled, (unread-lag)/rapidreset.DataFrameBytes)
+	charged := c.scan.Cheap() + c.settled + c.resets.Load()
+	credit := c.wrote.Load()
 	if !c.n.Hold(&c.budget, c.Conn, c.gone, charged, requests, credit) {
 		_ = c.Close()
 		return 0, net.ErrClosed
@@ -424,6 +477,7 @@ func (c *h2Conn) Write(p []byte) (int, error) {
 		c.wmu.Lock()
 		c.writes.Feed(p[:n])
 		c.resets.Store(c.writes.Resets())
+		c.ends.Store(c.writes.Ends())
 		c.wmu.Unlock()
 	}
 	return n, err

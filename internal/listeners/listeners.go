@@ -464,8 +464,14 @@ const H2WriteByteTimeout = 30 * time.Second
 // h2Config is the HTTP/2 configuration of the HTTP/JSON and MCP
 // listeners (over TLS; the plain ones do not speak h2c).
 func h2Config() *http.HTTP2Config {
-	return &http.HTTP2Config{MaxConcurrentStreams: MCPMaxConcurrentStreams, WriteByteTimeout: H2WriteByteTimeout}
+	return &http.HTTP2Config{MaxConcurrentStreams: MCPMaxConcurrentStreams, WriteByteTimeout: H2WriteByteTimeout,
+		MaxReceiveBufferPerConnection: H2ConnWindow}
 }
+
+// H2ConnWindow is the HTTP/2 flow-control window of a connection's
+// request bodies (net/http's default, set here because h2Conn relies on
+// it): the body bytes its client may send that no handler has read yet.
+const H2ConnWindow = 1 << 20
 
 // ServeMCP serves h, an MCP handler, on lis in the background, over TLS when tlsConf is
 // set, its requests counted to resets (as HTTPConfig.Resets); the returned

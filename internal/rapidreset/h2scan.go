@@ -9,6 +9,7 @@ const (
 	frameHeaders      = 0x1
 	frameRSTStream    = 0x3
 	frameContinuation = 0x9
+	flagEndStream     = 0x1
 	flagEndHeaders    = 0x4
 )
 
@@ -27,7 +28,7 @@ type H2Scan struct {
 	last    uint32  // the highest stream id opened
 	blocks  int64   // blocks opening a stream, complete
 	cheap   int64   // frames but DATA of DataFrameBytes or more (FrameBudget)
-	data    int64   // DataFrameBytes of DATA frames of DataFrameBytes or more
+	data    int64   // bytes of DATA frames of DataFrameBytes or more
 	off     bool    // not HTTP/2: nothing is counted
 }
 
@@ -86,7 +87,7 @@ func (h *H2Scan) frame() {
 	if typ != frameData || h.skip < DataFrameBytes {
 		h.cheap++
 	} else {
-		h.data += int64((h.skip + DataFrameBytes - 1) / DataFrameBytes)
+		h.data += int64(h.skip)
 	}
 	switch typ {
 	case frameHeaders:
@@ -115,11 +116,11 @@ func frameHeader(b [9]byte) (length int, typ, flags byte, id uint32) {
 // frame but a DATA frame of DataFrameBytes or more (FrameBudget).
 func (h *H2Scan) Cheap() int64 { return h.cheap }
 
-// Data is the size of the DATA frames of DataFrameBytes or more fed (the
-// frames Cheap does not count), in DataFrameBytes, each frame's rounded
-// up: the HTTP listeners charge it too, and credit the body their
-// handlers read at the same rate (listeners' h2Conn), so that a body no
-// handler reads is held to the budget whatever its frames' size.
+// Data is the size in bytes of the DATA frames of DataFrameBytes or
+// more fed (the frames Cheap does not count): the HTTP listeners charge
+// what of it no handler read, a frame for each DataFrameBytes (listeners'
+// h2Conn), so that a body no handler reads is held to the budget
+// whatever its frames' size.
 func (h *H2Scan) Data() int64 { return h.data }
 
 // DataFrameBytes: a DATA frame of this many bytes or more costs its
@@ -130,12 +131,14 @@ const DataFrameBytes = 1 << 10
 // H2Writes reads the frame headers of what a server writes on an HTTP/2
 // connection (after the client's preface: the server writes none), fed
 // as it is written, whatever the writes' boundaries, and counts the
-// RST_STREAM frames (Resets). Nine bytes of state, payloads skipped.
+// RST_STREAM frames (Resets) and the frames ending a stream's response
+// (Ends). Nine bytes of state, payloads skipped.
 type H2Writes struct {
 	hdr    [9]byte
 	hn     int
 	skip   int
 	resets int64
+	ends   int64
 }
 
 // Feed scans p, the next bytes written.
@@ -151,10 +154,14 @@ func (w *H2Writes) Feed(p []byte) {
 		w.hn += n
 		p = p[n:]
 		if w.hn == len(w.hdr) {
-			var typ byte
-			w.skip, typ, _, _ = frameHeader(w.hdr)
-			if typ == frameRSTStream {
+			var typ, flags byte
+			w.skip, typ, flags, _ = frameHeader(w.hdr)
+			switch {
+			case typ == frameRSTStream:
 				w.resets++
+				w.ends++
+			case (typ == frameHeaders || typ == frameData) && flags&flagEndStream != 0:
+				w.ends++
 			}
 			w.hn = 0
 		}
@@ -164,3 +171,8 @@ func (w *H2Writes) Feed(p []byte) {
 // Resets is how many RST_STREAM frames were fed, counted from their
 // header.
 func (w *H2Writes) Resets() int64 { return w.resets }
+
+// Ends is how many frames fed ended a stream: a RST_STREAM, or the
+// HEADERS or DATA frame with END_STREAM that ends a response (written
+// once its handler has returned).
+func (w *H2Writes) Ends() int64 { return w.ends }

@@ -77,8 +77,7 @@ func TestH2ScanCountsOpeningBlocks(t *testing.T) {
 }
 
 // TestH2ScanCheap: every frame is cheap but a DATA frame of
-// DataFrameBytes or more, which Data counts by its size in
-// DataFrameBytes, rounded up.
+// DataFrameBytes or more, which Data counts by its size.
 func TestH2ScanCheap(t *testing.T) {
 	var b bytes.Buffer
 	b.WriteString(ClientPreface)
@@ -89,8 +88,8 @@ func TestH2ScanCheap(t *testing.T) {
 			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte("\x83\x86"), EndHeaders: true})
 		},
 		func() error { return fr.WriteData(1, false, make([]byte, DataFrameBytes-1)) },
-		func() error { return fr.WriteData(1, false, make([]byte, DataFrameBytes)) },      // not cheap: Data 1
-		func() error { return fr.WriteData(1, false, make([]byte, 16*DataFrameBytes+1)) }, // Data 17
+		func() error { return fr.WriteData(1, false, make([]byte, DataFrameBytes)) },      // not cheap: Data 1 KiB
+		func() error { return fr.WriteData(1, false, make([]byte, 16*DataFrameBytes+1)) }, // Data 16 KiB + 1
 		func() error { return fr.WriteData(1, true, nil) },
 		func() error { return fr.WriteWindowUpdate(0, 1) },
 		func() error { return fr.WriteRSTStream(1, http2.ErrCodeCancel) },
@@ -105,8 +104,8 @@ func TestH2ScanCheap(t *testing.T) {
 	for _, c := range b.Bytes() { // a byte at a time
 		h.Feed([]byte{c}, 0)
 	}
-	if h.Cheap() != 8 || h.Blocks() != 1 || h.Data() != 18 {
-		t.Fatalf("cheap %d, blocks %d, data %d; want 8, 1, 18", h.Cheap(), h.Blocks(), h.Data())
+	if want := int64(17*DataFrameBytes + 1); h.Cheap() != 8 || h.Blocks() != 1 || h.Data() != want {
+		t.Fatalf("cheap %d, blocks %d, data %d; want 8, 1, %d", h.Cheap(), h.Blocks(), h.Data(), want)
 	}
 }
 
@@ -375,9 +374,10 @@ func TestFrameBudgetOwnRateBeforeSpare(t *testing.T) {
 }
 
 // TestH2WritesResets: the scanner of a server's writes counts its
-// RST_STREAM frames, and no other frame, whatever the writes' boundaries
-// (a frame header split across writes, several frames in one, a payload
-// that looks like a frame header).
+// RST_STREAM frames, and no other frame, and the frames ending a stream
+// (the RST_STREAMs, and HEADERS or DATA with END_STREAM), whatever the
+// writes' boundaries (a frame header split across writes, several frames
+// in one, a payload that looks like a frame header).
 func TestH2WritesResets(t *testing.T) {
 	var b bytes.Buffer
 	fr := http2.NewFramer(&b, nil)
@@ -393,6 +393,10 @@ func TestH2WritesResets(t *testing.T) {
 		func() error { return fr.WriteRSTStream(3, http2.ErrCodeStreamClosed) },
 		func() error { return fr.WriteData(3, true, nil) },
 		func() error { return fr.WritePing(true, [8]byte{3}) },
+		func() error {
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 7, BlockFragment: fake, EndHeaders: true, EndStream: true})
+		},
+		func() error { return fr.WriteData(9, false, fake) },
 		func() error { return fr.WriteRSTStream(5, http2.ErrCodeStreamClosed) },
 		func() error { return fr.WriteGoAway(5, http2.ErrCodeNo, fake) },
 	} {
@@ -406,8 +410,8 @@ func TestH2WritesResets(t *testing.T) {
 		for from := 0; from < len(wire); from += chunk {
 			w.Feed(wire[from:min(from+chunk, len(wire))])
 		}
-		if w.Resets() != 3 {
-			t.Errorf("writes of %d bytes: %d RST_STREAM frames counted, want 3", chunk, w.Resets())
+		if w.Resets() != 3 || w.Ends() != 5 {
+			t.Errorf("writes of %d bytes: %d RST_STREAM frames and %d stream ends counted, want 3 and 5", chunk, w.Resets(), w.Ends())
 		}
 	}
 	var w H2Writes

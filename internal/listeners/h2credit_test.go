@@ -1,6 +1,7 @@
 package listeners
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -15,6 +16,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 
 	"github.com/classifierd/classifierd/internal/rapidreset"
 )
@@ -122,4 +125,67 @@ func selfSigned(t *testing.T) tls.Certificate {
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// TestH2ConnCharged: what an HTTP/2 connection's frames cost its budget
+// (h2Conn.charged). A body a handler read costs its frames nothing more;
+// one no handler read costs a frame for each DataFrameBytes of it, even
+// after a body of small frames (each charged as a frame) was read: its
+// bytes counted only as cheap frames, that body's read offset as many
+// bytes of the unread one. While a body is being read, up to
+// H2ConnWindow of unread DATA waits; a stream's end settles it whole,
+// and the charge never goes back down.
+func TestH2ConnCharged(t *testing.T) {
+	c := &h2Conn{}
+	feed := func(write func(*http2.Framer) error) {
+		var b bytes.Buffer
+		if err := write(http2.NewFramer(&b, nil)); err != nil {
+			t.Fatal(err)
+		}
+		c.scan.Feed(b.Bytes(), 0)
+	}
+	c.scan.Feed([]byte(rapidreset.ClientPreface), 0)
+	data := func(stream uint32, frames, size int) {
+		for range frames {
+			feed(func(f *http2.Framer) error { return f.WriteData(stream, false, make([]byte, size)) })
+		}
+	}
+	// A body of 512 frames of 1,000 bytes, read: 512 cheap frames.
+	data(1, 512, 1000)
+	c.bodyRead.Add(512 * 1000)
+	if got := c.charged(); got != 512 {
+		t.Fatalf("a body of 512 small frames, read: charged %d, want 512", got)
+	}
+	// 500 frames of 1 KiB no handler reads: 500 more.
+	data(3, 500, rapidreset.DataFrameBytes)
+	if got := c.charged(); got != 512+500 {
+		t.Fatalf("then 500 KiB unread: charged %d, want %d", got, 512+500)
+	}
+	// A body being read: up to the window of it waits...
+	c.readers.Add(1)
+	data(5, 1024, rapidreset.DataFrameBytes)
+	if got := c.charged(); got != 512+500 {
+		t.Fatalf("1 MiB arrived for a body being read: charged %d, want %d", got, 512+500)
+	}
+	data(5, 100, rapidreset.DataFrameBytes)
+	if got := c.charged(); got != 512+500+100 {
+		t.Fatalf("past the window: charged %d, want %d", got, 512+500+100)
+	}
+	// ...it is read, and a stream's end charges nothing more for it.
+	c.bodyRead.Add(1124 * rapidreset.DataFrameBytes)
+	c.readers.Add(-1)
+	c.ends.Add(1)
+	if got := c.charged(); got != 512+500+100 {
+		t.Fatalf("the body read, its stream ended: charged %d, want %d (never down)", got, 512+500+100)
+	}
+	// Unread with a reader, then a stream ends: settled whole.
+	c.readers.Add(1)
+	data(7, 300, rapidreset.DataFrameBytes)
+	if got := c.charged(); got != 512+500+100 {
+		t.Fatalf("300 KiB with a reader: charged %d", got)
+	}
+	c.ends.Add(1)
+	if got := c.charged(); got != 512+500+300 {
+		t.Fatalf("then a stream's end: charged %d, want %d", got, 512+500+300)
+	}
 }

@@ -450,9 +450,19 @@ func (r h2Records) Read(p []byte) (int, error) {
 	} else {
 		requests = c.scan.Blocks()
 	}
-	// Every frame read is charged, a large DATA frame by its size as
-	// far as no handler read it (past the window, or once a stream
-	// ended), and each RST_STREAM the server wrote once more.
+	if !c.n.Hold(&c.budget, c.Conn, c.gone, c.charged(), requests, c.wrote.Load()) {
+		_ = c.Close()
+		return 0, net.ErrClosed
+	}
+	return n, err
+}
+
+// charged is what the frames read so far cost the connection's budget:
+// every frame but a large DATA frame one each, the DATA by its size as
+// far as no handler read it (past the window while a body is being read,
+// whole once a stream ended: settled), and each RST_STREAM the server
+// wrote once more. The reader's.
+func (c *h2Conn) charged() int64 {
 	unread, lag := c.scan.Data()-c.bodyRead.Load(), int64(0)
 	if c.readers.Load() > 0 {
 		lag = H2ConnWindow
@@ -461,13 +471,7 @@ func (r h2Records) Read(p []byte) (int, error) {
 		c.seen, lag = e, 0
 	}
 	c.settled = max(c.settled, (unread-lag)/rapidreset.DataFrameBytes)
-	charged := c.scan.Cheap() + c.settled + c.resets.Load()
-	credit := c.wrote.Load()
-	if !c.n.Hold(&c.budget, c.Conn, c.gone, charged, requests, credit) {
-		_ = c.Close()
-		return 0, net.ErrClosed
-	}
-	return n, err
+	return c.scan.Cheap() + c.settled + c.resets.Load()
 }
 
 func (c *h2Conn) Write(p []byte) (int, error) {

@@ -465,13 +465,25 @@ const H2WriteByteTimeout = 30 * time.Second
 // listeners (over TLS; the plain ones do not speak h2c).
 func h2Config() *http.HTTP2Config {
 	return &http.HTTP2Config{MaxConcurrentStreams: MCPMaxConcurrentStreams, WriteByteTimeout: H2WriteByteTimeout,
-		MaxReceiveBufferPerConnection: H2ConnWindow}
+		MaxReceiveBufferPerConnection: H2ConnWindow, MaxReceiveBufferPerStream: H2StreamWindow}
 }
 
 // H2ConnWindow is the HTTP/2 flow-control window of a connection's
 // request bodies (net/http's default, set here because h2Conn relies on
 // it): the body bytes its client may send that no handler has read yet.
-const H2ConnWindow = 1 << 20
+// H2StreamWindow is a stream's (net/http's default is 1 MiB): what of
+// a body may come before its handler has started, which h2Conn charges
+// as it arrives, since no handler reads it yet (a body a handler never
+// reads is charged so). A quarter of the default is the budget's burst
+// (rapidreset.FrameBurst) in frames of DataFrameBytes: with 1 MiB, an
+// upload whose handler a busy machine started late had its
+// connection's reads held now and then (TestH2BodyReadCredits, 2 runs
+// in 20 beside a CI run). It bounds one stream's upload to 256 KiB a
+// round trip: 5 MB/s at 50 ms, for bodies of 4 MiB at most.
+const (
+	H2ConnWindow   = 1 << 20
+	H2StreamWindow = 256 << 10
+)
 
 // ServeMCP serves h, an MCP handler, on lis in the background, over TLS when tlsConf is
 // set, its requests counted to resets (as HTTPConfig.Resets); the returned

@@ -28,7 +28,7 @@ type H2Scan struct {
 	last    uint32  // the highest stream id opened
 	blocks  int64   // blocks opening a stream, complete
 	cheap   int64   // frames but DATA of DataFrameBytes or more (FrameBudget)
-	data    int64   // bytes of DATA frames of DataFrameBytes or more
+	data    int64   // bytes of DATA frames (payload and padding)
 	off     bool    // not HTTP/2: nothing is counted
 }
 
@@ -86,7 +86,8 @@ func (h *H2Scan) frame() {
 	h.skip, typ, flags, id = frameHeader(h.hdr)
 	if typ != frameData || h.skip < DataFrameBytes {
 		h.cheap++
-	} else {
+	}
+	if typ == frameData {
 		h.data += int64(h.skip)
 	}
 	switch typ {
@@ -116,11 +117,13 @@ func frameHeader(b [9]byte) (length int, typ, flags byte, id uint32) {
 // frame but a DATA frame of DataFrameBytes or more (FrameBudget).
 func (h *H2Scan) Cheap() int64 { return h.cheap }
 
-// Data is the size in bytes of the DATA frames of DataFrameBytes or
-// more fed (the frames Cheap does not count): the HTTP listeners charge
-// what of it no handler read, a frame for each DataFrameBytes (listeners'
-// h2Conn), so that a body no handler reads is held to the budget
-// whatever its frames' size.
+// Data is the size in bytes of the DATA frames fed, their padding
+// included: the HTTP listeners charge what of it no handler read, a
+// frame for each DataFrameBytes (listeners' h2Conn), so that a body no
+// handler reads is held to the budget whatever its frames' size. (The
+// frames under DataFrameBytes count here as well as in Cheap: counted
+// only as cheap, a body of small frames a handler read left its bytes
+// to offset as many of a body of large frames no handler read.)
 func (h *H2Scan) Data() int64 { return h.data }
 
 // DataFrameBytes: a DATA frame of this many bytes or more costs its

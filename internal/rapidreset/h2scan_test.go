@@ -77,7 +77,7 @@ func TestH2ScanCountsOpeningBlocks(t *testing.T) {
 }
 
 // TestH2ScanCheap: every frame is cheap but a DATA frame of
-// DataFrameBytes or more, which Data counts by its size.
+// DataFrameBytes or more; Data counts every DATA frame by its size.
 func TestH2ScanCheap(t *testing.T) {
 	var b bytes.Buffer
 	b.WriteString(ClientPreface)
@@ -104,7 +104,7 @@ func TestH2ScanCheap(t *testing.T) {
 	for _, c := range b.Bytes() { // a byte at a time
 		h.Feed([]byte{c}, 0)
 	}
-	if want := int64(17*DataFrameBytes + 1); h.Cheap() != 8 || h.Blocks() != 1 || h.Data() != want {
+	if want := int64(18 * DataFrameBytes); h.Cheap() != 8 || h.Blocks() != 1 || h.Data() != want {
 		t.Fatalf("cheap %d, blocks %d, data %d; want 8, 1, %d", h.Cheap(), h.Blocks(), h.Data(), want)
 	}
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 	"sync"
 	"time"
@@ -36,21 +35,8 @@ type Health struct {
 	WatchReserve, ReservedWatchesPerPeer int
 	mu                                   sync.Mutex
 	watches                              int
-	perPeer                              map[netip.Addr][]*heldWatch // oldest first
-	seq                                  uint64
+	perPeer                              map[netip.Addr]int
 }
-
-// heldWatch is an open Watch stream: its network, its order of opening,
-// and the end of its context (for another network's watch: evictWatch).
-type heldWatch struct {
-	net    netip.Addr
-	seq    uint64
-	cancel context.CancelCauseFunc
-}
-
-// errWatchEvicted ends a watch for a watch of a network holding fewer.
-var errWatchEvicted = status.Error(codes.ResourceExhausted,
-	"this health watch was ended for another network's: every place was taken and this network held the most; use Check, or watch again later")
 
 // Bounds of the health watches (Health): a client-side health check
 // keeps one per connection. Counted per address, 16 addresses filled
@@ -62,14 +48,10 @@ var errWatchEvicted = status.Error(codes.ResourceExhausted,
 // open, only such a network opens one. Filling every place so takes 12
 // networks of 64 and 64 more of 4 (76 /24s or /64s, where 16 addresses
 // did), and until then a network that holds none, a balancer's, opens
-// up to 4. Once every place is taken, a network holding fewer than 4
-// still opens its watches: each ends the newest watch of the network
-// holding the most (the one whose newest is newest, of equals), if that
-// holds at least two more (evictWatch). A client with enough networks
-// (on loopback, 127/8 has 65,536 /24s) filled every place for good; now
-// it only ends its own or the largest holders' newest watches, and a
-// balancer's, open longest, ends last. An honest fleet of balancers
-// behind one /24 shares 64 watches (one per connection).
+// up to 4. A finite cap can still be filled by a client with enough
+// networks (on loopback, 127/8 has 65,536 /24s); ending the watches of
+// the largest holder for a newcomer would be next. An honest fleet of
+// balancers behind one /24 shares 64 watches (one per connection).
 const (
 	DefaultMaxHealthWatches        = 1024
 	DefaultMaxHealthWatchesPerPeer = 64
@@ -81,7 +63,7 @@ const (
 func NewHealth() *Health {
 	return &Health{Server: health.NewServer(), stop: make(chan struct{}), MaxWatches: DefaultMaxHealthWatches,
 		MaxWatchesPerPeer: DefaultMaxHealthWatchesPerPeer, WatchReserve: DefaultHealthWatchReserve,
-		ReservedWatchesPerPeer: DefaultReservedWatchesPerPeer, perPeer: map[netip.Addr][]*heldWatch{}}
+		ReservedWatchesPerPeer: DefaultReservedWatchesPerPeer, perPeer: map[netip.Addr]int{}}
 }
 
 // watchNet is the network whose watches are counted together: an IPv4
@@ -96,10 +78,8 @@ func watchNet(a netip.Addr) netip.Addr {
 }
 
 // admitWatch counts a Watch stream of ctx's peer, or refuses it past the
-// bounds; the stream runs in the returned context, ended with
-// errWatchEvicted if another network's watch takes its place; release
-// uncounts it.
-func (h *Health) admitWatch(ctx context.Context) (_ context.Context, release func(), err error) {
+// bounds; release uncounts it.
+func (h *Health) admitWatch(ctx context.Context) (release func(), err error) {
 	var key netip.Addr
 	if p, ok := peer.FromContext(ctx); ok {
 		key, _ = peerkey.Remote(p.Addr)
@@ -107,65 +87,27 @@ func (h *Health) admitWatch(ctx context.Context) (_ context.Context, release fun
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	held := len(h.perPeer[key])
-	if h.watches >= h.MaxWatches && (held >= h.ReservedWatchesPerPeer || !h.evictWatch(held)) {
-		return nil, nil, status.Errorf(codes.ResourceExhausted, "%d health watches are open, the most this server keeps: use Check, or retry later", h.watches)
+	held := h.perPeer[key]
+	if h.watches >= h.MaxWatches {
+		return nil, status.Errorf(codes.ResourceExhausted, "%d health watches are open, the most this server keeps: use Check, or retry later", h.watches)
 	}
 	if h.watches >= h.MaxWatches-h.WatchReserve && held >= h.ReservedWatchesPerPeer {
-		return nil, nil, status.Errorf(codes.ResourceExhausted, "%d health watches are open, and this network holds %d: the last %d are kept for networks holding fewer than %d; use Check, or retry later",
+		return nil, status.Errorf(codes.ResourceExhausted, "%d health watches are open, and this network holds %d: the last %d are kept for networks holding fewer than %d; use Check, or retry later",
 			h.watches, held, h.WatchReserve, h.ReservedWatchesPerPeer)
 	}
 	if held >= h.MaxWatchesPerPeer {
-		return nil, nil, status.Errorf(codes.ResourceExhausted, "this network (%s) has %d health watches open, the most one may: close some, or use Check", key, held)
+		return nil, status.Errorf(codes.ResourceExhausted, "this network (%s) has %d health watches open, the most one may: close some, or use Check", key, held)
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	h.seq++
-	w := &heldWatch{net: key, seq: h.seq, cancel: cancel}
 	h.watches++
-	h.perPeer[key] = append(h.perPeer[key], w)
-	return ctx, func() {
-		cancel(nil)
+	h.perPeer[key]++
+	return func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		h.dropWatch(w)
+		h.watches--
+		if h.perPeer[key]--; h.perPeer[key] <= 0 {
+			delete(h.perPeer, key)
+		}
 	}, nil
-}
-
-// evictWatch ends the newest watch of the network holding the most (of
-// equals, the one whose newest is newest) for a network holding held,
-// if that holds at least held+2, and reports whether it did. h.mu is
-// held.
-func (h *Health) evictWatch(held int) bool {
-	var top *heldWatch
-	most := 0
-	for _, ws := range h.perPeer {
-		n := len(ws)
-		if last := ws[n-1]; n > most || n == most && last.seq > top.seq {
-			top, most = last, n
-		}
-	}
-	if top == nil || most < held+2 {
-		return false
-	}
-	h.dropWatch(top)
-	top.cancel(errWatchEvicted)
-	return true
-}
-
-// dropWatch uncounts w, if it is still counted. h.mu is held.
-func (h *Health) dropWatch(w *heldWatch) {
-	ws := h.perPeer[w.net]
-	for i, x := range ws {
-		if x == w {
-			h.watches--
-			if ws = append(ws[:i], ws[i+1:]...); len(ws) == 0 {
-				delete(h.perPeer, w.net)
-			} else {
-				h.perPeer[w.net] = ws
-			}
-			return
-		}
-	}
 }
 
 // Shutdown sets every service NOT_SERVING and ends the watches.
@@ -176,12 +118,12 @@ func (h *Health) Shutdown() {
 
 // Watch implements grpc_health_v1.HealthServer.
 func (h *Health) Watch(req *healthpb.HealthCheckRequest, stream grpc.ServerStreamingServer[healthpb.HealthCheckResponse]) error {
-	wctx, release, err := h.admitWatch(stream.Context())
+	release, err := h.admitWatch(stream.Context())
 	if err != nil {
 		return err
 	}
 	defer release()
-	ctx, cancel := context.WithCancel(wctx)
+	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	ws := &watchStream{ServerStreamingServer: stream, ctx: ctx, notServing: make(chan struct{})}
 	go func() {
@@ -202,11 +144,8 @@ func (h *Health) Watch(req *healthpb.HealthCheckRequest, stream grpc.ServerStrea
 	case <-h.stop:
 		return status.Error(codes.Unavailable, "server stopping")
 	default:
+		return err
 	}
-	if errors.Is(context.Cause(wctx), errWatchEvicted) {
-		return errWatchEvicted
-	}
-	return err
 }
 
 type watchStream struct {

@@ -196,9 +196,7 @@ type (
 
 // withTLSState gives a request on a wrapped HTTP/1.1 TLS connection its
 // r.TLS, as net/http does for a *tls.Conn; on an HTTP/2 one it counts
-// the body bytes the handlers read to the connection (h2Conn.bodyRead),
-// and the bodies being read (h2Conn.readers: from a handler's first read
-// to the body's end, its Close or the handler's return).
+// the body bytes the handlers read to the connection (h2Conn.bodyRead).
 func withTLSState(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS == nil {
@@ -207,45 +205,22 @@ func withTLSState(next http.Handler) http.Handler {
 			}
 		}
 		if c, ok := r.Context().Value(h2ConnKey{}).(*h2Conn); ok && r.Body != nil && r.Body != http.NoBody {
-			b := &bodyCount{ReadCloser: r.Body, c: c}
-			r.Body = b
-			defer b.done()
+			r.Body = &bodyCount{ReadCloser: r.Body, n: &c.bodyRead}
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// bodyCount counts the bytes read from a request's body to its
-// connection c, and counts the body among c's readers from its first
-// read to its end (done).
+// bodyCount counts the bytes read from a request's body into n.
 type bodyCount struct {
 	io.ReadCloser
-	c     *h2Conn
-	state atomic.Int32 // 0 unread, 1 being read, 2 done
+	n *atomic.Int64
 }
 
 func (b *bodyCount) Read(p []byte) (int, error) {
-	if b.state.CompareAndSwap(0, 1) {
-		b.c.readers.Add(1)
-	}
 	n, err := b.ReadCloser.Read(p)
-	b.c.bodyRead.Add(int64(n))
-	if err != nil {
-		b.done()
-	}
+	b.n.Add(int64(n))
 	return n, err
-}
-
-func (b *bodyCount) Close() error {
-	b.done()
-	return b.ReadCloser.Close()
-}
-
-// done ends the body's count among its connection's readers.
-func (b *bodyCount) done() {
-	if b.state.Swap(2) == 1 {
-		b.c.readers.Add(-1)
-	}
 }
 
 // handshakeListener accepts connections and makes their TLS handshakes,
@@ -358,42 +333,46 @@ func (l *handshakeListener) Close() error {
 // waits. It has no ConnectionState method, so that net/http serves it as
 // the HTTP/2 its preface says (serveTLS).
 //
-// The DATA frames of DataFrameBytes or more, which are not cheap, are
-// charged to the budget too, one frame for each DataFrameBytes of their
-// size (H2Scan.Data) that no handler read (settled): a body its handler
-// reads costs nothing, whatever its frames' size, and one it never reads
-// pays. (Charged a frame each, bodies of 16 KiB frames no handler read
-// still took a core over 64 connections, another identity's Route p99
-// 140 ms.) The twentieth hostile pass's re-check sent bodies of 64 KiB
-// in DATA frames of 1 KiB with no token over 64 connections: each
-// request refused 401 from its headers, its body read all the same
-// (net/http takes a stream's DATA into its buffer until the handler has
-// returned, then discards it, and answers a frame on a stream it has
-// closed with a RST_STREAM), at 2.5-4.2 times the client's CPU, another
-// identity's Route p99 114-350 ms. Most of those frames arrive while
-// their stream is still open (the RST_STREAMs the client read were
-// 0.1-20% of its frames): counting the server's RST_STREAMs would not
-// have caught them, counting what no handler reads does.
+// The DATA frames are charged to the budget too, one frame for each
+// DataFrameBytes of their size (H2Scan.Data) that no handler read
+// (settled): a body its handler reads costs nothing, whatever its
+// frames' size, and one it never reads pays. (Charged a frame each,
+// bodies of 16 KiB frames no handler read still took a core over 64
+// connections, another identity's Route p99 140 ms.) The twentieth
+// hostile pass's re-check sent bodies of 64 KiB in DATA frames of 1 KiB
+// with no token over 64 connections: each request refused 401 from its
+// headers, its body read all the same (net/http takes a stream's DATA
+// into its buffer until the handler has returned, then discards it,
+// and answers a frame on a stream it has closed with a RST_STREAM), at
+// 2.5-4.2 times the client's CPU, another identity's Route p99 114-350
+// ms. Most of those frames arrive while their stream is still open (the
+// RST_STREAMs the client read were 0.1-20% of its frames): counting the
+// server's RST_STREAMs would not have caught them, counting what no
+// handler reads does.
 //
-// What is unread is charged as it arrives, except, while a handler is
-// reading a body of the connection (readers), up to H2ConnWindow of it
-// (as far as a handler's reads may lag, the connection's flow control);
-// all of it when a stream ends (a RST_STREAM, or END_STREAM on a
-// response, which net/http writes once its handler has returned:
-// H2Writes.Ends). The charge is the most that was ever unread, not a
-// sum: a body read keeps it where it was. Charged as they arrived and
-// credited as a handler read them (credits past the burst are lost),
-// the frames of an upload of 16 MiB were held 29-35 times on a machine
-// with both cores taken, each time its handler lagged
-// (TestH2BodyReadCredits). Charged only at a stream's end, the refused
-// bodies above came at 3 times the rate and took 3.5 times the daemon's
-// CPU: each connection's frames were handled before they were charged,
-// and the early-reset rule closed it before it waited for them. Each RST_STREAM the server writes is charged as
-// a frame as well (writes): once the reads are held, a refused stream
-// is closed before the rest of its body comes, and net/http answers
-// each frame of it with a RST_STREAM of its own, a write and a flush of
-// a TLS record (13% of the daemon's CPU left in that probe, 88,000
-// RST_STREAMs in 10 s).
+// What no handler has read is charged as it arrives: the charge is the
+// most that was ever unread on the connection, not a sum, so a body read
+// keeps it where it was, and an honest connection pays once for as far
+// as its handlers' reads ever lagged (flow control: H2ConnWindow at
+// most, a quarter of net/http's default and the budget's burst in
+// frames of DataFrameBytes), while a body never read is charged in
+// full. Charged as they arrived and credited as a handler read them
+// (credits past the burst are lost), the frames of an upload of 16 MiB
+// were held 29-35 times on a machine with both cores taken, each time
+// its handler lagged (TestH2BodyReadCredits). Charged only at a
+// stream's end, the refused bodies above came at 3 times the rate and
+// took 3.5 times the daemon's CPU: each connection's frames were handled
+// before they were charged, and the early-reset rule closed it before
+// it waited for them. An allowance of unread DATA while a handler was
+// reading a body of the connection did the same (the twenty-third
+// hostile pass: one body trickled a byte every 200 ms kept it open, and
+// 401'd bodies on the connection's other streams went uncharged until
+// it closed: 2.4-3.5 times the client's CPU, RSS to 4 GB). Each
+// RST_STREAM the server writes is charged as a frame as well (writes):
+// once the reads are held, a refused stream is closed before the rest
+// of its body comes, and net/http answers each frame of it with a
+// RST_STREAM of its own, a write and a flush of a TLS record (13% of
+// the daemon's CPU left in that probe, 88,000 RST_STREAMs in 10 s).
 type h2Conn struct {
 	net.Conn // the *tls.Conn
 	tls      *tls.ConnectionState
@@ -405,12 +384,9 @@ type h2Conn struct {
 	budget   rapidreset.FrameBudget
 	wrote    atomic.Int64
 	bodyRead atomic.Int64 // request body bytes its handlers read
-	readers  atomic.Int64 // request bodies being read (bodyCount)
 	// settled is the DATA charged (in DataFrameBytes): the most the
-	// connection's DATA ran ahead of its handlers' reads, past
-	// H2ConnWindow or when a stream ended; seen, the stream ends it was
-	// last settled at whole. The reader's.
-	settled, seen int64
+	// connection's DATA ran ahead of its handlers' reads. The reader's.
+	settled int64
 	// h2 is set once the client's preface has been read whole (its
 	// reader): what the server writes after it is HTTP/2 frames, which
 	// writes scans, under wmu, counting its RST_STREAMs into resets.
@@ -418,7 +394,6 @@ type h2Conn struct {
 	wmu      sync.Mutex
 	writes   rapidreset.H2Writes
 	resets   atomic.Int64
-	ends     atomic.Int64 // streams the server ended (H2Writes.Ends)
 	gone     chan struct{}
 	goneOnce sync.Once
 }
@@ -459,18 +434,10 @@ func (r h2Records) Read(p []byte) (int, error) {
 
 // charged is what the frames read so far cost the connection's budget:
 // every frame but a large DATA frame one each, the DATA by its size as
-// far as no handler read it (past the window while a body is being read,
-// whole once a stream ended: settled), and each RST_STREAM the server
+// far as no handler read it (settled), and each RST_STREAM the server
 // wrote once more. The reader's.
 func (c *h2Conn) charged() int64 {
-	unread, lag := c.scan.Data()-c.bodyRead.Load(), int64(0)
-	if c.readers.Load() > 0 {
-		lag = H2ConnWindow
-	}
-	if e := c.ends.Load(); e != c.seen {
-		c.seen, lag = e, 0
-	}
-	c.settled = max(c.settled, (unread-lag)/rapidreset.DataFrameBytes)
+	c.settled = max(c.settled, (c.scan.Data()-c.bodyRead.Load())/rapidreset.DataFrameBytes)
 	return c.scan.Cheap() + c.settled + c.resets.Load()
 }
 
@@ -481,7 +448,6 @@ func (c *h2Conn) Write(p []byte) (int, error) {
 		c.wmu.Lock()
 		c.writes.Feed(p[:n])
 		c.resets.Store(c.writes.Resets())
-		c.ends.Store(c.writes.Ends())
 		c.wmu.Unlock()
 	}
 	return n, err

@@ -468,20 +468,18 @@ func h2Config() *http.HTTP2Config {
 		MaxReceiveBufferPerConnection: H2ConnWindow, MaxReceiveBufferPerStream: H2StreamWindow}
 }
 
-// H2ConnWindow is the HTTP/2 flow-control window of a connection's
-// request bodies (net/http's default, set here because h2Conn relies on
-// it): the body bytes its client may send that no handler has read yet.
-// H2StreamWindow is a stream's (net/http's default is 1 MiB): what of
-// a body may come before its handler has started, which h2Conn charges
-// as it arrives, since no handler reads it yet (a body a handler never
-// reads is charged so). A quarter of the default is the budget's burst
-// (rapidreset.FrameBurst) in frames of DataFrameBytes: with 1 MiB, an
-// upload whose handler a busy machine started late had its
-// connection's reads held now and then (TestH2BodyReadCredits, 2 runs
-// in 20 beside a CI run). It bounds one stream's upload to 256 KiB a
-// round trip: 5 MB/s at 50 ms, for bodies of 4 MiB at most.
+// H2ConnWindow and H2StreamWindow are the HTTP/2 flow-control windows of
+// a connection's request bodies, in all and for each stream: how far its
+// client may send ahead of its handlers' reads, which h2Conn charges
+// (once: the most it ever was). net/http's default windows (1 MiB each)
+// let a busy machine take up to 1,024 frames of 1 KiB before a body's
+// handler had started, past the budget's burst (rapidreset.FrameBurst),
+// and an upload was held now and then (TestH2BodyReadCredits, 2 runs in
+// 20 beside a CI run; four uploads at once on one connection, 5 runs in
+// 10). A quarter of that is the burst. It bounds a connection's uploads
+// to 256 KiB a round trip: 5 MB/s at 50 ms, for bodies of 4 MiB at most.
 const (
-	H2ConnWindow   = 1 << 20
+	H2ConnWindow   = 256 << 10
 	H2StreamWindow = 256 << 10
 )
 

@@ -9,7 +9,6 @@ const (
 	frameHeaders      = 0x1
 	frameRSTStream    = 0x3
 	frameContinuation = 0x9
-	flagEndStream     = 0x1
 	flagEndHeaders    = 0x4
 )
 
@@ -134,14 +133,12 @@ const DataFrameBytes = 1 << 10
 // H2Writes reads the frame headers of what a server writes on an HTTP/2
 // connection (after the client's preface: the server writes none), fed
 // as it is written, whatever the writes' boundaries, and counts the
-// RST_STREAM frames (Resets) and the frames ending a stream's response
-// (Ends). Nine bytes of state, payloads skipped.
+// RST_STREAM frames (Resets). Nine bytes of state, payloads skipped.
 type H2Writes struct {
 	hdr    [9]byte
 	hn     int
 	skip   int
 	resets int64
-	ends   int64
 }
 
 // Feed scans p, the next bytes written.
@@ -157,14 +154,10 @@ func (w *H2Writes) Feed(p []byte) {
 		w.hn += n
 		p = p[n:]
 		if w.hn == len(w.hdr) {
-			var typ, flags byte
-			w.skip, typ, flags, _ = frameHeader(w.hdr)
-			switch {
-			case typ == frameRSTStream:
+			var typ byte
+			w.skip, typ, _, _ = frameHeader(w.hdr)
+			if typ == frameRSTStream {
 				w.resets++
-				w.ends++
-			case (typ == frameHeaders || typ == frameData) && flags&flagEndStream != 0:
-				w.ends++
 			}
 			w.hn = 0
 		}
@@ -174,8 +167,3 @@ func (w *H2Writes) Feed(p []byte) {
 // Resets is how many RST_STREAM frames were fed, counted from their
 // header.
 func (w *H2Writes) Resets() int64 { return w.resets }
-
-// Ends is how many frames fed ended a stream: a RST_STREAM, or the
-// HEADERS or DATA frame with END_STREAM that ends a response (written
-// once its handler has returned).
-func (w *H2Writes) Ends() int64 { return w.ends }

@@ -43,11 +43,9 @@ func (c arrivalCtx) Err() error {
 	return c.Context.Err()
 }
 
-// arrival is a call's receive timer, started when its headers were
-// read (start). released closes once the timer is stopped because the
-// call ended.
+// arrival is a call's receive timer. released closes once the timer is
+// stopped because the call ended.
 type arrival struct {
-	start    time.Time
 	timer    *time.Timer
 	released chan struct{}
 	cancel   context.CancelCauseFunc
@@ -61,23 +59,13 @@ type arrival struct {
 // +430 MB held, to 1.1 GB on a second round.
 func withArrival(ctx context.Context, d time.Duration) context.Context {
 	ctx, cancel := context.WithCancelCause(ctx)
-	a := &arrival{start: time.Now(), released: make(chan struct{}), cancel: cancel}
+	a := &arrival{released: make(chan struct{}), cancel: cancel}
 	a.timer = time.AfterFunc(d, func() { cancel(errSlowArrival) })
 	context.AfterFunc(ctx, func() {
 		a.timer.Stop()
 		close(a.released)
 	})
 	return arrivalCtx{context.WithValue(ctx, arrivalKey{}, a)}
-}
-
-// headersRead is when ctx's call's headers were read (its tap ran), if
-// its receive timer was started.
-func headersRead(ctx context.Context) (time.Time, bool) {
-	a, ok := ctx.Value(arrivalKey{}).(*arrival)
-	if !ok {
-		return time.Time{}, false
-	}
-	return a.start, true
 }
 
 // arrived stops the receive timer of ctx's call: its request is in.

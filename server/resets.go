@@ -117,18 +117,14 @@ type callState struct {
 const ExcusedDeadlineMin = 20 * time.Millisecond
 
 // deadlineSpent reports whether the call of ctx, which ended at e, had
-// a deadline of ExcusedDeadlineMin or more from its headers' arrival
-// and had spent three quarters of it. The start is the tap's (the
-// transport's reader runs the taps as it reads the headers), not
-// e.BeginTime: grpc-go takes that on the call's own goroutine, which
-// on a busy daemon runs after the reset this excuses.
+// a deadline of ExcusedDeadlineMin or more from its start and had spent
+// three quarters of it.
 func deadlineSpent(ctx context.Context, e *stats.End) bool {
 	dl, ok := ctx.Deadline()
-	start, read := headersRead(ctx)
-	if !ok || !read {
+	if !ok || e.BeginTime.IsZero() {
 		return false
 	}
-	total := dl.Sub(start)
+	total := dl.Sub(e.BeginTime)
 	return total >= ExcusedDeadlineMin && dl.Sub(e.EndTime) <= total/4
 }
 

@@ -27,16 +27,7 @@ import (
 // identity's small Route went from p50 1.7 ms to 244-359 ms (p99 1.1 s).
 // A client that cancels calls after sending their message, or lets their
 // deadline pass, is not counted: a gRPC client sends a unary call's
-// message with its headers. Nor is a call cancelled in the last quarter
-// of a deadline of ExcusedDeadlineMin or more (deadlineSpent): a client
-// whose deadline passes resets its call, and its clock started before
-// the server's, so the reset comes before the server's own deadline;
-// on a busy daemon the message of such a call may not have been read.
-// (2,000 clients with 50 ms deadlines had their peer penalized as a
-// rapid resetter, and only 0.62% of their calls answered, the
-// eighteenth hostile pass's LOW; a resetter that waits out most of a
-// deadline of 20 ms holds each of its streams that long, 64 a
-// connection, as any client may.) A call refused at its headers because its
+// message with its headers. A call refused at its headers because its
 // caller already has MaxWaitingPerCaller calls waiting for their message
 // counts as early too (a flood of such calls was refused one by one,
 // cheaply, but never closed the connection), once the oldest of those
@@ -112,22 +103,6 @@ type callState struct {
 	end     func()
 }
 
-// ExcusedDeadlineMin: a call cancelled in the last quarter of a deadline
-// this long or longer is not an early reset (deadlineSpent).
-const ExcusedDeadlineMin = 20 * time.Millisecond
-
-// deadlineSpent reports whether the call of ctx, which ended at e, had
-// a deadline of ExcusedDeadlineMin or more from its start and had spent
-// three quarters of it.
-func deadlineSpent(ctx context.Context, e *stats.End) bool {
-	dl, ok := ctx.Deadline()
-	if !ok || e.BeginTime.IsZero() {
-		return false
-	}
-	total := dl.Sub(e.BeginTime)
-	return total >= ExcusedDeadlineMin && dl.Sub(e.EndTime) <= total/4
-}
-
 func (resetStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
 	cr, ok := ctx.Value(connResetsKey{}).(*connResets)
 	if !ok {
@@ -156,8 +131,7 @@ func (r resetStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		// connection closed as a rapid resetter (the twelfth hostile pass).
 		// A call admission refused is not early, at any rate: its client
 		// sent it whole and read its answer (admission_refusals.go).
-		r.ended(ctx, !c.arrived.Load() && status.Code(s.Error) == codes.Canceled &&
-			!errors.Is(context.Cause(ctx), errRecvBudget) && !deadlineSpent(ctx, s))
+		r.ended(ctx, !c.arrived.Load() && status.Code(s.Error) == codes.Canceled && !errors.Is(context.Cause(ctx), errRecvBudget))
 	}
 }
 

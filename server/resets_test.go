@@ -88,53 +88,6 @@ func TestBudgetCutsAreNotEarlyResets(t *testing.T) {
 	}
 }
 
-// TestDeadlineSpentNotEarly: a call its client cancels before its
-// message was read is an early reset, unless the call had a deadline of
-// ExcusedDeadlineMin or more and had spent three quarters of it (a
-// client's deadline passing, the eighteenth hostile pass's LOW: 2,000
-// clients with 50 ms deadlines had their peer penalized). A resetter
-// giving its calls a short deadline, or cancelling early in a long one,
-// is still caught.
-func TestDeadlineSpentNotEarly(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		deadline  time.Duration // 0: none
-		after     time.Duration // the cancel, from the call's start
-		wantEarly bool
-	}{
-		{"no deadline", 0, 45 * time.Millisecond, true},
-		{"50 ms deadline, cancelled at 45 ms", 50 * time.Millisecond, 45 * time.Millisecond, false},
-		{"50 ms deadline, cancelled at 38 ms", 50 * time.Millisecond, 38 * time.Millisecond, false},
-		{"50 ms deadline, cancelled at 30 ms", 50 * time.Millisecond, 30 * time.Millisecond, true},
-		{"50 ms deadline, cancelled at once", 50 * time.Millisecond, 0, true},
-		{"10 ms deadline, cancelled at 9 ms", 10 * time.Millisecond, 9 * time.Millisecond, true},
-		{"5 s deadline, cancelled at 4.9 s", 5 * time.Second, 4900 * time.Millisecond, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, _ := peerConn(t, "192.0.2.1")
-			var closed atomic.Int64
-			r := resetStats{&closed, nil}
-			conn := context.WithValue(context.Background(), connResetsKey{}, newConnResets(c, nil))
-			begin := time.Now()
-			for range 2 * rapidreset.EarlyResetsMin {
-				ctx, cancel := context.WithCancel(conn)
-				if tc.deadline > 0 {
-					var stop context.CancelFunc
-					ctx, stop = context.WithDeadline(ctx, begin.Add(tc.deadline))
-					defer stop()
-				}
-				cancel()
-				ctx = r.TagRPC(ctx, &stats.RPCTagInfo{})
-				r.HandleRPC(ctx, &stats.Begin{BeginTime: begin})
-				r.HandleRPC(ctx, &stats.End{BeginTime: begin, EndTime: begin.Add(tc.after), Error: status.Error(codes.Canceled, "context canceled")})
-			}
-			if caught := c.caught.Load(); caught != tc.wantEarly {
-				t.Errorf("%d calls cancelled: connection caught %v, want %v", 2*rapidreset.EarlyResetsMin, caught, tc.wantEarly)
-			}
-		})
-	}
-}
-
 // endCalls ends n calls of conn, early (reset before their message) or
 // not, through the stats handler as gRPC does.
 func endCalls(r resetStats, conn context.Context, n int, early bool) {

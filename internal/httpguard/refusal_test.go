@@ -136,3 +136,49 @@ func TestMCPGuardTakesJSONOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestGetWithBodyRefusedFromHead: a GET or HEAD with a body is refused
+// 400 from its head, its body never read (the transcoder read it whole
+// to answer 500, never early: the twenty-third hostile pass had 31,000
+// such answers in 10 s from one token at 4 times its CPU); a GET without
+// a body, and a POST with one, pass.
+func TestGetWithBodyRefusedFromHead(t *testing.T) {
+	served := 0
+	g := Guard{MaxBody: 4 << 20, Refuse: func(w http.ResponseWriter, _ *http.Request, code int, err error) {
+		http.Error(w, err.Error(), code)
+	}}
+	h := g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		served++
+	}))
+	for _, tc := range []struct {
+		method     string
+		body       int
+		length     int64 // -1: unknown (chunked, or HTTP/2 without Content-Length)
+		wantCode   int
+		wantServed bool
+	}{
+		{http.MethodGet, 70_000, 70_000, http.StatusBadRequest, false},
+		{http.MethodGet, 70_000, -1, http.StatusBadRequest, false},
+		{http.MethodHead, 10, 10, http.StatusBadRequest, false},
+		{http.MethodGet, 0, 0, http.StatusOK, true},
+		{http.MethodPost, 100, 100, http.StatusOK, true},
+	} {
+		served = 0
+		body := &countingBody{Reader: strings.NewReader(strings.Repeat("x", tc.body))}
+		req := httptest.NewRequest(tc.method, "/tools", nil)
+		if tc.body > 0 {
+			req.Body = body
+		}
+		req.ContentLength = tc.length
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != tc.wantCode || (served == 1) != tc.wantServed {
+			t.Errorf("%s with %d bytes (length %d): %d, served %v; want %d, served %v", tc.method, tc.body, tc.length, rec.Code, served == 1, tc.wantCode, tc.wantServed)
+		}
+		if !tc.wantServed && body.n > 0 {
+			t.Errorf("%s with %d bytes: %d of them read before the refusal", tc.method, tc.body, body.n)
+		}
+	}
+}

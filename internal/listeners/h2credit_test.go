@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -175,4 +176,66 @@ func TestH2ConnCharged(t *testing.T) {
 	data(7, 200, kib)
 	c.bodyRead.Add(200 * kib)
 	want("a body read beside them", 512+500)
+}
+
+// TestALPNH2SpeaksOnlyHTTP2: a TLS client that negotiates h2 and then
+// sends an HTTP/1.1 request is closed unanswered: net/http served it as
+// HTTP/1.1 outside the head's line count (the review after the
+// twenty-second hostile pass: 300 header fields answered 200 where the
+// same request with ALPN http/1.1 gets 431). With http/1.1 negotiated,
+// or h2 and its preface, requests are answered.
+func TestALPNH2SpeaksOnlyHTTP2(t *testing.T) {
+	cert := selfSigned(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.Proto) }),
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}},
+		ReadHeaderTimeout: 5 * time.Second,
+		HTTP2:             h2Config(),
+	}
+	served := make(chan error, 1)
+	go func() { served <- serveOn(hs, lis, rapidreset.New()) }()
+	t.Cleanup(func() {
+		_ = hs.Close()
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	h1 := func(alpn string) (string, error) {
+		c, err := tls.Dial("tcp", lis.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{alpn}}) //nolint:gosec // a self-signed test server
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		if got := c.ConnectionState().NegotiatedProtocol; got != alpn {
+			t.Fatalf("negotiated %q, want %q", got, alpn)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+			return "", err
+		}
+		b, err := io.ReadAll(c)
+		return string(b), err
+	}
+	if got, err := h1("h2"); err == nil && strings.HasPrefix(got, "HTTP/1.1") {
+		t.Fatalf("h2 negotiated, HTTP/1.1 sent: answered %q", got)
+	}
+	if got, err := h1("http/1.1"); err != nil || !strings.HasPrefix(got, "HTTP/1.1 200") {
+		t.Fatalf("http/1.1 negotiated: %q, %v; want 200", got, err)
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true}} //nolint:gosec // a self-signed test server
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("https://" + lis.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(b) != "HTTP/2.0" {
+		t.Fatalf("h2: %d %q, want 200 over HTTP/2.0", resp.StatusCode, b)
+	}
 }

@@ -286,9 +286,12 @@ func (l *handshakeListener) handshake(raw net.Conn) {
 	// An HTTP/1.1 connection is scanned too: net/http serves HTTP/2 on
 	// any of them that opens with its preface (serveTLS). The scanner
 	// is off from its first byte otherwise.
-	var c net.Conn = newH2Conn(tc, &st)
+	h2c := newH2Conn(tc, &st)
+	var c net.Conn = h2c
 	if st.NegotiatedProtocol != "h2" {
 		c = &headConn{Conn: c, inHead: true, tls: &st}
+	} else {
+		h2c.alpnH2 = true
 	}
 	select {
 	case l.ready <- c:
@@ -381,6 +384,7 @@ type h2Conn struct {
 	// read of the preface, then the HTTP/2 server's frame reader.
 	rd       *bufio.Reader
 	scan     rapidreset.H2Scan
+	alpnH2   bool // ALPN's h2 was negotiated: the preface must come
 	budget   rapidreset.FrameBudget
 	wrote    atomic.Int64
 	bodyRead atomic.Int64 // request body bytes its handlers read
@@ -418,6 +422,14 @@ func (r h2Records) Read(p []byte) (int, error) {
 	c.scan.Feed(p[:n], 0)
 	if !c.h2.Load() && c.scan.HTTP2() {
 		c.h2.Store(true)
+	}
+	if c.alpnH2 && c.scan.NotHTTP2() {
+		// h2 negotiated, then something else: net/http would serve it
+		// as HTTP/1.1, outside the head's line count (headConn), which
+		// only a connection that negotiated HTTP/1.1 gets (RFC 9113
+		// 3.3: over TLS, HTTP/2 is what ALPN's h2 means).
+		_ = c.Close()
+		return 0, net.ErrClosed
 	}
 	var requests int64
 	if c.n != nil {

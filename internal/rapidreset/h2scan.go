@@ -38,6 +38,10 @@ func (h *H2Scan) Blocks() int64 { return h.blocks }
 // whole.
 func (h *H2Scan) HTTP2() bool { return !h.off && h.preface == len(ClientPreface) }
 
+// NotHTTP2 reports whether what was fed began with something other than
+// the client preface.
+func (h *H2Scan) NotHTTP2() bool { return h.off }
+
 // Feed scans p, or its start: it stops after the frame completing the
 // limit-th block (when limit > 0) from here, and returns how many bytes
 // it scanned.

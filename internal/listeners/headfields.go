@@ -286,12 +286,9 @@ func (l *handshakeListener) handshake(raw net.Conn) {
 	// An HTTP/1.1 connection is scanned too: net/http serves HTTP/2 on
 	// any of them that opens with its preface (serveTLS). The scanner
 	// is off from its first byte otherwise.
-	h2c := newH2Conn(tc, &st)
-	var c net.Conn = h2c
+	var c net.Conn = newH2Conn(tc, &st)
 	if st.NegotiatedProtocol != "h2" {
 		c = &headConn{Conn: c, inHead: true, tls: &st}
-	} else {
-		h2c.alpnH2 = true
 	}
 	select {
 	case l.ready <- c:
@@ -384,7 +381,6 @@ type h2Conn struct {
 	// read of the preface, then the HTTP/2 server's frame reader.
 	rd       *bufio.Reader
 	scan     rapidreset.H2Scan
-	alpnH2   bool // ALPN's h2 was negotiated: the preface must come
 	budget   rapidreset.FrameBudget
 	wrote    atomic.Int64
 	bodyRead atomic.Int64 // request body bytes its handlers read
@@ -423,7 +419,7 @@ func (r h2Records) Read(p []byte) (int, error) {
 	if !c.h2.Load() && c.scan.HTTP2() {
 		c.h2.Store(true)
 	}
-	if c.alpnH2 && c.scan.NotHTTP2() {
+	if c.scan.NotHTTP2() && c.tls.NegotiatedProtocol == "h2" {
 		// h2 negotiated, then something else: net/http would serve it
 		// as HTTP/1.1, outside the head's line count (headConn), which
 		// only a connection that negotiated HTTP/1.1 gets (RFC 9113

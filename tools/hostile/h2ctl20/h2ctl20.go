@@ -10,6 +10,13 @@
 //	          with -pace N, N such frames a second per connection in one write (each connection
 //	          kept inside its own budget), the connections' seconds staggered
 //
+// -method sets the refused streams' method (POST; GET: a body on a GET). With -slowtoken (the twenty-third
+// pass, against 9abfdd1's allowance of unread DATA while a handler read a body of the connection), each
+// connection first opens a POST -slowpath with that token and no END_STREAM, sends `{"query":"` and then
+// one byte every -trickle, so that a handler is reading one of its bodies the whole time; with -slowend
+// the slow body is ended (`"}` with END_STREAM) after -slowend and a new one opened on the connection.
+// (The twenty-third and twenty-fourth passes ran these as h2allow23, a copy of this probe, since folded in.)
+//
 // Pipelines streams with at most -inflight outstanding. Prints stats, client CPU and daemon CPU (-pid).
 package main
 
@@ -48,6 +55,11 @@ var (
 	margin   = flag.Int("margin", 8, "frames kept under the bound in pre mode")
 	h1pre    = flag.Bool("h1alpn", false, "negotiate http/1.1 then send preface")
 	pace     = flag.Int("pace", 0, "ctrl mode: send this many frames a second per connection, in one TLS record (0: 256 at a time, unpaced)")
+	slowTok  = flag.String("slowtoken", "", "token of the slowly read body on each connection (none: no slow body)")
+	slowPath = flag.String("slowpath", "/classifier.v1.ClassifierService/Route", "")
+	trickle  = flag.Duration("trickle", 200*time.Millisecond, "one byte of the slow body every trickle")
+	slowEnd  = flag.Duration("slowend", 0, "end the slow body after this long and open another (0: never)")
+	method   = flag.String("method", "POST", "method of the refused streams")
 )
 
 type stats struct {
@@ -204,7 +216,7 @@ func runConn(end time.Time) {
 		} else if endStream {
 			kvs = [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", *addr}, {":path", *path}}
 		} else {
-			kvs = [][2]string{{":method", "POST"}, {":scheme", "https"}, {":authority", *addr}, {":path", *path}, {"content-type", *ctype}, {"te", "trailers"}}
+			kvs = [][2]string{{":method", *method}, {":scheme", "https"}, {":authority", *addr}, {":path", *path}, {"content-type", *ctype}, {"te", "trailers"}}
 		}
 		for _, kv := range kvs {
 			enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
@@ -217,6 +229,42 @@ func runConn(end time.Time) {
 	var body []byte
 	if *bodyStr != "" {
 		body = []byte(*bodyStr)
+	}
+	if *slowTok != "" {
+		slowHeaders := func(id uint32) {
+			hb.Reset()
+			for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":authority", *addr}, {":path", *slowPath}, {"content-type", "application/json"}, {"authorization", "Bearer " + *slowTok}} {
+				enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+			}
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true})
+			fr.WriteData(id, false, []byte(`{"query":"`))
+		}
+		wmu.Lock()
+		slowID := sid
+		sid += 2
+		slowHeaders(slowID)
+		bw.Flush()
+		wmu.Unlock()
+		st.add("slow:opened", 1)
+		go func() {
+			started := time.Now()
+			for !closed.Load() && time.Now().Before(end) {
+				time.Sleep(*trickle)
+				wmu.Lock()
+				if *slowEnd > 0 && time.Since(started) > *slowEnd {
+					fr.WriteData(slowID, true, []byte(`"}`))
+					slowID = sid
+					sid += 2
+					slowHeaders(slowID)
+					started = time.Now()
+					st.add("slow:opened", 1)
+				} else {
+					fr.WriteData(slowID, false, []byte("a"))
+				}
+				bw.Flush()
+				wmu.Unlock()
+			}
+		}()
 	}
 	writeErr := false
 	var totalBlocks, dataSent int64

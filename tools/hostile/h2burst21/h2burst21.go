@@ -212,9 +212,8 @@ func credit(end time.Time) {
 
 func main() {
 	flag.Parse()
-	c0, d0 := probe.CPUSeconds(""), probe.CPUSeconds(*pid)
-	t0 := time.Now()
-	end := t0.Add(time.Duration(*secs * float64(time.Second)))
+	m := probe.Measure(*pid)
+	end := m.End(*secs)
 	var wg sync.WaitGroup
 	for i := 0; i < *conns; i++ {
 		wg.Add(1)
@@ -228,12 +227,8 @@ func main() {
 		}()
 	}
 	wg.Wait()
-	cc, dc := probe.CPUSeconds("")-c0, probe.CPUSeconds(*pid)-d0
-	ratio := 0.0
-	if cc > 0 {
-		ratio = dc / cc
-	}
+	el, cc, dc, ratio := m.Figures()
 	fmt.Printf("h2burst21 mode %s ctrl %s n %d conns %d plain %v: opened %d requests %d responses %d frames %d in %.1fs, client CPU %.2fs, daemon CPU %.2fs (%.2fx), load %s\n",
-		*mode, *ctrl, *n, *conns, *plain, opened.Load(), requests.Load(), responses.Load(), framesSent.Load(), time.Since(t0).Seconds(), cc, dc, ratio, probe.LoadAvg())
+		*mode, *ctrl, *n, *conns, *plain, opened.Load(), requests.Load(), responses.Load(), framesSent.Load(), el, cc, dc, ratio, probe.LoadAvg())
 	tally.Print(os.Stdout, 8)
 }

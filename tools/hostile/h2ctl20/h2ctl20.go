@@ -74,9 +74,8 @@ var framesSent, bytesSent atomic.Int64
 
 func main() {
 	flag.Parse()
-	c0, d0 := probe.CPUSeconds(""), probe.CPUSeconds(*pid)
-	t0 := time.Now()
-	end := t0.Add(time.Duration(*secs * float64(time.Second)))
+	m := probe.Measure(*pid)
+	end := m.End(*secs)
 	var wg sync.WaitGroup
 	for i := 0; i < *conns; i++ {
 		wg.Add(1)
@@ -88,13 +87,9 @@ func main() {
 		}()
 	}
 	wg.Wait()
-	cc, dc := probe.CPUSeconds("")-c0, probe.CPUSeconds(*pid)-d0
-	ratio := 0.0
-	if cc > 0 {
-		ratio = dc / cc
-	}
+	el, cc, dc, ratio := m.Figures()
 	fmt.Printf("h2p mode %s ctrl %s frame %d per %d: %v frames %d bytes %d in %.1fs, client CPU %.2fs, daemon CPU %.2fs (%.2fx), load %s\n",
-		*mode, *ctrl, *frame, *per, st.m, framesSent.Load(), bytesSent.Load(), time.Since(t0).Seconds(), cc, dc, ratio, probe.LoadAvg())
+		*mode, *ctrl, *frame, *per, st.m, framesSent.Load(), bytesSent.Load(), el, cc, dc, ratio, probe.LoadAvg())
 }
 
 func runConn(end time.Time) {

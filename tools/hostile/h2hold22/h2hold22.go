@@ -51,9 +51,8 @@ var (
 
 func main() {
 	flag.Parse()
-	c0, d0 := probe.CPUSeconds(""), probe.CPUSeconds(*pid)
-	t0 := time.Now()
-	end := t0.Add(time.Duration(*secs * float64(time.Second)))
+	m := probe.Measure(*pid)
+	end := m.End(*secs)
 	var wg sync.WaitGroup
 	for i := 0; i < *conns; i++ {
 		wg.Add(1)
@@ -66,13 +65,9 @@ func main() {
 		}()
 	}
 	wg.Wait()
-	cc, dc := probe.CPUSeconds("")-c0, probe.CPUSeconds(*pid)-d0
-	ratio := 0.0
-	if cc > 0 {
-		ratio = dc / cc
-	}
+	el, cc, dc, ratio := m.Figures()
 	fmt.Printf("h2hold22 hold %s path %s ctrl %s pace %d conns %d: opened %d holds %d frames %d in %.1fs, client CPU %.2fs, daemon CPU %.2fs (%.2fx), load %s\n",
-		*hold, *path, *ctrl, *pace, *conns, opened.Load(), holdsOpened.Load(), framesSent.Load(), time.Since(t0).Seconds(), cc, dc, ratio, probe.LoadAvg())
+		*hold, *path, *ctrl, *pace, *conns, opened.Load(), holdsOpened.Load(), framesSent.Load(), el, cc, dc, ratio, probe.LoadAvg())
 	tally.Print(os.Stdout, 12)
 }
 

@@ -58,9 +58,8 @@ func message() []byte {
 
 func main() {
 	flag.Parse()
-	c0, d0 := probe.CPUSeconds(""), probe.CPUSeconds(*pid)
-	t0 := time.Now()
-	end := t0.Add(time.Duration(*secs * float64(time.Second)))
+	m := probe.Measure(*pid)
+	end := m.End(*secs)
 	var wg sync.WaitGroup
 	for i := 0; i < *conns; i++ {
 		wg.Add(1)
@@ -72,14 +71,10 @@ func main() {
 		}()
 	}
 	wg.Wait()
-	cc, dc := probe.CPUSeconds("")-c0, probe.CPUSeconds(*pid)-d0
+	el, cc, dc, ratio := m.Figures()
 	tally.Print(os.Stdout, 9)
-	ratio := 0.0
-	if cc > 0 {
-		ratio = dc / cc
-	}
 	fmt.Printf("h2late23 path %s timeout %s after %v msg %v: %d streams opened, %d reset, %d conns, %d GOAWAYs in %.1fs, client CPU %.2fs, daemon CPU %.2fs (%.2fx), load %s\n",
-		*path, *timeout, *after, *msg, opened.Load(), resets.Load(), connsN.Load(), goaways.Load(), time.Since(t0).Seconds(), cc, dc, ratio, probe.LoadAvg())
+		*path, *timeout, *after, *msg, opened.Load(), resets.Load(), connsN.Load(), goaways.Load(), el, cc, dc, ratio, probe.LoadAvg())
 }
 
 func runConn(end time.Time) {

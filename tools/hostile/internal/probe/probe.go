@@ -21,6 +21,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -170,4 +171,33 @@ func UniqueQuery(size int) string {
 	_, _ = rand.Read(b)
 	w := hex.EncodeToString(b)
 	return strings.Repeat(w+" word ", size/(len(w)+6)+1)[:size]
+}
+
+// Meter measures a probe's run from its start: the time, the probe's own
+// CPU and a daemon's (pid; none for "").
+type Meter struct {
+	pid    string
+	t0     time.Time
+	c0, d0 float64
+}
+
+// Measure starts a Meter now.
+func Measure(pid string) Meter {
+	return Meter{pid: pid, t0: time.Now(), c0: CPUSeconds(""), d0: CPUSeconds(pid)}
+}
+
+// End is secs after the meter's start.
+func (m Meter) End(secs float64) time.Time {
+	return m.t0.Add(time.Duration(secs * float64(time.Second)))
+}
+
+// Figures are the seconds since the start, the probe's CPU seconds and
+// the daemon's in them, and the daemon's over the probe's (0 when the
+// probe used none).
+func (m Meter) Figures() (secs, client, daemon, ratio float64) {
+	client, daemon = CPUSeconds("")-m.c0, CPUSeconds(m.pid)-m.d0
+	if client > 0 {
+		ratio = daemon / client
+	}
+	return time.Since(m.t0).Seconds(), client, daemon, ratio
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -147,5 +148,22 @@ func TestUniqueQuery(t *testing.T) {
 	a, b := UniqueQuery(100), UniqueQuery(100)
 	if len(a) != 100 || len(b) != 100 || a == b || len(UniqueQuery(3)) != 3 {
 		t.Fatalf("%q %q", a, b)
+	}
+}
+
+// TestMeter: a probe measuring itself as the daemon (its own pid) sees
+// the same CPU on both sides, so a ratio of about 1, and its end is the
+// start plus secs.
+func TestMeter(t *testing.T) {
+	m := Measure(strconv.Itoa(os.Getpid()))
+	if got := m.End(1.5).Sub(m.t0); got != 1500*time.Millisecond {
+		t.Fatalf("End(1.5) is %v after the start", got)
+	}
+	for x := 0; CPUSeconds("")-m.c0 < 0.05; x++ {
+		_ = strconv.Itoa(x)
+	}
+	secs, client, daemon, ratio := m.Figures()
+	if secs <= 0 || client < 0.05 || daemon < 0.04 || ratio < 0.5 || ratio > 2 {
+		t.Fatalf("secs %.3f, client %.3f, daemon %.3f, ratio %.2f; want the same CPU on both sides", secs, client, daemon, ratio)
 	}
 }

@@ -46,38 +46,20 @@ func TestH2BodyReadCredits(t *testing.T) {
 // a window at a time with lag between reads, and checks that no read of
 // its connection was held.
 func h2Upload(t *testing.T, lag time.Duration) {
-	cert := selfSigned(t)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var read int64
 	done := make(chan struct{}, 1)
-	hs := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			for {
-				n, err := io.CopyN(io.Discard, r.Body, H2ConnWindow)
-				read += n
-				if err != nil {
-					break
-				}
-				time.Sleep(lag)
-			}
-			done <- struct{}{}
-		}),
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}},
-		ReadHeaderTimeout: 5 * time.Second,
-		HTTP2:             h2Config(),
-	}
 	peers := rapidreset.New()
-	served := make(chan error, 1)
-	go func() { served <- serveOn(hs, lis, peers) }()
-	t.Cleanup(func() {
-		_ = hs.Close()
-		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("serve: %v", err)
+	addr := serveTLSForTest(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for {
+			n, err := io.CopyN(io.Discard, r.Body, H2ConnWindow)
+			read += n
+			if err != nil {
+				break
+			}
+			time.Sleep(lag)
 		}
-	})
+		done <- struct{}{}
+	}), peers)
 
 	const size = 16 << 20
 	pr, pw := io.Pipe()
@@ -90,10 +72,9 @@ func h2Upload(t *testing.T, lag time.Duration) {
 		}
 		pw.Close()
 	}()
-	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true}} //nolint:gosec // a self-signed test server
+	client := h2ClientForTest(time.Minute)
 	defer client.CloseIdleConnections()
-	req, err := http.NewRequest(http.MethodPost, "https://"+lis.Addr().String()+"/", pr)
+	req, err := http.NewRequest(http.MethodPost, "https://"+addr+"/", pr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +91,40 @@ func h2Upload(t *testing.T, lag time.Duration) {
 	if n := peers.Throttled(); n != 0 {
 		t.Errorf("a body of %d DATA frames of 1 KiB, all read: %d reads held, want none", size/rapidreset.DataFrameBytes, n)
 	}
+}
+
+// serveTLSForTest serves h over TLS (a self-signed certificate, the
+// listeners' HTTP/2 configuration) on a loopback port through serveOn,
+// its requests counted to peers, until the test ends; it returns the
+// address.
+func serveTLSForTest(t *testing.T, h http.Handler, peers *rapidreset.Peers) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{
+		Handler:           h,
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}},
+		ReadHeaderTimeout: 5 * time.Second,
+		HTTP2:             h2Config(),
+	}
+	served := make(chan error, 1)
+	go func() { served <- serveOn(hs, lis, peers) }()
+	t.Cleanup(func() {
+		_ = hs.Close()
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return lis.Addr().String()
+}
+
+// h2ClientForTest is an HTTP client that speaks HTTP/2 to the
+// self-signed servers of serveTLSForTest.
+func h2ClientForTest(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true}} //nolint:gosec // a self-signed test server
 }
 
 // selfSigned makes a P-256 certificate for 127.0.0.1.
@@ -185,27 +200,9 @@ func TestH2ConnCharged(t *testing.T) {
 // same request with ALPN http/1.1 gets 431). With http/1.1 negotiated,
 // or h2 and its preface, requests are answered.
 func TestALPNH2SpeaksOnlyHTTP2(t *testing.T) {
-	cert := selfSigned(t)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{
-		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.Proto) }),
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}},
-		ReadHeaderTimeout: 5 * time.Second,
-		HTTP2:             h2Config(),
-	}
-	served := make(chan error, 1)
-	go func() { served <- serveOn(hs, lis, rapidreset.New()) }()
-	t.Cleanup(func() {
-		_ = hs.Close()
-		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	addr := serveTLSForTest(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.Proto) }), rapidreset.New())
 	h1 := func(alpn string) (string, error) {
-		c, err := tls.Dial("tcp", lis.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{alpn}}) //nolint:gosec // a self-signed test server
+		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{alpn}}) //nolint:gosec // a self-signed test server
 		if err != nil {
 			return "", err
 		}
@@ -226,10 +223,9 @@ func TestALPNH2SpeaksOnlyHTTP2(t *testing.T) {
 	if got, err := h1("http/1.1"); err != nil || !strings.HasPrefix(got, "HTTP/1.1 200") {
 		t.Fatalf("http/1.1 negotiated: %q, %v; want 200", got, err)
 	}
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true}} //nolint:gosec // a self-signed test server
+	client := h2ClientForTest(10 * time.Second)
 	defer client.CloseIdleConnections()
-	resp, err := client.Get("https://" + lis.Addr().String() + "/")
+	resp, err := client.Get("https://" + addr + "/")
 	if err != nil {
 		t.Fatal(err)
 	}

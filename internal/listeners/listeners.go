@@ -6,6 +6,7 @@
 package listeners
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -21,14 +22,15 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/vanguard"
-	"connectrpc.com/vanguard/vanguardgrpc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -81,7 +83,7 @@ type HTTP struct {
 // g stands in front of the transcoder: it authenticates, bounds and reads
 // every body before vanguard sees it (httpguard).
 func NewHTTP(cfg HTTPConfig, gs *grpc.Server, g httpguard.Guard, log *slog.Logger) (*HTTP, error) {
-	h, err := vanguardgrpc.NewTranscoder(gs,
+	h, err := newTranscoder(gs,
 		vanguard.WithCodec(newJSONCodec),
 		vanguard.WithDefaultServiceOptions(
 			// The request bound the gRPC listener has (--max-recv-bytes),
@@ -292,22 +294,30 @@ func holdAnswers(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, answered := answerhold.With(r.Context())
 		defer answered()
-		next.ServeHTTP(&answerWriter{ResponseWriter: w, answered: answered}, r.WithContext(ctx))
+		aw := &answerWriter{ResponseWriter: w, answered: answered}
+		next.ServeHTTP(aw, r.WithContext(context.WithValue(ctx, answerKey{}, aw)))
 	})
 }
 
-// answerWriter calls answered before anything of the answer is written.
+// answerWriter calls answered before anything of the answer is written,
+// and records that it began (started).
 type answerWriter struct {
 	http.ResponseWriter
 	answered func()
+	started  atomic.Bool
 }
 
+// answerKey is the request context's key of its answerWriter.
+type answerKey struct{}
+
 func (w *answerWriter) WriteHeader(code int) {
+	w.started.Store(true)
 	w.answered()
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *answerWriter) Write(p []byte) (int, error) {
+	w.started.Store(true)
 	w.answered()
 	return w.ResponseWriter.Write(p)
 }
@@ -318,6 +328,62 @@ func (w *answerWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// newTranscoder is vanguardgrpc.NewTranscoder with each service's
+// requests handed to gs through settledBodies.
+func newTranscoder(gs *grpc.Server, opts ...vanguard.TranscoderOption) (*vanguard.Transcoder, error) {
+	return newTranscoderFor(gs.GetServiceInfo(), gs, opts...)
+}
+
+// newTranscoderFor transcodes to h (a gRPC server serving services).
+func newTranscoderFor(services map[string]grpc.ServiceInfo, h http.Handler, opts ...vanguard.TranscoderOption) (*vanguard.Transcoder, error) {
+	codecs := []string{vanguard.CodecProto}
+	if encoding.GetCodec(vanguard.CodecJSON) != nil {
+		codecs = append(codecs, vanguard.CodecJSON)
+	}
+	var svcs []*vanguard.Service
+	for name := range services {
+		svcs = append(svcs, vanguard.NewService(name, settledBodies(h)))
+	}
+	return vanguard.NewTranscoder(svcs, append([]vanguard.TranscoderOption{vanguard.WithDefaultServiceOptions(
+		vanguard.WithTargetCodecs(codecs...), vanguard.WithTargetProtocols(vanguard.ProtocolGRPC),
+	)}, opts...)...)
+}
+
+// settledBodies reads each request's body whole, as the transcoder
+// transforms it, before gs sees the request, and hands gs the bytes.
+// gRPC's handler transport reads a body on a goroutine of its own, while
+// its handler's goroutine writes the answer's headers; the transcoder
+// (vanguard 0.4.0) answers a body it cannot decode (JSON that does not
+// parse, a query parameter of the wrong type) from within that read,
+// writing the same headers. A client that reset such a request as it
+// was refused had both write them at once, and the daemon died of a
+// concurrent map write (the twenty-fifth hostile pass: a token holder's
+// unterminated JSON bodies, 64 at a time, stopped it in 10 s). Read
+// here, on the handler's goroutine, the transcoder's answer is written
+// before gs starts, and gs is not called at all. The bodies are bounded
+// (the guard read them whole, and the transcoder's message bound).
+func settledBodies(gs http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		if aw, ok := r.Context().Value(answerKey{}).(*answerWriter); ok && aw.started.Load() {
+			return // the transcoder answered it: a body it refused
+		}
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
+		gs.ServeHTTP(w, r)
+	})
+}
+
+// errReader reads as err, or as the end of the body when err is nil.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) {
+	if e.err == nil {
+		return 0, io.EOF
+	}
+	return 0, e.err
 }
 
 // Unwrap gives http.ResponseController the writer underneath.

@@ -410,10 +410,16 @@ func newH2Conn(tc *tls.Conn, st *tls.ConnectionState) *h2Conn {
 func (c *h2Conn) Read(p []byte) (int, error) { return c.rd.Read(p) }
 
 // h2Records reads c's TLS connection, a record at a time into c.rd.
+// While c's peer is penalized, it reads no record past one that opened a
+// stream until that stream has passed authentication or ended
+// (rapidreset.Conn.Unsettled), and nothing once c is being closed.
 type h2Records struct{ c *h2Conn }
 
 func (r h2Records) Read(p []byte) (int, error) {
 	c := r.c
+	if c.n.Unsettled(c.scan.Blocks()) && !c.n.AwaitSettled(c.scan.Blocks(), c.gone) || c.n != nil && c.n.Caught() {
+		return 0, net.ErrClosed // closing (Serve): nothing more is read
+	}
 	n, err := c.Conn.Read(p)
 	c.scan.Feed(p[:n], 0)
 	if !c.h2.Load() && c.scan.HTTP2() {

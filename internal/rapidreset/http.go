@@ -75,7 +75,8 @@ func (r *Peers) Serve(hs *http.Server) {
 			http.Error(w, "this connection reset too many requests before their answer: it is closed", http.StatusTooManyRequests)
 			return
 		}
-		ctx, past := WithRequest(req.Context())
+		st := &reqAuth{n: hc.n}
+		ctx, past := WithRequest(context.WithValue(req.Context(), authKey{}, st))
 		sw := &flushWriter{ResponseWriter: w, past: past, h1: req.ProtoMajor == 1}
 		if sw.h1 && slices.Contains(req.TransferEncoding, "chunked") {
 			sw.body = &chunkedBody{ReadCloser: req.Body, n: hc.n, start: hc.n.wire.Load()}
@@ -87,6 +88,9 @@ func (r *Peers) Serve(hs *http.Server) {
 			sw.closing = true
 		}
 		next.ServeHTTP(sw, req.WithContext(ctx))
+		if !st.authed.Load() {
+			hc.n.settle() // ended without passing authentication
+		}
 		early := !sw.flushed.Load() && req.Context().Err() != nil || req.ProtoMajor == 2 && refusedEarly(int(sw.status.Load()))
 		if sw.body != nil && strings.EqualFold(w.Header().Get("Connection"), "close") {
 			// An answer that closes the connection of a chunked body:
@@ -101,12 +105,49 @@ func (r *Peers) Serve(hs *http.Server) {
 			// rather than a reset (TestHTTPBodyBudget's 429s).
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 		}
-		if hc.n.Ended(early) {
+		// While its peer is penalized, a connection is closed at its
+		// first refusal when none of its requests passed authentication
+		// (a reconnection flood with no token: Conn.Unsettled), or when
+		// the refusal is for no valid credentials, which no client that
+		// has them sends beside its other requests: the twenty-fourth
+		// hostile pass kept one body trickled with a token on each of 64
+		// connections, their other streams' bodies refused 401 unread,
+		// and an honest upload from the same address in small frames
+		// waited 18 s for the peer's budget they took.
+		status := int(sw.status.Load())
+		if hc.n.ended(early, !hc.n.authed.Load() || status == http.StatusUnauthorized) {
 			r.httpCloses.Add(1)
+			// The refusal's answer first: a client whose token is
+			// wrong learns it rather than reading an EOF.
+			_ = http.NewResponseController(w).Flush()
 			_ = hc.conn.Close()
 		}
 	})
 }
+
+// MarkAuthenticated marks the connection of the request whose context
+// is ctx (of a server Serve set up) as having carried a request that
+// passed authentication: while its peer is penalized, a connection
+// without one is closed at its first request refused for its caller's
+// fault, and its reader takes no new stream until the ones it has are
+// authenticated or ended (the listeners' HTTP/2 reader, Conn.Unsettled). Call it for every request the guard
+// lets through, anonymous ones included when callers are not
+// identified.
+func MarkAuthenticated(ctx context.Context) {
+	if st, ok := ctx.Value(authKey{}).(*reqAuth); ok && st.authed.CompareAndSwap(false, true) {
+		st.n.authed.Store(true)
+		st.n.settle()
+	}
+}
+
+// reqAuth is a request's mark of MarkAuthenticated, with its
+// connection's count.
+type reqAuth struct {
+	n      *Conn
+	authed atomic.Bool
+}
+
+type authKey struct{}
 
 // refusedEarly reports whether status refuses a request for the
 // caller's fault: a 4xx, except 408 (the server's timeout), 409 (an MCP

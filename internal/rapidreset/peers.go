@@ -255,6 +255,31 @@ type Conn struct {
 	// (Serve), credited to the connection's FrameBudget; active, the
 	// requests (or gRPC calls) under way (Begin).
 	requests, active atomic.Int64
+	// authed: a request of the connection passed authentication
+	// (MarkAuthenticated); settled counts its requests that passed it or
+	// ended without (Unsettled), and wake is told of each (nil: waits
+	// poll).
+	authed  atomic.Bool
+	settled atomic.Int64
+	wake    chan struct{}
+}
+
+// NewConn is a connection's count, of peer to peers (nil: the rule per
+// connection alone).
+func NewConn(peers *Peers, peer netip.Addr) *Conn {
+	return &Conn{Peers: peers, Peer: peer, wake: make(chan struct{}, 1)}
+}
+
+// settle counts a request that passed authentication or ended without,
+// and wakes a reader waiting for it (AwaitSettled).
+func (c *Conn) settle() {
+	c.settled.Add(1)
+	if c.wake != nil {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Begin counts a request (or call) of the connection under way until
@@ -277,17 +302,26 @@ func (c *Conn) Pipelined() bool { return c.lastWrite.Load() > c.lastRead.Load() 
 // EarlyResetsMin early resets (PenalizedEarlyResetsMin if its peer is
 // penalized), more than half of its requests. Its peer is then penalized
 // at once; the caller closes the connection.
-func (c *Conn) Ended(early bool) bool {
+func (c *Conn) Ended(early bool) bool { return c.ended(early, false) }
+
+// ended is Ended; with first, a connection of a penalized peer is
+// caught at its first early request, whatever came before it (an HTTP
+// connection that no request of passed authentication, or whose request
+// was refused 401: Serve).
+func (c *Conn) ended(early, first bool) bool {
 	calls := c.calls.Add(1)
 	n := c.early.Load()
 	if early {
 		n = c.early.Add(1)
 	}
-	least := int64(EarlyResetsMin)
+	least, most := int64(EarlyResetsMin), 2*n > calls
 	if c.Peers != nil && c.Peers.Ended(c.Peer, early, false) {
 		least = PenalizedEarlyResetsMin
+		if first {
+			least, most = 1, true
+		}
 	}
-	if !early || n < least || 2*n <= calls || !c.caught.CompareAndSwap(false, true) {
+	if !early || n < least || !most || !c.caught.CompareAndSwap(false, true) {
 		return false
 	}
 	if c.Peers != nil {
@@ -311,3 +345,66 @@ func (c *Conn) Closed() {
 
 // Caught reports whether Ended has had the connection caught.
 func (c *Conn) Caught() bool { return c.caught.Load() }
+
+// Authenticated reports whether a request of the connection passed
+// authentication (MarkAuthenticated).
+func (c *Conn) Authenticated() bool { return c != nil && c.authed.Load() }
+
+// Unsettled reports whether an HTTP/2 connection's reader must take no
+// more of its client's frames for now: its peer is penalized, and a
+// stream it opened (opened: the header blocks the reader has seen) has
+// neither passed authentication nor ended (MarkAuthenticated, Serve).
+// A penalized peer's connections so open one stream at a time until each
+// is authenticated, and one that is refused for it is closed (Serve): the
+// twenty-fourth hostile pass opened 16 streams with bodies at a time on
+// each of 256 connections from the loopback peer, no token, each
+// connection closed after 14 refusals and opened again at once, and the
+// daemon spent 2.4 times the client's CPU on them, its heap to 3.9 GB
+// with the bodies' buffers. An honest client's streams pass
+// authentication as soon as their handlers start.
+func (c *Conn) Unsettled(opened int64) bool {
+	return c != nil && c.Peers != nil && opened > c.settled.Load() && c.Peers.Penalized(c.Peer)
+}
+
+// AwaitSettled waits while the connection is Unsettled(opened), at most
+// UnsettledWait; false if gone is closed first. Past UnsettledWait the
+// streams it waited for count as settled: a stream the HTTP/2 server
+// refuses itself (a malformed head) never reaches a handler.
+func (c *Conn) AwaitSettled(opened int64, gone <-chan struct{}) bool {
+	t := time.NewTimer(UnsettledWait)
+	defer t.Stop()
+	var tick <-chan time.Time
+	if c.wake == nil {
+		tk := time.NewTicker(unsettledTick)
+		defer tk.Stop()
+		tick = tk.C
+	}
+	for c.Unsettled(opened) {
+		select {
+		case <-c.wake:
+		case <-tick:
+		case <-t.C:
+			for s := c.settled.Load(); s < opened && !c.settled.CompareAndSwap(s, opened); s = c.settled.Load() {
+			}
+			return true
+		case <-gone:
+			return false
+		}
+	}
+	return true
+}
+
+// UnsettledWait bounds an Unsettled connection's wait; unsettledTick is
+// how often a connection without wake looks.
+const (
+	UnsettledWait = time.Second
+	unsettledTick = 2 * time.Millisecond
+)
+
+// Penalized reports whether peer is penalized now.
+func (r *Peers) Penalized(peer netip.Addr) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.m[peer]
+	return ok && r.now().Before(p.until)
+}

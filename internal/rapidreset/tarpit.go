@@ -152,7 +152,7 @@ func (l *tarpit) acceptLoop() {
 
 // served is c, of peer, as handed to the server: wrapped with its count.
 func (l *tarpit) served(c net.Conn, peer netip.Addr) accepted {
-	return accepted{l.wrap(c, &Conn{Peers: l.peers, Peer: peer}), nil}
+	return accepted{l.wrap(c, NewConn(l.peers, peer)), nil}
 }
 
 // queued reports whether peer has connections held (a new one waits

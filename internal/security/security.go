@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/classifierd/classifierd/internal/httpguard"
+	"github.com/classifierd/classifierd/internal/rapidreset"
 	"github.com/classifierd/classifierd/mcpserver"
 	"github.com/classifierd/classifierd/server"
 	"github.com/classifierd/classifierd/server/auth"
@@ -86,6 +87,7 @@ type Security struct {
 // authenticated tells OnAuthenticated of r's connection when c, r's
 // caller, is identified.
 func (s *Security) authenticated(r *http.Request, c server.Caller) {
+	rapidreset.MarkAuthenticated(r.Context())
 	if s.OnAuthenticated == nil || !c.Identified() {
 		return
 	}

@@ -125,6 +125,10 @@ type Guard struct {
 	// (rapidreset.RefusedPastRate), dropping what the client pipelined
 	// behind it.
 	Rate *RequestRate
+	// BadBodies, if set, holds each caller's bodies refused after they
+	// were read (RefusedBodies) to its rate: past it, a request with a
+	// body is refused 429 from its head, as past Rate.
+	BadBodies *RefusedBodies
 }
 
 func (g Guard) writeWait() time.Duration {
@@ -267,6 +271,18 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 		if pastRate(1) {
 			return
 		}
+		if hasBody(r) {
+			if wait := g.BadBodies.past(bodyOwner(r)); wait > 0 {
+				bw.wait = RefusalWriteWait
+				if !rapidreset.RefusedPastRate(r.Context()) && r.ProtoMajor == 1 {
+					w.Header().Set("Connection", "close")
+				}
+				w.Header().Set("Retry-After", strconv.FormatInt(retryAfter(wait), 10))
+				r.Body = http.NoBody // an MCP refusal would read it for the request's id
+				g.Refuse(w, r, http.StatusTooManyRequests, g.BadBodies.refusal(wait))
+				return
+			}
+		}
 		admitted := func() bool {
 			if g.Admit == nil {
 				return true
@@ -306,6 +322,17 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 		counted := g.CountValues && jsonBody(r.Header.Get("Content-Type"))
 		if counted {
 			src = &countingReader{r: src}
+		}
+		if g.BadBodies != nil {
+			// A body refused once read, by the guard or the handler,
+			// is charged to its caller's rate of refused bodies.
+			bc := &byteCounter{r: src}
+			src = bc
+			defer func() {
+				if bodyFault(bw.code) && bc.n > 0 {
+					g.BadBodies.charge(bodyOwner(r), bc.n)
+				}
+			}()
 		}
 		body, err := readBody(src, g.MaxBody)
 		if g.ReadWait > 0 {

@@ -42,6 +42,15 @@ type boundWriter struct {
 	rc   *http.ResponseController
 	wait time.Duration
 	h2   bool
+	code int // the answer's status, once written (0: none yet)
+}
+
+// WriteHeader records the answer's status.
+func (b *boundWriter) WriteHeader(code int) {
+	if b.code == 0 && code >= 200 {
+		b.code = code
+	}
+	b.ResponseWriter.WriteHeader(code)
 }
 
 func newBoundWriter(w http.ResponseWriter, r *http.Request, wait time.Duration) *boundWriter {
@@ -49,6 +58,9 @@ func newBoundWriter(w http.ResponseWriter, r *http.Request, wait time.Duration) 
 }
 
 func (b *boundWriter) Write(p []byte) (int, error) {
+	if b.code == 0 {
+		b.code = http.StatusOK
+	}
 	_ = b.rc.SetWriteDeadline(time.Now().Add(b.wait))
 	n, err := b.ResponseWriter.Write(p)
 	_ = b.rc.SetWriteDeadline(time.Time{})

@@ -204,6 +204,7 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 	o.Bodies = httpguard.NewBudget(cfg.BodyBudget, cfg.BodyBudgetPerClient)
 	o.Recv = server.NewRecvGuard(o.Bodies)
 	sec.MCPRequests = httpguard.NewRequestRate(cfg.MCPRequestsPerSecond, cfg.MCPRequestBurst)
+	sec.BadBodies = httpguard.NewRefusedBodies(httpguard.DefaultRefusedBodyBytesPerSecond, httpguard.DefaultRefusedBodyBurst)
 	o.Recv.StallTimeout = cfg.WriteStallTimeout
 	if err := o.Metrics.Gauge("classifierd_request_bytes_in_flight", "Request bytes being received or held until answered, all listeners together (bounded by --max-body-bytes-in-flight).",
 		func() float64 { return float64(o.Bodies.Used()) }); err != nil {
@@ -238,6 +239,11 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 	if err := listeners.Counters(o.Registry, listeners.Counter{Name: "classifierd_admission_refused_past_rate_total",
 		Help: "Calls refused (RESOURCE_EXHAUSTED, 429) past their caller's rate of refusals (20 a second after a burst of 64), and MCP requests refused (429, JSON-RPC -32029) past their caller's --mcp-requests-per-second before the SDK read them: on HTTP/1.1 each answer closes its connection (Connection: close); none is an early reset.",
 		F:    func() int64 { return o.Admission.RefusalsPastRate() + sec.MCPRequests.Refused() }}); err != nil {
+		return nil, err
+	}
+	if err := listeners.Counters(o.Registry, listeners.Counter{Name: "classifierd_refused_bodies_past_rate_total",
+		Help: "Requests with a body refused (429) from their heads, on --http-listen and --mcp-listen, because their caller's bodies were refused (400, 413, 415, 422) after they were read more than 1 MiB a second, after 8 MiB.",
+		F:    func() int64 { return sec.BadBodies.Refused() }}); err != nil {
 		return nil, err
 	}
 	if err := o.Metrics.Gauge("classifierd_admission_queue_depth", "Model calls waiting for a place.",
@@ -370,6 +376,7 @@ func (o *Ops) ServerOptions(log *slog.Logger, st *server.Stats, timeout time.Dur
 func (o *Ops) HTTPGuard(maxBody int64, served map[string]grpc.ServiceInfo) httpguard.Guard {
 	g := o.RPCGuard(maxBody)
 	g.Budget = o.Bodies
+	g.BadBodies = o.BadBodies
 	refuse := g.Refuse
 	g.Refuse = func(w http.ResponseWriter, r *http.Request, code int, err error) {
 		if code == http.StatusUnauthorized || code == http.StatusForbidden {

@@ -202,6 +202,8 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 	// SDK reads them (httpguard.RequestRate): its tools/list flood cost
 	// the proxy 5 times its client's CPU (the eighteenth hostile pass).
 	sec.MCPRequests = httpguard.NewRequestRate(cfg.MCPRequestsPerSecond, cfg.MCPRequestBurst)
+	// Bodies refused once read, at a rate per caller (httpguard.RefusedBodies).
+	sec.BadBodies = httpguard.NewRefusedBodies(httpguard.DefaultRefusedBodyBytesPerSecond, httpguard.DefaultRefusedBodyBurst)
 	// The tools that run the model (search_tools, hub__analyze_prompt)
 	// share it by caller as the daemon's do, with the daemon's defaults;
 	// the forwarded calls for the proxy's own CPU (ops.MCPAdmit), not
@@ -212,7 +214,10 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 		Cores: runtime.GOMAXPROCS(0)})
 	if err := listeners.Counters(reg, listeners.Counter{Name: "classifierd_proxy_refused_past_rate_total",
 		Help: "MCP requests refused (429, JSON-RPC -32029) past their caller's --mcp-requests-per-second before the SDK read them, and calls refused past their caller's rate of refusals (20 a second after a burst of 64): on HTTP/1.1 each answer closes its connection (Connection: close).",
-		F:    func() int64 { return adm.RefusalsPastRate() + sec.MCPRequests.Refused() }}); err != nil {
+		F:    func() int64 { return adm.RefusalsPastRate() + sec.MCPRequests.Refused() }},
+		listeners.Counter{Name: "classifierd_proxy_refused_bodies_past_rate_total",
+			Help: "MCP requests with a body refused (429) from their heads because their caller's bodies were refused (400, 413, 415, 422) after they were read more than 1 MiB a second, after 8 MiB.",
+			F:    func() int64 { return sec.BadBodies.Refused() }}); err != nil {
 		return err
 	}
 	src, closeSrc, err := isolate(pool, perIdentity, cfg, poolOpts, reg, log)

@@ -82,6 +82,11 @@ type Security struct {
 	// listeners (MCPGuard) to its rate, refused 429 before the SDK reads
 	// them (--mcp-requests-per-second). Set it before serving.
 	MCPRequests *httpguard.RequestRate
+	// BadBodies, if set, holds each caller's request bodies refused once
+	// read to a rate (httpguard.RefusedBodies) on the MCP listeners
+	// (MCPGuard); the daemon shares it with --http-listen. Set it
+	// before serving.
+	BadBodies *httpguard.RefusedBodies
 }
 
 // authenticated tells OnAuthenticated of r's connection when c, r's
@@ -413,6 +418,7 @@ func (s *Security) MCPGuard(maxBody int64, anyOf ...string) httpguard.Guard {
 		JSONOnly:    true,
 		Budget:      s.Bodies,
 		Rate:        s.MCPRequests,
+		BadBodies:   s.BadBodies,
 		Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
 			if code == http.StatusUnauthorized && s.Tokens != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="classifierd"`)

@@ -1,0 +1,87 @@
+package httpguard
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/classifierd/classifierd/server"
+)
+
+// TestRefusedBodiesRate: a caller whose bodies are read and then refused
+// 400 is held to RefusedBodies' rate: once past its burst, its next
+// requests with a body are refused 429 from their heads (Retry-After,
+// the body not read, the handler not called), while another caller's
+// bad and good bodies, and the first caller's bodiless requests, go on
+// as before (the twenty-fourth hostile pass: 70 KB Routes whose JSON
+// never ends, 18,879 read and refused in 10 s, the daemon at 3.0-3.7
+// times the client's CPU). Bodies that parse are never charged.
+func TestRefusedBodiesRate(t *testing.T) {
+	const size = 64 << 10
+	g := Guard{MaxBody: 1 << 20, BadBodies: NewRefusedBodies(64<<10, 256<<10), Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
+		http.Error(w, err.Error(), code)
+	}}
+	called := 0
+	h := g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		called++
+		b := make([]byte, 1)
+		if _, _ = r.Body.Read(b); b[0] == 'x' {
+			http.Error(w, "request body: does not parse", http.StatusBadRequest)
+		}
+	}))
+	do := func(who, body string) (*httptest.ResponseRecorder, *countingBody) {
+		req := httptest.NewRequest(http.MethodPost, "/classifier.v1.ClassifierService/Route", nil)
+		cb := &countingBody{Reader: strings.NewReader(body)}
+		req.Body, req.ContentLength = cb, int64(len(body))
+		req.Header.Set("Content-Type", "application/json")
+		req = req.WithContext(server.WithCaller(req.Context(), server.Caller{Name: who}))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w, cb
+	}
+	good, bad := "{"+strings.Repeat(" ", size-2)+"}", strings.Repeat("x", size)
+	for range 20 {
+		if w, _ := do("alice", good); w.Code != http.StatusOK {
+			t.Fatalf("a good body: %d, want 200", w.Code)
+		}
+	}
+	n := 0
+	for ; n < 20; n++ {
+		w, cb := do("alice", bad)
+		if w.Code == http.StatusTooManyRequests {
+			if cb.n != 0 || w.Header().Get("Retry-After") == "" {
+				t.Fatalf("past the rate: %d bytes of the body read, Retry-After %q; want none read, a delay", cb.n, w.Header().Get("Retry-After"))
+			}
+			break
+		}
+		if w.Code != http.StatusBadRequest {
+			t.Fatalf("bad body %d: %d, want 400", n, w.Code)
+		}
+	}
+	// The burst is 256 KiB: four bodies of 64 KiB (and their requests).
+	if n < 3 || n > 5 {
+		t.Fatalf("refused 429 after %d bad bodies of 64 KiB, want after 4 (a burst of 256 KiB)", n)
+	}
+	before := called
+	if w, _ := do("alice", bad); w.Code != http.StatusTooManyRequests || called != before {
+		t.Fatalf("past the rate again: %d, handler called %d times; want 429, not called", w.Code, called-before)
+	}
+	if w, _ := do("bob", bad); w.Code != http.StatusBadRequest {
+		t.Fatalf("another caller's bad body: %d, want 400", w.Code)
+	}
+	if w, _ := do("bob", good); w.Code != http.StatusOK {
+		t.Fatalf("another caller's good body: %d, want 200", w.Code)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/tools", nil)
+	req = req.WithContext(server.WithCaller(req.Context(), server.Caller{Name: "alice"}))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != http.StatusOK {
+		t.Fatalf("the caller's bodiless GET past the rate: %d, want 200", w.Code)
+	}
+	if wait := g.BadBodies.past("id:alice"); wait <= 0 || wait > 5*time.Second {
+		t.Fatalf("past the rate: wait %v, want a few seconds", wait)
+	}
+}

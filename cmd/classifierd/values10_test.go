@@ -62,7 +62,10 @@ func TestHostileManyValuesRefusedBeforeDecoding(t *testing.T) {
 		"--mcp-listen", mcpAddr,
 		// Room for all twelve bodies at once, so each is refused for its
 		// values, never 429 for the budget.
-		"--max-body-bytes-in-flight", strconv.Itoa(128<<20), "--max-body-bytes-in-flight-per-client", strconv.Itoa(64<<20))
+		"--max-body-bytes-in-flight", strconv.Itoa(128<<20), "--max-body-bytes-in-flight-per-client", strconv.Itoa(64<<20),
+		// And for all nine HTTP bodies refused in the same second
+		// (TestBadBodiesHeldToRate has the rate).
+		"--refused-body-burst", strconv.Itoa(64<<20))
 	const limit = 4<<20 - 64
 
 	n := (limit - 30) / 3

@@ -73,6 +73,12 @@ type Config struct {
 	// them (--mcp-requests-per-second, --mcp-request-burst; 0: none).
 	MCPRequestsPerSecond float64
 	MCPRequestBurst      int
+	// RefusedBodyBytesPerSecond and RefusedBodyBurst hold each caller's
+	// request bodies refused after they were read (400, 413, 415, 422)
+	// to a rate on --http-listen and --mcp-listen together
+	// (httpguard.RefusedBodies; --refused-body-bytes-per-second,
+	// --refused-body-burst; 0: none).
+	RefusedBodyBytesPerSecond, RefusedBodyBurst int64
 
 	// MaxConnsPerPeer and MaxConns bound the connections open on all the
 	// listeners, per peer address and in all (--max-conns-per-peer,
@@ -128,6 +134,9 @@ func (c *Config) Validate(concurrency int) error {
 	}
 	if c.MCPRequestsPerSecond < 0 || c.MCPRequestBurst < 0 || c.MCPRequestsPerSecond > 0 && c.MCPRequestBurst < 1 {
 		return errors.New("--mcp-requests-per-second must not be negative (0: no bound), and --mcp-request-burst must be positive with it")
+	}
+	if c.RefusedBodyBytesPerSecond < 0 || c.RefusedBodyBurst < 0 || c.RefusedBodyBytesPerSecond > 0 && c.RefusedBodyBurst < 1<<10 {
+		return errors.New("--refused-body-bytes-per-second must not be negative (0: no bound), and --refused-body-burst at least 1024 with it")
 	}
 	if c.MaxWatches < 1 || c.MaxWatchesPerClient < 1 || c.MaxWatchesPerSession < 1 {
 		return errors.New("--max-watches, --max-watches-per-client and --max-watches-per-session must be positive")
@@ -204,7 +213,7 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 	o.Bodies = httpguard.NewBudget(cfg.BodyBudget, cfg.BodyBudgetPerClient)
 	o.Recv = server.NewRecvGuard(o.Bodies)
 	sec.MCPRequests = httpguard.NewRequestRate(cfg.MCPRequestsPerSecond, cfg.MCPRequestBurst)
-	sec.BadBodies = httpguard.NewRefusedBodies(httpguard.DefaultRefusedBodyBytesPerSecond, httpguard.DefaultRefusedBodyBurst)
+	sec.BadBodies = httpguard.NewRefusedBodies(cfg.RefusedBodyBytesPerSecond, cfg.RefusedBodyBurst)
 	o.Recv.StallTimeout = cfg.WriteStallTimeout
 	if err := o.Metrics.Gauge("classifierd_request_bytes_in_flight", "Request bytes being received or held until answered, all listeners together (bounded by --max-body-bytes-in-flight).",
 		func() float64 { return float64(o.Bodies.Used()) }); err != nil {

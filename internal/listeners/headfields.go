@@ -398,6 +398,20 @@ type h2Conn struct {
 	goneOnce sync.Once
 }
 
+// caughtWait bounds how long the reader of a connection being closed
+// waits for net/http to close it (its GOAWAY's streams answered).
+const caughtWait = 5 * time.Second
+
+// sleep waits d, or until done is closed.
+func sleep(d time.Duration, done <-chan struct{}) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-done:
+	}
+}
+
 // h2ReadBuffer holds a TLS record's plaintext (16 KiB at most).
 const h2ReadBuffer = 16 << 10
 
@@ -417,8 +431,14 @@ type h2Records struct{ c *h2Conn }
 
 func (r h2Records) Read(p []byte) (int, error) {
 	c := r.c
-	if c.n.Unsettled(c.scan.Blocks()) && !c.n.AwaitSettled(c.scan.Blocks(), c.gone) || c.n != nil && c.n.Caught() {
-		return 0, net.ErrClosed // closing (Serve): nothing more is read
+	if c.n.Unsettled(c.scan.Blocks()) && !c.n.AwaitSettled(c.scan.Blocks(), c.gone) {
+		return 0, net.ErrClosed
+	}
+	if c.n != nil && c.n.Caught() {
+		// Closing (Serve): nothing more is read while net/http answers
+		// what it has and closes the connection after its GOAWAY.
+		sleep(caughtWait, c.gone)
+		return 0, net.ErrClosed
 	}
 	n, err := c.Conn.Read(p)
 	c.scan.Feed(p[:n], 0)

@@ -19,14 +19,20 @@ import (
 )
 
 // tokenHandler answers 401 a request without "Authorization: Bearer
-// good", and 200 one with it (marked authenticated, its body read),
-// counting both.
+// good" (403 with "Bearer noscope"), and 200 one with it (marked
+// authenticated, its body read), counting both.
 type tokenHandler struct{ refused, served atomic.Int64 }
 
 func (h *tokenHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer good" {
+	switch r.Header.Get("Authorization") {
+	case "Bearer good":
+	case "Bearer noscope": // a token without the method's scope
 		h.refused.Add(1)
-		w.WriteHeader(http.StatusUnauthorized)
+		http.Error(w, "not allowed", http.StatusForbidden)
+		return
+	default:
+		h.refused.Add(1)
+		http.Error(w, "no valid token", http.StatusUnauthorized)
 		return
 	}
 	rapidreset.MarkAuthenticated(r.Context())
@@ -36,10 +42,10 @@ func (h *tokenHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // rawH2 opens an HTTP/2 connection to addr over TLS and writes, in one
 // burst, a trickled request with token (if any: its body left open, as a
-// slow upload) and then streams requests without one, each with a body
-// of 16 DATA frames of 1 KiB. It reads until the server closes the
-// connection, and reports whether it did within wait.
-func rawH2(t *testing.T, addr, token string, streams int, wait time.Duration) bool {
+// slow upload) and then streams requests with refused (none if ""),
+// each with a body of 16 DATA frames of 1 KiB. It reads until the server
+// closes the connection, and reports whether it did within wait.
+func rawH2(t *testing.T, addr, token, refused string, streams int, wait time.Duration) bool {
 	t.Helper()
 	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // a self-signed test server
 	if err != nil {
@@ -75,7 +81,7 @@ func rawH2(t *testing.T, addr, token string, streams int, wait time.Duration) bo
 	}
 	piece := make([]byte, rapidreset.DataFrameBytes)
 	for range streams {
-		head(id, "")
+		head(id, refused)
 		for f := range 16 {
 			_ = fr.WriteData(id, f == 15, piece)
 		}
@@ -95,7 +101,8 @@ func rawH2(t *testing.T, addr, token string, streams int, wait time.Duration) bo
 // connections from the loopback peer, each closed after 14 refusals and
 // opened again at once, cost the daemon 2.4 times the client's CPU and
 // 3.9 GB of heap). A connection whose trickled body passed
-// authentication is closed at its first 401 all the same. Not
+// authentication is closed at its first 401 or 403 all the same, and a
+// client with a wrong token reads its 401 whole before the close. Not
 // penalized, a connection gets its 16 refusals and stays open. An authenticated
 // client's streams on the penalized peer are all served.
 func TestPenalizedConnsOneStreamBeforeAuth(t *testing.T) {
@@ -103,7 +110,7 @@ func TestPenalizedConnsOneStreamBeforeAuth(t *testing.T) {
 	peers := rapidreset.New()
 	addr := serveTLSForTest(t, h, peers)
 
-	if rawH2(t, addr, "", 16, 3*time.Second) {
+	if rawH2(t, addr, "", "", 16, 3*time.Second) {
 		t.Fatal("not penalized: the connection was closed")
 	}
 	if n := h.refused.Load(); n != 16 {
@@ -111,13 +118,32 @@ func TestPenalizedConnsOneStreamBeforeAuth(t *testing.T) {
 	}
 
 	peers.Ended(rapidreset.Local, false, true) // caught: penalized
-	for _, token := range []string{"", "good"} {
+	for _, tc := range []struct{ token, refused string }{{"", ""}, {"good", ""}, {"good", "noscope"}} {
 		h.refused.Store(0)
-		if !rawH2(t, addr, token, 16, 10*time.Second) {
-			t.Fatalf("penalized, token %q: the connection was not closed", token)
+		if !rawH2(t, addr, tc.token, tc.refused, 16, 10*time.Second) {
+			t.Fatalf("penalized, %+v: the connection was not closed", tc)
 		}
 		if n := h.refused.Load(); n != 1 {
-			t.Errorf("penalized, token %q: %d requests refused on one connection, want 1", token, n)
+			t.Errorf("penalized, %+v: %d requests refused on one connection, want 1", tc, n)
+		}
+	}
+
+	// A client whose token is wrong reads its refusal whole, though its
+	// connection is closed after it (the twenty-fifth hostile pass: only
+	// the headers came, then the connection's end).
+	wrong := h2ClientForTest(10 * time.Second)
+	defer wrong.CloseIdleConnections()
+	for range 3 {
+		req, _ := http.NewRequest(http.MethodGet, "https://"+addr+"/", nil)
+		req.Header.Set("Authorization", "Bearer wrong")
+		resp, err := wrong.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusUnauthorized || !bytes.Contains(b, []byte("no valid token")) {
+			t.Fatalf("penalized, a wrong token: %d %q, %v; want the 401 whole", resp.StatusCode, b, err)
 		}
 	}
 

@@ -77,7 +77,7 @@ func (r *Peers) Serve(hs *http.Server) {
 		}
 		st := &reqAuth{n: hc.n}
 		ctx, past := WithRequest(context.WithValue(req.Context(), authKey{}, st))
-		sw := &flushWriter{ResponseWriter: w, past: past, h1: req.ProtoMajor == 1}
+		sw := &flushWriter{ResponseWriter: w, past: past, h1: req.ProtoMajor == 1, st: st}
 		if sw.h1 && slices.Contains(req.TransferEncoding, "chunked") {
 			sw.body = &chunkedBody{ReadCloser: req.Body, n: hc.n, start: hc.n.wire.Load()}
 			req.Body = sw.body
@@ -106,21 +106,23 @@ func (r *Peers) Serve(hs *http.Server) {
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 		}
 		// While its peer is penalized, a connection is closed at its
-		// first refusal when none of its requests passed authentication
-		// (a reconnection flood with no token: Conn.Unsettled), or when
-		// the refusal is for no valid credentials, which no client that
-		// has them sends beside its other requests: the twenty-fourth
-		// hostile pass kept one body trickled with a token on each of 64
-		// connections, their other streams' bodies refused 401 unread,
-		// and an honest upload from the same address in small frames
-		// waited 18 s for the peer's budget they took.
-		status := int(sw.status.Load())
-		if hc.n.ended(early, !hc.n.authed.Load() || status == http.StatusUnauthorized) {
+		// first refusal of a request that did not pass authentication
+		// (401, 403, and what is refused before it): a reconnection
+		// flood with no token (Conn.Unsettled), or one that passes
+		// authentication on one stream and is refused on the others.
+		// The twenty-fourth hostile pass kept one body trickled with a
+		// token on each of 64 connections, their other streams' bodies
+		// refused 401 unread, and an honest upload from the same address
+		// in small frames waited 18 s for the peer's budget they took;
+		// the twenty-fifth did the same with 403s (a token without the
+		// method's scope), 1.6-2 times the client's CPU. On HTTP/2 the
+		// refusal says Connection: close as it is written (goaway):
+		// net/http answers it whole, then sends GOAWAY and closes.
+		if hc.n.ended(early, !st.authed.Load()) {
 			r.httpCloses.Add(1)
-			// The refusal's answer first: a client whose token is
-			// wrong learns it rather than reading an EOF.
-			_ = http.NewResponseController(w).Flush()
-			_ = hc.conn.Close()
+			if !sw.goaway {
+				_ = hc.conn.Close()
+			}
 		}
 	})
 }
@@ -203,6 +205,10 @@ type flushWriter struct {
 	past    func() bool
 	h1      bool
 	closing bool // a pipelined request past HTTP1PipelinedMax: close
+	// st is the request's mark of authentication; goaway, set by
+	// WriteHeader, says its refusal closes the connection (Serve).
+	st     *reqAuth
+	goaway bool
 	// body is an HTTP/1.1 request's chunked body: answered before its
 	// end (unread) or cut for its overhead, the connection is closed,
 	// so that net/http does not read what is left of it (up to 256 KiB,
@@ -265,7 +271,12 @@ func (b *chunkedBody) Read(p []byte) (int, error) {
 }
 
 func (w *flushWriter) WriteHeader(code int) {
-	if w.status.CompareAndSwap(0, int32(code)) && (w.past() || w.h1 && (w.closing || w.body != nil && (!w.body.ended.Load() || w.body.cut.Load()))) {
+	first := w.status.CompareAndSwap(0, int32(code))
+	if first && !w.h1 && refusedEarly(code) && w.st != nil && !w.st.authed.Load() && w.st.n.Peers != nil && w.st.n.Peers.Penalized(w.st.n.Peer) {
+		// Serve's rule will close the connection at this refusal.
+		w.goaway = true
+	}
+	if first && (w.goaway || w.past() || w.h1 && (w.closing || w.body != nil && (!w.body.ended.Load() || w.body.cut.Load()))) {
 		// net/http closes the connection after an answer that says so:
 		// on HTTP/1.1 it reads nothing more of it (what was pipelined
 		// is dropped); on HTTP/2 it sends GOAWAY, answers the streams

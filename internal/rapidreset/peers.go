@@ -305,9 +305,8 @@ func (c *Conn) Pipelined() bool { return c.lastWrite.Load() > c.lastRead.Load() 
 func (c *Conn) Ended(early bool) bool { return c.ended(early, false) }
 
 // ended is Ended; with first, a connection of a penalized peer is
-// caught at its first early request, whatever came before it (an HTTP
-// connection that no request of passed authentication, or whose request
-// was refused 401: Serve).
+// caught at this early request, whatever came before it (on HTTP, a
+// request refused without passing authentication: Serve).
 func (c *Conn) ended(early, first bool) bool {
 	calls := c.calls.Add(1)
 	n := c.early.Load()

@@ -329,7 +329,7 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 			bc := &byteCounter{r: src}
 			src = bc
 			defer func() {
-				if bodyFault(bw.code) && bc.n > 0 {
+				if bodyFault(bw.code, bw.Header()) && bc.n > 0 {
 					g.BadBodies.charge(bodyOwner(r), bc.n)
 				}
 			}()

@@ -85,3 +85,30 @@ func TestRefusedBodiesRate(t *testing.T) {
 		t.Fatalf("past the rate: wait %v, want a few seconds", wait)
 	}
 }
+
+// TestBodyFault: the statuses that charge a read body to its caller's
+// rate of refused bodies, gRPC's INVALID_ARGUMENT in an HTTP 200's
+// headers (trailers-only) or trailers among them.
+func TestBodyFault(t *testing.T) {
+	h := func(kv ...string) http.Header {
+		out := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			out.Set(kv[i], kv[i+1])
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		code int
+		h    http.Header
+		want bool
+	}{
+		{400, nil, true}, {413, nil, true}, {415, nil, true}, {422, nil, true},
+		{401, nil, false}, {404, nil, false}, {429, nil, false}, {500, nil, false}, {200, h(), false},
+		{200, h("Grpc-Status", "3"), true}, {200, h(http.TrailerPrefix+"Grpc-Status", "3"), true},
+		{200, h("Grpc-Status", "0"), false}, {200, h("Grpc-Status", "8"), false},
+	} {
+		if got := bodyFault(tc.code, tc.h); got != tc.want {
+			t.Errorf("bodyFault(%d, %v) = %v, want %v", tc.code, tc.h, got, tc.want)
+		}
+	}
+}

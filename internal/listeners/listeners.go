@@ -453,6 +453,12 @@ func checkQuery(raw string) string {
 		if !utf8.ValidString(k) {
 			return "query string is not valid UTF-8"
 		}
+		if strings.Contains(k, ".") {
+			// A field of a field: the API's query parameters are plain
+			// names of scalar fields, and the transcoder answered a path
+			// into one (userId.x) 500 (the twenty-fifth hostile pass).
+			return "query parameter names a field inside a field: the query parameters are plain names (context, category, userId)"
+		}
 		for _, v := range vs {
 			if !utf8.ValidString(v) {
 				return "query string is not valid UTF-8"

@@ -44,7 +44,8 @@ func TestListenUnix(t *testing.T) {
 }
 
 func TestCheckQuery(t *testing.T) {
-	for q, bad := range map[string]bool{"": false, "a=b&c=d": false, "a=%zz": true, "=x": true, "a=%ff": true} {
+	for q, bad := range map[string]bool{"": false, "a=b&c=d": false, "a=%zz": true, "=x": true, "a=%ff": true,
+		"userId.x=1": true, "context=a.b&category=c": false} {
 		if got := checkQuery(q) != ""; got != bad {
 			t.Errorf("checkQuery(%q) = %q, want bad %v", q, checkQuery(q), bad)
 		}

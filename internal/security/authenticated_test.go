@@ -95,3 +95,23 @@ func TestGuardsReportAuthenticatedConnections(t *testing.T) {
 		})
 	}
 }
+
+// TestPublicRead: --http-listen serves the explain page's bodiless reads
+// without a token, and authenticates those of the API's routes at its
+// guard (an OPTIONS anywhere stays public).
+func TestPublicRead(t *testing.T) {
+	for _, tc := range []struct {
+		method, path string
+		want         bool
+	}{
+		{"GET", "/", true}, {"GET", "/static/app.js", true}, {"HEAD", "/favicon.ico", true},
+		{"GET", "/tools", false}, {"GET", "/tools/metrics", false}, {"HEAD", "/tools", false},
+		{"GET", "/classifier.v1.ClassifierService/Route", false}, {"GET", "/grpc.health.v1.Health/Check", false},
+		{"OPTIONS", "/tools", true}, {"POST", "/", false},
+	} {
+		r := httptest.NewRequest(tc.method, tc.path, nil)
+		if got := publicRead(r); got != tc.want {
+			t.Errorf("%s %s: public %v, want %v", tc.method, tc.path, got, tc.want)
+		}
+	}
+}

@@ -10,6 +10,9 @@
 //	          with -pace N, N such frames a second per connection in one write (each connection
 //	          kept inside its own budget), the connections' seconds staggered
 //
+// -bodyfile (the twenty-fifth pass) sends a file's bytes as each refused stream's body, as -body does
+// with a string: a gRPC-Web or gRPC envelope (`-ctype application/grpc-web+json`), whose refusals are
+// answered 200 with grpc-status 3.
 // -method sets the refused streams' method (POST; GET: a body on a GET). With -slowtoken (the twenty-third
 // pass, against 9abfdd1's allowance of unread DATA while a handler read a body of the connection), each
 // connection first opens a POST -slowpath with that token and no END_STREAM, sends `{"query":"` and then
@@ -28,6 +31,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +56,7 @@ var (
 	ctrl     = flag.String("ctrl", "wu", "")
 	inflight = flag.Int("inflight", 64, "")
 	bodyStr  = flag.String("body", "", "body content (repeated/cut to per*frame)")
+	bodyFile = flag.String("bodyfile", "", "body content read from this file (binary: a gRPC-Web envelope), in place of -body")
 	margin   = flag.Int("margin", 8, "frames kept under the bound in pre mode")
 	h1pre    = flag.Bool("h1alpn", false, "negotiate http/1.1 then send preface")
 	pace     = flag.Int("pace", 0, "ctrl mode: send this many frames a second per connection, in one TLS record (0: 256 at a time, unpaced)")
@@ -74,6 +79,13 @@ var framesSent, bytesSent atomic.Int64
 
 func main() {
 	flag.Parse()
+	if *bodyFile != "" {
+		b, err := os.ReadFile(*bodyFile)
+		if err != nil {
+			panic(err)
+		}
+		*bodyStr = string(b)
+	}
 	m := probe.Measure(*pid)
 	end := m.End(*secs)
 	var wg sync.WaitGroup

@@ -67,3 +67,54 @@ func TestBadBodiesHeldToRate(t *testing.T) {
 		t.Fatalf("classifierd_refused_bodies_past_rate_total %v, want at least 1", v)
 	}
 }
+
+// TestBodyBytesHeldToRate: every request body an identity sends counts
+// toward its --body-bytes-per-second, answered or not: GetIndexInfo
+// calls padded to 64 KiB of whitespace (the twenty-fifth hostile pass:
+// 19,618 of them in 10 s at 6.5 times the client's CPU) are answered
+// until the burst is spent, then refused 429 from their heads and
+// counted in classifierd_body_bytes_past_rate_total, while another
+// identity's calls are answered.
+func TestBodyBytesHeldToRate(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("carol route "+carolToken+"\nbob route "+bobToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, maddr := freeAddr(t), freeAddr(t)
+	startDaemon(t, genIndex(t, "testdata/mini.json"), "--auth-token-file", tokens, "--http-listen", addr, "--metrics-listen", maddr,
+		"--body-bytes-per-second", "65536", "--body-burst", "262144")
+	c := &http.Client{Timeout: 30 * time.Second}
+	call := func(token string) int {
+		body := "{" + strings.Repeat(" ", 64<<10) + "}"
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/classifier.v1.ClassifierService/GetIndexInfo", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	n := 0
+	for ; n < 20; n++ {
+		code := call(carolToken)
+		if code == http.StatusTooManyRequests {
+			break
+		}
+		if code != http.StatusOK {
+			t.Fatalf("padded call %d: %d, want 200", n, code)
+		}
+	}
+	// A burst of 256 KiB: four bodies of 64 KiB (and what refilled).
+	if n < 3 || n > 6 {
+		t.Fatalf("refused 429 after %d bodies of 64 KiB, want after about 4", n)
+	}
+	if code := call(bobToken); code != http.StatusOK {
+		t.Fatalf("another identity: %d, want 200", code)
+	}
+	if v := scrape(t, maddr)["classifierd_body_bytes_past_rate_total"]; v < 1 {
+		t.Fatalf("classifierd_body_bytes_past_rate_total %v, want at least 1", v)
+	}
+}

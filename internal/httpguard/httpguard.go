@@ -129,6 +129,9 @@ type Guard struct {
 	// were read (RefusedBodies) to its rate: past it, a request with a
 	// body is refused 429 from its head, as past Rate.
 	BadBodies *RefusedBodies
+	// BodyRate, if set, holds each caller's bodies, whatever their
+	// answer, to its rate (NewBodyRate), as BadBodies does.
+	BodyRate *RefusedBodies
 }
 
 func (g Guard) writeWait() time.Duration {
@@ -272,15 +275,17 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		if hasBody(r) {
-			if wait := g.BadBodies.past(bodyOwner(r)); wait > 0 {
-				bw.wait = RefusalWriteWait
-				if !rapidreset.RefusedPastRate(r.Context()) && r.ProtoMajor == 1 {
-					w.Header().Set("Connection", "close")
+			for _, q := range []*RefusedBodies{g.BadBodies, g.BodyRate} {
+				if wait := q.past(bodyOwner(r)); wait > 0 {
+					bw.wait = RefusalWriteWait
+					if !rapidreset.RefusedPastRate(r.Context()) && r.ProtoMajor == 1 {
+						w.Header().Set("Connection", "close")
+					}
+					w.Header().Set("Retry-After", strconv.FormatInt(retryAfter(wait), 10))
+					r.Body = http.NoBody // an MCP refusal would read it for the request's id
+					g.Refuse(w, r, http.StatusTooManyRequests, q.refusal(wait))
+					return
 				}
-				w.Header().Set("Retry-After", strconv.FormatInt(retryAfter(wait), 10))
-				r.Body = http.NoBody // an MCP refusal would read it for the request's id
-				g.Refuse(w, r, http.StatusTooManyRequests, g.BadBodies.refusal(wait))
-				return
 			}
 		}
 		admitted := func() bool {
@@ -323,18 +328,22 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 		if counted {
 			src = &countingReader{r: src}
 		}
-		if g.BadBodies != nil {
+		if g.BadBodies != nil || g.BodyRate != nil {
 			// A body refused once read, by the guard or the handler,
-			// is charged to its caller's rate of refused bodies.
+			// is charged to its caller's rate of refused bodies; every
+			// body to its rate of bodies.
 			bc := &byteCounter{r: src}
 			src = bc
 			defer func() {
+				if bc.n > 0 {
+					g.BodyRate.charge(bodyOwner(r), bc.n)
+				}
 				if bodyFault(bw.code, bw.Header()) && bc.n > 0 {
 					g.BadBodies.charge(bodyOwner(r), bc.n)
 				}
 			}()
 		}
-		body, err := readBody(src, g.MaxBody)
+		body, err := readBody(src, g.MaxBody, r.ContentLength)
 		if g.ReadWait > 0 {
 			// Lifted once the body is in: the server reads on in the
 			// background to notice a client that goes away, and a
@@ -509,10 +518,14 @@ const maxEcho = 80
 
 // readBody reads r to its end into memory that grows with what arrives,
 // errBodyTooLarge past max bytes.
-func readBody(r io.Reader, max int64) ([]byte, error) {
+func readBody(r io.Reader, limit, declared int64) ([]byte, error) {
 	var buf bytes.Buffer
-	n, err := buf.ReadFrom(io.LimitReader(r, max+1))
-	if n > max {
+	// Room for a declared length up to readBodyStart at once (the
+	// caller authenticated; the rest grows as it comes): a 64 KiB body
+	// was read through seven growths, a fifth of its cost.
+	buf.Grow(int(min(max(declared, 0), readBodyStart, limit+1)) + bytes.MinRead)
+	n, err := buf.ReadFrom(io.LimitReader(r, limit+1))
+	if n > limit {
 		return nil, errBodyTooLarge
 	}
 	if err != nil {
@@ -520,6 +533,10 @@ func readBody(r io.Reader, max int64) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// readBodyStart bounds the room readBody makes for a body from its
+// declared length.
+const readBodyStart = 64 << 10
 
 // enveloped reports whether a content type frames its messages with a
 // 5-byte prefix (flags, big-endian length): gRPC, gRPC-Web, Connect

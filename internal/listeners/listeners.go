@@ -366,7 +366,11 @@ func newTranscoderFor(services map[string]grpc.ServiceInfo, h http.Handler, opts
 // (the guard read them whole, and the transcoder's message bound).
 func settledBodies(gs http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
+		// The guard read the body whole and set its length: room for
+		// it at once (the transcoder's form of it is about as long).
+		buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0)+bytes.MinRead, settledStart)))
+		_, err := buf.ReadFrom(r.Body)
+		body := buf.Bytes()
 		_ = r.Body.Close()
 		if aw, ok := r.Context().Value(answerKey{}).(*answerWriter); ok && aw.started.Load() {
 			return // the transcoder answered it: a body it refused
@@ -375,6 +379,9 @@ func settledBodies(gs http.Handler) http.Handler {
 		gs.ServeHTTP(w, r)
 	})
 }
+
+// settledStart bounds the room settledBodies makes for a body at once.
+const settledStart = 4<<20 + bytes.MinRead
 
 // errReader reads as err, or as the end of the body when err is nil.
 type errReader struct{ err error }

@@ -79,6 +79,11 @@ type Config struct {
 	// (httpguard.RefusedBodies; --refused-body-bytes-per-second,
 	// --refused-body-burst; 0: none).
 	RefusedBodyBytesPerSecond, RefusedBodyBurst int64
+	// BodyBytesPerSecond and BodyBurst hold each caller's request bodies,
+	// whatever their answer, to a rate on the same listeners
+	// (httpguard.NewBodyRate; --body-bytes-per-second, --body-burst; 0:
+	// none).
+	BodyBytesPerSecond, BodyBurst int64
 
 	// MaxConnsPerPeer and MaxConns bound the connections open on all the
 	// listeners, per peer address and in all (--max-conns-per-peer,
@@ -137,6 +142,9 @@ func (c *Config) Validate(concurrency int) error {
 	}
 	if c.RefusedBodyBytesPerSecond < 0 || c.RefusedBodyBurst < 0 || c.RefusedBodyBytesPerSecond > 0 && c.RefusedBodyBurst < 1<<10 {
 		return errors.New("--refused-body-bytes-per-second must not be negative (0: no bound), and --refused-body-burst at least 1024 with it")
+	}
+	if c.BodyBytesPerSecond < 0 || c.BodyBurst < 0 || c.BodyBytesPerSecond > 0 && c.BodyBurst < 1<<10 {
+		return errors.New("--body-bytes-per-second must not be negative (0: no bound), and --body-burst at least 1024 with it")
 	}
 	if c.MaxWatches < 1 || c.MaxWatchesPerClient < 1 || c.MaxWatchesPerSession < 1 {
 		return errors.New("--max-watches, --max-watches-per-client and --max-watches-per-session must be positive")
@@ -214,6 +222,7 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 	o.Recv = server.NewRecvGuard(o.Bodies)
 	sec.MCPRequests = httpguard.NewRequestRate(cfg.MCPRequestsPerSecond, cfg.MCPRequestBurst)
 	sec.BadBodies = httpguard.NewRefusedBodies(cfg.RefusedBodyBytesPerSecond, cfg.RefusedBodyBurst)
+	sec.BodyRate = httpguard.NewBodyRate(cfg.BodyBytesPerSecond, cfg.BodyBurst)
 	o.Recv.StallTimeout = cfg.WriteStallTimeout
 	if err := o.Metrics.Gauge("classifierd_request_bytes_in_flight", "Request bytes being received or held until answered, all listeners together (bounded by --max-body-bytes-in-flight).",
 		func() float64 { return float64(o.Bodies.Used()) }); err != nil {
@@ -252,7 +261,10 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 	}
 	if err := listeners.Counters(o.Registry, listeners.Counter{Name: "classifierd_refused_bodies_past_rate_total",
 		Help: "Requests with a body refused (429) from their heads, on --http-listen and --mcp-listen, because their caller's bodies were refused (400, 413, 415, 422) after they were read more than 1 MiB a second, after 8 MiB.",
-		F:    func() int64 { return sec.BadBodies.Refused() }}); err != nil {
+		F:    func() int64 { return sec.BadBodies.Refused() }},
+		listeners.Counter{Name: "classifierd_body_bytes_past_rate_total",
+			Help: "Requests with a body refused (429) from their heads, on --http-listen and --mcp-listen, because their caller sent more request body bytes than --body-bytes-per-second after --body-burst.",
+			F:    func() int64 { return sec.BodyRate.Refused() }}); err != nil {
 		return nil, err
 	}
 	if err := o.Metrics.Gauge("classifierd_admission_queue_depth", "Model calls waiting for a place.",
@@ -386,6 +398,7 @@ func (o *Ops) HTTPGuard(maxBody int64, served map[string]grpc.ServiceInfo) httpg
 	g := o.RPCGuard(maxBody)
 	g.Budget = o.Bodies
 	g.BadBodies = o.BadBodies
+	g.BodyRate = o.BodyRate
 	refuse := g.Refuse
 	g.Refuse = func(w http.ResponseWriter, r *http.Request, code int, err error) {
 		if code == http.StatusUnauthorized || code == http.StatusForbidden {

@@ -87,6 +87,10 @@ type Security struct {
 	// (MCPGuard); the daemon shares it with --http-listen. Set it
 	// before serving.
 	BadBodies *httpguard.RefusedBodies
+	// BodyRate, if set, holds each caller's request bodies to a rate of
+	// bytes (httpguard.NewBodyRate) on the MCP listeners, shared as
+	// BadBodies is. Set it before serving.
+	BodyRate *httpguard.RefusedBodies
 }
 
 // authenticated tells OnAuthenticated of r's connection when c, r's
@@ -431,6 +435,7 @@ func (s *Security) MCPGuard(maxBody int64, anyOf ...string) httpguard.Guard {
 		Budget:      s.Bodies,
 		Rate:        s.MCPRequests,
 		BadBodies:   s.BadBodies,
+		BodyRate:    s.BodyRate,
 		Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
 			if code == http.StatusUnauthorized && s.Tokens != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="classifierd"`)

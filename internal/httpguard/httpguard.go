@@ -165,6 +165,12 @@ func (g Guard) headRefusal(r *http.Request) (int, error) {
 		return http.StatusBadRequest, status.Errorf(codes.InvalidArgument,
 			"a %s request has no body: send none (Content-Length 0, or END_STREAM on its headers)", r.Method)
 	}
+	if ct := strings.ToLower(r.Header.Get("Content-Type")); r.ProtoMajor == 1 && (ct == "application/grpc" || strings.HasPrefix(ct, "application/grpc+")) {
+		// gRPC is HTTP/2 only: its server answered 505 once the body
+		// was read whole (the twenty-sixth hostile pass).
+		return http.StatusHTTPVersionNotSupported, status.Error(codes.InvalidArgument,
+			"gRPC needs HTTP/2: use HTTP/2, gRPC-Web or Connect over HTTP/1.1")
+	}
 	if ct := r.Header.Get("Content-Type"); r.Method == http.MethodPost && !apiContentType(ct) {
 		return http.StatusUnsupportedMediaType, errContentType(ct)
 	}

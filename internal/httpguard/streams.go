@@ -72,6 +72,12 @@ func (b *boundWriter) Flush() { _ = b.FlushError() }
 
 // FlushError is Flush with its error (http.ResponseController uses it).
 func (b *boundWriter) FlushError() error {
+	if b.code == 0 {
+		// An answer flushed before any header was written is a 200
+		// (gRPC writes a trailers-only error so: the twenty-sixth
+		// hostile pass's refused gRPC bodies went uncharged).
+		b.code = http.StatusOK
+	}
 	_ = b.rc.SetWriteDeadline(time.Now().Add(b.wait))
 	err := b.rc.Flush()
 	_ = b.rc.SetWriteDeadline(time.Time{})

@@ -398,20 +398,6 @@ type h2Conn struct {
 	goneOnce sync.Once
 }
 
-// caughtWait bounds how long the reader of a connection being closed
-// waits for net/http to close it (its GOAWAY's streams answered).
-const caughtWait = 5 * time.Second
-
-// sleep waits d, or until done is closed.
-func sleep(d time.Duration, done <-chan struct{}) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-done:
-	}
-}
-
 // h2ReadBuffer holds a TLS record's plaintext (16 KiB at most).
 const h2ReadBuffer = 16 << 10
 
@@ -426,18 +412,16 @@ func (c *h2Conn) Read(p []byte) (int, error) { return c.rd.Read(p) }
 // h2Records reads c's TLS connection, a record at a time into c.rd.
 // While c's peer is penalized, it reads no record past one that opened a
 // stream until that stream has passed authentication or ended
-// (rapidreset.Conn.Unsettled), and nothing once c is being closed.
+// (rapidreset.Conn.Unsettled). A connection closed by GOAWAY (Serve) is
+// read on: its streams still under way (an authenticated upload, an
+// event stream) end as they would, and it closes once they have (the
+// twenty-sixth hostile pass: its reads stopped, an upload beside a
+// refused favicon got no answer).
 type h2Records struct{ c *h2Conn }
 
 func (r h2Records) Read(p []byte) (int, error) {
 	c := r.c
 	if c.n.Unsettled(c.scan.Blocks()) && !c.n.AwaitSettled(c.scan.Blocks(), c.gone) {
-		return 0, net.ErrClosed
-	}
-	if c.n != nil && c.n.Caught() {
-		// Closing (Serve): nothing more is read while net/http answers
-		// what it has and closes the connection after its GOAWAY.
-		sleep(caughtWait, c.gone)
 		return 0, net.ErrClosed
 	}
 	n, err := c.Conn.Read(p)

@@ -272,8 +272,11 @@ func (b *chunkedBody) Read(p []byte) (int, error) {
 
 func (w *flushWriter) WriteHeader(code int) {
 	first := w.status.CompareAndSwap(0, int32(code))
-	if first && !w.h1 && refusedEarly(code) && w.st != nil && !w.st.authed.Load() && w.st.n.Peers != nil && w.st.n.Peers.Penalized(w.st.n.Peer) {
-		// Serve's rule will close the connection at this refusal.
+	if first && !w.h1 && refusedEarly(code) && w.st != nil && w.st.n.catches(!w.st.authed.Load()) {
+		// Serve's rule will close the connection at this refusal: by
+		// GOAWAY, the refusal answered whole (closed at once, the
+		// answers under way were cut after their headers: the
+		// twenty-fifth and twenty-sixth hostile passes).
 		w.goaway = true
 	}
 	if first && (w.goaway || w.past() || w.h1 && (w.closing || w.body != nil && (!w.body.ended.Load() || w.body.cut.Load()))) {

@@ -307,6 +307,21 @@ func (c *Conn) Ended(early bool) bool { return c.ended(early, false) }
 // ended is Ended; with first, a connection of a penalized peer is
 // caught at this early request, whatever came before it (on HTTP, a
 // request refused without passing authentication: Serve).
+// catches reports whether ended(true, first) would catch the connection
+// now, without counting anything: asked as a refusal is written, so that
+// its answer can close the connection by GOAWAY (Serve). Requests ending
+// meanwhile may make it wrong either way; ended decides.
+func (c *Conn) catches(first bool) bool {
+	if c.caught.Load() {
+		return false
+	}
+	n, calls := c.early.Load()+1, c.calls.Load()+1
+	if c.Peers == nil || !c.Peers.Penalized(c.Peer) {
+		return n >= EarlyResetsMin && 2*n > calls
+	}
+	return first || n >= PenalizedEarlyResetsMin && 2*n > calls
+}
+
 func (c *Conn) ended(early, first bool) bool {
 	calls := c.calls.Add(1)
 	n := c.early.Load()

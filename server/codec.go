@@ -41,6 +41,10 @@ func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 			c.bad.Store(v, status.Errorf(codes.InvalidArgument, "request holds more than %d values: at most %d per request", MaxValues, MaxValues))
 			return nil
 		}
+		if errors.Is(err, ErrUnknownFields) {
+			c.bad.Store(v, unknownFieldsRefusal())
+			return nil
+		}
 	}
 	if err := c.CodecV2.Unmarshal(data, v); err != nil {
 		c.bad.Store(v, err)
@@ -83,3 +87,11 @@ func (s *decodeCheckStream) RecvMsg(m any) error {
 	}
 	return s.c.failed(m)
 }
+
+// unknownFieldsRefusal is the refusal of a request past MaxUnknownFields.
+func unknownFieldsRefusal() error {
+	return status.Errorf(codes.InvalidArgument, "request holds more than %d fields its message type does not have: send only the API's fields", MaxUnknownFields)
+}
+
+// UnknownFieldsRefusal is that refusal, for the HTTP listeners' count.
+func UnknownFieldsRefusal() error { return unknownFieldsRefusal() }

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
@@ -49,5 +51,47 @@ func TestRequestCodecCountsValues(t *testing.T) {
 				t.Fatalf("%d messages decoded past the limit; want none", len(m.GetMessages()))
 			}
 		})
+	}
+}
+
+// TestCountProtoUnknownFields: a request message may carry up to
+// MaxUnknownFields fields its type does not have (a client built on a
+// newer API), in it or in the messages it holds; past that it is refused
+// before it is decoded (the twenty-seventh hostile pass: 24,573 empty
+// unknown groups in a 48 KiB GetIndexInfo, 12 times the client's CPU on
+// --listen). Known fields are not counted against it.
+func TestCountProtoUnknownFields(t *testing.T) {
+	md := (&pb.RouteRequest{}).ProtoReflect().Descriptor()
+	unknown := func(k int, group bool) []byte {
+		var b []byte
+		for range k {
+			if group {
+				b = protowire.AppendTag(b, 15, protowire.StartGroupType)
+				b = protowire.AppendTag(b, 15, protowire.EndGroupType)
+			} else {
+				b = protowire.AppendTag(b, 999, protowire.VarintType)
+				b = protowire.AppendVarint(b, 1)
+			}
+		}
+		return b
+	}
+	known, err := proto.Marshal(&pb.RouteRequest{Query: "x", IncludeServers: make([]string, 1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"1,000 known fields", known, nil},
+		{"64 unknown", append(unknown(MaxUnknownFields, false), known...), nil},
+		{"65 unknown", append(unknown(MaxUnknownFields+1, false), known...), ErrUnknownFields},
+		{"65 unknown groups", unknown(MaxUnknownFields+1, true), ErrUnknownFields},
+	} {
+		n := 0
+		if err := CountProtoValues(tc.b, md, &n); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
 	}
 }

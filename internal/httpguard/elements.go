@@ -75,6 +75,9 @@ func elementsRefusal(err error) error {
 	if errors.Is(err, errTooManyElements) {
 		return status.Errorf(codes.InvalidArgument, "request body holds more than %d values: at most %d per request", MaxElements, MaxElements)
 	}
+	if errors.Is(err, server.ErrUnknownFields) {
+		return server.UnknownFieldsRefusal()
+	}
 	if errors.Is(err, errTooManyMembers) || errors.Is(err, errTooManyMembersTogether) {
 		return err
 	}

@@ -648,6 +648,8 @@ func CheckMCPBody(body []byte) error {
 			return status.Errorf(codes.InvalidArgument, "params.uri of %d bytes: at most %d", m.uri, maxMCPURI)
 		case m.key > maxMCPKey:
 			return status.Errorf(codes.InvalidArgument, "an object key of %d bytes: at most %d", m.key, maxMCPKey)
+		case m.meta > maxMCPMeta:
+			return status.Errorf(codes.InvalidArgument, "params._meta of %d bytes: at most %d", m.meta, maxMCPMeta)
 		}
 	}
 	return nil
@@ -678,11 +680,18 @@ func MCPMessages(body []byte) int {
 // argument validation quotes an unexpected property's name, and the
 // thirteenth hostile pass got a 15 MB answer for a 3 MB one (six unread:
 // the proxy's RSS 233 -> 738 MB).
+//
+// params._meta is bounded as sent: the SDK decodes it into a map several
+// times for every request (extractRequestMeta, validateRequestMeta), and
+// the twenty-seventh hostile pass's pings carrying 32,700 zeros in it
+// (64 KiB) cost about 10 ms each, 4.9 times the client's CPU. A client
+// puts a progress token and a few keys there.
 const (
 	maxMCPMethod = 128
 	maxMCPName   = 512
 	maxMCPURI    = 8 << 10
 	maxMCPKey    = 1 << 10
+	maxMCPMeta   = 4 << 10
 )
 
 // refuseMCP answers a request the guard refuses with a JSON-RPC error:

@@ -9,9 +9,10 @@ import (
 
 // mcpFields are what the MCP checks read of one JSON-RPC message: its
 // method, params.name and params.uri, decoded lengths in bytes (every
-// occurrence's longest: a key given twice counts at its longest), and
-// the longest object key anywhere in it (a tool call's argument names).
-type mcpFields struct{ method, name, uri, key int }
+// occurrence's longest: a key given twice counts at its longest), the
+// longest object key anywhere in it (a tool call's argument names), and
+// the length in bytes of params._meta as sent (its longest).
+type mcpFields struct{ method, name, uri, key, meta int }
 
 // skimMCP reads a body as one JSON-RPC message or a batch (an array of
 // them) in one pass over its bytes, decoding nothing but the strings the
@@ -233,6 +234,10 @@ func (s *skimmer) message(f *mcpFields) bool {
 				case eqFold(k, "uri"):
 					n, ok = s.strLen()
 					f.uri = max(f.uri, n)
+				case eqFold(k, "_meta"):
+					start := s.i
+					ok = s.value()
+					f.meta = max(f.meta, s.i-start)
 				default:
 					ok = s.value()
 				}

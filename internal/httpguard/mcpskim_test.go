@@ -150,3 +150,21 @@ func TestCheckMCPBodyKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckMCPBodyMeta: params._meta is bounded as sent (maxMCPMeta),
+// in a message and in each message of a batch; a progress token and a
+// few keys pass, as does a long _meta outside params (not the SDK's).
+func TestCheckMCPBodyMeta(t *testing.T) {
+	zeros := "[" + strings.Repeat("0,", 32700) + "0]"
+	for body, bad := range map[string]bool{
+		`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"progressToken":"abc","traceparent":"00-x-y-01"}}}`:                  false,
+		`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":` + zeros + `}}`:                                                      true,
+		`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_META":{"a":` + zeros + `}}}`:                                                true,
+		`[{"method":"ping"},{"method":"ping","params":{"_meta":` + zeros + `}}]`:                                                         true,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"_meta":"` + strings.Repeat("a", 8000) + `"}}}`: false,
+	} {
+		if err := CheckMCPBody([]byte(body)); (err != nil) != bad {
+			t.Errorf("CheckMCPBody(%.70q) = %v, want refused %v", body, err, bad)
+		}
+	}
+}

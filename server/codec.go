@@ -22,7 +22,13 @@ import (
 // before the handler runs.
 type requestCodec struct {
 	encoding.CodecV2
-	bad sync.Map // message pointer → unmarshal error
+	bad sync.Map // message pointer → badMessage
+}
+
+// badMessage is a message's decoding failure and its wire size.
+type badMessage struct {
+	err  error
+	size int
 }
 
 func newRequestCodec() *requestCodec {
@@ -38,54 +44,81 @@ func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		err := CountProtoValues(buf.ReadOnlyData(), m.ProtoReflect().Descriptor(), &n)
 		buf.Free()
 		if errors.Is(err, ErrTooManyValues) {
-			c.bad.Store(v, status.Errorf(codes.InvalidArgument, "request holds more than %d values: at most %d per request", MaxValues, MaxValues))
+			c.bad.Store(v, badMessage{status.Errorf(codes.InvalidArgument, "request holds more than %d values: at most %d per request", MaxValues, MaxValues), data.Len()})
 			return nil
 		}
 		if errors.Is(err, ErrUnknownFields) {
-			c.bad.Store(v, unknownFieldsRefusal())
+			c.bad.Store(v, badMessage{unknownFieldsRefusal(), data.Len()})
 			return nil
 		}
 	}
 	if err := c.CodecV2.Unmarshal(data, v); err != nil {
-		c.bad.Store(v, err)
+		c.bad.Store(v, badMessage{err, data.Len()})
 	}
 	return nil
 }
 
 // failed reports (and forgets) a decode failure of msg.
 func (c *requestCodec) failed(msg any) error {
-	if err, ok := c.bad.LoadAndDelete(msg); ok {
-		if _, counted := status.FromError(err.(error)); counted { // MaxValues
-			return err.(error)
-		}
-		return status.Error(codes.InvalidArgument, "request does not parse as the method's protobuf message")
-	}
-	return nil
+	_, err := c.failedSize(msg)
+	return err
 }
 
-func (c *requestCodec) interceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+// failedSize is failed with the failed message's wire size; for a
+// message that decoded, nil and its size re-encoded.
+func (c *requestCodec) failedSize(msg any) (int, error) {
+	if v, ok := c.bad.LoadAndDelete(msg); ok {
+		b := v.(badMessage)
+		if _, counted := status.FromError(b.err); counted { // MaxValues, unknown fields
+			return b.size, b.err
+		}
+		return b.size, status.Error(codes.InvalidArgument, "request does not parse as the method's protobuf message")
+	}
+	if m, ok := msg.(protov2.Message); ok {
+		return protov2.Size(m), nil
+	}
+	return 0, nil
+}
+
+// interceptors refuse a request that did not decode, and tell charge
+// (if not nil) each request message's wire size and how its call ended
+// (a unary call's result, a streamed message's decoding).
+func (c *requestCodec) interceptors(charge func(ctx context.Context, n int, err error)) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	unary := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		if err := c.failed(req); err != nil {
+		n, err := c.failedSize(req)
+		if err != nil {
+			if charge != nil {
+				charge(ctx, n, err)
+			}
 			return nil, err
 		}
-		return h(ctx, req)
+		resp, err := h(ctx, req)
+		if charge != nil {
+			charge(ctx, n, err)
+		}
+		return resp, err
 	}
 	stream := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-		return h(srv, &decodeCheckStream{ServerStream: ss, c: c})
+		return h(srv, &decodeCheckStream{ServerStream: ss, c: c, charge: charge})
 	}
 	return unary, stream
 }
 
 type decodeCheckStream struct {
 	grpc.ServerStream
-	c *requestCodec
+	c      *requestCodec
+	charge func(ctx context.Context, n int, err error)
 }
 
 func (s *decodeCheckStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	return s.c.failed(m)
+	n, err := s.c.failedSize(m)
+	if s.charge != nil {
+		s.charge(s.Context(), n, err)
+	}
+	return err
 }
 
 // unknownFieldsRefusal is the refusal of a request past MaxUnknownFields.

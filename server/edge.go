@@ -40,6 +40,10 @@ type Edge struct {
 	// messages arrive, against the budget every listener shares, and
 	// the answer bytes handed to them not yet written (unread.go).
 	Recv *RecvGuard
+	// BodyRate and BadBodies, if set, hold each caller's request
+	// messages, and those refused INVALID_ARGUMENT, to rates of bytes
+	// shared with the HTTP listeners (bodyrate.go).
+	BodyRate, BadBodies ByteRate
 }
 
 // MaxHeaderListBytes bounds the header block of one gRPC call (its
@@ -91,7 +95,7 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 	}
 	u, s := Interceptors(e.Log, e.Stats, e.Timeout)
 	unary, stream = append(unary, u), append(stream, s)
-	u, s = codec.interceptors()
+	u, s = codec.interceptors(e.chargeBody)
 	unary, stream = append(unary, u), append(stream, s)
 	u, s = e.Auth.interceptors(denied)
 	unary, stream = append(unary, u), append(stream, s)
@@ -107,6 +111,9 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 	var in tap.ServerInHandle
 	if e.Auth.Tokens != nil || e.Auth.ClientCerts {
 		in = e.Auth.tap(denied)
+	}
+	if e.BodyRate != nil || e.BadBodies != nil {
+		in = e.bodyTap(in)
 	}
 	if e.Admission != nil { // after authentication: UNAUTHENTICATED goes first
 		in = e.Admission.tap(in, e.Auth.tapCaller)

@@ -87,6 +87,12 @@ func (q *RefusedBodies) past(who string) time.Duration {
 	return time.Duration(-tokens / float64(q.perSecond) * float64(time.Second))
 }
 
+// Past is past, for the gRPC listener (server.ByteRate).
+func (q *RefusedBodies) Past(who string) time.Duration { return q.past(who) }
+
+// Charge is charge, for the gRPC listener (server.ByteRate).
+func (q *RefusedBodies) Charge(who string, n int64) { q.charge(who, n) }
+
 // charge counts n bytes of a body of who's that was refused.
 func (q *RefusedBodies) charge(who string, n int64) {
 	if q == nil {

@@ -260,10 +260,10 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 		return nil, err
 	}
 	if err := listeners.Counters(o.Registry, listeners.Counter{Name: "classifierd_refused_bodies_past_rate_total",
-		Help: "Requests with a body refused (429) from their heads, on --http-listen and --mcp-listen, because their caller's bodies were refused (400, 413, 415, 422) after they were read more than 1 MiB a second, after 8 MiB.",
+		Help: "Requests with a body refused (429) from their heads, on --http-listen and --mcp-listen (and gRPC calls on --listen, RESOURCE_EXHAUSTED as their headers arrive), because their caller's bodies were refused (400, 413, 415, 422; INVALID_ARGUMENT) after they were read more than --refused-body-bytes-per-second after --refused-body-burst.",
 		F:    func() int64 { return sec.BadBodies.Refused() }},
 		listeners.Counter{Name: "classifierd_body_bytes_past_rate_total",
-			Help: "Requests with a body refused (429) from their heads, on --http-listen and --mcp-listen, because their caller sent more request body bytes than --body-bytes-per-second after --body-burst.",
+			Help: "Requests with a body refused (429) from their heads, on --http-listen and --mcp-listen (and gRPC calls on --listen, RESOURCE_EXHAUSTED as their headers arrive), because their caller sent more request body bytes than --body-bytes-per-second after --body-burst.",
 			F:    func() int64 { return sec.BodyRate.Refused() }}); err != nil {
 		return nil, err
 	}
@@ -383,6 +383,12 @@ func (o *Ops) ServerOptions(log *slog.Logger, st *server.Stats, timeout time.Dur
 	edge := server.Edge{Log: log, Stats: st, Timeout: timeout, Metrics: o.Metrics, Admission: o.Admission,
 		Auth:        server.AuthConfig{Tokens: o.Tokens, ClientCerts: o.ClientCerts(), OnAuthenticated: o.OnAuthenticated},
 		RecvTimeout: o.cfg.RecvTimeout, MaxConcurrentStreams: uint32(o.cfg.MaxStreams), Recv: o.Recv}
+	if o.BodyRate != nil {
+		edge.BodyRate = o.BodyRate
+	}
+	if o.BadBodies != nil {
+		edge.BadBodies = o.BadBodies
+	}
 	opts := edge.ServerOptions()
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(server.FrameCounting(credentials.NewTLS(o.TLS))))

@@ -127,17 +127,15 @@ func (r *Peers) Serve(hs *http.Server) {
 	})
 }
 
-// MarkAuthenticated marks the connection of the request whose context
-// is ctx (of a server Serve set up) as having carried a request that
-// passed authentication: while its peer is penalized, a connection
-// without one is closed at its first request refused for its caller's
-// fault, and its reader takes no new stream until the ones it has are
-// authenticated or ended (the listeners' HTTP/2 reader, Conn.Unsettled). Call it for every request the guard
-// lets through, anonymous ones included when callers are not
-// identified.
+// MarkAuthenticated marks the request whose context is ctx (of a server
+// Serve set up) as having passed authentication. While its peer is
+// penalized, a request refused without the mark closes its connection
+// (Serve), and the connection's HTTP/2 reader takes no new stream until
+// those it has are marked or ended (Conn.Unsettled). Call it for every
+// request the guard lets through, anonymous ones included when callers
+// are not identified.
 func MarkAuthenticated(ctx context.Context) {
 	if st, ok := ctx.Value(authKey{}).(*reqAuth); ok && st.authed.CompareAndSwap(false, true) {
-		st.n.authed.Store(true)
 		st.n.settle()
 	}
 }

@@ -255,11 +255,9 @@ type Conn struct {
 	// (Serve), credited to the connection's FrameBudget; active, the
 	// requests (or gRPC calls) under way (Begin).
 	requests, active atomic.Int64
-	// authed: a request of the connection passed authentication
-	// (MarkAuthenticated); settled counts its requests that passed it or
-	// ended without (Unsettled), and wake is told of each (nil: waits
-	// poll).
-	authed  atomic.Bool
+	// settled counts its requests that passed authentication
+	// (MarkAuthenticated) or ended without (Unsettled), and wake is told
+	// of each (NewConn).
 	settled atomic.Int64
 	wake    chan struct{}
 }
@@ -304,9 +302,6 @@ func (c *Conn) Pipelined() bool { return c.lastWrite.Load() > c.lastRead.Load() 
 // at once; the caller closes the connection.
 func (c *Conn) Ended(early bool) bool { return c.ended(early, false) }
 
-// ended is Ended; with first, a connection of a penalized peer is
-// caught at this early request, whatever came before it (on HTTP, a
-// request refused without passing authentication: Serve).
 // catches reports whether ended(true, first) would catch the connection
 // now, without counting anything: asked as a refusal is written, so that
 // its answer can close the connection by GOAWAY (Serve). Requests ending
@@ -322,6 +317,9 @@ func (c *Conn) catches(first bool) bool {
 	return first || n >= PenalizedEarlyResetsMin && 2*n > calls
 }
 
+// ended is Ended; with first, a connection of a penalized peer is
+// caught at this early request, whatever came before it (on HTTP, a
+// request refused without passing authentication: Serve).
 func (c *Conn) ended(early, first bool) bool {
 	calls := c.calls.Add(1)
 	n := c.early.Load()
@@ -360,10 +358,6 @@ func (c *Conn) Closed() {
 // Caught reports whether Ended has had the connection caught.
 func (c *Conn) Caught() bool { return c.caught.Load() }
 
-// Authenticated reports whether a request of the connection passed
-// authentication (MarkAuthenticated).
-func (c *Conn) Authenticated() bool { return c != nil && c.authed.Load() }
-
 // Unsettled reports whether an HTTP/2 connection's reader must take no
 // more of its client's frames for now: its peer is penalized, and a
 // stream it opened (opened: the header blocks the reader has seen) has
@@ -383,20 +377,14 @@ func (c *Conn) Unsettled(opened int64) bool {
 // AwaitSettled waits while the connection is Unsettled(opened), at most
 // UnsettledWait; false if gone is closed first. Past UnsettledWait the
 // streams it waited for count as settled: a stream the HTTP/2 server
-// refuses itself (a malformed head) never reaches a handler.
+// refuses itself (a malformed head) never reaches a handler. A Conn not
+// made by NewConn (no wake) is woken by neither, and waits it out.
 func (c *Conn) AwaitSettled(opened int64, gone <-chan struct{}) bool {
 	t := time.NewTimer(UnsettledWait)
 	defer t.Stop()
-	var tick <-chan time.Time
-	if c.wake == nil {
-		tk := time.NewTicker(unsettledTick)
-		defer tk.Stop()
-		tick = tk.C
-	}
 	for c.Unsettled(opened) {
 		select {
 		case <-c.wake:
-		case <-tick:
 		case <-t.C:
 			for s := c.settled.Load(); s < opened && !c.settled.CompareAndSwap(s, opened); s = c.settled.Load() {
 			}
@@ -408,12 +396,8 @@ func (c *Conn) AwaitSettled(opened int64, gone <-chan struct{}) bool {
 	return true
 }
 
-// UnsettledWait bounds an Unsettled connection's wait; unsettledTick is
-// how often a connection without wake looks.
-const (
-	UnsettledWait = time.Second
-	unsettledTick = 2 * time.Millisecond
-)
+// UnsettledWait bounds an Unsettled connection's wait.
+const UnsettledWait = time.Second
 
 // Penalized reports whether peer is penalized now.
 func (r *Peers) Penalized(peer netip.Addr) bool {

@@ -48,7 +48,7 @@ func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 			return nil
 		}
 		if errors.Is(err, ErrUnknownFields) {
-			c.bad.Store(v, badMessage{unknownFieldsRefusal(), data.Len()})
+			c.bad.Store(v, badMessage{UnknownFieldsRefusal(), data.Len()})
 			return nil
 		}
 	}
@@ -58,15 +58,9 @@ func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return nil
 }
 
-// failed reports (and forgets) a decode failure of msg.
-func (c *requestCodec) failed(msg any) error {
-	_, err := c.failedSize(msg)
-	return err
-}
-
-// failedSize is failed with the failed message's wire size; for a
-// message that decoded, nil and its size re-encoded.
-func (c *requestCodec) failedSize(msg any) (int, error) {
+// failed reports (and forgets) a decode failure of msg, with the wire
+// size of the message that failed.
+func (c *requestCodec) failed(msg any) (int, error) {
 	if v, ok := c.bad.LoadAndDelete(msg); ok {
 		b := v.(badMessage)
 		if _, counted := status.FromError(b.err); counted { // MaxValues, unknown fields
@@ -74,19 +68,24 @@ func (c *requestCodec) failedSize(msg any) (int, error) {
 		}
 		return b.size, status.Error(codes.InvalidArgument, "request does not parse as the method's protobuf message")
 	}
-	if m, ok := msg.(protov2.Message); ok {
-		return protov2.Size(m), nil
-	}
 	return 0, nil
 }
 
+// decodedSize is the size of a request message that decoded, encoded
+// again (its wire size is gone with the codec's buffer).
+func decodedSize(msg any) int {
+	if m, ok := msg.(protov2.Message); ok {
+		return protov2.Size(m)
+	}
+	return 0
+}
+
 // interceptors refuse a request that did not decode, and tell charge
-// (if not nil) each request message's wire size and how its call ended
-// (a unary call's result, a streamed message's decoding).
+// (if not nil) each request message's size and how its call ended (a
+// unary call's result, a streamed message's decoding).
 func (c *requestCodec) interceptors(charge func(ctx context.Context, n int, err error)) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	unary := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		n, err := c.failedSize(req)
-		if err != nil {
+		if n, err := c.failed(req); err != nil {
 			if charge != nil {
 				charge(ctx, n, err)
 			}
@@ -94,7 +93,7 @@ func (c *requestCodec) interceptors(charge func(ctx context.Context, n int, err 
 		}
 		resp, err := h(ctx, req)
 		if charge != nil {
-			charge(ctx, n, err)
+			charge(ctx, decodedSize(req), err)
 		}
 		return resp, err
 	}
@@ -114,17 +113,18 @@ func (s *decodeCheckStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	n, err := s.c.failedSize(m)
+	n, err := s.c.failed(m)
 	if s.charge != nil {
+		if err == nil {
+			n = decodedSize(m)
+		}
 		s.charge(s.Context(), n, err)
 	}
 	return err
 }
 
-// unknownFieldsRefusal is the refusal of a request past MaxUnknownFields.
-func unknownFieldsRefusal() error {
+// UnknownFieldsRefusal is the refusal of a request past
+// MaxUnknownFields, on every listener.
+func UnknownFieldsRefusal() error {
 	return status.Errorf(codes.InvalidArgument, "request holds more than %d fields its message type does not have: send only the API's fields", MaxUnknownFields)
 }
-
-// UnknownFieldsRefusal is that refusal, for the HTTP listeners' count.
-func UnknownFieldsRefusal() error { return unknownFieldsRefusal() }

@@ -31,19 +31,32 @@ type ByteRate interface {
 // times; refused before decoding since, and then sent ten times as
 // fast), none of it held by any rate.
 
-// bodyKey is the rate key of a call's caller: as the HTTP listeners'
-// (httpguard's bodyOwner), its identity, else its peer host.
-func bodyKey(c Caller, p *peer.Peer) string {
+// CallerKey is what the per-caller budgets and rates of every listener
+// (httpguard's, bodyrate.go's) count a request under: its caller's
+// identity, else the host of its peer's address remote ("host:port").
+func CallerKey(c Caller, remote string) string {
 	if c.Name != "" {
 		return "id:" + c.Name
 	}
-	if p != nil && p.Addr != nil {
-		if host, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
-			return "peer:" + host
-		}
-		return "peer:" + p.Addr.String()
+	return PeerKey(remote)
+}
+
+// PeerKey is CallerKey's key of the peer address remote.
+func PeerKey(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
 	}
-	return "peer:"
+	return "peer:" + host
+}
+
+// bodyKey is CallerKey of a call's caller and peer.
+func bodyKey(c Caller, p *peer.Peer) string {
+	remote := ""
+	if p != nil && p.Addr != nil {
+		remote = p.Addr.String()
+	}
+	return CallerKey(c, remote)
 }
 
 // bodyTap refuses, after next, a call whose caller is past its rate of

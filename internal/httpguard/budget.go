@@ -2,7 +2,6 @@ package httpguard
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"sync"
 
@@ -125,19 +124,11 @@ func (br *budgetReader) Read(p []byte) (int, error) {
 // (429).
 var errStreamBudget = status.Error(codes.ResourceExhausted, "too many requests in flight (--max-body-bytes-in-flight): retry later")
 
-// bodyOwner is who a request's body is counted against.
+// bodyOwner is who a request's body is counted against: the key the
+// gRPC listener counts its caller under too (server.CallerKey).
 func bodyOwner(r *http.Request) string {
-	if c := server.CallerFrom(r.Context()); c.Name != "" {
-		return "id:" + c.Name
-	}
-	return peerOwner(r)
+	return server.CallerKey(server.CallerFrom(r.Context()), r.RemoteAddr)
 }
 
 // peerOwner is r's peer host as a budget owner.
-func peerOwner(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	return "peer:" + host
-}
+func peerOwner(r *http.Request) string { return server.PeerKey(r.RemoteAddr) }

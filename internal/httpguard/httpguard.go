@@ -265,16 +265,21 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 			refuse(w, r, code, refusal)
 			return
 		}
-		pastRate := func(n int) bool {
-			if g.Rate.allow(bodyOwner(r), n) { // every method: a GET, a DELETE too
-				return false
-			}
+		// refusePast answers 429 a request past one of its caller's
+		// rates, to retry after retry seconds.
+		refusePast := func(retry int64, err error) {
 			bw.wait = RefusalWriteWait
 			if !rapidreset.RefusedPastRate(r.Context()) && r.ProtoMajor == 1 {
 				w.Header().Set("Connection", "close") // a listener without the marks
 			}
-			w.Header().Set("Retry-After", "1")
-			g.Refuse(w, r, http.StatusTooManyRequests, g.Rate.refusal())
+			w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
+			g.Refuse(w, r, http.StatusTooManyRequests, err)
+		}
+		pastRate := func(n int) bool {
+			if g.Rate.allow(bodyOwner(r), n) { // every method: a GET, a DELETE too
+				return false
+			}
+			refusePast(1, g.Rate.refusal())
 			return true
 		}
 		if pastRate(1) {
@@ -282,14 +287,9 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 		}
 		if hasBody(r) {
 			for _, q := range []*RefusedBodies{g.BadBodies, g.BodyRate} {
-				if wait := q.past(bodyOwner(r)); wait > 0 {
-					bw.wait = RefusalWriteWait
-					if !rapidreset.RefusedPastRate(r.Context()) && r.ProtoMajor == 1 {
-						w.Header().Set("Connection", "close")
-					}
-					w.Header().Set("Retry-After", strconv.FormatInt(retryAfter(wait), 10))
+				if wait := q.Past(bodyOwner(r)); wait > 0 {
 					r.Body = http.NoBody // an MCP refusal would read it for the request's id
-					g.Refuse(w, r, http.StatusTooManyRequests, q.refusal(wait))
+					refusePast(retryAfter(wait), q.refusal(wait))
 					return
 				}
 			}
@@ -341,11 +341,12 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 			bc := &byteCounter{r: src}
 			src = bc
 			defer func() {
-				if bc.n > 0 {
-					g.BodyRate.charge(bodyOwner(r), bc.n)
+				if bc.n == 0 {
+					return
 				}
-				if bodyFault(bw.code, bw.Header()) && bc.n > 0 {
-					g.BadBodies.charge(bodyOwner(r), bc.n)
+				g.BodyRate.Charge(bodyOwner(r), bc.n)
+				if bodyFault(bw.code, bw.Header()) {
+					g.BadBodies.Charge(bodyOwner(r), bc.n)
 				}
 			}()
 		}

@@ -71,9 +71,11 @@ func (q *RefusedBodies) limiter(who string) *rate.Limiter {
 	return l
 }
 
-// past reports how long until who's rate has room again: 0 when it has
+// Past reports how long until who's rate has room again: 0 when it has
 // (a request of who may send a body); a refusal is counted otherwise.
-func (q *RefusedBodies) past(who string) time.Duration {
+// The HTTP guards ask it at a request's head, the gRPC listener at a
+// call's headers (server.ByteRate).
+func (q *RefusedBodies) Past(who string) time.Duration {
 	if q == nil {
 		return 0
 	}
@@ -87,14 +89,9 @@ func (q *RefusedBodies) past(who string) time.Duration {
 	return time.Duration(-tokens / float64(q.perSecond) * float64(time.Second))
 }
 
-// Past is past, for the gRPC listener (server.ByteRate).
-func (q *RefusedBodies) Past(who string) time.Duration { return q.past(who) }
-
-// Charge is charge, for the gRPC listener (server.ByteRate).
-func (q *RefusedBodies) Charge(who string, n int64) { q.charge(who, n) }
-
-// charge counts n bytes of a body of who's that was refused.
-func (q *RefusedBodies) charge(who string, n int64) {
+// Charge counts n bytes of a body of who's (that was refused, for the
+// rate of refused bodies).
+func (q *RefusedBodies) Charge(who string, n int64) {
 	if q == nil {
 		return
 	}

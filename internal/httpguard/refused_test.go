@@ -81,7 +81,7 @@ func TestRefusedBodiesRate(t *testing.T) {
 	if w.Code != http.StatusOK {
 		t.Fatalf("the caller's bodiless GET past the rate: %d, want 200", w.Code)
 	}
-	if wait := g.BadBodies.past("id:alice"); wait <= 0 || wait > 5*time.Second {
+	if wait := g.BadBodies.Past("id:alice"); wait <= 0 || wait > 5*time.Second {
 		t.Fatalf("past the rate: wait %v, want a few seconds", wait)
 	}
 }

@@ -359,8 +359,9 @@ func newTranscoderFor(services map[string]grpc.ServiceInfo, h http.Handler, opts
 // parse, a query parameter of the wrong type) from within that read,
 // writing the same headers. A client that reset such a request as it
 // was refused had both write them at once, and the daemon died of a
-// concurrent map write (the twenty-fifth hostile pass: a token holder's
-// unterminated JSON bodies, 64 at a time, stopped it in 10 s). Read
+// concurrent map write (found re-running the twenty-fourth hostile
+// pass's finding 2: a token holder's unterminated JSON bodies, 64 at a
+// time over HTTP/2, stopped it in 10-40 s). Read
 // here, on the handler's goroutine, the transcoder's answer is written
 // before gs starts, and gs is not called at all. The bodies are bounded
 // (the guard read them whole, and the transcoder's message bound).

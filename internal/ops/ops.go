@@ -383,6 +383,8 @@ func (o *Ops) ServerOptions(log *slog.Logger, st *server.Stats, timeout time.Dur
 	edge := server.Edge{Log: log, Stats: st, Timeout: timeout, Metrics: o.Metrics, Admission: o.Admission,
 		Auth:        server.AuthConfig{Tokens: o.Tokens, ClientCerts: o.ClientCerts(), OnAuthenticated: o.OnAuthenticated},
 		RecvTimeout: o.cfg.RecvTimeout, MaxConcurrentStreams: uint32(o.cfg.MaxStreams), Recv: o.Recv}
+	// Set only when bounded: a nil *RefusedBodies in the interface
+	// would install the tap for nothing.
 	if o.BodyRate != nil {
 		edge.BodyRate = o.BodyRate
 	}

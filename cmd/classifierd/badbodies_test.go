@@ -19,25 +19,8 @@ import (
 // twenty-fourth hostile pass read and refused 18,879 such bodies of 70 KB
 // in 10 s, never 429, the daemon at 3.0-3.7 times the client's CPU.
 func TestBadBodiesHeldToRate(t *testing.T) {
-	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte("carol route "+carolToken+"\nbob route "+bobToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr, maddr := freeAddr(t), freeAddr(t)
-	startDaemon(t, genIndex(t, "testdata/mini.json"), "--auth-token-file", tokens, "--http-listen", addr, "--metrics-listen", maddr)
-	c := &http.Client{Timeout: 30 * time.Second}
-	route := func(token, body string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/classifier.v1.ClassifierService/Route", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, resp.Header.Get("Retry-After")
-	}
+	post, maddr := bodiesDaemon(t)
+	route := func(token, body string) (int, string) { return post("Route", token, body) }
 	bad := `{"query":"` + strings.Repeat("a", 70000)
 	n, refused := 0, false
 	for ; n < 200 && !refused; n++ {
@@ -76,26 +59,10 @@ func TestBadBodiesHeldToRate(t *testing.T) {
 // counted in classifierd_body_bytes_past_rate_total, while another
 // identity's calls are answered.
 func TestBodyBytesHeldToRate(t *testing.T) {
-	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte("carol route "+carolToken+"\nbob route "+bobToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr, maddr := freeAddr(t), freeAddr(t)
-	startDaemon(t, genIndex(t, "testdata/mini.json"), "--auth-token-file", tokens, "--http-listen", addr, "--metrics-listen", maddr,
-		"--body-bytes-per-second", "65536", "--body-burst", "262144")
-	c := &http.Client{Timeout: 30 * time.Second}
+	post, maddr := bodiesDaemon(t, "--body-bytes-per-second", "65536", "--body-burst", "262144")
 	call := func(token string) int {
-		body := "{" + strings.Repeat(" ", 64<<10) + "}"
-		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/classifier.v1.ClassifierService/GetIndexInfo", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
+		code, _ := post("GetIndexInfo", token, "{"+strings.Repeat(" ", 64<<10)+"}")
+		return code
 	}
 	n := 0
 	for ; n < 20; n++ {
@@ -117,4 +84,31 @@ func TestBodyBytesHeldToRate(t *testing.T) {
 	if v := scrape(t, maddr)["classifierd_body_bytes_past_rate_total"]; v < 1 {
 		t.Fatalf("classifierd_body_bytes_past_rate_total %v, want at least 1", v)
 	}
+}
+
+// bodiesDaemon starts a daemon with --http-listen and the identities
+// carol and bob (route scope), and extra flags; post sends a JSON body to
+// a method of the classifier service with a token, and returns the
+// answer's status and Retry-After. maddr is the metrics address.
+func bodiesDaemon(t *testing.T, extra ...string) (post func(method, token, body string) (int, string), maddr string) {
+	t.Helper()
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("carol route "+carolToken+"\nbob route "+bobToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, maddr := freeAddr(t), freeAddr(t)
+	startDaemon(t, genIndex(t, "testdata/mini.json"), append([]string{"--auth-token-file", tokens, "--http-listen", addr, "--metrics-listen", maddr}, extra...)...)
+	c := &http.Client{Timeout: 30 * time.Second}
+	return func(method, token, body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/classifier.v1.ClassifierService/"+method, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Retry-After")
+	}, maddr
 }

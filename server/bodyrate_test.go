@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 )
@@ -88,8 +89,21 @@ func TestEdgeBodyRates(t *testing.T) {
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("%d unknown groups: %v, want INVALID_ARGUMENT", MaxUnknownFields+1, err)
 	}
-	if n := bad.total(); n != int64(len(groups)) {
-		t.Fatalf("refused message of %d bytes: %d charged as refused, want %d", len(groups), n, len(groups))
+	if n, want := bad.total(), int64(len(groups)+ValueCost*(MaxUnknownFields+1)); n != want {
+		t.Fatalf("refused message of %d bytes, %d fields counted: %d charged as refused, want %d", len(groups), MaxUnknownFields+1, n, want)
+	}
+	// A message that decodes weighs its values as well as its bytes:
+	// decoding costs per value (the twenty-seventh pass: 64 KiB of
+	// two-byte fields 3.9 times the client's CPU, one field 1.9).
+	req := &pb.AnalyzePromptRequest{Prompt: "x", ValidCategories: make([]string, 500)}
+	for i := range req.ValidCategories {
+		req.ValidCategories[i] = "c"
+	}
+	before := all.total()
+	_, _ = pb.NewClassifierServiceClient(conn).AnalyzePrompt(ctx, req)
+	size := int64(proto.Size(req))
+	if got, least := all.total()-before, size+ValueCost*501; got < least || got > least+ValueCost*8 {
+		t.Fatalf("a message of %d bytes and 501 values charged %d, want %d (its bytes and %d for each value)", size, got, least, ValueCost)
 	}
 	if n := all.total(); n < int64(len(groups)) {
 		t.Fatalf("%d bytes charged in all, want at least %d", n, len(groups))
@@ -97,7 +111,7 @@ func TestEdgeBodyRates(t *testing.T) {
 	all.mu.Lock()
 	all.past = true
 	all.mu.Unlock()
-	before := bad.total()
+	before = bad.total()
 	_, err = pb.NewClassifierServiceClient(conn).GetIndexInfo(ctx, &pb.GetIndexInfoRequest{})
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("past the rate: %v, want RESOURCE_EXHAUSTED", err)

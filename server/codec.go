@@ -23,9 +23,15 @@ import (
 type requestCodec struct {
 	encoding.CodecV2
 	bad sync.Map // message pointer → badMessage
+	// weigh (set before serving when the interceptors charge) keeps each
+	// decoded message's count of values for its charge: values, a
+	// message pointer → int.
+	weigh  bool
+	values sync.Map
 }
 
-// badMessage is a message's decoding failure and its wire size.
+// badMessage is a message's decoding failure and its charge: its wire
+// size and ValueCost for each value counted.
 type badMessage struct {
 	err  error
 	size int
@@ -43,14 +49,21 @@ func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		n := 0
 		err := CountProtoValues(buf.ReadOnlyData(), m.ProtoReflect().Descriptor(), &n)
 		buf.Free()
+		weight := data.Len() + ValueCost*n
 		if errors.Is(err, ErrTooManyValues) {
-			c.bad.Store(v, badMessage{status.Errorf(codes.InvalidArgument, "request holds more than %d values: at most %d per request", MaxValues, MaxValues), data.Len()})
+			c.bad.Store(v, badMessage{status.Errorf(codes.InvalidArgument, "request holds more than %d values: at most %d per request", MaxValues, MaxValues), weight})
 			return nil
 		}
 		if errors.Is(err, ErrUnknownFields) {
-			c.bad.Store(v, badMessage{UnknownFieldsRefusal(), data.Len()})
+			c.bad.Store(v, badMessage{UnknownFieldsRefusal(), weight})
 			return nil
 		}
+		if err := c.CodecV2.Unmarshal(data, v); err != nil {
+			c.bad.Store(v, badMessage{err, weight})
+		} else if c.weigh && n > 0 {
+			c.values.Store(v, n)
+		}
+		return nil
 	}
 	if err := c.CodecV2.Unmarshal(data, v); err != nil {
 		c.bad.Store(v, badMessage{err, data.Len()})
@@ -58,8 +71,8 @@ func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return nil
 }
 
-// failed reports (and forgets) a decode failure of msg, with the wire
-// size of the message that failed.
+// failed reports (and forgets) a decode failure of msg, with the charge
+// (badMessage.size) of the message that failed.
 func (c *requestCodec) failed(msg any) (int, error) {
 	if v, ok := c.bad.LoadAndDelete(msg); ok {
 		b := v.(badMessage)
@@ -71,19 +84,26 @@ func (c *requestCodec) failed(msg any) (int, error) {
 	return 0, nil
 }
 
-// decodedSize is the size of a request message that decoded, encoded
-// again (its wire size is gone with the codec's buffer).
-func decodedSize(msg any) int {
-	if m, ok := msg.(protov2.Message); ok {
-		return protov2.Size(m)
+// weight is the charge of a request message that decoded: its size,
+// encoded again (its wire size is gone with the codec's buffer), and
+// ValueCost for each value Unmarshal counted in it (which it forgets).
+func (c *requestCodec) weight(msg any) int {
+	n := 0
+	if v, ok := c.values.LoadAndDelete(msg); ok {
+		n = ValueCost * v.(int)
 	}
-	return 0
+	if m, ok := msg.(protov2.Message); ok {
+		n += protov2.Size(m)
+	}
+	return n
 }
 
 // interceptors refuse a request that did not decode, and tell charge
-// (if not nil) each request message's size and how its call ended (a
-// unary call's result, a streamed message's decoding).
+// (if not nil) each request message's weight and how its call ended (a
+// unary call's result, a streamed message's decoding). They are made
+// before the server serves.
 func (c *requestCodec) interceptors(charge func(ctx context.Context, n int, err error)) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	c.weigh = charge != nil
 	unary := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		if n, err := c.failed(req); err != nil {
 			if charge != nil {
@@ -93,7 +113,7 @@ func (c *requestCodec) interceptors(charge func(ctx context.Context, n int, err 
 		}
 		resp, err := h(ctx, req)
 		if charge != nil {
-			charge(ctx, decodedSize(req), err)
+			charge(ctx, c.weight(req), err)
 		}
 		return resp, err
 	}
@@ -116,7 +136,7 @@ func (s *decodeCheckStream) RecvMsg(m any) error {
 	n, err := s.c.failed(m)
 	if s.charge != nil {
 		if err == nil {
-			n = decodedSize(m)
+			n = s.c.weight(m)
 		}
 		s.charge(s.Context(), n, err)
 	}

@@ -41,6 +41,14 @@ var errTooManyElements = server.ErrTooManyValues
 // is unknown or that does not parse is left to the decoder, which answers
 // its own error.
 func CheckElements(path, contentType string, body []byte) error {
+	_, err := countElements(path, contentType, body)
+	return err
+}
+
+// countElements is CheckElements with the count of the body's values
+// (as far as it counted: MaxElements+1 for a body past it, 0 for one it
+// does not count).
+func countElements(path, contentType string, body []byte) (int, error) {
 	ct := mediaType(contentType)
 	var n int
 	var err error
@@ -53,12 +61,13 @@ func CheckElements(path, contentType string, body []byte) error {
 			j.newMessage()
 			return j.feed(msg)
 		})
+		n = j.n
 	case strings.Contains(ct, "json") || ct == "":
 		n, err = jsonValues(body)
 	case enveloped(ct):
 		md := requestDescriptor(path)
 		if md == nil {
-			return nil
+			return 0, nil
 		}
 		err = eachMessage(body, func(msg []byte) error { return server.CountProtoValues(msg, md, &n) })
 	case strings.HasSuffix(ct, "proto") || strings.HasSuffix(ct, "protobuf"):
@@ -66,7 +75,7 @@ func CheckElements(path, contentType string, body []byte) error {
 			err = server.CountProtoValues(body, md, &n)
 		}
 	}
-	return elementsRefusal(err)
+	return n, elementsRefusal(err)
 }
 
 // elementsRefusal is the refusal of a body for err, a counter's error

@@ -331,22 +331,30 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 		// A JSON body's values are counted as it is read: one past a
 		// bound is refused there, not read whole first.
 		counted := g.CountValues && jsonBody(r.Header.Get("Content-Type"))
+		var cr *countingReader
 		if counted {
-			src = &countingReader{r: src}
+			cr = &countingReader{r: src}
+			src = cr
 		}
+		values := 0 // counted by CheckElements' count, if not as read
 		if g.BadBodies != nil || g.BodyRate != nil {
 			// A body refused once read, by the guard or the handler,
 			// is charged to its caller's rate of refused bodies; every
-			// body to its rate of bodies.
+			// body to its rate of bodies. Each weighs its bytes and
+			// server.ValueCost for each value counted in it.
 			bc := &byteCounter{r: src}
 			src = bc
 			defer func() {
 				if bc.n == 0 {
 					return
 				}
-				g.BodyRate.Charge(bodyOwner(r), bc.n)
+				if cr != nil {
+					values = cr.c.n
+				}
+				n := bc.n + server.ValueCost*int64(values)
+				g.BodyRate.Charge(bodyOwner(r), n)
 				if bodyFault(bw.code, bw.Header()) {
-					g.BadBodies.Charge(bodyOwner(r), bc.n)
+					g.BadBodies.Charge(bodyOwner(r), n)
 				}
 			}()
 		}
@@ -386,7 +394,8 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 			}
 		}
 		if g.CountValues && !counted {
-			if err := CheckElements(r.URL.Path, r.Header.Get("Content-Type"), body); err != nil {
+			var err error
+			if values, err = countElements(r.URL.Path, r.Header.Get("Content-Type"), body); err != nil {
 				refuse(w, r, http.StatusBadRequest, err)
 				return
 			}

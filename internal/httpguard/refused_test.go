@@ -1,11 +1,14 @@
 package httpguard
 
 import (
+	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/classifierd/classifierd/server"
 )
@@ -153,5 +156,52 @@ func TestBodyRate(t *testing.T) {
 	}
 	if code, _ := do("bob"); code != http.StatusOK {
 		t.Fatalf("another caller: %d, want 200", code)
+	}
+}
+
+// TestBodyRateWeighsValues: a body is charged its bytes and
+// server.ValueCost for each value counted in it, whether counted as it is
+// read (JSON) or once read (protobuf): 64 KiB of two-byte JSON values or
+// protobuf fields reach the rate sixteen times sooner than 64 KiB of one
+// value (the twenty-seventh hostile pass: many small fields cost the
+// daemon 3.9 times the client's CPU within the rate of bytes, one field
+// 1.9).
+func TestBodyRateWeighsValues(t *testing.T) {
+	var field, fields []byte // AnalyzePromptRequest: prompt (1), valid_categories (3)
+	field = protowire.AppendTag(field, 1, protowire.BytesType)
+	field = protowire.AppendBytes(field, make([]byte, 64<<10-4))
+	for len(fields) < 64<<10 {
+		fields = protowire.AppendTag(fields, 3, protowire.BytesType)
+		fields = protowire.AppendBytes(fields, nil)
+	}
+	for _, tc := range []struct {
+		name, ctype string
+		one, many   []byte
+	}{
+		{"JSON", "application/json", []byte(`"` + strings.Repeat("a", 64<<10-2) + `"`), []byte("[" + strings.Repeat("0,", 32<<10-1) + "0]")},
+		{"protobuf", "application/proto", field, fields},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := Guard{MaxBody: 1 << 20, CountValues: true, BodyRate: NewBodyRate(1, 2<<20), Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
+				http.Error(w, err.Error(), code)
+			}}
+			h := g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+			until := func(who string, body []byte) int {
+				for n := range 64 {
+					req := httptest.NewRequest(http.MethodPost, "/classifier.v1.ClassifierService/AnalyzePrompt", bytes.NewReader(body))
+					req.Header.Set("Content-Type", tc.ctype)
+					req = req.WithContext(server.WithCaller(req.Context(), server.Caller{Name: who}))
+					w := httptest.NewRecorder()
+					if h.ServeHTTP(w, req); w.Code == http.StatusTooManyRequests {
+						return n
+					}
+				}
+				return 64
+			}
+			one, many := until("alice", tc.one), until("bob", tc.many)
+			if one < 30 || many > 5 {
+				t.Fatalf("2 MiB of burst: %d bodies of 64 KiB in one value, %d of 64 KiB in two-byte values, want about 32 and 4", one, many)
+			}
+		})
 	}
 }

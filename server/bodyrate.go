@@ -77,7 +77,7 @@ func (e Edge) bodyTap(next tap.ServerInHandle) tap.ServerInHandle {
 			}
 			if wait := q.Past(who); wait > 0 {
 				return ctx, status.Errorf(codes.ResourceExhausted,
-					"this caller's request messages (or those refused INVALID_ARGUMENT) passed their rate of bytes: retry after %.1f s", wait.Seconds())
+					"this caller's request messages (or those refused INVALID_ARGUMENT) passed their rate of bytes, or their share of all callers': retry after %.1f s", wait.Seconds())
 			}
 		}
 		return ctx, nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -86,14 +87,59 @@ func TestBodyBytesHeldToRate(t *testing.T) {
 	}
 }
 
+// TestBodyBytesSharedByFairShare: eight identities each within their own
+// --body-bytes-per-second, together past --all-body-bytes-per-second,
+// are refused 429 past their fair share of it (counted in
+// classifierd_body_bytes_past_share_total), while another identity's
+// Routes are answered: the twenty-seventh hostile pass's eight tokens
+// sending padded calls took the daemon's two cores, and another
+// identity's 2,000 small Routes took 6.2 s instead of 0.5.
+func TestBodyBytesSharedByFairShare(t *testing.T) {
+	post, maddr := bodiesDaemon(t, "--all-body-bytes-per-second", "262144", "--body-burst", "262144")
+	padded := "{" + strings.Repeat(" ", 64<<10) + "}"
+	refused := 0
+	for i := range 48 { // 3 MiB from eight identities: past the shared 512 KiB burst, none past its own
+		code, _ := post("GetIndexInfo", manyToken(i%8), padded)
+		switch code {
+		case http.StatusOK:
+		case http.StatusTooManyRequests:
+			refused++
+		default:
+			t.Fatalf("padded call %d: %d, want 200 or 429", i, code)
+		}
+		if i%4 != 3 {
+			continue
+		}
+		// A Route of bob's for every four padded calls: a 32nd of the
+		// bytes (and requests, each weighing at least 1 KiB) of each of
+		// the eight, well under the fair share however fast they go.
+		if code, _ := post("Route", bobToken, `{"query":"check my github notifications"}`); code != http.StatusOK {
+			t.Fatalf("another identity's Route beside the eight (after call %d): %d, want 200", i, code)
+		}
+	}
+	if refused < 8 {
+		t.Fatalf("%d of 48 padded calls refused, want most of those past the shared burst", refused)
+	}
+	if v := scrape(t, maddr)["classifierd_body_bytes_past_share_total"]; v < float64(refused) {
+		t.Fatalf("classifierd_body_bytes_past_share_total %v, want %d", v, refused)
+	}
+}
+
+// manyToken is the token of identity m<i> of bodiesDaemon.
+func manyToken(i int) string { return fmt.Sprintf("m%d-0123456789abcdef00", i) }
+
 // bodiesDaemon starts a daemon with --http-listen and the identities
-// carol and bob (route scope), and extra flags; post sends a JSON body to
+// carol, bob and m0..m7 (route scope; manyToken), and extra flags; post sends a JSON body to
 // a method of the classifier service with a token, and returns the
 // answer's status and Retry-After. maddr is the metrics address.
 func bodiesDaemon(t *testing.T, extra ...string) (post func(method, token, body string) (int, string), maddr string) {
 	t.Helper()
 	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte("carol route "+carolToken+"\nbob route "+bobToken+"\n"), 0o600); err != nil {
+	lines := "carol route " + carolToken + "\nbob route " + bobToken + "\n"
+	for i := range 8 {
+		lines += fmt.Sprintf("m%d route %s\n", i, manyToken(i))
+	}
+	if err := os.WriteFile(tokens, []byte(lines), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addr, maddr := freeAddr(t), freeAddr(t)

@@ -287,9 +287,9 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 		}
 		if hasBody(r) {
 			for _, q := range []*RefusedBodies{g.BadBodies, g.BodyRate} {
-				if wait := q.Past(bodyOwner(r)); wait > 0 {
+				if wait, byShare := q.past(bodyOwner(r)); wait > 0 {
 					r.Body = http.NoBody // an MCP refusal would read it for the request's id
-					refusePast(retryAfter(wait), q.refusal(wait))
+					refusePast(retryAfter(wait), q.refusal(wait, byShare))
 					return
 				}
 			}

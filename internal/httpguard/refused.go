@@ -4,6 +4,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,9 +45,42 @@ type RefusedBodies struct {
 	all bool
 
 	mu sync.Mutex
-	by map[string]*rate.Limiter
+	by map[string]*callerBytes
 
-	refused atomic.Int64
+	// shared, if set (NewBodyRate's allPerSecond), holds every caller's
+	// bodies together: while it is past, a caller sending more than its
+	// fair share of it (fairShare) is refused as if past its own rate.
+	shared         *rate.Limiter
+	sharedPerSec   float64 // in refusedUnit
+	share          float64 // fairShare's last answer, in refusedUnit a second
+	shareAt        time.Time
+	refused        atomic.Int64
+	refusedByShare atomic.Int64
+}
+
+// callerBytes is one caller's rate and how much it sent lately: recent
+// units a second, decayed with a time constant of recentWindow since at.
+type callerBytes struct {
+	l      *rate.Limiter
+	recent float64
+	at     time.Time
+}
+
+// recentWindow is the time constant of a caller's recent rate of body
+// bytes (callerBytes.recent), and shareEvery how often the fair share of
+// the shared rate is worked out again while it is past.
+const (
+	recentWindow = time.Second
+	shareEvery   = 50 * time.Millisecond
+)
+
+// recentAt is c's recent rate at now.
+func (c *callerBytes) recentAt(now time.Time) float64 {
+	dt := now.Sub(c.at)
+	if dt <= 0 {
+		return c.recent
+	}
+	return c.recent * math.Exp(-float64(dt)/float64(recentWindow))
 }
 
 // NewRefusedBodies allows each caller bytesPerSecond of refused bodies
@@ -56,19 +90,49 @@ func NewRefusedBodies(bytesPerSecond, burst int64) *RefusedBodies {
 		return nil
 	}
 	return &RefusedBodies{perSecond: max(bytesPerSecond/refusedUnit, 1), burst: max(burst/refusedUnit, 1),
-		by: map[string]*rate.Limiter{}}
+		by: map[string]*callerBytes{}}
 }
 
-func (q *RefusedBodies) limiter(who string) *rate.Limiter {
+func (q *RefusedBodies) caller(who string) *callerBytes {
 	if len(q.by) >= maxRateBuckets {
-		q.by = map[string]*rate.Limiter{}
+		q.by = map[string]*callerBytes{}
 	}
-	l := q.by[who]
-	if l == nil {
-		l = rate.NewLimiter(rate.Limit(q.perSecond), int(q.burst))
-		q.by[who] = l
+	c := q.by[who]
+	if c == nil {
+		c = &callerBytes{l: rate.NewLimiter(rate.Limit(q.perSecond), int(q.burst))}
+		q.by[who] = c
 	}
-	return l
+	return c
+}
+
+// fairShare is the max-min fair share of the shared rate among the
+// callers' recent rates at now: the rate f such that the callers' rates,
+// each cut to f, add up to the shared rate (callers sending less than f
+// keep theirs, those sending more share what is left equally); with
+// room for every caller, the shared rate over the callers sending at
+// least a unit a second. q.mu is held.
+func (q *RefusedBodies) fairShare(now time.Time) float64 {
+	if now.Sub(q.shareAt) < shareEvery && !q.shareAt.IsZero() {
+		return q.share
+	}
+	rates := make([]float64, 0, len(q.by))
+	for _, c := range q.by {
+		if r := c.recentAt(now); r >= 1 {
+			rates = append(rates, r)
+		}
+	}
+	slices.Sort(rates)
+	left, f := q.sharedPerSec, q.sharedPerSec/float64(max(len(rates), 1))
+	for i, r := range rates {
+		each := left / float64(len(rates)-i)
+		if r > each {
+			f = each
+			break
+		}
+		left -= r
+	}
+	q.share, q.shareAt = f, now
+	return f
 }
 
 // Past reports how long until who's rate has room again: 0 when it has
@@ -76,17 +140,37 @@ func (q *RefusedBodies) limiter(who string) *rate.Limiter {
 // The HTTP guards ask it at a request's head, the gRPC listener at a
 // call's headers (server.ByteRate).
 func (q *RefusedBodies) Past(who string) time.Duration {
+	wait, _ := q.past(who)
+	return wait
+}
+
+// past is Past, and whether the refusal is for who's share of the
+// shared rate.
+func (q *RefusedBodies) past(who string) (time.Duration, bool) {
 	if q == nil {
-		return 0
+		return 0, false
 	}
+	now := time.Now()
 	q.mu.Lock()
-	tokens := q.limiter(who).Tokens()
-	q.mu.Unlock()
-	if tokens >= 0 {
-		return 0
+	c := q.caller(who)
+	tokens := c.l.TokensAt(now)
+	var shared float64
+	if tokens >= 0 && q.shared != nil {
+		if shared = q.shared.TokensAt(now); shared < 0 && c.recentAt(now) <= q.fairShare(now) {
+			shared = 0
+		}
 	}
-	q.refused.Add(1)
-	return time.Duration(-tokens / float64(q.perSecond) * float64(time.Second))
+	q.mu.Unlock()
+	switch {
+	case tokens < 0:
+		q.refused.Add(1)
+		return time.Duration(-tokens / float64(q.perSecond) * float64(time.Second)), false
+	case shared < 0:
+		q.refused.Add(1)
+		q.refusedByShare.Add(1)
+		return time.Duration(-shared / q.sharedPerSec * float64(time.Second)), true
+	}
+	return 0, false
 }
 
 // Charge counts n bytes of a body of who's (that was refused, for the
@@ -96,9 +180,24 @@ func (q *RefusedBodies) Charge(who string, n int64) {
 		return
 	}
 	units := min(n/refusedUnit+1, q.burst)
+	now := time.Now()
 	q.mu.Lock()
-	q.limiter(who).ReserveN(time.Now(), int(units)) // taken now: the tokens go below 0 (past)
+	c := q.caller(who)
+	c.l.ReserveN(now, int(units)) // taken now: the tokens go below 0 (past)
+	if q.shared != nil {
+		q.shared.ReserveN(now, int(units))
+		c.recent, c.at = c.recentAt(now)+float64(units)/recentWindow.Seconds(), now
+	}
 	q.mu.Unlock()
+}
+
+// RefusedByShare is how many of the requests Refused counts were
+// refused past their caller's share of the shared rate (NewBodyRate).
+func (q *RefusedBodies) RefusedByShare() int64 {
+	if q == nil {
+		return 0
+	}
+	return q.refusedByShare.Load()
 }
 
 // Refused is how many requests were refused past their caller's rate
@@ -110,7 +209,12 @@ func (q *RefusedBodies) Refused() int64 {
 	return q.refused.Load()
 }
 
-func (q *RefusedBodies) refusal(wait time.Duration) error {
+func (q *RefusedBodies) refusal(wait time.Duration, byShare bool) error {
+	if byShare {
+		return errRequestRate{status.Errorf(codes.ResourceExhausted,
+			"the daemon's callers together sent more than %d KiB of request bodies a second (--all-body-bytes-per-second), and this caller more than its share of it: retry after %.1f s",
+			int64(q.sharedPerSec), wait.Seconds())}
+	}
 	if q.all {
 		return errRequestRate{status.Errorf(codes.ResourceExhausted,
 			"this caller sent more than %d KiB of request bodies a second, after %d KiB (--body-bytes-per-second): retry after %.1f s",
@@ -137,12 +241,30 @@ const (
 	DefaultBodyBurst          = 64 << 20
 )
 
+// The callers' bodies are held together as well, so that many
+// identities each within its rate cannot take the cores between them:
+// the twenty-seventh hostile pass's eight tokens sending padded 64 KiB
+// calls, each under its 16 MiB a second, kept the daemon's two cores busy
+// (2.4 times their CPU), and another identity's 2,000 small Routes took
+// 6.2 s instead of 0.5. Past the shared rate, a caller is refused only if
+// it sends more than its max-min fair share of it lately (fairShare): a
+// caller of small requests is never held back by others' bulk, and the
+// bulk callers share what is left. 32 MiB a second is two callers at
+// their own rate, some 0.7 of a core of padding on the 2-core machine.
+const DefaultAllBodyBytesPerSecond = 32 << 20
+
 // NewBodyRate allows each caller bytesPerSecond of request bodies after
-// a burst of burst bytes; bytesPerSecond <= 0: no bound (nil).
-func NewBodyRate(bytesPerSecond, burst int64) *RefusedBodies {
+// a burst of burst bytes, and, with allPerSecond > 0, all callers
+// together allPerSecond after twice burst, each caller past that held to
+// its fair share of it; bytesPerSecond <= 0: no bound (nil).
+func NewBodyRate(bytesPerSecond, burst, allPerSecond int64) *RefusedBodies {
 	q := NewRefusedBodies(bytesPerSecond, burst)
 	if q != nil {
 		q.all = true
+		if allPerSecond > 0 {
+			q.sharedPerSec = float64(max(allPerSecond/refusedUnit, 1))
+			q.shared = rate.NewLimiter(rate.Limit(q.sharedPerSec), int(2*q.burst))
+		}
 	}
 	return q
 }

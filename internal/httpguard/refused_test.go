@@ -2,6 +2,7 @@ package httpguard
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -123,7 +124,7 @@ func TestBodyFault(t *testing.T) {
 // that runs no model, padded to 64 KiB, 19,618 times in 10 s at 6.5
 // times the client's CPU).
 func TestBodyRate(t *testing.T) {
-	g := Guard{MaxBody: 1 << 20, BodyRate: NewBodyRate(64<<10, 256<<10), Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
+	g := Guard{MaxBody: 1 << 20, BodyRate: NewBodyRate(64<<10, 256<<10, 0), Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
 		http.Error(w, err.Error(), code)
 	}}
 	h := g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
@@ -182,7 +183,7 @@ func TestBodyRateWeighsValues(t *testing.T) {
 		{"protobuf", "application/proto", field, fields},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := Guard{MaxBody: 1 << 20, CountValues: true, BodyRate: NewBodyRate(1, 2<<20), Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
+			g := Guard{MaxBody: 1 << 20, CountValues: true, BodyRate: NewBodyRate(1, 2<<20, 0), Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
 				http.Error(w, err.Error(), code)
 			}}
 			h := g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
@@ -203,5 +204,55 @@ func TestBodyRateWeighsValues(t *testing.T) {
 				t.Fatalf("2 MiB of burst: %d bodies of 64 KiB in one value, %d of 64 KiB in two-byte values, want about 32 and 4", one, many)
 			}
 		})
+	}
+}
+
+// TestBodyRateSharedByFairShare: past the shared rate of every caller's
+// bodies (NewBodyRate's allPerSecond), a caller that sent more than its
+// max-min fair share of it lately is refused 429, naming the shared
+// rate, while a caller of small bodies goes on; with no shared rate each
+// caller is held to its own alone (the twenty-seventh hostile pass:
+// eight tokens each under their own 16 MiB a second took both cores,
+// and another identity's small Routes slowed twelvefold).
+func TestBodyRateSharedByFairShare(t *testing.T) {
+	for _, shared := range []bool{true, false} {
+		all := int64(0)
+		if shared {
+			all = 1 << 20
+		}
+		g := Guard{MaxBody: 1 << 20, BodyRate: NewBodyRate(1<<30, 1<<20, all), Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
+			http.Error(w, err.Error(), code)
+		}}
+		h := g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		do := func(who string, size int) *httptest.ResponseRecorder {
+			req := httptest.NewRequest(http.MethodPost, "/classifier.v1.ClassifierService/GetIndexInfo", strings.NewReader(strings.Repeat(" ", size)))
+			req.Header.Set("Content-Type", "application/json")
+			req = req.WithContext(server.WithCaller(req.Context(), server.Caller{Name: who}))
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			return w
+		}
+		if w := do("victim", 512); w.Code != http.StatusOK {
+			t.Fatalf("a small body first: %d, want 200", w.Code)
+		}
+		refused := 0
+		for i := range 48 { // 3 MiB from eight callers, past the shared burst of 2 MiB
+			if do(fmt.Sprintf("m%d", i%8), 64<<10).Code == http.StatusTooManyRequests {
+				refused++
+			}
+		}
+		w := do("m0", 64<<10)
+		switch {
+		case shared && (w.Code != http.StatusTooManyRequests || !strings.Contains(w.Body.String(), "--all-body-bytes-per-second") || refused == 0):
+			t.Fatalf("eight callers past the shared rate: %d refused, then %d %q, want 429 naming --all-body-bytes-per-second", refused, w.Code, w.Body.String())
+		case !shared && (w.Code != http.StatusOK || refused != 0):
+			t.Fatalf("no shared rate: %d refused, then %d, want none", refused, w.Code)
+		}
+		if w := do("victim", 512); w.Code != http.StatusOK {
+			t.Fatalf("shared %v: the caller of small bodies got %d %q, want 200", shared, w.Code, w.Body.String())
+		}
+	}
+	if g := NewBodyRate(1<<30, 1<<20, 1<<20); g.RefusedByShare() != 0 {
+		t.Fatal("a new rate counts refusals")
 	}
 }

@@ -84,6 +84,11 @@ type Config struct {
 	// (httpguard.NewBodyRate; --body-bytes-per-second, --body-burst; 0:
 	// none).
 	BodyBytesPerSecond, BodyBurst int64
+	// AllBodyBytesPerSecond holds every caller's request bodies together
+	// to a rate, past which a caller sending more than its fair share of
+	// it is refused (httpguard.NewBodyRate; --all-body-bytes-per-second;
+	// 0: none).
+	AllBodyBytesPerSecond int64
 
 	// MaxConnsPerPeer and MaxConns bound the connections open on all the
 	// listeners, per peer address and in all (--max-conns-per-peer,
@@ -145,6 +150,9 @@ func (c *Config) Validate(concurrency int) error {
 	}
 	if c.BodyBytesPerSecond < 0 || c.BodyBurst < 0 || c.BodyBytesPerSecond > 0 && c.BodyBurst < 1<<10 {
 		return errors.New("--body-bytes-per-second must not be negative (0: no bound), and --body-burst at least 1024 with it")
+	}
+	if c.AllBodyBytesPerSecond < 0 {
+		return errors.New("--all-body-bytes-per-second must not be negative (0: no bound)")
 	}
 	if c.MaxWatches < 1 || c.MaxWatchesPerClient < 1 || c.MaxWatchesPerSession < 1 {
 		return errors.New("--max-watches, --max-watches-per-client and --max-watches-per-session must be positive")
@@ -222,7 +230,7 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 	o.Recv = server.NewRecvGuard(o.Bodies)
 	sec.MCPRequests = httpguard.NewRequestRate(cfg.MCPRequestsPerSecond, cfg.MCPRequestBurst)
 	sec.BadBodies = httpguard.NewRefusedBodies(cfg.RefusedBodyBytesPerSecond, cfg.RefusedBodyBurst)
-	sec.BodyRate = httpguard.NewBodyRate(cfg.BodyBytesPerSecond, cfg.BodyBurst)
+	sec.BodyRate = httpguard.NewBodyRate(cfg.BodyBytesPerSecond, cfg.BodyBurst, cfg.AllBodyBytesPerSecond)
 	o.Recv.StallTimeout = cfg.WriteStallTimeout
 	if err := o.Metrics.Gauge("classifierd_request_bytes_in_flight", "Request bytes being received or held until answered, all listeners together (bounded by --max-body-bytes-in-flight).",
 		func() float64 { return float64(o.Bodies.Used()) }); err != nil {
@@ -264,7 +272,10 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 		F:    func() int64 { return sec.BadBodies.Refused() }},
 		listeners.Counter{Name: "classifierd_body_bytes_past_rate_total",
 			Help: "Requests with a body refused (429) from their heads, on --http-listen and --mcp-listen (and gRPC calls on --listen, RESOURCE_EXHAUSTED as their headers arrive), because their caller sent more request body bytes than --body-bytes-per-second after --body-burst.",
-			F:    func() int64 { return sec.BodyRate.Refused() }}); err != nil {
+			F:    func() int64 { return sec.BodyRate.Refused() }},
+		listeners.Counter{Name: "classifierd_body_bytes_past_share_total",
+			Help: "Of classifierd_body_bytes_past_rate_total, the requests refused because every caller together sent more request body bytes than --all-body-bytes-per-second (after twice --body-burst) and their caller more than its fair share of it lately.",
+			F:    func() int64 { return sec.BodyRate.RefusedByShare() }}); err != nil {
 		return nil, err
 	}
 	if err := o.Metrics.Gauge("classifierd_admission_queue_depth", "Model calls waiting for a place.",

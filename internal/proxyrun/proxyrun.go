@@ -204,7 +204,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 	sec.MCPRequests = httpguard.NewRequestRate(cfg.MCPRequestsPerSecond, cfg.MCPRequestBurst)
 	// Bodies refused once read, at a rate per caller (httpguard.RefusedBodies).
 	sec.BadBodies = httpguard.NewRefusedBodies(httpguard.DefaultRefusedBodyBytesPerSecond, httpguard.DefaultRefusedBodyBurst)
-	sec.BodyRate = httpguard.NewBodyRate(httpguard.DefaultBodyBytesPerSecond, httpguard.DefaultBodyBurst)
+	sec.BodyRate = httpguard.NewBodyRate(httpguard.DefaultBodyBytesPerSecond, httpguard.DefaultBodyBurst, httpguard.DefaultAllBodyBytesPerSecond)
 	// The tools that run the model (search_tools, hub__analyze_prompt)
 	// share it by caller as the daemon's do, with the daemon's defaults;
 	// the forwarded calls for the proxy's own CPU (ops.MCPAdmit), not
@@ -220,7 +220,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) (err
 			Help: "MCP requests with a body refused (429) from their heads because their caller's bodies were refused (400, 413, 415, 422) after they were read more than 1 MiB a second, after 8 MiB.",
 			F:    func() int64 { return sec.BadBodies.Refused() }},
 		listeners.Counter{Name: "classifierd_proxy_body_bytes_past_rate_total",
-			Help: "MCP requests with a body refused (429) from their heads because their caller sent more than 16 MiB of request bodies a second, after 64 MiB.",
+			Help: "MCP requests with a body refused (429) from their heads because their caller sent more than 16 MiB of request bodies a second, after 64 MiB, or more than its fair share of 32 MiB a second while all callers together sent more.",
 			F:    func() int64 { return sec.BodyRate.Refused() }}); err != nil {
 		return err
 	}

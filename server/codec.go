@@ -24,10 +24,10 @@ type requestCodec struct {
 	encoding.CodecV2
 	bad sync.Map // message pointer → badMessage
 	// weigh (set before serving when the interceptors charge) keeps each
-	// decoded message's count of values for its charge: values, a
-	// message pointer → int.
-	weigh  bool
-	values sync.Map
+	// decoded message's charge: weights, a message pointer → its wire
+	// size and ValueCost for each value counted.
+	weigh   bool
+	weights sync.Map
 }
 
 // badMessage is a message's decoding failure and its charge: its wire
@@ -60,8 +60,8 @@ func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		}
 		if err := c.CodecV2.Unmarshal(data, v); err != nil {
 			c.bad.Store(v, badMessage{err, weight})
-		} else if c.weigh && n > 0 {
-			c.values.Store(v, n)
+		} else if c.weigh {
+			c.weights.Store(v, weight)
 		}
 		return nil
 	}
@@ -84,18 +84,14 @@ func (c *requestCodec) failed(msg any) (int, error) {
 	return 0, nil
 }
 
-// weight is the charge of a request message that decoded: its size,
-// encoded again (its wire size is gone with the codec's buffer), and
-// ValueCost for each value Unmarshal counted in it (which it forgets).
+// weight is the charge of a request message that decoded, which
+// Unmarshal kept (and weight forgets): its wire size and ValueCost for
+// each value counted in it.
 func (c *requestCodec) weight(msg any) int {
-	n := 0
-	if v, ok := c.values.LoadAndDelete(msg); ok {
-		n = ValueCost * v.(int)
+	if v, ok := c.weights.LoadAndDelete(msg); ok {
+		return v.(int)
 	}
-	if m, ok := msg.(protov2.Message); ok {
-		n += protov2.Size(m)
-	}
-	return n
+	return 0
 }
 
 // interceptors refuse a request that did not decode, and tell charge

@@ -3,7 +3,10 @@ package server
 import (
 	"context"
 	"net"
+	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -59,9 +62,57 @@ func bodyKey(c Caller, p *peer.Peer) string {
 	return CallerKey(c, remote)
 }
 
+// A caller refused past its rates of bytes goes on sending: the
+// twenty-eighth hostile pass's token, past its rate, had 17,000 calls a
+// second refused at their headers over 64 connections, and sent each
+// call's 48 KiB of DATA all the same (grpc-go reads and drops what comes
+// on a stream it has refused): 850 MB a second deciphered, 1.1 cores,
+// another identity's Route p50 1.4 -> 3.8 ms. Nothing throttled it: a
+// refusal at the tap is not the caller's fault as UNAUTHENTICATED is, so
+// no early reset. Past BodyRefusalsPerSecond of such refusals a second
+// (after BodyRefusalBurst), each further one counts as an early reset of
+// its connection (refuseHeld), so that the connection is closed and its
+// peer penalized as a resetter is. A client that waits as told (the
+// refusal says how long) is refused a few times a second at most.
+const (
+	BodyRefusalsPerSecond = 20
+	BodyRefusalBurst      = 64
+)
+
+// earlyRefusal is a tap's refusal that refuseHeld counts as an early
+// reset of its connection.
+type earlyRefusal struct{ s *status.Status }
+
+func (e earlyRefusal) Error() string              { return e.s.Err().Error() }
+func (e earlyRefusal) GRPCStatus() *status.Status { return e.s }
+
+// bodyRefusals is each caller's rate of refusals for its rates of bytes.
+type bodyRefusals struct {
+	mu sync.Mutex
+	by map[string]*rate.Limiter
+}
+
+// past counts a refusal of who's and reports whether it is past who's
+// rate.
+func (b *bodyRefusals) past(who string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.by) >= maxRefusalBuckets {
+		b.by = map[string]*rate.Limiter{}
+	}
+	l := b.by[who]
+	if l == nil {
+		l = rate.NewLimiter(BodyRefusalsPerSecond, BodyRefusalBurst)
+		b.by[who] = l
+	}
+	return !l.Allow()
+}
+
 // bodyTap refuses, after next, a call whose caller is past its rate of
-// request bytes or of refused bodies.
+// request bytes or of refused bodies; past its rate of such refusals
+// too, as an early reset (earlyRefusal).
 func (e Edge) bodyTap(next tap.ServerInHandle) tap.ServerInHandle {
+	refusals := &bodyRefusals{by: map[string]*rate.Limiter{}}
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
 		if next != nil {
 			var err error
@@ -76,8 +127,12 @@ func (e Edge) bodyTap(next tap.ServerInHandle) tap.ServerInHandle {
 				continue
 			}
 			if wait := q.Past(who); wait > 0 {
-				return ctx, status.Errorf(codes.ResourceExhausted,
+				s := status.Newf(codes.ResourceExhausted,
 					"this caller's request messages (or those refused INVALID_ARGUMENT) passed their rate of bytes, or their share of all callers': retry after %.1f s", wait.Seconds())
+				if refusals.past(who) {
+					return ctx, earlyRefusal{s}
+				}
+				return ctx, s.Err()
 			}
 		}
 		return ctx, nil

@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/internal/rapidreset"
+	"github.com/classifierd/classifierd/request"
 )
 
 // fakeRate records what is charged to it, and is past its rate once
@@ -118,5 +123,56 @@ func TestEdgeBodyRates(t *testing.T) {
 	}
 	if bad.total() != before {
 		t.Fatalf("a call refused at its headers was charged")
+	}
+}
+
+// TestBodyRefusalsPastTheirRateAreEarlyResets: a caller past its rate
+// of request bytes has its calls refused RESOURCE_EXHAUSTED at their
+// headers; within BodyRefusalBurst of such refusals its connection is
+// kept, and past their rate each counts as an early reset, so that a
+// caller that goes on sending has its connection closed (the
+// twenty-eighth hostile pass: 17,000 refused calls a second, their
+// 48 KiB bodies sent all the same, never throttled).
+func TestBodyRefusalsPastTheirRateAreEarlyResets(t *testing.T) {
+	g := NewRecvGuard(&shareBudget{share: 1 << 20, by: map[string]int64{}})
+	all := &fakeRate{charged: map[string]int64{}, past: true}
+	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := New(Config{}, dom, bagOfWords{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(Edge{Log: log, Stats: srv.Stats(), Timeout: 30 * time.Second, Recv: g, BodyRate: all}.ServerOptions()...)
+	pb.RegisterClassifierServiceServer(gs, srv)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(g.Listener(lis)) }()
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := pb.NewClassifierServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range BodyRefusalBurst {
+		if _, err := c.GetIndexInfo(ctx, &pb.GetIndexInfoRequest{}); status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("call %d past the rate: %v, want RESOURCE_EXHAUSTED", i, err)
+		}
+	}
+	if g.EarlyResetCloses() != 0 {
+		t.Fatalf("%d refusals within their burst closed the connection", BodyRefusalBurst)
+	}
+	for i := 0; g.EarlyResetCloses() == 0; i++ {
+		if i > 4*rapidreset.EarlyResetsMin {
+			t.Fatalf("%d refusals past their rate: the connection never closed", i)
+		}
+		_, _ = c.GetIndexInfo(ctx, &pb.GetIndexInfoRequest{})
 	}
 }

@@ -165,7 +165,8 @@ var errHeld = status.Error(codes.ResourceExhausted, "this connection reset too m
 // caller's fault (UNAUTHENTICATED, PERMISSION_DENIED) counts as an early
 // reset, as a 4xx does on the HTTP listeners: complete calls with no
 // token were never counted, and cost the daemon 1.6-4 times their
-// client's CPU (the sixteenth hostile pass). A call admission refuses
+// client's CPU (the sixteenth hostile pass). So does a refusal for the
+// caller's rates of bytes past its rate of them (earlyRefusal). A call admission refuses
 // here (RESOURCE_EXHAUSTED) does not count, at any rate: the refusal
 // costs microseconds, and an honest hub of thousands of callers backing
 // off as told is refused many times a second under overload
@@ -188,7 +189,8 @@ func (g *RecvGuard) refuseHeld(next tap.ServerInHandle) tap.ServerInHandle {
 			return ctx, errHealthChecks
 		}
 		ctx, err := next(ctx, info)
-		if code := status.Code(err); code == codes.Unauthenticated || code == codes.PermissionDenied {
+		var early earlyRefusal
+		if code := status.Code(err); code == codes.Unauthenticated || code == codes.PermissionDenied || errors.As(err, &early) {
 			resetStats{&g.resetCloses, g.peers}.ended(ctx, true)
 		}
 		return ctx, err

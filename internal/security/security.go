@@ -431,6 +431,7 @@ func (s *Security) MCPGuard(maxBody int64, anyOf ...string) httpguard.Guard {
 		CheckBody:   httpguard.CheckMCPBody,
 		Messages:    httpguard.MCPMessages,
 		CountValues: true,
+		ValueCost:   httpguard.MCPValueCost,
 		JSONOnly:    true,
 		Budget:      s.Bodies,
 		Rate:        s.MCPRequests,

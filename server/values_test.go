@@ -75,6 +75,16 @@ func TestCountProtoUnknownFields(t *testing.T) {
 		}
 		return b
 	}
+	// query (1) is a string: a group of that number is kept as an
+	// unknown field by protobuf-go.
+	wrongType := func(k int) []byte {
+		var b []byte
+		for range k {
+			b = protowire.AppendTag(b, 1, protowire.StartGroupType)
+			b = protowire.AppendTag(b, 1, protowire.EndGroupType)
+		}
+		return b
+	}
 	known, err := proto.Marshal(&pb.RouteRequest{Query: "x", IncludeServers: make([]string, 1000)})
 	if err != nil {
 		t.Fatal(err)
@@ -88,6 +98,8 @@ func TestCountProtoUnknownFields(t *testing.T) {
 		{"64 unknown", append(unknown(MaxUnknownFields, false), known...), nil},
 		{"65 unknown", append(unknown(MaxUnknownFields+1, false), known...), ErrUnknownFields},
 		{"65 unknown groups", unknown(MaxUnknownFields+1, true), ErrUnknownFields},
+		{"65 groups numbered as a known string", wrongType(MaxUnknownFields + 1), ErrUnknownFields},
+		{"64 groups numbered as a known string", wrongType(MaxUnknownFields), nil},
 	} {
 		n := 0
 		if err := CountProtoValues(tc.b, md, &n); !errors.Is(err, tc.want) {

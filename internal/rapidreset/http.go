@@ -118,9 +118,12 @@ func (r *Peers) Serve(hs *http.Server) {
 		// method's scope), 1.6-2 times the client's CPU. On HTTP/2 the
 		// refusal says Connection: close as it is written (goaway):
 		// net/http answers it whole, then sends GOAWAY and closes.
+		if sw.refusing {
+			hc.n.refusing.Add(-1)
+		}
 		if hc.n.ended(early, !st.authed.Load()) {
 			r.httpCloses.Add(1)
-			if !sw.goaway {
+			if !sw.goaway && !hc.n.closesByGoaway() {
 				_ = hc.conn.Close()
 			}
 		}
@@ -207,6 +210,9 @@ type flushWriter struct {
 	// WriteHeader, says its refusal closes the connection (Serve).
 	st     *reqAuth
 	goaway bool
+	// refusing: its refusal was counted in its connection's
+	// Conn.refusing, until it ends (Serve).
+	refusing bool
 	// body is an HTTP/1.1 request's chunked body: answered before its
 	// end (unread) or cut for its overhead, the connection is closed,
 	// so that net/http does not read what is left of it (up to 256 KiB,
@@ -270,12 +276,17 @@ func (b *chunkedBody) Read(p []byte) (int, error) {
 
 func (w *flushWriter) WriteHeader(code int) {
 	first := w.status.CompareAndSwap(0, int32(code))
-	if first && !w.h1 && refusedEarly(code) && w.st != nil && w.st.n.catches(!w.st.authed.Load()) {
-		// Serve's rule will close the connection at this refusal: by
-		// GOAWAY, the refusal answered whole (closed at once, the
-		// answers under way were cut after their headers: the
-		// twenty-fifth and twenty-sixth hostile passes).
-		w.goaway = true
+	if first && !w.h1 && refusedEarly(code) && w.st != nil {
+		w.refusing = true
+		if w.st.n.catches(!w.st.authed.Load(), w.st.n.refusing.Add(1)) {
+			// Serve's rule will close the connection at this refusal,
+			// or at one in flight beside it: by GOAWAY, the refusals
+			// answered whole (closed at once, the answers under way were
+			// cut after their headers: the twenty-fifth to
+			// twenty-seventh hostile passes).
+			w.goaway = true
+			w.st.n.goaway.Store(true)
+		}
 	}
 	if first && (w.goaway || w.past() || w.h1 && (w.closing || w.body != nil && (!w.body.ended.Load() || w.body.cut.Load()))) {
 		// net/http closes the connection after an answer that says so:

@@ -15,6 +15,7 @@ import (
 	"net/http/httptrace"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,6 +71,15 @@ func resetServerOn(t *testing.T, remote bool) (*Peers, *httptest.Server) {
 		case "/active": // the connection's requests under way (Begin), this one among them if it has a body
 			_, _ = io.Copy(io.Discard, r.Body)
 			_, _ = fmt.Fprintf(w, "%d", r.Context().Value(connKey{}).(*httpConn).n.active.Load())
+		case "/together": // authenticated, then refused 403 with the others of its group (togetherGate)
+			MarkAuthenticated(r.Context())
+			g := together.Load()
+			g.arrived.Done()
+			g.arrived.Wait()
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, "forbidden together")
+			g.written.Done()
+			g.written.Wait()
 		case "/block":
 			<-r.Context().Done()
 		case "/stream":
@@ -93,6 +103,62 @@ func resetServerOn(t *testing.T, remote bool) (*Peers, *httptest.Server) {
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
 	return peers, ts
+}
+
+// togetherGate holds /together's requests: each writes its refusal once
+// every request of the group has arrived, and ends once every one has
+// written it.
+type togetherGate struct{ arrived, written sync.WaitGroup }
+
+var together atomic.Pointer[togetherGate]
+
+// TestServeConcurrentRefusalsAnsweredWhole: while its peer is penalized,
+// a connection whose authenticated requests are refused together (their
+// headers written before any of them ends) is closed by GOAWAY at the
+// refusal that completes the rule, counting those in flight, and every
+// refusal is answered whole; counted from the ended requests alone, the
+// connection was closed at once and the answers cut after their headers
+// (the twenty-seventh hostile pass: ten 404s at once, no GOAWAY, EOF).
+func TestServeConcurrentRefusalsAnsweredWhole(t *testing.T) {
+	peers, ts := resetServerOn(t, true)
+	peers.Ended(remotePeer, false, true) // caught elsewhere: penalized
+	const n = PenalizedEarlyResetsMin + 2
+	g := &togetherGate{}
+	g.arrived.Add(n)
+	g.written.Add(n)
+	together.Store(g)
+	c := ts.Client()
+	if got := get(t, ts, "/", true, 0, 1); got != 1 { // the connection, open
+		t.Fatal("the first request was not answered")
+	}
+	before := peers.HTTPCloses()
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	answers := make(chan answer, n)
+	for range n {
+		go func() {
+			req, _ := http.NewRequest(http.MethodGet, ts.URL+"/together", nil)
+			req.Header.Set("Authorization", "Bearer x")
+			resp, err := c.Do(req)
+			if err != nil {
+				answers <- answer{err: err}
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			answers <- answer{resp.StatusCode, string(b), err}
+		}()
+	}
+	for range n {
+		a := <-answers
+		if a.err != nil || a.status != http.StatusForbidden || a.body != "forbidden together" {
+			t.Errorf("a refusal among %d at once: %d %q, %v; want 403 answered whole", n, a.status, a.body, a.err)
+		}
+	}
+	waitCloses(t, peers, before+1)
 }
 
 // get sends n GETs of path, with a token or not, each abandoned after

@@ -260,6 +260,10 @@ type Conn struct {
 	// of each (NewConn).
 	settled atomic.Int64
 	wake    chan struct{}
+	// refusing counts its HTTP/2 refusals written and not yet ended
+	// (catches); goaway is set once one of them closes it by GOAWAY.
+	refusing atomic.Int64
+	goaway   atomic.Bool
 }
 
 // NewConn is a connection's count, of peer to peers (nil: the rule per
@@ -303,14 +307,20 @@ func (c *Conn) Pipelined() bool { return c.lastWrite.Load() > c.lastRead.Load() 
 func (c *Conn) Ended(early bool) bool { return c.ended(early, false) }
 
 // catches reports whether ended(true, first) would catch the connection
-// now, without counting anything: asked as a refusal is written, so that
-// its answer can close the connection by GOAWAY (Serve). Requests ending
-// meanwhile may make it wrong either way; ended decides.
-func (c *Conn) catches(first bool) bool {
+// once the refusals written and not yet ended, refusing of them counting
+// this one, have ended, without counting anything: asked as a refusal is
+// written, so that its answer can close the connection by GOAWAY
+// (Serve). Refusals in flight together write their headers before any of
+// them has ended: counted from the ended alone, none predicted the catch,
+// and the one that caught closed the connection at once, the others'
+// answers cut after their headers (the twenty-seventh hostile pass, ten
+// 404s at once). Requests ending meanwhile may make it wrong either way;
+// ended decides.
+func (c *Conn) catches(first bool, refusing int64) bool {
 	if c.caught.Load() {
 		return false
 	}
-	n, calls := c.early.Load()+1, c.calls.Load()+1
+	n, calls := c.early.Load()+refusing, c.calls.Load()+refusing
 	if c.Peers == nil || !c.Peers.Penalized(c.Peer) {
 		return n >= EarlyResetsMin && 2*n > calls
 	}
@@ -354,6 +364,11 @@ func (c *Conn) Closed() {
 		c.Peers.Ended(c.Peer, true, false)
 	}
 }
+
+// closesByGoaway reports whether a refusal has closed the connection by
+// GOAWAY (Serve): net/http ends the streams open before it and closes
+// it, and the request the rule catches leaves it to that.
+func (c *Conn) closesByGoaway() bool { return c.goaway.Load() }
 
 // Caught reports whether Ended has had the connection caught.
 func (c *Conn) Caught() bool { return c.caught.Load() }

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""mcpsess29.py DIR WHO N (twenty-ninth pass): WHO opens N MCP sessions on DIR/env's --mcp-listen (initialize and
+"""mcpsess29.py DIR WHO N [NVALS] (twenty-ninth pass): WHO opens N MCP sessions on DIR/env's --mcp-listen (initialize and
 notifications/initialized on one HTTP/1.1 keep-alive connection, a new one when told to close, paced under
---mcp-requests-per-second), never ending them; prints the statuses, the first non-200 answer, the daemon's
+--mcp-requests-per-second), never ending them (with NVALS, each session then makes one tools/call of route whose arguments hold
+"x": NVALS zeros, as mcpargs28.py's, and is left); prints the statuses, the first non-200 answer, the daemon's
 VmRSS before and after (MB), classifierd_mcp_sessions and the load."""
 import http.client, json, ssl, sys, time, urllib.request
-d, who, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+d, who, n = sys.argv[1], sys.argv[2], int(sys.argv[3]); nv = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 env = dict(l.strip().split('=', 1) for l in open(d + '/env') if '=' in l)
 tok = [l.split()[2] for l in open(d + '/tokens') if l.split()[0] == who][0]
 h, p = env['MCP'].split(':'); pid = env['PID']
@@ -13,7 +14,7 @@ H = {'Content-Type': 'application/json', 'Accept': 'application/json, text/event
 rss = lambda: int([l for l in open(f'/proc/{pid}/status') if l.startswith('VmRSS')][0].split()[1]) // 1024
 def sessions():
     m = urllib.request.urlopen('http://%s/metrics' % env['METRICS']).read().decode()
-    return [l for l in m.splitlines() if l.startswith('classifierd_mcp_sessions ')]
+    return [l for l in m.splitlines() if l.startswith(('classifierd_mcp_sessions ', 'go_memstats_heap_inuse_bytes', 'go_goroutines'))]
 r0 = rss(); s0 = sessions(); c = None; codes = {}; seen = set(); t0 = time.time()
 for i in range(n):
     time.sleep(max(0, t0 + i * 0.021 - time.time()))
@@ -29,7 +30,12 @@ for i in range(n):
         if sid:
             c.request('POST', '/mcp', json.dumps({'jsonrpc': '2.0', 'method': 'notifications/initialized'}),
                       {**H, 'Mcp-Session-Id': sid, 'Mcp-Protocol-Version': '2025-06-18'}); r = c.getresponse(); r.read()
-            if r.getheader('Connection') == 'close': c.close(); c = None
+            if r.getheader('Connection') == 'close': c.close(); c = None; continue
+            if nv:
+                call = {'jsonrpc': '2.0', 'id': 2, 'method': 'tools/call', 'params': {'name': 'route', 'arguments': {'query': 'list files', 'x': [0] * nv}}}
+                c.request('POST', '/mcp', json.dumps(call, separators=(',', ':')), {**H, 'Mcp-Session-Id': sid, 'Mcp-Protocol-Version': '2025-06-18'})
+                r = c.getresponse(); r.read(); k = 'call %d' % r.status; codes[k] = codes.get(k, 0) + 1
+                if r.getheader('Connection') == 'close': c.close(); c = None
     except Exception as e:
         codes[type(e).__name__] = codes.get(type(e).__name__, 0) + 1; c = None
 time.sleep(1)

@@ -70,21 +70,25 @@ func bodyKey(c Caller, p *peer.Peer) string {
 // another identity's Route p50 1.4 -> 3.8 ms. Nothing throttled it: a
 // refusal at the tap is not the caller's fault as UNAUTHENTICATED is, so
 // no early reset. Past BodyRefusalsPerSecond of such refusals a second
-// (after BodyRefusalBurst), each further one counts as an early reset of
-// its connection (refuseHeld), so that the connection is closed and its
-// peer penalized as a resetter is. A client that waits as told (the
-// refusal says how long) is refused a few times a second at most.
+// (after BodyRefusalBurst), a connection that has BodyRefusalsPerConn of
+// them is closed (refuseHeld): its client pays a new handshake for each
+// few calls it sends to be refused. Its peer is not penalized: counted
+// as early resets, they penalized the loopback peer, and every local
+// client's new connections were held (the twenty-ninth pass). A client
+// that waits as told (the refusal says how long) is refused a few times
+// a second at most.
 const (
 	BodyRefusalsPerSecond = 20
 	BodyRefusalBurst      = 64
+	BodyRefusalsPerConn   = 8
 )
 
-// earlyRefusal is a tap's refusal that refuseHeld counts as an early
-// reset of its connection.
-type earlyRefusal struct{ s *status.Status }
+// closingRefusal is a tap's refusal past the caller's rate of them,
+// which refuseHeld counts toward closing its connection.
+type closingRefusal struct{ s *status.Status }
 
-func (e earlyRefusal) Error() string              { return e.s.Err().Error() }
-func (e earlyRefusal) GRPCStatus() *status.Status { return e.s }
+func (e closingRefusal) Error() string              { return e.s.Err().Error() }
+func (e closingRefusal) GRPCStatus() *status.Status { return e.s }
 
 // bodyRefusals is each caller's rate of refusals for its rates of bytes.
 type bodyRefusals struct {
@@ -110,7 +114,7 @@ func (b *bodyRefusals) past(who string) bool {
 
 // bodyTap refuses, after next, a call whose caller is past its rate of
 // request bytes or of refused bodies; past its rate of such refusals
-// too, as an early reset (earlyRefusal).
+// too, toward closing its connection (closingRefusal).
 func (e Edge) bodyTap(next tap.ServerInHandle) tap.ServerInHandle {
 	refusals := &bodyRefusals{by: map[string]*rate.Limiter{}}
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
@@ -130,7 +134,7 @@ func (e Edge) bodyTap(next tap.ServerInHandle) tap.ServerInHandle {
 				s := status.Newf(codes.ResourceExhausted,
 					"this caller's request messages (or those refused INVALID_ARGUMENT) passed their rate of bytes, or their share of all callers': retry after %.1f s", wait.Seconds())
 				if refusals.past(who) {
-					return ctx, earlyRefusal{s}
+					return ctx, closingRefusal{s}
 				}
 				return ctx, s.Err()
 			}

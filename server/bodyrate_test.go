@@ -17,7 +17,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
-	"github.com/classifierd/classifierd/internal/rapidreset"
 	"github.com/classifierd/classifierd/request"
 )
 
@@ -126,14 +125,16 @@ func TestEdgeBodyRates(t *testing.T) {
 	}
 }
 
-// TestBodyRefusalsPastTheirRateAreEarlyResets: a caller past its rate
-// of request bytes has its calls refused RESOURCE_EXHAUSTED at their
-// headers; within BodyRefusalBurst of such refusals its connection is
-// kept, and past their rate each counts as an early reset, so that a
-// caller that goes on sending has its connection closed (the
-// twenty-eighth hostile pass: 17,000 refused calls a second, their
-// 48 KiB bodies sent all the same, never throttled).
-func TestBodyRefusalsPastTheirRateAreEarlyResets(t *testing.T) {
+// TestBodyRefusalsPastTheirRateCloseTheConnection: a caller past its
+// rate of request bytes has its calls refused RESOURCE_EXHAUSTED at
+// their headers; within BodyRefusalBurst of such refusals its connection
+// is kept, and past their rate its connection is closed at
+// BodyRefusalsPerConn of them, its peer not penalized (the twenty-eighth
+// hostile pass: 17,000 refused calls a second, their 48 KiB bodies sent
+// all the same, never throttled; the twenty-ninth: counted as early
+// resets they penalized the loopback peer, every local client's new
+// connections held).
+func TestBodyRefusalsPastTheirRateCloseTheConnection(t *testing.T) {
 	g := NewRecvGuard(&shareBudget{share: 1 << 20, by: map[string]int64{}})
 	all := &fakeRate{charged: map[string]int64{}, past: true}
 	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
@@ -166,13 +167,18 @@ func TestBodyRefusalsPastTheirRateAreEarlyResets(t *testing.T) {
 			t.Fatalf("call %d past the rate: %v, want RESOURCE_EXHAUSTED", i, err)
 		}
 	}
-	if g.EarlyResetCloses() != 0 {
+	if g.BodyRateCloses() != 0 {
 		t.Fatalf("%d refusals within their burst closed the connection", BodyRefusalBurst)
 	}
-	for i := 0; g.EarlyResetCloses() == 0; i++ {
-		if i > 4*rapidreset.EarlyResetsMin {
+	i := 0
+	for ; g.BodyRateCloses() == 0; i++ {
+		if i > 4*BodyRefusalsPerConn {
 			t.Fatalf("%d refusals past their rate: the connection never closed", i)
 		}
 		_, _ = c.GetIndexInfo(ctx, &pb.GetIndexInfoRequest{})
+	}
+	if i > 2*BodyRefusalsPerConn || g.EarlyResetCloses() != 0 || g.PenalizedPeers() != 0 {
+		t.Fatalf("closed after %d refusals past their rate (want about %d), %d early-reset closes and %d peers penalized (want none)",
+			i, BodyRefusalsPerConn, g.EarlyResetCloses(), g.PenalizedPeers())
 	}
 }

@@ -291,6 +291,9 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 		}
 		if hasBody(r) {
 			for _, q := range []*RefusedBodies{g.BadBodies, g.BodyRate} {
+				if q == g.BodyRate && r.ContentLength >= 0 && r.ContentLength <= SmallBody {
+					continue // charged, never refused: see SmallBody
+				}
 				if wait, byShare := q.past(bodyOwner(r)); wait > 0 {
 					r.Body = http.NoBody // an MCP refusal would read it for the request's id
 					refusePast(retryAfter(wait), q.refusal(wait, byShare))
@@ -633,6 +636,15 @@ func PlainMCP(maxBody int64) Guard {
 	return Guard{MaxBody: maxBody, ReadWait: BodyReadWait, CheckBody: CheckMCPBody, CountValues: true, ValueCost: MCPValueCost, JSONOnly: true, Refuse: RefuseMCP,
 		Budget: NewBudget(DefaultBodyBudget, DefaultBodyBudgetPerClient), Messages: MCPMessages}
 }
+
+// SmallBody: a request whose body declares this many bytes or fewer is
+// never refused for the rate of body bytes (NewBodyRate), only charged:
+// such requests are bounded by the rate of requests, and refusing them
+// broke what small calls do beside a flood that kept the shared rate
+// past (the twenty-ninth hostile pass: a 429 on an MCP
+// notifications/initialized left the session uninitialized, every later
+// tools/call in it failing).
+const SmallBody = 1 << 10
 
 // MCPValueCost is what each value of an MCP request weighs in the rates
 // of body bytes (Guard.ValueCost) beside its bytes: the MCP SDK decodes

@@ -185,8 +185,14 @@ func (q *RefusedBodies) Charge(who string, n int64) {
 	c := q.caller(who)
 	c.l.ReserveN(now, int(units)) // taken now: the tokens go below 0 (past)
 	if q.shared != nil {
-		q.shared.ReserveN(now, int(units))
-		c.recent, c.at = c.recentAt(now)+float64(units)/recentWindow.Seconds(), now
+		// The shared rate and the share count bytes alone, not a unit
+		// more a request as a caller's own rate does: counted so, 6,000
+		// small Routes a second were 6 MiB a second, above their share
+		// beside 24 tokens sending padding, and refused (the
+		// twenty-ninth hostile pass).
+		kib := float64(n) / refusedUnit
+		q.shared.ReserveN(now, int(min(kib, float64(2*q.burst))))
+		c.recent, c.at = c.recentAt(now)+kib/recentWindow.Seconds(), now
 	}
 	q.mu.Unlock()
 }

@@ -260,4 +260,37 @@ func TestBodyRateSharedByFairShare(t *testing.T) {
 	if g := NewBodyRate(1<<30, 1<<20, 1<<20); g.RefusedByShare() != 0 {
 		t.Fatal("a new rate counts refusals")
 	}
+	// The share counts bytes, not requests: a caller of many small
+	// requests (250 Routes of 200 bytes, 50 KB) stays under its share
+	// beside eight bulk callers that keep the shared rate past (the
+	// twenty-ninth hostile pass: counted at 1 KiB a request, 6,000 small
+	// Routes a second were refused).
+	q := NewBodyRate(1<<30, 1<<20, 1<<20)
+	for i := range 48 {
+		q.Charge(fmt.Sprintf("m%d", i%8), 64<<10)
+	}
+	for range 250 {
+		q.Charge("routes", 200)
+	}
+	if wait := q.Past("m0"); wait == 0 {
+		t.Fatal("a bulk caller past its share of the shared rate was not refused")
+	}
+	if wait := q.Past("routes"); wait != 0 {
+		t.Fatalf("a caller of 250 small requests refused for %v beside the bulk callers, want none", wait)
+	}
+	// Bodies of SmallBody bytes or fewer are never refused for the
+	// rate, only charged.
+	g := Guard{MaxBody: 1 << 20, BodyRate: NewBodyRate(1<<10, 1<<10, 0), Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {
+		http.Error(w, err.Error(), code)
+	}}
+	h := g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for i := range 20 {
+		req := httptest.NewRequest(http.MethodPost, "/classifier.v1.ClassifierService/Route", strings.NewReader(strings.Repeat(" ", SmallBody)))
+		req.Header.Set("Content-Type", "application/json")
+		req = req.WithContext(server.WithCaller(req.Context(), server.Caller{Name: "small"}))
+		w := httptest.NewRecorder()
+		if h.ServeHTTP(w, req); w.Code != http.StatusOK {
+			t.Fatalf("small body %d, far past the rate: %d, want 200", i, w.Code)
+		}
+	}
 }

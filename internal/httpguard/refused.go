@@ -1,6 +1,7 @@
 package httpguard
 
 import (
+	"cmp"
 	"io"
 	"math"
 	"net/http"
@@ -52,8 +53,9 @@ type RefusedBodies struct {
 	// fair share of it (fairShare) is refused as if past its own rate.
 	shared         *rate.Limiter
 	sharedPerSec   float64 // in refusedUnit
-	share          float64 // fairShare's last answer, in refusedUnit a second
+	share          float64 // fairShare's last answer, in refusedUnit a second for a weight of 1
 	shareAt        time.Time
+	weight         func(who string) float64 // Weigh's; nil: 1 each
 	refused        atomic.Int64
 	refusedByShare atomic.Int64
 }
@@ -105,31 +107,61 @@ func (q *RefusedBodies) caller(who string) *callerBytes {
 	return c
 }
 
-// fairShare is the max-min fair share of the shared rate among the
-// callers' recent rates at now: the rate f such that the callers' rates,
-// each cut to f, add up to the shared rate (callers sending less than f
-// keep theirs, those sending more share what is left equally); with
-// room for every caller, the shared rate over the callers sending at
-// least a unit a second. q.mu is held.
+// Weigh sets each caller's weight in the shares of the shared rate (by
+// its key, server.CallerKey; at most 1,000 times another's): a caller of
+// weight 2 may send twice what one of weight 1 does when the rate is
+// past. Called before serving.
+func (q *RefusedBodies) Weigh(weight func(who string) float64) {
+	if q != nil {
+		q.weight = weight
+	}
+}
+
+// weightOf is who's weight, 1 when unset or not positive.
+func (q *RefusedBodies) weightOf(who string) float64 {
+	if q.weight == nil {
+		return 1
+	}
+	if w := q.weight(who); w > 0 {
+		return min(w, 1000)
+	}
+	return 1
+}
+
+// fairShare is the weighted max-min fair share of the shared rate among
+// the callers' recent rates at now, for a weight of 1: the rate f such
+// that the callers' rates, each cut to its weight times f, add up to the
+// shared rate (callers sending less keep theirs, those sending more share
+// what is left by weight); with room for every caller, the shared rate
+// over the weights of the callers sending at least a unit a second. q.mu
+// is held.
 func (q *RefusedBodies) fairShare(now time.Time) float64 {
 	if now.Sub(q.shareAt) < shareEvery && !q.shareAt.IsZero() {
 		return q.share
 	}
-	rates := make([]float64, 0, len(q.by))
-	for _, c := range q.by {
+	type flow struct{ r, w float64 }
+	flows := make([]flow, 0, len(q.by))
+	weights := 0.0
+	for who, c := range q.by {
 		if r := c.recentAt(now); r >= 1 {
-			rates = append(rates, r)
+			w := q.weightOf(who)
+			flows = append(flows, flow{r, w})
+			weights += w
 		}
 	}
-	slices.Sort(rates)
-	left, f := q.sharedPerSec, q.sharedPerSec/float64(max(len(rates), 1))
-	for i, r := range rates {
-		each := left / float64(len(rates)-i)
-		if r > each {
+	slices.SortFunc(flows, func(a, b flow) int { return cmp.Compare(a.r/a.w, b.r/b.w) })
+	left, f := q.sharedPerSec, q.sharedPerSec
+	if weights > 0 {
+		f = q.sharedPerSec / weights
+	}
+	for _, fl := range flows {
+		each := left / weights
+		if fl.r/fl.w > each {
 			f = each
 			break
 		}
-		left -= r
+		left -= fl.r
+		weights -= fl.w
 	}
 	q.share, q.shareAt = f, now
 	return f
@@ -156,7 +188,7 @@ func (q *RefusedBodies) past(who string) (time.Duration, bool) {
 	tokens := c.l.TokensAt(now)
 	var shared float64
 	if tokens >= 0 && q.shared != nil {
-		if shared = q.shared.TokensAt(now); shared < 0 && c.recentAt(now) <= q.fairShare(now) {
+		if shared = q.shared.TokensAt(now); shared < 0 && c.recentAt(now) <= q.weightOf(who)*q.fairShare(now) {
 			shared = 0
 		}
 	}

@@ -278,6 +278,33 @@ func TestBodyRateSharedByFairShare(t *testing.T) {
 	if wait := q.Past("routes"); wait != 0 {
 		t.Fatalf("a caller of 250 small requests refused for %v beside the bulk callers, want none", wait)
 	}
+	// Shares are weighed (Weigh, from --admission-weights): a caller of
+	// weight 8 sending what each of eight bulk callers of weight 1 sends
+	// stays under its share when theirs are past.
+	for _, weighed := range []bool{false, true} {
+		q := NewBodyRate(1<<30, 1<<20, 1<<20)
+		if weighed {
+			q.Weigh(func(who string) float64 {
+				if who == "hub" {
+					return 8
+				}
+				return 1
+			})
+		}
+		for i := range 54 {
+			who := fmt.Sprintf("m%d", i%9)
+			if i%9 == 8 {
+				who = "hub"
+			}
+			q.Charge(who, 64<<10)
+		}
+		if q.Past("m0") == 0 {
+			t.Fatalf("weighed %v: a bulk caller of weight 1 past its share was not refused", weighed)
+		}
+		if refused := q.Past("hub") > 0; refused != !weighed {
+			t.Fatalf("weighed %v: the hub sending what each bulk caller sends refused %v, want %v", weighed, refused, !weighed)
+		}
+	}
 	// Bodies of SmallBody bytes or fewer are never refused for the
 	// rate, only charged.
 	g := Guard{MaxBody: 1 << 20, BodyRate: NewBodyRate(1<<10, 1<<10, 0), Refuse: func(w http.ResponseWriter, r *http.Request, code int, err error) {

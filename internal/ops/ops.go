@@ -104,7 +104,8 @@ type Config struct {
 	// PlainHTTP and PlainMCP are what Validate read from
 	// PlaintextListeners.
 	PlainHTTP, PlainMCP bool
-	// weights is what Validate read from AdmissionWeights.
+	// weights is what Validate read from AdmissionWeights (and bodyWeights
+	// keys by server.CallerKey).
 	weights map[string]float64
 }
 
@@ -231,6 +232,10 @@ func Open(cfg Config, log *slog.Logger) (*Ops, error) {
 	sec.MCPRequests = httpguard.NewRequestRate(cfg.MCPRequestsPerSecond, cfg.MCPRequestBurst)
 	sec.BadBodies = httpguard.NewRefusedBodies(cfg.RefusedBodyBytesPerSecond, cfg.RefusedBodyBurst)
 	sec.BodyRate = httpguard.NewBodyRate(cfg.BodyBytesPerSecond, cfg.BodyBurst, cfg.AllBodyBytesPerSecond)
+	// The shares of the shared rate of bodies by --admission-weights, as
+	// the model's: a hub or a bulk client weighed more sends more beside
+	// many others.
+	sec.BodyRate.Weigh(bodyWeights(cfg.weights))
 	o.Recv.StallTimeout = cfg.WriteStallTimeout
 	if err := o.Metrics.Gauge("classifierd_request_bytes_in_flight", "Request bytes being received or held until answered, all listeners together (bounded by --max-body-bytes-in-flight).",
 		func() float64 { return float64(o.Bodies.Used()) }); err != nil {
@@ -500,5 +505,24 @@ func MCPAdmit(a *server.Admission, more ...string) func(context.Context, string,
 			return a.AdmitCPU(ctx, "mcp/forward")
 		}
 		return a.Admit(ctx, "mcp/"+tool, int64(size))
+	}
+}
+
+// bodyWeights is weights (by caller name, "anonymous" for a caller with
+// none) keyed as the rates of request bodies key callers
+// (server.CallerKey: "id:NAME", "peer:HOST"); nil with no weights.
+func bodyWeights(weights map[string]float64) func(who string) float64 {
+	if len(weights) == 0 {
+		return nil
+	}
+	return func(who string) float64 {
+		name, ok := strings.CutPrefix(who, "id:")
+		if !ok {
+			name = server.Anonymous
+		}
+		if w, ok := weights[name]; ok {
+			return w
+		}
+		return 1
 	}
 }

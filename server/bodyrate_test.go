@@ -125,16 +125,15 @@ func TestEdgeBodyRates(t *testing.T) {
 	}
 }
 
-// TestBodyRefusalsPastTheirRateCloseTheConnection: a caller past its
-// rate of request bytes has its calls refused RESOURCE_EXHAUSTED at
-// their headers; within BodyRefusalBurst of such refusals its connection
-// is kept, and past their rate its connection is closed at
-// BodyRefusalsPerConn of them, its peer not penalized (the twenty-eighth
-// hostile pass: 17,000 refused calls a second, their 48 KiB bodies sent
-// all the same, never throttled; the twenty-ninth: counted as early
-// resets they penalized the loopback peer, every local client's new
-// connections held).
-func TestBodyRefusalsPastTheirRateCloseTheConnection(t *testing.T) {
+// TestBodyRateRefusalsKeepTheConnection: a caller past its rate of
+// request bytes has its calls refused RESOURCE_EXHAUSTED at their
+// headers, however many, and its connection is kept: a gateway forwards
+// several users' calls over one channel, and closing it for one user's
+// refusals cut the others' calls in flight (the thirtieth hostile pass:
+// 141 of 190 of another identity's Routes UNAVAILABLE); nor is the peer
+// penalized (the twenty-ninth: every local client's new connections
+// held). Once the rate has room the same connection is answered.
+func TestBodyRateRefusalsKeepTheConnection(t *testing.T) {
 	g := NewRecvGuard(&shareBudget{share: 1 << 20, by: map[string]int64{}})
 	all := &fakeRate{charged: map[string]int64{}, past: true}
 	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
@@ -162,23 +161,19 @@ func TestBodyRefusalsPastTheirRateCloseTheConnection(t *testing.T) {
 	c := pb.NewClassifierServiceClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for i := range BodyRefusalBurst {
+	const n = 512
+	for i := range n {
 		if _, err := c.GetIndexInfo(ctx, &pb.GetIndexInfoRequest{}); status.Code(err) != codes.ResourceExhausted {
-			t.Fatalf("call %d past the rate: %v, want RESOURCE_EXHAUSTED", i, err)
+			t.Fatalf("call %d past the rate: %v, want RESOURCE_EXHAUSTED on the same connection", i, err)
 		}
 	}
-	if g.BodyRateCloses() != 0 {
-		t.Fatalf("%d refusals within their burst closed the connection", BodyRefusalBurst)
+	if g.EarlyResetCloses() != 0 || g.PenalizedPeers() != 0 {
+		t.Fatalf("%d refusals for the byte rate: %d connections closed, %d peers penalized, want none", n, g.EarlyResetCloses(), g.PenalizedPeers())
 	}
-	i := 0
-	for ; g.BodyRateCloses() == 0; i++ {
-		if i > 4*BodyRefusalsPerConn {
-			t.Fatalf("%d refusals past their rate: the connection never closed", i)
-		}
-		_, _ = c.GetIndexInfo(ctx, &pb.GetIndexInfoRequest{})
-	}
-	if i > 2*BodyRefusalsPerConn || g.EarlyResetCloses() != 0 || g.PenalizedPeers() != 0 {
-		t.Fatalf("closed after %d refusals past their rate (want about %d), %d early-reset closes and %d peers penalized (want none)",
-			i, BodyRefusalsPerConn, g.EarlyResetCloses(), g.PenalizedPeers())
+	all.mu.Lock()
+	all.past = false
+	all.mu.Unlock()
+	if _, err := c.GetIndexInfo(ctx, &pb.GetIndexInfoRequest{}); err != nil {
+		t.Fatalf("the rate with room again: %v, want the call answered", err)
 	}
 }

@@ -159,9 +159,6 @@ type RecvGuard struct {
 	// healthCloses counts the connections closed past them.
 	health       peerBuckets
 	healthCloses atomic.Int64
-	// bodyRateCloses counts the connections closed for refusals past
-	// their caller's rates of request bytes (closingRefusal).
-	bodyRateCloses atomic.Int64
 	// now is the health checks' clock (nil: time.Now).
 	now func() time.Time
 }
@@ -211,9 +208,6 @@ type recvConn struct {
 	healthSince   time.Time
 	healthRefused int
 	healthFlood   atomic.Bool
-	// bodyRefused counts its calls refused past their caller's rates of
-	// request bytes and of such refusals (closingRefusal).
-	bodyRefused atomic.Int64
 
 	mu sync.Mutex
 	// read is every byte the connection has read. What it holds for

@@ -165,9 +165,8 @@ var errHeld = status.Error(codes.ResourceExhausted, "this connection reset too m
 // caller's fault (UNAUTHENTICATED, PERMISSION_DENIED) counts as an early
 // reset, as a 4xx does on the HTTP listeners: complete calls with no
 // token were never counted, and cost the daemon 1.6-4 times their
-// client's CPU (the sixteenth hostile pass). Refusals for the caller's
-// rates of bytes past its rate of them close the connection at
-// BodyRefusalsPerConn (closingRefusal), its peer not penalized. A call admission refuses
+// client's CPU (the sixteenth hostile pass). A call refused for its
+// caller's rates of bytes does not count either (bodyrate.go). A call admission refuses
 // here (RESOURCE_EXHAUSTED) does not count, at any rate: the refusal
 // costs microseconds, and an honest hub of thousands of callers backing
 // off as told is refused many times a second under overload
@@ -192,17 +191,6 @@ func (g *RecvGuard) refuseHeld(next tap.ServerInHandle) tap.ServerInHandle {
 		ctx, err := next(ctx, info)
 		if code := status.Code(err); code == codes.Unauthenticated || code == codes.PermissionDenied {
 			resetStats{&g.resetCloses, g.peers}.ended(ctx, true)
-		}
-		var closing closingRefusal
-		if errors.As(err, &closing) && c.bodyRefused.Add(1) == BodyRefusalsPerConn {
-			g.bodyRateCloses.Add(1)
-			if c.resets != nil {
-				// A call, not an early reset: closed with none counted,
-				// the connection was an empty one (Conn.Closed), and
-				// 5,306 of them in 10 s penalized the loopback peer.
-				c.resets.Ended(false)
-			}
-			c.closeCaught()
 		}
 		return ctx, err
 	}
@@ -286,10 +274,6 @@ func (c *recvConn) healthChecks() *rate.Limiter {
 	c.healthOnce.Do(func() { c.healthOwn = rate.NewLimiter(HealthChecksPerConnection, HealthCheckConnectionBurst) })
 	return c.healthOwn
 }
-
-// BodyRateCloses is how many connections were closed for calls refused
-// past their caller's rates of request bytes (BodyRefusalsPerConn).
-func (g *RecvGuard) BodyRateCloses() int64 { return g.bodyRateCloses.Load() }
 
 // HealthFloodCloses is how many connections were closed for health
 // checks past their rate (HealthRefusalsPerConnection).

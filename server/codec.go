@@ -22,19 +22,18 @@ import (
 // before the handler runs.
 type requestCodec struct {
 	encoding.CodecV2
-	bad sync.Map // message pointer → badMessage
-	// weigh (set before serving when the interceptors charge) keeps each
-	// decoded message's charge: weights, a message pointer → its wire
-	// size and ValueCost for each value counted.
+	// decoded is each message's outcome until an interceptor takes it
+	// (message pointer → decodeOutcome): every failure, and with weigh
+	// (set before serving when the interceptors charge) every success.
+	decoded sync.Map
 	weigh   bool
-	weights sync.Map
 }
 
-// badMessage is a message's decoding failure and its charge: its wire
-// size and ValueCost for each value counted.
-type badMessage struct {
-	err  error
-	size int
+// decodeOutcome is a message's decoding failure (nil: it decoded) and
+// its charge: its wire size and ValueCost for each value counted.
+type decodeOutcome struct {
+	err    error
+	weight int
 }
 
 func newRequestCodec() *requestCodec {
@@ -42,56 +41,48 @@ func newRequestCodec() *requestCodec {
 }
 
 func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	if m, ok := v.(protov2.Message); ok {
+	weight := data.Len()
+	m, ok := v.(protov2.Message)
+	if ok {
 		// Counted before decoding: decoding costs memory per value
 		// (MaxValues), and a 4 MiB message can hold 2 million.
 		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 		n := 0
 		err := CountProtoValues(buf.ReadOnlyData(), m.ProtoReflect().Descriptor(), &n)
 		buf.Free()
-		weight := data.Len() + ValueCost*n
-		if errors.Is(err, ErrTooManyValues) {
-			c.bad.Store(v, badMessage{status.Errorf(codes.InvalidArgument, "request holds more than %d values: at most %d per request", MaxValues, MaxValues), weight})
+		weight += ValueCost * n
+		switch {
+		case errors.Is(err, ErrTooManyValues):
+			c.decoded.Store(v, decodeOutcome{status.Errorf(codes.InvalidArgument, "request holds more than %d values: at most %d per request", MaxValues, MaxValues), weight})
+			return nil
+		case errors.Is(err, ErrUnknownFields):
+			c.decoded.Store(v, decodeOutcome{UnknownFieldsRefusal(), weight})
 			return nil
 		}
-		if errors.Is(err, ErrUnknownFields) {
-			c.bad.Store(v, badMessage{UnknownFieldsRefusal(), weight})
-			return nil
-		}
-		if err := c.CodecV2.Unmarshal(data, v); err != nil {
-			c.bad.Store(v, badMessage{err, weight})
-		} else if c.weigh {
-			c.weights.Store(v, weight)
-		}
-		return nil
 	}
 	if err := c.CodecV2.Unmarshal(data, v); err != nil {
-		c.bad.Store(v, badMessage{err, data.Len()})
+		c.decoded.Store(v, decodeOutcome{err, weight})
+	} else if c.weigh && ok {
+		c.decoded.Store(v, decodeOutcome{nil, weight})
 	}
 	return nil
 }
 
-// failed reports (and forgets) a decode failure of msg, with the charge
-// (badMessage.size) of the message that failed.
-func (c *requestCodec) failed(msg any) (int, error) {
-	if v, ok := c.bad.LoadAndDelete(msg); ok {
-		b := v.(badMessage)
-		if _, counted := status.FromError(b.err); counted { // MaxValues, unknown fields
-			return b.size, b.err
-		}
-		return b.size, status.Error(codes.InvalidArgument, "request does not parse as the method's protobuf message")
+// outcome takes (and forgets) what Unmarshal kept of msg: its charge,
+// and the refusal of a message that did not decode.
+func (c *requestCodec) outcome(msg any) (int, error) {
+	v, ok := c.decoded.LoadAndDelete(msg)
+	if !ok {
+		return 0, nil
 	}
-	return 0, nil
-}
-
-// weight is the charge of a request message that decoded, which
-// Unmarshal kept (and weight forgets): its wire size and ValueCost for
-// each value counted in it.
-func (c *requestCodec) weight(msg any) int {
-	if v, ok := c.weights.LoadAndDelete(msg); ok {
-		return v.(int)
+	o := v.(decodeOutcome)
+	if o.err == nil {
+		return o.weight, nil
 	}
-	return 0
+	if _, counted := status.FromError(o.err); counted { // MaxValues, unknown fields
+		return o.weight, o.err
+	}
+	return o.weight, status.Error(codes.InvalidArgument, "request does not parse as the method's protobuf message")
 }
 
 // interceptors refuse a request that did not decode, and tell charge
@@ -101,7 +92,8 @@ func (c *requestCodec) weight(msg any) int {
 func (c *requestCodec) interceptors(charge func(ctx context.Context, n int, err error)) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	c.weigh = charge != nil
 	unary := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		if n, err := c.failed(req); err != nil {
+		n, err := c.outcome(req)
+		if err != nil {
 			if charge != nil {
 				charge(ctx, n, err)
 			}
@@ -109,7 +101,7 @@ func (c *requestCodec) interceptors(charge func(ctx context.Context, n int, err 
 		}
 		resp, err := h(ctx, req)
 		if charge != nil {
-			charge(ctx, c.weight(req), err)
+			charge(ctx, n, err)
 		}
 		return resp, err
 	}
@@ -129,11 +121,8 @@ func (s *decodeCheckStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	n, err := s.c.failed(m)
+	n, err := s.c.outcome(m)
 	if s.charge != nil {
-		if err == nil {
-			n = s.c.weight(m)
-		}
 		s.charge(s.Context(), n, err)
 	}
 	return err

@@ -30,9 +30,11 @@ const MaxValues = 1 << 16
 // the rate of bytes, against 1.9 for the same bytes as one field) and
 // about 300 ns per value of an MCP request's JSON (the SDK decodes
 // params._meta several times: 4.9 times). 16 bytes a value holds the
-// costliest of those to what its bytes' worth of one field costs; an
-// honest request holds a few to a few thousand values (AnalyzePrompt's
-// 1,024 valid_categories: 16 KiB more), nothing against 64 MiB of burst.
+// protobuf and transcoded JSON values to what their bytes' worth of one
+// field costs (the MCP listeners weigh theirs more:
+// httpguard.MCPValueCost); an honest request holds a few to a few
+// thousand values (AnalyzePrompt's 1,024 valid_categories: 16 KiB more),
+// nothing against 64 MiB of burst.
 const ValueCost = 16
 
 // ErrTooManyValues is a request of more than MaxValues values.

@@ -41,7 +41,7 @@ func TestRequestCodecCountsValues(t *testing.T) {
 			if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(tc.body)}, &m); err != nil {
 				t.Fatal(err)
 			}
-			_, err := c.failed(&m)
+			_, err := c.outcome(&m)
 			switch {
 			case tc.want == "" && (err != nil || len(m.GetMessages()) != MaxValues-1):
 				t.Fatalf("err %v, %d messages decoded; want %d", err, len(m.GetMessages()), MaxValues-1)

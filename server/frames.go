@@ -29,8 +29,12 @@ import (
 // again, and a read of 32 KiB holds 1,600 header blocks of 20 bytes (HPACK
 // indexes repeated fields), every one handled before the count below
 // could close the connection; the rest waits in the connection's own
-// buffer for the next read, which settles first.
-const BlocksPerRead = 16
+// buffer for the next read, which settles first. One, so that at each
+// read the taps have decided on every stream opened before it, and the
+// DATA that follows is known to be a call's or read by none
+// (settleAccepted): a read is a copy from that buffer, and a stream
+// costs grpc-go a hundred times more.
+const BlocksPerRead = 1
 
 // frameGate hands a connection's bytes to grpc-go at most BlocksPerRead
 // opening blocks at a time, counting them (rapidreset.H2Scan).
@@ -91,6 +95,7 @@ func (c *recvConn) readCounted(r io.Reader, p []byte) (int, error) {
 	if c.caught.Load() {
 		return 0, net.ErrClosed
 	}
+	c.settleAccepted()
 	n, err := c.gate.read(r, p)
 	// Control frames or small DATA frames past their rate
 	// (rapidreset.FrameBudget): what was read waits, unless the client
@@ -99,7 +104,35 @@ func (c *recvConn) readCounted(r io.Reader, p []byte) (int, error) {
 		_ = c.Close()
 		return 0, net.ErrClosed
 	}
+	// DATA no call reads, past its peer's burst: what was read waits
+	// its turn in the peer's rate (unread.go).
+	if u := c.gate.blocks.Unread() - c.unreadPaid; u > 0 {
+		c.unreadPaid += u
+		c.g.unreadBytes.Add(u)
+		if !c.resets.HoldUnread(c.Conn, c.gone, u) {
+			_ = c.Close()
+			return 0, net.ErrClosed
+		}
+	}
 	return n, err
+}
+
+// settleAccepted accepts the stream of the block the last read handed
+// on (one at most, BlocksPerRead) if the taps let it in and it has a
+// body to come: grpc-go handled the block before this read, and its
+// DATA comes after it, so no frame of it was scanned yet.
+func (c *recvConn) settleAccepted() {
+	b := c.gate.blocks.Blocks()
+	if b == c.decided {
+		return
+	}
+	c.decided = b
+	tapped, refused := c.tapped.Load(), c.refusedTaps.Load()
+	accepted := tapped > c.seenTapped && refused == c.seenRefused
+	c.seenTapped, c.seenRefused = tapped, refused
+	if id, ends := c.gate.blocks.Last(); accepted && !ends {
+		c.streams.Accept(id)
+	}
 }
 
 // FrameCounting is creds, whose connections' deciphered bytes are
@@ -136,6 +169,14 @@ type frameConn struct {
 }
 
 func (c *frameConn) Read(p []byte) (int, error) { return c.rc.readCounted(c.Conn, p) }
+
+func (c *frameConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.rc.scanWrites(p[:n])
+	}
+	return n, err
+}
 
 // NetConn is the TLS connection, as tls.Conn's NetConn is the raw one.
 func (c *frameConn) NetConn() net.Conn { return c.Conn }

@@ -154,6 +154,9 @@ type RecvGuard struct {
 	// resetCloses counts the connections closed for early resets;
 	// peers, each peer's early resets (resets.go).
 	resetCloses atomic.Int64
+	// unreadBytes counts the DATA bytes of every connection read by no
+	// call (unread.go).
+	unreadBytes atomic.Int64
 	peers       *rapidreset.Peers
 	// health bounds each peer's health checks (healthCheck);
 	// healthCloses counts the connections closed past them.
@@ -177,6 +180,7 @@ func (g *RecvGuard) Listener(lis net.Listener) net.Listener {
 func (g *RecvGuard) wrap(c net.Conn, n *rapidreset.Conn) net.Conn {
 	rc := &recvConn{Conn: c, g: g, who: "grpc-conn:" + strconv.FormatInt(g.seq.Add(1), 10), peer: n.Peer, resets: n, gone: make(chan struct{})}
 	rc.addr = recvAddr{Addr: c.RemoteAddr(), c: rc}
+	rc.gate.blocks.Streams, rc.writes.Streams = &rc.streams, &rc.streams
 	return rc
 }
 
@@ -231,6 +235,19 @@ type recvConn struct {
 	untapped int64
 	tapped   atomic.Int64
 	viaTLS   atomic.Bool
+	// streams is the streams the server accepted whose client is still
+	// sending (unread.go): the reader accepts the stream of each block
+	// the taps let in (refusedTaps counts those they refused; decided,
+	// seenTapped and seenRefused are the reader's), the scanners of what
+	// the client sends and the server writes (writes, under wmu) end
+	// them, and the DATA on any other stream is read by no call: paid,
+	// unreadPaid of it so far, out of the peer's rate of such bytes.
+	streams                          rapidreset.Streams
+	refusedTaps                      atomic.Int64
+	decided, seenTapped, seenRefused int64
+	unreadPaid                       int64
+	wmu                              sync.Mutex
+	writes                           rapidreset.H2Writes
 	// budget holds the client's cheap frames to their rate
 	// (rapidreset.FrameBudget), used by the reader alone, credited with
 	// the calls tapped and the bytes written (wrote); gone is closed with
@@ -274,8 +291,19 @@ func (c *recvConn) Write(p []byte) (int, error) {
 	if n > 0 {
 		c.paid(int64(n))
 		c.wrote.Add(int64(n))
+		if !c.viaTLS.Load() {
+			c.scanWrites(p[:n])
+		}
 	}
 	return n, err
+}
+
+// scanWrites reads the frames the server writes (in plaintext), ending
+// the streams it ends (unread.go).
+func (c *recvConn) scanWrites(p []byte) {
+	c.wmu.Lock()
+	c.writes.Feed(p)
+	c.wmu.Unlock()
 }
 
 func (c *recvConn) Read(p []byte) (int, error) {

@@ -71,6 +71,11 @@ func (g *RecvGuard) ResetOption() grpc.ServerOption {
 // most of their calls before their message.
 func (g *RecvGuard) EarlyResetCloses() int64 { return g.resetCloses.Load() }
 
+// UnreadData is how many bytes of DATA the gRPC connections read that
+// no call read: the bodies of calls the taps or the transport refused,
+// and frames on streams already ended.
+func (g *RecvGuard) UnreadData() int64 { return g.unreadBytes.Load() }
+
 // Peers is the early-reset count of the guard's peers: the daemon's
 // HTTP listeners count to it too, so that a peer penalized on one
 // listener is on all.
@@ -179,21 +184,29 @@ func (g *RecvGuard) refuseHeld(next tap.ServerInHandle) tap.ServerInHandle {
 			return next(ctx, info)
 		}
 		c.tapped.Add(1) // seen (frames.go): not refused by the transport
-		if c.caught.Load() {
-			if c.healthFlood.Load() {
-				return ctx, errHealthFlood
-			}
-			return ctx, errHeld
-		}
-		if strings.HasPrefix(info.FullMethodName, "/grpc.health.v1.Health/") && !g.healthCheck(c) {
-			return ctx, errHealthChecks
-		}
-		ctx, err := next(ctx, info)
-		if code := status.Code(err); code == codes.Unauthenticated || code == codes.PermissionDenied {
-			resetStats{&g.resetCloses, g.peers}.ended(ctx, true)
+		ctx, err := g.refuseHeldOf(c, next, ctx, info)
+		if err != nil {
+			c.refusedTaps.Add(1) // its DATA is read by no call (unread.go)
 		}
 		return ctx, err
 	}
+}
+
+func (g *RecvGuard) refuseHeldOf(c *recvConn, next tap.ServerInHandle, ctx context.Context, info *tap.Info) (context.Context, error) {
+	if c.caught.Load() {
+		if c.healthFlood.Load() {
+			return ctx, errHealthFlood
+		}
+		return ctx, errHeld
+	}
+	if strings.HasPrefix(info.FullMethodName, "/grpc.health.v1.Health/") && !g.healthCheck(c) {
+		return ctx, errHealthChecks
+	}
+	ctx, err := next(ctx, info)
+	if code := status.Code(err); code == codes.Unauthenticated || code == codes.PermissionDenied {
+		resetStats{&g.resetCloses, g.peers}.ended(ctx, true)
+	}
+	return ctx, err
 }
 
 // HealthChecksPerSecond bounds each peer's health checks (every loopback

@@ -9,6 +9,7 @@ const (
 	frameHeaders      = 0x1
 	frameRSTStream    = 0x3
 	frameContinuation = 0x9
+	flagEndStream     = 0x1
 	flagEndHeaders    = 0x4
 )
 
@@ -29,6 +30,14 @@ type H2Scan struct {
 	cheap   int64   // frames but DATA of DataFrameBytes or more (FrameBudget)
 	data    int64   // bytes of DATA frames (payload and padding)
 	off     bool    // not HTTP/2: nothing is counted
+	// lastEnds: the HEADERS frame opening stream last had END_STREAM
+	// (the request has no body).
+	lastEnds bool
+	// Streams, when set, is the connection's streams open to DATA:
+	// unread counts the DATA bytes on any other stream, and the frames
+	// ending a stream (END_STREAM, RST_STREAM) remove it.
+	Streams *Streams
+	unread  int64
 }
 
 // Blocks is how many header blocks opening a stream were fed whole.
@@ -92,14 +101,29 @@ func (h *H2Scan) frame() {
 	}
 	if typ == frameData {
 		h.data += int64(h.skip)
+		if h.Streams != nil {
+			if !h.Streams.Open(id) {
+				h.unread += int64(h.skip)
+			} else if flags&flagEndStream != 0 {
+				h.Streams.end(id, false)
+			}
+		}
 	}
 	switch typ {
 	case frameHeaders:
 		if id%2 == 1 && id > h.last {
-			h.last, h.opening = id, true
+			h.last, h.opening, h.lastEnds = id, true, flags&flagEndStream != 0
 		} else {
 			h.opening = false // trailers, or a stream the server refuses at once
+			if h.Streams != nil && flags&flagEndStream != 0 {
+				h.Streams.end(id, false)
+			}
 		}
+	case frameRSTStream:
+		if h.Streams != nil {
+			h.Streams.end(id, false)
+		}
+		return
 	case frameContinuation:
 	default:
 		return
@@ -115,6 +139,14 @@ func frameHeader(b [9]byte) (length int, typ, flags byte, id uint32) {
 	return int(b[0])<<16 | int(b[1])<<8 | int(b[2]), b[3], b[4],
 		(uint32(b[5])<<24 | uint32(b[6])<<16 | uint32(b[7])<<8 | uint32(b[8])) & (1<<31 - 1)
 }
+
+// Last is the stream the latest header block opening a stream opened,
+// and whether its request has no body (its HEADERS ended the stream).
+func (h *H2Scan) Last() (id uint32, ends bool) { return h.last, h.lastEnds }
+
+// Unread is the size in bytes of the DATA frames fed on streams that
+// Streams did not hold open (0 with no Streams).
+func (h *H2Scan) Unread() int64 { return h.unread }
 
 // Cheap is how many frames were fed that carry no large body: every
 // frame but a DATA frame of DataFrameBytes or more (FrameBudget).
@@ -138,11 +170,14 @@ const DataFrameBytes = 1 << 10
 // connection (after the client's preface: the server writes none), fed
 // as it is written, whatever the writes' boundaries, and counts the
 // RST_STREAM frames (Resets). Nine bytes of state, payloads skipped.
+// With Streams set, a stream the server ends (HEADERS with END_STREAM)
+// or resets is removed from it.
 type H2Writes struct {
-	hdr    [9]byte
-	hn     int
-	skip   int
-	resets int64
+	hdr     [9]byte
+	hn      int
+	skip    int
+	resets  int64
+	Streams *Streams
 }
 
 // Feed scans p, the next bytes written.
@@ -158,10 +193,14 @@ func (w *H2Writes) Feed(p []byte) {
 		w.hn += n
 		p = p[n:]
 		if w.hn == len(w.hdr) {
-			var typ byte
-			w.skip, typ, _, _ = frameHeader(w.hdr)
+			var typ, flags byte
+			var id uint32
+			w.skip, typ, flags, id = frameHeader(w.hdr)
 			if typ == frameRSTStream {
 				w.resets++
+			}
+			if w.Streams != nil && (typ == frameRSTStream || typ == frameHeaders && flags&flagEndStream != 0) {
+				w.Streams.end(id, true)
 			}
 			w.hn = 0
 		}

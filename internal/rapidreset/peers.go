@@ -86,7 +86,10 @@ type Peers struct {
 	// throttled counts the reads of HTTP/2 connections held back for
 	// their cheap frames (FrameBudget), on every listener of the Peers.
 	throttled atomic.Int64
-	onPenalty func(peer netip.Addr, resets, calls int64, until time.Time)
+	// unreadHeld counts the reads of gRPC connections held back for
+	// their unread DATA (UnreadWait).
+	unreadHeld atomic.Int64
+	onPenalty  func(peer netip.Addr, resets, calls int64, until time.Time)
 }
 
 type peerResets struct {
@@ -104,6 +107,9 @@ type peerResets struct {
 	// The own rates of the peer's connections (FrameBudget,
 	// PeerOwnRate): what they queued is paid until opaid.
 	opaid time.Time
+	// The unread DATA of the peer's gRPC connections (UnreadWait) is
+	// paid until upaid.
+	upaid time.Time
 }
 
 // New returns empty Peers on the wall clock.

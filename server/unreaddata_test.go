@@ -1,0 +1,218 @@
+package server
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+
+	pb "github.com/classifierd/classifierd/gen/classifier/v1"
+	"github.com/classifierd/classifierd/request"
+)
+
+// rawH2 is a plaintext HTTP/2 client writing frames as a test says.
+type rawH2 struct {
+	t    *testing.T
+	nc   net.Conn
+	fr   *http2.Framer
+	addr string
+	// status is each stream's grpc-status, once answered.
+	status map[uint32]string
+}
+
+func dialRawH2(t *testing.T, addr string) *rawH2 {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(nc, nc)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	return &rawH2{t: t, nc: nc, fr: fr, addr: addr, status: map[uint32]string{}}
+}
+
+// call opens stream id for method, with extra header fields.
+func (h *rawH2) call(id uint32, method string, extra ...[2]string) {
+	h.t.Helper()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range append([][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", method}, {":authority", h.addr},
+		{"content-type", "application/grpc"}, {"te", "trailers"}}, extra...) {
+		if err := enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	if err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// data sends b on stream id in frames of 16 KiB at most.
+func (h *rawH2) data(id uint32, b []byte, end bool) {
+	h.t.Helper()
+	for {
+		n := min(len(b), 16<<10)
+		if err := h.fr.WriteData(id, end && n == len(b), b[:n]); err != nil {
+			h.t.Fatal(err)
+		}
+		if b = b[n:]; len(b) == 0 {
+			return
+		}
+	}
+}
+
+// sync sends a PING and reads until its ACK (the server has read every
+// frame sent before it) and until each of streams is answered.
+func (h *rawH2) sync(streams ...uint32) {
+	h.t.Helper()
+	acked := false
+	if err := h.fr.WritePing(false, [8]byte{'s', 'y', 'n', 'c'}); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.nc.SetReadDeadline(time.Now().Add(20 * time.Second)); err != nil {
+		h.t.Fatal(err)
+	}
+	for {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			h.t.Fatalf("reading the answers: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				if err := h.fr.WriteSettingsAck(); err != nil {
+					h.t.Fatal(err)
+				}
+			}
+		case *http2.PingFrame:
+			if f.IsAck() && f.Data == [8]byte{'s', 'y', 'n', 'c'} {
+				acked = true
+			}
+			if !f.IsAck() {
+				if err := h.fr.WritePing(true, f.Data); err != nil {
+					h.t.Fatal(err)
+				}
+			}
+		case *http2.RSTStreamFrame:
+			if h.status[f.StreamID] == "" {
+				h.status[f.StreamID] = "rst " + f.ErrCode.String()
+			}
+		case *http2.MetaHeadersFrame:
+			for _, hf := range f.Fields {
+				if hf.Name == "grpc-status" {
+					h.status[f.StreamID] = hf.Value
+				}
+			}
+		}
+		if acked && h.answered(streams) {
+			return
+		}
+	}
+}
+
+func (h *rawH2) answered(streams []uint32) bool {
+	for _, id := range streams {
+		if h.status[id] == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// envelope is a gRPC message of n bytes in all: a GetIndexInfoRequest
+// with an unknown field of padding.
+func envelope(n int) []byte {
+	b := make([]byte, n)
+	b[0] = 0
+	binary.BigEndian.PutUint32(b[1:5], uint32(n-5))
+	msg := b[5:]
+	msg[0] = 0x7a // field 15, bytes
+	k := binary.PutUvarint(msg[1:], uint64(len(msg)-1-3))
+	if k != 3 {
+		panic("padding length not 3 bytes")
+	}
+	return b
+}
+
+// TestUnreadDataCounted: the DATA a gRPC connection sends that no call
+// reads is counted, to the byte: the body of a call the taps refused,
+// and frames on a stream the server had answered. A body a call read
+// is not, whatever its size.
+func TestUnreadDataCounted(t *testing.T) {
+	g := NewRecvGuard(&shareBudget{share: 64 << 20, by: map[string]int64{}})
+	rate := &fakeRate{charged: map[string]int64{}}
+	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := New(Config{}, dom, bagOfWords{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(Edge{Log: log, Stats: srv.Stats(), Timeout: 30 * time.Second, Recv: g, BodyRate: rate}.ServerOptions()...)
+	pb.RegisterClassifierServiceServer(gs, srv)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(g.Listener(lis)) }()
+	t.Cleanup(gs.Stop)
+	const method = "/classifier.v1.ClassifierService/GetIndexInfo"
+	h := dialRawH2(t, lis.Addr().String())
+	h.sync()
+
+	// Refused from its headers: its whole body is unread.
+	rate.mu.Lock()
+	rate.past = true
+	rate.mu.Unlock()
+	h.call(1, method)
+	h.data(1, envelope(40_000), true)
+	h.sync(1)
+	if h.status[1] != "8" || g.UnreadData() != 40_000 {
+		t.Fatalf("refused call: grpc-status %q, %d bytes unread; want 8, 40000", h.status[1], g.UnreadData())
+	}
+
+	// Answered: its body was read.
+	rate.mu.Lock()
+	rate.past = false
+	rate.mu.Unlock()
+	h.call(3, method)
+	h.data(3, envelope(40_000), true)
+	h.sync(3)
+	if h.status[3] != "0" || g.UnreadData() != 40_000 {
+		t.Fatalf("answered call: grpc-status %q, %d bytes unread; want 0, still 40000", h.status[3], g.UnreadData())
+	}
+
+	// Ended by the server while its message was still coming (its
+	// deadline passed): what comes on it after is read by no call, what
+	// came before was the call's.
+	h.call(5, method, [2]string{"grpc-timeout", "200m"})
+	h.data(5, envelope(40_000)[:20_000], false)
+	h.sync(5)
+	if h.status[5] != "4" && h.status[5] != "rst CANCEL" {
+		t.Fatalf("call past its deadline: grpc-status %q, want 4 or a RST_STREAM (CANCEL)", h.status[5])
+	}
+	h.data(5, make([]byte, 20_000), false)
+	h.sync()
+	if g.UnreadData() != 60_000 {
+		t.Fatalf("after the answer: %d bytes unread, want 60000", g.UnreadData())
+	}
+	if g.EarlyResetCloses() != 0 {
+		t.Fatalf("%d connections closed", g.EarlyResetCloses())
+	}
+}

@@ -53,6 +53,7 @@ type RefusedBodies struct {
 	// fair share of it (fairShare) is refused as if past its own rate.
 	shared         *rate.Limiter
 	sharedPerSec   float64 // in refusedUnit
+	sharedCarry    float64 // a unit's part charged, not yet taken from shared
 	share          float64 // fairShare's last answer, in refusedUnit a second for a weight of 1
 	shareAt        time.Time
 	weight         func(who string) float64 // Weigh's; nil: 1 each
@@ -222,8 +223,13 @@ func (q *RefusedBodies) Charge(who string, n int64) {
 		// small Routes a second were 6 MiB a second, above their share
 		// beside 24 tokens sending padding, and refused (the
 		// twenty-ninth hostile pass).
+		// Whole units are taken, the rest carried to the next body: rounded
+		// down, bodies under a KiB charged the shared rate nothing (the
+		// thirtieth hostile pass).
 		kib := float64(n) / refusedUnit
-		q.shared.ReserveN(now, int(min(kib, float64(2*q.burst))))
+		whole := math.Floor(q.sharedCarry + min(kib, float64(2*q.burst)))
+		q.sharedCarry += min(kib, float64(2*q.burst)) - whole
+		q.shared.ReserveN(now, int(whole))
 		c.recent, c.at = c.recentAt(now)+kib/recentWindow.Seconds(), now
 	}
 	q.mu.Unlock()

@@ -321,3 +321,18 @@ func TestBodyRateSharedByFairShare(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedRateChargesSmallBodies: bodies under a KiB add up in the
+// shared rate (the thirtieth hostile pass: each was rounded down to 0).
+func TestSharedRateChargesSmallBodies(t *testing.T) {
+	q := NewBodyRate(1<<30, 1<<20, 1<<20)
+	before := q.shared.Tokens()
+	for range 2048 {
+		q.Charge("m0", 512)
+	}
+	// 1 MiB of 512-byte bodies: 1,024 KiB taken (the rate gives back a
+	// few meanwhile).
+	if taken := before - q.shared.Tokens(); taken < 1000 || taken > 1025 {
+		t.Fatalf("2,048 bodies of 512 bytes took %.1f KiB of the shared rate, want 1,024", taken)
+	}
+}

@@ -39,8 +39,8 @@ func TestStreamsCountUnreadData(t *testing.T) {
 		{in: data(3, 4000, true)}, // 4,000
 		{in: headers(5, false), accept: 5},
 		{in: data(5, 500, false)},
-		{out: headers(5, true)},    // the server's trailers-only answer
-		{in: data(5, 700, false)},  // 700
+		{out: headers(5, true)},   // the server's trailers-only answer
+		{in: data(5, 700, false)}, // 700
 		{in: headers(7, false), accept: 7},
 		{in: data(7, 100, false)},
 		{out: func(fr *http2.Framer) error { return fr.WriteRSTStream(7, http2.ErrCodeNo) }},

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+
+	"github.com/classifierd/classifierd/internal/rapidreset"
 )
 
 // Edge is everything between the socket and the services: metrics,
@@ -124,6 +126,13 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 	}
 	if e.Recv != nil { // last: a call is counted only once every other tap let it in
 		e.Recv.who = e.Auth.tapCaller
+		// The streams a connection's client may be sending on at once
+		// (unread.go): twice grpc-go's bound, for the streams it has
+		// ended and the writes' scan not yet seen.
+		e.Recv.openStreams = max(rapidreset.MaxOpenStreams, 2*int(e.MaxConcurrentStreams))
+		if e.MaxConcurrentStreams == 0 {
+			e.Recv.openStreams = 1 << 16
+		}
 		e.Recv.waiting.byPeer = map[string]*waitingOf{}
 		if e.Auth.Tokens != nil || e.Auth.ClientCerts {
 			e.Recv.waiting.anon = MaxWaitingAnonymous

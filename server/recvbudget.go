@@ -157,6 +157,9 @@ type RecvGuard struct {
 	// unreadBytes counts the DATA bytes of every connection read by no
 	// call (unread.go).
 	unreadBytes atomic.Int64
+	// openStreams bounds the streams a connection's client may be
+	// sending on (rapidreset.Streams.Max; set by Edge).
+	openStreams int
 	peers       *rapidreset.Peers
 	// health bounds each peer's health checks (healthCheck);
 	// healthCloses counts the connections closed past them.
@@ -180,7 +183,7 @@ func (g *RecvGuard) Listener(lis net.Listener) net.Listener {
 func (g *RecvGuard) wrap(c net.Conn, n *rapidreset.Conn) net.Conn {
 	rc := &recvConn{Conn: c, g: g, who: "grpc-conn:" + strconv.FormatInt(g.seq.Add(1), 10), peer: n.Peer, resets: n, gone: make(chan struct{})}
 	rc.addr = recvAddr{Addr: c.RemoteAddr(), c: rc}
-	rc.gate.blocks.Streams, rc.writes.Streams = &rc.streams, &rc.streams
+	rc.gate.blocks.Streams, rc.writes.Streams, rc.streams.Max = &rc.streams, &rc.streams, g.openStreams
 	return rc
 }
 
@@ -287,13 +290,13 @@ type recvCall struct {
 func (c *recvConn) RemoteAddr() net.Addr { return c.addr }
 
 func (c *recvConn) Write(p []byte) (int, error) {
+	if !c.viaTLS.Load() {
+		c.scanWrites(p) // before it is sent (frameConn.Write)
+	}
 	n, err := c.Conn.Write(p)
 	if n > 0 {
 		c.paid(int64(n))
 		c.wrote.Add(int64(n))
-		if !c.viaTLS.Load() {
-			c.scanWrites(p[:n])
-		}
 	}
 	return n, err
 }

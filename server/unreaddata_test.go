@@ -2,9 +2,16 @@ package server
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/binary"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"testing"
 	"time"
@@ -12,6 +19,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/request"
@@ -27,9 +35,15 @@ type rawH2 struct {
 	status map[uint32]string
 }
 
-func dialRawH2(t *testing.T, addr string) *rawH2 {
+func dialRawH2(t *testing.T, addr string, viaTLS bool) *rawH2 {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
+	var nc net.Conn
+	var err error
+	if viaTLS {
+		nc, err = tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // a self-signed test server
+	} else {
+		nc, err = net.Dial("tcp", addr)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,10 +163,17 @@ func envelope(n int) []byte {
 }
 
 // TestUnreadDataCounted: the DATA a gRPC connection sends that no call
-// reads is counted, to the byte: the body of a call the taps refused,
-// and frames on a stream the server had answered. A body a call read
-// is not, whatever its size.
+// reads is counted, to the byte, in plaintext and through TLS: the body
+// of a call the taps refused, frames on a stream the server had ended,
+// frames of an unknown type. A body a call read is not, whatever its
+// size.
 func TestUnreadDataCounted(t *testing.T) {
+	for _, viaTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plaintext", true: "TLS"}[viaTLS], func(t *testing.T) { testUnreadData(t, viaTLS) })
+	}
+}
+
+func testUnreadData(t *testing.T, viaTLS bool) {
 	g := NewRecvGuard(&shareBudget{share: 64 << 20, by: map[string]int64{}})
 	rate := &fakeRate{charged: map[string]int64{}}
 	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
@@ -164,7 +185,12 @@ func TestUnreadDataCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer(Edge{Log: log, Stats: srv.Stats(), Timeout: 30 * time.Second, Recv: g, BodyRate: rate}.ServerOptions()...)
+	opts := Edge{Log: log, Stats: srv.Stats(), Timeout: 30 * time.Second, Recv: g, BodyRate: rate, MaxConcurrentStreams: 64}.ServerOptions()
+	if viaTLS {
+		cert := selfSignedCert(t)
+		opts = append(opts, grpc.Creds(FrameCounting(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}}))))
+	}
+	gs := grpc.NewServer(opts...)
 	pb.RegisterClassifierServiceServer(gs, srv)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -173,8 +199,15 @@ func TestUnreadDataCounted(t *testing.T) {
 	go func() { _ = gs.Serve(g.Listener(lis)) }()
 	t.Cleanup(gs.Stop)
 	const method = "/classifier.v1.ClassifierService/GetIndexInfo"
-	h := dialRawH2(t, lis.Addr().String())
+	h := dialRawH2(t, lis.Addr().String(), viaTLS)
 	h.sync()
+	want := int64(0)
+	check := func(what string) {
+		t.Helper()
+		if got := g.UnreadData(); got != want {
+			t.Fatalf("%s: %d bytes unread, want %d", what, got, want)
+		}
+	}
 
 	// Refused from its headers: its whole body is unread.
 	rate.mu.Lock()
@@ -183,9 +216,11 @@ func TestUnreadDataCounted(t *testing.T) {
 	h.call(1, method)
 	h.data(1, envelope(40_000), true)
 	h.sync(1)
-	if h.status[1] != "8" || g.UnreadData() != 40_000 {
-		t.Fatalf("refused call: grpc-status %q, %d bytes unread; want 8, 40000", h.status[1], g.UnreadData())
+	if h.status[1] != "8" {
+		t.Fatalf("call past its rate: grpc-status %q, want 8", h.status[1])
 	}
+	want += 40_000
+	check("a refused call's body")
 
 	// Answered: its body was read.
 	rate.mu.Lock()
@@ -194,25 +229,49 @@ func TestUnreadDataCounted(t *testing.T) {
 	h.call(3, method)
 	h.data(3, envelope(40_000), true)
 	h.sync(3)
-	if h.status[3] != "0" || g.UnreadData() != 40_000 {
-		t.Fatalf("answered call: grpc-status %q, %d bytes unread; want 0, still 40000", h.status[3], g.UnreadData())
+	if h.status[3] != "0" {
+		t.Fatalf("answered call: grpc-status %q, want 0", h.status[3])
 	}
+	check("an answered call's body")
 
-	// Ended by the server while its message was still coming (its
-	// deadline passed): what comes on it after is read by no call, what
-	// came before was the call's.
-	h.call(5, method, [2]string{"grpc-timeout", "200m"})
-	h.data(5, envelope(40_000)[:20_000], false)
+	// Ended by the server while the client was still to send its message
+	// (its deadline passed): what comes on it after is read by no call.
+	h.call(5, method, [2]string{"grpc-timeout", "300m"})
 	h.sync(5)
 	if h.status[5] != "4" && h.status[5] != "rst CANCEL" {
 		t.Fatalf("call past its deadline: grpc-status %q, want 4 or a RST_STREAM (CANCEL)", h.status[5])
 	}
 	h.data(5, make([]byte, 20_000), false)
 	h.sync()
-	if g.UnreadData() != 60_000 {
-		t.Fatalf("after the answer: %d bytes unread, want 60000", g.UnreadData())
+	want += 20_000
+	check("DATA after the server ended its stream")
+
+	// Frames of an unknown type: grpc-go reads and drops them.
+	for range 2 {
+		if err := h.fr.WriteRawFrame(0x20, 0, 0, make([]byte, 10_000)); err != nil {
+			t.Fatal(err)
+		}
 	}
+	h.sync()
+	want += 20_000
+	check("frames of an unknown type")
 	if g.EarlyResetCloses() != 0 {
 		t.Fatalf("%d connections closed", g.EarlyResetCloses())
 	}
+}
+
+// selfSignedCert makes a P-256 certificate for 127.0.0.1.
+func selfSignedCert(t *testing.T) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }

@@ -108,6 +108,13 @@ func (h *H2Scan) frame() {
 				h.Streams.end(id, false)
 			}
 		}
+	} else if h.Streams != nil && typ != frameHeaders && typ != frameContinuation && h.skip > ControlFrameBytes {
+		// A frame of no stream's request with a payload no control frame
+		// of an honest client has: grpc-go reads and drops an unknown
+		// type's payload (16 KiB a frame), or GOAWAY's debug data, as it
+		// does a refused stream's DATA. (The control frames are counted
+		// one each, Cheap.)
+		h.unread += int64(h.skip)
 	}
 	switch typ {
 	case frameHeaders:
@@ -145,7 +152,8 @@ func frameHeader(b [9]byte) (length int, typ, flags byte, id uint32) {
 func (h *H2Scan) Last() (id uint32, ends bool) { return h.last, h.lastEnds }
 
 // Unread is the size in bytes of the DATA frames fed on streams that
-// Streams did not hold open (0 with no Streams).
+// Streams did not hold open, and of every other frame's payload of more
+// than ControlFrameBytes but header blocks' (0 with no Streams).
 func (h *H2Scan) Unread() int64 { return h.unread }
 
 // Cheap is how many frames were fed that carry no large body: every
@@ -160,6 +168,13 @@ func (h *H2Scan) Cheap() int64 { return h.cheap }
 // only as cheap, a body of small frames a handler read left its bytes
 // to offset as many of a body of large frames no handler read.)
 func (h *H2Scan) Data() int64 { return h.data }
+
+// ControlFrameBytes: a frame other than DATA, HEADERS and CONTINUATION
+// with a payload larger than this counts its payload as unread DATA
+// (H2Scan.Unread): an honest client's PING has 8 bytes, WINDOW_UPDATE and
+// RST_STREAM 4, PRIORITY 5, SETTINGS 6 a setting (grpc-go's and
+// Node's send at most 6).
+const ControlFrameBytes = 64
 
 // DataFrameBytes: a DATA frame of this many bytes or more costs its
 // client what it costs the server (its bytes' encryption and sending);

@@ -33,9 +33,10 @@ const (
 )
 
 // MaxOpenStreams bounds the streams a connection's Streams holds as
-// open: past it a stream the server accepted is not added, and its DATA
-// counts as unread. grpc-go refuses the streams past its
-// MaxConcurrentStreams (64 by default) before any tap.
+// open when it is given no bound (Streams.Max): past it a stream the
+// server accepted is not added, and its DATA counts as unread. The
+// daemon sets Max from --max-concurrent-streams: grpc-go refuses the
+// streams past it before any tap.
 const MaxOpenStreams = 1024
 
 // Streams is the streams of one HTTP/2 connection the server accepted
@@ -44,40 +45,37 @@ const MaxOpenStreams = 1024
 // stream as unread (H2Scan.Unread), and removes a stream once its client
 // ends or resets it; the scanner of what the server writes
 // (H2Writes.Streams) removes one the server ends (HEADERS with
-// END_STREAM) or resets. The connection's reader adds a stream once the
-// server has accepted it (Accept). Safe for the reader and the writer at
-// once.
+// END_STREAM) or resets. The connection's reader decides on each stream
+// once the server has (Decide), in the order they were opened. Safe for
+// the reader and the writer at once.
 type Streams struct {
+	// Max bounds the streams open (0: MaxOpenStreams). Set before use.
+	Max int
+
 	mu   sync.Mutex
 	open map[uint32]struct{}
-	// ended is the streams the server ended before they were accepted
-	// (grpc-go ends a stream whose deadline passed after the taps let it
-	// in): not accepted then. Bounded by maxEndedEarly.
-	ended map[uint32]struct{}
+	// decided is the latest stream decided; endedNext, a stream after it
+	// that the server ended before it was decided (grpc-go ends a stream
+	// whose deadline passed after the taps let it in): not accepted then.
+	// The reader hands grpc-go one stream's opening at a time, so only
+	// one stream is ever undecided.
+	decided, endedNext uint32
 }
 
-// maxEndedEarly bounds Streams.ended: the reader accepts a stream before
-// it reads past the stream's headers, so few are ever waiting.
-const maxEndedEarly = 64
-
-// Accept adds stream id as open, unless the server has ended it already
-// or MaxOpenStreams are (false).
-func (s *Streams) Accept(id uint32) bool {
+// Decide records the server's decision on stream id, the latest opened:
+// accept adds it as open unless the server has ended it already or Max
+// streams are. It reports whether id is open.
+func (s *Streams) Decide(id uint32, accept bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.ended[id]; ok {
-		delete(s.ended, id)
+	s.decided = max(s.decided, id)
+	if !accept || s.endedNext == id {
 		return false
-	}
-	for e := range s.ended {
-		if e < id {
-			delete(s.ended, e)
-		}
 	}
 	if s.open == nil {
 		s.open = map[uint32]struct{}{}
 	}
-	if len(s.open) >= MaxOpenStreams {
+	if most := s.Max; len(s.open) >= most && most > 0 || most <= 0 && len(s.open) >= MaxOpenStreams {
 		return false
 	}
 	s.open[id] = struct{}{}
@@ -107,11 +105,8 @@ func (s *Streams) end(id uint32, byServer bool) {
 		delete(s.open, id)
 		return
 	}
-	if byServer {
-		if s.ended == nil || len(s.ended) >= maxEndedEarly {
-			s.ended = map[uint32]struct{}{}
-		}
-		s.ended[id] = struct{}{}
+	if byServer && id > s.decided {
+		s.endedNext = id
 	}
 }
 

@@ -12,15 +12,17 @@ import (
 // TestStreamsCountUnreadData: the client's DATA counts as unread unless
 // its stream is open (accepted, not yet ended by the client's
 // END_STREAM or RST_STREAM, nor by the server's trailers or RST_STREAM),
-// however the reads and writes split the frames.
+// and so does every payload but DATA's and header blocks', however the
+// reads and writes split the frames.
 func TestStreamsCountUnreadData(t *testing.T) {
 	hdr := []byte("\x82\x86")
 	// in: what the client sends; out: what the server writes; each step
-	// is fed in order, the server accepting streams 1, 5, 7 and 9 (not 3:
-	// its taps refused it) once their headers are read.
+	// is fed in order. A step opening a stream has the server's decision
+	// (accept), made once its headers are read.
 	type step struct {
 		in, out func(fr *http2.Framer) error
-		accept  uint32
+		opens   uint32
+		accept  bool
 	}
 	headers := func(id uint32, end bool) func(fr *http2.Framer) error {
 		return func(fr *http2.Framer) error {
@@ -31,27 +33,31 @@ func TestStreamsCountUnreadData(t *testing.T) {
 		return func(fr *http2.Framer) error { return fr.WriteData(id, end, make([]byte, n)) }
 	}
 	steps := []step{
-		{in: headers(1, false), accept: 1},
+		{in: headers(1, false), opens: 1, accept: true},
 		{in: data(1, 1000, false)},
 		{in: data(1, 2000, true)}, // read: the message, then END_STREAM
 		{in: data(1, 30, false)},  // after END_STREAM: read by no one (30)
-		{in: headers(3, false)},   // refused
-		{in: data(3, 4000, true)}, // 4,000
-		{in: headers(5, false), accept: 5},
+		{in: headers(3, false), opens: 3},
+		{in: data(3, 4000, true)}, // refused: 4,000
+		{in: headers(5, false), opens: 5, accept: true},
 		{in: data(5, 500, false)},
 		{out: headers(5, true)},   // the server's trailers-only answer
 		{in: data(5, 700, false)}, // 700
-		{in: headers(7, false), accept: 7},
+		{in: headers(7, false), opens: 7, accept: true},
 		{in: data(7, 100, false)},
 		{out: func(fr *http2.Framer) error { return fr.WriteRSTStream(7, http2.ErrCodeNo) }},
 		{in: data(7, 60, true)}, // 60
-		{in: headers(9, false), accept: 9},
+		{in: headers(9, false), opens: 9, accept: true},
 		{in: func(fr *http2.Framer) error { return fr.WriteRSTStream(9, http2.ErrCodeCancel) }},
-		{in: data(9, 9, false)},   // 9
-		{in: headers(11, true)},   // no body: never accepted
-		{in: data(11, 11, false)}, // 11
+		{in: data(9, 9, false)},                          // 9
+		{in: headers(11, true), opens: 11, accept: true}, // no body: not open
+		{in: data(11, 11, false)},                        // 11
+		{in: func(fr *http2.Framer) error { return fr.WriteRawFrame(0x20, 0, 0, make([]byte, 16<<10)) }},     // 16,384
+		{in: func(fr *http2.Framer) error { return fr.WriteGoAway(0, http2.ErrCodeNo, make([]byte, 1000)) }}, // 1,008
+		{in: func(fr *http2.Framer) error { return fr.WritePing(false, [8]byte{}) }},                         // 0: a control frame's
+		{in: func(fr *http2.Framer) error { return fr.WriteWindowUpdate(0, 1<<20) }},                         // 0
 	}
-	const want = 30 + 4000 + 700 + 60 + 9 + 11
+	const want = 30 + 4000 + 700 + 60 + 9 + 11 + 16<<10 + 1008
 	for _, chunk := range []int{1, 7, 9, 100, 1 << 20} {
 		var s Streams
 		h, w := H2Scan{Streams: &s}, H2Writes{Streams: &s}
@@ -72,11 +78,12 @@ func TestStreamsCountUnreadData(t *testing.T) {
 			for from := 0; from < len(wire); from += chunk {
 				feed(wire[from:min(from+chunk, len(wire))], 0)
 			}
-			if st.accept != 0 {
-				if id, ends := h.Last(); id != st.accept || ends {
-					t.Fatalf("step %d: last stream %d (ends %v), want %d", i, id, ends, st.accept)
+			if st.opens != 0 {
+				id, ends := h.Last()
+				if id != st.opens || ends != (st.opens == 11) {
+					t.Fatalf("step %d: last stream %d (ends %v), want %d", i, id, ends, st.opens)
 				}
-				s.Accept(st.accept)
+				s.Decide(id, st.accept && !ends)
 			}
 		}
 		if h.Unread() != want || s.Len() != 0 {
@@ -85,24 +92,32 @@ func TestStreamsCountUnreadData(t *testing.T) {
 	}
 }
 
-// TestStreamsEndedBeforeAccepted: a stream the server ended before the
-// reader accepted it (grpc-go's answer to a deadline already past) is
-// not accepted: its DATA stays unread.
-func TestStreamsEndedBeforeAccepted(t *testing.T) {
-	var s Streams
-	s.end(3, true)
-	if s.Accept(3) || s.Open(3) {
-		t.Fatal("a stream the server ended was accepted")
+// TestStreamsEndedBeforeDecided: a stream the server ended before the
+// reader decided on it (grpc-go's answer to a deadline already past) is
+// not opened, however many streams the server ended meanwhile; a stream
+// ended by its client before is; Max bounds the streams open.
+func TestStreamsEndedBeforeDecided(t *testing.T) {
+	s := Streams{Max: 100}
+	s.Decide(1, true)
+	s.end(1, false) // its client's END_STREAM
+	s.end(3, true)  // stream 3, handed on, ended at once
+	s.end(1, true)  // the server's trailers of stream 1, decided before
+	s.end(1, true)
+	if s.Decide(3, true) || s.Open(3) {
+		t.Fatal("a stream the server ended before its decision was opened")
 	}
-	s.end(5, false) // the client's end of a stream never accepted: nothing kept
-	if !s.Accept(5) || !s.Open(5) {
-		t.Fatal("stream 5 not accepted")
+	s.end(5, false) // the client's end of a stream not yet open: nothing kept
+	if !s.Decide(5, true) || !s.Open(5) {
+		t.Fatal("stream 5 not opened")
 	}
-	for id := range uint32(MaxOpenStreams) {
-		s.Accept(7 + 2*id)
+	if s.Decide(7, false) || s.Open(7) {
+		t.Fatal("a refused stream opened")
 	}
-	if s.Len() != MaxOpenStreams || s.Accept(1<<20+1) {
-		t.Fatalf("%d streams open, want at most %d", s.Len(), MaxOpenStreams)
+	for id := range uint32(200) {
+		s.Decide(9+2*id, true)
+	}
+	if s.Len() != 100 {
+		t.Fatalf("%d streams open, want Max (100)", s.Len())
 	}
 }
 

@@ -72,9 +72,9 @@ func bodyKey(c Caller, p *peer.Peer) string {
 // calls in flight when one of them passed its rate (the thirtieth: 141
 // of 190 of another identity's Routes UNAVAILABLE), and the victim's p50
 // was no better (4.6-5.1 ms: each reconnection's handshake costs what
-// the dropped bodies did). What would hold it is a budget of the DATA
-// that no call reads on a gRPC connection, as the HTTP listeners keep
-// (listeners.h2Conn.charged): open.
+// the dropped bodies did). The DATA that no call reads is now paid for
+// at its peer's rate (rapidreset.Streams, frames.go): the flood's reads
+// wait, other connections go on.
 
 // bodyTap refuses, after next, a call whose caller is past its rate of
 // request bytes or of refused bodies.

@@ -105,6 +105,7 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 	stream = append(stream, e.Admission.boundReflection, e.Admission.admitStreamSetup)
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(codec),
+		grpc.StatsHandler(codecCalls{codec, e.chargeBody}),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxHeaderListSize(MaxHeaderListBytes),

@@ -285,6 +285,11 @@ type recvCall struct {
 	// answers, those it handed to the transport not yet written.
 	owner   string
 	answers []*owedAnswer
+	// clientStream: the method takes a stream of messages (stats.Begin),
+	// so each is in once gRPC hands it on (InPayload); a call of any
+	// other method receives until its handler starts (interceptors), for
+	// gRPC reads on after its message, to refuse a second one.
+	clientStream atomic.Bool
 }
 
 func (c *recvConn) RemoteAddr() net.Addr { return c.addr }
@@ -484,9 +489,18 @@ func (recvStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	if !ok {
 		return
 	}
-	switch s.(type) {
+	switch s := s.(type) {
+	case *stats.Begin:
+		call.clientStream.Store(s.IsClientStream)
 	case *stats.InPayload:
-		c.done(call)
+		// A call of a method that takes one message is still receiving:
+		// grpc-go reads on until the stream ends, to refuse a second
+		// message, and buffers what comes (the thirty-first hostile pass:
+		// a second message's prefix declaring a MiB, and its bytes,
+		// held by no budget until the receive timeout).
+		if call.clientStream.Load() {
+			c.done(call)
+		}
 	case *stats.OutPayload:
 		c.queued(call)
 	case *stats.End:

@@ -237,11 +237,13 @@ func answerSize(m any) int64 {
 // the answer as sent.
 func (g *RecvGuard) interceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		c, call, counted := counted(ctx)
+		if counted {
+			c.done(call) // its request is in, and nothing after it
+		}
 		resp, err := h(ctx, req)
-		if err == nil && resp != nil {
-			if c, call, ok := counted(ctx); ok {
-				c.owe(call, answerSize(resp))
-			}
+		if err == nil && resp != nil && counted {
+			c.owe(call, answerSize(resp))
 		}
 		return resp, err
 	}
@@ -264,6 +266,14 @@ type owingStream struct {
 	grpc.ServerStream
 	c    *recvConn
 	call *recvCall
+}
+
+// RecvMsg: once gRPC hands on a message (of a method that takes one:
+// with the end of the stream after it), the call no longer receives.
+func (s owingStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	s.c.done(s.call)
+	return err
 }
 
 func (s owingStream) SendMsg(m any) error {

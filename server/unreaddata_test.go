@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -19,7 +20,10 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
 	"github.com/classifierd/classifierd/request"
@@ -274,4 +278,127 @@ func selfSignedCert(t *testing.T) tls.Certificate {
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// TestSecondMessageForgottenAndCharged: a call that sends two request
+// messages to a method that takes one is refused by grpc-go after it
+// decoded the second, before any interceptor: what the codec kept of it
+// is taken when the call ends and charged to the caller's rate of bytes.
+// Kept, it grew the live heap ~12 KB a call (the thirty-first hostile
+// pass), and the second messages were charged to no rate.
+func TestSecondMessageForgottenAndCharged(t *testing.T) {
+	rate := &fakeRate{charged: map[string]int64{}}
+	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := New(Config{}, dom, bagOfWords{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(Edge{Log: log, Stats: srv.Stats(), Timeout: 30 * time.Second, BodyRate: rate}.ServerOptions()...)
+	pb.RegisterClassifierServiceServer(gs, srv)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The second message: GetIndexInfoRequest's bytes with one field it
+	// does not have, 20,000 bytes of it.
+	second := &pb.GetIndexInfoRequest{}
+	second.ProtoReflect().SetUnknown(envelope(20_005)[5:])
+	const calls = 50
+	for i := range calls {
+		st, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/classifier.v1.ClassifierService/GetIndexInfo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SendMsg(&pb.GetIndexInfoRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SendMsg(second); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.RecvMsg(&pb.GetIndexInfoResponse{}); status.Code(err) == codes.OK {
+			t.Fatalf("call %d: two messages answered, want refused", i)
+		}
+	}
+	// The last call's End may come just after its answer.
+	deadline := time.Now().Add(10 * time.Second)
+	for rate.total() < calls*20_000 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := rate.total(); got < calls*20_000 || got > calls*20_100 {
+		t.Fatalf("%d calls with a second message of 20,000 bytes charged %d bytes, want about %d", calls, got, calls*20_000)
+	}
+}
+
+// TestSecondMessageHeldToTheBudget: after a unary call's message, grpc-go
+// reads on to refuse a second one, and buffers what comes of it: the
+// call counts as receiving until its handler starts, so those bytes are
+// held to the connection's share of the body budget. Counted only until
+// its message was in, a second message's bytes (up to its declared MiB a
+// stream) were held by no budget until the receive timeout.
+func TestSecondMessageHeldToTheBudget(t *testing.T) {
+	g := NewRecvGuard(&shareBudget{share: 32 << 10, by: map[string]int64{}})
+	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := New(Config{}, dom, bagOfWords{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(Edge{Log: log, Stats: srv.Stats(), Timeout: 30 * time.Second, Recv: g}.ServerOptions()...)
+	pb.RegisterClassifierServiceServer(gs, srv)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(g.Listener(lis)) }()
+	t.Cleanup(gs.Stop)
+	h := dialRawH2(t, lis.Addr().String(), false)
+	h.sync()
+	h.call(1, "/classifier.v1.ClassifierService/GetIndexInfo")
+	// An empty message, then a second declaring 1 MiB.
+	h.data(1, []byte{0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0}, false)
+	time.Sleep(200 * time.Millisecond) // the first is handed on, the second awaited
+	h.data(1, make([]byte, 40<<10), false)
+	if err := h.nc.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for h.status[1] == "" {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("40 KiB of a second message past a 32 KiB share: no answer (%v)", err)
+		}
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			for _, hf := range f.Fields {
+				if hf.Name == "grpc-status" && f.StreamID == 1 {
+					h.status[1] = hf.Value
+				}
+			}
+		case *http2.RSTStreamFrame:
+			if f.StreamID == 1 {
+				h.status[1] = "rst " + f.ErrCode.String()
+			}
+		}
+	}
+	if h.status[1] == "0" {
+		t.Fatalf("a call with a second message answered OK")
+	}
 }

@@ -1,0 +1,17 @@
+#!/usr/bin/env python3
+"""mkjunk31.py OUTDIR (thirty-first pass): bodies for h2ctl20 -bodyfile on --listen whose DATA 77b5074 does not
+count as unread: an empty GetIndexInfo message (5-byte envelope, read and answered by the call) followed by a
+second envelope of random bytes that no call reads (a unary call reads one message), the whole under the stream's
+64 KiB window, so it arrives before the answer ends the stream:
+  junk48.bin   49,152 bytes (send as -frame 1024 -per 48 or -frame 16384 -per 3)
+  junk56.bin   57,344 bytes (-frame 1024 -per 56)
+  junk63.bin   64,512 bytes (-frame 1024 -per 63: the live heap grows ~12 KB a call, finding 2)
+  junk63f.bin  64,512 bytes (-frame 4032 -per 16)
+Further arguments N: junk_N.bin of N bytes as well (61440, 63488, 65535 in the pass)."""
+import os, sys, struct
+d = sys.argv[1]; os.makedirs(d, exist_ok=True)
+sizes = [('junk48', 49152), ('junk56', 57344), ('junk63', 64512), ('junk63f', 64512)]
+sizes += [('junk_%s' % a, int(a)) for a in sys.argv[2:]]
+for name, n in sizes:
+    j = os.urandom(n - 10)
+    open(os.path.join(d, name + '.bin'), 'wb').write(b'\x00' + struct.pack('>I', 0) + b'\x00' + struct.pack('>I', len(j)) + j)

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """mkjunk31.py OUTDIR (thirty-first pass): bodies for h2ctl20 -bodyfile on --listen whose DATA 77b5074 does not
 count as unread: an empty GetIndexInfo message (5-byte envelope, read and answered by the call) followed by a
-second envelope of random bytes that no call reads (a unary call reads one message), the whole under the stream's
-64 KiB window, so it arrives before the answer ends the stream:
+second envelope of random bytes, which grpc-go's unary cardinality check reads and decodes before failing the call
+INTERNAL (the interceptors never see it), the whole under the stream's 64 KiB window:
   junk48.bin   49,152 bytes (send as -frame 1024 -per 48 or -frame 16384 -per 3)
   junk56.bin   57,344 bytes (-frame 1024 -per 56)
-  junk63.bin   64,512 bytes (-frame 1024 -per 63: the live heap grows ~12 KB a call, finding 2)
+  junk63.bin   64,512 bytes (-frame 1024 -per 63; the pass's copy, whose second message began with a 10 KiB unknown field, grew the heap ~12 KB a call: finding 2)
   junk63f.bin  64,512 bytes (-frame 4032 -per 16)
 Further arguments N: junk_N.bin of N bytes as well (61440, 63488, 65535 in the pass). Also two0.bin: two empty
 messages (10 bytes, -frame 10 -per 1), which grpc-go fails 'cardinality violation' after decoding both."""

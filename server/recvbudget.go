@@ -290,6 +290,8 @@ type recvCall struct {
 	// other method receives until its handler starts (interceptors), for
 	// gRPC reads on after its message, to refuse a second one.
 	clientStream atomic.Bool
+	// finished: its stream is gone (under recvConn.mu).
+	finished bool
 }
 
 func (c *recvConn) RemoteAddr() net.Addr { return c.addr }
@@ -379,10 +381,18 @@ func (c *recvConn) Close() error {
 func (c *recvConn) start(call *recvCall) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.closed && call.el == nil {
+	if !c.closed && call.el == nil && !call.finished {
 		call.from = c.read
 		call.el = c.receiving.PushBack(call)
 	}
+}
+
+// finish: call's stream is gone; it never receives again.
+func (c *recvConn) finish(call *recvCall) {
+	c.mu.Lock()
+	call.finished = true
+	c.mu.Unlock()
+	c.done(call)
 }
 
 // done: call's request arrived, or its stream is gone.
@@ -462,7 +472,7 @@ func (g *RecvGuard) Tap(next tap.ServerInHandle) tap.ServerInHandle {
 		c.start(call)
 		// However the call ends (answered, reset, refused after the
 		// tap), its stream's context ends and it no longer receives.
-		context.AfterFunc(stream, func() { c.done(call) })
+		context.AfterFunc(stream, func() { c.finish(call) })
 		return recvCtx{context.WithValue(ctx, recvCallKey{}, call), parent}, nil
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
@@ -400,5 +401,75 @@ func TestSecondMessageHeldToTheBudget(t *testing.T) {
 	}
 	if h.status[1] == "0" {
 		t.Fatalf("a call with a second message answered OK")
+	}
+}
+
+// TestStreamedMessageHeldToTheBudget: a call of a method that takes a
+// stream of messages (gRPC reflection) receives again while it waits for
+// its next message: what of it has arrived is held to the connection's
+// share of the body budget. Counted only until its first message, a
+// second declaring 4 MiB and sent all but its last byte was held by
+// nothing, for as long as the client liked (the thirty-second hostile
+// pass: +2.2 GB).
+func TestStreamedMessageHeldToTheBudget(t *testing.T) {
+	g := NewRecvGuard(&shareBudget{share: 32 << 10, by: map[string]int64{}})
+	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := New(Config{}, dom, bagOfWords{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(Edge{Log: log, Stats: srv.Stats(), Timeout: 30 * time.Second, Recv: g}.ServerOptions()...)
+	pb.RegisterClassifierServiceServer(gs, srv)
+	reflection.Register(gs)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(g.Listener(lis)) }()
+	t.Cleanup(gs.Stop)
+	h := dialRawH2(t, lis.Addr().String(), false)
+	h.sync()
+	h.call(1, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo")
+	// list_services, answered; then a second request declaring 1 MiB.
+	h.data(1, []byte{0, 0, 0, 0, 2, 0x3a, 0}, false)
+	answered := false
+	if err := h.nc.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for !answered {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("list_services: no answer (%v)", err)
+		}
+		if d, ok := f.(*http2.DataFrame); ok && d.StreamID == 1 {
+			answered = true
+		}
+	}
+	h.data(1, []byte{0, 0, 0x10, 0, 0}, false)
+	h.data(1, make([]byte, 40<<10), false)
+	for h.status[1] == "" {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("40 KiB of a streamed message past a 32 KiB share: no answer (%v)", err)
+		}
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			for _, hf := range f.Fields {
+				if hf.Name == "grpc-status" && f.StreamID == 1 {
+					h.status[1] = hf.Value
+				}
+			}
+		case *http2.RSTStreamFrame:
+			if f.StreamID == 1 {
+				h.status[1] = "rst " + f.ErrCode.String()
+			}
+		}
+	}
+	if h.status[1] == "0" {
+		t.Fatalf("a stream holding 40 KiB of a message answered OK")
 	}
 }

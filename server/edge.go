@@ -242,10 +242,15 @@ func (s *reflectionStream) RecvMsg(m any) error {
 	return nil
 }
 
+// SendMsg gives the request's admission back before the answer is
+// sent: sending waits for the client's flow-control window, and a client
+// that opens none held its place for as long as it liked (the
+// thirty-third hostile pass: two identities' reflection streams with a
+// window of 0 took every long place, and another identity's Route timed
+// out). The answer is made by then; setupStream does the same.
 func (s *reflectionStream) SendMsg(m any) error {
-	err := s.ServerStream.SendMsg(m)
 	s.release()
-	return err
+	return s.ServerStream.SendMsg(m)
 }
 
 // setupAdmittedStreams are the server streams whose setup (until their

@@ -388,3 +388,43 @@ func TestConcurrentFailedSetupsHeldToTheBurst(t *testing.T) {
 		t.Errorf("after the setups: %d identities with setups in flight, %d places held; want none", left, a.InFlight())
 	}
 }
+
+// sendProbeStream records the places in flight when an answer is sent.
+type sendProbeStream struct {
+	admittedStream
+	a      *Admission
+	atSend *[]int64
+}
+
+func (s sendProbeStream) SendMsg(any) error {
+	*s.atSend = append(*s.atSend, s.a.InFlight())
+	return nil
+}
+
+// TestReflectionAnswerSentOutsideItsPlace: a reflection request's place
+// is given back before its answer is sent, which waits for the client's
+// flow-control window: held while sending, two identities' streams with
+// a window of 0 took every long place and another's Route timed out (the
+// thirty-third hostile pass).
+func TestReflectionAnswerSentOutsideItsPlace(t *testing.T) {
+	a := NewAdmission(AdmissionConfig{MaxInFlight: 1, MaxQueue: 1})
+	ctx := WithCaller(context.Background(), Caller{Name: "carol", Quota: "token:carol"})
+	var atSend []int64
+	err := a.boundReflection(nil, sendProbeStream{admittedStream{ctx: ctx}, a, &atSend}, &grpc.StreamServerInfo{FullMethod: "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"}, func(_ any, ss grpc.ServerStream) error {
+		for range 2 {
+			if err := ss.RecvMsg(nil); err != nil {
+				return err
+			}
+			if err := ss.SendMsg(nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(atSend) != "[0 0]" {
+		t.Fatalf("places in flight as each answer was sent: %v, want [0 0]", atSend)
+	}
+}

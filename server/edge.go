@@ -130,6 +130,7 @@ func (e Edge) ServerOptions() []grpc.ServerOption {
 		// The streams a connection's client may be sending on at once
 		// (unread.go): twice grpc-go's bound, for the streams it has
 		// ended and the writes' scan not yet seen.
+		e.Recv.recvTimeout = e.RecvTimeout
 		e.Recv.openStreams = max(rapidreset.MaxOpenStreams, 2*int(e.MaxConcurrentStreams))
 		if e.MaxConcurrentStreams == 0 {
 			e.Recv.openStreams = 1 << 16

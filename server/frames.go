@@ -117,6 +117,7 @@ func (c *recvConn) readCounted(r io.Reader, p []byte) (int, error) {
 			return 0, net.ErrClosed
 		}
 	}
+	c.chargeStreamed()
 	return n, err
 }
 
@@ -134,7 +135,11 @@ func (c *recvConn) settleAccepted() {
 	accepted := tapped > c.seenTapped && refused == c.seenRefused
 	c.seenTapped, c.seenRefused = tapped, refused
 	id, ends := c.gate.blocks.Last()
-	c.streams.Decide(id, accepted && !ends)
+	call := c.lastTapped
+	c.lastTapped = nil
+	if c.streams.Decide(id, accepted && !ends) && call != nil {
+		call.stream.Store(id)
+	}
 }
 
 // FrameCounting is creds, whose connections' deciphered bytes are

@@ -158,8 +158,11 @@ type RecvGuard struct {
 	// call (unread.go).
 	unreadBytes atomic.Int64
 	// openStreams bounds the streams a connection's client may be
-	// sending on (rapidreset.Streams.Max; set by Edge).
+	// sending on (rapidreset.Streams.Max; set by Edge); recvTimeout is
+	// --recv-timeout (0: none), for the messages of a stream after its
+	// first (streamed.go).
 	openStreams int
+	recvTimeout time.Duration
 	peers       *rapidreset.Peers
 	// health bounds each peer's health checks (healthCheck);
 	// healthCloses counts the connections closed past them.
@@ -251,6 +254,12 @@ type recvConn struct {
 	unreadPaid                       int64
 	wmu                              sync.Mutex
 	writes                           rapidreset.H2Writes
+	// lastTapped is the call the taps let in last (the reader's), given
+	// its stream at the next read; streamed, the calls of methods taking
+	// a stream of messages past their first (under smu, streamed.go).
+	lastTapped *recvCall
+	smu        sync.Mutex
+	streamed   map[*recvCall]struct{}
 	// budget holds the client's cheap frames to their rate
 	// (rapidreset.FrameBudget), used by the reader alone, credited with
 	// the calls tapped and the bytes written (wrote); gone is closed with
@@ -292,6 +301,15 @@ type recvCall struct {
 	clientStream atomic.Bool
 	// finished: its stream is gone (under recvConn.mu).
 	finished bool
+	// stream is its HTTP/2 stream (0: not known), delivered the wire
+	// bytes of the messages gRPC handed on, bufCharged what of its
+	// stream's bytes not yet handed on is charged to the budget, and
+	// bufTimer the receive timer of a message begun (streamed.go; the
+	// last two under recvConn.smu).
+	stream     atomic.Uint32
+	delivered  atomic.Int64
+	bufCharged int64
+	bufTimer   *time.Timer
 }
 
 func (c *recvConn) RemoteAddr() net.Addr { return c.addr }
@@ -393,6 +411,7 @@ func (c *recvConn) finish(call *recvCall) {
 	call.finished = true
 	c.mu.Unlock()
 	c.done(call)
+	c.unwatchStreamed(call)
 }
 
 // done: call's request arrived, or its stream is gone.
@@ -470,6 +489,7 @@ func (g *RecvGuard) Tap(next tap.ServerInHandle) tap.ServerInHandle {
 		ctx, cancel := context.WithCancelCause(ctx)
 		call.cancel = cancel
 		c.start(call)
+		c.lastTapped = call // its stream is known at the next read (settleAccepted)
 		// However the call ends (answered, reset, refused after the
 		// tap), its stream's context ends and it no longer receives.
 		context.AfterFunc(stream, func() { c.finish(call) })
@@ -507,9 +527,13 @@ func (recvStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		// grpc-go reads on until the stream ends, to refuse a second
 		// message, and buffers what comes (the thirty-first hostile pass:
 		// a second message's prefix declaring a MiB, and its bytes,
-		// held by no budget until the receive timeout).
+		// held by no budget until the receive timeout). One that takes
+		// a stream of them is counted by its stream from now on
+		// (streamed.go).
 		if call.clientStream.Load() {
+			call.delivered.Add(int64(s.WireLength))
 			c.done(call)
+			c.watchStreamed(call)
 		}
 	case *stats.OutPayload:
 		c.queued(call)

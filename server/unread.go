@@ -270,16 +270,10 @@ type owingStream struct {
 
 // RecvMsg: once gRPC hands on a message (of a method that takes one:
 // with the end of the stream after it), the call no longer receives. A
-// call of a method that takes a stream of messages receives again while
-// it waits for its next one: what of it has arrived is held to the body
-// budget. Counted only until its first message, a reflection stream's
-// second, declaring 4 MiB and sent all but its last byte, was held by
-// nothing: 64 such streams on 8 connections, +2.2 GB (the thirty-second
-// hostile pass).
+// call of a method that takes a stream of messages has what of its next
+// message has arrived held to the body budget by its own stream's count
+// (streamed.go).
 func (s owingStream) RecvMsg(m any) error {
-	if s.call.clientStream.Load() {
-		s.c.start(s.call)
-	}
 	err := s.ServerStream.RecvMsg(m)
 	s.c.done(s.call)
 	return err

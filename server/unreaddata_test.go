@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/reflection"
+	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
@@ -471,5 +472,171 @@ func TestStreamedMessageHeldToTheBudget(t *testing.T) {
 	}
 	if h.status[1] == "0" {
 		t.Fatalf("a stream holding 40 KiB of a message answered OK")
+	}
+}
+
+// reflectionServer serves the test classifier and gRPC reflection behind
+// a RecvGuard of share bytes a connection, with recvTimeout.
+func reflectionServer(t *testing.T, share int64, recvTimeout time.Duration) (string, *shareBudget) {
+	t.Helper()
+	b := &shareBudget{share: share, by: map[string]int64{}}
+	g := NewRecvGuard(b)
+	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := New(Config{}, dom, bagOfWords{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(Edge{Log: log, Stats: srv.Stats(), Timeout: 30 * time.Second, Recv: g, RecvTimeout: recvTimeout}.ServerOptions()...)
+	pb.RegisterClassifierServiceServer(gs, srv)
+	reflection.Register(gs)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(g.Listener(lis)) }()
+	t.Cleanup(gs.Stop)
+	return lis.Addr().String(), b
+}
+
+// total is what b holds, every holder together.
+func (b *shareBudget) total() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var n int64
+	for _, v := range b.by {
+		n += v
+	}
+	return n
+}
+
+// awaitEnd reads h's frames until stream 1 ends, and returns how.
+func awaitEnd(t *testing.T, h *rawH2, within time.Duration) string {
+	t.Helper()
+	if err := h.nc.SetReadDeadline(time.Now().Add(within)); err != nil {
+		t.Fatal(err)
+	}
+	for h.status[1] == "" {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			return ""
+		}
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			for _, hf := range f.Fields {
+				if hf.Name == "grpc-status" && f.StreamID == 1 {
+					h.status[1] = hf.Value
+				}
+			}
+		case *http2.RSTStreamFrame:
+			if f.StreamID == 1 {
+				h.status[1] = "rst " + f.ErrCode.String()
+			}
+		}
+	}
+	return h.status[1]
+}
+
+// TestStreamedMessageWithTheFirst: a reflection stream's second message
+// sent in one burst with the first (before the first is handed on) is
+// held to the budget for as long as it waits, and cut past the share.
+// Charged only while the first was awaited, it was given back with it
+// and held by nothing (the thirty-third hostile pass: 64 KiB a
+// connection).
+func TestStreamedMessageWithTheFirst(t *testing.T) {
+	burst := append([]byte{0, 0, 0, 0, 2, 0x3a, 0}, 0, 0, 0x10, 0, 0)
+	burst = append(burst, make([]byte, 40<<10)...)
+	addr, b := reflectionServer(t, 64<<20, 0)
+	h := dialRawH2(t, addr, false)
+	h.sync()
+	h.call(1, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo")
+	h.data(1, burst, false)
+	// Once the first request is answered it was handed on: what the
+	// connection held while awaiting it was given back.
+	if err := h.nc.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for answered := false; !answered; {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("list_services: no answer (%v)", err)
+		}
+		if d, ok := f.(*http2.DataFrame); ok && d.StreamID == 1 {
+			answered = true
+		}
+	}
+	// The rest of the burst may still be being read: charged as it is.
+	for deadline := time.Now().Add(5 * time.Second); b.total() < 40<<10 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if held := b.total(); held < 40<<10 {
+		t.Fatalf("a second message's 40 KiB waiting on its stream: %d bytes held by the budget, want them all", held)
+	}
+	addr, _ = reflectionServer(t, 32<<10, 0)
+	h = dialRawH2(t, addr, false)
+	h.sync()
+	h.call(1, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo")
+	h.data(1, burst, false)
+	if got := awaitEnd(t, h, 10*time.Second); got == "" || got == "0" {
+		t.Fatalf("40 KiB of a second message sent with the first, past a 32 KiB share: %q, want the call cut", got)
+	}
+}
+
+// TestStreamedMessageTimedOut: a reflection stream's message begun must
+// arrive within the receive timeout, as a first message must.
+func TestStreamedMessageTimedOut(t *testing.T) {
+	addr, _ := reflectionServer(t, 64<<20, 300*time.Millisecond)
+	h := dialRawH2(t, addr, false)
+	h.sync()
+	h.call(1, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo")
+	h.data(1, []byte{0, 0, 0, 0, 2, 0x3a, 0}, false)
+	h.data(1, append([]byte{0, 0, 0, 0x10, 0}, make([]byte, 1000)...), false)
+	if got := awaitEnd(t, h, 10*time.Second); got == "" || got == "0" {
+		t.Fatalf("a second message 1,000 bytes of 4,096 for 10 s: %q, want the call ended at the 300 ms receive timeout", got)
+	}
+}
+
+// TestIdleReflectionStreamHoldsNothing: an idle reflection stream holds
+// nothing of its connection's other calls: with one open, 40 Routes of
+// 20 KB on the same channel (800 KB, past a 256 KiB share) are answered,
+// and the stream answers again after them. Counted as receiving while
+// it waited, it made its connection hold everything read after it, and
+// the calls were cut (the thirty-third hostile pass).
+func TestIdleReflectionStreamHoldsNothing(t *testing.T) {
+	addr, _ := reflectionServer(t, 256<<10, 10*time.Second)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rc, err := rpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := &rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_ListServices{}}
+	if err := rc.Send(list); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	c := pb.NewClassifierServiceClient(conn)
+	padded := &pb.GetIndexInfoRequest{}
+	padded.ProtoReflect().SetUnknown(envelope(20_005)[5:])
+	for i := range 40 {
+		if _, err := c.GetIndexInfo(ctx, padded); err != nil {
+			t.Fatalf("call %d beside an idle reflection stream: %v", i, err)
+		}
+	}
+	if err := rc.Send(list); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Recv(); err != nil {
+		t.Fatalf("the reflection stream after the calls: %v", err)
 	}
 }

@@ -101,12 +101,8 @@ func (h *H2Scan) frame() {
 	}
 	if typ == frameData {
 		h.data += int64(h.skip)
-		if h.Streams != nil {
-			if !h.Streams.Open(id) {
-				h.unread += int64(h.skip)
-			} else if flags&flagEndStream != 0 {
-				h.Streams.end(id, false)
-			}
+		if h.Streams != nil && !h.Streams.data(id, int64(h.skip), flags&flagEndStream != 0) {
+			h.unread += int64(h.skip)
 		}
 	} else if h.Streams != nil && typ != frameHeaders && typ != frameContinuation && h.skip > ControlFrameBytes {
 		// A frame of no stream's request with a payload no control frame

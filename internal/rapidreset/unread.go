@@ -52,8 +52,9 @@ type Streams struct {
 	// Max bounds the streams open (0: MaxOpenStreams). Set before use.
 	Max int
 
-	mu   sync.Mutex
-	open map[uint32]struct{}
+	mu sync.Mutex
+	// open: each open stream's DATA bytes so far (Received).
+	open map[uint32]int64
 	// decided is the latest stream decided; endedNext, a stream after it
 	// that the server ended before it was decided (grpc-go ends a stream
 	// whose deadline passed after the taps let it in): not accepted then.
@@ -73,13 +74,38 @@ func (s *Streams) Decide(id uint32, accept bool) bool {
 		return false
 	}
 	if s.open == nil {
-		s.open = map[uint32]struct{}{}
+		s.open = map[uint32]int64{}
 	}
 	if most := s.Max; len(s.open) >= most && most > 0 || most <= 0 && len(s.open) >= MaxOpenStreams {
 		return false
 	}
-	s.open[id] = struct{}{}
+	s.open[id] = 0
 	return true
+}
+
+// data counts n bytes of a DATA frame of stream id, the last of the
+// stream if end, and reports whether the stream was open.
+func (s *Streams) data(id uint32, n int64, end bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got, ok := s.open[id]
+	if !ok {
+		return false
+	}
+	if end {
+		delete(s.open, id)
+	} else {
+		s.open[id] = got + n
+	}
+	return true
+}
+
+// Received is the DATA bytes open stream id has received (0 once it is
+// no longer open).
+func (s *Streams) Received(id uint32) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open[id]
 }
 
 // Open reports whether stream id is open.

@@ -4,7 +4,8 @@ when DIR/env has CERT=) opens a reflection stream (ServerReflectionInfo), asks l
 keeps the stream open, waiting for its next request (as a UI that browses services does); on the same channel it then
 makes N Route calls of a KIB KiB query one after another (WAIT s apart, default 0), then asks list_services again on
 the stream. Prints each Route's status code counts, the first error, when the first failure came (bytes sent so far),
-and the stream's second answer. REFL=0: no reflection stream (the control)."""
+and the stream's second answer. REFL=0: no reflection stream (the control). ROUTE_WHO=X: the Routes carry X's token (a
+gateway's other user on the same connection)."""
 import os, sys, time, queue, threading, grpc
 d, who, n, kib = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 wait = float(sys.argv[5]) if len(sys.argv) > 5 else 0
@@ -33,10 +34,11 @@ def ld(b):
     while x >= 0x80: out.append(x & 0x7f | 0x80); x >>= 7
     out.append(x); return bytes(out) + b
 req = b'\x0a' + ld(text)
+rmd = [('authorization', 'Bearer ' + tok[os.environ.get('ROUTE_WHO', who)])]
 codes = {}; first = None; t0 = time.time()
 for i in range(n):
     try:
-        route(req, metadata=md, timeout=30); c = 'OK'
+        route(req, metadata=rmd, timeout=30); c = 'OK'
     except grpc.RpcError as e:
         c = e.code().name
         if first is None: first = (i, e.details()[:160]); print('first failure: call %d (%.1f MB sent before it): %s %s' % (i, i * len(req) / 1048576, c, first[1]), flush=True)

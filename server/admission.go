@@ -298,6 +298,9 @@ type Admission struct {
 	// (edge.go, ReflectionRequestsPerSecond), under reflMu.
 	reflMu     sync.Mutex
 	reflection keyedLimiters[string]
+	// reflOpen counts each identity's reflection streams open
+	// (MaxReflectionStreamsPerCaller), under reflMu.
+	reflOpen map[string]int
 
 	// failedSetups are the identities' buckets of stream setups that
 	// failed (edge.go, FailedSetupsPerSecond), and setupsInFlight their

@@ -200,9 +200,50 @@ func (a *Admission) boundReflection(srv any, ss grpc.ServerStream, info *grpc.St
 	if !strings.HasPrefix(info.FullMethod, "/grpc.reflection.") {
 		return handler(srv, ss)
 	}
+	if a != nil {
+		key, _ := a.callerFlow(ss.Context())
+		if !a.openReflection(key) {
+			return errReflectionStreams
+		}
+		defer a.closeReflection(key)
+	}
 	rs := &reflectionStream{ServerStream: ss, a: a, method: info.FullMethod}
 	defer rs.release()
 	return handler(srv, rs)
+}
+
+// MaxReflectionStreamsPerCaller bounds the reflection streams one
+// identity has open at once: a request's answer is sent outside its
+// admission place (reflectionStream.SendMsg), so a client that opens no
+// flow-control window keeps a stream's answers, its partial next request
+// and its goroutines until --write-stall-timeout; 16 identities × 64
+// such streams held +184 MB (the thirty-fourth hostile pass). grpcurl
+// opens one.
+const MaxReflectionStreamsPerCaller = 4
+
+var errReflectionStreams = status.Errorf(codes.ResourceExhausted, "more than %d reflection streams open by this caller: close one", MaxReflectionStreamsPerCaller)
+
+// openReflection counts a reflection stream of key's, false past
+// MaxReflectionStreamsPerCaller (nothing counted).
+func (a *Admission) openReflection(key string) bool {
+	a.reflMu.Lock()
+	defer a.reflMu.Unlock()
+	if a.reflOpen[key] >= MaxReflectionStreamsPerCaller {
+		return false
+	}
+	if a.reflOpen == nil {
+		a.reflOpen = map[string]int{}
+	}
+	a.reflOpen[key]++
+	return true
+}
+
+func (a *Admission) closeReflection(key string) {
+	a.reflMu.Lock()
+	defer a.reflMu.Unlock()
+	if a.reflOpen[key]--; a.reflOpen[key] <= 0 {
+		delete(a.reflOpen, key)
+	}
 }
 
 var errReflectionRate = status.Errorf(codes.ResourceExhausted, "more than %d reflection requests a second by this caller: retry later", ReflectionRequestsPerSecond)

@@ -428,3 +428,49 @@ func TestReflectionAnswerSentOutsideItsPlace(t *testing.T) {
 		t.Fatalf("places in flight as each answer was sent: %v, want [0 0]", atSend)
 	}
 }
+
+// TestReflectionStreamsPerCaller: an identity has at most
+// MaxReflectionStreamsPerCaller reflection streams open at once; another
+// identity's are its own, and a stream closed gives its place back.
+func TestReflectionStreamsPerCaller(t *testing.T) {
+	a := NewAdmission(AdmissionConfig{MaxInFlight: 4, MaxQueue: 4})
+	const method = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
+	carol := WithCaller(context.Background(), Caller{Name: "carol", Quota: "token:carol"})
+	bob := WithCaller(context.Background(), Caller{Name: "bob", Quota: "token:bob"})
+	open := func(ctx context.Context, hold <-chan struct{}, started chan<- error) {
+		started <- a.boundReflection(nil, admittedStream{ctx: ctx}, &grpc.StreamServerInfo{FullMethod: method}, func(_ any, ss grpc.ServerStream) error {
+			started <- nil
+			<-hold
+			return nil
+		})
+	}
+	hold := make(chan struct{})
+	started := make(chan error, 2*MaxReflectionStreamsPerCaller+4)
+	for range MaxReflectionStreamsPerCaller {
+		go open(carol, hold, started)
+		if err := <-started; err != nil {
+			t.Fatal(err)
+		}
+	}
+	go open(carol, hold, started)
+	if err := <-started; status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("carol's stream past %d: %v, want RESOURCE_EXHAUSTED", MaxReflectionStreamsPerCaller, err)
+	}
+	go open(bob, hold, started)
+	if err := <-started; err != nil {
+		t.Fatalf("bob's stream beside carol's: %v", err)
+	}
+	close(hold)
+	for range MaxReflectionStreamsPerCaller + 1 {
+		if err := <-started; err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := make(chan struct{})
+	close(again)
+	go open(carol, again, started)
+	if err := <-started; err != nil {
+		t.Fatalf("carol's stream once hers closed: %v", err)
+	}
+	<-started
+}

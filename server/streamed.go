@@ -82,7 +82,25 @@ func (c *recvConn) chargeLocked(call *recvCall) {
 	case d > 0:
 		call.bufCharged = buf
 		if c.g.b.Charge(c.who, d) {
-			call.cancel(errRecvBudget)
+			// Past its share: every streamed call of the connection is
+			// cut, as every call receiving its first message is
+			// (recvConn.Read), and what they hold is given back now, not
+			// when their streams are gone. Cutting the one call charged,
+			// and giving back at its stream's end, kept the budget full
+			// under four identities' partial 4 MiB messages until the
+			// receive timeout, and another identity's HTTP bodies were
+			// refused 429 meanwhile.
+			for other := range c.streamed {
+				other.cancel(errRecvBudget)
+				c.g.b.Release(c.who, other.bufCharged)
+				other.bufCharged = 0
+				if other.bufTimer != nil {
+					other.bufTimer.Stop()
+					other.bufTimer = nil
+				}
+				delete(c.streamed, other)
+			}
+			return
 		}
 	case d < 0:
 		c.g.b.Release(c.who, -d)

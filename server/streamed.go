@@ -44,9 +44,14 @@ func (c *recvConn) watchStreamed(call *recvCall) {
 func (c *recvConn) unwatchStreamed(call *recvCall) {
 	c.smu.Lock()
 	defer c.smu.Unlock()
-	if _, ok := c.streamed[call]; !ok {
-		return
+	if _, ok := c.streamed[call]; ok {
+		c.unwatchLocked(call)
 	}
+}
+
+// unwatchLocked stops counting call by its stream: what it holds is given
+// back and its receive timer stopped.
+func (c *recvConn) unwatchLocked(call *recvCall) {
 	delete(c.streamed, call)
 	if call.bufCharged > 0 {
 		c.g.b.Release(c.who, call.bufCharged)
@@ -92,13 +97,7 @@ func (c *recvConn) chargeLocked(call *recvCall) {
 			// refused 429 meanwhile.
 			for other := range c.streamed {
 				other.cancel(errRecvBudget)
-				c.g.b.Release(c.who, other.bufCharged)
-				other.bufCharged = 0
-				if other.bufTimer != nil {
-					other.bufTimer.Stop()
-					other.bufTimer = nil
-				}
-				delete(c.streamed, other)
+				c.unwatchLocked(other)
 			}
 			return
 		}

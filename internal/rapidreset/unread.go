@@ -76,7 +76,11 @@ func (s *Streams) Decide(id uint32, accept bool) bool {
 	if s.open == nil {
 		s.open = map[uint32]int64{}
 	}
-	if most := s.Max; len(s.open) >= most && most > 0 || most <= 0 && len(s.open) >= MaxOpenStreams {
+	most := s.Max
+	if most <= 0 {
+		most = MaxOpenStreams
+	}
+	if len(s.open) >= most {
 		return false
 	}
 	s.open[id] = 0

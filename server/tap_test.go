@@ -68,6 +68,13 @@ func routeTokens(t *testing.T) *auth.Tokens {
 // returns the listener's address.
 func serveEdge(t *testing.T, edge Edge, opts ...grpc.ServerOption) string {
 	t.Helper()
+	return serveEdgeWith(t, edge, nil, opts...)
+}
+
+// serveEdgeWith is serveEdge, with register adding services (nil: none)
+// and the listener counted by edge.Recv when set.
+func serveEdgeWith(t *testing.T, edge Edge, register func(*grpc.Server), opts ...grpc.ServerOption) string {
+	t.Helper()
 	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -80,13 +87,20 @@ func serveEdge(t *testing.T, edge Edge, opts ...grpc.ServerOption) string {
 	edge.Log, edge.Stats = log, srv.Stats()
 	gs := grpc.NewServer(append(edge.ServerOptions(), opts...)...)
 	pb.RegisterClassifierServiceServer(gs, srv)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	if register != nil {
+		register(gs)
+	}
+	var lis net.Listener
+	if lis, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	if edge.Recv != nil {
+		lis = edge.Recv.Listener(lis)
 	}
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
-	return lis.Addr().String()
+	return addr
 }
 
 // partialCall opens an HTTP/2 connection to addr, starts a call of method

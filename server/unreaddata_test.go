@@ -10,8 +10,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/binary"
-	"io"
-	"log/slog"
 	"math/big"
 	"net"
 	"testing"
@@ -28,7 +26,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/classifierd/classifierd/gen/classifier/v1"
-	"github.com/classifierd/classifierd/request"
 )
 
 // rawH2 is a plaintext HTTP/2 client writing frames as a test says.
@@ -182,30 +179,14 @@ func TestUnreadDataCounted(t *testing.T) {
 func testUnreadData(t *testing.T, viaTLS bool) {
 	g := NewRecvGuard(&shareBudget{share: 64 << 20, by: map[string]int64{}})
 	rate := &fakeRate{charged: map[string]int64{}}
-	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := New(Config{}, dom, bagOfWords{}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := Edge{Log: log, Stats: srv.Stats(), Timeout: 30 * time.Second, Recv: g, BodyRate: rate, MaxConcurrentStreams: 64}.ServerOptions()
+	var opts []grpc.ServerOption
 	if viaTLS {
 		cert := selfSignedCert(t)
 		opts = append(opts, grpc.Creds(FrameCounting(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}}))))
 	}
-	gs := grpc.NewServer(opts...)
-	pb.RegisterClassifierServiceServer(gs, srv)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = gs.Serve(g.Listener(lis)) }()
-	t.Cleanup(gs.Stop)
+	addr := serveEdge(t, Edge{Timeout: 30 * time.Second, Recv: g, BodyRate: rate, MaxConcurrentStreams: 64}, opts...)
 	const method = "/classifier.v1.ClassifierService/GetIndexInfo"
-	h := dialRawH2(t, lis.Addr().String(), viaTLS)
+	h := dialRawH2(t, addr, viaTLS)
 	h.sync()
 	want := int64(0)
 	check := func(what string) {
@@ -290,24 +271,8 @@ func selfSignedCert(t *testing.T) tls.Certificate {
 // pass), and the second messages were charged to no rate.
 func TestSecondMessageForgottenAndCharged(t *testing.T) {
 	rate := &fakeRate{charged: map[string]int64{}}
-	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := New(Config{}, dom, bagOfWords{}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(Edge{Log: log, Stats: srv.Stats(), Timeout: 30 * time.Second, BodyRate: rate}.ServerOptions()...)
-	pb.RegisterClassifierServiceServer(gs, srv)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	addr := serveEdge(t, Edge{Timeout: 30 * time.Second, BodyRate: rate})
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,50 +320,15 @@ func TestSecondMessageForgottenAndCharged(t *testing.T) {
 // stream) were held by no budget until the receive timeout.
 func TestSecondMessageHeldToTheBudget(t *testing.T) {
 	g := NewRecvGuard(&shareBudget{share: 32 << 10, by: map[string]int64{}})
-	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := New(Config{}, dom, bagOfWords{}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(Edge{Log: log, Stats: srv.Stats(), Timeout: 30 * time.Second, Recv: g}.ServerOptions()...)
-	pb.RegisterClassifierServiceServer(gs, srv)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = gs.Serve(g.Listener(lis)) }()
-	t.Cleanup(gs.Stop)
-	h := dialRawH2(t, lis.Addr().String(), false)
+	h := dialRawH2(t, serveEdge(t, Edge{Timeout: 30 * time.Second, Recv: g}), false)
 	h.sync()
 	h.call(1, "/classifier.v1.ClassifierService/GetIndexInfo")
 	// An empty message, then a second declaring 1 MiB.
 	h.data(1, []byte{0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0}, false)
 	time.Sleep(200 * time.Millisecond) // the first is handed on, the second awaited
 	h.data(1, make([]byte, 40<<10), false)
-	if err := h.nc.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	for h.status[1] == "" {
-		f, err := h.fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("40 KiB of a second message past a 32 KiB share: no answer (%v)", err)
-		}
-		switch f := f.(type) {
-		case *http2.MetaHeadersFrame:
-			for _, hf := range f.Fields {
-				if hf.Name == "grpc-status" && f.StreamID == 1 {
-					h.status[1] = hf.Value
-				}
-			}
-		case *http2.RSTStreamFrame:
-			if f.StreamID == 1 {
-				h.status[1] = "rst " + f.ErrCode.String()
-			}
-		}
+	if awaitEnd(t, h, 10*time.Second) == "" {
+		t.Fatalf("40 KiB of a second message past a 32 KiB share: no answer")
 	}
 	if h.status[1] == "0" {
 		t.Fatalf("a call with a second message answered OK")
@@ -413,62 +343,17 @@ func TestSecondMessageHeldToTheBudget(t *testing.T) {
 // nothing, for as long as the client liked (the thirty-second hostile
 // pass: +2.2 GB).
 func TestStreamedMessageHeldToTheBudget(t *testing.T) {
-	g := NewRecvGuard(&shareBudget{share: 32 << 10, by: map[string]int64{}})
-	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := New(Config{}, dom, bagOfWords{}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(Edge{Log: log, Stats: srv.Stats(), Timeout: 30 * time.Second, Recv: g}.ServerOptions()...)
-	pb.RegisterClassifierServiceServer(gs, srv)
-	reflection.Register(gs)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = gs.Serve(g.Listener(lis)) }()
-	t.Cleanup(gs.Stop)
-	h := dialRawH2(t, lis.Addr().String(), false)
+	addr, _ := reflectionServer(t, 32<<10, 0)
+	h := dialRawH2(t, addr, false)
 	h.sync()
 	h.call(1, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo")
 	// list_services, answered; then a second request declaring 1 MiB.
 	h.data(1, []byte{0, 0, 0, 0, 2, 0x3a, 0}, false)
-	answered := false
-	if err := h.nc.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	for !answered {
-		f, err := h.fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("list_services: no answer (%v)", err)
-		}
-		if d, ok := f.(*http2.DataFrame); ok && d.StreamID == 1 {
-			answered = true
-		}
-	}
+	awaitAnswer(t, h)
 	h.data(1, []byte{0, 0, 0x10, 0, 0}, false)
 	h.data(1, make([]byte, 40<<10), false)
-	for h.status[1] == "" {
-		f, err := h.fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("40 KiB of a streamed message past a 32 KiB share: no answer (%v)", err)
-		}
-		switch f := f.(type) {
-		case *http2.MetaHeadersFrame:
-			for _, hf := range f.Fields {
-				if hf.Name == "grpc-status" && f.StreamID == 1 {
-					h.status[1] = hf.Value
-				}
-			}
-		case *http2.RSTStreamFrame:
-			if f.StreamID == 1 {
-				h.status[1] = "rst " + f.ErrCode.String()
-			}
-		}
+	if awaitEnd(t, h, 10*time.Second) == "" {
+		t.Fatalf("40 KiB of a streamed message past a 32 KiB share: no answer")
 	}
 	if h.status[1] == "0" {
 		t.Fatalf("a stream holding 40 KiB of a message answered OK")
@@ -480,26 +365,8 @@ func TestStreamedMessageHeldToTheBudget(t *testing.T) {
 func reflectionServer(t *testing.T, share int64, recvTimeout time.Duration) (string, *shareBudget) {
 	t.Helper()
 	b := &shareBudget{share: share, by: map[string]int64{}}
-	g := NewRecvGuard(b)
-	dom, err := NewDomain(testIndex(t), bagOfWords{}, request.Limits{MaxTextBytes: maxTextBytes, MaxMessages: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := New(Config{}, dom, bagOfWords{}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(Edge{Log: log, Stats: srv.Stats(), Timeout: 30 * time.Second, Recv: g, RecvTimeout: recvTimeout}.ServerOptions()...)
-	pb.RegisterClassifierServiceServer(gs, srv)
-	reflection.Register(gs)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = gs.Serve(g.Listener(lis)) }()
-	t.Cleanup(gs.Stop)
-	return lis.Addr().String(), b
+	edge := Edge{Timeout: 30 * time.Second, Recv: NewRecvGuard(b), RecvTimeout: recvTimeout}
+	return serveEdgeWith(t, edge, func(gs *grpc.Server) { reflection.Register(gs) }), b
 }
 
 // total is what b holds, every holder together.
@@ -540,6 +407,24 @@ func awaitEnd(t *testing.T, h *rawH2, within time.Duration) string {
 	return h.status[1]
 }
 
+// awaitAnswer reads h's frames until stream 1 is answered a message
+// (list_services), failing the test if none comes within 10 s.
+func awaitAnswer(t *testing.T, h *rawH2) {
+	t.Helper()
+	if err := h.nc.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("list_services: no answer (%v)", err)
+		}
+		if d, ok := f.(*http2.DataFrame); ok && d.StreamID == 1 {
+			return
+		}
+	}
+}
+
 // TestStreamedMessageWithTheFirst: a reflection stream's second message
 // sent in one burst with the first (before the first is handed on) is
 // held to the budget for as long as it waits, and cut past the share.
@@ -556,18 +441,7 @@ func TestStreamedMessageWithTheFirst(t *testing.T) {
 	h.data(1, burst, false)
 	// Once the first request is answered it was handed on: what the
 	// connection held while awaiting it was given back.
-	if err := h.nc.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	for answered := false; !answered; {
-		f, err := h.fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("list_services: no answer (%v)", err)
-		}
-		if d, ok := f.(*http2.DataFrame); ok && d.StreamID == 1 {
-			answered = true
-		}
-	}
+	awaitAnswer(t, h)
 	// The rest of the burst may still be being read: charged as it is.
 	for deadline := time.Now().Add(5 * time.Second); b.total() < 40<<10 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
